@@ -1,0 +1,3 @@
+from commscope.cli import main
+
+main()
