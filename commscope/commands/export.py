@@ -1,0 +1,30 @@
+"""`commscope export RUN_OR_TRACE_DIR --perfetto out.json`: all ranks merged into one Perfetto trace.
+
+A thin wrapper: load (commscope.load), convert (commscope.export_perfetto), print the path.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from commscope.errors import UserError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("export")
+    def export(
+        path: Path = typer.Argument(..., help="A commscope run directory or a folder of per-rank Kineto traces."),
+        perfetto: Optional[Path] = typer.Option(None, "--perfetto", help="Write a Chrome-JSON trace for Perfetto here."),
+    ) -> None:
+        """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
+        from commscope.commands.report import check_output, load_with_progress
+        from commscope.export_perfetto import write_perfetto
+
+        if perfetto is None:
+            raise UserError("choose an export format: --perfetto OUT.json")
+        check_output(perfetto, path)
+        trace = load_with_progress(path, quiet=False)
+        write_perfetto(trace, perfetto)
+        typer.echo(f"perfetto trace: {perfetto} (open in https://ui.perfetto.dev or chrome://tracing)")

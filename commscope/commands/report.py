@@ -1,0 +1,104 @@
+"""`commscope report RUN_OR_TRACE_DIR [-o report.html] [--steps A:B] [--json]`.
+
+Loads a run directory or a folder of Kineto traces (with a progress bar), summarizes it, and writes one
+self-contained HTML report (default `./<input-name>-report.html`, never inside the input directory) plus a
+rich terminal summary; with --json prints only summarize()'s document on stdout.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from commscope.errors import UserError
+
+
+def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
+    """'A:B' (inclusive), 'A', 'A:' or ':B' → (lo, hi) with None for an open end."""
+    if text is None:
+        return None
+    lo, sep, hi = text.partition(":")
+    try:
+        a = int(lo) if lo.strip() else None
+        b = (int(hi) if hi.strip() else None) if sep else a
+    except ValueError:
+        raise UserError(f"--steps must look like A:B, A, A: or :B with integer steps, got {text!r}") from None
+    if a is not None and b is not None and b < a:
+        raise UserError(f"--steps {text}: the last step is before the first")
+    return (a, b)
+
+
+def default_output(src: Path) -> Path:
+    return Path.cwd() / f"{src.resolve().name or 'commscope'}-report.html"
+
+
+def check_output(out: Path, src: Path) -> None:
+    """Refuse outputs inside the input directory (commscope never writes where it reads)."""
+    s, o = src.resolve(), out.resolve()
+    if s.is_dir() and (o.parent == s or s in o.parents):
+        raise UserError(f"refusing to write {out} inside the input directory {src}; pass -o elsewhere")
+    if not o.parent.is_dir():
+        raise UserError(f"output directory {o.parent} does not exist")
+
+
+def load_with_progress(path: Path, quiet: bool):
+    """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from commscope.load import load_path
+
+    if not path.exists():
+        raise UserError(f"{path} does not exist")
+    if quiet:
+        return load_path(path)
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"loading {path.name}", total=None)
+
+        def progress(done: int, total: int, what: str = "") -> None:
+            bar.update(task, completed=done, total=total, description=f"loading {what or path.name}")
+
+        return load_path(path, progress=progress)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    def report(
+        path: Path = typer.Argument(..., help="A commscope run directory or a folder of per-rank Kineto traces."),
+        output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file to write "
+                                              "(default ./<input-name>-report.html)."),
+        steps: Optional[str] = typer.Option(None, "--steps", help="Inclusive step range A:B (A, A:, :B) for the "
+                                            "analysis and timeline; default: all steps, timeline a few around the middle."),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout and nothing else."),
+    ) -> None:
+        """Analyze a run or trace folder: HTML report with timeline and tables, terminal summary, or JSON."""
+        import orjson
+
+        from commscope.analyze.summary import summarize
+
+        window = parse_steps(steps)
+        out = None
+        if not as_json:
+            out = output or default_output(path)
+            check_output(out, path)
+        trace = load_with_progress(path, quiet=as_json)
+        summary = summarize(trace, steps=window)
+        if as_json:
+            typer.echo(orjson.dumps(summary, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+                                    | orjson.OPT_INDENT_2).decode())
+            return
+        from rich.console import Console
+
+        from reports.page import write_report
+        from reports.sections import ReportContext
+        from reports.terminal import print_summary
+        from reports.timeline import select_window
+
+        ctx = ReportContext(trace=trace, summary=summary, window=select_window(trace, window))
+        write_report(ctx, out)
+        console = Console()
+        print_summary(summary, console)
+        console.print(f"report: {out}")

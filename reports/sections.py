@@ -1,0 +1,101 @@
+"""The report's sections: each is a renderer `ReportContext -> HTML fragment | None`, listed in SECTIONS.
+
+Why a list of renderers: other features (layout findings, the doctor's verdict, ...) add their own section
+by writing one function and adding one `Section(...)` line to SECTIONS, without touching page assembly or
+the other sections. `order` places it (doctor verdict < 0 goes first; configuration is last at 90).
+A renderer returns None to leave its section out (e.g. no HTA data); it must not raise for missing data.
+
+Invariant: renderers only render; numbers come from `ctx.summary` (= summarize()) or the Trace frames.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from reports import tables
+
+LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "busbw_gbps"]
+
+
+@dataclass
+class ReportContext:
+    trace: Any                       # commscope.load.Trace
+    summary: dict                    # commscope.analyze.summary.summarize(trace, steps)
+    window: tuple[int, int] | None   # inclusive step range drawn in the timeline (None = all)
+    extras: dict = field(default_factory=dict)  # results other commands hand to their sections
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    order: int
+    render: Callable[[ReportContext], str | None]
+
+
+def render_overview(ctx: ReportContext) -> str:
+    t, s = ctx.trace, ctx.summary
+    facts = {"input": str(t.path), "source": t.source, "world size": t.world_size, "ranks loaded": len(t.ranks),
+             "backend": t.backend, "device": t.device,
+             "timeline steps": "all" if ctx.window is None else f"{ctx.window[0]}–{ctx.window[1]}"}
+    out = [tables.scalar_table(facts, "", "", "overview")]
+    if s.get("overlap_pct_by_rank"):
+        out.append("<h3>Overlap % by rank</h3>" + tables.scalar_table(s["overlap_pct_by_rank"], "rank", "overlap %",
+                                                                       "overlap-by-rank"))
+    if t.problems:
+        out.append('<h3>Problems while loading</h3><ul class="problems">' +
+                   "".join(f"<li>{html.escape(str(p))}</li>" for p in t.problems) + "</ul>")
+    return "\n".join(out)
+
+
+def render_timeline(ctx: ReportContext) -> str:
+    from reports.timeline import timeline_figure  # plotly import kept off the path of --json
+
+    fig = timeline_figure(ctx.trace, ctx.window)
+    note = ('<p class="note">Grey: compute (dense kernels merged). Bars: each collective from launch to '
+            'completion, coloured by label; red: its exposed part. Diamonds: gradient-hook firings. '
+            'Drag to zoom, double-click to reset; <code>--steps A:B</code> picks other steps.</p>')
+    return note + fig.to_html(full_html=False, include_plotlyjs=False,
+                              config={"displaylogo": False, "responsive": True, "scrollZoom": True})
+
+
+def render_labels(ctx: ReportContext) -> str:
+    labels = ctx.summary.get("labels") or {}
+    extra = []
+    for v in labels.values():
+        extra += [k for k in v if k not in LABEL_COLUMNS and k not in extra]
+    return tables.keyed_table(labels, "label", LABEL_COLUMNS + extra, "labels")
+
+
+def render_stragglers(ctx: ReportContext) -> str:
+    return tables.records_table(ctx.summary.get("stragglers") or [], table_id="stragglers")
+
+
+def render_steps(ctx: ReportContext) -> str | None:
+    steps = ctx.summary.get("steps")
+    if steps is None:
+        return None
+    return tables.records_table(steps, table_id="steps")
+
+
+def render_hta(ctx: ReportContext) -> str:
+    hta = ctx.summary.get("hta")
+    if not hta:
+        return '<p class="empty">HTA was not run or produced nothing for this input.</p>'
+    return tables.nested(hta)
+
+
+def render_config(ctx: ReportContext) -> str:
+    return tables.nested(ctx.trace.config or {})
+
+
+SECTIONS: list[Section] = [
+    Section("overview", "Overview", 0, render_overview),
+    Section("timeline", "Timeline", 10, render_timeline),
+    Section("labels", "Collectives by label", 20, render_labels),
+    Section("stragglers", "Skew and stragglers", 30, render_stragglers),
+    Section("steps", "Step breakdown", 40, render_steps),
+    Section("hta", "HTA side by side", 50, render_hta),
+    Section("config", "Run configuration", 90, render_config),
+]

@@ -1,0 +1,33 @@
+"""The rich terminal summary printed by `commscope report`: top exposed labels and overlap per rank.
+
+Why: the first answer (which collective is exposed, where) should not need a browser. Rendered from the
+same summarize() document as the HTML and --json, so all three agree. Writes to the given Console (the
+command uses stderr when stdout is reserved, e.g. never mixes with --json).
+"""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from reports.tables import fmt
+
+
+def print_summary(summary: dict, console: Console, top: int = 8) -> None:
+    labels = summary.get("labels") or {}
+    ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
+    t = Table(title=f"Top exposed collectives ({len(labels)} labels, {summary.get('ranks', '?')} ranks)")
+    for col, just in (("label", "left"), ("op", "left"), ("count", "right"), ("exposed ms", "right"),
+                      ("mean ms", "right"), ("overlap %", "right"), ("busbw GB/s", "right")):
+        t.add_column(col, justify=just)
+    for lab, v in ranked:
+        t.add_row(lab, fmt(v.get("op")), fmt(v.get("count")), fmt(v.get("exposed_ms")), fmt(v.get("mean_ms")),
+                  fmt(v.get("overlap_pct")), fmt(v.get("busbw_gbps")))
+    console.print(t)
+    by_rank = summary.get("overlap_pct_by_rank") or {}
+    if by_rank:
+        r = Table(title="Compute/communication overlap by rank")
+        r.add_column("rank", justify="right")
+        r.add_column("overlap %", justify="right")
+        for rank, pct in by_rank.items():
+            r.add_row(str(rank), fmt(pct))
+        console.print(r)

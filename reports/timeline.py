@@ -1,0 +1,237 @@
+"""The per-rank overlap timeline of the HTML report (a plotly figure).
+
+Rows, top to bottom, per rank: `rN compute` (compute regions/kernels, merged when dense), `rN comm`
+(one bar per collective from launch to completion, coloured by label; the exposed part drawn on top in
+red; extra lanes `rN comm 2`, … when collectives overlap in time), `rN hooks` (hook firings as markers,
+coloured by label). Step starts are vertical lines.
+
+Why this shape: the question the report answers is "which collective is exposed, where": seeing the launch
+→ completion bar next to the compute it should hide behind answers it directly.
+
+Scaling: bars are drawn as WebGL line segments (`Scattergl`, one trace per label, segments separated by
+None), so tens of thousands of kernels stay interactive; compute intervals are merged per rank across gaps
+smaller than span / `max_compute_per_rank` so a rank never contributes more than that many blocks.
+Times on the x axis are milliseconds since the window start.
+
+Invariant: the figure only draws; every number shown in the tables comes from summarize(), not from here.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+from commscope.export_perfetto import assign_lanes
+
+EXPOSED_COLOR = "#d62728"
+COMPUTE_COLOR = "#7f7f7f"
+PALETTE = qualitative.Dark24 + qualitative.Light24
+
+
+def label_colors(labels: list[str]) -> dict[str, str]:
+    """A stable label → colour map (sorted labels, one palette), shared by bars and hook markers."""
+    return {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(sorted(set(labels)))}
+
+
+def select_window(trace: Any, steps: tuple[int | None, int | None] | None, default_steps: int = 3,
+                  max_full_steps: int = 6) -> tuple[int, int] | None:
+    """Inclusive step range to draw. Explicit `steps` wins; otherwise a few steps around the middle when
+    the trace has more than `max_full_steps` steps (long timelines stay readable), else None = all."""
+    known = sorted(int(s) for s in trace.steps["step"].unique() if s >= 0) if len(trace.steps) else []
+    if steps is not None:
+        lo = steps[0] if steps[0] is not None else (known[0] if known else 0)
+        hi = steps[1] if steps[1] is not None else (known[-1] if known else lo)
+        return (lo, hi)
+    if len(known) <= max_full_steps:
+        return None
+    mid = len(known) // 2
+    first = max(0, mid - default_steps // 2)
+    chosen = known[first:first + default_steps]
+    return (chosen[0], chosen[-1])
+
+
+def _in_window(df: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:
+    if window is None or len(df) == 0 or "step" not in df:
+        return df
+    return df[(df["step"] >= window[0]) & (df["step"] <= window[1])]
+
+
+def merge_intervals(starts: np.ndarray, ends: np.ndarray, max_blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge sorted-by-start intervals across gaps < span / max_blocks; returns (starts, ends, counts)
+    where counts is how many input intervals each block holds. Overlapping intervals always merge."""
+    if len(starts) == 0:
+        return starts, ends, np.zeros(0, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    e = np.maximum.accumulate(e)  # running end, so a long kernel covers the short ones inside it
+    span = e[-1] - s[0]
+    gap = span / max_blocks if len(s) > max_blocks else 0.0
+    new_block = np.empty(len(s), dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > e[:-1] + gap
+    block = np.cumsum(new_block) - 1
+    first = np.flatnonzero(new_block)
+    last = np.r_[first[1:] - 1, len(s) - 1]
+    return s[first], e[last], np.bincount(block)
+
+
+def exposed_intervals(coll: pd.DataFrame, compute: pd.DataFrame) -> list[list[tuple[float, float]]]:
+    """Per collective row, the exposed sub-intervals to highlight (drawing only).
+
+    Wall-clock (CPU) collectives: the caller was blocked from wait() entry to return, clipped to the
+    collective's launch→completion span. Device-timed collectives: the execution interval not covered by
+    the rank's compute intervals.
+    """
+    comp = compute.sort_values("start_ns") if len(compute) else compute
+    cs = comp["start_ns"].astype("float64").to_numpy() if len(comp) else np.zeros(0)
+    ce = np.maximum.accumulate(comp["end_ns"].astype("float64").to_numpy()) if len(comp) else np.zeros(0)
+    out: list[list[tuple[float, float]]] = []
+    for r in coll.itertuples(index=False):
+        call = _f(r.call_ns)
+        start, end = _f(r.start_ns), _f(r.end_ns)
+        if str(r.timing) == "wall" or math.isnan(start):
+            w0, w1 = _f(r.wait_ns), _f(r.wait_end_ns)
+            lo = max(w0, call) if not math.isnan(call) else w0
+            hi = min(w1, end) if not math.isnan(end) else w1
+            out.append([(lo, hi)] if not (math.isnan(lo) or math.isnan(hi)) and hi > lo else [])
+            continue
+        if math.isnan(end):
+            out.append([])
+            continue
+        pieces, cur = [], start
+        i = max(int(np.searchsorted(ce, start, side="right")), 0)
+        while i < len(cs) and cs[i] < end and cur < end:
+            if cs[i] > cur:
+                pieces.append((cur, min(cs[i], end)))
+            cur = max(cur, ce[i])
+            i += 1
+        if cur < end:
+            pieces.append((cur, end))
+        out.append(pieces)
+    return out
+
+
+def _f(v: Any) -> float:
+    try:
+        return float(v) if v is not None and not pd.isna(v) else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _segments(starts, ends, row: str, t0: float) -> tuple[list, list]:
+    xs, ys = [], []
+    for s, e in zip(starts, ends):
+        xs += [(s - t0) / 1e6, (e - t0) / 1e6, None]
+        ys += [row, row, None]
+    return xs, ys
+
+
+def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compute_per_rank: int = 1500) -> go.Figure:
+    """Build the timeline for the ranks of `trace`, restricted to the inclusive step `window` if given."""
+    coll = _in_window(trace.collectives, window)
+    comp = _in_window(trace.compute, window)
+    hooks = _in_window(trace.hooks, window)
+    steps = _in_window(trace.steps, window)
+    t_cands = [df[c].astype("float64").min() for df, c in ((steps, "start_ns"), (coll, "call_ns"),
+               (coll, "start_ns"), (comp, "start_ns"), (hooks, "t_ns")) if len(df)]
+    t_cands = [t for t in t_cands if not math.isnan(t)]
+    t0 = min(t_cands) if t_cands else 0.0
+    colors = label_colors(list(coll["label"].astype(str)) + list(hooks["label"].astype(str)))
+
+    rows: list[str] = []
+    comp_x, comp_y, comp_hx, comp_hy, comp_text = [], [], [], [], []
+    bars: dict[str, tuple[list, list]] = {}
+    bar_hover: dict[str, tuple[list, list, list]] = {}
+    exp_x, exp_y = [], []
+    hook_pts: dict[str, tuple[list, list, list]] = {}
+    for rank in trace.ranks:
+        rc = comp[comp["rank"] == rank]
+        rows.append(f"r{rank} compute")
+        if len(rc):
+            s, e, n = merge_intervals(rc["start_ns"].astype("float64").to_numpy(),
+                                      rc["end_ns"].astype("float64").to_numpy(), max_compute_per_rank)
+            x, y = _segments(s, e, f"r{rank} compute", t0)
+            comp_x += x
+            comp_y += y
+            comp_hx += list(((s + e) / 2 - t0) / 1e6)
+            comp_hy += [f"r{rank} compute"] * len(s)
+            comp_text += [f"rank {rank}: {k} compute interval(s)<br>{(b - a) / 1e6:.3f} ms" for a, b, k in zip(s, e, n)]
+
+        cc = coll[coll["rank"] == rank]
+        if len(cc):
+            start = cc["call_ns"].astype("float64").to_numpy()
+            start = np.where(np.isnan(start), cc["start_ns"].astype("float64").to_numpy(), start)
+            end = cc["end_ns"].astype("float64").to_numpy()
+            ok = ~(np.isnan(start) | np.isnan(end))
+            lanes = np.zeros(len(cc), dtype=np.int64)
+            if ok.any():
+                lanes[ok] = assign_lanes(start[ok], end[ok])
+            n_lanes = int(lanes.max()) + 1 if len(lanes) else 1
+            lane_rows = [f"r{rank} comm" if k == 0 else f"r{rank} comm {k + 1}" for k in range(n_lanes)]
+            rows += lane_rows
+            exposed = exposed_intervals(cc, trace.compute[trace.compute["rank"] == rank] if len(trace.compute) else trace.compute)
+            for j, r in enumerate(cc.itertuples(index=False)):
+                if not ok[j]:
+                    continue
+                row, lab = lane_rows[lanes[j]], str(r.label)
+                bx, by = bars.setdefault(lab, ([], []))
+                x, y = _segments([start[j]], [end[j]], row, t0)
+                bx += x
+                by += y
+                exp_ms = sum(b - a for a, b in exposed[j]) / 1e6
+                for a, b in exposed[j]:
+                    x, y = _segments([a], [b], row, t0)
+                    exp_x += x
+                    exp_y += y
+                hx, hy, ht = bar_hover.setdefault(lab, ([], [], []))
+                hx.append(((start[j] + end[j]) / 2 - t0) / 1e6)
+                hy.append(row)
+                ht.append(f"rank {rank} · {lab} ({r.op}, {r.phase})<br>step {r.step} seq {r.seq} group {r.group}"
+                          f"<br>bytes {_f(r.bytes):,.0f}<br>launch→complete {(end[j] - start[j]) / 1e6:.3f} ms"
+                          f"<br>exposed {exp_ms:.3f} ms")
+        else:
+            rows.append(f"r{rank} comm")
+
+        rh = hooks[hooks["rank"] == rank]
+        if len(rh):
+            rows.append(f"r{rank} hooks")
+            for h in rh.itertuples(index=False):
+                hx, hy, ht = hook_pts.setdefault(str(h.label), ([], [], []))
+                hx.append((float(h.t_ns) - t0) / 1e6)
+                hy.append(f"r{rank} hooks")
+                ht.append(f"rank {rank} hook {h.label}<br>step {h.step} micro {h.micro_step} position {h.position}")
+
+    fig = go.Figure()
+    if comp_x:
+        fig.add_trace(go.Scattergl(x=comp_x, y=comp_y, mode="lines", line=dict(color=COMPUTE_COLOR, width=12),
+                                   name="compute", hoverinfo="skip", legendgroup="compute"))
+        fig.add_trace(go.Scattergl(x=comp_hx, y=comp_hy, mode="markers", marker=dict(size=2, color=COMPUTE_COLOR),
+                                   text=comp_text, hoverinfo="text", showlegend=False, legendgroup="compute"))
+    for lab in sorted(bars):
+        bx, by = bars[lab]
+        fig.add_trace(go.Scattergl(x=bx, y=by, mode="lines", line=dict(color=colors[lab], width=12), name=lab,
+                                   legendgroup=lab, hoverinfo="skip"))
+        hx, hy, ht = bar_hover[lab]
+        fig.add_trace(go.Scattergl(x=hx, y=hy, mode="markers", marker=dict(size=4, color=colors[lab]), text=ht,
+                                   hoverinfo="text", legendgroup=lab, showlegend=False))
+    if exp_x:
+        fig.add_trace(go.Scattergl(x=exp_x, y=exp_y, mode="lines", line=dict(color=EXPOSED_COLOR, width=5),
+                                   name="exposed", hoverinfo="skip"))
+    for lab in sorted(hook_pts):
+        hx, hy, ht = hook_pts[lab]
+        fig.add_trace(go.Scattergl(x=hx, y=hy, mode="markers", name=f"hook {lab}", legendgroup=lab, text=ht,
+                                   hoverinfo="text", marker=dict(symbol="diamond", size=9, color=colors.get(lab))))
+    first_rank = steps[steps["rank"] == trace.ranks[0]] if len(steps) and trace.ranks else steps
+    for s in first_rank.itertuples(index=False):
+        fig.add_vline(x=(float(s.start_ns) - t0) / 1e6, line=dict(color="#bbbbbb", dash="dot", width=1),
+                      annotation_text=f"step {s.step}", annotation_position="top left")
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), type="category")
+    fig.update_xaxes(title_text="ms since window start", rangeslider=dict(visible=False))
+    fig.update_layout(height=max(300, 26 * len(rows) + 140), margin=dict(l=110, r=20, t=40, b=50),
+                      template="plotly_white", hovermode="closest", legend=dict(orientation="v"),
+                      dragmode="zoom")
+    return fig
