@@ -1,0 +1,183 @@
+"""commscope compare: the record's published table, hand-computed statistics, bad/incomplete input."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from commscope.commands import compare as compare_cmd
+from commscope.compare import compare_groups, load_group, slower_candidates
+from commscope.errors import UserError
+from commscope.logs import SEPARATOR, parse_log
+
+FIXTURE = Path("/work/shared/fixtures/modded-nanogpt-logs")
+
+# The record README's table (fixtures/README.md), printed with 4 decimals.
+PUBLISHED = {
+    "baseline": dict(runs=4, time_mean="132.7217", time_std="0.1176", time_delta="0.0000",
+                     loss_mean="3.2792", loss_std="0.0008", loss_delta="0.0000", loss_p="0.0632"),
+    "premul-o": dict(runs=10, time_mean="131.2106", time_std="0.0660", time_delta="-1.5111",
+                     loss_mean="3.2777", loss_std="0.0020", loss_delta="-0.0015", loss_p="0.0024"),
+}
+
+
+def _log(path: Path, steps: int, total: int, final: tuple[float, int] | None, source: str = "") -> Path:
+    """A synthetic speedrun log: source, separator, env, separator, step lines."""
+    lines = [source or 'print0(f"step:{step}/{train_steps} val_loss:{val_loss:.4f} train_time:{t:.0f}ms")',
+             SEPARATOR, "Running Python 3.12", SEPARATOR, "step:0/%d val_loss:10.8258 train_time:0ms" % total]
+    lines += [f"step:{s}/{total} train_time:{s * 60}ms step_avg:60.00ms" for s in range(1, steps + 1)]
+    if final is not None:
+        lines.append(f"step:{total}/{total} val_loss:{final[0]:.4f} train_time:{final[1]}ms step_avg:60.00ms")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def published_groups(tmp_path):
+    shutil.copytree(FIXTURE, tmp_path / "logs")
+    return [load_group(tmp_path / "logs" / "baseline"), load_group(tmp_path / "logs" / "premul-o")]
+
+
+def test_fixture_reproduces_published_table(published_groups):
+    table = compare_groups(published_groups)
+    for row in table.to_dict("records"):
+        want = PUBLISHED[row["name"]]
+        assert row["runs"] == want["runs"]
+        for col, printed in want.items():
+            if col != "runs":
+                assert f"{row[col]:.4f}" == printed, (row["name"], col, row[col])
+    assert math.isnan(table.loc[0, "time_p"])
+    assert table.loc[1, "time_p"] < 1e-4  # 1.5 s faster with σ ≈ 0.1 s: overwhelming
+
+
+def test_fixture_markdown_rows(published_groups):
+    md = compare_cmd.render_markdown(compare_groups(published_groups)).splitlines()
+    assert md[2] == "| baseline | 4 | 132.7217 | 0.1176 | 0.0000 | NaN | 3.2792 | 0.0008 | 0.0000 | 0.0632 |"
+    assert md[3].startswith("| premul-o | 10 | 131.2106 | 0.0660 | -1.5111 | 0.0000 | 3.2777 | 0.0020 | -0.0015 |")
+
+
+def test_hand_computed_statistics(tmp_path):
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    base.mkdir(), cand.mkdir()
+    for i, (loss, ms) in enumerate([(3.27, 100000), (3.29, 102000), (3.28, 104000)]):
+        _log(base / f"{i}.txt", 5, 10, (loss, ms))
+    for i, (loss, ms) in enumerate([(3.26, 99000), (3.27, 101000)]):
+        _log(cand / f"{i}.txt", 5, 10, (loss, ms))
+    t = compare_groups([load_group(base), load_group(cand)], target_loss=3.30)
+    b, c = t.iloc[0], t.iloc[1]
+    # baseline times 100, 102, 104 s: mean 102, sample σ = 2
+    assert b.time_mean == pytest.approx(102.0) and b.time_std == pytest.approx(2.0)
+    # candidate 99, 101: mean 100, σ = √2; +/- = -2
+    assert c.time_mean == pytest.approx(100.0) and c.time_std == pytest.approx(math.sqrt(2))
+    assert c.time_delta == pytest.approx(-2.0)
+    # Welch: t = -2 / sqrt(2/2 + 4/3) = -1.3093; df = (7/3)^2 / ((1)^2/1 + (4/3)^2/2) = 5.4444/1.8889 = 2.882
+    se2 = 2 / 2 + 4 / 3
+    tstat = -2 / math.sqrt(se2)
+    df = se2 ** 2 / ((2 / 2) ** 2 / 1 + (4 / 3) ** 2 / 2)
+    from scipy.stats import t as student_t
+    assert c.time_p == pytest.approx(student_t.cdf(tstat, df), rel=1e-9)
+    assert c.slower_p == pytest.approx(1 - c.time_p, rel=1e-9)
+    assert 0.1 < c.time_p < 0.2
+    # loss p, baseline: mean 3.28, σ 0.01, t = (3.28 - 3.30) / (0.01/√3) = -3.4641, df 2
+    assert b.loss_p == pytest.approx(student_t.cdf(-0.02 / (0.01 / math.sqrt(3)), 2), rel=1e-6)
+    assert b.loss_p == pytest.approx(0.03709, abs=1e-4)
+    assert c.loss_delta == pytest.approx(3.265 - 3.28)
+
+
+def test_incomplete_and_garbled_logs_are_reported_not_used(tmp_path):
+    g = tmp_path / "g"
+    g.mkdir()
+    _log(g / "good.txt", 10, 10, (3.2799, 120000))
+    _log(g / "crashed.txt", 7, 10, None)  # never reached the final validation
+    (g / "garbled.log").write_text("hello\nnot a training log\n")
+    (g / "README.md").write_text("step:10/10 val_loss:1.0 train_time:1ms")  # not a log suffix: ignored
+    group = load_group(g)
+    assert [r.path.name for r in group.runs] == ["good.txt"]
+    reasons = dict((p.name, why) for p, why in group.skipped)
+    assert reasons["crashed.txt"].startswith("incomplete") and "7/10" in reasons["crashed.txt"]
+    assert reasons["garbled.log"].startswith("garbled")
+    assert group.times == [120.0] and group.losses == [3.2799]
+
+
+def test_parse_log_ignores_source_before_separator(tmp_path):
+    fake_src = "step:10/10 val_loss:0.0001 train_time:1ms  # a docstring in the script"
+    r = parse_log(_log(tmp_path / "x.txt", 3, 10, None, source=fake_src))
+    assert not r.complete and r.last_step == 3 and r.val_loss is None
+
+
+def _run_dir(path: Path, status: str, step_times, losses) -> Path:
+    path.mkdir(parents=True)
+    (path / "summary.json").write_text(json.dumps(
+        {"schema_version": 1, "status": status, "world_size": 2, "step_times_ms": step_times, "losses": losses}))
+    return path
+
+
+def test_run_dirs_total_time_and_last_loss(tmp_path):
+    _run_dir(tmp_path / "g" / "r1", "completed", [100.0, 200.0, 300.0], [5.0, 4.0, 3.5])
+    _run_dir(tmp_path / "g" / "r2", "failed", [100.0], [5.0])
+    (tmp_path / "g" / "r3").mkdir()
+    group = load_group(tmp_path / "g")
+    assert group.times == [pytest.approx(0.6)] and group.losses == [3.5]
+    reasons = dict((p.name, why) for p, why in group.skipped)
+    assert "failed" in reasons["r2"] and "summary.json" in reasons["r3"]
+
+
+def test_empty_group_is_a_user_error(tmp_path):
+    (tmp_path / "e").mkdir()
+    _log(tmp_path / "e" / "bad.txt", 2, 10, None)
+    with pytest.raises(UserError, match="no usable runs"):
+        load_group(tmp_path / "e")
+
+
+def test_slower_candidates():
+    import pandas as pd
+    t = pd.DataFrame({"name": ["b", "x", "y"], "slower_p": [math.nan, 0.01, 0.2]})
+    assert slower_candidates(t, 0.05) == ["x"]
+    assert slower_candidates(t, 0.5) == ["x", "y"]
+
+
+@pytest.fixture
+def app():
+    app = typer.Typer()
+
+    @app.callback()
+    def _cb():  # keep group mode even if compare is the only command registered
+        pass
+
+    compare_cmd.register(app)
+    return app
+
+
+def _invoke(app, args):
+    # commscope.cli.main maps UserError to exit 2; CliRunner surfaces it as the exception, mirror that.
+    runner = CliRunner()
+    res = runner.invoke(app, args)
+    if isinstance(res.exception, UserError):
+        return 2, str(res.exception), res
+    return res.exit_code, res.output, res
+
+
+def test_cli_fail_if_slower_and_json(app, tmp_path):
+    shutil.copytree(FIXTURE, tmp_path / "logs")
+    base, cand = str(tmp_path / "logs" / "baseline"), str(tmp_path / "logs" / "premul-o")
+    code, out, _ = _invoke(app, ["compare", base, cand, "--fail-if-slower", "0.05"])
+    assert code == 0 and "131.2106" in out and "-1.5111" in out
+    # swap roles: the 4 slow runs are now the candidate and are slower at any sane level
+    code, out, _ = _invoke(app, ["compare", cand, base, "--fail-if-slower", "0.01", "--json"])
+    assert code == 1
+    data = json.loads(out)
+    assert data["slower"] == ["baseline"]
+    assert data["groups"][0]["time_p"] is None and len(data["groups"][1]["times"]) == 4
+    assert data["groups"][1]["time_delta"] == pytest.approx(132.72175 - 131.2106)
+
+
+def test_cli_bad_input_exit_2(app, tmp_path):
+    assert _invoke(app, ["compare", str(tmp_path / "missing"), str(tmp_path)])[0] == 2
+    assert _invoke(app, ["compare", str(FIXTURE / "baseline")])[0] == 2
+    assert _invoke(app, ["compare", str(FIXTURE / "baseline"), str(FIXTURE / "premul-o"),
+                         "--fail-if-slower", "3"])[0] == 2
