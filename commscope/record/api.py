@@ -25,7 +25,12 @@ OP_NAMES: dict[Callable, str] = {
     dist.all_gather: "all_gather",
     dist.reduce_scatter: "reduce_scatter",
     dist.all_to_all_single: "all_to_all",
+    dist.barrier: "barrier",
 }
+# torch >= 2.13 spells the tensor forms *_single (the *_tensor names still work, deprecated).
+for _fn, _name in (("reduce_scatter_single", "reduce_scatter"), ("all_gather_single", "all_gather")):
+    if hasattr(dist, _fn):
+        OP_NAMES[getattr(dist, _fn)] = _name
 
 
 @dataclass
@@ -63,8 +68,8 @@ class NullRecorder:
     def watch(self, named_params: dict) -> None:
         """Register post-accumulate-grad hooks on every labelled parameter (label → Parameter)."""
 
-    def set_micro_step(self, micro_step: int) -> None:
-        pass
+    def set_micro_step(self, micro_step: int | None) -> None:
+        """Set the micro-step (gradient-accumulation index) that hooks and regions are attributed to."""
 
     @contextlib.contextmanager
     def step(self, step: int) -> Iterator[StepInfo]:
@@ -77,6 +82,10 @@ class NullRecorder:
     def collective(self, fn: Callable, *args: Any, label: str, phase: str, **kwargs: Any) -> CollectiveHandle:
         """Launch `fn(*args, async_op=True, **kwargs)` (a torch.distributed collective)."""
         return CollectiveHandle(fn(*args, async_op=True, **kwargs))
+
+    def inflight_snapshot(self) -> list[dict]:
+        """Collectives launched but not known to be finished (for the hang watchdog)."""
+        return []
 
     def close(self, status: str = "completed", error: str | None = None) -> None:
         pass

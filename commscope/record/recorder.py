@@ -1,0 +1,442 @@
+"""`Recorder`: the recording implementation of the `NullRecorder` interface (commscope/record/api.py).
+
+One Recorder per rank writes `RUN/rank{R}/` (docs/run_format.md): meta.json after clock alignment,
+events.jsonl one step at a time, status.json at close, trace.json.gz for the profiler window; rank 0
+also writes RUN/config.json.
+
+The hot path (hooks, regions, collectives) only appends to in-memory buffers: host times are raw local
+`perf_counter_ns`, device times are unresolved CUDA events. At the end of each step everything is
+resolved, moved onto the common time axis (local + epoch base + clock offset) and written in one write.
+
+Which interval a CUDA collective's `start_ns`/`end_ns` measure: with NCCL and `async_op=True` the op
+runs on NCCL's internal stream, which first waits for the current stream. `start_ns` is an event on the
+current stream just before the launch: when the collective's inputs were ready (it may still queue
+behind earlier collectives of the communicator). `end_ns` is an event on the current stream right
+after `wait()` (which makes the current stream wait for NCCL): when the result became usable by the
+caller, an upper bound on completion. NCCL's own kernel duration is added as `duration_ns` when
+`TORCH_NCCL_ENABLE_TIMING=1` (NCCL's events on its own stream). On CPU/gloo `start_ns` is null and
+`end_ns` is the Work future's completion callback time.
+
+Invariants: no device synchronization inside a step; a step's records are written before the step
+context returns (a later crash cannot lose them); collectives whose completion is unknown stay in
+`inflight` (for the hang watchdog) and are never written half-known to events.jsonl.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import socket
+import time
+import weakref
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import torch
+import torch.distributed as dist
+
+from commscope.errors import UserError
+from commscope.record.api import CollectiveHandle, NullRecorder, StepInfo
+from commscope.record.clock import ClockSync, align_clocks, epoch_base_ns
+from commscope.record.collective import GroupInfo, comm_size, op_name
+from commscope.record.profiler_window import ProfilerWindow, parse_steps
+from commscope.record.sink import EventSink, write_json_atomic
+from commscope.record.timing import CudaClock, GpuStamp
+
+SCHEMA_VERSION = 1
+MODES = ("light", "full")
+# `mode="full"` without explicit steps profiles steps 1..2: step 0 carries one-time warm-up costs.
+DEFAULT_FULL_WINDOW = (1, 3)
+_perf = time.perf_counter_ns
+_profiling = torch.autograd._profiler_enabled
+
+
+class _Collective:
+    """One launched collective: its record (raw local times) plus what is needed to finish it."""
+
+    __slots__ = ("rec", "work", "waited", "done", "__weakref__")
+
+    def __init__(self, rec: dict, work: Any):
+        self.rec = rec
+        self.work = work
+        self.waited = False
+        self.done = False  # completion time known (CPU callback fired / CUDA end event recorded)
+
+
+class RecordedHandle(CollectiveHandle):
+    """`wait()` records when it was entered and returned (and, on CUDA, an end event after it)."""
+
+    def __init__(self, work: Any, entry: _Collective, recorder: "Recorder"):
+        super().__init__(work)
+        self._entry = entry
+        self._recorder = recorder
+
+    def wait(self) -> None:
+        entry = self._entry
+        if entry.waited:
+            super().wait()
+            return
+        entry.rec["wait_ns"] = _perf()
+        super().wait()
+        entry.rec["wait_end_ns"] = _perf()
+        entry.waited = True
+        if self._recorder._cuda is not None:
+            entry.rec["end_ns"] = self._recorder._cuda.stamp()
+            entry.done = True
+        elif self.work is None:
+            entry.rec["end_ns"] = entry.rec["wait_end_ns"]
+            entry.done = True
+
+
+def _local_rank() -> int:
+    try:
+        return int(os.environ.get("LOCAL_RANK", "0"))
+    except ValueError:
+        return 0
+
+
+class Recorder(NullRecorder):
+    """Records hook order, collectives, regions and steps of one rank into a run directory."""
+
+    enabled = True
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        *,
+        rank: int,
+        world_size: int,
+        device: str | torch.device = "cpu",
+        backend: str | None = None,
+        mode: str = "light",
+        profile_steps: str | tuple[int, int] | None = None,
+        with_stack: bool = False,
+        group: Any = None,
+        align: bool = True,
+    ):
+        if mode not in MODES:
+            raise UserError(f"trace mode must be one of off, {', '.join(MODES)}; got {mode!r}")
+        self.run_dir = Path(run_dir)
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise UserError(f"run directory {self.run_dir} exists and is not a directory")
+        distributed = dist.is_available() and dist.is_initialized()
+        if world_size > 1 and not distributed:
+            raise UserError(f"Recorder(world_size={world_size}) needs torch.distributed initialized first")
+        self.rank, self.world_size, self.mode = int(rank), int(world_size), mode
+        self.device = torch.device(device)
+        self.backend = backend or (dist.get_backend() if distributed else "none")
+        self.rank_dir = self.run_dir / f"rank{self.rank}"
+        self.rank_dir.mkdir(parents=True, exist_ok=True)
+
+        self._cuda = CudaClock(self.device) if self.device.type == "cuda" else None
+        self._timing = "cuda_event" if self._cuda is not None else "wall"
+        self._stamp: Callable[[], Any] = self._cuda.stamp if self._cuda is not None else _perf
+        self._base = epoch_base_ns()
+        self.clock = ClockSync()
+        self._shift = self._base
+        self._groups = GroupInfo()
+        self._seq: dict[str, int] = defaultdict(int)
+        # (group, seq) → record of a launched collective whose completion is not known yet.
+        self.inflight: dict[tuple[str, int], dict] = {}
+        self._pending: list[Any] = []  # region dicts and _Collective entries not yet written
+        self._hook_buf: list[tuple] = []
+        self._hook_handles: list[Any] = []
+        self._step: int | None = None
+        self._micro: int | None = None
+        self._pos = 0
+        self.last_step: int | None = None
+        self._closed = False
+        window = parse_steps(profile_steps) or (DEFAULT_FULL_WINDOW if mode == "full" else None)
+        self._window = (
+            ProfilerWindow(window, self.rank_dir / "trace.json.gz", cuda=self._cuda is not None, with_stack=with_stack)
+            if window
+            else None
+        )
+        self.started_ns = time.time_ns()
+        self._sink = EventSink(self.rank_dir / "events.jsonl")
+        if align and distributed:
+            self.align_clocks(group)
+        else:
+            self._write_meta()
+        # A script that dies by an exception (or forgets close) still leaves a status and its buffers.
+        ref = weakref.ref(self)
+        atexit.register(lambda: (r := ref()) is not None and r._at_exit())
+
+    # ---- setup -------------------------------------------------------------------------------
+    def align_clocks(self, group: Any = None) -> None:
+        gloo = "gloo" in str(self.backend) or self._cuda is None
+        self.clock = align_clocks(
+            group,
+            device="cpu" if gloo else self.device,
+            now_ns=lambda: _perf() + self._base,
+        )
+        self._shift = self._base + self.clock.offset_ns
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        write_json_atomic(
+            self.rank_dir / "meta.json",
+            {
+                "schema_version": SCHEMA_VERSION,
+                "rank": self.rank,
+                "local_rank": _local_rank(),
+                "world_size": self.world_size,
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+                "backend": self.backend,
+                "device": str(self.device),
+                "torch": torch.__version__,
+                "mode": self.mode,
+                "clock": self.clock.as_dict(),
+                "started_ns": self.started_ns,
+            },
+        )
+
+    def write_config(self, config: dict) -> None:
+        if self.rank == 0:
+            write_json_atomic(self.run_dir / "config.json", {"schema_version": SCHEMA_VERSION, **config})
+
+    def watch(self, named_params: Mapping[str, torch.nn.Parameter] | Iterable[tuple[str, Any]]) -> None:
+        items = named_params.items() if isinstance(named_params, Mapping) else named_params
+        for label, param in items:
+            if not (isinstance(param, torch.Tensor) and param.is_leaf and param.requires_grad):
+                raise UserError(f"watch(): {label!r} is not a leaf tensor that requires grad")
+            self._hook_handles.append(param.register_post_accumulate_grad_hook(self._hook_for(label)))
+
+    def _hook_for(self, label: str) -> Callable[[torch.Tensor], None]:
+        buf = self._hook_buf
+
+        def on_grad_ready(_param: torch.Tensor) -> None:
+            # Runs on the autograd thread; backward() blocks the loop, so no concurrent flush.
+            buf.append((self._step, self._micro, label, self._pos, _perf()))
+            self._pos += 1
+
+        return on_grad_ready
+
+    def set_micro_step(self, micro_step: int | None) -> None:
+        self._micro = micro_step
+        self._pos = 0
+
+    # ---- timed things ------------------------------------------------------------------------
+    def _cur_step(self) -> int:
+        return -1 if self._step is None else self._step
+
+    @contextlib.contextmanager
+    def region(self, name: str) -> Iterator[None]:
+        rec = {
+            "kind": "region",
+            "rank": self.rank,
+            "step": self._cur_step(),
+            "name": name,
+            "micro_step": self._micro,
+            "start_ns": None,
+            "end_ns": None,
+            "timing": self._timing,
+        }
+        ctx = torch.profiler.record_function(name) if _profiling() else contextlib.nullcontext()
+        with ctx:
+            rec["start_ns"] = self._stamp()
+            try:
+                yield
+            finally:
+                rec["end_ns"] = self._stamp()
+                self._pending.append(rec)
+
+    def collective(self, fn: Callable, *args: Any, label: str, phase: str, **kwargs: Any) -> CollectiveHandle:
+        op = op_name(fn)
+        gname, gsize = self._groups(kwargs.get("group"))
+        seq = self._seq[gname]
+        self._seq[gname] = seq + 1
+        nbytes, dtype = comm_size(op, args, kwargs, gsize)
+        rec = {
+            "kind": "collective",
+            "rank": self.rank,
+            "step": self._cur_step(),
+            "label": label,
+            "phase": phase,
+            "op": op,
+            "bytes": nbytes,
+            "dtype": dtype,
+            "group": gname,
+            "group_size": gsize,
+            "seq": seq,
+            "call_ns": _perf(),
+            "return_ns": None,
+            "wait_ns": None,
+            "wait_end_ns": None,
+            "start_ns": self._cuda.stamp() if self._cuda is not None else None,
+            "end_ns": None,
+            "timing": self._timing,
+        }
+        self.inflight[(gname, seq)] = rec
+        if _profiling():
+            with torch.profiler.record_function(f"commscope:{label}:{phase}"):
+                work = fn(*args, async_op=True, **kwargs)
+        else:
+            work = fn(*args, async_op=True, **kwargs)
+        rec["return_ns"] = _perf()
+        entry = _Collective(rec, work if self._cuda is not None else None)
+        if self._cuda is None and work is not None:
+            work.get_future().add_done_callback(self._completion_callback(entry))
+        self._pending.append(entry)
+        return RecordedHandle(work, entry, self)
+
+    def _completion_callback(self, entry: _Collective) -> Callable[[Any], None]:
+        inflight = self.inflight
+
+        def on_done(_fut: Any) -> None:
+            # gloo worker thread (or inline if already done): only plain assignments, GIL-atomic.
+            entry.rec["end_ns"] = _perf()
+            entry.done = True
+            inflight.pop((entry.rec["group"], entry.rec["seq"]), None)
+
+        return on_done
+
+    # ---- steps -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def step(self, step: int) -> Iterator[StepInfo]:
+        if self._step is not None:
+            raise UserError(f"Recorder.step({step}) inside step {self._step}: step contexts do not nest")
+        self._step, self._micro, self._pos = int(step), 0, 0
+        info = StepInfo(int(step))
+        if self._cuda is not None:
+            self._cuda.new_anchor()
+        start = _perf()
+        try:
+            with contextlib.ExitStack() as stack:
+                if self._window is not None:
+                    stack.enter_context(self._window.step(step))
+                yield info
+                end = _perf()  # before the window's export, which is not part of the step
+        except BaseException:
+            self._flush(blocking=False)
+            raise
+        else:
+            step_rec = {
+                "kind": "step",
+                "rank": self.rank,
+                "step": info.step,
+                "loss": None if info.loss is None else float(info.loss),
+                "start_ns": start + self._shift,
+                "end_ns": end + self._shift,
+                "tokens": info.tokens,
+                **info.extra,
+            }
+            self._flush(blocking=True, tail=step_rec)
+            self.last_step = info.step
+        finally:
+            self._step = None
+
+    def _finish_collective(self, entry: _Collective, blocking: bool) -> bool:
+        """Resolve a collective's times; False if its completion is not known yet (keep it)."""
+        rec = entry.rec
+        if self._cuda is None:
+            if not entry.done and entry.waited and blocking:
+                # wait() returned, so the future is complete; its callback may trail by microseconds.
+                deadline = _perf() + 1_000_000_000
+                while not entry.done and _perf() < deadline:
+                    time.sleep(0)
+            if not entry.done:
+                return False
+        else:
+            if not entry.done:
+                return False
+            stamps = [rec[k] for k in ("start_ns", "end_ns") if isinstance(rec[k], GpuStamp)]
+            if not blocking and not all(self._cuda.ready(s) for s in stamps):
+                return False
+            rec["duration_ns"] = self._nccl_duration(entry.work)
+            entry.work = None
+        self.inflight.pop((rec["group"], rec["seq"]), None)
+        return True
+
+    @staticmethod
+    def _nccl_duration(work: Any) -> int | None:
+        if work is None or os.environ.get("TORCH_NCCL_ENABLE_TIMING", "0") in ("0", ""):
+            return None
+        try:
+            return int(round(work._get_duration() * 1e6))
+        except Exception:  # backend without timing, or not finished: the field is optional
+            return None
+
+    def _to_axis(self, rec: dict) -> dict:
+        for key, val in rec.items():
+            if not key.endswith("_ns") or key == "duration_ns" or val is None:
+                continue
+            if isinstance(val, GpuStamp):
+                rec[key] = self._cuda.resolve(val) + self._shift
+                self._cuda.recycle(val)
+            else:
+                rec[key] = val + self._shift
+        return rec
+
+    def _flush(self, *, blocking: bool, tail: dict | None = None) -> None:
+        """Write every finished record (plus `tail`) in one append; keep unfinished collectives."""
+        out: list[dict] = []
+        keep: list[Any] = []
+        for item in self._pending:
+            if isinstance(item, _Collective):
+                if self._finish_collective(item, blocking):
+                    out.append(self._to_axis(item.rec))
+                else:
+                    keep.append(item)
+            elif blocking or self._cuda is None or all(
+                self._cuda.ready(v) for v in item.values() if isinstance(v, GpuStamp)
+            ):
+                out.append(self._to_axis(item))
+        self._pending = keep
+        hooks, self._hook_buf[:] = list(self._hook_buf), []
+        shift = self._shift
+        out.extend(
+            {"kind": "hook", "rank": self.rank, "step": -1 if s is None else s, "micro_step": m,
+             "label": label, "position": pos, "t_ns": t + shift}
+            for s, m, label, pos, t in hooks
+        )
+        if tail is not None:
+            out.append(tail)
+        self._sink.append(out)
+
+    # ---- end ---------------------------------------------------------------------------------
+    def inflight_snapshot(self) -> list[dict]:
+        """Launched collectives whose completion is unknown, host times on the common axis (watchdog)."""
+        snap = []
+        for rec in list(self.inflight.values()):
+            row = dict(rec)
+            for key, val in row.items():
+                if key.endswith("_ns"):
+                    row[key] = val + self._shift if isinstance(val, int) else None
+            snap.append(row)
+        return snap
+
+    def close(self, status: str = "completed", error: str | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._window is not None and (status == "completed" or self._cuda is None):
+                self._window.finish()
+            self._flush(blocking=status == "completed")
+        finally:
+            for h in self._hook_handles:
+                h.remove()
+            self._hook_handles.clear()
+            self._sink.close()
+            write_json_atomic(
+                self.rank_dir / "status.json",
+                {"status": status, "error": error, "last_step": -1 if self.last_step is None else self.last_step},
+            )
+
+    def _at_exit(self) -> None:
+        if not self._closed:
+            self.close("failed", "process exited without Recorder.close()")
+
+
+def make_recorder(mode: str, run_dir: str | os.PathLike | None = None, **kwargs: Any) -> NullRecorder:
+    """`"off"` → NullRecorder(); `"light"`/`"full"` → Recorder(run_dir, mode=mode, **kwargs)."""
+    if mode == "off":
+        return NullRecorder()
+    if mode not in MODES:
+        raise UserError(f"--trace must be off, light or full; got {mode!r}")
+    if run_dir is None:
+        raise UserError(f"--trace {mode} needs a run directory")
+    return Recorder(run_dir, mode=mode, **kwargs)

@@ -1,0 +1,74 @@
+"""Durable output of one rank: append-only events.jsonl written one whole step per write, and small
+JSON files written atomically.
+
+Why one `os.write` per step: the bytes reach the kernel's page cache immediately, so a SIGKILL of the
+process keeps every finished step (only a machine crash needs fsync). fsync itself can take
+milliseconds on real disks, which would be a visible share of a 40 ms GPU step, so it runs on a
+persistent background thread (woken per step; coalesces) and once more, blocking, at close.
+
+Invariants: records are only appended; a step's records go out in one write (a kill can tear at most
+the last line, which readers ignore); JSON files are replaced atomically (write temp + rename).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Iterable
+
+import orjson
+
+_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def dumps_line(record: dict) -> bytes:
+    return orjson.dumps(record, option=_OPTS, default=str) + b"\n"
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_bytes(orjson.dumps(obj, option=_OPTS | orjson.OPT_INDENT_2, default=str) + b"\n")
+    os.replace(tmp, path)
+
+
+class EventSink:
+    """events.jsonl of one rank (truncated at open: a run directory belongs to one run)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        self._lock = threading.Lock()
+        self._dirty = threading.Event()
+        threading.Thread(target=self._fsync_loop, name="commscope-fsync", daemon=True).start()
+
+    def append(self, records: Iterable[dict]) -> None:
+        data = b"".join(dumps_line(r) for r in records)
+        if not data or self._fd is None:
+            return
+        view = memoryview(data)
+        while view:  # a regular-file write is normally whole; loop for the rare short write
+            n = os.write(self._fd, view)
+            view = view[n:]
+        self._dirty.set()  # ~1 us; the fsync thread does the slow part
+
+    def _fsync_loop(self) -> None:
+        while True:
+            self._dirty.wait()
+            self._dirty.clear()
+            with self._lock:
+                if self._fd is None:
+                    return
+                try:
+                    os.fsync(self._fd)
+                except OSError:
+                    pass  # durability is best effort; the bytes are already in the page cache
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        with self._lock:  # never close the fd under a running fsync
+            fd, self._fd = self._fd, None
+            os.fsync(fd)
+            os.close(fd)
+        self._dirty.set()  # wake the fsync thread so it sees the closed sink and exits

@@ -1,0 +1,185 @@
+"""Recorder in one process: hook order vs autograd order, regions, steps, crash safety, config/meta/status."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import orjson
+import pytest
+import torch
+import torch.distributed as dist
+
+from commscope.errors import UserError
+from commscope.record import NullRecorder, Recorder, make_recorder, parse_steps
+from commscope.record.clock import offset_bounds
+from commscope.record.collective import comm_size, op_name
+
+
+def read(path):
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def chain(n=4, d=8):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*[torch.nn.Linear(d, d, bias=False) for _ in range(n)])
+
+
+def test_hook_order_is_autograd_order_last_layer_first(tmp_path):
+    model = chain(4)
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    rec.watch({f"layer{i}": m.weight for i, m in enumerate(model)})
+    for s in range(2):
+        with rec.step(s) as st:
+            for m in range(2):
+                rec.set_micro_step(m)
+                with rec.region("forward"):
+                    loss = model(torch.randn(3, 8)).square().mean()
+                with rec.region("backward"):
+                    loss.backward()
+            st.loss = loss.item()
+    rec.close()
+    ev = read(tmp_path / "rank0" / "events.jsonl")
+    hooks = [e for e in ev if e["kind"] == "hook"]
+    assert len(hooks) == 2 * 2 * 4
+    for s in range(2):
+        for m in range(2):
+            fired = sorted((e for e in hooks if e["step"] == s and e["micro_step"] == m), key=lambda e: e["position"])
+            assert [e["label"] for e in fired] == ["layer3", "layer2", "layer1", "layer0"]
+            assert [e["position"] for e in fired] == [0, 1, 2, 3]
+            ts = [e["t_ns"] for e in fired]
+            assert ts == sorted(ts)
+    regions = [e for e in ev if e["kind"] == "region"]
+    assert [(r["step"], r["micro_step"], r["name"]) for r in regions] == [
+        (s, m, n) for s in range(2) for m in range(2) for n in ("forward", "backward")
+    ]
+    steps = [e for e in ev if e["kind"] == "step"]
+    assert [s["step"] for s in steps] == [0, 1]
+    for s in steps:
+        mine = [r for r in regions if r["step"] == s["step"]]
+        assert all(s["start_ns"] <= r["start_ns"] <= r["end_ns"] <= s["end_ns"] for r in mine)
+        # the step record is the last record of its step in the file
+        assert max(i for i, e in enumerate(ev) if e["step"] == s["step"]) == ev.index(s)
+    # common axis is Unix-epoch ns: within a minute of now
+    assert abs(steps[-1]["end_ns"] - __import__("time").time_ns()) < 60e9
+    status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert status == {"status": "completed", "error": None, "last_step": 1}
+    meta = orjson.loads((tmp_path / "rank0" / "meta.json").read_bytes())
+    assert meta["schema_version"] == 1 and meta["clock"]["offset_ns"] == 0 and meta["world_size"] == 1
+
+
+def test_exception_in_step_keeps_finished_steps_and_partial_records(tmp_path):
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    with pytest.raises(RuntimeError):
+        for s in range(3):
+            with rec.step(s) as st:
+                with rec.region("forward"):
+                    if s == 2:
+                        raise RuntimeError("boom")
+                st.loss = float(s)
+    rec.close("failed", "boom")
+    ev = read(tmp_path / "rank0" / "events.jsonl")
+    assert [e["loss"] for e in ev if e["kind"] == "step"] == [0.0, 1.0]
+    assert [e["step"] for e in ev if e["kind"] == "region"] == [0, 1, 2]
+    assert orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())["last_step"] == 1
+
+
+def test_config_written_by_rank0_only(tmp_path):
+    r0 = Recorder(tmp_path, rank=0, world_size=1)
+    r0.write_config({"scatter_order": ["a", "b"]})
+    r0.close()
+    r1 = Recorder(tmp_path / "other", rank=1, world_size=1)
+    r1.write_config({"scatter_order": ["x"]})
+    r1.close()
+    assert orjson.loads((tmp_path / "config.json").read_bytes())["scatter_order"] == ["a", "b"]
+    assert not (tmp_path / "other" / "config.json").exists()
+
+
+def test_bad_input_is_user_error(tmp_path):
+    with pytest.raises(UserError):
+        make_recorder("loud", tmp_path)
+    with pytest.raises(UserError):
+        Recorder(tmp_path, rank=0, world_size=2)  # no process group
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UserError):
+        Recorder(tmp_path / "f", rank=0, world_size=1)
+    with pytest.raises(UserError):
+        parse_steps("5:3")
+    with pytest.raises(UserError):
+        parse_steps("a:b")
+    assert parse_steps("5:8") == (5, 8) and parse_steps("4") == (4, 5)
+    assert isinstance(make_recorder("off"), NullRecorder)
+    rec = Recorder(tmp_path / "w", rank=0, world_size=1)
+    with pytest.raises(UserError):
+        rec.watch({"x": torch.randn(2, requires_grad=True) * 2})  # not a leaf
+    with pytest.raises(UserError):
+        with rec.step(0):
+            with rec.step(1):
+                pass
+    rec.close()
+
+
+def test_comm_size_follows_nccl_tests_convention():
+    t = torch.empty(8, 4, dtype=torch.bfloat16)  # 64 bytes
+    shard = torch.empty(2, 4, dtype=torch.bfloat16)  # 16 bytes
+    assert comm_size("all_reduce", (t,), {}, 4) == (64, "bfloat16")
+    assert comm_size("reduce_scatter", (shard, t), {}, 4) == (64, "bfloat16")
+    assert comm_size("all_gather", (t, shard), {}, 4) == (64, "bfloat16")
+    assert comm_size("all_gather", ([shard] * 4, shard), {}, 4) == (64, "bfloat16")
+    assert comm_size("broadcast", (), {"tensor": t}, 4) == (64, "bfloat16")
+    assert comm_size("barrier", (), {}, 4) == (0, None)
+    assert op_name(dist.reduce_scatter_tensor) == "reduce_scatter"
+    assert op_name(dist.all_gather_into_tensor) == "all_gather"
+    assert op_name(dist.barrier) == "barrier"
+
+
+def test_offset_bounds_recover_a_known_skew():
+    # rank 1's clock runs 5 s ahead; each all_gather takes 100 us and rank 1 enters 30 us late.
+    skew, rounds = 5_000_000_000, 4
+    before = torch.zeros(rounds, 2, dtype=torch.int64)
+    after = torch.zeros(rounds, 2, dtype=torch.int64)
+    for k in range(rounds):
+        t = 1_000_000 * k
+        before[k] = torch.tensor([t, t + 30_000 + skew])
+        after[k] = torch.tensor([t + 100_000, t + 100_000 + skew])
+    lo, hi = offset_bounds(before, after, rank=1)
+    assert lo <= -skew <= hi
+    assert hi - lo <= 2 * 100_000
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_collectives_single_rank_gloo(tmp_path):
+    port = _free_port()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo")
+        sub = dist.new_group([0])
+        with rec.step(0) as st:
+            t = torch.ones(16)
+            h1 = rec.collective(dist.all_reduce, t, label="a", phase="allreduce")
+            h2 = rec.collective(dist.all_reduce, t, label="b", phase="allreduce", group=sub)
+            h3 = rec.collective(dist.all_reduce, t, label="c", phase="allreduce")
+            for h in (h3, h1, h2):
+                h.wait()
+            st.loss = 1.0
+        h4 = rec.collective(dist.all_reduce, t, label="late", phase="allreduce")  # outside a step
+        assert len(rec.inflight) <= 1
+        h4.wait()
+        rec.close()
+    finally:
+        dist.destroy_process_group()
+    coll = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "collective"]
+    assert [(c["label"], c["seq"], c["step"]) for c in coll] == [("a", 0, 0), ("b", 0, 0), ("c", 1, 0), ("late", 2, -1)]
+    assert coll[0]["group"] != coll[1]["group"]
+    for c in coll:
+        assert c["bytes"] == 64 and c["dtype"] == "float32" and c["op"] == "all_reduce" and c["timing"] == "wall"
+        assert c["call_ns"] <= c["return_ns"] <= c["wait_ns"] <= c["wait_end_ns"]
+        assert c["end_ns"] >= c["call_ns"] and c["start_ns"] is None
+    assert not rec.inflight
