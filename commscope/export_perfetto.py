@@ -55,6 +55,14 @@ def assign_lanes(starts: Iterable[float], ends: Iterable[float]) -> np.ndarray:
     return lanes
 
 
+def rel_ns(col: pd.Series, base: int) -> np.ndarray:
+    """Nanoseconds since `base` as float64 (NaN where missing). Integer columns are subtracted as
+    integers first: float64 of Unix-epoch ns (~1.8e18) only resolves 256 ns."""
+    if pd.api.types.is_integer_dtype(col.dtype):
+        return (col.astype("Int64") - base).to_numpy(dtype="float64", na_value=np.nan)
+    return pd.to_numeric(col, errors="coerce").to_numpy(dtype="float64") - float(base)
+
+
 def _num(v: Any) -> Any:
     """JSON-safe scalar: NaN/None → None, numpy scalars → Python."""
     if v is None:
@@ -73,11 +81,9 @@ def _num(v: Any) -> Any:
     return v
 
 
-def _collective_span(c: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _collective_span(c: pd.DataFrame, t0: int) -> tuple[np.ndarray, np.ndarray]:
     """When the collective ran: execution start/end where measured (CUDA), else launch→completion."""
-    start = c["start_ns"].astype("float64").to_numpy()
-    call = c["call_ns"].astype("float64").to_numpy()
-    end = c["end_ns"].astype("float64").to_numpy()
+    start, call, end = rel_ns(c["start_ns"], t0), rel_ns(c["call_ns"], t0), rel_ns(c["end_ns"], t0)
     start = np.where(np.isnan(start), call, start)
     return start, end
 
@@ -85,8 +91,8 @@ def _collective_span(c: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 class _Emitter:
     """Accumulates events for one rank, naming tracks and splitting overlapping slices into lanes."""
 
-    def __init__(self, rank: int, t0: float):
-        self.rank, self.t0 = rank, t0
+    def __init__(self, rank: int):
+        self.rank = rank
         self.events: list[dict] = []
         self.next_tid = dict(_TID_BASE)
 
@@ -107,10 +113,12 @@ class _Emitter:
         s, e = starts[idx], np.maximum(ends[idx], starts[idx])
         lanes = assign_lanes(s, e)
         tids = [self.track(kind, name if k == 0 else f"{name} #{k + 1}") for k in range(int(lanes.max()) + 1)]
+        # Round both ends (monotonic), then take the difference, so rounding can never create an overlap.
+        ts, te = np.round(s / 1e3, 3), np.round(e / 1e3, 3)
         for j, i in enumerate(idx):
             self.events.append({
                 "ph": "X", "cat": cat, "name": names[i], "pid": self.rank, "tid": tids[lanes[j]],
-                "ts": round((s[j] - self.t0) / 1e3, 3), "dur": round((e[j] - s[j]) / 1e3, 3), "args": args[i],
+                "ts": float(ts[j]), "dur": round(float(te[j] - ts[j]), 3), "args": args[i],
             })
 
 
@@ -120,7 +128,7 @@ def _rank_frame(df: pd.DataFrame | None, rank: int) -> pd.DataFrame:
     return df[df["rank"] == rank]
 
 
-def _t0(trace: Any) -> float:
+def _t0(trace: Any) -> int:
     cands = []
     for frame, cols in (("steps", ("start_ns",)), ("collectives", ("call_ns", "start_ns", "end_ns")),
                         ("compute", ("start_ns",)), ("regions", ("start_ns",)), ("hooks", ("t_ns",))):
@@ -128,10 +136,10 @@ def _t0(trace: Any) -> float:
         if df is None or len(df) == 0:
             continue
         for col in cols:
-            v = df[col].astype("float64").min()
-            if not math.isnan(v):
-                cands.append(v)
-    return min(cands) if cands else 0.0
+            v = pd.to_numeric(df[col], errors="coerce").min()
+            if not pd.isna(v):
+                cands.append(int(v))
+    return min(cands) if cands else 0
 
 
 def build_perfetto(trace: Any) -> dict:
@@ -139,14 +147,14 @@ def build_perfetto(trace: Any) -> dict:
     t0 = _t0(trace)
     events: list[dict] = []
     for rank in trace.ranks:
-        em = _Emitter(int(rank), t0)
+        em = _Emitter(int(rank))
         em.events.append({"ph": "M", "name": "process_name", "pid": em.rank, "tid": 0, "args": {"name": f"rank {rank}"}})
         em.events.append({"ph": "M", "name": "process_sort_index", "pid": em.rank, "tid": 0, "args": {"sort_index": em.rank}})
 
         st = _rank_frame(trace.steps, rank)
         if len(st):
-            em.slices("steps", "steps", st["start_ns"].astype("float64").to_numpy(),
-                      st["end_ns"].astype("float64").to_numpy(), [f"step {int(s)}" for s in st["step"]],
+            em.slices("steps", "steps", rel_ns(st["start_ns"], t0),
+                      rel_ns(st["end_ns"], t0), [f"step {int(s)}" for s in st["step"]],
                       [{"step": int(s), "loss": _num(l)} for s, l in zip(st["step"], st["loss"])], "step")
 
         comp = _rank_frame(trace.compute, rank)
@@ -155,20 +163,20 @@ def build_perfetto(trace: Any) -> dict:
             for stream in sorted(set(streams), key=lambda x: (x is None, str(x))):
                 sub = comp[(streams == stream).to_numpy()] if stream is not None else comp[streams.isna().to_numpy()]
                 label = "compute" if stream is None else f"compute stream {stream}"
-                em.slices("compute", label, sub["start_ns"].astype("float64").to_numpy(),
-                          sub["end_ns"].astype("float64").to_numpy(), [str(n) for n in sub["name"]],
+                em.slices("compute", label, rel_ns(sub["start_ns"], t0),
+                          rel_ns(sub["end_ns"], t0), [str(n) for n in sub["name"]],
                           [{"kind": _num(k), "step": _num(s)} for k, s in zip(sub["kind"], sub["step"])], "compute")
 
         reg = _rank_frame(getattr(trace, "regions", None), rank)
         if len(reg):
-            em.slices("regions", "regions", reg["start_ns"].astype("float64").to_numpy(),
-                      reg["end_ns"].astype("float64").to_numpy(), [str(n) for n in reg["name"]],
+            em.slices("regions", "regions", rel_ns(reg["start_ns"], t0),
+                      rel_ns(reg["end_ns"], t0), [str(n) for n in reg["name"]],
                       [{"step": _num(s), "micro_step": _num(m)} for s, m in zip(reg["step"], reg["micro_step"])],
                       "region")
 
         coll = _rank_frame(trace.collectives, rank)
         if len(coll):
-            start, end = _collective_span(coll)
+            start, end = _collective_span(coll, t0)
             records = coll.to_dict("records")
             for label in sorted(coll["label"].astype(str).unique()):
                 sel = (coll["label"].astype(str) == label).to_numpy()
@@ -185,7 +193,7 @@ def build_perfetto(trace: Any) -> dict:
             tid = em.track("hooks", "hooks")
             for h in hooks.itertuples(index=False):
                 em.events.append({"ph": "i", "s": "t", "cat": "hook", "name": f"hook {h.label}", "pid": em.rank,
-                                  "tid": tid, "ts": round((float(h.t_ns) - t0) / 1e3, 3),
+                                  "tid": tid, "ts": round((int(h.t_ns) - t0) / 1e3, 3),
                                   "args": {"label": h.label, "position": _num(h.position), "step": _num(h.step),
                                            "micro_step": _num(h.micro_step)}})
         events.extend(em.events)
@@ -202,5 +210,5 @@ def write_perfetto(trace: Any, out: str | Path) -> Path:
         raise UserError(f"refusing to write {out} inside the input directory {src}; choose another path")
     if not out.parent.exists():
         raise UserError(f"output directory {out.parent} does not exist")
-    out.write_bytes(orjson.dumps(build_perfetto(trace)))
+    out.write_bytes(orjson.dumps(build_perfetto(trace), option=orjson.OPT_SERIALIZE_NUMPY))
     return out

@@ -22,7 +22,7 @@ LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct",
 class ReportContext:
     trace: Any                       # commscope.load.Trace
     summary: dict                    # commscope.analyze.summary.summarize(trace, steps)
-    window: tuple[int, int] | None   # inclusive step range drawn in the timeline (None = all)
+    window: tuple[int, int] | None   # steps [lo, hi) drawn in the timeline (None = all)
     extras: dict = field(default_factory=dict)  # results other commands hand to their sections
 
 
@@ -38,7 +38,7 @@ def render_overview(ctx: ReportContext) -> str:
     t, s = ctx.trace, ctx.summary
     facts = {"input": str(t.path), "source": t.source, "world size": t.world_size, "ranks loaded": len(t.ranks),
              "backend": t.backend, "device": t.device,
-             "timeline steps": "all" if ctx.window is None else f"{ctx.window[0]}–{ctx.window[1]}"}
+             "timeline steps": "all" if ctx.window is None else f"{ctx.window[0]} ≤ step < {ctx.window[1]}"}
     out = [tables.scalar_table(facts, "", "", "overview")]
     if s.get("overlap_pct_by_rank"):
         out.append("<h3>Overlap % by rank</h3>" + tables.scalar_table(s["overlap_pct_by_rank"], "rank", "overlap %",

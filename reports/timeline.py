@@ -25,7 +25,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from commscope.export_perfetto import assign_lanes
+from commscope.export_perfetto import assign_lanes, rel_ns
 
 EXPOSED_COLOR = "#d62728"
 COMPUTE_COLOR = "#7f7f7f"
@@ -37,27 +37,25 @@ def label_colors(labels: list[str]) -> dict[str, str]:
     return {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(sorted(set(labels)))}
 
 
-def select_window(trace: Any, steps: tuple[int | None, int | None] | None, default_steps: int = 3,
+def select_window(trace: Any, steps: tuple[int, int] | None, default_steps: int = 3,
                   max_full_steps: int = 6) -> tuple[int, int] | None:
-    """Inclusive step range to draw. Explicit `steps` wins; otherwise a few steps around the middle when
-    the trace has more than `max_full_steps` steps (long timelines stay readable), else None = all."""
-    known = sorted(int(s) for s in trace.steps["step"].unique() if s >= 0) if len(trace.steps) else []
+    """Steps to draw, half-open [lo, hi) like Trace.select_steps. Explicit `steps` wins; otherwise a few
+    steps around the middle when the trace has more than `max_full_steps` steps (long timelines stay
+    readable), else None = everything."""
     if steps is not None:
-        lo = steps[0] if steps[0] is not None else (known[0] if known else 0)
-        hi = steps[1] if steps[1] is not None else (known[-1] if known else lo)
-        return (lo, hi)
+        return steps
+    known = sorted(int(s) for s in trace.steps["step"].unique() if s >= 0) if len(trace.steps) else []
     if len(known) <= max_full_steps:
         return None
-    mid = len(known) // 2
-    first = max(0, mid - default_steps // 2)
+    first = max(0, len(known) // 2 - default_steps // 2)
     chosen = known[first:first + default_steps]
-    return (chosen[0], chosen[-1])
+    return (chosen[0], chosen[-1] + 1)
 
 
 def _in_window(df: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:
     if window is None or len(df) == 0 or "step" not in df:
         return df
-    return df[(df["step"] >= window[0]) & (df["step"] <= window[1])]
+    return df[(df["step"] >= window[0]) & (df["step"] < window[1])]
 
 
 def merge_intervals(starts: np.ndarray, ends: np.ndarray, max_blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -79,22 +77,22 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray, max_blocks: int) -> tu
     return s[first], e[last], np.bincount(block)
 
 
-def exposed_intervals(coll: pd.DataFrame, compute: pd.DataFrame) -> list[list[tuple[float, float]]]:
-    """Per collective row, the exposed sub-intervals to highlight (drawing only).
+def exposed_intervals(coll: pd.DataFrame, compute: pd.DataFrame, base: int = 0) -> list[list[tuple[float, float]]]:
+    """Per collective row, the exposed sub-intervals to highlight (drawing only), in ns since `base`.
 
     Wall-clock (CPU) collectives: the caller was blocked from wait() entry to return, clipped to the
     collective's launch→completion span. Device-timed collectives: the execution interval not covered by
     the rank's compute intervals.
     """
     comp = compute.sort_values("start_ns") if len(compute) else compute
-    cs = comp["start_ns"].astype("float64").to_numpy() if len(comp) else np.zeros(0)
-    ce = np.maximum.accumulate(comp["end_ns"].astype("float64").to_numpy()) if len(comp) else np.zeros(0)
+    cs = rel_ns(comp["start_ns"], base) if len(comp) else np.zeros(0)
+    ce = np.maximum.accumulate(rel_ns(comp["end_ns"], base)) if len(comp) else np.zeros(0)
+    cols = {c: rel_ns(coll[c], base) for c in ("call_ns", "start_ns", "end_ns", "wait_ns", "wait_end_ns")}
     out: list[list[tuple[float, float]]] = []
-    for r in coll.itertuples(index=False):
-        call = _f(r.call_ns)
-        start, end = _f(r.start_ns), _f(r.end_ns)
-        if str(r.timing) == "wall" or math.isnan(start):
-            w0, w1 = _f(r.wait_ns), _f(r.wait_end_ns)
+    for j, timing in enumerate(coll["timing"].astype(str)):
+        call, start, end = cols["call_ns"][j], cols["start_ns"][j], cols["end_ns"][j]
+        if timing == "wall" or math.isnan(start):
+            w0, w1 = cols["wait_ns"][j], cols["wait_end_ns"][j]
             lo = max(w0, call) if not math.isnan(call) else w0
             hi = min(w1, end) if not math.isnan(end) else w1
             out.append([(lo, hi)] if not (math.isnan(lo) or math.isnan(hi)) and hi > lo else [])
@@ -115,31 +113,25 @@ def exposed_intervals(coll: pd.DataFrame, compute: pd.DataFrame) -> list[list[tu
     return out
 
 
-def _f(v: Any) -> float:
-    try:
-        return float(v) if v is not None and not pd.isna(v) else math.nan
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _segments(starts, ends, row: str, t0: float) -> tuple[list, list]:
+def _segments(starts, ends, row: str) -> tuple[list, list]:
+    """Line segments (ms) for bars on one row, separated by None so one trace draws them all."""
     xs, ys = [], []
     for s, e in zip(starts, ends):
-        xs += [(s - t0) / 1e6, (e - t0) / 1e6, None]
+        xs += [s / 1e6, e / 1e6, None]
         ys += [row, row, None]
     return xs, ys
 
 
 def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compute_per_rank: int = 1500) -> go.Figure:
-    """Build the timeline for the ranks of `trace`, restricted to the inclusive step `window` if given."""
+    """Build the timeline for the ranks of `trace`, restricted to steps in [window[0], window[1]) if given."""
     coll = _in_window(trace.collectives, window)
     comp = _in_window(trace.compute, window)
     hooks = _in_window(trace.hooks, window)
     steps = _in_window(trace.steps, window)
-    t_cands = [df[c].astype("float64").min() for df, c in ((steps, "start_ns"), (coll, "call_ns"),
+    t_cands = [pd.to_numeric(df[c], errors="coerce").min() for df, c in ((steps, "start_ns"), (coll, "call_ns"),
                (coll, "start_ns"), (comp, "start_ns"), (hooks, "t_ns")) if len(df)]
-    t_cands = [t for t in t_cands if not math.isnan(t)]
-    t0 = min(t_cands) if t_cands else 0.0
+    t_cands = [int(t) for t in t_cands if not pd.isna(t)]
+    t0 = min(t_cands) if t_cands else 0
     colors = label_colors(list(coll["label"].astype(str)) + list(hooks["label"].astype(str)))
 
     rows: list[str] = []
@@ -152,20 +144,19 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
         rc = comp[comp["rank"] == rank]
         rows.append(f"r{rank} compute")
         if len(rc):
-            s, e, n = merge_intervals(rc["start_ns"].astype("float64").to_numpy(),
-                                      rc["end_ns"].astype("float64").to_numpy(), max_compute_per_rank)
-            x, y = _segments(s, e, f"r{rank} compute", t0)
+            s, e, n = merge_intervals(rel_ns(rc["start_ns"], t0), rel_ns(rc["end_ns"], t0), max_compute_per_rank)
+            x, y = _segments(s, e, f"r{rank} compute")
             comp_x += x
             comp_y += y
-            comp_hx += list(((s + e) / 2 - t0) / 1e6)
+            comp_hx += list((s + e) / 2e6)
             comp_hy += [f"r{rank} compute"] * len(s)
             comp_text += [f"rank {rank}: {k} compute interval(s)<br>{(b - a) / 1e6:.3f} ms" for a, b, k in zip(s, e, n)]
 
         cc = coll[coll["rank"] == rank]
         if len(cc):
-            start = cc["call_ns"].astype("float64").to_numpy()
-            start = np.where(np.isnan(start), cc["start_ns"].astype("float64").to_numpy(), start)
-            end = cc["end_ns"].astype("float64").to_numpy()
+            start = rel_ns(cc["call_ns"], t0)
+            start = np.where(np.isnan(start), rel_ns(cc["start_ns"], t0), start)
+            end = rel_ns(cc["end_ns"], t0)
             ok = ~(np.isnan(start) | np.isnan(end))
             lanes = np.zeros(len(cc), dtype=np.int64)
             if ok.any():
@@ -173,25 +164,26 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
             n_lanes = int(lanes.max()) + 1 if len(lanes) else 1
             lane_rows = [f"r{rank} comm" if k == 0 else f"r{rank} comm {k + 1}" for k in range(n_lanes)]
             rows += lane_rows
-            exposed = exposed_intervals(cc, trace.compute[trace.compute["rank"] == rank] if len(trace.compute) else trace.compute)
+            rank_comp = trace.compute[trace.compute["rank"] == rank] if len(trace.compute) else trace.compute
+            exposed = exposed_intervals(cc, rank_comp, t0)
             for j, r in enumerate(cc.itertuples(index=False)):
                 if not ok[j]:
                     continue
                 row, lab = lane_rows[lanes[j]], str(r.label)
                 bx, by = bars.setdefault(lab, ([], []))
-                x, y = _segments([start[j]], [end[j]], row, t0)
+                x, y = _segments([start[j]], [end[j]], row)
                 bx += x
                 by += y
                 exp_ms = sum(b - a for a, b in exposed[j]) / 1e6
                 for a, b in exposed[j]:
-                    x, y = _segments([a], [b], row, t0)
+                    x, y = _segments([a], [b], row)
                     exp_x += x
                     exp_y += y
                 hx, hy, ht = bar_hover.setdefault(lab, ([], [], []))
-                hx.append(((start[j] + end[j]) / 2 - t0) / 1e6)
+                hx.append((start[j] + end[j]) / 2e6)
                 hy.append(row)
                 ht.append(f"rank {rank} · {lab} ({r.op}, {r.phase})<br>step {r.step} seq {r.seq} group {r.group}"
-                          f"<br>bytes {_f(r.bytes):,.0f}<br>launch→complete {(end[j] - start[j]) / 1e6:.3f} ms"
+                          f"<br>bytes {float(r.bytes):,.0f}<br>launch→complete {(end[j] - start[j]) / 1e6:.3f} ms"
                           f"<br>exposed {exp_ms:.3f} ms")
         else:
             rows.append(f"r{rank} comm")
@@ -201,7 +193,7 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
             rows.append(f"r{rank} hooks")
             for h in rh.itertuples(index=False):
                 hx, hy, ht = hook_pts.setdefault(str(h.label), ([], [], []))
-                hx.append((float(h.t_ns) - t0) / 1e6)
+                hx.append((int(h.t_ns) - t0) / 1e6)
                 hy.append(f"r{rank} hooks")
                 ht.append(f"rank {rank} hook {h.label}<br>step {h.step} micro {h.micro_step} position {h.position}")
 
@@ -227,7 +219,7 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
                                    hoverinfo="text", marker=dict(symbol="diamond", size=9, color=colors.get(lab))))
     first_rank = steps[steps["rank"] == trace.ranks[0]] if len(steps) and trace.ranks else steps
     for s in first_rank.itertuples(index=False):
-        fig.add_vline(x=(float(s.start_ns) - t0) / 1e6, line=dict(color="#bbbbbb", dash="dot", width=1),
+        fig.add_vline(x=(int(s.start_ns) - t0) / 1e6, line=dict(color="#bbbbbb", dash="dot", width=1),
                       annotation_text=f"step {s.step}", annotation_position="top left")
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), type="category")
     fig.update_xaxes(title_text="ms since window start", rangeslider=dict(visible=False))

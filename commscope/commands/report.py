@@ -15,18 +15,33 @@ from commscope.errors import UserError
 
 
 def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
-    """'A:B' (inclusive), 'A', 'A:' or ':B' → (lo, hi) with None for an open end."""
+    """'A:B' → (A, B) meaning steps A ≤ step < B (Python slice convention, as Trace.select_steps);
+    'A' → (A, A+1); 'A:' / ':B' leave that end open (None)."""
     if text is None:
         return None
     lo, sep, hi = text.partition(":")
     try:
         a = int(lo) if lo.strip() else None
-        b = (int(hi) if hi.strip() else None) if sep else a
+        b = (int(hi) if hi.strip() else None) if sep else (a + 1 if a is not None else None)
     except ValueError:
         raise UserError(f"--steps must look like A:B, A, A: or :B with integer steps, got {text!r}") from None
-    if a is not None and b is not None and b < a:
-        raise UserError(f"--steps {text}: the last step is before the first")
+    if a is not None and b is not None and b <= a:
+        raise UserError(f"--steps {text}: selects no step (A:B means A <= step < B)")
     return (a, b)
+
+
+def resolve_steps(trace, window: tuple[int | None, int | None] | None) -> tuple[int, int] | None:
+    """Close open ends of --steps against the steps present; refuse a range that selects none of them."""
+    if window is None:
+        return None
+    known = sorted(int(s) for s in trace.steps["step"].unique() if s >= 0) if len(trace.steps) else []
+    if not known:
+        raise UserError("--steps given but the input has no step markers (no step records / ProfilerStep ranges)")
+    lo = window[0] if window[0] is not None else known[0]
+    hi = window[1] if window[1] is not None else known[-1] + 1
+    if not any(lo <= k < hi for k in known):
+        raise UserError(f"--steps {lo}:{hi} selects none of the steps present ({known[0]}…{known[-1]})")
+    return (lo, hi)
 
 
 def default_output(src: Path) -> Path:
@@ -70,7 +85,7 @@ def register(app: typer.Typer) -> None:
         path: Path = typer.Argument(..., help="A commscope run directory or a folder of per-rank Kineto traces."),
         output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file to write "
                                               "(default ./<input-name>-report.html)."),
-        steps: Optional[str] = typer.Option(None, "--steps", help="Inclusive step range A:B (A, A:, :B) for the "
+        steps: Optional[str] = typer.Option(None, "--steps", help="Steps A <= step < B (also A, A:, :B) for the "
                                             "analysis and timeline; default: all steps, timeline a few around the middle."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout and nothing else."),
     ) -> None:
@@ -85,6 +100,7 @@ def register(app: typer.Typer) -> None:
             out = output or default_output(path)
             check_output(out, path)
         trace = load_with_progress(path, quiet=as_json)
+        window = resolve_steps(trace, window)
         summary = summarize(trace, steps=window)
         if as_json:
             typer.echo(orjson.dumps(summary, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
