@@ -1,0 +1,303 @@
+"""The reference trainer's per-rank entry point: `python -m torch.distributed.run ... -m instrumented_model.train`.
+
+One process per rank. It joins the process group (nccl on CUDA, gloo on CPU, `--backend` to override),
+builds the banked GPT and the unified optimizer from the same seed on every rank, and runs the loop
+
+    for each step:   with rec.step(s):  micro-steps of  forward → backward,  then  optimizer,  then the
+                     global mean loss (an all_reduce labelled "loss", phase "metric")
+
+with every phase and collective going through the recorder (NullRecorder with `--trace off`), so tracing
+cannot change what is computed. Rank 0 prints one machine-readable progress line per step,
+`@@commscope {json}`, which `commscope run` parses and renders. Every rank leaves `rank{R}/status.json`.
+
+Invariants:
+- The global batch of step s depends only on (data, seed, step) and each rank takes its own rows of it
+  (instrumented_model.data), so with the same seed and global batch the losses agree across world sizes.
+- `parse_args` + `check_args` are the single definition of the trainer's options; `commscope run` calls
+  them before launching so a bad option fails fast with a UserError instead of eight tracebacks.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Sequence
+
+from commscope.errors import UserError
+
+PROGRESS_PREFIX = "@@commscope "
+TRACE_MODES = ("off", "light", "full")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UserError instead of printing usage and exiting."""
+
+    def error(self, message: str):  # noqa: D401 - argparse hook
+        raise UserError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m instrumented_model.train", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, help="run directory (rank folders are created in it)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: nccl on cuda, gloo on cpu")
+    p.add_argument("--preset", default=None, help="tiny | speedrun (default: speedrun on cuda, tiny on cpu)")
+    p.add_argument("--steps", type=int, default=None, help="default: 40 (tiny), 50 (speedrun)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="global batch in sequences (default: 16 for tiny, 8 per rank for speedrun)")
+    p.add_argument("--grad-accum", type=int, default=1)
+    p.add_argument("--lr", type=float, default=None, help="NorMuon learning rate (default: the optimizer's)")
+    p.add_argument("--adam-lr", type=float, default=None, help="Adam learning rate (default: the optimizer's)")
+    p.add_argument("--wd", type=float, default=None, help="weight decay (default: the optimizer's)")
+    p.add_argument("--head-layout", choices=("transposed", "standard"), default="transposed")
+    p.add_argument("--comm-schedule", choices=("explicit", "hooks"), default="explicit")
+    p.add_argument("--scatter-order", default=None, help="comma list of the 13 labels")
+    p.add_argument("--work-order", default=None, help="comma list of the 13 labels")
+    p.add_argument("--split-step", type=int, default=None, help="step at which embed and lm_head are untied")
+    p.add_argument("--data", default=None, help="glob of modded-nanogpt .bin shards (default: synthetic tokens)")
+    p.add_argument("--trace", choices=TRACE_MODES, default="light")
+    p.add_argument("--profile", default=None, help="torch.profiler window of steps, START:STOP (needs --trace)")
+    p.add_argument("--with-stack", action="store_true", help="record python stacks in the profiler window")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the trainer's options and fill in the defaults that depend on the device and preset."""
+    import torch
+
+    args = build_parser().parse_args(argv)
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.backend is None:
+        args.backend = "nccl" if args.device == "cuda" else "gloo"
+    if args.preset is None:
+        args.preset = "speedrun" if args.device == "cuda" else "tiny"
+    if args.steps is None:
+        args.steps = 50 if args.preset == "speedrun" else 40
+    return args
+
+
+def parse_profile(spec: str | None) -> tuple[int, int] | None:
+    if spec is None:
+        return None
+    try:
+        start, stop = (int(x) for x in spec.split(":"))
+    except ValueError:
+        raise UserError(f"--profile wants START:STOP steps, e.g. 5:8; got {spec!r}") from None
+    if not 0 <= start < stop:
+        raise UserError(f"--profile {spec}: need 0 <= START < STOP")
+    return start, stop
+
+
+def default_batch_size(args: argparse.Namespace, world_size: int) -> int:
+    return 8 * world_size if args.preset == "speedrun" else 16
+
+
+def check_args(args: argparse.Namespace, world_size: int) -> None:
+    """Raise UserError for any option that cannot work with this world size; fills args.batch_size."""
+    import torch
+
+    from instrumented_model.config import make_config
+    from instrumented_model.data import make_source
+    from instrumented_model.param_table import PARAM_TABLE, check_order
+
+    cfg = make_config(args.preset, world_size)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device is available here (use --device cpu)")
+    if args.backend == "nccl" and args.device != "cuda":
+        raise UserError("--backend nccl needs --device cuda (gloo runs on CPU)")
+    for name in ("steps", "grad_accum"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.batch_size is None:
+        args.batch_size = default_batch_size(args, world_size)
+    if args.batch_size < 1 or args.batch_size % (world_size * args.grad_accum):
+        raise UserError(
+            f"--batch-size {args.batch_size} (global, in sequences) must be a positive multiple of "
+            f"world size × grad-accum = {world_size} × {args.grad_accum}"
+        )
+    if args.split_step is not None and args.split_step < 0:
+        raise UserError(f"--split-step must be >= 0, got {args.split_step}")
+    for opt in ("scatter_order", "work_order"):
+        if getattr(args, opt) is not None:
+            check_order(f"--{opt.replace('_', '-')}", split_labels(getattr(args, opt)), PARAM_TABLE)
+    if args.profile is not None and args.trace == "off":
+        raise UserError("--profile needs tracing on (--trace light or full)")
+    parse_profile(args.profile)
+    if args.data:  # validates every shard's header now, not in eight ranks later
+        make_source(args.data, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=args.batch_size, seed=args.seed)
+
+
+def split_labels(s: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in s.split(",") if x.strip())
+
+
+def write_status(run_dir: str, rank: int, status: str, error: str | None, last_step: int) -> None:
+    """rank{R}/status.json (docs/run_format.md), written atomically so a reader never sees half of it."""
+    path = os.path.join(run_dir, f"rank{rank}", "status.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"status": status, "error": error, "last_step": last_step}, f)
+    os.replace(tmp, path)
+
+
+def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
+    """NullRecorder for --trace off; commscope.record.Recorder otherwise (imported lazily)."""
+    from commscope.record.api import NullRecorder
+
+    if args.trace == "off":
+        return NullRecorder()
+    try:
+        from commscope.record import Recorder  # type: ignore[attr-defined]
+    except ImportError:
+        if args.profile:
+            raise UserError("--profile needs commscope.record.Recorder, which is not installed") from None
+        if rank == 0:
+            print("commscope: commscope.record.Recorder not available; running with --trace off", file=sys.stderr)
+        return NullRecorder()
+    return Recorder(
+        args.out, rank=rank, world_size=world_size, device=device, backend=args.backend, mode=args.trace,
+        profile_steps=parse_profile(args.profile), with_stack=args.with_stack,
+    )
+
+
+def progress(record: dict) -> None:
+    print(PROGRESS_PREFIX + json.dumps(record), flush=True)
+
+
+class Terminated(Exception):
+    """SIGTERM from torch.distributed.run (another rank failed, or the user interrupted the job)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated(f"terminated by signal {signum}")
+
+
+def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int, state: dict) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from instrumented_model.config import make_config
+    from instrumented_model.data import make_source, rank_slice
+    from instrumented_model.model import GPT
+    from instrumented_model.optimizer import NorMuonAndAdam
+
+    if args.device == "cuda":
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(backend=args.backend, rank=rank, world_size=world_size,
+                            device_id=device if args.backend == "nccl" else None)
+    state["pg"] = True
+    rec = make_recorder(args, rank, world_size, device)
+    state["rec"] = rec
+
+    cfg = make_config(args.preset, world_size)
+    torch.manual_seed(args.seed)  # identical initial parameters on every rank and every world size
+    model = GPT(cfg, head_layout=args.head_layout).to(device)
+    params = model.labelled_params()
+    opt_kwargs = {k: getattr(args, k) for k in ("lr", "adam_lr", "wd") if getattr(args, k) is not None}
+    for k in ("scatter_order", "work_order"):
+        if getattr(args, k) is not None:
+            opt_kwargs[k] = split_labels(getattr(args, k))
+    opt = NorMuonAndAdam(
+        params, rank=rank, world_size=world_size, recorder=rec, comm_schedule=args.comm_schedule,
+        head_layout=args.head_layout, split_step=args.split_step, **opt_kwargs,
+    )
+    hooks = args.comm_schedule == "hooks"
+    if hooks:
+        opt.install_hooks()
+
+    rec.align_clocks()
+    rec.watch(params)
+    if rank == 0:
+        config = {"args": vars(args), "model": cfg.to_dict(), "world_size": world_size, **opt.config()}
+        if rec.enabled:
+            rec.write_config(config)
+        else:
+            with open(os.path.join(args.out, "config.json"), "w") as f:
+                json.dump(config, f, indent=1, default=str)
+        progress({"event": "start", "world_size": world_size, "backend": args.backend, "device": str(device),
+                  "preset": args.preset, "steps": args.steps, "batch_size": args.batch_size,
+                  "seq_len": cfg.seq_len, "params": sum(p.numel() for p in params.values())})
+
+    data = make_source(args.data, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len,
+                       batch_size=args.batch_size, seed=args.seed)
+    tokens_per_step = args.batch_size * cfg.seq_len
+    ga = args.grad_accum
+    for s in range(args.steps):
+        t0 = time.perf_counter_ns()
+        inputs, targets = data.global_batch(s)
+        with rec.step(s) as st:
+            local_loss = torch.zeros((), device=device, dtype=torch.float32)
+            for m in range(ga):
+                rec.set_micro_step(m)
+                x = rank_slice(inputs, rank, world_size, m, ga).to(device, non_blocking=True)
+                y = rank_slice(targets, rank, world_size, m, ga).to(device, non_blocking=True)
+                if hooks:
+                    opt.set_last_micro_step(m == ga - 1)
+                with rec.region("forward"):
+                    loss = model(x, y) / ga
+                with rec.region("backward"):
+                    loss.backward()
+                local_loss += loss.detach().float()
+            with rec.region("optimizer"):
+                opt.step(s)
+            opt.zero_grad()
+            # Every rank's loss is a mean over an equal share of the batch, so the global mean is sum / ws.
+            rec.collective(dist.all_reduce, local_loss, label="loss", phase="metric").wait()
+            global_loss = local_loss.item() / world_size
+            st.loss, st.tokens = global_loss, tokens_per_step
+        state["last_step"] = s
+        step_ms = (time.perf_counter_ns() - t0) / 1e6
+        if rank == 0:
+            progress({"event": "step", "step": s, "loss": global_loss, "step_ms": step_ms,
+                      "tokens_per_s": tokens_per_step / (step_ms / 1e3)})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    state: dict = {"last_step": -1, "rec": None, "pg": False}
+    try:
+        args = parse_args(argv)
+    except UserError as e:
+        print(f"commscope: error: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(os.path.join(args.out, f"rank{rank}"), exist_ok=True)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    status, error, code = "completed", None, 0
+    try:
+        check_args(args, world_size)
+        train(args, rank, local_rank, world_size, state)
+    except BaseException as e:  # noqa: BLE001 - every way out must leave a status behind
+        status, code = "failed", 2 if isinstance(e, UserError) else 1
+        error = f"{type(e).__name__}: {e}"
+        if not isinstance(e, (UserError, Terminated, KeyboardInterrupt)):
+            traceback.print_exc()
+        else:
+            print(f"commscope: rank {rank}: {error}", file=sys.stderr)
+    rec = state["rec"]
+    if rec is not None:
+        try:
+            rec.close(status, error)
+        except Exception:  # noqa: BLE001 - the status below still has to be written
+            traceback.print_exc()
+    if not os.path.exists(os.path.join(args.out, f"rank{rank}", "status.json")):
+        write_status(args.out, rank, status, error, state["last_step"])
+    if state["pg"] and status == "completed":
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""`commscope run` and its launcher: option checks, run-directory handling, status aggregation, and real
+multi-process runs on CPU (8 gloo ranks complete; losses agree across world sizes; a failing rank is
+reported as a failed run with a non-zero exit)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from commscope.errors import UserError
+from commscope.launch import (
+    RunProgress,
+    Topology,
+    _ranges,
+    launch_training,
+    describe,
+    overall_status,
+    prepare_run_dir,
+    rank_statuses,
+)
+
+SUMMARY_KEYS = {"schema_version", "status", "world_size", "backend", "device", "preset", "steps", "head_layout",
+                "comm_schedule", "losses", "step_times_ms", "tokens_per_s", "ranks", "exit_code", "message"}
+
+
+def commscope(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "commscope", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+
+
+# ---------------------------------------------------------------- unit: launcher pieces
+
+def test_progress_lines_are_parsed_through_the_tee_prefix():
+    p = RunProgress()
+    assert p.feed("[default0]:@@commscope " + json.dumps({"event": "start", "batch_size": 4, "seq_len": 10})) is not None
+    for s, (loss, ms) in enumerate([(6.0, 1000.0), (5.0, 100.0), (4.0, 300.0)]):
+        p.feed(f"[default0]:@@commscope " + json.dumps({"event": "step", "step": s, "loss": loss, "step_ms": ms,
+                                                         "tokens_per_s": 1.0}) + "\n")
+    assert p.feed("[default3]:some warning\n") is None
+    assert p.feed("@@commscope {not json") is None
+    assert p.losses == [6.0, 5.0, 4.0] and p.step_times_ms == [1000.0, 100.0, 300.0]
+    # 40 tokens a step over steps 1-2 (step 0 is warm-up): 80 tokens in 0.4 s
+    assert p.tokens_per_s() == pytest.approx(200.0)
+
+
+def test_overall_status_and_message():
+    ok = {"0": {"status": "completed"}, "1": {"status": "completed"}}
+    assert overall_status(0, ok, False) == "completed"
+    assert overall_status(1, ok, False) == "failed"  # the launcher's exit code counts too
+    assert overall_status(0, ok, True) == "interrupted"
+    mixed = {"0": {"status": "failed", "error": "Terminated: terminated by signal 15", "last_step": 3},
+             "1": {"status": "failed", "error": "RuntimeError: boom", "last_step": 2},
+             "2": {"status": "crashed", "error": "no status.json", "last_step": None}}
+    assert overall_status(1, mixed, False) == "crashed"
+    # the rank that failed on its own is named, not the one torn down by the launcher
+    assert describe("failed", {k: mixed[k] for k in ("0", "1")}, 3, 10) == \
+        "failed: rank 1 failed after step 2: RuntimeError: boom"
+    assert describe("completed", ok, 5, 5) == "2 ranks completed 5 steps"
+
+
+def test_rank_statuses_mark_missing_and_hung(tmp_path):
+    for r in (0, 1, 2):
+        (tmp_path / f"rank{r}").mkdir()
+    (tmp_path / "rank0" / "status.json").write_text(json.dumps({"status": "completed", "error": None, "last_step": 4}))
+    (tmp_path / "rank1" / "status.json").write_text("{torn")
+    (tmp_path / "rank2" / "status.json").write_text(json.dumps({"status": "failed", "error": "x", "last_step": 1}))
+    (tmp_path / "rank2" / "watchdog.json").write_text("{}")
+    st = rank_statuses(str(tmp_path), range(4))
+    assert [st[str(r)]["status"] for r in range(4)] == ["completed", "crashed", "hung", "crashed"]
+    assert "no status.json" in st["3"]["error"]
+
+
+def test_run_dir_reuse_only_for_previous_runs(tmp_path):
+    prepare_run_dir(str(tmp_path / "new"))
+    assert (tmp_path / "new").is_dir()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="holds no commscope run"):
+        prepare_run_dir(str(other))
+    assert (other / "notes.txt").read_text() == "mine"
+    old = tmp_path / "old"
+    (old / "rank0").mkdir(parents=True)
+    (old / "summary.json").write_text("{}")
+    (old / "report.html").write_text("keep")
+    prepare_run_dir(str(old))
+    assert sorted(os.listdir(old)) == ["report.html"]
+
+
+def test_topology_builds_torchrun_rendezvous_options():
+    assert Topology(4).torchrun_args() == ["--nproc-per-node", "4", "--nnodes", "1", "--standalone"]
+    assert Topology(8, nnodes=2, rdzv_endpoint="h:29500").torchrun_args() == [
+        "--nproc-per-node", "8", "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29500"]
+    assert Topology(2, nnodes=2, node_rank=1, master_addr="h", master_port=1234).torchrun_args()[-6:] == [
+        "--master-addr", "h", "--master-port", "1234", "--node-rank", "1"]
+    with pytest.raises(UserError, match="several nodes"):
+        Topology(2, nnodes=2).torchrun_args()
+    assert Topology(3, nnodes=2, rdzv_endpoint="h:1").world_size == 6
+    assert _ranges(["0", "1", "2", "5", "7", "6"]) == "0-2,5-7"
+
+
+# ---------------------------------------------------------------- CLI: bad options
+
+@pytest.mark.parametrize("args, nproc, message", [
+    ([], 3, "cannot be sharded over 3 ranks"),
+    (["--head-layout", "sideways"], 2, "invalid choice"),
+    (["--batch-size", "6"], 4, "must be a positive multiple"),
+    (["--work-order", "attn,mlp"], 2, "must list every label exactly once"),
+    (["--device", "cpu", "--backend", "nccl"], 2, "needs --device cuda"),
+    (["--trace", "off", "--profile", "2:4"], 2, "needs tracing on"),
+    (["--profile", "4:2"], 2, "START < STOP"),
+    (["--steps", "0"], 2, "--steps must be >= 1"),
+])
+def test_bad_options_are_refused_before_launch(tmp_path, args, nproc, message):
+    out = tmp_path / "run"
+    with pytest.raises(UserError, match=re.escape(message)):
+        launch_training(args, Topology(nproc), str(out))
+    assert not out.exists()  # nothing is launched or written
+
+
+def test_bad_option_exits_2_with_one_line(tmp_path):
+    out = tmp_path / "run"
+    r = commscope("run", "--nproc", "3", "--out", str(out), timeout=120)
+    assert r.returncode == 2
+    assert r.stderr == "commscope: error: preset 'tiny' cannot be sharded over 3 ranks: " \
+        "vocab rows (ve0-2, embed) = 512 is not divisible by 3\n"
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------- end to end (torch.distributed.run, gloo)
+
+def _summary(run_dir) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_run_nproc_8_completes_on_cpu(tmp_path):
+    out = tmp_path / "run8"
+    r = commscope("run", "--nproc", "8", "--steps", "12", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = _summary(out)
+    assert set(s) == SUMMARY_KEYS
+    assert (s["schema_version"], s["status"], s["world_size"], s["backend"], s["device"], s["preset"]) == \
+        (1, "completed", 8, "gloo", "cpu", "tiny")
+    assert (s["steps"], s["head_layout"], s["comm_schedule"], s["exit_code"]) == (12, "transposed", "explicit", 0)
+    assert s["ranks"] == {str(r): "completed" for r in range(8)}
+    assert len(s["losses"]) == len(s["step_times_ms"]) == 12 and s["tokens_per_s"] > 0
+    assert all(t > 0 for t in s["step_times_ms"])
+    # starts near ln(vocab) = ln(512) = 6.24 and visibly falls
+    assert 5.0 < s["losses"][0] < 7.5
+    assert np.mean(s["losses"][-3:]) < s["losses"][0] - 0.5
+    for rank in range(8):
+        st = json.loads((out / f"rank{rank}" / "status.json").read_text())
+        assert st["status"] == "completed" and st["error"] is None
+    config = json.loads((out / "config.json").read_text())
+    assert len(config["scatter_order"]) == 13 and config["args"]["steps"] == 12
+    assert (out / "launcher.log").stat().st_size > 0
+    assert f"commscope report {out}" in r.stdout.replace("\n", "")
+
+
+@pytest.mark.slow
+def test_losses_agree_across_world_sizes(tmp_path):
+    """Same seed and global batch: the sharded optimizer must make 1, 2 and 4 ranks compute the same run."""
+    losses = {}
+    for n in (1, 2, 4):
+        out = tmp_path / f"ws{n}"
+        r = commscope("run", "--nproc", str(n), "--steps", "6", "--batch-size", "8", "--grad-accum", "2",
+                      "--trace", "off", "--seed", "7", "--out", str(out))
+        assert r.returncode == 0, r.stdout + r.stderr
+        losses[n] = _summary(out)["losses"]
+    assert len(losses[1]) == 6
+    np.testing.assert_allclose(losses[2], losses[1], rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(losses[4], losses[1], rtol=2e-4, atol=2e-4)
+    assert losses[1][-1] < losses[1][0]  # and it trains
+
+
+@pytest.mark.slow
+def test_failing_rank_gives_failed_run_and_nonzero_exit(tmp_path):
+    """Shards whose later tokens lie outside the vocabulary: the header check passes, step 2 fails."""
+    from instrumented_model.data import write_shard
+
+    tokens = np.arange(2 * 16 * 64 + 1) % 512
+    bad = np.full(16 * 64, 9999)
+    write_shard(str(tmp_path / "shard_000.bin"), np.concatenate([tokens, bad]))
+    out = tmp_path / "run"
+    r = commscope("run", "--nproc", "2", "--steps", "5", "--trace", "off", "--data",
+                  str(tmp_path / "shard_*.bin"), "--out", str(out))
+    assert r.returncode == 1
+    s = _summary(out)
+    assert s["status"] == "failed" and s["exit_code"] != 0 and len(s["losses"]) == 2
+    assert set(s["ranks"].values()) == {"failed"}
+    assert "outside the model's vocabulary" in s["message"]
+    st = json.loads((out / "rank1" / "status.json").read_text())
+    assert st["status"] == "failed" and st["last_step"] == 1
