@@ -39,7 +39,7 @@ def render_overview(ctx: ReportContext) -> str:
     facts = {"input": str(t.path), "source": t.source, "world size": t.world_size, "ranks loaded": len(t.ranks),
              "backend": t.backend, "device": t.device,
              "timeline steps": "all" if ctx.window is None else f"{ctx.window[0]} ≤ step < {ctx.window[1]}"}
-    out = [tables.scalar_table(facts, "", "", "overview")]
+    out = [tables.scalar_table(facts, "fact", "value", "overview")]
     if s.get("overlap_pct_by_rank"):
         out.append("<h3>Overlap % by rank</h3>" + tables.scalar_table(s["overlap_pct_by_rank"], "rank", "overlap %",
                                                                        "overlap-by-rank"))
@@ -53,8 +53,8 @@ def render_timeline(ctx: ReportContext) -> str:
     from reports.timeline import timeline_figure  # plotly import kept off the path of --json
 
     fig = timeline_figure(ctx.trace, ctx.window)
-    note = ('<p class="note">Grey: compute (dense kernels merged). Bars: each collective from launch to '
-            'completion, coloured by label; red: its exposed part. Diamonds: gradient-hook firings. '
+    note = ('<p class="note">Grey: compute (dense kernels merged). Bars: each collective coloured by label, '
+            'thick while running, thin from its launch until it started; red: its exposed part. Diamonds: gradient-hook firings. '
             'Drag to zoom, double-click to reset; <code>--steps A:B</code> picks other steps.</p>')
     return note + fig.to_html(full_html=False, include_plotlyjs=False,
                               config={"displaylogo": False, "responsive": True, "scrollZoom": True})

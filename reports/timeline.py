@@ -1,8 +1,9 @@
 """The per-rank overlap timeline of the HTML report (a plotly figure).
 
 Rows, top to bottom, per rank: `rN compute` (compute regions/kernels, merged when dense), `rN comm`
-(one bar per collective from launch to completion, coloured by label; the exposed part drawn on top in
-red; extra lanes `rN comm 2`, … when collectives overlap in time), `rN hooks` (hook firings as markers,
+(one bar per collective, coloured by label: thick while it runs, a thin line from its launch to its start
+when it was queued; the exposed part drawn on top in red; extra lanes `rN comm 2`, … when running
+collectives overlap in time), `rN hooks` (hook firings as markers,
 coloured by label). Step starts are vertical lines.
 
 Why this shape: the question the report answers is "which collective is exposed, where": seeing the launch
@@ -137,6 +138,7 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
     rows: list[str] = []
     comp_x, comp_y, comp_hx, comp_hy, comp_text = [], [], [], [], []
     bars: dict[str, tuple[list, list]] = {}
+    queued: dict[str, tuple[list, list]] = {}
     bar_hover: dict[str, tuple[list, list, list]] = {}
     exp_x, exp_y = [], []
     hook_pts: dict[str, tuple[list, list, list]] = {}
@@ -154,8 +156,12 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
 
         cc = coll[coll["rank"] == rank]
         if len(cc):
-            start = rel_ns(cc["call_ns"], t0)
-            start = np.where(np.isnan(start), rel_ns(cc["start_ns"], t0), start)
+            # Thick bar: execution (start→end) where measured, else launch→completion (all a wall clock
+            # knows). Thin line on the same row: launch→execution start (queued behind earlier work).
+            # Lanes are assigned on the thick bars only, so queued launches don't multiply the rows.
+            launch = rel_ns(cc["call_ns"], t0)
+            start = rel_ns(cc["start_ns"], t0)
+            start = np.where(np.isnan(start), launch, start)
             end = rel_ns(cc["end_ns"], t0)
             ok = ~(np.isnan(start) | np.isnan(end))
             lanes = np.zeros(len(cc), dtype=np.int64)
@@ -174,6 +180,11 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
                 x, y = _segments([start[j]], [end[j]], row)
                 bx += x
                 by += y
+                if launch[j] < start[j]:
+                    qx, qy = queued.setdefault(lab, ([], []))
+                    x, y = _segments([launch[j]], [start[j]], row)
+                    qx += x
+                    qy += y
                 exp_ms = sum(b - a for a, b in exposed[j]) / 1e6
                 for a, b in exposed[j]:
                     x, y = _segments([a], [b], row)
@@ -183,8 +194,9 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
                 hx.append((start[j] + end[j]) / 2e6)
                 hy.append(row)
                 ht.append(f"rank {rank} · {lab} ({r.op}, {r.phase})<br>step {r.step} seq {r.seq} group {r.group}"
-                          f"<br>bytes {float(r.bytes):,.0f}<br>launch→complete {(end[j] - start[j]) / 1e6:.3f} ms"
-                          f"<br>exposed {exp_ms:.3f} ms")
+                          f"<br>bytes {float(r.bytes):,.0f}<br>running {(end[j] - start[j]) / 1e6:.3f} ms"
+                          + (f"<br>launch→complete {(end[j] - launch[j]) / 1e6:.3f} ms" if launch[j] < start[j] else "")
+                          + f"<br>exposed {exp_ms:.3f} ms")
         else:
             rows.append(f"r{rank} comm")
 
@@ -207,6 +219,10 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
         bx, by = bars[lab]
         fig.add_trace(go.Scattergl(x=bx, y=by, mode="lines", line=dict(color=colors[lab], width=12), name=lab,
                                    legendgroup=lab, hoverinfo="skip"))
+        if lab in queued:
+            fig.add_trace(go.Scattergl(x=queued[lab][0], y=queued[lab][1], mode="lines", opacity=0.45,
+                                       line=dict(color=colors[lab], width=3), legendgroup=lab, showlegend=False,
+                                       hoverinfo="skip"))
         hx, hy, ht = bar_hover[lab]
         fig.add_trace(go.Scattergl(x=hx, y=hy, mode="markers", marker=dict(size=4, color=colors[lab]), text=ht,
                                    hoverinfo="text", legendgroup=lab, showlegend=False))

@@ -139,9 +139,11 @@ def test_timeline_rows_and_lanes():
     names = [t.name for t in fig.data if t.showlegend is not False]
     assert names == ["compute", "attn", "mlp", "scalars", "exposed", "hook attn"]
     attn = next(t for t in fig.data if t.name == "attn")
-    # window = step 1 only: one bar per rank, launch→complete in ms since window start (T + 1 ms)
-    xs = [x for x in attn.x if x is not None]
-    assert xs == pytest.approx([0.29, 0.5, 0.30, 0.5])
+    # window = step 1 only: one running bar per rank, in ms since window start (T + 1 ms); rank 0 launched
+    # 10 µs before the start → a thin queued line, rank 1 launched right at the start → none
+    assert [x for x in attn.x if x is not None] == pytest.approx([0.3, 0.5, 0.3, 0.5])
+    queued = [t for t in fig.data if t.legendgroup == "attn" and t.mode == "lines" and t.showlegend is False]
+    assert len(queued) == 1 and [x for x in queued[0].x if x is not None] == pytest.approx([0.29, 0.3])
 
 
 def test_page_is_self_contained_with_sections_and_exact_label_numbers():
