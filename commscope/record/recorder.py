@@ -84,9 +84,10 @@ class RecordedHandle(CollectiveHandle):
         if self._recorder._cuda is not None:
             entry.rec["end_ns"] = self._recorder._cuda.stamp()
             entry.done = True
-        elif self.work is None:
+        elif self.work is None or entry.work is not None:  # no completion callback for this work
             entry.rec["end_ns"] = entry.rec["wait_end_ns"]
             entry.done = True
+            entry.work = None
 
 
 def _local_rank() -> int:
@@ -136,6 +137,7 @@ class Recorder(NullRecorder):
         self.clock = ClockSync()
         self._shift = self._base
         self._groups = GroupInfo()
+        self._no_future: set[str] = set()  # ops whose gloo Work has no future
         self._seq: dict[str, int] = defaultdict(int)
         # (group, seq) → record of a launched collective whose completion is not known yet.
         self.inflight: dict[tuple[str, int], dict] = {}
@@ -278,16 +280,35 @@ class Recorder(NullRecorder):
         rec["return_ns"] = _perf()
         entry = _Collective(rec, work if self._cuda is not None else None)
         if self._cuda is None and work is not None:
-            work.get_future().add_done_callback(self._completion_callback(entry))
+            if not self._watch_completion(work, entry):
+                entry.work = work  # no future: wait() return is the completion time (see RecordedHandle)
         self._pending.append(entry)
         return RecordedHandle(work, entry, self)
+
+    def _watch_completion(self, work: Any, entry: _Collective) -> bool:
+        # Some gloo works (e.g. reduce_scatter_tensor on torch 2.13) have no future: remember per op.
+        kind = entry.rec["op"]
+        if kind in self._no_future:
+            return False
+        try:
+            fut = work.get_future()
+        except RuntimeError:
+            self._no_future.add(kind)
+            return False
+        fut.add_done_callback(self._completion_callback(entry))
+        return True
 
     def _completion_callback(self, entry: _Collective) -> Callable[[Any], None]:
         inflight = self.inflight
 
-        def on_done(_fut: Any) -> None:
+        def on_done(fut: Any) -> None:
             # gloo worker thread (or inline if already done): only plain assignments, GIL-atomic.
-            entry.rec["end_ns"] = _perf()
+            t = _perf()
+            try:
+                fut.value()
+            except Exception:
+                return  # failed (peer died, timeout): never finished, stays in inflight
+            entry.rec["end_ns"] = t
             entry.done = True
             inflight.pop((entry.rec["group"], entry.rec["seq"]), None)
 
