@@ -26,6 +26,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from commscope.analyze import intervals as iv
+from commscope.analyze.exposure import compute_sets
 from commscope.export_perfetto import assign_lanes, rel_ns
 
 EXPOSED_COLOR = "#d62728"
@@ -78,39 +80,28 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray, max_blocks: int) -> tu
     return s[first], e[last], np.bincount(block)
 
 
-def exposed_intervals(coll: pd.DataFrame, compute: pd.DataFrame, base: int = 0) -> list[list[tuple[float, float]]]:
-    """Per collective row, the exposed sub-intervals to highlight (drawing only), in ns since `base`.
+def exposed_intervals(coll: pd.DataFrame, compute_set: tuple[np.ndarray, np.ndarray], base: int = 0
+                      ) -> list[list[tuple[float, float]]]:
+    """Per collective row, the exposed sub-intervals to highlight, in ns since `base`.
 
-    Wall-clock (CPU) collectives: the caller was blocked from wait() entry to return, clipped to the
-    collective's launch→completion span. Device-timed collectives: the execution interval not covered by
-    the rank's compute intervals.
+    Same rules as commscope.analyze.exposure.collective_table, so the red drawn length equals the
+    exposed time in the tables: a recorded wait (run directories) exposes its wait_ns→wait_end_ns; a
+    run-directory collective never waited on exposes nothing; otherwise (Kineto) the part of start→end not
+    covered by `compute_set` (the rank's compute intervals from exposure.compute_sets).
     """
-    comp = compute.sort_values("start_ns") if len(compute) else compute
-    cs = rel_ns(comp["start_ns"], base) if len(comp) else np.zeros(0)
-    ce = np.maximum.accumulate(rel_ns(comp["end_ns"], base)) if len(comp) else np.zeros(0)
-    cols = {c: rel_ns(coll[c], base) for c in ("call_ns", "start_ns", "end_ns", "wait_ns", "wait_end_ns")}
+    cols = {c: pd.to_numeric(coll[c], errors="coerce").to_numpy(np.float64)
+            for c in ("start_ns", "end_ns", "wait_ns", "wait_end_ns")}
     out: list[list[tuple[float, float]]] = []
     for j, timing in enumerate(coll["timing"].astype(str)):
-        call, start, end = cols["call_ns"][j], cols["start_ns"][j], cols["end_ns"][j]
-        if timing == "wall" or math.isnan(start):
-            w0, w1 = cols["wait_ns"][j], cols["wait_end_ns"][j]
-            lo = max(w0, call) if not math.isnan(call) else w0
-            hi = min(w1, end) if not math.isnan(end) else w1
-            out.append([(lo, hi)] if not (math.isnan(lo) or math.isnan(hi)) and hi > lo else [])
-            continue
-        if math.isnan(end):
+        w0, w1 = cols["wait_ns"][j], cols["wait_end_ns"][j]
+        start, end = cols["start_ns"][j], cols["end_ns"][j]
+        if not (math.isnan(w0) or math.isnan(w1)):
+            out.append([(w0 - base, w1 - base)] if w1 > w0 else [])
+        elif timing in ("wall", "cuda_event") or math.isnan(start) or math.isnan(end):
             out.append([])
-            continue
-        pieces, cur = [], start
-        i = max(int(np.searchsorted(ce, start, side="right")), 0)
-        while i < len(cs) and cs[i] < end and cur < end:
-            if cs[i] > cur:
-                pieces.append((cur, min(cs[i], end)))
-            cur = max(cur, ce[i])
-            i += 1
-        if cur < end:
-            pieces.append((cur, end))
-        out.append(pieces)
+        else:
+            s, e = iv.subtract((np.array([start]), np.array([end])), compute_set)
+            out.append([(a - base, b - base) for a, b in zip(s.tolist(), e.tolist())])
     return out
 
 
@@ -135,6 +126,7 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
     t0 = min(t_cands) if t_cands else 0
     colors = label_colors(list(coll["label"].astype(str)) + list(hooks["label"].astype(str)))
 
+    comp_sets = compute_sets(trace)  # over the whole trace: a window edge must not expose anything
     rows: list[str] = []
     comp_x, comp_y, comp_hx, comp_hy, comp_text = [], [], [], [], []
     bars: dict[str, tuple[list, list]] = {}
@@ -170,8 +162,7 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
             n_lanes = int(lanes.max()) + 1 if len(lanes) else 1
             lane_rows = [f"r{rank} comm" if k == 0 else f"r{rank} comm {k + 1}" for k in range(n_lanes)]
             rows += lane_rows
-            rank_comp = trace.compute[trace.compute["rank"] == rank] if len(trace.compute) else trace.compute
-            exposed = exposed_intervals(cc, rank_comp, t0)
+            exposed = exposed_intervals(cc, comp_sets.get(rank, iv.empty()), t0)
             for j, r in enumerate(cc.itertuples(index=False)):
                 if not ok[j]:
                     continue

@@ -21,7 +21,10 @@ COLL_COLS = ["rank", "step", "label", "phase", "op", "bytes", "dtype", "group", 
              "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns", "stream", "timing"]
 
 
-def make_trace(ranks=(0, 1), steps=(0, 1)):
+def make_trace(ranks=(0, 1), steps=(0, 1), style="kineto"):
+    """style "kineto": device-timed collectives without waits (timing "kernel"), exposure from compute gaps;
+    style "run": as a CUDA run directory records them (timing "cuda_event"); attn and mlp are waited on
+    for their last 20 µs (wait_ns = end − 20 µs, wait_end_ns = end), scalars is never waited on."""
     step_rows, comp, coll, hooks, regions = [], [], [], [], []
     for r in ranks:
         seq = 0
@@ -41,14 +44,61 @@ def make_trace(ranks=(0, 1), steps=(0, 1)):
                 coll.append(dict(rank=r, step=s, label=label, phase=phase, op=op, bytes=nbytes, dtype="bf16",
                                  group="0", group_size=len(ranks), seq=seq, call_ns=b + call * US + lag,
                                  return_ns=b + call * US + lag + 5 * US, wait_ns=np.nan, wait_end_ns=np.nan,
-                                 start_ns=b + start * US, end_ns=b + end * US, stream=stream, timing="cuda_event"))
+                                 start_ns=b + start * US, end_ns=b + end * US, stream=stream, timing="kernel"))
+                if style == "run":
+                    coll[-1]["timing"] = "cuda_event"
+                    if label != "scalars":
+                        coll[-1].update(wait_ns=b + (end - 20) * US, wait_end_ns=b + end * US)
                 seq += 1
             hooks.append(dict(rank=r, step=s, micro_step=0, label="attn", position=0, t_ns=b + 420 * US))
     return SimpleNamespace(
-        source="run", path="/nonexistent/hand-built", world_size=len(ranks), backend="nccl", device="cuda",
+        source="run" if style == "run" else "kineto", path="/nonexistent/hand-built", world_size=len(ranks), backend="nccl", device="cuda",
         config={"args": {"preset": "tiny"}, "scatter_order": ["attn", "mlp", "scalars"]},
         ranks=list(ranks), problems=[],
         steps=pd.DataFrame(step_rows), compute=pd.DataFrame(comp), collectives=pd.DataFrame(coll, columns=COLL_COLS),
         regions=pd.DataFrame(regions), hooks=pd.DataFrame(hooks),
         ops=pd.DataFrame(), kernels=pd.DataFrame(),
     )
+
+
+def write_run_dir(trace, path) -> None:
+    """Serialize a hand-built trace as a commscope run directory (docs/run_format.md), so the real loader
+    and the CLI can be tested on known numbers."""
+    import json
+    import os
+
+    def clean(d: dict) -> dict:
+        return {k: (None if isinstance(v, float) and np.isnan(v) else v.item() if hasattr(v, "item") else v)
+                for k, v in d.items()}
+
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "summary.json"), "w") as f:
+        json.dump({"schema_version": 1, "status": "completed", "world_size": trace.world_size, "backend": "nccl",
+                   "device": "cuda", "steps": len(trace.steps["step"].unique()), "exit_code": 0}, f)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({"schema_version": 1, **trace.config}, f)
+    for r in trace.ranks:
+        d = os.path.join(path, f"rank{r}")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "meta.json"), "w") as f:
+            json.dump({"schema_version": 1, "rank": r, "local_rank": r, "world_size": trace.world_size,
+                       "hostname": "test", "pid": 1, "backend": "nccl", "device": "cuda", "torch": "2.13.0",
+                       "clock": {"offset_ns": 0, "error_ns": 0, "method": "barrier-allgather", "rounds": 1},
+                       "started_ns": T}, f)
+        lines = []
+        for s in sorted(trace.steps["step"].unique()):
+            sel = lambda df: df[(df["rank"] == r) & (df["step"] == s)].to_dict("records")  # noqa: E731
+            for h in sel(trace.hooks):
+                lines.append({"kind": "hook", **clean(h)})
+            for g in sel(trace.regions):
+                lines.append({"kind": "region", **clean(g), "timing": "cuda_event"})  # style "run" traces
+            for c in sel(trace.collectives):
+                c = clean(c)
+                c.pop("stream", None)
+                lines.append({"kind": "collective", **c})
+            for st in sel(trace.steps):
+                lines.append({"kind": "step", **clean(st), "tokens": 1024})
+        with open(os.path.join(d, "events.jsonl"), "w") as f:
+            f.write("".join(json.dumps(x) + "\n" for x in lines))
+        with open(os.path.join(d, "status.json"), "w") as f:
+            json.dump({"status": "completed", "error": None, "last_step": int(trace.steps["step"].max())}, f)

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
+from commscope.analyze.exposure import collective_table, compute_sets
 from commscope.commands.report import check_output, parse_steps, resolve_steps
 from commscope.errors import UserError
 from commscope.export_perfetto import assign_lanes
@@ -107,20 +108,31 @@ def test_assign_lanes_is_minimal_and_non_overlapping():
         assert all(a[1] <= b[0] for a, b in zip(iv, iv[1:]))
 
 
-def test_exposed_intervals_device_and_wall():
+def test_exposed_intervals_device_and_wait():
     tr = make_trace()
     c0 = tr.collectives[(tr.collectives["rank"] == 0) & (tr.collectives["step"] == 0)]
-    comp0 = tr.compute[tr.compute["rank"] == 0]
-    ex = exposed_intervals(c0, comp0, T)
-    assert ex[0] == [(400 * US, 450 * US)]  # attn: only the gap between forward and backward
-    assert ex[1] == [(820 * US, 900 * US)]  # mlp: after backward, fully exposed
-    wall = c0.copy()
-    wall["timing"] = "wall"
-    wall["start_ns"] = np.nan
-    wall["wait_ns"] = wall["call_ns"] + 50 * US
-    wall["wait_end_ns"] = wall["end_ns"] + 1_000 * US  # returned after completion: clipped at end_ns
-    ex = exposed_intervals(wall, comp0, T)
-    assert ex[0] == [(340 * US, 500 * US)]
+    ex = exposed_intervals(c0, compute_sets(tr)[0], T)
+    # compute_sets works in float64 epoch ns, which resolves 256 ns: compare within that
+    assert len(ex[0]) == 1 and ex[0][0] == pytest.approx((400 * US, 450 * US), abs=256)  # gap fwd→bwd only
+    assert len(ex[1]) == 1 and ex[1][0] == pytest.approx((820 * US, 900 * US), abs=256)  # fully exposed
+    run = make_trace(style="run")
+    c0 = run.collectives[(run.collectives["rank"] == 0) & (run.collectives["step"] == 0)]
+    ex = exposed_intervals(c0, compute_sets(run)[0], T)
+    assert [len(x) for x in ex] == [1, 1, 0]  # waits; scalars was never waited on
+    assert ex[0][0] == pytest.approx((480 * US, 500 * US), abs=256)
+    assert ex[1][0] == pytest.approx((880 * US, 900 * US), abs=256)
+
+
+@pytest.mark.parametrize("style", ["kineto", "run"])
+def test_drawn_exposure_equals_analyzer_exposure(style):
+    tr = make_trace(style=style)
+    table = collective_table(tr)
+    drawn = []
+    for rank in tr.ranks:
+        sel = (tr.collectives["rank"] == rank).to_numpy()
+        drawn += [sum(b - a for a, b in x) for x in exposed_intervals(tr.collectives[sel], compute_sets(tr)[rank])]
+    order = np.argsort(tr.collectives["rank"].to_numpy(), kind="stable")
+    assert np.allclose(np.array(drawn), table["exposed_ns"].to_numpy()[order], atol=1e3)
 
 
 def test_select_window_default_middle_and_explicit():
