@@ -1,0 +1,1 @@
+"""Analyses: each module one analysis, frames in, frames out (HTA analyzers/ is the style model)."""

@@ -1,0 +1,108 @@
+"""Per collective: duration, exposed time, overlap, bandwidth — and their per (rank, label) totals.
+
+`collective_table(trace)` adds to each row of `trace.collectives`:
+- `duration_ns`: execution time when the collective's start is known (kernel / gloo thread), else
+  launch → completion (`end_ns − call_ns`, CPU run directories).
+- `exposed_ns`: the part of it during which the rank's computation was stalled:
+  * with a recorded wait (`wait_ns`…`wait_end_ns`, run directories): the time the caller was blocked;
+    a collective never waited on exposes nothing;
+  * otherwise (Kineto): the part of [start, end) not covered by the rank's compute intervals
+    (GPU: non-communication kernels on any stream; CPU: top-level ops of the caller thread).
+- `overlap_pct`: hidden share of the duration, 100 · (1 − exposed / duration).
+- `transfer_ns`: the minimum `duration_ns` over the ranks of the same (group, seq): the one rank that
+  arrived last did not wait, so its time is closest to the pure transfer time (nccl-tests convention).
+- `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
+  the op and group size n: all_reduce 2(n−1)/n; reduce_scatter, all_gather, all_to_all (n−1)/n; else 1.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze import intervals as iv
+from commscope.load.frames import Trace
+
+
+def bus_factor(op: str, n: float) -> float:
+    if not n or n != n or n < 1:
+        return np.nan
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if op in ("reduce_scatter", "all_gather", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def compute_sets(trace: Trace) -> dict[int, iv.Intervals]:
+    """Per rank, the normalized set of intervals during which it computed (waits removed for run dirs)."""
+    out = {}
+    waits = trace.collectives.dropna(subset=["wait_ns", "wait_end_ns"])
+    for rank in trace.ranks:
+        c = trace.compute[trace.compute["rank"] == rank]
+        comp = iv.merge(c["start_ns"].to_numpy(np.float64), c["end_ns"].to_numpy(np.float64))
+        w = waits[waits["rank"] == rank]
+        if len(w):
+            comp = iv.subtract(comp, (w["wait_ns"].to_numpy(np.float64), w["wait_end_ns"].to_numpy(np.float64)))
+        out[rank] = comp
+    return out
+
+
+def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
+    c = trace.collectives.copy()
+    if not len(c):
+        for col in ("duration_ns", "exposed_ns", "overlap_pct", "transfer_ns", "algbw_gbps", "busbw_gbps"):
+            c[col] = pd.Series(dtype=np.float64)
+        return c
+    comp = compute_sets(trace) if comp is None else comp
+    start = c["start_ns"].astype(np.float64)
+    end = c["end_ns"].astype(np.float64)
+    call = c["call_ns"].astype(np.float64)
+    c["duration_ns"] = np.where(start.notna(), end - start, end - call)
+    exposed = np.full(len(c), np.nan)
+    waited = c["wait_ns"].notna() & c["wait_end_ns"].notna()
+    exposed[waited.to_numpy()] = (c["wait_end_ns"] - c["wait_ns"]).to_numpy(np.float64)[waited.to_numpy()]
+    # run-dir collectives never waited on (the recorder saw no wait) block nothing
+    never = (~waited & c["timing"].isin(["wall", "cuda_event"])).to_numpy()
+    exposed[never] = 0.0
+    todo = (~waited & ~c["timing"].isin(["wall", "cuda_event"]) & start.notna() & end.notna()).to_numpy()
+    for rank, idx in c[todo].groupby("rank").indices.items():
+        rows = np.flatnonzero(todo)[idx]
+        qs, qe = start.to_numpy()[rows], end.to_numpy()[rows]
+        exposed[rows] = (qe - qs) - iv.covered(qs, qe, comp.get(rank, iv.empty()))
+    c["exposed_ns"] = np.clip(exposed, 0.0, None)
+    dur = c["duration_ns"].to_numpy(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c["overlap_pct"] = np.where(dur > 0, 100.0 * (1.0 - np.minimum(c["exposed_ns"], dur) / dur), np.nan)
+    c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c["algbw_gbps"] = np.where(c["transfer_ns"] > 0, c["bytes"].astype(np.float64) / c["transfer_ns"], np.nan)
+    factors = np.array([bus_factor(o, n) for o, n in zip(c["op"], c["group_size"].astype(np.float64))])
+    c["busbw_gbps"] = c["algbw_gbps"] * factors
+    return c
+
+
+def label_stats(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, label): count, total bytes, mean duration, total exposed, overlap %, algbw/busbw.
+
+    Bandwidths are bytes-weighted over the label's collectives with known bytes and transfer time.
+    """
+    cols = ["rank", "label", "op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "algbw_gbps",
+            "busbw_gbps"]
+    if not len(table):
+        return pd.DataFrame(columns=cols)
+    t = table.copy()
+    ok = t["bytes"].notna() & (t["transfer_ns"] > 0)
+    t["_b"] = t["bytes"].where(ok)
+    t["_t"] = t["transfer_ns"].where(ok)
+    t["_bb"] = (t["busbw_gbps"] * t["transfer_ns"]).where(ok)  # bus bytes
+    g = t.groupby(["rank", "label"], sort=True)
+    out = g.agg(op=("op", "first"), count=("op", "size"), bytes=("bytes", "sum"), dur=("duration_ns", "mean"),
+                dur_sum=("duration_ns", "sum"), exposed=("exposed_ns", "sum"), _b=("_b", "sum"),
+                _t=("_t", "sum"), _bb=("_bb", "sum")).reset_index()
+    out["mean_ms"] = out["dur"] / 1e6
+    out["exposed_ms"] = out["exposed"] / 1e6
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["overlap_pct"] = np.where(out["dur_sum"] > 0, 100.0 * (1 - out["exposed"] / out["dur_sum"]), np.nan)
+        out["algbw_gbps"] = np.where(out["_t"] > 0, out["_b"] / out["_t"], np.nan)
+        out["busbw_gbps"] = np.where(out["_t"] > 0, out["_bb"] / out["_t"], np.nan)
+    return out[cols]

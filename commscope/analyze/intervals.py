@@ -1,0 +1,100 @@
+"""Interval-set arithmetic on numpy arrays: the basis of every "exposed" and "overlap" number.
+
+An interval set is a pair `(starts, ends)` of equal-length int64/float arrays. Intervals are half-open
+[start, end): touching intervals do not overlap and merge into one. Functions returning sets return
+*normalized* sets: sorted, disjoint, non-touching, no empty intervals. Inputs to `intersect`,
+`subtract` and `covered` may be unnormalized; they are normalized first. All operations are vectorized
+(sorting and searchsorted), O((n + m) log(n + m)).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+Intervals = tuple[np.ndarray, np.ndarray]
+
+
+def empty() -> Intervals:
+    return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+
+
+def merge(starts, ends) -> Intervals:
+    """Normalize: sort, drop empty intervals, merge overlapping or touching ones."""
+    s = np.asarray(starts)
+    e = np.asarray(ends)
+    keep = e > s  # also drops NaN
+    s, e = s[keep], e[keep]
+    if len(s) == 0:
+        return s, e
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], e[o]
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], run_end[last]
+
+
+def union(a: Intervals, b: Intervals) -> Intervals:
+    return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    a, b = merge(*a), merge(*b)
+    (as_, ae), (bs, be) = a, b
+    if len(as_) == 0 or len(bs) == 0:
+        return as_[:0], ae[:0]
+    j0 = np.searchsorted(be, as_, side="right")  # first b ending after a starts
+    j1 = np.searchsorted(bs, ae, side="left")  # b's starting before a ends
+    n = np.maximum(j1 - j0, 0)
+    ai = np.repeat(np.arange(len(as_)), n)
+    offs = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+    bj = np.repeat(j0, n) + offs
+    s = np.maximum(as_[ai], bs[bj])
+    e = np.minimum(ae[ai], be[bj])
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def complement(a: Intervals, lo, hi) -> Intervals:
+    """The gaps of `a` within [lo, hi)."""
+    s, e = merge(*a)
+    gs = np.concatenate([[lo], e])
+    ge = np.concatenate([s, [hi]])
+    gs, ge = np.maximum(gs, lo), np.minimum(ge, hi)
+    keep = ge > gs
+    return gs[keep], ge[keep]
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    a = merge(*a)
+    if len(a[0]) == 0:
+        return a
+    return intersect(a, complement(b, a[0][0], a[1][-1]))
+
+
+def length(a: Intervals) -> float:
+    s, e = merge(*a)
+    return float(np.sum(e - s))
+
+
+def covered(qs, qe, a: Intervals) -> np.ndarray:
+    """For each query [qs[i], qe[i]), how much of it lies inside the set `a` (vectorized, via the
+    cumulative covered-length function of the normalized set)."""
+    s, e = merge(*a)
+    qs = np.asarray(qs, dtype=np.float64)
+    qe = np.asarray(qe, dtype=np.float64)
+    if len(s) == 0:
+        return np.zeros(len(qs))
+    s = s.astype(np.float64)
+    e = e.astype(np.float64)
+    cum = np.concatenate([[0.0], np.cumsum(e - s)])
+
+    def upto(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(s, t, side="right") - 1
+        inside = np.clip(t - s[np.maximum(i, 0)], 0.0, (e - s)[np.maximum(i, 0)])
+        return np.where(i >= 0, cum[np.maximum(i, 0)] + inside, 0.0)
+
+    out = upto(qe) - upto(qs)
+    return np.where(qe > qs, np.maximum(out, 0.0), 0.0)

@@ -1,0 +1,218 @@
+"""Layout-mismatch findings: elementwise/copy ops whose tensors are laid out in different orders.
+
+Why: an elementwise kernel cannot hide a layout mismatch. When the destination is contiguous and a source
+is a transposed view, PyTorch falls back to the generic, non-vectorized `elementwise_kernel<…>` that walks
+one side strided; in the seed record the lm_head gradient accumulation ran ~4× slower than an
+equal-sized aligned kernel. This module finds such ops in the loaded `ops` frame (cpu ops with
+`Input Dims`/`Input Strides` and their linked kernels), prices them (bytes moved, achieved GB/s, estimated
+saving if aligned) and attributes them, phase first, to where they ran. Without shapes it falls back to
+kernel evidence (`commscope.analyze.layout_kernels`), marked low-confidence.
+
+Invariants
+- Pure functions over the frames of docs/frames.md; nothing here reads files.
+- A finding needs two tensor arguments with the same shape whose *fastest-varying* dimension differs
+  (dims of size 1 and broadcast dims with stride 0 are ignored): that is what breaks coalescing and
+  vectorization. Outer-order permutations keep a contiguous inner run and are not reported.
+- Times: `duration_us` is the sum of the op's linked kernels on a GPU trace, the cpu op's own duration on a
+  CPU trace. `est_saving_us = max(0, duration − bytes / peak)`; no peak → no saving, never a guess.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze.layout_attrib import attribute
+
+FINDING_COLUMNS = [
+    "rank", "op", "kernel", "dims", "strides", "dtypes", "numel", "bytes", "duration_us",
+    "achieved_gbps", "peak_gbps", "pct_of_peak", "peak_source", "est_saving_us", "where",
+    "confidence", "deliberate", "start_ns",
+]
+
+# Pointwise ops: each output element depends on the same-index input elements, so the cost is pure memory
+# traffic and a layout mismatch shows up directly. Matmuls, reductions and view ops are excluded by name.
+POINTWISE_OPS = re.compile(
+    r"^aten::(copy_|_to_copy|clone|add_?|sub_?|mul_?|div_?|lerp_?|addcmul_?|addcdiv_?|where|maximum|minimum"
+    r"|neg_?|abs_?|sqrt_?|rsqrt_?|exp_?|pow_?|sign_?|clamp_?|clamp_min_?|clamp_max_?|relu_?|sigmoid_?"
+    r"|tanh_?|square_?|reciprocal_?|masked_fill_?|threshold_backward)$"
+)
+
+# Measured device copy bandwidth (read + write bytes per second), REFERENCE §5: an aligned fp32 add_ of
+# (50304, 768) on one H200 ran at 4.2 TB/s, an aligned copy at 4.07 TB/s.
+KNOWN_COPY_GBPS = {"H200": 4300.0}
+
+DTYPE_BYTES = {
+    "float": 4, "c10::BFloat16": 2, "c10::Half": 2, "double": 8, "long int": 8, "int": 4,
+    "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1, "c10::complex<float>": 8,
+}
+# Kernel names spell the element type in the functor's template argument.
+_KERNEL_DTYPE = [("c10::BFloat16", 2), ("c10::Half", 2), ("c10::Float8", 1), ("double", 8), ("float", 4)]
+
+
+def known_copy_gbps(device_name: str | None) -> float | None:
+    """Measured copy bandwidth of a device by name, None when this project has not measured it."""
+    if not device_name:
+        return None
+    for key, gbps in KNOWN_COPY_GBPS.items():
+        if key.lower() in device_name.lower():
+            return gbps
+    return None
+
+
+def fastest_dim(dims: Sequence[int], strides: Sequence[int]) -> int | None:
+    """Index of the dimension that varies fastest in memory (smallest nonzero stride, size > 1).
+
+    None for scalars, fully broadcast or single-element tensors, which cannot mismatch anything.
+    Ties (possible only for overlapping views) go to the last index, the contiguous convention."""
+    best, best_stride = None, None
+    for i, (d, s) in enumerate(zip(dims, strides)):
+        if d <= 1 or s == 0:
+            continue
+        if best_stride is None or abs(s) <= best_stride:
+            best, best_stride = i, abs(s)
+    return best
+
+
+def layout_mismatch(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[int]]) -> bool:
+    """True when two same-shaped tensor arguments have different fastest-varying dimensions."""
+    tensors = [(tuple(d), tuple(s)) for d, s in zip(dims or [], strides or [])
+               if d and s and len(d) == len(s) and len(d) >= 2]
+    by_shape: dict[tuple, set] = {}
+    for d, s in tensors:
+        f = fastest_dim(d, s)
+        if f is not None:
+            by_shape.setdefault(d, set()).add(f)
+    return any(len(f) > 1 for f in by_shape.values())
+
+
+def _elem_sizes(dtypes: Any, kernel: str | None, n: int) -> list[int] | None:
+    """Element size of each argument: from the recorded dtypes, else the kernel's template argument."""
+    if isinstance(dtypes, (list, tuple)) and dtypes:
+        sizes = [DTYPE_BYTES.get(t) for t in dtypes[:n]]
+        if all(s is not None for s in sizes) and len(sizes) == n:
+            return sizes
+    if kernel:
+        for token, size in _KERNEL_DTYPE:
+            if token in kernel:
+                return [size] * n
+    return None
+
+
+def bytes_moved(op: str, dims: Sequence[Sequence[int]], elem_sizes: Sequence[int]) -> int:
+    """Bytes a pointwise op must read and write: every same-shaped tensor argument read once, the output
+    written once; `copy_` does not read its destination."""
+    ref = max((tuple(d) for d in dims if d), key=lambda d: math.prod(d))
+    numel = math.prod(ref)
+    args = [(i, tuple(d)) for i, d in enumerate(dims) if d]
+    read = sum(numel * elem_sizes[i] for i, d in args if math.prod(d) == numel)
+    if op == "aten::copy_":
+        read -= numel * elem_sizes[0]
+    write = numel * elem_sizes[0]
+    return int(read + write)
+
+
+def _as_list(v: Any) -> list:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return []
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    return [v]
+
+
+def _kernel_ns(row: pd.Series) -> int | None:
+    durs = [d for d in _as_list(row.get("kernel_dur_ns")) if d is not None and not pd.isna(d)]
+    return int(sum(durs)) if durs else None
+
+
+def _numel(dims: Sequence[Sequence[int]]) -> int:
+    return max((math.prod(d) for d in dims if d), default=0)
+
+
+def _priced(ops: pd.DataFrame) -> pd.DataFrame:
+    """Pointwise ops with shapes, each with numel, bytes, duration and achieved GB/s."""
+    rows = []
+    pointwise = ops[ops["name"].map(lambda n: isinstance(n, str) and POINTWISE_OPS.match(n) is not None)]
+    for idx, r in pointwise.iterrows():
+        dims, strides = _as_list(r["dims"]), _as_list(r["strides"])
+        tensor_dims = [list(d) if d is not None else [] for d in dims]
+        n_elem = _numel(tensor_dims)
+        if n_elem == 0:
+            continue
+        kernels = [k for k in _as_list(r.get("kernel_names")) if isinstance(k, str)]
+        kernel = kernels[0] if kernels else None
+        dur_ns = _kernel_ns(r)
+        on_gpu = dur_ns is not None
+        if dur_ns is None:
+            dur_ns = int(r["end_ns"] - r["start_ns"])
+        sizes = _elem_sizes(_as_list(r.get("dtypes")), kernel, len(tensor_dims))
+        nbytes = bytes_moved(r["name"], tensor_dims, sizes) if sizes else None
+        gbps = nbytes / dur_ns if nbytes and dur_ns > 0 else None  # bytes/ns == GB/s
+        rows.append({
+            "_idx": idx, "rank": int(r["rank"]), "op": r["name"], "kernel": kernel,
+            "dims": tensor_dims, "strides": [list(s) if s is not None else [] for s in strides],
+            "dtypes": _as_list(r.get("dtypes")) or None, "numel": n_elem, "bytes": nbytes,
+            "duration_ns": dur_ns, "on_gpu": on_gpu, "achieved_gbps": gbps,
+            "mismatch": layout_mismatch(tensor_dims, strides), "start_ns": int(r["start_ns"]),
+        })
+    return pd.DataFrame(rows)
+
+
+def _peak_for(row: pd.Series, aligned: pd.DataFrame, device_peak: float | None) -> tuple[float | None, str]:
+    if device_peak is not None and row["on_gpu"]:
+        return device_peak, "device"
+    same = aligned[(aligned["numel"] == row["numel"]) & (aligned["on_gpu"] == row["on_gpu"])]
+    same = same["achieved_gbps"].dropna()
+    if len(same):
+        return float(same.max()), "aligned peer"
+    return None, "none"
+
+
+def find_layout_mismatches(
+    ops: pd.DataFrame,
+    regions: pd.DataFrame | None = None,
+    hooks: pd.DataFrame | None = None,
+    *,
+    device_name: str | None = None,
+    peak_gbps: float | None = None,
+    param_shapes: dict[str, Iterable[int]] | None = None,
+    min_numel: int = 4096,
+) -> pd.DataFrame:
+    """Stride-evidence findings (confidence "high"), one row per mismatched op execution, costliest first.
+
+    `peak_gbps` overrides the peak; otherwise the device's measured copy bandwidth (GPU ops only), else
+    the best aligned op with the same element count in the same trace."""
+    if ops is None or ops.empty:
+        return pd.DataFrame(columns=FINDING_COLUMNS)
+    priced = _priced(ops)
+    if priced.empty:
+        return pd.DataFrame(columns=FINDING_COLUMNS)
+    device_peak = peak_gbps if peak_gbps is not None else known_copy_gbps(device_name)
+    aligned = priced[~priced["mismatch"]]
+    bad = priced[priced["mismatch"] & (priced["numel"] >= min_numel)]
+    out = []
+    for _, f in bad.iterrows():
+        peak, source = _peak_for(f, aligned, device_peak)
+        if peak_gbps is not None:
+            source = "given"
+        ideal_ns = f["bytes"] / peak if (peak and f["bytes"]) else None
+        where, deliberate = attribute(ops.loc[f["_idx"]], ops, regions, hooks, param_shapes)
+        out.append({
+            "rank": f["rank"], "op": f["op"], "kernel": f["kernel"], "dims": f["dims"],
+            "strides": f["strides"], "dtypes": f["dtypes"], "numel": f["numel"], "bytes": f["bytes"],
+            "duration_us": f["duration_ns"] / 1e3, "achieved_gbps": f["achieved_gbps"],
+            "peak_gbps": peak, "pct_of_peak": (100 * f["achieved_gbps"] / peak)
+            if (peak and f["achieved_gbps"] is not None) else None,
+            "peak_source": source,
+            "est_saving_us": max(0.0, (f["duration_ns"] - ideal_ns) / 1e3) if ideal_ns is not None else None,
+            "where": where, "confidence": "high", "deliberate": deliberate, "start_ns": f["start_ns"],
+        })
+    res = pd.DataFrame(out, columns=FINDING_COLUMNS)
+    return res.sort_values(["duration_us", "rank", "start_ns"], ascending=[False, True, True],
+                           ignore_index=True)

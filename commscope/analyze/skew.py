@@ -1,0 +1,49 @@
+"""Arrival skew across ranks and the stragglers that cause it.
+
+A collective cannot complete before its last member arrives, so every other member waits (at least)
+from its own arrival until the last arrival. Arrival = the launch call time (`call_ns`) on the common
+time axis; collectives without a launch in the data (kernels from before a profiling window) are left out.
+
+`arrival_skew(collectives)`: one row per (group, seq) seen on ≥ 2 ranks: label, op, n_ranks, first/last
+arrival, `skew_ns` (last − first), `last_rank`, `wait_caused_ns` = Σ over members (last − arrival).
+`stragglers(skew, ranks)`: per rank: `times_last`, `last_share` (of all collectives), `wait_caused_ns`
+and `score` = its share of all wait caused (0…1), sorted worst first.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+SKEW_COLS = ["group", "seq", "label", "op", "step", "n_ranks", "first_ns", "last_ns", "skew_ns", "last_rank",
+             "wait_caused_ns"]
+STRAGGLER_COLS = ["rank", "times_last", "last_share", "wait_caused_ns", "score"]
+
+
+def arrival_skew(collectives: pd.DataFrame) -> pd.DataFrame:
+    c = collectives.dropna(subset=["call_ns"])
+    if not len(c):
+        return pd.DataFrame(columns=SKEW_COLS)
+    c = c.sort_values(["group", "seq", "call_ns", "rank"], kind="stable")
+    g = c.groupby(["group", "seq"], sort=False)
+    out = g.agg(label=("label", "first"), op=("op", "first"), step=("step", "min"), n_ranks=("rank", "size"),
+                first_ns=("call_ns", "min"), last_ns=("call_ns", "max"), last_rank=("rank", "last"),
+                sum_arrival=("call_ns", "sum")).reset_index()
+    out = out[out["n_ranks"] >= 2].copy()
+    out["skew_ns"] = out["last_ns"] - out["first_ns"]
+    out["wait_caused_ns"] = out["n_ranks"] * out["last_ns"] - out["sum_arrival"]
+    out["last_rank"] = out["last_rank"].astype(np.int64)
+    return out[SKEW_COLS].sort_values(["group", "seq"]).reset_index(drop=True)
+
+
+def stragglers(skew: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
+    base = pd.DataFrame({"rank": list(ranks)})
+    if not len(skew):
+        return base.assign(times_last=0, last_share=np.nan, wait_caused_ns=0.0, score=np.nan)[STRAGGLER_COLS]
+    per = skew.groupby("last_rank").agg(times_last=("seq", "size"), wait_caused_ns=("wait_caused_ns", "sum"))
+    out = base.merge(per, left_on="rank", right_index=True, how="left").fillna(
+        {"times_last": 0, "wait_caused_ns": 0.0})
+    out["times_last"] = out["times_last"].astype(np.int64)
+    out["last_share"] = out["times_last"] / len(skew)
+    total = out["wait_caused_ns"].sum()
+    out["score"] = out["wait_caused_ns"] / total if total > 0 else 0.0
+    return out[STRAGGLER_COLS].sort_values(["score", "times_last"], ascending=False).reset_index(drop=True)

@@ -1,0 +1,109 @@
+"""Where each rank's time went, per step, and how much of its communication was hidden.
+
+`step_breakdown(trace)`: per (rank, step) window [start, end): `compute_ns` (union of compute intervals,
+minus blocked waits for run directories), `exposed_comm_ns` (communication time not covered by compute:
+GPU — union of communication kernels minus compute; run directories — union of blocked waits), `idle_ns`
+(the rest) and the three as % of the step.
+
+`overlap_by_rank(trace)`: HTA's `get_comm_comp_overlap` definition, so the numbers compare:
+|comm ∩ comp| / |comm| with comm = union of communication intervals and comp = union of computation
+intervals. For GPU traces both come from device activity classified exactly as HTA does: communication
+= kernels named `^nccl.*Kernel`; computation = other kernels except memcpy/memset/sync. With
+`hta_like=True` (default) HTA's trace filtering is reproduced too: only kernels whose launch is in the
+trace and happened before the last `ProfilerStep` started count (HTA drops the last, possibly incomplete
+step and kernels launched before the window), and the cpu ops that carry an `args.stream` (Triton launch
+ops) count as computation, because HTA treats every event with a stream as GPU activity.
+`hta_like=False` uses all device kernels of the trace and no cpu ops: the device-only number.
+CPU traces / run directories: comm = [launch or start, end) of each collective; comp = compute set.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze import intervals as iv
+from commscope.analyze.exposure import compute_sets
+from commscope.load.frames import Trace
+
+BREAKDOWN_COLS = ["rank", "step", "start_ns", "end_ns", "step_ns", "compute_ns", "exposed_comm_ns", "idle_ns",
+                  "compute_pct", "exposed_comm_pct", "idle_pct"]
+
+
+def comm_sets(trace: Trace) -> dict[int, iv.Intervals]:
+    """Per rank, the normalized set of time its communication was in flight."""
+    out = {}
+    c = trace.collectives
+    for rank in trace.ranks:
+        r = c[c["rank"] == rank]
+        s = r["start_ns"].astype(np.float64).fillna(r["call_ns"].astype(np.float64))
+        out[rank] = iv.merge(s.to_numpy(), r["end_ns"].to_numpy(np.float64))
+    return out
+
+
+def _exposed_sets(trace: Trace, comp: dict, comm: dict) -> dict[int, iv.Intervals]:
+    waits = trace.collectives.dropna(subset=["wait_ns", "wait_end_ns"])
+    out = {}
+    for rank in trace.ranks:
+        w = waits[waits["rank"] == rank]
+        if trace.source == "run":
+            out[rank] = iv.merge(w["wait_ns"].to_numpy(np.float64), w["wait_end_ns"].to_numpy(np.float64))
+        else:
+            out[rank] = iv.subtract(comm[rank], comp[rank])
+    return out
+
+
+def step_breakdown(trace: Trace, comp: dict | None = None) -> pd.DataFrame:
+    comp = compute_sets(trace) if comp is None else comp
+    comm = comm_sets(trace)
+    exposed = _exposed_sets(trace, comp, comm)
+    rows = []
+    for rank in trace.ranks:
+        st = trace.steps[trace.steps["rank"] == rank]
+        if not len(st):
+            continue
+        qs = st["start_ns"].to_numpy(np.float64)
+        qe = st["end_ns"].to_numpy(np.float64)
+        c_ns = iv.covered(qs, qe, comp[rank])
+        e_ns = iv.covered(qs, qe, iv.subtract(exposed[rank], comp[rank]))
+        span = qe - qs
+        rows.append(pd.DataFrame({"rank": rank, "step": st["step"].to_numpy(), "start_ns": qs, "end_ns": qe,
+                                  "step_ns": span, "compute_ns": c_ns, "exposed_comm_ns": e_ns,
+                                  "idle_ns": np.maximum(span - c_ns - e_ns, 0.0)}))
+    if not rows:
+        return pd.DataFrame(columns=BREAKDOWN_COLS)
+    out = pd.concat(rows, ignore_index=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for k in ("compute", "exposed_comm", "idle"):
+            out[f"{k}_pct"] = 100.0 * out[f"{k}_ns"] / out["step_ns"]
+    return out[BREAKDOWN_COLS]
+
+
+def overlap_by_rank(trace: Trace, hta_like: bool = True) -> pd.DataFrame:
+    """Per rank: comm_ns, overlapped_ns, overlap_pct (HTA's comp_comm_overlap_pctg definition)."""
+    rows = []
+    k = trace.kernels
+    gpu = len(k) > 0 and "hta_compute" in k.columns
+    extra = trace.extra.get("hta_cpu_stream_ops") if hta_like else None
+    cutoff = trace.extra.get("hta_cutoff_ns", {})
+    comp_fallback = None if gpu else compute_sets(trace)
+    comm_fallback = None if gpu else comm_sets(trace)
+    for rank in trace.ranks:
+        if gpu:
+            kr = k[k["rank"] == rank]
+            if hta_like:
+                kr = kr[kr["launch_ns"] < cutoff.get(rank, np.inf)]
+            comm = iv.merge(kr.loc[kr["is_comm"], "start_ns"].to_numpy(), kr.loc[kr["is_comm"], "end_ns"].to_numpy())
+            cm = kr["hta_compute"].to_numpy(bool)
+            cs, ce = kr["start_ns"].to_numpy()[cm], kr["end_ns"].to_numpy()[cm]
+            if extra is not None:
+                x = extra[(extra["rank"] == rank) & (extra["start_ns"] < cutoff.get(rank, np.inf))]
+                cs = np.concatenate([cs, x["start_ns"].to_numpy()])
+                ce = np.concatenate([ce, x["end_ns"].to_numpy()])
+            comp = iv.merge(cs, ce)
+        else:
+            comm, comp = comm_fallback[rank], comp_fallback[rank]
+        total = iv.length(comm)
+        both = iv.length(iv.intersect(comm, comp))
+        rows.append({"rank": rank, "comm_ns": total, "overlapped_ns": both,
+                     "overlap_pct": 100.0 * both / total if total > 0 else np.nan})
+    return pd.DataFrame(rows, columns=["rank", "comm_ns", "overlapped_ns", "overlap_pct"])

@@ -1,0 +1,103 @@
+"""Reading JSON documents and JSON-lines files from disk, turning every way they can be broken into one
+clear `UserError` line.
+
+Decoding runs with the garbage collector paused: a Kineto trace decodes into ~10⁵ small dicts and the
+cyclic collector would otherwise rescan them repeatedly (2–4× slower). orjson is used for speed.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import gzip
+import os
+import zlib
+from typing import Any, Iterator
+
+import orjson
+
+from commscope.errors import UserError
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def read_bytes(path: str) -> bytes:
+    """File contents, gunzipped when the name ends in .gz."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+    if path.endswith(".gz"):
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise UserError(f"{path} is not a valid gzip file ({e})") from None
+    return raw
+
+
+def read_json(path: str) -> Any:
+    """Decode a whole JSON document (optionally .gz)."""
+    raw = read_bytes(path)
+    if not raw.strip():
+        raise UserError(f"{path} is empty")
+    with gc_paused():
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            if _not_utf8(raw):
+                raise UserError(f"{path} is not UTF-8 text") from None
+            raise UserError(f"{path} is not valid JSON (truncated or corrupt: {e})") from None
+
+
+def read_jsonl(path: str) -> tuple[list[dict], int]:
+    """Records of a JSON-lines file and the number of unreadable lines skipped.
+
+    Only the last line may be torn (a crash mid-append); a bad line elsewhere means a corrupt file.
+    """
+    raw = read_bytes(path)
+    lines = raw.split(b"\n")
+    out: list[dict] = []
+    skipped = 0
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    with gc_paused():
+        for i, ln in enumerate(lines):
+            if not ln.strip():
+                continue
+            try:
+                rec = orjson.loads(ln)
+            except orjson.JSONDecodeError:
+                if i == last:
+                    skipped += 1
+                    continue
+                what = "not UTF-8" if _not_utf8(ln) else "not valid JSON"
+                raise UserError(f"{path}: line {i + 1} is {what}") from None
+            if not isinstance(rec, dict):
+                raise UserError(f"{path}: line {i + 1} is not a JSON object")
+            out.append(rec)
+    return out, skipped
+
+
+def _not_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+        return False
+    except UnicodeDecodeError:
+        return True
+
+
+def is_trace_file(name: str) -> bool:
+    return name.endswith(".json") or name.endswith(".json.gz")
+
+
+def list_trace_files(path: str) -> list[str]:
+    return sorted(os.path.join(path, n) for n in os.listdir(path)
+                  if is_trace_file(n) and os.path.isfile(os.path.join(path, n)))

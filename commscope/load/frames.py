@@ -1,0 +1,146 @@
+"""The loaded data model: the `Trace` dataclass and the column contract of its frames (docs/frames.md).
+
+Both readers (run directories and Kineto traces) build their frames through `frame()`, so every frame
+has every column in a fixed order even when empty, and analyzers never need to test for a column.
+Times are int64 nanoseconds on one common axis; optional times are float (NaN = missing) because
+pandas int64 has no missing value.
+
+Also here: the small vocabularies shared by both readers — normalized collective op names and dtype
+sizes — and step assignment by searchsorted.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+COLUMNS: dict[str, list[str]] = {
+    "steps": ["rank", "step", "start_ns", "end_ns", "loss"],
+    "collectives": ["rank", "step", "label", "phase", "op", "bytes", "dtype", "group", "group_size", "seq",
+                    "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns", "stream",
+                    "timing"],
+    "compute": ["rank", "step", "name", "start_ns", "end_ns", "stream", "kind"],
+    "regions": ["rank", "step", "micro_step", "name", "start_ns", "end_ns"],
+    "hooks": ["rank", "step", "micro_step", "label", "position", "t_ns"],
+    "ops": ["rank", "name", "start_ns", "end_ns", "tid", "external_id", "dims", "strides", "dtypes",
+            "kernel_names", "kernel_ns", "kernel_dur_ns", "grids"],
+    "kernels": ["rank", "name", "stream", "start_ns", "end_ns", "correlation", "external_id", "grid", "block",
+                "is_comm"],
+}
+
+
+def frame(kind: str, data: dict[str, Any] | pd.DataFrame | None = None) -> pd.DataFrame:
+    """A frame of `kind` with exactly the contract's columns (missing ones filled with NaN)."""
+    cols = COLUMNS[kind]
+    df = pd.DataFrame(data) if not isinstance(data, pd.DataFrame) else data
+    for c in cols:
+        if c not in df.columns:
+            df[c] = np.nan
+    return df[cols].reset_index(drop=True)
+
+
+@dataclass
+class Trace:
+    """Everything the analyzers need, for all ranks of one run (see docs/frames.md)."""
+
+    source: str  # "run" | "kineto"
+    path: str
+    world_size: int
+    backend: str | None
+    device: str | None
+    config: dict = field(default_factory=dict)
+    ranks: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    steps: pd.DataFrame = field(default_factory=lambda: frame("steps"))
+    collectives: pd.DataFrame = field(default_factory=lambda: frame("collectives"))
+    compute: pd.DataFrame = field(default_factory=lambda: frame("compute"))
+    regions: pd.DataFrame = field(default_factory=lambda: frame("regions"))
+    hooks: pd.DataFrame = field(default_factory=lambda: frame("hooks"))
+    ops: pd.DataFrame = field(default_factory=lambda: frame("ops"))
+    kernels: pd.DataFrame = field(default_factory=lambda: frame("kernels"))
+    # analyzer-only material beyond the contract (e.g. the cpu ops HTA counts as GPU activity)
+    extra: dict = field(default_factory=dict)
+
+    def select_steps(self, steps: tuple[int, int] | None) -> "Trace":
+        """A copy restricted to steps in [a, b) (events outside any step are dropped too)."""
+        if steps is None:
+            return self
+        a, b = steps
+        out = Trace(**{k: getattr(self, k) for k in ("source", "path", "world_size", "backend", "device",
+                                                     "config", "ranks", "problems", "extra")})
+        for kind in ("steps", "collectives", "compute", "regions", "hooks"):
+            df = getattr(self, kind)
+            setattr(out, kind, df[(df["step"] >= a) & (df["step"] < b)].reset_index(drop=True))
+        if len(self.steps):
+            sel = out.steps
+            lo, hi = (sel["start_ns"].min(), sel["end_ns"].max()) if len(sel) else (0, -1)
+            for kind in ("ops", "kernels"):
+                df = getattr(self, kind)
+                setattr(out, kind, df[(df["start_ns"] >= lo) & (df["start_ns"] <= hi)].reset_index(drop=True))
+        else:
+            out.ops, out.kernels = self.ops, self.kernels
+        return out
+
+
+# --- shared vocabularies -------------------------------------------------------------------------------
+
+_OP_PATTERNS = [
+    ("reduce_scatter", re.compile(r"reduce_?scatter", re.I)),
+    ("all_gather", re.compile(r"all_?gather", re.I)),
+    ("all_reduce", re.compile(r"all_?reduce", re.I)),
+    ("all_to_all", re.compile(r"all_?to_?all", re.I)),
+    ("broadcast", re.compile(r"broadcast", re.I)),
+    ("barrier", re.compile(r"barrier", re.I)),
+    ("send", re.compile(r"(^|[_:])send", re.I)),
+    ("recv", re.compile(r"(^|[_:])recv", re.I)),
+    ("reduce", re.compile(r"(^|[_:])reduce", re.I)),
+]
+
+
+def normalize_op(name: str) -> str:
+    """`_reduce_scatter_base`, `c10d::allgather_`, `ncclDevKernel_AllReduce_Sum_f32_RING_LL` → op name."""
+    base = name.split("(")[0]
+    base = re.sub(r"^(ncclDevKernel|ncclKernel)_", "", base)
+    for op, pat in _OP_PATTERNS:
+        if pat.search(base):
+            return op
+    return base or "unknown"
+
+
+DTYPE_SIZES = {
+    "float": 4, "float32": 4, "fp32": 4, "f32": 4, "int": 4, "int32": 4, "half": 2, "float16": 2, "fp16": 2,
+    "bfloat16": 2, "bf16": 2, "c10::bfloat16": 2, "c10::half": 2, "double": 8, "float64": 8, "long": 8,
+    "int64": 8, "byte": 1, "uint8": 1, "char": 1, "int8": 1, "bool": 1, "short": 2, "int16": 2,
+    "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
+
+
+def dtype_size(dtype: Any) -> float:
+    if not isinstance(dtype, str):
+        return np.nan
+    return DTYPE_SIZES.get(dtype.lower().replace("torch.", ""), np.nan)
+
+
+def assign_steps(rank_of_event: np.ndarray, t_ns: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    """Step index of each event: searchsorted of its time into its rank's step starts; −1 outside a step."""
+    out = np.full(len(t_ns), -1, dtype=np.int64)
+    if len(steps) == 0 or len(t_ns) == 0:
+        return out
+    t = np.asarray(t_ns, dtype=np.float64)
+    for rank, st in steps.groupby("rank", sort=False):
+        st = st.sort_values("start_ns")
+        starts = st["start_ns"].to_numpy(np.float64)
+        ends = st["end_ns"].to_numpy(np.float64)
+        ids = st["step"].to_numpy(np.int64)
+        mask = np.asarray(rank_of_event) == rank
+        tt = t[mask]
+        i = np.searchsorted(starts, tt, side="right") - 1
+        ok = (i >= 0) & ~np.isnan(tt)
+        ok[ok] &= tt[ok] <= ends[i[ok]]
+        res = np.full(len(tt), -1, dtype=np.int64)
+        res[ok] = ids[i[ok]]
+        out[mask] = res
+    return out

@@ -1,0 +1,212 @@
+"""One torch.profiler (Kineto) chrome trace → the frames of one rank.
+
+One pass over the events sorts them into a few columnar buckets (kernels, runtime launches, cpu ops,
+user annotations); everything after that is numpy/pandas. Timestamps become int64 ns on the Unix epoch:
+`baseTimeNanoseconds + round(ts_us * 1000)`, so ranks of one host share an axis.
+
+Collectives are found by `commscope.load.kineto_comms` (NCCL correlation matching, gloo pairing);
+this module only extracts and shapes the raw material.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from commscope.errors import UserError
+from commscope.load import kineto_comms
+from commscope.load.files import read_json
+from commscope.load.frames import assign_steps, frame
+
+# HTA's classification, kept identical so overlap numbers compare (hta/utils/utils.py).
+COMM_KERNEL_RE = re.compile(r"^nccl.*Kernel")
+_NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+_LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+
+
+_KEEP: list | None = None
+
+
+def keep_documents() -> None:
+    """Pool-worker initializer: keep decoded documents alive until the worker exits.
+
+    Freeing 10⁵ small dicts costs about as much as building them; pool workers end with os._exit, so
+    documents kept here are never freed one by one.
+    """
+    global _KEEP
+    _KEEP = []
+
+
+def _ns(ts: list, base: int) -> np.ndarray:
+    a = np.asarray(ts, dtype=np.float64) * 1000.0
+    return np.round(a).astype(np.int64) + np.int64(base)
+
+
+def read_header(path: str) -> tuple[dict, dict]:
+    """(document, distributedInfo) with the checks every trace must pass."""
+    doc = read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise UserError(f"{path} is not a chrome trace (no traceEvents list)")
+    di = doc.get("distributedInfo")
+    if not isinstance(di, dict) or "rank" not in di or "world_size" not in di:
+        raise UserError(f"{path} has no distributedInfo (rank, world_size): record with a "
+                        "torch.distributed job running so the profiler can tell which rank it is")
+    return doc, di
+
+
+def parse_file(path: str) -> dict:
+    """Frames of one rank (`rank`, `world_size`, `backend`, `info`, and one DataFrame per frame kind)."""
+    doc, di = read_header(path)
+    if _KEEP is not None:
+        _KEEP.append(doc)
+    rank = int(di["rank"])
+    base = int(doc.get("baseTimeNanoseconds") or 0)
+
+    k_name, k_ts, k_dur, k_stream, k_corr, k_ext, k_grid, k_block, k_kind = ([] for _ in range(9))
+    l_corr, l_tid, l_ts, l_ext = [], [], [], []
+    o_name, o_tid, o_ts, o_dur, o_ext, o_dims, o_strides, o_args, o_hta_stream, o_types = ([] for _ in range(10))
+    a_name, a_tid, a_ts, a_dur = [], [], [], []
+    gpu_step_ts = []
+    for e in doc["traceEvents"]:
+        if e.get("ph") != "X":
+            continue
+        cat = e.get("cat")
+        args = e.get("args") or {}
+        if cat in _GPU_CATS:
+            k_name.append(e.get("name", "")); k_ts.append(e.get("ts", 0)); k_dur.append(e.get("dur", 0))
+            k_stream.append(args.get("stream", -1)); k_corr.append(args.get("correlation", -1))
+            k_ext.append(args.get("External id", -1)); k_grid.append(args.get("grid"))
+            k_block.append(args.get("block")); k_kind.append(_GPU_CATS[cat])
+        elif cat in _LAUNCH_CATS:
+            c = args.get("correlation")
+            if c is not None:
+                l_corr.append(c); l_tid.append(e.get("tid")); l_ts.append(e.get("ts", 0))
+                l_ext.append(args.get("External id", -1))
+        elif cat == "cpu_op":
+            o_name.append(e.get("name", "")); o_tid.append(e.get("tid")); o_ts.append(e.get("ts", 0))
+            o_dur.append(e.get("dur", 0)); o_ext.append(args.get("External id", -1))
+            o_dims.append(args.get("Input Dims")); o_strides.append(args.get("Input Strides"))
+            o_types.append(args.get("Input type"))
+            o_args.append(args)
+            # HTA counts any event carrying args.stream as GPU activity (e.g. triton launch cpu ops).
+            o_hta_stream.append("stream" in args)
+        elif cat == "user_annotation":
+            a_name.append(e.get("name", "")); a_tid.append(e.get("tid")); a_ts.append(e.get("ts", 0))
+            a_dur.append(e.get("dur", 0))
+        elif cat == "gpu_user_annotation" and e.get("name", "").startswith("ProfilerStep#"):
+            gpu_step_ts.append(e.get("ts", 0))
+
+    kstart = _ns(k_ts, base)
+    kernels = pd.DataFrame({
+        "rank": rank, "name": k_name, "stream": pd.to_numeric(pd.Series(k_stream), errors="coerce"),
+        "start_ns": kstart, "end_ns": kstart + np.round(np.asarray(k_dur, np.float64) * 1000).astype(np.int64),
+        "correlation": k_corr, "external_id": k_ext, "grid": k_grid, "block": k_block,
+        "is_comm": [bool(COMM_KERNEL_RE.match(n)) for n in k_name], "kind": k_kind,
+    })
+    kernels["hta_compute"] = [not _NOT_COMPUTE_RE.match(n) for n in k_name]
+    launches = pd.DataFrame({"correlation": l_corr, "tid": l_tid, "ts_ns": _ns(l_ts, base), "external_id": l_ext})
+    launch_of = dict(zip(l_corr, launches["ts_ns"].tolist()))
+    kernels["launch_ns"] = np.array([launch_of.get(c, np.nan) for c in k_corr], dtype=np.float64)
+    ostart = _ns(o_ts, base)
+    ops_all = pd.DataFrame({
+        "name": o_name, "tid": o_tid, "start_ns": ostart,
+        "end_ns": ostart + np.round(np.asarray(o_dur, np.float64) * 1000).astype(np.int64),
+        "external_id": o_ext, "dims": o_dims, "strides": o_strides, "dtypes": o_types, "hta_stream": o_hta_stream,
+    })
+    astart = _ns(a_ts, base)
+    ann = pd.DataFrame({"name": a_name, "tid": a_tid, "start_ns": astart,
+                        "end_ns": astart + np.round(np.asarray(a_dur, np.float64) * 1000).astype(np.int64)})
+
+    is_step = ann["name"].str.match(_STEP_RE.pattern) if len(ann) else pd.Series([], dtype=bool)
+    st = ann[is_step]
+    steps = frame("steps", {"rank": rank, "step": st["name"].str.slice(len("ProfilerStep#")).astype(np.int64),
+                            "start_ns": st["start_ns"], "end_ns": st["end_ns"], "loss": np.nan})
+    steps = steps.sort_values("start_ns").drop_duplicates("step").reset_index(drop=True)
+    # HTA keeps only activity launched before the last ProfilerStep (CPU or GPU annotation) starts
+    step_starts = list(steps["start_ns"]) + list(_ns(gpu_step_ts, base))
+    hta_cutoff = float(max(step_starts)) if step_starts else np.inf
+    regions_src = ann[~is_step]
+
+    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src)
+    compute = _compute(rank, kernels, ops_all)
+    ops = _ops(rank, ops_all, kernels, launches)
+
+    def with_step(df: pd.DataFrame, col: str) -> pd.DataFrame:
+        df = df.copy()
+        df["step"] = assign_steps(np.full(len(df), rank), df[col].to_numpy(np.float64), steps)
+        return df
+
+    regions = frame("regions", with_step(pd.DataFrame({
+        "rank": rank, "micro_step": np.nan, "name": regions_src["name"],
+        "start_ns": regions_src["start_ns"], "end_ns": regions_src["end_ns"]}), "start_ns"))
+    t_arr = colls["call_ns"].fillna(colls["start_ns"])
+    colls["step"] = assign_steps(np.full(len(colls), rank), t_arr.to_numpy(np.float64), steps)
+    hta_extra = ops_all[ops_all["hta_stream"]]
+    return {
+        "rank": rank, "world_size": int(di["world_size"]), "backend": di.get("backend"),
+        "info": {"distributedInfo": di, "deviceProperties": doc.get("deviceProperties"), "file": path},
+        "steps": steps,
+        "collectives": frame("collectives", colls),
+        "compute": frame("compute", with_step(compute, "start_ns")),
+        "regions": regions,
+        "hooks": frame("hooks"),
+        "ops": frame("ops", ops),
+        "kernels": kernels,  # keeps `kind`, `hta_compute`, `launch_ns` beyond the contract (analyze.timeline)
+        "hta_cpu_stream_ops": hta_extra[["name", "start_ns", "end_ns"]].assign(rank=rank),
+        "hta_cutoff_ns": hta_cutoff,
+    }
+
+
+def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame) -> pd.DataFrame:
+    """GPU traces: non-communication device activity. CPU-only traces: top-level ops of the main thread."""
+    if len(kernels):
+        k = kernels[~kernels["is_comm"]]
+        return pd.DataFrame({"rank": rank, "name": k["name"], "start_ns": k["start_ns"], "end_ns": k["end_ns"],
+                             "stream": k["stream"], "kind": k["kind"]})
+    if not len(ops_all):
+        return frame("compute")
+    # The main thread is the one that launched the collectives (else the busiest).
+    tids = ops_all.loc[ops_all["name"].str.startswith("c10d::"), "tid"]
+    main = tids.mode().iloc[0] if len(tids) else ops_all["tid"].mode().iloc[0]
+    o = ops_all[ops_all["tid"] == main].sort_values(["start_ns", "end_ns"], ascending=[True, False])
+    prev_end = np.maximum.accumulate(o["end_ns"].to_numpy())
+    top = np.ones(len(o), dtype=bool)
+    top[1:] = o["start_ns"].to_numpy()[1:] >= prev_end[:-1]
+    o = o[top & ~o["name"].str.startswith("c10d::").to_numpy()]
+    return pd.DataFrame({"rank": rank, "name": o["name"], "start_ns": o["start_ns"], "end_ns": o["end_ns"],
+                         "stream": o["tid"], "kind": "cpu_op"})
+
+
+def _ops(rank: int, ops_all: pd.DataFrame, kernels: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+    """cpu ops that recorded shapes, each with the kernels it launched (kernel → launch by correlation →
+    the launch's External id = the op's External id)."""
+    ops = ops_all[ops_all["dims"].notna()].copy()
+    ops["rank"] = rank
+    if len(kernels) and len(launches) and len(ops):
+        # plain dicts: a pandas groupby-to-list over thousands of tiny groups costs ~100× more
+        ext_of = dict(zip(launches["correlation"].tolist(), launches["external_id"].tolist()))
+        names: dict = {}
+        first: dict = {}
+        total: dict = {}
+        grids: dict = {}
+        order = np.argsort(kernels["start_ns"].to_numpy(), kind="stable")
+        kn, ks, ke = kernels["name"].tolist(), kernels["start_ns"].tolist(), kernels["end_ns"].tolist()
+        kc, kg = kernels["correlation"].tolist(), kernels["grid"].tolist()
+        for i in order.tolist():
+            x = ext_of.get(kc[i], -1)
+            if x is None or x < 0:
+                continue
+            if x not in names:
+                names[x], first[x], total[x], grids[x] = [], ks[i], 0, []
+            names[x].append(kn[i])
+            total[x] += ke[i] - ks[i]
+            grids[x].append(kg[i])
+        ext = ops["external_id"].tolist()
+        ops["kernel_names"] = [names.get(x) for x in ext]
+        ops["kernel_ns"] = [first.get(x, np.nan) for x in ext]
+        ops["kernel_dur_ns"] = [total.get(x, np.nan) for x in ext]
+        ops["grids"] = [grids.get(x) for x in ext]
+    return ops.drop(columns=["hta_stream"])

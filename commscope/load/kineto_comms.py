@@ -1,0 +1,225 @@
+"""Finding the collectives of one rank in a Kineto trace.
+
+NCCL (GPU traces): each communication kernel is matched to the `record_param_comms` cpu op that launched
+it: kernel `correlation` → the cuda_runtime/driver launch with the same correlation → the
+`record_param_comms` op on the launch's thread whose [start, end] contains the launch. That op carries the
+collective name, message sizes, dtype and process group. Kernels whose launch is outside the profiling
+window (or not inside such an op) fall back to their name (`ncclDevKernel_AllGather_…`), with unknown
+bytes; `record_param_comms` ops whose kernel is outside the window keep unknown start/end.
+
+gloo (CPU traces): there is no `record_param_comms`; a `c10d::<op>` cpu op on the caller thread
+launches, and a `gloo:<op>` event on a gloo worker thread executes (including the wait for peers). They
+are not linked, so each launch is paired, in launch order, with the earliest unpaired later execution of
+a compatible op (reduce_scatter executes as `gloo:all_reduce`) whose tensor size agrees.
+
+Label: the innermost enclosing `record_function` range named `commscope:<label>:<phase>` on the
+launching thread, else the collective's own name. `seq` numbers a rank's collectives per process group in
+execution order (NCCL runs one communicator's kernels in launch order), the cross-rank match key.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from commscope.load.frames import dtype_size, normalize_op
+
+LABEL_PREFIX = "commscope:"
+
+
+def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFrame, ops_all: pd.DataFrame,
+                op_args: list, annotations: pd.DataFrame) -> pd.DataFrame:
+    pgs = {str(p.get("pg_name")): p for p in (di.get("pg_config") or []) if isinstance(p, dict)}
+    is_rpc = (ops_all["name"] == "record_param_comms").to_numpy()
+    comm_k = kernels[kernels["is_comm"]] if len(kernels) else kernels
+    if is_rpc.any() or len(comm_k):
+        rows = _nccl(rank, di, pgs, comm_k, launches, ops_all, is_rpc, op_args)
+    else:
+        rows = _gloo(rank, di, pgs, ops_all, op_args)
+    df = pd.DataFrame(rows, columns=_ROW_COLS)
+    if not len(df):
+        return df.assign(rank=rank, seq=pd.Series(dtype=np.int64))
+    _label(df, annotations)
+    df["seq"] = _sequence(df)
+    df = df.sort_values("_t", kind="stable").drop(columns="_t")
+    df["rank"] = rank
+    return df.reset_index(drop=True)
+
+
+def _sequence(df: pd.DataFrame) -> np.ndarray:
+    """Per-group sequence numbers anchored at the first collective launched inside the profiling window.
+
+    Ranks start their windows at the same step boundary, so launches inside the window line up across
+    ranks; kernels of collectives launched before the window (GPU lagging the CPU) differ in number per
+    rank, so they are numbered backwards from the anchor (−1, −2, …) and later ones onwards.
+    """
+    df["_t"] = df["start_ns"].fillna(df["call_ns"])
+    seq = np.zeros(len(df), dtype=np.int64)
+    for _, idx in df.groupby("group", sort=False).indices.items():
+        call = df["call_ns"].to_numpy()[idx]
+        start = df["_t"].to_numpy()[idx]
+        launched = ~np.isnan(call)
+        li = idx[launched][np.argsort(call[launched], kind="stable")]
+        seq[li] = np.arange(len(li))
+        anchor = np.nanmin(start[launched]) if launched.any() else np.inf
+        ui = idx[~launched][np.argsort(start[~launched], kind="stable")]
+        us = df["_t"].to_numpy()[ui]
+        before = ui[us < anchor]
+        after = ui[us >= anchor]
+        seq[before] = np.arange(-len(before), 0)
+        seq[after] = len(li) + np.arange(len(after))
+    return seq
+
+
+_ROW_COLS = ["label", "phase", "op", "bytes", "dtype", "group", "group_size", "call_ns", "return_ns",
+             "wait_ns", "wait_end_ns", "start_ns", "end_ns", "stream", "timing", "_tid", "_name"]
+
+
+def _row(**kw) -> dict:
+    r = dict.fromkeys(_ROW_COLS, np.nan)
+    r.update(wait_ns=np.nan, wait_end_ns=np.nan)
+    r.update(kw)
+    return r
+
+
+def _nccl(rank, di, pgs, comm_k, launches, ops_all, is_rpc, op_args) -> list[dict]:
+    rpc = ops_all[is_rpc]
+    rpc_args = [op_args[i] for i in np.flatnonzero(is_rpc)]
+    # kernel → launch → enclosing record_param_comms (per thread, searchsorted on sorted starts)
+    k = comm_k.merge(launches[["correlation", "tid", "ts_ns"]], on="correlation", how="left")
+    owner = np.full(len(k), -1, dtype=np.int64)
+    for tid, idx in rpc.groupby("tid", sort=False).indices.items():
+        starts = rpc["start_ns"].to_numpy()[idx]
+        ends = rpc["end_ns"].to_numpy()[idx]
+        o = np.argsort(starts, kind="stable")
+        starts, ends, idx = starts[o], ends[o], idx[o]
+        sel = (k["tid"] == tid).to_numpy()
+        t = k["ts_ns"].to_numpy()[sel]
+        j = np.searchsorted(starts, t, side="right") - 1
+        ok = (j >= 0)
+        ok[ok] &= t[ok] <= ends[j[ok]]
+        res = np.full(len(t), -1, dtype=np.int64)
+        res[ok] = idx[j[ok]]
+        owner[sel] = res
+    rows: list[dict] = []
+    span: dict[int, list] = {}
+    for o, s_, e_, st in zip(owner.tolist(), k["start_ns"].tolist(), k["end_ns"].tolist(), k["stream"].tolist()):
+        if o >= 0:  # several kernels of one op (coalesced) → one interval
+            if o in span:
+                span[o][0] = min(span[o][0], s_)
+                span[o][1] = max(span[o][1], e_)
+            else:
+                span[o] = [s_, e_, st]
+    stream_group: dict = {}
+    r_start, r_end, r_tid = rpc["start_ns"].tolist(), rpc["end_ns"].tolist(), rpc["tid"].tolist()
+    for i, a in enumerate(rpc_args):
+        name = str(a.get("Collective name", "unknown"))
+        op = normalize_op(name)
+        dt = a.get("dtype")
+        size = dtype_size(dt)
+        n_in, n_out = a.get("In msg nelems"), a.get("Out msg nelems")
+        nel = n_out if op == "all_gather" else n_in
+        if nel is None:
+            nel = n_in if n_in is not None else n_out
+        group = str(a.get("Process Group Name", "0"))
+        gsize = a.get("Group size", pgs.get(group, {}).get("pg_size", di.get("world_size")))
+        r = _row(op=op, bytes=(nel * size if nel is not None else np.nan), dtype=dt, group=group,
+                 group_size=gsize, call_ns=r_start[i], return_ns=r_end[i], timing="kernel", _tid=r_tid[i],
+                 _name=name)
+        if i in span:
+            s_, e_, st = span[i]
+            r.update(start_ns=s_, end_ns=e_, stream=st)
+            stream_group.setdefault(st, group)
+        rows.append(r)
+    default_group = next(iter(pgs)) if len(pgs) == 1 else None
+    for j in np.flatnonzero(owner < 0):
+        kr = k.iloc[j]
+        name = kr["name"].split("(")[0]
+        group = stream_group.get(kr["stream"], default_group or f"stream:{kr['stream']}")
+        rows.append(_row(op=normalize_op(name), group=group,
+                         group_size=pgs.get(group, {}).get("pg_size", np.nan),
+                         start_ns=kr["start_ns"], end_ns=kr["end_ns"], stream=kr["stream"], timing="kernel",
+                         _name=normalize_op(name)))
+    return rows
+
+
+def _numels(dims) -> list[int]:
+    """Element counts of every tensor in an `Input Dims` entry (tensor lists flattened)."""
+    out = []
+    for d in dims or []:
+        if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
+            out.extend(math.prod(x) for x in d)
+        elif isinstance(d, list) and d:
+            out.append(math.prod(d))
+    return out
+
+
+def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
+    names = ops_all["name"]
+    is_launch = names.str.startswith("c10d::").to_numpy()
+    is_exec = names.str.startswith("gloo:").to_numpy()
+    ex = ops_all[is_exec].sort_values("start_ns")
+    ex_op = [normalize_op(n.split(":", 1)[1]) for n in ex["name"]]
+    ex_numel = [sum(_numels(d)) if d else None for d in ex["dims"]]
+    used = np.zeros(len(ex), dtype=bool)
+    ex_start = ex["start_ns"].to_numpy()
+    group = next(iter(pgs)) if len(pgs) == 1 else "gloo"
+    gsize = pgs[group].get("pg_size") if group in pgs else np.nan
+    rows = []
+    la = ops_all[is_launch]
+    la_args = [op_args[i] for i in np.flatnonzero(is_launch)]
+    for i in np.argsort(la["start_ns"].to_numpy(), kind="stable"):
+        name = la["name"].iat[i]
+        short = name.split("::", 1)[1].rstrip("_")
+        op = normalize_op(short)
+        if op == "unknown" or short in ("wait", "work_wait"):
+            continue
+        dims = la["dims"].iat[i]
+        numels = _numels(dims)
+        compat = {op, "all_reduce"} if op == "reduce_scatter" else {op}
+        pick = -1
+        for j in np.flatnonzero(~used & (ex_start >= la["start_ns"].iat[i])):
+            if ex_op[j] in compat and (ex_numel[j] is None or not numels or ex_numel[j] in numels):
+                pick = j
+                break
+        # full-array bytes: reduce_scatter input, all_gather output, else the (summed) tensor(s)
+        types = la_args[i].get("Input type") or []
+        dt = next((t for t in types if isinstance(t, str) and not np.isnan(dtype_size(t))), None)
+        if numels:
+            nel = max(numels) if op in ("reduce_scatter", "all_gather") else sum(numels)
+        else:
+            nel = None
+        r = _row(op=op, bytes=(nel * dtype_size(dt) if nel and dt else np.nan), dtype=dt, group=group,
+                 group_size=gsize, call_ns=la["start_ns"].iat[i], return_ns=la["end_ns"].iat[i],
+                 timing="gloo_thread", _tid=la["tid"].iat[i], _name=short)
+        if pick >= 0:
+            used[pick] = True
+            r.update(start_ns=ex_start[pick], end_ns=ex["end_ns"].iat[pick], stream=ex["tid"].iat[pick])
+        rows.append(r)
+    return rows
+
+
+def _label(df: pd.DataFrame, ann: pd.DataFrame) -> None:
+    """Fill label/phase from the innermost enclosing `commscope:<label>:<phase>` range on the launch thread."""
+    labels = df["_name"].astype(object).to_numpy().copy()
+    phases = np.full(len(df), None, dtype=object)
+    cs = ann[ann["name"].str.startswith(LABEL_PREFIX)] if len(ann) else ann
+    if len(cs):
+        c_tid = cs["tid"].to_numpy()
+        c_s = cs["start_ns"].to_numpy()
+        c_e = cs["end_ns"].to_numpy()
+        c_name = cs["name"].to_numpy()
+        for i, (tid, t) in enumerate(zip(df["_tid"].to_numpy(), df["call_ns"].to_numpy())):
+            if t != t:  # NaN: no launch in the trace
+                continue
+            hit = np.flatnonzero((c_tid == tid) & (c_s <= t) & (c_e >= t))
+            if len(hit):
+                inner = hit[np.argmax(c_s[hit])]
+                body = c_name[inner][len(LABEL_PREFIX):]
+                lab, _, ph = body.rpartition(":") if ":" in body else (body, "", "")
+                labels[i] = lab
+                phases[i] = ph or None
+    df["label"] = labels
+    df["phase"] = phases
+    df.drop(columns=["_tid", "_name"], inplace=True)

@@ -1,0 +1,162 @@
+"""A commscope run directory (docs/run_format.md) → `Trace`.
+
+Reads summary.json / config.json (both optional), and per `rank<N>/` folder meta.json, events.jsonl
+(a torn last line is ignored, as the format allows) and status.json; a rank's `trace.json.gz`, when
+present, is parsed as a Kineto trace to fill `kernels` and `ops`. A rank folder without data is listed in
+`problems` rather than failing the whole load: the other ranks can still be analyzed.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pandas as pd
+
+from commscope.errors import UserError
+from commscope.load import kineto
+from commscope.load.files import read_json, read_jsonl
+from commscope.load.frames import COLUMNS, Trace, frame
+
+SCHEMA_VERSION = 1
+_RANK_DIR = re.compile(r"^rank(\d+)$")
+# Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
+_COMPUTE_NAMES = ("forward", "backward")
+_COMPUTE_PREFIXES = ("update:", "compute:")
+
+
+def rank_dirs(path: str) -> dict[int, str]:
+    out = {}
+    for n in os.listdir(path):
+        m = _RANK_DIR.match(n)
+        if m and os.path.isdir(os.path.join(path, n)):
+            out[int(m.group(1))] = os.path.join(path, n)
+    return out
+
+
+def is_run_dir(path: str) -> bool:
+    return (os.path.isfile(os.path.join(path, "summary.json")) or os.path.isfile(os.path.join(path, "config.json"))
+            or bool(rank_dirs(path)))
+
+
+def _check_schema(doc: dict, where: str) -> None:
+    v = doc.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(v, int) or v > SCHEMA_VERSION:
+        raise UserError(f"{where} has schema_version {v!r}; this commscope reads version <= {SCHEMA_VERSION} "
+                        "(upgrade commscope)")
+
+
+def _optional_json(path: str) -> dict | None:
+    if not os.path.isfile(path):
+        return None
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise UserError(f"{path} is not a JSON object")
+    _check_schema(doc, path)
+    return doc
+
+
+def is_compute_region(name: str) -> bool:
+    return name in _COMPUTE_NAMES or name.startswith(_COMPUTE_PREFIXES)
+
+
+def load(path: str, progress=None) -> Trace:
+    summary = _optional_json(os.path.join(path, "summary.json"))
+    config = _optional_json(os.path.join(path, "config.json"))
+    dirs = rank_dirs(path)
+    if not dirs:
+        raise UserError(f"{path} is a run directory without rank*/ folders: nothing was recorded")
+    problems: list[str] = []
+    recs: dict[str, list[dict]] = {"step": [], "collective": [], "region": [], "hook": []}
+    metas: dict[int, dict] = {}
+    statuses: dict[int, dict] = {}
+    kparts: list[dict] = []
+    no_data: set[int] = set()
+    for i, (rank, d) in enumerate(sorted(dirs.items())):
+        meta = _optional_json(os.path.join(d, "meta.json"))
+        if meta is not None:
+            if int(meta.get("rank", rank)) != rank:
+                raise UserError(f"{d}/meta.json says rank {meta.get('rank')}, folder says rank {rank}")
+            metas[rank] = meta
+        st = _optional_json(os.path.join(d, "status.json"))
+        if st is not None:
+            statuses[rank] = st
+            if st.get("status") not in (None, "completed"):
+                problems.append(f"rank {rank}: {st.get('status')}"
+                                + (f": {st['error']}" if st.get("error") else ""))
+        if os.path.isfile(os.path.join(d, "watchdog.json")):
+            problems.append(f"rank {rank}: the hang watchdog fired (see {d}/watchdog.json)")
+        ev = os.path.join(d, "events.jsonl")
+        if os.path.isfile(ev):
+            rows, torn = read_jsonl(ev)
+            if torn:
+                problems.append(f"rank {rank}: ignored a torn last line in events.jsonl")
+            for r in rows:
+                k = r.get("kind")
+                if k in recs:
+                    r.setdefault("rank", rank)
+                    recs[k].append(r)
+        else:
+            problems.append(f"rank {rank}: no events.jsonl")
+            no_data.add(rank)
+        tr = os.path.join(d, "trace.json.gz")
+        if os.path.isfile(tr):
+            kparts.append(kineto.parse_file(tr))
+        if progress:
+            progress(i + 1, len(dirs))
+    sizes = {int(m["world_size"]) for m in metas.values() if "world_size" in m}
+    if summary and "world_size" in summary:
+        sizes.add(int(summary["world_size"]))
+    if len(sizes) > 1:
+        raise UserError(f"{path}: ranks disagree on world_size: {sorted(sizes)}")
+    ws = sizes.pop() if sizes else max(dirs) + 1
+    if any(r >= ws for r in dirs):
+        raise UserError(f"{path}: rank folder(s) {[r for r in dirs if r >= ws]} outside world_size {ws}")
+    missing = sorted(set(range(ws)) - set(dirs))
+    if missing:
+        problems.append(f"no folder for rank(s) {missing} of {ws}")
+    any_meta = next(iter(metas.values()), {})
+    trace = Trace(source="run", path=path, world_size=ws,
+                  backend=(summary or {}).get("backend", any_meta.get("backend")),
+                  device=(summary or {}).get("device", any_meta.get("device")),
+                  config={"summary": summary or {}, "config": config or {},
+                          "meta": {str(r): m for r, m in metas.items()},
+                          "status": {str(r): s for r, s in statuses.items()}},
+                  ranks=sorted(set(dirs) - no_data),
+                  problems=problems)
+    _fill_from_records(trace, recs)
+    for kind in ("kernels", "ops"):
+        dfs = [p[kind] for p in kparts if len(p[kind])]
+        if dfs:
+            setattr(trace, kind, pd.concat(dfs, ignore_index=True))
+    # The profiled window's record_function ranges, on the same clock as `ops` (events.jsonl regions are
+    # on the common axis, which differs from Kineto's by the clock offset): used to attribute ops.
+    ann = [p["regions"] for p in kparts if len(p["regions"])]
+    if ann:
+        trace.extra["kineto_regions"] = pd.concat(ann, ignore_index=True)
+    props = next((p["info"]["deviceProperties"] for p in kparts if p["info"].get("deviceProperties")), None)
+    if props:
+        trace.config["deviceProperties"] = props
+    return trace
+
+
+def _records(rows: list[dict], kind: str) -> pd.DataFrame:
+    return frame(kind, pd.DataFrame.from_records(rows) if rows else None)
+
+
+def _fill_from_records(trace: Trace, recs: dict[str, list[dict]]) -> None:
+    trace.steps = _records(recs["step"], "steps").sort_values(["rank", "step"]).reset_index(drop=True)
+    c = _records(recs["collective"], "collectives")
+    for col in ("call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns", "bytes"):
+        c[col] = pd.to_numeric(c[col], errors="coerce").astype(np.float64)
+    trace.collectives = c.sort_values(["rank", "call_ns"], kind="stable").reset_index(drop=True)
+    reg = _records(recs["region"], "regions")
+    trace.regions = reg.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    comp = reg[reg["name"].map(is_compute_region).astype(bool)] if len(reg) else reg
+    trace.compute = frame("compute", comp.assign(stream=np.nan, kind="region")[
+        ["rank", "step", "name", "start_ns", "end_ns", "stream", "kind"]] if len(comp) else None)
+    trace.hooks = _records(recs["hook"], "hooks")
+    for kind in COLUMNS:
+        df = getattr(trace, kind)
+        if "step" in df.columns and len(df):
+            df["step"] = pd.to_numeric(df["step"], errors="coerce").fillna(-1).astype(np.int64)
