@@ -25,7 +25,7 @@ def print_summary(summary: dict, console: Console, top: int = 8) -> None:
     console.print(t)
     by_rank = summary.get("overlap_pct_by_rank") or {}
     if by_rank:
-        r = Table(title="Compute/communication overlap by rank")
+        r = Table(title="Overlap by rank")
         r.add_column("rank", justify="right")
         r.add_column("overlap %", justify="right")
         for rank, pct in by_rank.items():

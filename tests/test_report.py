@@ -207,3 +207,27 @@ def test_parse_steps_and_output_checks(tmp_path):
         check_output(tmp_path / "r.html", tmp_path)
     with pytest.raises(UserError, match="does not exist"):
         check_output(tmp_path / "nope" / "r.html", tmp_path / "x")
+
+
+def test_terminal_summary_orders_labels_by_exposed_time():
+    from rich.console import Console
+
+    from reports.terminal import print_summary
+
+    con = Console(record=True, width=120)
+    print_summary(SUMMARY, con)
+    text = con.export_text()
+    assert text.index("attn") < text.index("mlp")  # 0.1 ms exposed before 0.08 ms
+    assert "61.250" in text and "Overlap by rank" in text
+
+
+def test_dense_compute_is_decimated_per_rank():
+    tr = make_trace(steps=(0,))
+    many = tr.compute.iloc[[0] * 20_000].copy()
+    many["start_ns"] = T + np.arange(20_000) * 50  # 20k kernels of 20 ns, 30 ns apart
+    many["end_ns"] = many["start_ns"] + 20
+    tr.compute = many
+    fig = timeline_figure(tr, max_compute_per_rank=100)
+    comp = next(t for t in fig.data if t.name == "compute")
+    n_blocks = sum(1 for x in comp.x if x is None)
+    assert 0 < n_blocks <= 2 * 100  # two ranks, at most 100 blocks each

@@ -1,0 +1,154 @@
+"""`commscope report` and `commscope export` end to end through the real loader and summarize(): a
+hand-built run directory with known numbers, the gloo CPU traces in tests/data, and the 8-rank H100 fixture."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from commscope.analyze.summary import summarize
+from commscope.cli import app
+from commscope.export_perfetto import build_perfetto
+from commscope.load import load_path
+from report_trace import make_trace, write_run_dir
+from test_export import check_no_overlap
+from test_report import parse
+
+FIXTURE = Path(os.environ.get("COMMSCOPE_SHARED", "/work/shared")) / "fixtures" / "modded-nanogpt-8xh100"
+GLOO2 = Path(__file__).parent / "data" / "gloo2"
+
+
+def listing(p: Path) -> list:
+    return sorted((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns) for f in p.rglob("*"))
+
+
+def table_values(table) -> dict:
+    header, *rows = table
+    cols = [c[1] for c in header]
+    return {r[0][1]: {cols[i]: (float(r[i][0]) if r[i][0] is not None else r[i][1]) for i in range(1, len(cols))}
+            for r in rows}
+
+
+def comparable(labels: dict) -> dict:
+    """summarize()'s label dict as the page shows it: numbers as floats, missing values as the '–' text."""
+    out = {}
+    for lab, v in labels.items():
+        out[lab] = {k: (float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else
+                        "–" if x is None or x != x else str(x)) for k, x in v.items()}
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runs") / "handbuilt-run"
+    write_run_dir(make_trace(style="run"), d)
+    return d
+
+
+def test_report_html_matches_summary_and_leaves_input_alone(run_dir, tmp_path):
+    before = listing(run_dir)
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["report", str(run_dir), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert f"report: {out}" in res.output.replace("\n", "") and "Top exposed collectives" in res.output
+    assert listing(run_dir) == before
+    p = parse(out.read_text(encoding="utf-8"))
+    assert p.external == []
+    summary = orjson.loads(orjson.dumps(summarize(load_path(run_dir)), option=orjson.OPT_SERIALIZE_NUMPY))
+    assert set(summary["labels"]) == {"attn", "mlp", "scalars"}
+    assert table_values(p.tables["labels"]) == comparable(summary["labels"])
+    # known numbers of the hand-built run: per rank and step attn and mlp are waited on for 20 µs,
+    # scalars never → over 2 ranks × 2 steps: 4 × 0.02 ms exposed for attn and mlp, 0 for scalars
+    assert summary["labels"]["attn"]["count"] == 4 and summary["labels"]["scalars"]["exposed_ms"] == 0
+    assert summary["labels"]["attn"]["exposed_ms"] == pytest.approx(0.08, abs=1e-3)
+
+
+def test_report_json_is_only_the_summary(run_dir):
+    res = CliRunner().invoke(app, ["report", str(run_dir), "--json"])  # click >= 8.2: stdout kept apart
+    assert res.exit_code == 0
+    doc = orjson.loads(res.stdout)
+    assert doc == orjson.loads(orjson.dumps(summarize(load_path(run_dir)), option=orjson.OPT_SERIALIZE_NUMPY
+                                            | orjson.OPT_NON_STR_KEYS))
+    assert doc["ranks"] == 2
+
+
+def test_report_steps_and_default_output(run_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["report", str(run_dir), "--steps", "1:2"])
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "handbuilt-run-report.html").read_text(encoding="utf-8")
+    assert "1 ≤ step &lt; 2" in page or "1 ≤ step < 2" in page
+    counts = table_values(parse(page).tables["labels"])
+    assert counts["attn"]["count"] == 2.0  # one step × two ranks
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "commscope", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def test_bad_input_is_one_line_exit_2(run_dir, tmp_path):
+    for args in (["report", str(tmp_path / "missing")], ["report", str(run_dir), "--steps", "7:9", "-o",
+                                                        str(tmp_path / "x.html")],
+                 ["report", str(run_dir), "-o", str(run_dir / "r.html")], ["export", str(run_dir)]):
+        r = run_cli(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.startswith("commscope: error:") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_export_cli_on_run_dir(run_dir, tmp_path):
+    out = tmp_path / "p.json"
+    res = CliRunner().invoke(app, ["export", str(run_dir), "--perfetto", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = orjson.loads(out.read_bytes())
+    check_no_overlap(doc)
+    comm = [e for e in doc["traceEvents"] if e.get("cat") == "comm"]
+    assert len(comm) == 12 and {e["args"]["label"] for e in comm} == {"attn", "mlp", "scalars"}
+
+
+def test_gloo_cpu_traces_report(tmp_path):
+    src = tmp_path / "gloo2"
+    shutil.copytree(GLOO2, src)
+    out = tmp_path / "g.html"
+    res = CliRunner().invoke(app, ["report", str(src), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    p = parse(out.read_text(encoding="utf-8"))
+    summary = orjson.loads(orjson.dumps(summarize(load_path(src)), option=orjson.OPT_SERIALIZE_NUMPY))
+    assert table_values(p.tables["labels"]) == comparable(summary["labels"])
+
+
+@pytest.fixture(scope="module")
+def fixture_trace(tmp_path_factory):
+    if not FIXTURE.is_dir():
+        pytest.skip(f"{FIXTURE} not present")
+    src = tmp_path_factory.mktemp("fx") / "modded-nanogpt-8xh100"
+    shutil.copytree(FIXTURE, src)
+    return load_path(src)
+
+
+def test_fixture_report_size_and_export(fixture_trace, tmp_path):
+    from reports.page import render_html
+    from reports.sections import ReportContext
+    from reports.timeline import select_window
+
+    tr = fixture_trace
+    summary = summarize(tr)
+    page = render_html(ReportContext(tr, summary, select_window(tr, None)))
+    assert len(page.encode()) < 10e6
+    p = parse(page)
+    assert p.external == [] and "Timeline" in p.h2
+    assert table_values(p.tables["labels"]) == comparable(
+        orjson.loads(orjson.dumps(summary["labels"], option=orjson.OPT_SERIALIZE_NUMPY)))
+    doc = build_perfetto(tr)
+    check_no_overlap(doc)
+    procs = {e["pid"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert procs == set(range(8))
+    comm = sum(1 for e in doc["traceEvents"] if e.get("cat") == "comm")
+    assert comm == len(tr.collectives.dropna(subset=["end_ns"]))
