@@ -1,0 +1,100 @@
+"""Per-label exposed communication and step time of commscope run groups, with bootstrap CIs.
+
+For every run (loaded with commscope.load.load_path, collectives scored by
+commscope.analyze.exposure.collective_table) one sample per step is taken:
+- `step_ms`: the step's duration averaged over ranks;
+- `exposed_ms` of a label: the label's exposed communication time in that step, summed over the
+  label's collectives on a rank and averaged over ranks (0 when the label has none in that step).
+The first step of a run is dropped when there are more (warm-up, allocator, autotuning).
+
+Confidence intervals: the difference of means (candidate − baseline) with scipy.stats.bootstrap
+(percentile, fixed seed). When both groups hold at least 2 runs the resampled unit is the run (its
+per-run mean: steps within a run are not independent); otherwise it is the step. A label is "better"
+when the whole CI is below 0, "worse" when it is above 0, else "unchanged".
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from commscope.errors import UserError
+
+CI_LEVEL = 0.95
+STEP_LABEL = "(step time)"
+
+
+def run_samples(run_dir: Path) -> pd.DataFrame:
+    """One run → rows (step, label, ms): per-step exposed ms per label plus STEP_LABEL rows."""
+    from commscope.analyze.exposure import collective_table
+    from commscope.load import load_path
+
+    trace = load_path(str(run_dir))
+    steps = trace.steps
+    if steps.empty:
+        raise UserError(f"{run_dir}: no finished steps recorded")
+    step_ms = ((steps["end_ns"] - steps["start_ns"]) / 1e6).groupby(steps["step"]).mean()
+    coll = collective_table(trace)
+    coll = coll[coll["step"] >= 0]
+    n_ranks = max(len(trace.ranks), 1)
+    exposed = (coll.groupby(["step", "label"])["exposed_ns"].sum() / 1e6 / n_ranks).rename("ms").reset_index()
+    grid = pd.MultiIndex.from_product([step_ms.index, sorted(coll["label"].dropna().unique())],
+                                      names=["step", "label"])
+    exposed = exposed.set_index(["step", "label"]).reindex(grid, fill_value=0.0).reset_index()
+    out = pd.concat([exposed, pd.DataFrame({"step": step_ms.index, "label": STEP_LABEL, "ms": step_ms.values})])
+    if out["step"].nunique() > 1:
+        out = out[out["step"] != out["step"].min()]
+    return out.reset_index(drop=True)
+
+
+def _samples(group: list[pd.DataFrame], label: str, by_run: bool) -> np.ndarray:
+    per_run = [df.loc[df["label"] == label, "ms"].to_numpy(np.float64) for df in group]
+    # a label a run never used: that run spent 0 exposed ms on it, one value per step
+    per_run = [x if len(x) else np.zeros(max(df["step"].nunique(), 1)) for x, df in zip(per_run, group)]
+    return np.array([x.mean() for x in per_run]) if by_run else np.concatenate(per_run)
+
+
+def _ci(cand: np.ndarray, base: np.ndarray, n_boot: int) -> tuple[float, float]:
+    if len(cand) < 2 or len(base) < 2:
+        return float("nan"), float("nan")
+    if np.ptp(cand) == 0 and np.ptp(base) == 0:  # no spread: the difference is exact
+        d = float(cand[0] - base[0])
+        return d, d
+    res = stats.bootstrap((cand, base), lambda a, b, axis: a.mean(axis) - b.mean(axis), vectorized=True,
+                          n_resamples=n_boot, confidence_level=CI_LEVEL, method="percentile",
+                          random_state=np.random.default_rng(0))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 2000) -> pd.DataFrame:
+    """Rows per (candidate, label): base/cand means, delta, CI, resampled unit, verdict."""
+    loaded = [[run_samples(p) for p in runs] for runs in groups]
+    labels = sorted({lab for g in loaded for df in g for lab in df["label"].unique()} - {STEP_LABEL})
+    rows = []
+    base = loaded[0]
+    for name, cand in zip(names[1:], loaded[1:]):
+        by_run = len(base) >= 2 and len(cand) >= 2
+        for label in [STEP_LABEL, *labels]:
+            b, c = _samples(base, label, by_run), _samples(cand, label, by_run)
+            lo, hi = _ci(c, b, n_boot)
+            verdict = "better" if hi < 0 else "worse" if lo > 0 else "unchanged"
+            rows.append({"candidate": name, "label": label, "metric": "step_ms" if label == STEP_LABEL
+                         else "exposed_ms", "base_ms": float(b.mean()), "cand_ms": float(c.mean()),
+                         "delta_ms": float(c.mean() - b.mean()), "ci_low": lo, "ci_high": hi,
+                         "unit": "runs" if by_run else "steps", "n_base": len(b), "n_cand": len(c),
+                         "verdict": verdict})
+    return pd.DataFrame(rows)
+
+
+def render_labels(table: pd.DataFrame, markdown: bool = False) -> str:
+    head = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
+    body = [[r["candidate"], r["label"], f"{r['base_ms']:.3f}", f"{r['cand_ms']:.3f}", f"{r['delta_ms']:+.3f}",
+             f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]", f"{r['n_cand']} {r['unit']}", r["verdict"]]
+            for r in table.to_dict("records")]
+    if markdown:
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+                          *("| " + " | ".join(row) + " |" for row in body)])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body])

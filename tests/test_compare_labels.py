@@ -1,0 +1,106 @@
+"""Per-label exposed communication of commscope run groups: bootstrap CIs, verdicts, CLI output."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from commscope.commands import compare as compare_cmd
+from commscope.compare_labels import STEP_LABEL, compare_labels, run_samples
+
+MS = 1_000_000
+
+
+def make_run(path: Path, exposed: dict, step_ms: list[float], world_size: int = 2, status="completed"):
+    """Synthetic run dir: per step, label collectives whose wait blocks `exposed[label][step]` ms."""
+    path.mkdir(parents=True)
+    n = len(step_ms)
+    (path / "summary.json").write_text(json.dumps({"schema_version": 1, "status": status, "world_size": world_size,
+        "backend": "gloo", "device": "cpu", "losses": [5.0 - 0.1 * s for s in range(n)], "step_times_ms": step_ms}))
+    for rank in range(world_size):
+        d = path / f"rank{rank}"
+        d.mkdir()
+        (d / "meta.json").write_text(json.dumps({"schema_version": 1, "rank": rank, "world_size": world_size}))
+        t, seq, lines = 10**18, 0, []
+        for s, dur in enumerate(step_ms):
+            start = t
+            cur = start + MS
+            for label, per_step in exposed.items():
+                w = int(per_step[s] * MS)
+                lines.append({"kind": "collective", "rank": rank, "step": s, "label": label, "phase": "reduce",
+                              "op": "all_reduce", "bytes": 1024, "dtype": "float32", "group": "0", "group_size": world_size,
+                              "seq": seq, "call_ns": cur, "return_ns": cur + 1000, "wait_ns": cur + 2000,
+                              "wait_end_ns": cur + 2000 + w, "start_ns": None, "end_ns": cur + 2000 + w, "timing": "wall"})
+                seq += 1
+                cur += 2000 + w
+            end = start + int(dur * MS)
+            lines.append({"kind": "step", "rank": rank, "step": s, "loss": 5.0, "start_ns": start, "end_ns": end, "tokens": 64})
+            t = end + 1000
+        (d / "events.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def _groups(tmp_path, runs=3):
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    for i in range(runs):
+        # step 0 is warm-up (9 ms waits, 50 ms step) and must be dropped
+        make_run(base / f"r{i}", {"attn": [9, 2.0 + 0.1 * i, 2.1, 1.9 + 0.05 * i], "mlp": [9, 1, 1.1 + 0.02 * i, 0.9]},
+                 [50, 10 + 0.2 * i, 10.1, 9.9])
+        make_run(cand / f"r{i}", {"attn": [9, 0.5 + 0.1 * i, 0.6, 0.4], "mlp": [9, 1.05, 1.0 + 0.03 * i, 0.95],
+                                  "lm_head": [9, 0.3, 0.3 + 0.01 * i, 0.32]},
+                 [50, 8.5 + 0.1 * i, 8.6, 8.4])
+    return base, cand
+
+
+def test_run_samples_drop_warmup_and_average_ranks(tmp_path):
+    r = make_run(tmp_path / "r", {"attn": [9, 2.0, 3.0]}, [50, 10, 12], world_size=2)
+    s = run_samples(r)
+    assert sorted(s["step"].unique()) == [1, 2]
+    got = {(row.step, row.label): row.ms for row in s.itertuples()}
+    # epoch-ns timestamps pass through float64 in the loader (NaN-able columns): 256 ns resolution
+    close = dict(abs=1e-3)
+    assert got[(1, "attn")] == pytest.approx(2.0, **close) and got[(2, "attn")] == pytest.approx(3.0, **close)
+    assert got[(1, STEP_LABEL)] == pytest.approx(10.0, **close) and got[(2, STEP_LABEL)] == pytest.approx(12.0, **close)
+
+
+def test_verdicts_over_runs(tmp_path):
+    base, cand = _groups(tmp_path)
+    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=500)
+    by = {r["label"]: r for r in t.to_dict("records")}
+    assert by["attn"]["verdict"] == "better" and by["attn"]["ci_high"] < 0
+    # per-run means of steps 1..3: base attn (2.0+2.1+1.9)/3 + small per-run offsets
+    assert by["attn"]["base_ms"] == pytest.approx(
+        sum((2.0 + 0.1 * i + 2.1 + 1.9 + 0.05 * i) / 3 for i in range(3)) / 3, abs=1e-3)
+    assert by["mlp"]["verdict"] == "unchanged" and by["mlp"]["ci_low"] < 0 < by["mlp"]["ci_high"]
+    # a label only the candidate has: the baseline spent 0 ms on it
+    assert by["lm_head"]["verdict"] == "worse" and by["lm_head"]["base_ms"] == 0.0
+    assert by[STEP_LABEL]["verdict"] == "better" and by[STEP_LABEL]["delta_ms"] == pytest.approx(8.5333 - 10.0667, abs=1e-3)
+    assert set(t["unit"]) == {"runs"} and set(t["n_base"]) == {3}
+
+
+def test_single_runs_resample_steps(tmp_path):
+    base, cand = _groups(tmp_path, runs=1)
+    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=500)
+    assert set(t["unit"]) == {"steps"} and set(t["n_cand"]) == {3}
+
+
+def test_cli_shows_labels_for_run_dirs(tmp_path):
+    base, cand = _groups(tmp_path)
+    app = typer.Typer()
+
+    @app.callback()
+    def _cb():
+        pass
+
+    compare_cmd.register(app)
+    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--n-boot", "300", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert {r["label"]: r["verdict"] for r in data["labels"]}["attn"] == "better"
+    # time = sum(step_times_ms) / 1000 per run: base run 0 = (50 + 10 + 10.1 + 9.9) / 1000
+    assert data["groups"][0]["times"][0] == pytest.approx(0.08)
+    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--n-boot", "300"])
+    assert res.exit_code == 0 and "attn" in res.output and "better" in res.output
