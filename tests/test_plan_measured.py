@@ -1,0 +1,85 @@
+"""commscope plan --cost measured RUN: per-matrix times calibrated from a run's update:<label> regions."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from commscope.commands import plan as plan_cmd
+from commscope.errors import UserError
+from commscope.plan.measured import calibrate
+
+MS = 1_000_000
+
+
+def make_run(path: Path, update_ms: dict[int, dict[str, list[float]]], preset="tiny") -> Path:
+    """Run dir whose rank r spends update_ms[r][label][step] ms in update:<label> each step."""
+    world_size = len(update_ms)
+    path.mkdir(parents=True)
+    (path / "summary.json").write_text(json.dumps({"schema_version": 1, "status": "completed",
+                                                    "world_size": world_size, "preset": preset}))
+    (path / "config.json").write_text(json.dumps({"schema_version": 1, "args": {"preset": preset}}))
+    for rank, labels in update_ms.items():
+        d = path / f"rank{rank}"
+        d.mkdir()
+        (d / "meta.json").write_text(json.dumps({"schema_version": 1, "rank": rank, "world_size": world_size}))
+        lines, t = [], 10**15
+        n_steps = len(next(iter(labels.values())))
+        for s in range(n_steps):
+            start = t
+            for label, per_step in labels.items():
+                lines.append({"kind": "region", "rank": rank, "step": s, "name": f"update:{label}", "micro_step": None,
+                              "start_ns": t, "end_ns": t + int(per_step[s] * MS), "timing": "wall"})
+                t += int(per_step[s] * MS) + 1000
+            lines.append({"kind": "step", "rank": rank, "step": s, "loss": 1.0, "start_ns": start, "end_ns": t,
+                          "tokens": 1})
+            t += 1000
+        (d / "events.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+@pytest.fixture
+def run(tmp_path):
+    # tiny at 2 ranks: attn 24 (64, 64) matrices → 12 per rank; mlp 16 (256, 64) → 8 per rank.
+    # step 0 is warm-up (dropped); rank 1 is slower on attn.
+    return make_run(tmp_path / "run", {
+        0: {"attn": [99, 12, 12, 12], "mlp": [99, 16, 16, 16]},
+        1: {"attn": [99, 13, 13, 13], "mlp": [99, 16, 16, 16]},
+    })
+
+
+def test_calibrate(run):
+    c = calibrate(str(run))
+    # median over (rank, step) of attn: {12, 13} ×3 → 12.5 ms / 12 matrices; mlp 16 / 8
+    assert c["ms_per_matrix"][(64, 64)] == pytest.approx(12.5 / 12, rel=1e-6)
+    assert c["ms_per_matrix"][(256, 64)] == pytest.approx(2.0, rel=1e-6)
+    assert c["measured_makespan_ms"] == pytest.approx(29.0, rel=1e-6) and c["steps"] == 3
+
+
+def test_cli_measured(run):
+    app = typer.Typer()
+
+    @app.callback()
+    def _cb():
+        pass
+
+    plan_cmd.register(app)
+    res = CliRunner().invoke(app, ["plan", str(run), "--preset", "tiny", "--world-size", "2", "--cost", "measured",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["measured"]["measured_makespan_ms"] == pytest.approx(29.0, rel=1e-6)
+    assert data["measured"]["predicted_bank_makespan_ms"] == pytest.approx(12.5 + 16.0, rel=1e-6)
+    assert data["time_model"]["kind"] == "measured"
+    # a plan for another preset needs shapes this run never timed: refused, not extrapolated
+    res = CliRunner().invoke(app, ["plan", str(run), "--preset", "speedrun", "--cost", "measured"])
+    assert isinstance(res.exception, UserError) and "plan the run's preset" in str(res.exception)
+
+
+def test_no_update_regions_is_a_user_error(tmp_path):
+    r = make_run(tmp_path / "r", {0: {"other": [1.0]}})
+    with pytest.raises(UserError, match="no update"):
+        calibrate(str(r))
