@@ -96,7 +96,7 @@ def label_stats(table: pd.DataFrame) -> pd.DataFrame:
     t["_t"] = t["transfer_ns"].where(ok)
     t["_bb"] = (t["busbw_gbps"] * t["transfer_ns"]).where(ok)  # bus bytes
     g = t.groupby(["rank", "label"], sort=True)
-    out = g.agg(op=("op", "first"), count=("op", "size"), bytes=("bytes", "sum"), dur=("duration_ns", "mean"),
+    out = g.agg(op=("op", "first"), count=("op", "size"), bytes=("bytes", lambda b: b.sum(min_count=1)), dur=("duration_ns", "mean"),
                 dur_sum=("duration_ns", "sum"), exposed=("exposed_ns", "sum"), _b=("_b", "sum"),
                 _t=("_t", "sum"), _bb=("_bb", "sum")).reset_index()
     out["mean_ms"] = out["dur"] / 1e6

@@ -81,7 +81,7 @@ def fastest_dim(dims: Sequence[int], strides: Sequence[int]) -> int | None:
 def layout_mismatch(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[int]]) -> bool:
     """True when two same-shaped tensor arguments have different fastest-varying dimensions."""
     tensors = [(tuple(d), tuple(s)) for d, s in zip(dims or [], strides or [])
-               if d and s and len(d) == len(s) and len(d) >= 2]
+               if d and s and len(d) == len(s) and len(d) >= 2 and all(isinstance(x, int) for x in d)]
     by_shape: dict[tuple, set] = {}
     for d, s in tensors:
         f = fastest_dim(d, s)
@@ -90,16 +90,18 @@ def layout_mismatch(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[in
     return any(len(f) > 1 for f in by_shape.values())
 
 
-def _elem_sizes(dtypes: Any, kernel: str | None, n: int) -> list[int] | None:
-    """Element size of each argument: from the recorded dtypes, else the kernel's template argument."""
-    if isinstance(dtypes, (list, tuple)) and dtypes:
-        sizes = [DTYPE_BYTES.get(t) for t in dtypes[:n]]
-        if all(s is not None for s in sizes) and len(sizes) == n:
+def _elem_sizes(dtypes: Any, kernel: str | None, dims: Sequence[Sequence[int]]) -> list[int] | None:
+    """Element size of each argument (0 for non-tensor arguments such as `Scalar`): from the recorded
+    dtypes, else the kernel's template argument; None when neither says."""
+    tensor = [bool(d) for d in dims]
+    if isinstance(dtypes, (list, tuple)) and len(dtypes) >= len(dims):
+        sizes = [DTYPE_BYTES.get(t) if is_t else 0 for t, is_t in zip(dtypes, tensor)]
+        if all(s is not None for s in sizes):
             return sizes
     if kernel:
         for token, size in _KERNEL_DTYPE:
             if token in kernel:
-                return [size] * n
+                return [size if is_t else 0 for is_t in tensor]
     return None
 
 
@@ -126,40 +128,41 @@ def _as_list(v: Any) -> list:
     return [v]
 
 
-def _kernel_ns(row: pd.Series) -> int | None:
-    durs = [d for d in _as_list(row.get("kernel_dur_ns")) if d is not None and not pd.isna(d)]
-    return int(sum(durs)) if durs else None
-
-
 def _numel(dims: Sequence[Sequence[int]]) -> int:
     return max((math.prod(d) for d in dims if d), default=0)
 
 
-def _priced(ops: pd.DataFrame) -> pd.DataFrame:
-    """Pointwise ops with shapes, each with numel, bytes, duration and achieved GB/s."""
+def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
+    """Pointwise ops with shapes, each with numel, bytes, duration and achieved GB/s: the mismatched ones
+    of at least `min_numel` elements, and the aligned ones of the same sizes (their peers)."""
+    names = ops["name"].tolist()
+    keep = [i for i, n in enumerate(names) if isinstance(n, str) and POINTWISE_OPS.match(n)]
+    sub = ops.iloc[keep]
+    dims_col = [[d if isinstance(d, list) else [] for d in _as_list(x)] for x in sub["dims"].tolist()]
+    strides_col = [[s if isinstance(s, list) else [] for s in _as_list(x)] for x in sub["strides"].tolist()]
+    numel = [_numel(d) for d in dims_col]
+    mism = [layout_mismatch(d, s) for d, s in zip(dims_col, strides_col)]
+    sizes_wanted = {n for n, m in zip(numel, mism) if m and n >= min_numel}
+    cols = {c: sub[c].tolist() if c in sub else [None] * len(sub)
+            for c in ("rank", "name", "start_ns", "end_ns", "dtypes", "kernel_names", "kernel_dur_ns")}
     rows = []
-    pointwise = ops[ops["name"].map(lambda n: isinstance(n, str) and POINTWISE_OPS.match(n) is not None)]
-    for idx, r in pointwise.iterrows():
-        dims, strides = _as_list(r["dims"]), _as_list(r["strides"])
-        tensor_dims = [list(d) if d is not None else [] for d in dims]
-        n_elem = _numel(tensor_dims)
-        if n_elem == 0:
+    for k, idx in enumerate(sub.index):
+        if numel[k] not in sizes_wanted:
             continue
-        kernels = [k for k in _as_list(r.get("kernel_names")) if isinstance(k, str)]
+        kernels = [x for x in _as_list(cols["kernel_names"][k]) if isinstance(x, str)]
         kernel = kernels[0] if kernels else None
-        dur_ns = _kernel_ns(r)
-        on_gpu = dur_ns is not None
-        if dur_ns is None:
-            dur_ns = int(r["end_ns"] - r["start_ns"])
-        sizes = _elem_sizes(_as_list(r.get("dtypes")), kernel, len(tensor_dims))
-        nbytes = bytes_moved(r["name"], tensor_dims, sizes) if sizes else None
-        gbps = nbytes / dur_ns if nbytes and dur_ns > 0 else None  # bytes/ns == GB/s
+        durs = [d for d in _as_list(cols["kernel_dur_ns"][k]) if d is not None and not pd.isna(d)]
+        on_gpu = bool(durs)
+        dur_ns = int(sum(durs)) if on_gpu else int(cols["end_ns"][k] - cols["start_ns"][k])
+        dtypes = _as_list(cols["dtypes"][k])
+        sizes = _elem_sizes(dtypes, kernel, dims_col[k])
+        nbytes = bytes_moved(cols["name"][k], dims_col[k], sizes) if sizes else None
         rows.append({
-            "_idx": idx, "rank": int(r["rank"]), "op": r["name"], "kernel": kernel,
-            "dims": tensor_dims, "strides": [list(s) if s is not None else [] for s in strides],
-            "dtypes": _as_list(r.get("dtypes")) or None, "numel": n_elem, "bytes": nbytes,
-            "duration_ns": dur_ns, "on_gpu": on_gpu, "achieved_gbps": gbps,
-            "mismatch": layout_mismatch(tensor_dims, strides), "start_ns": int(r["start_ns"]),
+            "_idx": idx, "rank": int(cols["rank"][k]), "op": cols["name"][k], "kernel": kernel,
+            "dims": dims_col[k], "strides": strides_col[k], "dtypes": dtypes or None, "numel": numel[k],
+            "bytes": nbytes, "duration_ns": dur_ns, "on_gpu": on_gpu,
+            "achieved_gbps": nbytes / dur_ns if nbytes and dur_ns > 0 else None,  # bytes/ns == GB/s
+            "mismatch": mism[k], "start_ns": int(cols["start_ns"][k]),
         })
     return pd.DataFrame(rows)
 
@@ -183,6 +186,7 @@ def find_layout_mismatches(
     peak_gbps: float | None = None,
     param_shapes: dict[str, Iterable[int]] | None = None,
     min_numel: int = 4096,
+    step_regions: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Stride-evidence findings (confidence "high"), one row per mismatched op execution, costliest first.
 
@@ -190,7 +194,7 @@ def find_layout_mismatches(
     the best aligned op with the same element count in the same trace."""
     if ops is None or ops.empty:
         return pd.DataFrame(columns=FINDING_COLUMNS)
-    priced = _priced(ops)
+    priced = _priced(ops, min_numel)
     if priced.empty:
         return pd.DataFrame(columns=FINDING_COLUMNS)
     device_peak = peak_gbps if peak_gbps is not None else known_copy_gbps(device_name)
@@ -202,7 +206,7 @@ def find_layout_mismatches(
         if peak_gbps is not None:
             source = "given"
         ideal_ns = f["bytes"] / peak if (peak and f["bytes"]) else None
-        where, deliberate = attribute(ops.loc[f["_idx"]], ops, regions, hooks, param_shapes)
+        where, deliberate = attribute(ops.loc[f["_idx"]], ops, regions, hooks, param_shapes, step_regions)
         out.append({
             "rank": f["rank"], "op": f["op"], "kernel": f["kernel"], "dims": f["dims"],
             "strides": f["strides"], "dtypes": f["dtypes"], "numel": f["numel"], "bytes": f["bytes"],

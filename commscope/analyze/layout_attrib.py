@@ -16,6 +16,7 @@ transpose primitives (`transpose_add`, `transpose_copy`): the code asked for the
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Iterable
 
@@ -66,9 +67,10 @@ def _hook_label(acc: pd.Series, ops: pd.DataFrame, regions: pd.DataFrame | None,
         return None
     labels = list(h["label"])
     if param_shapes:
+        # Element counts, not shapes: a bank's recorded shape may be a view of its parameter.
         for (_, a), lab in zip(accs.iterrows(), labels):
             dims = a["dims"][0] if a["dims"] is not None and len(a["dims"]) else None
-            if lab not in param_shapes or dims is None or list(param_shapes[lab]) != list(dims):
+            if lab not in param_shapes or dims is None or math.prod(param_shapes[lab]) != math.prod(dims):
                 return None
     pos = list(accs.index).index(acc.name)
     return labels[pos]
@@ -76,8 +78,13 @@ def _hook_label(acc: pd.Series, ops: pd.DataFrame, regions: pd.DataFrame | None,
 
 def attribute(op: pd.Series, ops: pd.DataFrame, regions: pd.DataFrame | None = None,
               hooks: pd.DataFrame | None = None,
-              param_shapes: dict[str, Iterable[int]] | None = None) -> tuple[str, bool]:
-    """("phase: label activity", deliberate) for one row of the `ops` frame."""
+              param_shapes: dict[str, Iterable[int]] | None = None,
+              step_regions: pd.DataFrame | None = None) -> tuple[str, bool]:
+    """("phase: label activity", deliberate) for one row of the `ops` frame.
+
+    `regions` name the enclosing ranges (best on the ops' own clock: the trace's record_function
+    ranges); `step_regions` (default `regions`) carry step/micro_step for the hook-order match."""
+    step_regions = regions if step_regions is None else step_regions
     region_names = _enclosing_regions(op, regions)
     parents = _enclosing_ops(op, ops)
     parent_names = [str(n) for n in parents["name"]]
@@ -101,13 +108,17 @@ def attribute(op: pd.Series, ops: pd.DataFrame, regions: pd.DataFrame | None = N
     acc = parents[parents["name"] == ACCUMULATE]
     if deliberate_hit:
         activity = deliberate_hit
+        if label is None:  # the destination's shape names the parameter when it is unique
+            dst = op["dims"][0] if op["dims"] is not None and len(op["dims"]) else []
+            cands = _shape_labels(dst, param_shapes)
+            label = cands[0] if len(cands) == 1 else None
     elif len(acc):
         activity = "grad accumulation"
         a = acc.iloc[-1]
         shape = a["dims"][0] if a["dims"] is not None and len(a["dims"]) else []
         cands = _shape_labels(shape, param_shapes)
         if label is None:
-            label = cands[0] if len(cands) == 1 else _hook_label(a, ops, regions, hooks, param_shapes)
+            label = cands[0] if len(cands) == 1 else _hook_label(a, ops, step_regions, hooks, param_shapes)
         if label is None:
             label = ("one of " + "|".join(cands)) if cands else f"param {tuple(shape)}"
     elif label is not None:

@@ -1,8 +1,12 @@
 """Arrival skew across ranks and the stragglers that cause it.
 
 A collective cannot complete before its last member arrives, so every other member waits (at least)
-from its own arrival until the last arrival. Arrival = the launch call time (`call_ns`) on the common
-time axis; collectives without a launch in the data (kernels from before a profiling window) are left out.
+from its own arrival until the last arrival. Arrival, on the common time axis:
+- on GPUs (timing `kernel` or `cuda_event`): when the collective started on the device (`start_ns`) —
+  the host launches far ahead of the device (tens of ms in the 8×H100 fixture), so launch times say
+  nothing about who made whom wait; an NCCL kernel that starts early spins until its peers' start;
+- on CPUs (gloo): the launch call (`call_ns`).
+Collectives without an arrival time are left out.
 
 `arrival_skew(collectives)`: one row per (group, seq) seen on ≥ 2 ranks: label, op, n_ranks, first/last
 arrival, `skew_ns` (last − first), `last_rank`, `wait_caused_ns` = Σ over members (last − arrival).
@@ -19,15 +23,20 @@ SKEW_COLS = ["group", "seq", "label", "op", "step", "n_ranks", "first_ns", "last
 STRAGGLER_COLS = ["rank", "times_last", "last_share", "wait_caused_ns", "score"]
 
 
+def arrival(collectives: pd.DataFrame) -> pd.Series:
+    on_device = collectives["timing"].isin(["kernel", "cuda_event"]) & collectives["start_ns"].notna()
+    return collectives["start_ns"].where(on_device, collectives["call_ns"]).astype(np.float64)
+
+
 def arrival_skew(collectives: pd.DataFrame) -> pd.DataFrame:
-    c = collectives.dropna(subset=["call_ns"])
+    c = collectives.assign(arrival_ns=arrival(collectives)).dropna(subset=["arrival_ns"])
     if not len(c):
         return pd.DataFrame(columns=SKEW_COLS)
-    c = c.sort_values(["group", "seq", "call_ns", "rank"], kind="stable")
+    c = c.sort_values(["group", "seq", "arrival_ns", "rank"], kind="stable")
     g = c.groupby(["group", "seq"], sort=False)
     out = g.agg(label=("label", "first"), op=("op", "first"), step=("step", "min"), n_ranks=("rank", "size"),
-                first_ns=("call_ns", "min"), last_ns=("call_ns", "max"), last_rank=("rank", "last"),
-                sum_arrival=("call_ns", "sum")).reset_index()
+                first_ns=("arrival_ns", "min"), last_ns=("arrival_ns", "max"), last_rank=("rank", "last"),
+                sum_arrival=("arrival_ns", "sum")).reset_index()
     out = out[out["n_ranks"] >= 2].copy()
     out["skew_ns"] = out["last_ns"] - out["first_ns"]
     out["wait_caused_ns"] = out["n_ranks"] * out["last_ns"] - out["sum_arrival"]

@@ -1,0 +1,82 @@
+"""One call from a loaded `Trace` to the layout report: stride findings, kernel-only findings, contention.
+
+Why a separate module: the detectors are pure functions of frames; this is the only place that knows
+where in a `Trace` their inputs live (the profiled window's own record_function ranges, the run's
+config.json parameter shapes, the device properties) and how the JSON of `commscope layout --json`
+looks (docs/layout.md).
+
+Invariant: kernel-only ("low") findings are only added for kernels not launched by an op whose shapes
+were recorded, so one slow kernel is never reported twice.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from commscope.analyze.contention import CONTENTION_COLUMNS, device_limits, find_sm_contention
+from commscope.analyze.layout import FINDING_COLUMNS, find_layout_mismatches
+from commscope.analyze.layout_kernels import kernel_layout_evidence
+
+JSON_FINDING_KEYS = ["op", "kernel", "dims", "strides", "duration_us", "achieved_gbps", "peak_gbps",
+                     "est_saving_us", "where", "confidence", "deliberate", "rank", "pct_of_peak", "peak_source",
+                     "bytes"]
+
+
+@dataclass
+class LayoutReport:
+    findings: pd.DataFrame     # FINDING_COLUMNS, high-confidence first, then by duration
+    contention: pd.DataFrame   # CONTENTION_COLUMNS
+    device: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"device": self.device,
+                "findings": [_clean({k: r[k] for k in JSON_FINDING_KEYS}) for _, r in self.findings.iterrows()],
+                "contention": [_clean(dict(r)) for _, r in self.contention.iterrows()]}
+
+
+def _clean(d: dict) -> dict:
+    """JSON-safe values: numpy scalars → python, NaN → None."""
+    out = {}
+    for k, v in d.items():
+        if hasattr(v, "item") and not isinstance(v, (list, dict)):
+            v = v.item()
+        if isinstance(v, float) and math.isnan(v):
+            v = None
+        out[k] = v
+    return out
+
+
+def param_shapes(config: dict) -> dict[str, list[int]]:
+    """label → parameter shape from a run's config.json: param_table `shape` when written, else the
+    optimizer's `shards` view (the parameter's own shape for 2-D labels; a same-size view for banks)."""
+    cfg = (config or {}).get("config") or {}
+    out = {r["label"]: list(r["shape"]) for r in cfg.get("param_table") or [] if r.get("shape")}
+    for label, sh in (cfg.get("shards") or {}).items():
+        if label not in out and sh.get("view"):
+            out[label] = list(sh["view"])
+    return out
+
+
+def device_name(config: dict) -> str | None:
+    props = (config or {}).get("deviceProperties") or []
+    return props[0].get("name") if props and isinstance(props, list) else None
+
+
+def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int = 4096,
+                  min_inflation: float = 1.2) -> LayoutReport:
+    name = device_name(trace.config)
+    regions = trace.extra.get("kineto_regions") if trace.source == "run" else None
+    regions = trace.regions if regions is None or regions.empty else regions
+    shapes = param_shapes(trace.config)
+    high = find_layout_mismatches(trace.ops, regions, trace.hooks, device_name=name, peak_gbps=peak_gbps,
+                                  param_shapes=shapes, min_numel=min_numel, step_regions=trace.regions)
+    low = kernel_layout_evidence(trace.kernels, trace.ops, device_name=name, peak_gbps=peak_gbps)
+    parts = [f for f in (high, low) if len(f)]
+    findings = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FINDING_COLUMNS)
+    contention = find_sm_contention(trace.collectives, trace.kernels, device_limits(trace.config),
+                                    min_inflation=min_inflation)
+    return LayoutReport(findings, contention if len(contention) else pd.DataFrame(columns=CONTENTION_COLUMNS),
+                        name)

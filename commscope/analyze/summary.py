@@ -1,0 +1,100 @@
+"""`summarize(trace)`: the `commscope report --json` document, assembled from the analyzers.
+
+Shape (all times in ms, bandwidths in GB/s, percentages 0–100; NaN becomes null):
+{"ranks": N, "world_size", "source", "backend", "device", "steps_selected": [a, b] | null, "problems": [...],
+ "overlap_pct_by_rank": {"0": ..}            HTA's get_comm_comp_overlap definition (analyze.timeline)
+ "device_overlap_pct_by_rank": {"0": ..}     the same without HTA's filtering quirks (GPU traces only)
+ "labels": {"<label>": {"op", "count", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms", "overlap_pct",
+                         "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..}}},
+ "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...]   worst first
+ "skew": {"collectives": n, "mean_ms", "max_ms"},
+ "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...}],
+ "hta": {...}}                               commscope.hta_bridge.compare (or why it did not run)
+
+Per label (see docs/analysis.md): `count` collectives per rank (mean over ranks that have the label),
+`bytes` full-array bytes of one call (median), `bytes_per_rank` total per rank (mean), `mean_ms` mean
+duration, `exposed_ms` exposed time per rank (mean over ranks), `overlap_pct` hidden share of all its
+duration on all ranks, bandwidths bytes-weighted with the min-across-ranks transfer time.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze import exposure, skew, timeline
+from commscope.load.frames import Trace
+
+
+def _num(x: Any, nd: int = 4) -> Any:
+    if x is None:
+        return None
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return None if math.isnan(x) or math.isinf(x) else round(float(x), nd)
+    return x
+
+
+def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for label, t in table.groupby("label", sort=False):
+        pr = per_rank[per_rank["label"] == label]
+        dur = t["duration_ns"].sum()
+        ok = t["bytes"].notna() & (t["transfer_ns"] > 0)
+        tt = t["transfer_ns"][ok].sum()
+        counts = pr["count"]
+        out[str(label)] = {
+            "op": str(t["op"].iloc[0]),
+            "count": _num(float(counts.mean())) if len(counts) else 0,
+            "bytes": _num(float(t["bytes"].median())),
+            "bytes_per_rank": _num(float(pr["bytes"].mean())),
+            "mean_ms": _num(t["duration_ns"].mean() / 1e6),
+            "exposed_ms": _num(pr["exposed_ms"].mean()),
+            "overlap_pct": _num(100.0 * (1 - t["exposed_ns"].sum() / dur) if dur > 0 else np.nan, 2),
+            "algbw_gbps": _num(t["bytes"][ok].sum() / tt if tt > 0 else np.nan, 2),
+            "busbw_gbps": _num((t["busbw_gbps"] * t["transfer_ns"])[ok].sum() / tt if tt > 0 else np.nan, 2),
+            "exposed_ms_by_rank": {str(r): _num(v) for r, v in zip(pr["rank"], pr["exposed_ms"])},
+        }
+    # most exposed first: the order a reader cares about
+    return dict(sorted(out.items(), key=lambda kv: -(kv[1]["exposed_ms"] or 0.0)))
+
+
+def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool = True) -> dict:
+    """The report document for `trace` (optionally restricted to steps a ≤ s < b)."""
+    tr = trace.select_steps(steps)
+    comp = exposure.compute_sets(tr)
+    table = exposure.collective_table(tr, comp)
+    per_rank = exposure.label_stats(table)
+    sk = skew.arrival_skew(table)
+    strag = skew.stragglers(sk, tr.ranks)
+    ov = timeline.overlap_by_rank(tr, hta_like=True)
+    dev = timeline.overlap_by_rank(tr, hta_like=False)
+    br = timeline.step_breakdown(tr, comp)
+    doc: dict[str, Any] = {
+        "ranks": len(tr.ranks), "world_size": tr.world_size, "source": tr.source, "backend": tr.backend,
+        "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": list(tr.problems),
+        "overlap_pct_by_rank": {str(r): _num(v, 2) for r, v in zip(ov["rank"], ov["overlap_pct"])},
+        "labels": label_summary(table, per_rank),
+        "stragglers": [{"rank": int(r.rank), "times_last": int(r.times_last), "last_share": _num(r.last_share),
+                        "wait_caused_ms": _num(r.wait_caused_ns / 1e6), "score": _num(r.score)}
+                       for r in strag.itertuples()],
+        "skew": {"collectives": int(len(sk)), "mean_ms": _num(sk["skew_ns"].mean() / 1e6) if len(sk) else None,
+                 "max_ms": _num(sk["skew_ns"].max() / 1e6) if len(sk) else None},
+        "steps": [{"rank": int(r.rank), "step": int(r.step), "step_ms": _num(r.step_ns / 1e6),
+                   "compute_ms": _num(r.compute_ns / 1e6), "exposed_comm_ms": _num(r.exposed_comm_ns / 1e6),
+                   "idle_ms": _num(r.idle_ns / 1e6), "compute_pct": _num(r.compute_pct, 2),
+                   "exposed_comm_pct": _num(r.exposed_comm_pct, 2), "idle_pct": _num(r.idle_pct, 2)}
+                  for r in br.itertuples()],
+    }
+    if len(tr.kernels):
+        doc["device_overlap_pct_by_rank"] = {str(r): _num(v, 2) for r, v in zip(dev["rank"], dev["overlap_pct"])}
+    if with_hta:
+        from commscope import hta_bridge  # HTA is optional and slow: only touched when asked for
+
+        doc["hta"] = hta_bridge.compare(tr, doc)
+    else:
+        doc["hta"] = {"status": "skipped", "reason": "not requested"}
+    return doc

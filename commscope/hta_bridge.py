@@ -1,0 +1,143 @@
+"""Holistic Trace Analysis side by side with commscope.
+
+Runs HTA (PyPI `holistictraceanalysis` 0.5.0, the `hta` extra) on the GPU traces of a `Trace`:
+temporal breakdown, comm/comp overlap and kernel-type breakdown, and puts its numbers next to
+commscope's with the reason wherever they differ.
+
+Invariants: HTA is imported lazily (it is slow to import and optional); it only ever sees a *copy* of the
+trace files in a temporary directory (it writes next to its input), with HTA_DISABLE_NS_ROUNDING=1 (its
+rounding gives sub-µs events negative durations); any HTA failure, per analysis, is reported in the result
+and never raised.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+from commscope.load.frames import Trace
+
+NOTES = {
+    "overlap": "HTA counts the cpu ops that carry args.stream (Triton kernel launches, host time) as GPU "
+               "computation, drops kernels launched before the profiling window and the whole last "
+               "ProfilerStep. commscope's overlap_pct_by_rank reproduces these rules so the numbers compare; "
+               "device_overlap_pct_by_rank is the device-only number over all kernels.",
+    "labels": "HTA has no notion of labels or ranks' arrival: per-label exposure, skew and stragglers are "
+              "commscope only. HTA classifies communication kernels by name (^nccl.*Kernel) only.",
+    "temporal": "HTA's temporal breakdown spans each rank's whole trace (minus the last step) and counts "
+                "communication kernels as non-compute time; commscope's step breakdown is per step and "
+                "splits communication into hidden (counted as compute) and exposed.",
+}
+
+
+def trace_files(trace: Trace) -> dict[int, str]:
+    """rank → Kineto file for GPU traces (a Kineto folder, or a run directory's rank*/trace.json.gz)."""
+    if trace.source == "kineto":
+        return {int(r): f for r, f in trace.config.get("files", {}).items()}
+    out = {}
+    for r in trace.ranks:
+        f = os.path.join(trace.path, f"rank{r}", "trace.json.gz")
+        if os.path.isfile(f):
+            out[r] = f
+    return out
+
+
+def _num(x: Any) -> Any:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return x
+    return None if math.isnan(v) else round(v, 4)
+
+
+def run_hta(files: dict[int, str]) -> dict:
+    """HTA's analyses on a temporary copy of `files`; each result or error keyed by analysis name."""
+    out: dict[str, Any] = {"status": "ok", "errors": {}}
+    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
+    try:
+        import importlib.metadata as md
+
+        from hta.trace_analysis import TraceAnalysis
+        out["version"] = md.version("holistictraceanalysis")
+    except Exception as e:  # ImportError, or a broken HTA install
+        return {"status": "unavailable",
+                "reason": f"HTA not importable ({type(e).__name__}: {e}); pip install 'commscope[hta]'"}
+    tmp = tempfile.mkdtemp(prefix="commscope-hta-")
+    quiet = io.StringIO()
+    old_level = logging.root.level
+    try:
+        for r, f in files.items():
+            shutil.copy(f, os.path.join(tmp, f"rank{r}" + (".json.gz" if f.endswith(".gz") else ".json")))
+        logging.disable(logging.WARNING)
+        t0 = time.perf_counter()
+        try:
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                ta = TraceAnalysis(trace_dir=tmp)
+        except Exception as e:
+            return {"status": "failed", "reason": f"TraceAnalysis failed: {type(e).__name__}: {e}"}
+        out["construct_s"] = round(time.perf_counter() - t0, 3)
+
+        def attempt(name, fn):
+            try:
+                with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                    out[name] = fn()
+            except Exception as e:
+                out["errors"][name] = f"{type(e).__name__}: {e}"
+
+        def overlap():
+            df = ta.get_comm_comp_overlap(visualize=False)
+            return {str(int(r)): _num(v) for r, v in zip(df["rank"], df["comp_comm_overlap_pctg"])}
+
+        def temporal():
+            df = ta.get_temporal_breakdown(visualize=False)
+            return {str(int(row["rank"])): {k: _num(v) for k, v in row.items() if k != "rank"}
+                    for row in df.to_dict("records")}
+
+        def kernels():
+            types, per_kernel = ta.get_gpu_kernel_breakdown(visualize=False)
+            top = per_kernel.groupby("name")["sum (us)"].sum().sort_values(ascending=False).head(10) \
+                if "sum (us)" in per_kernel.columns else None
+            return {"kernel_types": [{k: _num(v) for k, v in row.items()} for row in types.to_dict("records")],
+                    "top_kernels_us": {str(k): _num(v) for k, v in top.items()} if top is not None else None}
+
+        attempt("overlap_pct_by_rank", overlap)
+        attempt("temporal_breakdown", temporal)
+        attempt("kernel_breakdown", kernels)
+    finally:
+        logging.disable(logging.NOTSET)
+        logging.root.setLevel(old_level)
+        shutil.rmtree(tmp, ignore_errors=True)
+    if out["errors"]:
+        out["status"] = "partial"
+    return out
+
+
+def compare(trace: Trace, summary: dict) -> dict:
+    """HTA's numbers beside commscope's summary, with per-rank differences and the reasons they differ."""
+    if not len(trace.kernels):
+        return {"status": "skipped", "reason": "HTA analyzes GPU activity (events with args.stream); this "
+                                               "trace has no GPU kernels"}
+    files = trace_files(trace)
+    if not files:
+        return {"status": "skipped", "reason": "no Kineto trace files to give HTA"}
+    res = run_hta(files)
+    if res["status"] not in ("ok", "partial"):
+        return res
+    ours = summary.get("overlap_pct_by_rank", {})
+    theirs = res.get("overlap_pct_by_rank") or {}
+    rows = []
+    for r in sorted(set(ours) & set(theirs), key=int):
+        a, b = ours[r], theirs[r]
+        rows.append({"rank": int(r), "commscope": a, "hta": b,
+                     "diff": None if a is None or b is None else round(a - b, 2),
+                     "device_only": summary.get("device_overlap_pct_by_rank", {}).get(r)})
+    res["overlap_comparison"] = rows
+    res["max_overlap_diff_pp"] = max((abs(x["diff"]) for x in rows if x["diff"] is not None), default=None)
+    res["notes"] = NOTES
+    return res
