@@ -1,0 +1,94 @@
+"""NorMuon update direction for a shard of a parameter bank: Nesterov momentum, Polar Express
+orthogonalization, neuron-wise normalization (REFERENCE.md §2).
+
+Everything here works on a stack of whole matrices (k, rows, cols) — the rank's shard of a bank's matrix
+view — so a matrix is never split across ranks and the result does not depend on the world size.
+
+Precision: momentum and second-moment buffers are fp32. Polar Express runs in bf16 on CUDA (the record's
+choice: tensor cores, and the iteration is stable in bf16) and in fp32 on CPU, where bf16 matmuls have no
+hardware support and run several times slower than fp32, which would make CPU tests and runs slow for no
+numerical benefit.
+
+Invariants: functions ending in `_` update their buffer arguments in place; returned directions are fp32
+tensors of the input's shape; nothing here communicates.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+# Polar Express coefficients (a, b, c) for X ← aX + (bA + cA²)X, A = XXᵀ; one triple per iteration.
+POLAR_EXPRESS_COEFFS: tuple[tuple[float, float, float], ...] = (
+    (8.156554524902461, -22.48329292557795, 15.878769915207462),
+    (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+    (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+    (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+    (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
+)
+# Safety margin on the Frobenius norm so the spectral norm of the normalized input is surely below 1.
+NORM_MARGIN = 1.02
+NORM_EPS = 1e-6
+
+
+def polar_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on CUDA (as the record), fp32 elsewhere (CPU bf16 matmul is slow, see module docstring)."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def polar_express(g: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    """Approximate the orthogonal polar factor U Vᵀ of each matrix in `g` (..., rows, cols).
+
+    Tall matrices are transposed so A = XXᵀ is the smaller Gram matrix. Returns fp32."""
+    dtype = dtype or polar_dtype(g.device)
+    lead, (rows, cols) = g.shape[:-2], g.shape[-2:]
+    x = g.reshape(-1, rows, cols).float()
+    tall = rows > cols
+    if tall:
+        x = x.mT
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) * NORM_MARGIN + NORM_EPS)
+    x = x.to(dtype)
+    for a, b, c in POLAR_EXPRESS_COEFFS:
+        gram = x @ x.mT
+        poly = torch.baddbmm(gram, gram, gram, beta=b, alpha=c)  # bA + cA²
+        x = torch.baddbmm(x, poly, x, beta=a, alpha=1.0)  # aX + (bA + cA²)X
+    if tall:
+        x = x.mT
+    return x.float().reshape(*lead, rows, cols)
+
+
+def nesterov_(grad: Tensor, momentum_buf: Tensor, momentum: float) -> Tensor:
+    """Update the fp32 momentum buffer with `grad` and return the Nesterov look-ahead blend."""
+    momentum_buf.lerp_(grad, 1.0 - momentum)
+    return grad.lerp(momentum_buf, momentum)
+
+
+def second_moment_shape(shard_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Shape of the neuron-wise second-moment buffer: one value per row, or per column if wide."""
+    k, rows, cols = shard_shape
+    return (k, rows, 1) if rows >= cols else (k, 1, cols)
+
+
+def normalize_neurons_(v: Tensor, second_buf: Tensor, beta2: float) -> Tensor:
+    """Scale each row (each column for wide matrices) by the inverse square root of an EMA of its mean
+    square, then rescale each matrix back to its Frobenius norm before the scaling."""
+    reduce_dim = -1 if second_buf.shape[-1] == 1 else -2
+    sq = v.square()
+    norm_before = sq.sum(dim=(-2, -1), keepdim=True).sqrt()
+    second_buf.lerp_(sq.mean(dim=reduce_dim, keepdim=True), 1.0 - beta2)
+    v = v * second_buf.clamp_min(1e-10).rsqrt()
+    norm_after = v.norm(dim=(-2, -1), keepdim=True)
+    return v * (norm_before / norm_after.clamp_min(1e-10))
+
+
+def shape_lr_mul(rows: int, cols: int) -> float:
+    """√max(1, rows/cols): tall matrices get a larger step so per-element update size stays comparable."""
+    return math.sqrt(max(1.0, rows / cols))
+
+
+def normuon_direction_(grad: Tensor, momentum_buf: Tensor, second_buf: Tensor, *,
+                       momentum: float, beta2: float) -> Tensor:
+    """The NorMuon update direction (fp32, grad's shape (k, rows, cols)); updates both buffers."""
+    v = polar_express(nesterov_(grad.float(), momentum_buf, momentum))
+    return normalize_neurons_(v, second_buf, beta2)

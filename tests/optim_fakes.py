@@ -1,0 +1,81 @@
+"""A stand-in for the reference model in optimizer tests: tensors shaped like the 13 real labels (small
+dims that split over 1, 2 and 4 ranks) and a deterministic quadratic loss per sample, so a global batch
+of SAMPLES samples can be divided over any world size and micro-step count and still average to the same
+gradient. Keeps optimizer tests independent of the model helper's GPT and fast.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+
+from commscope.record.api import NullRecorder
+
+D, V = 16, 64
+SAMPLES = 8  # global batch: divisible by world size (≤ 4) × grad_accum (2)
+
+
+def label_shapes(head_layout: str) -> dict[str, tuple[int, ...]]:
+    return {
+        "attn": (2, 4 * D, D),  # (L_attn, 4D, D) → 8 square matrices
+        "mlp": (2, 2, 4 * D, D),  # (L_pad, 2, 4D, D) → 4 tall matrices
+        "scalars": (6,),
+        "ve0": (V, D), "ve1": (V, D), "ve2": (V, D),
+        "smear_gate": (1, 12), "skip_gate": (1, 12),
+        "attn_gate_bank": (2, 6, 12), "ve_gate_bank": (1, 6, 12),
+        "x0_lambdas": (3,),
+        "lm_head": (D, V) if head_layout == "transposed" else (V, D),
+        "embed": (V, D),
+    }
+
+
+def make_params(head_layout: str = "transposed", seed: int = 0) -> dict[str, nn.Parameter]:
+    """Same seed → same values; lm_head starts tied to embed (its transpose in the transposed layout)."""
+    g = torch.Generator().manual_seed(seed)
+    params = {label: nn.Parameter(torch.randn(shape, generator=g) * 0.5)
+              for label, shape in label_shapes(head_layout).items()}
+    with torch.no_grad():
+        emb = params["embed"]
+        params["lm_head"].copy_(emb.T if head_layout == "transposed" else emb)
+    return params
+
+
+def sample_loss(params: dict[str, nn.Parameter], step: int, sample: int, head_layout: str) -> torch.Tensor:
+    """Σ_label ½‖tanh(p) − T‖² with targets depending on (step, sample): non-linear in p, so the
+    parameters' history matters, and every label (embed included) gets a gradient."""
+    g = torch.Generator().manual_seed(1000 * step + sample + 1)
+    loss = torch.zeros(())
+    for label, shape in label_shapes(head_layout).items():
+        target = torch.randn(shape, generator=g) * 0.3
+        loss = loss + 0.5 * (torch.tanh(params[label]) - target).square().sum()
+    return loss
+
+
+def backward_step(opt, params, step: int, rank: int, world_size: int, head_layout: str,
+                  grad_accum: int = 2) -> None:
+    """This rank's share of the global batch, over `grad_accum` micro-steps, gradient = share mean."""
+    per_rank = SAMPLES // world_size
+    per_micro = per_rank // grad_accum
+    for m in range(grad_accum):
+        opt.set_last_micro_step(m == grad_accum - 1)
+        first = rank * per_rank + m * per_micro
+        loss = sum(sample_loss(params, step, j, head_layout) for j in range(first, first + per_micro))
+        (loss / per_rank).backward()
+
+
+class ListRecorder(NullRecorder):
+    """Logs collective launches and region enter/exit in order, for schedule assertions."""
+
+    def __init__(self):
+        self.log: list[tuple] = []
+
+    @contextlib.contextmanager
+    def region(self, name: str):
+        self.log.append(("enter", name))
+        yield
+        self.log.append(("exit", name))
+
+    def collective(self, fn, *args, label, phase, **kwargs):
+        self.log.append(("collective", label, phase, fn.__name__))
+        return super().collective(fn, *args, label=label, phase=phase, **kwargs)
