@@ -122,7 +122,8 @@ class Recorder(NullRecorder):
         if self.run_dir.exists() and not self.run_dir.is_dir():
             raise UserError(f"run directory {self.run_dir} exists and is not a directory")
         distributed = dist.is_available() and dist.is_initialized()
-        if world_size > 1 and not distributed:
+        if world_size > 1 and not distributed and align:
+            # align=False is for callers that write ranks' data themselves (tests, converters)
             raise UserError(f"Recorder(world_size={world_size}) needs torch.distributed initialized first")
         self.rank, self.world_size, self.mode = int(rank), int(world_size), mode
         self.device = torch.device(device)
