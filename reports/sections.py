@@ -40,9 +40,13 @@ def render_overview(ctx: ReportContext) -> str:
              "backend": t.backend, "device": t.device,
              "timeline steps": "all" if ctx.window is None else f"{ctx.window[0]} ≤ step < {ctx.window[1]}"}
     out = [tables.scalar_table(facts, "fact", "value", "overview")]
-    if s.get("overlap_pct_by_rank"):
-        out.append("<h3>Overlap % by rank</h3>" + tables.scalar_table(s["overlap_pct_by_rank"], "rank", "overlap %",
-                                                                       "overlap-by-rank"))
+    by_rank = s.get("overlap_pct_by_rank") or {}
+    if by_rank:
+        device = s.get("device_overlap_pct_by_rank") or {}
+        rows = [{"rank": r, "overlap % (HTA definition)": v, **({"overlap % (all device work)": device.get(r)}
+                                                                 if device else {})} for r, v in by_rank.items()]
+        out.append("<h3>Compute/communication overlap by rank</h3>" + tables.records_table(rows,
+                                                                                          table_id="overlap-by-rank"))
     if t.problems:
         out.append('<h3>Problems while loading</h3><ul class="problems">' +
                    "".join(f"<li>{html.escape(str(p))}</li>" for p in t.problems) + "</ul>")
@@ -61,15 +65,30 @@ def render_timeline(ctx: ReportContext) -> str:
 
 
 def render_labels(ctx: ReportContext) -> str:
+    """Scalar columns in one table (most exposed first, as summarize() orders them); each per-rank
+    breakdown (dict-valued field such as exposed_ms_by_rank) as its own label × rank table."""
     labels = ctx.summary.get("labels") or {}
-    extra = []
+    scalar_cols, dict_cols = [], []
     for v in labels.values():
-        extra += [k for k in v if k not in LABEL_COLUMNS and k not in extra]
-    return tables.keyed_table(labels, "label", LABEL_COLUMNS + extra, "labels")
+        for k, x in v.items():
+            target = dict_cols if isinstance(x, dict) else scalar_cols
+            if k not in LABEL_COLUMNS and k not in scalar_cols + dict_cols:
+                target.append(k)
+    scalars = {lab: {k: x for k, x in v.items() if not isinstance(x, dict)} for lab, v in labels.items()}
+    out = [tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels")]
+    for col in dict_cols:
+        out.append(f"<h3>{html.escape(col)}</h3>" + tables.keyed_table(
+            {lab: v.get(col) or {} for lab, v in labels.items()}, "label", table_id=f"labels-{col}"))
+    return "\n".join(out)
 
 
 def render_stragglers(ctx: ReportContext) -> str:
-    return tables.records_table(ctx.summary.get("stragglers") or [], table_id="stragglers")
+    out = []
+    if ctx.summary.get("skew"):
+        out.append("<h3>Arrival skew</h3>" + tables.scalar_table(ctx.summary["skew"], table_id="skew"))
+    out.append("<h3>Stragglers (worst first)</h3>" +
+               tables.records_table(ctx.summary.get("stragglers") or [], table_id="stragglers"))
+    return "\n".join(out)
 
 
 def render_steps(ctx: ReportContext) -> str | None:

@@ -66,11 +66,12 @@ def load_with_progress(path: Path, quiet: bool):
 
     if not path.exists():
         raise UserError(f"{path} does not exist")
-    if quiet:
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:  # no bar (and no stray blank line) when stderr is a file or pipe
         return load_path(path)
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+                  console=console, transient=True) as bar:
         task = bar.add_task(f"loading {path.name}", total=None)
 
         def progress(done: int, total: int, what: str = "") -> None:
@@ -88,6 +89,8 @@ def register(app: typer.Typer) -> None:
         steps: Optional[str] = typer.Option(None, "--steps", help="Steps A <= step < B (also A, A:, :B) for the "
                                             "analysis and timeline; default: all steps, timeline a few around the middle."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout and nothing else."),
+        hta: bool = typer.Option(True, "--hta/--no-hta", help="Run HTA's analyses beside commscope's (slow on "
+                                 "large GPU traces)."),
     ) -> None:
         """Analyze a run or trace folder: HTML report with timeline and tables, terminal summary, or JSON."""
         import orjson
@@ -101,7 +104,7 @@ def register(app: typer.Typer) -> None:
             check_output(out, path)
         trace = load_with_progress(path, quiet=as_json)
         window = resolve_steps(trace, window)
-        summary = summarize(trace, steps=window)
+        summary = summarize(trace, steps=window, with_hta=hta)
         if as_json:
             typer.echo(orjson.dumps(summary, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
                                     | orjson.OPT_INDENT_2).decode())
