@@ -1,0 +1,138 @@
+"""Transpose kernels for the tied embedding: `transpose_copy(dst, src)` (dst = srcᵀ) and
+`transpose_add(dst, src)` (dst += srcᵀ) on 2-D tensors.
+
+Why: PyTorch runs `dst.copy_(src.T)` / `dst.add_(src.T)` as a generic elementwise kernel that walks one
+side strided (3.7–6.7× slower than an aligned copy on an H200, REFERENCE.md §5). The Triton kernel gives
+each program one 64×128 tile: it loads the tile with coalesced reads along src's rows, transposes it in
+registers (`tl.trans`) and stores it with coalesced writes along dst's rows.
+
+Invariants:
+- Results are bit-identical to torch's `dst.copy_(src.T)` / `dst.add_(src.T)`: the add is done in fp32 and
+  rounded once to dst's dtype, as torch does for bf16.
+- Offsets are int64 (a (50304, 768)·k tensor overflows int32 indexing quickly), the grid is 1-D (no 65535
+  limit on a grid axis) and ragged edges are masked, so any shape works.
+- The kernel is jitted lazily, at the first Triton call, in the mode the environment asks for then
+  (`TRITON_INTERPRET=1` → Triton's CPU interpreter). So importing this module never decides the mode, and
+  tests can run the Triton path on CPU in the same process as everything else.
+- `use_triton=None` (the default) means Triton on CUDA tensors when Triton is importable, torch otherwise;
+  CPU tensors never touch CUDA.
+"""
+from __future__ import annotations
+
+import torch
+
+try:  # importing Triton does not fix the interpret mode: that is read when the kernel is jitted
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU-only installs: the torch fallback is used
+    triton = None
+
+BLOCK_M = 64  # src rows per tile  (= dst columns)
+BLOCK_N = 128  # src columns per tile (= dst rows)
+
+TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_jitted: dict[bool, object] = {}  # interpret mode → jitted kernel
+
+
+def _transpose_tile(src_ptr, dst_ptr, M, N, tiles_n, stride_sm, stride_sn, stride_dm, stride_dn,
+                    ADD: tl.constexpr, DST_BF16: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program: src tile [rows m, cols n] (shape BLOCK_M×BLOCK_N) → dst[n, m] (dst is N×M)."""
+    # Only builtins here, no @triton.jit library helpers (tl.cdiv, ...): those were jitted when Triton was
+    # imported, in that moment's mode, and would break the lazily chosen interpret mode.
+    pid = tl.program_id(0).to(tl.int64)
+    pid_m = pid // tiles_n
+    pid_n = pid % tiles_n
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+
+    src_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tile = tl.load(src_ptr + offs_m[:, None] * stride_sm + offs_n[None, :] * stride_sn, mask=src_mask)
+    tile_t = tl.trans(tile)  # (BLOCK_N, BLOCK_M): dst rows are src columns
+
+    dst_mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
+    dst_ptrs = dst_ptr + offs_n[:, None] * stride_dm + offs_m[None, :] * stride_dn
+    if ADD:
+        old = tl.load(dst_ptrs, mask=dst_mask)
+        total = old.to(tl.float32) + tile_t.to(tl.float32)
+        if DST_BF16:
+            # Round to nearest even by hand, exactly as c10::BFloat16 does (NaN → 0x7FC0): Triton's CPU
+            # interpreter truncates on fp32→bf16 casts, so `.to(tl.bfloat16)` would not match torch there.
+            bits = total.to(tl.uint32, bitcast=True)
+            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+            rounded = tl.where(total != total, 0x7FC0, rounded)
+            tile_t = rounded.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        else:
+            tile_t = total.to(dst_ptr.dtype.element_ty)
+    tl.store(dst_ptrs, tile_t, mask=dst_mask)
+
+
+def _kernel():
+    interpret = bool(triton.knobs.runtime.interpret)
+    if interpret not in _jitted:
+        _jitted[interpret] = triton.jit(_transpose_tile)
+    return _jitted[interpret]
+
+
+def triton_available() -> bool:
+    return triton is not None
+
+
+def _want_triton(t: torch.Tensor, use_triton: bool | None) -> bool:
+    if use_triton is None:
+        return t.is_cuda and triton_available() and t.dtype in TRITON_DTYPES
+    if use_triton:
+        if t.dtype not in TRITON_DTYPES:
+            raise ValueError(f"the Triton transpose kernels take {TRITON_DTYPES}, not dtype {t.dtype}")
+        if not triton_available():
+            raise ValueError("use_triton=True but triton is not installed")
+        if not (t.is_cuda or triton.knobs.runtime.interpret):
+            raise ValueError("the Triton transpose kernels need a CUDA tensor (or TRITON_INTERPRET=1)")
+    return bool(use_triton)
+
+
+def _check(dst: torch.Tensor, src: torch.Tensor) -> None:
+    if src.dim() != 2 or dst.dim() != 2:
+        raise ValueError(f"transpose kernels take 2-D tensors, got {tuple(src.shape)} and {tuple(dst.shape)}")
+    if dst.shape != (src.shape[1], src.shape[0]):
+        raise ValueError(f"dst shape {tuple(dst.shape)} is not the transpose of src shape {tuple(src.shape)}")
+    if dst.dtype != src.dtype or dst.device != src.device:
+        raise ValueError("dst and src must share dtype and device")
+
+
+def _launch(dst: torch.Tensor, src: torch.Tensor, add: bool) -> None:
+    m, n = src.shape
+    if m == 0 or n == 0:
+        return
+    tiles_n = triton_cdiv(n, BLOCK_N)
+    grid = (triton_cdiv(m, BLOCK_M) * tiles_n,)
+    _kernel()[grid](src, dst, m, n, tiles_n, src.stride(0), src.stride(1), dst.stride(0), dst.stride(1),
+                    ADD=add, DST_BF16=dst.dtype == torch.bfloat16, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=8)
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@torch.no_grad()
+def transpose_copy(dst: torch.Tensor, src: torch.Tensor, *, use_triton: bool | None = None) -> torch.Tensor:
+    """dst[:] = src.T (dst: (N, M), src: (M, N)); returns dst."""
+    _check(dst, src)
+    # Named range: profilers (and `commscope layout`) see this layout change as deliberate.
+    with torch.profiler.record_function("transpose_copy"):
+        if _want_triton(src, use_triton):
+            _launch(dst, src, add=False)
+        else:
+            dst.copy_(src.T)
+    return dst
+
+
+@torch.no_grad()
+def transpose_add(dst: torch.Tensor, src: torch.Tensor, *, use_triton: bool | None = None) -> torch.Tensor:
+    """dst += src.T (dst: (N, M), src: (M, N)); returns dst."""
+    _check(dst, src)
+    with torch.profiler.record_function("transpose_add"):
+        if _want_triton(src, use_triton):
+            _launch(dst, src, add=True)
+        else:
+            dst.add_(src.T)
+    return dst
