@@ -193,6 +193,17 @@ def test_cli_json_shape(app):
 def test_cli_text_and_bad_input(app):
     res = CliRunner().invoke(app, ["plan", "--world-size", "4", "--cost", "numel"])
     assert res.exit_code == 0 and "alpha_lpt" in res.output and "rank 3" in res.output
-    for bad in (["--world-size", "3"], ["--cost", "bogus"], ["--alpha", "2"], ["--cost", "measured"],
+    for bad in (["--world-size", "0"], ["--cost", "bogus"], ["--alpha", "2"], ["--cost", "measured"],
                 ["--tp", "3"], ["--preset", "nope"]):
         assert _code(CliRunner().invoke(app, ["plan", *bad])) == 2, bad
+
+
+def test_world_size_the_bank_cannot_split(app):
+    # 40 attn matrices over 3 ranks: no bank layout, but whole-matrix ownership still plans
+    res = CliRunner().invoke(app, ["plan", "--world-size", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert "bank" in data["unavailable"] and "bank" not in data["strategies"]
+    lpt = data["strategies"]["lpt"]
+    assert sorted(set(lpt["assignment"].values())) == [0, 1, 2] and len(lpt["assignment"]) == 62
+    assert data["strategies"]["alpha_lpt"]["max_over_mean"] <= data["strategies"]["round_robin"]["max_over_mean"]

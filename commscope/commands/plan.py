@@ -53,6 +53,8 @@ def _render(plan: dict, console: Console) -> None:
             bars.add_row(f"rank {r}", Bar(top, 0, ms, width=50), f"{ms:.4f}",
                          f"{owned[r]}" + (f" + {pad} pad" if pad else ""))
         console.print(bars)
+    for name, why in plan["unavailable"].items():
+        console.print(f"{name}: unavailable ({why})")
     if "measured" in plan:
         m = plan["measured"]
         console.print(f"measured ({m['run']}, {m['steps']} steps, median): optimizer makespan "
@@ -72,6 +74,22 @@ def _render(plan: dict, console: Console) -> None:
                       _mb(grp["gather_bytes"]), _mb(grp["scatter_bytes"]), f"{grp['compute_ms']:.4f}")
         console.print(g)
         console.print("per-rank compute ms: " + ", ".join(f"{x:.4f}" for x in tp["per_rank_ms"]))
+
+
+def _config(preset: str, world_size: int):
+    """The preset's shapes. A world size the trainer cannot shard the banks over is still plannable
+    (whole-matrix ownership does not need even bank chunks): use the preset with the MLP padding the
+    trainer would choose; the `bank` strategy then reports itself unavailable."""
+    from dataclasses import replace
+
+    from instrumented_model.config import PRESETS, make_config, padded_mlp_layers
+
+    try:
+        return make_config(preset, world_size)
+    except UserError:
+        if preset not in PRESETS or world_size < 1:
+            raise
+        return replace(PRESETS[preset], mlp_layers_padded=padded_mlp_layers(PRESETS[preset].num_layers, world_size))
 
 
 def plan_cmd(
@@ -97,10 +115,7 @@ def plan_cmd(
         raise UserError("--tflops, --bytes-per-element and --capacity-mb must be positive")
     if tp is not None and (tp < 1 or world_size % tp):
         raise UserError(f"--tp must divide the world size {world_size}, got {tp}")
-    from instrumented_model.config import make_config  # the trainer's presets define the banks
-
-    cfg = make_config(preset, world_size)
-    matrices = matrices_for_config(cfg)
+    matrices = matrices_for_config(_config(preset, world_size))
     time_model = TimeModel(tflops=tflops)
     calib = None
     if cost == "measured":
@@ -112,7 +127,7 @@ def plan_cmd(
                      bytes_per_element=bytes_per_element)
     plan["preset"] = preset
     if calib is not None:
-        run_plan = make_plan(matrices_for_config(make_config(preset, calib["world_size"])), calib["world_size"],
+        run_plan = make_plan(matrices_for_config(_config(preset, calib["world_size"])), calib["world_size"],
                              cost=cost, alpha=alpha, time_model=time_model, bytes_per_element=bytes_per_element)
         plan["measured"] = {
             "run": str(run), "steps": calib["steps"], "run_world_size": calib["world_size"],

@@ -34,8 +34,17 @@ def assign(name: str, matrices: list[Matrix], world_size: int, costs: dict[int, 
 
 def make_plan(matrices: list[Matrix], world_size: int, *, cost: str = "flops", alpha: float = 1.0,
               time_model: TimeModel = TimeModel(), bytes_per_element: int = 4) -> dict:
-    """The JSON-shaped plan: matrices with their costs, and every strategy evaluated."""
+    """The JSON-shaped plan: matrices with their costs, and every strategy evaluated; a strategy that
+    cannot lay out these matrices on `world_size` ranks is listed in "unavailable" with the reason."""
     costs = matrix_costs(matrices, cost, time_model.measured_ms)
+    strategies, unavailable = {}, {}
+    for name in STRATEGIES:
+        try:
+            a = assign(name, matrices, world_size, costs, alpha)
+        except ValueError as e:  # e.g. the bank layout at a world size that does not divide a bank
+            unavailable[name] = str(e)
+            continue
+        strategies[name] = evaluate(a, matrices, costs, time_model, bytes_per_element)
     return {
         "world_size": world_size,
         "cost": cost,
@@ -48,11 +57,8 @@ def make_plan(matrices: list[Matrix], world_size: int, *, cost: str = "flops", a
              "flops": polar_flops(m.rows, m.cols), "cost": costs[m.index], "time_ms": time_model.ms(m)}
             for m in matrices
         ],
-        "strategies": {
-            name: evaluate(assign(name, matrices, world_size, costs, alpha), matrices, costs, time_model,
-                           bytes_per_element)
-            for name in STRATEGIES
-        },
+        "strategies": strategies,
+        "unavailable": unavailable,
     }
 
 
