@@ -11,8 +11,9 @@ baseline is the median duration of the same collective (same op, label and bytes
 overlapped no such kernel ("ran alone", other steps); all ranks' alone runs are the fallback. Inflation =
 duration / baseline. An NCCL kernel's duration also includes waiting for its peers, so only the part
 of the extra time that the overlap can explain is attributed (`attributable_us = min(extra, overlap)`),
-and a collective is reported only when the overlap covers at least `min_overlap_frac` of it, its
-inflation is at least `min_inflation`, and it has a baseline.
+and a collective is reported only when it has a baseline, took longer than *every* alone run of it, the
+overlap covers at least `min_overlap_frac` of it, its inflation is at least `min_inflation` and at least
+`min_attributable_us` of it is attributable (below ~20 µs a small collective's own jitter dominates).
 
 Invariants: resident blocks per SM are bounded by threads only (registers and shared memory are not in
 the frames), so the capacity is an upper bound and a kernel flagged as overflowing really does overflow.
@@ -71,19 +72,26 @@ def sm_filling_kernels(kernels: pd.DataFrame, limits: DeviceLimits) -> pd.DataFr
     return k[k["blocks"] > k["capacity"]]
 
 
-def _overlaps(c: pd.Series, big: pd.DataFrame) -> tuple[int, pd.Series | None]:
-    b = big[(big["start_ns"] < c["end_ns"]) & (big["end_ns"] > c["start_ns"]) & (big["stream"] != c["stream"])]
-    if b.empty:
+def _overlaps(start: int, end: int, stream, big: dict) -> tuple[int, int | None]:
+    """(overlap ns, row position in `big` of the largest overlapper) with kernels on other streams."""
+    s, e, st = big["start"], big["end"], big["stream"]
+    # Kernels are sorted by start: only those starting before `end` can overlap.
+    hi = int(np.searchsorted(s, end, side="left"))
+    if hi == 0:
         return 0, None
-    ov = np.minimum(b["end_ns"], c["end_ns"]) - np.maximum(b["start_ns"], c["start_ns"])
-    # Union of intervals would be exact; kernels on one compute stream do not overlap each other, and
-    # summing across several compute streams can only overstate by their mutual overlap, so cap it.
-    total = int(min(ov.sum(), c["end_ns"] - c["start_ns"]))
-    return total, b.loc[ov.idxmax()]
+    ov = np.minimum(e[:hi], end) - np.maximum(s[:hi], start)
+    ok = (ov > 0) & (st[:hi] != stream)
+    if not ok.any():
+        return 0, None
+    ov = np.where(ok, ov, 0)
+    # Kernels of one compute stream do not overlap each other; summing across several compute streams
+    # can only overstate by their mutual overlap, so cap at the collective's duration.
+    return int(min(ov.sum(), end - start)), int(ov.argmax())
 
 
 def find_sm_contention(collectives: pd.DataFrame, kernels: pd.DataFrame, limits: DeviceLimits | None, *,
-                       min_inflation: float = 1.2, min_overlap_frac: float = 0.25) -> pd.DataFrame:
+                       min_inflation: float = 1.2, min_overlap_frac: float = 0.25,
+                       min_attributable_us: float = 20.0) -> pd.DataFrame:
     """Contended collectives with their partner kernel, overlap and inflation, most attributable first."""
     empty = pd.DataFrame(columns=CONTENTION_COLUMNS)
     if limits is None or collectives is None or kernels is None or collectives.empty or kernels.empty:
@@ -93,28 +101,38 @@ def find_sm_contention(collectives: pd.DataFrame, kernels: pd.DataFrame, limits:
         return empty
     big = sm_filling_kernels(kernels, limits)
     comm["dur_ns"] = comm["end_ns"] - comm["start_ns"]
-    comm["key"] = list(zip(comm["op"], comm["label"], comm["bytes"].fillna(-1)))
+    # One string per collective identity: tuples inside a pandas index are taken for multi-keys.
+    comm["key"] = [f"{o}|{lab}|{b}" for o, lab, b in zip(comm["op"], comm["label"], comm["bytes"].fillna(-1))]
+    by_rank_big = {}
+    for rank, g in big.sort_values("start_ns").groupby("rank"):
+        by_rank_big[rank] = {"start": g["start_ns"].to_numpy(np.int64), "end": g["end_ns"].to_numpy(np.int64),
+                             "stream": g["stream"].to_numpy(), "rows": g}
     partners, overlap = [], []
-    for _, c in comm.iterrows():
-        ov, p = _overlaps(c, big[big["rank"] == c["rank"]])
+    for rank, start, end, stream in zip(comm["rank"], comm["start_ns"], comm["end_ns"], comm["stream"]):
+        b = by_rank_big.get(rank)
+        ov, pos = _overlaps(int(start), int(end), stream, b) if b is not None else (0, None)
         overlap.append(ov)
-        partners.append(p)
+        partners.append(b["rows"].iloc[pos] if pos is not None else None)
     comm["overlap_ns"] = overlap
     alone = comm[comm["overlap_ns"] == 0]
-    by_rank = alone.groupby(["rank", "key"])["dur_ns"].median()
-    by_key = alone.groupby("key")["dur_ns"].median()
+    stats = lambda g: {k: (float(v.median()), float(v.max())) for k, v in g["dur_ns"]}  # noqa: E731
+    by_rank = stats(alone.groupby(["rank", "key"]))
+    by_key = stats(alone.groupby("key"))
     out = []
     for (i, c), p in zip(comm.iterrows(), partners):
         if c["overlap_ns"] == 0:
             continue
-        base = by_rank.get((c["rank"], c["key"]), by_key.get(c["key"]))
-        if base is None or pd.isna(base) or base <= 0:
+        found = by_rank.get((c["rank"], c["key"])) or by_key.get(c["key"])
+        if found is None:
             continue
+        base, worst_alone = found
+        if pd.isna(base) or base <= 0 or c["dur_ns"] <= worst_alone:
+            continue  # within what this collective took alone: not evidence of contention
         infl = c["dur_ns"] / base
         frac = c["overlap_ns"] / c["dur_ns"] if c["dur_ns"] > 0 else 0.0
-        if infl < min_inflation or frac < min_overlap_frac:
-            continue
         extra = c["dur_ns"] - base
+        if infl < min_inflation or frac < min_overlap_frac or min(extra, c["overlap_ns"]) < min_attributable_us * 1e3:
+            continue
         out.append({
             "rank": int(c["rank"]), "step": c.get("step"), "label": c["label"], "op": c["op"],
             "bytes": c["bytes"], "stream": c["stream"], "start_ns": int(c["start_ns"]),
