@@ -29,6 +29,8 @@ def fmt(v: Any) -> str:
     if isinstance(v, (int, np.integer)):
         return f"{int(v):,}"
     if isinstance(v, (float, np.floating)):
+        if float(v).is_integer() and abs(v) < 1e15:  # counts and byte sizes arrive as floats
+            return f"{int(v):,}"
         a = abs(float(v))
         return f"{float(v):,.3f}" if a >= 0.001 or a == 0 else f"{float(v):.3g}"
     if isinstance(v, (list, tuple)):

@@ -18,7 +18,7 @@ def print_summary(summary: dict, console: Console, top: int = 8) -> None:
     t = Table(title=f"Top exposed collectives ({len(labels)} labels, {summary.get('ranks', '?')} ranks)")
     for col, just in (("label", "left"), ("op", "left"), ("count", "right"), ("exposed ms", "right"),
                       ("mean ms", "right"), ("overlap %", "right"), ("busbw GB/s", "right")):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, no_wrap=col in ("label", "op"))  # names must stay whole
     for lab, v in ranked:
         t.add_row(lab, fmt(v.get("op")), fmt(v.get("count")), fmt(v.get("exposed_ms")), fmt(v.get("mean_ms")),
                   fmt(v.get("overlap_pct")), fmt(v.get("busbw_gbps")))

@@ -114,6 +114,21 @@ def _segments(starts, ends, row: str) -> tuple[list, list]:
     return xs, ys
 
 
+def _add_step_selector(fig: go.Figure, steps: pd.DataFrame, t0: int, max_buttons: int = 40) -> None:
+    """A dropdown that zooms the x axis to one step (the first rank's step bounds) or back to everything:
+    the in-page step selector for traces with many steps (more steps: use --steps)."""
+    if len(steps) < 2 or len(steps) > max_buttons:
+        return
+    buttons = [dict(label="all steps", method="relayout", args=[{"xaxis.autorange": True}])]
+    for s in steps.sort_values("start_ns").itertuples(index=False):
+        lo, hi = (int(s.start_ns) - t0) / 1e6, (int(s.end_ns) - t0) / 1e6
+        pad = 0.02 * (hi - lo)
+        buttons.append(dict(label=f"step {s.step}", method="relayout",
+                            args=[{"xaxis.range": [lo - pad, hi + pad], "xaxis.autorange": False}]))
+    fig.update_layout(updatemenus=[dict(type="dropdown", buttons=buttons, x=0, xanchor="left", y=1.0,
+                                        yanchor="bottom", pad=dict(b=24), showactive=True)])
+
+
 def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compute_per_rank: int = 1500) -> go.Figure:
     """Build the timeline for the ranks of `trace`, restricted to steps in [window[0], window[1]) if given."""
     coll = _in_window(trace.collectives, window)
@@ -228,6 +243,7 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
     for s in first_rank.itertuples(index=False):
         fig.add_vline(x=(int(s.start_ns) - t0) / 1e6, line=dict(color="#bbbbbb", dash="dot", width=1),
                       annotation_text=f"step {s.step}", annotation_position="top left")
+    _add_step_selector(fig, first_rank, t0)
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), type="category")
     fig.update_xaxes(title_text="ms since window start", rangeslider=dict(visible=False))
     fig.update_layout(height=max(300, 26 * len(rows) + 140), margin=dict(l=110, r=20, t=40, b=50),

@@ -231,3 +231,11 @@ def test_dense_compute_is_decimated_per_rank():
     comp = next(t for t in fig.data if t.name == "compute")
     n_blocks = sum(1 for x in comp.x if x is None)
     assert 0 < n_blocks <= 2 * 100  # two ranks, at most 100 blocks each
+
+
+def test_step_selector_zooms_to_each_step():
+    fig = timeline_figure(make_trace(steps=(0, 1, 2)))
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["all steps", "step 0", "step 1", "step 2"]
+    lo, hi = buttons[2].args[0]["xaxis.range"]  # step 1 = [1, 2) ms after the first step start, 2 % padding
+    assert (lo, hi) == pytest.approx((0.98, 2.02))

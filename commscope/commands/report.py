@@ -119,5 +119,7 @@ def register(app: typer.Typer) -> None:
         ctx = ReportContext(trace=trace, summary=summary, window=select_window(trace, window))
         write_report(ctx, out)
         console = Console()
+        if not console.is_terminal:  # piped/logged output: rich's 80-column default would cut label names
+            console = Console(width=140)
         print_summary(summary, console)
         console.print(f"report: {out}")
