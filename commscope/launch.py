@@ -164,6 +164,8 @@ def describe(status: str, statuses: dict[str, dict], steps_done: int, steps: int
     """One line saying what happened, naming the first rank that did not complete."""
     if status == "completed":
         return f"{len(statuses)} ranks completed {steps_done} steps"
+    if status == "interrupted":
+        return f"interrupted by the user after {steps_done}/{steps} steps"
     bad = [(r, s) for r, s in statuses.items() if s["status"] not in ("completed",)]
     # A rank that failed on its own explains more than one torn down afterwards by the launcher.
     bad.sort(key=lambda rs: ("terminated by signal" in str(rs[1].get("error")), int(rs[0])))
@@ -220,6 +222,9 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         except KeyboardInterrupt:
             interrupted = True
             exit_code = _stop(proc)
+            for line in proc.stdout:  # what the ranks said while stopping (their last steps, errors)
+                log.write(line)
+                prog.feed(line)
         finally:
             shutil.rmtree(logdir, ignore_errors=True)
 

@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split-step", type=int, default=None, help="step at which embed and lm_head are untied")
     p.add_argument("--data", default=None, help="glob of modded-nanogpt .bin shards (default: synthetic tokens)")
     p.add_argument("--trace", choices=TRACE_MODES, default="light")
-    p.add_argument("--profile", default=None, help="torch.profiler window of steps, START:STOP (needs --trace)")
+    p.add_argument("--profile", default=None, help="torch.profiler window of steps START:STOP (needs --trace light|full)")
     p.add_argument("--with-stack", action="store_true", help="record python stacks in the profiler window")
     return p
 
@@ -82,18 +82,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def parse_profile(spec: str | None) -> tuple[int, int] | None:
-    if spec is None:
-        return None
-    try:
-        start, stop = (int(x) for x in spec.split(":"))
-    except ValueError:
-        raise UserError(f"--profile wants START:STOP steps, e.g. 5:8; got {spec!r}") from None
-    if not 0 <= start < stop:
-        raise UserError(f"--profile {spec}: need 0 <= START < STOP")
-    return start, stop
-
-
 def default_batch_size(args: argparse.Namespace, world_size: int) -> int:
     return 8 * world_size if args.preset == "speedrun" else 16
 
@@ -102,6 +90,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     """Raise UserError for any option that cannot work with this world size; fills args.batch_size."""
     import torch
 
+    from commscope.record import parse_steps
     from instrumented_model.config import make_config
     from instrumented_model.data import make_source
     from instrumented_model.param_table import PARAM_TABLE, check_order
@@ -128,7 +117,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
             check_order(f"--{opt.replace('_', '-')}", split_labels(getattr(args, opt)), PARAM_TABLE)
     if args.profile is not None and args.trace == "off":
         raise UserError("--profile needs tracing on (--trace light or full)")
-    parse_profile(args.profile)
+    parse_steps(args.profile)
     if args.data:  # validates every shard's header now, not in eight ranks later
         make_source(args.data, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=args.batch_size, seed=args.seed)
 
@@ -147,23 +136,13 @@ def write_status(run_dir: str, rank: int, status: str, error: str | None, last_s
 
 
 def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
-    """NullRecorder for --trace off; commscope.record.Recorder otherwise (imported lazily)."""
-    from commscope.record.api import NullRecorder
+    """NullRecorder for --trace off, else a Recorder writing rank{R}/ of the run directory."""
+    from commscope.record import make_recorder as make
 
     if args.trace == "off":
-        return NullRecorder()
-    try:
-        from commscope.record import Recorder  # type: ignore[attr-defined]
-    except ImportError:
-        if args.profile:
-            raise UserError("--profile needs commscope.record.Recorder, which is not installed") from None
-        if rank == 0:
-            print("commscope: commscope.record.Recorder not available; running with --trace off", file=sys.stderr)
-        return NullRecorder()
-    return Recorder(
-        args.out, rank=rank, world_size=world_size, device=device, backend=args.backend, mode=args.trace,
-        profile_steps=parse_profile(args.profile), with_stack=args.with_stack,
-    )
+        return make("off")
+    return make(args.trace, args.out, rank=rank, world_size=world_size, device=device, backend=args.backend,
+                profile_steps=args.profile, with_stack=args.with_stack)
 
 
 def progress(record: dict) -> None:
@@ -195,7 +174,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     dist.init_process_group(backend=args.backend, rank=rank, world_size=world_size,
                             device_id=device if args.backend == "nccl" else None)
     state["pg"] = True
-    rec = make_recorder(args, rank, world_size, device)
+    rec = make_recorder(args, rank, world_size, device)  # the Recorder aligns clocks as it starts
     state["rec"] = rec
 
     cfg = make_config(args.preset, world_size)
@@ -214,7 +193,6 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     if hooks:
         opt.install_hooks()
 
-    rec.align_clocks()
     rec.watch(params)
     if rank == 0:
         config = {"args": vars(args), "model": cfg.to_dict(), "world_size": world_size, **opt.config()}

@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 commscope run --nproc 8 --out runs/demo
-commscope report runs/demo -o runs/demo/report.html
+commscope report runs/demo -o runs/demo-report.html  # the report never writes into its input

@@ -53,6 +53,7 @@ def test_overall_status_and_message():
     assert overall_status(0, ok, False) == "completed"
     assert overall_status(1, ok, False) == "failed"  # the launcher's exit code counts too
     assert overall_status(0, ok, True) == "interrupted"
+    assert describe("interrupted", ok, 4, 200) == "interrupted by the user after 4/200 steps"
     mixed = {"0": {"status": "failed", "error": "Terminated: terminated by signal 15", "last_step": 3},
              "1": {"status": "failed", "error": "RuntimeError: boom", "last_step": 2},
              "2": {"status": "crashed", "error": "no status.json", "last_step": None}}
@@ -113,7 +114,7 @@ def test_topology_builds_torchrun_rendezvous_options():
     (["--work-order", "attn,mlp"], 2, "must list every label exactly once"),
     (["--device", "cpu", "--backend", "nccl"], 2, "needs --device cuda"),
     (["--trace", "off", "--profile", "2:4"], 2, "needs tracing on"),
-    (["--profile", "4:2"], 2, "START < STOP"),
+    (["--profile", "4:2"], 2, "0 <= first < stop"),
     (["--steps", "0"], 2, "--steps must be >= 1"),
 ])
 def test_bad_options_are_refused_before_launch(tmp_path, args, nproc, message):

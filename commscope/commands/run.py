@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
                             master_addr=master_addr, master_port=master_port)
         summary = launch_training(argv, topology, out)
         if summary["status"] != "completed":
-            raise typer.Exit(1)
+            raise typer.Exit(130 if summary["status"] == "interrupted" else 1)
 
 
 def _default_nproc(device: str | None) -> int:
