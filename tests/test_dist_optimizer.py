@@ -62,13 +62,18 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """{world_size: [per-rank result dicts]}; world 1 runs in-process (no communication at all)."""
+    n = torch.get_num_threads()
     torch.set_num_threads(1)
-    results = {1: [{cfg: run_config(*cfg, 0, 1) for cfg in CONFIGS}]}
-    for ws in (2, 4):
-        d = tmp_path_factory.mktemp(f"ws{ws}")
-        # fork: children inherit the imported torch (a fresh import costs seconds per rank on 2 cores)
-        mp.start_processes(_worker, args=(ws, _free_port(), str(d)), nprocs=ws, join=True, start_method="fork")
-        results[ws] = [torch.load(d / f"rank{r}.pt", weights_only=False) for r in range(ws)]
+    try:
+        results = {1: [{cfg: run_config(*cfg, 0, 1) for cfg in CONFIGS}]}
+        for ws in (2, 4):
+            d = tmp_path_factory.mktemp(f"ws{ws}")
+            # fork: children inherit the imported torch (a fresh import costs seconds per rank on 2 cores)
+            mp.start_processes(_worker, args=(ws, _free_port(), str(d)), nprocs=ws, join=True,
+                               start_method="fork")
+            results[ws] = [torch.load(d / f"rank{r}.pt", weights_only=False) for r in range(ws)]
+    finally:
+        torch.set_num_threads(n)
     return results
 
 
