@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze import intervals as iv
-from commscope.load.frames import Trace
+from commscope.load.frames import Trace, origin_ns, rel
 
 
 def bus_factor(op: str, n: float) -> float:
@@ -33,42 +33,57 @@ def bus_factor(op: str, n: float) -> float:
     return 1.0
 
 
-def compute_sets(trace: Trace) -> dict[int, iv.Intervals]:
-    """Per rank, the normalized set of intervals during which it computed (waits removed for run dirs)."""
+def _compute_sets_rel(trace: Trace, o: int) -> dict[int, iv.Intervals]:
     out = {}
-    waits = trace.collectives.dropna(subset=["wait_ns", "wait_end_ns"])
+    waits = trace.collectives[trace.collectives["wait_ns"].notna() & trace.collectives["wait_end_ns"].notna()]
     for rank in trace.ranks:
         c = trace.compute[trace.compute["rank"] == rank]
-        comp = iv.merge(c["start_ns"].to_numpy(np.float64), c["end_ns"].to_numpy(np.float64))
+        comp = iv.merge(rel(c["start_ns"], o), rel(c["end_ns"], o))
         w = waits[waits["rank"] == rank]
         if len(w):
-            comp = iv.subtract(comp, (w["wait_ns"].to_numpy(np.float64), w["wait_end_ns"].to_numpy(np.float64)))
+            comp = iv.subtract(comp, (rel(w["wait_ns"], o), rel(w["wait_end_ns"], o)))
         out[rank] = comp
     return out
 
 
+def compute_sets(trace: Trace) -> dict[int, iv.Intervals]:
+    """Per rank, the normalized set of intervals during which it computed (waits removed for run dirs),
+    in absolute int64 ns."""
+    o = origin_ns(trace)
+    return {r: (s.astype(np.int64) + o, e.astype(np.int64) + o)
+            for r, (s, e) in _compute_sets_rel(trace, o).items()}
+
+
+def to_rel(sets: dict[int, iv.Intervals], o: int) -> dict[int, iv.Intervals]:
+    return {r: (rel(s, o), rel(e, o)) for r, (s, e) in sets.items()}
+
+
 def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
+    """`trace.collectives` plus the columns in the module docstring. `comp`: compute_sets(trace), if
+    already computed."""
     c = trace.collectives.copy()
     if not len(c):
         for col in ("duration_ns", "exposed_ns", "overlap_pct", "transfer_ns", "algbw_gbps", "busbw_gbps"):
             c[col] = pd.Series(dtype=np.float64)
         return c
-    comp = compute_sets(trace) if comp is None else comp
-    start = c["start_ns"].astype(np.float64)
-    end = c["end_ns"].astype(np.float64)
-    call = c["call_ns"].astype(np.float64)
-    c["duration_ns"] = np.where(start.notna(), end - start, end - call)
+    o = origin_ns(trace)
+    comp = _compute_sets_rel(trace, o) if comp is None else to_rel(comp, o)
+    start, end, call = rel(c["start_ns"], o), rel(c["end_ns"], o), rel(c["call_ns"], o)
+    wait, wait_end = rel(c["wait_ns"], o), rel(c["wait_end_ns"], o)
+    has_start = ~np.isnan(start)
+    c["duration_ns"] = np.where(has_start, end - start, end - call)
     exposed = np.full(len(c), np.nan)
-    waited = c["wait_ns"].notna() & c["wait_end_ns"].notna()
-    exposed[waited.to_numpy()] = (c["wait_end_ns"] - c["wait_ns"]).to_numpy(np.float64)[waited.to_numpy()]
+    waited = ~np.isnan(wait) & ~np.isnan(wait_end)
+    exposed[waited] = (wait_end - wait)[waited]
     # run-dir collectives never waited on (the recorder saw no wait) block nothing
-    never = (~waited & c["timing"].isin(["wall", "cuda_event"])).to_numpy()
-    exposed[never] = 0.0
-    todo = (~waited & ~c["timing"].isin(["wall", "cuda_event"]) & start.notna() & end.notna()).to_numpy()
-    for rank, idx in c[todo].groupby("rank").indices.items():
-        rows = np.flatnonzero(todo)[idx]
-        qs, qe = start.to_numpy()[rows], end.to_numpy()[rows]
-        exposed[rows] = (qe - qs) - iv.covered(qs, qe, comp.get(rank, iv.empty()))
+    recorded = c["timing"].isin(["wall", "cuda_event"]).to_numpy()
+    exposed[~waited & recorded] = 0.0
+    todo = ~waited & ~recorded & has_start & ~np.isnan(end)
+    ranks = c["rank"].to_numpy()
+    for rank in np.unique(ranks[todo]):
+        rows = np.flatnonzero(todo & (ranks == rank))
+        qs, qe = start[rows], end[rows]
+        exposed[rows] = (qe - qs) - iv.covered(qs, qe, comp.get(int(rank), iv.empty()))
     c["exposed_ns"] = np.clip(exposed, 0.0, None)
     dur = c["duration_ns"].to_numpy(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -76,7 +91,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min")
     with np.errstate(invalid="ignore", divide="ignore"):
         c["algbw_gbps"] = np.where(c["transfer_ns"] > 0, c["bytes"].astype(np.float64) / c["transfer_ns"], np.nan)
-    factors = np.array([bus_factor(o, n) for o, n in zip(c["op"], c["group_size"].astype(np.float64))])
+    factors = np.array([bus_factor(o_, n) for o_, n in zip(c["op"], c["group_size"].astype(np.float64))])
     c["busbw_gbps"] = c["algbw_gbps"] * factors
     return c
 

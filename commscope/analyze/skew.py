@@ -24,22 +24,27 @@ STRAGGLER_COLS = ["rank", "times_last", "last_share", "wait_caused_ns", "score"]
 
 
 def arrival(collectives: pd.DataFrame) -> pd.Series:
+    """Arrival time (Int64 ns) of each collective on its rank."""
     on_device = collectives["timing"].isin(["kernel", "cuda_event"]) & collectives["start_ns"].notna()
-    return collectives["start_ns"].where(on_device, collectives["call_ns"]).astype(np.float64)
+    return collectives["start_ns"].where(on_device, collectives["call_ns"]).astype("Int64")
 
 
 def arrival_skew(collectives: pd.DataFrame) -> pd.DataFrame:
-    c = collectives.assign(arrival_ns=arrival(collectives)).dropna(subset=["arrival_ns"])
+    c = collectives.assign(arrival_ns=arrival(collectives))
+    c = c[c["arrival_ns"].notna()]
     if not len(c):
         return pd.DataFrame(columns=SKEW_COLS)
     c = c.sort_values(["group", "seq", "arrival_ns", "rank"], kind="stable")
+    c["after_first"] = c["arrival_ns"] - c.groupby(["group", "seq"])["arrival_ns"].transform("min")
     g = c.groupby(["group", "seq"], sort=False)
     out = g.agg(label=("label", "first"), op=("op", "first"), step=("step", "min"), n_ranks=("rank", "size"),
                 first_ns=("arrival_ns", "min"), last_ns=("arrival_ns", "max"), last_rank=("rank", "last"),
-                sum_arrival=("arrival_ns", "sum")).reset_index()
+                sum_after_first=("after_first", "sum")).reset_index()
     out = out[out["n_ranks"] >= 2].copy()
-    out["skew_ns"] = out["last_ns"] - out["first_ns"]
-    out["wait_caused_ns"] = out["n_ranks"] * out["last_ns"] - out["sum_arrival"]
+    out["skew_ns"] = (out["last_ns"] - out["first_ns"]).astype(np.float64)
+    # Σ (last − arrival) = n·(last − first) − Σ (arrival − first): exact in int64
+    out["wait_caused_ns"] = (out["n_ranks"] * (out["last_ns"] - out["first_ns"]) - out["sum_after_first"]
+                             ).astype(np.float64)
     out["last_rank"] = out["last_rank"].astype(np.int64)
     return out[SKEW_COLS].sort_values(["group", "seq"]).reset_index(drop=True)
 

@@ -47,7 +47,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
         tt = t["transfer_ns"][ok].sum()
         counts = pr["count"]
         out[str(label)] = {
-            "op": str(t["op"].iloc[0]),
+            "op": "+".join(dict.fromkeys(t["op"].astype(str))),  # a sharded label: reduce_scatter+all_gather
             "count": _num(float(counts.mean())) if len(counts) else 0,
             "bytes": _num(float(t["bytes"].median())),
             "bytes_per_rank": _num(float(pr["bytes"].mean())),

@@ -22,51 +22,52 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze import intervals as iv
-from commscope.analyze.exposure import compute_sets
-from commscope.load.frames import Trace
+from commscope.analyze.exposure import _compute_sets_rel, to_rel
+from commscope.load.frames import Trace, origin_ns, rel
 
 BREAKDOWN_COLS = ["rank", "step", "start_ns", "end_ns", "step_ns", "compute_ns", "exposed_comm_ns", "idle_ns",
                   "compute_pct", "exposed_comm_pct", "idle_pct"]
 
 
-def comm_sets(trace: Trace) -> dict[int, iv.Intervals]:
-    """Per rank, the normalized set of time its communication was in flight."""
+def comm_sets(trace: Trace, o: int) -> dict[int, iv.Intervals]:
+    """Per rank, the normalized set of time its communication was in flight (ns since `o`)."""
     out = {}
     c = trace.collectives
     for rank in trace.ranks:
         r = c[c["rank"] == rank]
-        s = r["start_ns"].astype(np.float64).fillna(r["call_ns"].astype(np.float64))
-        out[rank] = iv.merge(s.to_numpy(), r["end_ns"].to_numpy(np.float64))
+        out[rank] = iv.merge(rel(r["start_ns"].fillna(r["call_ns"]), o), rel(r["end_ns"], o))
     return out
 
 
-def _exposed_sets(trace: Trace, comp: dict, comm: dict) -> dict[int, iv.Intervals]:
-    waits = trace.collectives.dropna(subset=["wait_ns", "wait_end_ns"])
+def _exposed_sets(trace: Trace, comp: dict, comm: dict, o: int) -> dict[int, iv.Intervals]:
+    waits = trace.collectives[trace.collectives["wait_ns"].notna() & trace.collectives["wait_end_ns"].notna()]
     out = {}
     for rank in trace.ranks:
         w = waits[waits["rank"] == rank]
         if trace.source == "run":
-            out[rank] = iv.merge(w["wait_ns"].to_numpy(np.float64), w["wait_end_ns"].to_numpy(np.float64))
+            out[rank] = iv.merge(rel(w["wait_ns"], o), rel(w["wait_end_ns"], o))
         else:
             out[rank] = iv.subtract(comm[rank], comp[rank])
     return out
 
 
 def step_breakdown(trace: Trace, comp: dict | None = None) -> pd.DataFrame:
-    comp = compute_sets(trace) if comp is None else comp
-    comm = comm_sets(trace)
-    exposed = _exposed_sets(trace, comp, comm)
+    """`comp`: exposure.compute_sets(trace) if already computed."""
+    o = origin_ns(trace)
+    comp = _compute_sets_rel(trace, o) if comp is None else to_rel(comp, o)
+    comm = comm_sets(trace, o)
+    exposed = _exposed_sets(trace, comp, comm, o)
     rows = []
     for rank in trace.ranks:
         st = trace.steps[trace.steps["rank"] == rank]
         if not len(st):
             continue
-        qs = st["start_ns"].to_numpy(np.float64)
-        qe = st["end_ns"].to_numpy(np.float64)
+        qs, qe = rel(st["start_ns"], o), rel(st["end_ns"], o)
         c_ns = iv.covered(qs, qe, comp[rank])
         e_ns = iv.covered(qs, qe, iv.subtract(exposed[rank], comp[rank]))
         span = qe - qs
-        rows.append(pd.DataFrame({"rank": rank, "step": st["step"].to_numpy(), "start_ns": qs, "end_ns": qe,
+        rows.append(pd.DataFrame({"rank": rank, "step": st["step"].to_numpy(), "start_ns": st["start_ns"].to_numpy(),
+                                  "end_ns": st["end_ns"].to_numpy(),
                                   "step_ns": span, "compute_ns": c_ns, "exposed_comm_ns": e_ns,
                                   "idle_ns": np.maximum(span - c_ns - e_ns, 0.0)}))
     if not rows:
@@ -85,18 +86,21 @@ def overlap_by_rank(trace: Trace, hta_like: bool = True) -> pd.DataFrame:
     gpu = len(k) > 0 and "hta_compute" in k.columns
     extra = trace.extra.get("hta_cpu_stream_ops") if hta_like else None
     cutoff = trace.extra.get("hta_cutoff_ns", {})
-    comp_fallback = None if gpu else compute_sets(trace)
-    comm_fallback = None if gpu else comm_sets(trace)
+    o = origin_ns(trace)
+    comp_fallback = None if gpu else _compute_sets_rel(trace, o)
+    comm_fallback = None if gpu else comm_sets(trace, o)
     for rank in trace.ranks:
         if gpu:
             kr = k[k["rank"] == rank]
             if hta_like:
-                kr = kr[kr["launch_ns"] < cutoff.get(rank, np.inf)]
+                cut = cutoff.get(rank)
+                kr = kr[(kr["launch_ns"] < cut).fillna(False).astype(bool)] if cut is not None else kr.iloc[:0]
             comm = iv.merge(kr.loc[kr["is_comm"], "start_ns"].to_numpy(), kr.loc[kr["is_comm"], "end_ns"].to_numpy())
             cm = kr["hta_compute"].to_numpy(bool)
             cs, ce = kr["start_ns"].to_numpy()[cm], kr["end_ns"].to_numpy()[cm]
             if extra is not None:
-                x = extra[(extra["rank"] == rank) & (extra["start_ns"] < cutoff.get(rank, np.inf))]
+                cut = cutoff.get(rank)
+                x = extra[(extra["rank"] == rank) & (extra["start_ns"] < (cut if cut is not None else -1))]
                 cs = np.concatenate([cs, x["start_ns"].to_numpy()])
                 ce = np.concatenate([ce, x["end_ns"].to_numpy()])
             comp = iv.merge(cs, ce)

@@ -32,14 +32,48 @@ COLUMNS: dict[str, list[str]] = {
 }
 
 
+def is_ns(col: str) -> bool:
+    return col.endswith("_ns")
+
+
+def ns_array(values: list) -> pd.arrays.IntegerArray:
+    """Exact nullable int64 from Python ints / None / NaN (float64 of epoch ns only resolves 256 ns)."""
+    return pd.array([None if v is None or v != v else int(v) for v in values], dtype="Int64")
+
+
 def frame(kind: str, data: dict[str, Any] | pd.DataFrame | None = None) -> pd.DataFrame:
-    """A frame of `kind` with exactly the contract's columns (missing ones filled with NaN)."""
+    """A frame of `kind` with exactly the contract's columns (missing ones filled with NaN / <NA>).
+
+    Time columns (`*_ns`) are int64 when complete, nullable Int64 when some are missing — never float.
+    """
     cols = COLUMNS[kind]
     df = pd.DataFrame(data) if not isinstance(data, pd.DataFrame) else data
     for c in cols:
         if c not in df.columns:
-            df[c] = np.nan
+            df[c] = pd.array([None] * len(df), dtype="Int64") if is_ns(c) else np.nan
+        elif is_ns(c) and df[c].dtype.kind == "f":
+            if df[c].notna().any() and df[c].abs().max() > 2**53:
+                raise ValueError(f"{kind}.{c} holds epoch ns as float64 (lossy); build it with ns_array()")
+            df[c] = df[c].round().astype("Int64")
     return df[cols].reset_index(drop=True)
+
+
+def rel(col: pd.Series | np.ndarray, origin: int) -> np.ndarray:
+    """Nanoseconds since `origin` as float64, NaN where missing; exact (integers subtracted first)."""
+    if isinstance(col, np.ndarray):
+        col = pd.Series(col)
+    if pd.api.types.is_integer_dtype(col.dtype):
+        return (col.astype("Int64") - int(origin)).to_numpy(dtype="float64", na_value=np.nan)
+    return pd.to_numeric(col, errors="coerce").to_numpy(dtype="float64") - float(origin)
+
+
+def origin_ns(trace: "Trace") -> int:
+    """A time inside the trace: analyzers compute in float64 ns relative to it, which is exact."""
+    for df, c in ((trace.steps, "start_ns"), (trace.compute, "start_ns"), (trace.collectives, "end_ns"),
+                  (trace.kernels, "start_ns"), (trace.regions, "start_ns")):
+        if len(df) and df[c].notna().any():
+            return int(df[c].min())
+    return 0
 
 
 @dataclass
@@ -129,11 +163,12 @@ def assign_steps(rank_of_event: np.ndarray, t_ns: np.ndarray, steps: pd.DataFram
     out = np.full(len(t_ns), -1, dtype=np.int64)
     if len(steps) == 0 or len(t_ns) == 0:
         return out
-    t = np.asarray(t_ns, dtype=np.float64)
+    o = int(steps["start_ns"].min())
+    t = rel(t_ns if isinstance(t_ns, pd.Series) else pd.Series(t_ns), o)
     for rank, st in steps.groupby("rank", sort=False):
         st = st.sort_values("start_ns")
-        starts = st["start_ns"].to_numpy(np.float64)
-        ends = st["end_ns"].to_numpy(np.float64)
+        starts = rel(st["start_ns"], o)
+        ends = rel(st["end_ns"], o)
         ids = st["step"].to_numpy(np.int64)
         mask = np.asarray(rank_of_event) == rank
         tt = t[mask]

@@ -17,7 +17,7 @@ import pandas as pd
 from commscope.errors import UserError
 from commscope.load import kineto_comms
 from commscope.load.files import read_json
-from commscope.load.frames import assign_steps, frame
+from commscope.load.frames import assign_steps, frame, ns_array
 
 # HTA's classification, kept identical so overlap numbers compare (hta/utils/utils.py).
 COMM_KERNEL_RE = re.compile(r"^nccl.*Kernel")
@@ -85,7 +85,8 @@ def parse_file(path: str) -> dict:
             if c is not None:
                 l_corr.append(c); l_tid.append(e.get("tid")); l_ts.append(e.get("ts", 0))
                 l_ext.append(args.get("External id", -1))
-        elif cat == "cpu_op":
+        elif cat == "cpu_op" or (cat == "user_annotation" and e.get("name", "").startswith("gloo:")):
+            # gloo executions on worker threads are recorded as user annotations in some versions
             o_name.append(e.get("name", "")); o_tid.append(e.get("tid")); o_ts.append(e.get("ts", 0))
             o_dur.append(e.get("dur", 0)); o_ext.append(args.get("External id", -1))
             o_dims.append(args.get("Input Dims")); o_strides.append(args.get("Input Strides"))
@@ -109,7 +110,7 @@ def parse_file(path: str) -> dict:
     kernels["hta_compute"] = [not _NOT_COMPUTE_RE.match(n) for n in k_name]
     launches = pd.DataFrame({"correlation": l_corr, "tid": l_tid, "ts_ns": _ns(l_ts, base), "external_id": l_ext})
     launch_of = dict(zip(l_corr, launches["ts_ns"].tolist()))
-    kernels["launch_ns"] = np.array([launch_of.get(c, np.nan) for c in k_corr], dtype=np.float64)
+    kernels["launch_ns"] = ns_array([launch_of.get(c) for c in k_corr])
     ostart = _ns(o_ts, base)
     ops_all = pd.DataFrame({
         "name": o_name, "tid": o_tid, "start_ns": ostart,
@@ -127,7 +128,7 @@ def parse_file(path: str) -> dict:
     steps = steps.sort_values("start_ns").drop_duplicates("step").reset_index(drop=True)
     # HTA keeps only activity launched before the last ProfilerStep (CPU or GPU annotation) starts
     step_starts = list(steps["start_ns"]) + list(_ns(gpu_step_ts, base))
-    hta_cutoff = float(max(step_starts)) if step_starts else np.inf
+    hta_cutoff = int(max(step_starts)) if step_starts else None
     regions_src = ann[~is_step]
 
     colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src)
@@ -136,14 +137,14 @@ def parse_file(path: str) -> dict:
 
     def with_step(df: pd.DataFrame, col: str) -> pd.DataFrame:
         df = df.copy()
-        df["step"] = assign_steps(np.full(len(df), rank), df[col].to_numpy(np.float64), steps)
+        df["step"] = assign_steps(np.full(len(df), rank), df[col], steps)
         return df
 
     regions = frame("regions", with_step(pd.DataFrame({
         "rank": rank, "micro_step": np.nan, "name": regions_src["name"],
         "start_ns": regions_src["start_ns"], "end_ns": regions_src["end_ns"]}), "start_ns"))
-    t_arr = colls["call_ns"].fillna(colls["start_ns"])
-    colls["step"] = assign_steps(np.full(len(colls), rank), t_arr.to_numpy(np.float64), steps)
+    colls = frame("collectives", colls)
+    colls["step"] = assign_steps(np.full(len(colls), rank), colls["call_ns"].fillna(colls["start_ns"]), steps)
     hta_extra = ops_all[ops_all["hta_stream"]]
     return {
         "rank": rank, "world_size": int(di["world_size"]), "backend": di.get("backend"),
@@ -206,7 +207,7 @@ def _ops(rank: int, ops_all: pd.DataFrame, kernels: pd.DataFrame, launches: pd.D
             grids[x].append(kg[i])
         ext = ops["external_id"].tolist()
         ops["kernel_names"] = [names.get(x) for x in ext]
-        ops["kernel_ns"] = [first.get(x, np.nan) for x in ext]
+        ops["kernel_ns"] = ns_array([first.get(x) for x in ext])
         ops["kernel_dur_ns"] = [total.get(x, np.nan) for x in ext]
         ops["grids"] = [grids.get(x) for x in ext]
     return ops.drop(columns=["hta_stream"])

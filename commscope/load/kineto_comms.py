@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from commscope.load.frames import dtype_size, normalize_op
+from commscope.load.frames import dtype_size, is_ns, normalize_op, ns_array, rel
 
 LABEL_PREFIX = "commscope:"
 
@@ -37,7 +37,8 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
         rows = _nccl(rank, di, pgs, comm_k, launches, ops_all, is_rpc, op_args)
     else:
         rows = _gloo(rank, di, pgs, ops_all, op_args)
-    df = pd.DataFrame(rows, columns=_ROW_COLS)
+    df = pd.DataFrame({c: (ns_array([r[c] for r in rows]) if is_ns(c) else [r[c] for r in rows])
+                       for c in _ROW_COLS})
     if not len(df):
         return df.assign(rank=rank, seq=pd.Series(dtype=np.int64))
     _label(df, annotations)
@@ -55,16 +56,18 @@ def _sequence(df: pd.DataFrame) -> np.ndarray:
     rank, so they are numbered backwards from the anchor (−1, −2, …) and later ones onwards.
     """
     df["_t"] = df["start_ns"].fillna(df["call_ns"])
+    o = int(df["_t"].min()) if df["_t"].notna().any() else 0
+    call_all, t_all = rel(df["call_ns"], o), rel(df["_t"], o)
     seq = np.zeros(len(df), dtype=np.int64)
     for _, idx in df.groupby("group", sort=False).indices.items():
-        call = df["call_ns"].to_numpy()[idx]
-        start = df["_t"].to_numpy()[idx]
+        call = call_all[idx]
+        start = t_all[idx]
         launched = ~np.isnan(call)
         li = idx[launched][np.argsort(call[launched], kind="stable")]
         seq[li] = np.arange(len(li))
         anchor = np.nanmin(start[launched]) if launched.any() else np.inf
         ui = idx[~launched][np.argsort(start[~launched], kind="stable")]
-        us = df["_t"].to_numpy()[ui]
+        us = t_all[ui]
         before = ui[us < anchor]
         after = ui[us >= anchor]
         seq[before] = np.arange(-len(before), 0)
@@ -210,8 +213,8 @@ def _label(df: pd.DataFrame, ann: pd.DataFrame) -> None:
         c_s = cs["start_ns"].to_numpy()
         c_e = cs["end_ns"].to_numpy()
         c_name = cs["name"].to_numpy()
-        for i, (tid, t) in enumerate(zip(df["_tid"].to_numpy(), df["call_ns"].to_numpy())):
-            if t != t:  # NaN: no launch in the trace
+        for i, (tid, t) in enumerate(zip(df["_tid"].tolist(), df["call_ns"].tolist())):
+            if t is None or t is pd.NA:  # no launch in the trace
                 continue
             hit = np.flatnonzero((c_tid == tid) & (c_s <= t) & (c_e >= t))
             if len(hit):

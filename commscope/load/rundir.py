@@ -16,7 +16,7 @@ import pandas as pd
 from commscope.errors import UserError
 from commscope.load import kineto
 from commscope.load.files import read_json, read_jsonl
-from commscope.load.frames import COLUMNS, Trace, frame
+from commscope.load.frames import COLUMNS, Trace, frame, is_ns, ns_array
 
 SCHEMA_VERSION = 1
 _RANK_DIR = re.compile(r"^rank(\d+)$")
@@ -141,14 +141,16 @@ def load(path: str, progress=None) -> Trace:
 
 
 def _records(rows: list[dict], kind: str) -> pd.DataFrame:
-    return frame(kind, pd.DataFrame.from_records(rows) if rows else None)
+    if not rows:
+        return frame(kind)
+    return frame(kind, pd.DataFrame({c: ns_array([r.get(c) for r in rows]) if is_ns(c) else [r.get(c) for r in rows]
+                                     for c in COLUMNS[kind]}))
 
 
 def _fill_from_records(trace: Trace, recs: dict[str, list[dict]]) -> None:
     trace.steps = _records(recs["step"], "steps").sort_values(["rank", "step"]).reset_index(drop=True)
     c = _records(recs["collective"], "collectives")
-    for col in ("call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns", "bytes"):
-        c[col] = pd.to_numeric(c[col], errors="coerce").astype(np.float64)
+    c["bytes"] = pd.to_numeric(c["bytes"], errors="coerce").astype(np.float64)
     trace.collectives = c.sort_values(["rank", "call_ns"], kind="stable").reset_index(drop=True)
     reg = _records(recs["region"], "regions")
     trace.regions = reg.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,110 @@
+"""Loading Kineto traces: the 8×H100 NCCL fixture (matching across ranks) and a 2-rank gloo CPU trace
+(tests/data/gloo2, made by make_trace.py there: per step one labelled reduce_scatter, one labelled
+all_reduce on a second group and one unlabelled all_gather)."""
+import os
+
+import numpy as np
+import pytest
+
+from commscope.load import COLUMNS, load_path
+
+FIXTURE = "/work/shared/fixtures/modded-nanogpt-8xh100"
+GLOO = os.path.join(os.path.dirname(__file__), "data", "gloo2")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    if not os.path.isdir(FIXTURE):
+        pytest.skip("8xH100 fixture not present")
+    return load_path(FIXTURE)
+
+
+def test_every_rank_loads_with_contract_columns(h100):
+    assert h100.source == "kineto" and h100.world_size == 8 and h100.ranks == list(range(8))
+    assert h100.backend == "nccl" and h100.device == "cuda" and h100.problems == []
+    for kind, cols in COLUMNS.items():
+        assert list(getattr(h100, kind).columns)[:len(cols)] == cols or kind == "kernels"
+        assert set(cols) <= set(getattr(h100, kind).columns)
+    assert sorted(h100.steps.groupby("rank")["step"].apply(list).iloc[0]) == [10, 11, 12, 13]
+    assert (h100.steps.groupby("rank").size() == 4).all()
+
+
+def test_nccl_kernels_matched_to_record_param_comms_on_all_ranks(h100):
+    c = h100.collectives
+    launched = c[c["call_ns"].notna()]
+    # 56 record_param_comms per rank, each matched to its kernel (correlation → launch inside the op)
+    assert (launched.groupby("rank").size() == 56).all()
+    assert launched["start_ns"].notna().all()
+    assert (launched["start_ns"] > launched["call_ns"]).all()
+    g = launched.groupby(["group", "seq"]).agg(n=("rank", "size"), ops=("op", "nunique"),
+                                               nbytes=("bytes", "nunique"), labels=("label", "nunique"))
+    assert len(g) == 56 and (g["n"] == 8).all() and (g[["ops", "nbytes", "labels"]] == 1).all().all()
+    assert set(launched["op"]) == {"reduce_scatter", "all_gather"}
+    assert set(launched["label"]) == {"_reduce_scatter_base", "_allgather_base"}
+    # embedding-sized reduce_scatters (In msg nelems 38633472 = 50304×768, bf16): 10 per rank in 4 steps
+    emb = launched[(launched["op"] == "reduce_scatter") & (launched["bytes"] == 50304 * 768 * 2)]
+    assert len(emb) == 8 * 10 and (emb["dtype"] == "BFloat16").all() and (emb["group_size"] == 8).all()
+    # a collective ends within a fraction of a ms on all ranks (clocks share one axis), while the host
+    # launches are spread over tens of ms (the CPU runs ahead of the GPU)
+    spread = launched.groupby("seq")["end_ns"].agg(lambda e: e.max() - e.min())
+    launch_spread = launched.groupby("seq")["call_ns"].agg(lambda e: e.max() - e.min())
+    assert spread.max() < 500_000 and launch_spread.median() > 10 * spread.max()
+
+
+def test_kernels_launched_before_the_window_fall_back_to_names(h100):
+    c = h100.collectives
+    early = c[c["call_ns"].isna()]
+    assert len(early) and (early["seq"] < 0).all() and early["bytes"].isna().all()
+    assert set(early["label"]) <= {"reduce_scatter", "all_gather"}
+    # the pre-window kernels that every rank has line up too
+    both = early.groupby("seq").agg(n=("rank", "size"), ops=("op", "nunique"))
+    assert (both["ops"] == 1).all() and (both.loc[-20:, "n"] == 8).all()
+
+
+def test_kernels_and_ops_frames(h100):
+    k = h100.kernels
+    assert (k["end_ns"] >= k["start_ns"]).all()
+    assert k.groupby("rank")["is_comm"].sum().min() >= 76
+    ops = h100.ops
+    with_k = ops.dropna(subset=["kernel_dur_ns"])
+    assert len(with_k) > 1000
+    row = with_k.iloc[0]
+    assert len(row["kernel_names"]) == len(row["grids"]) >= 1 and row["kernel_ns"] >= row["start_ns"]
+    # compute = the non-communication device activity
+    assert len(h100.compute) == (~k["is_comm"]).sum()
+
+
+def test_select_steps_is_half_open(h100):
+    sub = h100.select_steps((11, 13))
+    assert sorted(sub.steps["step"].unique()) == [11, 12]
+    assert set(sub.collectives["step"]) <= {11, 12} and len(sub.collectives) < len(h100.collectives)
+
+
+@pytest.fixture(scope="module")
+def gloo():
+    return load_path(GLOO)
+
+
+def test_gloo_launches_paired_with_executions(gloo):
+    assert gloo.ranks == [0, 1] and gloo.backend == "gloo" and gloo.device == "cpu"
+    c = gloo.collectives
+    assert (c.groupby("rank").size() == 9).all()
+    assert c["start_ns"].notna().all() and (c["start_ns"] >= c["call_ns"]).all()
+    assert (c["end_ns"] > c["start_ns"]).all()
+    by = c[c["rank"] == 0].groupby(["label", "phase", "op"], dropna=False).size()
+    assert by[("grad", "reduce", "reduce_scatter")] == 3
+    assert by[("w", "allreduce", "all_reduce")] == 3
+    ag = c[(c["rank"] == 0) & (c["op"] == "all_gather")]
+    assert len(ag) == 3 and (ag["label"] == "_allgather_base").all() and ag["phase"].isna().all()
+    # same (group, seq) on both ranks is the same collective
+    g = c.groupby(["group", "seq"]).agg(n=("rank", "size"), ops=("op", "nunique"))
+    assert (g["n"] == 2).all() and (g["ops"] == 1).all()
+    # a reduce_scatter executes as gloo:all_reduce over the 2048-element input
+    rs = c[(c["op"] == "reduce_scatter")]
+    assert (rs["stream"] != rs["rank"]).all()
+    # CPU traces: compute = top-level ops of the caller thread, none of them c10d launches
+    comp = gloo.compute
+    assert len(comp) and (comp["kind"] == "cpu_op").all() and not comp["name"].str.startswith("c10d::").any()
+    s = comp.sort_values(["rank", "start_ns"])
+    for _, r in s.groupby("rank"):
+        assert (r["start_ns"].to_numpy()[1:] >= r["end_ns"].to_numpy()[:-1]).all()  # top level: no nesting

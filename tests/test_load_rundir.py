@@ -1,0 +1,170 @@
+"""Run directories (docs/run_format.md), built by hand with known numbers: loading, torn lines, problems,
+and the analyzers' numbers on them."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from commscope.analyze import exposure, skew, timeline
+from commscope.analyze.summary import summarize
+from commscope.errors import UserError
+from commscope.load import load_path
+
+T0 = 1_764_670_000_000_000_000
+US = 1000
+
+
+def coll(rank, label, phase, op, seq, call, wait, wait_end, end, nbytes=8000, step=0):
+    return {"kind": "collective", "rank": rank, "step": step, "label": label, "phase": phase, "op": op,
+            "bytes": nbytes, "dtype": "float32", "group": "0", "group_size": 2, "seq": seq,
+            "call_ns": T0 + call * US, "return_ns": T0 + (call + 1) * US,
+            "wait_ns": None if wait is None else T0 + wait * US,
+            "wait_end_ns": None if wait_end is None else T0 + wait_end * US,
+            "start_ns": None, "end_ns": T0 + int(end * US), "timing": "wall"}
+
+
+def region(rank, name, a, b, step=0, micro=0):
+    return {"kind": "region", "rank": rank, "step": step, "name": name, "micro_step": micro,
+            "start_ns": T0 + a * US, "end_ns": T0 + b * US, "timing": "wall"}
+
+
+def records(rank):
+    """One step of 100 µs. attn: reduce_scatter launched at 60 µs, waited on; all_gather at 80 µs.
+    Rank 1 launches the reduce_scatter 2 µs later (the straggler) and waits longer on the gather."""
+    late = 2 if rank == 1 else 0
+    rs_wait = (65, 70) if rank == 0 else (63, 70)
+    ag_wait = (90, 92) if rank == 0 else (90, 95)
+    return [
+        {"kind": "hook", "rank": rank, "step": 0, "micro_step": 0, "label": "attn", "position": 0,
+         "t_ns": T0 + 50 * US},
+        region(rank, "forward", 0, 30), region(rank, "backward", 30, 60), region(rank, "optimizer", 60, 100),
+        region(rank, "update:attn", 70, 80),
+        coll(rank, "attn", "reduce", "reduce_scatter", 0, 60 + late, *rs_wait, 69 + late / 4),
+        coll(rank, "attn", "gather", "all_gather", 1, 80, *ag_wait, ag_wait[1] - 1),
+        coll(rank, "scalars", "allreduce", "all_reduce", 2, 85, None, None, 88, nbytes=400),
+        {"kind": "step", "rank": rank, "step": 0, "loss": 2.5, "start_ns": T0, "end_ns": T0 + 100 * US,
+         "tokens": 128},
+    ]
+
+
+def write_run(d, ranks=(0, 1), world_size=2, torn=False, summary=True, skip_events=()):
+    os.makedirs(d, exist_ok=True)
+    if summary:
+        json.dump({"schema_version": 1, "status": "completed", "world_size": world_size, "backend": "gloo",
+                   "device": "cpu", "steps": 1}, open(os.path.join(d, "summary.json"), "w"))
+    json.dump({"args": {"preset": "tiny"}, "scatter_order": ["attn", "scalars"]},
+              open(os.path.join(d, "config.json"), "w"))
+    for r in ranks:
+        rd = os.path.join(d, f"rank{r}")
+        os.makedirs(rd, exist_ok=True)
+        json.dump({"schema_version": 1, "rank": r, "world_size": world_size, "backend": "gloo", "device": "cpu"},
+                  open(os.path.join(rd, "meta.json"), "w"))
+        if r in skip_events:
+            continue
+        with open(os.path.join(rd, "events.jsonl"), "w") as f:
+            for rec in records(r):
+                f.write(json.dumps(rec) + "\n")
+            if torn:
+                f.write('{"kind": "collective", "rank": 0, "lab')
+    return d
+
+
+@pytest.fixture()
+def run(tmp_path):
+    return load_path(write_run(str(tmp_path / "run")))
+
+
+def test_frames_from_records(run):
+    assert run.source == "run" and run.ranks == [0, 1] and run.world_size == 2 and run.problems == []
+    assert run.backend == "gloo" and run.config["config"]["scatter_order"] == ["attn", "scalars"]
+    assert len(run.steps) == 2 and run.steps["loss"].tolist() == [2.5, 2.5]
+    assert len(run.collectives) == 6 and set(run.collectives["label"]) == {"attn", "scalars"}
+    assert len(run.regions) == 8 and len(run.hooks) == 2
+    # compute = forward, backward, update:* — not the optimizer container that holds the waits
+    assert sorted(run.compute.loc[run.compute["rank"] == 0, "name"]) == ["backward", "forward", "update:attn"]
+
+
+def test_exposure_is_blocked_wait_time(run):
+    t = exposure.collective_table(run).set_index(["rank", "label", "op"])
+    assert t.loc[(0, "attn", "reduce_scatter"), "exposed_ns"] == 5 * US
+    assert t.loc[(1, "attn", "reduce_scatter"), "exposed_ns"] == 7 * US
+    assert t.loc[(0, "attn", "all_gather"), "exposed_ns"] == 2 * US
+    assert t.loc[(0, "scalars", "all_reduce"), "exposed_ns"] == 0  # never waited on
+    # launch → completion 9 µs, 5 exposed → 4/9 hidden
+    assert t.loc[(0, "attn", "reduce_scatter"), "duration_ns"] == 9 * US
+    assert t.loc[(0, "attn", "reduce_scatter"), "overlap_pct"] == pytest.approx(100 * 4 / 9)
+    # transfer time = min over ranks of (end − call): rank 1 arrived last (62 → 69.5 = 7.5 µs)
+    assert t.loc[(0, "attn", "reduce_scatter"), "transfer_ns"] == 7.5 * US
+    algbw = 8000 / (7.5 * US)
+    assert t.loc[(0, "attn", "reduce_scatter"), "algbw_gbps"] == pytest.approx(algbw)
+    assert t.loc[(0, "attn", "reduce_scatter"), "busbw_gbps"] == pytest.approx(algbw * 0.5)
+    assert t.loc[(0, "scalars", "all_reduce"), "busbw_gbps"] == pytest.approx(400 / (3 * US) * 1.0)
+
+
+def test_label_stats_and_summary(run):
+    per = exposure.label_stats(exposure.collective_table(run)).set_index(["rank", "label"])
+    assert per.loc[(0, "attn"), "count"] == 2 and per.loc[(0, "attn"), "bytes"] == 16000
+    assert per.loc[(0, "attn"), "exposed_ms"] == pytest.approx(0.007)
+    assert per.loc[(1, "attn"), "exposed_ms"] == pytest.approx(0.012)
+    doc = summarize(run)
+    a = doc["labels"]["attn"]
+    assert a["op"] == "reduce_scatter+all_gather" and a["count"] == 2 and a["bytes"] == 8000
+    assert a["exposed_ms"] == pytest.approx((0.007 + 0.012) / 2)
+    assert a["exposed_ms_by_rank"] == {"0": pytest.approx(0.007), "1": pytest.approx(0.012)}
+    assert list(doc["labels"]) == ["attn", "scalars"]  # most exposed first
+    assert doc["hta"]["status"] == "skipped" and doc["ranks"] == 2
+    json.dumps(doc, allow_nan=False)  # plain JSON: no NaN, no numpy scalars
+
+
+def test_skew_and_stragglers(run):
+    sk = skew.arrival_skew(run.collectives)
+    rs = sk[sk["seq"] == 0].iloc[0]
+    assert rs["skew_ns"] == 2 * US and rs["last_rank"] == 1 and rs["wait_caused_ns"] == 2 * US
+    st = skew.stragglers(sk, run.ranks)
+    assert st.iloc[0]["rank"] == 1 and st.iloc[0]["score"] == 1.0
+
+
+def test_step_breakdown_and_overlap(run):
+    br = timeline.step_breakdown(run).set_index("rank")
+    # rank 0: compute = forward+backward+update = 70 µs; waits 5 + 2 = 7 µs; idle the rest
+    assert br.loc[0, "compute_ns"] == 70 * US and br.loc[0, "exposed_comm_ns"] == 7 * US
+    assert br.loc[0, "idle_ns"] == 23 * US and br.loc[0, "step_ns"] == 100 * US
+    ov = timeline.overlap_by_rank(run).set_index("rank")
+    # rank 0 comm in flight [60, 69) ∪ [80, 91) ∪ [85, 88) = 20 µs, of which [70, 80) compute overlaps 0
+    assert ov.loc[0, "comm_ns"] == 20 * US and ov.loc[0, "overlapped_ns"] == 0
+
+
+def test_torn_last_line_is_ignored(tmp_path):
+    tr = load_path(write_run(str(tmp_path / "r"), torn=True))
+    assert len(tr.collectives) == 6
+    assert any("torn" in p for p in tr.problems)
+
+
+def test_rank_without_events_is_a_problem_not_a_failure(tmp_path):
+    tr = load_path(write_run(str(tmp_path / "r"), ranks=(0, 1, 2), world_size=4, skip_events=(2,)))
+    assert tr.ranks == [0, 1] and tr.world_size == 4
+    assert any("rank 2: no events.jsonl" in p for p in tr.problems)
+    assert any("rank(s) [3]" in p for p in tr.problems)
+
+
+def test_steps_selection(tmp_path):
+    tr = load_path(write_run(str(tmp_path / "r")), steps=(1, 2))
+    assert len(tr.collectives) == 0 and len(tr.steps) == 0
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: json.dump({"schema_version": 2}, open(os.path.join(d, "summary.json"), "w")), "schema_version 2"),
+    (lambda d: json.dump({"schema_version": 1, "rank": 0, "world_size": 4},
+                         open(os.path.join(d, "rank0", "meta.json"), "w")), "disagree on world_size"),
+    (lambda d: json.dump({"schema_version": 1, "rank": 1, "world_size": 2},
+                         open(os.path.join(d, "rank0", "meta.json"), "w")), "says rank 1"),
+    (lambda d: open(os.path.join(d, "rank0", "events.jsonl"), "ab").write(b"\xff\xfe garbage\n{}\n"),
+     "not UTF-8"),
+    (lambda d: open(os.path.join(d, "summary.json"), "w").write('{"schema_version": 1, '), "not valid JSON"),
+])
+def test_bad_run_dirs(tmp_path, mutate, message):
+    d = write_run(str(tmp_path / "r"))
+    mutate(d)
+    with pytest.raises(UserError, match=message):
+        load_path(d)
