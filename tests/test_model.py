@@ -360,3 +360,23 @@ def test_tiny_model_learns():
         opt.step()
         losses.append(loss.item())
     assert losses[0] > math.log(cfg.vocab_size) - 1 and losses[-1] < losses[0] - 1.0, losses
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_autocast_heads_agree_and_keep_the_layout_mismatch():
+    cfg = make_config("tiny", 8)
+    t, s = (m.cuda() for m in twin_models(cfg))
+    idx, targets = (x.cuda() for x in batch(cfg))
+    arrived = {}
+    for model in (t, s):
+        model.lm_head.register_hook(lambda g, layout=model.head_layout: arrived.setdefault(layout, g))
+    lt, ls = t(idx, targets), s(idx, targets)
+    assert lt.dtype == torch.float32 and abs(lt.item() - ls.item()) < 1e-3 * lt.item()
+    lt.backward()
+    ls.backward()
+    # the bf16 gradient is cast back to the fp32 weight's dtype with its strides kept
+    V = cfg.vocab_size
+    assert arrived["standard"].dtype == torch.float32 and arrived["standard"].stride() == (1, V)
+    assert arrived["transposed"].is_contiguous()
+    assert rel_err(t.lm_head.grad, s.lm_head.grad.T) < 2e-2
+    assert rel_err(t.attn.grad, s.attn.grad) < 2e-2
