@@ -104,3 +104,23 @@ def test_cli_shows_labels_for_run_dirs(tmp_path):
     assert data["groups"][0]["times"][0] == pytest.approx(0.08)
     res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--n-boot", "300"])
     assert res.exit_code == 0 and "attn" in res.output and "better" in res.output
+
+
+def test_cli_keeps_the_table_when_a_run_cannot_be_loaded(tmp_path):
+    base, cand = _groups(tmp_path, runs=2)
+    # a completed summary.json but no rank folders: the time/loss table stands, the labels cannot
+    bare = cand / "r9"
+    bare.mkdir()
+    (bare / "summary.json").write_text(json.dumps({"status": "completed", "world_size": 2,
+                                                   "step_times_ms": [1.0], "losses": [2.0]}))
+    app = typer.Typer()
+
+    @app.callback()
+    def _cb():
+        pass
+
+    compare_cmd.register(app)
+    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["groups"][1]["runs"] == 3 and "labels" not in data and "rank" in data["labels_error"]

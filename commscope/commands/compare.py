@@ -58,7 +58,7 @@ def _rich_table(table: pd.DataFrame, target_loss: float) -> Table:
     return t
 
 
-def _json(groups, table, target_loss, fail_if_slower, slower, labels) -> bytes:
+def _json(groups, table, target_loss, fail_if_slower, slower, labels, labels_error=None) -> bytes:
     out = {
         "target_loss": target_loss,
         "time_unit": "s",
@@ -76,6 +76,8 @@ def _json(groups, table, target_loss, fail_if_slower, slower, labels) -> bytes:
         })
     if labels is not None:
         out["labels"] = labels
+    if labels_error is not None:
+        out["labels_error"] = labels_error
     return orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
@@ -95,14 +97,17 @@ def compare_cmd(
     groups = [load_group(f) for f in folders]
     table = compare_groups(groups, target_loss)
     slower = slower_candidates(table, fail_if_slower) if fail_if_slower is not None else []
-    labels = None
+    labels, labels_error = None, None
     if all(g.run_dirs for g in groups):
         from commscope.compare_labels import compare_labels  # needs the loader; logs never do
-        labels = compare_labels([g.run_dirs for g in groups], [g.name for g in groups], n_boot=n_boot)
+        try:
+            labels = compare_labels([g.run_dirs for g in groups], [g.name for g in groups], n_boot=n_boot)
+        except UserError as e:  # the table above stands on summary.json alone; say why labels are missing
+            labels_error = str(e)
 
     if as_json:
         sys.stdout.write(_json(groups, table, target_loss, fail_if_slower, slower,
-                               None if labels is None else labels.to_dict("records")).decode() + "\n")
+                               None if labels is None else labels.to_dict("records"), labels_error).decode() + "\n")
     else:
         console = Console(width=max(Console().width, 120))
         if markdown:
@@ -118,6 +123,8 @@ def compare_cmd(
             from commscope.compare_labels import render_labels
             print()
             print(render_labels(labels, markdown=markdown))
+        if labels_error is not None:
+            print(f"per-label comparison skipped: {labels_error}")
         for name in slower:
             print(f"{name} is slower than {groups[0].name} (Welch one-sided p < {fail_if_slower})")
     if slower:
