@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from reports import tables
+from reports.layout_section import render_layout
 
 LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "busbw_gbps"]
 
@@ -116,5 +117,6 @@ SECTIONS: list[Section] = [
     Section("stragglers", "Skew and stragglers", 30, render_stragglers),
     Section("steps", "Step breakdown", 40, render_steps),
     Section("hta", "HTA side by side", 50, render_hta),
+    Section("layout", "Layout mismatches and SM contention", 45, render_layout),
     Section("config", "Run configuration", 90, render_config),
 ]

@@ -32,7 +32,10 @@ from commscope.export_perfetto import assign_lanes, rel_ns
 
 EXPOSED_COLOR = "#d62728"
 COMPUTE_COLOR = "#7f7f7f"
-PALETTE = qualitative.Dark24 + qualitative.Light24
+# Label colours: Dark24 without its reds (red means "exposed"), then Light24 without reds and pale tints.
+_REDS_AND_PALES = {"#FB0D0D", "#AF0038", "#862A16", "#FD3216", "#FC6955", "#FED4C4", "#C9FBE5", "#E3EE9E",
+                   "#F6F926"}
+PALETTE = [c for c in qualitative.Dark24 + qualitative.Light24 if c not in _REDS_AND_PALES]
 
 
 def label_colors(labels: list[str]) -> dict[str, str]:

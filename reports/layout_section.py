@@ -1,0 +1,42 @@
+"""The report's "Layout and SM contention" section (`commscope layout` in the HTML report).
+
+Renders `commscope.analyze.layout_report.layout_report(trace)`: a command may hand a precomputed
+`LayoutReport` in `ctx.extras["layout"]`; otherwise it is computed from the trace's frames here. Findings
+are grouped like the terminal table (same op, shapes, strides, place → one row with a count).
+Returns None (section left out) when the input has no profiled ops or kernels.
+"""
+from __future__ import annotations
+
+import html
+
+from reports import tables
+
+FINDING_COLUMNS = ["op", "shapes", "strides", "kernel", "count", "duration_us", "achieved_gbps", "pct_of_peak",
+                   "est_saving_us", "where", "confidence", "deliberate"]
+CONTENTION_COLUMNS = ["rank", "step", "label", "op", "bytes", "duration_us", "alone_us", "inflation", "overlap_us",
+                      "attributable_us", "kernel", "kernel_blocks", "capacity_blocks"]
+
+
+def render_layout(ctx) -> str | None:
+    from commscope.analyze.layout_report import layout_report
+    from commscope.commands.layout import grouped, short_kernel
+
+    t = ctx.trace
+    if t.ops.empty and t.kernels.empty:
+        return None
+    rep = ctx.extras.get("layout") or layout_report(t)
+    rows = []
+    for _, r in grouped(rep.findings).iterrows():
+        rows.append({"op": r["op"], "shapes": " ".join(str(d) for d in r["dims"] if d),
+                     "strides": " ".join(str(s) for s in r["strides"] if s) if isinstance(r["strides"], list) else None,
+                     "kernel": short_kernel(r["kernel"]), "count": int(r["count"]), "duration_us": r["duration_us"],
+                     "achieved_gbps": r["achieved_gbps"], "pct_of_peak": r["pct_of_peak"],
+                     "est_saving_us": r["est_saving_us"], "where": r["where"], "confidence": r["confidence"],
+                     "deliberate": bool(r["deliberate"])})
+    crow = [{k: (short_kernel(r[k]) if k == "kernel" else r[k]) for k in CONTENTION_COLUMNS}
+            for _, r in rep.contention.iterrows()]
+    note = ('<p class="note">Elementwise/copy ops whose operands disagree on the fastest-varying dimension '
+            '(times summed over ranks and steps; saving = time − bytes / peak). '
+            f'Device: {html.escape(str(rep.device or "CPU / unknown"))}. See docs/layout.md.</p>')
+    return (note + tables.records_table(rows, FINDING_COLUMNS, table_id="layout-findings")
+            + "<h3>SM contention</h3>" + tables.records_table(crow, CONTENTION_COLUMNS, table_id="layout-contention"))
