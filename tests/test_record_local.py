@@ -183,3 +183,33 @@ def test_collectives_single_rank_gloo(tmp_path):
         assert c["call_ns"] <= c["return_ns"] <= c["wait_ns"] <= c["wait_end_ns"]
         assert c["end_ns"] >= c["call_ns"] and c["start_ns"] is None
     assert not rec.inflight
+
+
+def test_profiler_window_writes_kineto_trace_of_exactly_those_steps(tmp_path):
+    import gzip
+
+    port = _free_port()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo", profile_steps="1:3")
+        model = chain(2)
+        for s in range(4):
+            with rec.step(s) as st:
+                with rec.region("forward"):
+                    loss = model(torch.randn(2, 8)).sum()
+                loss.backward()
+                rec.collective(dist.all_reduce, model[0].weight.grad, label="layer0", phase="allreduce").wait()
+                st.loss = loss.item()
+        rec.close()
+    finally:
+        dist.destroy_process_group()
+    doc = orjson.loads(gzip.decompress((tmp_path / "rank0" / "trace.json.gz").read_bytes()))
+    names = {e.get("name") for e in doc["traceEvents"]}
+    assert {"ProfilerStep#1", "ProfilerStep#2"} <= names
+    assert not {"ProfilerStep#0", "ProfilerStep#3"} & names
+    assert "commscope:layer0:allreduce" in names and "forward" in names
+    assert sum(e.get("name") == "commscope:layer0:allreduce" for e in doc["traceEvents"]) == 2
+    # record_shapes=True: cpu ops carry input dims
+    assert any("Input Dims" in e.get("args", {}) for e in doc["traceEvents"])
+    steps = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "step"]
+    assert [s["step"] for s in steps] == [0, 1, 2, 3]

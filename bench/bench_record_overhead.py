@@ -1,0 +1,164 @@
+"""Overhead of recording: plain (NullRecorder) vs light (Recorder) vs torch.profiler, in ONE process.
+
+The loop has the instrumentation density of the reference trainer's step: 13 labelled weights (a chain
+of square Linear layers) with post-accumulate-grad hooks, `--grad-accum` micro-steps with forward and
+backward regions, one all_reduce per label launched in scatter order and waited in reverse with an
+`update:<label>` region each, a loss all_reduce, and the step context. Recording costs are per event, so
+matching the event count per step is what makes the ratio transferable; `--dim`/`--batch` set the step
+time (on a GPU choose them so a step takes ~40 ms like the speedrun step).
+
+Modes are interleaved: each round runs `--steps-per-round` steps of every mode, in a rotating order, so
+drift in machine load hits all modes alike. Reported, for wall time and for process CPU time (all
+threads; robust to other load on a shared CPU machine): median step time per mode and the median over
+rounds of (mode median / plain median) within the round.
+
+Run: python bench/bench_record_overhead.py [--device cuda] [--rounds 20]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import socket
+import statistics
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+
+from commscope.record import NullRecorder, Recorder
+
+LABELS = ["attn", "mlp", "scalars", "ve0", "ve1", "ve2", "smear_gate", "skip_gate", "attn_gate_bank",
+          "ve_gate_bank", "x0_lambdas", "lm_head", "embed"]
+
+
+def machine(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}"
+
+
+def one_step(model, params, rec, step, args, device):
+    with rec.step(step) as st:
+        total = torch.zeros((), device=device)
+        for m in range(args.grad_accum):
+            rec.set_micro_step(m)
+            x = torch.randn(args.batch, args.dim, device=device)
+            with rec.region("forward"):
+                loss = model(x).square().mean() / args.grad_accum
+            with rec.region("backward"):
+                loss.backward()
+            total += loss.detach()
+        rec.set_micro_step(None)
+        with rec.region("optimizer"), torch.no_grad():
+            with rec.region("opt.phase1"):
+                handles = {lb: rec.collective(dist.all_reduce, p.grad, label=lb, phase="reduce")
+                           for lb, p in params.items()}
+                loss_h = rec.collective(dist.all_reduce, total, label="loss", phase="allreduce")
+            with rec.region("opt.phase2"):
+                for lb in reversed(LABELS):
+                    handles[lb].wait()
+                    with rec.region(f"update:{lb}"):
+                        p = params[lb]
+                        p.add_(p.grad, alpha=-1e-3)
+                        p.grad = None
+            loss_h.wait()
+        st.loss = total.item()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dim", type=int, default=None, help="default: 256 on cpu, 2048 on cuda")
+    ap.add_argument("--batch", type=int, default=None, help="default: 64 on cpu, 8192 on cuda")
+    ap.add_argument("--grad-accum", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--steps-per-round", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=5)
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    args.dim = args.dim or (2048 if cuda else 256)
+    args.batch = args.batch or (8192 if cuda else 64)
+    if cuda:
+        torch.cuda.set_device(device)
+    else:
+        # Intra-op threads spin-wait; on a shared small machine that turns load into 100x step-time noise.
+        torch.set_num_threads(1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    backend = "nccl" if cuda else "gloo"
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(args.dim, args.dim, bias=False) for _ in LABELS]
+    model = torch.nn.Sequential(*[m for lin in layers for m in (lin, torch.nn.ReLU())]).to(device)
+    params = {lb: lin.weight for lb, lin in zip(LABELS, layers)}
+
+    tmp = tempfile.mkdtemp(prefix="commscope-bench-")
+    light = Recorder(tmp, rank=0, world_size=1, device=device, backend=backend)
+    light.watch(params)
+    plain = NullRecorder()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+
+    def run_block(mode: str, n: int, step0: int) -> tuple[list[float], list[float]]:
+        rec = light if mode == "light" else plain
+        ctx = profile(activities=acts, record_shapes=True) if mode == "profiler" else contextlib.nullcontext()
+        wall, cpu = [], []
+        with ctx:
+            for i in range(n):
+                t0, c0 = time.perf_counter(), time.process_time()
+                one_step(model, params, rec, step0 + i, args, device)
+                if cuda:
+                    torch.cuda.synchronize()
+                wall.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
+        return wall, cpu
+
+    modes = ["plain", "light", "profiler"]
+    step = 0
+    for mode in modes:
+        run_block(mode, args.warmup, step)
+        step += args.warmup
+    # (clock, mode) → step times / per-round ratios; "cpu" is process CPU time (all threads), which a
+    # loaded shared machine disturbs far less than wall time.
+    per_mode = {(c, m): [] for c in ("wall", "cpu") for m in modes}
+    ratios = {(c, m): [] for c in ("wall", "cpu") for m in modes}
+    for r in range(args.rounds):
+        med = {}
+        for mode in modes[r % 3:] + modes[: r % 3]:
+            wall, cpu = run_block(mode, args.steps_per_round, step)
+            step += args.steps_per_round
+            for c, t in (("wall", wall), ("cpu", cpu)):
+                per_mode[(c, mode)] += t
+                med[(c, mode)] = statistics.median(t)
+        for c in ("wall", "cpu"):
+            for mode in modes:
+                ratios[(c, mode)].append(med[(c, mode)] / med[(c, "plain")])
+    light.close()
+    dist.destroy_process_group()
+
+    print(f"## Recording overhead\n")
+    print(f"Machine: {machine(device)}. `python bench/bench_record_overhead.py --device {args.device}` "
+          f"(dim {args.dim}, batch {args.batch}, grad-accum {args.grad_accum}, {args.rounds} rounds × "
+          f"{args.steps_per_round} steps per mode, interleaved{'' if cuda else ', 1 intra-op thread'}).\n")
+    print("| mode | median step wall (ms) | wall ratio to plain | median step CPU (ms) | CPU ratio to plain |")
+    print("|---|---|---|---|---|")
+    for mode in modes:
+        cells = [f"{1e3 * statistics.median(per_mode[(c, mode)]):.3f} | {statistics.median(ratios[(c, mode)]):.4f}"
+                 for c in ("wall", "cpu")]
+        print(f"| {mode} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
