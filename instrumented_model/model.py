@@ -134,6 +134,8 @@ class GPT(nn.Module):
 
     def logits(self, idx: torch.Tensor) -> torch.Tensor:
         cfg = self.cfg
+        if idx.dim() != 2 or idx.size(1) > cfg.seq_len:
+            raise ValueError(f"idx must be (B, T) with T <= seq_len {cfg.seq_len}, got {tuple(idx.shape)}")
         D, G, L = cfg.model_dim, cfg.gate_dim, cfg.num_layers
         resid_lambdas, smear_lambda, skip_lambda = self.scalars[:L], self.scalars[L], self.scalars[L + 1]
         attn_w = self.attn.view(cfg.num_attn_layers, 4, D, D).unbind(0)

@@ -124,6 +124,10 @@ def test_bad_preset_is_a_user_error():
         make_config("tiny", 0)
     with pytest.raises(ValueError):
         GPT(make_config("tiny", 1), head_layout="sideways")
+    model = GPT(make_config("tiny", 1))
+    too_long = torch.zeros(1, model.cfg.seq_len + 1, dtype=torch.long)
+    with pytest.raises(ValueError, match="seq_len"):
+        model(too_long, too_long)
 
 
 # --------------------------------------------------------------------------- initialisation
