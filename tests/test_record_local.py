@@ -213,3 +213,69 @@ def test_profiler_window_writes_kineto_trace_of_exactly_those_steps(tmp_path):
     assert any("Input Dims" in e.get("args", {}) for e in doc["traceEvents"])
     steps = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "step"]
     assert [s["step"] for s in steps] == [0, 1, 2, 3]
+
+
+class FakeCudaEvent:
+    """Stands in for torch.cuda.Event on CPU: an 'instant GPU' that passes each event when recorded."""
+
+    created = 0
+
+    def __init__(self, enable_timing=False):
+        assert enable_timing
+        FakeCudaEvent.created += 1
+        self.t = None
+
+    def record(self, stream=None):
+        self.t = __import__("time").perf_counter_ns()
+
+    def query(self):
+        return self.t is not None
+
+    def synchronize(self):
+        assert self.t is not None, "synchronize() on an event that was never recorded"
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) / 1e6
+
+
+def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch):
+    """The CUDA branch (anchors, event stamps, end event after wait, pooled events) with a fake event."""
+    import commscope.record.timing as timing
+
+    monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
+    port = _free_port()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
+        model = chain(3)
+        rec.watch({f"l{i}": m.weight for i, m in enumerate(model)})
+        FakeCudaEvent.created = 0
+        for s in range(5):
+            with rec.step(s) as st:
+                with rec.region("forward"):
+                    loss = model(torch.randn(2, 8)).sum()
+                with rec.region("backward"):
+                    loss.backward()
+                hs = [rec.collective(dist.all_reduce, m.weight.grad, label=f"l{i}", phase="allreduce")
+                      for i, m in enumerate(model)]
+                for h in hs:
+                    h.wait()
+                model.zero_grad()
+                st.loss = loss.item()
+        rec.close()
+    finally:
+        dist.destroy_process_group()
+    # per step: 1 anchor + 2 per region + 2 per collective; pooled events are reused after step 0
+    assert FakeCudaEvent.created <= 1 + 4 + 6 + 5 * 1
+    ev = read(tmp_path / "rank0" / "events.jsonl")
+    coll = [e for e in ev if e["kind"] == "collective"]
+    assert len(coll) == 15 and all(c["timing"] == "cuda_event" for c in coll)
+    for c in coll:
+        assert c["call_ns"] <= c["start_ns"] <= c["return_ns"] <= c["wait_ns"] <= c["wait_end_ns"] <= c["end_ns"]
+        assert c["duration_ns"] is None
+    for st in (e for e in ev if e["kind"] == "step"):
+        regs = [r for r in ev if r["kind"] == "region" and r["step"] == st["step"]]
+        assert [r["name"] for r in regs] == ["forward", "backward"]
+        assert all(r["timing"] == "cuda_event" for r in regs)
+        # the fake GPU is instant, so event times equal host times: inside the step, in order
+        assert st["start_ns"] <= regs[0]["start_ns"] <= regs[0]["end_ns"] <= regs[1]["start_ns"] <= regs[1]["end_ns"] <= st["end_ns"]

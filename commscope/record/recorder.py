@@ -332,7 +332,8 @@ class Recorder(NullRecorder):
                 yield info
                 end = _perf()  # before the window's export, which is not part of the step
         except BaseException:
-            self._flush(blocking=False)
+            with contextlib.suppress(Exception):  # never mask the training error with a recording one
+                self._flush(blocking=False)
             raise
         else:
             step_rec = {
