@@ -43,17 +43,9 @@ from torch import Tensor, nn
 from commscope.errors import UserError
 from commscope.record.api import NullRecorder
 from instrumented_model.adam import ADAM_EPS, adam_direction_, cautious_step_
+from instrumented_model.kernels import transpose_add, transpose_copy
 from instrumented_model.normuon import normuon_direction_, second_moment_shape, shape_lr_mul
 from instrumented_model.param_table import PARAM_TABLE, SCATTER_ORDER, WORK_ORDER, ParamSpec, check_order
-
-try:  # the model helper's tiled Triton kernels; the torch expressions are their CPU semantics
-    from instrumented_model.kernels import transpose_add, transpose_copy
-except ImportError:  # pragma: no cover - only until instrumented_model/kernels.py lands
-    def transpose_add(dst: Tensor, src: Tensor) -> None:
-        dst.add_(src.T)
-
-    def transpose_copy(dst: Tensor, src: Tensor) -> None:
-        dst.copy_(src.T)
 
 
 @dataclass
