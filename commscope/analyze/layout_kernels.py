@@ -108,6 +108,8 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
         peer_gbps = (nbytes / peers["dur_ns"].min()) if (len(peers) and nbytes) else None
         peak, source = ((device_peak, "given" if peak_gbps is not None else "device") if device_peak
                         else (peer_gbps, "aligned peer") if peer_gbps else (None, "none"))
+        if ratio is not None:
+            source += f"; {ratio:.1f}× its vectorized peer"
         slow_vs_peer = ratio is not None and ratio >= RATIO_MIN
         slow_vs_peak = peak is not None and gbps is not None and gbps < BANDWIDTH_FRACTION * peak
         if not (slow_vs_peer or slow_vs_peak):
@@ -119,7 +121,7 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
             "duration_us": k["dur_ns"] / 1e3, "achieved_gbps": gbps, "peak_gbps": peak,
             "pct_of_peak": 100 * gbps / peak if (peak and gbps) else None, "peak_source": source,
             "est_saving_us": max(0.0, (k["dur_ns"] - ideal) / 1e3) if ideal is not None else None,
-            "where": "unknown (no shapes recorded)" + (f"; {ratio:.1f}× its vectorized peer" if ratio else ""),
+            "where": "unknown (no shapes recorded)",
             "confidence": "low", "deliberate": False, "start_ns": int(k["start_ns"]),
         })
     res = pd.DataFrame(out, columns=FINDING_COLUMNS)

@@ -1,0 +1,48 @@
+"""Print the layout-mismatch and SM-contention numbers quoted in docs/layout.md.
+
+Usage: python bench/layout_findings.py [RUN_OR_TRACES ...]
+Default inputs: the shared 8×H100 modded-nanogpt traces (recorded on NVIDIA H100 80GB HBM3, NCCL 2.28.9)
+and the two CPU run directories in tests/fixtures/layout (recorded on this project's 2-core CPU machine).
+Inputs are only read (the fixture is copied to a temporary directory first).
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from commscope.analyze.layout_report import layout_report
+from commscope.commands.layout import grouped, short_kernel
+from commscope.load import load_path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULTS = [Path("/work/shared/fixtures/modded-nanogpt-8xh100"), ROOT / "tests/fixtures/layout/standard",
+            ROOT / "tests/fixtures/layout/transposed"]
+
+
+def show(path: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copytree(path, copy)
+        rep = layout_report(load_path(copy))
+    print(f"\n== {path}  (device: {rep.device or 'CPU'})")
+    for _, r in grouped(rep.findings).iterrows():
+        per = r["duration_us"] / r["count"]
+        print(f"  {r['op']:<32} n={r['count']:<3} {per:9.1f} µs each  {r['achieved_gbps'] or float('nan'):8.1f} GB/s"
+              f"  peak {r['peak_gbps'] or float('nan'):8.1f}  saving {r['est_saving_us'] or float('nan'):9.1f} µs total"
+              f"  {r['confidence']:<4} {'deliberate ' if r['deliberate'] else ''}{r['where']}"
+              f"  [{short_kernel(r['kernel'])}]")
+    c = rep.contention
+    if len(c):
+        print(f"  contention: {len(c)} collectives; worst: {c.iloc[0]['label']} rank {c.iloc[0]['rank']} "
+              f"{c.iloc[0]['duration_us']:.0f} µs vs {c.iloc[0]['alone_us']:.0f} µs alone "
+              f"(×{c.iloc[0]['inflation']:.2f}, overlap {c.iloc[0]['overlap_us']:.0f} µs) with "
+              f"{short_kernel(c.iloc[0]['kernel'])} of {c.iloc[0]['kernel_blocks']} blocks "
+              f"(co-resident max {c.iloc[0]['capacity_blocks']})")
+        print(f"  partner kernels: {c['kernel'].map(short_kernel).value_counts().to_dict()}")
+
+
+if __name__ == "__main__":
+    for p in [Path(a) for a in sys.argv[1:]] or DEFAULTS:
+        show(p)
