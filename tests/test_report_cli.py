@@ -161,3 +161,44 @@ def test_fixture_report_size_and_export(fixture_trace, tmp_path):
     assert procs == set(range(8))
     comm = sum(1 for e in doc["traceEvents"] if e.get("cat") == "comm")
     assert comm == len(tr.collectives.dropna(subset=["end_ns"]))
+
+
+RECORDED = Path(__file__).parent / "data" / "cpurun-hooks-gloo2"
+
+
+def test_recorded_cpu_run_report_matches_events(tmp_path):
+    """A real 2-rank gloo run: the page's per-label numbers equal summarize()'s, and count / bytes / exposed
+    time recomputed here straight from events.jsonl (independently of the loader) agree with them."""
+    import statistics
+
+    src = tmp_path / "cpurun"
+    shutil.copytree(RECORDED, src)
+    out = tmp_path / "c.html"
+    res = CliRunner().invoke(app, ["report", str(src), "-o", str(out), "--no-hta"])
+    assert res.exit_code == 0, res.output
+    page = out.read_text(encoding="utf-8")
+    shown = table_values(parse(page).tables["labels"])
+    summary = orjson.loads(orjson.dumps(summarize(load_path(src), with_hta=False), option=orjson.OPT_SERIALIZE_NUMPY))
+    assert shown == comparable(summary["labels"])
+
+    per = {}  # label → rank → list of collective records
+    hooks = 0
+    for rank_dir in sorted(src.glob("rank*")):
+        for line in (rank_dir / "events.jsonl").read_text().splitlines():
+            ev = orjson.loads(line)
+            if ev["kind"] == "collective":
+                per.setdefault(ev["label"], {}).setdefault(ev["rank"], []).append(ev)
+            hooks += ev["kind"] == "hook"
+    assert set(shown) == set(per) and len(per) >= 13 and hooks > 0
+    for label, ranks in per.items():
+        count = statistics.mean(len(v) for v in ranks.values())
+        exposed = statistics.mean(sum((e["wait_end_ns"] - e["wait_ns"]) for e in v if e["wait_ns"] is not None)
+                                  for v in ranks.values()) / 1e6
+        nbytes = statistics.median(e["bytes"] for v in ranks.values() for e in v)
+        assert shown[label]["count"] == pytest.approx(count)
+        assert shown[label]["bytes"] == pytest.approx(nbytes)
+        assert shown[label]["exposed_ms"] == pytest.approx(exposed, abs=1e-3)  # summarize rounds to 4 decimals
+    from reports.timeline import timeline_figure
+
+    fig = timeline_figure(load_path(src))  # 6 steps: drawn whole by default
+    assert sum(len(t.x) for t in fig.data if (t.name or "").startswith("hook ")) == hooks
