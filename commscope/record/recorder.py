@@ -156,7 +156,7 @@ class Recorder(NullRecorder):
             if window
             else None
         )
-        self.started_ns = time.time_ns()
+        self._started = _perf()
         self._sink = EventSink(self.rank_dir / "events.jsonl")
         if align and distributed:
             self.align_clocks(group)
@@ -192,7 +192,7 @@ class Recorder(NullRecorder):
                 "torch": torch.__version__,
                 "mode": self.mode,
                 "clock": self.clock.as_dict(),
-                "started_ns": self.started_ns,
+                "started_ns": self._started + self._shift,  # on the common axis, like every *_ns
             },
         )
 
