@@ -223,3 +223,24 @@ def test_device_limits_from_kineto_properties():
     assert device_limits({"deviceProperties": [{"numSms": 132, "maxThreadsPerMultiprocessor": 2048}]}) == \
         DeviceLimits(132, 2048)
     assert device_limits({}) is None
+
+
+def test_hook_order_micro_step_from_backward_order_when_regions_have_none():
+    """A trace's record_function ranges carry no micro-step: the second `backward` of step 4 is micro-step 1."""
+    fp = ["float", "float", "Scalar"]
+    rows = [op("torch::autograd::AccumulateGrad", [[512, 64]], [[64, 1]], start=s, dur=5_000)
+            for s in (10_000, 20_000, 110_000, 120_000)]
+    rows.append(op("aten::add_", [[512, 64], [512, 64], []], [[64, 1], [1, 512], []], start=111_000, dur=3_000,
+                   dtypes=fp))
+    ops = frame("ops", pd.DataFrame(rows))
+    regions = frame("regions", pd.DataFrame([
+        {"rank": 0, "step": 4, "micro_step": float("nan"), "name": "backward", "start_ns": s, "end_ns": s + 50_000}
+        for s in (0, 100_000)]))
+    # hook order differs between micro-steps, so only the right micro-step gives lm_head
+    hooks = frame("hooks", pd.DataFrame([{"rank": 0, "step": 4, "micro_step": m, "label": lab, "position": p,
+                                          "t_ns": 0} for m, order in ((0, ["embed", "lm_head"]),
+                                                                      (1, ["lm_head", "embed"]))
+                                         for p, lab in enumerate(order)]))
+    shapes = {"embed": [512, 64], "lm_head": [512, 64]}
+    f = find_layout_mismatches(ops, regions, hooks, param_shapes=shapes, min_numel=1)
+    assert f.iloc[0]["where"] == "backward: lm_head grad accumulation"

@@ -51,18 +51,26 @@ def _shape_labels(shape: list, param_shapes: dict[str, Iterable[int]] | None) ->
 
 def _hook_label(acc: pd.Series, ops: pd.DataFrame, regions: pd.DataFrame | None, hooks: pd.DataFrame | None,
                 param_shapes: dict | None) -> str | None:
-    """Label of one AccumulateGrad by its position among the AccumulateGrads of its backward region."""
-    if hooks is None or hooks.empty or regions is None or regions.empty or "micro_step" not in regions:
+    """Label of one AccumulateGrad by its position among the AccumulateGrads of its backward region.
+
+    The micro-step is the region's own when recorded, else its position among the step's `backward`
+    ranges (a trace's record_function ranges carry no micro-step; they are on the ops' host clock, while
+    events.jsonl regions on CUDA are GPU-timed and would not contain host-side ops)."""
+    if hooks is None or hooks.empty or regions is None or regions.empty:
         return None
-    bw = regions[(regions["rank"] == acc["rank"]) & (regions["name"] == "backward")
-                 & (regions["start_ns"] <= acc["start_ns"]) & (regions["end_ns"] >= acc["start_ns"])]
+    mine = regions[(regions["rank"] == acc["rank"]) & (regions["name"] == "backward")]
+    bw = mine[(mine["start_ns"] <= acc["start_ns"]) & (mine["end_ns"] >= acc["start_ns"])]
     if len(bw) != 1:
         return None
     bw = bw.iloc[0]
+    micro = bw.get("micro_step")
+    if micro is None or pd.isna(micro):
+        same_step = mine[mine["step"] == bw["step"]].sort_values("start_ns")
+        micro = list(same_step.index).index(bw.name)
     accs = ops[(ops["rank"] == acc["rank"]) & (ops["name"] == ACCUMULATE) & (ops["start_ns"] >= bw["start_ns"])
                & (ops["start_ns"] <= bw["end_ns"])].sort_values("start_ns")
     h = hooks[(hooks["rank"] == acc["rank"]) & (hooks["step"] == bw["step"])
-              & (hooks["micro_step"] == bw["micro_step"])].sort_values("position")
+              & (hooks["micro_step"] == micro)].sort_values("position")
     if len(h) != len(accs) or len(h) == 0:
         return None
     labels = list(h["label"])

@@ -72,7 +72,7 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
     regions = trace.regions if regions is None or regions.empty else regions
     shapes = param_shapes(trace.config)
     high = find_layout_mismatches(trace.ops, regions, trace.hooks, device_name=name, peak_gbps=peak_gbps,
-                                  param_shapes=shapes, min_numel=min_numel, step_regions=trace.regions)
+                                  param_shapes=shapes, min_numel=min_numel)
     low = kernel_layout_evidence(trace.kernels, trace.ops, device_name=name, peak_gbps=peak_gbps)
     parts = [f for f in (high, low) if len(f)]
     findings = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FINDING_COLUMNS)
