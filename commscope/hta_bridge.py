@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from typing import Any
 
 from commscope.load.frames import Trace
@@ -77,7 +78,8 @@ def run_hta(files: dict[int, str]) -> dict:
         logging.disable(logging.WARNING)
         t0 = time.perf_counter()
         try:
-            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 ta = TraceAnalysis(trace_dir=tmp)
         except Exception as e:
             return {"status": "failed", "reason": f"TraceAnalysis failed: {type(e).__name__}: {e}"}
@@ -85,7 +87,9 @@ def run_hta(files: dict[int, str]) -> dict:
 
         def attempt(name, fn):
             try:
-                with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), \
+                        warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # HTA 0.5.0 trips pandas 3 deprecations
                     out[name] = fn()
             except Exception as e:
                 out["errors"][name] = f"{type(e).__name__}: {e}"

@@ -102,7 +102,7 @@ def parse_file(path: str) -> dict:
 
     kstart = _ns(k_ts, base)
     kernels = pd.DataFrame({
-        "rank": rank, "name": k_name, "stream": pd.to_numeric(pd.Series(k_stream), errors="coerce"),
+        "rank": rank, "name": pd.Series(k_name, dtype=object), "stream": pd.to_numeric(pd.Series(k_stream), errors="coerce"),
         "start_ns": kstart, "end_ns": kstart + np.round(np.asarray(k_dur, np.float64) * 1000).astype(np.int64),
         "correlation": k_corr, "external_id": k_ext, "grid": k_grid, "block": k_block,
         "is_comm": [bool(COMM_KERNEL_RE.match(n)) for n in k_name], "kind": k_kind,
@@ -113,12 +113,12 @@ def parse_file(path: str) -> dict:
     kernels["launch_ns"] = ns_array([launch_of.get(c) for c in k_corr])
     ostart = _ns(o_ts, base)
     ops_all = pd.DataFrame({
-        "name": o_name, "tid": o_tid, "start_ns": ostart,
+        "name": pd.Series(o_name, dtype=object), "tid": o_tid, "start_ns": ostart,
         "end_ns": ostart + np.round(np.asarray(o_dur, np.float64) * 1000).astype(np.int64),
         "external_id": o_ext, "dims": o_dims, "strides": o_strides, "dtypes": o_types, "hta_stream": o_hta_stream,
     })
     astart = _ns(a_ts, base)
-    ann = pd.DataFrame({"name": a_name, "tid": a_tid, "start_ns": astart,
+    ann = pd.DataFrame({"name": pd.Series(a_name, dtype=object), "tid": a_tid, "start_ns": astart,
                         "end_ns": astart + np.round(np.asarray(a_dur, np.float64) * 1000).astype(np.int64)})
 
     is_step = ann["name"].str.match(_STEP_RE.pattern) if len(ann) else pd.Series([], dtype=bool)

@@ -1,0 +1,83 @@
+"""Bad input to the loader: one clear UserError line, never a traceback; nothing written to the input."""
+import gzip
+import json
+import os
+import shutil
+
+import pytest
+
+from commscope.errors import UserError
+from commscope.load import load_path
+
+GLOO = os.path.join(os.path.dirname(__file__), "data", "gloo2")
+
+
+def trace_doc(rank, world_size=2, with_di=True):
+    doc = {"schemaVersion": 1, "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0, "args": {}}]}
+    if with_di:
+        doc["distributedInfo"] = {"backend": "gloo", "rank": rank, "world_size": world_size}
+    return doc
+
+
+def write(d, name, data: bytes):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def js(doc):
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("files, message", [
+    ({}, "holds no run directory"),
+    ({"rank0.json": js(trace_doc(0))[:-20]}, "not valid JSON"),
+    ({"rank0.json": b""}, "is empty"),
+    ({"rank0.json.gz": b"\x1f\x8b\x08garbage"}, "not a valid gzip"),
+    ({"rank0.json": js(trace_doc(0, with_di=False))}, "no distributedInfo"),
+    ({"rank0.json": js(trace_doc(0)), "rank0b.json": js(trace_doc(0))}, "rank 0 appears twice"),
+    ({"rank0.json": js(trace_doc(0, 2)), "rank1.json": js(trace_doc(1, 4))}, "disagree on world_size"),
+    ({"rank0.json": b'{"traceEvents": "\xff\xfe"}'}, "not UTF-8"),
+    ({"rank0.json": b"[1, 2]"}, "not a chrome trace"),
+    ({"rank5.json": js(trace_doc(5, 2))}, "outside world_size"),
+])
+def test_bad_kineto_dirs(tmp_path, files, message):
+    d = str(tmp_path / "in")
+    os.makedirs(d)
+    for name, data in files.items():
+        write(d, name, data)
+    with pytest.raises(UserError, match=message) as e:
+        load_path(d, workers=1)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_path_and_non_trace_file(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        load_path(str(tmp_path / "nope"))
+    p = tmp_path / "notes.txt"
+    p.write_text("hi")
+    with pytest.raises(UserError, match="not a Kineto trace"):
+        load_path(str(p))
+
+
+def test_run_dir_without_rank_folders(tmp_path):
+    write(str(tmp_path / "r"), "summary.json", js({"schema_version": 1, "world_size": 2}))
+    with pytest.raises(UserError, match="without rank"):
+        load_path(str(tmp_path / "r"))
+
+
+def test_missing_rank_is_a_problem_and_gzip_single_file_loads(tmp_path):
+    d = str(tmp_path / "in")
+    write(d, "rank1.json.gz", gzip.compress(js(trace_doc(1, 2))))
+    tr = load_path(d)
+    assert tr.ranks == [1] and any("rank(s) [0]" in p for p in tr.problems)
+    assert load_path(os.path.join(d, "rank1.json.gz")).ranks == [1]
+
+
+def test_input_directory_untouched(tmp_path):
+    d = tmp_path / "g"
+    shutil.copytree(GLOO, d)
+    before = sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in d.iterdir())
+    load_path(str(d), workers=2)
+    assert sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in d.iterdir()) == before
