@@ -1,0 +1,163 @@
+"""Shared plumbing of the GPU benchmark scripts (bench_transpose, bench_head_layout, bench_optimizer,
+bench_throughput): timing, the machine line, a one-rank process group, and writing results.
+
+Why one module: every script must time the same way (warmup, then repeats, median) and leave the same
+two files in `--out` (`<name>.json` with the numbers, `<name>.md` with a markdown table naming the
+machine and the command), so the lead can paste GPU figures into docs without re-deriving anything.
+
+Invariants:
+- CUDA timing uses CUDA events around each repeat (device time of the launched work), CPU timing uses
+  `time.perf_counter_ns`; either way the result is the median of `repeats` runs after `warmup` runs.
+- CPU code paths never touch CUDA (no torch.cuda call unless the device is cuda).
+- Results are plain JSON (floats, ints, strings, lists, dicts); the JSON always carries `machine`,
+  `device`, `command` and `date` so a figure can be traced back to where it was measured.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import platform
+import shlex
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+# Scripts run as `python bench/<name>.py`: make the repo importable without an install (the GPU box has
+# no commscope installed, only the working tree).
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+
+def machine(device: torch.device) -> str:
+    """One line naming the hardware and software a figure was measured on."""
+    sw = f"torch {torch.__version__}"
+    try:
+        import triton
+
+        sw += f", triton {triton.__version__}"
+    except ImportError:
+        pass
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}, {sw}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {sw}"
+
+
+def setup_device(name: str) -> torch.device:
+    """`cuda` or `cpu`; on CPU pin one intra-op thread (spinning threads turn shared-core load into noise)."""
+    if name not in ("cuda", "cpu"):
+        raise SystemExit(f"--device must be cuda or cpu, not {name!r}")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: no CUDA device is available here")
+        torch.cuda.set_device(0)
+        device = torch.device("cuda", 0)
+    else:
+        torch.set_num_threads(1)
+    return device
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_ms(fn: Callable[[], object], device: torch.device, *, warmup: int, repeats: int) -> dict:
+    """Median / min / max time of `fn()` in ms over `repeats` runs after `warmup` runs.
+
+    On CUDA each repeat is bracketed by CUDA events (device time; launches are asynchronous, so the
+    host only waits once at the end); on CPU by perf_counter_ns.
+    """
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    times: list[float] = []
+    if device.type == "cuda":
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(repeats)]
+        for start, end in events:
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize(device)
+        times = [start.elapsed_time(end) for start, end in events]
+    else:
+        for _ in range(repeats):
+            t0 = time.perf_counter_ns()
+            fn()
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
+            "repeats": repeats}
+
+
+@contextlib.contextmanager
+def single_rank_group(device: torch.device) -> Iterator[str]:
+    """A world-size-1 process group like the trainer's (nccl on cuda, gloo on cpu), torn down after.
+
+    Reuses an existing default group (then leaves it alone), so the scripts can run inside pytest.
+    """
+    import torch.distributed as dist
+
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if dist.is_initialized():
+        yield dist.get_backend()
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kwargs = {"device_id": device} if backend == "nccl" else {}
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1, **kwargs)
+    try:
+        yield backend
+    finally:
+        dist.destroy_process_group()
+
+
+def header(device: torch.device, script: str, argv: list[str] | None) -> dict:
+    """The provenance fields every result JSON starts with (`argv`: the script's arguments)."""
+    args = sys.argv[1:] if argv is None else argv
+    return {
+        "machine": machine(device),
+        "device": device.type,
+        "command": " ".join(["python", f"bench/{script}", *map(shlex.quote, args)]),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def write_results(out: str | os.PathLike, name: str, result: dict, markdown: str) -> Path:
+    """Write `<out>/<name>.json` and `<out>/<name>.md`; returns the JSON path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    (out / f"{name}.md").write_text(markdown.rstrip() + "\n")
+    return path
+
+
+def md_table(header_row: list[str], rows: list[list[object]]) -> str:
+    def cell(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+        return "" if v is None else str(v)
+
+    lines = ["| " + " | ".join(header_row) + " |", "|" + "---|" * len(header_row)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def provenance_line(result: dict) -> str:
+    return f"Machine: {result['machine']}. Measured {result['date']} with `{result['command']}`."
