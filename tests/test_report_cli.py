@@ -120,6 +120,11 @@ def test_export_cli_on_run_dir(run_dir, tmp_path):
     check_no_overlap(doc)
     comm = [e for e in doc["traceEvents"] if e.get("cat") == "comm"]
     assert len(comm) == 12 and {e["args"]["label"] for e in comm} == {"attn", "mlp", "scalars"}
+    res = CliRunner().invoke(app, ["export", str(run_dir), "--perfetto", str(out), "--steps", "1"])
+    assert res.exit_code == 0, res.output
+    doc = orjson.loads(out.read_bytes())
+    comm = [e for e in doc["traceEvents"] if e.get("cat") == "comm"]
+    assert len(comm) == 6 and {e["args"]["step"] for e in comm} == {1}
 
 
 def test_gloo_cpu_traces_report(tmp_path):

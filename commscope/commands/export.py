@@ -17,14 +17,17 @@ def register(app: typer.Typer) -> None:
     def export(
         path: Path = typer.Argument(..., help="A commscope run directory or a folder of per-rank Kineto traces."),
         perfetto: Optional[Path] = typer.Option(None, "--perfetto", help="Write a Chrome-JSON trace for Perfetto here."),
+        steps: Optional[str] = typer.Option(None, "--steps", help="Only steps A <= step < B (also A, A:, :B)."),
     ) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
-        from commscope.commands.report import check_output, load_with_progress
+        from commscope.commands.report import check_output, load_with_progress, parse_steps, resolve_steps
         from commscope.export_perfetto import write_perfetto
 
         if perfetto is None:
             raise UserError("choose an export format: --perfetto OUT.json")
         check_output(perfetto, path)
+        window = parse_steps(steps)
         trace = load_with_progress(path, quiet=False)
+        trace = trace.select_steps(resolve_steps(trace, window))
         write_perfetto(trace, perfetto)
         typer.echo(f"perfetto trace: {perfetto} (open in https://ui.perfetto.dev or chrome://tracing)")

@@ -45,7 +45,9 @@ def resolve_steps(trace, window: tuple[int | None, int | None] | None) -> tuple[
 
 
 def default_output(src: Path) -> Path:
-    return Path.cwd() / f"{src.resolve().name or 'commscope'}-report.html"
+    """./<input-name>-report.html in the current directory (a single trace file: its name without .json.gz)."""
+    name = src.resolve().name.removesuffix(".gz").removesuffix(".json") or "commscope"
+    return Path.cwd() / f"{name}-report.html"
 
 
 def check_output(out: Path, src: Path) -> None:
