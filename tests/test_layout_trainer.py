@@ -82,12 +82,12 @@ def test_cli_table_names_the_lm_head_path(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["standard", "transposed"])
-def test_live_trainer_run(tmp_path, layout):
-    out = tmp_path / layout
-    proc = subprocess.run([sys.executable, "-m", "commscope", "run", "--nproc", "2", "--head-layout", layout,
-                           "--grad-accum", "2", "--steps", "3", "--profile", "2:3", "--out", str(out)],
+def test_live_trainer_run_standard_head(tmp_path):
+    """Re-records the positive case end to end (trainer → recorder/profiler → loader → analyzer); the
+    transposed case is covered by its fixture (both live runs took ~5 min on the 2-core CI machine)."""
+    out = tmp_path / "standard"
+    proc = subprocess.run([sys.executable, "-m", "commscope", "run", "--nproc", "2", "--head-layout", "standard",
+                           "--grad-accum", "2", "--steps", "2", "--profile", "1:2", "--out", str(out)],
                           capture_output=True, text=True, timeout=500)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rep = layout_report(load_path(out))
-    (check_standard if layout == "standard" else check_transposed)(rep)
+    check_standard(layout_report(load_path(out)))

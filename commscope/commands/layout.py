@@ -60,7 +60,8 @@ def render(report, console) -> None:
     for _, r in f.iterrows():
         dims = [d for d in (r["dims"] or []) if d]
         strides = [s for s in (r["strides"] or []) if s] if isinstance(r["strides"], list) else None
-        t.add_row(str(r["op"]), " ".join(map(str, dims)), " ".join(map(str, strides)) if strides else "—",
+        t.add_row(str(r["op"]).removeprefix("aten::"), " ".join("×".join(map(str, d)) for d in dims),
+                  " ".join("(" + ",".join(map(str, x)) + ")" for x in strides) if strides else "—",
                   short_kernel(r["kernel"]), str(r["count"]), _fmt(r["duration_us"]), _fmt(r["achieved_gbps"]),
                   _fmt(r["pct_of_peak"]), _fmt(r["est_saving_us"]),
                   str(r["where"]) + (" [deliberate]" if r["deliberate"] else ""), str(r["confidence"]))
