@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
-import textwrap
 
 import orjson
 import pytest
