@@ -10,13 +10,15 @@ this module only extracts and shapes the raw material.
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from commscope.errors import UserError
 from commscope.load import kineto_comms
-from commscope.load.files import read_json
+from commscope.load.files import gc_paused, read_json
 from commscope.load.frames import assign_steps, frame, ns_array
 
 # HTA's classification, kept identical so overlap numbers compare (hta/utils/utils.py).
@@ -59,6 +61,13 @@ def read_header(path: str) -> tuple[dict, dict]:
 
 def parse_file(path: str) -> dict:
     """Frames of one rank (`rank`, `world_size`, `backend`, `info`, and one DataFrame per frame kind)."""
+    # The collector stays off until the decoded document is gone: re-enabling it earlier makes the next
+    # allocation scan all ~10⁵ fresh objects.
+    with gc_paused():
+        return _parse(path)
+
+
+def _parse(path: str) -> dict:
     doc, di = read_header(path)
     if _KEEP is not None:
         _KEEP.append(doc)
@@ -115,7 +124,7 @@ def parse_file(path: str) -> dict:
     ops_all = pd.DataFrame({
         "name": pd.Series(o_name, dtype=object), "tid": o_tid, "start_ns": ostart,
         "end_ns": ostart + np.round(np.asarray(o_dur, np.float64) * 1000).astype(np.int64),
-        "external_id": o_ext, "dims": o_dims, "strides": o_strides, "dtypes": o_types, "hta_stream": o_hta_stream,
+        "external_id": o_ext, "dims": pd.Series(o_dims, dtype=object), "hta_stream": o_hta_stream,
     })
     astart = _ns(a_ts, base)
     ann = pd.DataFrame({"name": pd.Series(a_name, dtype=object), "tid": a_tid, "start_ns": astart,
@@ -133,7 +142,7 @@ def parse_file(path: str) -> dict:
 
     colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src)
     compute = _compute(rank, kernels, ops_all)
-    ops = _ops(rank, ops_all, kernels, launches)
+    ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, l_corr, l_ext)
 
     def with_step(df: pd.DataFrame, col: str) -> pd.DataFrame:
         df = df.copy()
@@ -181,33 +190,48 @@ def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame) -> pd.Data
                          "stream": o["tid"], "kind": "cpu_op"})
 
 
-def _ops(rank: int, ops_all: pd.DataFrame, kernels: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+def _ops(rank: int, ops_all: pd.DataFrame, dims: list, strides: list, types: list, kernels: pd.DataFrame,
+         l_corr: list, l_ext: list) -> pd.DataFrame:
     """cpu ops that recorded shapes, each with the kernels it launched (kernel → launch by correlation →
-    the launch's External id = the op's External id)."""
-    ops = ops_all[ops_all["dims"].notna()].copy()
-    ops["rank"] = rank
-    if len(kernels) and len(launches) and len(ops):
-        # plain dicts: a pandas groupby-to-list over thousands of tiny groups costs ~100× more
-        ext_of = dict(zip(launches["correlation"].tolist(), launches["external_id"].tolist()))
-        names: dict = {}
-        first: dict = {}
-        total: dict = {}
-        grids: dict = {}
-        order = np.argsort(kernels["start_ns"].to_numpy(), kind="stable")
+    the launch's External id = the op's External id). Built from plain lists and dicts: pandas
+    groupby-to-list over thousands of tiny groups costs ~100× more."""
+    keep = [i for i, d in enumerate(dims) if d is not None]
+    sel = ops_all.iloc[keep]
+    # Shapes repeat every step: share one list per distinct value, so frames pickle (to the parent
+    # process) and unpickle as references instead of ~10⁵ small lists. Treat them as read-only.
+    pool: dict = {}
+
+    def shared(v):
+        if v is None:
+            return None
+        return pool.setdefault(orjson.dumps(v), v)
+
+    ops = pd.DataFrame({"rank": rank, "name": sel["name"].to_numpy(), "start_ns": sel["start_ns"].to_numpy(),
+                        "end_ns": sel["end_ns"].to_numpy(), "tid": sel["tid"].to_numpy(),
+                        "external_id": sel["external_id"].to_numpy(),
+                        "dims": pd.Series([shared(dims[i]) for i in keep], dtype=object),
+                        "strides": pd.Series([shared(strides[i]) for i in keep], dtype=object),
+                        "dtypes": pd.Series([shared(types[i]) for i in keep], dtype=object)})
+    names: dict = {}
+    first: dict = {}
+    total: dict = {}
+    grids: dict = {}
+    if len(kernels) and l_corr and len(ops):
+        ext_of = dict(zip(l_corr, l_ext))
         kn, ks, ke = kernels["name"].tolist(), kernels["start_ns"].tolist(), kernels["end_ns"].tolist()
         kc, kg = kernels["correlation"].tolist(), kernels["grid"].tolist()
-        for i in order.tolist():
+        for i in np.argsort(kernels["start_ns"].to_numpy(), kind="stable").tolist():
             x = ext_of.get(kc[i], -1)
             if x is None or x < 0:
                 continue
             if x not in names:
                 names[x], first[x], total[x], grids[x] = [], ks[i], 0, []
-            names[x].append(kn[i])
+            names[x].append(sys.intern(kn[i]))
             total[x] += ke[i] - ks[i]
-            grids[x].append(kg[i])
-        ext = ops["external_id"].tolist()
-        ops["kernel_names"] = [names.get(x) for x in ext]
-        ops["kernel_ns"] = ns_array([first.get(x) for x in ext])
-        ops["kernel_dur_ns"] = [total.get(x, np.nan) for x in ext]
-        ops["grids"] = [grids.get(x) for x in ext]
-    return ops.drop(columns=["hta_stream"])
+            grids[x].append(shared(kg[i]))
+    ext = ops["external_id"].tolist()
+    ops["kernel_names"] = pd.Series([names.get(x) for x in ext], dtype=object)
+    ops["kernel_ns"] = ns_array([first.get(x) for x in ext])
+    ops["kernel_dur_ns"] = np.array([total.get(x, np.nan) for x in ext], dtype=np.float64)
+    ops["grids"] = pd.Series([grids.get(x) for x in ext], dtype=object)
+    return ops
