@@ -1,7 +1,6 @@
 """Recorder in one process: hook order vs autograd order, regions, steps, crash safety, config/meta/status."""
 from __future__ import annotations
 
-import os
 import socket
 
 import orjson
