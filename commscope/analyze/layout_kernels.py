@@ -47,12 +47,12 @@ def _dtype_size(name: str) -> int | None:
 
 
 def _parse(kernels: pd.DataFrame) -> pd.DataFrame:
+    names = kernels["name"].astype(str)
+    k = kernels[names.str.contains("elementwise_kernel<", regex=False)]
     rows = []
-    for idx, k in kernels.iterrows():
-        name = k["name"]
-        grid = list(k["grid"]) if isinstance(k["grid"], (list, tuple, np.ndarray)) else None
-        block = list(k["block"]) if isinstance(k["block"], (list, tuple, np.ndarray)) else None
-        if not isinstance(name, str) or grid is None or block is None:
+    for idx, name, grid, block, rank, ext, start, end in zip(
+            k.index, k["name"], k["grid"], k["block"], k["rank"], k["external_id"], k["start_ns"], k["end_ns"]):
+        if not isinstance(grid, (list, tuple, np.ndarray)) or not isinstance(block, (list, tuple, np.ndarray)):
             continue
         g, b = _GENERIC.search(name), _VECTOR.search(name)
         blocks, threads = math.prod(grid), math.prod(block)
@@ -64,10 +64,10 @@ def _parse(kernels: pd.DataFrame) -> pd.DataFrame:
         else:
             continue
         arity = _ARITY.search(name)
-        rows.append({"_idx": idx, "rank": k["rank"], "name": name, "kind": kind, "key": functor_key(rest),
+        rows.append({"_idx": idx, "rank": rank, "name": name, "kind": kind, "key": functor_key(rest),
                      "elem": _dtype_size(name), "numel": numel, "blocks": blocks, "threads": threads,
-                     "arity": int(arity.group(1)) if arity else None, "external_id": k.get("external_id"),
-                     "dur_ns": int(k["end_ns"] - k["start_ns"]), "start_ns": int(k["start_ns"])})
+                     "arity": int(arity.group(1)) if arity else None, "external_id": ext,
+                     "dur_ns": int(end - start), "start_ns": int(start)})
     return pd.DataFrame(rows)
 
 
@@ -86,7 +86,9 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
         return pd.DataFrame(columns=FINDING_COLUMNS)
     explained = set()
     if ops is not None and not ops.empty:
-        shaped = ops[ops["dims"].map(lambda d: d is not None and any(len(x or []) for x in d))]
+        gen = parsed[parsed["kind"] == "generic"]
+        cand = ops[ops["external_id"].isin(set(gen["external_id"]))]
+        shaped = cand[cand["dims"].map(lambda d: isinstance(d, list) and any(isinstance(x, list) and x for x in d))]
         explained = set(zip(shaped["rank"], shaped["external_id"]))
     device_peak = peak_gbps if peak_gbps is not None else known_copy_gbps(device_name)
     vec = parsed[parsed["kind"] == "vectorized"]
