@@ -1,0 +1,182 @@
+"""Trainer throughput: tokens/s of the reference trainer's forward + backward + optimizer step at one rank,
+bf16 autocast, eager and with torch.compile of the model (issue 8; target ≥ 600k tokens/s on one H200).
+
+Why: the speedrun's point is tokens per second; this is the number `commscope run` users compare against.
+It reuses the trainer's parts (instrumented_model GPT, NorMuonAndAdam, the synthetic data source) and its
+loop shape — one step = forward, backward, `opt.step`, `zero_grad`, then `loss.item()` (the trainer syncs
+on the loss every step) — without the recorder. Batches are generated and moved to the device before
+timing, so data generation is not in the figure.
+
+Each variant (eager, compile) runs in its own subprocess under a time limit (`--variant-timeout`), so a
+slow or failing compile cannot take the eager figure down with it; compile time is reported separately
+(first step minus a steady step). Per timed step, forward / backward / optimizer device times come from
+CUDA events.
+
+Run: python bench/bench_throughput.py --device cuda --out OUT   (CPU: --device cpu --variants eager)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import benchlib  # noqa: F401  (puts the repo on sys.path)
+import torch
+
+from benchlib import header, md_table, provenance_line, setup_device, single_rank_group, sync, write_results
+
+TARGET_TOKENS_PER_S = 600_000
+VARIANTS = ("eager", "compile")
+
+
+def run_variant(variant: str, args: argparse.Namespace, device: torch.device) -> dict:
+    from instrumented_model.config import make_config
+    from instrumented_model.data import make_source
+    from instrumented_model.model import GPT
+    from instrumented_model.optimizer import NorMuonAndAdam
+
+    cfg = make_config(args.preset, 1)
+    batch = args.batch_size or 8  # the trainer's default: 8 sequences per rank
+    with single_rank_group(device) as backend:
+        torch.manual_seed(args.seed)
+        model = GPT(cfg).to(device)
+        opt = NorMuonAndAdam(model.labelled_params(), rank=0, world_size=1)
+        forward = torch.compile(model) if variant == "compile" else model
+        data = make_source(None, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=batch, seed=args.seed)
+        total = args.warmup + args.steps
+        batches = [tuple(t.to(device) for t in data.global_batch(s)) for s in range(min(total, 4))]
+        cuda = device.type == "cuda"
+        timed: dict[str, list] = {"forward": [], "backward": [], "optimizer": []}
+
+        def mark():
+            if not cuda:
+                return None
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+
+        losses, step_s = [], []
+        for s in range(total):
+            x, y = batches[s % len(batches)]
+            t0 = time.perf_counter()
+            e0 = mark()
+            loss = forward(x, y)
+            e1 = mark()
+            loss.backward()
+            e2 = mark()
+            opt.step(s)
+            opt.zero_grad()
+            e3 = mark()
+            losses.append(loss.item())  # syncs, like the trainer's global-loss read
+            step_s.append(time.perf_counter() - t0)
+            if cuda and s >= args.warmup:
+                for name, (a, b) in zip(timed, ((e0, e1), (e1, e2), (e2, e3))):
+                    timed[name].append(a.elapsed_time(b))
+        sync(device)
+        steady = step_s[args.warmup:]
+        tokens = batch * cfg.seq_len
+        median_step = statistics.median(steady)
+        return {
+            "variant": variant, "backend": backend, "preset": cfg.name, "batch_size": batch,
+            "seq_len": cfg.seq_len, "tokens_per_step": tokens, "warmup": args.warmup, "steps": args.steps,
+            "first_step_s": step_s[0],
+            "compile_s": step_s[0] - median_step if variant == "compile" else None,
+            "median_step_ms": 1e3 * median_step,
+            "tokens_per_s": tokens * len(steady) / sum(steady),
+            "median_device_ms": {k: statistics.median(v) for k, v in timed.items()} if cuda else None,
+            "loss_first": losses[0], "loss_last": losses[-1],
+            "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if cuda else None,
+        }
+
+
+def run_isolated(variant: str, argv: list[str], timeout: float) -> dict:
+    """Run one variant in a fresh interpreter with a time limit; an error or timeout becomes a record."""
+    with tempfile.TemporaryDirectory() as tmp:
+        child_json = Path(tmp) / "variant.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--variant", variant,
+               "--child-json", str(child_json)]
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"variant": variant, "error": f"timed out after {timeout:.0f} s"}
+        if proc.returncode != 0 or not child_json.exists():
+            return {"variant": variant, "error": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"}
+        result = json.loads(child_json.read_text())
+        result["wall_s"] = time.perf_counter() - t0
+        return result
+
+
+def markdown(result: dict) -> str:
+    lines = ["## Trainer throughput", "", provenance_line(result), "",
+             f"Reference trainer step (forward + backward + NorMuonAndAdam), {result['preset']} preset, "
+             f"one rank, bf16 autocast on CUDA; target ≥ {TARGET_TOKENS_PER_S:,} tokens/s.", ""]
+    rows = []
+    for r in result["variants"]:
+        if "error" in r:
+            rows.append([r["variant"], None, None, None, None, f"failed: {r['error'][:200]}"])
+            continue
+        dev = r["median_device_ms"]
+        split = (f"fwd {dev['forward']:.1f} / bwd {dev['backward']:.1f} / opt {dev['optimizer']:.1f} ms"
+                 if dev else "")
+        rows.append([r["variant"], r["tokens_per_s"], r["median_step_ms"],
+                     r["compile_s"] if r["compile_s"] is not None else "-", f"{r['loss_first']:.3f} → {r['loss_last']:.3f}",
+                     split])
+    lines.append(md_table(["variant", "tokens/s", "median step ms", "compile s", "loss first → last",
+                           "device time split"], rows))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--out", default=None, help="results folder (required unless --child-json)")
+    ap.add_argument("--preset", default=None, help="default: speedrun on cuda, tiny on cpu")
+    ap.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: 8)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warmup", type=int, default=None, help="default: 5 on cuda, 1 on cpu")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps (default: 20 on cuda, 2 on cpu)")
+    ap.add_argument("--variants", default=None, help="comma list of eager,compile (default: both on cuda, eager on cpu)")
+    ap.add_argument("--variant-timeout", type=float, default=240.0, help="seconds per variant subprocess")
+    ap.add_argument("--in-process", action="store_true", help="run variants in this process (no time limit)")
+    ap.add_argument("--variant", default=None, help=argparse.SUPPRESS)  # child mode
+    ap.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
+    raw = sys.argv[1:] if argv is None else list(argv)
+    args = ap.parse_args(raw)
+    device = setup_device(args.device)
+    cuda = device.type == "cuda"
+    args.preset = args.preset or ("speedrun" if cuda else "tiny")
+    args.warmup = args.warmup if args.warmup is not None else (5 if cuda else 1)
+    args.steps = args.steps if args.steps is not None else (20 if cuda else 2)
+    if args.child_json:
+        Path(args.child_json).write_text(json.dumps(run_variant(args.variant, args, device)))
+        return None
+    if not args.out:
+        ap.error("--out is required")
+    variants = (args.variants or ("eager,compile" if cuda else "eager")).split(",")
+    for v in variants:
+        if v not in VARIANTS:
+            ap.error(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
+
+    result = header(device, "bench_throughput.py", argv)
+    result.update(preset=args.preset, target_tokens_per_s=TARGET_TOKENS_PER_S, variants=[])
+    for v in variants:
+        if args.in_process:
+            result["variants"].append(run_variant(v, args, device))
+        else:
+            result["variants"].append(run_isolated(v, raw, args.variant_timeout))
+        write_results(args.out, "bench_throughput", result, markdown(result))  # keep what is done so far
+    ok = [r["tokens_per_s"] for r in result["variants"] if "error" not in r]
+    result["best_tokens_per_s"] = max(ok) if ok else None
+    result["target_met"] = bool(ok) and max(ok) >= TARGET_TOKENS_PER_S
+    write_results(args.out, "bench_throughput", result, markdown(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# One-shot GPU verification and benchmarks of issue 8, for a single-GPU (H200) machine.
+#
+#   OUT=/some/folder bash bench/gpu_suite.sh [bench|runs|all] [STEP ...]
+#
+# Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
+#   bench: env, pytest (CUDA kernel/model tests), bench_transpose, bench_head_layout, bench_optimizer,
+#          bench_throughput (eager + torch.compile), bench_record_overhead
+#   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, both head layouts
+#          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks
+#   all:   both (only if the call may last ~15 minutes)
+# Naming STEPs after the group runs only those steps of it.
+#
+# Every step runs under `timeout` (SIGINT first, so commscope run stops its ranks cleanly), capped by a
+# global deadline (SUITE_BUDGET_S, default 540 s) so the call ends with its results packed; a failing
+# step never stops the others. After every step bench/suite_collect.py rewrites the few files that come
+# back from $OUT: suite.log (each step's command, output tail, exit code, seconds), steps.txt (one line
+# per step), bench_results.json (every JSON result), bench.md (every markdown snippet), runs.tar.gz
+# (the run directories' small files + traces that fit).
+#
+# Needs: python3 with torch (CUDA) and triton; typer, rich, pandas, scipy. orjson and plotly are not on
+# the GPU image: carry them as wheels in .whl/ (bench/README.md says how) and they are installed here first
+# (SUITE_SKIP_WHEELS=1 skips that).
+set -u
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+: "${OUT:?set OUT to the folder that should receive the results}"
+GROUP=${1:-all}
+shift || true
+ONLY=" $* "
+WORK=${SUITE_WORK:-/tmp/commscope-suite-$GROUP}
+BUDGET=${SUITE_BUDGET_S:-540}
+DEADLINE=$(( $(date +%s) + BUDGET ))
+RESERVE=20   # seconds kept for the last collect
+
+case "$GROUP" in bench|runs|all) ;; *) echo "group must be bench, runs or all, not '$GROUP'" >&2; exit 2 ;; esac
+rm -rf "$WORK" && mkdir -p "$WORK/results" "$WORK/runs" "$WORK/logs" "$OUT"
+
+# Single GPU, but keep NVLink multicast off in every child, as the machines' notes require.
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [[ -z "${SUITE_SKIP_WHEELS:-}" ]] && compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+CS="python3 -m commscope"
+R="$WORK/results"
+RUNS="$WORK/runs"
+
+collect() { python3 bench/suite_collect.py --work "$WORK" --out "$OUT" >>"$OUT/suite.log" 2>&1; }
+
+# step NAME LIMIT_S COMMAND... : run COMMAND (a bash string) with its output in logs/NAME.log
+step() {
+    local name=$1 limit=$2 cmd=$3
+    if [[ "$ONLY" != "  " && "$ONLY" != *" $name "* ]]; then return 0; fi
+    local left=$(( DEADLINE - $(date +%s) - RESERVE ))
+    if (( left < 15 )); then
+        echo "$name SKIPPED (suite deadline)" >>"$OUT/steps.txt"
+        echo "=== $name: SKIPPED, suite deadline reached" >>"$OUT/suite.log"
+        return 0
+    fi
+    (( limit > left )) && limit=$left
+    echo "=== $name (limit ${limit}s): $cmd" >>"$OUT/suite.log"
+    local t0=$(date +%s)
+    timeout -s INT -k 15 "$limit" bash -c "$cmd" >"$WORK/logs/$name.log" 2>&1
+    local rc=$?
+    local dt=$(( $(date +%s) - t0 ))
+    grep -v '^USDT:' "$WORK/logs/$name.log" | tail -c 12000 >>"$OUT/suite.log"
+    local verdict=ok
+    if (( rc == 124 || rc == 130 || rc == 137 )); then verdict=TIMEOUT; elif (( rc != 0 )); then verdict=FAILED; fi
+    echo "--- $name: rc=$rc ${dt}s $verdict" >>"$OUT/suite.log"
+    printf '%-28s rc=%-4s %5ss %s\n' "$name" "$rc" "$dt" "$verdict" >>"$OUT/steps.txt"
+    collect
+    return 0
+}
+
+# The JSON of a `commscope ... --json` command goes to results/NAME.json (stdout only).
+cli_json() { echo "$CS $2 > $R/$1.json"; }
+
+step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0), torch.cuda.nccl.version())'; python3 -c 'import orjson, plotly; print(\"orjson\", orjson.__version__, \"plotly\", plotly.__version__)'; git log --oneline -1 2>/dev/null || true"
+
+if [[ $GROUP == bench || $GROUP == all ]]; then
+    step pytest_cuda 150 "python3 -m pytest -q -x -p no:cacheprovider tests/test_kernels.py tests/test_model.py"
+    step bench_transpose 90 "python3 bench/bench_transpose.py --device cuda --out $R"
+    step bench_head_layout 90 "python3 bench/bench_head_layout.py --device cuda --out $R"
+    step bench_optimizer 100 "python3 bench/bench_optimizer.py --device cuda --out $R"
+    step bench_throughput 330 "python3 bench/bench_throughput.py --device cuda --out $R --variant-timeout 240"
+    step bench_record_overhead 120 "set -o pipefail; python3 bench/bench_record_overhead.py --device cuda | tee $R/bench_record_overhead.md"
+fi
+
+if [[ $GROUP == runs || $GROUP == all ]]; then
+    step run_ws1 170 "$CS run --nproc 1 --device cuda --preset speedrun --steps 30 --profile 10:13 --out $RUNS/run_ws1"
+    step report_ws1 90 "$(cli_json cli_report_ws1 "report $RUNS/run_ws1 --json --no-hta")"
+    step hooks_ws1 60 "$(cli_json cli_hooks_ws1 "hooks $RUNS/run_ws1 --json")"
+    step layout_ws1 60 "$(cli_json cli_layout_ws1 "layout $RUNS/run_ws1 --json")"
+    for layout in standard transposed; do
+        step "run_head_$layout" 120 "$CS run --nproc 1 --device cuda --preset speedrun --steps 8 --grad-accum 2 --head-layout $layout --profile 4:6 --out $RUNS/head_$layout"
+        step "layout_head_$layout" 60 "$(cli_json "cli_layout_head_$layout" "layout $RUNS/head_$layout --json")"
+    done
+    step run_gloo4 200 "$CS run --nproc 4 --backend gloo --device cuda --preset speedrun --steps 12 --out $RUNS/run_gloo4"
+    step report_gloo4 60 "$(cli_json cli_report_gloo4 "report $RUNS/run_gloo4 --json --no-hta")"
+    step hooks_gloo4 60 "$(cli_json cli_hooks_gloo4 "hooks $RUNS/run_gloo4 --json")"
+fi
+
+collect
+cat "$OUT/steps.txt"

@@ -1,0 +1,167 @@
+"""The GPU benchmark scripts in CPU mode (tiny sizes): they run, write JSON + markdown, and their numbers
+are consistent (bytes / time = GB/s, tokens / time = tokens/s) and show the behaviour they measure
+(Triton transposes bit-identical to torch, the standard head's first AccumulateGrad copies a strided
+gradient, the hooks schedule's reduces leave phase 1). Plus the GPU suite's packing and deadline logic.
+
+The scripts are imported and their `main(argv)` called in-process: one torch import for all of them.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def bench(name: str):
+    return importlib.import_module(name)
+
+
+def check_header(result: dict, out: Path, name: str) -> None:
+    assert result["device"] == "cpu" and result["machine"] and result["date"]
+    assert result["command"].startswith(f"python bench/{name}.py")
+    assert json.loads((out / f"{name}.json").read_text()) == result
+    md = (out / f"{name}.md").read_text()
+    assert md.startswith("## ") and "Machine: " in md
+
+
+def test_transpose_triton_interpreter_exact_and_bandwidth_consistent(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    mod = bench("bench_transpose")
+    r = mod.main(["--device", "cpu", "--out", str(tmp_path), "--warmup", "0", "--repeats", "1"])
+    check_header(r, tmp_path, "bench_transpose")
+    assert r["triton_skipped"] is None
+    assert [c["shape"] for c in r["cases"]] == [list(s) for s in mod.CPU_SHAPES for _ in mod.DTYPES]
+    for case in r["cases"]:
+        assert case["triton_exact"] == {"copy": True, "add": True}
+        ks = case["kernels"]
+        assert set(ks) == {"aligned_copy", "aligned_add", "torch_transpose_copy", "torch_transpose_add",
+                           "triton_transpose_copy", "triton_transpose_add"}
+        numel, es = math.prod(case["shape"]), 4 if case["dtype"] == "float32" else 2
+        for name, k in ks.items():
+            assert k["bytes"] == (3 if name.endswith("add") else 2) * numel * es
+            assert k["gbps"] == pytest.approx(k["bytes"] / (k["median_ms"] * 1e-3) / 1e9)
+        assert ks["aligned_copy"]["pct_of_aligned"] == pytest.approx(100.0)
+        assert ks["triton_transpose_add"]["pct_of_aligned"] == pytest.approx(
+            100.0 * ks["triton_transpose_add"]["gbps"] / ks["aligned_add"]["gbps"])
+    assert r["target_met"] is False  # the interpreter is nowhere near copy bandwidth
+
+
+def test_transpose_without_interpreter_skips_triton_rows(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    r = bench("bench_transpose").main(["--device", "cpu", "--out", str(tmp_path), "--warmup", "0", "--repeats", "1"])
+    assert r["triton_skipped"] and not r["target_met"]
+    assert all(c["triton_exact"] is None and not any(k.startswith("triton") for k in c["kernels"]) for c in r["cases"])
+
+
+def test_head_layout_standard_head_copies_then_adds_strided(tmp_path):
+    r = bench("bench_head_layout").main(["--device", "cpu", "--out", str(tmp_path), "--tokens", "16",
+                                         "--warmup", "0", "--repeats", "1"])
+    check_header(r, tmp_path, "bench_head_layout")
+    assert (r["vocab"], r["dim"]) == (512, 64)
+    assert len(r["kernels"]) == 6 and {k["dtype"] for k in r["kernels"]} == {"float32", "bfloat16"}
+    for k in r["kernels"]:
+        assert k["bytes"] == (2 if "copy_" in k["case"] else 3) * 512 * 64 * (4 if k["dtype"] == "float32" else 2)
+    assert [k["x_aligned_add"] for k in r["kernels"] if "aligned" in k["case"]] == [1.0, 1.0]
+
+    prof = {p["layout"]: p for p in r["profile"]}
+    assert prof["transposed"]["weight_shape"] == [64, 512] and prof["standard"]["weight_shape"] == [512, 64]
+    for p in prof.values():
+        assert [m["micro_step"] for m in p["micro_steps"]] == [0, 1]
+        assert "aten::add_" in p["micro_steps"][1]["ops"]  # second micro-step accumulates
+        assert p["grad_strides"] == [p["weight_shape"][1], 1]  # .grad ends in the weight's layout
+    # First micro-step: the transposed head's gradient already has the weight's layout and is taken as
+    # is; the standard head's arrives as a transpose view and is copied into the weight's layout.
+    assert "aten::copy_" not in prof["transposed"]["micro_steps"][0]["ops"]
+    assert "aten::copy_" in prof["standard"]["micro_steps"][0]["ops"]
+    assert bench("bench_head_layout").kernel_kind("void at::native::vectorized_elementwise_kernel<4, X>") == "vectorized"
+    assert bench("bench_head_layout").kernel_kind("void at::native::elementwise_kernel<128, 2, X>") == "non-vectorized"
+
+
+def test_optimizer_phases_and_schedules(tmp_path):
+    r = bench("bench_optimizer").main(["--device", "cpu", "--out", str(tmp_path), "--warmup", "0", "--steps", "1"])
+    check_header(r, tmp_path, "bench_optimizer")
+    assert (r["backend"], r["world_size"], r["preset"]) == ("gloo", 1, "tiny")
+    by = {s["schedule"]: s for s in r["schedules"]}
+    assert set(by) == {"explicit", "hooks"}
+    from instrumented_model.model import LABELS
+
+    tied_updates = {f"update:{lb}" for lb in LABELS if lb != "embed"}  # embed is tied to lm_head
+    for s in by.values():
+        regions = set(s["host_ms"])
+        assert {"backward", "optimizer", "opt.phase1", "opt.phase2", "opt.phase3"} <= regions
+        assert {n for n in regions if n.startswith("update:")} == tied_updates
+        assert s["device_ms"] is None and all(v > 0 for v in s["host_ms"].values())
+        assert s["host_ms"]["optimizer"] >= s["host_ms"]["opt.phase2"] >= s["host_ms"]["update:attn"]
+        assert sum(s["numel"].values()) > 0
+
+
+def test_throughput_eager_in_process_and_timeout_record(tmp_path):
+    mod = bench("bench_throughput")
+    r = mod.main(["--device", "cpu", "--out", str(tmp_path), "--in-process", "--warmup", "0", "--steps", "2",
+                  "--batch-size", "2"])
+    check_header(r, tmp_path, "bench_throughput")
+    (v,) = r["variants"]
+    assert (v["variant"], v["backend"], v["tokens_per_step"]) == ("eager", "gloo", 2 * 64)
+    assert v["tokens_per_s"] * v["median_step_ms"] / 1e3 == pytest.approx(v["tokens_per_step"], rel=0.5)
+    assert abs(v["loss_first"] - math.log(512)) < 0.5  # the tied head starts near uniform logits
+    assert v["compile_s"] is None and r["best_tokens_per_s"] == v["tokens_per_s"]
+    assert r["target_met"] is False
+    # A variant past its time limit becomes a record, not a crash.
+    rec = mod.run_isolated("eager", ["--device", "cpu"], timeout=0.05)
+    assert rec == {"variant": "eager", "error": "timed out after 0 s"}
+
+
+def test_suite_collect_packs_small_files_and_fitting_traces(tmp_path):
+    work, out = tmp_path / "work", tmp_path / "out"
+    (work / "results").mkdir(parents=True)
+    (work / "results" / "a.json").write_text('{"x": 1}')
+    (work / "results" / "cli_broken.json").write_text("Traceback: boom")
+    (work / "results" / "a.md").write_text("## A\n")
+    rank = work / "runs" / "run1" / "rank0"
+    rank.mkdir(parents=True)
+    (rank / "events.jsonl").write_text("{}\n")
+    (rank / "trace.json.gz").write_bytes(os.urandom(300_000))
+    (work / "runs" / "run1" / "rank1").mkdir()
+    (work / "runs" / "run1" / "rank1" / "trace.json.gz").write_bytes(os.urandom(900_000))
+    bench("suite_collect").main(["--work", str(work), "--out", str(out), "--max-mb", "1"])
+
+    merged = json.loads((out / "bench_results.json").read_text())
+    assert merged["a"] == {"x": 1} and merged["cli_broken"]["error"] == "not valid JSON"
+    assert (out / "bench.md").read_text() == "## A\n"
+    with tarfile.open(out / "runs.tar.gz") as tar:
+        names = set(tar.getnames())
+        manifest = tar.extractfile("runs/MANIFEST.txt").read().decode()
+    # 1 MiB budget: the small file and the smaller trace fit, the larger trace is listed as left out
+    assert names == {"runs/MANIFEST.txt", "runs/run1/rank0/events.jsonl", "runs/run1/rank0/trace.json.gz"}
+    assert "LEFT OUT\t900000\truns/run1/rank1/trace.json.gz" in manifest
+
+
+def test_gpu_suite_skips_steps_past_its_deadline(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "SUITE_WORK": str(tmp_path / "work"),
+           "SUITE_BUDGET_S": "0", "SUITE_SKIP_WHEELS": "1"}
+    proc = subprocess.run(["bash", str(BENCH / "gpu_suite.sh"), "runs"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    steps = (tmp_path / "out" / "steps.txt").read_text().splitlines()
+    assert steps[0] == "env SKIPPED (suite deadline)"
+    assert "run_ws1 SKIPPED (suite deadline)" in steps and "hooks_gloo4 SKIPPED (suite deadline)" in steps
+    bad = subprocess.run(["bash", str(BENCH / "gpu_suite.sh"), "nonsense"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "group must be" in bad.stderr
