@@ -91,3 +91,14 @@ def test_live_trainer_run_standard_head(tmp_path):
                           capture_output=True, text=True, timeout=500)
     assert proc.returncode == 0, proc.stderr[-2000:]
     check_standard(layout_report(load_path(out)))
+
+
+def test_run_without_profile_is_a_clear_user_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from commscope.cli import app
+
+    run = _copy("standard", tmp_path)
+    (run / "rank0" / "trace.json.gz").unlink()
+    res = CliRunner().invoke(app, ["layout", str(run)])
+    assert res.exit_code != 0 and "no profiled ops or kernels" in str(res.exception)
