@@ -1,0 +1,397 @@
+"""`diagnose`: one cross-rank verdict for a run — ok, crash, hang, desync or straggler — with who, where
+and the timestamps that show it (docs/faults.md).
+
+Sources, all on the run's common time axis:
+- the loaded Trace (finished collectives, steps, each rank's status.json);
+- `rank{R}/watchdog.json` (the hang watchdog fired: what the rank waited on and every collective it had
+  launched that had not finished) and `rank{R}/inflight.json` (the same list, written by a rank that ended
+  abnormally without its watchdog firing, e.g. torn down by the launcher);
+- NCCL Flight Recorder dumps (`flight_recorder/rank_<R>`, pickle or JSON) as a second, independent source:
+  they are analyzed on their own (their sequence numbers count every NCCL collective, not the recorder's).
+
+Rules, checked in this order (the first that holds is the verdict):
+1. crash: a rank left no status.json (killed: os._exit, SIGKILL, abort) while others did, or a rank failed
+   with its own error rather than as a consequence of a peer (teardown, closed connection, timeout).
+2. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype; the
+   culprits are the ranks that differ from the majority.
+3. hang: the first (group, seq) that some members launched and others did not; the culprits are the ranks
+   that never launched it (found by *absence*).
+4. straggler: a finished collective whose last launch (`call_ns`) trailed the first by more than the
+   threshold and by ten times the run's median launch skew; the culprit launched late (found by *timing*).
+Otherwise ok.
+
+Invariants: only reads; never trusts a number it cannot tie to a rank's record; the injected faults listed
+in config.json are shown for reference but never used to reach the verdict.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze import skew
+from commscope.errors import UserError
+from commscope.load.files import read_bytes, read_json
+from commscope.load.frames import Trace
+
+VERDICTS = ("ok", "crash", "desync", "hang", "straggler", "incomplete")
+STRAGGLER_MS = 100.0
+# Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
+# backend or our watchdog timed out waiting.
+_CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connection closed|Connection reset|"
+                          r"Broken pipe|Timed out|timed out|DistBackendError|ProcessGroup|peer|KeyboardInterrupt",
+                          re.I)
+_LAUNCH_COLS = ["rank", "group", "group_size", "seq", "label", "op", "bytes", "dtype", "step", "call_ns", "wait_ns",
+                "finished", "source"]
+FR_DIR = "flight_recorder"
+
+
+@dataclass
+class Diagnosis:
+    verdict: str
+    culprit_ranks: list[int] = field(default_factory=list)
+    label: str | None = None
+    step: int | None = None
+    sequence: int | None = None
+    group: str | None = None
+    summary: str = ""
+    evidence: list[dict] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)
+    second_opinion: dict | None = None  # the Flight Recorder's own verdict, when dumps exist
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+# ---- reading the fault files ------------------------------------------------------------------
+class _NoGlobals(pickle.Unpickler):
+    """Flight Recorder dumps hold only builtin containers; refuse anything that would run code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def read_flight_recorder(path: str) -> dict:
+    raw = read_bytes(path)
+    if raw.lstrip()[:1] == b"{":
+        try:
+            doc = json.loads(raw)
+        except ValueError as e:
+            raise UserError(f"{path}: Flight Recorder dump is not valid JSON ({e})") from None
+    else:
+        try:
+            doc = _NoGlobals(io.BytesIO(raw)).load()
+        except Exception as e:  # noqa: BLE001 - any corrupt pickle is the same user-facing problem
+            raise UserError(f"{path}: not a Flight Recorder dump (pickle or JSON): {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
+        raise UserError(f"{path}: Flight Recorder dump without an 'entries' list")
+    return doc
+
+
+def _fr_files(run_dir: str) -> dict[int, str]:
+    d = os.path.join(run_dir, FR_DIR)
+    out = {}
+    if os.path.isdir(d):
+        for n in sorted(os.listdir(d)):
+            m = re.search(r"(\d+)$", n)
+            if m and os.path.isfile(os.path.join(d, n)):
+                out[int(m.group(1))] = os.path.join(d, n)
+    return out
+
+
+def _numel(shapes: Any) -> int:
+    total = 0
+    for s in shapes or []:
+        n = 1
+        for d in s or []:
+            n *= int(d)
+        total += n
+    return total
+
+
+def flight_recorder_launches(docs: dict[int, dict]) -> pd.DataFrame:
+    """Flight Recorder entries → launch rows (seq = collective_seq_id per process group)."""
+    rows = []
+    for rank, doc in docs.items():
+        for e in doc.get("entries", []):
+            if not isinstance(e, dict) or e.get("is_p2p"):
+                continue
+            pg = e.get("process_group") or (str(e.get("pg_id")), "")
+            name = str(e.get("profiling_name", "")).removeprefix("nccl:")
+            rows.append({
+                "rank": rank, "group": str(pg[0] if isinstance(pg, (list, tuple)) else pg), "group_size": None,
+                "seq": int(e.get("collective_seq_id", -1)), "label": name, "op": name,
+                "bytes": float(_numel(e.get("input_sizes"))), "dtype": ",".join(map(str, e.get("input_dtypes") or [])),
+                "step": None, "call_ns": e.get("time_created_ns"), "wait_ns": None,
+                "finished": e.get("state") == "completed", "source": "flight_recorder"})
+    return pd.DataFrame(rows, columns=_LAUNCH_COLS)
+
+
+def read_fault_files(run_dir: str) -> dict:
+    """watchdog.json / inflight.json per rank and the Flight Recorder dumps of a run directory."""
+    out: dict[str, dict] = {"watchdog": {}, "inflight": {}, "flight_recorder": {}}
+    for n in sorted(os.listdir(run_dir)):
+        m = re.fullmatch(r"rank(\d+)", n)
+        if not m:
+            continue
+        for kind in ("watchdog", "inflight"):
+            p = os.path.join(run_dir, n, f"{kind}.json")
+            if os.path.isfile(p):
+                doc = read_json(p)
+                if not isinstance(doc, dict) or not isinstance(doc.get("inflight", []), list):
+                    raise UserError(f"{p} is not a commscope {kind} report")
+                out[kind][int(m.group(1))] = doc
+    for rank, p in _fr_files(run_dir).items():
+        out["flight_recorder"][rank] = read_flight_recorder(p)
+    return out
+
+
+# ---- the launch table -------------------------------------------------------------------------
+def launches(trace: Trace, files: dict) -> pd.DataFrame:
+    """Every collective each rank is known to have launched: finished ones (events) and unfinished ones
+    (watchdog/inflight reports), one row per (rank, group, seq)."""
+    c = trace.collectives
+    parts = []
+    if len(c):
+        parts.append(pd.DataFrame({
+            "rank": c["rank"].astype(int), "group": c["group"].astype(str), "group_size": c["group_size"],
+            "seq": c["seq"].astype(int),
+            "label": c["label"], "op": c["op"], "bytes": c["bytes"].astype(float), "dtype": c["dtype"],
+            "step": c["step"], "call_ns": c["call_ns"], "wait_ns": c["wait_ns"], "finished": True,
+            "source": "events"}))
+    rows = []
+    for kind in ("watchdog", "inflight"):
+        for rank, doc in files.get(kind, {}).items():
+            for r in doc.get("inflight", []):
+                if not isinstance(r, dict) or r.get("seq") is None:
+                    continue
+                rows.append({"rank": rank, "group": str(r.get("group")), "group_size": r.get("group_size"),
+                             "seq": int(r["seq"]),
+                             "label": r.get("label"), "op": r.get("op"), "bytes": float(r.get("bytes") or 0),
+                             "dtype": r.get("dtype"), "step": r.get("step"), "call_ns": r.get("call_ns"),
+                             "wait_ns": r.get("wait_ns"), "finished": False, "source": f"{kind}.json"})
+    if rows:
+        parts.append(pd.DataFrame(rows, columns=_LAUNCH_COLS))
+    if not parts:
+        return pd.DataFrame(columns=_LAUNCH_COLS)
+    df = pd.concat(parts, ignore_index=True)
+    # A record both flushed and in a report: keep the finished one.
+    df = df.sort_values(["rank", "group", "seq", "finished"], ascending=[True, True, True, False], kind="stable")
+    return df.drop_duplicates(["rank", "group", "seq"]).reset_index(drop=True)
+
+
+def _ms(ns: Any) -> float | None:
+    return None if ns is None or pd.isna(ns) else float(ns) / 1e6
+
+
+def _iso_ns(ns: Any) -> int | None:
+    return None if ns is None or pd.isna(ns) else int(ns)
+
+
+# ---- rules ------------------------------------------------------------------------------------
+def _statuses(trace: Trace) -> dict[int, dict]:
+    return {int(r): s for r, s in trace.config.get("status", {}).items()}
+
+
+def _last_step(trace: Trace, rank: int) -> int:
+    s = trace.steps
+    s = s[s["rank"] == rank] if len(s) else s
+    return int(s["step"].max()) if len(s) else -1
+
+
+def check_crash(trace: Trace, files: dict) -> Diagnosis | None:
+    if trace.source != "run":
+        return None
+    statuses = _statuses(trace)
+    ranks = sorted(set(range(trace.world_size)))
+    silent = [r for r in ranks if r not in statuses]
+    if silent and len(silent) == len(ranks) and not trace.config.get("summary"):
+        return Diagnosis("incomplete", summary=(
+            "no rank has finished or reported (no status.json, no summary.json): the run is still going, "
+            "or the whole job was killed at once"), sources=["status.json"])
+    own = [r for r, s in statuses.items()
+           if s.get("status") not in ("completed", None) and s.get("error")
+           and not _CONSEQUENCE.search(str(s.get("error")))]
+    culprits = silent or sorted(own)
+    if not culprits:
+        return None
+    evidence = []
+    for r in culprits:
+        last = _last_step(trace, r)
+        ev = {"rank": r, "last_finished_step": last,
+              "status": statuses.get(r, {}).get("status", "none: no status.json"),
+              "error": statuses.get(r, {}).get("error")}
+        s = trace.steps[(trace.steps["rank"] == r)] if len(trace.steps) else trace.steps
+        if len(s):
+            ev["last_step_end_ns"] = _iso_ns(s["end_ns"].max())
+        evidence.append(ev)
+    for r, s in sorted(statuses.items()):
+        if r not in culprits and s.get("status") != "completed":
+            evidence.append({"rank": r, "status": s.get("status"), "error": s.get("error"),
+                             "last_finished_step": _last_step(trace, r), "role": "affected"})
+    how = "left no status.json (ended abruptly: killed, aborted or os._exit)" if silent else \
+        f"failed with its own error: {statuses[culprits[0]].get('error')}"
+    last = evidence[0]["last_finished_step"]
+    return Diagnosis("crash", culprits, step=last, evidence=evidence, sources=["status.json", "events.jsonl"],
+                     summary=f"crash: rank(s) {_fmt(culprits)} {how}; last finished step {last}.")
+
+
+def _signature(row: pd.Series) -> tuple:
+    return (row["op"], None if pd.isna(row["bytes"]) else float(row["bytes"]), row["dtype"])
+
+
+def check_desync(lt: pd.DataFrame, source: str) -> Diagnosis | None:
+    if not len(lt):
+        return None
+    for (group, seq), g in lt.sort_values(["seq", "rank"]).groupby(["group", "seq"], sort=False):
+        if len(g) < 2:
+            continue
+        sigs = g.apply(_signature, axis=1)
+        counts = sigs.value_counts()
+        if len(counts) < 2:
+            continue
+        majority = counts.index[0] if counts.iloc[0] > counts.iloc[1] else sigs.iloc[0]
+        culprits = sorted(int(r) for r, s in zip(g["rank"], sigs) if s != majority)
+        good = g[sigs == majority].iloc[0]
+        evidence = [{"rank": int(r["rank"]), "op": r["op"], "bytes": r["bytes"], "dtype": r["dtype"],
+                     "label": r["label"], "call_ns": _iso_ns(r["call_ns"]), "finished": bool(r["finished"]),
+                     "source": r["source"]} for _, r in g.iterrows()]
+        step = None if pd.isna(good["step"]) else int(good["step"])
+        bad = g[g["rank"].isin(culprits)].iloc[0]
+        return Diagnosis(
+            "desync", culprits, label=good["label"], step=step, sequence=int(seq), group=str(group),
+            evidence=evidence, sources=[source],
+            summary=(f"desync: at group {group} seq {seq} ('{good['label']}', step {step}) rank(s) {_fmt(culprits)} "
+                     f"launched {bad['op']} of {_bytes(bad['bytes'])} while the others launched {good['op']} of "
+                     f"{_bytes(good['bytes'])}."))
+    return None
+
+
+def check_hang(lt: pd.DataFrame, trace: Trace, files: dict, source: str) -> Diagnosis | None:
+    if not len(lt):
+        return None
+    best = None
+    for group, g in lt.groupby("group"):
+        members = set(g["rank"].astype(int))
+        sizes = pd.to_numeric(g["group_size"], errors="coerce").dropna()
+        if len(sizes) and int(sizes.max()) == trace.world_size:
+            # the whole world: a rank that left no record at all (killed early) is still a member
+            members |= set(range(trace.world_size))
+        launched = g.groupby("seq")["rank"].agg(lambda r: set(int(x) for x in r))
+        for seq, have in launched.sort_index().items():
+            missing = sorted(members - have)
+            if missing:
+                if best is None or (seq, str(group)) < (best[0], best[1]):
+                    best = (int(seq), str(group), have, missing)
+                break
+    if best is None:
+        return None
+    seq, group, have, missing = best
+    rows = lt[(lt["group"] == group) & (lt["seq"] == seq)]
+    first = rows.sort_values("rank").iloc[0]
+    step = None if pd.isna(first["step"]) else int(first["step"])
+    evidence = []
+    for _, r in rows.sort_values("rank").iterrows():
+        wd = files.get("watchdog", {}).get(int(r["rank"]))
+        evidence.append({"rank": int(r["rank"]), "launched": True, "finished": bool(r["finished"]),
+                         "call_ns": _iso_ns(r["call_ns"]), "wait_ns": _iso_ns(r["wait_ns"]),
+                         "watchdog_fired_ns": wd.get("fired_ns") if wd else None, "source": r["source"]})
+    for m in missing:
+        mine = lt[(lt["rank"] == m) & (lt["group"] == group)].sort_values("seq")
+        last = mine.iloc[-1] if len(mine) else None
+        evidence.append({"rank": m, "launched": False,
+                         "last_launched_seq": None if last is None else int(last["seq"]),
+                         "last_launched_label": None if last is None else last["label"],
+                         "last_launch_ns": None if last is None else _iso_ns(last["call_ns"]),
+                         "status": _statuses(trace).get(m, {}).get("status"),
+                         "error": _statuses(trace).get(m, {}).get("error")})
+    fired = sorted(files.get("watchdog", {}))
+    wd_note = f"; the hang watchdog fired on rank(s) {_fmt(fired)}" if fired else ""
+    return Diagnosis(
+        "hang", missing, label=first["label"], step=step, sequence=seq, group=group, evidence=evidence,
+        sources=[source],
+        summary=(f"hang: rank(s) {_fmt(sorted(have))} launched {first['op']} '{first['label']}' (group {group}, "
+                 f"seq {seq}, step {step}) but rank(s) {_fmt(missing)} never did (found by absence){wd_note}."))
+
+
+def check_straggler(trace: Trace, threshold_ms: float) -> Diagnosis | None:
+    c = trace.collectives
+    if not len(c) or c["rank"].nunique() < 2:
+        return None
+    sk = skew.arrival_skew(c.assign(timing="wall"))  # launch times: a late *launch* is what we look for
+    sk = sk[sk["n_ranks"] >= 2]
+    if not len(sk):
+        return None
+    lat = sk["skew_ns"].astype(float)
+    med = float(np.median(lat))
+    err = max((m.get("clock", {}).get("error_ns", 0) or 0 for m in trace.config.get("meta", {}).values()), default=0)
+    bar = max(threshold_ms * 1e6, 10 * med, 3 * float(err))
+    late = sk[lat > bar].sort_values("skew_ns", ascending=False)
+    if not len(late):
+        return None
+    worst = late.iloc[0]
+    culprit = int(worst["last_rank"])
+    evidence = []
+    for _, row in late.head(5).iterrows():
+        rows = c[(c["group"] == row["group"]) & (c["seq"] == row["seq"])]
+        others = rows[rows["rank"] != row["last_rank"]]["call_ns"].astype(float)
+        evidence.append({"rank": int(row["last_rank"]), "label": row["label"], "step": int(row["step"]),
+                         "group": str(row["group"]), "sequence": int(row["seq"]),
+                         "late_launch_ns": _iso_ns(row["last_ns"]), "first_launch_ns": _iso_ns(row["first_ns"]),
+                         "others_median_launch_ns": None if not len(others) else int(np.median(others)),
+                         "launch_late_ms": float(row["skew_ns"]) / 1e6})
+    return Diagnosis(
+        "straggler", [culprit], label=worst["label"], step=int(worst["step"]), sequence=int(worst["seq"]),
+        group=str(worst["group"]), evidence=evidence, sources=["events.jsonl" if trace.source == "run" else "trace"],
+        summary=(f"straggler: rank {culprit} launched '{worst['label']}' (step {int(worst['step'])}, seq "
+                 f"{int(worst['seq'])}) {float(worst['skew_ns']) / 1e6:.0f} ms after the first rank (found by "
+                 f"timing, not by absence: every rank launched it; threshold {bar / 1e6:.0f} ms, median launch "
+                 f"skew {med / 1e6:.1f} ms)."))
+
+
+def _fmt(ranks: list[int]) -> str:
+    return ",".join(str(r) for r in ranks)
+
+
+def _bytes(b: Any) -> str:
+    return "? bytes" if b is None or pd.isna(b) else f"{int(b)} bytes"
+
+
+# ---- entry points -----------------------------------------------------------------------------
+def diagnose(trace: Trace, files: dict | None = None, *, straggler_ms: float = STRAGGLER_MS) -> Diagnosis:
+    files = files or {}
+    lt = launches(trace, files)
+    src = "events.jsonl + watchdog/inflight reports" if trace.source == "run" else "trace"
+    d = (check_crash(trace, files) or check_desync(lt, src) or check_hang(lt, trace, files, src)
+         or check_straggler(trace, straggler_ms))
+    if d is None:
+        d = Diagnosis("ok", summary=f"ok: no crash, hang, desync or straggler (> {straggler_ms:g} ms late launch) "
+                      f"found in {trace.world_size} rank(s).", sources=[src])
+    fr = files.get("flight_recorder") or {}
+    if fr:
+        frl = flight_recorder_launches(fr)
+        empty = Trace(source="flight_recorder", path=trace.path, world_size=trace.world_size, backend=None,
+                      device=None)
+        second = check_desync(frl, "flight_recorder") or check_hang(frl, empty, {}, "flight_recorder")
+        d.second_opinion = second.to_json() if second else {"verdict": "ok", "source": "flight_recorder"}
+        if d.verdict == "ok" and second is not None:  # e.g. --trace off: the Flight Recorder is all there is
+            d = second
+    args = (trace.config.get("config") or {}).get("args") or {}
+    d.injected = list(args.get("inject") or [])
+    return d
+
+
+def diagnose_path(path: str, *, straggler_ms: float = STRAGGLER_MS) -> Diagnosis:
+    from commscope.load import load_path
+
+    trace = load_path(path)
+    files = read_fault_files(trace.path) if trace.source == "run" else {}
+    return diagnose(trace, files, straggler_ms=straggler_ms)
