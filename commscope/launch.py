@@ -15,6 +15,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -38,6 +40,10 @@ PROGRESS_PREFIX = "@@commscope "  # instrumented_model.train.PROGRESS_PREFIX (no
 _TEE_PREFIX = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
 _RUN_FILES = ("summary.json", "config.json", "launcher.log")
 _SHUTDOWN_GRACE_S = 30
+# After the first sign of a fault (a watchdog report, a failed rank) torch.distributed.run gets this long to
+# tear the job down before the whole session is killed: `run` ends within the hang timeout + a few seconds.
+_FAULT_TEARDOWN_S = 10
+FLIGHT_RECORDER_DIR = "flight_recorder"  # NCCL Flight Recorder dumps (docs/faults.md)
 
 
 @dataclass
@@ -126,6 +132,8 @@ def prepare_run_dir(path: str) -> None:
             shutil.rmtree(p)
         elif e in _RUN_FILES:
             os.remove(p)
+        elif e == FLIGHT_RECORDER_DIR and os.path.isdir(p):
+            shutil.rmtree(p)
 
 
 def rank_statuses(run_dir: str, ranks: range | list[int]) -> dict[str, dict]:
@@ -191,6 +199,12 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     console = console or Console()
     args = train.parse_args([*trainer_argv, "--out", out or "."])
     train.check_args(args, topology.world_size)
+    if args.backend == "nccl":
+        import torch
+
+        if topology.nproc > torch.cuda.device_count():
+            raise UserError(f"--backend nccl needs one GPU per rank: {topology.nproc} ranks, "
+                            f"{torch.cuda.device_count()} GPUs here (--backend gloo lets ranks share a GPU)")
     out = out or default_run_dir(args.preset, topology.world_size)
     torchrun_args = topology.torchrun_args()
     prepare_run_dir(out)
@@ -200,12 +214,16 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args, "--tee", "3", "--log-dir", logdir,
            "-m", "instrumented_model.train", *trainer_argv, "--out", out]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if args.backend == "nccl":
+        env.update(flight_recorder_env(out, env))
     prog = RunProgress()
     interrupted = False
     with open(os.path.join(out, "launcher.log"), "w") as log:
         log.write("$ " + " ".join(cmd) + "\n")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                 env=env, start_new_session=True)
+        reaper_stop = threading.Event()
+        threading.Thread(target=_reap_after_fault, args=(proc, out, reaper_stop), daemon=True).start()
         try:
             with _progress_bar(console) as bar:
                 task = bar.add_task("train", total=args.steps, loss="-", ms="-", tps="-")
@@ -226,6 +244,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
                 log.write(line)
                 prog.feed(line)
         finally:
+            reaper_stop.set()
             shutil.rmtree(logdir, ignore_errors=True)
 
     ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(
@@ -250,6 +269,46 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         os.replace(tmp, os.path.join(out, "summary.json"))
     print_summary(console, summary, out)
     return summary
+
+
+def flight_recorder_env(out: str, env: dict) -> dict:
+    """PyTorch's NCCL Flight Recorder, dumping into OUT/flight_recorder/ on a timeout (user settings win)."""
+    prefix = os.path.join(os.path.abspath(out), FLIGHT_RECORDER_DIR, "rank_")
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    wanted = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+              "TORCH_FR_DUMP_TEMP_FILE": prefix, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix}
+    return {k: v for k, v in wanted.items() if k not in env}
+
+
+def fault_seen(out: str) -> bool:
+    """True once any rank wrote a watchdog report or a non-completed status."""
+    for e in os.listdir(out):
+        d = os.path.join(out, e)
+        if not re.fullmatch(r"rank\d+", e) or not os.path.isdir(d):
+            continue
+        if os.path.exists(os.path.join(d, "watchdog.json")):
+            return True
+        try:
+            with open(os.path.join(d, "status.json")) as f:
+                if json.load(f).get("status") != "completed":
+                    return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
+def _reap_after_fault(proc: subprocess.Popen, out: str, stop: threading.Event) -> None:
+    """Kill the job's session if it is still alive _FAULT_TEARDOWN_S after the first fault sign."""
+    while not stop.wait(0.5):
+        if proc.poll() is not None:
+            return
+        if fault_seen(out):
+            try:
+                proc.wait(timeout=_FAULT_TEARDOWN_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # our own session: only the job's processes
+            return
 
 
 def _stop(proc: subprocess.Popen) -> int:

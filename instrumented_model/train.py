@@ -19,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import signal
@@ -27,10 +28,12 @@ import time
 import traceback
 from typing import Sequence
 
+from commscope import faults
 from commscope.errors import UserError
 
 PROGRESS_PREFIX = "@@commscope "
 TRACE_MODES = ("off", "light", "full")
+PG_TIMEOUT_MARGIN_S = 10  # the process-group timeout is the hang timeout plus this
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", choices=TRACE_MODES, default="light")
     p.add_argument("--profile", default=None, help="torch.profiler window of steps START:STOP (needs --trace light|full)")
     p.add_argument("--with-stack", action="store_true", help="record python stacks in the profiler window")
+    p.add_argument("--inject", action="append", default=None, metavar="KIND@rank=R,step=S[,label=L][,ms=M]",
+                   help="inject a fault (crash|hang|delay|desync), repeatable; see docs/faults.md")
+    p.add_argument("--hang-timeout", type=float, default=300.0,
+                   help="seconds a collective wait may block before the rank reports a hang and ends the run")
     return p
 
 
@@ -90,6 +97,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     """Raise UserError for any option that cannot work with this world size; fills args.batch_size."""
     import torch
 
+    from commscope.faults import parse_faults
     from commscope.record import parse_steps
     from instrumented_model.config import make_config
     from instrumented_model.data import make_source
@@ -118,6 +126,9 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     if args.profile is not None and args.trace == "off":
         raise UserError("--profile needs tracing on (--trace light or full)")
     parse_steps(args.profile)
+    if not args.hang_timeout > 0:
+        raise UserError(f"--hang-timeout must be > 0 seconds, got {args.hang_timeout}")
+    parse_faults(args.inject, world_size=world_size, steps=args.steps)
     if args.data:  # validates every shard's header now, not in eight ranks later
         make_source(args.data, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=args.batch_size, seed=args.seed)
 
@@ -171,11 +182,18 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
+    # The backend's own timeout backs up the watchdog (and is the only hang detection with --trace off).
     dist.init_process_group(backend=args.backend, rank=rank, world_size=world_size,
-                            device_id=device if args.backend == "nccl" else None)
+                            device_id=device if args.backend == "nccl" else None,
+                            timeout=datetime.timedelta(seconds=args.hang_timeout + PG_TIMEOUT_MARGIN_S))
     state["pg"] = True
     rec = make_recorder(args, rank, world_size, device)  # the Recorder aligns clocks as it starts
     state["rec"] = rec
+    if rec.enabled:
+        from commscope.record.watchdog import Watchdog
+
+        state["watchdog"] = Watchdog(rec, args.hang_timeout).start()
+    rec = faults.wrap(rec, faults.parse_faults(args.inject), rank)
 
     cfg = make_config(args.preset, world_size)
     torch.manual_seed(args.seed)  # identical initial parameters on every rank and every world size
@@ -200,7 +218,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
             rec.write_config(config)
         else:
             with open(os.path.join(args.out, "config.json"), "w") as f:
-                json.dump(config, f, indent=1, default=str)
+                json.dump({"schema_version": 1, **config}, f, indent=1, default=str)
         progress({"event": "start", "world_size": world_size, "backend": args.backend, "device": str(device),
                   "preset": args.preset, "steps": args.steps, "batch_size": args.batch_size,
                   "seq_len": cfg.seq_len, "params": sum(p.numel() for p in params.values())})
@@ -263,8 +281,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"commscope: rank {rank}: {error}", file=sys.stderr)
     rec = state["rec"]
+    if state.get("watchdog") is not None:
+        state["watchdog"].stop()
     if rec is not None:
         try:
+            if status != "completed":
+                from commscope.record.watchdog import write_inflight
+
+                write_inflight(rec, error)  # how far this rank got, for `commscope doctor`
             rec.close(status, error)
         except Exception:  # noqa: BLE001 - the status below still has to be written
             traceback.print_exc()

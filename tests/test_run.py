@@ -3,6 +3,7 @@ multi-process runs on CPU (8 gloo ranks complete; losses agree across world size
 reported as a failed run with a non-zero exit)."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from commscope.errors import UserError
 from commscope.launch import (
@@ -135,6 +137,10 @@ def test_bad_option_exits_2_with_one_line(tmp_path):
 
 # ---------------------------------------------------------------- end to end (torch.distributed.run, gloo)
 
+def _quiet() -> Console:
+    return Console(file=io.StringIO())
+
+
 def _summary(run_dir) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
@@ -168,12 +174,13 @@ def test_run_nproc_8_completes_on_cpu(tmp_path):
 def test_losses_agree_across_world_sizes(tmp_path):
     """Same seed and global batch: the sharded optimizer must make 1, 2 and 4 ranks compute the same run."""
     losses = {}
-    for n in (1, 2, 4):
+    for n in (1, 2, 4):  # in-process launcher (the CLI wrapper is covered above): one torch import less
         out = tmp_path / f"ws{n}"
-        r = commscope("run", "--nproc", str(n), "--steps", "6", "--batch-size", "8", "--grad-accum", "2",
-                      "--trace", "off", "--seed", "7", "--out", str(out))
-        assert r.returncode == 0, r.stdout + r.stderr
-        losses[n] = _summary(out)["losses"]
+        s = launch_training(["--steps", "6", "--batch-size", "8", "--grad-accum", "2", "--trace", "off",
+                             "--seed", "7"], Topology(n), str(out), console=_quiet())
+        assert s["status"] == "completed", s["message"]
+        assert _summary(out)["losses"] == s["losses"]
+        losses[n] = s["losses"]
     assert len(losses[1]) == 6
     np.testing.assert_allclose(losses[2], losses[1], rtol=2e-4, atol=2e-4)
     np.testing.assert_allclose(losses[4], losses[1], rtol=2e-4, atol=2e-4)
@@ -181,7 +188,7 @@ def test_losses_agree_across_world_sizes(tmp_path):
 
 
 @pytest.mark.slow
-def test_failing_rank_gives_failed_run_and_nonzero_exit(tmp_path):
+def test_failing_rank_gives_failed_summary(tmp_path):
     """Shards whose later tokens lie outside the vocabulary: the header check passes, step 2 fails."""
     from instrumented_model.data import write_shard
 
@@ -189,10 +196,10 @@ def test_failing_rank_gives_failed_run_and_nonzero_exit(tmp_path):
     bad = np.full(16 * 64, 9999)
     write_shard(str(tmp_path / "shard_000.bin"), np.concatenate([tokens, bad]))
     out = tmp_path / "run"
-    r = commscope("run", "--nproc", "2", "--steps", "5", "--trace", "off", "--data",
-                  str(tmp_path / "shard_*.bin"), "--out", str(out))
-    assert r.returncode == 1
+    launched = launch_training(["--steps", "5", "--trace", "off", "--data", str(tmp_path / "shard_*.bin")],
+                               Topology(2), str(out), console=_quiet())
     s = _summary(out)
+    assert s == launched
     assert s["status"] == "failed" and s["exit_code"] != 0 and len(s["losses"]) == 2
     assert set(s["ranks"].values()) == {"failed"}
     assert "outside the model's vocabulary" in s["message"]
