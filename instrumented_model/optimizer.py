@@ -14,6 +14,15 @@ a `recorder.region`:
   parameter (the shard is a view of the parameter, so no stacking copies).
 - phase 3 (`opt.phase3`): wait for lm_head's gather first (so the tied embed copy can run while other
   gathers are in flight), copy lm_head into embed while tied, then wait for the rest.
+Matrix partition (`matrix_owners`, the trainer's `--optimizer-partition alpha-lpt`): a NorMuon bank may
+instead be updated by an arbitrary owner per matrix (whole matrices, unequal counts per rank, -1 = never
+updated, e.g. the mlp bank's zero padding), as planned by commscope.plan. reduce_scatter and
+all_gather_into_tensor need equal chunks, so the bank's gradient is packed into R slots of S = the
+largest share (rank r's matrices first in its slot, zeros after), reduce-scattered, the owner updates its
+matrices and writes them into its slot, and the slots are all-gathered and unpacked into the bank
+(`unpack:<label>`). Same collectives, phases and labels as the bank split — the bank split is the case of
+equal shares and no packing — so runs of the two compare label by label; the cost is (S·R − N) padding
+matrices on the wire and two local copies (docs/plan.md, "alpha-lpt in the trainer").
 With comm_schedule="hooks", Adam labels' reduces are instead launched from post-accumulate-grad hooks
 during the last micro-step's backward (the trainer calls `set_last_micro_step`); phase 1 then launches
 only what is left. Both schedules compute the same numbers.
@@ -63,6 +72,14 @@ class _Slot:
     reduce_buf: Tensor | None = None  # reduce_scatter output, reused every step
     reduced: tuple[Any, Tensor] | None = None  # (handle or None, tensor holding the summed gradient)
     gather: Any = None
+    # Matrix partition only (None for the even bank split): the matrices this rank updates (bank order),
+    # the slot size S, and the packing map: matrix pack_mat[i] lives at row pack_pos[i] of `pack`.
+    owners: tuple[int, ...] | None = None
+    own_idx: Tensor | None = None
+    share: int = 0
+    pack_mat: Tensor | None = None
+    pack_pos: Tensor | None = None
+    pack: Tensor | None = None  # (R·S, rows, cols): reduce_scatter input, then all_gather output
 
     def full_view(self) -> Tensor:
         return self.param.data.view(self.view_shape)
@@ -82,7 +99,8 @@ class NorMuonAndAdam:
                  group: Any = None, recorder: Any = None, scatter_order=SCATTER_ORDER,
                  work_order=WORK_ORDER, comm_schedule: str = "explicit", head_layout: str = "transposed",
                  split_step: int | None = None, lr: float = 0.02, adam_lr: float = 0.008, wd: float = 0.01,
-                 momentum: float = 0.95, beta2: float = 0.95, param_table: dict[str, ParamSpec] = PARAM_TABLE):
+                 momentum: float = 0.95, beta2: float = 0.95, param_table: dict[str, ParamSpec] = PARAM_TABLE,
+                 matrix_owners: dict[str, Any] | None = None):
         if comm_schedule not in ("explicit", "hooks"):
             raise UserError(f"comm_schedule must be 'explicit' or 'hooks', not {comm_schedule!r}")
         if head_layout not in ("transposed", "standard"):
@@ -95,6 +113,11 @@ class NorMuonAndAdam:
         self.comm_schedule, self.head_layout, self.split_step = comm_schedule, head_layout, split_step
         self.lr, self.adam_lr, self.wd, self.momentum, self.beta2 = lr, adam_lr, wd, momentum, beta2
         self.param_table = param_table
+        self.matrix_owners = dict(matrix_owners or {})
+        bad = sorted(lb for lb in self.matrix_owners
+                     if lb not in labelled_params or param_table[lb].optim != "normuon")
+        if bad:
+            raise UserError(f"matrix_owners: {bad} are not NorMuon banks of this model")
         self.scatter_order = check_order("scatter_order", scatter_order, labelled_params)
         self.work_order = check_order("work_order", work_order, labelled_params)
         self.slots = {label: self._make_slot(label, p) for label, p in labelled_params.items()}
@@ -128,6 +151,8 @@ class NorMuonAndAdam:
         slot = _Slot(label, spec, p, comms, view_shape, chunk, lr_mul)
         shard_shape = (chunk, *view_shape[1:])
         dev = p.device
+        if comms == "sharded" and label in self.matrix_owners:
+            return self._make_partitioned_slot(slot, self.matrix_owners[label])
         if spec.optim == "normuon":
             slot.state = {"momentum_buffer": torch.zeros(shard_shape, dtype=torch.float32, device=dev),
                           "second_moment": torch.zeros(second_moment_shape(shard_shape), dtype=torch.float32,
@@ -137,6 +162,31 @@ class NorMuonAndAdam:
                           "exp_avg_sq": torch.zeros(shard_shape, dtype=torch.float32, device=dev)}
         if comms == "sharded":
             slot.reduce_buf = torch.empty(shard_shape, dtype=p.dtype, device=dev)
+        return slot
+
+    def _make_partitioned_slot(self, slot: _Slot, owners: Any) -> _Slot:
+        """Layout of a bank updated per owner: own matrices, slot size and packing map (see module doc)."""
+        n, ws, dev = slot.view_shape[0], self.world_size, slot.param.device
+        owners = tuple(int(o) for o in owners)
+        if len(owners) != n or any(not -1 <= o < ws for o in owners):
+            raise UserError(f"matrix_owners[{slot.label!r}]: need {n} owners in [-1, {ws - 1}], got {owners}")
+        per_rank = [[k for k in range(n) if owners[k] == r] for r in range(ws)]
+        share = max(len(ks) for ks in per_rank)
+        mats = [k for ks in per_rank for k in ks]
+        pos = [r * share + i for r, ks in enumerate(per_rank) for i in range(len(ks))]
+        mine = per_rank[self.rank]
+        slot.owners, slot.share, slot.chunk = owners, share, len(mine)
+        slot.own_idx = torch.tensor(mine, dtype=torch.long, device=dev)
+        slot.pack_mat = torch.tensor(mats, dtype=torch.long, device=dev)
+        slot.pack_pos = torch.tensor(pos, dtype=torch.long, device=dev)
+        rows_cols = slot.view_shape[1:]
+        # Zeros once: padding rows are never written (see _update), so they stay zero on the wire.
+        slot.pack = torch.zeros((ws * share, *rows_cols), dtype=slot.param.dtype, device=dev)
+        slot.reduce_buf = torch.zeros((share, *rows_cols), dtype=slot.param.dtype, device=dev)
+        own_shape = (len(mine), *rows_cols)
+        slot.state = {"momentum_buffer": torch.zeros(own_shape, dtype=torch.float32, device=dev),
+                      "second_moment": torch.zeros(second_moment_shape(own_shape), dtype=torch.float32,
+                                                   device=dev)}
         return slot
 
     def _check_tie_shapes(self) -> None:
@@ -168,15 +218,28 @@ class NorMuonAndAdam:
                                     group=self.group)
             slot.reduced = (h, grad_view)
         else:
-            h = self.rec.collective(dist.reduce_scatter_tensor, slot.reduce_buf, grad_view.contiguous(),
+            send = grad_view.contiguous()
+            if slot.owners is not None:  # each owner's matrices into its slot of the pack
+                slot.pack.index_copy_(0, slot.pack_pos, grad_view.index_select(0, slot.pack_mat))
+                send = slot.pack
+            h = self.rec.collective(dist.reduce_scatter_tensor, slot.reduce_buf, send,
                                     label=slot.label, phase="reduce", group=self.group)
             slot.reduced = (h, slot.reduce_buf)
 
     def _launch_gather(self, slot: _Slot) -> None:
-        if slot.comms == "sharded":
+        if slot.owners is not None:  # own updated matrices are in reduce_buf[:chunk] (see _update)
+            slot.gather = self.rec.collective(dist.all_gather_into_tensor, slot.pack, slot.reduce_buf,
+                                              label=slot.label, phase="gather", group=self.group)
+        elif slot.comms == "sharded":
             slot.gather = self.rec.collective(dist.all_gather_into_tensor, slot.full_view(),
                                               slot.shard(self.rank), label=slot.label, phase="gather",
                                               group=self.group)
+
+    def _wait_gather(self, slot: _Slot) -> None:
+        slot.gather.wait()
+        if slot.owners is not None:
+            with self.rec.region(f"unpack:{slot.label}"):
+                slot.full_view().index_copy_(0, slot.pack_mat, slot.pack.index_select(0, slot.pack_pos))
 
     # ----- hooks schedule -----
 
@@ -241,12 +304,12 @@ class NorMuonAndAdam:
         with rec.region("opt.phase3"):
             head = self.slots.get("lm_head")
             if head is not None and head.gather is not None:
-                head.gather.wait()
+                self._wait_gather(head)
             if self.tied and head is not None and head.reduced is not None:
                 self._copy_head_to_embed()
             for slot in self.slots.values():
                 if slot.gather is not None and slot is not head:
-                    slot.gather.wait()
+                    self._wait_gather(slot)
         for slot in self.slots.values():
             slot.reduced = slot.gather = None
         self._tied_ready.clear()
@@ -255,6 +318,10 @@ class NorMuonAndAdam:
             self._untie()
 
     def _update(self, slot: _Slot, summed: Tensor, lr_scale: float) -> None:
+        if slot.owners is not None:
+            summed = summed[:slot.chunk]  # the rest of the slot is padding
+            if slot.chunk == 0:
+                return  # owns none of this bank: sends its slot of zeros
         grad = summed.float()
         if self.world_size > 1:
             grad = grad * (1.0 / self.world_size)
@@ -268,7 +335,13 @@ class NorMuonAndAdam:
             direction = adam_direction_(grad, st["exp_avg"], st["exp_avg_sq"], st["step"], slot.spec.adam_betas,
                                         ADAM_EPS)
             lr = self.adam_lr
-        cautious_step_(slot.shard(self.rank), direction, lr * lr_scale * slot.lr_mul, self.wd * slot.spec.wd_mul)
+        target = slot.shard(self.rank)
+        if slot.owners is not None:
+            # direction no longer reads the gradient in reduce_buf (grad is a scaled copy: ws > 1), so
+            # the slot can now carry the owner's weights to the all_gather
+            target = slot.reduce_buf[:slot.chunk]
+            torch.index_select(slot.full_view(), 0, slot.own_idx, out=target)
+        cautious_step_(target, direction, lr * lr_scale * slot.lr_mul, self.wd * slot.spec.wd_mul)
 
     # ----- tied embeddings -----
 
@@ -315,6 +388,7 @@ class NorMuonAndAdam:
             "split_step": self.split_step,
             "lr": self.lr, "adam_lr": self.adam_lr, "wd": self.wd, "momentum": self.momentum,
             "normuon_beta2": self.beta2, "adam_eps": ADAM_EPS,
-            "shards": {label: {"comms": s.comms, "view": list(s.view_shape), "chunk": s.chunk}
+            "shards": {label: {"comms": s.comms, "view": list(s.view_shape), "chunk": s.chunk,
+                               **({"owners": list(s.owners), "share": s.share} if s.owners is not None else {})}
                        for label, s in self.slots.items()},
         }
