@@ -7,7 +7,8 @@
 #   bench: env, pytest (CUDA kernel/model tests), bench_transpose, bench_head_layout, bench_optimizer,
 #          bench_throughput (eager + torch.compile), bench_record_overhead
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, both head layouts
-#          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks
+#          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
+#          (when `commscope run` has --optimizer-partition) the same 4 ranks with the alpha-lpt partition
 #   all:   both (only if the call may last ~15 minutes)
 # Naming STEPs after the group runs only those steps of it.
 #
@@ -101,6 +102,12 @@ if [[ $GROUP == runs || $GROUP == all ]]; then
     step run_gloo4 200 "$CS run --nproc 4 --backend gloo --device cuda --preset speedrun --steps 12 --out $RUNS/run_gloo4"
     step report_gloo4 60 "$(cli_json cli_report_gloo4 "report $RUNS/run_gloo4 --json --no-hta")"
     step hooks_gloo4 60 "$(cli_json cli_hooks_gloo4 "hooks $RUNS/run_gloo4 --json")"
+    # bank vs alpha-lpt matrix partition (issue 8), once `commscope run` has the option: same run as
+    # run_gloo4 with the planner's partition, so the two reports compare optimizer time per rank.
+    if (( DEADLINE - $(date +%s) > RESERVE + 60 )) && $CS run --help 2>/dev/null | grep -q -- "--optimizer-partition"; then
+        step run_gloo4_alpha 200 "$CS run --nproc 4 --backend gloo --device cuda --preset speedrun --steps 12 --optimizer-partition alpha-lpt --out $RUNS/run_gloo4_alpha"
+        step report_gloo4_alpha 60 "$(cli_json cli_report_gloo4_alpha "report $RUNS/run_gloo4_alpha --json --no-hta")"
+    fi
 fi
 
 collect
