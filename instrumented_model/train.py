@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scatter-order", default=None, help="comma list of the 13 labels")
     p.add_argument("--work-order", default=None, help="comma list of the 13 labels")
     p.add_argument("--split-step", type=int, default=None, help="step at which embed and lm_head are untied")
+    p.add_argument("--optimizer-partition", choices=("bank", "alpha-lpt"), default="bank",
+                   help="who updates each NorMuon matrix: the bank's even split, or the planner's alpha-lpt "
+                        "owners (whole matrices, balanced Polar Express flops; docs/plan.md)")
     p.add_argument("--data", default=None, help="glob of modded-nanogpt .bin shards (default: synthetic tokens)")
     p.add_argument("--trace", choices=TRACE_MODES, default="light")
     p.add_argument("--profile", default=None, help="torch.profiler window of steps START:STOP (needs --trace light|full)")
@@ -176,6 +179,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     from instrumented_model.data import make_source, rank_slice
     from instrumented_model.model import GPT
     from instrumented_model.optimizer import NorMuonAndAdam
+    from instrumented_model.partition import matrix_owners
 
     if args.device == "cuda":
         device = torch.device("cuda", local_rank % torch.cuda.device_count())
@@ -205,7 +209,8 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
             opt_kwargs[k] = split_labels(getattr(args, k))
     opt = NorMuonAndAdam(
         params, rank=rank, world_size=world_size, recorder=rec, comm_schedule=args.comm_schedule,
-        head_layout=args.head_layout, split_step=args.split_step, **opt_kwargs,
+        head_layout=args.head_layout, split_step=args.split_step,
+        matrix_owners=matrix_owners(cfg, world_size, args.optimizer_partition), **opt_kwargs,
     )
     hooks = args.comm_schedule == "hooks"
     if hooks:

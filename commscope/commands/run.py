@@ -13,7 +13,7 @@ import typer
 from commscope.errors import UserError
 
 # options forwarded verbatim (as --kebab-case VALUE) to instrumented_model.train when given
-_TRAINER_FLAGS = ("device", "backend", "preset", "steps", "seed", "batch_size", "grad_accum", "lr", "adam_lr",
+_TRAINER_FLAGS = ("optimizer_partition", "device", "backend", "preset", "steps", "seed", "batch_size", "grad_accum", "lr", "adam_lr",
                   "wd", "head_layout", "comm_schedule", "scatter_order", "work_order", "split_step", "data",
                   "trace", "profile")
 
@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         scatter_order: Optional[str] = typer.Option(None, help="Comma list of the 13 labels: order of gradient reduces."),
         work_order: Optional[str] = typer.Option(None, help="Comma list of the 13 labels: order of optimizer updates."),
         split_step: Optional[int] = typer.Option(None, help="Step at which embed and lm_head are untied."),
+        optimizer_partition: Optional[str] = typer.Option(None, help="bank | alpha-lpt: who updates each NorMuon matrix (docs/plan.md). Default: bank."),
         data: Optional[str] = typer.Option(None, help="Glob of modded-nanogpt .bin shards. Default: synthetic tokens."),
         trace: Optional[str] = typer.Option(None, help="off | light | full. Default: light."),
         profile: Optional[str] = typer.Option(None, help="torch.profiler window START:STOP (steps)."),
