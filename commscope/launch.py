@@ -268,7 +268,23 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
             json.dump(summary, f, indent=1)
         os.replace(tmp, os.path.join(out, "summary.json"))
     print_summary(console, summary, out)
+    if status not in ("completed", "interrupted"):
+        print_diagnosis(console, out)
     return summary
+
+
+def print_diagnosis(console: Console, out: str) -> None:
+    """`commscope doctor`'s one-paragraph verdict on a failed run (only a note if it cannot be made)."""
+    from commscope.analyze.doctor import diagnose_path
+
+    try:
+        d = diagnose_path(out)
+    except UserError as e:
+        console.print(f"commscope doctor could not diagnose {out}: {e}", highlight=False)
+        return
+    culprits = ",".join(map(str, d.culprit_ranks)) or "-"
+    console.print(f"[bold red]{d.verdict}[/] (culprit rank(s) {culprits}): {d.summary} "
+                  f"Details: [bold]commscope doctor {out}[/]", highlight=False)
 
 
 def flight_recorder_env(out: str, env: dict) -> dict:

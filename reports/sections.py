@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from reports import tables
 from reports.layout_section import render_layout
+from reports.doctor_section import render_doctor
 
 LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "busbw_gbps"]
 
@@ -111,6 +112,7 @@ def render_config(ctx: ReportContext) -> str:
 
 
 SECTIONS: list[Section] = [
+    Section("doctor", "Diagnosis (commscope doctor)", -10, render_doctor),
     Section("overview", "Overview", 0, render_overview),
     Section("timeline", "Timeline", 10, render_timeline),
     Section("labels", "Collectives by label", 20, render_labels),

@@ -82,6 +82,18 @@ def load_with_progress(path: Path, quiet: bool):
         return load_path(path, progress=progress)
 
 
+def run_doctor(trace):
+    """commscope doctor's verdict for the top of the report (None if the fault files cannot be read: the
+    rest of the report is still worth having)."""
+    from commscope.analyze.doctor import diagnose, read_fault_files
+
+    try:
+        files = read_fault_files(trace.path) if trace.source == "run" else {}
+    except UserError:
+        files = {}
+    return diagnose(trace, files)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report(
@@ -107,6 +119,8 @@ def register(app: typer.Typer) -> None:
         trace = load_with_progress(path, quiet=as_json)
         window = resolve_steps(trace, window)
         summary = summarize(trace, steps=window, with_hta=hta)
+        diagnosis = run_doctor(trace)
+        summary["doctor"] = diagnosis.to_json() if diagnosis is not None else None
         if as_json:
             typer.echo(orjson.dumps(summary, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
                                     | orjson.OPT_INDENT_2).decode())
@@ -118,10 +132,13 @@ def register(app: typer.Typer) -> None:
         from reports.terminal import print_summary
         from reports.timeline import select_window
 
-        ctx = ReportContext(trace=trace, summary=summary, window=select_window(trace, window))
+        ctx = ReportContext(trace=trace, summary=summary, window=select_window(trace, window),
+                            extras={"doctor": diagnosis})
         write_report(ctx, out)
         console = Console()
         if not console.is_terminal:  # piped/logged output: rich's 80-column default would cut label names
             console = Console(width=140)
+        if diagnosis is not None:
+            console.print(f"[bold]doctor:[/] {diagnosis.summary}", highlight=False)
         print_summary(summary, console)
         console.print(f"report: {out}")

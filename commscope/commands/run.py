@@ -6,7 +6,7 @@ never disagree about what an option means) and does the work.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -15,7 +15,7 @@ from commscope.errors import UserError
 # options forwarded verbatim (as --kebab-case VALUE) to instrumented_model.train when given
 _TRAINER_FLAGS = ("optimizer_partition", "device", "backend", "preset", "steps", "seed", "batch_size", "grad_accum", "lr", "adam_lr",
                   "wd", "head_layout", "comm_schedule", "scatter_order", "work_order", "split_step", "data",
-                  "trace", "profile")
+                  "trace", "profile", "hang_timeout")
 
 
 def register(app: typer.Typer) -> None:
@@ -43,6 +43,10 @@ def register(app: typer.Typer) -> None:
         trace: Optional[str] = typer.Option(None, help="off | light | full. Default: light."),
         profile: Optional[str] = typer.Option(None, help="torch.profiler window START:STOP (steps)."),
         with_stack: bool = typer.Option(False, "--with-stack", help="Python stacks in the profiler window."),
+        inject: Optional[List[str]] = typer.Option(None, "--inject", help="Inject a fault, repeatable: "
+                                                   "KIND@rank=R,step=S[,label=L][,ms=M] with KIND crash|hang|delay|desync (docs/faults.md)."),
+        hang_timeout: Optional[float] = typer.Option(None, "--hang-timeout", help="Seconds a collective wait may "
+                                                     "block before the rank reports a hang and the run ends. Default: 300."),
         nnodes: int = typer.Option(1, help="Number of nodes (torch.distributed.run)."),
         node_rank: Optional[int] = typer.Option(None, help="This node's rank with --master-addr (torch.distributed.run)."),
         rdzv_endpoint: Optional[str] = typer.Option(None, help="HOST:PORT of the c10d rendezvous for several nodes."),
@@ -62,6 +66,8 @@ def register(app: typer.Typer) -> None:
                 argv += [f"--{name.replace('_', '-')}", str(values[name])]
         if with_stack:
             argv.append("--with-stack")
+        for spec in inject or ():
+            argv += ["--inject", spec]
         if nproc is None:
             nproc = _default_nproc(device)
         topology = Topology(nproc=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
