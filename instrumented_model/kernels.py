@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import torch
 
-try:  # importing Triton does not fix the interpret mode: that is read when the kernel is jitted
-    import triton
-    import triton.language as tl
-except ImportError:  # CPU-only installs: the torch fallback is used
-    triton = None
+import importlib.util
+
+# Triton is imported only when a Triton kernel is about to run (instrumented_model.transpose_triton):
+# importing it costs about a second in every CPU rank that never uses it.
+_HAVE_TRITON = importlib.util.find_spec("triton") is not None
 
 BLOCK_M = 64  # src rows per tile  (= dst columns)
 BLOCK_N = 128  # src columns per tile (= dst rows)
@@ -34,47 +34,25 @@ TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _jitted: dict[bool, object] = {}  # interpret mode → jitted kernel
 
 
-def _transpose_tile(src_ptr, dst_ptr, M, N, tiles_n, stride_sm, stride_sn, stride_dm, stride_dn,
-                    ADD: tl.constexpr, DST_BF16: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One program: src tile [rows m, cols n] (shape BLOCK_M×BLOCK_N) → dst[n, m] (dst is N×M)."""
-    # Only builtins here, no @triton.jit library helpers (tl.cdiv, ...): those were jitted when Triton was
-    # imported, in that moment's mode, and would break the lazily chosen interpret mode.
-    pid = tl.program_id(0).to(tl.int64)
-    pid_m = pid // tiles_n
-    pid_n = pid % tiles_n
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+def _interpret() -> bool:
+    import triton  # importing Triton does not fix the interpret mode: that is read when a kernel is jitted
 
-    src_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    tile = tl.load(src_ptr + offs_m[:, None] * stride_sm + offs_n[None, :] * stride_sn, mask=src_mask)
-    tile_t = tl.trans(tile)  # (BLOCK_N, BLOCK_M): dst rows are src columns
-
-    dst_mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
-    dst_ptrs = dst_ptr + offs_n[:, None] * stride_dm + offs_m[None, :] * stride_dn
-    if ADD:
-        old = tl.load(dst_ptrs, mask=dst_mask)
-        total = old.to(tl.float32) + tile_t.to(tl.float32)
-        if DST_BF16:
-            # Round to nearest even by hand, exactly as c10::BFloat16 does (NaN → 0x7FC0): Triton's CPU
-            # interpreter truncates on fp32→bf16 casts, so `.to(tl.bfloat16)` would not match torch there.
-            bits = total.to(tl.uint32, bitcast=True)
-            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-            rounded = tl.where(total != total, 0x7FC0, rounded)
-            tile_t = rounded.to(tl.uint16).to(tl.bfloat16, bitcast=True)
-        else:
-            tile_t = total.to(dst_ptr.dtype.element_ty)
-    tl.store(dst_ptrs, tile_t, mask=dst_mask)
+    return bool(triton.knobs.runtime.interpret)
 
 
 def _kernel():
-    interpret = bool(triton.knobs.runtime.interpret)
+    import triton
+
+    from instrumented_model.transpose_triton import transpose_tile
+
+    interpret = _interpret()
     if interpret not in _jitted:
-        _jitted[interpret] = triton.jit(_transpose_tile)
+        _jitted[interpret] = triton.jit(transpose_tile)
     return _jitted[interpret]
 
 
 def triton_available() -> bool:
-    return triton is not None
+    return _HAVE_TRITON
 
 
 def _want_triton(t: torch.Tensor, use_triton: bool | None) -> bool:
@@ -85,7 +63,7 @@ def _want_triton(t: torch.Tensor, use_triton: bool | None) -> bool:
             raise ValueError(f"the Triton transpose kernels take {TRITON_DTYPES}, not dtype {t.dtype}")
         if not triton_available():
             raise ValueError("use_triton=True but triton is not installed")
-        if not (t.is_cuda or triton.knobs.runtime.interpret):
+        if not (t.is_cuda or _interpret()):
             raise ValueError("the Triton transpose kernels need a CUDA tensor (or TRITON_INTERPRET=1)")
     return bool(use_triton)
 
