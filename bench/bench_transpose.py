@@ -35,8 +35,11 @@ def triton_usable(device: torch.device) -> tuple[bool, str | None]:
 
     if not kernels.triton_available():
         return False, "triton is not installed"
-    if device.type == "cpu" and not kernels.triton.knobs.runtime.interpret:
-        return False, "CPU without TRITON_INTERPRET=1"
+    if device.type == "cpu":
+        import triton  # the interpret mode is read from the environment when a kernel is jitted
+
+        if not triton.knobs.runtime.interpret:
+            return False, "CPU without TRITON_INTERPRET=1"
     return True, None
 
 

@@ -5,7 +5,7 @@
 #
 # Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
 #   bench: env, pytest (CUDA kernel/model tests), bench_transpose, bench_head_layout, bench_optimizer,
-#          bench_throughput (eager + torch.compile), bench_record_overhead
+#          bench_record_overhead, bench_throughput (eager + torch.compile)
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
 #          (when `commscope run` has --optimizer-partition) the same 4 ranks with the alpha-lpt partition
@@ -46,6 +46,9 @@ if [[ -z "${SUITE_SKIP_WHEELS:-}" ]] && compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 CS="python3 -m commscope"
+# SUITE_DEVICE=cpu: the same steps on CPU with the tiny preset, to check the suite itself without a GPU.
+DEV=${SUITE_DEVICE:-cuda}
+PRESET=$([[ $DEV == cuda ]] && echo speedrun || echo tiny)
 R="$WORK/results"
 RUNS="$WORK/runs"
 
@@ -83,29 +86,30 @@ step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version
 
 if [[ $GROUP == bench || $GROUP == all ]]; then
     step pytest_cuda 150 "python3 -m pytest -q -x -p no:cacheprovider tests/test_kernels.py tests/test_model.py"
-    step bench_transpose 90 "python3 bench/bench_transpose.py --device cuda --out $R"
-    step bench_head_layout 90 "python3 bench/bench_head_layout.py --device cuda --out $R"
-    step bench_optimizer 100 "python3 bench/bench_optimizer.py --device cuda --out $R"
-    step bench_throughput 330 "python3 bench/bench_throughput.py --device cuda --out $R --variant-timeout 240"
-    step bench_record_overhead 120 "set -o pipefail; python3 bench/bench_record_overhead.py --device cuda | tee $R/bench_record_overhead.md"
+    step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
+    step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"
+    step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
+    step bench_record_overhead 120 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV | tee $R/bench_record_overhead.md"
+    # last: torch.compile is the slowest and least predictable step; the eager figure is written first
+    step bench_throughput 330 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout 240"
 fi
 
 if [[ $GROUP == runs || $GROUP == all ]]; then
-    step run_ws1 170 "$CS run --nproc 1 --device cuda --preset speedrun --steps 30 --profile 10:13 --out $RUNS/run_ws1"
+    step run_ws1 170 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 30 --profile 10:13 --out $RUNS/run_ws1"
     step report_ws1 90 "$(cli_json cli_report_ws1 "report $RUNS/run_ws1 --json --no-hta")"
     step hooks_ws1 60 "$(cli_json cli_hooks_ws1 "hooks $RUNS/run_ws1 --json")"
     step layout_ws1 60 "$(cli_json cli_layout_ws1 "layout $RUNS/run_ws1 --json")"
     for layout in standard transposed; do
-        step "run_head_$layout" 120 "$CS run --nproc 1 --device cuda --preset speedrun --steps 8 --grad-accum 2 --head-layout $layout --profile 4:6 --out $RUNS/head_$layout"
+        step "run_head_$layout" 120 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 8 --grad-accum 2 --head-layout $layout --profile 4:6 --out $RUNS/head_$layout"
         step "layout_head_$layout" 60 "$(cli_json "cli_layout_head_$layout" "layout $RUNS/head_$layout --json")"
     done
-    step run_gloo4 200 "$CS run --nproc 4 --backend gloo --device cuda --preset speedrun --steps 12 --out $RUNS/run_gloo4"
+    step run_gloo4 200 "$CS run --nproc 4 --backend gloo --device $DEV --preset $PRESET --steps 12 --out $RUNS/run_gloo4"
     step report_gloo4 60 "$(cli_json cli_report_gloo4 "report $RUNS/run_gloo4 --json --no-hta")"
     step hooks_gloo4 60 "$(cli_json cli_hooks_gloo4 "hooks $RUNS/run_gloo4 --json")"
     # bank vs alpha-lpt matrix partition (issue 8), once `commscope run` has the option: same run as
     # run_gloo4 with the planner's partition, so the two reports compare optimizer time per rank.
     if (( DEADLINE - $(date +%s) > RESERVE + 60 )) && $CS run --help 2>/dev/null | grep -q -- "--optimizer-partition"; then
-        step run_gloo4_alpha 200 "$CS run --nproc 4 --backend gloo --device cuda --preset speedrun --steps 12 --optimizer-partition alpha-lpt --out $RUNS/run_gloo4_alpha"
+        step run_gloo4_alpha 200 "$CS run --nproc 4 --backend gloo --device $DEV --preset $PRESET --steps 12 --optimizer-partition alpha-lpt --out $RUNS/run_gloo4_alpha"
         step report_gloo4_alpha 60 "$(cli_json cli_report_gloo4_alpha "report $RUNS/run_gloo4_alpha --json --no-hta")"
     fi
 fi
