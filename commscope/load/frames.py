@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -93,10 +93,13 @@ class Trace:
     compute: pd.DataFrame = field(default_factory=lambda: frame("compute"))
     regions: pd.DataFrame = field(default_factory=lambda: frame("regions"))
     hooks: pd.DataFrame = field(default_factory=lambda: frame("hooks"))
-    ops: pd.DataFrame = field(default_factory=lambda: frame("ops"))
+    ops: pd.DataFrame = field(default=None, repr=False)  # lazy: see `_ops_loader` and the property below
     kernels: pd.DataFrame = field(default_factory=lambda: frame("kernels"))
     # analyzer-only material beyond the contract (e.g. the cpu ops HTA counts as GPU activity)
     extra: dict = field(default_factory=dict)
+    # `ops` (shapes, strides, linked kernels of every cpu op) is half of a Kineto parse and only the layout
+    # analysis needs it, so loaders set a loader and the frame is built on first access.
+    _ops_loader: Callable[[], pd.DataFrame] | None = field(default=None, repr=False, compare=False)
 
     def select_steps(self, steps: tuple[int, int] | None) -> "Trace":
         """A copy restricted to steps in [a, b) (events outside any step are dropped too)."""
@@ -111,12 +114,34 @@ class Trace:
         if len(self.steps):
             sel = out.steps
             lo, hi = (sel["start_ns"].min(), sel["end_ns"].max()) if len(sel) else (0, -1)
-            for kind in ("ops", "kernels"):
-                df = getattr(self, kind)
-                setattr(out, kind, df[(df["start_ns"] >= lo) & (df["start_ns"] <= hi)].reset_index(drop=True))
+
+            def window(df: pd.DataFrame) -> pd.DataFrame:
+                return df[(df["start_ns"] >= lo) & (df["start_ns"] <= hi)].reset_index(drop=True)
+
+            out.kernels = window(self.kernels)
+            out.ops = None
+            out._ops_loader = lambda: window(self.ops)
         else:
-            out.ops, out.kernels = self.ops, self.kernels
+            out.kernels = self.kernels
+            out.ops = None
+            out._ops_loader = lambda: self.ops
         return out
+
+
+def _get_ops(self: Trace) -> pd.DataFrame:
+    if self.__dict__.get("_ops_value") is None:
+        loader = self.__dict__.get("_ops_loader")
+        self.__dict__["_ops_value"] = frame("ops", loader()) if loader is not None else frame("ops")
+        self.__dict__["_ops_loader"] = None
+    return self.__dict__["_ops_value"]
+
+
+def _set_ops(self: Trace, value: pd.DataFrame | None) -> None:
+    self.__dict__["_ops_value"] = value
+
+
+# After the dataclass is built: `ops` stays an __init__ argument but reads/writes go through these.
+Trace.ops = property(_get_ops, _set_ops)
 
 
 # --- shared vocabularies -------------------------------------------------------------------------------

@@ -59,15 +59,22 @@ def read_header(path: str) -> tuple[dict, dict]:
     return doc, di
 
 
-def parse_file(path: str) -> dict:
-    """Frames of one rank (`rank`, `world_size`, `backend`, `info`, and one DataFrame per frame kind)."""
+def parse_file(path: str, with_ops: bool = False) -> dict:
+    """Frames of one rank (`rank`, `world_size`, `backend`, `info`, and one DataFrame per frame kind).
+
+    `ops` is only built `with_ops` (else None): see `Trace.ops`, which is loaded lazily.
+    """
     # The collector stays off until the decoded document is gone: re-enabling it earlier makes the next
     # allocation scan all ~10⁵ fresh objects.
     with gc_paused():
-        return _parse(path)
+        return _parse(path, with_ops)
 
 
-def _parse(path: str) -> dict:
+def parse_ops(path: str) -> pd.DataFrame:
+    return parse_file(path, with_ops=True)["ops"]
+
+
+def _parse(path: str, with_ops: bool) -> dict:
     doc, di = read_header(path)
     if _KEEP is not None:
         _KEEP.append(doc)
@@ -142,7 +149,7 @@ def _parse(path: str) -> dict:
 
     colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src)
     compute = _compute(rank, kernels, ops_all)
-    ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, l_corr, l_ext)
+    ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, l_corr, l_ext) if with_ops else None
 
     def with_step(df: pd.DataFrame, col: str) -> pd.DataFrame:
         df = df.copy()
@@ -160,10 +167,10 @@ def _parse(path: str) -> dict:
         "info": {"distributedInfo": di, "deviceProperties": doc.get("deviceProperties"), "file": path},
         "steps": steps,
         "collectives": frame("collectives", colls),
-        "compute": frame("compute", with_step(compute, "start_ns")),
+        "compute": frame("compute", with_step(compute, "_t" if "_t" in compute.columns else "start_ns")),
         "regions": regions,
         "hooks": frame("hooks"),
-        "ops": frame("ops", ops),
+        "ops": frame("ops", ops) if with_ops else None,
         "kernels": kernels,  # keeps `kind`, `hta_compute`, `launch_ns` beyond the contract (analyze.timeline)
         "hta_cpu_stream_ops": hta_extra[["name", "start_ns", "end_ns"]].assign(rank=rank),
         "hta_cutoff_ns": hta_cutoff,
@@ -174,8 +181,10 @@ def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame) -> pd.Data
     """GPU traces: non-communication device activity. CPU-only traces: top-level ops of the main thread."""
     if len(kernels):
         k = kernels[~kernels["is_comm"]]
+        # a kernel belongs to the step that launched it (the device lags the host by up to a step)
         return pd.DataFrame({"rank": rank, "name": k["name"], "start_ns": k["start_ns"], "end_ns": k["end_ns"],
-                             "stream": k["stream"], "kind": k["kind"]})
+                             "stream": k["stream"], "kind": k["kind"],
+                             "_t": k["launch_ns"].fillna(pd.Series(k["start_ns"], index=k.index))})
     if not len(ops_all):
         return frame("compute")
     # The main thread is the one that launched the collectives (else the busiest).

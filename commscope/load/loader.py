@@ -47,26 +47,33 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     return trace.select_steps(steps)
 
 
-def parse_all(files: list[str], progress: Progress | None = None, workers: int | None = None) -> list[dict]:
+def parse_all(files: list[str], progress: Progress | None = None, workers: int | None = None,
+              fn: Callable = kineto.parse_file) -> list:
     n = len(files)
     if workers is None:
         workers = min(n, os.cpu_count() or 1)
     if workers <= 1 or n <= 1:
         out = []
         for i, f in enumerate(files):
-            out.append(kineto.parse_file(f))
+            out.append(fn(f))
             if progress:
                 progress(i + 1, n)
         return out
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=kineto.keep_documents) as pool:
-        futs = [pool.submit(kineto.parse_file, f) for f in files]
+        futs = [pool.submit(fn, f) for f in files]
         out = []
         for i, fu in enumerate(futs):
             out.append(fu.result())
             if progress:
                 progress(i + 1, n)
     return out
+
+
+def load_ops(files: list[str], workers: int | None = None) -> pd.DataFrame:
+    """The `ops` frame of Kineto files (a second, ops-only parse: see `Trace.ops`)."""
+    dfs = [d for d in parse_all(files, workers=workers, fn=kineto.parse_ops) if len(d)]
+    return pd.concat(dfs, ignore_index=True) if dfs else None
 
 
 def load_kineto_files(files: list[str], path: str, progress: Progress | None = None,
@@ -100,7 +107,10 @@ def load_kineto_files(files: list[str], path: str, progress: Progress | None = N
                           "deviceProperties": parts[0]["info"]["deviceProperties"],
                           "files": {p["rank"]: p["info"]["file"] for p in parts}},
                   ranks=ranks, problems=problems)
+    trace._ops_loader = lambda: load_ops(files, workers)
     for kind in COLUMNS:
+        if kind == "ops":
+            continue
         dfs = [p[kind] for p in parts if len(p[kind])]
         if dfs:
             setattr(trace, kind, pd.concat(dfs, ignore_index=True))

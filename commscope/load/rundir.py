@@ -72,6 +72,7 @@ def load(path: str, progress=None) -> Trace:
     statuses: dict[int, dict] = {}
     kparts: list[dict] = []
     no_data: set[int] = set()
+    kfiles: list[str] = []
     for i, (rank, d) in enumerate(sorted(dirs.items())):
         meta = _optional_json(os.path.join(d, "meta.json"))
         if meta is not None:
@@ -102,6 +103,7 @@ def load(path: str, progress=None) -> Trace:
         tr = os.path.join(d, "trace.json.gz")
         if os.path.isfile(tr):
             kparts.append(kineto.parse_file(tr))
+            kfiles.append(tr)
         if progress:
             progress(i + 1, len(dirs))
     sizes = {int(m["world_size"]) for m in metas.values() if "world_size" in m}
@@ -125,10 +127,13 @@ def load(path: str, progress=None) -> Trace:
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
     _fill_from_records(trace, recs)
-    for kind in ("kernels", "ops"):
-        dfs = [p[kind] for p in kparts if len(p[kind])]
-        if dfs:
-            setattr(trace, kind, pd.concat(dfs, ignore_index=True))
+    dfs = [p["kernels"] for p in kparts if len(p["kernels"])]
+    if dfs:
+        trace.kernels = pd.concat(dfs, ignore_index=True)
+    if kfiles:
+        from commscope.load.loader import load_ops  # (loader imports this module)
+
+        trace._ops_loader = lambda: load_ops(kfiles, workers=1)
     # The profiled window's record_function ranges, on the same clock as `ops` (events.jsonl regions are
     # on the common axis, which differs from Kineto's by the clock offset): used to attribute ops.
     ann = [p["regions"] for p in kparts if len(p["regions"])]
