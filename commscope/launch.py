@@ -29,6 +29,7 @@ import threading
 from dataclasses import dataclass, field
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -283,7 +284,7 @@ def print_diagnosis(console: Console, out: str) -> None:
         console.print(f"commscope doctor could not diagnose {out}: {e}", highlight=False)
         return
     culprits = ",".join(map(str, d.culprit_ranks)) or "-"
-    console.print(f"[bold red]{d.verdict}[/] (culprit rank(s) {culprits}): {d.summary} "
+    console.print(f"[bold red]{d.verdict}[/] (culprit rank(s) {culprits}): {escape(d.summary)} "
                   f"Details: [bold]commscope doctor {out}[/]", highlight=False)
 
 
@@ -357,7 +358,7 @@ def print_summary(console: Console, summary: dict, out: str) -> None:
     for r, s in summary["ranks"].items():
         by_status.setdefault(s, []).append(r)
     t.add_row("rank status", ", ".join(f"{s}: {_ranges(rs)}" for s, rs in by_status.items()))
-    t.add_row("message", summary["message"])
+    t.add_row("message", escape(summary["message"]))  # rank errors hold [file:line] that is not markup
     console.print(t)
     if not ok:
         console.print(f"output of all ranks: {os.path.join(out, 'launcher.log')}")

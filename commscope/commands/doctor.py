@@ -15,24 +15,25 @@ from commscope.analyze.doctor import STRAGGLER_MS
 
 
 def print_diagnosis(d, console) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     colour = "green" if d.verdict == "ok" else "red"
-    console.print(f"[bold {colour}]{d.verdict}[/]  {d.summary}", highlight=False)
+    console.print(f"[bold {colour}]{d.verdict}[/]  {escape(d.summary)}", highlight=False)
     if d.evidence:
         keys = list(dict.fromkeys(k for e in d.evidence for k in e))
         t = Table(title="evidence (times: ns on the run's common time axis)", show_lines=False)
         for k in keys:
             t.add_column(k, overflow="fold")
         for e in d.evidence:
-            t.add_row(*("" if e.get(k) is None else str(e.get(k)) for k in keys))
+            t.add_row(*("" if e.get(k) is None else escape(str(e.get(k))) for k in keys))
         console.print(t)
     if d.second_opinion:
-        console.print(f"Flight Recorder: {d.second_opinion.get('verdict')} {d.second_opinion.get('summary', '')}",
-                      highlight=False)
+        console.print(escape(f"Flight Recorder: {d.second_opinion.get('verdict')} "
+                             f"{d.second_opinion.get('summary', '')}"), highlight=False)
     if d.injected:
-        console.print(f"(this run was started with --inject {', '.join(d.injected)}; not used for the verdict)",
-                      highlight=False)
+        console.print(escape(f"(this run was started with --inject {', '.join(d.injected)}; not used for the "
+                             "verdict)"), highlight=False)
 
 
 def register(app: typer.Typer) -> None:

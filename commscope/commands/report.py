@@ -139,6 +139,8 @@ def register(app: typer.Typer) -> None:
         if not console.is_terminal:  # piped/logged output: rich's 80-column default would cut label names
             console = Console(width=140)
         if diagnosis is not None:
-            console.print(f"[bold]doctor:[/] {diagnosis.summary}", highlight=False)
+            from rich.markup import escape
+
+            console.print(f"[bold]doctor:[/] {escape(diagnosis.summary)}", highlight=False)
         print_summary(summary, console)
         console.print(f"report: {out}")
