@@ -6,7 +6,9 @@ Default TRACE_DIR: the 8×H100 fixture (/work/shared/fixtures/modded-nanogpt-8xh
 as `load_path` + `summarize(with_hta=False)` (everything `commscope report --json` computes except HTA);
 HTA as `TraceAnalysis(trace_dir=<temp copy>)` (parsing only: its analyses come on top). Runs alternate
 (commscope, HTA, commscope, …) so background load hits both alike; the minimum wall time of each is
-reported (the least-disturbed run), with the median and the machine's load average next to it.
+reported (the least-disturbed run), with the median and the machine's load average next to it. CPU
+seconds (this process + reaped worker processes, both tools use a process pool) are reported too: on a
+shared, loaded machine they are a steadier basis for the ratio than wall time.
 """
 from __future__ import annotations
 
@@ -36,16 +38,21 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
-def time_commscope(path: str) -> tuple[float, dict]:
+def cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def time_commscope(path: str) -> tuple[float, float, dict]:
     from commscope.analyze.summary import summarize
     from commscope.load import load_path
 
-    t = time.perf_counter()
+    c, t = cpu(), time.perf_counter()
     doc = summarize(load_path(path), with_hta=False)
-    return time.perf_counter() - t, doc
+    return time.perf_counter() - t, cpu() - c, doc
 
 
-def time_hta(path: str) -> float:
+def time_hta(path: str) -> tuple[float, float]:
     os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
     from hta.trace_analysis import TraceAnalysis
 
@@ -58,9 +65,9 @@ def time_hta(path: str) -> float:
         quiet = io.StringIO()
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            t = time.perf_counter()
+            c, t = cpu(), time.perf_counter()
             TraceAnalysis(trace_dir=tmp)
-            return time.perf_counter() - t
+            return time.perf_counter() - t, cpu() - c
     finally:
         logging.disable(logging.NOTSET)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -74,16 +81,19 @@ def main() -> None:
     ap.add_argument("--json", dest="json_out")
     a = ap.parse_args()
 
-    ours, theirs, loads = [], [], []
+    ours, theirs, loads, ours_cpu, theirs_cpu = [], [], [], [], []
     time_commscope(a.path)  # warm imports and page cache, untimed
     for i in range(max(a.repeats, a.hta_repeats)):
         loads.append(os.getloadavg()[0])
         if i < a.repeats:
-            dt, doc = time_commscope(a.path)
+            dt, dc, doc = time_commscope(a.path)
             ours.append(dt)
+            ours_cpu.append(dc)
         if i < a.hta_repeats:
             try:
-                theirs.append(time_hta(a.path))
+                dt, dc = time_hta(a.path)
+                theirs.append(dt)
+                theirs_cpu.append(dc)
             except ImportError:
                 pass
     res = {
@@ -92,6 +102,9 @@ def main() -> None:
         "hta_construct_s": ({"min": round(min(theirs), 3), "median": round(statistics.median(theirs), 3),
                              "runs": len(theirs)} if theirs else None),
         "speedup_min_over_min": round(min(theirs) / min(ours), 1) if theirs else None,
+        "commscope_cpu_s_min": round(min(ours_cpu), 3),
+        "hta_cpu_s_min": round(min(theirs_cpu), 3) if theirs_cpu else None,
+        "cpu_ratio": round(min(theirs_cpu) / min(ours_cpu), 1) if theirs_cpu else None,
         "load_avg_1min": {"min": round(min(loads), 2), "max": round(max(loads), 2)},
     }
     print(json.dumps(res, indent=1))

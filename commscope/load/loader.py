@@ -15,7 +15,7 @@ import pandas as pd
 
 from commscope.errors import UserError
 from commscope.load import kineto, rundir
-from commscope.load.files import is_trace_file, list_trace_files
+from commscope.load.files import gc_paused, is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
 
 Progress = Callable[[int, int], None]
@@ -60,7 +60,8 @@ def parse_all(files: list[str], progress: Progress | None = None, workers: int |
                 progress(i + 1, n)
         return out
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=kineto.keep_documents) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=kineto.keep_documents) as pool, \
+            gc_paused():  # unpickling the frames allocates ~10⁵ objects; no collections meanwhile
         futs = [pool.submit(fn, f) for f in files]
         out = []
         for i, fu in enumerate(futs):
