@@ -67,7 +67,7 @@ step() {
     (( limit > left )) && limit=$left
     echo "=== $name (limit ${limit}s): $cmd" >>"$OUT/suite.log"
     local t0=$(date +%s)
-    timeout -s INT -k 15 "$limit" bash -c "$cmd" >"$WORK/logs/$name.log" 2>&1
+    timeout -s INT -k 30 "$limit" bash -c "$cmd" >"$WORK/logs/$name.log" 2>&1
     local rc=$?
     local dt=$(( $(date +%s) - t0 ))
     grep -v '^USDT:' "$WORK/logs/$name.log" | tail -c 12000 >>"$OUT/suite.log"
