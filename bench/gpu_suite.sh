@@ -8,7 +8,8 @@
 #          bench_record_overhead, bench_throughput (eager + torch.compile)
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
-#          (when `commscope run` has --optimizer-partition) the same 4 ranks with the alpha-lpt partition
+#          (when `commscope run` has --optimizer-partition) the same 4 ranks with the alpha-lpt partition,
+#          compared with bench/bench_partition.py
 #   all:   both (only if the call may last ~15 minutes)
 # Naming STEPs after the group runs only those steps of it.
 #
@@ -111,6 +112,7 @@ if [[ $GROUP == runs || $GROUP == all ]]; then
     if (( DEADLINE - $(date +%s) > RESERVE + 60 )) && $CS run --help 2>/dev/null | grep -q -- "--optimizer-partition"; then
         step run_gloo4_alpha 200 "$CS run --nproc 4 --backend gloo --device $DEV --preset $PRESET --steps 12 --optimizer-partition alpha-lpt --out $RUNS/run_gloo4_alpha"
         step report_gloo4_alpha 60 "$(cli_json cli_report_gloo4_alpha "report $RUNS/run_gloo4_alpha --json --no-hta")"
+        step bench_partition 90 "python3 bench/bench_partition.py --out $R --bank-run $RUNS/run_gloo4 --alpha-run $RUNS/run_gloo4_alpha --nproc 4 --steps 12 --preset $PRESET --device $DEV"
     fi
 fi
 
