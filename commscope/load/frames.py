@@ -129,15 +129,18 @@ class Trace:
 
 
 def _get_ops(self: Trace) -> pd.DataFrame:
-    if self.__dict__.get("_ops_value") is None:
-        loader = self.__dict__.get("_ops_loader")
-        self.__dict__["_ops_value"] = frame("ops", loader()) if loader is not None else frame("ops")
+    loader = self.__dict__.get("_ops_loader")
+    if loader is not None:  # a loader set after any earlier access wins
+        self.__dict__["_ops_value"] = frame("ops", loader())
         self.__dict__["_ops_loader"] = None
+    elif self.__dict__.get("_ops_value") is None:
+        self.__dict__["_ops_value"] = frame("ops")
     return self.__dict__["_ops_value"]
 
 
 def _set_ops(self: Trace, value: pd.DataFrame | None) -> None:
     self.__dict__["_ops_value"] = value
+    self.__dict__["_ops_loader"] = None  # an explicit frame replaces any pending load
 
 
 # After the dataclass is built: `ops` stays an __init__ argument but reads/writes go through these.
