@@ -17,12 +17,13 @@ a `recorder.region`:
 Matrix partition (`matrix_owners`, the trainer's `--optimizer-partition alpha-lpt`): a NorMuon bank may
 instead be updated by an arbitrary owner per matrix (whole matrices, unequal counts per rank, -1 = never
 updated, e.g. the mlp bank's zero padding), as planned by commscope.plan. reduce_scatter and
-all_gather_into_tensor need equal chunks, so the bank's gradient is packed into R slots of S = the
-largest share (rank r's matrices first in its slot, zeros after), reduce-scattered, the owner updates its
-matrices and writes them into its slot, and the slots are all-gathered and unpacked into the bank
-(`unpack:<label>`). Same collectives, phases and labels as the bank split — the bank split is the case of
-equal shares and no packing — so runs of the two compare label by label; the cost is (S·R − N) padding
-matrices on the wire and two local copies (docs/plan.md, "alpha-lpt in the trainer").
+all_gather_into_tensor only split evenly, so such a bank moves with all_to_all_single and per-owner split
+sizes (phase `reduce`: every rank sends each owner its matrices' gradients, the owner sums the R copies;
+phase `gather`: each owner sends its updated matrices to every rank). With owners in rank order over
+a contiguous prefix of the bank (what alpha-lpt gives) both transfers read and write the bank in place;
+other owner sets go through an owner-ordered copy (`unpack:<label>`). Bytes match the bank's
+reduce_scatter + all_gather exactly (no padding to the largest share); why this and not packed or
+broadcast collectives: docs/plan.md, "alpha-lpt in the trainer".
 With comm_schedule="hooks", Adam labels' reduces are instead launched from post-accumulate-grad hooks
 during the last micro-step's backward (the trainer calls `set_last_micro_step`); phase 1 then launches
 only what is left. Both schedules compute the same numbers.
@@ -72,14 +73,15 @@ class _Slot:
     reduce_buf: Tensor | None = None  # reduce_scatter output, reused every step
     reduced: tuple[Any, Tensor] | None = None  # (handle or None, tensor holding the summed gradient)
     gather: Any = None
-    # Matrix partition only (None for the even bank split): the matrices this rank updates (bank order),
-    # the slot size S, and the packing map: matrix pack_mat[i] lives at row pack_pos[i] of `pack`.
+    # Matrix partition only (None for the even bank split): owners per matrix, the matrices in owner order
+    # (rank 0's first; the all_to_all layout), how many each rank owns, this rank's, and its buffer.
     owners: tuple[int, ...] | None = None
+    order: Tensor | None = None
+    in_place: bool = False  # `order` is 0..n-1: the bank view itself is the all_to_all layout
+    counts: list[int] = field(default_factory=list)
     own_idx: Tensor | None = None
-    share: int = 0
-    pack_mat: Tensor | None = None
-    pack_pos: Tensor | None = None
-    pack: Tensor | None = None  # (R·S, rows, cols): reduce_scatter input, then all_gather output
+    exchange: Tensor | None = None  # (R·own, rows, cols): R gradient copies in, then R weight copies out
+    gathered: Tensor | None = None  # all_to_all output of the gather (a view of the bank when in place)
 
     def full_view(self) -> Tensor:
         return self.param.data.view(self.view_shape)
@@ -165,29 +167,29 @@ class NorMuonAndAdam:
         return slot
 
     def _make_partitioned_slot(self, slot: _Slot, owners: Any) -> _Slot:
-        """Layout of a bank updated per owner: own matrices, slot size and packing map (see module doc)."""
+        """Layout of a bank updated per owner: owner order, counts, own matrices (see module doc)."""
         n, ws, dev = slot.view_shape[0], self.world_size, slot.param.device
         owners = tuple(int(o) for o in owners)
         if len(owners) != n or any(not -1 <= o < ws for o in owners):
             raise UserError(f"matrix_owners[{slot.label!r}]: need {n} owners in [-1, {ws - 1}], got {owners}")
         per_rank = [[k for k in range(n) if owners[k] == r] for r in range(ws)]
-        share = max(len(ks) for ks in per_rank)
-        mats = [k for ks in per_rank for k in ks]
-        pos = [r * share + i for r, ks in enumerate(per_rank) for i in range(len(ks))]
+        order = [k for ks in per_rank for k in ks]
         mine = per_rank[self.rank]
-        slot.owners, slot.share, slot.chunk = owners, share, len(mine)
+        slot.owners, slot.chunk, slot.counts = owners, len(mine), [len(ks) for ks in per_rank]
+        slot.in_place = order == list(range(len(order)))
+        slot.order = torch.tensor(order, dtype=torch.long, device=dev)
         slot.own_idx = torch.tensor(mine, dtype=torch.long, device=dev)
-        slot.pack_mat = torch.tensor(mats, dtype=torch.long, device=dev)
-        slot.pack_pos = torch.tensor(pos, dtype=torch.long, device=dev)
         rows_cols = slot.view_shape[1:]
-        # Zeros once: padding rows are never written (see _update), so they stay zero on the wire.
-        slot.pack = torch.zeros((ws * share, *rows_cols), dtype=slot.param.dtype, device=dev)
-        slot.reduce_buf = torch.zeros((share, *rows_cols), dtype=slot.param.dtype, device=dev)
+        slot.exchange = torch.empty((ws * len(mine), *rows_cols), dtype=slot.param.dtype, device=dev)
         own_shape = (len(mine), *rows_cols)
         slot.state = {"momentum_buffer": torch.zeros(own_shape, dtype=torch.float32, device=dev),
                       "second_moment": torch.zeros(second_moment_shape(own_shape), dtype=torch.float32,
                                                    device=dev)}
         return slot
+
+    def _owner_ordered(self, slot: _Slot, t: Tensor) -> Tensor:
+        """The bank's matrices in owner order: a view when in place, else a copy."""
+        return t[:len(slot.order)] if slot.in_place else t.index_select(0, slot.order)
 
     def _check_tie_shapes(self) -> None:
         head, emb = self.slots["lm_head"].param, self.slots["embed"].param
@@ -218,17 +220,24 @@ class NorMuonAndAdam:
                                     group=self.group)
             slot.reduced = (h, grad_view)
         else:
-            send = grad_view.contiguous()
-            if slot.owners is not None:  # each owner's matrices into its slot of the pack
-                slot.pack.index_copy_(0, slot.pack_pos, grad_view.index_select(0, slot.pack_mat))
-                send = slot.pack
-            h = self.rec.collective(dist.reduce_scatter_tensor, slot.reduce_buf, send,
+            if slot.owners is not None:  # each owner receives every rank's copy of its matrices
+                h = self.rec.collective(dist.all_to_all_single, slot.exchange,
+                                        self._owner_ordered(slot, grad_view.contiguous()),
+                                        [slot.chunk] * self.world_size, slot.counts,
+                                        label=slot.label, phase="reduce", group=self.group)
+                slot.reduced = (h, slot.exchange)
+                return
+            h = self.rec.collective(dist.reduce_scatter_tensor, slot.reduce_buf, grad_view.contiguous(),
                                     label=slot.label, phase="reduce", group=self.group)
             slot.reduced = (h, slot.reduce_buf)
 
     def _launch_gather(self, slot: _Slot) -> None:
-        if slot.owners is not None:  # own updated matrices are in reduce_buf[:chunk] (see _update)
-            slot.gather = self.rec.collective(dist.all_gather_into_tensor, slot.pack, slot.reduce_buf,
+        if slot.owners is not None:  # R copies of the own updated matrices are in exchange (see _update)
+            out = self._owner_ordered(slot, slot.full_view()) if slot.in_place else torch.empty(
+                (len(slot.order), *slot.view_shape[1:]), dtype=slot.param.dtype, device=slot.param.device)
+            slot.gathered = out
+            slot.gather = self.rec.collective(dist.all_to_all_single, out, slot.exchange, slot.counts,
+                                              [slot.chunk] * self.world_size,
                                               label=slot.label, phase="gather", group=self.group)
         elif slot.comms == "sharded":
             slot.gather = self.rec.collective(dist.all_gather_into_tensor, slot.full_view(),
@@ -237,9 +246,9 @@ class NorMuonAndAdam:
 
     def _wait_gather(self, slot: _Slot) -> None:
         slot.gather.wait()
-        if slot.owners is not None:
+        if slot.owners is not None and not slot.in_place:
             with self.rec.region(f"unpack:{slot.label}"):
-                slot.full_view().index_copy_(0, slot.pack_mat, slot.pack.index_select(0, slot.pack_pos))
+                slot.full_view().index_copy_(0, slot.order, slot.gathered)
 
     # ----- hooks schedule -----
 
@@ -319,9 +328,10 @@ class NorMuonAndAdam:
 
     def _update(self, slot: _Slot, summed: Tensor, lr_scale: float) -> None:
         if slot.owners is not None:
-            summed = summed[:slot.chunk]  # the rest of the slot is padding
             if slot.chunk == 0:
-                return  # owns none of this bank: sends its slot of zeros
+                return  # owns none of this bank: sends nothing, receives the others' matrices
+            # the R received copies, summed in rank order (the reduction reduce_scatter does in the bank)
+            summed = summed.view(self.world_size, slot.chunk, *slot.view_shape[1:]).sum(0)
         grad = summed.float()
         if self.world_size > 1:
             grad = grad * (1.0 / self.world_size)
@@ -336,12 +346,16 @@ class NorMuonAndAdam:
                                         ADAM_EPS)
             lr = self.adam_lr
         target = slot.shard(self.rank)
+        copies = None
         if slot.owners is not None:
-            # direction no longer reads the gradient in reduce_buf (grad is a scaled copy: ws > 1), so
-            # the slot can now carry the owner's weights to the all_gather
-            target = slot.reduce_buf[:slot.chunk]
+            # the gradient copies in exchange are consumed (summed), so it now carries R copies of the
+            # updated weights, one per destination rank
+            copies = slot.exchange.view(self.world_size, slot.chunk, *slot.view_shape[1:])
+            target = copies[0]
             torch.index_select(slot.full_view(), 0, slot.own_idx, out=target)
         cautious_step_(target, direction, lr * lr_scale * slot.lr_mul, self.wd * slot.spec.wd_mul)
+        if copies is not None:
+            copies[1:] = target
 
     # ----- tied embeddings -----
 
@@ -389,6 +403,6 @@ class NorMuonAndAdam:
             "lr": self.lr, "adam_lr": self.adam_lr, "wd": self.wd, "momentum": self.momentum,
             "normuon_beta2": self.beta2, "adam_eps": ADAM_EPS,
             "shards": {label: {"comms": s.comms, "view": list(s.view_shape), "chunk": s.chunk,
-                               **({"owners": list(s.owners), "share": s.share} if s.owners is not None else {})}
+                               **({"owners": list(s.owners), "counts": s.counts} if s.owners is not None else {})}
                        for label, s in self.slots.items()},
         }

@@ -97,7 +97,8 @@ def _train(rank: int, ws: int, owners) -> dict:
     own = {b: opt.slots[b].own_idx.tolist() if opt.slots[b].own_idx is not None else None for b in BANKS}
     return {"params": {k: p.detach().clone() for k, p in params.items()}, "own": own,
             "collectives": [e[1:] for e in rec.log if e[0] == "collective"],
-            "updates": [e[1] for e in rec.log if e[0] == "enter" and e[1].startswith("update:")]}
+            "updates": [e[1] for e in rec.log if e[0] == "enter" and e[1].startswith("update:")],
+            "unpacks": [e[1] for e in rec.log if e[0] == "enter" and e[1].startswith("unpack:")]}
 
 
 def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
@@ -165,10 +166,33 @@ def test_every_matrix_updated_exactly_once_by_its_owner(runs, ws, variant):
 
 @pytest.mark.parametrize("ws", [2, 4])
 @pytest.mark.parametrize("variant", ["alpha-lpt", "custom"])
-def test_same_collective_schedule_and_update_regions_as_bank(runs, ws, variant):
-    """One reduce_scatter and one all_gather per bank per step, labelled like the bank's, so the two
-    partitions' runs compare label by label; every rank times update:attn and update:mlp each step."""
+def test_same_schedule_as_bank_with_all_to_all_for_the_banks(runs, ws, variant):
+    """The same (label, phase) launches as the bank split — one reduce and one gather per bank per step —
+    so the two partitions' runs compare label by label; the banks' go through all_to_all_single, the
+    rest is untouched; every rank times update:attn and update:mlp each step."""
     for res in runs[ws]:
-        assert res[variant]["collectives"] == res["bank"]["collectives"]
+        bank, part = res["bank"]["collectives"], res[variant]["collectives"]
+        assert [c[:2] for c in part] == [c[:2] for c in bank]
+        for (label, phase, op), (_, _, bank_op) in zip(part, bank):
+            if label in BANKS:
+                assert op == "all_to_all_single"
+                assert bank_op == {"reduce": "reduce_scatter_tensor", "gather": "all_gather_into_tensor"}[phase]
+            else:
+                assert op == bank_op
         assert res[variant]["updates"] == res["bank"]["updates"]
         assert res[variant]["updates"].count("update:attn") == STEPS
+
+
+@pytest.mark.parametrize("ws", [2, 4])
+def test_alpha_lpt_moves_in_place_other_owner_sets_unpack(runs, ws):
+    """alpha-lpt's owners are rank-ordered contiguous slices: the all_to_all reads and writes the bank
+    itself; hand-made scattered owners need the owner-ordered copy, once per step."""
+    custom = _custom_owners(ws)
+    # owner order (rank 0's matrices first, bank order within) is the bank's own order iff in place
+    scattered = [b for b in BANKS
+                 if sorted(range(len(custom[b])), key=lambda k: (custom[b][k] < 0, custom[b][k], k))
+                 != list(range(len(custom[b])))]
+    assert "mlp" in scattered  # the test must exercise the copy
+    for res in runs[ws]:
+        assert res["alpha-lpt"]["unpacks"] == []
+        assert sorted(res["custom"]["unpacks"]) == sorted([f"unpack:{b}" for b in scattered] * STEPS)
