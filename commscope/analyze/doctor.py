@@ -85,12 +85,12 @@ def read_flight_recorder(path: str) -> dict:
         try:
             doc = json.loads(raw)
         except ValueError as e:
-            raise UserError(f"{path}: Flight Recorder dump is not valid JSON ({e})") from None
+            raise UserError(f"{path}: Flight Recorder dump is not valid JSON ({' '.join(str(e).split())})") from None
     else:
         try:
             doc = _NoGlobals(io.BytesIO(raw)).load()
         except Exception as e:  # noqa: BLE001 - any corrupt pickle is the same user-facing problem
-            raise UserError(f"{path}: not a Flight Recorder dump (pickle or JSON): {e}") from None
+            raise UserError(f"{path}: not a Flight Recorder dump (pickle or JSON): {' '.join(str(e).split())}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
         raise UserError(f"{path}: Flight Recorder dump without an 'entries' list")
     return doc
@@ -337,10 +337,13 @@ def check_straggler(trace: Trace, threshold_ms: float) -> Diagnosis | None:
     late = sk[lat > bar].sort_values("skew_ns", ascending=False)
     if not len(late):
         return None
-    worst = late.iloc[0]
-    culprit = int(worst["last_rank"])
+    culprit = int(late.iloc[0]["last_rank"])
+    # A late launch delays every later launch of that rank in the step (the others do not wait before
+    # launching async collectives): the first late one is where the delay happened.
+    mine = late[late["last_rank"] == culprit].sort_values("first_ns", kind="stable")
+    worst = mine.iloc[0]
     evidence = []
-    for _, row in late.head(5).iterrows():
+    for _, row in mine.head(5).iterrows():
         rows = c[(c["group"] == row["group"]) & (c["seq"] == row["seq"])]
         others = rows[rows["rank"] != row["last_rank"]]["call_ns"].astype(float)
         evidence.append({"rank": int(row["last_rank"]), "label": row["label"], "step": int(row["step"]),

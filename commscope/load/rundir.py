@@ -126,7 +126,10 @@ def load(path: str, progress=None) -> Trace:
                           "status": {str(r): s for r, s in statuses.items()}},
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
-    _fill_from_records(trace, recs)
+    try:
+        _fill_from_records(trace, recs)
+    except (ValueError, TypeError, OverflowError) as e:  # a field of the wrong type (e.g. "start_ns": "x")
+        raise UserError(f"{path}: an events.jsonl record has a field of the wrong type ({e})") from None
     dfs = [p["kernels"] for p in kparts if len(p["kernels"])]
     if dfs:
         trace.kernels = pd.concat(dfs, ignore_index=True)

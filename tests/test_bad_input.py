@@ -1,0 +1,153 @@
+"""Every command against the adversarial corpus (tests/adversarial/, written by make_corpus.py) and the
+cases that cannot live in git (missing path, empty directory): exit 0 (a report naming what is missing)
+or 2 with exactly one `commscope: error:` line on stderr — never a traceback, never a write into the input.
+
+Runs the CLI in-process (commscope.cli.main) so ~200 invocations take seconds, not a torch import each.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from commscope import cli
+from commscope.errors import UserError
+
+CORPUS = Path(__file__).parent / "adversarial"
+CASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith("_"))
+# exit 2 expected whatever the command (nothing usable in the input)
+MUST_REFUSE = {"truncated_trace", "not_json_trace", "json_array_trace", "gzip_garbage", "gzip_truncated",
+               "duplicate_ranks", "mismatched_world_traces", "non_utf8_trace", "future_schema_run",
+               "future_schema_meta", "mismatched_world_run", "rank_folder_mismatch", "non_utf8_events",
+               "events_not_objects", "summary_not_object", "status_garbage", "config_empty", "plain_file_not_trace",
+               "missing", "empty"}
+
+
+def commands(path: Path, out: Path) -> dict[str, list[str]]:
+    return {
+        "report": ["report", str(path), "-o", str(out / "r.html"), "--no-hta"],
+        "report-json": ["report", str(path), "--json", "--no-hta"],
+        "export": ["export", str(path), "--perfetto", str(out / "p.json")],
+        "hooks": ["hooks", str(path)],
+        "layout": ["layout", str(path)],
+        "plan": ["plan", str(path), "--cost", "measured"],
+        "doctor": ["doctor", str(path)],
+        "doctor-json": ["doctor", str(path), "--json"],
+        "compare": ["compare", str(path), str(path)],
+    }
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    out = {}
+    for root, dirs, files in os.walk(path):
+        for n in dirs + files:
+            p = Path(root) / n
+            out[str(p.relative_to(path))] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+    return out
+
+
+def invoke(argv: list[str], capsys) -> tuple[int, str, str]:
+    old = sys.argv
+    sys.argv = ["commscope", *argv]
+    try:
+        cli.main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = old
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def case_path(case: str, tmp_path: Path) -> Path:
+    if case == "missing":
+        return tmp_path / "does-not-exist"
+    if case == "empty":
+        (tmp_path / "empty").mkdir()
+        return tmp_path / "empty"
+    dst = tmp_path / case  # a copy: a command that wrongly wrote would not dirty the committed corpus
+    shutil.copytree(CORPUS / case, dst)
+    return dst
+
+
+@pytest.mark.parametrize("case", [*CASES, "missing", "empty"])
+def test_every_command_answers_bad_input_in_one_line(case, tmp_path, capsys, monkeypatch):
+    path = case_path(case, tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(out)  # default outputs (report's ./<name>-report.html) land here, not in the input
+    before = tree_digest(path)
+    results = {}
+    for name, argv in commands(path, out).items():
+        code, stdout, stderr = invoke(argv, capsys)
+        results[name] = code
+        assert "Traceback" not in stderr and "Traceback" not in stdout, (name, stderr[-2000:])
+        assert code in (0, 2), (name, code, stderr[-2000:])
+        if code == 2:
+            lines = [ln for ln in stderr.splitlines() if ln.strip()]
+            assert len(lines) == 1 and lines[0].startswith("commscope: error: "), (name, stderr)
+        assert tree_digest(path) == before, f"{name} wrote into its input"
+    if case in MUST_REFUSE:
+        # compare reads run folders of many kinds and reports unusable ones itself; the rest must refuse
+        refused = {n for n, c in results.items() if c == 2}
+        assert refused >= set(results) - {"compare", "plan"}, results
+    assert not os.path.exists("/tmp/commscope-pwned")
+
+
+def test_partial_run_is_reported_with_what_is_missing(tmp_path, capsys):
+    path = case_path("partial_run", tmp_path)
+    code, stdout, _ = invoke(["report", str(path), "--json", "--no-hta"], capsys)
+    assert code == 0
+    import json
+
+    doc = json.loads(stdout)
+    problems = " ".join(doc["problems"])
+    assert "torn last line" in problems and "rank(s) [1]" in problems
+    assert doc["doctor"]["verdict"] in ("incomplete", "crash")
+
+
+def test_future_schema_names_the_version(tmp_path, capsys):
+    code, _, err = invoke(["doctor", str(case_path("future_schema_run", tmp_path))], capsys)
+    assert code == 2 and "schema_version 99" in err
+
+
+# ---- property tests of the parsers ------------------------------------------------------------
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=400))
+def test_jsonl_reader_only_ever_raises_user_error(tmp_path, data):
+    from commscope.load.files import read_jsonl
+
+    p = tmp_path / "events.jsonl"
+    p.write_bytes(data)
+    try:
+        rows, torn = read_jsonl(str(p))
+    except UserError as e:
+        assert "\n" not in str(e)
+    else:
+        assert all(isinstance(r, dict) for r in rows) and torn in (0, 1)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=400), st.booleans())
+def test_json_and_flight_recorder_readers_only_ever_raise_user_error(tmp_path, data, gz):
+    import gzip
+
+    from commscope.analyze.doctor import read_flight_recorder
+    from commscope.load.files import read_json
+
+    p = tmp_path / ("doc.json.gz" if gz else "doc.json")
+    p.write_bytes(gzip.compress(data) if gz and data[:1] == b"{" else data)
+    for reader in (read_json, read_flight_recorder):
+        try:
+            reader(str(p))
+        except UserError as e:
+            assert "\n" not in str(e)
