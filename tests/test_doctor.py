@@ -150,3 +150,12 @@ def test_doctor_cli_json(run):
     assert {k: doc[k] for k in ("verdict", "culprit_ranks", "step")} == {"verdict": "crash", "culprit_ranks": [0],
                                                                          "step": 2}
     assert {"label", "sequence", "evidence"} <= set(doc)
+
+
+def test_flight_recorder_torchscript_int_lists_load_without_torch(tmp_path):
+    # TorchScript's pickler writes int lists as torch.jit._pickle.build_intlist([...]): allowed, rebuilt as a list
+    blob = (b"\x80\x02}q\x00X\x07\x00\x00\x00entriesq\x01]q\x02}q\x03X\x0b\x00\x00\x00input_sizesq\x04"
+            b"ctorch.jit._pickle\nbuild_intlist\nq\x05]q\x06(K\x02K\x03e\x85q\x07Rq\x08sas.")
+    p = tmp_path / "rank_0"
+    p.write_bytes(blob)
+    assert read_flight_recorder(str(p)) == {"entries": [{"input_sizes": [2, 3]}]}

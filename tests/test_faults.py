@@ -193,3 +193,26 @@ def test_write_inflight_only_when_something_is_in_flight(tmp_path):
     assert write_inflight(rec, "Terminated") is True
     doc = json.loads((tmp_path / "inflight.json").read_text())
     assert doc["reason"] == "Terminated" and doc["inflight"][0]["call_ns"] == 1_010
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--inject", "boom@rank=0,step=0"], "KIND one of"),
+    (["--inject", "crash@rank=9,step=0"], "rank 9 does not exist"),
+    (["--inject", "hang@rank=0,step=5,label=mlp"], "never reached"),
+    (["--hang-timeout", "0"], "--hang-timeout must be > 0"),
+])
+def test_run_refuses_bad_fault_options_before_launching(argv, needle, tmp_path, capsys):
+    import sys
+
+    from commscope import cli
+
+    old = sys.argv
+    sys.argv = ["commscope", "run", "--nproc", "2", "--steps", "2", "--out", str(tmp_path / "r"), *argv]
+    try:
+        with pytest.raises(SystemExit) as e:
+            cli.main()
+    finally:
+        sys.argv = old
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and err.count("\n") == 0 and needle in err
+    assert not (tmp_path / "r").exists()  # refused before the run directory was made

@@ -72,10 +72,18 @@ class Diagnosis:
 
 
 # ---- reading the fault files ------------------------------------------------------------------
+# TorchScript's pickler (which writes Flight Recorder dumps) wraps typed lists in these helpers; stand-ins
+# that rebuild plain values, so no torch import and no other global is ever resolved.
+_JIT_HELPERS = {"build_intlist": list, "build_doublelist": list, "build_boollist": list, "build_tensorlist": list,
+                "build_complexlist": list, "restore_type_tag": lambda value, _tag: value}
+
+
 class _NoGlobals(pickle.Unpickler):
     """Flight Recorder dumps hold only builtin containers; refuse anything that would run code."""
 
     def find_class(self, module: str, name: str) -> Any:
+        if module == "torch.jit._pickle" and name in _JIT_HELPERS:
+            return _JIT_HELPERS[name]
         raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
 
 

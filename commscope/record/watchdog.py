@@ -49,6 +49,26 @@ def write_inflight(recorder: Any, reason: str | None) -> bool:
     return True
 
 
+def dump_flight_recorder(recorder: Any) -> bool:
+    """On NCCL, write PyTorch's Flight Recorder buffer to RUN/flight_recorder/rank_<R> (pickle), the same
+    place TORCH_FR_DUMP_TEMP_FILE points NCCL's own timeout dump at; doctor reads it as a second source.
+    False when not on NCCL or this torch cannot dump (the watchdog's own report does not depend on it)."""
+    if "nccl" not in str(getattr(recorder, "backend", "")):
+        return False
+    try:
+        from torch._C._distributed_c10d import _dump_nccl_trace
+
+        blob = _dump_nccl_trace(True, True, False)  # collectives, stack traces, not only active ones
+    except Exception:  # noqa: BLE001 - older/newer torch without this private hook
+        return False
+    d = recorder.run_dir / "flight_recorder"
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".rank_{recorder.rank}.tmp"
+    tmp.write_bytes(blob)
+    os.replace(tmp, d / f"rank_{recorder.rank}")
+    return True
+
+
 class Watchdog:
     """Watches one Recorder's waits; `start()` it after the recorder exists, `stop()` before close."""
 
@@ -122,6 +142,7 @@ class Watchdog:
         msg = (f"hang watchdog: waited {doc['waited_s']:.1f} s (> {self.timeout_s:g} s) on {w.get('op')} "
                f"'{w.get('label')}' (group {w.get('group')}, seq {w.get('seq')}, step {w.get('step')})")
         print(f"commscope: rank {self.rec.rank}: {msg}", file=sys.stderr, flush=True)
+        dump_flight_recorder(self.rec)
         time.sleep(self.grace_s)
         try:
             self.rec.close("failed", msg)
