@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", required=True, help="the suite's scratch folder (results/, runs/)")
     ap.add_argument("--out", required=True, help="the folder that comes back ($OUT)")
-    ap.add_argument("--max-mb", type=float, default=13.0, help="budget for the runs archive's input")
+    ap.add_argument("--max-mb", type=float, default=12.0, help="budget for the runs archive's input")
     args = ap.parse_args(argv)
     collect(Path(args.work), Path(args.out), args.max_mb)
 
