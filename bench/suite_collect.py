@@ -9,7 +9,7 @@ suite works in a scratch folder and, after every step, this script rewrites:
 - `$OUT/bench.md`: every `results/*.md` snippet, in name order.
 - `$OUT/runs.tar.gz`: the run directories under `runs/`: every small file (config, summary, meta,
   events, status, logs) and then profiler traces, smallest first, while the archive's input stays under
-  `--max-mb`; `runs/MANIFEST.txt` inside lists every file with its size and whether it was packed.
+  `--max-mb` (halved until the archive is under 15 MiB); `runs/MANIFEST.txt` inside lists every file with its size and whether it was packed.
 
 Invariants: the scratch folder is only read; each output is written to a temporary name and renamed, so a
 step killed mid-way never leaves a half-written result behind.
@@ -82,6 +82,18 @@ def pack_runs(work: Path, out_file: Path, max_bytes: int) -> None:
     _replace(out_file, write)
 
 
+RETURN_LIMIT = 15 * 1024 * 1024  # the device tool returns files of at most 16 MiB
+
+
+def pack_runs_within_limit(work: Path, out_file: Path, max_bytes: int) -> None:
+    """pack_runs, halving the trace budget until the archive fits the return limit."""
+    while True:
+        pack_runs(work, out_file, max_bytes)
+        if not out_file.exists() or out_file.stat().st_size <= RETURN_LIMIT or max_bytes < 1024:
+            return
+        max_bytes //= 2
+
+
 def collect(work: Path, out: Path, max_mb: float) -> None:
     out.mkdir(parents=True, exist_ok=True)
     results = work / "results"
@@ -90,7 +102,7 @@ def collect(work: Path, out: Path, max_mb: float) -> None:
         _replace(out / "bench_results.json", lambda t: t.write_text(json.dumps(merged, indent=1) + "\n"))
         md = merge_markdown(results)
         _replace(out / "bench.md", lambda t: t.write_text(md))
-    pack_runs(work, out / "runs.tar.gz", int(max_mb * 1024 * 1024))
+    pack_runs_within_limit(work, out / "runs.tar.gz", int(max_mb * 1024 * 1024))
 
 
 def main(argv: list[str] | None = None) -> None:

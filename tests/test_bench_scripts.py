@@ -166,3 +166,17 @@ def test_gpu_suite_skips_steps_past_its_deadline(tmp_path):
     assert "run_ws1 SKIPPED (suite deadline)" in steps and "hooks_gloo4 SKIPPED (suite deadline)" in steps
     bad = subprocess.run(["bash", str(BENCH / "gpu_suite.sh"), "nonsense"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "group must be" in bad.stderr
+
+
+def test_suite_collect_drops_traces_until_the_archive_fits(tmp_path, monkeypatch):
+    mod = bench("suite_collect")
+    monkeypatch.setattr(mod, "RETURN_LIMIT", 500_000)
+    work = tmp_path / "work"
+    for rank, size in ((0, 300_000), (1, 900_000)):
+        (work / "runs" / "r" / f"rank{rank}").mkdir(parents=True)
+        (work / "runs" / "r" / f"rank{rank}" / "trace.json.gz").write_bytes(os.urandom(size))
+    mod.collect(work, tmp_path / "out", max_mb=2)  # both traces fit the budget, not the return limit
+    archive = tmp_path / "out" / "runs.tar.gz"
+    assert archive.stat().st_size <= 500_000
+    with tarfile.open(archive) as tar:
+        assert set(tar.getnames()) == {"runs/MANIFEST.txt", "runs/r/rank0/trace.json.gz"}
