@@ -196,3 +196,17 @@ def test_alpha_lpt_moves_in_place_other_owner_sets_unpack(runs, ws):
     for res in runs[ws]:
         assert res["alpha-lpt"]["unpacks"] == []
         assert sorted(res["custom"]["unpacks"]) == sorted([f"unpack:{b}" for b in scattered] * STEPS)
+
+
+def test_doctor_does_not_call_uneven_all_to_all_a_desync():
+    """alpha-lpt's gather sends each owner's share: all_to_all bytes differ per rank by design, while
+    any other op with different bytes is still a desync."""
+    import pandas as pd
+
+    from commscope.analyze.doctor import _signature
+
+    def row(op, nbytes):
+        return pd.Series({"op": op, "bytes": nbytes, "dtype": "float32"})
+    assert _signature(row("all_to_all", 327680)) == _signature(row("all_to_all", 262144))
+    assert _signature(row("all_gather", 327680)) != _signature(row("all_gather", 262144))
+    assert _signature(row("all_to_all", 1)) != _signature(row("all_gather", 1))

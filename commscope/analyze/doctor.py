@@ -253,7 +253,10 @@ def check_crash(trace: Trace, files: dict) -> Diagnosis | None:
 
 
 def _signature(row: pd.Series) -> tuple:
-    return (row["op"], None if pd.isna(row["bytes"]) else float(row["bytes"]), row["dtype"])
+    # all_to_all with split sizes legitimately sends different byte counts per rank (e.g. the alpha-lpt
+    # optimizer partition's unequal owner shares), so only its op and dtype must agree
+    uneven = row["op"] == "all_to_all" or pd.isna(row["bytes"])
+    return (row["op"], None if uneven else float(row["bytes"]), row["dtype"])
 
 
 def check_desync(lt: pd.DataFrame, source: str) -> Diagnosis | None:
@@ -284,7 +287,9 @@ def check_desync(lt: pd.DataFrame, source: str) -> Diagnosis | None:
 
 
 def check_hang(lt: pd.DataFrame, trace: Trace, files: dict, source: str) -> Diagnosis | None:
-    if not len(lt):
+    # A profiler window (Kineto traces) starts and stops at different collectives on different ranks, so
+    # absence there proves nothing: only whole-run records (run dirs, Flight Recorder) are checked.
+    if not len(lt) or trace.source not in ("run", "flight_recorder"):
         return None
     best = None
     for group, g in lt.groupby("group"):
@@ -332,6 +337,8 @@ def check_hang(lt: pd.DataFrame, trace: Trace, files: dict, source: str) -> Diag
 
 def check_straggler(trace: Trace, threshold_ms: float) -> Diagnosis | None:
     c = trace.collectives
+    # Outside steps (setup, clock alignment) ranks start at different times by design.
+    c = c[pd.to_numeric(c["step"], errors="coerce").fillna(-1) >= 0] if len(c) else c
     if not len(c) or c["rank"].nunique() < 2:
         return None
     sk = skew.arrival_skew(c.assign(timing="wall"))  # launch times: a late *launch* is what we look for
