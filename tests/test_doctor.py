@@ -159,3 +159,21 @@ def test_flight_recorder_torchscript_int_lists_load_without_torch(tmp_path):
     p = tmp_path / "rank_0"
     p.write_bytes(blob)
     assert read_flight_recorder(str(p)) == {"entries": [{"input_sizes": [2, 3]}]}
+
+
+def test_backend_timeout_without_records_is_a_hang_without_culprit(run):
+    for r in range(4):
+        put(run, r, "status.json", {"status": "failed", "error": "RuntimeError: [gloo] Timed out waiting 6000ms "
+                                    "for recv operation to complete", "last_step": 2})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("hang", []) and "--trace light" in d.summary
+    assert [e["rank"] for e in d.evidence] == [0, 1, 2, 3]
+
+
+def test_kineto_profile_windows_are_not_read_as_hangs(tmp_path):
+    from commscope.analyze.doctor import diagnose
+    from report_trace import make_trace
+
+    t = make_trace(ranks=(0, 1, 2, 3), steps=(0, 1, 2), style="kineto")
+    t.collectives = t.collectives[~((t.collectives["rank"] == 2) & (t.collectives["seq"] == 8))]  # window cut
+    assert diagnose(t).verdict == "ok"

@@ -41,7 +41,7 @@ from commscope.errors import UserError
 from commscope.load.files import read_bytes, read_json
 from commscope.load.frames import Trace
 
-VERDICTS = ("ok", "crash", "desync", "hang", "straggler", "incomplete")
+VERDICTS = ("ok", "crash", "desync", "hang", "straggler", "failed", "incomplete")
 STRAGGLER_MS = 100.0
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
 # backend or our watchdog timed out waiting.
@@ -375,6 +375,23 @@ def check_straggler(trace: Trace, threshold_ms: float) -> Diagnosis | None:
                  f"skew {med / 1e6:.1f} ms)."))
 
 
+def check_unexplained(trace: Trace) -> Diagnosis | None:
+    """Ranks failed but no rule above found why (e.g. --trace off: no launch records). A backend timeout
+    still says "hang", without culprits."""
+    bad = {r: s for r, s in _statuses(trace).items() if s.get("status") not in ("completed", None)}
+    if not bad:
+        return None
+    timed = sorted(r for r, s in bad.items() if re.search(r"timed out|hang watchdog", str(s.get("error")), re.I))
+    verdict = "hang" if timed else "failed"
+    first = bad[min(bad)]
+    return Diagnosis(verdict, [], evidence=[{"rank": r, "status": s.get("status"), "error": s.get("error"),
+                                             "last_finished_step": _last_step(trace, r)} for r, s in sorted(bad.items())],
+                     sources=["status.json"],
+                     summary=(f"{verdict}: rank(s) {_fmt(sorted(bad))} failed (rank {min(bad)}: {first.get('error')}) "
+                              "but the records do not show which rank caused it (no launch records of the fault: "
+                              "record with --trace light for a culprit)."))
+
+
 def _fmt(ranks: list[int]) -> str:
     return ",".join(str(r) for r in ranks)
 
@@ -389,7 +406,7 @@ def diagnose(trace: Trace, files: dict | None = None, *, straggler_ms: float = S
     lt = launches(trace, files)
     src = "events.jsonl + watchdog/inflight reports" if trace.source == "run" else "trace"
     d = (check_crash(trace, files) or check_desync(lt, src) or check_hang(lt, trace, files, src)
-         or check_straggler(trace, straggler_ms))
+         or check_straggler(trace, straggler_ms) or check_unexplained(trace))
     if d is None:
         d = Diagnosis("ok", summary=f"ok: no crash, hang, desync or straggler (> {straggler_ms:g} ms late launch) "
                       f"found in {trace.world_size} rank(s).", sources=[src])
