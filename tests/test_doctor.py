@@ -177,3 +177,18 @@ def test_kineto_profile_windows_are_not_read_as_hangs(tmp_path):
     t = make_trace(ranks=(0, 1, 2, 3), steps=(0, 1, 2), style="kineto")
     t.collectives = t.collectives[~((t.collectives["rank"] == 2) & (t.collectives["seq"] == 8))]  # window cut
     assert diagnose(t).verdict == "ok"
+
+
+def test_report_shows_the_verdict_first(run, tmp_path, capsys, monkeypatch):
+    from commscope import cli
+
+    os.remove(run / "rank3" / "status.json")
+    out = tmp_path / "r.html"
+    monkeypatch.setattr(sys, "argv", ["commscope", "report", str(run), "-o", str(out), "--no-hta"])
+    with pytest.raises(SystemExit) as e:  # typer's standalone mode exits 0 after the command
+        cli.main()
+    assert e.value.code == 0
+    page = out.read_text()
+    assert page.index("CRASH") < page.index("<h2>Overview")
+    assert "rank(s) 3 left no status.json" in page
+    assert capsys.readouterr().out.lstrip().startswith("doctor: crash: rank(s) 3")

@@ -165,7 +165,7 @@ def test_page_is_self_contained_with_sections_and_exact_label_numbers():
     assert p.external == []
     assert any("Plotly" in s and len(s) > 1_000_000 for s in p.scripts)  # plotly.js embedded once
     assert sum(len(s) > 1_000_000 for s in p.scripts) == 1
-    assert p.h2 == ["Overview", "Timeline", "Collectives by label", "Skew and stragglers", "Step breakdown",
+    assert p.h2 == ["Diagnosis (commscope doctor)", "Overview", "Timeline", "Collectives by label", "Skew and stragglers", "Step breakdown",
                     "HTA side by side", "Run configuration"]
     header, *rows = p.tables["labels"]
     assert [c[1] for c in header][:8] == ["label", "op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct",

@@ -119,8 +119,7 @@ def register(app: typer.Typer) -> None:
         trace = load_with_progress(path, quiet=as_json)
         window = resolve_steps(trace, window)
         summary = summarize(trace, steps=window, with_hta=hta)
-        diagnosis = run_doctor(trace)
-        summary["doctor"] = diagnosis.to_json() if diagnosis is not None else None
+        diagnosis = run_doctor(trace)  # HTML and terminal only: --json stays summarize()'s document
         if as_json:
             typer.echo(orjson.dumps(summary, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
                                     | orjson.OPT_INDENT_2).decode())
