@@ -45,9 +45,9 @@ VERDICTS = ("ok", "crash", "desync", "hang", "straggler", "failed", "incomplete"
 STRAGGLER_MS = 100.0
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
 # backend or our watchdog timed out waiting.
-_CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connection closed|Connection reset|"
-                          r"Broken pipe|Timed out|timed out|DistBackendError|ProcessGroup|peer|KeyboardInterrupt",
-                          re.I)
+_CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connection|Broken pipe|timed out|"
+                          r"DistBackendError|DistNetworkError|ProcessGroup|peer|KeyboardInterrupt|gloo|NCCL|Socket|"
+                          r"Read error|Write error|recv|send", re.I)
 _LAUNCH_COLS = ["rank", "group", "group_size", "seq", "label", "op", "bytes", "dtype", "step", "call_ns", "wait_ns",
                 "finished", "source"]
 FR_DIR = "flight_recorder"
@@ -220,7 +220,8 @@ def check_crash(trace: Trace, files: dict) -> Diagnosis | None:
         return None
     statuses = _statuses(trace)
     ranks = sorted(set(range(trace.world_size)))
-    silent = [r for r in ranks if r not in statuses]
+    # A rank whose watchdog fired reported already; if it then has no status it was killed in teardown.
+    silent = [r for r in ranks if r not in statuses and r not in files.get("watchdog", {})]
     if silent and len(silent) == len(ranks) and not trace.config.get("summary"):
         return Diagnosis("incomplete", summary=(
             "no rank has finished or reported (no status.json, no summary.json): the run is still going, "

@@ -148,4 +148,10 @@ class Watchdog:
             self.rec.close("failed", msg)
         except Exception:  # noqa: BLE001 - the exit below must happen whatever the recorder does
             traceback.print_exc()
+        # close() returns at once if the main thread is already closing (its wait failed when a peer's
+        # watchdog ended that peer): let it finish writing status.json before the process goes.
+        status = self.rec.rank_dir / "status.json"
+        deadline = time.monotonic() + 10
+        while not status.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         self._exit(self.exit_code)
