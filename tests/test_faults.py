@@ -145,6 +145,7 @@ class FakeRecorder(NullRecorder):
 
     def close(self, status="completed", error=None):
         self.closed = (status, error)
+        (self.rank_dir / "status.json").write_text(json.dumps({"status": status, "error": error}))
 
 
 def _rec(seq, label, wait_ns=None, **kw):
@@ -171,6 +172,18 @@ def test_watchdog_fires_on_an_overdue_wait_and_reports_everything(tmp_path):
     assert [r["seq"] for r in doc["inflight"]] == [5, 6]
     assert any("MainThread" in k for k in doc["stacks"])
     assert rec.closed[0] == "failed" and "hang watchdog" in rec.closed[1] and "'mlp'" in rec.closed[1]
+
+
+def test_watchdog_exit_waits_for_a_status_being_written_by_the_main_thread(tmp_path):
+    rec = FakeRecorder(tmp_path)
+    rec.close = lambda *a: None  # already closing elsewhere: returns at once, status.json not there yet
+    rec.inflight = {("0", 1): _rec(1, "attn", wait_ns=time.perf_counter_ns() - 10**10)}
+    exits = []
+    wd = Watchdog(rec, 0.1, grace_s=0.0, exit_fn=lambda c: exits.append((c, (tmp_path / "status.json").exists())))
+    threading.Timer(0.5, lambda: (tmp_path / "status.json").write_text("{}")).start()
+    t0 = time.monotonic()
+    wd.fire(wd.overdue())
+    assert exits == [(124, True)] and time.monotonic() - t0 >= 0.4
 
 
 def test_watchdog_ignores_finished_waits_and_stops(tmp_path):
