@@ -55,7 +55,12 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None) -> Tensor:
         x = torch.baddbmm(x, poly, x, beta=a, alpha=1.0)  # aX + (bA + cA²)X
     if tall:
         x = x.mT
-    return x.float().reshape(*lead, rows, cols)
+    # Contiguous on the way out: a transposed view here made every later elementwise step of the update
+    # (normalization, weight decay) mix layouts and fall onto the slow strided kernel (`commscope layout`
+    # found it in "optimizer: mlp update").
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    out.copy_(x)  # one copy does both the transpose and the cast back to fp32
+    return out.reshape(*lead, rows, cols)
 
 
 def nesterov_(grad: Tensor, momentum_buf: Tensor, momentum: float) -> Tensor:
