@@ -279,12 +279,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_args(args, world_size)
         train(args, rank, local_rank, world_size, state)
     except BaseException as e:  # noqa: BLE001 - every way out must leave a status behind
+        # The launcher's SIGTERM (sent to all ranks when one fails) must not cut this cleanup short and
+        # leave no status.json (doctor would read that as a crash); SIGKILL still ends a stuck cleanup.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         status, code = "failed", 2 if isinstance(e, UserError) else 1
         error = f"{type(e).__name__}: {e}"
         if not isinstance(e, (UserError, Terminated, KeyboardInterrupt)):
             traceback.print_exc()
         else:
             print(f"commscope: rank {rank}: {error}", file=sys.stderr)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # from here on: finish writing, then exit
     rec = state["rec"]
     if state.get("watchdog") is not None:
         state["watchdog"].stop()

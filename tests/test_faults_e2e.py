@@ -32,6 +32,15 @@ def drill(tmp_path, *inject, steps=3, hang=60.0, nproc=4):
     return out, summary, time.time_ns()
 
 
+def why(out, d) -> str:
+    """Failure context: every rank's files and status, and doctor's evidence."""
+    lines = [d.summary, json.dumps(d.evidence, default=str)[:3000]]
+    for p in sorted(out.glob("rank*")):
+        st = p / "status.json"
+        lines.append(f"{p.name}: {sorted(x.name for x in p.iterdir())} {st.read_text()[:300] if st.exists() else ''}")
+    return "\n".join(lines)
+
+
 def step_records(out, rank):
     rows = [json.loads(x) for x in (out / f"rank{rank}" / "events.jsonl").read_text().splitlines()]
     return [r for r in rows if r["kind"] == "step"]
@@ -56,7 +65,7 @@ def test_hang_is_found_by_absence_and_the_run_ends_in_bounds(tmp_path):
     out, summary, ended = drill(tmp_path, "hang@rank=2,step=1,label=mlp", hang=HANG_S)
     assert summary["status"] == "hung" and summary["exit_code"] != 0
     d = diagnose_path(str(out))
-    assert (d.verdict, d.culprit_ranks, d.label, d.step) == ("hang", [2], "mlp", 1)
+    assert (d.verdict, d.culprit_ranks, d.label, d.step) == ("hang", [2], "mlp", 1), why(out, d)
     fired = sorted(int(p.parent.name[4:]) for p in out.glob("rank*/watchdog.json"))
     assert fired == [0, 1, 3]
     wd = json.loads((out / "rank0" / "watchdog.json").read_text())
@@ -74,7 +83,7 @@ def test_crash_names_the_dead_rank_and_its_last_step(tmp_path):
     assert summary["status"] == "crashed" and summary["ranks"]["1"] == "crashed"
     assert not (out / "rank1" / "status.json").exists()
     d = diagnose_path(str(out))
-    assert (d.verdict, d.culprit_ranks, d.step) == ("crash", [1], 1)
+    assert (d.verdict, d.culprit_ranks, d.step) == ("crash", [1], 1), why(out, d)
     assert_healthy_data(out, [0, 1, 2, 3], 2)  # the dead rank's finished steps survive too
 
 
@@ -82,7 +91,7 @@ def test_delay_is_a_straggler_by_launch_timing(tmp_path):
     out, summary, _ = drill(tmp_path, "delay@rank=3,step=1,label=ve0,ms=1500")
     assert summary["status"] == "completed"
     d = diagnose_path(str(out))
-    assert (d.verdict, d.culprit_ranks, d.label, d.step) == ("straggler", [3], "ve0", 1)
+    assert (d.verdict, d.culprit_ranks, d.label, d.step) == ("straggler", [3], "ve0", 1), why(out, d)
     assert d.evidence[0]["launch_late_ms"] >= 1400
     assert_healthy_data(out, [0, 1, 2, 3], 3)
 
@@ -91,7 +100,7 @@ def test_desync_wrong_op_names_the_rank(tmp_path):
     out, summary, _ = drill(tmp_path, "desync@rank=3,step=1,label=mlp", hang=HANG_S)
     assert summary["status"] in ("hung", "failed") and summary["exit_code"] != 0
     d = diagnose_path(str(out))
-    assert (d.verdict, d.culprit_ranks, d.label, d.step) == ("desync", [3], "mlp", 1)
+    assert (d.verdict, d.culprit_ranks, d.label, d.step) == ("desync", [3], "mlp", 1), why(out, d)
     assert {e["op"] for e in d.evidence if e["rank"] == 3} == {"broadcast"}
     assert_healthy_data(out, [0, 1, 2], 1)
 
