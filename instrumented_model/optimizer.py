@@ -35,7 +35,9 @@ split_step <= 0) the two are untied: lm_head's Adam moments are all-gathered, tr
 keeps its own row slice as embed's moments; the step count carries over.
 
 Gradients are averaged over ranks as SUM then divide by world size: gloo has no AVG for reduce_scatter,
-and one code path keeps CPU and GPU runs numerically alike. With world_size 1 nothing is communicated.
+and one code path keeps CPU and GPU runs numerically alike. Without an initialized process group
+(unit tests at world size 1) nothing is communicated; a one-rank job inside a group still runs every
+collective, so its schedule is recorded like a multi-rank one.
 
 Invariants: all ranks launch the same collectives in the same order (the orders and the set of labels
 with a gradient are identical on every rank); every handle is waited exactly once within `step()`;
@@ -145,7 +147,9 @@ class NorMuonAndAdam:
             lr_mul = spec.lr_mul * shape_lr_mul(view_shape[1], view_shape[2])
         else:
             view_shape, lr_mul = tuple(p.shape), spec.lr_mul
-        comms = spec.comms if ws > 1 else "local"
+        # A single rank inside a process group still communicates (a trivial collective), so a one-GPU
+        # run records and times the same schedule as a multi-GPU one; without a group there is no one to ask.
+        comms = spec.comms if ws > 1 or (dist.is_available() and dist.is_initialized()) else "local"
         if comms == "sharded" and view_shape[0] % ws:
             raise UserError(f"{label}: {view_shape[0]} {'matrices' if spec.optim == 'normuon' else 'rows'} "
                             f"do not split evenly over world size {ws}")
