@@ -229,3 +229,17 @@ def test_run_refuses_bad_fault_options_before_launching(argv, needle, tmp_path, 
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and err.count("\n") == 0 and needle in err
     assert not (tmp_path / "r").exists()  # refused before the run directory was made
+
+
+def test_watchdog_on_cuda_counts_from_the_launch(tmp_path):
+    # NCCL wait() returns at once (stream ordering); a collective still in flight long after its launch
+    # means the step never ended: that is the hang on GPUs.
+    rec = FakeRecorder(tmp_path)
+    rec._cuda = object()
+    now = time.perf_counter_ns()
+    rec.inflight = {("0", 4): _rec(4, "mlp", wait_ns=now - 2 * 10**9, wait_end_ns=now - 2 * 10**9, call_ns=now - 3 * 10**9),
+                    ("0", 5): _rec(5, "loss", call_ns=now - 10**8)}
+    wd = Watchdog(rec, 1.0, grace_s=0.0, exit_fn=lambda c: None)
+    assert wd.overdue(now)["label"] == "mlp"
+    assert Watchdog(FakeRecorder(tmp_path), 1.0).overdue(now) is None
+    assert wd.report(wd.overdue(now))["waited_s"] >= 3.0

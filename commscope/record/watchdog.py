@@ -96,16 +96,25 @@ class Watchdog:
     def stop(self) -> None:
         self._stop.set()
 
+    def blocked_since(self, rec: dict) -> int | None:
+        """Local ns since which this collective holds the rank up, or None if it does not (yet)."""
+        if getattr(self.rec, "_cuda", None) is not None:
+            # NCCL: wait() only orders streams and returns at once; a hang blocks the host later, in a
+            # sync. The recorder resolves CUDA collectives at every step end, so one launched longer ago
+            # than the timeout and still in flight means the step has not ended since.
+            return rec.get("call_ns") if isinstance(rec.get("call_ns"), int) else None
+        if rec.get("wait_end_ns") is not None:
+            return None
+        return rec.get("wait_ns")
+
     def overdue(self, now_ns: int | None = None) -> dict | None:
-        """The longest-blocked wait past the timeout (a raw in-flight record), or None."""
+        """The longest-blocking in-flight collective past the timeout (a raw in-flight record), or None."""
         now = time.perf_counter_ns() if now_ns is None else now_ns
-        worst = None
+        worst, worst_t = None, None
         for rec in list(self.rec.inflight.values()):
-            t = rec.get("wait_ns")
-            if t is None or rec.get("wait_end_ns") is not None:
-                continue
-            if now - t > self.timeout_ns and (worst is None or t < worst["wait_ns"]):
-                worst = rec
+            t = self.blocked_since(rec)
+            if t is not None and now - t > self.timeout_ns and (worst_t is None or t < worst_t):
+                worst, worst_t = rec, t
         return worst
 
     def _run(self) -> None:
@@ -127,7 +136,7 @@ class Watchdog:
             "world_size": self.rec.world_size,
             "timeout_s": self.timeout_s,
             "fired_ns": now + shift,
-            "waited_s": (now - rec["wait_ns"]) / 1e9,
+            "waited_s": (now - (self.blocked_since(rec) or now)) / 1e9,
             "last_step": self.rec.last_step,
             "waiting_on": waiting,
             "inflight": sorted(inflight, key=lambda r: (str(r.get("group")), r.get("seq", 0))),
