@@ -108,3 +108,52 @@ def test_gloo_launches_paired_with_executions(gloo):
     s = comp.sort_values(["rank", "start_ns"])
     for _, r in s.groupby("rank"):
         assert (r["start_ns"].to_numpy()[1:] >= r["end_ns"].to_numpy()[:-1]).all()  # top level: no nesting
+
+
+# --- the typed (msgspec) and generic (orjson dicts) event readers must agree ---------------------------
+
+def _events_of(path, with_ops=True, generic=False):
+    from commscope.load import kineto_events
+    from commscope.load.files import read_bytes
+
+    raw = read_bytes(path)
+    ev = kineto_events._generic(path, raw) if generic else kineto_events.read_events(path, raw, with_ops)
+    cols = {k: v for k, v in vars(ev).items() if k != "doc"}
+    cols["o_args"] = [ev.o_args[i] for i in range(len(ev.o_args))]
+    return cols
+
+
+@pytest.mark.parametrize("name", ["gloo", "h100"])
+def test_typed_and_generic_readers_agree(name):
+    path = os.path.join(GLOO, "rank0.json") if name == "gloo" else os.path.join(FIXTURE, "rank3.json.gz")
+    if not os.path.exists(path):
+        pytest.skip("fixture not present")
+    typed, generic = _events_of(path), _events_of(path, generic=True)
+    assert typed.keys() == generic.keys()
+    for k in typed:
+        assert typed[k] == generic[k], k
+    assert len(typed["o_name"]) > 0 and len(typed["o_args"]) == len(typed["o_name"])
+    if name == "h100":
+        assert len(typed["k_name"]) > 1000 and len(typed["l_corr"]) > 1000 and any(typed["o_hta_stream"])
+    # without ops the typed reader skips shapes it does not need, and only them
+    lean = _events_of(path, with_ops=False)
+    assert lean["o_strides"] == [] and lean["o_types"] == []
+    assert {k: v for k, v in lean.items() if k not in ("o_strides", "o_types")} == \
+        {k: v for k, v in typed.items() if k not in ("o_strides", "o_types")}
+
+
+def test_odd_args_fall_back_to_the_generic_reader(tmp_path):
+    """`args: null` and a list-valued `args` are not what the typed reader expects: the trace still loads
+    exactly as the generic reader reads it."""
+    import json
+
+    src = json.load(open(os.path.join(GLOO, "rank0.json")))
+    ev = src["traceEvents"]
+    ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    ops[0]["args"] = None  # `args or {}` in the generic reader
+    p = tmp_path / "t" / "rank0.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(src))
+    typed, generic = _events_of(str(p)), _events_of(str(p), generic=True)
+    assert typed == generic and typed["o_args"][typed["o_ts"].index(ops[0]["ts"])] == {}
+    assert len(load_path(str(p)).collectives) == 9

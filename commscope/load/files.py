@@ -46,7 +46,11 @@ def read_bytes(path: str) -> bytes:
 
 def read_json(path: str) -> Any:
     """Decode a whole JSON document (optionally .gz)."""
-    raw = read_bytes(path)
+    return decode_json(path, read_bytes(path))
+
+
+def decode_json(path: str, raw: bytes) -> Any:
+    """Decode the bytes `raw` read from `path` (named in the error)."""
     if not raw.strip():
         raise UserError(f"{path} is empty")
     with gc_paused():

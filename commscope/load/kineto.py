@@ -17,17 +17,15 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from commscope.errors import UserError
 from commscope.load import kineto_comms
-from commscope.load.files import gc_paused, read_json
+from commscope.load.kineto_events import read_events
+from commscope.load.files import gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, ns_array
 
 # HTA's classification, kept identical so overlap numbers compare (hta/utils/utils.py).
 COMM_KERNEL_RE = re.compile(r"^nccl.*Kernel")
 _NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-_GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-_LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
 
 
 _KEEP: list | None = None
@@ -46,18 +44,6 @@ def keep_documents() -> None:
 def _ns(ts: list, base: int) -> np.ndarray:
     a = np.asarray(ts, dtype=np.float64) * 1000.0
     return np.round(a).astype(np.int64) + np.int64(base)
-
-
-def read_header(path: str) -> tuple[dict, dict]:
-    """(document, distributedInfo) with the checks every trace must pass."""
-    doc = read_json(path)
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise UserError(f"{path} is not a chrome trace (no traceEvents list)")
-    di = doc.get("distributedInfo")
-    if not isinstance(di, dict) or "rank" not in di or "world_size" not in di:
-        raise UserError(f"{path} has no distributedInfo (rank, world_size): record with a "
-                        "torch.distributed job running so the profiler can tell which rank it is")
-    return doc, di
 
 
 def parse_file(path: str, with_ops: bool = False) -> dict:
@@ -81,46 +67,21 @@ def parse_ops(path: str) -> pd.DataFrame:
 
 
 def _parse(path: str, with_ops: bool) -> dict:
-    doc, di = read_header(path)
+    ev = read_events(path, read_bytes(path), with_ops)
     if _KEEP is not None:
-        _KEEP.append(doc)
+        _KEEP.append(ev.doc)
+    ev.doc = None
+    di = ev.di
     rank = int(di["rank"])
-    base = int(doc.get("baseTimeNanoseconds") or 0)
-
-    k_name, k_ts, k_dur, k_stream, k_corr, k_ext, k_grid, k_block, k_kind = ([] for _ in range(9))
-    l_corr, l_tid, l_ts, l_ext = [], [], [], []
-    o_name, o_tid, o_ts, o_dur, o_ext, o_dims, o_strides, o_args, o_hta_stream, o_types = ([] for _ in range(10))
-    a_name, a_tid, a_ts, a_dur = [], [], [], []
-    gpu_step_ts = []
-    for e in doc["traceEvents"]:
-        if e.get("ph") != "X":
-            continue
-        cat = e.get("cat")
-        args = e.get("args") or {}
-        if cat in _GPU_CATS:
-            k_name.append(e.get("name", "")); k_ts.append(e.get("ts", 0)); k_dur.append(e.get("dur", 0))
-            k_stream.append(args.get("stream", -1)); k_corr.append(args.get("correlation", -1))
-            k_ext.append(args.get("External id", -1)); k_grid.append(args.get("grid"))
-            k_block.append(args.get("block")); k_kind.append(_GPU_CATS[cat])
-        elif cat in _LAUNCH_CATS:
-            c = args.get("correlation")
-            if c is not None:
-                l_corr.append(c); l_tid.append(e.get("tid")); l_ts.append(e.get("ts", 0))
-                l_ext.append(args.get("External id", -1))
-        elif cat == "cpu_op" or (cat == "user_annotation" and e.get("name", "").startswith("gloo:")):
-            # gloo executions on worker threads are recorded as user annotations in some versions
-            o_name.append(e.get("name", "")); o_tid.append(e.get("tid")); o_ts.append(e.get("ts", 0))
-            o_dur.append(e.get("dur", 0)); o_ext.append(args.get("External id", -1))
-            o_dims.append(args.get("Input Dims")); o_strides.append(args.get("Input Strides"))
-            o_types.append(args.get("Input type"))
-            o_args.append(args)
-            # HTA counts any event carrying args.stream as GPU activity (e.g. triton launch cpu ops).
-            o_hta_stream.append("stream" in args)
-        elif cat == "user_annotation":
-            a_name.append(e.get("name", "")); a_tid.append(e.get("tid")); a_ts.append(e.get("ts", 0))
-            a_dur.append(e.get("dur", 0))
-        elif cat == "gpu_user_annotation" and e.get("name", "").startswith("ProfilerStep#"):
-            gpu_step_ts.append(e.get("ts", 0))
+    base = ev.base
+    k_name, k_ts, k_dur, k_stream, k_corr, k_ext, k_grid, k_block, k_kind = (
+        ev.k_name, ev.k_ts, ev.k_dur, ev.k_stream, ev.k_corr, ev.k_ext, ev.k_grid, ev.k_block, ev.k_kind)
+    l_corr, l_tid, l_ts, l_ext = ev.l_corr, ev.l_tid, ev.l_ts, ev.l_ext
+    o_name, o_tid, o_ts, o_dur, o_ext, o_dims, o_strides, o_args, o_hta_stream, o_types = (
+        ev.o_name, ev.o_tid, ev.o_ts, ev.o_dur, ev.o_ext, ev.o_dims, ev.o_strides, ev.o_args, ev.o_hta_stream,
+        ev.o_types)
+    a_name, a_tid, a_ts, a_dur = ev.a_name, ev.a_tid, ev.a_ts, ev.a_dur
+    gpu_step_ts = ev.gpu_step_ts
 
     kstart = _ns(k_ts, base)
     kernels = pd.DataFrame({
@@ -170,7 +131,7 @@ def _parse(path: str, with_ops: bool) -> dict:
     hta_extra = ops_all[ops_all["hta_stream"]]
     return {
         "rank": rank, "world_size": int(di["world_size"]), "backend": di.get("backend"),
-        "info": {"distributedInfo": di, "deviceProperties": doc.get("deviceProperties"), "file": path},
+        "info": {"distributedInfo": di, "deviceProperties": ev.device_properties, "file": path},
         "steps": steps,
         "collectives": frame("collectives", colls),
         "compute": frame("compute", with_step(compute, "_t" if "_t" in compute.columns else "start_ns")),
