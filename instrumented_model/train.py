@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adam-lr", type=float, default=None, help="Adam learning rate (default: the optimizer's)")
     p.add_argument("--wd", type=float, default=None, help="weight decay (default: the optimizer's)")
     p.add_argument("--head-layout", choices=("transposed", "standard"), default="transposed")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model's forward (its backward follows); the optimizer stays eager")
     p.add_argument("--comm-schedule", choices=("explicit", "hooks"), default="explicit")
     p.add_argument("--scatter-order", default=None, help="comma list of the 13 labels")
     p.add_argument("--work-order", default=None, help="comma list of the 13 labels")
@@ -203,6 +205,8 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     torch.manual_seed(args.seed)  # identical initial parameters on every rank and every world size
     model = GPT(cfg, head_layout=args.head_layout).to(device)
     params = model.labelled_params()
+    # The compiled wrapper shares the module's parameters, so hooks and the optimizer see the same tensors.
+    forward = torch.compile(model) if args.compile else model
     opt_kwargs = {k: getattr(args, k) for k in ("lr", "adam_lr", "wd") if getattr(args, k) is not None}
     for k in ("scatter_order", "work_order"):
         if getattr(args, k) is not None:
@@ -244,7 +248,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                 if hooks:
                     opt.set_last_micro_step(m == ga - 1)
                 with rec.region("forward"):
-                    loss = model(x, y) / ga
+                    loss = forward(x, y) / ga
                 with rec.region("backward"):
                     loss.backward()
                 local_loss += loss.detach().float()

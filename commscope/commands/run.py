@@ -43,6 +43,7 @@ def register(app: typer.Typer) -> None:
         trace: Optional[str] = typer.Option(None, help="off | light | full. Default: light."),
         profile: Optional[str] = typer.Option(None, help="torch.profiler window START:STOP (steps)."),
         with_stack: bool = typer.Option(False, "--with-stack", help="Python stacks in the profiler window."),
+        compile: bool = typer.Option(False, "--compile", help="torch.compile the model (GPU speed; the first steps pay for compilation)."),
         inject: Optional[List[str]] = typer.Option(None, "--inject", help="Inject a fault, repeatable: "
                                                    "KIND@rank=R,step=S[,label=L][,ms=M] with KIND crash|hang|delay|desync (docs/faults.md)."),
         hang_timeout: Optional[float] = typer.Option(None, "--hang-timeout", help="Seconds a collective wait may "
@@ -66,6 +67,8 @@ def register(app: typer.Typer) -> None:
                 argv += [f"--{name.replace('_', '-')}", str(values[name])]
         if with_stack:
             argv.append("--with-stack")
+        if compile:
+            argv.append("--compile")
         for spec in inject or ():
             argv += ["--inject", spec]
         if nproc is None:
