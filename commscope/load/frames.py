@@ -60,6 +60,17 @@ def frame(kind: str, data: dict[str, Any] | pd.DataFrame | None = None) -> pd.Da
 
 def rel(col: pd.Series | np.ndarray, origin: int) -> np.ndarray:
     """Nanoseconds since `origin` as float64, NaN where missing; exact (integers subtracted first)."""
+    # fast paths (called for every time column by every analyzer): numpy int64, and nullable Int64 via its
+    # data and mask, without building intermediate Series
+    arr = col.array if isinstance(col, pd.Series) else col
+    if isinstance(col, pd.Series) and isinstance(col.dtype, np.dtype):
+        arr = col.to_numpy()
+    if isinstance(arr, np.ndarray) and arr.dtype.kind == "i":
+        return (arr.astype(np.int64, copy=False) - np.int64(origin)).astype(np.float64)
+    if isinstance(arr, pd.arrays.IntegerArray) and arr.dtype.kind == "i":
+        out = (arr._data.astype(np.int64, copy=False) - np.int64(origin)).astype(np.float64)
+        out[arr._mask] = np.nan
+        return out
     if isinstance(col, np.ndarray):
         col = pd.Series(col)
     if pd.api.types.is_integer_dtype(col.dtype):

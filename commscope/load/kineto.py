@@ -83,20 +83,25 @@ def _parse(path: str, with_ops: bool) -> dict:
     a_name, a_tid, a_ts, a_dur = ev.a_name, ev.a_tid, ev.a_ts, ev.a_dur
     gpu_step_ts = ev.gpu_step_ts
 
+    # A few hundred distinct kernel names repeat thousands of times: classify each once, and share one
+    # string object per name so the frames pickle to the parent process as references.
+    classes = {n: (n, bool(COMM_KERNEL_RE.match(n)), not _NOT_COMPUTE_RE.match(n)) for n in set(k_name)}
+    k_cls = [classes[n] for n in k_name]
     kstart = _ns(k_ts, base)
     kernels = pd.DataFrame({
-        "rank": rank, "name": pd.Series(k_name, dtype=object), "stream": pd.to_numeric(pd.Series(k_stream), errors="coerce"),
+        "rank": rank, "name": pd.Series([c[0] for c in k_cls], dtype=object),
+        "stream": pd.to_numeric(pd.Series(k_stream), errors="coerce"),
         "start_ns": kstart, "end_ns": kstart + np.round(np.asarray(k_dur, np.float64) * 1000).astype(np.int64),
         "correlation": k_corr, "external_id": k_ext, "grid": k_grid, "block": k_block,
-        "is_comm": [bool(COMM_KERNEL_RE.match(n)) for n in k_name], "kind": k_kind,
+        "is_comm": [c[1] for c in k_cls], "kind": k_kind,
     })
-    kernels["hta_compute"] = [not _NOT_COMPUTE_RE.match(n) for n in k_name]
+    kernels["hta_compute"] = [c[2] for c in k_cls]
     launches = pd.DataFrame({"correlation": l_corr, "tid": l_tid, "ts_ns": _ns(l_ts, base), "external_id": l_ext})
     launch_of = dict(zip(l_corr, launches["ts_ns"].tolist()))
     kernels["launch_ns"] = ns_array([launch_of.get(c) for c in k_corr])
     ostart = _ns(o_ts, base)
     ops_all = pd.DataFrame({
-        "name": pd.Series(o_name, dtype=object), "tid": o_tid, "start_ns": ostart,
+        "name": pd.Series(_shared_strings(o_name), dtype=object), "tid": o_tid, "start_ns": ostart,
         "end_ns": ostart + np.round(np.asarray(o_dur, np.float64) * 1000).astype(np.int64),
         "external_id": o_ext, "dims": pd.Series(o_dims, dtype=object), "hta_stream": o_hta_stream,
     })
@@ -118,8 +123,7 @@ def _parse(path: str, with_ops: bool) -> dict:
     compute = _compute(rank, kernels, ops_all)
     ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, l_corr, l_ext) if with_ops else None
 
-    def with_step(df: pd.DataFrame, col: str) -> pd.DataFrame:
-        df = df.copy()
+    def with_step(df: pd.DataFrame, col: str) -> pd.DataFrame:  # df: a frame built here, not a view
         df["step"] = assign_steps(np.full(len(df), rank), df[col], steps)
         return df
 
@@ -142,6 +146,12 @@ def _parse(path: str, with_ops: bool) -> dict:
         "hta_cpu_stream_ops": hta_extra[["name", "start_ns", "end_ns"]].assign(rank=rank),
         "hta_cutoff_ns": hta_cutoff,
     }
+
+
+def _shared_strings(names: list) -> list:
+    """`names` with one object per distinct string (pickles as references, see above)."""
+    one: dict = {}
+    return [one.setdefault(n, n) for n in names]
 
 
 def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame) -> pd.DataFrame:
