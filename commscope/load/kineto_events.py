@@ -13,7 +13,10 @@ Two readers, one result:
 Invariant: for every document the typed reader accepts, both readers return equal `Events`
 (tests/test_load_kineto.py checks it on the 8×H100 fixture and the gloo trace). Columns hold the
 values as decoded (`ts`/`dur` in µs); missing optional values are the same defaults in both readers.
-`o_strides` / `o_types` (cpu op shapes, for the `ops` frame) are only filled `with_ops` by the typed reader.
+Exception, by design: cpu op shapes serve the `ops` frame (built `with_ops`) and gloo pairing; without
+`with_ops` the typed reader leaves `o_strides` / `o_types` empty and fills `o_dims` only for collective
+launches and executions (names `c10d::…`, `gloo:…`), None elsewhere — decoding every op's shapes was half
+of its work.
 `o_args[i]` is the full `args` dict of cpu op i (decoded on access in the typed reader: only collective
 launches read it).
 """
@@ -108,15 +111,16 @@ class _LaunchArgs(msgspec.Struct, gc=False):
 
 
 _UNSET = msgspec.UNSET
+_COLLECTIVE_OPS = ("c10d::", "gloo:")  # the ops whose shapes kineto_comms reads (gloo pairing)
 
 
 class _OpArgs(msgspec.Struct, gc=False):
     stream: Any = _UNSET  # only its presence matters (HTA counts such ops as GPU activity)
     external_id: Any = msgspec.field(name="External id", default=-1)
-    dims: Any = msgspec.field(name="Input Dims", default=None)
 
 
 class _OpShapeArgs(_OpArgs, gc=False):
+    dims: Any = msgspec.field(name="Input Dims", default=None)
     strides: Any = msgspec.field(name="Input Strides", default=None)
     types: Any = msgspec.field(name="Input type", default=None)
 
@@ -182,12 +186,15 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
     ev.o_ts = [e.ts for e in ops]
     ev.o_dur = [e.dur for e in ops]
     ev.o_ext = [a.external_id for a in oa]
-    ev.o_dims = [a.dims for a in oa]
     ev.o_hta_stream = [a.stream is not _UNSET for a in oa]
+    ev.o_args = _LazyArgs([e.args for e in ops])
     if with_ops:
+        ev.o_dims = [a.dims for a in oa]
         ev.o_strides = [a.strides for a in oa]
         ev.o_types = [a.types for a in oa]
-    ev.o_args = _LazyArgs([e.args for e in ops])
+    else:  # shapes only where gloo pairing reads them
+        ev.o_dims = [ev.o_args[i].get("Input Dims") if e.name.startswith(_COLLECTIVE_OPS) else None
+                     for i, e in enumerate(ops)]
     ev.a_name = [e.name for e in ann]
     ev.a_tid = [e.tid for e in ann]
     ev.a_ts = [e.ts for e in ann]
