@@ -32,10 +32,12 @@ _KEEP: list | None = None
 
 
 def keep_documents() -> None:
-    """Pool-worker initializer: keep decoded documents alive until the worker exits.
+    """Pool-worker initializer: keep documents decoded as dicts (the generic reader) alive until the
+    worker exits.
 
     Freeing 10⁵ small dicts costs about as much as building them; pool workers end with os._exit, so
-    documents kept here are never freed one by one.
+    documents kept here are never freed one by one. Typed documents (untracked Structs) are freed: that is
+    cheaper than faulting in fresh memory for every file.
     """
     global _KEEP
     _KEEP = []
@@ -68,7 +70,7 @@ def parse_ops(path: str) -> pd.DataFrame:
 
 def _parse(path: str, with_ops: bool) -> dict:
     ev = read_events(path, read_bytes(path), with_ops)
-    if _KEEP is not None:
+    if _KEEP is not None and isinstance(ev.doc, dict):
         _KEEP.append(ev.doc)
     ev.doc = None
     di = ev.di
