@@ -90,7 +90,7 @@ def _nccl(rank, di, pgs, comm_k, launches, ops_all, is_rpc, op_args) -> list[dic
     rpc = ops_all[is_rpc]
     rpc_args = [op_args[i] for i in np.flatnonzero(is_rpc)]
     # kernel → launch → enclosing record_param_comms (per thread, searchsorted on sorted starts)
-    k = comm_k.merge(launches[["correlation", "tid", "ts_ns"]], on="correlation", how="left")
+    k = _with_launch(comm_k, launches)
     owner = np.full(len(k), -1, dtype=np.int64)
     for tid, idx in rpc.groupby("tid", sort=False).indices.items():
         starts = rpc["start_ns"].to_numpy()[idx]
@@ -136,15 +136,33 @@ def _nccl(rank, di, pgs, comm_k, launches, ops_all, is_rpc, op_args) -> list[dic
             stream_group.setdefault(st, group)
         rows.append(r)
     default_group = next(iter(pgs)) if len(pgs) == 1 else None
-    for j in np.flatnonzero(owner < 0):
-        kr = k.iloc[j]
-        name = kr["name"].split("(")[0]
-        group = stream_group.get(kr["stream"], default_group or f"stream:{kr['stream']}")
+    unowned = np.flatnonzero(owner < 0)
+    for name, stream, s_, e_ in zip(k["name"].to_numpy()[unowned].tolist(), k["stream"].to_numpy()[unowned].tolist(),
+                                    k["start_ns"].to_numpy()[unowned].tolist(),
+                                    k["end_ns"].to_numpy()[unowned].tolist()):
+        name = name.split("(")[0]
+        group = stream_group.get(stream, default_group or f"stream:{stream}")
         rows.append(_row(op=normalize_op(name), group=group,
                          group_size=pgs.get(group, {}).get("pg_size", np.nan),
-                         start_ns=kr["start_ns"], end_ns=kr["end_ns"], stream=kr["stream"], timing="kernel",
-                         _name=normalize_op(name)))
+                         start_ns=s_, end_ns=e_, stream=stream, timing="kernel", _name=normalize_op(name)))
     return rows
+
+
+def _with_launch(comm_k: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+    """Communication kernels with their launch's `tid` and `ts_ns` (a left join on correlation)."""
+    corr = launches["correlation"]
+    if not corr.is_unique:  # a join that may repeat kernels: let pandas do it
+        return comm_k.merge(launches[["correlation", "tid", "ts_ns"]], on="correlation", how="left")
+    pos = pd.Index(corr).get_indexer(comm_k["correlation"])
+    found = pos >= 0
+    k = comm_k.reset_index(drop=True)
+    tid = np.full(len(k), np.nan, dtype=object)
+    tid[found] = launches["tid"].to_numpy(dtype=object)[pos[found]]
+    ts = np.zeros(len(k), dtype=np.int64)
+    ts[found] = launches["ts_ns"].to_numpy()[pos[found]]
+    k["tid"] = pd.array(tid, dtype=launches["tid"].dtype) if found.all() else tid
+    k["ts_ns"] = ts if found.all() else pd.Series(np.where(found, ts, 0), dtype=np.float64).where(found)
+    return k
 
 
 def _numels(dims) -> list[int]:
