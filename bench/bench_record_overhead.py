@@ -87,6 +87,8 @@ def main() -> None:
     args = ap.parse_args()
     device = torch.device(args.device)
     cuda = device.type == "cuda"
+    if cuda and device.index is None:
+        device = torch.device("cuda", 0)  # set_device needs an index
     args.dim = args.dim or (2048 if cuda else 256)
     args.batch = args.batch or (8192 if cuda else 64)
     if cuda:
