@@ -35,7 +35,15 @@ def machine() -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    from importlib.metadata import PackageNotFoundError, version
+
+    libs = []
+    for lib in ("pandas", "msgspec", "orjson", "holistictraceanalysis"):
+        try:
+            libs.append(f"{lib} {version(lib)}")
+        except PackageNotFoundError:
+            pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {', '.join(libs)}"
 
 
 def cpu() -> float:
