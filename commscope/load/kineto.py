@@ -1,7 +1,7 @@
 """One torch.profiler (Kineto) chrome trace → the frames of one rank.
 
-One pass over the events sorts them into a few columnar buckets (kernels, runtime launches, cpu ops,
-user annotations); everything after that is numpy/pandas. Timestamps become int64 ns on the Unix epoch:
+`commscope.load.kineto_events` reads the file into per-kind columns (kernels, runtime launches, cpu ops,
+user annotations); everything here is numpy/pandas on those. Timestamps become int64 ns on the Unix epoch:
 `baseTimeNanoseconds + round(ts_us * 1000)`, so ranks of one host share an axis.
 
 Collectives are found by `commscope.load.kineto_comms` (NCCL correlation matching, gloo pairing);
