@@ -9,8 +9,16 @@ choice: tensor cores, and the iteration is stable in bf16) and in fp32 on CPU, w
 hardware support and run several times slower than fp32, which would make CPU tests and runs slow for no
 numerical benefit.
 
+`normuon_step_` (direction + cautious step) is what the optimizer calls. On CUDA its elementwise parts
+are fused (adam.want_fused decides; `fused=True` forces it, e.g. on CPU under TRITON_INTERPRET=1):
+Nesterov is one Triton pass, and the normalization never materializes v², v·rsqrt or the rescaled
+direction: one reduction pass over v gives each row's (column's) sum of squares, from which the norm
+before (Σ of them), the second-moment update and the norm after (Σ sumsq·s², s = rsqrt of the second
+moment) follow on (k, rows, 1)-sized tensors; the direction v·s·(before/after) is then formed inside
+the cautious-step kernel. Elsewhere the eager functions below run unchanged.
+
 Invariants: functions ending in `_` update their buffer arguments in place; returned directions are fp32
-tensors of the input's shape; nothing here communicates.
+tensors of the input's shape; nothing here communicates. Fused and eager agree to fp32 rounding.
 """
 from __future__ import annotations
 
@@ -18,6 +26,8 @@ import math
 
 import torch
 from torch import Tensor
+
+from instrumented_model.adam import BLOCK, cautious_step_, fused_kernel, grid, scaled_cautious_step_, want_fused
 
 # Polar Express coefficients (a, b, c) for X ← aX + (bA + cA²)X, A = XXᵀ; one triple per iteration.
 POLAR_EXPRESS_COEFFS: tuple[tuple[float, float, float], ...] = (
@@ -97,3 +107,37 @@ def normuon_direction_(grad: Tensor, momentum_buf: Tensor, second_buf: Tensor, *
     """The NorMuon update direction (fp32, grad's shape (k, rows, cols)); updates both buffers."""
     v = polar_express(nesterov_(grad.float(), momentum_buf, momentum))
     return normalize_neurons_(v, second_buf, beta2)
+
+
+def nesterov_fused_(grad: Tensor, momentum_buf: Tensor, momentum: float, grad_scale: float = 1.0) -> Tensor:
+    """nesterov_(grad·grad_scale, momentum_buf, momentum) as one Triton pass (contiguous tensors)."""
+    out = torch.empty(momentum_buf.shape, dtype=torch.float32, device=momentum_buf.device)
+    n = out.numel()
+    if n:
+        fused_kernel("nesterov")[grid(n)](grad, momentum_buf, out, n, float(grad_scale), momentum,
+                                          BLOCK=BLOCK)
+    return out
+
+
+def normalization_scale_(v: Tensor, second_buf: Tensor, beta2: float) -> Tensor:
+    """The per-row (per-column if wide) factor s·(‖v‖/‖v·s‖) with which normalize_neurons_ scales v, updating
+    second_buf the same way; computed from one reduction pass over v (see the module docstring)."""
+    reduce_dim = -1 if second_buf.shape[-1] == 1 else -2
+    line_sumsq = torch.linalg.vector_norm(v, dim=reduce_dim, keepdim=True).square()
+    norm_before = line_sumsq.sum(dim=(-2, -1), keepdim=True).sqrt()
+    second_buf.lerp_(line_sumsq / v.shape[reduce_dim], 1.0 - beta2)
+    s = second_buf.clamp_min(1e-10).rsqrt()
+    norm_after = (line_sumsq * s.square()).sum(dim=(-2, -1), keepdim=True).sqrt()
+    return s * (norm_before / norm_after.clamp_min(1e-10))
+
+
+def normuon_step_(p: Tensor, grad: Tensor, momentum_buf: Tensor, second_buf: Tensor, *, momentum: float,
+                  beta2: float, lr: float, wd: float, grad_scale: float = 1.0, fused: bool | None = None) -> None:
+    """cautious_step_(p, normuon_direction_(grad·grad_scale, ...), lr, wd); p, grad: (k, rows, cols)."""
+    if not want_fused(fused, p, grad, momentum_buf):
+        g = grad.float() if grad_scale == 1.0 else grad.float() * grad_scale
+        direction = normuon_direction_(g, momentum_buf, second_buf, momentum=momentum, beta2=beta2)
+        cautious_step_(p, direction, lr, wd)
+        return
+    v = polar_express(nesterov_fused_(grad, momentum_buf, momentum, grad_scale))
+    scaled_cautious_step_(p, v, normalization_scale_(v, second_buf, beta2), lr, wd, fused=True)

@@ -54,9 +54,9 @@ from torch import Tensor, nn
 
 from commscope.errors import UserError
 from commscope.record.api import NullRecorder
-from instrumented_model.adam import ADAM_EPS, adam_direction_, cautious_step_
+from instrumented_model.adam import ADAM_EPS, adam_step_
 from instrumented_model.kernels import transpose_add, transpose_copy
-from instrumented_model.normuon import normuon_direction_, second_moment_shape, shape_lr_mul
+from instrumented_model.normuon import normuon_step_, second_moment_shape, shape_lr_mul
 from instrumented_model.param_table import PARAM_TABLE, SCATTER_ORDER, WORK_ORDER, ParamSpec, check_order
 
 
@@ -336,19 +336,8 @@ class NorMuonAndAdam:
                 return  # owns none of this bank: sends nothing, receives the others' matrices
             # the R received copies, summed in rank order (the reduction reduce_scatter does in the bank)
             summed = summed.view(self.world_size, slot.chunk, *slot.view_shape[1:]).sum(0)
-        grad = summed.float()
-        if self.world_size > 1:
-            grad = grad * (1.0 / self.world_size)
+        grad_scale = 1.0 / self.world_size if self.world_size > 1 else 1.0
         st = slot.state
-        if slot.spec.optim == "normuon":
-            direction = normuon_direction_(grad, st["momentum_buffer"], st["second_moment"],
-                                           momentum=self.momentum, beta2=self.beta2)
-            lr = self.lr
-        else:
-            st["step"] += 1
-            direction = adam_direction_(grad, st["exp_avg"], st["exp_avg_sq"], st["step"], slot.spec.adam_betas,
-                                        ADAM_EPS)
-            lr = self.adam_lr
         target = slot.shard(self.rank)
         copies = None
         if slot.owners is not None:
@@ -357,7 +346,16 @@ class NorMuonAndAdam:
             copies = slot.exchange.view(self.world_size, slot.chunk, *slot.view_shape[1:])
             target = copies[0]
             torch.index_select(slot.full_view(), 0, slot.own_idx, out=target)
-        cautious_step_(target, direction, lr * lr_scale * slot.lr_mul, self.wd * slot.spec.wd_mul)
+        # normuon_step_ / adam_step_ compute the direction and apply the cautious step (one fused kernel
+        # per elementwise stage on CUDA, the eager functions elsewhere)
+        wd = self.wd * slot.spec.wd_mul
+        if slot.spec.optim == "normuon":
+            normuon_step_(target, summed, st["momentum_buffer"], st["second_moment"], momentum=self.momentum,
+                          beta2=self.beta2, lr=self.lr * lr_scale * slot.lr_mul, wd=wd, grad_scale=grad_scale)
+        else:
+            st["step"] += 1
+            adam_step_(target, summed, st["exp_avg"], st["exp_avg_sq"], st["step"], slot.spec.adam_betas,
+                       self.adam_lr * lr_scale * slot.lr_mul, wd, ADAM_EPS, grad_scale)
         if copies is not None:
             copies[1:] = target
 

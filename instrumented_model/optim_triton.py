@@ -1,0 +1,64 @@
+"""Triton kernel bodies behind the fused optimizer updates (instrumented_model.adam / .normuon).
+
+Why: eager PyTorch runs Adam + cautious weight decay as ~15 separate elementwise kernels, each a full pass
+over a 154 MB tensor for the (50304, 768) ones; one program per BLOCK elements here reads every input once
+and writes every output once (Adam: read p, g, m, v; write p, m, v).
+
+Kept in its own module, undecorated, so that importing the optimizer never imports Triton: adam.py
+`_kernel(name)` imports this module and jits the body in the interpret mode of that moment (as
+kernels.py does for the transpose). Only builtins here, no @triton.jit library helpers (they would be
+jitted at import time, in that moment's mode). Offsets are int64; ragged tails are masked.
+The arithmetic follows the eager functions step by step (same order of operations), so results agree
+with them to fp32 rounding.
+"""
+import triton.language as tl
+
+
+def adam_cautious(p_ptr, g_ptr, m_ptr, v_ptr, n, grad_scale, beta1, beta2, bias1, sqrt_bias2, eps, lr, lr_wd,
+                  BLOCK: tl.constexpr):
+    """Adam moments + bias-corrected direction + cautious decoupled weight decay, in place on p, m, v."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    mask = offs < n
+    g = tl.load(g_ptr + offs, mask=mask).to(tl.float32) * grad_scale
+    m = tl.load(m_ptr + offs, mask=mask)
+    v = tl.load(v_ptr + offs, mask=mask)
+    p = tl.load(p_ptr + offs, mask=mask).to(tl.float32)
+    m = m + (1.0 - beta1) * (g - m)  # lerp(m, g, 1 - beta1)
+    v = v * beta2 + (1.0 - beta2) * (g * g)
+    denom = tl.sqrt(v) / sqrt_bias2 + eps
+    direction = m / denom / bias1
+    decay = tl.where(direction * p > 0, lr_wd * p, 0.0)
+    new = p - lr * direction - decay
+    tl.store(m_ptr + offs, m, mask=mask)
+    tl.store(v_ptr + offs, v, mask=mask)
+    tl.store(p_ptr + offs, new.to(p_ptr.dtype.element_ty), mask=mask)
+
+
+def nesterov(g_ptr, buf_ptr, out_ptr, n, grad_scale, momentum, BLOCK: tl.constexpr):
+    """buf ← lerp(buf, g, 1 − μ); out ← lerp(g, buf, μ) (fp32), one pass."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    mask = offs < n
+    g = tl.load(g_ptr + offs, mask=mask).to(tl.float32) * grad_scale
+    buf = tl.load(buf_ptr + offs, mask=mask)
+    buf = buf + (1.0 - momentum) * (g - buf)
+    out = g + momentum * (buf - g)
+    tl.store(buf_ptr + offs, buf, mask=mask)
+    tl.store(out_ptr + offs, out, mask=mask)
+
+
+def scaled_cautious(p_ptr, v_ptr, scale_ptr, n, rows, cols, lr, lr_wd, PER_ROW: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    """direction = v · scale (scale: one value per row, or per column, of each (rows, cols) matrix), then the
+    cautious step p ← p − lr·direction − lr·wd·p·[direction·p > 0], in place on p."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    mask = offs < n
+    if PER_ROW:
+        s_idx = offs // cols
+    else:
+        s_idx = (offs // (rows * cols)) * cols + offs % cols
+    s = tl.load(scale_ptr + s_idx, mask=mask)
+    direction = tl.load(v_ptr + offs, mask=mask) * s
+    p = tl.load(p_ptr + offs, mask=mask).to(tl.float32)
+    decay = tl.where(direction * p > 0, lr_wd * p, 0.0)
+    new = p - lr * direction - decay
+    tl.store(p_ptr + offs, new.to(p_ptr.dtype.element_ty), mask=mask)
