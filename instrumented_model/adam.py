@@ -75,6 +75,8 @@ def want_fused(fused: bool | None, *tensors: Tensor) -> bool:
     if fused is not None:
         if fused and not _HAVE_TRITON:
             raise ValueError("fused=True but triton is not installed")
+        if fused and not all(t.is_contiguous() for t in tensors):
+            raise ValueError("the fused optimizer kernels index flat memory: tensors must be contiguous")
         return fused
     return _HAVE_TRITON and all(t.is_cuda and t.is_contiguous() and t.dtype in FUSED_DTYPES for t in tensors)
 
@@ -103,7 +105,7 @@ def scaled_cautious_step_(p: Tensor, v: Tensor, scale: Tensor, lr: float, wd: fl
                           fused: bool | None = None) -> None:
     """cautious_step_(p, v * scale, lr, wd) for v, p (k, rows, cols) and scale (k, rows, 1) or (k, 1, cols)
     (fp32), in one pass when fused."""
-    if not want_fused(fused, p, v, scale):
+    if not want_fused(fused, p, v):
         cautious_step_(p, v * scale, lr, wd)
         return
     k, rows, cols = v.shape

@@ -139,5 +139,5 @@ def normuon_step_(p: Tensor, grad: Tensor, momentum_buf: Tensor, second_buf: Ten
         direction = normuon_direction_(g, momentum_buf, second_buf, momentum=momentum, beta2=beta2)
         cautious_step_(p, direction, lr, wd)
         return
-    v = polar_express(nesterov_fused_(grad, momentum_buf, momentum, grad_scale))
+    v = polar_express(nesterov_fused_(grad, momentum_buf, momentum, grad_scale)).contiguous()
     scaled_cautious_step_(p, v, normalization_scale_(v, second_buf, beta2), lr, wd, fused=True)
