@@ -110,14 +110,17 @@ def label_stats(table: pd.DataFrame) -> pd.DataFrame:
     t["_b"] = t["bytes"].where(ok)
     t["_t"] = t["transfer_ns"].where(ok)
     t["_bb"] = (t["busbw_gbps"] * t["transfer_ns"]).where(ok)  # bus bytes
+    # Hidden share is counted per collective: a wait that outlasts its collective (callback latency,
+    # Python overhead around a tiny all_reduce) is still exposed time, but hides nothing below zero.
+    t["_exp_in"] = np.minimum(t["exposed_ns"], t["duration_ns"])
     g = t.groupby(["rank", "label"], sort=True)
     out = g.agg(op=("op", "first"), count=("op", "size"), bytes=("bytes", lambda b: b.sum(min_count=1)), dur=("duration_ns", "mean"),
-                dur_sum=("duration_ns", "sum"), exposed=("exposed_ns", "sum"), _b=("_b", "sum"),
+                dur_sum=("duration_ns", "sum"), exposed=("exposed_ns", "sum"), _exp_in=("_exp_in", "sum"), _b=("_b", "sum"),
                 _t=("_t", "sum"), _bb=("_bb", "sum")).reset_index()
     out["mean_ms"] = out["dur"] / 1e6
     out["exposed_ms"] = out["exposed"] / 1e6
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["overlap_pct"] = np.where(out["dur_sum"] > 0, 100.0 * (1 - out["exposed"] / out["dur_sum"]), np.nan)
+        out["overlap_pct"] = np.where(out["dur_sum"] > 0, 100.0 * (1 - out["_exp_in"] / out["dur_sum"]), np.nan)
         out["algbw_gbps"] = np.where(out["_t"] > 0, out["_b"] / out["_t"], np.nan)
         out["busbw_gbps"] = np.where(out["_t"] > 0, out["_bb"] / out["_t"], np.nan)
     return out[cols]

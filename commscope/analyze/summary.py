@@ -53,7 +53,9 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
             "bytes_per_rank": _num(float(pr["bytes"].mean())),
             "mean_ms": _num(t["duration_ns"].mean() / 1e6),
             "exposed_ms": _num(pr["exposed_ms"].mean()),
-            "overlap_pct": _num(100.0 * (1 - t["exposed_ns"].sum() / dur) if dur > 0 else np.nan, 2),
+            # per collective, exposure beyond its own duration hides nothing below zero (exposure.label_stats)
+            "overlap_pct": _num(100.0 * (1 - np.minimum(t["exposed_ns"], t["duration_ns"]).sum() / dur)
+                                if dur > 0 else np.nan, 2),
             "algbw_gbps": _num(t["bytes"][ok].sum() / tt if tt > 0 else np.nan, 2),
             "busbw_gbps": _num((t["busbw_gbps"] * t["transfer_ns"])[ok].sum() / tt if tt > 0 else np.nan, 2),
             "exposed_ms_by_rank": {str(r): _num(v) for r, v in zip(pr["rank"], pr["exposed_ms"])},
