@@ -215,6 +215,7 @@ class FakeCudaEvent:
     """Stands in for torch.cuda.Event on CPU: an 'instant GPU' that passes each event when recorded."""
 
     created = 0
+    syncs = 0
 
     def __init__(self, enable_timing=False):
         assert enable_timing
@@ -229,9 +230,14 @@ class FakeCudaEvent:
 
     def synchronize(self):
         assert self.t is not None, "synchronize() on an event that was never recorded"
+        FakeCudaEvent.syncs += 1
 
     def elapsed_time(self, end):
         return (end.t - self.t) / 1e6
+
+
+class FakeStream:
+    cuda_stream = 7
 
 
 def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch):
@@ -239,13 +245,14 @@ def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch):
     import commscope.record.timing as timing
 
     monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
+    monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)
     port = _free_port()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
         model = chain(3)
         rec.watch({f"l{i}": m.weight for i, m in enumerate(model)})
-        FakeCudaEvent.created = 0
+        FakeCudaEvent.created = FakeCudaEvent.syncs = 0
         for s in range(5):
             with rec.step(s) as st:
                 with rec.region("forward"):
@@ -263,6 +270,8 @@ def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch):
         dist.destroy_process_group()
     # per step: 1 anchor + 2 per region + 2 per collective; pooled events are reused after step 0
     assert FakeCudaEvent.created <= 1 + 4 + 6 + 5 * 1
+    # resolved in bulk: one synchronize per step (one stream), not one per event (5 x 11 events)
+    assert FakeCudaEvent.syncs <= 5 + 1
     ev = read(tmp_path / "rank0" / "events.jsonl")
     coll = [e for e in ev if e["kind"] == "collective"]
     assert len(coll) == 15 and all(c["timing"] == "cuda_event" for c in coll)

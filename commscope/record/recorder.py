@@ -50,6 +50,9 @@ MODES = ("light", "full")
 DEFAULT_FULL_WINDOW = (1, 3)
 _perf = time.perf_counter_ns
 _profiling = torch.autograd._profiler_enabled
+# The time fields of each record kind (docs/run_format.md); duration_ns is a duration, not a time.
+_REGION_TIMES = ("start_ns", "end_ns")
+_COLLECTIVE_TIMES = ("call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns")
 
 
 class _Collective:
@@ -133,6 +136,8 @@ class Recorder(NullRecorder):
 
         self._cuda = CudaClock(self.device) if self.device.type == "cuda" else None
         self._timing = "cuda_event" if self._cuda is not None else "wall"
+        # NCCL reads this once, when the process group is created: so can we.
+        self._nccl_timing = os.environ.get("TORCH_NCCL_ENABLE_TIMING", "0") not in ("0", "")
         self._stamp: Callable[[], Any] = self._cuda.stamp if self._cuda is not None else _perf
         self._base = epoch_base_ns()
         self.clock = ClockSync()
@@ -365,53 +370,60 @@ class Recorder(NullRecorder):
         else:
             if not entry.done:
                 return False
-            stamps = [rec[k] for k in ("start_ns", "end_ns") if isinstance(rec[k], GpuStamp)]
-            if not blocking and not all(self._cuda.ready(s) for s in stamps):
+            if not blocking and not all(
+                self._cuda.ready(rec[k]) for k in _REGION_TIMES if rec[k].__class__ is GpuStamp
+            ):
                 return False
-            rec["duration_ns"] = self._nccl_duration(entry.work)
+            rec["duration_ns"] = self._nccl_duration(entry.work) if self._nccl_timing else None
             entry.work = None
         self.inflight.pop((rec["group"], rec["seq"]), None)
         return True
 
     @staticmethod
     def _nccl_duration(work: Any) -> int | None:
-        if work is None or os.environ.get("TORCH_NCCL_ENABLE_TIMING", "0") in ("0", ""):
+        if work is None:
             return None
         try:
             return int(round(work._get_duration() * 1e6))
         except Exception:  # backend without timing, or not finished: the field is optional
             return None
 
-    def _to_axis(self, rec: dict) -> dict:
-        for key, val in rec.items():
-            if not key.endswith("_ns") or key == "duration_ns" or val is None:
+    def _on_axis(self, rec: dict, keys: tuple[str, ...]) -> dict:
+        """Move `rec`'s time fields onto the common axis; CUDA stamps must be passed (settled/ready)."""
+        shift = self._shift
+        for key in keys:
+            val = rec[key]
+            if val is None:
                 continue
-            if isinstance(val, GpuStamp):
-                rec[key] = self._cuda.resolve(val) + self._shift
-                self._cuda.recycle(val)
+            if val.__class__ is GpuStamp:
+                rec[key] = self._cuda.host_ns(val) + shift
             else:
-                rec[key] = val + self._shift
+                rec[key] = val + shift
         return rec
 
     def _flush(self, *, blocking: bool, tail: dict | None = None) -> None:
         """Write every finished record (plus `tail`) in one append; keep unfinished collectives."""
+        cuda = self._cuda
+        if blocking and cuda is not None:
+            cuda.settle()  # one synchronize per stamped stream, instead of one per event
         out: list[dict] = []
         keep: list[Any] = []
+        on_axis = self._on_axis
         for item in self._pending:
-            if isinstance(item, _Collective):
+            if item.__class__ is _Collective:
                 if self._finish_collective(item, blocking):
-                    out.append(self._to_axis(item.rec))
+                    out.append(on_axis(item.rec, _COLLECTIVE_TIMES))
                 else:
                     keep.append(item)
-            elif blocking or self._cuda is None or all(
-                self._cuda.ready(v) for v in item.values() if isinstance(v, GpuStamp)
+            elif blocking or cuda is None or all(
+                cuda.ready(item[k]) for k in _REGION_TIMES if item[k].__class__ is GpuStamp
             ):
-                out.append(self._to_axis(item))
+                out.append(on_axis(item, _REGION_TIMES))
         self._pending = keep
         hooks, self._hook_buf[:] = list(self._hook_buf), []
-        shift = self._shift
+        shift, rank = self._shift, self.rank
         out.extend(
-            {"kind": "hook", "rank": self.rank, "step": -1 if s is None else s, "micro_step": m,
+            {"kind": "hook", "rank": rank, "step": -1 if s is None else s, "micro_step": m,
              "label": label, "position": pos, "t_ns": t + shift}
             for s, m, label, pos, t in hooks
         )

@@ -25,6 +25,10 @@ def dumps_line(record: dict) -> bytes:
     return orjson.dumps(record, option=_OPTS, default=str) + b"\n"
 
 
+def _encode(record: dict, _dumps=orjson.dumps, _opts=_OPTS) -> bytes:
+    return _dumps(record, option=_opts, default=str)
+
+
 def write_json_atomic(path: Path, obj: dict) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
@@ -43,9 +47,10 @@ class EventSink:
         threading.Thread(target=self._fsync_loop, name="commscope-fsync", daemon=True).start()
 
     def append(self, records: Iterable[dict]) -> None:
-        data = b"".join(dumps_line(r) for r in records)
-        if not data or self._fd is None:
+        lines = list(map(_encode, records))
+        if not lines or self._fd is None:
             return
+        data = b"\n".join(lines) + b"\n"  # one join: no per-line concatenation
         view = memoryview(data)
         while view:  # a regular-file write is normally whole; loop for the rare short write
             n = os.write(self._fd, view)
