@@ -27,11 +27,8 @@ import importlib.util
 # importing it costs about a second in every CPU rank that never uses it.
 _HAVE_TRITON = importlib.util.find_spec("triton") is not None
 
-BLOCK_M = 64  # src rows per tile (= dst columns): the interpreter's fixed tile
+BLOCK_M = 64  # src rows per tile  (= dst columns)
 BLOCK_N = 128  # src columns per tile (= dst rows)
-# Candidates for triton.autotune on CUDA, (BLOCK_M, BLOCK_N, num_warps). With bf16 the fixed 64×128 tile
-# wrote 128-byte dst segments and reached only 57-68 % of aligned copy bandwidth on an H200.
-_TILE_CONFIGS = ((64, 128, 8), (128, 128, 8), (128, 64, 4), (64, 64, 4), (32, 128, 4), (128, 256, 8), (256, 64, 8))
 
 TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _jitted: dict[bool, object] = {}  # interpret mode → jitted kernel
@@ -50,13 +47,7 @@ def _kernel():
 
     interpret = _interpret()
     if interpret not in _jitted:
-        kernel = triton.jit(transpose_tile)
-        if not interpret:  # the interpreter runs one fixed tile: tuning there would only cost test time
-            configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w) for bm, bn, w in _TILE_CONFIGS]
-            # restore_value: timing the candidates must not add src into dst several times
-            kernel = triton.autotune(configs=configs, key=["M", "N", "ADD", "DST_BF16"],
-                                     restore_value=["dst_ptr"])(kernel)
-        _jitted[interpret] = kernel
+        _jitted[interpret] = triton.jit(transpose_tile)
     return _jitted[interpret]
 
 
@@ -90,14 +81,10 @@ def _launch(dst: torch.Tensor, src: torch.Tensor, add: bool) -> None:
     m, n = src.shape
     if m == 0 or n == 0:
         return
-    kwargs = {"ADD": add, "DST_BF16": dst.dtype == torch.bfloat16}
-    if _interpret():
-        kwargs.update(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=8)
-
-    def grid(meta: dict) -> tuple[int]:
-        return (triton_cdiv(m, meta["BLOCK_M"]) * triton_cdiv(n, meta["BLOCK_N"]),)
-
-    _kernel()[grid](src, dst, m, n, src.stride(0), src.stride(1), dst.stride(0), dst.stride(1), **kwargs)
+    tiles_n = triton_cdiv(n, BLOCK_N)
+    grid = (triton_cdiv(m, BLOCK_M) * tiles_n,)
+    _kernel()[grid](src, dst, m, n, tiles_n, src.stride(0), src.stride(1), dst.stride(0), dst.stride(1),
+                    ADD=add, DST_BF16=dst.dtype == torch.bfloat16, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=8)
 
 
 def triton_cdiv(a: int, b: int) -> int:

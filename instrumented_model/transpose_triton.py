@@ -2,21 +2,18 @@
 
 Kept in its own module so that importing the kernels module (every rank does) does not import Triton;
 `kernels._kernel()` imports this module and jits `transpose_tile` in the interpret mode of that moment.
-The tile shape and warp count are tuned per (shape, dtype, op) on CUDA by triton.autotune (see
-kernels._TILE_CONFIGS): 64×128 fp32 tiles reach ~94 % of copy bandwidth on an H200, but bf16 needed other
-shapes. Each program loads one BLOCK_M×BLOCK_N tile of src with coalesced reads, transposes it in registers and
+Each program loads one BLOCK_M×BLOCK_N tile of src with coalesced reads, transposes it in registers and
 stores it coalesced into dst; offsets are int64 so tensors past 2**31 elements work.
 """
 import triton.language as tl
 
 
-def transpose_tile(src_ptr, dst_ptr, M, N, stride_sm, stride_sn, stride_dm, stride_dn,
+def transpose_tile(src_ptr, dst_ptr, M, N, tiles_n, stride_sm, stride_sn, stride_dm, stride_dn,
                     ADD: tl.constexpr, DST_BF16: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program: src tile [rows m, cols n] (shape BLOCK_M×BLOCK_N) → dst[n, m] (dst is N×M)."""
     # Only builtins here, no @triton.jit library helpers (tl.cdiv, ...): those were jitted when Triton was
     # imported, in that moment's mode, and would break the lazily chosen interpret mode.
     pid = tl.program_id(0).to(tl.int64)
-    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
     pid_m = pid // tiles_n
     pid_n = pid % tiles_n
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
