@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import platform
 import socket
 import statistics
 import tempfile
@@ -29,23 +27,12 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
-import benchlib  # noqa: F401  (puts the repo on sys.path: measure this checkout, not an installed copy)
+import benchlib  # also puts the repo on sys.path: measure this checkout, not an installed copy
+from benchlib import machine
 from commscope.record import NullRecorder, Recorder
 
 LABELS = ["attn", "mlp", "scalars", "ve0", "ve1", "ve2", "smear_gate", "skip_gate", "attn_gate_bank",
           "ve_gate_bank", "x0_lambdas", "lm_head", "embed"]
-
-
-def machine(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}"
 
 
 def one_step(model, params, rec, step, args, device):
