@@ -266,7 +266,28 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                       "tokens_per_s": tokens_per_step / (step_ms / 1e3)})
 
 
+def finish(args: argparse.Namespace, rank: int, state: dict, status: str, error: str | None) -> None:
+    """Leave this rank's last words: stop the watchdog, write in-flight collectives on an abnormal end,
+    close the recorder and make sure status.json exists. Runs once, on the main thread or the TermGuard."""
+    rec = state["rec"]
+    if state.get("watchdog") is not None:
+        state["watchdog"].stop()
+    if rec is not None:
+        try:
+            if status != "completed":
+                from commscope.record.watchdog import write_inflight
+
+                write_inflight(rec, error)  # how far this rank got, for `commscope doctor`
+            rec.close(status, error)
+        except Exception:  # noqa: BLE001 - the status below still has to be written
+            traceback.print_exc()
+    if not os.path.exists(os.path.join(args.out, f"rank{rank}", "status.json")):
+        write_status(args.out, rank, status, error, state["last_step"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from commscope.record.termguard import TermGuard
+
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -278,6 +299,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     os.makedirs(os.path.join(args.out, f"rank{rank}"), exist_ok=True)
     signal.signal(signal.SIGTERM, _on_sigterm)
+
+    def stuck(signum: int) -> None:  # SIGTERM while the main thread sits in a collective's C++ wait
+        error = f"Terminated: terminated by signal {signum} while blocked in C++ (e.g. a collective's wait)"
+        print(f"commscope: rank {rank}: {error}", file=sys.stderr)
+        finish(args, rank, state, "failed", error)
+
+    guard = TermGuard(stuck).start()
     status, error, code = "completed", None, 0
     try:
         check_args(args, world_size)
@@ -293,20 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"commscope: rank {rank}: {error}", file=sys.stderr)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # from here on: finish writing, then exit
-    rec = state["rec"]
-    if state.get("watchdog") is not None:
-        state["watchdog"].stop()
-    if rec is not None:
-        try:
-            if status != "completed":
-                from commscope.record.watchdog import write_inflight
-
-                write_inflight(rec, error)  # how far this rank got, for `commscope doctor`
-            rec.close(status, error)
-        except Exception:  # noqa: BLE001 - the status below still has to be written
-            traceback.print_exc()
-    if not os.path.exists(os.path.join(args.out, f"rank{rank}", "status.json")):
-        write_status(args.out, rank, status, error, state["last_step"])
+    if not guard.claim("main"):
+        time.sleep(60)  # the guard thread is writing this rank's status and ends the process
+        return 128 + signal.SIGTERM
+    guard.stop()
+    finish(args, rank, state, status, error)
     if state["pg"] and status == "completed":
         import torch.distributed as dist
 
