@@ -62,7 +62,11 @@ def test_fused_adam_matches_eager(device, wd, grad_scale):
 
 
 @pytest.mark.parametrize("shape", [(3, 40, 24), (2, 16, 36)])  # tall: per-row scale; wide: per-column
-def test_fused_normuon_matches_eager(device, shape):
+def test_fused_normuon_matches_eager(device, shape, monkeypatch):
+    # Polar Express runs in bf16 on CUDA: fp32-rounding differences of its input (fused vs eager Nesterov)
+    # flip bf16 roundings that five iterations amplify to ~1e-3 of the weights (seen on an H200). The fused
+    # kernels are what is compared here, so the orthogonalization runs in fp32 on every device.
+    monkeypatch.setattr(normuon, "polar_dtype", lambda device: torch.float32)
     p = {k: rand(shape, 0, device, 0.05) for k in ("fused", "eager")}
     buf = {k: torch.zeros(shape, device=device) for k in p}
     second = {k: torch.zeros(second_moment_shape(shape), device=device) for k in p}
