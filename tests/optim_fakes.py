@@ -2,12 +2,18 @@
 dims that split over 1, 2 and 4 ranks) and a deterministic quadratic loss per sample, so a global batch
 of SAMPLES samples can be divided over any world size and micro-step count and still average to the same
 gradient. Keeps optimizer tests independent of the model helper's GPT and fast.
+
+Also the launcher the multi-rank optimizer tests share (`run_gloo_ranks`).
 """
 from __future__ import annotations
 
 import contextlib
+import socket
+from pathlib import Path
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 from torch import nn
 
 from commscope.record.api import NullRecorder
@@ -79,3 +85,32 @@ class ListRecorder(NullRecorder):
     def collective(self, fn, *args, label, phase, **kwargs):
         self.log.append(("collective", label, phase, fn.__name__))
         return super().collective(fn, *args, label=label, phase=phase, **kwargs)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank: int, body, world_size: int, port: int, out_dir: str) -> None:
+    torch.set_num_threads(1)  # several ranks share 2 cores: intra-op threads would only contend
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
+    try:
+        torch.save(body(rank, world_size), f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def run_gloo_ranks(body, world_size: int, out_dir) -> list:
+    """Run `body(rank, world_size)` on `world_size` forked gloo CPU ranks (free port, process group set
+    up and torn down around it) and return the ranks' results in rank order.
+
+    Results come back through torch.save files in `out_dir` so that the assertions run in the parent,
+    where pytest reports them; a rank that raises makes this raise. One launcher for every multi-rank
+    optimizer test, so a fix to the spawning (threads, start method, teardown) reaches them all.
+    """
+    # fork: children inherit the imported torch (a fresh import costs seconds per rank on 2 cores)
+    mp.start_processes(_rank_main, args=(body, world_size, _free_port(), str(out_dir)), nprocs=world_size,
+                       join=True, start_method="fork")
+    return [torch.load(Path(out_dir) / f"rank{r}.pt", weights_only=False) for r in range(world_size)]

@@ -8,16 +8,12 @@ ranks save what they saw and the assertions run in the parent.
 """
 from __future__ import annotations
 
-import socket
-
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from instrumented_model.optimizer import NorMuonAndAdam
 from instrumented_model.param_table import PARAM_TABLE, SCATTER_ORDER, WORK_ORDER
-from optim_fakes import ListRecorder, backward_step, make_params
+from optim_fakes import ListRecorder, backward_step, make_params, run_gloo_ranks
 
 STEPS, SPLIT = 4, 2
 CONFIGS = [("explicit", "transposed"), ("hooks", "transposed"), ("explicit", "standard"), ("hooks", "standard")]
@@ -43,20 +39,8 @@ def run_config(schedule: str, layout: str, rank: int, world_size: int) -> dict:
     return out
 
 
-def _worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
-    torch.set_num_threads(1)  # several ranks share 2 cores: intra-op threads would only contend
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
-    try:
-        res = {cfg: run_config(*cfg, rank, world_size) for cfg in CONFIGS}
-        torch.save(res, f"{out_dir}/rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _all_configs(rank: int, world_size: int) -> dict:
+    return {cfg: run_config(*cfg, rank, world_size) for cfg in CONFIGS}
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +49,9 @@ def runs(tmp_path_factory):
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        results = {1: [{cfg: run_config(*cfg, 0, 1) for cfg in CONFIGS}]}
+        results = {1: [_all_configs(0, 1)]}
         for ws in (2, 4):
-            d = tmp_path_factory.mktemp(f"ws{ws}")
-            # fork: children inherit the imported torch (a fresh import costs seconds per rank on 2 cores)
-            mp.start_processes(_worker, args=(ws, _free_port(), str(d)), nprocs=ws, join=True,
-                               start_method="fork")
-            results[ws] = [torch.load(d / f"rank{r}.pt", weights_only=False) for r in range(ws)]
+            results[ws] = run_gloo_ranks(_all_configs, ws, tmp_path_factory.mktemp(f"ws{ws}"))
     finally:
         torch.set_num_threads(n)
     return results

@@ -7,19 +7,15 @@ rank without any matrix — and the assertions run in the parent.
 """
 from __future__ import annotations
 
-import socket
-
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from commscope.errors import UserError
 from commscope.plan import matrices_for_config
 from instrumented_model.config import make_config
 from instrumented_model.optimizer import NorMuonAndAdam
 from instrumented_model.partition import matrix_owners
-from optim_fakes import ListRecorder
+from optim_fakes import ListRecorder, run_gloo_ranks
 
 STEPS, GLOBAL_BATCH = 3, 8
 BANKS = ("attn", "mlp")
@@ -101,33 +97,16 @@ def _train(rank: int, ws: int, owners) -> dict:
             "unpacks": [e[1] for e in rec.log if e[0] == "enter" and e[1].startswith("unpack:")]}
 
 
-def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
-    torch.set_num_threads(1)  # ranks share 2 cores
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws)
-    try:
-        cfg = make_config("tiny", ws)
-        res = {"bank": _train(rank, ws, None),
-               "alpha-lpt": _train(rank, ws, matrix_owners(cfg, ws, "alpha-lpt")),
-               "custom": _train(rank, ws, _custom_owners(ws))}
-        torch.save(res, f"{out_dir}/rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _three_ways(rank: int, ws: int) -> dict:
+    cfg = make_config("tiny", ws)
+    return {"bank": _train(rank, ws, None),
+            "alpha-lpt": _train(rank, ws, matrix_owners(cfg, ws, "alpha-lpt")),
+            "custom": _train(rank, ws, _custom_owners(ws))}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    out = {}
-    for ws in (2, 4):
-        d = tmp_path_factory.mktemp(f"part{ws}")
-        mp.start_processes(_worker, args=(ws, _free_port(), str(d)), nprocs=ws, join=True, start_method="fork")
-        out[ws] = [torch.load(d / f"rank{r}.pt", weights_only=False) for r in range(ws)]
-    return out
+    return {ws: run_gloo_ranks(_three_ways, ws, tmp_path_factory.mktemp(f"part{ws}")) for ws in (2, 4)}
 
 
 def _owners_of(ws: int, variant: str) -> dict[str, tuple[int, ...]]:
