@@ -8,7 +8,6 @@ Also the launcher the multi-rank optimizer tests share (`run_gloo_ranks`).
 from __future__ import annotations
 
 import contextlib
-import socket
 from pathlib import Path
 
 import torch
@@ -17,6 +16,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from commscope.record.api import NullRecorder
+from ports import free_port
 
 D, V = 16, 64
 SAMPLES = 8  # global batch: divisible by world size (≤ 4) × grad_accum (2)
@@ -87,11 +87,6 @@ class ListRecorder(NullRecorder):
         return super().collective(fn, *args, label=label, phase=phase, **kwargs)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _rank_main(rank: int, body, world_size: int, port: int, out_dir: str) -> None:
     torch.set_num_threads(1)  # several ranks share 2 cores: intra-op threads would only contend
@@ -111,6 +106,6 @@ def run_gloo_ranks(body, world_size: int, out_dir) -> list:
     optimizer test, so a fix to the spawning (threads, start method, teardown) reaches them all.
     """
     # fork: children inherit the imported torch (a fresh import costs seconds per rank on 2 cores)
-    mp.start_processes(_rank_main, args=(body, world_size, _free_port(), str(out_dir)), nprocs=world_size,
+    mp.start_processes(_rank_main, args=(body, world_size, free_port(), str(out_dir)), nprocs=world_size,
                        join=True, start_method="fork")
     return [torch.load(Path(out_dir) / f"rank{r}.pt", weights_only=False) for r in range(world_size)]

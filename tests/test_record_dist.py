@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from commscope.record.clock import align_clocks
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ["fc_out", "fc_hidden", "fc_in"]  # autograd order of the example's chain: last layer first
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_example(out: Path, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess:

@@ -1,7 +1,6 @@
 """Recorder in one process: hook order vs autograd order, regions, steps, crash safety, config/meta/status."""
 from __future__ import annotations
 
-import socket
 
 import orjson
 import pytest
@@ -12,6 +11,7 @@ from commscope.errors import UserError
 from commscope.record import NullRecorder, Recorder, make_recorder, parse_steps
 from commscope.record.clock import offset_bounds
 from commscope.record.collective import comm_size, op_name
+from ports import free_port
 
 
 def read(path):
@@ -145,14 +145,9 @@ def test_offset_bounds_recover_a_known_skew():
     assert hi - lo <= 2 * 100_000
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_collectives_single_rank_gloo(tmp_path):
-    port = _free_port()
+    port = free_port()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo")
@@ -184,7 +179,7 @@ def test_collectives_single_rank_gloo(tmp_path):
 def test_profiler_window_writes_kineto_trace_of_exactly_those_steps(tmp_path):
     import gzip
 
-    port = _free_port()
+    port = free_port()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo", profile_steps="1:3")
@@ -246,7 +241,7 @@ def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch):
 
     monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
     monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)
-    port = _free_port()
+    port = free_port()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")

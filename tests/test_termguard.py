@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ import time
 import pytest
 
 from commscope.record.termguard import TermGuard
+from ports import free_port
 
 WORKER = textwrap.dedent("""
     import os, signal, sys, time
@@ -38,15 +38,10 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.slow
 def test_blocked_rank_writes_its_last_words_and_exits(tmp_path):
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2"}
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path)], env={**env, "RANK": str(r)},
                               stderr=subprocess.PIPE) for r in range(2)]
     try:
