@@ -1,6 +1,6 @@
 """Analysis speed: commscope load + analyze vs constructing HTA's TraceAnalysis, side by side, same files.
 
-    python bench/bench_load.py [TRACE_DIR] [--repeats 5] [--hta-repeats 2] [--json out.json]
+    python bench/bench_load.py [TRACE_DIR] [--repeats 5] [--hta-repeats 2] [--json out.json] [--ab-gzip]
 
 Default TRACE_DIR: the 8×H100 fixture (/work/shared/fixtures/modded-nanogpt-8xh100). commscope is timed
 as `load_path` + `summarize(with_hta=False)` (everything `commscope report --json` computes except HTA);
@@ -9,6 +9,10 @@ HTA as `TraceAnalysis(trace_dir=<temp copy>)` (parsing only: its analyses come o
 reported (the least-disturbed run), with the median and the machine's load average next to it. CPU
 seconds (this process + reaped worker processes, both tools use a process pool) are reported too: on a
 shared, loaded machine they are a steadier basis for the ratio than wall time.
+
+`--ab-gzip` also times commscope with the standard library's gzip instead of python-isal, alternating with
+the default in the same process (the before/after of that change; pool workers are forked, so the switch
+reaches them).
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ def machine() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     libs = []
-    for lib in ("pandas", "msgspec", "orjson", "holistictraceanalysis"):
+    for lib in ("pandas", "msgspec", "orjson", "isal", "holistictraceanalysis"):
         try:
             libs.append(f"{lib} {version(lib)}")
         except PackageNotFoundError:
@@ -51,13 +55,29 @@ def cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def time_commscope(path: str) -> tuple[float, float, dict]:
+@contextlib.contextmanager
+def stdlib_gzip():
+    import gzip
+    import zlib
+
+    from commscope.load import files
+
+    saved = files._zlib, files._gzip
+    files._zlib, files._gzip = zlib, gzip
+    try:
+        yield
+    finally:
+        files._zlib, files._gzip = saved
+
+
+def time_commscope(path: str, stdlib: bool = False) -> tuple[float, float, dict]:
     from commscope.analyze.summary import summarize
     from commscope.load import load_path
 
-    c, t = cpu(), time.perf_counter()
-    doc = summarize(load_path(path), with_hta=False)
-    return time.perf_counter() - t, cpu() - c, doc
+    with stdlib_gzip() if stdlib else contextlib.nullcontext():
+        c, t = cpu(), time.perf_counter()
+        doc = summarize(load_path(path), with_hta=False)
+        return time.perf_counter() - t, cpu() - c, doc
 
 
 def time_hta(path: str) -> tuple[float, float]:
@@ -87,9 +107,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--hta-repeats", type=int, default=2)
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--ab-gzip", action="store_true", help="also time commscope with the stdlib's gzip")
     a = ap.parse_args()
 
-    ours, theirs, loads, ours_cpu, theirs_cpu = [], [], [], [], []
+    ours, theirs, loads, ours_cpu, theirs_cpu, stdlib = [], [], [], [], [], []
     time_commscope(a.path)  # warm imports and page cache, untimed
     for i in range(max(a.repeats, a.hta_repeats)):
         loads.append(os.getloadavg()[0])
@@ -97,6 +118,8 @@ def main() -> None:
             dt, dc, doc = time_commscope(a.path)
             ours.append(dt)
             ours_cpu.append(dc)
+            if a.ab_gzip:
+                stdlib.append(time_commscope(a.path, stdlib=True)[0])
         if i < a.hta_repeats:
             try:
                 dt, dc = time_hta(a.path)
@@ -115,6 +138,9 @@ def main() -> None:
         "cpu_ratio": round(min(theirs_cpu) / min(ours_cpu), 1) if theirs_cpu else None,
         "load_avg_1min": {"min": round(min(loads), 2), "max": round(max(loads), 2)},
     }
+    if stdlib:
+        res["commscope_stdlib_gzip_s"] = {"min": round(min(stdlib), 3), "median": round(statistics.median(stdlib), 3),
+                                          "runs": len(stdlib)}
     print(json.dumps(res, indent=1))
     if a.json_out:
         with open(a.json_out, "w") as f:
