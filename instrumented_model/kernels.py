@@ -3,7 +3,7 @@
 
 Why: PyTorch runs `dst.copy_(src.T)` / `dst.add_(src.T)` as a generic elementwise kernel that walks one
 side strided (3.7–6.7× slower than an aligned copy on an H200, REFERENCE.md §5). The Triton kernel gives
-each program one 64×128 tile: it loads the tile with coalesced reads along src's rows, transposes it in
+each program one tile (64×128 by default, see TILES): it loads the tile with coalesced reads along src's rows, transposes it in
 registers (`tl.trans`) and stores it with coalesced writes along dst's rows.
 
 Invariants:
@@ -27,8 +27,9 @@ import importlib.util
 # importing it costs about a second in every CPU rank that never uses it.
 _HAVE_TRITON = importlib.util.find_spec("triton") is not None
 
-BLOCK_M = 64  # src rows per tile  (= dst columns)
-BLOCK_N = 128  # src columns per tile (= dst rows)
+# Tile per element size: (src rows per tile = dst columns, src columns per tile = dst rows, num_warps).
+# bench/bench_transpose_tiles.py sweeps candidates side by side on a GPU (results: docs/benchmarks.md).
+TILES: dict[int, tuple[int, int, int]] = {4: (64, 128, 8), 2: (64, 128, 8)}
 
 TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _jitted: dict[bool, object] = {}  # interpret mode → jitted kernel
@@ -77,14 +78,21 @@ def _check(dst: torch.Tensor, src: torch.Tensor) -> None:
         raise ValueError("dst and src must share dtype and device")
 
 
+def tile_config(dtype: torch.dtype) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) for `dtype` (see TILES)."""
+    return TILES[torch.empty((), dtype=dtype).element_size()]
+
+
 def _launch(dst: torch.Tensor, src: torch.Tensor, add: bool) -> None:
     m, n = src.shape
     if m == 0 or n == 0:
         return
-    tiles_n = triton_cdiv(n, BLOCK_N)
-    grid = (triton_cdiv(m, BLOCK_M) * tiles_n,)
+    block_m, block_n, warps = tile_config(src.dtype)
+    tiles_n = triton_cdiv(n, block_n)
+    grid = (triton_cdiv(m, block_m) * tiles_n,)
     _kernel()[grid](src, dst, m, n, tiles_n, src.stride(0), src.stride(1), dst.stride(0), dst.stride(1),
-                    ADD=add, DST_BF16=dst.dtype == torch.bfloat16, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=8)
+                    ADD=add, DST_BF16=dst.dtype == torch.bfloat16, BLOCK_M=block_m, BLOCK_N=block_n,
+                    num_warps=warps)
 
 
 def triton_cdiv(a: int, b: int) -> int:

@@ -64,6 +64,28 @@ def test_transpose_triton_interpreter_exact_and_bandwidth_consistent(tmp_path, m
     assert r["target_met"] is False  # the interpreter is nowhere near copy bandwidth
 
 
+def test_transpose_tile_sweep_restores_tiles_checks_exactness_and_ranks(tmp_path, monkeypatch):
+    from instrumented_model import kernels
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    before = dict(kernels.TILES)
+    mod = bench("bench_transpose_tiles")
+    r = mod.main(["--device", "cpu", "--out", str(tmp_path), "--candidates", "3"])
+    check_header(r, tmp_path, "bench_transpose_tiles")
+    assert kernels.TILES == before  # each candidate is written into TILES only while it is measured
+    # 3 candidates × 2 dtypes × 2 ragged shapes, every one bit-exact (ragged edges masked for every tile)
+    assert len(r["rows"]) == 12 and all(row["exact"] for row in r["rows"])
+    assert {tuple(row["tile"]) for row in r["rows"]} == set(mod.CANDIDATES[:3])
+    for row in r["rows"]:
+        for op in ("copy", "add"):
+            assert row[op]["pct_of_aligned"] == pytest.approx(100.0 * row[op]["aligned_ms"] / row[op]["ms"])
+    for dt, ranked in r["ranking"].items():
+        assert len(ranked) == 3
+        worst = [x["worst_pct"] for x in ranked]
+        assert worst == sorted(worst, reverse=True)
+        assert worst[0] == pytest.approx(min(ranked[0]["copy_pct"] + ranked[0]["add_pct"]))
+
+
 def test_transpose_without_interpreter_skips_triton_rows(tmp_path, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     r = bench("bench_transpose").main(["--device", "cpu", "--out", str(tmp_path), "--warmup", "0", "--repeats", "1"])
