@@ -21,11 +21,8 @@ pytestmark = pytest.mark.skipif(not adam._HAVE_TRITON, reason="triton not instal
 
 
 @pytest.fixture
-def device(monkeypatch):
-    if torch.cuda.is_available():
-        return "cuda"
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    return "cpu"
+def device(triton_device):
+    return triton_device
 
 
 def rand(shape, seed, device, scale=1.0):

@@ -17,14 +17,6 @@ SHAPES = [(67, 133), (1, 5), (5, 1), (130, 257), (64, 128)]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 
-@pytest.fixture
-def interpret(monkeypatch):
-    if torch.cuda.is_available():
-        return "cuda"
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    return "cpu"
-
-
 def rand(shape, dtype, device, seed):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(shape, generator=g) * 3).to(dtype).to(device)
@@ -37,11 +29,11 @@ def bits(t: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_triton_transpose_copy_and_add_are_exact(interpret, shape, dtype):
-    src = rand(shape, dtype, interpret, 1)
-    base = rand(shape[::-1], dtype, interpret, 2)
+def test_triton_transpose_copy_and_add_are_exact(triton_device, shape, dtype):
+    src = rand(shape, dtype, triton_device, 1)
+    base = rand(shape[::-1], dtype, triton_device, 2)
 
-    dst = torch.full(shape[::-1], 7.0, dtype=dtype, device=interpret)
+    dst = torch.full(shape[::-1], 7.0, dtype=dtype, device=triton_device)
     assert kernels.transpose_copy(dst, src, use_triton=True) is dst
     assert torch.equal(bits(dst), bits(src.T.contiguous()))
 
@@ -53,12 +45,12 @@ def test_triton_transpose_copy_and_add_are_exact(interpret, shape, dtype):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy (the interpreter) warns on inf/NaN
-def test_bf16_add_rounds_to_nearest_even_like_torch(interpret):
+def test_bf16_add_rounds_to_nearest_even_like_torch(triton_device):
     # halfway and near-halfway sums, signed zeros, overflow to inf, inf - inf = NaN
     a = torch.tensor([[1.0, 1.0, -1.0, 0.0, 3.0e38, float("inf"), 256.0, -0.0]], dtype=torch.bfloat16)
     b = torch.tensor([[2 ** -8, 3 * 2 ** -8, -(2 ** -8), -0.0, 3.0e38, float("-inf"), 1.0, -0.0]],
                      dtype=torch.bfloat16)
-    a, b = a.to(interpret), b.to(interpret)
+    a, b = a.to(triton_device), b.to(triton_device)
     dst = a.T.contiguous()
     kernels.transpose_add(dst, b, use_triton=True)
     expected = a.T.contiguous()
@@ -67,12 +59,12 @@ def test_bf16_add_rounds_to_nearest_even_like_torch(interpret):
     assert torch.isnan(dst[5, 0]) and torch.isinf(dst[4, 0])
 
 
-def test_triton_handles_strided_operands(interpret):
-    x = rand((40, 70), torch.float32, interpret, 3)
-    dst = torch.zeros(40, 70, device=interpret)
+def test_triton_handles_strided_operands(triton_device):
+    x = rand((40, 70), torch.float32, triton_device, 3)
+    dst = torch.zeros(40, 70, device=triton_device)
     kernels.transpose_copy(dst, x.T, use_triton=True)  # src is itself a transposed view
     assert torch.equal(dst, x)
-    wide = torch.zeros(70, 80, device=interpret)
+    wide = torch.zeros(70, 80, device=triton_device)
     kernels.transpose_add(wide[:, ::2], x, use_triton=True)  # dst with a column stride of 2
     assert torch.equal(wide[:, ::2], x.T) and torch.count_nonzero(wide[:, 1::2]) == 0
 
