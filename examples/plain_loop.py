@@ -8,16 +8,22 @@ of its gradient, each rank updates its row shard, all_gather of the new weights)
 all_reduced. Every collective goes through `rec.collective(...)`, so the run directory has per-label
 timings and the cross-rank match key (group, seq). `--die-at-step N` makes rank 1 SIGKILL itself at step
 N, to see that every finished step survives a crash.
+
+When torchrun tears the job down (another rank failed) it sends SIGTERM: the handler turns it into an
+exception so `rec.close` still writes status.json, and `TermGuard` does the same for a rank whose main
+thread is stuck in a collective's C++ wait, where Python handlers cannot run.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
+import sys
 
 import torch
 import torch.distributed as dist
 
-from commscope.record import make_recorder
+from commscope.record import TermGuard, make_recorder
 
 
 def build_model(dim: int) -> torch.nn.Sequential:
@@ -56,6 +62,8 @@ def main() -> None:
 
     rec = make_recorder(args.trace, args.out, rank=rank, world_size=world, device=device, backend=backend,
                         profile_steps=args.profile)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    guard = TermGuard(lambda signum: rec.close("failed", f"terminated by signal {signum} while blocked")).start()
     model = build_model(args.dim).to(device)
     fc_in, fc_hidden, fc_out = model[0].weight, model[2].weight, model[4].weight
     labelled = {"fc_in": fc_in, "fc_hidden": fc_hidden, "fc_out": fc_out}
@@ -109,8 +117,10 @@ def main() -> None:
         status, error = "failed", f"{type(e).__name__}: {e}"
         raise
     finally:
-        rec.close(status, error)
-        dist.destroy_process_group()
+        if guard.claim():  # else the guard thread is closing the recorder and ends the process
+            guard.stop()
+            rec.close(status, error)
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

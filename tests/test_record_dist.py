@@ -118,6 +118,9 @@ def test_killed_rank_keeps_finished_steps(tmp_path):
         assert [e["step"] for e in ev if e["kind"] == "step"] == [0, 1, 2]
         assert {e["step"] for e in ev if e["kind"] == "collective"} == {0, 1, 2}
     assert not (out / "rank1" / "status.json").exists()  # SIGKILL: no status, but the data is there
+    # the survivor leaves its last words (here the death reaches it as a gloo error; a survivor blocked in
+    # a wait that only torchrun's SIGTERM reaches is TermGuard's case, tests/test_termguard.py)
+    assert orjson.loads((out / "rank0" / "status.json").read_bytes())["status"] == "failed"
 
 
 def _skew_worker(rank: int, port: int, out: str) -> None:

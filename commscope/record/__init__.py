@@ -5,6 +5,7 @@ from commscope.record.api import OP_NAMES, CollectiveHandle, NullRecorder, StepI
 from commscope.record.clock import ClockSync, align_clocks
 from commscope.record.profiler_window import parse_steps
 from commscope.record.recorder import Recorder, make_recorder
+from commscope.record.termguard import TermGuard
 
 __all__ = [
     "OP_NAMES",
@@ -13,6 +14,7 @@ __all__ = [
     "NullRecorder",
     "Recorder",
     "StepInfo",
+    "TermGuard",
     "align_clocks",
     "make_recorder",
     "parse_steps",
