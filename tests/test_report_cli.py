@@ -209,6 +209,8 @@ def test_recorded_cpu_run_report_matches_events(tmp_path):
         assert shown[label]["count"] == pytest.approx(count)
         assert shown[label]["bytes"] == pytest.approx(nbytes)
         assert shown[label]["exposed_ms"] == pytest.approx(exposed, abs=1e-3)  # summarize rounds to 4 decimals
+        # gloo moves tiny tensors at MB/s: 4 significant digits, never a rounded-away 0
+        assert summary["labels"][label]["busbw_gbps"] > 0 and summary["labels"][label]["algbw_gbps"] > 0
     from reports.timeline import timeline_figure
 
     fig = timeline_figure(load_path(src))  # 6 steps: drawn whole by default

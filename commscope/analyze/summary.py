@@ -1,6 +1,6 @@
 """`summarize(trace)`: the `commscope report --json` document, assembled from the analyzers.
 
-Shape (all times in ms, bandwidths in GB/s, percentages 0–100; NaN becomes null):
+Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
 {"ranks": N, "world_size", "source", "backend", "device", "steps_selected": [a, b] | null, "problems": [...],
  "overlap_pct_by_rank": {"0": ..}            HTA's get_comm_comp_overlap definition (analyze.timeline)
  "device_overlap_pct_by_rank": {"0": ..}     the same without HTA's filtering quirks (GPU traces only)
@@ -38,6 +38,14 @@ def _num(x: Any, nd: int = 4) -> Any:
     return x
 
 
+def _sig(x: Any, digits: int = 4) -> Any:
+    """`x` rounded to `digits` significant digits: bandwidths span GB/s on NVLink down to a few MB/s on
+    gloo with tiny tensors, where a fixed two decimals would print 0."""
+    if x is None or not np.isfinite(x) or x == 0:
+        return _num(x)
+    return _num(float(x), max(0, digits - 1 - int(math.floor(math.log10(abs(float(x)))))))
+
+
 def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for label, t in table.groupby("label", sort=False):
@@ -56,8 +64,8 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
             # per collective, exposure beyond its own duration hides nothing below zero (exposure.label_stats)
             "overlap_pct": _num(100.0 * (1 - np.minimum(t["exposed_ns"], t["duration_ns"]).sum() / dur)
                                 if dur > 0 else np.nan, 2),
-            "algbw_gbps": _num(t["bytes"][ok].sum() / tt if tt > 0 else np.nan, 2),
-            "busbw_gbps": _num((t["busbw_gbps"] * t["transfer_ns"])[ok].sum() / tt if tt > 0 else np.nan, 2),
+            "algbw_gbps": _sig(t["bytes"][ok].sum() / tt if tt > 0 else np.nan),
+            "busbw_gbps": _sig((t["busbw_gbps"] * t["transfer_ns"])[ok].sum() / tt if tt > 0 else np.nan),
             "exposed_ms_by_rank": {str(r): _num(v) for r, v in zip(pr["rank"], pr["exposed_ms"])},
         }
     # most exposed first: the order a reader cares about
