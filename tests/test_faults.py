@@ -199,6 +199,41 @@ def test_watchdog_ignores_finished_waits_and_stops(tmp_path):
         Watchdog(rec, 0)
 
 
+def test_watchdog_on_nccl_times_from_the_launch_because_wait_returns_at_once(tmp_path):
+    # NCCL's wait() only orders streams: a hang blocks the host later, in a sync, so a CUDA collective is
+    # overdue once it was launched longer ago than the timeout and is still in flight (the recorder
+    # resolves CUDA collectives at every step end).
+    rec = FakeRecorder(tmp_path)
+    rec._cuda = object()
+    now = time.perf_counter_ns()
+    rec.inflight = {("0", 1): _rec(1, "attn", call_ns=now - 10**9, wait_ns=now - 10**9, wait_end_ns=now - 10**9 + 5),
+                    ("0", 2): _rec(2, "mlp", call_ns=now - 10**8, wait_ns=None)}
+    wd = Watchdog(rec, 0.5, grace_s=0.0, exit_fn=lambda c: None)
+    assert wd.overdue(now)["label"] == "attn"  # its wait() returned, yet it is 1 s old and unfinished
+    assert wd.overdue(now - 6 * 10**8) is None
+    rec.inflight.pop(("0", 1))
+    assert wd.overdue(now) is None  # 0.1 s old: not yet
+
+
+def test_flight_recorder_dump_only_on_nccl_and_where_doctor_reads_it(tmp_path, monkeypatch):
+    import torch._C._distributed_c10d as c10d
+
+    from commscope.record.watchdog import dump_flight_recorder
+
+    rec = FakeRecorder(tmp_path / "rank1")
+    rec.run_dir = tmp_path
+    rec.backend = "gloo"
+    assert dump_flight_recorder(rec) is False and not (tmp_path / "flight_recorder").exists()
+    rec.backend = "nccl"
+    calls = []
+    monkeypatch.setattr(c10d, "_dump_nccl_trace", lambda *a: calls.append(a) or b"pickled-trace", raising=False)
+    assert dump_flight_recorder(rec) is True
+    assert calls == [(True, True, False)]
+    assert (tmp_path / "flight_recorder" / "rank_1").read_bytes() == b"pickled-trace"
+    monkeypatch.setattr(c10d, "_dump_nccl_trace", lambda *a: (_ for _ in ()).throw(RuntimeError("no")))
+    assert dump_flight_recorder(rec) is False  # a torch without the hook: the watchdog's own report stands
+
+
 def test_write_inflight_only_when_something_is_in_flight(tmp_path):
     rec = FakeRecorder(tmp_path)
     assert write_inflight(rec, "x") is False and not (tmp_path / "inflight.json").exists()
