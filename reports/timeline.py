@@ -10,8 +10,10 @@ Why this shape: the question the report answers is "which collective is exposed,
 → completion bar next to the compute it should hide behind answers it directly.
 
 Scaling: bars are drawn as WebGL line segments (`Scattergl`, one trace per label, segments separated by
-None), so tens of thousands of kernels stay interactive; compute intervals are merged per rank across gaps
+NaN), so tens of thousands of kernels stay interactive; compute intervals are merged per rank across gaps
 smaller than span / `max_compute_per_rank` so a rank never contributes more than that many blocks.
+Trace data goes to plotly as numpy arrays: plotly validates Python lists element by element (about 1 s for
+the 8×H100 fixture's timeline) but takes arrays whole and embeds them as binary, which also shrinks the page.
 Times on the x axis are milliseconds since the window start.
 
 Invariant: the figure only draws; every number shown in the tables comes from summarize(), not from here.
@@ -108,13 +110,36 @@ def exposed_intervals(coll: pd.DataFrame, compute_set: tuple[np.ndarray, np.ndar
     return out
 
 
-def _segments(starts, ends, row: str) -> tuple[list, list]:
-    """Line segments (ms) for bars on one row, separated by None so one trace draws them all."""
-    xs, ys = [], []
-    for s, e in zip(starts, ends):
-        xs += [s / 1e6, e / 1e6, None]
-        ys += [row, row, None]
-    return xs, ys
+class Segments:
+    """Bars (ns) on named rows, collected one by one and handed to plotly as one line trace: x in ms with a
+    NaN after each segment (a gap), y the row names with None at the gaps."""
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.rows: list[str] = []
+
+    def add(self, starts, ends, row: str) -> None:
+        self.starts += list(starts)
+        self.ends += list(ends)
+        self.rows += [row] * (len(self.starts) - len(self.rows))
+
+    def __bool__(self) -> bool:
+        return bool(self.starts)
+
+    def xy(self) -> tuple[np.ndarray, np.ndarray]:
+        n = len(self.starts)
+        x = np.full((n, 3), np.nan)
+        x[:, 0] = np.asarray(self.starts, dtype=np.float64) / 1e6
+        x[:, 1] = np.asarray(self.ends, dtype=np.float64) / 1e6
+        y = np.empty((n, 3), dtype=object)
+        y[:, 0] = y[:, 1] = self.rows
+        return x.ravel(), y.ravel()
+
+
+def _points(xs: list, ys: list, texts: list) -> dict:
+    return dict(x=np.asarray(xs, dtype=np.float64), y=np.asarray(ys, dtype=object),
+                text=np.asarray(texts, dtype=object))
 
 
 def _add_step_selector(fig: go.Figure, steps: pd.DataFrame, t0: int, max_buttons: int = 40) -> None:
@@ -146,20 +171,18 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
 
     comp_sets = compute_sets(trace)  # over the whole trace: a window edge must not expose anything
     rows: list[str] = []
-    comp_x, comp_y, comp_hx, comp_hy, comp_text = [], [], [], [], []
-    bars: dict[str, tuple[list, list]] = {}
-    queued: dict[str, tuple[list, list]] = {}
+    compute_bars, exposed_bars = Segments(), Segments()
+    comp_hx, comp_hy, comp_text = [], [], []
+    bars: dict[str, Segments] = {}
+    queued: dict[str, Segments] = {}
     bar_hover: dict[str, tuple[list, list, list]] = {}
-    exp_x, exp_y = [], []
     hook_pts: dict[str, tuple[list, list, list]] = {}
     for rank in trace.ranks:
         rc = comp[comp["rank"] == rank]
         rows.append(f"r{rank} compute")
         if len(rc):
             s, e, n = merge_intervals(rel_ns(rc["start_ns"], t0), rel_ns(rc["end_ns"], t0), max_compute_per_rank)
-            x, y = _segments(s, e, f"r{rank} compute")
-            comp_x += x
-            comp_y += y
+            compute_bars.add(s, e, f"r{rank} compute")
             comp_hx += list((s + e) / 2e6)
             comp_hy += [f"r{rank} compute"] * len(s)
             comp_text += [f"rank {rank}: {k} compute interval(s)<br>{(b - a) / 1e6:.3f} ms" for a, b, k in zip(s, e, n)]
@@ -185,20 +208,12 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
                 if not ok[j]:
                     continue
                 row, lab = lane_rows[lanes[j]], str(r.label)
-                bx, by = bars.setdefault(lab, ([], []))
-                x, y = _segments([start[j]], [end[j]], row)
-                bx += x
-                by += y
+                bars.setdefault(lab, Segments()).add([start[j]], [end[j]], row)
                 if launch[j] < start[j]:
-                    qx, qy = queued.setdefault(lab, ([], []))
-                    x, y = _segments([launch[j]], [start[j]], row)
-                    qx += x
-                    qy += y
+                    queued.setdefault(lab, Segments()).add([launch[j]], [start[j]], row)
                 exp_ms = sum(b - a for a, b in exposed[j]) / 1e6
-                for a, b in exposed[j]:
-                    x, y = _segments([a], [b], row)
-                    exp_x += x
-                    exp_y += y
+                if exposed[j]:
+                    exposed_bars.add([a for a, _ in exposed[j]], [b for _, b in exposed[j]], row)
                 hx, hy, ht = bar_hover.setdefault(lab, ([], [], []))
                 hx.append((start[j] + end[j]) / 2e6)
                 hy.append(row)
@@ -219,28 +234,29 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
                 ht.append(f"rank {rank} hook {h.label}<br>step {h.step} micro {h.micro_step} position {h.position}")
 
     fig = go.Figure()
-    if comp_x:
-        fig.add_trace(go.Scattergl(x=comp_x, y=comp_y, mode="lines", line=dict(color=COMPUTE_COLOR, width=12),
+    if compute_bars:
+        x, y = compute_bars.xy()
+        fig.add_trace(go.Scattergl(x=x, y=y, mode="lines", line=dict(color=COMPUTE_COLOR, width=12),
                                    name="compute", hoverinfo="skip", legendgroup="compute"))
-        fig.add_trace(go.Scattergl(x=comp_hx, y=comp_hy, mode="markers", marker=dict(size=2, color=COMPUTE_COLOR),
-                                   text=comp_text, hoverinfo="text", showlegend=False, legendgroup="compute"))
+        fig.add_trace(go.Scattergl(**_points(comp_hx, comp_hy, comp_text), mode="markers",
+                                   marker=dict(size=2, color=COMPUTE_COLOR), hoverinfo="text", showlegend=False,
+                                   legendgroup="compute"))
     for lab in sorted(bars):
-        bx, by = bars[lab]
-        fig.add_trace(go.Scattergl(x=bx, y=by, mode="lines", line=dict(color=colors[lab], width=12), name=lab,
+        x, y = bars[lab].xy()
+        fig.add_trace(go.Scattergl(x=x, y=y, mode="lines", line=dict(color=colors[lab], width=12), name=lab,
                                    legendgroup=lab, hoverinfo="skip"))
         if lab in queued:
-            fig.add_trace(go.Scattergl(x=queued[lab][0], y=queued[lab][1], mode="lines", opacity=0.45,
-                                       line=dict(color=colors[lab], width=3), legendgroup=lab, showlegend=False,
-                                       hoverinfo="skip"))
-        hx, hy, ht = bar_hover[lab]
-        fig.add_trace(go.Scattergl(x=hx, y=hy, mode="markers", marker=dict(size=4, color=colors[lab]), text=ht,
+            x, y = queued[lab].xy()
+            fig.add_trace(go.Scattergl(x=x, y=y, mode="lines", opacity=0.45, line=dict(color=colors[lab], width=3),
+                                       legendgroup=lab, showlegend=False, hoverinfo="skip"))
+        fig.add_trace(go.Scattergl(**_points(*bar_hover[lab]), mode="markers", marker=dict(size=4, color=colors[lab]),
                                    hoverinfo="text", legendgroup=lab, showlegend=False))
-    if exp_x:
-        fig.add_trace(go.Scattergl(x=exp_x, y=exp_y, mode="lines", line=dict(color=EXPOSED_COLOR, width=5),
+    if exposed_bars:
+        x, y = exposed_bars.xy()
+        fig.add_trace(go.Scattergl(x=x, y=y, mode="lines", line=dict(color=EXPOSED_COLOR, width=5),
                                    name="exposed", hoverinfo="skip"))
     for lab in sorted(hook_pts):
-        hx, hy, ht = hook_pts[lab]
-        fig.add_trace(go.Scattergl(x=hx, y=hy, mode="markers", name=f"hook {lab}", legendgroup=lab, text=ht,
+        fig.add_trace(go.Scattergl(**_points(*hook_pts[lab]), mode="markers", name=f"hook {lab}", legendgroup=lab,
                                    hoverinfo="text", marker=dict(symbol="diamond", size=9, color=colors.get(lab))))
     first_rank = steps[steps["rank"] == trace.ranks[0]] if len(steps) and trace.ranks else steps
     for s in first_rank.itertuples(index=False):
