@@ -22,7 +22,6 @@ from pathlib import Path
 
 import orjson
 import pandas as pd
-from scipy import stats
 
 from commscope.errors import UserError
 from commscope.logs import parse_log
@@ -122,11 +121,18 @@ def _mean_std(xs: list[float]) -> tuple[float, float]:
     return statistics.mean(xs), statistics.stdev(xs) if len(xs) > 1 else math.nan
 
 
+def _stats():
+    """scipy.stats, imported on first use: it costs ~0.5 s, which every other CLI command would pay."""
+    from scipy import stats
+
+    return stats
+
+
 def _welch(a: list[float], b: list[float], alternative: str) -> float:
     """p of Welch's t-test of mean(a) vs mean(b); NaN when either side has fewer than 2 runs."""
     if len(a) < 2 or len(b) < 2:
         return math.nan
-    return float(stats.ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue)
+    return float(_stats().ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue)
 
 
 def compare_groups(groups: list[Group], target_loss: float = DEFAULT_TARGET_LOSS) -> pd.DataFrame:
@@ -140,7 +146,7 @@ def compare_groups(groups: list[Group], target_loss: float = DEFAULT_TARGET_LOSS
     for i, g in enumerate(groups):
         t_mu, t_sd = _mean_std(g.times)
         l_mu, l_sd = _mean_std(g.losses)
-        loss_p = (float(stats.ttest_1samp(g.losses, target_loss, alternative="less").pvalue)
+        loss_p = (float(_stats().ttest_1samp(g.losses, target_loss, alternative="less").pvalue)
                   if len(g.losses) > 1 else math.nan)
         rows.append({
             "name": g.name, "runs": len(g.runs),
