@@ -2,8 +2,10 @@
 (tests/data/gloo2, made by make_trace.py there: per step one labelled reduce_scatter, one labelled
 all_reduce on a second group and one unlabelled all_gather)."""
 import os
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from commscope.load import COLUMNS, load_path
@@ -161,3 +163,20 @@ def test_odd_args_fall_back_to_the_generic_reader(tmp_path):
     typed, generic = _events_of(str(p)), _events_of(str(p), generic=True)
     assert typed == generic and typed["o_args"][typed["o_ts"].index(ops[0]["ts"])] == {}
     assert len(load_path(str(p)).collectives) == 9
+
+
+@pytest.mark.parametrize("path", [FIXTURE, *(str(Path(__file__).parent / "fixtures" / d / h)
+                                             for d in ("layout", "layout_h200") for h in ("standard", "transposed"))])
+def test_ops_in_the_first_pass_equal_the_lazy_second_pass(path):
+    """`load_path(with_ops=True)` (the report and layout: one pass) gives the frames of the default load and
+    the `ops` frame of its lazy second parse, for Kineto folders and run directories alike."""
+    if not Path(path).exists():
+        pytest.skip(f"{path} not present")
+    eager, lazy = load_path(path, with_ops=True), load_path(path)
+    assert eager.__dict__.get("_ops_loader") is None and lazy.__dict__.get("_ops_loader") is not None
+    for kind in ("steps", "collectives", "compute", "regions", "hooks", "kernels"):
+        pd.testing.assert_frame_equal(getattr(eager, kind), getattr(lazy, kind))
+    assert len(lazy.ops) > 0
+    pd.testing.assert_frame_equal(eager.ops, lazy.ops)
+    a, b = (3, 5) if eager.source == "kineto" else (0, 10**9)  # a step window slices both the same way
+    pd.testing.assert_frame_equal(eager.select_steps((a, b)).ops, lazy.select_steps((a, b)).ops)

@@ -103,7 +103,7 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--peak-gbps must be positive, got {peak_gbps}")
         if min_numel < 1:
             raise UserError(f"--min-numel must be at least 1, got {min_numel}")
-        trace = load_with_progress(path, quiet=as_json)
+        trace = load_with_progress(path, quiet=as_json, with_ops=True)  # layout always reads ops
         trace = trace.select_steps(resolve_steps(trace, parse_steps(steps)))
         if trace.ops.empty and trace.kernels.empty:
             raise UserError(f"{path} has no profiled ops or kernels: record with the profiler "

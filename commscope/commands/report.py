@@ -59,7 +59,7 @@ def check_output(out: Path, src: Path) -> None:
         raise UserError(f"output directory {o.parent} does not exist")
 
 
-def load_with_progress(path: Path, quiet: bool):
+def load_with_progress(path: Path, quiet: bool, with_ops: bool = False):
     """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -70,7 +70,7 @@ def load_with_progress(path: Path, quiet: bool):
         raise UserError(f"{path} does not exist")
     console = Console(stderr=True)
     if quiet or not console.is_terminal:  # no bar (and no stray blank line) when stderr is a file or pipe
-        return load_path(path)
+        return load_path(path, with_ops=with_ops)
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
@@ -79,7 +79,7 @@ def load_with_progress(path: Path, quiet: bool):
         def progress(done: int, total: int, what: str = "") -> None:
             bar.update(task, completed=done, total=total, description=f"loading {what or path.name}")
 
-        return load_path(path, progress=progress)
+        return load_path(path, progress=progress, with_ops=with_ops)
 
 
 def run_doctor(trace):
@@ -116,7 +116,8 @@ def register(app: typer.Typer) -> None:
         if not as_json:
             out = output or default_output(path)
             check_output(out, path)
-        trace = load_with_progress(path, quiet=as_json)
+        # the page's layout section reads ops: parse them in the same pass (--json never needs them)
+        trace = load_with_progress(path, quiet=as_json, with_ops=not as_json)
         window = resolve_steps(trace, window)
         summary = summarize(trace, steps=window, with_hta=hta)
         diagnosis = run_doctor(trace)  # HTML and terminal only: --json stays summarize()'s document

@@ -42,6 +42,7 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
     if not len(df):
         return df.assign(rank=rank, seq=pd.Series(dtype=np.int64))
     _label(df, annotations)
+    df = df.drop(columns=["_tid", "_name"])
     df["seq"] = _sequence(df)
     df = df.sort_values("_t", kind="stable").drop(columns="_t")
     df["rank"] = rank
@@ -243,4 +244,3 @@ def _label(df: pd.DataFrame, ann: pd.DataFrame) -> None:
                 phases[i] = ph or None
     df["label"] = labels
     df["phase"] = phases
-    df.drop(columns=["_tid", "_name"], inplace=True)

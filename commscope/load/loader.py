@@ -6,6 +6,7 @@ CPU-bound and per-file independent, and the per-rank frames that come back are s
 """
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
@@ -22,17 +23,19 @@ Progress = Callable[[int, int], None]
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,
-              workers: int | None = None) -> Trace:
+              workers: int | None = None, with_ops: bool = False) -> Trace:
     """Load a run directory or Kineto trace(s). `steps=(a, b)` keeps steps a ≤ s < b.
 
     `progress(done, total)` is called after each rank file; `workers` caps the parse processes
-    (default: one per core, at most one per file; 1 = in this process).
+    (default: one per core, at most one per file; 1 = in this process). `with_ops` builds `Trace.ops` in
+    the same pass (for callers that will read it anyway, e.g. the HTML report's layout section); without
+    it `ops` is parsed on first access, a second pass over the files.
     """
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file or directory")
     if os.path.isdir(path) and rundir.is_run_dir(path):
-        trace = rundir.load(path, progress=progress)
+        trace = rundir.load(path, progress=progress, with_ops=with_ops)
     else:
         if os.path.isfile(path):
             if not is_trace_file(path):
@@ -43,7 +46,7 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
             if not files:
                 raise UserError(f"{path} holds no run directory (summary.json, config.json, rank*/) "
                                 "and no Kineto traces (*.json, *.json.gz)")
-        trace = load_kineto_files(files, path, progress=progress, workers=workers)
+        trace = load_kineto_files(files, path, progress=progress, workers=workers, with_ops=with_ops)
     return trace.select_steps(steps)
 
 
@@ -73,13 +76,18 @@ def parse_all(files: list[str], progress: Progress | None = None, workers: int |
 
 def load_ops(files: list[str], workers: int | None = None) -> pd.DataFrame:
     """The `ops` frame of Kineto files (a second, ops-only parse: see `Trace.ops`)."""
-    dfs = [d for d in parse_all(files, workers=workers, fn=kineto.parse_ops) if len(d)]
+    return concat_ops(parse_all(files, workers=workers, fn=kineto.parse_ops))
+
+
+def concat_ops(frames: list) -> pd.DataFrame | None:
+    dfs = [d for d in frames if d is not None and len(d)]
     return pd.concat(dfs, ignore_index=True) if dfs else None
 
 
 def load_kineto_files(files: list[str], path: str, progress: Progress | None = None,
-                      workers: int | None = None) -> Trace:
-    parts = parse_all(files, progress=progress, workers=workers)
+                      workers: int | None = None, with_ops: bool = False) -> Trace:
+    parts = parse_all(files, progress=progress, workers=workers,
+                      fn=functools.partial(kineto.parse_file, with_ops=True) if with_ops else kineto.parse_file)
     seen: dict[int, str] = {}
     for p in parts:
         if p["rank"] in seen:
@@ -108,7 +116,10 @@ def load_kineto_files(files: list[str], path: str, progress: Progress | None = N
                           "deviceProperties": parts[0]["info"]["deviceProperties"],
                           "files": {p["rank"]: p["info"]["file"] for p in parts}},
                   ranks=ranks, problems=problems)
-    trace._ops_loader = lambda: load_ops(files, workers)
+    if with_ops:
+        trace.ops = concat_ops([p["ops"] for p in parts])
+    else:
+        trace._ops_loader = lambda: load_ops(files, workers)
     for kind in COLUMNS:
         if kind == "ops":
             continue

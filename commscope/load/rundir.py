@@ -60,7 +60,7 @@ def is_compute_region(name: str) -> bool:
     return name in _COMPUTE_NAMES or name.startswith(_COMPUTE_PREFIXES)
 
 
-def load(path: str, progress=None) -> Trace:
+def load(path: str, progress=None, with_ops: bool = False) -> Trace:
     summary = _optional_json(os.path.join(path, "summary.json"))
     config = _optional_json(os.path.join(path, "config.json"))
     dirs = rank_dirs(path)
@@ -102,7 +102,7 @@ def load(path: str, progress=None) -> Trace:
             no_data.add(rank)
         tr = os.path.join(d, "trace.json.gz")
         if os.path.isfile(tr):
-            kparts.append(kineto.parse_file(tr))
+            kparts.append(kineto.parse_file(tr, with_ops=with_ops))
             kfiles.append(tr)
         if progress:
             progress(i + 1, len(dirs))
@@ -134,9 +134,12 @@ def load(path: str, progress=None) -> Trace:
     if dfs:
         trace.kernels = pd.concat(dfs, ignore_index=True)
     if kfiles:
-        from commscope.load.loader import load_ops  # (loader imports this module)
+        from commscope.load.loader import concat_ops, load_ops  # (loader imports this module)
 
-        trace._ops_loader = lambda: load_ops(kfiles, workers=1)
+        if with_ops:
+            trace.ops = concat_ops([p["ops"] for p in kparts])
+        else:
+            trace._ops_loader = lambda: load_ops(kfiles, workers=1)
     # The profiled window's record_function ranges, on the same clock as `ops` (events.jsonl regions are
     # on the common axis, which differs from Kineto's by the clock offset): used to attribute ops.
     ann = [p["regions"] for p in kparts if len(p["regions"])]
