@@ -71,8 +71,12 @@ def _parse(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _covers(peer: pd.Series, numel: int) -> bool:
-    return any(abs(peer["blocks"] * peer["threads"] * e - numel) < peer["threads"] * e for e in (2, 4, 8, 16))
+def _covers(peers: pd.DataFrame, numel: int) -> np.ndarray:
+    """Which vectorized peers' grids cover `numel` elements at 2, 4, 8 or 16 elements per thread."""
+    blocks = peers["blocks"].to_numpy(np.float64)[:, None]
+    threads = peers["threads"].to_numpy(np.float64)[:, None]
+    per_thread = np.array([2, 4, 8, 16], dtype=np.float64)[None, :]
+    return (np.abs(blocks * threads * per_thread - numel) < threads * per_thread).any(axis=1)
 
 
 def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = None, *,
@@ -97,7 +101,7 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
         if k["numel"] < min_numel or (k["rank"], k["external_id"]) in explained:
             continue
         peers = vec[(vec["key"] == k["key"]) & (vec["elem"] == k["elem"])]
-        peers = peers[peers.apply(lambda p: _covers(p, k["numel"]), axis=1)] if len(peers) else peers
+        peers = peers[_covers(peers, k["numel"])] if len(peers) else peers
         if pd.notna(k["arity"]):
             arity = int(k["arity"])
         elif len(peers) and peers["arity"].notna().any():
