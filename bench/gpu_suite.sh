@@ -4,7 +4,7 @@
 #   OUT=/some/folder bash bench/gpu_suite.sh [bench|runs|all] [STEP ...]
 #
 # Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
-#   bench: env, pytest (CUDA kernel/model tests), bench_transpose, bench_head_layout, bench_optimizer,
+#   bench: env, pytest (CUDA kernel/model tests), bench_transpose, bench_transpose_tiles, bench_head_layout, bench_optimizer,
 #          bench_record_overhead, bench_throughput (eager + torch.compile)
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
@@ -88,6 +88,7 @@ step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version
 if [[ $GROUP == bench || $GROUP == all ]]; then
     step pytest_cuda 150 "python3 -m pytest -q -x -p no:cacheprovider tests/test_kernels.py tests/test_model.py"
     step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
+    step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
     step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"
     step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
     step bench_record_overhead 120 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV | tee $R/bench_record_overhead.md"
