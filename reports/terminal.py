@@ -12,6 +12,16 @@ from rich.table import Table
 from reports.tables import fmt
 
 
+def pct(v) -> str:
+    """Percentages with one decimal, so a column lines up (fmt drops the decimals of 91.0)."""
+    return fmt(v) if v is None else f"{float(v):.1f}"
+
+
+def bandwidth(v) -> str:
+    """Three significant digits: GB/s spans hundreds (NVLink) to millionths (gloo, tiny tensors)."""
+    return fmt(v) if v is None else f"{float(v):.3g}"
+
+
 def print_summary(summary: dict, console: Console, top: int = 8) -> None:
     labels = summary.get("labels") or {}
     ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
@@ -21,13 +31,13 @@ def print_summary(summary: dict, console: Console, top: int = 8) -> None:
         t.add_column(col, justify=just, no_wrap=col in ("label", "op"))  # names must stay whole
     for lab, v in ranked:
         t.add_row(lab, fmt(v.get("op")), fmt(v.get("count")), fmt(v.get("exposed_ms")), fmt(v.get("mean_ms")),
-                  fmt(v.get("overlap_pct")), fmt(v.get("busbw_gbps")))
+                  pct(v.get("overlap_pct")), bandwidth(v.get("busbw_gbps")))
     console.print(t)
     by_rank = summary.get("overlap_pct_by_rank") or {}
     if by_rank:
         r = Table(title="Overlap by rank")
         r.add_column("rank", justify="right")
         r.add_column("overlap %", justify="right")
-        for rank, pct in by_rank.items():
-            r.add_row(str(rank), fmt(pct))
+        for rank, value in by_rank.items():
+            r.add_row(str(rank), pct(value))
         console.print(r)

@@ -218,7 +218,11 @@ def test_terminal_summary_orders_labels_by_exposed_time():
     print_summary(SUMMARY, con)
     text = con.export_text()
     assert text.index("attn") < text.index("mlp")  # 0.1 ms exposed before 0.08 ms
-    assert "61.250" in text and "Overlap by rank" in text
+    assert "Overlap by rank" in text
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in text.splitlines() if line.count("│") > 2}
+    assert rows["0"] == ["61.2"] and rows["1"] == ["60.0"]  # one decimal, even when it is .0
+    assert rows["attn"][-2:] == ["50.0", "20"] and rows["mlp"][-2:] == ["0.0", "25"]  # overlap %, busbw
 
 
 def test_dense_compute_is_decimated_per_rank():
