@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from typing import Callable
 
@@ -75,7 +76,7 @@ class TermGuard:
             if hit is None:
                 continue
             # The main thread's own handler normally raises at once and claims the cleanup itself.
-            threading.Event().wait(self.grace_s)
+            time.sleep(self.grace_s)
             if not self.claim("guard"):
                 return
             try:
