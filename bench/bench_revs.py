@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("commands", nargs="*", help="NAME=COMMAND ({tmp} is a scratch folder)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--preset", choices=sorted(PRESETS))
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     cmds = dict(PRESETS.get(a.preset, {}))
     for c in a.commands:
         name, _, cmd = c.partition("=")

@@ -202,3 +202,17 @@ def test_suite_collect_drops_traces_until_the_archive_fits(tmp_path, monkeypatch
     assert archive.stat().st_size <= 500_000
     with tarfile.open(archive) as tar:
         assert set(tar.getnames()) == {"runs/MANIFEST.txt", "runs/r/rank0/trace.json.gz"}
+
+
+def test_bench_revs_runs_each_command_on_both_trees_and_reads_printed_figures(tmp_path):
+    """A command printing a number is timed by that number; the revision's tree is the working directory
+    of its runs (here: HEAD's bench/ has bench_revs.py too), and the worktree is removed afterwards."""
+    before = subprocess.run(["git", "worktree", "list"], cwd=BENCH.parent, capture_output=True, text=True).stdout
+    proc = subprocess.run([sys.executable, str(BENCH / "bench_revs.py"), "HEAD", "--repeats", "2",
+                           "printed=echo 1.25", "tree=test -f bench/bench_revs.py && echo 2.5"],
+                          cwd=BENCH.parent, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split("|")[1].strip(): line for line in proc.stdout.splitlines() if line.startswith("| ")}
+    assert "1.250 / 1.250 | 1.250 / 1.250" in rows["printed"] and "2.500 / 2.500 | 2.500 / 2.500" in rows["tree"]
+    after = subprocess.run(["git", "worktree", "list"], cwd=BENCH.parent, capture_output=True, text=True).stdout
+    assert after == before
