@@ -18,14 +18,13 @@ Run: python bench/bench_head_layout.py --device cuda --out OUT   (CPU: --device 
 """
 from __future__ import annotations
 
-import argparse
 
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from benchlib import header, md_table, provenance_line, setup_device, sync, time_ms, write_results
+from benchlib import arg_parser, header, md_table, provenance_line, setup_device, sync, time_ms, write_results
 
 ACCUMULATE_OP = "torch::autograd::AccumulateGrad"
 
@@ -129,9 +128,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--out", required=True)
+    ap = arg_parser(__doc__)
     ap.add_argument("--preset", default=None, help="model dims from this preset (default: speedrun on cuda, tiny on cpu)")
     ap.add_argument("--tokens", type=int, default=None,
                     help="tokens per micro-step (default: 8 × seq_len, the trainer's per-rank batch)")

@@ -19,7 +19,6 @@ Run: python bench/bench_optimizer.py --device cuda --out OUT   (CPU: --device cp
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import statistics
 import time
@@ -28,7 +27,7 @@ from collections import defaultdict
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
-from benchlib import header, md_table, provenance_line, setup_device, single_rank_group, sync, write_results
+from benchlib import arg_parser, header, md_table, provenance_line, setup_device, single_rank_group, sync, write_results
 from commscope.record.api import NullRecorder
 
 
@@ -128,9 +127,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--out", required=True)
+    ap = arg_parser(__doc__)
     ap.add_argument("--preset", default=None, help="default: speedrun on cuda, tiny on cpu")
     ap.add_argument("--head-layout", default="transposed", choices=("transposed", "standard"))
     ap.add_argument("--warmup", type=int, default=None, help="default: 3 on cuda, 1 on cpu")

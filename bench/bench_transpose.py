@@ -17,12 +17,11 @@ Run: python bench/bench_transpose.py --device cuda --out OUT   (CPU: --device cp
 """
 from __future__ import annotations
 
-import argparse
 
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
-from benchlib import header, md_table, provenance_line, setup_device, time_ms, write_results
+from benchlib import arg_parser, header, md_table, provenance_line, setup_device, time_ms, write_results
 
 GPU_SHAPES = [(768, 50304), (50304, 768)]
 CPU_SHAPES = [(65, 130), (130, 65)]  # ragged in both tile dimensions (64×128 tiles), few tiles
@@ -112,9 +111,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--out", required=True)
+    ap = arg_parser(__doc__)
     ap.add_argument("--warmup", type=int, default=None, help="default: 10 on cuda, 1 on cpu")
     ap.add_argument("--repeats", type=int, default=None, help="default: 50 on cuda, 3 on cpu")
     args = ap.parse_args(argv)

@@ -17,14 +17,13 @@ Run: python bench/bench_transpose_tiles.py --device cuda --out OUT [--budget-s 9
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
 from bench_transpose import CPU_SHAPES, DTYPES, GPU_SHAPES, TARGET_PCT, triton_usable
-from benchlib import header, md_table, provenance_line, setup_device, time_ms, write_results
+from benchlib import arg_parser, header, md_table, provenance_line, setup_device, time_ms, write_results
 
 CANDIDATES = [(64, 128, 8), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 128, 4), (64, 64, 4),
               (128, 256, 8), (256, 64, 8), (32, 256, 8), (128, 128, 4)]
@@ -102,9 +101,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--out", required=True)
+    ap = arg_parser(__doc__)
     ap.add_argument("--budget-s", type=float, default=90.0)
     ap.add_argument("--candidates", type=int, default=None, help="only the first N candidates")
     args = ap.parse_args(argv)

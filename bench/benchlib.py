@@ -36,6 +36,16 @@ if str(REPO) not in sys.path:
 import torch  # noqa: E402
 
 
+def arg_parser(doc: str) -> "argparse.ArgumentParser":
+    """The parser every GPU script starts from: `--device cuda|cpu` and `--out DIR` (results folder)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--out", required=True)
+    return ap
+
+
 def machine(device: torch.device) -> str:
     """One line naming the hardware and software a figure was measured on."""
     sw = f"torch {torch.__version__}"
