@@ -80,7 +80,7 @@ def _check(dst: torch.Tensor, src: torch.Tensor) -> None:
 
 def tile_config(dtype: torch.dtype) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps) for `dtype` (see TILES)."""
-    return TILES[torch.empty((), dtype=dtype).element_size()]
+    return TILES[dtype.itemsize]
 
 
 def _launch(dst: torch.Tensor, src: torch.Tensor, add: bool) -> None:
