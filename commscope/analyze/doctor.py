@@ -425,9 +425,21 @@ def diagnose(trace: Trace, files: dict | None = None, *, straggler_ms: float = S
     return d
 
 
+def diagnose_trace(trace: Trace, *, straggler_ms: float = STRAGGLER_MS, tolerate_bad_files: bool = False
+                   ) -> Diagnosis:
+    """`diagnose` with the run's fault files (watchdog/inflight reports, Flight Recorder dumps) read from its
+    directory. `tolerate_bad_files`: unreadable fault files are skipped (the report's use: the rest of a
+    report is still worth having) instead of raising UserError (the doctor command's use)."""
+    try:
+        files = read_fault_files(trace.path) if trace.source == "run" else {}
+    except UserError:
+        if not tolerate_bad_files:
+            raise
+        files = {}
+    return diagnose(trace, files, straggler_ms=straggler_ms)
+
+
 def diagnose_path(path: str, *, straggler_ms: float = STRAGGLER_MS) -> Diagnosis:
     from commscope.load import load_path
 
-    trace = load_path(path)
-    files = read_fault_files(trace.path) if trace.source == "run" else {}
-    return diagnose(trace, files, straggler_ms=straggler_ms)
+    return diagnose_trace(load_path(path), straggler_ms=straggler_ms)

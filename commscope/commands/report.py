@@ -82,18 +82,6 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False):
         return load_path(path, progress=progress, with_ops=with_ops)
 
 
-def run_doctor(trace):
-    """commscope doctor's verdict for the top of the report (None if the fault files cannot be read: the
-    rest of the report is still worth having)."""
-    from commscope.analyze.doctor import diagnose, read_fault_files
-
-    try:
-        files = read_fault_files(trace.path) if trace.source == "run" else {}
-    except UserError:
-        files = {}
-    return diagnose(trace, files)
-
-
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report(
@@ -120,11 +108,13 @@ def register(app: typer.Typer) -> None:
         trace = load_with_progress(path, quiet=as_json, with_ops=not as_json)
         window = resolve_steps(trace, window)
         summary = summarize(trace, steps=window, with_hta=hta)
-        diagnosis = run_doctor(trace)  # HTML and terminal only: --json stays summarize()'s document
-        if as_json:
+        if as_json:  # summarize()'s document only (no doctor verdict)
             typer.echo(orjson.dumps(summary, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
                                     | orjson.OPT_INDENT_2).decode())
             return
+        from commscope.analyze.doctor import diagnose_trace
+
+        diagnosis = diagnose_trace(trace, tolerate_bad_files=True)  # at the top of the page and the terminal
         from rich.console import Console
 
         from reports.page import write_report
@@ -138,9 +128,8 @@ def register(app: typer.Typer) -> None:
         console = Console()
         if not console.is_terminal:  # piped/logged output: rich's 80-column default would cut label names
             console = Console(width=140)
-        if diagnosis is not None:
-            from rich.markup import escape
+        from rich.markup import escape
 
-            console.print(f"[bold]doctor:[/] {escape(diagnosis.summary)}", highlight=False)
+        console.print(f"[bold]doctor:[/] {escape(diagnosis.summary)}", highlight=False)
         print_summary(summary, console)
         console.print(f"report: {out}")
