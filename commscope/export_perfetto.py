@@ -20,47 +20,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import orjson
 import pandas as pd
 
+from commscope.analyze.intervals import assign_lanes
 from commscope.errors import UserError
+from commscope.load.frames import rel
 
 # Stable tid blocks so tracks sort the same way in every process: steps, compute, regions, comm, hooks.
 _TID_BASE = {"steps": 1, "compute": 100, "regions": 300, "comm": 1000, "hooks": 5000}
-
-
-def assign_lanes(starts: Iterable[float], ends: Iterable[float]) -> np.ndarray:
-    """Greedy interval-graph colouring: lane index per interval so that intervals in one lane never overlap.
-
-    Intervals are visited by start time; each goes to the lowest-numbered lane that is free at its start
-    (touching end == start counts as free). The number of lanes equals the maximum nesting depth, which
-    is optimal for interval graphs.
-    """
-    s = np.asarray(list(starts) if not isinstance(starts, np.ndarray) else starts, dtype=np.float64)
-    e = np.asarray(list(ends) if not isinstance(ends, np.ndarray) else ends, dtype=np.float64)
-    lanes = np.zeros(len(s), dtype=np.int64)
-    lane_end: list[float] = []
-    for i in np.argsort(s, kind="stable"):
-        for lane, free_at in enumerate(lane_end):
-            if free_at <= s[i]:
-                lanes[i] = lane
-                lane_end[lane] = e[i]
-                break
-        else:
-            lanes[i] = len(lane_end)
-            lane_end.append(e[i])
-    return lanes
-
-
-def rel_ns(col: pd.Series, base: int) -> np.ndarray:
-    """Nanoseconds since `base` as float64 (NaN where missing). Integer columns are subtracted as
-    integers first: float64 of Unix-epoch ns (~1.8e18) only resolves 256 ns."""
-    if pd.api.types.is_integer_dtype(col.dtype):
-        return (col.astype("Int64") - base).to_numpy(dtype="float64", na_value=np.nan)
-    return pd.to_numeric(col, errors="coerce").to_numpy(dtype="float64") - float(base)
 
 
 def _num(v: Any) -> Any:
@@ -83,7 +54,7 @@ def _num(v: Any) -> Any:
 
 def _collective_span(c: pd.DataFrame, t0: int) -> tuple[np.ndarray, np.ndarray]:
     """When the collective ran: execution start/end where measured (CUDA), else launch→completion."""
-    start, call, end = rel_ns(c["start_ns"], t0), rel_ns(c["call_ns"], t0), rel_ns(c["end_ns"], t0)
+    start, call, end = rel(c["start_ns"], t0), rel(c["call_ns"], t0), rel(c["end_ns"], t0)
     start = np.where(np.isnan(start), call, start)
     return start, end
 
@@ -153,8 +124,8 @@ def build_perfetto(trace: Any) -> dict:
 
         st = _rank_frame(trace.steps, rank)
         if len(st):
-            em.slices("steps", "steps", rel_ns(st["start_ns"], t0),
-                      rel_ns(st["end_ns"], t0), [f"step {int(s)}" for s in st["step"]],
+            em.slices("steps", "steps", rel(st["start_ns"], t0),
+                      rel(st["end_ns"], t0), [f"step {int(s)}" for s in st["step"]],
                       [{"step": int(s), "loss": _num(l)} for s, l in zip(st["step"], st["loss"])], "step")
 
         comp = _rank_frame(trace.compute, rank)
@@ -163,14 +134,14 @@ def build_perfetto(trace: Any) -> dict:
             for stream in sorted(set(streams), key=lambda x: (x is None, str(x))):
                 sub = comp[(streams == stream).to_numpy()] if stream is not None else comp[streams.isna().to_numpy()]
                 label = "compute" if stream is None else f"compute stream {stream}"
-                em.slices("compute", label, rel_ns(sub["start_ns"], t0),
-                          rel_ns(sub["end_ns"], t0), [str(n) for n in sub["name"]],
+                em.slices("compute", label, rel(sub["start_ns"], t0),
+                          rel(sub["end_ns"], t0), [str(n) for n in sub["name"]],
                           [{"kind": _num(k), "step": _num(s)} for k, s in zip(sub["kind"], sub["step"])], "compute")
 
         reg = _rank_frame(getattr(trace, "regions", None), rank)
         if len(reg):
-            em.slices("regions", "regions", rel_ns(reg["start_ns"], t0),
-                      rel_ns(reg["end_ns"], t0), [str(n) for n in reg["name"]],
+            em.slices("regions", "regions", rel(reg["start_ns"], t0),
+                      rel(reg["end_ns"], t0), [str(n) for n in reg["name"]],
                       [{"step": _num(s), "micro_step": _num(m)} for s, m in zip(reg["step"], reg["micro_step"])],
                       "region")
 

@@ -29,8 +29,9 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from commscope.analyze import intervals as iv
+from commscope.analyze.intervals import assign_lanes
 from commscope.analyze.exposure import compute_sets
-from commscope.export_perfetto import assign_lanes, rel_ns
+from commscope.load.frames import rel
 
 EXPOSED_COLOR = "#d62728"
 COMPUTE_COLOR = "#7f7f7f"
@@ -181,7 +182,7 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
         rc = comp[comp["rank"] == rank]
         rows.append(f"r{rank} compute")
         if len(rc):
-            s, e, n = merge_intervals(rel_ns(rc["start_ns"], t0), rel_ns(rc["end_ns"], t0), max_compute_per_rank)
+            s, e, n = merge_intervals(rel(rc["start_ns"], t0), rel(rc["end_ns"], t0), max_compute_per_rank)
             compute_bars.add(s, e, f"r{rank} compute")
             comp_hx += list((s + e) / 2e6)
             comp_hy += [f"r{rank} compute"] * len(s)
@@ -192,10 +193,10 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
             # Thick bar: execution (start→end) where measured, else launch→completion (all a wall clock
             # knows). Thin line on the same row: launch→execution start (queued behind earlier work).
             # Lanes are assigned on the thick bars only, so queued launches don't multiply the rows.
-            launch = rel_ns(cc["call_ns"], t0)
-            start = rel_ns(cc["start_ns"], t0)
+            launch = rel(cc["call_ns"], t0)
+            start = rel(cc["start_ns"], t0)
             start = np.where(np.isnan(start), launch, start)
-            end = rel_ns(cc["end_ns"], t0)
+            end = rel(cc["end_ns"], t0)
             ok = ~(np.isnan(start) | np.isnan(end))
             lanes = np.zeros(len(cc), dtype=np.int64)
             if ok.any():

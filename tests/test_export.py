@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from commscope.errors import UserError
-from commscope.export_perfetto import build_perfetto, rel_ns, write_perfetto
+from commscope.export_perfetto import build_perfetto, write_perfetto
+from commscope.load.frames import rel
 from report_trace import T, US, make_trace
 
 
@@ -36,10 +37,10 @@ def thread_names(doc: dict) -> dict:
             if e["ph"] == "M" and e["name"] == "thread_name"}
 
 
-def test_rel_ns_keeps_nanoseconds_on_epoch_axis():
+def test_rel_keeps_nanoseconds_on_epoch_axis():
     col = pd.Series([T + 1, T + 3], dtype="int64")
-    assert rel_ns(col, T).tolist() == [1.0, 3.0]
-    assert np.isnan(rel_ns(pd.Series([np.nan, 5.0]), 0)[0])
+    assert rel(col, T).tolist() == [1.0, 3.0]
+    assert np.isnan(rel(pd.Series([np.nan, 5.0]), 0)[0])
 
 
 def test_export_structure_counts_and_args():

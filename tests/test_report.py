@@ -10,7 +10,7 @@ import pytest
 from commscope.analyze.exposure import collective_table, compute_sets
 from commscope.commands.report import check_output, parse_steps, resolve_steps
 from commscope.errors import UserError
-from commscope.export_perfetto import assign_lanes
+from commscope.analyze.intervals import assign_lanes
 from report_trace import T, US, make_trace
 from reports.page import render_html
 from reports.sections import SECTIONS, ReportContext, Section
