@@ -33,10 +33,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from commscope import FLIGHT_RECORDER_DIR, SCHEMA_VERSION
 from commscope.errors import UserError
+from instrumented_model.train import PROGRESS_PREFIX  # importing train does not import torch
 
-SCHEMA_VERSION = 1
-PROGRESS_PREFIX = "@@commscope "  # instrumented_model.train.PROGRESS_PREFIX (not imported: no torch here)
 # torch.distributed.run --tee prefixes each line with "[<role><local_rank>]:"
 _TEE_PREFIX = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
 _RUN_FILES = ("summary.json", "config.json", "launcher.log")
@@ -44,7 +44,6 @@ _SHUTDOWN_GRACE_S = 30
 # After the first sign of a fault (a watchdog report, a failed rank) torch.distributed.run gets this long to
 # tear the job down before the whole session is killed: `run` ends within the hang timeout + a few seconds.
 _FAULT_TEARDOWN_S = 10
-FLIGHT_RECORDER_DIR = "flight_recorder"  # NCCL Flight Recorder dumps (docs/faults.md)
 
 
 @dataclass

@@ -28,7 +28,7 @@ import time
 import traceback
 from typing import Sequence
 
-from commscope import faults
+from commscope import SCHEMA_VERSION, faults
 from commscope.errors import UserError
 
 PROGRESS_PREFIX = "@@commscope "
@@ -227,7 +227,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
             rec.write_config(config)
         else:
             with open(os.path.join(args.out, "config.json"), "w") as f:
-                json.dump({"schema_version": 1, **config}, f, indent=1, default=str)
+                json.dump({"schema_version": SCHEMA_VERSION, **config}, f, indent=1, default=str)
         progress({"event": "start", "world_size": world_size, "backend": args.backend, "device": str(device),
                   "preset": args.preset, "steps": args.steps, "batch_size": args.batch_size,
                   "seq_len": cfg.seq_len, "params": sum(p.numel() for p in params.values())})

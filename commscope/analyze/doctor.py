@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from commscope import FLIGHT_RECORDER_DIR
 from commscope.analyze import skew
 from commscope.errors import UserError
 from commscope.load.files import read_bytes, read_json
@@ -50,7 +51,6 @@ _CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connec
                           r"Read error|Write error|recv|send", re.I)
 _LAUNCH_COLS = ["rank", "group", "group_size", "seq", "label", "op", "bytes", "dtype", "step", "call_ns", "wait_ns",
                 "finished", "source"]
-FR_DIR = "flight_recorder"
 
 
 @dataclass
@@ -105,7 +105,7 @@ def read_flight_recorder(path: str) -> dict:
 
 
 def _fr_files(run_dir: str) -> dict[int, str]:
-    d = os.path.join(run_dir, FR_DIR)
+    d = os.path.join(run_dir, FLIGHT_RECORDER_DIR)
     out = {}
     if os.path.isdir(d):
         for n in sorted(os.listdir(d)):

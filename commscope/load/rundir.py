@@ -13,12 +13,12 @@ import re
 import numpy as np
 import pandas as pd
 
+from commscope import SCHEMA_VERSION
 from commscope.errors import UserError
 from commscope.load import kineto
 from commscope.load.files import read_json, read_jsonl
 from commscope.load.frames import COLUMNS, Trace, frame, is_ns, ns_array
 
-SCHEMA_VERSION = 1
 _RANK_DIR = re.compile(r"^rank(\d+)$")
 # Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
 _COMPUTE_NAMES = ("forward", "backward")

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import torch
 import torch.distributed as dist
 
+from commscope import SCHEMA_VERSION
 from commscope.errors import UserError
 from commscope.record.api import CollectiveHandle, NullRecorder, StepInfo
 from commscope.record.clock import ClockSync, align_clocks, epoch_base_ns
@@ -44,7 +45,6 @@ from commscope.record.profiler_window import ProfilerWindow, parse_steps
 from commscope.record.sink import EventSink, write_json_atomic
 from commscope.record.timing import CudaClock, GpuStamp
 
-SCHEMA_VERSION = 1
 MODES = ("light", "full")
 # `mode="full"` without explicit steps profiles steps 1..2: step 0 carries one-time warm-up costs.
 DEFAULT_FULL_WINDOW = (1, 3)

@@ -23,10 +23,10 @@ import time
 import traceback
 from typing import Any, Callable
 
+from commscope import FLIGHT_RECORDER_DIR, SCHEMA_VERSION
 from commscope.record.sink import write_json_atomic
 
 HANG_EXIT = 124  # timeout(1)'s code: "ran past its limit"
-SCHEMA_VERSION = 1
 
 
 def _stacks() -> dict[str, list[str]]:
@@ -61,7 +61,7 @@ def dump_flight_recorder(recorder: Any) -> bool:
         blob = _dump_nccl_trace(True, True, False)  # collectives, stack traces, not only active ones
     except Exception:  # noqa: BLE001 - older/newer torch without this private hook
         return False
-    d = recorder.run_dir / "flight_recorder"
+    d = recorder.run_dir / FLIGHT_RECORDER_DIR
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / f".rank_{recorder.rank}.tmp"
     tmp.write_bytes(blob)
