@@ -98,6 +98,10 @@ def test_gloo_launches_paired_with_executions(gloo):
     assert by[("w", "allreduce", "all_reduce")] == 3
     ag = c[(c["rank"] == 0) & (c["op"] == "all_gather")]
     assert len(ag) == 3 and (ag["label"] == "_allgather_base").all() and ag["phase"].isna().all()
+    # every call's dtype and full-array bytes are known, the all_reduce too (its c10d::allreduce_ launch
+    # records "TensorList"; the paired gloo:all_reduce execution records "float"): y is 64×64 fp32
+    assert (c["dtype"] == "float").all() and c["bytes"].notna().all()
+    assert (c.loc[c["op"] == "all_reduce", "bytes"] == 64 * 64 * 4).all()
     # same (group, seq) on both ranks is the same collective
     g = c.groupby(["group", "seq"]).agg(n=("rank", "size"), ops=("op", "nunique"))
     assert (g["n"] == 2).all() and (g["ops"] == 1).all()
@@ -180,3 +184,13 @@ def test_ops_in_the_first_pass_equal_the_lazy_second_pass(path):
     pd.testing.assert_frame_equal(eager.ops, lazy.ops)
     a, b = (3, 5) if eager.source == "kineto" else (0, 10**9)  # a step window slices both the same way
     pd.testing.assert_frame_equal(eager.select_steps((a, b)).ops, lazy.select_steps((a, b)).ops)
+
+
+def test_dtype_sizes_cover_the_names_kineto_records():
+    from commscope.load.frames import dtype_size
+
+    recorded = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "double": 8, "long int": 8, "int": 4,
+                "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::Float8_e4m3fn": 1,
+                "c10::Float8_e5m2": 1, "c10::complex<float>": 8, "torch.bfloat16": 2}
+    assert {n: dtype_size(n) for n in recorded} == recorded
+    assert np.isnan(dtype_size("TensorList")) and np.isnan(dtype_size(None))

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze.layout_attrib import attribute
+from commscope.load.frames import dtype_size
 
 FINDING_COLUMNS = [
     "rank", "op", "kernel", "dims", "strides", "dtypes", "numel", "bytes", "duration_us",
@@ -45,13 +46,18 @@ POINTWISE_OPS = re.compile(
 # (50304, 768) on one H200 ran at 4.2 TB/s, an aligned copy at 4.07 TB/s.
 KNOWN_COPY_GBPS = {"H200": 4300.0}
 
-DTYPE_BYTES = {
-    "float": 4, "c10::BFloat16": 2, "c10::Half": 2, "double": 8, "long int": 8, "int": 4,
-    "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::Float8_e4m3fn": 1,
-    "c10::Float8_e5m2": 1, "c10::complex<float>": 8,
-}
 # Kernel names spell the element type in the functor's template argument.
 _KERNEL_DTYPE = [("c10::BFloat16", 2), ("c10::Half", 2), ("c10::Float8", 1), ("double", 8), ("float", 4)]
+
+
+def kernel_elem_size(kernel: str) -> int | None:
+    """Element size from a kernel name's template argument (e.g. `CUDAFunctor_add<c10::BFloat16>`), or None."""
+    return next((size for token, size in _KERNEL_DTYPE if token in kernel), None)
+
+
+def _dtype_bytes(name: Any) -> int | None:
+    size = dtype_size(name)
+    return None if np.isnan(size) else int(size)
 
 
 def known_copy_gbps(device_name: str | None) -> float | None:
@@ -95,14 +101,11 @@ def _elem_sizes(dtypes: Any, kernel: str | None, dims: Sequence[Sequence[int]]) 
     dtypes, else the kernel's template argument; None when neither says."""
     tensor = [bool(d) for d in dims]
     if isinstance(dtypes, (list, tuple)) and len(dtypes) >= len(dims):
-        sizes = [DTYPE_BYTES.get(t) if is_t else 0 for t, is_t in zip(dtypes, tensor)]
+        sizes = [_dtype_bytes(t) if is_t else 0 for t, is_t in zip(dtypes, tensor)]
         if all(s is not None for s in sizes):
             return sizes
-    if kernel:
-        for token, size in _KERNEL_DTYPE:
-            if token in kernel:
-                return [size if is_t else 0 for is_t in tensor]
-    return None
+    size = kernel_elem_size(kernel) if kernel else None
+    return None if size is None else [size if is_t else 0 for is_t in tensor]
 
 
 def bytes_moved(op: str, dims: Sequence[Sequence[int]], elem_sizes: Sequence[int]) -> int:

@@ -20,12 +20,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from commscope.analyze.layout import FINDING_COLUMNS, known_copy_gbps
+from commscope.analyze.layout import FINDING_COLUMNS, kernel_elem_size, known_copy_gbps
 
 _GENERIC = re.compile(r"\bat::native::elementwise_kernel<(\d+), (\d+), (.*)")
 _VECTOR = re.compile(r"\bat::native::vectorized_elementwise_kernel<(\d+), (.*)")
 _ARITY = re.compile(r"std::array<char\*, (\d+)ul?>")
-_DTYPES = [("c10::BFloat16", 2), ("c10::Half", 2), ("c10::Float8", 1), ("double", 8), ("float", 4)]
 
 RATIO_MIN = 1.5   # generic kernel at least this much slower than its vectorized peer
 BANDWIDTH_FRACTION = 0.5   # or below this fraction of the device's copy bandwidth
@@ -37,13 +36,6 @@ def functor_key(text: str) -> str:
     text = re.sub(r"^at::native::(\(anonymous namespace\)::)?", "", text)
     m = re.match(r"[A-Za-z_][\w:]*(<[^()]*?>)?", text)
     return m.group(0) if m else text[:40]
-
-
-def _dtype_size(name: str) -> int | None:
-    for token, size in _DTYPES:
-        if token in name:
-            return size
-    return None
 
 
 def _parse(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -65,7 +57,7 @@ def _parse(kernels: pd.DataFrame) -> pd.DataFrame:
             continue
         arity = _ARITY.search(name)
         rows.append({"_idx": idx, "rank": rank, "name": name, "kind": kind, "key": functor_key(rest),
-                     "elem": _dtype_size(name), "numel": numel, "blocks": blocks, "threads": threads,
+                     "elem": kernel_elem_size(name), "numel": numel, "blocks": blocks, "threads": threads,
                      "arity": int(arity.group(1)) if arity else None, "external_id": ext,
                      "dur_ns": int(end - start), "start_ns": int(start)})
     return pd.DataFrame(rows)

@@ -183,18 +183,23 @@ def normalize_op(name: str) -> str:
     return base or "unknown"
 
 
+# Element sizes by dtype name: torch's (`torch.bfloat16`), short forms, and the C++ spellings Kineto records
+# in an op's "Input type" (`c10::BFloat16`, `long int`, `signed char`, `c10::complex<float>`, ...).
 DTYPE_SIZES = {
     "float": 4, "float32": 4, "fp32": 4, "f32": 4, "int": 4, "int32": 4, "half": 2, "float16": 2, "fp16": 2,
-    "bfloat16": 2, "bf16": 2, "c10::bfloat16": 2, "c10::half": 2, "double": 8, "float64": 8, "long": 8,
-    "int64": 8, "byte": 1, "uint8": 1, "char": 1, "int8": 1, "bool": 1, "short": 2, "int16": 2,
-    "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "bfloat16": 2, "bf16": 2, "double": 8, "float64": 8, "long": 8, "long int": 8, "int64": 8, "byte": 1,
+    "uint8": 1, "unsigned char": 1, "char": 1, "signed char": 1, "int8": 1, "bool": 1, "short": 2,
+    "short int": 2, "int16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "complex<float>": 8, "complex64": 8,
+    "complex<double>": 16, "complex128": 16,
 }
 
 
 def dtype_size(dtype: Any) -> float:
+    """Bytes per element of a dtype name (see DTYPE_SIZES), NaN when unknown or not a string."""
     if not isinstance(dtype, str):
         return np.nan
-    return DTYPE_SIZES.get(dtype.lower().replace("torch.", ""), np.nan)
+    name = dtype.lower().removeprefix("torch.").removeprefix("c10::")
+    return DTYPE_SIZES.get(name, np.nan)
 
 
 def assign_steps(rank_of_event: np.ndarray, t_ns: np.ndarray, steps: pd.DataFrame) -> np.ndarray:

@@ -177,6 +177,11 @@ def _numels(dims) -> list[int]:
     return out
 
 
+def _dtype_of(args: dict) -> str | None:
+    """The first known dtype among an op's recorded input types."""
+    return next((t for t in args.get("Input type") or [] if isinstance(t, str) and not np.isnan(dtype_size(t))), None)
+
+
 def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
     names = ops_all["name"]
     is_launch = names.str.startswith("c10d::").to_numpy()
@@ -206,8 +211,9 @@ def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
                 pick = j
                 break
         # full-array bytes: reduce_scatter input, all_gather output, else the (summed) tensor(s)
-        types = la_args[i].get("Input type") or []
-        dt = next((t for t in types if isinstance(t, str) and not np.isnan(dtype_size(t))), None)
+        dt = _dtype_of(la_args[i])
+        if dt is None and pick >= 0:  # a TensorList launch records "TensorList"; its gloo execution the dtype
+            dt = _dtype_of(op_args[int(ex.index[pick])])
         if numels:
             nel = max(numels) if op in ("reduce_scatter", "all_gather") else sum(numels)
         else:
