@@ -34,6 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from commscope import FLIGHT_RECORDER_DIR, SCHEMA_VERSION
+from commscope.atomic import write_json_atomic
 from commscope.errors import UserError
 from instrumented_model.train import PROGRESS_PREFIX  # importing train does not import torch
 
@@ -263,10 +264,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     if start.get("device"):
         summary["device"] = start["device"].split(":")[0]
     if topology.nnodes == 1 or topology.node_rank in (None, 0):
-        tmp = os.path.join(out, "summary.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(summary, f, indent=1)
-        os.replace(tmp, os.path.join(out, "summary.json"))
+        write_json_atomic(os.path.join(out, "summary.json"), summary)
     print_summary(console, summary, out)
     if status not in ("completed", "interrupted"):
         print_diagnosis(console, out)

@@ -29,6 +29,7 @@ import traceback
 from typing import Sequence
 
 from commscope import SCHEMA_VERSION, faults
+from commscope.atomic import write_json_atomic
 from commscope.errors import UserError
 
 PROGRESS_PREFIX = "@@commscope "
@@ -144,11 +145,8 @@ def split_labels(s: str) -> tuple[str, ...]:
 
 def write_status(run_dir: str, rank: int, status: str, error: str | None, last_step: int) -> None:
     """rank{R}/status.json (docs/run_format.md), written atomically so a reader never sees half of it."""
-    path = os.path.join(run_dir, f"rank{rank}", "status.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"status": status, "error": error, "last_step": last_step}, f)
-    os.replace(tmp, path)
+    write_json_atomic(os.path.join(run_dir, f"rank{rank}", "status.json"),
+                      {"status": status, "error": error, "last_step": last_step})
 
 
 def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
@@ -226,8 +224,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
         if rec.enabled:
             rec.write_config(config)
         else:
-            with open(os.path.join(args.out, "config.json"), "w") as f:
-                json.dump({"schema_version": SCHEMA_VERSION, **config}, f, indent=1, default=str)
+            write_json_atomic(os.path.join(args.out, "config.json"), {"schema_version": SCHEMA_VERSION, **config})
         progress({"event": "start", "world_size": world_size, "backend": args.backend, "device": str(device),
                   "preset": args.preset, "steps": args.steps, "batch_size": args.batch_size,
                   "seq_len": cfg.seq_len, "params": sum(p.numel() for p in params.values())})
@@ -267,17 +264,14 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
 
 
 def finish(args: argparse.Namespace, rank: int, state: dict, status: str, error: str | None) -> None:
-    """Leave this rank's last words: stop the watchdog, write in-flight collectives on an abnormal end,
-    close the recorder and make sure status.json exists. Runs once, on the main thread or the TermGuard."""
+    """Leave this rank's last words: stop the watchdog, close the recorder (which writes in-flight
+    collectives on an abnormal end, and status.json) and make sure status.json exists (--trace off, or a
+    recorder that failed). Runs once, on the main thread or the TermGuard."""
     rec = state["rec"]
     if state.get("watchdog") is not None:
         state["watchdog"].stop()
     if rec is not None:
         try:
-            if status != "completed":
-                from commscope.record.watchdog import write_inflight
-
-                write_inflight(rec, error)  # how far this rank got, for `commscope doctor`
             rec.close(status, error)
         except Exception:  # noqa: BLE001 - the status below still has to be written
             traceback.print_exc()

@@ -279,3 +279,28 @@ def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch):
         assert all(r["timing"] == "cuda_event" for r in regs)
         # the fake GPU is instant, so event times equal host times: inside the step, in order
         assert st["start_ns"] <= regs[0]["start_ns"] <= regs[0]["end_ns"] <= regs[1]["start_ns"] <= regs[1]["end_ns"] <= st["end_ns"]
+
+
+def test_close_from_two_threads_closes_once_and_the_second_caller_finds_the_status(tmp_path, monkeypatch):
+    """The main thread, the watchdog and TermGuard may all close: the first caller writes (here slowly),
+    the second waits until status.json is there instead of returning early; an abnormal end also leaves
+    the in-flight collectives (inflight.json) for doctor."""
+    import threading
+    import time
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    rec.inflight[("0", 4)] = {"kind": "collective", "label": "mlp", "group": "0", "seq": 4, "op": "all_reduce",
+                              "call_ns": 10, "wait_ns": None}
+    slow_sink_close = rec._sink.close
+    monkeypatch.setattr(rec._sink, "close", lambda: (time.sleep(0.5), slow_sink_close()))
+    first = threading.Thread(target=rec.close, args=("failed", "hang watchdog: waited"))
+    first.start()
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    rec.close("failed", "Terminated: by signal 15")  # second caller
+    waited = time.monotonic() - t0
+    first.join()
+    status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert status["error"] == "hang watchdog: waited" and waited >= 0.3
+    inflight = orjson.loads((tmp_path / "rank0" / "inflight.json").read_bytes())
+    assert inflight["reason"] == "hang watchdog: waited" and [r["seq"] for r in inflight["inflight"]] == [4]

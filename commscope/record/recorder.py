@@ -27,6 +27,7 @@ import atexit
 import contextlib
 import os
 import socket
+import threading
 import time
 import weakref
 from collections import defaultdict
@@ -155,6 +156,8 @@ class Recorder(NullRecorder):
         self._pos = 0
         self.last_step: int | None = None
         self._closed = False
+        self._close_lock = threading.Lock()  # the main thread, the watchdog and TermGuard may all close
+        self._close_done = threading.Event()
         window = parse_steps(profile_steps) or (DEFAULT_FULL_WINDOW if mode == "full" else None)
         self._window = (
             ProfilerWindow(window, self.rank_dir / "trace.json.gz", cuda=self._cuda is not None, with_stack=with_stack)
@@ -443,11 +446,19 @@ class Recorder(NullRecorder):
             snap.append(row)
         return snap
 
-    def close(self, status: str = "completed", error: str | None = None) -> None:
-        if self._closed:
+    def close(self, status: str = "completed", error: str | None = None, wait_s: float = 10.0) -> None:
+        """Flush, stop the profiler window, remove hooks, write status.json (and, on an abnormal end,
+        inflight.json). The first caller does it; a caller on another thread meanwhile waits up to `wait_s`
+        for status.json to be written, so whoever exits next finds it there."""
+        if not self._close_lock.acquire(blocking=False):
+            self._close_done.wait(wait_s)
             return
         self._closed = True
         try:
+            if status != "completed":
+                from commscope.record.watchdog import write_inflight
+
+                write_inflight(self, error)  # how far this rank got, for `commscope doctor`
             if self._window is not None and (status == "completed" or self._cuda is None):
                 self._window.finish()
             self._flush(blocking=status == "completed")
@@ -460,6 +471,7 @@ class Recorder(NullRecorder):
                 self.rank_dir / "status.json",
                 {"status": status, "error": error, "last_step": -1 if self.last_step is None else self.last_step},
             )
+            self._close_done.set()
 
     def _at_exit(self) -> None:
         if not self._closed:

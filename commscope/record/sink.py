@@ -18,22 +18,12 @@ from typing import Iterable
 
 import orjson
 
-_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-
-
-def dumps_line(record: dict) -> bytes:
-    return orjson.dumps(record, option=_OPTS, default=str) + b"\n"
+from commscope.atomic import JSON_OPTS as _OPTS
+from commscope.atomic import write_json_atomic  # noqa: F401  (re-exported: the recorder's small JSON files)
 
 
 def _encode(record: dict, _dumps=orjson.dumps, _opts=_OPTS) -> bytes:
     return _dumps(record, option=_opts, default=str)
-
-
-def write_json_atomic(path: Path, obj: dict) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(orjson.dumps(obj, option=_OPTS | orjson.OPT_INDENT_2, default=str) + b"\n")
-    os.replace(tmp, path)
 
 
 class EventSink:

@@ -24,7 +24,7 @@ import traceback
 from typing import Any, Callable
 
 from commscope import FLIGHT_RECORDER_DIR, SCHEMA_VERSION
-from commscope.record.sink import write_json_atomic
+from commscope.atomic import write_bytes_atomic, write_json_atomic
 
 HANG_EXIT = 124  # timeout(1)'s code: "ran past its limit"
 
@@ -63,9 +63,7 @@ def dump_flight_recorder(recorder: Any) -> bool:
         return False
     d = recorder.run_dir / FLIGHT_RECORDER_DIR
     d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".rank_{recorder.rank}.tmp"
-    tmp.write_bytes(blob)
-    os.replace(tmp, d / f"rank_{recorder.rank}")
+    write_bytes_atomic(d / f"rank_{recorder.rank}", blob)
     return True
 
 
@@ -157,8 +155,8 @@ class Watchdog:
             self.rec.close("failed", msg)
         except Exception:  # noqa: BLE001 - the exit below must happen whatever the recorder does
             traceback.print_exc()
-        # close() returns at once if the main thread is already closing (its wait failed when a peer's
-        # watchdog ended that peer): let it finish writing status.json before the process goes.
+        # If the main thread is already closing (its wait failed when a peer's watchdog ended that peer),
+        # Recorder.close waits for it; other recorders may return at once: let status.json appear first.
         status = self.rec.rank_dir / "status.json"
         deadline = time.monotonic() + 10
         while not status.exists() and time.monotonic() < deadline:

@@ -1,0 +1,26 @@
+"""Atomic file writes: a temporary file in the same folder, then `os.replace`, so a reader (another rank,
+`commscope doctor`, the launcher) never sees half a file, whatever kills the writer.
+
+Torch-free and pandas-free on purpose: the launcher and the trainer's exit paths (which may run before
+torch is imported) use it, as does the recorder (`commscope.record.sink` re-exports it).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")  # per process: two writers never share it
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    write_bytes_atomic(path, orjson.dumps(obj, option=JSON_OPTS | orjson.OPT_INDENT_2, default=str) + b"\n")
