@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from commscope.analyze.layout_report import layout_report
-from commscope.commands.layout import grouped, short_kernel
+from commscope.analyze.layout_report import grouped, short_kernel
 from commscope.load import load_path
 
 ROOT = Path(__file__).resolve().parent.parent

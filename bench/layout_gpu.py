@@ -32,7 +32,7 @@ def main() -> None:
     import torch
 
     from commscope.analyze.layout_report import layout_report
-    from commscope.commands.layout import grouped, short_kernel
+    from commscope.analyze.layout_report import grouped, short_kernel
     from commscope.load import load_path
 
     print("machine:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device",

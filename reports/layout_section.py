@@ -19,7 +19,7 @@ CONTENTION_COLUMNS = ["rank", "step", "label", "op", "bytes", "duration_us", "al
 
 def render_layout(ctx) -> str | None:
     from commscope.analyze.layout_report import layout_report
-    from commscope.commands.layout import grouped, short_kernel
+    from commscope.analyze.layout_report import grouped, short_kernel
 
     t = ctx.trace
     if t.ops.empty and t.kernels.empty:

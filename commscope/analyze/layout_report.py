@@ -6,11 +6,13 @@ config.json parameter shapes, the device properties) and how the JSON of `commsc
 looks (docs/layout.md).
 
 Invariant: kernel-only ("low") findings are only added for kernels not launched by an op whose shapes
-were recorded, so one slow kernel is never reported twice.
+were recorded, so one slow kernel is never reported twice. `grouped` / `short_kernel` shape the findings
+for tables (the CLI's and the HTML report's).
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,3 +82,29 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
                                     min_inflation=min_inflation)
     return LayoutReport(findings, contention if len(contention) else pd.DataFrame(columns=CONTENTION_COLUMNS),
                         name)
+
+
+def grouped(findings: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct finding: count, summed time and saving, median GB/s."""
+    if findings.empty:
+        return findings
+    f = findings.assign(_dims=findings["dims"].map(str), _strides=findings["strides"].map(str))
+    keys = ["op", "_dims", "_strides", "where", "confidence", "deliberate"]
+    g = f.groupby(keys, sort=False, dropna=False).agg(
+        count=("rank", "size"), kernel=("kernel", "first"), dims=("dims", "first"), strides=("strides", "first"),
+        duration_us=("duration_us", "sum"), achieved_gbps=("achieved_gbps", "median"),
+        peak_gbps=("peak_gbps", "first"), est_saving_us=("est_saving_us", "sum")).reset_index()
+    g["pct_of_peak"] = 100 * g["achieved_gbps"] / g["peak_gbps"]
+    g["_conf"] = (g["confidence"] != "high").astype(int)
+    return g.sort_values(["_conf", "duration_us"], ascending=[True, False]).drop(columns=["_conf"])
+
+
+def short_kernel(name: str | None) -> str:
+    """`void at::native::elementwise_kernel<128, 4, …>(…)` → `elementwise_kernel<128, 4, …>`."""
+    if not isinstance(name, str):
+        return "—"
+    name = re.sub(r"^void ", "", name)
+    name = re.sub(r"^at::native::(\(anonymous namespace\)::)?", "", name)
+    m = re.match(r"([\w:]+)(<\s*\d+(?:,\s*\d+)?)?", name)
+    base = m.group(1) + ((m.group(2) + ", …>") if m and m.group(2) else "") if m else name
+    return base[:60]

@@ -7,46 +7,20 @@ with a count and summed time; `--json` prints every execution, as docs/layout.md
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 import typer
 
+from commscope.analyze.layout_report import grouped, short_kernel  # noqa: F401  (also this module's API)
 from commscope.errors import UserError
-
-
-def short_kernel(name: str | None) -> str:
-    """`void at::native::elementwise_kernel<128, 4, …>(…)` → `elementwise_kernel<128, 4, …>`."""
-    if not isinstance(name, str):
-        return "—"
-    name = re.sub(r"^void ", "", name)
-    name = re.sub(r"^at::native::(\(anonymous namespace\)::)?", "", name)
-    m = re.match(r"([\w:]+)(<\s*\d+(?:,\s*\d+)?)?", name)
-    base = m.group(1) + ((m.group(2) + ", …>") if m and m.group(2) else "") if m else name
-    return base[:60]
 
 
 def _fmt(v, digits: int = 1) -> str:
     if v is None or (isinstance(v, float) and pd.isna(v)):
         return "—"
     return f"{v:,.{digits}f}"
-
-
-def grouped(findings: pd.DataFrame) -> pd.DataFrame:
-    """One row per distinct finding: count, summed time and saving, median GB/s."""
-    if findings.empty:
-        return findings
-    f = findings.assign(_dims=findings["dims"].map(str), _strides=findings["strides"].map(str))
-    keys = ["op", "_dims", "_strides", "where", "confidence", "deliberate"]
-    g = f.groupby(keys, sort=False, dropna=False).agg(
-        count=("rank", "size"), kernel=("kernel", "first"), dims=("dims", "first"), strides=("strides", "first"),
-        duration_us=("duration_us", "sum"), achieved_gbps=("achieved_gbps", "median"),
-        peak_gbps=("peak_gbps", "first"), est_saving_us=("est_saving_us", "sum")).reset_index()
-    g["pct_of_peak"] = 100 * g["achieved_gbps"] / g["peak_gbps"]
-    g["_conf"] = (g["confidence"] != "high").astype(int)
-    return g.sort_values(["_conf", "duration_us"], ascending=[True, False]).drop(columns=["_conf"])
 
 
 def render(report, console) -> None:
