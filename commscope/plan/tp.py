@@ -6,10 +6,9 @@ that gathers it, computes the update and scatters the result back; groups are pi
 group's gather overlaps this group's compute.
 
 Algorithm: matrices in LPT order (largest cost first); a min-heap of host loads (load, rank) picks the
-least loaded TP rank for each matrix; a matrix is tentatively added to the open group and, if the
-group's bytes would exceed `capacity_bytes`, the addition is rolled back (heap and group restored),
-the group is closed and the matrix opens a new one. A matrix larger than the capacity gets a group of
-its own (matrices are never split).
+least loaded TP rank for each matrix (loads accumulate across groups); a matrix joins the open group
+unless the group's bytes would exceed `capacity_bytes`, in which case the group is closed and the matrix
+opens a new one. A matrix larger than the capacity gets a group of its own (matrices are never split).
 
 Volumes per group: gathering a matrix onto its host moves the (T − 1)/T of it the host lacks; the
 scatter moves the same back. The predicted compute makespan sums each group's slowest host, assuming
@@ -35,15 +34,11 @@ def micro_groups(matrices: list[Matrix], tp: int, costs: dict[int, float], time_
     group_bytes = 0
     for m in real:
         size = m.numel * bytes_per_element
-        saved = list(heap)  # rollback point
-        load, host = heapq.heappop(heap)
-        heapq.heappush(heap, (load + costs[m.index], host))
-        if groups[-1] and group_bytes + size > capacity_bytes:
-            heap = saved  # roll back, close the group, place the matrix again in a fresh one
+        if groups[-1] and group_bytes + size > capacity_bytes:  # close the group; the matrix opens the next
             groups.append([])
             group_bytes = 0
-            load, host = heapq.heappop(heap)
-            heapq.heappush(heap, (load + costs[m.index], host))
+        load, host = heapq.heappop(heap)  # the host does not depend on the group: loads span all groups
+        heapq.heappush(heap, (load + costs[m.index], host))
         groups[-1].append((m, host))
         group_bytes += size
     groups = [g for g in groups if g]
