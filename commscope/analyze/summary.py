@@ -81,7 +81,6 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     sk = skew.arrival_skew(table)
     strag = skew.stragglers(sk, tr.ranks)
     ov = timeline.overlap_by_rank(tr, hta_like=True)
-    dev = timeline.overlap_by_rank(tr, hta_like=False)
     br = timeline.step_breakdown(tr, comp)
     doc: dict[str, Any] = {
         "ranks": len(tr.ranks), "world_size": tr.world_size, "source": tr.source, "backend": tr.backend,
@@ -99,7 +98,8 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                    "exposed_comm_pct": _num(r.exposed_comm_pct, 2), "idle_pct": _num(r.idle_pct, 2)}
                   for r in br.itertuples()],
     }
-    if len(tr.kernels):
+    if len(tr.kernels):  # without device kernels it would equal the HTA-definition numbers above
+        dev = timeline.overlap_by_rank(tr, hta_like=False)
         doc["device_overlap_pct_by_rank"] = {str(r): _num(v, 2) for r, v in zip(dev["rank"], dev["overlap_pct"])}
     if with_hta:
         from commscope import hta_bridge  # HTA is optional and slow: only touched when asked for
