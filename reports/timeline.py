@@ -20,7 +20,6 @@ Invariant: the figure only draws; every number shown in the tables comes from su
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from plotly.colors import qualitative
 
 from commscope.analyze import intervals as iv
 from commscope.analyze.intervals import assign_lanes
-from commscope.analyze.exposure import compute_sets
+from commscope.analyze.exposure import compute_sets, exposed_spans, to_rel
 from commscope.load.frames import rel
 
 EXPOSED_COLOR = "#d62728"
@@ -88,27 +87,10 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray, max_blocks: int) -> tu
 
 def exposed_intervals(coll: pd.DataFrame, compute_set: tuple[np.ndarray, np.ndarray], base: int = 0
                       ) -> list[list[tuple[float, float]]]:
-    """Per collective row, the exposed sub-intervals to highlight, in ns since `base`.
-
-    Same rules as commscope.analyze.exposure.collective_table, so the red drawn length equals the
-    exposed time in the tables: a recorded wait (run directories) exposes its wait_ns→wait_end_ns; a
-    run-directory collective never waited on exposes nothing; otherwise (Kineto) the part of start→end not
-    covered by `compute_set` (the rank's compute intervals from exposure.compute_sets).
-    """
-    cols = {c: pd.to_numeric(coll[c], errors="coerce").to_numpy(np.float64)
-            for c in ("start_ns", "end_ns", "wait_ns", "wait_end_ns")}
-    out: list[list[tuple[float, float]]] = []
-    for j, timing in enumerate(coll["timing"].astype(str)):
-        w0, w1 = cols["wait_ns"][j], cols["wait_end_ns"][j]
-        start, end = cols["start_ns"][j], cols["end_ns"][j]
-        if not (math.isnan(w0) or math.isnan(w1)):
-            out.append([(w0 - base, w1 - base)] if w1 > w0 else [])
-        elif timing in ("wall", "cuda_event") or math.isnan(start) or math.isnan(end):
-            out.append([])
-        else:
-            s, e = iv.subtract((np.array([start]), np.array([end])), compute_set)
-            out.append([(a - base, b - base) for a, b in zip(s.tolist(), e.tolist())])
-    return out
+    """Per collective row, the exposed sub-intervals to highlight, in ns since `base` (`compute_set`: the
+    rank's compute intervals from exposure.compute_sets, absolute ns): exposure.exposed_spans, so the
+    red drawn length equals the exposed time in the tables."""
+    return exposed_spans(coll, to_rel({0: compute_set}, base)[0], base)
 
 
 class Segments:

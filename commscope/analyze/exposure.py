@@ -58,6 +58,35 @@ def to_rel(sets: dict[int, iv.Intervals], o: int) -> dict[int, iv.Intervals]:
     return {r: (rel(s, o), rel(e, o)) for r, (s, e) in sets.items()}
 
 
+def _exposure_rule(c: pd.DataFrame, start, end, wait, wait_end) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which rule sets each collective's exposed time (module docstring): `waited` (a recorded wait),
+    `unwaited` (a run-directory collective never waited on: nothing), `todo` (Kineto: start→end minus
+    compute). Rows in none of them (no start or end) have no exposed time."""
+    waited = ~np.isnan(wait) & ~np.isnan(wait_end)
+    recorded = c["timing"].isin(["wall", "cuda_event"]).to_numpy()
+    todo = ~waited & ~recorded & ~np.isnan(start) & ~np.isnan(end)
+    return waited, ~waited & recorded, todo
+
+
+def exposed_spans(coll: pd.DataFrame, comp: iv.Intervals, origin: int) -> list[list[tuple[float, float]]]:
+    """Per row of one rank's collectives, the exposed sub-intervals in ns since `origin` (`comp`: that
+    rank's compute set on the same axis, see to_rel). Their lengths sum to `collective_table`'s
+    exposed_ns: the same rule, kept as intervals so a timeline can draw them."""
+    start, end = rel(coll["start_ns"], origin), rel(coll["end_ns"], origin)
+    wait, wait_end = rel(coll["wait_ns"], origin), rel(coll["wait_end_ns"], origin)
+    waited, _, todo = _exposure_rule(coll, start, end, wait, wait_end)
+    out: list[list[tuple[float, float]]] = []
+    for j in range(len(coll)):
+        if waited[j]:
+            out.append([(wait[j], wait_end[j])] if wait_end[j] > wait[j] else [])
+        elif todo[j]:
+            s, e = iv.subtract((start[j:j + 1], end[j:j + 1]), comp)
+            out.append(list(zip(s.tolist(), e.tolist())))
+        else:
+            out.append([])
+    return out
+
+
 def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
     """`trace.collectives` plus the columns in the module docstring. `comp`: compute_sets(trace), if
     already computed."""
@@ -73,12 +102,9 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     has_start = ~np.isnan(start)
     c["duration_ns"] = np.where(has_start, end - start, end - call)
     exposed = np.full(len(c), np.nan)
-    waited = ~np.isnan(wait) & ~np.isnan(wait_end)
+    waited, unwaited, todo = _exposure_rule(c, start, end, wait, wait_end)
     exposed[waited] = (wait_end - wait)[waited]
-    # run-dir collectives never waited on (the recorder saw no wait) block nothing
-    recorded = c["timing"].isin(["wall", "cuda_event"]).to_numpy()
-    exposed[~waited & recorded] = 0.0
-    todo = ~waited & ~recorded & has_start & ~np.isnan(end)
+    exposed[unwaited] = 0.0  # run-dir collectives never waited on (the recorder saw no wait) block nothing
     ranks = c["rank"].to_numpy()
     for rank in np.unique(ranks[todo]):
         rows = np.flatnonzero(todo & (ranks == rank))
