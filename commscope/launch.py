@@ -36,6 +36,7 @@ from rich.table import Table
 from commscope import FLIGHT_RECORDER_DIR, SCHEMA_VERSION
 from commscope.atomic import write_json_atomic
 from commscope.errors import UserError
+from commscope.run_layout import is_run_dir, rank_dirs, read_status
 from instrumented_model.train import PROGRESS_PREFIX  # importing train does not import torch
 
 # torch.distributed.run --tee prefixes each line with "[<role><local_rank>]:"
@@ -125,13 +126,13 @@ def prepare_run_dir(path: str) -> None:
     entries = os.listdir(path)
     if not entries:
         return
-    if not any(e in ("summary.json", "config.json") or re.fullmatch(r"rank\d+", e) for e in entries):
+    if not is_run_dir(path):
         raise UserError(f"--out {path} is not empty and holds no commscope run; choose another directory")
+    for d in rank_dirs(path).values():
+        shutil.rmtree(d)
     for e in entries:
         p = os.path.join(path, e)
-        if re.fullmatch(r"rank\d+", e) and os.path.isdir(p):
-            shutil.rmtree(p)
-        elif e in _RUN_FILES:
+        if e in _RUN_FILES:
             os.remove(p)
         elif e == FLIGHT_RECORDER_DIR and os.path.isdir(p):
             shutil.rmtree(p)
@@ -141,16 +142,12 @@ def rank_statuses(run_dir: str, ranks: range | list[int]) -> dict[str, dict]:
     """Each expected rank's status.json, or a stand-in saying why there is none."""
     out = {}
     for r in ranks:
-        p = os.path.join(run_dir, f"rank{r}", "status.json")
         try:
-            with open(p) as f:
-                st = json.load(f)
-            if not isinstance(st, dict) or "status" not in st:
-                raise ValueError
-        except FileNotFoundError:
-            st = {"status": "crashed", "error": "no status.json: the process ended without writing one", "last_step": None}
-        except (ValueError, OSError):
+            st = read_status(os.path.join(run_dir, f"rank{r}"))
+        except ValueError:
             st = {"status": "crashed", "error": "unreadable status.json", "last_step": None}
+        if st is None:
+            st = {"status": "crashed", "error": "no status.json: the process ended without writing one", "last_step": None}
         if os.path.exists(os.path.join(run_dir, f"rank{r}", "watchdog.json")):
             st = {**st, "status": "hung"}
         out[str(r)] = st
@@ -248,8 +245,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
             reaper_stop.set()
             shutil.rmtree(logdir, ignore_errors=True)
 
-    ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(
-        int(e[4:]) for e in os.listdir(out) if re.fullmatch(r"rank\d+", e))
+    ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(rank_dirs(out))
     statuses = rank_statuses(out, ranks)
     status = overall_status(exit_code, statuses, interrupted)
     start = prog.start
@@ -296,18 +292,15 @@ def flight_recorder_env(out: str, env: dict) -> dict:
 
 def fault_seen(out: str) -> bool:
     """True once any rank wrote a watchdog report or a non-completed status."""
-    for e in os.listdir(out):
-        d = os.path.join(out, e)
-        if not re.fullmatch(r"rank\d+", e) or not os.path.isdir(d):
-            continue
+    for d in rank_dirs(out).values():
         if os.path.exists(os.path.join(d, "watchdog.json")):
             return True
         try:
-            with open(os.path.join(d, "status.json")) as f:
-                if json.load(f).get("status") != "completed":
-                    return True
-        except (OSError, ValueError, AttributeError):
+            st = read_status(d)
+        except ValueError:  # being written, or torn: the next poll looks again
             continue
+        if st is not None and st.get("status") != "completed":
+            return True
     return False
 
 

@@ -41,6 +41,7 @@ from commscope.analyze import skew
 from commscope.errors import UserError
 from commscope.load.files import read_bytes, read_json
 from commscope.load.frames import Trace
+from commscope.run_layout import rank_dirs
 
 VERDICTS = ("ok", "crash", "desync", "hang", "straggler", "failed", "incomplete")
 STRAGGLER_MS = 100.0
@@ -146,17 +147,14 @@ def flight_recorder_launches(docs: dict[int, dict]) -> pd.DataFrame:
 def read_fault_files(run_dir: str) -> dict:
     """watchdog.json / inflight.json per rank and the Flight Recorder dumps of a run directory."""
     out: dict[str, dict] = {"watchdog": {}, "inflight": {}, "flight_recorder": {}}
-    for n in sorted(os.listdir(run_dir)):
-        m = re.fullmatch(r"rank(\d+)", n)
-        if not m:
-            continue
+    for rank, d in sorted(rank_dirs(run_dir).items()):
         for kind in ("watchdog", "inflight"):
-            p = os.path.join(run_dir, n, f"{kind}.json")
+            p = os.path.join(d, f"{kind}.json")
             if os.path.isfile(p):
                 doc = read_json(p)
                 if not isinstance(doc, dict) or not isinstance(doc.get("inflight", []), list):
                     raise UserError(f"{p} is not a commscope {kind} report")
-                out[kind][int(m.group(1))] = doc
+                out[kind][rank] = doc
     for rank, p in _fr_files(run_dir).items():
         out["flight_recorder"][rank] = read_flight_recorder(p)
     return out

@@ -8,7 +8,6 @@ present, is parsed as a Kineto trace to fill `kernels` and `ops`. A rank folder 
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 import pandas as pd
@@ -18,25 +17,13 @@ from commscope.errors import UserError
 from commscope.load import kineto
 from commscope.load.files import read_json, read_jsonl
 from commscope.load.frames import COLUMNS, Trace, frame, is_ns, ns_array
+from commscope.run_layout import is_run_dir, rank_dirs  # noqa: F401  (is_run_dir: also this module's API)
 
-_RANK_DIR = re.compile(r"^rank(\d+)$")
 # Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
 _COMPUTE_NAMES = ("forward", "backward")
 _COMPUTE_PREFIXES = ("update:", "compute:")
 
 
-def rank_dirs(path: str) -> dict[int, str]:
-    out = {}
-    for n in os.listdir(path):
-        m = _RANK_DIR.match(n)
-        if m and os.path.isdir(os.path.join(path, n)):
-            out[int(m.group(1))] = os.path.join(path, n)
-    return out
-
-
-def is_run_dir(path: str) -> bool:
-    return (os.path.isfile(os.path.join(path, "summary.json")) or os.path.isfile(os.path.join(path, "config.json"))
-            or bool(rank_dirs(path)))
 
 
 def _check_schema(doc: dict, where: str) -> None:
