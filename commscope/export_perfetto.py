@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from commscope.analyze.exposure import collective_span
 from commscope.analyze.intervals import assign_lanes
 from commscope.errors import UserError
 from commscope.load.frames import rel
@@ -50,13 +51,6 @@ def _num(v: Any) -> Any:
     except (TypeError, ValueError):
         pass
     return v
-
-
-def _collective_span(c: pd.DataFrame, t0: int) -> tuple[np.ndarray, np.ndarray]:
-    """When the collective ran: execution start/end where measured (CUDA), else launch→completion."""
-    start, call, end = rel(c["start_ns"], t0), rel(c["call_ns"], t0), rel(c["end_ns"], t0)
-    start = np.where(np.isnan(start), call, start)
-    return start, end
 
 
 class _Emitter:
@@ -147,7 +141,7 @@ def build_perfetto(trace: Any) -> dict:
 
         coll = _rank_frame(trace.collectives, rank)
         if len(coll):
-            start, end = _collective_span(coll, t0)
+            _, start, end = collective_span(coll, t0)
             records = coll.to_dict("records")
             for label in sorted(coll["label"].astype(str).unique()):
                 sel = (coll["label"].astype(str) == label).to_numpy()

@@ -29,7 +29,7 @@ from plotly.colors import qualitative
 
 from commscope.analyze import intervals as iv
 from commscope.analyze.intervals import assign_lanes
-from commscope.analyze.exposure import compute_sets, exposed_spans, to_rel
+from commscope.analyze.exposure import collective_span, compute_sets, exposed_spans, to_rel
 from commscope.load.frames import rel
 
 EXPOSED_COLOR = "#d62728"
@@ -175,10 +175,7 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
             # Thick bar: execution (start→end) where measured, else launch→completion (all a wall clock
             # knows). Thin line on the same row: launch→execution start (queued behind earlier work).
             # Lanes are assigned on the thick bars only, so queued launches don't multiply the rows.
-            launch = rel(cc["call_ns"], t0)
-            start = rel(cc["start_ns"], t0)
-            start = np.where(np.isnan(start), launch, start)
-            end = rel(cc["end_ns"], t0)
+            launch, start, end = collective_span(cc, t0)
             ok = ~(np.isnan(start) | np.isnan(end))
             lanes = np.zeros(len(cc), dtype=np.int64)
             if ok.any():

@@ -58,6 +58,14 @@ def to_rel(sets: dict[int, iv.Intervals], o: int) -> dict[int, iv.Intervals]:
     return {r: (rel(s, o), rel(e, o)) for r, (s, e) in sets.items()}
 
 
+def collective_span(coll: pd.DataFrame, origin: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(launch, start, end) in ns since `origin`: `start` is the measured execution start (kernel, gloo
+    thread), else the launch (a wall clock only knows launch → completion). NaN where unknown."""
+    launch = rel(coll["call_ns"], origin)
+    start = rel(coll["start_ns"], origin)
+    return launch, np.where(np.isnan(start), launch, start), rel(coll["end_ns"], origin)
+
+
 def _exposure_rule(c: pd.DataFrame, start, end, wait, wait_end) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Which rule sets each collective's exposed time (module docstring): `waited` (a recorded wait),
     `unwaited` (a run-directory collective never waited on: nothing), `todo` (Kineto: start→end minus
@@ -97,10 +105,10 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
         return c
     o = origin_ns(trace)
     comp = _compute_sets_rel(trace, o) if comp is None else to_rel(comp, o)
-    start, end, call = rel(c["start_ns"], o), rel(c["end_ns"], o), rel(c["call_ns"], o)
+    _, span_start, end = collective_span(c, o)
+    start = rel(c["start_ns"], o)  # measured execution start only: exposure by subtraction needs it
     wait, wait_end = rel(c["wait_ns"], o), rel(c["wait_end_ns"], o)
-    has_start = ~np.isnan(start)
-    c["duration_ns"] = np.where(has_start, end - start, end - call)
+    c["duration_ns"] = end - span_start
     exposed = np.full(len(c), np.nan)
     waited, unwaited, todo = _exposure_rule(c, start, end, wait, wait_end)
     exposed[waited] = (wait_end - wait)[waited]

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze import intervals as iv
-from commscope.analyze.exposure import _compute_sets_rel, to_rel
+from commscope.analyze.exposure import _compute_sets_rel, collective_span, to_rel
 from commscope.load.frames import Trace, origin_ns, rel
 
 BREAKDOWN_COLS = ["rank", "step", "start_ns", "end_ns", "step_ns", "compute_ns", "exposed_comm_ns", "idle_ns",
@@ -35,7 +35,8 @@ def comm_sets(trace: Trace, o: int) -> dict[int, iv.Intervals]:
     c = trace.collectives
     for rank in trace.ranks:
         r = c[c["rank"] == rank]
-        out[rank] = iv.merge(rel(r["start_ns"].fillna(r["call_ns"]), o), rel(r["end_ns"], o))
+        _, start, end = collective_span(r, o)
+        out[rank] = iv.merge(start, end)
     return out
 
 
