@@ -130,15 +130,9 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     return c
 
 
-def label_stats(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, label): count, total bytes, mean duration, total exposed, overlap %, algbw/busbw.
-
-    Bandwidths are bytes-weighted over the label's collectives with known bytes and transfer time.
-    """
-    cols = ["rank", "label", "op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "algbw_gbps",
-            "busbw_gbps"]
-    if not len(table):
-        return pd.DataFrame(columns=cols)
+def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per group of `keys`: count, byte and time sums, and from them mean duration, exposed time, overlap %
+    and bytes-weighted algbw / busbw (over collectives with known bytes and transfer time)."""
     t = table.copy()
     ok = t["bytes"].notna() & (t["transfer_ns"] > 0)
     t["_b"] = t["bytes"].where(ok)
@@ -147,14 +141,32 @@ def label_stats(table: pd.DataFrame) -> pd.DataFrame:
     # Hidden share is counted per collective: a wait that outlasts its collective (callback latency,
     # Python overhead around a tiny all_reduce) is still exposed time, but hides nothing below zero.
     t["_exp_in"] = np.minimum(t["exposed_ns"], t["duration_ns"])
-    g = t.groupby(["rank", "label"], sort=True)
-    out = g.agg(op=("op", "first"), count=("op", "size"), bytes=("bytes", lambda b: b.sum(min_count=1)), dur=("duration_ns", "mean"),
-                dur_sum=("duration_ns", "sum"), exposed=("exposed_ns", "sum"), _exp_in=("_exp_in", "sum"), _b=("_b", "sum"),
-                _t=("_t", "sum"), _bb=("_bb", "sum")).reset_index()
+    g = t.groupby(keys, sort=True)
+    out = g.agg(op=("op", "first"), count=("op", "size"), bytes=("bytes", lambda b: b.sum(min_count=1)),
+                dur=("duration_ns", "mean"), dur_sum=("duration_ns", "sum"), exposed=("exposed_ns", "sum"),
+                _exp_in=("_exp_in", "sum"), _b=("_b", "sum"), _t=("_t", "sum"), _bb=("_bb", "sum")).reset_index()
     out["mean_ms"] = out["dur"] / 1e6
     out["exposed_ms"] = out["exposed"] / 1e6
     with np.errstate(invalid="ignore", divide="ignore"):
         out["overlap_pct"] = np.where(out["dur_sum"] > 0, 100.0 * (1 - out["_exp_in"] / out["dur_sum"]), np.nan)
         out["algbw_gbps"] = np.where(out["_t"] > 0, out["_b"] / out["_t"], np.nan)
         out["busbw_gbps"] = np.where(out["_t"] > 0, out["_bb"] / out["_t"], np.nan)
-    return out[cols]
+    return out
+
+
+def label_stats(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, label): count, total bytes, mean duration, total exposed, overlap %, algbw/busbw."""
+    cols = ["rank", "label", "op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "algbw_gbps",
+            "busbw_gbps"]
+    if not len(table):
+        return pd.DataFrame(columns=cols)
+    return _grouped_totals(table, ["rank", "label"])[cols]
+
+
+def label_totals(table: pd.DataFrame) -> pd.DataFrame:
+    """Per label over all ranks, indexed by label: mean duration, overlap % and bandwidths by the same
+    rules as label_stats (its sums, taken over every rank)."""
+    cols = ["mean_ms", "overlap_pct", "algbw_gbps", "busbw_gbps"]
+    if not len(table):
+        return pd.DataFrame(columns=cols)
+    return _grouped_totals(table, ["label"]).set_index("label")[cols]

@@ -48,24 +48,21 @@ def _sig(x: Any, digits: int = 4) -> Any:
 
 def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict]:
     out: dict[str, dict] = {}
+    totals = exposure.label_totals(table)
     for label, t in table.groupby("label", sort=False):
         pr = per_rank[per_rank["label"] == label]
-        dur = t["duration_ns"].sum()
-        ok = t["bytes"].notna() & (t["transfer_ns"] > 0)
-        tt = t["transfer_ns"][ok].sum()
+        tot = totals.loc[label]
         counts = pr["count"]
         out[str(label)] = {
             "op": "+".join(dict.fromkeys(t["op"].astype(str))),  # a sharded label: reduce_scatter+all_gather
             "count": _num(float(counts.mean())) if len(counts) else 0,
             "bytes": _num(float(t["bytes"].median())),
             "bytes_per_rank": _num(float(pr["bytes"].mean())),
-            "mean_ms": _num(t["duration_ns"].mean() / 1e6),
+            "mean_ms": _num(tot["mean_ms"]),
             "exposed_ms": _num(pr["exposed_ms"].mean()),
-            # per collective, exposure beyond its own duration hides nothing below zero (exposure.label_stats)
-            "overlap_pct": _num(100.0 * (1 - np.minimum(t["exposed_ns"], t["duration_ns"]).sum() / dur)
-                                if dur > 0 else np.nan, 2),
-            "algbw_gbps": _sig(t["bytes"][ok].sum() / tt if tt > 0 else np.nan),
-            "busbw_gbps": _sig((t["busbw_gbps"] * t["transfer_ns"])[ok].sum() / tt if tt > 0 else np.nan),
+            "overlap_pct": _num(tot["overlap_pct"], 2),
+            "algbw_gbps": _sig(tot["algbw_gbps"]),
+            "busbw_gbps": _sig(tot["busbw_gbps"]),
             "exposed_ms_by_rank": {str(r): _num(v) for r, v in zip(pr["rank"], pr["exposed_ms"])},
         }
     # most exposed first: the order a reader cares about
