@@ -1,5 +1,6 @@
-"""Atomic file writes: a temporary file in the same folder, then `os.replace`, so a reader (another rank,
-`commscope doctor`, the launcher) never sees half a file, whatever kills the writer.
+"""Writing output files: atomically (a temporary file in the same folder, then `os.replace`, so a reader
+— another rank, `commscope doctor`, the launcher — never sees half a file, whatever kills the writer), and
+never into an input directory (`check_output`).
 
 Torch-free and pandas-free on purpose: the launcher and the trainer's exit paths (which may run before
 torch is imported) use it, as does the recorder (`commscope.record.sink` re-exports it).
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from commscope.errors import UserError
 
 JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
@@ -24,3 +27,13 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     write_bytes_atomic(path, orjson.dumps(obj, option=JSON_OPTS | orjson.OPT_INDENT_2, default=str) + b"\n")
+
+
+def check_output(out: str | os.PathLike, src: str | os.PathLike) -> None:
+    """Refuse an output inside the input directory `src` (commscope never writes where it reads) or in a
+    folder that does not exist; one clear UserError line either way."""
+    s, o = Path(src).resolve(), Path(out).resolve()
+    if s.is_dir() and (o.parent == s or s in o.parents):
+        raise UserError(f"refusing to write {out} inside the input directory {src}; choose an output elsewhere")
+    if not o.parent.is_dir():
+        raise UserError(f"output directory {o.parent} does not exist")

@@ -30,7 +30,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _mod in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
+for _mod in sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")):
     importlib.import_module(f"commscope.commands.{_mod}").register(app)
 
 

@@ -27,8 +27,8 @@ import orjson
 import pandas as pd
 
 from commscope.analyze.exposure import collective_span
+from commscope.atomic import check_output
 from commscope.analyze.intervals import assign_lanes
-from commscope.errors import UserError
 from commscope.load.frames import rel
 
 # Stable tid blocks so tracks sort the same way in every process: steps, compute, regions, comm, hooks.
@@ -170,10 +170,6 @@ def build_perfetto(trace: Any) -> dict:
 def write_perfetto(trace: Any, out: str | Path) -> Path:
     """Write `build_perfetto(trace)` to `out` (refusing to write into the trace's input directory)."""
     out = Path(out)
-    src = Path(str(getattr(trace, "path", ""))).resolve() if getattr(trace, "path", None) else None
-    if src is not None and src.is_dir() and (out.resolve().parent == src or src in out.resolve().parents):
-        raise UserError(f"refusing to write {out} inside the input directory {src}; choose another path")
-    if not out.parent.exists():
-        raise UserError(f"output directory {out.parent} does not exist")
+    check_output(out, str(getattr(trace, "path", None) or out.parent))
     out.write_bytes(orjson.dumps(build_perfetto(trace), option=orjson.OPT_SERIALIZE_NUMPY))
     return out

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from commscope.analyze.exposure import collective_table, compute_sets
-from commscope.commands.report import check_output, parse_steps, resolve_steps
+from commscope.atomic import check_output
+from commscope.commands._shared import parse_steps, resolve_steps
 from commscope.errors import UserError
 from commscope.analyze.intervals import assign_lanes
 from report_trace import T, US, make_trace

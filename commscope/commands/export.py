@@ -20,7 +20,8 @@ def register(app: typer.Typer) -> None:
         steps: Optional[str] = typer.Option(None, "--steps", help="Only steps A <= step < B (also A, A:, :B)."),
     ) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
-        from commscope.commands.report import check_output, load_with_progress, parse_steps, resolve_steps
+        from commscope.atomic import check_output
+        from commscope.commands._shared import load_with_progress, parse_steps, resolve_steps
         from commscope.export_perfetto import write_perfetto
 
         if perfetto is None:

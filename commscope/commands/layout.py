@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from commscope.analyze.layout_report import layout_report
-        from commscope.commands.report import load_with_progress, parse_steps, resolve_steps
+        from commscope.commands._shared import load_with_progress, parse_steps, resolve_steps
 
         if peak_gbps is not None and peak_gbps <= 0:
             raise UserError(f"--peak-gbps must be positive, got {peak_gbps}")
