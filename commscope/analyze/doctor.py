@@ -340,8 +340,7 @@ def check_straggler(trace: Trace, threshold_ms: float) -> Diagnosis | None:
     c = c[pd.to_numeric(c["step"], errors="coerce").fillna(-1) >= 0] if len(c) else c
     if not len(c) or c["rank"].nunique() < 2:
         return None
-    sk = skew.arrival_skew(c.assign(timing="wall"))  # launch times: a late *launch* is what we look for
-    sk = sk[sk["n_ranks"] >= 2]
+    sk = skew.arrival_skew(c, at="launch")  # a late *launch* is what we look for
     if not len(sk):
         return None
     lat = sk["skew_ns"].astype(float)

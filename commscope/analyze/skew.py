@@ -29,8 +29,12 @@ def arrival(collectives: pd.DataFrame) -> pd.Series:
     return collectives["start_ns"].where(on_device, collectives["call_ns"]).astype("Int64")
 
 
-def arrival_skew(collectives: pd.DataFrame) -> pd.DataFrame:
-    c = collectives.assign(arrival_ns=arrival(collectives))
+def arrival_skew(collectives: pd.DataFrame, at: str = "arrival") -> pd.DataFrame:
+    """Per (group, seq) seen on ≥ 2 ranks: first/last time, skew, last rank and the wait it caused.
+    `at="arrival"`: when each rank's collective could start (`arrival`); `at="launch"`: when it was
+    launched (`call_ns`), the straggler question "who launched late"."""
+    when = arrival(collectives) if at == "arrival" else collectives["call_ns"].astype("Int64")
+    c = collectives.assign(arrival_ns=when)
     c = c[c["arrival_ns"].notna()]
     if not len(c):
         return pd.DataFrame(columns=SKEW_COLS)
