@@ -105,8 +105,10 @@ def validate(cfg: ModelConfig) -> None:
         raise ValueError(f"{cfg.name}: inconsistent padding or model_dim < gate_dim")
 
 
-def make_config(preset: str, world_size: int) -> ModelConfig:
-    """The preset's config for `world_size` ranks; raises UserError if a sharded tensor would not split."""
+def make_config(preset: str, world_size: int, *, check_shards: bool = True) -> ModelConfig:
+    """The preset's config for `world_size` ranks (MLP bank padded for them); raises UserError if a sharded
+    tensor would not split evenly, unless `check_shards=False` (the planner: whole-matrix ownership needs
+    no even bank chunks)."""
     if preset not in PRESETS:
         raise UserError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
     if world_size < 1:
@@ -114,9 +116,10 @@ def make_config(preset: str, world_size: int) -> ModelConfig:
     cfg = PRESETS[preset]
     cfg = replace(cfg, mlp_layers_padded=padded_mlp_layers(cfg.num_layers, world_size))
     validate(cfg)
-    sharded_dims = {
+    if not check_shards:
+        return cfg
+    sharded_dims = {  # the mlp bank is padded to split evenly (padded_mlp_layers), so it is not checked
         "attn bank matrices (4·attention layers)": 4 * cfg.num_attn_layers,
-        "mlp bank matrices (2·padded layers)": 2 * cfg.mlp_layers_padded,
         "vocab rows (ve0-2, embed)": cfg.vocab_size,
         "lm_head rows (model_dim)": cfg.model_dim,
     }

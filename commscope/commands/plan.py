@@ -78,18 +78,11 @@ def _render(plan: dict, console: Console) -> None:
 
 def _config(preset: str, world_size: int):
     """The preset's shapes. A world size the trainer cannot shard the banks over is still plannable
-    (whole-matrix ownership does not need even bank chunks): use the preset with the MLP padding the
-    trainer would choose; the `bank` strategy then reports itself unavailable."""
-    from dataclasses import replace
+    (whole-matrix ownership does not need even bank chunks); the `bank` strategy then reports itself
+    unavailable."""
+    from instrumented_model.config import make_config
 
-    from instrumented_model.config import PRESETS, make_config, padded_mlp_layers
-
-    try:
-        return make_config(preset, world_size)
-    except UserError:
-        if preset not in PRESETS or world_size < 1:
-            raise
-        return replace(PRESETS[preset], mlp_layers_padded=padded_mlp_layers(PRESETS[preset].num_layers, world_size))
+    return make_config(preset, world_size, check_shards=False)
 
 
 def plan_cmd(
