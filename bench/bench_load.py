@@ -29,16 +29,14 @@ import tempfile
 import time
 import warnings
 
+import benchlib
+import torch
+
 FIXTURE = "/work/shared/fixtures/modded-nanogpt-8xh100"
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown cpu"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    """benchlib's machine line (CPU, torch) plus the versions of the libraries the loaders use."""
     from importlib.metadata import PackageNotFoundError, version
 
     libs = []
@@ -47,7 +45,7 @@ def machine() -> str:
             libs.append(f"{lib} {version(lib)}")
         except PackageNotFoundError:
             pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {', '.join(libs)}"
+    return f"{benchlib.machine(torch.device('cpu'))}, Python {platform.python_version()}, {', '.join(libs)}"
 
 
 def cpu() -> float:

@@ -29,9 +29,8 @@ import torch.distributed as dist
 import benchlib  # noqa: F401  (puts the repo on sys.path: measure this checkout, not an installed copy)
 import commscope.record.timing as timing
 from commscope.record import NullRecorder, Recorder
+from instrumented_model.model import LABELS  # the reference trainer's 13 labels
 
-LABELS = ["attn", "mlp", "scalars", "ve0", "ve1", "ve2", "smear_gate", "skip_gate", "attn_gate_bank",
-          "ve_gate_bank", "x0_lambdas", "lm_head", "embed"]
 _perf = time.perf_counter_ns
 
 

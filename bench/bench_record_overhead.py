@@ -30,9 +30,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 import benchlib  # also puts the repo on sys.path: measure this checkout, not an installed copy
 from benchlib import machine
 from commscope.record import NullRecorder, Recorder
-
-LABELS = ["attn", "mlp", "scalars", "ve0", "ve1", "ve2", "smear_gate", "skip_gate", "attn_gate_bank",
-          "ve_gate_bank", "x0_lambdas", "lm_head", "embed"]
+from instrumented_model.model import LABELS  # the reference trainer's 13 labels
 
 
 def one_step(model, params, rec, step, args, device):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = benchlib.REPO
 FIXTURE = "/work/shared/fixtures/modded-nanogpt-8xh100"
 
 _TIMELINE = ("import time; from commscope.load import load_path; "
