@@ -7,13 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
+from commscope.cli import app
 from commscope.commands import compare as compare_cmd
 from commscope.compare import compare_groups, load_group, slower_candidates
 from commscope.errors import UserError
 from commscope.logs import SEPARATOR, parse_log
+
+from cli_result import exit_code
 
 FIXTURE = Path("/work/shared/fixtures/modded-nanogpt-logs")
 
@@ -141,34 +143,20 @@ def test_slower_candidates():
     assert slower_candidates(t, 0.5) == ["x", "y"]
 
 
-@pytest.fixture
-def app():
-    app = typer.Typer()
 
-    @app.callback()
-    def _cb():  # keep group mode even if compare is the only command registered
-        pass
-
-    compare_cmd.register(app)
-    return app
+def _invoke(args):
+    res = CliRunner().invoke(app, args)
+    code = exit_code(res)
+    return code, (str(res.exception) if code == 2 else res.output), res
 
 
-def _invoke(app, args):
-    # commscope.cli.main maps UserError to exit 2; CliRunner surfaces it as the exception, mirror that.
-    runner = CliRunner()
-    res = runner.invoke(app, args)
-    if isinstance(res.exception, UserError):
-        return 2, str(res.exception), res
-    return res.exit_code, res.output, res
-
-
-def test_cli_fail_if_slower_and_json(app, tmp_path):
+def test_cli_fail_if_slower_and_json(tmp_path):
     shutil.copytree(FIXTURE, tmp_path / "logs")
     base, cand = str(tmp_path / "logs" / "baseline"), str(tmp_path / "logs" / "premul-o")
-    code, out, _ = _invoke(app, ["compare", base, cand, "--fail-if-slower", "0.05"])
+    code, out, _ = _invoke(["compare", base, cand, "--fail-if-slower", "0.05"])
     assert code == 0 and "131.2106" in out and "-1.5111" in out
     # swap roles: the 4 slow runs are now the candidate and are slower at any sane level
-    code, out, _ = _invoke(app, ["compare", cand, base, "--fail-if-slower", "0.01", "--json"])
+    code, out, _ = _invoke(["compare", cand, base, "--fail-if-slower", "0.01", "--json"])
     assert code == 1
     data = json.loads(out)
     assert data["slower"] == ["baseline"]
@@ -176,8 +164,8 @@ def test_cli_fail_if_slower_and_json(app, tmp_path):
     assert data["groups"][1]["time_delta"] == pytest.approx(132.72175 - 131.2106)
 
 
-def test_cli_bad_input_exit_2(app, tmp_path):
-    assert _invoke(app, ["compare", str(tmp_path / "missing"), str(tmp_path)])[0] == 2
-    assert _invoke(app, ["compare", str(FIXTURE / "baseline")])[0] == 2
-    assert _invoke(app, ["compare", str(FIXTURE / "baseline"), str(FIXTURE / "premul-o"),
+def test_cli_bad_input_exit_2(tmp_path):
+    assert _invoke(["compare", str(tmp_path / "missing"), str(tmp_path)])[0] == 2
+    assert _invoke(["compare", str(FIXTURE / "baseline")])[0] == 2
+    assert _invoke(["compare", str(FIXTURE / "baseline"), str(FIXTURE / "premul-o"),
                          "--fail-if-slower", "3"])[0] == 2

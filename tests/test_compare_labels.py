@@ -5,10 +5,9 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from commscope.commands import compare as compare_cmd
+from commscope.cli import app
 from commscope.compare_labels import STEP_LABEL, compare_labels, run_samples
 
 MS = 1_000_000
@@ -89,13 +88,6 @@ def test_single_runs_resample_steps(tmp_path):
 
 def test_cli_shows_labels_for_run_dirs(tmp_path):
     base, cand = _groups(tmp_path)
-    app = typer.Typer()
-
-    @app.callback()
-    def _cb():
-        pass
-
-    compare_cmd.register(app)
     res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--n-boot", "300", "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
@@ -113,13 +105,6 @@ def test_cli_keeps_the_table_when_a_run_cannot_be_loaded(tmp_path):
     bare.mkdir()
     (bare / "summary.json").write_text(json.dumps({"status": "completed", "world_size": 2,
                                                    "step_times_ms": [1.0], "losses": [2.0]}))
-    app = typer.Typer()
-
-    @app.callback()
-    def _cb():
-        pass
-
-    compare_cmd.register(app)
     res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)

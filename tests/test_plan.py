@@ -5,16 +5,16 @@ import json
 from types import SimpleNamespace
 
 import pytest
-import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from commscope.commands import plan as plan_cmd
-from commscope.errors import UserError
+from commscope.cli import app
 from commscope.plan import (STRATEGIES, TimeModel, assign, make_plan, matrices_for_config, matrix_costs,
                             max_over_mean, micro_groups)
 from commscope.plan.matrices import Matrix, polar_flops
+
+from cli_result import exit_code
 
 
 def cfg(d=8, layers=3, attn=(0, 2), l_pad=4):
@@ -162,23 +162,8 @@ def test_tp_micro_groups_by_hand():
     assert big["group_count"] == 8 and all(len(g["matrices"]) == 1 for g in big["groups"])
 
 
-@pytest.fixture
-def app():
-    app = typer.Typer()
 
-    @app.callback()
-    def _cb():
-        pass
-
-    plan_cmd.register(app)
-    return app
-
-
-def _code(res):
-    return 2 if isinstance(res.exception, UserError) else res.exit_code
-
-
-def test_cli_json_shape(app):
+def test_cli_json_shape():
     res = CliRunner().invoke(app, ["plan", "--preset", "speedrun", "--world-size", "8", "--json", "--tp", "2"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
@@ -190,15 +175,15 @@ def test_cli_json_shape(app):
     assert data["tp"]["group_count"] >= 1
 
 
-def test_cli_text_and_bad_input(app):
+def test_cli_text_and_bad_input():
     res = CliRunner().invoke(app, ["plan", "--world-size", "4", "--cost", "numel"])
     assert res.exit_code == 0 and "alpha_lpt" in res.output and "rank 3" in res.output
     for bad in (["--world-size", "0"], ["--cost", "bogus"], ["--alpha", "2"], ["--cost", "measured"],
                 ["--tp", "3"], ["--preset", "nope"]):
-        assert _code(CliRunner().invoke(app, ["plan", *bad])) == 2, bad
+        assert exit_code(CliRunner().invoke(app, ["plan", *bad])) == 2, bad
 
 
-def test_world_size_the_bank_cannot_split(app):
+def test_world_size_the_bank_cannot_split():
     # 40 attn matrices over 3 ranks: no bank layout, but whole-matrix ownership still plans
     res = CliRunner().invoke(app, ["plan", "--world-size", "3", "--json"])
     assert res.exit_code == 0, res.output

@@ -5,10 +5,9 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from commscope.commands import plan as plan_cmd
+from commscope.cli import app
 from commscope.errors import UserError
 from commscope.plan.measured import calibrate
 
@@ -60,13 +59,6 @@ def test_calibrate(run):
 
 
 def test_cli_measured(run):
-    app = typer.Typer()
-
-    @app.callback()
-    def _cb():
-        pass
-
-    plan_cmd.register(app)
     res = CliRunner().invoke(app, ["plan", str(run), "--preset", "tiny", "--world-size", "2", "--cost", "measured",
                                    "--json"])
     assert res.exit_code == 0, res.output
