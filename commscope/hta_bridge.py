@@ -38,15 +38,9 @@ NOTES = {
 
 
 def trace_files(trace: Trace) -> dict[int, str]:
-    """rank → Kineto file for GPU traces (a Kineto folder, or a run directory's rank*/trace.json.gz)."""
-    if trace.source == "kineto":
-        return {int(r): f for r, f in trace.config.get("files", {}).items()}
-    out = {}
-    for r in trace.ranks:
-        f = os.path.join(trace.path, f"rank{r}", "trace.json.gz")
-        if os.path.isfile(f):
-            out[r] = f
-    return out
+    """rank → Kineto file of the loaded ranks (a Kineto folder's files, or a run directory's
+    rank*/trace.json.gz), as the loader recorded them in `config["files"]`."""
+    return {int(r): f for r, f in trace.config.get("files", {}).items() if int(r) in trace.ranks}
 
 
 def _num(x: Any) -> Any:

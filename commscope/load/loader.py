@@ -1,25 +1,20 @@
 """`load_path`: decide what a path is (run directory, folder of Kineto traces, one trace file), load it,
 and check that the ranks fit together (no duplicates, one world size).
 
-Kineto files are parsed in a process pool when there are several files and cores: decoding JSON is
-CPU-bound and per-file independent, and the per-rank frames that come back are small.
+Kineto files are parsed by `commscope.load.kineto_pool` (a process pool when there are several files and
+cores), for a folder of traces and for a run directory's profiler traces alike.
 """
 from __future__ import annotations
 
-import functools
 import os
-from concurrent.futures import ProcessPoolExecutor
-from typing import Callable
 
-import multiprocessing as mp
 import pandas as pd
 
 from commscope.errors import UserError
-from commscope.load import kineto, rundir
-from commscope.load.files import gc_paused, is_trace_file, list_trace_files
+from commscope.load import rundir
+from commscope.load.files import is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
-
-Progress = Callable[[int, int], None]
+from commscope.load.kineto_pool import Progress, attach_ops, parse_files
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,
@@ -35,7 +30,7 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file or directory")
     if os.path.isdir(path) and rundir.is_run_dir(path):
-        trace = rundir.load(path, progress=progress, with_ops=with_ops)
+        trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers)
     else:
         if os.path.isfile(path):
             if not is_trace_file(path):
@@ -50,44 +45,9 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     return trace.select_steps(steps)
 
 
-def parse_all(files: list[str], progress: Progress | None = None, workers: int | None = None,
-              fn: Callable = kineto.parse_file) -> list:
-    n = len(files)
-    if workers is None:
-        workers = min(n, os.cpu_count() or 1)
-    if workers <= 1 or n <= 1:
-        out = []
-        for i, f in enumerate(files):
-            out.append(fn(f))
-            if progress:
-                progress(i + 1, n)
-        return out
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=kineto.keep_documents) as pool, \
-            gc_paused():  # unpickling the frames allocates ~10⁵ objects; no collections meanwhile
-        futs = [pool.submit(fn, f) for f in files]
-        out = []
-        for i, fu in enumerate(futs):
-            out.append(fu.result())
-            if progress:
-                progress(i + 1, n)
-    return out
-
-
-def load_ops(files: list[str], workers: int | None = None) -> pd.DataFrame:
-    """The `ops` frame of Kineto files (a second, ops-only parse: see `Trace.ops`)."""
-    return concat_ops(parse_all(files, workers=workers, fn=kineto.parse_ops))
-
-
-def concat_ops(frames: list) -> pd.DataFrame | None:
-    dfs = [d for d in frames if d is not None and len(d)]
-    return pd.concat(dfs, ignore_index=True) if dfs else None
-
-
 def load_kineto_files(files: list[str], path: str, progress: Progress | None = None,
                       workers: int | None = None, with_ops: bool = False) -> Trace:
-    parts = parse_all(files, progress=progress, workers=workers,
-                      fn=functools.partial(kineto.parse_file, with_ops=True) if with_ops else kineto.parse_file)
+    parts = parse_files(files, with_ops=with_ops, progress=progress, workers=workers)
     seen: dict[int, str] = {}
     for p in parts:
         if p["rank"] in seen:
@@ -116,10 +76,7 @@ def load_kineto_files(files: list[str], path: str, progress: Progress | None = N
                           "deviceProperties": parts[0]["info"]["deviceProperties"],
                           "files": {p["rank"]: p["info"]["file"] for p in parts}},
                   ranks=ranks, problems=problems)
-    if with_ops:
-        trace.ops = concat_ops([p["ops"] for p in parts])
-    else:
-        trace._ops_loader = lambda: load_ops(files, workers)
+    attach_ops(trace, parts, files, with_ops, workers)
     for kind in COLUMNS:
         if kind == "ops":
             continue

@@ -14,9 +14,9 @@ import pandas as pd
 
 from commscope import SCHEMA_VERSION
 from commscope.errors import UserError
-from commscope.load import kineto
 from commscope.load.files import read_json, read_jsonl
 from commscope.load.frames import COLUMNS, Trace, frame, is_ns, ns_array
+from commscope.load.kineto_pool import attach_ops, parse_files
 from commscope.run_layout import is_run_dir, rank_dirs  # noqa: F401  (is_run_dir: also this module's API)
 
 # Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
@@ -47,7 +47,7 @@ def is_compute_region(name: str) -> bool:
     return name in _COMPUTE_NAMES or name.startswith(_COMPUTE_PREFIXES)
 
 
-def load(path: str, progress=None, with_ops: bool = False) -> Trace:
+def load(path: str, progress=None, with_ops: bool = False, workers: int | None = None) -> Trace:
     summary = _optional_json(os.path.join(path, "summary.json"))
     config = _optional_json(os.path.join(path, "config.json"))
     dirs = rank_dirs(path)
@@ -57,9 +57,8 @@ def load(path: str, progress=None, with_ops: bool = False) -> Trace:
     recs: dict[str, list[dict]] = {"step": [], "collective": [], "region": [], "hook": []}
     metas: dict[int, dict] = {}
     statuses: dict[int, dict] = {}
-    kparts: list[dict] = []
     no_data: set[int] = set()
-    kfiles: list[str] = []
+    kfiles: dict[int, str] = {}  # rank → its profiler trace (rank*/trace.json.gz)
     for i, (rank, d) in enumerate(sorted(dirs.items())):
         meta = _optional_json(os.path.join(d, "meta.json"))
         if meta is not None:
@@ -89,8 +88,7 @@ def load(path: str, progress=None, with_ops: bool = False) -> Trace:
             no_data.add(rank)
         tr = os.path.join(d, "trace.json.gz")
         if os.path.isfile(tr):
-            kparts.append(kineto.parse_file(tr, with_ops=with_ops))
-            kfiles.append(tr)
+            kfiles[rank] = tr
         if progress:
             progress(i + 1, len(dirs))
     sizes = {int(m["world_size"]) for m in metas.values() if "world_size" in m}
@@ -117,16 +115,13 @@ def load(path: str, progress=None, with_ops: bool = False) -> Trace:
         _fill_from_records(trace, recs)
     except (ValueError, TypeError, OverflowError) as e:  # a field of the wrong type (e.g. "start_ns": "x")
         raise UserError(f"{path}: an events.jsonl record has a field of the wrong type ({e})") from None
+    kparts = parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers)  # the profiled window
     dfs = [p["kernels"] for p in kparts if len(p["kernels"])]
     if dfs:
         trace.kernels = pd.concat(dfs, ignore_index=True)
     if kfiles:
-        from commscope.load.loader import concat_ops, load_ops  # (loader imports this module)
-
-        if with_ops:
-            trace.ops = concat_ops([p["ops"] for p in kparts])
-        else:
-            trace._ops_loader = lambda: load_ops(kfiles, workers=1)
+        attach_ops(trace, kparts, list(kfiles.values()), with_ops, workers)
+        trace.config["files"] = kfiles
     # The profiled window's record_function ranges, on the same clock as `ops` (events.jsonl regions are
     # on the common axis, which differs from Kineto's by the clock offset): used to attribute ops.
     ann = [p["regions"] for p in kparts if len(p["regions"])]
