@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -52,7 +53,7 @@ _FAULT_TEARDOWN_S = 10
 class Topology:
     """Where the ranks run: processes on this node and how the nodes meet (torch.distributed.run options)."""
 
-    nproc: int
+    nproc: int | None  # None: one per GPU with --device cuda, else 2 (resolved by launch_training)
     nnodes: int = 1
     node_rank: int | None = None
     rdzv_endpoint: str | None = None
@@ -195,7 +196,12 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     from instrumented_model import train  # the trainer's own option parsing and checks
 
     console = console or Console()
-    args = train.parse_args([*trainer_argv, "--out", out or "."])
+    args = train.parse_args([*trainer_argv, "--out", out or "."])  # also resolves --device's default
+    if topology.nproc is None:
+        import torch
+
+        # max(1, …): without a GPU, check_args below names that, instead of refusing 0 ranks
+        topology = dataclasses.replace(topology, nproc=max(1, torch.cuda.device_count()) if args.device == "cuda" else 2)
     train.check_args(args, topology.world_size)
     if args.backend == "nccl":
         import torch

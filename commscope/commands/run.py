@@ -10,7 +10,6 @@ from typing import List, Optional
 
 import typer
 
-from commscope.errors import UserError
 
 # options forwarded verbatim (as --kebab-case VALUE) to instrumented_model.train when given
 _TRAINER_FLAGS = ("optimizer_partition", "device", "backend", "preset", "steps", "seed", "batch_size", "grad_accum", "lr", "adam_lr",
@@ -71,20 +70,9 @@ def register(app: typer.Typer) -> None:
             argv.append("--compile")
         for spec in inject or ():
             argv += ["--inject", spec]
-        if nproc is None:
-            nproc = _default_nproc(device)
         topology = Topology(nproc=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
                             master_addr=master_addr, master_port=master_port)
         summary = launch_training(argv, topology, out)
         if summary["status"] != "completed":
             raise typer.Exit(130 if summary["status"] == "interrupted" else 1)
 
-
-def _default_nproc(device: str | None) -> int:
-    import torch
-
-    if device == "cpu" or not torch.cuda.is_available():
-        if device == "cuda":
-            raise UserError("--device cuda: no CUDA device is available here (use --device cpu)")
-        return 2
-    return torch.cuda.device_count()
