@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,12 +93,14 @@ def load_hook_orders(path: str | os.PathLike) -> HookOrders:
 
 
 def capture_run(out: Path, nproc: int = 2, steps: int = 2, grad_accum: int = 2, extra: list[str] | None = None) -> None:
-    """A short traced run of the reference trainer into `out`, via `commscope run` in a subprocess."""
-    if nproc < 1:
-        raise UserError(f"--nproc must be >= 1, got {nproc}")
-    cmd = [sys.executable, "-m", "commscope", "run", "--steps", str(steps), "--grad-accum", str(grad_accum),
-           "--nproc", str(nproc), "--out", str(out), *(extra or [])]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise UserError(f"capture run failed (exit {proc.returncode}): {tail[0]}")
+    """A short traced run of the reference trainer into `out` (the launcher `commscope run` uses, quietly)."""
+    import io
+
+    from rich.console import Console
+
+    from commscope.launch import Topology, launch_training
+
+    argv = ["--steps", str(steps), "--grad-accum", str(grad_accum), *(extra or [])]
+    summary = launch_training(argv, Topology(nproc), str(out), console=Console(file=io.StringIO()))
+    if summary["status"] != "completed":
+        raise UserError(f"capture run failed ({summary['status']}): {summary['message']}")
