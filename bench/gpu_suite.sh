@@ -4,7 +4,7 @@
 #   OUT=/some/folder bash bench/gpu_suite.sh [bench|runs|all] [STEP ...]
 #
 # Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
-#   bench: env, pytest (CUDA kernel/model tests), bench_transpose, bench_transpose_tiles, bench_head_layout, bench_optimizer,
+#   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout, bench_optimizer,
 #          bench_record_overhead, bench_throughput (eager + torch.compile)
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
@@ -86,7 +86,7 @@ cli_json() { echo "$CS $2 > $R/$1.json"; }
 step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0), torch.cuda.nccl.version())'; python3 -c 'import orjson, plotly; print(\"orjson\", orjson.__version__, \"plotly\", plotly.__version__)'; git log --oneline -1 2>/dev/null || true"
 
 if [[ $GROUP == bench || $GROUP == all ]]; then
-    step pytest_cuda 150 "python3 -m pytest -q -x -p no:cacheprovider tests/test_kernels.py tests/test_model.py"
+    step pytest_cuda 150 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py"
     step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
     step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
     step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"
