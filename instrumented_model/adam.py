@@ -10,8 +10,8 @@ what the optimizer calls: on CUDA they run one fused Triton kernel each (instrum
 eager PyTorch runs ~15 full passes over the tensor, the kernel reads each input once and writes each
 output once), elsewhere the eager functions above, unchanged. `fused=None` picks the kernel for
 contiguous fp32/bf16 CUDA tensors when Triton is installed; `fused=True` forces it (tests run it on CPU
-under TRITON_INTERPRET=1). The kernel is jitted lazily in the interpret mode of its first call, as
-kernels.py does, so importing this module never imports Triton.
+under TRITON_INTERPRET=1). Kernels are jitted lazily (instrumented_model.triton_jit), so importing
+this module never imports Triton.
 
 Invariants: moments are fp32 and updated in place; directions are fp32; `cautious_step_` writes the
 parameter slice in place in its own dtype (a view into the parameter, so a following all-gather can send
@@ -20,11 +20,12 @@ except that the fused paths never materialize the direction).
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import torch
 from torch import Tensor
+
+from instrumented_model.triton_jit import HAVE_TRITON, cdiv, kernel
 
 ADAM_EPS = 1e-10
 
@@ -52,37 +53,28 @@ def cautious_step_(p: Tensor, direction: Tensor, lr: float, wd: float) -> None:
 
 # ----- fused (Triton) paths -----
 
-_HAVE_TRITON = importlib.util.find_spec("triton") is not None
 FUSED_DTYPES = (torch.float32, torch.bfloat16)
 BLOCK = 1024
-_jitted: dict[tuple[str, bool], object] = {}  # (kernel name, interpret mode) → jitted kernel
 
 
 def fused_kernel(name: str):
     """The Triton kernel `name` of instrumented_model.optim_triton, jitted in the current interpret mode."""
-    import triton
-
-    from instrumented_model import optim_triton
-
-    key = (name, bool(triton.knobs.runtime.interpret))
-    if key not in _jitted:
-        _jitted[key] = triton.jit(getattr(optim_triton, name))
-    return _jitted[key]
+    return kernel("instrumented_model.optim_triton", name)
 
 
 def want_fused(fused: bool | None, *tensors: Tensor) -> bool:
     """Whether to run the fused kernel: forced by `fused`, else for contiguous CUDA fp32/bf16 tensors."""
     if fused is not None:
-        if fused and not _HAVE_TRITON:
+        if fused and not HAVE_TRITON:
             raise ValueError("fused=True but triton is not installed")
         if fused and not all(t.is_contiguous() for t in tensors):
             raise ValueError("the fused optimizer kernels index flat memory: tensors must be contiguous")
         return fused
-    return _HAVE_TRITON and all(t.is_cuda and t.is_contiguous() and t.dtype in FUSED_DTYPES for t in tensors)
+    return HAVE_TRITON and all(t.is_cuda and t.is_contiguous() and t.dtype in FUSED_DTYPES for t in tensors)
 
 
 def grid(n: int) -> tuple[int]:
-    return (-(-n // BLOCK),)
+    return (cdiv(n, BLOCK),)
 
 
 def adam_step_(p: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step: int,

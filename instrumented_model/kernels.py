@@ -11,9 +11,9 @@ Invariants:
   rounded once to dst's dtype, as torch does for bf16.
 - Offsets are int64 (a (50304, 768)·k tensor overflows int32 indexing quickly), the grid is 1-D (no 65535
   limit on a grid axis) and ragged edges are masked, so any shape works.
-- The kernel is jitted lazily, at the first Triton call, in the mode the environment asks for then
-  (`TRITON_INTERPRET=1` → Triton's CPU interpreter). So importing this module never decides the mode, and
-  tests can run the Triton path on CPU in the same process as everything else.
+- The kernel is jitted lazily (instrumented_model.triton_jit), at the first Triton call, in the mode the
+  environment asks for then (`TRITON_INTERPRET=1` → Triton's CPU interpreter), so tests can run the
+  Triton path on CPU in the same process as everything else.
 - `use_triton=None` (the default) means Triton on CUDA tensors when Triton is importable, torch otherwise;
   CPU tensors never touch CUDA.
 """
@@ -21,39 +21,15 @@ from __future__ import annotations
 
 import torch
 
-import importlib.util
-
-# Triton is imported only when a Triton kernel is about to run (instrumented_model.transpose_triton):
-# importing it costs about a second in every CPU rank that never uses it.
-_HAVE_TRITON = importlib.util.find_spec("triton") is not None
+from instrumented_model.triton_jit import HAVE_TRITON, cdiv, interpret_mode, kernel
 
 # Tile per element size: (src rows per tile = dst columns, src columns per tile = dst rows, num_warps).
 # bench/bench_transpose_tiles.py sweeps candidates side by side on a GPU (results: docs/benchmarks.md).
 TILES: dict[int, tuple[int, int, int]] = {4: (64, 128, 8), 2: (64, 128, 8)}
 
 TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_jitted: dict[bool, object] = {}  # interpret mode → jitted kernel
-
-
-def _interpret() -> bool:
-    import triton  # importing Triton does not fix the interpret mode: that is read when a kernel is jitted
-
-    return bool(triton.knobs.runtime.interpret)
-
-
-def _kernel():
-    import triton
-
-    from instrumented_model.transpose_triton import transpose_tile
-
-    interpret = _interpret()
-    if interpret not in _jitted:
-        _jitted[interpret] = triton.jit(transpose_tile)
-    return _jitted[interpret]
-
-
 def triton_available() -> bool:
-    return _HAVE_TRITON
+    return HAVE_TRITON
 
 
 def _want_triton(t: torch.Tensor, use_triton: bool | None) -> bool:
@@ -64,7 +40,7 @@ def _want_triton(t: torch.Tensor, use_triton: bool | None) -> bool:
             raise ValueError(f"the Triton transpose kernels take {TRITON_DTYPES}, not dtype {t.dtype}")
         if not triton_available():
             raise ValueError("use_triton=True but triton is not installed")
-        if not (t.is_cuda or _interpret()):
+        if not (t.is_cuda or interpret_mode()):
             raise ValueError("the Triton transpose kernels need a CUDA tensor (or TRITON_INTERPRET=1)")
     return bool(use_triton)
 
@@ -88,15 +64,12 @@ def _launch(dst: torch.Tensor, src: torch.Tensor, add: bool) -> None:
     if m == 0 or n == 0:
         return
     block_m, block_n, warps = tile_config(src.dtype)
-    tiles_n = triton_cdiv(n, block_n)
-    grid = (triton_cdiv(m, block_m) * tiles_n,)
-    _kernel()[grid](src, dst, m, n, tiles_n, src.stride(0), src.stride(1), dst.stride(0), dst.stride(1),
-                    ADD=add, DST_BF16=dst.dtype == torch.bfloat16, BLOCK_M=block_m, BLOCK_N=block_n,
-                    num_warps=warps)
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+    tiles_n = cdiv(n, block_n)
+    grid = (cdiv(m, block_m) * tiles_n,)
+    transpose_tile = kernel("instrumented_model.transpose_triton", "transpose_tile")
+    transpose_tile[grid](src, dst, m, n, tiles_n, src.stride(0), src.stride(1), dst.stride(0), dst.stride(1),
+                         ADD=add, DST_BF16=dst.dtype == torch.bfloat16, BLOCK_M=block_m, BLOCK_N=block_n,
+                         num_warps=warps)
 
 
 @torch.no_grad()

@@ -128,8 +128,7 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=idx.is_cuda):
-            logits = self.logits(idx)
-        logits = at_least_fp32(logits)
+            logits = self.logits(idx)  # fp32: the softcap runs on at_least_fp32(head output)
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
     def logits(self, idx: torch.Tensor) -> torch.Tensor:

@@ -216,7 +216,7 @@ class NorMuonAndAdam:
                     transpose_add(grad, emb_grad)
                 else:
                     grad.add_(emb_grad)
-        grad_view = grad.view(slot.view_shape)
+        grad_view = grad.view(slot.view_shape)  # a view of dense memory: collectives can send it as is
         if slot.comms == "local":
             slot.reduced = (None, grad_view)
         elif slot.comms == "replicated":
@@ -226,12 +226,12 @@ class NorMuonAndAdam:
         else:
             if slot.owners is not None:  # each owner receives every rank's copy of its matrices
                 h = self.rec.collective(dist.all_to_all_single, slot.exchange,
-                                        self._owner_ordered(slot, grad_view.contiguous()),
+                                        self._owner_ordered(slot, grad_view),
                                         [slot.chunk] * self.world_size, slot.counts,
                                         label=slot.label, phase="reduce", group=self.group)
                 slot.reduced = (h, slot.exchange)
                 return
-            h = self.rec.collective(dist.reduce_scatter_tensor, slot.reduce_buf, grad_view.contiguous(),
+            h = self.rec.collective(dist.reduce_scatter_tensor, slot.reduce_buf, grad_view,
                                     label=slot.label, phase="reduce", group=self.group)
             slot.reduced = (h, slot.reduce_buf)
 

@@ -17,7 +17,7 @@ from instrumented_model.normuon import normuon_step_, second_moment_shape
 from instrumented_model.optimizer import NorMuonAndAdam
 from optim_fakes import backward_step, make_params
 
-pytestmark = pytest.mark.skipif(not adam._HAVE_TRITON, reason="triton not installed")
+pytestmark = pytest.mark.skipif(not adam.HAVE_TRITON, reason="triton not installed")
 
 
 @pytest.fixture

@@ -112,3 +112,12 @@ def test_triton_exact_on_record_sized_tensor_cuda(dtype):
     assert torch.equal(bits(dst), bits(expected))
     kernels.transpose_copy(dst, src)
     assert torch.equal(dst, src.T)
+
+
+def test_kernels_are_jitted_once_per_interpret_mode():
+    from instrumented_model import triton_jit
+
+    a = triton_jit.kernel("instrumented_model.transpose_triton", "transpose_tile")
+    assert a is triton_jit.kernel("instrumented_model.transpose_triton", "transpose_tile")
+    assert a is not triton_jit.kernel("instrumented_model.optim_triton", "nesterov")
+    assert [triton_jit.cdiv(a, 4) for a in (0, 1, 4, 5)] == [0, 1, 1, 2]
