@@ -1,10 +1,9 @@
-"""The Triton tile kernels behind instrumented_model.kernels.transpose_copy / transpose_add.
+"""The Triton tile kernel behind instrumented_model.kernels.transpose_copy / transpose_add.
 
-Kept in their own module so that importing the kernels module (every rank does) does not import Triton;
-instrumented_model.triton_jit imports this module and jits a kernel in the interpret mode of that moment.
-Each program loads one tile of src with coalesced reads, transposes it in registers and stores it
-coalesced into dst; offsets are int64 so tensors past 2**31 elements work. `transpose_tile` serves every
-dtype; `transpose_pairs_tile` is the faster 16-bit copy for even shapes (it moves 32-bit words).
+Kept in its own module so that importing the kernels module (every rank does) does not import Triton;
+`kernels._kernel()` imports this module and jits `transpose_tile` in the interpret mode of that moment.
+Each program loads one BLOCK_M×BLOCK_N tile of src with coalesced reads, transposes it in registers and
+stores it coalesced into dst; offsets are int64 so tensors past 2**31 elements work.
 """
 import triton.language as tl
 
@@ -39,35 +38,3 @@ def transpose_tile(src_ptr, dst_ptr, M, N, tiles_n, stride_sm, stride_sn, stride
         else:
             tile_t = total.to(dst_ptr.dtype.element_ty)
     tl.store(dst_ptrs, tile_t, mask=dst_mask)
-
-
-def transpose_pairs_tile(src_ptr, dst_ptr, MP, NP, tiles_j, stride_s, stride_d,
-                         BLOCK_K: tl.constexpr, BLOCK_J: tl.constexpr):
-    """16-bit copy dst = srcᵀ done on 32-bit words (src: M×N, dst: N×M, both contiguous rows, M and N even).
-
-    src_ptr/dst_ptr are int32 views: src word (r, j) holds src[r, 2j] (low half) and src[r, 2j+1] (high);
-    dst word (c, k) holds dst[c, 2k] = src[2k, c] and dst[c, 2k+1] = src[2k+1, c]. One program reads
-    BLOCK_K row pairs × BLOCK_J words of src, swaps halves between the even and odd row (after which each
-    word holds one dst word), transposes both tiles and writes rows 2j and 2j+1 of dst. Why: a transpose
-    of 16-bit elements in registers moves through shared memory at half the width of a 32-bit one and
-    reached only ~40–75 % of an aligned copy on an H200; on words it runs like the fp32 kernel.
-    MP = M/2 row pairs, NP = N/2 words per src row; strides are in words.
-    """
-    pid = tl.program_id(0).to(tl.int64)
-    pid_k = pid // tiles_j
-    pid_j = pid % tiles_j
-    offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K).to(tl.int64)
-    offs_j = pid_j * BLOCK_J + tl.arange(0, BLOCK_J).to(tl.int64)
-
-    mask = (offs_k[:, None] < MP) & (offs_j[None, :] < NP)
-    even_ptrs = src_ptr + (2 * offs_k)[:, None] * stride_s + offs_j[None, :]
-    even = tl.load(even_ptrs, mask=mask)
-    odd = tl.load(even_ptrs + stride_s, mask=mask)
-    # dst row 2j takes the low halves (column 2j of src), row 2j+1 the high halves; -65536 is 0xFFFF0000.
-    low = (even & 0xFFFF) | (odd << 16)
-    high = ((even >> 16) & 0xFFFF) | (odd & -65536)
-
-    dst_mask = (offs_j[:, None] < NP) & (offs_k[None, :] < MP)
-    low_ptrs = dst_ptr + (2 * offs_j)[:, None] * stride_d + offs_k[None, :]
-    tl.store(low_ptrs, tl.trans(low), mask=dst_mask)
-    tl.store(low_ptrs + stride_d, tl.trans(high), mask=dst_mask)
