@@ -41,7 +41,10 @@ def run_variant(variant: str, args: argparse.Namespace, device: torch.device) ->
     from instrumented_model.optimizer import NorMuonAndAdam
 
     cfg = make_config(args.preset, 1)
-    batch = args.batch_size or 8  # the trainer's default: 8 sequences per rank
+    from instrumented_model.train import SPEEDRUN_SEQS_PER_RANK
+
+    # the trainer's per-rank default on the speedrun preset; 8 sequences keep the CPU run short
+    batch = args.batch_size or (SPEEDRUN_SEQS_PER_RANK if args.preset == "speedrun" else 8)
     with single_rank_group(device) as backend:
         torch.manual_seed(args.seed)
         model = GPT(cfg).to(device)
@@ -137,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--out", default=None, help="results folder (required unless --child-json)")
     ap.add_argument("--preset", default=None, help="default: speedrun on cuda, tiny on cpu")
-    ap.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: 8)")
+    ap.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the trainer's per-rank default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=None, help="default: 5 on cuda, 1 on cpu")
     ap.add_argument("--steps", type=int, default=None, help="timed steps (default: 20 on cuda, 2 on cpu)")

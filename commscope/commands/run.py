@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         preset: Optional[str] = typer.Option(None, help="tiny | speedrun. Default: speedrun on cuda, tiny on cpu."),
         steps: Optional[int] = typer.Option(None, help="Training steps. Default: 40 (tiny), 50 (speedrun)."),
         seed: Optional[int] = typer.Option(None, help="Seed of the initial parameters and synthetic data. Default: 0."),
-        batch_size: Optional[int] = typer.Option(None, help="Global batch in sequences. Default: 16 (tiny), 8 per rank (speedrun)."),
+        batch_size: Optional[int] = typer.Option(None, help="Global batch in sequences. Default: 16 (tiny), 24 per rank (speedrun)."),
         grad_accum: Optional[int] = typer.Option(None, help="Micro-steps per step. Default: 1."),
         lr: Optional[float] = typer.Option(None, help="NorMuon learning rate."),
         adam_lr: Optional[float] = typer.Option(None, help="Adam learning rate."),
