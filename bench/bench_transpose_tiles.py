@@ -1,4 +1,4 @@
-"""Tile sweep of the Triton transpose kernels: each candidate `kernels.Tile` (block, warps, persistent launch) of
+"""Tile sweep of the Triton transpose kernels: each candidate (BLOCK_M, BLOCK_N, num_warps) of
 `instrumented_model.kernels.TILES` timed side by side with the aligned copy / add, per dtype (issue 8).
 
 Why: with the default 64×128 tile, transpose_copy reached only 62–68 % (fp32) and 34–37 % (bf16) of an
@@ -25,19 +25,8 @@ import torch
 from bench_transpose import CPU_SHAPES, DTYPES, GPU_SHAPES, TARGET_PCT, triton_usable
 from benchlib import arg_parser, header, md_table, provenance_line, setup_device, time_ms, write_results
 
-def _candidates():
-    from instrumented_model.kernels import Tile
-
-    # The default first, then persistent programs that pipeline the next tile's loads (session 11 measured
-    # every one-program-per-tile shape at ≤ 75 % for bf16 copy: the kernel is latency-bound per tile).
-    return [Tile(64, 128, 8), Tile(64, 128, 8, per_sm=4, stages=2), Tile(64, 128, 8, per_sm=2, stages=3),
-            Tile(64, 128, 4, per_sm=8, stages=2), Tile(64, 64, 4, per_sm=8, stages=3),
-            Tile(32, 128, 4, per_sm=8, stages=3), Tile(128, 64, 8, per_sm=4, stages=2),
-            Tile(64, 128, 8, per_sm=8, stages=2), Tile(128, 128, 8, per_sm=2, stages=2),
-            Tile(64, 256, 8, per_sm=2, stages=2)]
-
-
-CANDIDATES = _candidates()
+CANDIDATES = [(64, 128, 8), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 128, 4), (64, 64, 4),
+              (128, 256, 8), (256, 64, 8), (32, 256, 8), (128, 128, 4)]
 
 
 def measure(cfg: tuple[int, int, int], shape: tuple[int, int], dtype: torch.dtype, device: torch.device,
@@ -94,22 +83,17 @@ def rank(rows: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def tile_name(t: list) -> str:
-    """64×128 w8, plus the persistent launch: 64×128 w8 4/SM s2."""
-    return f"{t[0]}×{t[1]} w{t[2]}" + (f" {t[3]}/SM s{t[4]}" if t[3] else "")
-
-
 def markdown(result: dict) -> str:
     lines = ["## Transpose tile sweep", "", provenance_line(result), ""]
-    rows = [[r["dtype"], f"{tuple(r['shape'])}", tile_name(r["tile"]),
+    rows = [[r["dtype"], f"{tuple(r['shape'])}", "×".join(map(str, r["tile"][:2])) + f" w{r['tile'][2]}",
              r["copy"]["ms"], f"{r['copy']['pct_of_aligned']:.1f}", r["add"]["ms"],
              f"{r['add']['pct_of_aligned']:.1f}", "yes" if r["exact"] else "NO"] for r in result["rows"]]
-    lines.append(md_table(["dtype", "src shape", "tile (M×N, warps, programs/SM, stages)", "copy ms", "copy % aligned", "add ms",
+    lines.append(md_table(["dtype", "src shape", "tile (M×N, warps)", "copy ms", "copy % aligned", "add ms",
                            "add % aligned", "bit-exact"], rows))
     for dt, ranked in result["ranking"].items():
         if ranked:
             b = ranked[0]
-            lines += ["", f"{dt}: best tile {tile_name(b['tile'])}, worst case {b['worst_pct']:.1f} % of aligned "
+            lines += ["", f"{dt}: best tile {tuple(b['tile'])}, worst case {b['worst_pct']:.1f} % of aligned "
                           f"(target {TARGET_PCT:.0f} %)."]
     if result["stopped_early"]:
         lines += ["", f"Stopped after {result['stopped_early']} s budget: later candidates not measured."]

@@ -19,28 +19,13 @@ Invariants:
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
 from instrumented_model.triton_jit import HAVE_TRITON, cdiv, interpret_mode, kernel
 
-
-
-class Tile(NamedTuple):
-    """Launch shape of the transpose kernel: block_m src rows (= dst columns) × block_n src columns per tile,
-    num_warps per program; per_sm > 0 launches per_sm persistent programs per SM that loop over the tiles
-    with `stages` software-pipelining stages, per_sm = 0 one program per tile."""
-    block_m: int
-    block_n: int
-    warps: int
-    per_sm: int = 0
-    stages: int = 1
-
-
-# Tile per element size. bench/bench_transpose_tiles.py sweeps candidates side by side on a GPU
-# (results: docs/benchmarks.md).
-TILES: dict[int, Tile] = {4: Tile(64, 128, 8), 2: Tile(64, 128, 8)}
+# Tile per element size: (src rows per tile = dst columns, src columns per tile = dst rows, num_warps).
+# bench/bench_transpose_tiles.py sweeps candidates side by side on a GPU (results: docs/benchmarks.md).
+TILES: dict[int, tuple[int, int, int]] = {4: (64, 128, 8), 2: (64, 128, 8)}
 
 TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 def triton_available() -> bool:
@@ -69,30 +54,22 @@ def _check(dst: torch.Tensor, src: torch.Tensor) -> None:
         raise ValueError("dst and src must share dtype and device")
 
 
-def tile_config(dtype: torch.dtype) -> Tile:
+def tile_config(dtype: torch.dtype) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) for `dtype` (see TILES)."""
     return TILES[dtype.itemsize]
-
-
-def _programs(tile: Tile, num_tiles: int, device: torch.device) -> int:
-    if tile.per_sm <= 0:
-        return num_tiles
-    # The CPU interpreter counts as one SM, so tests run the persistent loop there too.
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
-    return max(1, min(num_tiles, tile.per_sm * sms))
 
 
 def _launch(dst: torch.Tensor, src: torch.Tensor, add: bool) -> None:
     m, n = src.shape
     if m == 0 or n == 0:
         return
-    tile = tile_config(src.dtype)
-    tiles_n = cdiv(n, tile.block_n)
-    num_tiles = cdiv(m, tile.block_m) * tiles_n
+    block_m, block_n, warps = tile_config(src.dtype)
+    tiles_n = cdiv(n, block_n)
+    grid = (cdiv(m, block_m) * tiles_n,)
     transpose_tile = kernel("instrumented_model.transpose_triton", "transpose_tile")
-    transpose_tile[(_programs(tile, num_tiles, src.device),)](
-        src, dst, m, n, tiles_n, num_tiles, src.stride(0), src.stride(1), dst.stride(0), dst.stride(1),
-        ADD=add, DST_BF16=dst.dtype == torch.bfloat16, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
-        STAGES=tile.stages, num_warps=tile.warps)
+    transpose_tile[grid](src, dst, m, n, tiles_n, src.stride(0), src.stride(1), dst.stride(0), dst.stride(1),
+                         ADD=add, DST_BF16=dst.dtype == torch.bfloat16, BLOCK_M=block_m, BLOCK_N=block_n,
+                         num_warps=warps)
 
 
 @torch.no_grad()

@@ -44,22 +44,6 @@ def test_triton_transpose_copy_and_add_are_exact(triton_device, shape, dtype):
     assert torch.equal(bits(dst), bits(expected))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_persistent_tiles_loop_over_every_tile_exactly_once(triton_device, dtype, monkeypatch):
-    # 3 programs (per_sm=3 on the interpreter's one SM; on a GPU as many as fit) walk 5×9 ragged tiles;
-    # a tile done twice would show in the add, a tile skipped in the copy
-    monkeypatch.setitem(kernels.TILES, dtype.itemsize, kernels.Tile(16, 32, 4, per_sm=3, stages=2))
-    src = rand((70, 260), dtype, triton_device, 4)
-    dst = torch.full((260, 70), 7.0, dtype=dtype, device=triton_device)
-    kernels.transpose_copy(dst, src, use_triton=True)
-    assert torch.equal(bits(dst), bits(src.T.contiguous()))
-    base = rand((260, 70), dtype, triton_device, 5)
-    dst, expected = base.clone(), base.clone()
-    kernels.transpose_add(dst, src, use_triton=True)
-    expected.add_(src.T)
-    assert torch.equal(bits(dst), bits(expected))
-
-
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy (the interpreter) warns on inf/NaN
 def test_bf16_add_rounds_to_nearest_even_like_torch(triton_device):
     # halfway and near-halfway sums, signed zeros, overflow to inf, inf - inf = NaN
