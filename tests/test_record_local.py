@@ -105,7 +105,10 @@ def test_bad_input_is_user_error(tmp_path):
         parse_steps("5:3")
     with pytest.raises(UserError):
         parse_steps("a:b")
-    assert parse_steps("5:8") == (5, 8) and parse_steps("4") == (4, 5)
+    for open_end in ("5:", ":8", "-2:3"):  # the window needs both ends, from step 0 on
+        with pytest.raises(UserError):
+            parse_steps(open_end)
+    assert parse_steps("5:8") == (5, 8) and parse_steps("4") == (4, 5) and parse_steps((2, 3)) == (2, 3)
     assert isinstance(make_recorder("off"), NullRecorder)
     rec = Recorder(tmp_path / "w", rank=0, world_size=1)
     with pytest.raises(UserError):

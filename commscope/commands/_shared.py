@@ -7,22 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from commscope.errors import UserError
+from commscope.step_range import parse_step_range
 
 
 def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
-    """'A:B' → (A, B) meaning steps A ≤ step < B (Python slice convention, as Trace.select_steps);
-    'A' → (A, A+1); 'A:' / ':B' leave that end open (None)."""
-    if text is None:
-        return None
-    lo, sep, hi = text.partition(":")
-    try:
-        a = int(lo) if lo.strip() else None
-        b = (int(hi) if hi.strip() else None) if sep else (a + 1 if a is not None else None)
-    except ValueError:
-        raise UserError(f"--steps must look like A:B, A, A: or :B with integer steps, got {text!r}") from None
-    if a is not None and b is not None and b <= a:
-        raise UserError(f"--steps {text}: selects no step (A:B means A <= step < B)")
-    return (a, b)
+    """--steps A:B, A, A: or :B (commscope.step_range)."""
+    return parse_step_range(text, "--steps")
 
 
 def resolve_steps(trace, window: tuple[int | None, int | None] | None) -> tuple[int, int] | None:
