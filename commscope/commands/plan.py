@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from commscope.errors import UserError
-from commscope.plan import (DEFAULT_CAPACITY_BYTES, DEFAULT_TFLOPS, TimeModel, make_plan,
+from commscope.plan import (DEFAULT_CAPACITY_BYTES, DEFAULT_TFLOPS, TimeModel, evaluate_strategy, make_plan,
                             matrices_for_config, micro_groups)
 
 COSTS = ("numel", "flops", "measured")
@@ -120,12 +120,13 @@ def plan_cmd(
                      bytes_per_element=bytes_per_element)
     plan["preset"] = preset
     if calib is not None:
-        run_plan = make_plan(matrices_for_config(_config(preset, calib["world_size"])), calib["world_size"],
-                             cost=cost, alpha=alpha, time_model=time_model, bytes_per_element=bytes_per_element)
+        run_bank = evaluate_strategy("bank", matrices_for_config(_config(preset, calib["world_size"])),
+                                     calib["world_size"], cost=cost, alpha=alpha, time_model=time_model,
+                                     bytes_per_element=bytes_per_element)
         plan["measured"] = {
             "run": str(run), "steps": calib["steps"], "run_world_size": calib["world_size"],
             "measured_makespan_ms": calib["measured_makespan_ms"],
-            "predicted_bank_makespan_ms": run_plan["strategies"]["bank"]["predicted_makespan_ms"],
+            "predicted_bank_makespan_ms": run_bank["predicted_makespan_ms"],
         }
     if tp:
         from commscope.plan.matrices import matrix_costs

@@ -32,6 +32,13 @@ def assign(name: str, matrices: list[Matrix], world_size: int, costs: dict[int, 
     raise ValueError(f"unknown strategy {name!r}")
 
 
+def evaluate_strategy(name: str, matrices: list[Matrix], world_size: int, *, cost: str = "flops",
+                      alpha: float = 1.0, time_model: TimeModel = TimeModel(), bytes_per_element: int = 4) -> dict:
+    """One strategy's evaluation (see make_plan); ValueError when it cannot lay out these matrices."""
+    costs = matrix_costs(matrices, cost, time_model.measured_ms)
+    return evaluate(assign(name, matrices, world_size, costs, alpha), matrices, costs, time_model, bytes_per_element)
+
+
 def make_plan(matrices: list[Matrix], world_size: int, *, cost: str = "flops", alpha: float = 1.0,
               time_model: TimeModel = TimeModel(), bytes_per_element: int = 4) -> dict:
     """The JSON-shaped plan: matrices with their costs, and every strategy evaluated; a strategy that
@@ -63,4 +70,4 @@ def make_plan(matrices: list[Matrix], world_size: int, *, cost: str = "flops", a
 
 
 __all__ = ["STRATEGIES", "Assignment", "DEFAULT_CAPACITY_BYTES", "DEFAULT_TFLOPS", "Matrix", "TimeModel",
-           "assign", "make_plan", "matrices_for_config", "matrix_costs", "max_over_mean", "micro_groups"]
+           "assign", "evaluate_strategy", "make_plan", "matrices_for_config", "matrix_costs", "max_over_mean", "micro_groups"]
