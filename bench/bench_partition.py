@@ -45,18 +45,13 @@ def run_partition(partition: str, run_dir: Path, args: argparse.Namespace) -> No
 
 
 def planned_gflop(partition: str, world_size: int, preset: str) -> list[float]:
-    from commscope.plan import assign, matrices_for_config, matrix_costs
+    """The planner's per-rank load (padding work included) in GFLOP, as `commscope plan` evaluates it."""
+    from commscope.plan import evaluate_strategy, matrices_for_config
     from instrumented_model.config import make_config
 
     ms = matrices_for_config(make_config(preset, world_size))
-    costs = matrix_costs(ms, "flops")
-    a = assign("bank" if partition == "bank" else "alpha_lpt", ms, world_size, costs)
-    load = [0.0] * world_size
-    for idx, r in a.owner.items():
-        load[r] += costs[idx] / 1e9
-    for r, pads in enumerate(a.padding):  # the bank computes its padding matrices too
-        load[r] += sum(costs[m.index] for m in pads) / 1e9
-    return load
+    name = "bank" if partition == "bank" else "alpha_lpt"
+    return [x / 1e9 for x in evaluate_strategy(name, ms, world_size, cost="flops")["per_rank_load"]]
 
 
 def analyze(run_dir: Path) -> dict:
