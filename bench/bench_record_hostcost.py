@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import socket
 import statistics
 import tempfile
 import time
@@ -27,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 import benchlib  # noqa: F401  (puts the repo on sys.path: measure this checkout, not an installed copy)
+from benchlib import single_rank_group
 import commscope.record.timing as timing
 from commscope.record import NullRecorder, Recorder
 from instrumented_model.model import LABELS  # the reference trainer's 13 labels
@@ -100,35 +100,31 @@ def main() -> None:
     torch.set_num_threads(1)
     timing.torch.cuda.Event = FakeCudaEvent  # this process never touches real CUDA
     timing.torch.cuda.current_stream = lambda device=None: _STREAM
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    params = {lb: torch.zeros(4, requires_grad=True) for lb in LABELS}
-    grads = {lb: torch.zeros(4) for lb in LABELS}
-    x = torch.ones(4)
-    tmp = tempfile.mkdtemp(prefix="commscope-hostcost-")
-    light = Recorder(tmp, rank=0, world_size=1, device="cuda", backend="gloo")
-    light.watch(params)
-    plain = NullRecorder()
-    calls0 = None
-    res = {"plain": [], "light": [], "flush": [], "flush_cpu": []}
-    step = 0
-    for i in range(args.warmup + args.steps):
-        if i == args.warmup:
-            calls0 = dict(FakeCudaEvent.calls)
-        for name, rec in (("plain", plain), ("light", light)):
-            t0 = _perf()
-            marks = one_step(rec, params, step, grads, x)
-            step += 1
-            if i >= args.warmup:
-                res[name].append(marks["body_end"] - t0)
-                if name == "light":
-                    res["flush"].append(marks["exit"] - marks["body_end"])
-                    res["flush_cpu"].append(marks["exit_cpu"] - marks["body_end_cpu"])
-    calls = {k: (v - calls0[k]) / args.steps for k, v in FakeCudaEvent.calls.items()}
-    light.close()
-    dist.destroy_process_group()
+    with single_rank_group(torch.device("cpu")):  # gloo: the recorder's collectives run for real
+        params = {lb: torch.zeros(4, requires_grad=True) for lb in LABELS}
+        grads = {lb: torch.zeros(4) for lb in LABELS}
+        x = torch.ones(4)
+        tmp = tempfile.mkdtemp(prefix="commscope-hostcost-")
+        light = Recorder(tmp, rank=0, world_size=1, device="cuda", backend="gloo")
+        light.watch(params)
+        plain = NullRecorder()
+        calls0 = None
+        res = {"plain": [], "light": [], "flush": [], "flush_cpu": []}
+        step = 0
+        for i in range(args.warmup + args.steps):
+            if i == args.warmup:
+                calls0 = dict(FakeCudaEvent.calls)
+            for name, rec in (("plain", plain), ("light", light)):
+                t0 = _perf()
+                marks = one_step(rec, params, step, grads, x)
+                step += 1
+                if i >= args.warmup:
+                    res[name].append(marks["body_end"] - t0)
+                    if name == "light":
+                        res["flush"].append(marks["exit"] - marks["body_end"])
+                        res["flush_cpu"].append(marks["exit_cpu"] - marks["body_end_cpu"])
+        calls = {k: (v - calls0[k]) / args.steps for k, v in FakeCudaEvent.calls.items()}
+        light.close()
     us = {k: statistics.median(v) / 1e3 for k, v in res.items()}
     print(f"steps {args.steps}: in-step plain {us['plain']:.1f} us, light {us['light']:.1f} us "
           f"(recorder adds {us['light'] - us['plain']:.1f} us in the step), step-end flush {us['flush']:.1f} us "

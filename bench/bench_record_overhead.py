@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import socket
 import statistics
 import tempfile
 import time
@@ -28,7 +27,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
 import benchlib  # also puts the repo on sys.path: measure this checkout, not an installed copy
-from benchlib import machine
+from benchlib import machine, setup_device, single_rank_group
 from commscope.record import NullRecorder, Recorder
 from instrumented_model.model import LABELS  # the reference trainer's 13 labels
 
@@ -61,33 +60,10 @@ def one_step(model, params, rec, step, args, device):
         st.loss = total.item()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dim", type=int, default=None, help="default: 256 on cpu, 2048 on cuda")
-    ap.add_argument("--batch", type=int, default=None, help="default: 64 on cpu, 8192 on cuda")
-    ap.add_argument("--grad-accum", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--steps-per-round", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=5)
-    args = ap.parse_args()
-    device = torch.device(args.device)
+def measure(args: argparse.Namespace, device: torch.device, backend: str):
+    """Interleaved blocks of plain / light / profiler steps → (step times per (clock, mode), per-round
+    ratios to plain, profiler stop() seconds per profiled step, modes)."""
     cuda = device.type == "cuda"
-    if cuda and device.index is None:
-        device = torch.device("cuda", 0)  # set_device needs an index
-    args.dim = args.dim or (2048 if cuda else 256)
-    args.batch = args.batch or (8192 if cuda else 64)
-    if cuda:
-        torch.cuda.set_device(device)
-    else:
-        # Intra-op threads spin-wait; on a shared small machine that turns load into 100x step-time noise.
-        torch.set_num_threads(1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    backend = "nccl" if cuda else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-
     torch.manual_seed(0)
     layers = [torch.nn.Linear(args.dim, args.dim, bias=False) for _ in LABELS]
     model = torch.nn.Sequential(*[m for lin in layers for m in (lin, torch.nn.ReLU())]).to(device)
@@ -141,7 +117,25 @@ def main() -> None:
             for mode in modes:
                 ratios[(c, mode)].append(med[(c, mode)] / med[(c, "plain")])
     light.close()
-    dist.destroy_process_group()
+    return per_mode, ratios, stop_s, modes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dim", type=int, default=None, help="default: 256 on cpu, 2048 on cuda")
+    ap.add_argument("--batch", type=int, default=None, help="default: 64 on cpu, 8192 on cuda")
+    ap.add_argument("--grad-accum", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--steps-per-round", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=5)
+    args = ap.parse_args()
+    device = setup_device(args.device)
+    cuda = device.type == "cuda"
+    args.dim = args.dim or (2048 if cuda else 256)
+    args.batch = args.batch or (8192 if cuda else 64)
+    with single_rank_group(device) as backend:
+        per_mode, ratios, stop_s, modes = measure(args, device, backend)
 
     print(f"## Recording overhead\n")
     print(f"Machine: {machine(device)}. `python bench/bench_record_overhead.py --device {args.device}` "
