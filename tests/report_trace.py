@@ -64,27 +64,14 @@ def make_trace(ranks=(0, 1), steps=(0, 1), style="kineto"):
 def write_run_dir(trace, path) -> None:
     """Serialize a hand-built trace as a commscope run directory (docs/run_format.md), so the real loader
     and the CLI can be tested on known numbers."""
-    import json
-    import os
+    from rundirs import write_run
 
     def clean(d: dict) -> dict:
         return {k: (None if isinstance(v, float) and np.isnan(v) else v.item() if hasattr(v, "item") else v)
                 for k, v in d.items()}
 
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "summary.json"), "w") as f:
-        json.dump({"schema_version": 1, "status": "completed", "world_size": trace.world_size, "backend": "nccl",
-                   "device": "cuda", "steps": len(trace.steps["step"].unique()), "exit_code": 0}, f)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump({"schema_version": 1, **trace.config}, f)
+    events = {}
     for r in trace.ranks:
-        d = os.path.join(path, f"rank{r}")
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "meta.json"), "w") as f:
-            json.dump({"schema_version": 1, "rank": r, "local_rank": r, "world_size": trace.world_size,
-                       "hostname": "test", "pid": 1, "backend": "nccl", "device": "cuda", "torch": "2.13.0",
-                       "clock": {"offset_ns": 0, "error_ns": 0, "method": "barrier-allgather", "rounds": 1},
-                       "started_ns": T}, f)
         lines = []
         for s in sorted(trace.steps["step"].unique()):
             sel = lambda df: df[(df["rank"] == r) & (df["step"] == s)].to_dict("records")  # noqa: E731
@@ -98,7 +85,12 @@ def write_run_dir(trace, path) -> None:
                 lines.append({"kind": "collective", **c})
             for st in sel(trace.steps):
                 lines.append({"kind": "step", **clean(st), "tokens": 1024})
-        with open(os.path.join(d, "events.jsonl"), "w") as f:
-            f.write("".join(json.dumps(x) + "\n" for x in lines))
-        with open(os.path.join(d, "status.json"), "w") as f:
-            json.dump({"status": "completed", "error": None, "last_step": int(trace.steps["step"].max())}, f)
+        events[r] = lines
+    write_run(path, events, world_size=trace.world_size,
+              summary={"status": "completed", "backend": "nccl", "device": "cuda",
+                       "steps": len(trace.steps["step"].unique()), "exit_code": 0},
+              config=trace.config,
+              meta={"hostname": "test", "pid": 1, "backend": "nccl", "device": "cuda",
+                    "torch": "2.13.0", "clock": {"offset_ns": 0, "error_ns": 0, "method": "barrier-allgather", "rounds": 1},
+                    "started_ns": T},
+              status={"status": "completed", "error": None, "last_step": int(trace.steps["step"].max())})

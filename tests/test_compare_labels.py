@@ -9,20 +9,16 @@ from typer.testing import CliRunner
 
 from commscope.cli import app
 from commscope.compare_labels import STEP_LABEL, compare_labels, run_samples
+from rundirs import write_run
 
 MS = 1_000_000
 
 
 def make_run(path: Path, exposed: dict, step_ms: list[float], world_size: int = 2, status="completed"):
     """Synthetic run dir: per step, label collectives whose wait blocks `exposed[label][step]` ms."""
-    path.mkdir(parents=True)
     n = len(step_ms)
-    (path / "summary.json").write_text(json.dumps({"schema_version": 1, "status": status, "world_size": world_size,
-        "backend": "gloo", "device": "cpu", "losses": [5.0 - 0.1 * s for s in range(n)], "step_times_ms": step_ms}))
+    events = {}
     for rank in range(world_size):
-        d = path / f"rank{rank}"
-        d.mkdir()
-        (d / "meta.json").write_text(json.dumps({"schema_version": 1, "rank": rank, "world_size": world_size}))
         t, seq, lines = 10**18, 0, []
         for s, dur in enumerate(step_ms):
             start = t
@@ -38,8 +34,9 @@ def make_run(path: Path, exposed: dict, step_ms: list[float], world_size: int = 
             end = start + int(dur * MS)
             lines.append({"kind": "step", "rank": rank, "step": s, "loss": 5.0, "start_ns": start, "end_ns": end, "tokens": 64})
             t = end + 1000
-        (d / "events.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    return path
+        events[rank] = lines
+    return write_run(path, events, summary={"status": status, "backend": "gloo", "device": "cpu",
+                                            "losses": [5.0 - 0.1 * s for s in range(n)], "step_times_ms": step_ms})
 
 
 def _groups(tmp_path, runs=3):

@@ -10,6 +10,7 @@ from commscope.analyze import exposure, skew, timeline
 from commscope.analyze.summary import summarize
 from commscope.errors import UserError
 from commscope.load import load_path
+from rundirs import write_run as write_rundir
 
 T0 = 1_764_670_000_000_000_000
 US = 1000
@@ -49,24 +50,15 @@ def records(rank):
 
 
 def write_run(d, ranks=(0, 1), world_size=2, torn=False, summary=True, skip_events=()):
-    os.makedirs(d, exist_ok=True)
-    if summary:
-        json.dump({"schema_version": 1, "status": "completed", "world_size": world_size, "backend": "gloo",
-                   "device": "cpu", "steps": 1}, open(os.path.join(d, "summary.json"), "w"))
-    json.dump({"args": {"preset": "tiny"}, "scatter_order": ["attn", "scalars"]},
-              open(os.path.join(d, "config.json"), "w"))
-    for r in ranks:
-        rd = os.path.join(d, f"rank{r}")
-        os.makedirs(rd, exist_ok=True)
-        json.dump({"schema_version": 1, "rank": r, "world_size": world_size, "backend": "gloo", "device": "cpu"},
-                  open(os.path.join(rd, "meta.json"), "w"))
-        if r in skip_events:
-            continue
-        with open(os.path.join(rd, "events.jsonl"), "w") as f:
-            for rec in records(r):
-                f.write(json.dumps(rec) + "\n")
-            if torn:
-                f.write('{"kind": "collective", "rank": 0, "lab')
+    write_rundir(d, {r: None if r in skip_events else records(r) for r in ranks}, world_size=world_size,
+                 summary={"status": "completed", "backend": "gloo", "device": "cpu", "steps": 1} if summary else None,
+                 config={"args": {"preset": "tiny"}, "scatter_order": ["attn", "scalars"]},
+                 meta={"backend": "gloo", "device": "cpu"})
+    if torn:
+        for r in ranks:
+            if r not in skip_events:
+                with open(os.path.join(d, f"rank{r}", "events.jsonl"), "a") as f:
+                    f.write('{"kind": "collective", "rank": 0, "lab')
     return d
 
 

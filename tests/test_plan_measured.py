@@ -10,21 +10,15 @@ from typer.testing import CliRunner
 from commscope.cli import app
 from commscope.errors import UserError
 from commscope.plan.measured import calibrate
+from rundirs import write_run
 
 MS = 1_000_000
 
 
 def make_run(path: Path, update_ms: dict[int, dict[str, list[float]]], preset="tiny") -> Path:
     """Run dir whose rank r spends update_ms[r][label][step] ms in update:<label> each step."""
-    world_size = len(update_ms)
-    path.mkdir(parents=True)
-    (path / "summary.json").write_text(json.dumps({"schema_version": 1, "status": "completed",
-                                                    "world_size": world_size, "preset": preset}))
-    (path / "config.json").write_text(json.dumps({"schema_version": 1, "args": {"preset": preset}}))
+    events = {}
     for rank, labels in update_ms.items():
-        d = path / f"rank{rank}"
-        d.mkdir()
-        (d / "meta.json").write_text(json.dumps({"schema_version": 1, "rank": rank, "world_size": world_size}))
         lines, t = [], 10**15
         n_steps = len(next(iter(labels.values())))
         for s in range(n_steps):
@@ -36,8 +30,9 @@ def make_run(path: Path, update_ms: dict[int, dict[str, list[float]]], preset="t
             lines.append({"kind": "step", "rank": rank, "step": s, "loss": 1.0, "start_ns": start, "end_ns": t,
                           "tokens": 1})
             t += 1000
-        (d / "events.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    return path
+        events[rank] = lines
+    return write_run(path, events, summary={"status": "completed", "preset": preset},
+                     config={"args": {"preset": preset}})
 
 
 @pytest.fixture
