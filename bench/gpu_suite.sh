@@ -93,7 +93,7 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
     step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"
     step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
-    step bench_record_overhead 120 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV | tee $R/bench_record_overhead.md"
+    step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
     step bench_throughput 330 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout 240"
 fi

@@ -216,3 +216,17 @@ def test_bench_revs_runs_each_command_on_both_trees_and_reads_printed_figures(tm
     assert "1.250 / 1.250 | 1.250 / 1.250" in rows["printed"] and "2.500 / 2.500 | 2.500 / 2.500" in rows["tree"]
     after = subprocess.run(["git", "worktree", "list"], cwd=BENCH.parent, capture_output=True, text=True).stdout
     assert after == before
+
+
+@pytest.mark.parametrize("workload", ["trainer", "linear"])
+def test_record_overhead_interleaves_modes_and_normalizes_to_plain(capsys, workload):
+    bench("bench_record_overhead").main(["--workload", workload, "--rounds", "2", "--steps-per-round", "1",
+                                         "--warmup", "1"])
+    out = capsys.readouterr().out
+    rows = {line.split("|")[1].strip(): [float(x) for x in line.split("|")[2:6]]
+            for line in out.splitlines() if line.startswith("| ") and line.split("|")[1].strip() in
+            ("plain", "light", "profiler")}
+    assert list(rows) == ["plain", "light", "profiler"]
+    assert rows["plain"][1] == 1.0 and rows["plain"][3] == 1.0  # ratios are to plain, per round
+    assert all(r[0] > 0 and r[1] > 0 for r in rows.values())
+    assert ("reference trainer, preset tiny" in out) == (workload == "trainer")

@@ -238,6 +238,20 @@ class FakeStream:
     cuda_stream = 7
 
 
+def test_unwatch_stops_hook_records(tmp_path):
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    model = chain(2)
+    rec.watch({f"l{i}": m.weight for i, m in enumerate(model)})
+    for s in range(2):
+        if s == 1:
+            rec.unwatch()
+        with rec.step(s):
+            model(torch.randn(2, 8)).sum().backward()
+    rec.close()
+    hooks = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "hook"]
+    assert sorted(h["label"] for h in hooks) == ["l0", "l1"] and {h["step"] for h in hooks} == {0}
+
+
 def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch):
     """The CUDA branch (anchors, event stamps, end event after wait, pooled events) with a fake event."""
     import commscope.record.timing as timing

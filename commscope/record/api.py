@@ -68,6 +68,9 @@ class NullRecorder:
     def watch(self, named_params: dict) -> None:
         """Register post-accumulate-grad hooks on every labelled parameter (label → Parameter)."""
 
+    def unwatch(self) -> None:
+        """Remove the hooks `watch` registered."""
+
     def set_micro_step(self, micro_step: int | None) -> None:
         """Set the micro-step (gradient-accumulation index) that hooks and regions are attributed to."""
 

@@ -215,6 +215,12 @@ class Recorder(NullRecorder):
                 raise UserError(f"watch(): {label!r} is not a leaf tensor that requires grad")
             self._hook_handles.append(param.register_post_accumulate_grad_hook(self._hook_for(label)))
 
+    def unwatch(self) -> None:
+        """Remove every hook `watch` registered (the parameters keep training, unrecorded)."""
+        for h in self._hook_handles:
+            h.remove()
+        self._hook_handles.clear()
+
     def _hook_for(self, label: str) -> Callable[[torch.Tensor], None]:
         buf = self._hook_buf
 
@@ -463,9 +469,7 @@ class Recorder(NullRecorder):
                 self._window.finish()
             self._flush(blocking=status == "completed")
         finally:
-            for h in self._hook_handles:
-                h.remove()
-            self._hook_handles.clear()
+            self.unwatch()
             self._sink.close()
             write_json_atomic(
                 self.rank_dir / "status.json",
