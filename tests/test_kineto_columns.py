@@ -42,3 +42,15 @@ def test_launch_ns_matches_the_dict_lookup(k_corr, l_corr):
     want = pd.array([of.get(c) for c in k_corr], dtype="Int64")
     pd.testing.assert_extension_array_equal(got, want)
     assert got.dtype == "Int64"
+
+
+def test_shared_decodes_raw_values_once_per_distinct_text():
+    import msgspec
+
+    from commscope.load.kineto_events import _ABSENT, _shared
+
+    raws = [msgspec.Raw(b) for b in (b"[128, 1, 1]", b"[1.0, 1, 1]", b"[128, 1, 1]", b"[1, 1, 1]")] + [_ABSENT]
+    got = _shared(raws)
+    assert got == [[128, 1, 1], [1.0, 1, 1], [128, 1, 1], [1, 1, 1], None]
+    assert got[0] is got[2] and got[1] is not got[3]  # same text, one object; 1.0 stays a float
+    assert [type(x) for x in got[1]] == [float, int, int]

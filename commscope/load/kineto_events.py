@@ -85,14 +85,14 @@ _COLLECTIVE_OPS = ("c10d::", "gloo:")  # the ops whose shapes kineto_comms reads
 class _Args(msgspec.Struct, gc=False, frozen=True):
     """`args` of any event, decoded in the same pass as the event: the keys read of kernels, launches
     and cpu ops, and the ones collective matching reads of its ops (ARG_KEYS). UNSET where absent,
-    except `External id` (−1 for every kind) and `grid`/`block` (None, as the generic reader's .get).
+    except `External id` (−1 for every kind) and raw JSON values (null, as the generic reader's .get).
     Shapes stay raw JSON: building them for every op was half the decode; they are decoded where read."""
 
     stream: Any = _UNSET
     correlation: Any = _UNSET
     external_id: Any = msgspec.field(name="External id", default=-1)
-    grid: Any = None
-    block: Any = None
+    grid: msgspec.Raw = _ABSENT  # kernel launch shapes: decoded once per distinct value (_shared)
+    block: msgspec.Raw = _ABSENT
     dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_ABSENT)
     types: msgspec.Raw = msgspec.field(name="Input type", default=_ABSENT)
     collective: Any = msgspec.field(name="Collective name", default=_UNSET)
@@ -152,6 +152,14 @@ def _decode_raws(raws: list) -> list:
     return _RAWS.decode(b"[" + b",".join(raws) + b"]")
 
 
+def _shared(raws: list) -> list:
+    """Raw JSON values decoded, one object per distinct text: a few launch shapes repeat over thousands
+    of kernels, and shared lists pickle to the parent process as references (and are not ~10⁴ more
+    objects for it to build and for its garbage collector to scan). Treat them as read-only."""
+    memo: dict = {}
+    return [memo[k] if (k := bytes(r)) in memo else memo.setdefault(k, msgspec.json.decode(r)) for r in raws]
+
+
 class _OpArgs:
     """`args` dicts of cpu ops, built on access from their _Args (the keys in ARG_KEYS that were present;
     only collective launches are read)."""
@@ -189,8 +197,8 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
     ev.k_stream = [-1 if a.stream is _UNSET else a.stream for a in ka]
     ev.k_corr = [-1 if a.correlation is _UNSET else a.correlation for a in ka]
     ev.k_ext = [a.external_id for a in ka]
-    ev.k_grid = [a.grid for a in ka]
-    ev.k_block = [a.block for a in ka]
+    ev.k_grid = _shared([a.grid for a in ka])
+    ev.k_block = _shared([a.block for a in ka])
 
     launch = [e for e in launch if e.args.correlation is not _UNSET and e.args.correlation is not None]
     ev.l_corr = [e.args.correlation for e in launch]
