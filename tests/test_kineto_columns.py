@@ -54,3 +54,24 @@ def test_shared_decodes_raw_values_once_per_distinct_text():
     assert got == [[128, 1, 1], [1.0, 1, 1], [128, 1, 1], [1, 1, 1], None]
     assert got[0] is got[2] and got[1] is not got[3]  # same text, one object; 1.0 stays a float
     assert [type(x) for x in got[1]] == [float, int, int]
+
+
+def test_steps_sorted_by_start_first_of_each_number(tmp_path):
+    """ProfilerStep annotations out of order and repeated: sorted by start, the first of each number kept."""
+    import json
+
+    from commscope.load.kineto import parse_file
+
+    def ann(step, ts, dur):
+        return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
+                "ts": ts, "dur": dur}
+
+    doc = {"distributedInfo": {"rank": 0, "world_size": 1}, "baseTimeNanoseconds": 10**18,
+           "traceEvents": [ann(3, 100, 50), ann(1, 50, 40), ann(3, 200, 10), ann(2, 90, 5), ann(1, 300, 1)]}
+    p = tmp_path / "rank0.json"
+    p.write_text(json.dumps(doc))
+    steps = parse_file(str(p))["steps"]
+    assert steps["step"].tolist() == [1, 2, 3]
+    assert (steps["start_ns"] - 10**18).tolist() == [50_000, 90_000, 100_000]
+    assert (steps["end_ns"] - steps["start_ns"]).tolist() == [40_000, 5_000, 50_000]
+    assert steps.dtypes.astype(str).tolist() == ["int64", "int64", "int64", "int64", "float64"]
