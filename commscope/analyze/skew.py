@@ -41,20 +41,23 @@ def arrival_skew(collectives: pd.DataFrame, at: str = "arrival") -> pd.DataFrame
     if not len(c):
         return pd.DataFrame(columns=SKEW_COLS)
     c = c.sort_values(["group", "seq", "arrival_ns", "rank"], kind="stable")
-    c["after_first"] = c["arrival_ns"] - c.groupby(["group", "seq"])["arrival_ns"].transform("min")
-    g = c.groupby(["group", "seq"], sort=False)
+    # times since the earliest arrival: their per-group sums stay far inside int64 (epoch ns do not)
+    c["since_first"] = c["arrival_ns"] - c["arrival_ns"].min()
+    g = c.groupby(["group", "seq"], sort=False)  # groups come in (group, seq) order: c is sorted
     # one call per reduction: the same kernels as a named-aggregation dict, at half its cost
     first = g[["label", "op"]].first()
     out = pd.DataFrame({"label": first["label"], "op": first["op"], "step": g["step"].min(), "n_ranks": g.size(),
                         "first_ns": g["arrival_ns"].min(), "last_ns": g["arrival_ns"].max(),
-                        "last_rank": g["rank"].last(), "sum_after_first": g["after_first"].sum()}).reset_index()
+                        "last_rank": g["rank"].last(), "since_sum": g["since_first"].sum(),
+                        "since_min": g["since_first"].min()}).reset_index()
     out = out[out["n_ranks"] >= 2].copy()
     out["skew_ns"] = (out["last_ns"] - out["first_ns"]).astype(np.float64)
-    # Σ (last − arrival) = n·(last − first) − Σ (arrival − first): exact in int64
-    out["wait_caused_ns"] = (out["n_ranks"] * (out["last_ns"] - out["first_ns"]) - out["sum_after_first"]
-                             ).astype(np.float64)
+    # Σ (last − arrival) = n·(last − first) − Σ (arrival − first), Σ (arrival − first) from the times since
+    # the earliest arrival (s): Σ s − n·min s. Exact in int64
+    after_first = out["since_sum"] - out["n_ranks"] * out["since_min"]
+    out["wait_caused_ns"] = (out["n_ranks"] * (out["last_ns"] - out["first_ns"]) - after_first).astype(np.float64)
     out["last_rank"] = out["last_rank"].astype(np.int64)
-    return out[SKEW_COLS].sort_values(["group", "seq"]).reset_index(drop=True)
+    return out[SKEW_COLS].reset_index(drop=True)
 
 
 def stragglers(skew: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
