@@ -78,7 +78,7 @@ def _check_header(path: str, events: Any, di: Any, base: Any, props: Any) -> Eve
 # --- typed reader --------------------------------------------------------------------------------------
 
 _UNSET = msgspec.UNSET
-_ABSENT = msgspec.Raw(b"null")  # by identity: a shape key the `args` did not have (decodes to None)
+_ABSENT = msgspec.Raw(b"null")  # by identity: a raw-JSON key the `args` did not have (decodes to None)
 _COLLECTIVE_OPS = ("c10d::", "gloo:")  # the ops whose shapes kineto_comms reads (gloo pairing)
 
 
