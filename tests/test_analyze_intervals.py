@@ -18,6 +18,22 @@ def test_merge_sorts_merges_touching_and_drops_empty():
     assert pairs(iv.merge(*A((0, 10), (2, 3), (4, 5)))) == [(0, 10)]
 
 
+def test_is_normal_only_for_what_merge_returns_unchanged():
+    assert iv.is_normal(*A((0, 3), (4, 8))) and iv.is_normal(*A())
+    for not_normal in (A((0, 3), (3, 8)), A((4, 8), (0, 3)), A((0, 3), (2, 8)), A((1, 1))):
+        assert not iv.is_normal(*not_normal)
+    assert not iv.is_normal(np.array([0.0, np.nan]), np.array([1.0, 5.0]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 20)), max_size=30))
+def test_merge_of_a_normal_set_is_an_equal_copy(raw):
+    m = iv.merge(np.array([a for a, _ in raw], dtype=np.int64), np.array([a + d for a, d in raw], dtype=np.int64))
+    again = iv.merge(*m)
+    assert pairs(again) == pairs(m) and again[0].dtype == m[0].dtype
+    assert again[0] is not m[0] and again[1] is not m[1]  # callers own what merge returns
+
+
 def test_union_intersect_subtract_known():
     a = A((0, 3), (5, 8), (10, 12))
     b = A((2, 6), (7, 11))

@@ -33,13 +33,31 @@ def test_several_members_are_all_read(impl):
     assert files.gunzip(two) == DATA
 
 
-@pytest.mark.parametrize("damage", ["truncated", "crc", "garbage"])
+def test_output_larger_than_the_size_hint_is_read_whole(impl):
+    """The trailer sizes the output buffer; when it is short (a small last member, or more than 64× the
+    input) inflating starts again without a limit."""
+    big_first = gzip.compress(DATA) + gzip.compress(DATA[:100])
+    assert files.size_hint(big_first) == 101 and files.gunzip(big_first) == DATA + DATA[:100]
+    flat = b"a" * 3_000_000  # inflates ~1000×
+    blob = gzip.compress(flat)
+    assert files.size_hint(blob) == 64 * len(blob) < len(flat) and files.gunzip(blob) == flat
+
+
+def test_size_hint_is_the_trailer_size_plus_one_or_no_limit():
+    blob = gzip.compress(DATA)
+    assert files.size_hint(blob) == len(DATA) + 1
+    assert files.size_hint(blob[:17]) == 0
+
+
+@pytest.mark.parametrize("damage", ["truncated", "crc", "garbage", "size-smaller", "size-larger"])
 def test_broken_files_are_one_clear_error(impl, damage, tmp_path):
     blob = bytearray(gzip.compress(DATA))
     if damage == "truncated":
         blob = blob[: len(blob) // 2]
     elif damage == "crc":
         blob[-8] ^= 0xFF  # the trailer's CRC32
+    elif damage.startswith("size"):  # the trailer's length field, which also sizes the output buffer
+        blob[-4:] = (len(DATA) + (-1 if damage == "size-smaller" else 10**9)).to_bytes(4, "little")
     else:
         blob = bytes(blob) + b"not gzip at all"
     p = tmp_path / "rank0.json.gz"

@@ -24,6 +24,8 @@ def merge(starts, ends) -> Intervals:
     """Normalize: sort, drop empty intervals, merge overlapping or touching ones."""
     s = np.asarray(starts)
     e = np.asarray(ends)
+    if is_normal(s, e):  # sets pass through several operations, each normalizing its inputs again
+        return s.copy(), e.copy()
     keep = e > s  # also drops NaN
     s, e = s[keep], e[keep]
     if len(s) == 0:
@@ -37,6 +39,11 @@ def merge(starts, ends) -> Intervals:
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, len(s) - 1)
     return s[first], run_end[last]
+
+
+def is_normal(s: np.ndarray, e: np.ndarray) -> bool:
+    """Whether (s, e) is already normalized (what `merge` would return unchanged); False for NaN."""
+    return bool((e > s).all() and (s[1:] > e[:-1]).all())
 
 
 def union(a: Intervals, b: Intervals) -> Intervals:

@@ -34,33 +34,39 @@ def arrival_skew(collectives: pd.DataFrame, at: str = "arrival") -> pd.DataFrame
     `at="arrival"`: when each rank's collective could start (`arrival`); `at="launch"`: when it was
     launched (`call_ns`), the straggler question "who launched late"."""
     when = arrival(collectives) if at == "arrival" else collectives["call_ns"].astype("Int64")
-    c = collectives.assign(arrival_ns=when)
+    # only the columns used (carrying the whole collective table through filter and sort cost most of it)
+    c = pd.DataFrame({k: collectives[k] for k in ("group", "seq", "label", "op", "step", "rank")})
+    c["arrival_ns"] = when
     c = c[c["arrival_ns"].notna()]
     if not len(c):
         return pd.DataFrame(columns=SKEW_COLS)
     c = c.sort_values(["group", "seq", "arrival_ns", "rank"], kind="stable")
-    c["after_first"] = c["arrival_ns"] - c.groupby(["group", "seq"])["arrival_ns"].transform("min")
-    g = c.groupby(["group", "seq"], sort=False)
-    out = g.agg(label=("label", "first"), op=("op", "first"), step=("step", "min"), n_ranks=("rank", "size"),
-                first_ns=("arrival_ns", "min"), last_ns=("arrival_ns", "max"), last_rank=("rank", "last"),
-                sum_after_first=("after_first", "sum")).reset_index()
+    # times since the earliest arrival: their per-group sums stay far inside int64 (epoch ns do not)
+    c["since_first"] = c["arrival_ns"] - c["arrival_ns"].min()
+    g = c.groupby(["group", "seq"], sort=False)  # groups come in (group, seq) order: c is sorted
+    # one call per reduction: the same kernels as a named-aggregation dict, at half its cost
+    first = g[["label", "op"]].first()
+    out = pd.DataFrame({"label": first["label"], "op": first["op"], "step": g["step"].min(), "n_ranks": g.size(),
+                        "first_ns": g["arrival_ns"].min(), "last_ns": g["arrival_ns"].max(),
+                        "last_rank": g["rank"].last(), "since_sum": g["since_first"].sum(),
+                        "since_min": g["since_first"].min()}).reset_index()
     out = out[out["n_ranks"] >= 2].copy()
     out["skew_ns"] = (out["last_ns"] - out["first_ns"]).astype(np.float64)
-    # Σ (last − arrival) = n·(last − first) − Σ (arrival − first): exact in int64
-    out["wait_caused_ns"] = (out["n_ranks"] * (out["last_ns"] - out["first_ns"]) - out["sum_after_first"]
-                             ).astype(np.float64)
+    # Σ (last − arrival) = n·(last − first) − Σ (arrival − first), Σ (arrival − first) from the times since
+    # the earliest arrival (s): Σ s − n·min s. Exact in int64
+    after_first = out["since_sum"] - out["n_ranks"] * out["since_min"]
+    out["wait_caused_ns"] = (out["n_ranks"] * (out["last_ns"] - out["first_ns"]) - after_first).astype(np.float64)
     out["last_rank"] = out["last_rank"].astype(np.int64)
-    return out[SKEW_COLS].sort_values(["group", "seq"]).reset_index(drop=True)
+    return out[SKEW_COLS].reset_index(drop=True)
 
 
 def stragglers(skew: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
     base = pd.DataFrame({"rank": list(ranks)})
     if not len(skew):
         return base.assign(times_last=0, last_share=np.nan, wait_caused_ns=0.0, score=np.nan)[STRAGGLER_COLS]
-    per = skew.groupby("last_rank").agg(times_last=("seq", "size"), wait_caused_ns=("wait_caused_ns", "sum"))
-    out = base.merge(per, left_on="rank", right_index=True, how="left").fillna(
-        {"times_last": 0, "wait_caused_ns": 0.0})
-    out["times_last"] = out["times_last"].astype(np.int64)
+    g = skew.groupby("last_rank")
+    out = base.assign(times_last=base["rank"].map(g.size()).fillna(0).astype(np.int64),
+                      wait_caused_ns=base["rank"].map(g["wait_caused_ns"].sum()).fillna(0.0))
     out["last_share"] = out["times_last"] / len(skew)
     total = out["wait_caused_ns"].sum()
     out["score"] = out["wait_caused_ns"] / total if total > 0 else 0.0

@@ -49,14 +49,20 @@ def _sig(x: Any, digits: int = 4) -> Any:
 def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict]:
     out: dict[str, dict] = {}
     totals = exposure.label_totals(table)
-    for label, t in table.groupby("label", sort=False):
-        pr = per_rank[per_rank["label"] == label]
+    # rows per label by position, on only the columns read (sub-frames of the whole table per label cost
+    # more than everything computed from them)
+    rows_of = per_rank.groupby("label", sort=False).indices
+    ops, sizes = table["op"], table["bytes"]
+    no_rows = np.empty(0, dtype=np.intp)
+    by_label = table.groupby("label", sort=False).indices
+    for label, idx in sorted(by_label.items(), key=lambda kv: kv[1][0]):  # first appearance, as before
+        pr = per_rank.iloc[rows_of.get(label, no_rows)]
         tot = totals.loc[label]
         counts = pr["count"]
         out[str(label)] = {
-            "op": "+".join(dict.fromkeys(t["op"].astype(str))),  # a sharded label: reduce_scatter+all_gather
+            "op": "+".join(dict.fromkeys(ops.iloc[idx].astype(str))),  # a sharded label: reduce_scatter+all_gather
             "count": _num(float(counts.mean())) if len(counts) else 0,
-            "bytes": _num(float(t["bytes"].median())),
+            "bytes": _num(float(sizes.iloc[idx].median())),
             "bytes_per_rank": _num(float(pr["bytes"].mean())),
             "mean_ms": _num(tot["mean_ms"]),
             "exposed_ms": _num(pr["exposed_ms"].mean()),

@@ -6,7 +6,9 @@ cyclic collector would otherwise rescan them repeatedly (2–4× slower). orjson
 
 Gzip goes through python-isal (Intel ISA-L) when it is installed: its single-member inflate is 2.5× faster
 than the standard library's gzip.decompress on a Kineto trace (~7 against ~17 ms per 9 MB rank file,
-bench/bench_load.py). Files with several gzip members (concatenated .gz) take the full multi-member reader.
+bench/bench_load.py), and 2× faster again when its output buffer is sized once from the gzip trailer
+(`size_hint`: a limit that fits, checked; a short one means inflating again without it). Files with
+several gzip members (concatenated .gz) take the full multi-member reader.
 """
 from __future__ import annotations
 
@@ -59,13 +61,26 @@ def read_bytes(path: str) -> bytes:
 
 def gunzip(raw: bytes) -> bytes:
     """The decompressed bytes of a gzip file (all members; trailer CRC and length checked)."""
+    hint = size_hint(raw)
     d = _zlib.decompressobj(31)  # wbits 31: gzip header and trailer
-    out = d.decompress(raw)
+    out = d.decompress(raw, hint)  # ISA-L allocates the output once: 2× faster than growing it
+    if not d.eof and hint:  # the hint was short (several members, a bad trailer): inflate without a limit
+        d = _zlib.decompressobj(31)
+        out = d.decompress(raw)
     if not d.eof:
         raise EOFError("compressed file ended before the end-of-stream marker was reached")
     if d.unused_data:  # more members (or trailing bytes): the reader that handles every case
         return _gzip.decompress(raw)
     return out
+
+
+def size_hint(raw: bytes) -> int:
+    """An output size limit for inflating the gzip bytes `raw` that fits a single member: its trailer's
+    size field (mod 2³²) + 1, at most 64× the input (JSON traces inflate ~15×; a bad trailer must not
+    reserve gigabytes). 0 (no limit) for input too short to be gzip."""
+    if len(raw) < 18:  # 10-byte header + 8-byte trailer
+        return 0
+    return min(int.from_bytes(raw[-4:], "little") + 1, 64 * len(raw))
 
 
 def read_json(path: str) -> Any:

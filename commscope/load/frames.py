@@ -209,11 +209,14 @@ def assign_steps(rank_of_event: np.ndarray, t_ns: np.ndarray, steps: pd.DataFram
         return out
     o = int(steps["start_ns"].min())
     t = rel(t_ns if isinstance(t_ns, pd.Series) else pd.Series(t_ns), o)
-    for rank, st in steps.groupby("rank", sort=False):
-        st = st.sort_values("start_ns")
-        starts = rel(st["start_ns"], o)
-        ends = rel(st["end_ns"], o)
-        ids = st["step"].to_numpy(np.int64)
+    # per rank by positions, not a groupby of sub-frames (called three times per rank file while loading)
+    s_rank, s_start = steps["rank"].to_numpy(), steps["start_ns"].array
+    starts_all, ends_all = rel(steps["start_ns"], o), rel(steps["end_ns"], o)
+    ids_all = steps["step"].to_numpy(np.int64)
+    for rank in pd.unique(s_rank):
+        pos = np.flatnonzero(s_rank == rank)  # none for a NaN rank, which the groupby dropped
+        pos = pos[s_start[pos].argsort()]  # sort_values("start_ns")'s order: the same argsort
+        starts, ends, ids = starts_all[pos], ends_all[pos], ids_all[pos]
         mask = np.asarray(rank_of_event) == rank
         tt = t[mask]
         i = np.searchsorted(starts, tt, side="right") - 1

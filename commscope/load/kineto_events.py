@@ -2,23 +2,23 @@
 ops, user annotations), the columns that `commscope.load.kineto` shapes into frames.
 
 Two readers, one result:
-- typed (the fast path): msgspec decodes each event into a Struct naming only the fields commscope reads;
-  the decoder skips everything else without building Python objects, and `args` stay raw bytes until a
-  kind of event needs them (decoded a kind at a time into Structs of the few keys it needs). This is
-  5–10× less work than decoding ~10⁵ dicts, which dominated loading.
+- typed (the fast path): msgspec decodes each event into a Struct naming only the fields commscope reads,
+  its `args` included (one Struct of the keys read of any kind of event, in the same pass); the decoder
+  skips everything else without building Python objects, and shapes (`Input Dims`, …) stay raw JSON until
+  read. This is 5–10× less work than decoding ~10⁵ dicts, which dominated loading.
 - generic: orjson to plain dicts and one loop over them. Used for any document the typed reader rejects
-  (odd types, `args` that are not objects, a top-level array, broken JSON…), so unusual or broken input
-  behaves exactly as it did, errors included.
+  (odd types, an `args` that is not an object, a top-level array, broken JSON…), so unusual or broken
+  input behaves exactly as it did, errors included.
 
 Invariant: for every document the typed reader accepts, both readers return equal `Events`
 (tests/test_load_kineto.py checks it on the 8×H100 fixture and the gloo trace). Columns hold the
 values as decoded (`ts`/`dur` in µs); missing optional values are the same defaults in both readers.
-Exception, by design: cpu op shapes serve the `ops` frame (built `with_ops`) and gloo pairing; without
-`with_ops` the typed reader leaves `o_strides` / `o_types` empty and fills `o_dims` only for collective
-launches and executions (names `c10d::…`, `gloo:…`), None elsewhere — decoding every op's shapes was half
-of its work.
-`o_args[i]` is the full `args` dict of cpu op i (decoded on access in the typed reader: only collective
-launches read it).
+Exceptions, by design:
+- cpu op shapes serve the `ops` frame (built `with_ops`) and gloo pairing; without `with_ops` the typed
+  reader leaves `o_strides` / `o_types` empty and fills `o_dims` only for collective launches and
+  executions (names `c10d::…`, `gloo:…`), None elsewhere — decoding every op's shapes was half of its work;
+- `o_args[i]` is the `args` dict of cpu op i: whole in the generic reader, only the keys collective
+  matching reads (ARG_KEYS) in the typed one, built on access (only collective launches are read).
 """
 from __future__ import annotations
 
@@ -54,16 +54,13 @@ class Events:
 def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
     """Events of the trace whose bytes are `raw`; `with_ops` also fills `o_strides` / `o_types`."""
     try:
-        doc = _DOC.decode(raw)
+        doc = (_SHAPE_DOC if with_ops else _DOC).decode(raw)
     except msgspec.DecodeError:  # includes ValidationError: not the shape the typed reader expects
         return _generic(path, raw)
     ev = _check_header(path, doc.traceEvents, doc.distributedInfo, doc.baseTimeNanoseconds,
                        doc.deviceProperties)
     ev.doc = doc
-    try:
-        _typed(doc.traceEvents, ev, with_ops)
-    except msgspec.DecodeError:  # some `args` is not an object of the expected shape
-        return _generic(path, raw)
+    _typed(doc.traceEvents, ev, with_ops)
     return ev
 
 
@@ -80,6 +77,46 @@ def _check_header(path: str, events: Any, di: Any, base: Any, props: Any) -> Eve
 
 # --- typed reader --------------------------------------------------------------------------------------
 
+_UNSET = msgspec.UNSET
+_ABSENT = msgspec.Raw(b"null")  # by identity: a raw-JSON key the `args` did not have (decodes to None)
+_COLLECTIVE_OPS = ("c10d::", "gloo:")  # the ops whose shapes kineto_comms reads (gloo pairing)
+
+
+class _Args(msgspec.Struct, gc=False, frozen=True):
+    """`args` of any event, decoded in the same pass as the event: the keys read of kernels, launches
+    and cpu ops, and the ones collective matching reads of its ops (ARG_KEYS). UNSET where absent,
+    except `External id` (−1 for every kind) and raw JSON values (null, as the generic reader's .get).
+    Shapes stay raw JSON: building them for every op was half the decode; they are decoded where read."""
+
+    stream: Any = _UNSET
+    correlation: Any = _UNSET
+    external_id: Any = msgspec.field(name="External id", default=-1)
+    grid: msgspec.Raw = _ABSENT  # kernel launch shapes: decoded once per distinct value (_shared)
+    block: msgspec.Raw = _ABSENT
+    dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_ABSENT)
+    types: msgspec.Raw = msgspec.field(name="Input type", default=_ABSENT)
+    collective: Any = msgspec.field(name="Collective name", default=_UNSET)
+    dtype: Any = _UNSET
+    in_nelems: Any = msgspec.field(name="In msg nelems", default=_UNSET)
+    out_nelems: Any = msgspec.field(name="Out msg nelems", default=_UNSET)
+    group: Any = msgspec.field(name="Process Group Name", default=_UNSET)
+    group_size: Any = msgspec.field(name="Group size", default=_UNSET)
+
+
+class _ShapeArgs(_Args, gc=False, frozen=True):
+    """With `with_ops`: strides too (only the `ops` frame reads them)."""
+
+    strides: msgspec.Raw = msgspec.field(name="Input Strides", default=_ABSENT)
+
+
+# The `args` keys of a cpu op that `o_args` holds in the typed reader (the generic one keeps all): what
+# kineto_comms reads of collective launches, with the _Args field of each.
+ARG_KEYS = {"Collective name": "collective", "dtype": "dtype", "In msg nelems": "in_nelems",
+            "Out msg nelems": "out_nelems", "Process Group Name": "group", "Group size": "group_size",
+            "Input type": "types"}
+_NO_ARGS, _NO_SHAPE_ARGS = _Args(), _ShapeArgs()
+
+
 class _Event(msgspec.Struct, gc=False):
     ph: Optional[str] = None
     cat: Optional[str] = None
@@ -87,7 +124,11 @@ class _Event(msgspec.Struct, gc=False):
     tid: Any = None
     ts: float = 0
     dur: float = 0
-    args: msgspec.Raw = msgspec.Raw(b"{}")
+    args: _Args = _NO_ARGS
+
+
+class _ShapeEvent(_Event, gc=False):
+    args: _ShapeArgs = _NO_SHAPE_ARGS
 
 
 class _Doc(msgspec.Struct, gc=False):
@@ -97,57 +138,46 @@ class _Doc(msgspec.Struct, gc=False):
     deviceProperties: Any = None
 
 
-class _KernelArgs(msgspec.Struct, gc=False):
-    stream: Any = -1
-    correlation: Any = -1
-    external_id: Any = msgspec.field(name="External id", default=-1)
-    grid: Any = None
-    block: Any = None
-
-
-class _LaunchArgs(msgspec.Struct, gc=False):
-    correlation: Any = None
-    external_id: Any = msgspec.field(name="External id", default=-1)
-
-
-_UNSET = msgspec.UNSET
-_COLLECTIVE_OPS = ("c10d::", "gloo:")  # the ops whose shapes kineto_comms reads (gloo pairing)
-
-
-class _OpArgs(msgspec.Struct, gc=False):
-    stream: Any = _UNSET  # only its presence matters (HTA counts such ops as GPU activity)
-    external_id: Any = msgspec.field(name="External id", default=-1)
-
-
-class _OpShapeArgs(_OpArgs, gc=False):
-    dims: Any = msgspec.field(name="Input Dims", default=None)
-    strides: Any = msgspec.field(name="Input Strides", default=None)
-    types: Any = msgspec.field(name="Input type", default=None)
+class _ShapeDoc(_Doc, gc=False):
+    traceEvents: list[_ShapeEvent]
 
 
 _DOC = msgspec.json.Decoder(_Doc)
-_KERNEL_ARGS = msgspec.json.Decoder(list[_KernelArgs])
-_LAUNCH_ARGS = msgspec.json.Decoder(list[_LaunchArgs])
-_OP_ARGS = msgspec.json.Decoder(list[_OpArgs])
-_OP_SHAPE_ARGS = msgspec.json.Decoder(list[_OpShapeArgs])
+_SHAPE_DOC = msgspec.json.Decoder(_ShapeDoc)
+_RAWS = msgspec.json.Decoder(list)
 
 
-def _args(events: list, decoder: msgspec.json.Decoder) -> list:
-    """The `args` of `events`, decoded in one call (one JSON array of the raw objects)."""
-    return decoder.decode(b"[" + b",".join([e.args for e in events]) + b"]")
+def _decode_raws(raws: list) -> list:
+    """Raw JSON values decoded in one call (one JSON array of them)."""
+    return _RAWS.decode(b"[" + b",".join(raws) + b"]")
 
 
-class _LazyArgs:
-    """`args` dicts of cpu ops, decoded on access (only collective launches are read)."""
+def _shared(raws: list) -> list:
+    """Raw JSON values decoded, one object per distinct text: a few launch shapes repeat over thousands
+    of kernels, and shared lists pickle to the parent process as references (and are not ~10⁴ more
+    objects for it to build and for its garbage collector to scan). Treat them as read-only."""
+    memo: dict = {}
+    return [memo[k] if (k := bytes(r)) in memo else memo.setdefault(k, msgspec.json.decode(r)) for r in raws]
 
-    def __init__(self, raws: list) -> None:
-        self._raws = raws
+
+class _OpArgs:
+    """`args` dicts of cpu ops, built on access from their _Args (the keys in ARG_KEYS that were present;
+    only collective launches are read)."""
+
+    def __init__(self, args: list) -> None:
+        self._args = args
 
     def __len__(self) -> int:
-        return len(self._raws)
+        return len(self._args)
 
     def __getitem__(self, i: int) -> dict:
-        return msgspec.json.decode(self._raws[i])
+        a = self._args[i]
+        out = {}
+        for key, attr in ARG_KEYS.items():
+            v = getattr(a, attr)
+            if v is not _UNSET and v is not _ABSENT:
+                out[key] = msgspec.json.decode(v) if isinstance(v, msgspec.Raw) else v
+        return out
 
 
 def _typed(events: list, ev: Events, with_ops: bool) -> None:
@@ -159,42 +189,41 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
         if b is not None and e.ph == "X":
             b.append(e)
 
-    ka = _args(gpu, _KERNEL_ARGS)
+    ka = [e.args for e in gpu]
     ev.k_name = [e.name for e in gpu]
     ev.k_ts = [e.ts for e in gpu]
     ev.k_dur = [e.dur for e in gpu]
     ev.k_kind = [GPU_CATS[e.cat] for e in gpu]
-    ev.k_stream = [a.stream for a in ka]
-    ev.k_corr = [a.correlation for a in ka]
+    ev.k_stream = [-1 if a.stream is _UNSET else a.stream for a in ka]
+    ev.k_corr = [-1 if a.correlation is _UNSET else a.correlation for a in ka]
     ev.k_ext = [a.external_id for a in ka]
-    ev.k_grid = [a.grid for a in ka]
-    ev.k_block = [a.block for a in ka]
+    ev.k_grid = _shared([a.grid for a in ka])
+    ev.k_block = _shared([a.block for a in ka])
 
-    la = _args(launch, _LAUNCH_ARGS)
-    keep = [i for i, a in enumerate(la) if a.correlation is not None]
-    ev.l_corr = [la[i].correlation for i in keep]
-    ev.l_tid = [launch[i].tid for i in keep]
-    ev.l_ts = [launch[i].ts for i in keep]
-    ev.l_ext = [la[i].external_id for i in keep]
+    launch = [e for e in launch if e.args.correlation is not _UNSET and e.args.correlation is not None]
+    ev.l_corr = [e.args.correlation for e in launch]
+    ev.l_tid = [e.tid for e in launch]
+    ev.l_ts = [e.ts for e in launch]
+    ev.l_ext = [e.args.external_id for e in launch]
 
     # gloo executions on worker threads are recorded as user annotations in some versions
     ops = [e for e in cpu if e.cat == "cpu_op" or e.name.startswith("gloo:")]
     ann = [e for e in cpu if e.cat != "cpu_op" and not e.name.startswith("gloo:")]
-    oa = _args(ops, _OP_SHAPE_ARGS if with_ops else _OP_ARGS)
+    oa = [e.args for e in ops]
     ev.o_name = [e.name for e in ops]
     ev.o_tid = [e.tid for e in ops]
     ev.o_ts = [e.ts for e in ops]
     ev.o_dur = [e.dur for e in ops]
     ev.o_ext = [a.external_id for a in oa]
     ev.o_hta_stream = [a.stream is not _UNSET for a in oa]
-    ev.o_args = _LazyArgs([e.args for e in ops])
+    ev.o_args = _OpArgs(oa)
     if with_ops:
-        ev.o_dims = [a.dims for a in oa]
-        ev.o_strides = [a.strides for a in oa]
-        ev.o_types = [a.types for a in oa]
+        ev.o_dims = _decode_raws([a.dims for a in oa])
+        ev.o_strides = _decode_raws([a.strides for a in oa])
+        ev.o_types = _decode_raws([a.types for a in oa])
     else:  # shapes only where gloo pairing reads them
-        ev.o_dims = [ev.o_args[i].get("Input Dims") if e.name.startswith(_COLLECTIVE_OPS) else None
-                     for i, e in enumerate(ops)]
+        ev.o_dims = [msgspec.json.decode(a.dims) if n.startswith(_COLLECTIVE_OPS) else None
+                     for a, n in zip(oa, ev.o_name)]
     ev.a_name = [e.name for e in ann]
     ev.a_tid = [e.tid for e in ann]
     ev.a_ts = [e.ts for e in ann]
