@@ -31,13 +31,13 @@ def _frames(k_corr, l_corr, l_ts):
 @pytest.mark.parametrize("k_corr, l_corr", [
     ([7, 3, 9, 3], [3, 7, 8]),  # unique launches: the index path
     ([7, 3, 9, 3], [3, 7, 3]),  # a repeated correlation: the last launch wins
-    ([7, None, 3], [3, 7, 8]),  # a kernel without correlation: the dict path
+    ([7, None, 3], [3, 7, 8]),  # a kernel without correlation: no launch
 ])
 def test_launch_ns_matches_the_dict_lookup(k_corr, l_corr):
     t = 1_733_150_000_123_456_789
     l_ts = [t + 10 * i for i in range(len(l_corr))]
     kernels, launches = _frames(k_corr, l_corr, l_ts)
-    got = _launch_ns(kernels, launches, k_corr, l_corr)
+    got = _launch_ns(kernels, launches)
     of = dict(zip(l_corr, l_ts))
     want = pd.array([of.get(c) for c in k_corr], dtype="Int64")
     pd.testing.assert_extension_array_equal(got, want)
@@ -75,3 +75,18 @@ def test_steps_sorted_by_start_first_of_each_number(tmp_path):
     assert (steps["start_ns"] - 10**18).tolist() == [50_000, 90_000, 100_000]
     assert (steps["end_ns"] - steps["start_ns"]).tolist() == [40_000, 5_000, 50_000]
     assert steps.dtypes.astype(str).tolist() == ["int64", "int64", "int64", "int64", "float64"]
+
+
+def test_match_positions_is_the_last_row_per_key_and_never_matches_missing_keys():
+    import numpy as np
+    import pandas as pd
+
+    from commscope.load.frames import match_positions
+
+    launches = pd.Series([10, 11, 12, 11, None, None], dtype=object)  # 11 twice, two launches without id
+    kernels = pd.Series([12, 11, 99, None, 10], dtype=object)
+    assert match_positions(kernels, launches).tolist() == [2, 3, -1, -1, 0]  # 11 → its last launch, row 3
+    unique = pd.Series([5, 7, 9])
+    assert match_positions(pd.Series([9, 5, 6]), unique).tolist() == [2, 0, -1]
+    assert match_positions(pd.Series([1.0, np.nan]), pd.Series([np.nan, 1.0])).tolist() == [1, -1]
+    assert match_positions(pd.Series([1]), pd.Series([], dtype=np.int64)).tolist() == [-1]

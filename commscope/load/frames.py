@@ -226,3 +226,19 @@ def assign_steps(rank_of_event: np.ndarray, t_ns: np.ndarray, steps: pd.DataFram
         res[ok] = ids[i[ok]]
         out[mask] = res
     return out
+
+
+def match_positions(keys: pd.Series, table_keys: pd.Series) -> np.ndarray:
+    """Per key, the row position of the row of `table_keys` holding it, −1 if none; the last such row when
+    several hold it; a missing key (None/NaN) matches nothing.
+
+    The loader's one kernel → launch join by correlation id (launch times, the launching thread of
+    collectives, the External id of the op that launched a kernel): a kernel has one launch, so where
+    merged or damaged traces repeat a correlation id the last launch is taken."""
+    if table_keys.is_unique:
+        pos = pd.Index(table_keys).get_indexer(keys)
+    else:
+        last = np.flatnonzero(~table_keys.duplicated(keep="last").to_numpy())
+        sub = pd.Index(table_keys.to_numpy()[last]).get_indexer(keys)
+        pos = np.where(sub >= 0, last[sub], -1)
+    return np.where(keys.isna().to_numpy(), -1, pos)

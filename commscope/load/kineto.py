@@ -21,7 +21,7 @@ import pandas as pd
 from commscope.load import kineto_comms
 from commscope.load.kineto_events import read_events
 from commscope.load.files import gc_paused, read_bytes
-from commscope.load.frames import assign_steps, frame, ns_array
+from commscope.load.frames import assign_steps, frame, match_positions, ns_array
 
 # HTA's classification, kept identical so overlap numbers compare (hta/utils/utils.py).
 COMM_KERNEL_RE = re.compile(r"^nccl.*Kernel")
@@ -101,7 +101,7 @@ def _parse(path: str, with_ops: bool) -> dict:
     kernels["hta_compute"] = [c[2] for c in k_cls]
     launches = pd.DataFrame({"correlation": column(l_corr), "tid": column(l_tid), "ts_ns": _ns(l_ts, base),
                              "external_id": column(l_ext)})
-    kernels["launch_ns"] = _launch_ns(kernels, launches, k_corr, l_corr)
+    kernels["launch_ns"] = _launch_ns(kernels, launches)
     ostart = _ns(o_ts, base)
     ops_all = pd.DataFrame({
         "name": pd.Series(_shared_strings(o_name), dtype=object), "tid": column(o_tid), "start_ns": ostart,
@@ -128,7 +128,7 @@ def _parse(path: str, with_ops: bool) -> dict:
 
     colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src)
     compute = _compute(rank, kernels, ops_all)
-    ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, l_corr, l_ext) if with_ops else None
+    ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launches, l_ext) if with_ops else None
 
     def with_step(df: pd.DataFrame, col: str) -> pd.DataFrame:  # df: a frame built here, not a view
         df["step"] = assign_steps(np.full(len(df), rank), df[col], steps)
@@ -155,16 +155,12 @@ def _parse(path: str, with_ops: bool) -> dict:
     }
 
 
-def _launch_ns(kernels: pd.DataFrame, launches: pd.DataFrame, k_corr: list, l_corr: list) -> pd.arrays.IntegerArray:
-    """Per kernel, `ts_ns` of the launch with its correlation id (the last such launch), <NA> if none.
-    `k_corr` / `l_corr`: the correlation values as read, for the general case (a dict lookup)."""
-    kc, lc = kernels["correlation"], launches["correlation"]
-    if kc.dtype == np.int64 and lc.dtype == np.int64 and lc.is_unique:  # all ints (see column): by index
-        pos = pd.Index(lc).get_indexer(kc)
-        missing = pos < 0
-        return pd.arrays.IntegerArray(np.where(missing, 0, launches["ts_ns"].to_numpy()[pos]), missing)
-    launch_of = dict(zip(l_corr, launches["ts_ns"].tolist()))
-    return ns_array([launch_of.get(c) for c in k_corr])
+def _launch_ns(kernels: pd.DataFrame, launches: pd.DataFrame) -> pd.arrays.IntegerArray:
+    """Per kernel, `ts_ns` of its launch (the launch with its correlation id: match_positions), <NA> if none."""
+    pos = match_positions(kernels["correlation"], launches["correlation"])
+    missing = pos < 0
+    ts = launches["ts_ns"].to_numpy()
+    return pd.arrays.IntegerArray(np.where(missing, 0, ts[pos] if len(ts) else 0).astype(np.int64), missing)
 
 
 @functools.cache
@@ -213,7 +209,7 @@ def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame) -> pd.Data
 
 
 def _ops(rank: int, ops_all: pd.DataFrame, dims: list, strides: list, types: list, kernels: pd.DataFrame,
-         l_corr: list, l_ext: list) -> pd.DataFrame:
+         launches: pd.DataFrame, l_ext: list) -> pd.DataFrame:
     """cpu ops that recorded shapes, each with the kernels it launched (kernel → launch by correlation →
     the launch's External id = the op's External id). Built from plain lists and dicts: pandas
     groupby-to-list over thousands of tiny groups costs ~100× more."""
@@ -238,12 +234,12 @@ def _ops(rank: int, ops_all: pd.DataFrame, dims: list, strides: list, types: lis
     first: dict = {}
     total: dict = {}
     grids: dict = {}
-    if len(kernels) and l_corr and len(ops):
-        ext_of = dict(zip(l_corr, l_ext))
+    if len(kernels) and len(launches) and len(ops):
+        launch = match_positions(kernels["correlation"], launches["correlation"]).tolist()
         kn, ks, ke = kernels["name"].tolist(), kernels["start_ns"].tolist(), kernels["end_ns"].tolist()
-        kc, kg = kernels["correlation"].tolist(), kernels["grid"].tolist()
+        kg = kernels["grid"].tolist()
         for i in np.argsort(kernels["start_ns"].to_numpy(), kind="stable").tolist():
-            x = ext_of.get(kc[i], -1)
+            x = l_ext[launch[i]] if launch[i] >= 0 else None
             if x is None or x < 0:
                 continue
             if x not in names:

@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from commscope.load.frames import dtype_size, is_ns, normalize_op, ns_array, rel
+from commscope.load.frames import dtype_size, is_ns, match_positions, normalize_op, ns_array, rel
 
 LABEL_PREFIX = "commscope:"
 
@@ -150,11 +150,8 @@ def _nccl(rank, di, pgs, comm_k, launches, ops_all, is_rpc, op_args) -> list[dic
 
 
 def _with_launch(comm_k: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
-    """Communication kernels with their launch's `tid` and `ts_ns` (a left join on correlation)."""
-    corr = launches["correlation"]
-    if not corr.is_unique:  # a join that may repeat kernels: let pandas do it
-        return comm_k.merge(launches[["correlation", "tid", "ts_ns"]], on="correlation", how="left")
-    pos = pd.Index(corr).get_indexer(comm_k["correlation"])
+    """Communication kernels with their launch's `tid` and `ts_ns` (the launch with its correlation id: frames.match_positions), NaN if none."""
+    pos = match_positions(comm_k["correlation"], launches["correlation"])
     found = pos >= 0
     k = comm_k.reset_index(drop=True)
     tid = np.full(len(k), np.nan, dtype=object)
