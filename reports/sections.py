@@ -13,6 +13,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from commscope.analyze.summary import undefined_overlap_note
 from reports import tables
 from reports.layout_section import render_layout
 from reports.doctor_section import render_doctor
@@ -49,6 +50,9 @@ def render_overview(ctx: ReportContext) -> str:
                                                                  if device else {})} for r, v in by_rank.items()]
         out.append("<h3>Compute/communication overlap by rank</h3>" + tables.records_table(rows,
                                                                                           table_id="overlap-by-rank"))
+        note = undefined_overlap_note(s)
+        if note:
+            out.append(f'<p class="note">{html.escape(note)}</p>')
     if t.problems:
         out.append('<h3>Problems while loading</h3><ul class="problems">' +
                    "".join(f"<li>{html.escape(str(p))}</li>" for p in t.problems) + "</ul>")

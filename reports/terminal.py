@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from commscope.analyze.summary import undefined_overlap_note
 from reports.tables import fmt
 
 
@@ -41,3 +42,6 @@ def print_summary(summary: dict, console: Console, top: int = 8) -> None:
         for rank, value in by_rank.items():
             r.add_row(str(rank), pct(value))
         console.print(r)
+        note = undefined_overlap_note(summary)
+        if note:
+            console.print(note)

@@ -244,3 +244,13 @@ def test_step_selector_zooms_to_each_step():
     assert [b.label for b in buttons] == ["all steps", "step 0", "step 1", "step 2"]
     lo, hi = buttons[2].args[0]["xaxis.range"]  # step 1 = [1, 2) ms after the first step start, 2 % padding
     assert (lo, hi) == pytest.approx((0.98, 2.02))
+
+
+def test_undefined_overlap_is_explained_not_left_blank():
+    from commscope.analyze.summary import undefined_overlap_note
+
+    assert undefined_overlap_note({"overlap_pct_by_rank": {"0": 12.5, "1": 3.0}}) is None
+    nccl1 = undefined_overlap_note({"overlap_pct_by_rank": {"0": None}, "world_size": 1, "backend": "nccl"})
+    assert "rank(s) 0" in nccl1 and "NCCL at world size 1" in nccl1
+    gloo = undefined_overlap_note({"overlap_pct_by_rank": {"0": 1.0, "3": None}, "world_size": 4, "backend": "gloo"})
+    assert "rank(s) 3" in gloo and "NCCL" not in gloo

@@ -111,3 +111,18 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     else:
         doc["hta"] = {"status": "skipped", "reason": "not requested"}
     return doc
+
+
+def undefined_overlap_note(doc: dict) -> str | None:
+    """Why `overlap_pct_by_rank` is null for some ranks of a summarize() document, or None if it is not.
+
+    HTA's overlap % divides communication time hidden by compute by communication time, so a rank whose
+    trace shows none has no value. The usual case is NCCL at world size 1, which runs collectives without
+    launching kernels."""
+    missing = [r for r, v in (doc.get("overlap_pct_by_rank") or {}).items() if v is None]
+    if not missing:
+        return None
+    why = ("; NCCL at world size 1 launches no communication kernels"
+           if doc.get("world_size") == 1 and doc.get("backend") == "nccl" else "")
+    return (f"Overlap % is undefined for rank(s) {', '.join(missing)}: their traces show no communication "
+            f"time to divide by{why}.")
