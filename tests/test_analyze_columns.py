@@ -31,23 +31,17 @@ def test_wait_spans_of_no_collectives_is_empty():
 
 
 def _assign_steps_by_groupby(rank_of_event, t_ns, steps):
-    """The reference: assign_steps as it was written with a groupby of sub-frames."""
-    from commscope.load.frames import rel
+    """The reference: assign_steps's per-rank split as it was written, with a groupby of sub-frames (the
+    per-rank search, frames.step_of, is shared: the split is what changed)."""
+    from commscope.load.frames import rel, step_of
 
     out = np.full(len(t_ns), -1, dtype=np.int64)
     o = int(steps["start_ns"].min())
     t = rel(pd.Series(t_ns), o)
     for rank, st in steps.groupby("rank", sort=False):
         st = st.sort_values("start_ns")
-        starts, ends, ids = rel(st["start_ns"], o), rel(st["end_ns"], o), st["step"].to_numpy(np.int64)
         mask = np.asarray(rank_of_event) == rank
-        tt = t[mask]
-        i = np.searchsorted(starts, tt, side="right") - 1
-        ok = (i >= 0) & ~np.isnan(tt)
-        ok[ok] &= tt[ok] <= ends[i[ok]]
-        res = np.full(len(tt), -1, dtype=np.int64)
-        res[ok] = ids[i[ok]]
-        out[mask] = res
+        out[mask] = step_of(t[mask], rel(st["start_ns"], o), rel(st["end_ns"], o), st["step"].to_numpy(np.int64))
     return out
 
 

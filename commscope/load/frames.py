@@ -216,16 +216,19 @@ def assign_steps(rank_of_event: np.ndarray, t_ns: np.ndarray, steps: pd.DataFram
     for rank in pd.unique(s_rank):
         pos = np.flatnonzero(s_rank == rank)  # none for a NaN rank, which the groupby dropped
         pos = pos[s_start[pos].argsort()]  # sort_values("start_ns")'s order: the same argsort
-        starts, ends, ids = starts_all[pos], ends_all[pos], ids_all[pos]
         mask = np.asarray(rank_of_event) == rank
-        tt = t[mask]
-        i = np.searchsorted(starts, tt, side="right") - 1
-        ok = (i >= 0) & ~np.isnan(tt)
-        ok[ok] &= tt[ok] <= ends[i[ok]]
-        res = np.full(len(tt), -1, dtype=np.int64)
-        res[ok] = ids[i[ok]]
-        out[mask] = res
+        out[mask] = step_of(t[mask], starts_all[pos], ends_all[pos], ids_all[pos])
     return out
+
+
+def step_of(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Step id of each time `t` within one rank's steps (sorted by start), −1 outside every step or NaN."""
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & ~np.isnan(t)
+    ok[ok] &= t[ok] <= ends[i[ok]]
+    res = np.full(len(t), -1, dtype=np.int64)
+    res[ok] = ids[i[ok]]
+    return res
 
 
 def match_positions(keys: pd.Series, table_keys: pd.Series) -> np.ndarray:
