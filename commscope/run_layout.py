@@ -1,11 +1,15 @@
 """Where things are in a run directory (docs/run_format.md): its rank folders, whether a folder holds a
-run, and a rank's status.json. Without pandas or torch, so the launcher (which watches a running job's
-folders) uses the same definitions as the loader and `doctor`."""
+run, and the writers and reader of config.json and a rank's status.json. Without pandas or torch, so the
+launcher (which watches a running job's folders) uses the same definitions as the loader and `doctor`,
+and the recorder and the trainer write these files one way."""
 from __future__ import annotations
 
 import json
 import os
 import re
+
+from commscope import SCHEMA_VERSION
+from commscope.atomic import write_json_atomic
 
 RANK_DIR = re.compile(r"^rank(\d+)$")
 
@@ -37,3 +41,13 @@ def read_status(rank_dir: str) -> dict | None:
     if not isinstance(st, dict) or "status" not in st:
         raise ValueError("unreadable status.json (no status)")
     return st
+
+
+def write_config(run_dir, config: dict) -> None:
+    """RUN/config.json (atomically)."""
+    write_json_atomic(os.path.join(run_dir, "config.json"), {"schema_version": SCHEMA_VERSION, **config})
+
+
+def write_status(rank_dir, status: str, error: str | None, last_step: int) -> None:
+    """rank{R}/status.json, written atomically so a reader never sees half of it."""
+    write_json_atomic(os.path.join(rank_dir, "status.json"), {"status": status, "error": error, "last_step": last_step})

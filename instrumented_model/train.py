@@ -28,9 +28,9 @@ import time
 import traceback
 from typing import Sequence
 
-from commscope import SCHEMA_VERSION, faults
-from commscope.atomic import write_json_atomic
+from commscope import faults
 from commscope.errors import UserError
+from commscope.run_layout import write_config, write_status
 
 PROGRESS_PREFIX = "@@commscope "
 TRACE_MODES = ("off", "light", "full")
@@ -150,12 +150,6 @@ def split_labels(s: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in s.split(",") if x.strip())
 
 
-def write_status(run_dir: str, rank: int, status: str, error: str | None, last_step: int) -> None:
-    """rank{R}/status.json (docs/run_format.md), written atomically so a reader never sees half of it."""
-    write_json_atomic(os.path.join(run_dir, f"rank{rank}", "status.json"),
-                      {"status": status, "error": error, "last_step": last_step})
-
-
 def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
     """NullRecorder for --trace off, else a Recorder writing rank{R}/ of the run directory."""
     from commscope.record import make_recorder as make
@@ -228,10 +222,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     rec.watch(params)
     if rank == 0:
         config = {"args": vars(args), "model": cfg.to_dict(), "world_size": world_size, **opt.config()}
-        if rec.enabled:
-            rec.write_config(config)
-        else:
-            write_json_atomic(os.path.join(args.out, "config.json"), {"schema_version": SCHEMA_VERSION, **config})
+        write_config(args.out, config)  # also with --trace off, when no recorder writes it
         progress({"event": "start", "world_size": world_size, "backend": args.backend, "device": str(device),
                   "preset": args.preset, "steps": args.steps, "batch_size": args.batch_size,
                   "seq_len": cfg.seq_len, "params": sum(p.numel() for p in params.values())})
@@ -283,7 +274,7 @@ def finish(args: argparse.Namespace, rank: int, state: dict, status: str, error:
         except Exception:  # noqa: BLE001 - the status below still has to be written
             traceback.print_exc()
     if not os.path.exists(os.path.join(args.out, f"rank{rank}", "status.json")):
-        write_status(args.out, rank, status, error, state["last_step"])
+        write_status(os.path.join(args.out, f"rank{rank}"), status, error, state["last_step"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

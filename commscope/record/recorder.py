@@ -45,6 +45,7 @@ from commscope.record.collective import GroupInfo, comm_size, op_name
 from commscope.record.profiler_window import ProfilerWindow, parse_steps
 from commscope.record.sink import EventSink, write_json_atomic
 from commscope.record.timing import CudaClock, GpuStamp
+from commscope.run_layout import write_config, write_status
 
 MODES = ("light", "full")
 # `mode="full"` without explicit steps profiles steps 1..2: step 0 carries one-time warm-up costs.
@@ -206,7 +207,7 @@ class Recorder(NullRecorder):
 
     def write_config(self, config: dict) -> None:
         if self.rank == 0:
-            write_json_atomic(self.run_dir / "config.json", {"schema_version": SCHEMA_VERSION, **config})
+            write_config(self.run_dir, config)
 
     def watch(self, named_params: Mapping[str, torch.nn.Parameter] | Iterable[tuple[str, Any]]) -> None:
         items = named_params.items() if isinstance(named_params, Mapping) else named_params
@@ -471,10 +472,7 @@ class Recorder(NullRecorder):
         finally:
             self.unwatch()
             self._sink.close()
-            write_json_atomic(
-                self.rank_dir / "status.json",
-                {"status": status, "error": error, "last_step": -1 if self.last_step is None else self.last_step},
-            )
+            write_status(self.rank_dir, status, error, -1 if self.last_step is None else self.last_step)
             self._close_done.set()
 
     def _at_exit(self) -> None:
