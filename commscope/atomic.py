@@ -29,11 +29,13 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     write_bytes_atomic(path, orjson.dumps(obj, option=JSON_OPTS | orjson.OPT_INDENT_2, default=str) + b"\n")
 
 
-def check_output(out: str | os.PathLike, src: str | os.PathLike) -> None:
-    """Refuse an output inside the input directory `src` (commscope never writes where it reads) or in a
-    folder that does not exist; one clear UserError line either way."""
-    s, o = Path(src).resolve(), Path(out).resolve()
-    if s.is_dir() and (o.parent == s or s in o.parents):
+def check_output(out: str | os.PathLike, src: str | os.PathLike | None) -> None:
+    """Refuse an output inside the input directory `src` (commscope never writes where it reads; None: no
+    input directory, e.g. a trace built in memory) or in a folder that does not exist; one clear UserError
+    line either way."""
+    o = Path(out).resolve()
+    s = Path(src).resolve() if src is not None else None
+    if s is not None and s.is_dir() and (o.parent == s or s in o.parents):
         raise UserError(f"refusing to write {out} inside the input directory {src}; choose an output elsewhere")
     if not o.parent.is_dir():
         raise UserError(f"output directory {o.parent} does not exist")

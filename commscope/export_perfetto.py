@@ -170,6 +170,7 @@ def build_perfetto(trace: Any) -> dict:
 def write_perfetto(trace: Any, out: str | Path) -> Path:
     """Write `build_perfetto(trace)` to `out` (refusing to write into the trace's input directory)."""
     out = Path(out)
-    check_output(out, str(getattr(trace, "path", None) or out.parent))
+    path = getattr(trace, "path", None)
+    check_output(out, str(path) if path else None)
     out.write_bytes(orjson.dumps(build_perfetto(trace), option=orjson.OPT_SERIALIZE_NUMPY))
     return out

@@ -87,6 +87,8 @@ def test_write_refuses_input_directory(tmp_path):
     tr.path = str(tmp_path)
     with pytest.raises(UserError, match="inside the input directory"):
         write_perfetto(tr, tmp_path / "out.json")
+    tr.path = None  # a trace built in memory has no input directory to protect
+    assert write_perfetto(tr, tmp_path / "out.json").is_file()
 
 
 def _trace_processor_bin() -> str | None:
