@@ -117,7 +117,7 @@ def main() -> None:
         status, error = "failed", f"{type(e).__name__}: {e}"
         raise
     finally:
-        if guard.claim():  # else the guard thread is closing the recorder and ends the process
+        if guard.claim():  # else the guard thread closed the recorder (claim waited) and ends the process
             guard.stop()
             rec.close(status, error)
             dist.destroy_process_group()

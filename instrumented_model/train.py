@@ -313,8 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"commscope: rank {rank}: {error}", file=sys.stderr)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # from here on: finish writing, then exit
-    if not guard.claim("main"):
-        time.sleep(60)  # the guard thread is writing this rank's status and ends the process
+    if not guard.claim("main"):  # the guard thread wrote this rank's status (claim waited for it)
         return 128 + signal.SIGTERM
     guard.stop()
     finish(args, rank, state, status, error)

@@ -92,7 +92,34 @@ def test_guard_acts_when_main_does_not_claim(tmp_path):
         while not exits and time.time() < deadline:
             time.sleep(0.02)
         assert calls == [signal.SIGTERM] and exits == [128 + signal.SIGTERM]
-        assert guard.claimed_by == "guard" and not guard.claim("main")
+        assert guard.claimed_by == "guard"
+        t0 = time.time()
+        assert not guard.claim("main") and time.time() - t0 < 1  # the guard's cleanup is done: no wait
+    finally:
+        guard.stop()
+        signal.signal(signal.SIGTERM, old)
+
+
+def test_main_losing_to_the_guard_waits_for_its_cleanup():
+    import threading
+
+    release = threading.Event()
+    written = []
+
+    def slow_close(signum):
+        release.wait(5)
+        written.append(signum)
+
+    old = signal.signal(signal.SIGTERM, lambda s, f: None)
+    guard = TermGuard(slow_close, grace_s=0.05, exit_fn=lambda code: None).start()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.time() + 5
+        while guard.claimed_by != "guard" and time.time() < deadline:
+            time.sleep(0.01)
+        threading.Timer(0.3, release.set).start()
+        assert not guard.claim("main")  # returns only once the guard's cleanup has run
+        assert written == [signal.SIGTERM]
     finally:
         guard.stop()
         signal.signal(signal.SIGTERM, old)

@@ -35,8 +35,9 @@ class TermGuard:
         self.grace_s = grace_s
         self.signals = set(signals)
         self._exit = exit_fn
-        self._claimed = threading.Lock()
+        self._lock = threading.Lock()
         self._claimed_by: str | None = None
+        self._guard_done = threading.Event()  # set when the guard's on_stuck has returned
         self._r, self._w = socket.socketpair()
         self._w.setblocking(False)  # the C handler must never block
         self._old_fd: int | None = None
@@ -53,11 +54,17 @@ class TermGuard:
             self._old_fd = None
         self._w.close()  # ends the thread's recv
 
-    def claim(self, who: str = "main") -> bool:
-        """True for the first caller only: that caller owns the cleanup."""
-        if self._claimed.acquire(blocking=False):
-            self._claimed_by = who
-            return True
+    def claim(self, who: str = "main", wait_s: float = 60.0) -> bool:
+        """True for the first caller only: that caller owns the cleanup. A caller that lost to the guard
+        thread waits (up to `wait_s`) until the guard's cleanup is written, so returning and exiting the
+        interpreter cannot cut the guard's daemon thread short; the guard then ends the process."""
+        with self._lock:
+            holder = self._claimed_by
+            if holder is None:
+                self._claimed_by = who
+                return True
+        if holder == "guard":
+            self._guard_done.wait(wait_s)
         return False
 
     @property
@@ -83,6 +90,8 @@ class TermGuard:
                 self.on_stuck(hit)
             except Exception:  # noqa: BLE001 - the exit below must happen whatever the callback does
                 traceback.print_exc()
+            finally:
+                self._guard_done.set()
             sys.stderr.flush()
             self._exit(128 + hit)
             return
