@@ -32,7 +32,7 @@ import warnings
 import benchlib
 import torch
 
-FIXTURE = "/work/shared/fixtures/modded-nanogpt-8xh100"
+FIXTURE = benchlib.FIXTURE
 
 
 def machine() -> str:

@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import benchlib  # noqa: F401  (puts the repo on sys.path)
+import benchlib  # also puts the repo on sys.path
 
 REPO = benchlib.REPO
-FIXTURE = "/work/shared/fixtures/modded-nanogpt-8xh100"
+FIXTURE = benchlib.FIXTURE
 
 _TIMELINE = ("import time; from commscope.load import load_path; "
              "from reports.timeline import timeline_figure, select_window; "

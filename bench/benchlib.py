@@ -35,6 +35,8 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 
+FIXTURE = "/work/shared/fixtures/modded-nanogpt-8xh100"  # the 8×H100 Kineto traces (../shared/fixtures)
+
 
 def arg_parser(doc: str) -> "argparse.ArgumentParser":
     """The parser every GPU script starts from: `--device cuda|cpu` and `--out DIR` (results folder)."""
