@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
 import benchlib  # also puts the repo on sys.path: measure this checkout, not an installed copy
-from benchlib import machine, setup_device, single_rank_group
+from benchlib import default_seqs, machine, setup_device, single_rank_group, trainer_parts
 from commscope.record import NullRecorder, Recorder
 from instrumented_model.model import LABELS  # the reference trainer's 13 labels
 
@@ -76,17 +76,8 @@ def linear_workload(args: argparse.Namespace, device: torch.device):
 def trainer_workload(args: argparse.Namespace, device: torch.device):
     """(labelled params, step(rec, step)) of the reference trainer at world size 1 (instrumented_model.train's
     step with one micro-step; the optimizer's recorder is the block's)."""
-    from instrumented_model.config import make_config
-    from instrumented_model.data import make_source
-    from instrumented_model.model import GPT
-    from instrumented_model.optimizer import NorMuonAndAdam
-
-    cfg = make_config(args.preset, 1)
-    model = GPT(cfg).to(device)
+    _, model, opt, batches = trainer_parts(args.preset, args.seqs, device, seed=0, n_batches=2)
     params = model.labelled_params()
-    opt = NorMuonAndAdam(params, rank=0, world_size=1)
-    data = make_source(None, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=args.seqs, seed=0)
-    batches = [tuple(t.to(device) for t in data.global_batch(s)) for s in range(2)]
 
     def step(rec, s: int) -> None:
         opt.rec = rec
@@ -184,10 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     args.dim = args.dim or (2048 if cuda else 256)
     args.batch = args.batch or (8192 if cuda else 64)
     args.preset = args.preset or ("speedrun" if cuda else "tiny")
-    if args.seqs is None:
-        from instrumented_model.train import SPEEDRUN_SEQS_PER_RANK
-
-        args.seqs = SPEEDRUN_SEQS_PER_RANK if args.preset == "speedrun" else 4
+    args.seqs = args.seqs or default_seqs(args.preset, 4)
     with single_rank_group(device) as backend:
         per_mode, ratios, stop_s, modes = measure(args, device, backend)
 

@@ -28,31 +28,19 @@ from pathlib import Path
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
-from benchlib import header, md_table, provenance_line, setup_device, single_rank_group, sync, write_results
+from benchlib import (default_seqs, header, md_table, provenance_line, setup_device, single_rank_group, sync,
+                      trainer_parts, write_results)
 
 TARGET_TOKENS_PER_S = 600_000
 VARIANTS = ("eager", "compile")
 
 
 def run_variant(variant: str, args: argparse.Namespace, device: torch.device) -> dict:
-    from instrumented_model.config import make_config
-    from instrumented_model.data import make_source
-    from instrumented_model.model import GPT
-    from instrumented_model.optimizer import NorMuonAndAdam
-
-    cfg = make_config(args.preset, 1)
-    from instrumented_model.train import SPEEDRUN_SEQS_PER_RANK
-
-    # the trainer's per-rank default on the speedrun preset; 8 sequences keep the CPU run short
-    batch = args.batch_size or (SPEEDRUN_SEQS_PER_RANK if args.preset == "speedrun" else 8)
+    batch = args.batch_size or default_seqs(args.preset, 8)  # 8 sequences keep the CPU run short
     with single_rank_group(device) as backend:
-        torch.manual_seed(args.seed)
-        model = GPT(cfg).to(device)
-        opt = NorMuonAndAdam(model.labelled_params(), rank=0, world_size=1)
-        forward = torch.compile(model) if variant == "compile" else model
-        data = make_source(None, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=batch, seed=args.seed)
         total = args.warmup + args.steps
-        batches = [tuple(t.to(device) for t in data.global_batch(s)) for s in range(min(total, 4))]
+        cfg, model, opt, batches = trainer_parts(args.preset, batch, device, args.seed, min(total, 4))
+        forward = torch.compile(model) if variant == "compile" else model
         cuda = device.type == "cuda"
         timed: dict[str, list] = {"forward": [], "backward": [], "optimizer": []}
 

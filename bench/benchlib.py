@@ -139,6 +139,30 @@ def single_rank_group(device: torch.device) -> Iterator[str]:
         dist.destroy_process_group()
 
 
+def default_seqs(preset: str, other: int) -> int:
+    """Sequences per step: the trainer's per-rank default on the speedrun preset, else `other` (short CPU runs)."""
+    from instrumented_model.train import SPEEDRUN_SEQS_PER_RANK
+
+    return SPEEDRUN_SEQS_PER_RANK if preset == "speedrun" else other
+
+
+def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_batches: int):
+    """The reference trainer's pieces at world size 1, as `commscope run --nproc 1` builds them:
+    (config, GPT on `device`, NorMuonAndAdam, `n_batches` synthetic (inputs, targets) batches on `device`).
+    Seeds torch with `seed` first, so every variant of a benchmark starts from the same weights."""
+    from instrumented_model.config import make_config
+    from instrumented_model.data import make_source
+    from instrumented_model.model import GPT
+    from instrumented_model.optimizer import NorMuonAndAdam
+
+    cfg = make_config(preset, 1)
+    torch.manual_seed(seed)
+    model = GPT(cfg).to(device)
+    opt = NorMuonAndAdam(model.labelled_params(), rank=0, world_size=1)
+    data = make_source(None, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=seqs, seed=seed)
+    return cfg, model, opt, [tuple(t.to(device) for t in data.global_batch(s)) for s in range(n_batches)]
+
+
 def header(device: torch.device, script: str, argv: list[str] | None) -> dict:
     """The provenance fields every result JSON starts with (`argv`: the script's arguments)."""
     args = sys.argv[1:] if argv is None else argv
