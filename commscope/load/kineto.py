@@ -101,7 +101,8 @@ def _parse(path: str, with_ops: bool) -> dict:
     kernels["hta_compute"] = [c[2] for c in k_cls]
     launches = pd.DataFrame({"correlation": column(l_corr), "tid": column(l_tid), "ts_ns": _ns(l_ts, base),
                              "external_id": column(l_ext)})
-    kernels["launch_ns"] = _launch_ns(kernels, launches)
+    launch_pos = match_positions(kernels["correlation"], launches["correlation"])  # the one kernel → launch join
+    kernels["launch_ns"] = _launch_ns(kernels, launches, launch_pos)
     ostart = _ns(o_ts, base)
     ops_all = pd.DataFrame({
         "name": pd.Series(_shared_strings(o_name), dtype=object), "tid": column(o_tid), "start_ns": ostart,
@@ -126,9 +127,9 @@ def _parse(path: str, with_ops: bool) -> dict:
     hta_cutoff = int(max(step_starts)) if step_starts else None
     regions_src = ann[~is_step]
 
-    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src)
+    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos)
     compute = _compute(rank, kernels, ops_all)
-    ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launches, l_ext) if with_ops else None
+    ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launch_pos, l_ext) if with_ops else None
 
     def with_step(df: pd.DataFrame, col: str) -> pd.DataFrame:  # df: a frame built here, not a view
         df["step"] = assign_steps(np.full(len(df), rank), df[col], steps)
@@ -155,9 +156,12 @@ def _parse(path: str, with_ops: bool) -> dict:
     }
 
 
-def _launch_ns(kernels: pd.DataFrame, launches: pd.DataFrame) -> pd.arrays.IntegerArray:
-    """Per kernel, `ts_ns` of its launch (the launch with its correlation id: match_positions), <NA> if none."""
-    pos = match_positions(kernels["correlation"], launches["correlation"])
+def _launch_ns(kernels: pd.DataFrame, launches: pd.DataFrame, pos: np.ndarray | None = None
+               ) -> pd.arrays.IntegerArray:
+    """Per kernel, `ts_ns` of its launch (the launch with its correlation id: match_positions, or `pos` when
+    already computed), <NA> if none."""
+    if pos is None:
+        pos = match_positions(kernels["correlation"], launches["correlation"])
     missing = pos < 0
     ts = launches["ts_ns"].to_numpy()
     return pd.arrays.IntegerArray(np.where(missing, 0, ts[pos] if len(ts) else 0).astype(np.int64), missing)
@@ -209,7 +213,7 @@ def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame) -> pd.Data
 
 
 def _ops(rank: int, ops_all: pd.DataFrame, dims: list, strides: list, types: list, kernels: pd.DataFrame,
-         launches: pd.DataFrame, l_ext: list) -> pd.DataFrame:
+         launch_pos: np.ndarray, l_ext: list) -> pd.DataFrame:
     """cpu ops that recorded shapes, each with the kernels it launched (kernel → launch by correlation →
     the launch's External id = the op's External id). Built from plain lists and dicts: pandas
     groupby-to-list over thousands of tiny groups costs ~100× more."""
@@ -234,8 +238,8 @@ def _ops(rank: int, ops_all: pd.DataFrame, dims: list, strides: list, types: lis
     first: dict = {}
     total: dict = {}
     grids: dict = {}
-    if len(kernels) and len(launches) and len(ops):
-        launch = match_positions(kernels["correlation"], launches["correlation"]).tolist()
+    if len(kernels) and len(l_ext) and len(ops):
+        launch = launch_pos.tolist()
         kn, ks, ke = kernels["name"].tolist(), kernels["start_ns"].tolist(), kernels["end_ns"].tolist()
         kg = kernels["grid"].tolist()
         for i in np.argsort(kernels["start_ns"].to_numpy(), kind="stable").tolist():

@@ -23,18 +23,20 @@ import math
 import numpy as np
 import pandas as pd
 
-from commscope.load.frames import dtype_size, is_ns, match_positions, normalize_op, ns_array, rel
+from commscope.load.frames import dtype_size, is_ns, normalize_op, ns_array, rel
 
 LABEL_PREFIX = "commscope:"
 
 
 def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFrame, ops_all: pd.DataFrame,
-                op_args: list, annotations: pd.DataFrame) -> pd.DataFrame:
+                op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray) -> pd.DataFrame:
+    """`launch_pos`: per kernel, the row of its launch in `launches` (frames.match_positions), −1 if none."""
     pgs = {str(p.get("pg_name")): p for p in (di.get("pg_config") or []) if isinstance(p, dict)}
     is_rpc = ops_all["name"].to_numpy() == "record_param_comms"  # numpy: 5× less overhead than a Series ==
     comm_k = kernels[kernels["is_comm"]] if len(kernels) else kernels
     if is_rpc.any() or len(comm_k):
-        rows = _nccl(rank, di, pgs, comm_k, launches, ops_all, is_rpc, op_args)
+        comm_pos = launch_pos[kernels["is_comm"].to_numpy(bool)] if len(kernels) else launch_pos
+        rows = _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args)
     else:
         rows = _gloo(rank, di, pgs, ops_all, op_args)
     df = pd.DataFrame({c: (ns_array([r[c] for r in rows]) if is_ns(c) else [r[c] for r in rows])
@@ -87,11 +89,11 @@ def _row(**kw) -> dict:
     return r
 
 
-def _nccl(rank, di, pgs, comm_k, launches, ops_all, is_rpc, op_args) -> list[dict]:
+def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args) -> list[dict]:
     rpc = ops_all[is_rpc]
     rpc_args = [op_args[i] for i in np.flatnonzero(is_rpc)]
     # kernel → launch → enclosing record_param_comms (per thread, searchsorted on sorted starts)
-    k = _with_launch(comm_k, launches)
+    k = _with_launch(comm_k, comm_pos, launches)
     owner = np.full(len(k), -1, dtype=np.int64)
     for tid, idx in rpc.groupby("tid", sort=False).indices.items():
         starts = rpc["start_ns"].to_numpy()[idx]
@@ -149,9 +151,8 @@ def _nccl(rank, di, pgs, comm_k, launches, ops_all, is_rpc, op_args) -> list[dic
     return rows
 
 
-def _with_launch(comm_k: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
-    """Communication kernels with their launch's `tid` and `ts_ns` (the launch with its correlation id: frames.match_positions), NaN if none."""
-    pos = match_positions(comm_k["correlation"], launches["correlation"])
+def _with_launch(comm_k: pd.DataFrame, pos: np.ndarray, launches: pd.DataFrame) -> pd.DataFrame:
+    """Communication kernels with the `tid` and `ts_ns` of their launch (row `pos`, −1: none, then NaN)."""
     found = pos >= 0
     k = comm_k.reset_index(drop=True)
     tid = np.full(len(k), np.nan, dtype=object)
