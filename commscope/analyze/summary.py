@@ -83,7 +83,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     per_rank = exposure.label_stats(table)
     sk = skew.arrival_skew(table)
     strag = skew.stragglers(sk, tr.ranks)
-    ov = timeline.overlap_by_rank(tr, hta_like=True)
+    ov = timeline.overlap_by_rank(tr, hta_like=True, comp=comp)
     br = timeline.step_breakdown(tr, comp)
     doc: dict[str, Any] = {
         "ranks": len(tr.ranks), "world_size": tr.world_size, "source": tr.source, "backend": tr.backend,

@@ -80,15 +80,16 @@ def step_breakdown(trace: Trace, comp: dict | None = None) -> pd.DataFrame:
     return out[BREAKDOWN_COLS]
 
 
-def overlap_by_rank(trace: Trace, hta_like: bool = True) -> pd.DataFrame:
-    """Per rank: comm_ns, overlapped_ns, overlap_pct (HTA's comp_comm_overlap_pctg definition)."""
+def overlap_by_rank(trace: Trace, hta_like: bool = True, comp: dict | None = None) -> pd.DataFrame:
+    """Per rank: comm_ns, overlapped_ns, overlap_pct (HTA's comp_comm_overlap_pctg definition).
+    `comp`: exposure.compute_sets(trace) if already computed (used for traces without GPU kernels)."""
     rows = []
     k = trace.kernels
     gpu = len(k) > 0 and "hta_compute" in k.columns
     extra = trace.extra.get("hta_cpu_stream_ops") if hta_like else None
     cutoff = trace.extra.get("hta_cutoff_ns", {})
     o = origin_ns(trace)
-    comp_fallback = None if gpu else _compute_sets_rel(trace, o)
+    comp_fallback = None if gpu else (_compute_sets_rel(trace, o) if comp is None else to_rel(comp, o))
     comm_fallback = None if gpu else comm_sets(trace, o)
     if gpu:  # whole columns once, then numpy masks per rank (see exposure._compute_sets_rel)
         k_rank, k_start, k_end = k["rank"].to_numpy(), k["start_ns"].to_numpy(), k["end_ns"].to_numpy()
