@@ -160,3 +160,10 @@ def test_bad_run_dirs(tmp_path, mutate, message):
     mutate(d)
     with pytest.raises(UserError, match=message):
         load_path(d)
+
+
+def test_progress_counts_rank_folders_then_their_profiler_traces():
+    calls = []
+    load_path(os.path.join(os.path.dirname(__file__), "fixtures", "layout_h200", "standard"),
+              progress=lambda i, n: calls.append((i, n)))
+    assert calls == [(1, 2), (2, 2)]  # one rank folder, then its trace.json.gz

@@ -51,8 +51,14 @@ def load_ops(files: list[str], workers: int | None = None) -> pd.DataFrame:
 
 
 def concat_ops(frames: list) -> pd.DataFrame | None:
+    """The non-empty frames concatenated; None when there are none."""
     dfs = [d for d in frames if d is not None and len(d)]
     return pd.concat(dfs, ignore_index=True) if dfs else None
+
+
+def concat_parts(parts: list, key: str) -> pd.DataFrame | None:
+    """Frame `key` of every per-rank part (parse_file's dicts) concatenated; None when all are empty."""
+    return concat_ops([p[key] for p in parts])
 
 
 def parse_files(files: list[str], *, with_ops: bool, progress: Progress | None = None,
@@ -65,6 +71,6 @@ def parse_files(files: list[str], *, with_ops: bool, progress: Progress | None =
 def attach_ops(trace: Any, parts: list, files: list[str], with_ops: bool, workers: int | None) -> None:
     """`trace.ops` from `parts` when they were parsed with ops, else loaded on first access (Trace.ops)."""
     if with_ops:
-        trace.ops = concat_ops([p["ops"] for p in parts])
+        trace.ops = concat_parts(parts, "ops")
     else:
         trace._ops_loader = lambda: load_ops(files, workers)

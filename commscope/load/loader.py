@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 
-import pandas as pd
 
 from commscope.errors import UserError
 from commscope.load import rundir
 from commscope.load.files import is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
-from commscope.load.kineto_pool import Progress, attach_ops, parse_files
+from commscope.load.kineto_pool import Progress, attach_ops, concat_parts, parse_files
+from commscope.run_layout import is_run_dir
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,
@@ -29,7 +29,7 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file or directory")
-    if os.path.isdir(path) and rundir.is_run_dir(path):
+    if os.path.isdir(path) and is_run_dir(path):
         trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers)
     else:
         if os.path.isfile(path):
@@ -76,9 +76,9 @@ def load_kineto_files(files: list[str], path: str, progress: Progress | None = N
     for kind in COLUMNS:
         if kind == "ops":
             continue
-        dfs = [p[kind] for p in parts if len(p[kind])]
-        if dfs:
-            frames[kind] = pd.concat(dfs, ignore_index=True)
+        df = concat_parts(parts, kind)
+        if df is not None:
+            frames[kind] = df
         elif kind == "kernels" and parts:
             frames[kind] = parts[0][kind]
     trace = Trace(source="kineto", path=path, world_size=ws, backend=parts[0]["backend"],
@@ -88,8 +88,8 @@ def load_kineto_files(files: list[str], path: str, progress: Progress | None = N
                           "files": {p["rank"]: p["info"]["file"] for p in parts}},
                   ranks=ranks, problems=problems, **frames)
     attach_ops(trace, parts, files, with_ops, workers)
-    extra = [p["hta_cpu_stream_ops"] for p in parts if len(p["hta_cpu_stream_ops"])]
+    extra = concat_parts(parts, "hta_cpu_stream_ops")
     trace.extra["hta_cutoff_ns"] = {p["rank"]: p["hta_cutoff_ns"] for p in parts}
-    if extra:
-        trace.extra["hta_cpu_stream_ops"] = pd.concat(extra, ignore_index=True)
+    if extra is not None:
+        trace.extra["hta_cpu_stream_ops"] = extra
     return trace

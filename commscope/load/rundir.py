@@ -16,14 +16,12 @@ from commscope import SCHEMA_VERSION
 from commscope.errors import UserError
 from commscope.load.files import read_json, read_jsonl
 from commscope.load.frames import COLUMNS, Trace, frame, is_ns, ns_array
-from commscope.load.kineto_pool import attach_ops, parse_files
-from commscope.run_layout import is_run_dir, rank_dirs  # noqa: F401  (is_run_dir: also this module's API)
+from commscope.load.kineto_pool import attach_ops, concat_parts, parse_files
+from commscope.run_layout import rank_dirs
 
 # Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
 _COMPUTE_NAMES = ("forward", "backward")
 _COMPUTE_PREFIXES = ("update:", "compute:")
-
-
 
 
 def _check_schema(doc: dict, where: str) -> None:
@@ -58,7 +56,9 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     metas: dict[int, dict] = {}
     statuses: dict[int, dict] = {}
     no_data: set[int] = set()
-    kfiles: dict[int, str] = {}  # rank → its profiler trace (rank*/trace.json.gz)
+    kfiles = {r: os.path.join(d, "trace.json.gz") for r, d in sorted(dirs.items())  # profiler traces
+              if os.path.isfile(os.path.join(d, "trace.json.gz"))}
+    total = len(dirs) + len(kfiles)  # progress: rank folders, then their traces (the slow part)
     for i, (rank, d) in enumerate(sorted(dirs.items())):
         meta = _optional_json(os.path.join(d, "meta.json"))
         if meta is not None:
@@ -86,11 +86,8 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
         else:
             problems.append(f"rank {rank}: no events.jsonl")
             no_data.add(rank)
-        tr = os.path.join(d, "trace.json.gz")
-        if os.path.isfile(tr):
-            kfiles[rank] = tr
         if progress:
-            progress(i + 1, len(dirs))
+            progress(i + 1, total)
     sizes = {int(m["world_size"]) for m in metas.values() if "world_size" in m}
     if summary and "world_size" in summary:
         sizes.add(int(summary["world_size"]))
@@ -115,18 +112,19 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
         _fill_from_records(trace, recs)
     except (ValueError, TypeError, OverflowError) as e:  # a field of the wrong type (e.g. "start_ns": "x")
         raise UserError(f"{path}: an events.jsonl record has a field of the wrong type ({e})") from None
-    kparts = parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers)  # the profiled window
-    dfs = [p["kernels"] for p in kparts if len(p["kernels"])]
-    if dfs:
-        trace.kernels = pd.concat(dfs, ignore_index=True)
+    kparts = parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers,  # the profiled window
+                         progress=(lambda j, _n: progress(len(dirs) + j, total)) if progress else None)
+    kernels = concat_parts(kparts, "kernels")
+    if kernels is not None:
+        trace.kernels = kernels
     if kfiles:
         attach_ops(trace, kparts, list(kfiles.values()), with_ops, workers)
         trace.config["files"] = kfiles
     # The profiled window's record_function ranges, on the same clock as `ops` (events.jsonl regions are
     # on the common axis, which differs from Kineto's by the clock offset): used to attribute ops.
-    ann = [p["regions"] for p in kparts if len(p["regions"])]
-    if ann:
-        trace.extra["kineto_regions"] = pd.concat(ann, ignore_index=True)
+    ann = concat_parts(kparts, "regions")
+    if ann is not None:
+        trace.extra["kineto_regions"] = ann
     props = next((p["info"]["deviceProperties"] for p in kparts if p["info"].get("deviceProperties")), None)
     if props:
         trace.config["deviceProperties"] = props
