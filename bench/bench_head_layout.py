@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap = arg_parser(__doc__)
     ap.add_argument("--preset", default=None, help="model dims from this preset (default: speedrun on cuda, tiny on cpu)")
     ap.add_argument("--tokens", type=int, default=None,
-                    help="tokens per micro-step (default: 8 × seq_len, the trainer's per-rank batch)")
+                    help="tokens per micro-step (default: 8 × seq_len, 8 sequences, as in the figures of docs/benchmarks.md)")
     ap.add_argument("--warmup", type=int, default=None, help="default: 10 on cuda, 1 on cpu")
     ap.add_argument("--repeats", type=int, default=None, help="default: 50 on cuda, 3 on cpu")
     args = ap.parse_args(argv)

@@ -20,8 +20,8 @@
 # per step), bench_results.json (every JSON result), bench.md (every markdown snippet), runs.tar.gz
 # (the run directories' small files + traces that fit).
 #
-# Needs: python3 with torch (CUDA) and triton; typer, rich, pandas, scipy. orjson and plotly are not on
-# the GPU image: carry them as wheels in .whl/ (bench/README.md says how) and they are installed here first
+# Needs: python3 with torch (CUDA) and triton; typer, rich, pandas, scipy. orjson, plotly, narwhals,
+# msgspec and isal are not on the GPU image: carry them as wheels in .whl/ (bench/README.md says how) and they are installed here first
 # (SUITE_SKIP_WHEELS=1 skips that).
 set -u
 

@@ -5,8 +5,8 @@ over a 154 MB tensor for the (50304, 768) ones; one program per BLOCK elements h
 and writes every output once (Adam: read p, g, m, v; write p, m, v).
 
 Kept in its own module, undecorated, so that importing the optimizer never imports Triton: adam.py
-`_kernel(name)` imports this module and jits the body in the interpret mode of that moment (as
-kernels.py does for the transpose). Only builtins here, no @triton.jit library helpers (they would be
+`fused_kernel(name)` (through instrumented_model.triton_jit) imports this module and jits the body in the
+interpret mode of that moment, as for the transpose kernels. Only builtins here, no @triton.jit library helpers (they would be
 jitted at import time, in that moment's mode). Offsets are int64; ragged tails are masked.
 The arithmetic follows the eager functions step by step (same order of operations), so results agree
 with them to fp32 rounding.

@@ -1,7 +1,8 @@
 """The Triton tile kernel behind instrumented_model.kernels.transpose_copy / transpose_add.
 
 Kept in its own module so that importing the kernels module (every rank does) does not import Triton;
-`kernels._kernel()` imports this module and jits `transpose_tile` in the interpret mode of that moment.
+instrumented_model.triton_jit imports this module and jits `transpose_tile` in the interpret mode of that
+moment.
 Each program loads one BLOCK_M×BLOCK_N tile of src with coalesced reads, transposes it in registers and
 stores it coalesced into dst; offsets are int64 so tensors past 2**31 elements work.
 """

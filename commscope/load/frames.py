@@ -6,7 +6,7 @@ Times are int64 nanoseconds on one common axis; optional times are float (NaN = 
 pandas int64 has no missing value.
 
 Also here: the small vocabularies shared by both readers — normalized collective op names and dtype
-sizes — and step assignment by searchsorted.
+sizes — step assignment by searchsorted, and `match_positions`, the Kineto reader's kernel → launch join.
 """
 from __future__ import annotations
 
@@ -109,7 +109,8 @@ class Trace:
     # analyzer-only material beyond the contract (e.g. the cpu ops HTA counts as GPU activity)
     extra: dict = field(default_factory=dict)
     # `ops` (shapes, strides, linked kernels of every cpu op) is half of a Kineto parse and only the layout
-    # analysis needs it, so loaders set a loader and the frame is built on first access.
+    # analysis needs it: loaders built `with_ops` set it at once, others set a loader and the frame is
+    # built on first access.
     _ops_loader: Callable[[], pd.DataFrame] | None = field(default=None, repr=False, compare=False)
 
     def select_steps(self, steps: tuple[int, int] | None) -> "Trace":

@@ -1,5 +1,5 @@
-"""Durable output of one rank: append-only events.jsonl written one whole step per write, and small
-JSON files written atomically.
+"""Durable output of one rank: append-only events.jsonl written one whole step per write (small JSON files
+are written atomically by commscope.atomic, re-exported here).
 
 Why one `os.write` per step: the bytes reach the kernel's page cache immediately, so a SIGKILL of the
 process keeps every finished step (only a machine crash needs fsync). fsync itself can take

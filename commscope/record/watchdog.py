@@ -9,7 +9,8 @@ What watchdog.json holds (docs/faults.md): the collective being waited on, every
 collective (label, group, seq, op, bytes, call/return/wait times on the common time axis), the last
 finished step, and the Python stack of every thread.
 
-Invariants: the watchdog only reads recorder state and writes files in its own rank directory; it fires
+Invariants: the watchdog only reads recorder state and writes files in its own rank directory
+(and NCCL's Flight Recorder dump under RUN/flight_recorder/); it fires
 at most once; before exiting it waits a short grace period so that peers blocked on the same collective
 fire too (their reports are the evidence `doctor` compares), then closes the recorder (flushing finished
 records, status "failed") and exits with HANG_EXIT.
