@@ -129,8 +129,7 @@ def plan_cmd(
             "predicted_bank_makespan_ms": run_bank["predicted_makespan_ms"],
         }
     if tp:
-        from commscope.plan.matrices import matrix_costs
-        costs = matrix_costs(matrices, cost, time_model.measured_ms)
+        costs = {m["index"]: m["cost"] for m in plan["matrices"]}  # the costs make_plan balanced
         plan["tp"] = micro_groups(matrices, tp, costs, time_model, bytes_per_element,
                                   int(capacity_mb * 2 ** 20))
     if as_json:
