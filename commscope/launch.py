@@ -38,7 +38,8 @@ from commscope import FLIGHT_RECORDER_DIR, SCHEMA_VERSION
 from commscope.atomic import write_json_atomic
 from commscope.errors import UserError
 from commscope.run_layout import is_run_dir, rank_dirs, read_status
-from instrumented_model.train import PROGRESS_PREFIX  # importing train does not import torch
+from instrumented_model import train  # the trainer's own option parsing and checks; does not import torch
+from instrumented_model.train import PROGRESS_PREFIX
 
 # torch.distributed.run --tee prefixes each line with "[<role><local_rank>]:"
 _TEE_PREFIX = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
@@ -190,25 +191,25 @@ def _progress_bar(console: Console) -> Progress:
     )
 
 
+def _gpu_count() -> int:
+    import torch  # only when the GPU count matters: a CPU launch with --nproc never imports it here
+
+    return torch.cuda.device_count()
+
+
 def launch_training(trainer_argv: list[str], topology: Topology, out: str | None,
                     console: Console | None = None) -> dict:
     """Run the reference trainer on `topology`; return the summary (also written to OUT/summary.json)."""
-    from instrumented_model import train  # the trainer's own option parsing and checks
-
     console = console or Console()
     args = train.parse_args([*trainer_argv, "--out", out or "."])  # also resolves --device's default
     if topology.nproc is None:
-        import torch
-
         # max(1, …): without a GPU, check_args below names that, instead of refusing 0 ranks
-        topology = dataclasses.replace(topology, nproc=max(1, torch.cuda.device_count()) if args.device == "cuda" else 2)
+        topology = dataclasses.replace(topology, nproc=max(1, _gpu_count()) if args.device == "cuda" else 2)
     train.check_args(args, topology.world_size)
     if args.backend == "nccl":
-        import torch
-
-        if topology.nproc > torch.cuda.device_count():
+        if topology.nproc > _gpu_count():
             raise UserError(f"--backend nccl needs one GPU per rank: {topology.nproc} ranks, "
-                            f"{torch.cuda.device_count()} GPUs here (--backend gloo lets ranks share a GPU)")
+                            f"{_gpu_count()} GPUs here (--backend gloo lets ranks share a GPU)")
     out = out or default_run_dir(args.preset, topology.world_size)
     torchrun_args = topology.torchrun_args()
     prepare_run_dir(out)

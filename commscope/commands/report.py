@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from commscope.atomic import check_output
+from commscope.atomic import JSON_OPTS, check_output
 from commscope.commands._shared import default_output, load_with_progress, parse_steps, resolve_steps
 
 
@@ -42,8 +42,7 @@ def register(app: typer.Typer) -> None:
         window = resolve_steps(trace, window)
         summary = summarize(trace, steps=window, with_hta=hta)
         if as_json:  # summarize()'s document only (no doctor verdict)
-            typer.echo(orjson.dumps(summary, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-                                    | orjson.OPT_INDENT_2).decode())
+            typer.echo(orjson.dumps(summary, option=JSON_OPTS | orjson.OPT_INDENT_2).decode())
             return
         from commscope.analyze.doctor import diagnose_trace
 
