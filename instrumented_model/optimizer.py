@@ -336,7 +336,7 @@ class NorMuonAndAdam:
                 return  # owns none of this bank: sends nothing, receives the others' matrices
             # the R received copies, summed in rank order (the reduction reduce_scatter does in the bank)
             summed = summed.view(self.world_size, slot.chunk, *slot.view_shape[1:]).sum(0)
-        grad_scale = 1.0 / self.world_size if self.world_size > 1 else 1.0
+        grad_scale = 1.0 / self.world_size
         st = slot.state
         target = slot.shard(self.rank)
         copies = None

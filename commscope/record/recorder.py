@@ -45,6 +45,7 @@ from commscope.record.collective import GroupInfo, comm_size, op_name
 from commscope.record.profiler_window import ProfilerWindow, parse_steps
 from commscope.record.sink import EventSink, write_json_atomic
 from commscope.record.timing import CudaClock, GpuStamp
+from commscope.record.watchdog import write_inflight
 from commscope.run_layout import write_config, write_status
 
 MODES = ("light", "full")
@@ -156,7 +157,6 @@ class Recorder(NullRecorder):
         self._micro: int | None = None
         self._pos = 0
         self.last_step: int | None = None
-        self._closed = False
         self._close_lock = threading.Lock()  # the main thread, the watchdog and TermGuard may all close
         self._close_done = threading.Event()
         window = parse_steps(profile_steps) or (DEFAULT_FULL_WINDOW if mode == "full" else None)
@@ -460,11 +460,8 @@ class Recorder(NullRecorder):
         if not self._close_lock.acquire(blocking=False):
             self._close_done.wait(wait_s)
             return
-        self._closed = True
         try:
             if status != "completed":
-                from commscope.record.watchdog import write_inflight
-
                 write_inflight(self, error)  # how far this rank got, for `commscope doctor`
             if self._window is not None and (status == "completed" or self._cuda is None):
                 self._window.finish()
@@ -476,7 +473,7 @@ class Recorder(NullRecorder):
             self._close_done.set()
 
     def _at_exit(self) -> None:
-        if not self._closed:
+        if not self._close_lock.locked():  # nobody has closed (or is closing) the recorder
             self.close("failed", "process exited without Recorder.close()")
 
 
