@@ -16,6 +16,7 @@ from commscope.errors import UserError
 from commscope.logs import SEPARATOR, parse_log
 
 from cli_result import exit_code
+from rundirs import write_run
 
 FIXTURE = Path("/work/shared/fixtures/modded-nanogpt-logs")
 
@@ -113,10 +114,7 @@ def test_parse_log_ignores_source_before_separator(tmp_path):
 
 
 def _run_dir(path: Path, status: str, step_times, losses) -> Path:
-    path.mkdir(parents=True)
-    (path / "summary.json").write_text(json.dumps(
-        {"schema_version": 1, "status": status, "world_size": 2, "step_times_ms": step_times, "losses": losses}))
-    return path
+    return write_run(path, {}, world_size=2, summary={"status": status, "step_times_ms": step_times, "losses": losses})
 
 
 def test_run_dirs_total_time_and_last_loss(tmp_path):

@@ -98,10 +98,8 @@ def test_cli_shows_labels_for_run_dirs(tmp_path):
 def test_cli_keeps_the_table_when_a_run_cannot_be_loaded(tmp_path):
     base, cand = _groups(tmp_path, runs=2)
     # a completed summary.json but no rank folders: the time/loss table stands, the labels cannot
-    bare = cand / "r9"
-    bare.mkdir()
-    (bare / "summary.json").write_text(json.dumps({"status": "completed", "world_size": 2,
-                                                   "step_times_ms": [1.0], "losses": [2.0]}))
+    write_run(cand / "r9", {}, world_size=2,
+              summary={"status": "completed", "step_times_ms": [1.0], "losses": [2.0]})
     res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)

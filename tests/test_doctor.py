@@ -12,6 +12,7 @@ import pytest
 from commscope.analyze.doctor import diagnose_path, read_flight_recorder
 from commscope.errors import UserError
 from report_trace import make_trace, write_run_dir
+from rundirs import write_json
 
 MS = 1_000_000
 
@@ -35,7 +36,7 @@ def rewrite(run, rank, fn):
 
 
 def put(run, rank, name, doc):
-    (run / f"rank{rank}" / name).write_text(json.dumps(doc))
+    write_json(run / f"rank{rank}" / name, doc)
 
 
 def inflight(rank, seq, label, op="reduce_scatter", nbytes=8_000_000, step=3, wait=True):

@@ -10,7 +10,7 @@ from commscope.analyze import exposure, skew, timeline
 from commscope.analyze.summary import summarize
 from commscope.errors import UserError
 from commscope.load import load_path
-from rundirs import write_run as write_rundir
+from rundirs import write_run
 
 T0 = 1_764_670_000_000_000_000
 US = 1000
@@ -49,8 +49,8 @@ def records(rank):
     ]
 
 
-def write_run(d, ranks=(0, 1), world_size=2, torn=False, summary=True, skip_events=()):
-    write_rundir(d, {r: None if r in skip_events else records(r) for r in ranks}, world_size=world_size,
+def make_run(d, ranks=(0, 1), world_size=2, torn=False, summary=True, skip_events=()):
+    write_run(d, {r: None if r in skip_events else records(r) for r in ranks}, world_size=world_size,
                  summary={"status": "completed", "backend": "gloo", "device": "cpu", "steps": 1} if summary else None,
                  config={"args": {"preset": "tiny"}, "scatter_order": ["attn", "scalars"]},
                  meta={"backend": "gloo", "device": "cpu"})
@@ -64,7 +64,7 @@ def write_run(d, ranks=(0, 1), world_size=2, torn=False, summary=True, skip_even
 
 @pytest.fixture()
 def run(tmp_path):
-    return load_path(write_run(str(tmp_path / "run")))
+    return load_path(make_run(str(tmp_path / "run")))
 
 
 def test_frames_from_records(run):
@@ -128,20 +128,20 @@ def test_step_breakdown_and_overlap(run):
 
 
 def test_torn_last_line_is_ignored(tmp_path):
-    tr = load_path(write_run(str(tmp_path / "r"), torn=True))
+    tr = load_path(make_run(str(tmp_path / "r"), torn=True))
     assert len(tr.collectives) == 6
     assert any("torn" in p for p in tr.problems)
 
 
 def test_rank_without_events_is_a_problem_not_a_failure(tmp_path):
-    tr = load_path(write_run(str(tmp_path / "r"), ranks=(0, 1, 2), world_size=4, skip_events=(2,)))
+    tr = load_path(make_run(str(tmp_path / "r"), ranks=(0, 1, 2), world_size=4, skip_events=(2,)))
     assert tr.ranks == [0, 1] and tr.world_size == 4
     assert any("rank 2: no events.jsonl" in p for p in tr.problems)
     assert any("rank(s) [3]" in p for p in tr.problems)
 
 
 def test_steps_selection(tmp_path):
-    tr = load_path(write_run(str(tmp_path / "r")), steps=(1, 2))
+    tr = load_path(make_run(str(tmp_path / "r")), steps=(1, 2))
     assert len(tr.collectives) == 0 and len(tr.steps) == 0
 
 
@@ -156,7 +156,7 @@ def test_steps_selection(tmp_path):
     (lambda d: open(os.path.join(d, "summary.json"), "w").write('{"schema_version": 1, '), "not valid JSON"),
 ])
 def test_bad_run_dirs(tmp_path, mutate, message):
-    d = write_run(str(tmp_path / "r"))
+    d = make_run(str(tmp_path / "r"))
     mutate(d)
     with pytest.raises(UserError, match=message):
         load_path(d)
