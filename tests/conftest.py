@@ -14,3 +14,15 @@ def triton_device(monkeypatch):
         return "cuda"
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     return "cpu"
+
+
+@pytest.fixture
+def gloo1():
+    """A world-size-1 gloo process group for the test, destroyed afterwards."""
+    import torch.distributed as dist
+
+    from ports import free_port
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()

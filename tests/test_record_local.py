@@ -11,7 +11,6 @@ from commscope.errors import UserError
 from commscope.record import NullRecorder, Recorder, make_recorder, parse_steps
 from commscope.record.clock import offset_bounds
 from commscope.record.collective import comm_size, op_name
-from ports import free_port
 
 
 def read(path):
@@ -149,26 +148,21 @@ def test_offset_bounds_recover_a_known_skew():
 
 
 
-def test_collectives_single_rank_gloo(tmp_path):
-    port = free_port()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo")
-        sub = dist.new_group([0])
-        with rec.step(0) as st:
-            t = torch.ones(16)
-            h1 = rec.collective(dist.all_reduce, t, label="a", phase="allreduce")
-            h2 = rec.collective(dist.all_reduce, t, label="b", phase="allreduce", group=sub)
-            h3 = rec.collective(dist.all_reduce, t, label="c", phase="allreduce")
-            for h in (h3, h1, h2):
-                h.wait()
-            st.loss = 1.0
-        h4 = rec.collective(dist.all_reduce, t, label="late", phase="allreduce")  # outside a step
-        assert len(rec.inflight) <= 1
-        h4.wait()
-        rec.close()
-    finally:
-        dist.destroy_process_group()
+def test_collectives_single_rank_gloo(tmp_path, gloo1):
+    rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo")
+    sub = dist.new_group([0])
+    with rec.step(0) as st:
+        t = torch.ones(16)
+        h1 = rec.collective(dist.all_reduce, t, label="a", phase="allreduce")
+        h2 = rec.collective(dist.all_reduce, t, label="b", phase="allreduce", group=sub)
+        h3 = rec.collective(dist.all_reduce, t, label="c", phase="allreduce")
+        for h in (h3, h1, h2):
+            h.wait()
+        st.loss = 1.0
+    h4 = rec.collective(dist.all_reduce, t, label="late", phase="allreduce")  # outside a step
+    assert len(rec.inflight) <= 1
+    h4.wait()
+    rec.close()
     coll = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "collective"]
     assert [(c["label"], c["seq"], c["step"]) for c in coll] == [("a", 0, 0), ("b", 0, 0), ("c", 1, 0), ("late", 2, -1)]
     assert coll[0]["group"] != coll[1]["group"]
@@ -179,24 +173,19 @@ def test_collectives_single_rank_gloo(tmp_path):
     assert not rec.inflight
 
 
-def test_profiler_window_writes_kineto_trace_of_exactly_those_steps(tmp_path):
+def test_profiler_window_writes_kineto_trace_of_exactly_those_steps(tmp_path, gloo1):
     import gzip
 
-    port = free_port()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo", profile_steps="1:3")
-        model = chain(2)
-        for s in range(4):
-            with rec.step(s) as st:
-                with rec.region("forward"):
-                    loss = model(torch.randn(2, 8)).sum()
-                loss.backward()
-                rec.collective(dist.all_reduce, model[0].weight.grad, label="layer0", phase="allreduce").wait()
-                st.loss = loss.item()
-        rec.close()
-    finally:
-        dist.destroy_process_group()
+    rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo", profile_steps="1:3")
+    model = chain(2)
+    for s in range(4):
+        with rec.step(s) as st:
+            with rec.region("forward"):
+                loss = model(torch.randn(2, 8)).sum()
+            loss.backward()
+            rec.collective(dist.all_reduce, model[0].weight.grad, label="layer0", phase="allreduce").wait()
+            st.loss = loss.item()
+    rec.close()
     doc = orjson.loads(gzip.decompress((tmp_path / "rank0" / "trace.json.gz").read_bytes()))
     names = {e.get("name") for e in doc["traceEvents"]}
     assert {"ProfilerStep#1", "ProfilerStep#2"} <= names
@@ -252,34 +241,29 @@ def test_unwatch_stops_hook_records(tmp_path):
     assert sorted(h["label"] for h in hooks) == ["l0", "l1"] and {h["step"] for h in hooks} == {0}
 
 
-def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch):
+def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch, gloo1):
     """The CUDA branch (anchors, event stamps, end event after wait, pooled events) with a fake event."""
     import commscope.record.timing as timing
 
     monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
     monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)
-    port = free_port()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
-        model = chain(3)
-        rec.watch({f"l{i}": m.weight for i, m in enumerate(model)})
-        FakeCudaEvent.created = FakeCudaEvent.syncs = 0
-        for s in range(5):
-            with rec.step(s) as st:
-                with rec.region("forward"):
-                    loss = model(torch.randn(2, 8)).sum()
-                with rec.region("backward"):
-                    loss.backward()
-                hs = [rec.collective(dist.all_reduce, m.weight.grad, label=f"l{i}", phase="allreduce")
-                      for i, m in enumerate(model)]
-                for h in hs:
-                    h.wait()
-                model.zero_grad()
-                st.loss = loss.item()
-        rec.close()
-    finally:
-        dist.destroy_process_group()
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
+    model = chain(3)
+    rec.watch({f"l{i}": m.weight for i, m in enumerate(model)})
+    FakeCudaEvent.created = FakeCudaEvent.syncs = 0
+    for s in range(5):
+        with rec.step(s) as st:
+            with rec.region("forward"):
+                loss = model(torch.randn(2, 8)).sum()
+            with rec.region("backward"):
+                loss.backward()
+            hs = [rec.collective(dist.all_reduce, m.weight.grad, label=f"l{i}", phase="allreduce")
+                  for i, m in enumerate(model)]
+            for h in hs:
+                h.wait()
+            model.zero_grad()
+            st.loss = loss.item()
+    rec.close()
     # per step: 1 anchor + 2 per region + 2 per collective; pooled events are reused after step 0
     assert FakeCudaEvent.created <= 1 + 4 + 6 + 5 * 1
     # resolved in bulk: one synchronize per step (one stream), not one per event (5 x 11 events)
