@@ -54,7 +54,7 @@ DEFAULT_FULL_WINDOW = (1, 3)
 _perf = time.perf_counter_ns
 _profiling = torch.autograd._profiler_enabled
 # The time fields of each record kind (docs/run_format.md); duration_ns is a duration, not a time.
-_REGION_TIMES = ("start_ns", "end_ns")
+_REGION_TIMES = ("start_ns", "end_ns")  # also the only fields of any record that may hold a GpuStamp
 _COLLECTIVE_TIMES = ("call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns")
 
 
@@ -380,14 +380,16 @@ class Recorder(NullRecorder):
         else:
             if not entry.done:
                 return False
-            if not blocking and not all(
-                self._cuda.ready(rec[k]) for k in _REGION_TIMES if rec[k].__class__ is GpuStamp
-            ):
+            if not blocking and not self._passed(rec):
                 return False
             rec["duration_ns"] = self._nccl_duration(entry.work) if self._nccl_timing else None
             entry.work = None
         self.inflight.pop((rec["group"], rec["seq"]), None)
         return True
+
+    def _passed(self, rec: dict) -> bool:
+        """Whether the GPU has passed every CUDA stamp of `rec` (non-blocking)."""
+        return all(self._cuda.ready(rec[k]) for k in _REGION_TIMES if rec[k].__class__ is GpuStamp)
 
     @staticmethod
     def _nccl_duration(work: Any) -> int | None:
@@ -425,9 +427,7 @@ class Recorder(NullRecorder):
                     out.append(on_axis(item.rec, _COLLECTIVE_TIMES))
                 else:
                     keep.append(item)
-            elif blocking or cuda is None or all(
-                cuda.ready(item[k]) for k in _REGION_TIMES if item[k].__class__ is GpuStamp
-            ):
+            elif blocking or cuda is None or self._passed(item):
                 out.append(on_axis(item, _REGION_TIMES))
         self._pending = keep
         hooks, self._hook_buf[:] = list(self._hook_buf), []
