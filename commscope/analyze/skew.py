@@ -33,6 +33,8 @@ def arrival_skew(collectives: pd.DataFrame, at: str = "arrival") -> pd.DataFrame
     """Per (group, seq) seen on ≥ 2 ranks: first/last time, skew, last rank and the wait it caused.
     `at="arrival"`: when each rank's collective could start (`arrival`); `at="launch"`: when it was
     launched (`call_ns`), the straggler question "who launched late"."""
+    if at not in ("arrival", "launch"):
+        raise ValueError(f"at must be 'arrival' or 'launch', not {at!r}")
     when = arrival(collectives) if at == "arrival" else collectives["call_ns"].astype("Int64")
     # only the columns used (carrying the whole collective table through filter and sort cost most of it)
     c = pd.DataFrame({k: collectives[k] for k in ("group", "seq", "label", "op", "step", "rank")})

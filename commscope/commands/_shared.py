@@ -1,5 +1,5 @@
-"""Helpers shared by several commands (report, export, layout): the --steps option, the default output
-name, and loading with a progress bar. The leading underscore keeps `commscope.cli` from registering this
+"""Helpers of the commands that read traces (report, export, layout): the --steps option, report's
+default output name, and loading with a progress bar. The leading underscore keeps `commscope.cli` from registering this
 module as a command.
 """
 from __future__ import annotations
@@ -56,5 +56,3 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False):
             bar.update(task, completed=done, total=total, description=f"loading {what or path.name}")
 
         return load_path(path, progress=progress, with_ops=with_ops)
-
-

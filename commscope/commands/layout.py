@@ -13,7 +13,7 @@ from typing import Optional
 import pandas as pd
 import typer
 
-from commscope.analyze.layout_report import grouped, short_kernel  # noqa: F401  (also this module's API)
+from commscope.analyze.layout_report import grouped, short_kernel
 from commscope.errors import UserError
 
 

@@ -10,7 +10,6 @@ from typing import List, Optional
 
 import typer
 
-
 # options forwarded verbatim (as --kebab-case VALUE) to instrumented_model.train when given
 _TRAINER_FLAGS = ("optimizer_partition", "device", "backend", "preset", "steps", "seed", "batch_size", "grad_accum", "lr", "adam_lr",
                   "wd", "head_layout", "comm_schedule", "scatter_order", "work_order", "split_step", "data",
