@@ -51,7 +51,7 @@ def bench_kernels(V: int, D: int, device: torch.device, warmup: int, repeats: in
             "standard: acc.copy_(gT.T) strided (1st micro-step)": (lambda: acc_vd.copy_(grad_dv.T), 2),
         }
         for name, (fn, passes) in cases.items():
-            t = time_ms(fn, device, warmup=warmup, repeats=repeats)
+            t = time_ms(fn, device, warmup=warmup, repeats=repeats, device_only=True)
             nbytes = passes * numel * es
             rows.append({"case": name, "dtype": str(dtype).removeprefix("torch."), **t, "bytes": nbytes,
                          "gbps": nbytes / (t["median_ms"] * 1e-3) / 1e9})

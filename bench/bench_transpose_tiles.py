@@ -1,16 +1,17 @@
 """Tile sweep of the Triton transpose kernels: each candidate (BLOCK_M, BLOCK_N, num_warps) of
 `instrumented_model.kernels.TILES` timed side by side with the aligned copy / add, per dtype (issue 8).
 
-Why: with the default 64×128 tile, transpose_copy reached only 62–68 % (fp32) and 34–37 % (bf16) of an
-aligned copy on an H200 (bench_transpose.py), far from the ≥ 90 % target. Which tile is best depends on
-the element size (bytes per contiguous segment on each side of the transpose), so the sweep runs the
-production kernel with each candidate written into `kernels.TILES` and keeps everything else fixed.
+Why: which tile is best depends on the element size (bytes per contiguous segment on each side of the
+transpose), so the sweep runs the production kernel with each candidate written into `kernels.TILES` and
+keeps everything else fixed. Times are device-only (benchlib.time_ms device_only): a Triton launch costs
+the host ~25–90 µs, longer than a bf16 (768, 50304) copy runs (~44 µs), so back-to-back CUDA events would
+time the launch rate and make every tile look alike.
 
 For each dtype, candidate and source shape it times triton copy and add (median of `repeats` after
-`warmup`, CUDA events), the aligned copy / add right before (so each ratio compares kernels measured
+`warmup`, CUDA events behind a spin kernel), the aligned copy / add right before (so each ratio compares kernels measured
 seconds apart), checks the result bit for bit against torch, and ranks candidates by their worst
 percentage over shapes and ops. A global `--budget-s` stops starting new candidates (GPU calls are short).
-The candidate list starts with the current default, so "before" is always in the same run.
+The production tiles (kernels.TILES) are measured first, so "before" is always in the same run.
 
 Run: python bench/bench_transpose_tiles.py --device cuda --out OUT [--budget-s 90]
      (CPU: --device cpu with TRITON_INTERPRET=1 checks the script and exactness on small shapes only)
@@ -27,6 +28,13 @@ from benchlib import arg_parser, header, md_table, provenance_line, setup_device
 
 CANDIDATES = [(64, 128, 8), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 128, 4), (64, 64, 4),
               (128, 256, 8), (256, 64, 8), (32, 256, 8), (128, 128, 4)]
+
+
+def candidates() -> list[tuple[int, int, int]]:
+    """The production tiles (kernels.TILES) first, so "before" is measured in the same run, then CANDIDATES."""
+    from instrumented_model import kernels
+
+    return list(dict.fromkeys([*kernels.TILES.values(), *CANDIDATES]))
 
 
 def measure(cfg: tuple[int, int, int], shape: tuple[int, int], dtype: torch.dtype, device: torch.device,
@@ -48,8 +56,8 @@ def measure(cfg: tuple[int, int, int], shape: tuple[int, int], dtype: torch.dtyp
                               lambda: aligned.copy_(src)),
                              ("add", lambda: kernels.transpose_add(dst, src, use_triton=True),
                               lambda: aligned.add_(src))):
-            t_ali = time_ms(ali, device, warmup=warmup, repeats=repeats)["median_ms"]
-            t_tri = time_ms(tri, device, warmup=warmup, repeats=repeats)["median_ms"]
+            t_ali = time_ms(ali, device, warmup=warmup, repeats=repeats, device_only=True)["median_ms"]
+            t_tri = time_ms(tri, device, warmup=warmup, repeats=repeats, device_only=True)["median_ms"]
             row[op] = {"ms": t_tri, "aligned_ms": t_ali, "gbps": nbytes[op] / (t_tri * 1e-3) / 1e9,
                        "pct_of_aligned": 100.0 * t_ali / t_tri}
         want_c, got_c = torch.empty_like(base).copy_(src.T), torch.empty_like(base)
@@ -114,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = header(device, "bench_transpose_tiles.py", argv)
     result["rows"], result["stopped_early"] = [], None
     deadline = time.monotonic() + args.budget_s
-    for cfg in CANDIDATES[: args.candidates]:
+    for cfg in candidates()[: args.candidates]:
         if time.monotonic() > deadline:
             result["stopped_early"] = args.budget_s
             break

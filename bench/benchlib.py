@@ -6,8 +6,10 @@ two files in `--out` (`<name>.json` with the numbers, `<name>.md` with a markdow
 machine and the command), so the lead can paste GPU figures into docs without re-deriving anything.
 
 Invariants:
-- CUDA timing uses CUDA events around each repeat (device time of the launched work), CPU timing uses
-  `time.perf_counter_ns`; either way the result is the median of `repeats` runs after `warmup` runs.
+- CUDA timing uses CUDA events around each repeat (device time of the launched work; with
+  `device_only=True` the host enqueues every repeat behind a spin kernel first, so host launch cost cannot
+  leak in), CPU timing uses `time.perf_counter_ns`; either way the result is the median of `repeats` runs
+  after `warmup` runs.
 - CPU code paths never touch CUDA (no torch.cuda call unless the device is cuda).
 - Results are plain JSON (floats, ints, strings, lists, dicts); the JSON always carries `machine`,
   `device`, `command` and `date` so a figure can be traced back to where it was measured.
@@ -88,32 +90,73 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_ms(fn: Callable[[], object], device: torch.device, *, warmup: int, repeats: int) -> dict:
+def time_ms(fn: Callable[[], object], device: torch.device, *, warmup: int, repeats: int,
+            device_only: bool = False) -> dict:
     """Median / min / max time of `fn()` in ms over `repeats` runs after `warmup` runs.
 
-    On CUDA each repeat is bracketed by CUDA events (device time; launches are asynchronous, so the
-    host only waits once at the end); on CPU by perf_counter_ns.
+    On CUDA each repeat is bracketed by CUDA events (launches are asynchronous, so the host only waits
+    once at the end); on CPU by perf_counter_ns.
+
+    CUDA events time what the GPU does between them, and that includes waiting for the host: when a call
+    costs the host longer to launch than its kernels run (a Triton launch costs tens of µs, a 77 MB bf16
+    copy runs ~40 µs on an H200), back-to-back events measure the launch rate, not the kernel.
+    `device_only=True` first queues a spin kernel (torch.cuda._sleep) long enough for the host to enqueue
+    every repeat behind it, so each event pair brackets device work only; the result then also carries
+    `host_ms_per_call` (the host's enqueue time per call). If the GPU still caught up with the host (spin
+    too short), the measurement is repeated with a spin twice as long.
     """
     for _ in range(warmup):
         fn()
     sync(device)
     times: list[float] = []
+    extra: dict = {}
     if device.type == "cuda":
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(repeats)]
-        for start, end in events:
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(device)
+        spin_ms = 1.0
+        while True:
+            spin_done = torch.cuda.Event()
+            if device_only:
+                torch.cuda._sleep(int(spin_ms * _spin_cycles_per_ms()))
+                spin_done.record()
+            t0 = time.perf_counter_ns()
+            for start, end in events:
+                start.record()
+                fn()
+                end.record()
+            host_ms = (time.perf_counter_ns() - t0) / 1e6
+            held = not device_only or not spin_done.query()  # still spinning: nothing waited for the host
+            torch.cuda.synchronize(device)
+            if held or spin_ms > 60_000:
+                break
+            spin_ms = max(2 * spin_ms, 2 * host_ms)
         times = [start.elapsed_time(end) for start, end in events]
+        if device_only:
+            extra = {"host_ms_per_call": host_ms / repeats, "device_only": held}
     else:
         for _ in range(repeats):
             t0 = time.perf_counter_ns()
             fn()
             times.append((time.perf_counter_ns() - t0) / 1e6)
     return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "repeats": repeats}
+            "repeats": repeats, **extra}
+
+
+_spin_rate: list[float] = []
+
+
+def _spin_cycles_per_ms() -> float:
+    """GPU clock cycles of torch.cuda._sleep per ms, measured once (the SM clock varies by GPU and boost)."""
+    if not _spin_rate:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 5_000_000
+        torch.cuda._sleep(cycles)  # first call: module load
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _spin_rate.append(cycles / max(start.elapsed_time(end), 1e-3))
+    return _spin_rate[0]
 
 
 @contextlib.contextmanager
