@@ -3,7 +3,7 @@
 
 Why: PyTorch runs `dst.copy_(src.T)` / `dst.add_(src.T)` as a generic elementwise kernel that walks one
 side strided (3.7–6.7× slower than an aligned copy on an H200, REFERENCE.md §5). The Triton kernel gives
-each program one tile (64×128 by default, see TILES): it loads the tile with coalesced reads along src's rows, transposes it in
+each program one tile (per element size, see TILES): it loads the tile with coalesced reads along src's rows, transposes it in
 registers (`tl.trans`) and stores it with coalesced writes along dst's rows.
 
 Invariants:
@@ -24,10 +24,13 @@ import torch
 from instrumented_model.triton_jit import HAVE_TRITON, cdiv, interpret_mode, kernel
 
 # Tile per element size: (src rows per tile = dst columns, src columns per tile = dst rows, num_warps).
-# bench/bench_transpose_tiles.py sweeps candidates side by side on a GPU (results: docs/benchmarks.md).
-TILES: dict[int, tuple[int, int, int]] = {4: (64, 128, 8), 2: (64, 128, 8)}
+# bench/bench_transpose_tiles.py sweeps candidates side by side on a GPU, timing device work only; these are
+# its best worst-case tiles on an H200 (fp32 92.6 %, bf16 91.7 % of an aligned copy/add; docs/benchmarks.md).
+TILES: dict[int, tuple[int, int, int]] = {4: (64, 128, 8), 2: (256, 64, 8)}
 
 TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
 def triton_available() -> bool:
     return HAVE_TRITON
 
