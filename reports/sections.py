@@ -81,7 +81,12 @@ def render_labels(ctx: ReportContext) -> str:
             if k not in LABEL_COLUMNS and k not in scalar_cols + dict_cols:
                 target.append(k)
     scalars = {lab: {k: x for k, x in v.items() if not isinstance(x, dict)} for lab, v in labels.items()}
-    out = [tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels")]
+    # The columns mix per-call, per-rank and all-rank aggregates; say which is which where they are read.
+    out = ['<p class="note">count and exposed_ms: per rank (mean over the ranks with the label); bytes: '
+           'full-array bytes of one call (median); bytes_per_rank: total; mean_ms: launch to completion; '
+           'overlap_pct: hidden share of the duration over all ranks; bandwidths bytes-weighted '
+           '(docs/analysis.md).</p>',
+           tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels")]
     for col in dict_cols:
         out.append(f"<h3>{html.escape(col)}</h3>" + tables.keyed_table(
             {lab: v.get(col) or {} for lab, v in labels.items()}, "label", table_id=f"labels-{col}"))
