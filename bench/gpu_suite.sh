@@ -5,7 +5,7 @@
 #
 # Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
 #   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout, bench_optimizer,
-#          bench_record_overhead, bench_throughput (eager + torch.compile)
+#          bench_record_overhead, bench_throughput (eager + torch.compile), bench_step_kernels
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
 #          (when `commscope run` has --optimizer-partition) the same 4 ranks with the alpha-lpt partition,
@@ -96,6 +96,8 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
     step bench_throughput 330 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout 240"
+    # which kernels the compiled step spends its device time in (what would have to shrink for 600k)
+    step bench_step_kernels 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R"
 fi
 
 if [[ $GROUP == runs || $GROUP == all ]]; then

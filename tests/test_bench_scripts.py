@@ -153,6 +153,25 @@ def test_throughput_eager_in_process_and_timeout_record(tmp_path):
     assert rec == {"variant": "eager", "error": "timed out after 0 s"}
 
 
+def test_step_kernels_counts_every_op_once_by_category(tmp_path):
+    mod = bench("bench_step_kernels")
+    r = mod.main(["--device", "cpu", "--out", str(tmp_path), "--warmup", "0", "--steps", "1", "--top", "50"])
+    check_header(r, tmp_path, "bench_step_kernels")
+    cats = r["by_category_ms"]
+    assert sum(cats.values()) == pytest.approx(r["kernel_ms_per_step"], rel=1e-9)
+    assert cats["matmul"] > 0 and cats["attention"] > 0 and cats["head softcap + cross-entropy"] > 0
+    assert list(cats.values()) == sorted(cats.values(), reverse=True)
+    for k in r["top_kernels"]:
+        assert k["category"] == mod.category(k["name"])
+    # kernel names as the H200 profiler writes them land in the intended category
+    assert mod.category("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT") == "matmul"
+    assert mod.category("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd") == "attention"
+    assert mod.category("triton_red_fused__log_softmax_tanh_div_mul_0") == "head softcap + cross-entropy"
+    assert mod.category("ncclDevKernel_AllGather_RING_LL") == "communication"
+    assert mod.category("adam_cautious") == "optimizer elementwise"
+    assert mod.category("triton_poi_fused_add_mul_rsqrt_7") == "other"
+
+
 def test_suite_collect_packs_small_files_and_fitting_traces(tmp_path):
     work, out = tmp_path / "work", tmp_path / "out"
     (work / "results").mkdir(parents=True)

@@ -1,0 +1,147 @@
+"""Where the trainer step's device time goes: every GPU kernel of a few steady steps under torch.profiler,
+grouped into the categories the speedrun record optimises (matmuls, attention, the softcapped head +
+cross-entropy, the optimizer's kernels, the rest).
+
+Why: bench_throughput.py says how far the step is from the 600k tokens/s target; this says which kernels
+would have to get faster to close the gap, from measurement rather than a FLOP estimate. It builds the step
+exactly as bench_throughput does (trainer_parts, torch.compile of the model for `--variant compile`).
+
+On CPU the "kernels" are aten ops (self CPU time), so the script and its categories can be checked without a
+GPU; the figures that matter are the CUDA ones.
+
+Invariants: categories come from kernel names only (first matching rule in CATEGORIES wins, "other"
+catches the rest), so every kernel is counted once; the per-category ms are per step (total over the
+profiled steps / steps); the step total is the sum over all kernels, not wall time (gaps between kernels
+are `idle`, from the profiled steps' wall time measured with CUDA events).
+
+Run: python bench/bench_step_kernels.py --device cuda --out OUT [--variant compile]
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+
+import benchlib  # noqa: F401  (puts the repo on sys.path)
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from benchlib import (default_seqs, header, md_table, provenance_line, setup_device, single_rank_group, sync,
+                      trainer_parts, write_results)
+
+# (category, regex on the kernel name). Inductor names fused kernels after the ops they contain, so the
+# head's softcap (tanh) and cross-entropy (log_softmax / nll) kernels are recognisable by name.
+CATEGORIES = (
+    ("attention", r"flash|fmha|attention|sdpa"),
+    ("matmul", r"gemm|nvjet|cutlass|sm90_xmma|cublas|wgmma|aten::(mm|addmm|bmm|baddbmm|matmul|linear)$"),
+    ("head softcap + cross-entropy", r"tanh|log_softmax|_softmax|nll_loss|cross_entropy|logsumexp"),
+    # instrumented_model's fused Triton updates (optim_triton); Polar Express's matmuls count as matmul
+    ("optimizer elementwise", r"adam|cautious|nesterov|multi_tensor|foreach"),
+    ("communication", r"nccl"),
+    ("copy / transpose / memset", r"memcpy|memset|copy_kernel|transpose_tile"),
+)
+
+
+def category(name: str) -> str:
+    low = name.lower()
+    for cat, rx in CATEGORIES:
+        if re.search(rx, low):
+            return cat
+    return "other"
+
+
+def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
+    batch = args.batch_size or default_seqs(args.preset, 8)
+    with single_rank_group(device):
+        cfg, model, opt, batches = trainer_parts(args.preset, batch, device, args.seed, 4)
+        forward = torch.compile(model) if args.variant == "compile" else model
+
+        def step(s: int) -> None:
+            x, y = batches[s % len(batches)]
+            loss = forward(x, y)
+            loss.backward()
+            opt.step(s)
+            opt.zero_grad()
+            loss.item()
+
+        for s in range(args.warmup):
+            step(s)
+        sync(device)
+        walls = []
+        cuda = device.type == "cuda"
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            for s in range(args.warmup, args.warmup + args.steps):
+                if cuda:
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    step(s)
+                    b.record()
+                    b.synchronize()
+                    walls.append(a.elapsed_time(b))
+                else:
+                    step(s)
+        kernels: dict[str, float] = {}
+        for ev in prof.events():
+            if cuda and ev.device_type == torch.autograd.DeviceType.CUDA and ev.device_time > 0:
+                kernels[ev.name] = kernels.get(ev.name, 0.0) + ev.device_time / 1e3  # µs -> ms
+            elif not cuda and ev.name.startswith("aten::") and ev.self_cpu_time_total > 0:
+                # CPU: an op's self time is its kernel (nested ops would count twice with total time)
+                kernels[ev.name] = kernels.get(ev.name, 0.0) + ev.self_cpu_time_total / 1e3
+    per_step = {k: v / args.steps for k, v in kernels.items()}
+    by_cat: dict[str, float] = {}
+    for name, ms in per_step.items():
+        by_cat[category(name)] = by_cat.get(category(name), 0.0) + ms
+    kernel_ms = sum(per_step.values())
+    step_ms = statistics.median(walls) if walls else None
+    return {
+        "variant": args.variant, "preset": cfg.name, "batch_size": batch, "tokens_per_step": batch * cfg.seq_len,
+        "steps": args.steps, "step_device_ms": step_ms, "kernel_ms_per_step": kernel_ms,
+        "idle_ms_per_step": step_ms - kernel_ms if step_ms is not None else None,
+        "by_category_ms": dict(sorted(by_cat.items(), key=lambda kv: -kv[1])),
+        "top_kernels": [{"name": n, "ms_per_step": ms, "category": category(n)}
+                        for n, ms in sorted(per_step.items(), key=lambda kv: -kv[1])[:args.top]],
+    }
+
+
+def markdown(result: dict) -> str:
+    total = result["kernel_ms_per_step"] or 1.0
+    lines = ["## Trainer step: device time by kernel category", "", provenance_line(result), "",
+             f"{result['variant']} step, {result['preset']} preset, {result['tokens_per_step']:,} tokens, "
+             f"{result['steps']} profiled steps; kernel time {result['kernel_ms_per_step']:.1f} ms per step"
+             + (f" of {result['step_device_ms']:.1f} ms between the step's CUDA events "
+                f"({result['idle_ms_per_step']:.1f} ms with no kernel running)" if result["step_device_ms"] else "")
+             + ".", ""]
+    lines.append(md_table(["category", "ms per step", "% of kernel time"],
+                          [[c, ms, 100 * ms / total] for c, ms in result["by_category_ms"].items()]))
+    lines += ["", md_table(["kernel (first 90 characters)", "category", "ms per step"],
+                           [[k["name"][:90].replace("|", "/"), k["category"], k["ms_per_step"]]
+                            for k in result["top_kernels"]])]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--out", required=True, help="results folder")
+    ap.add_argument("--preset", default=None, help="default: speedrun on cuda, tiny on cpu")
+    ap.add_argument("--variant", default=None, choices=("eager", "compile"), help="default: compile on cuda")
+    ap.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the trainer's)")
+    ap.add_argument("--warmup", type=int, default=None, help="default: 4 on cuda, 1 on cpu")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--top", type=int, default=15, help="kernels listed by name")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    device = setup_device(args.device)
+    cuda = device.type == "cuda"
+    args.preset = args.preset or ("speedrun" if cuda else "tiny")
+    args.variant = args.variant or ("compile" if cuda else "eager")
+    args.warmup = args.warmup if args.warmup is not None else (4 if cuda else 1)
+    result = {**header(device, "bench_step_kernels.py", argv), **profile_steps(args, device)}
+    write_results(args.out, "bench_step_kernels", result, markdown(result))
+    print(markdown(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
