@@ -127,7 +127,7 @@ def _parse(path: str, with_ops: bool) -> dict:
     hta_cutoff = int(max(step_starts)) if step_starts else None
     regions_src = ann[~is_step]
 
-    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos)
+    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos, steps)
     compute = _compute(rank, kernels, ops_all)
     ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launch_pos, l_ext) if with_ops else None
 
@@ -138,8 +138,6 @@ def _parse(path: str, with_ops: bool) -> dict:
     regions = frame("regions", with_step(pd.DataFrame({
         "rank": rank, "micro_step": np.nan, "name": regions_src["name"],
         "start_ns": regions_src["start_ns"], "end_ns": regions_src["end_ns"]}), "start_ns"))
-    colls = frame("collectives", colls)
-    colls["step"] = assign_steps(np.full(len(colls), rank), colls["call_ns"].fillna(colls["start_ns"]), steps)
     hta_extra = ops_all[["name", "start_ns", "end_ns"]][ops_all["hta_stream"]]
     return {
         "rank": rank, "world_size": int(di["world_size"]), "backend": di.get("backend"),
