@@ -68,7 +68,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
     ops = table["op"].astype(str).to_numpy(dtype=object)
     sizes = table["bytes"].to_numpy(np.float64)
     pr_rank, pr_count = per_rank["rank"].to_numpy(), per_rank["count"].to_numpy()
-    pr_bytes, pr_exposed = per_rank["bytes"].to_numpy(np.float64), per_rank["exposed_ms"].to_numpy(np.float64)
+    pr_bytes, pr_exposed = per_rank["bytes"].to_numpy(), per_rank["exposed_ms"].to_numpy(np.float64)
     tot_at = {label: i for i, label in enumerate(totals.index)}
     tot = {c: totals[c].to_numpy(np.float64) for c in ("mean_ms", "overlap_pct", "algbw_gbps", "busbw_gbps")}
     no_rows = np.empty(0, dtype=np.intp)
