@@ -1,28 +1,25 @@
 """Parsing several Kineto files into per-rank parts (`kineto.parse_file`), and giving a loaded Trace its
 `ops` frame from them.
 
-Files are parsed in a process pool when there are several files and cores: decoding JSON is CPU-bound and
-per-file independent, and the per-rank frames that come back are small. Used by the loader for folders of
-traces and by `rundir` for a run directory's profiler traces.
+Files are parsed in forked worker processes (`commscope.load.forked`) when there are several files and
+cores: decoding JSON is CPU-bound and per-file independent, and the per-rank frames that come back are
+small. Used by the loader for folders of traces and by `rundir` for a run directory's profiler traces.
 
-The parent takes each part as it arrives (progress counts completions), and callers use the parts inside
-`parsing`'s block: the workers' exit (~10 ms: tearing down a forked copy of the parent) overlaps that work
-(concatenating the frames) instead of preceding it. Invariant: parts come back in the order of `files`, and when
-files fail, the error raised is that of the first failing file in that order, whatever finished first.
+Callers use the parts inside `parsing`'s block, and the workers are reaped at its end: each worker exits
+as soon as no file is left for it, so its exit overlaps the other workers' last files and the parent's
+concatenation. Invariant: parts come back in the order of `files`, and when files fail, the error raised
+is that of the first failing file in that order, whatever finished first.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from commscope.load import kineto
-from commscope.load.files import gc_paused
+from commscope.load import forked, kineto
 
 Progress = Callable[[int, int], None]
 
@@ -49,28 +46,8 @@ def parsing(files: list[str], progress: Progress | None = None, workers: int | N
                 progress(i + 1, n)
         yield out
         return
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=kineto.keep_documents)
-    where = {pool.submit(fn, f): i for i, f in enumerate(files)}
-    # Shut down at once: submitted work still runs, and the executor's thread sends the exit sentinels as
-    # soon as the last part is in, then reaps the workers by itself. Joining that thread only when the
-    # caller is done keeps the workers' CPU time accounted to this call and the thread from racing
-    # interpreter exit (CPython 3.11's executor can then write to a closed pipe).
-    manager = getattr(pool, "_executor_manager_thread", None)
-    pool.shutdown(wait=False)
-    try:
-        with gc_paused():  # unpickling the frames allocates ~10⁵ objects; no collections meanwhile
-            out = [None] * n
-            for done, fu in enumerate(as_completed(where), 1):
-                out[where[fu]] = fu
-                if progress:
-                    progress(done, n)
-        yield [fu.result() for fu in out]  # raises the first failing file's error, in file order
-    finally:
-        for fu in where:
-            fu.cancel()  # only files not started yet, when interrupted
-        if manager is not None:
-            manager.join()
+    with forked.run(fn, files, workers, progress, init=kineto.keep_documents) as parts:
+        yield parts
 
 
 def load_ops(files: list[str], workers: int | None = None) -> pd.DataFrame:
