@@ -36,22 +36,19 @@ def test_results_in_item_order_and_progress_per_completion():
 
 
 def test_the_first_failing_item_in_order_raises_with_the_workers_traceback():
-    with pytest.raises(UserError, match="item 1 is odd") as e:
-        with forked.run(_fail_on_odd, list(range(6)), 3):
-            pass
+    with pytest.raises(UserError, match="item 1 is odd") as e, forked.run(_fail_on_odd, list(range(6)), 3):
+        pass
     assert isinstance(e.value.__cause__, forked.RemoteTraceback) and "_fail_on_odd" in str(e.value.__cause__)
     assert not mp.active_children()
 
 
 def test_a_worker_that_dies_is_an_error_not_a_hang():
-    with pytest.raises(RuntimeError, match="worker died"):
-        with forked.run(_die, [0, 1, 2, 3], 1):
-            pass
+    with pytest.raises(RuntimeError, match="worker died"), forked.run(_die, [0, 1, 2, 3], 1):
+        pass
     assert not mp.active_children()
 
 
 def test_workers_are_reaped_when_the_block_raises():
-    with pytest.raises(KeyError):
-        with forked.run(_slow_square, [1, 2, 3], 2):
-            raise KeyError("caller")
+    with pytest.raises(KeyError), forked.run(_slow_square, [1, 2, 3], 2):
+        raise KeyError("caller")
     assert not mp.active_children()

@@ -59,11 +59,11 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
     order = np.argsort(rel(t, o), kind="stable")  # NaN (neither known) last, in row order, as sort_values
     when = _fill(ns["call_ns"], ns["start_ns"])  # a collective belongs to the step that launched it
     step = assign_steps(np.full(len(rows), rank), when[order], steps)
-    values = {"rank": rank, "step": step, "label": labels, "phase": phases, "seq": seq}
-    out = {}
-    for c in COLLECTIVE_COLS:
-        v = ns[c] if c in ns else values[c] if c in values else col[c]
-        out[c] = v if np.isscalar(v) or c == "step" else (v[order] if not isinstance(v, list) else [v[i] for i in order])
+    unordered = {**col, **ns, "label": labels, "phase": phases, "seq": seq}
+    out = {"rank": rank, "step": step}  # step: already in frame order
+    for c in COLLECTIVE_COLS[2:]:
+        v = unordered[c]
+        out[c] = [v[i] for i in order] if isinstance(v, list) else v[order]
     return frame("collectives", out)
 
 
@@ -83,7 +83,7 @@ def _sequence(groups: list, call_all: np.ndarray, t_all: np.ndarray) -> np.ndarr
     seq = np.zeros(len(groups), dtype=np.int64)
     members: dict = {}
     for i, g in enumerate(groups):
-        if g is not None and g == g:  # a missing group has no sequence (0), as groupby drops NA keys
+        if not pd.isna(g):  # a missing group has no sequence (0), as groupby drops NA keys
             members.setdefault(g, []).append(i)
     for idx in members.values():
         idx = np.asarray(idx, dtype=np.intp)
@@ -262,7 +262,7 @@ def _label(names: list, tids: list, calls: list, ann: pd.DataFrame) -> tuple[np.
         c_e = cs["end_ns"].to_numpy()
         c_name = cs["name"].to_numpy()
         for i, (tid, t) in enumerate(zip(tids, calls)):
-            if t is None or t != t:  # no launch in the trace
+            if pd.isna(t):  # no launch in the trace
                 continue
             hit = np.flatnonzero((c_tid == tid) & (c_s <= t) & (c_e >= t))
             if len(hit):

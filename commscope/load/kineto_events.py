@@ -143,7 +143,8 @@ class _Skipped(msgspec.Struct, tag_field="ph", gc=False):
 
 # Every phase of the Trace Event Format. An event of another phase, or without `ph`, makes the document
 # one the typed reader rejects, so it is read by the generic reader (which ignores such events too).
-_PHASES = "B E i I C b n e S T p F s t f P N O D M V v R c ( )".split()
+_PHASES = ["B", "E", "i", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "N", "O", "D", "M", "V",
+           "v", "R", "c", "(", ")"]
 _OTHER = tuple(msgspec.defstruct(f"_Phase_{ph}" if ph.isalpha() else f"_Phase_{ord(ph)}", [],
                                   bases=(_Skipped,), tag=ph, gc=False) for ph in _PHASES)
 
