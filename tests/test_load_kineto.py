@@ -4,6 +4,7 @@ all_reduce on a second group and one unlabelled all_gather)."""
 import os
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pandas as pd
 import pytest
@@ -169,6 +170,27 @@ def test_odd_args_fall_back_to_the_generic_reader(tmp_path):
     typed, generic = _events_of(str(p)), _events_of(str(p), generic=True)
     assert typed == generic and typed["o_args"][typed["o_ts"].index(ops[0]["ts"])] == {}
     assert len(load_path(str(p)).collectives) == 9
+
+
+def test_a_missing_or_unknown_phase_falls_back_to_the_generic_reader(tmp_path):
+    """Events are a union tagged by `ph`: an event without `ph`, or of a phase outside the Trace Event
+    Format, is rejected by the typed reader; the generic one reads the trace, ignoring such events, so
+    the trace loads as if they were absent."""
+    import json
+
+    from commscope.load import kineto_events
+
+    src = json.load(open(os.path.join(GLOO, "rank0.json")))
+    base = load_path(os.path.join(GLOO, "rank0.json"))
+    for i, odd in enumerate(({"name": "no phase", "ts": 1.0}, {"ph": "Z", "name": "odd", "ts": 1.0})):
+        doc = dict(src, traceEvents=src["traceEvents"] + [odd])
+        p = tmp_path / f"t{i}" / "rank0.json"
+        p.parent.mkdir()
+        p.write_text(json.dumps(doc))
+        with pytest.raises(msgspec.ValidationError):
+            kineto_events._DOC.decode(p.read_bytes())
+        assert _events_of(str(p)) == _events_of(os.path.join(GLOO, "rank0.json"))
+        pd.testing.assert_frame_equal(load_path(str(p)).collectives, base.collectives)
 
 
 @pytest.mark.parametrize("path", [FIXTURE, *(str(Path(__file__).parent / "fixtures" / d / h)

@@ -141,32 +141,67 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     return c
 
 
+def group_rows(table: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per row its group of `keys` (0…G−1 in sorted key order; −1 where a key is missing, a row
+    groupby drops), and per group its first row."""
+    code = np.zeros(len(table), dtype=np.int64)
+    for k in keys:
+        c, uniques = pd.factorize(table[k], sort=True)
+        code = np.where((code < 0) | (c < 0), -1, code * len(uniques) + c)
+    rows = np.flatnonzero(code >= 0)
+    _, first, inverse = np.unique(code[rows], return_index=True, return_inverse=True)
+    group = np.full(len(table), -1, dtype=np.int64)
+    group[rows] = inverse
+    return group, rows[first]
+
+
 def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per group of `keys`: count, byte and time sums, and from them mean duration, exposed time, overlap %
-    and bytes-weighted algbw / busbw (over collectives with known bytes and transfer time)."""
-    ok = table["bytes"].notna() & (table["transfer_ns"] > 0)
-    # only the columns aggregated (copying the whole table cost more than the sums)
-    t = pd.DataFrame({**{k: table[k] for k in keys}, "op": table["op"], "bytes": table["bytes"],
-                      "duration_ns": table["duration_ns"], "exposed_ns": table["exposed_ns"],
-                      "_b": table["bytes"].where(ok), "_t": table["transfer_ns"].where(ok),
-                      "_bb": (table["busbw_gbps"] * table["transfer_ns"]).where(ok)})  # bus bytes
+    """Per group of `keys` (sorted): op, count, bytes, mean duration, exposed time, overlap % and
+    bytes-weighted algbw / busbw (over collectives with known bytes and transfer time).
+
+    Columns are numpy; the sums are one pandas groupby-sum of a float matrix: its compensated (Kahan)
+    summation is what makes them equal the per-column groupby sums this replaced (the bus-byte products
+    are not whole numbers), and a mean is that sum over the count of values present, as groupby's mean."""
+    group, first = group_rows(table, keys)
+    n_groups, rows = len(first), group >= 0
+    col = {c: table[c].to_numpy(np.float64) for c in ("bytes", "duration_ns", "exposed_ns", "transfer_ns")}
+    nbytes, dur, exposed, transfer = col["bytes"], col["duration_ns"], col["exposed_ns"], col["transfer_ns"]
+    with np.errstate(invalid="ignore"):
+        ok = ~np.isnan(nbytes) & (transfer > 0)
+    bus = table["busbw_gbps"].to_numpy(np.float64) * transfer  # bus bytes
     # Hidden share is counted per collective: a wait that outlasts its collective (callback latency,
     # Python overhead around a tiny all_reduce) is still exposed time, but hides nothing below zero.
-    t["_exp_in"] = np.minimum(t["exposed_ns"], t["duration_ns"])
-    g = t.groupby(keys, sort=True)
-    # one call per kind of reduction (the same kernels as a named-aggregation dict, without its overhead)
-    sums = g[["duration_ns", "exposed_ns", "_exp_in", "_b", "_t", "_bb"]].sum()
-    out = pd.DataFrame({"op": g["op"].first(), "count": g.size(), "bytes": g["bytes"].sum(min_count=1),
-                        "dur": g["duration_ns"].mean(), "dur_sum": sums["duration_ns"], "exposed": sums["exposed_ns"],
-                        "_exp_in": sums["_exp_in"], "_b": sums["_b"], "_t": sums["_t"], "_bb": sums["_bb"]}
-                       ).reset_index()
-    out["mean_ms"] = out["dur"] / 1e6
-    out["exposed_ms"] = out["exposed"] / 1e6
+    parts = [dur, exposed, np.minimum(exposed, dur), np.where(ok, nbytes, np.nan), np.where(ok, transfer, np.nan),
+             np.where(ok, bus, np.nan), nbytes]
+    g = group[rows]
+    sums = pd.DataFrame(np.column_stack(parts)[rows]).groupby(g).sum().to_numpy().reshape(n_groups, len(parts))
+    dur_sum, exp_sum, exp_in, b, t, bb, bytes_sum = sums.T
+    present = np.column_stack([~np.isnan(dur[rows]), ~np.isnan(nbytes[rows])])
+    n_dur, n_bytes = (np.bincount(g, weights=present[:, i], minlength=n_groups) for i in (0, 1))
+    out = {k: table[k].array.take(first) for k in keys}
+    out["op"] = _first_present(table["op"].array, group, n_groups)
+    out["count"] = np.bincount(g, minlength=n_groups).astype(np.int64)
+    if table["bytes"].dtype.kind in "iu":  # all known (gloo traces): an exact integer sum, as groupby's
+        out["bytes"] = np.zeros(n_groups, dtype=table["bytes"].dtype)
+        np.add.at(out["bytes"], g, table["bytes"].to_numpy()[rows])
+    else:
+        out["bytes"] = np.where(n_bytes > 0, bytes_sum, np.nan)  # sum(min_count=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["overlap_pct"] = np.where(out["dur_sum"] > 0, 100.0 * (1 - out["_exp_in"] / out["dur_sum"]), np.nan)
-        out["algbw_gbps"] = np.where(out["_t"] > 0, out["_b"] / out["_t"], np.nan)
-        out["busbw_gbps"] = np.where(out["_t"] > 0, out["_bb"] / out["_t"], np.nan)
-    return out
+        out["mean_ms"] = np.where(n_dur > 0, dur_sum / n_dur, np.nan) / 1e6
+        out["exposed_ms"] = exp_sum / 1e6
+        out["overlap_pct"] = np.where(dur_sum > 0, 100.0 * (1 - exp_in / dur_sum), np.nan)
+        out["algbw_gbps"] = np.where(t > 0, b / t, np.nan)
+        out["busbw_gbps"] = np.where(t > 0, bb / t, np.nan)
+    return pd.DataFrame(out)
+
+
+def _first_present(values, group: np.ndarray, n_groups: int):
+    """Per group, its first value in row order that is not missing (groupby.first); missing if none."""
+    n = len(values)
+    pos = np.where((group >= 0) & ~pd.isna(values), np.arange(n), n)
+    first = np.full(n_groups, n, dtype=np.int64)
+    np.minimum.at(first, np.maximum(group, 0), pos)
+    return values.take(np.where(first < n, first, -1), allow_fill=True)
 
 
 def label_stats(table: pd.DataFrame) -> pd.DataFrame:

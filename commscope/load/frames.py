@@ -47,14 +47,18 @@ def frame(kind: str, data: dict[str, Any] | pd.DataFrame | None = None) -> pd.Da
     Time columns (`*_ns`) are int64 when complete, nullable Int64 when some are missing — never float.
     """
     cols = COLUMNS[kind]
-    df = pd.DataFrame(data) if not isinstance(data, pd.DataFrame) else data
+    built_here = not isinstance(data, pd.DataFrame)
+    df = pd.DataFrame(data) if built_here else data
+    dtypes = dict(df.dtypes.items())  # one lookup per column instead of a Series per column
     for c in cols:
-        if c not in df.columns:
+        if c not in dtypes:
             df[c] = pd.array([None] * len(df), dtype="Int64") if is_ns(c) else np.nan
-        elif is_ns(c) and df[c].dtype.kind == "f":
+        elif is_ns(c) and dtypes[c].kind == "f":
             if df[c].notna().any() and df[c].abs().max() > 2**53:
                 raise ValueError(f"{kind}.{c} holds epoch ns as float64 (lossy); build it with ns_array()")
             df[c] = df[c].round().astype("Int64")
+    if built_here and list(df.columns) == cols and df.index.equals(pd.RangeIndex(len(df))):
+        return df  # already the contract's frame, and nobody else holds it: no reordering copy
     return df[cols].reset_index(drop=True)
 
 

@@ -91,18 +91,19 @@ def _parse(path: str, with_ops: bool) -> dict:
     classes = {n: (n, bool(COMM_KERNEL_RE.match(n)), not _NOT_COMPUTE_RE.match(n)) for n in set(k_name)}
     k_cls = [classes[n] for n in k_name]
     kstart = _ns(k_ts, base)
-    kernels = pd.DataFrame({
-        "rank": rank, "name": pd.Series([c[0] for c in k_cls], dtype=object),
-        "stream": pd.to_numeric(pd.Series(column(k_stream)), errors="coerce"),
-        "start_ns": kstart, "end_ns": kstart + np.round(np.asarray(k_dur, np.float64) * 1000).astype(np.int64),
-        "correlation": column(k_corr), "external_id": column(k_ext), "grid": k_grid,
-        "block": k_block, "is_comm": [c[1] for c in k_cls], "kind": k_kind,
-    })
-    kernels["hta_compute"] = [c[2] for c in k_cls]
     launches = pd.DataFrame({"correlation": column(l_corr), "tid": column(l_tid), "ts_ns": _ns(l_ts, base),
                              "external_id": column(l_ext)})
-    launch_pos = match_positions(kernels["correlation"], launches["correlation"])  # the one kernel → launch join
-    kernels["launch_ns"] = _launch_ns(kernels, launches, launch_pos)
+    k_corr = column(k_corr)
+    launch_pos = match_positions(pd.Series(k_corr), launches["correlation"])  # the one kernel → launch join
+    stream = column(k_stream)
+    kernels = pd.DataFrame({  # one frame, every column at once (adding columns later copies it)
+        "rank": rank, "name": pd.Series([c[0] for c in k_cls], dtype=object),
+        "stream": stream if isinstance(stream, np.ndarray) else pd.to_numeric(pd.Series(stream), errors="coerce"),
+        "start_ns": kstart, "end_ns": kstart + np.round(np.asarray(k_dur, np.float64) * 1000).astype(np.int64),
+        "correlation": k_corr, "external_id": column(k_ext), "grid": k_grid,
+        "block": k_block, "is_comm": [c[1] for c in k_cls], "kind": k_kind,
+        "hta_compute": [c[2] for c in k_cls], "launch_ns": _launch_ns(launches, launch_pos),
+    })
     ostart = _ns(o_ts, base)
     ops_all = pd.DataFrame({
         "name": pd.Series(_shared_strings(o_name), dtype=object), "tid": column(o_tid), "start_ns": ostart,
@@ -127,41 +128,33 @@ def _parse(path: str, with_ops: bool) -> dict:
     hta_cutoff = int(max(step_starts)) if step_starts else None
     regions_src = ann[~is_step]
 
-    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos)
-    compute = _compute(rank, kernels, ops_all)
+    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos, steps)
     ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launch_pos, l_ext) if with_ops else None
-
-    def with_step(df: pd.DataFrame, col: str) -> pd.DataFrame:  # df: a frame built here, not a view
-        df["step"] = assign_steps(np.full(len(df), rank), df[col], steps)
-        return df
-
-    regions = frame("regions", with_step(pd.DataFrame({
-        "rank": rank, "micro_step": np.nan, "name": regions_src["name"],
-        "start_ns": regions_src["start_ns"], "end_ns": regions_src["end_ns"]}), "start_ns"))
-    colls = frame("collectives", colls)
-    colls["step"] = assign_steps(np.full(len(colls), rank), colls["call_ns"].fillna(colls["start_ns"]), steps)
-    hta_extra = ops_all[["name", "start_ns", "end_ns"]][ops_all["hta_stream"]]
+    # Frames from columns in contract order, steps included: built once (frame() keeps them as they are)
+    r_start = regions_src["start_ns"].to_numpy()
+    regions = frame("regions", {
+        "rank": rank, "step": assign_steps(np.full(len(r_start), rank), r_start, steps), "micro_step": np.nan,
+        "name": _objects(regions_src["name"]), "start_ns": r_start, "end_ns": regions_src["end_ns"].to_numpy()})
+    hta = np.flatnonzero(ops_all["hta_stream"].to_numpy(bool))
+    hta_extra = pd.DataFrame({"name": _objects(ops_all["name"], hta), "start_ns": ops_all["start_ns"].to_numpy()[hta],
+                              "end_ns": ops_all["end_ns"].to_numpy()[hta], "rank": rank})
     return {
         "rank": rank, "world_size": int(di["world_size"]), "backend": di.get("backend"),
         "info": {"distributedInfo": di, "deviceProperties": ev.device_properties, "file": path},
         "steps": steps,
         "collectives": colls,
-        "compute": frame("compute", with_step(compute, "_t" if "_t" in compute.columns else "start_ns")),
+        "compute": _compute(rank, kernels, ops_all, steps),
         "regions": regions,
         "hooks": _no_hooks().copy(),  # Kineto traces have no hook events
         "ops": frame("ops", ops) if with_ops else None,
         "kernels": kernels,  # keeps `kind`, `hta_compute`, `launch_ns` beyond the contract (analyze.timeline)
-        "hta_cpu_stream_ops": hta_extra.assign(rank=rank),
+        "hta_cpu_stream_ops": hta_extra,
         "hta_cutoff_ns": hta_cutoff,
     }
 
 
-def _launch_ns(kernels: pd.DataFrame, launches: pd.DataFrame, pos: np.ndarray | None = None
-               ) -> pd.arrays.IntegerArray:
-    """Per kernel, `ts_ns` of its launch (the launch with its correlation id: match_positions, or `pos` when
-    already computed), <NA> if none."""
-    if pos is None:
-        pos = match_positions(kernels["correlation"], launches["correlation"])
+def _launch_ns(launches: pd.DataFrame, pos: np.ndarray) -> pd.arrays.IntegerArray:
+    """Per kernel, `ts_ns` of its launch (row `pos` of `launches`, frames.match_positions), <NA> if none."""
     missing = pos < 0
     ts = launches["ts_ns"].to_numpy()
     return pd.arrays.IntegerArray(np.where(missing, 0, ts[pos] if len(ts) else 0).astype(np.int64), missing)
@@ -190,14 +183,26 @@ def _shared_strings(names: list) -> list:
     return [one.setdefault(n, n) for n in names]
 
 
-def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame) -> pd.DataFrame:
-    """GPU traces: non-communication device activity. CPU-only traces: top-level ops of the main thread."""
+def _objects(col: pd.Series, rows: np.ndarray | None = None) -> pd.Series:
+    """The values of an object column (at `rows`) for a new frame, kept as objects: handed over as a bare
+    array, strings would be inferred as the `str` dtype."""
+    v = col.to_numpy(dtype=object)
+    return pd.Series(v if rows is None else v[rows], dtype=object, copy=False)
+
+
+def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The `compute` frame. GPU traces: non-communication device activity. CPU-only traces: top-level ops of
+    the main thread."""
     if len(kernels):
-        k = kernels[~kernels["is_comm"]]
+        k = np.flatnonzero(~kernels["is_comm"].to_numpy(bool))
+        start = kernels["start_ns"].to_numpy()[k]
+        launch = kernels["launch_ns"].array[k]
         # a kernel belongs to the step that launched it (the device lags the host by up to a step)
-        return pd.DataFrame({"rank": rank, "name": k["name"], "start_ns": k["start_ns"], "end_ns": k["end_ns"],
-                             "stream": k["stream"], "kind": k["kind"],
-                             "_t": k["launch_ns"].fillna(pd.Series(k["start_ns"], index=k.index))})
+        t = pd.arrays.IntegerArray(np.where(launch._mask, start, launch._data), np.zeros(len(k), dtype=bool))
+        return frame("compute", {
+            "rank": rank, "step": assign_steps(np.full(len(k), rank), t, steps), "name": _objects(kernels["name"], k),
+            "start_ns": start, "end_ns": kernels["end_ns"].to_numpy()[k], "stream": kernels["stream"].to_numpy()[k],
+            "kind": kernels["kind"].array.take(k)})
     if not len(ops_all):
         return frame("compute")
     # The main thread is the one that launched the collectives (else the busiest).
@@ -208,8 +213,10 @@ def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame) -> pd.Data
     top = np.ones(len(o), dtype=bool)
     top[1:] = o["start_ns"].to_numpy()[1:] >= prev_end[:-1]
     o = o[top & ~o["name"].str.startswith("c10d::").to_numpy()]
-    return pd.DataFrame({"rank": rank, "name": o["name"], "start_ns": o["start_ns"], "end_ns": o["end_ns"],
-                         "stream": o["tid"], "kind": "cpu_op"})
+    df = pd.DataFrame({"rank": rank, "name": o["name"], "start_ns": o["start_ns"], "end_ns": o["end_ns"],
+                       "stream": o["tid"], "kind": "cpu_op"})
+    df["step"] = assign_steps(np.full(len(df), rank), df["start_ns"], steps)
+    return frame("compute", df)
 
 
 def _ops(rank: int, ops_all: pd.DataFrame, dims: list, strides: list, types: list, kernels: pd.DataFrame,

@@ -23,14 +23,17 @@ import math
 import numpy as np
 import pandas as pd
 
-from commscope.load.frames import dtype_size, is_ns, normalize_op, ns_array, rel
+from commscope.load.frames import COLUMNS, assign_steps, dtype_size, frame, is_ns, normalize_op, ns_array, rel
 
 LABEL_PREFIX = "commscope:"
+COLLECTIVE_COLS = COLUMNS["collectives"]
 
 
 def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFrame, ops_all: pd.DataFrame,
-                op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray) -> pd.DataFrame:
-    """`launch_pos`: per kernel, the row of its launch in `launches` (frames.match_positions), −1 if none."""
+                op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray, steps: pd.DataFrame
+                ) -> pd.DataFrame:
+    """The rank's `collectives` frame (contract columns, steps assigned from `steps`). `launch_pos`: per
+    kernel, the row of its launch in `launches` (frames.match_positions), −1 if none."""
     pgs = {str(p.get("pg_name")): p for p in (di.get("pg_config") or []) if isinstance(p, dict)}
     is_rpc = ops_all["name"].to_numpy() == "record_param_comms"  # numpy: 5× less overhead than a Series ==
     comm_k = kernels[kernels["is_comm"]] if len(kernels) else kernels
@@ -39,30 +42,51 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
         rows = _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args)
     else:
         rows = _gloo(rank, di, pgs, ops_all, op_args)
-    df = pd.DataFrame({c: (ns_array([r[c] for r in rows]) if is_ns(c) else [r[c] for r in rows])
-                       for c in _ROW_COLS})
-    if not len(df):
-        return df.assign(rank=rank, seq=pd.Series(dtype=np.int64))
-    _label(df, annotations)
-    df = df.drop(columns=["_tid", "_name"])
-    df["seq"] = _sequence(df)
-    df = df.sort_values("_t", kind="stable").drop(columns="_t")
-    df["rank"] = rank
-    return df.reset_index(drop=True)
+    if not rows:
+        df = frame("collectives", pd.DataFrame({c: ns_array([]) if is_ns(c) else [] for c in _ROW_COLS})
+                   .assign(rank=rank, seq=pd.Series(dtype=np.int64)))
+        df["step"] = assign_steps(np.full(0, rank), df["call_ns"], steps)
+        return df
+    # Column lists, reordered and labelled as lists and arrays: the frame is built once, in the contract's
+    # column order (building it from the rows, then dropping, sorting and reordering copied it five times).
+    col = {c: [r[c] for r in rows] for c in _ROW_COLS}
+    ns = {c: ns_array(col[c]) for c in _ROW_COLS if is_ns(c)}
+    labels, phases = _label(col["_name"], col["_tid"], col["call_ns"], annotations)
+    # execution start, else launch: the order of the frame and the time `_sequence` anchors on
+    t = _fill(ns["start_ns"], ns["call_ns"])
+    o = int(t[~t.isna()].min()) if (~t.isna()).any() else 0
+    seq = _sequence(col["group"], rel(ns["call_ns"], o), rel(t, o))
+    order = np.argsort(rel(t, o), kind="stable")  # NaN (neither known) last, in row order, as sort_values
+    when = _fill(ns["call_ns"], ns["start_ns"])  # a collective belongs to the step that launched it
+    step = assign_steps(np.full(len(rows), rank), when[order], steps)
+    unordered = {**col, **ns, "label": labels, "phase": phases, "seq": seq}
+    out = {"rank": rank, "step": step}  # step: already in frame order
+    for c in COLLECTIVE_COLS[2:]:
+        v = unordered[c]
+        out[c] = [v[i] for i in order] if isinstance(v, list) else v[order]
+    return frame("collectives", out)
 
 
-def _sequence(df: pd.DataFrame) -> np.ndarray:
+def _fill(a: pd.arrays.IntegerArray, b: pd.arrays.IntegerArray) -> pd.arrays.IntegerArray:
+    """`a` with its missing values taken from `b` (Series.fillna of one nullable column by another)."""
+    return pd.arrays.IntegerArray(np.where(a._mask, b._data, a._data), a._mask & b._mask)
+
+
+def _sequence(groups: list, call_all: np.ndarray, t_all: np.ndarray) -> np.ndarray:
     """Per-group sequence numbers anchored at the first collective launched inside the profiling window.
 
     Ranks start their windows at the same step boundary, so launches inside the window line up across
     ranks; kernels of collectives launched before the window (GPU lagging the CPU) differ in number per
     rank, so they are numbered backwards from the anchor (−1, −2, …) and later ones onwards.
+    `call_all`, `t_all`: launch and (execution start, else launch) times, NaN where unknown.
     """
-    df["_t"] = df["start_ns"].fillna(df["call_ns"])
-    o = int(df["_t"].min()) if df["_t"].notna().any() else 0
-    call_all, t_all = rel(df["call_ns"], o), rel(df["_t"], o)
-    seq = np.zeros(len(df), dtype=np.int64)
-    for _, idx in df.groupby("group", sort=False).indices.items():
+    seq = np.zeros(len(groups), dtype=np.int64)
+    members: dict = {}
+    for i, g in enumerate(groups):
+        if not pd.isna(g):  # a missing group has no sequence (0), as groupby drops NA keys
+            members.setdefault(g, []).append(i)
+    for idx in members.values():
+        idx = np.asarray(idx, dtype=np.intp)
         call = call_all[idx]
         start = t_all[idx]
         launched = ~np.isnan(call)
@@ -226,18 +250,19 @@ def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
     return rows
 
 
-def _label(df: pd.DataFrame, ann: pd.DataFrame) -> None:
-    """Fill label/phase from the innermost enclosing `commscope:<label>:<phase>` range on the launch thread."""
-    labels = df["_name"].astype(object).to_numpy().copy()
-    phases = np.full(len(df), None, dtype=object)
+def _label(names: list, tids: list, calls: list, ann: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Label and phase per collective: from the innermost enclosing `commscope:<label>:<phase>` range on
+    its launch thread, else its own name and no phase."""
+    labels = np.array(names, dtype=object)
+    phases = np.full(len(names), None, dtype=object)
     cs = ann[ann["name"].str.startswith(LABEL_PREFIX)] if len(ann) else ann
     if len(cs):
         c_tid = cs["tid"].to_numpy()
         c_s = cs["start_ns"].to_numpy()
         c_e = cs["end_ns"].to_numpy()
         c_name = cs["name"].to_numpy()
-        for i, (tid, t) in enumerate(zip(df["_tid"].tolist(), df["call_ns"].tolist())):
-            if t is None or t is pd.NA:  # no launch in the trace
+        for i, (tid, t) in enumerate(zip(tids, calls)):
+            if pd.isna(t):  # no launch in the trace
                 continue
             hit = np.flatnonzero((c_tid == tid) & (c_s <= t) & (c_e >= t))
             if len(hit):
@@ -246,5 +271,4 @@ def _label(df: pd.DataFrame, ann: pd.DataFrame) -> None:
                 lab, _, ph = body.rpartition(":") if ":" in body else (body, "", "")
                 labels[i] = lab
                 phases[i] = ph or None
-    df["label"] = labels
-    df["phase"] = phases
+    return labels, phases

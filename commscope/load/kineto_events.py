@@ -5,10 +5,12 @@ Two readers, one result:
 - typed (the fast path): msgspec decodes each event into a Struct naming only the fields commscope reads,
   its `args` included (one Struct of the keys read of any kind of event, in the same pass); the decoder
   skips everything else without building Python objects, and shapes (`Input Dims`, …) stay raw JSON until
-  read. This is 5–10× less work than decoding ~10⁵ dicts, which dominated loading.
+  read. Events are a union tagged by `ph`: only complete events (`X`, the only phase read) get fields;
+  the others (a third of a trace: `s`/`f` flow events) decode to field-less Structs. This is 5–10× less
+  work than decoding ~10⁵ dicts, which dominated loading.
 - generic: orjson to plain dicts and one loop over them. Used for any document the typed reader rejects
-  (odd types, an `args` that is not an object, a top-level array, broken JSON…), so unusual or broken
-  input behaves exactly as it did, errors included.
+  (odd types, an `args` that is not an object, a missing or unknown `ph`, a top-level array, broken
+  JSON…), so unusual or broken input behaves exactly as it did, errors included.
 
 Invariant: for every document the typed reader accepts, both readers return equal `Events`
 (tests/test_load_kineto.py checks it on the 8×H100 fixture and the gloo trace). Columns hold the
@@ -22,7 +24,7 @@ Exceptions, by design:
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import msgspec
 
@@ -117,8 +119,9 @@ ARG_KEYS = {"Collective name": "collective", "dtype": "dtype", "In msg nelems": 
 _NO_ARGS, _NO_SHAPE_ARGS = _Args(), _ShapeArgs()
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: Optional[str] = None
+class _Event(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    """A complete event (`ph` "X"): the only phase commscope reads."""
+
     cat: Optional[str] = None
     name: str = ""
     tid: Any = None
@@ -131,15 +134,30 @@ class _ShapeEvent(_Event, gc=False):
     args: _ShapeArgs = _NO_SHAPE_ARGS
 
 
+class _Skipped(msgspec.Struct, tag_field="ph", gc=False):
+    """An event of any other phase: decoded to a field-less Struct, its contents skipped unbuilt (a third
+    of a Kineto trace's events are `s`/`f` flow events). `cat` None routes it nowhere in `_typed`."""
+
+    cat = None  # a class attribute, not a field
+
+
+# Every phase of the Trace Event Format. An event of another phase, or without `ph`, makes the document
+# one the typed reader rejects, so it is read by the generic reader (which ignores such events too).
+_PHASES = ["B", "E", "i", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "N", "O", "D", "M", "V",
+           "v", "R", "c", "(", ")"]
+_OTHER = tuple(msgspec.defstruct(f"_Phase_{ph}" if ph.isalpha() else f"_Phase_{ord(ph)}", [],
+                                  bases=(_Skipped,), tag=ph, gc=False) for ph in _PHASES)
+
+
 class _Doc(msgspec.Struct, gc=False):
-    traceEvents: list[_Event]
+    traceEvents: list[Union[(_Event,) + _OTHER]]
     distributedInfo: Any = None
     baseTimeNanoseconds: Any = None
     deviceProperties: Any = None
 
 
 class _ShapeDoc(_Doc, gc=False):
-    traceEvents: list[_ShapeEvent]
+    traceEvents: list[Union[(_ShapeEvent,) + _OTHER]]
 
 
 _DOC = msgspec.json.Decoder(_Doc)
@@ -184,9 +202,9 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
     gpu, launch, cpu, gpu_ann = [], [], [], []
     route = {**{c: gpu for c in GPU_CATS}, **{c: launch for c in LAUNCH_CATS},
              "cpu_op": cpu, "user_annotation": cpu, "gpu_user_annotation": gpu_ann}.get
-    for e in events:  # the one loop over every event: keep it minimal
+    for e in events:  # the one loop over every event: keep it minimal (other phases have cat None)
         b = route(e.cat)
-        if b is not None and e.ph == "X":
+        if b is not None:
             b.append(e)
 
     ka = [e.args for e in gpu]

@@ -1,28 +1,40 @@
 """Parsing several Kineto files into per-rank parts (`kineto.parse_file`), and giving a loaded Trace its
 `ops` frame from them.
 
-Files are parsed in a process pool when there are several files and cores: decoding JSON is CPU-bound and
-per-file independent, and the per-rank frames that come back are small. Used by the loader for folders of
-traces and by `rundir` for a run directory's profiler traces.
+Files are parsed in forked worker processes (`commscope.load.forked`) when there are several files and
+cores: decoding JSON is CPU-bound and per-file independent, and the per-rank frames that come back are
+small. Used by the loader for folders of traces and by `rundir` for a run directory's profiler traces.
+
+Callers use the parts inside `parsing`'s block, and the workers are reaped at its end: each worker exits
+as soon as no file is left for it, so its exit overlaps the other workers' last files and the parent's
+concatenation. Invariant: parts come back in the order of `files`, and when files fail, the error raised
+is that of the first failing file in that order, whatever finished first.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from commscope.load import kineto
-from commscope.load.files import gc_paused
+from commscope.load import forked, kineto
 
 Progress = Callable[[int, int], None]
 
 
 def parse_all(files: list[str], progress: Progress | None = None, workers: int | None = None,
               fn: Callable = kineto.parse_file) -> list:
+    with parsing(files, progress, workers, fn) as parts:
+        return parts
+
+
+@contextlib.contextmanager
+def parsing(files: list[str], progress: Progress | None = None, workers: int | None = None,
+            fn: Callable = kineto.parse_file) -> Iterator[list]:
+    """`fn` of every file, in the order of `files`; pool workers are reaped when the block ends, so their
+    exit overlaps whatever the block does with the parts."""
     n = len(files)
     if workers is None:
         workers = min(n, os.cpu_count() or 1)
@@ -32,17 +44,10 @@ def parse_all(files: list[str], progress: Progress | None = None, workers: int |
             out.append(fn(f))
             if progress:
                 progress(i + 1, n)
-        return out
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=kineto.keep_documents) as pool, \
-            gc_paused():  # unpickling the frames allocates ~10⁵ objects; no collections meanwhile
-        futs = [pool.submit(fn, f) for f in files]
-        out = []
-        for i, fu in enumerate(futs):
-            out.append(fu.result())
-            if progress:
-                progress(i + 1, n)
-    return out
+        yield out
+        return
+    with forked.run(fn, files, workers, progress, init=kineto.keep_documents) as parts:
+        yield parts
 
 
 def load_ops(files: list[str], workers: int | None = None) -> pd.DataFrame:
@@ -62,10 +67,11 @@ def concat_parts(parts: list, key: str) -> pd.DataFrame | None:
 
 
 def parse_files(files: list[str], *, with_ops: bool, progress: Progress | None = None,
-                workers: int | None = None) -> list:
-    """Per-rank parts of `files` (kineto.parse_file), with the `ops` frame when `with_ops`."""
+                workers: int | None = None) -> contextlib.AbstractContextManager[list]:
+    """Per-rank parts of `files` (kineto.parse_file), with the `ops` frame when `with_ops`: a context
+    manager (see `parsing`)."""
     fn = functools.partial(kineto.parse_file, with_ops=True) if with_ops else kineto.parse_file
-    return parse_all(files, progress=progress, workers=workers, fn=fn)
+    return parsing(files, progress=progress, workers=workers, fn=fn)
 
 
 def attach_ops(trace: Any, parts: list, files: list[str], with_ops: bool, workers: int | None) -> None:

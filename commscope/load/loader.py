@@ -47,7 +47,12 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
 
 def load_kineto_files(files: list[str], path: str, progress: Progress | None = None,
                       workers: int | None = None, with_ops: bool = False) -> Trace:
-    parts = parse_files(files, with_ops=with_ops, progress=progress, workers=workers)
+    with parse_files(files, with_ops=with_ops, progress=progress, workers=workers) as parts:
+        return _assemble(parts, files, path, workers, with_ops)
+
+
+def _assemble(parts: list, files: list[str], path: str, workers: int | None, with_ops: bool) -> Trace:
+    """One Trace of the per-rank parts, after checking that they fit together."""
     seen: dict[int, str] = {}
     for p in parts:
         if p["rank"] in seen:

@@ -112,8 +112,14 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
         _fill_from_records(trace, recs)
     except (ValueError, TypeError, OverflowError) as e:  # a field of the wrong type (e.g. "start_ns": "x")
         raise UserError(f"{path}: an events.jsonl record has a field of the wrong type ({e})") from None
-    kparts = parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers,  # the profiled window
-                         progress=(lambda j, _n: progress(len(dirs) + j, total)) if progress else None)
+    with parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers,  # the profiled window
+                     progress=(lambda j, _n: progress(len(dirs) + j, total)) if progress else None) as kparts:
+        _attach_kineto(trace, kparts, kfiles, with_ops, workers)
+    return trace
+
+
+def _attach_kineto(trace: Trace, kparts: list, kfiles: dict, with_ops: bool, workers: int | None) -> None:
+    """The profiler traces' kernels, ops, regions and device properties, from their parsed parts."""
     kernels = concat_parts(kparts, "kernels")
     if kernels is not None:
         trace.kernels = kernels
@@ -128,7 +134,6 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     props = next((p["info"]["deviceProperties"] for p in kparts if p["info"].get("deviceProperties")), None)
     if props:
         trace.config["deviceProperties"] = props
-    return trace
 
 
 def _records(rows: list[dict], kind: str) -> pd.DataFrame:

@@ -1,0 +1,58 @@
+"""exposure.label_stats / label_totals (numpy columns, one groupby-sum) against their per-column pandas
+groupby definition, exactly, on random collective tables: missing labels, ops, bytes, durations and
+transfer times, integer bytes (gloo traces), and values whose sums depend on compensated summation."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from commscope.analyze import exposure
+
+
+def reference_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    ok = table["bytes"].notna() & (table["transfer_ns"] > 0)
+    t = pd.DataFrame({**{k: table[k] for k in keys}, "op": table["op"], "bytes": table["bytes"],
+                      "duration_ns": table["duration_ns"], "exposed_ns": table["exposed_ns"],
+                      "_b": table["bytes"].where(ok), "_t": table["transfer_ns"].where(ok),
+                      "_bb": (table["busbw_gbps"] * table["transfer_ns"]).where(ok)})
+    t["_exp_in"] = np.minimum(t["exposed_ns"], t["duration_ns"])
+    g = t.groupby(keys, sort=True)
+    sums = g[["duration_ns", "exposed_ns", "_exp_in", "_b", "_t", "_bb"]].sum()
+    out = pd.DataFrame({"op": g["op"].first(), "count": g.size(), "bytes": g["bytes"].sum(min_count=1),
+                        "dur": g["duration_ns"].mean(), "dur_sum": sums["duration_ns"], "exposed": sums["exposed_ns"],
+                        "_exp_in": sums["_exp_in"], "_b": sums["_b"], "_t": sums["_t"], "_bb": sums["_bb"]}
+                       ).reset_index()
+    out["mean_ms"] = out["dur"] / 1e6
+    out["exposed_ms"] = out["exposed"] / 1e6
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["overlap_pct"] = np.where(out["dur_sum"] > 0, 100.0 * (1 - out["_exp_in"] / out["dur_sum"]), np.nan)
+        out["algbw_gbps"] = np.where(out["_t"] > 0, out["_b"] / out["_t"], np.nan)
+        out["busbw_gbps"] = np.where(out["_t"] > 0, out["_bb"] / out["_t"], np.nan)
+    return out
+
+
+def _table(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    def some_nan(x, p):
+        x = x.astype(np.float64)
+        x[rng.random(n) < p] = np.nan
+        return x
+    int_bytes = rng.random() < 0.3
+    nbytes = rng.integers(1, 10**9, n) if int_bytes else some_nan(rng.integers(1, 10**9, n), 0.2)
+    dur = some_nan(rng.integers(0, 10**7, n), 0.05)
+    return pd.DataFrame({
+        "rank": rng.integers(0, 3, n),
+        "label": pd.array(rng.choice(["ve0", "lm_head", "attn", None], size=n, p=[.4, .3, .25, .05]), dtype="str"),
+        "op": pd.array(rng.choice(["all_reduce", "all_gather", None], size=n, p=[.6, .3, .1]), dtype="str"),
+        "bytes": nbytes, "duration_ns": dur,
+        "exposed_ns": some_nan(rng.integers(0, 10**7, n), 0.05),
+        "transfer_ns": some_nan(rng.integers(0, 10**6, n), 0.1),
+        "busbw_gbps": rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 6, n)})
+
+
+@pytest.mark.parametrize("keys", [["rank", "label"], ["label"]])
+def test_grouped_totals_equal_the_groupby_definition(keys):
+    rng = np.random.default_rng(1)
+    cols = ["op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "algbw_gbps", "busbw_gbps"]
+    for n in [*rng.integers(1, 60, 40), 3000, 3000]:
+        table = _table(rng, int(n))
+        got, want = exposure._grouped_totals(table, keys), reference_totals(table, keys)
+        pd.testing.assert_frame_equal(got, want[keys + cols], check_exact=True)

@@ -1,0 +1,54 @@
+"""commscope.load.forked: results in item order, progress per completion, the first failing item's error
+(in item order, with the worker's traceback as its cause), a dead worker reported, workers reaped."""
+import multiprocessing as mp
+import os
+import time
+
+import pytest
+
+from commscope.errors import UserError
+from commscope.load import forked
+
+
+def _slow_square(x):
+    time.sleep(0.02 * (x % 3))  # finish out of order
+    return x * x
+
+
+def _fail_on_odd(x):
+    if x % 2:
+        raise UserError(f"item {x} is odd")
+    return x
+
+
+def _die(x):
+    if x == 2:
+        os._exit(3)
+    return x
+
+
+def test_results_in_item_order_and_progress_per_completion():
+    seen = []
+    with forked.run(_slow_square, list(range(7)), 2, progress=lambda i, n: seen.append((i, n))) as out:
+        assert out == [x * x for x in range(7)]
+    assert seen == [(i, 7) for i in range(1, 8)]
+    assert not mp.active_children()
+
+
+def test_the_first_failing_item_in_order_raises_with_the_workers_traceback():
+    with pytest.raises(UserError, match="item 1 is odd") as e, forked.run(_fail_on_odd, list(range(6)), 3):
+        pass
+    assert isinstance(e.value.__cause__, forked.RemoteTraceback) and "_fail_on_odd" in str(e.value.__cause__)
+    assert not mp.active_children()
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang():
+    with pytest.raises(RuntimeError, match="worker died"), forked.run(_die, [0, 1, 2, 3], 1):
+        pass
+    assert not mp.active_children()
+
+
+def test_workers_are_reaped_when_the_block_raises():
+    with pytest.raises(KeyError), forked.run(_slow_square, [1, 2, 3], 2):
+        raise KeyError("caller")
+    assert not mp.active_children()
