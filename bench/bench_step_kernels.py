@@ -4,7 +4,7 @@ cross-entropy, the optimizer's kernels, the rest).
 
 Why: bench_throughput.py says how far the step is from the 600k tokens/s target; this says which kernels
 would have to get faster to close the gap, from measurement rather than a FLOP estimate. It builds the step
-exactly as bench_throughput does (trainer_parts, torch.compile of the model for `--variant compile`).
+exactly as bench_throughput does (benchlib.trainer_variant: `--variant compile` is torch.compile of the model).
 
 On CPU the "kernels" are aten ops (self CPU time), so the script and its categories can be checked without a
 GPU; the figures that matter are the CUDA ones.
@@ -26,15 +26,16 @@ import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchlib import (default_seqs, header, md_table, provenance_line, setup_device, single_rank_group, sync,
-                      trainer_parts, write_results)
+from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, provenance_line, setup_device,
+                      single_rank_group, sync, trainer_variant, write_results)
 
 # (category, regex on the kernel name). Inductor names fused kernels after the ops they contain, so the
-# head's softcap (tanh) and cross-entropy (log_softmax / nll) kernels are recognisable by name.
+# head's softcap (tanh) and cross-entropy (log_softmax / nll) kernels are recognisable by name, as are the
+# fused softcap_ce_fwd / _bwd Triton kernels.
 CATEGORIES = (
     ("attention", r"flash|fmha|attention|sdpa"),
     ("matmul", r"gemm|nvjet|cutlass|sm90_xmma|cublas|wgmma|aten::(mm|addmm|bmm|baddbmm|matmul|linear)$"),
-    ("head softcap + cross-entropy", r"tanh|log_softmax|_softmax|nll_loss|cross_entropy|logsumexp"),
+    ("head softcap + cross-entropy", r"softcap|tanh|log_softmax|_softmax|nll_loss|cross_entropy|logsumexp"),
     # instrumented_model's fused Triton updates (optim_triton); Polar Express's matmuls count as matmul
     ("optimizer elementwise", r"adam|cautious|nesterov|multi_tensor|foreach"),
     ("communication", r"nccl"),
@@ -53,8 +54,7 @@ def category(name: str) -> str:
 def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
     batch = args.batch_size or default_seqs(args.preset, 8)
     with single_rank_group(device):
-        cfg, model, opt, batches = trainer_parts(args.preset, batch, device, args.seed, 4)
-        forward = torch.compile(model) if args.variant == "compile" else model
+        cfg, forward, _, opt, batches = trainer_variant(args.variant, args.preset, batch, device, args.seed, 4)
 
         def step(s: int) -> None:
             x, y = batches[s % len(batches)]
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--out", required=True, help="results folder")
     ap.add_argument("--preset", default=None, help="default: speedrun on cuda, tiny on cpu")
-    ap.add_argument("--variant", default=None, choices=("eager", "compile"), help="default: compile on cuda")
+    ap.add_argument("--variant", default=None, choices=tuple(TRAINER_VARIANTS), help="default: compile on cuda")
     ap.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the trainer's)")
     ap.add_argument("--warmup", type=int, default=None, help="default: 4 on cuda, 1 on cpu")
     ap.add_argument("--steps", type=int, default=3)

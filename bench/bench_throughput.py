@@ -28,19 +28,18 @@ from pathlib import Path
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
-from benchlib import (default_seqs, header, md_table, provenance_line, setup_device, single_rank_group, sync,
-                      trainer_parts, write_results)
+from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, provenance_line, setup_device,
+                      single_rank_group, sync, trainer_variant, write_results)
 
 TARGET_TOKENS_PER_S = 600_000
-VARIANTS = ("eager", "compile")
 
 
 def run_variant(variant: str, args: argparse.Namespace, device: torch.device) -> dict:
     batch = args.batch_size or default_seqs(args.preset, 8)  # 8 sequences keep the CPU run short
     with single_rank_group(device) as backend:
         total = args.warmup + args.steps
-        cfg, model, opt, batches = trainer_parts(args.preset, batch, device, args.seed, min(total, 4))
-        forward = torch.compile(model) if variant == "compile" else model
+        cfg, forward, _, opt, batches = trainer_variant(variant, args.preset, batch, device, args.seed,
+                                                         min(total, 4))
         cuda = device.type == "cuda"
         timed: dict[str, list] = {"forward": [], "backward": [], "optimizer": []}
 
@@ -76,7 +75,7 @@ def run_variant(variant: str, args: argparse.Namespace, device: torch.device) ->
             "variant": variant, "backend": backend, "preset": cfg.name, "batch_size": batch,
             "seq_len": cfg.seq_len, "tokens_per_step": tokens, "warmup": args.warmup, "steps": args.steps,
             "first_step_s": step_s[0],
-            "compile_s": step_s[0] - median_step if variant == "compile" else None,
+            "compile_s": step_s[0] - median_step if TRAINER_VARIANTS[variant][0] else None,
             "median_step_ms": 1e3 * median_step,
             "tokens_per_s": tokens * len(steady) / sum(steady),
             "median_device_ms": {k: statistics.median(v) for k, v in timed.items()} if cuda else None,
@@ -132,7 +131,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=None, help="default: 5 on cuda, 1 on cpu")
     ap.add_argument("--steps", type=int, default=None, help="timed steps (default: 20 on cuda, 2 on cpu)")
-    ap.add_argument("--variants", default=None, help="comma list of eager,compile (default: both on cuda, eager on cpu)")
+    ap.add_argument("--variants", default=None,
+                    help=f"comma list of {','.join(TRAINER_VARIANTS)} (default: eager,compile on cuda, eager on cpu)")
     ap.add_argument("--variant-timeout", type=float, default=240.0, help="seconds per variant subprocess")
     ap.add_argument("--in-process", action="store_true", help="run variants in this process (no time limit)")
     ap.add_argument("--variant", default=None, help=argparse.SUPPRESS)  # child mode
@@ -151,8 +151,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         ap.error("--out is required")
     variants = (args.variants or ("eager,compile" if cuda else "eager")).split(",")
     for v in variants:
-        if v not in VARIANTS:
-            ap.error(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
+        if v not in TRAINER_VARIANTS:
+            ap.error(f"unknown variant {v!r}; choose from {', '.join(TRAINER_VARIANTS)}")
 
     result = header(device, "bench_throughput.py", argv)
     result.update(preset=args.preset, target_tokens_per_s=TARGET_TOKENS_PER_S, variants=[])

@@ -189,7 +189,24 @@ def default_seqs(preset: str, other: int) -> int:
     return SPEEDRUN_SEQS_PER_RANK if preset == "speedrun" else other
 
 
-def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_batches: int):
+# The trainer variants the GPU benchmarks compare side by side: name → (torch.compile the model?, GPT
+# options). "compile" is what `commscope run --compile` runs; the others each undo or add one change, so a
+# fix's before/after is two variants of one benchmark run.
+TRAINER_VARIANTS: dict[str, tuple[bool, dict]] = {
+    "eager": (False, {}),
+    "compile": (True, {}),
+    "compile-unfused-loss": (True, {"fused_loss": False}),  # torch's softcap + cross-entropy (session 12)
+}
+
+
+def trainer_variant(variant: str, preset: str, seqs: int, device: torch.device, seed: int, n_batches: int):
+    """trainer_parts for one of TRAINER_VARIANTS: (config, forward callable, model, optimizer, batches)."""
+    compiled, gpt_options = TRAINER_VARIANTS[variant]
+    cfg, model, opt, batches = trainer_parts(preset, seqs, device, seed, n_batches, **gpt_options)
+    return cfg, torch.compile(model) if compiled else model, model, opt, batches
+
+
+def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_batches: int, **gpt_options):
     """The reference trainer's pieces at world size 1, as `commscope run --nproc 1` builds them:
     (config, GPT on `device`, NorMuonAndAdam, `n_batches` synthetic (inputs, targets) batches on `device`).
     Seeds torch with `seed` first, so every variant of a benchmark starts from the same weights."""
@@ -200,7 +217,7 @@ def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_bat
 
     cfg = make_config(preset, 1)
     torch.manual_seed(seed)
-    model = GPT(cfg).to(device)
+    model = GPT(cfg, **gpt_options).to(device)
     opt = NorMuonAndAdam(model.labelled_params(), rank=0, world_size=1)
     data = make_source(None, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=seqs, seed=seed)
     return cfg, model, opt, [tuple(t.to(device) for t in data.global_batch(s)) for s in range(n_batches)]

@@ -88,14 +88,15 @@ cli_json() { echo "$CS $2 > $R/$1.json"; }
 step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0), torch.cuda.nccl.version())'; python3 -c 'import orjson, plotly; print(\"orjson\", orjson.__version__, \"plotly\", plotly.__version__)'; git log --oneline -1 2>/dev/null || true"
 
 if [[ $GROUP == bench || $GROUP == all ]]; then
-    step pytest_cuda 150 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py"
+    step pytest_cuda 150 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py tests/test_softcap_ce.py"
     step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
     step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
     step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"
     step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
     step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
-    step bench_throughput 330 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout 240"
+    # compile-unfused-loss: torch's softcap + cross-entropy, the before side of the fused loss kernels
+    step bench_throughput 400 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout 200 --variants eager,compile,compile-unfused-loss"
     # which kernels the compiled step spends its device time in (what would have to shrink for 600k)
     step bench_step_kernels 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R"
 fi

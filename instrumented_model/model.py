@@ -23,8 +23,9 @@ Invariants:
   same parameters for every world size.
 - lm_head starts as the transpose (or copy) of embed: the embeddings are tied until the optimizer splits
   them.
-- The loss is a mean cross-entropy over fp32 (soft-capped) logits. On CUDA the trunk and the head matmul
-  run under bf16 autocast; on CPU everything is fp32.
+- The loss is a mean cross-entropy over fp32 soft-capped logits (instrumented_model.softcap_ce: one fused
+  Triton op on CUDA, the plain torch ops elsewhere; both agree to fp32 rounding). On CUDA the trunk and
+  the head matmul run under bf16 autocast; on CPU everything is fp32.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from torch import nn
 
 from .config import NUM_VE_TABLES, ModelConfig
 from .heads import check_layout, head_weight_from_embed, head_weight_shape, lm_head_logits
+from .softcap_ce import softcap, softcap_cross_entropy
 
 LABELS = ("attn", "mlp", "scalars", "ve0", "ve1", "ve2", "smear_gate", "skip_gate", "attn_gate_bank",
           "ve_gate_bank", "x0_lambdas", "lm_head", "embed")  # the record's scatter order
@@ -73,10 +75,11 @@ class Rotary(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: ModelConfig, head_layout: str = "transposed"):
+    def __init__(self, cfg: ModelConfig, head_layout: str = "transposed", fused_loss: bool | None = None):
+        """fused_loss: the softcap_ce kernels (None: on CUDA when Triton is installed; see softcap_ce)."""
         super().__init__()
         check_layout(head_layout)
-        self.cfg, self.head_layout = cfg, head_layout
+        self.cfg, self.head_layout, self.fused_loss = cfg, head_layout, fused_loss
         D, V, H, G, L = cfg.model_dim, cfg.vocab_size, cfg.num_heads, cfg.gate_dim, cfg.num_layers
         # layer index → ordinal in the attention-indexed banks / ve gate bank
         self.attn_index = {layer: j for j, layer in enumerate(cfg.attn_layers)}
@@ -128,10 +131,16 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=idx.is_cuda):
-            logits = self.logits(idx)  # fp32: the softcap runs on at_least_fp32(head output)
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+            z = self.head_output(idx)  # bf16 on CUDA: the loss soft-caps it in fp32
+        return softcap_cross_entropy(z.view(-1, z.size(-1)), targets.reshape(-1), self.cfg.logit_softcap,
+                                     use_triton=self.fused_loss)
 
     def logits(self, idx: torch.Tensor) -> torch.Tensor:
+        """Soft-capped logits (B, T, V), at least fp32."""
+        return softcap(self.head_output(idx), self.cfg.logit_softcap)
+
+    def head_output(self, idx: torch.Tensor) -> torch.Tensor:
+        """The LM head's output before the soft cap, (B, T, V)."""
         cfg = self.cfg
         if idx.dim() != 2 or idx.size(1) > cfg.seq_len:
             raise ValueError(f"idx must be (B, T) with T <= seq_len {cfg.seq_len}, got {tuple(idx.shape)}")
@@ -163,9 +172,7 @@ class GPT(nn.Module):
             x = x + self.mlp_block(rms_norm(x), mlp_w[i])
             if i == cfg.skip_from:
                 skip = x
-        logits = lm_head_logits(rms_norm(x), self.lm_head, self.head_layout)
-        cap = cfg.logit_softcap
-        return cap * torch.tanh(at_least_fp32(logits) / cap)
+        return lm_head_logits(rms_norm(x), self.lm_head, self.head_layout)
 
     def attention(self, x, qkvo, out_gate, ve, ve_gate):
         """x: (B, T, D) normed; qkvo: (4, D, D) view of the bank; gates (H, 12); ve: (B, T, D) or None."""

@@ -1,0 +1,108 @@
+"""The trainer's loss: mean cross-entropy over soft-capped logits, cap·tanh(z / cap), in one fused op.
+
+`softcap_cross_entropy(z, targets, cap)` equals `F.cross_entropy(cap * tanh(z.float() / cap), targets)`.
+On CUDA (when Triton is installed) it runs two Triton kernels (instrumented_model.softcap_ce_triton):
+the forward reads the head output z once and keeps one log-sum-exp per row; the backward recomputes the
+soft cap and writes dz once, in z's dtype. The unfused path materializes fp32 softcapped logits and
+reads/writes them in several passes (10.1 ms of the compiled speedrun step on an H200, where the fused
+kernels move about a third of those bytes; docs/benchmarks.md).
+
+The kernels sit behind two torch.library custom ops, so torch.compile keeps them as opaque calls (no
+graph break) and autograd wires the backward through `register_autograd`.
+
+Invariants:
+- The fused and unfused paths agree to fp32 rounding (the kernels compute in fp32 whatever z's dtype);
+  rows whose target is `ignore_index` contribute neither loss nor gradient, and the mean is over the
+  other rows, as in F.cross_entropy.
+- dz has z's dtype and shape and is contiguous; no host synchronisation anywhere (the number of valid
+  rows and the upstream gradient stay on the device).
+- `use_triton=None` (the default) means the kernels for CUDA tensors when Triton is importable, the
+  unfused torch path otherwise; `use_triton=True` also runs them on CPU tensors under TRITON_INTERPRET=1.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from instrumented_model.triton_jit import HAVE_TRITON, interpret_mode, kernel
+
+IGNORE_INDEX = -100  # F.cross_entropy's default
+BLOCK = 4096  # columns per loop iteration: 13 iterations over the 50304-wide vocabulary
+NUM_WARPS = 8
+_KERNELS = "instrumented_model.softcap_ce_triton"
+
+
+def softcap(z: Tensor, cap: float) -> Tensor:
+    """cap·tanh(z / cap) in at least fp32 (float64 stays float64: the equivalence tests run in it)."""
+    z = z.to(torch.promote_types(z.dtype, torch.float32))
+    return cap * torch.tanh(z / cap)
+
+
+def softcap_cross_entropy(z: Tensor, targets: Tensor, cap: float, *, use_triton: bool | None = None) -> Tensor:
+    """Mean cross-entropy of softcap(z) (z: (N, V) head output, targets: (N,) class indices)."""
+    if z.dim() != 2 or targets.shape != z.shape[:1]:
+        raise ValueError(f"need z (N, V) and targets (N,), got {tuple(z.shape)} and {tuple(targets.shape)}")
+    if not _want_triton(z, use_triton):
+        return F.cross_entropy(softcap(z, cap), targets, ignore_index=IGNORE_INDEX)
+    loss, _lse = torch.ops.commscope.softcap_ce(z.contiguous(), targets.contiguous(), float(cap))
+    return loss
+
+
+def _want_triton(z: Tensor, use_triton: bool | None) -> bool:
+    if use_triton is None:
+        return z.is_cuda and HAVE_TRITON and z.dtype in (torch.bfloat16, torch.float16, torch.float32)
+    if use_triton and not HAVE_TRITON:
+        raise ValueError("use_triton=True but triton is not installed")
+    if use_triton and not (z.is_cuda or interpret_mode()):
+        raise ValueError("the softcap cross-entropy kernels need a CUDA tensor (or TRITON_INTERPRET=1)")
+    return bool(use_triton)
+
+
+@torch.library.custom_op("commscope::softcap_ce", mutates_args=())
+def _softcap_ce(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor]:
+    """(mean loss, per-row log-sum-exp) of softcap(z)."""
+    n, v = z.shape
+    lse = torch.empty(n, device=z.device, dtype=torch.float32)
+    row_loss = torch.empty(n, device=z.device, dtype=torch.float32)
+    if n:
+        kernel(_KERNELS, "softcap_ce_fwd")[(n,)](z, targets, lse, row_loss, v, z.stride(0), cap, IGNORE_INDEX,
+                                                 BLOCK=BLOCK, num_warps=NUM_WARPS)
+    valid = (targets != IGNORE_INDEX).sum()
+    return row_loss.sum() / valid, lse  # 0/0 = nan with no valid row, as F.cross_entropy
+
+
+@_softcap_ce.register_fake
+def _(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor]:
+    return z.new_empty((), dtype=torch.float32), z.new_empty(z.shape[:1], dtype=torch.float32)
+
+
+@torch.library.custom_op("commscope::softcap_ce_backward", mutates_args=())
+def _softcap_ce_backward(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) -> Tensor:
+    """dz of the mean loss, given its upstream gradient `grad_loss` (a 0-d tensor)."""
+    n, v = z.shape
+    dz = torch.empty_like(z, memory_format=torch.contiguous_format)
+    scale = (grad_loss.float() / (targets != IGNORE_INDEX).sum()).reshape(1)
+    if n:
+        kernel(_KERNELS, "softcap_ce_bwd")[(n,)](z, targets, lse, scale, dz, v, z.stride(0), dz.stride(0), cap,
+                                                 IGNORE_INDEX, BLOCK=BLOCK, num_warps=NUM_WARPS)
+    return dz
+
+
+@_softcap_ce_backward.register_fake
+def _(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) -> Tensor:
+    return torch.empty_like(z, memory_format=torch.contiguous_format)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    z, targets, cap = inputs
+    ctx.save_for_backward(z, targets, output[1])
+    ctx.cap = cap
+
+
+def _backward(ctx, grad_loss: Tensor, _grad_lse: Tensor):
+    z, targets, lse = ctx.saved_tensors
+    return torch.ops.commscope.softcap_ce_backward(z, targets, lse, grad_loss, ctx.cap), None, None
+
+
+_softcap_ce.register_autograd(_backward, setup_context=_setup_context)

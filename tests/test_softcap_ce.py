@@ -1,0 +1,113 @@
+"""The fused soft-capped cross-entropy (instrumented_model.softcap_ce) against the plain torch ops.
+
+The Triton kernels run on the GPU when there is one, else in Triton's CPU interpreter (conftest's
+triton_device). The reference is F.cross_entropy over cap·tanh(z / cap) in fp32, as the unfused trainer
+computes it.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from instrumented_model.config import make_config
+from instrumented_model.model import GPT
+from instrumented_model.softcap_ce import BLOCK, IGNORE_INDEX, softcap, softcap_cross_entropy
+from instrumented_model.triton_jit import HAVE_TRITON
+
+pytestmark = pytest.mark.skipif(not HAVE_TRITON, reason="triton not installed")
+CAP = 15.0
+
+
+def case(n, v, dtype, device, seed=0, spread=20.0):
+    g = torch.Generator().manual_seed(seed)
+    z = (torch.randn(n, v, generator=g) * spread).to(dtype).to(device)
+    targets = torch.randint(0, v, (n,), generator=g).to(device)
+    return z, targets
+
+
+def loss_and_grad(z, targets, upstream, **kw):
+    z = z.detach().requires_grad_()
+    loss = softcap_cross_entropy(z, targets, CAP, **kw)
+    (grad,) = torch.autograd.grad(loss * upstream, z)
+    return loss.detach(), grad
+
+
+@pytest.mark.parametrize("v", [1000, BLOCK, 2 * BLOCK + 77])  # one partial block, one exact, three blocks
+def test_fused_matches_torch_in_fp32(triton_device, v):
+    z, targets = case(9, v, torch.float32, triton_device)
+    targets[4] = IGNORE_INDEX  # ignored: no loss, no gradient, and the mean is over the other 8 rows
+    ref_loss, ref_grad = loss_and_grad(z, targets, 0.37, use_triton=False)
+    loss, grad = loss_and_grad(z, targets, 0.37, use_triton=True)
+    assert grad.dtype == torch.float32 and grad.is_contiguous()
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-5, atol=1e-8)
+    assert torch.count_nonzero(grad[4]) == 0
+    # the mean is over valid rows: the loss is the mean of the 8 row losses, not a 9th of their sum
+    rows = F.cross_entropy(softcap(z, CAP), targets, reduction="none", ignore_index=IGNORE_INDEX)
+    assert math.isclose(loss.item(), rows.sum().item() / 8, rel_tol=1e-6)
+
+
+def test_fused_bf16_head_output_gives_fp32_loss_and_bf16_grad(triton_device):
+    z, targets = case(6, 3000, torch.bfloat16, triton_device, seed=1)
+    ref_loss, ref_grad = loss_and_grad(z, targets, 1.0, use_triton=False)
+    loss, grad = loss_and_grad(z, targets, 1.0, use_triton=True)
+    assert loss.dtype == torch.float32 and grad.dtype == torch.bfloat16
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-6)
+    # the kernel computes in fp32 and rounds dz once (the interpreter truncates): within one bf16 ulp
+    assert torch.allclose(grad.float(), ref_grad.float(), rtol=2 ** -7, atol=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")  # the interpreter's numpy
+def test_saturated_logits_stay_finite_and_exact(triton_device):
+    """|z| ≫ cap: tanh saturates to ±1, the loss is finite and the gradient through the cap is 0."""
+    z, targets = case(4, 700, torch.float32, triton_device, seed=2, spread=1e4)
+    ref_loss, ref_grad = loss_and_grad(z, targets, 1.0, use_triton=False)
+    loss, grad = loss_and_grad(z, targets, 1.0, use_triton=True)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-5, atol=1e-8)
+
+
+def test_all_rows_ignored_is_nan_like_torch(triton_device):
+    z, targets = case(3, 50, torch.float32, triton_device)
+    targets.fill_(IGNORE_INDEX)
+    assert torch.isnan(softcap_cross_entropy(z, targets, CAP, use_triton=True))
+    assert torch.isnan(softcap_cross_entropy(z, targets, CAP, use_triton=False))
+
+
+def test_bad_shapes_are_rejected():
+    with pytest.raises(ValueError, match=r"need z \(N, V\)"):
+        softcap_cross_entropy(torch.zeros(2, 3, 4), torch.zeros(2, dtype=torch.long), CAP)
+
+
+def test_custom_ops_pass_opcheck(triton_device):
+    """Schema, fake (meta) kernels and the autograd registration agree with the real kernels, which is
+    what torch.compile relies on to keep the op as one opaque call."""
+    z, targets = case(5, 300, torch.float32, triton_device, seed=3)
+    torch.library.opcheck(torch.ops.commscope.softcap_ce.default, (z.requires_grad_(), targets, CAP))
+
+
+def test_tiny_model_loss_and_gradients_match_with_the_fused_loss(triton_device):
+    cfg = make_config("tiny", 1)
+    torch.manual_seed(0)
+    unfused = GPT(cfg, fused_loss=False).to(triton_device)
+    fused = GPT(cfg, fused_loss=True).to(triton_device)
+    fused.load_state_dict(unfused.state_dict())
+    g = torch.Generator().manual_seed(5)
+    idx = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=g).to(triton_device)
+    targets = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=g).to(triton_device)
+    losses = []
+    for model in (unfused, fused):
+        loss = model(idx, targets)
+        loss.backward()
+        losses.append(loss.item())
+    # On CPU everything is fp32; on CUDA the head output and dz are bf16, where one rounding of dz may
+    # differ by an ulp (the kernel's tanh is not torch's), and the trunk's bf16 matmuls carry it on.
+    rtol, atol = (1e-4, 1e-7) if triton_device == "cpu" else (3e-2, 1e-5)
+    assert math.isclose(losses[0], losses[1], rel_tol=1e-6 if triton_device == "cpu" else 1e-3)
+    for name, p in unfused.named_parameters():
+        q = dict(fused.named_parameters())[name]
+        torch.testing.assert_close(q.grad, p.grad, rtol=rtol, atol=atol, msg=name)
