@@ -196,6 +196,7 @@ TRAINER_VARIANTS: dict[str, tuple[bool, dict]] = {
     "eager": (False, {}),
     "compile": (True, {}),
     "compile-unfused-loss": (True, {"fused_loss": False}),  # torch's softcap + cross-entropy (session 12)
+    "compile-fp8-head": (True, {"fp8_head": True}),  # `commscope run --compile --fp8-head`
 }
 
 

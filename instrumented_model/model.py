@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import NUM_VE_TABLES, ModelConfig
+from .fp8_head import fp8_head_loss
 from .heads import check_layout, head_weight_from_embed, head_weight_shape, lm_head_logits
 from .softcap_ce import softcap, softcap_cross_entropy
 
@@ -75,11 +76,15 @@ class Rotary(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: ModelConfig, head_layout: str = "transposed", fused_loss: bool | None = None):
-        """fused_loss: the softcap_ce kernels (None: on CUDA when Triton is installed; see softcap_ce)."""
+    def __init__(self, cfg: ModelConfig, head_layout: str = "transposed", fused_loss: bool | None = None,
+                 fp8_head: bool = False):
+        """fused_loss: the softcap_ce kernels (None: on CUDA when Triton is installed; see softcap_ce);
+        fp8_head: the record's FP8 head matmuls in the training loss (fp8_head.py; CUDA only)."""
         super().__init__()
         check_layout(head_layout)
-        self.cfg, self.head_layout, self.fused_loss = cfg, head_layout, fused_loss
+        if fp8_head and fused_loss is False:
+            raise ValueError("the FP8 head computes its loss with the fused kernels: fused_loss=False contradicts it")
+        self.cfg, self.head_layout, self.fused_loss, self.fp8_head = cfg, head_layout, fused_loss, fp8_head
         D, V, H, G, L = cfg.model_dim, cfg.vocab_size, cfg.num_heads, cfg.gate_dim, cfg.num_layers
         # layer index → ordinal in the attention-indexed banks / ve gate bank
         self.attn_index = {layer: j for j, layer in enumerate(cfg.attn_layers)}
@@ -130,17 +135,24 @@ class GPT(nn.Module):
         return {label: getattr(self, label) for label in LABELS}
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        cap = self.cfg.logit_softcap
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=idx.is_cuda):
-            z = self.head_output(idx)  # bf16 on CUDA: the loss soft-caps it in fp32
-        return softcap_cross_entropy(z.view(-1, z.size(-1)), targets.reshape(-1), self.cfg.logit_softcap,
-                                     use_triton=self.fused_loss)
+            x = self.final_hidden(idx)
+            if self.fp8_head:
+                return fp8_head_loss(x, self.lm_head, targets, cap, self.head_layout)
+            z = lm_head_logits(x, self.lm_head, self.head_layout)  # bf16 on CUDA: the loss soft-caps it in fp32
+        return softcap_cross_entropy(z.view(-1, z.size(-1)), targets.reshape(-1), cap, use_triton=self.fused_loss)
 
     def logits(self, idx: torch.Tensor) -> torch.Tensor:
-        """Soft-capped logits (B, T, V), at least fp32."""
+        """Soft-capped logits (B, T, V), at least fp32, through the bf16 head whatever `fp8_head` says."""
         return softcap(self.head_output(idx), self.cfg.logit_softcap)
 
     def head_output(self, idx: torch.Tensor) -> torch.Tensor:
         """The LM head's output before the soft cap, (B, T, V)."""
+        return lm_head_logits(self.final_hidden(idx), self.lm_head, self.head_layout)
+
+    def final_hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """The RMS-normed residual stream after the last layer, (B, T, D): the head's input."""
         cfg = self.cfg
         if idx.dim() != 2 or idx.size(1) > cfg.seq_len:
             raise ValueError(f"idx must be (B, T) with T <= seq_len {cfg.seq_len}, got {tuple(idx.shape)}")
@@ -172,7 +184,7 @@ class GPT(nn.Module):
             x = x + self.mlp_block(rms_norm(x), mlp_w[i])
             if i == cfg.skip_from:
                 skip = x
-        return lm_head_logits(rms_norm(x), self.lm_head, self.head_layout)
+        return rms_norm(x)
 
     def attention(self, x, qkvo, out_gate, ve, ve_gate):
         """x: (B, T, D) normed; qkvo: (4, D, D) view of the bank; gates (H, 12); ve: (B, T, D) or None."""

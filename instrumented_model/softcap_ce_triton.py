@@ -44,22 +44,34 @@ def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, ignore_i
     tl.store(loss_ptr + row, loss)
 
 
-def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stride_dz, cap, ignore_index,
-                   BLOCK: tl.constexpr):
-    """One program per row: dz = scale · (softmax(c) − onehot(target)) · (1 − tanh²), 0 for an ignored row.
+def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, dz8_ptr, V, stride_z, stride_dz, cap, ignore_index,
+                   fp8_gain, FP8_OUT: tl.constexpr, BLOCK: tl.constexpr):
+    """One program per row: dz = scale · q with q = (softmax(c) − onehot(target)) · (1 − tanh²), 0 for an
+    ignored row. With FP8_OUT it also stores q · fp8_gain as e5m2 in dz8 (|q| ≤ 1, so the gain alone
+    decides the range: no amax pass; dz8's dequantisation scale is scale / fp8_gain).
 
     scale (a 1-element fp32 tensor, so no host sync) is the loss's upstream gradient over the valid rows."""
     row = tl.program_id(0).to(tl.int64)
     target = tl.load(tgt_ptr + row).to(tl.int64)
     lse = tl.load(lse_ptr + row)
     scale = tl.load(scale_ptr)
-    scale = tl.where(target == ignore_index, 0.0, scale)
+    keep = tl.where(target == ignore_index, 0.0, 1.0)
     cols = tl.arange(0, BLOCK).to(tl.int64)
     for start in range(0, V, BLOCK):
         offs = start + cols
         mask = offs < V
         z = tl.load(z_ptr + row * stride_z + offs, mask=mask, other=0.0).to(tl.float32)
         c, t = _softcap(z, cap)
-        g = tl.exp(c - lse) - tl.where(offs == target, 1.0, 0.0)
-        dz = scale * g * (1.0 - t * t)
-        tl.store(dz_ptr + row * stride_dz + offs, dz.to(dz_ptr.dtype.element_ty), mask=mask)
+        q = keep * (tl.exp(c - lse) - tl.where(offs == target, 1.0, 0.0)) * (1.0 - t * t)
+        tl.store(dz_ptr + row * stride_dz + offs, (scale * q).to(dz_ptr.dtype.element_ty), mask=mask)
+        if FP8_OUT:
+            tl.store(dz8_ptr + row * stride_dz + offs, _to_e5m2(q * fp8_gain), mask=mask)
+
+
+def _to_e5m2(x):
+    """fp32 → e5m2 through fp16, rounded to nearest even by hand: e5m2 is fp16's top byte, and Triton's
+    CPU interpreter drops the carry when rounding up to the next binade (30.4 → 16, not 32). |x| must fit
+    fp16 (the caller's gain keeps it ≤ 2^15)."""
+    bits = x.to(tl.float16).to(tl.uint16, bitcast=True)
+    rounded = (bits + 0x7F + ((bits >> 8) & 1)) >> 8
+    return rounded.to(tl.uint8).to(tl.float8e5, bitcast=True)

@@ -42,6 +42,7 @@ def register(app: typer.Typer) -> None:
         profile: Optional[str] = typer.Option(None, help="torch.profiler window START:STOP (steps)."),
         with_stack: bool = typer.Option(False, "--with-stack", help="Python stacks in the profiler window."),
         compile: bool = typer.Option(False, "--compile", help="torch.compile the model (GPU speed; the first steps pay for compilation)."),
+        fp8_head: bool = typer.Option(False, "--fp8-head", help="The record's FP8 LM head matmuls (CUDA only; numbers change slightly)."),
         inject: Optional[List[str]] = typer.Option(None, "--inject", help="Inject a fault, repeatable: "
                                                    "KIND@rank=R,step=S[,label=L][,ms=M] with KIND crash|hang|delay|desync (docs/faults.md)."),
         hang_timeout: Optional[float] = typer.Option(None, "--hang-timeout", help="Seconds a collective wait may "
@@ -67,6 +68,8 @@ def register(app: typer.Typer) -> None:
             argv.append("--with-stack")
         if compile:
             argv.append("--compile")
+        if fp8_head:
+            argv.append("--fp8-head")
         for spec in inject or ():
             argv += ["--inject", spec]
         topology = Topology(nproc=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
