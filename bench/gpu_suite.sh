@@ -6,7 +6,8 @@
 # Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
 #   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout, bench_optimizer,
 #          bench_record_overhead, bench_throughput (eager + torch.compile), bench_step_kernels
-#   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, both head layouts
+#   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, a compiled FP8-head run
+#          + report, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
 #          (when `commscope run` has --optimizer-partition) the same 4 ranks with the alpha-lpt partition,
 #          compared with bench/bench_partition.py
@@ -106,6 +107,11 @@ if [[ $GROUP == runs || $GROUP == all ]]; then
     step report_ws1 90 "$(cli_json cli_report_ws1 "report $RUNS/run_ws1 --json --no-hta")"
     step hooks_ws1 60 "$(cli_json cli_hooks_ws1 "hooks $RUNS/run_ws1 --json")"
     step layout_ws1 60 "$(cli_json cli_layout_ws1 "layout $RUNS/run_ws1 --json")"
+    # the fastest configuration: compiled, FP8 head, fused loss kernels; then the report on what it recorded
+    if [[ $DEV == cuda ]]; then  # --fp8-head is CUDA only
+        step run_ws1_fp8 200 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 25 --compile --fp8-head --out $RUNS/run_ws1_fp8"
+        step report_ws1_fp8 90 "$(cli_json cli_report_ws1_fp8 "report $RUNS/run_ws1_fp8 --json --no-hta")"
+    fi
     for layout in standard transposed; do
         step "run_head_$layout" 120 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 8 --grad-accum 2 --head-layout $layout --profile 4:6 --out $RUNS/head_$layout"
         step "layout_head_$layout" 60 "$(cli_json "cli_layout_head_$layout" "layout $RUNS/head_$layout --json")"
