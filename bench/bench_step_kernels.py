@@ -101,6 +101,8 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
         "by_category_ms": dict(sorted(by_cat.items(), key=lambda kv: -kv[1])),
         "top_kernels": [{"name": n, "ms_per_step": ms, "category": category(n)}
                         for n, ms in sorted(per_step.items(), key=lambda kv: -kv[1])[:args.top]],
+        # every kernel, so a category's contents can be read later without another GPU run
+        "all_kernels_ms": {n[:200]: ms for n, ms in sorted(per_step.items(), key=lambda kv: -kv[1])},
     }
 
 
@@ -138,7 +140,8 @@ def main(argv: list[str] | None = None) -> dict:
     args.variant = args.variant or ("compile" if cuda else "eager")
     args.warmup = args.warmup if args.warmup is not None else (4 if cuda else 1)
     result = {**header(device, "bench_step_kernels.py", argv), **profile_steps(args, device)}
-    write_results(args.out, "bench_step_kernels", result, markdown(result))
+    name = "bench_step_kernels" + ("" if args.variant in ("compile", "eager") else f"-{args.variant}")
+    write_results(args.out, name, result, markdown(result))
     print(markdown(result))
     return result
 

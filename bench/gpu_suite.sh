@@ -100,6 +100,7 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout 150 --variants eager,compile,compile-unfused-loss,compile-fp8-head"
     # which kernels the compiled step spends its device time in (what would have to shrink for 600k)
     step bench_step_kernels 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R"
+    [[ $DEV == cuda ]] && step bench_step_kernels_fp8 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R --variant compile-fp8-head"
 fi
 
 if [[ $GROUP == runs || $GROUP == all ]]; then
