@@ -25,14 +25,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from instrumented_model.triton_jit import HAVE_TRITON, interpret_mode, kernel
+from instrumented_model.triton_jit import HAVE_TRITON, cdiv, interpret_mode, kernel
 
 IGNORE_INDEX = -100  # F.cross_entropy's default
 BLOCK = 4096  # columns per loop iteration: 13 iterations over the 50304-wide vocabulary
 NUM_WARPS = 8
-# |q| ≤ 1 for the normalised gradient q (softcap_ce_bwd), so q·2^15 ≤ 32768 fits e5m2 (max 57344) and its
-# smallest normal, 2^-14, stands for |q| ≈ 2^-29: per-token softmax terms that small do not matter.
+# |q| ≤ 1 for the normalised gradient q (softcap_ce_triton._normalized_grad), so q·2^15 ≤ 32768 fits e5m2
+# (max 57344) and its smallest normal, 2^-14, stands for |q| ≈ 2^-29: softmax terms that small do not matter.
 FP8_GAIN = 2.0 ** 15
+E5M2_TILE = (64, 128, 4)  # (rows, columns, num_warps) of a softcap_ce_bwd_e5m2 program
 _KERNELS = "instrumented_model.softcap_ce_triton"
 
 
@@ -83,7 +84,12 @@ def _(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor]:
 @torch.library.custom_op("commscope::softcap_ce_backward", mutates_args=())
 def _softcap_ce_backward(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) -> Tensor:
     """dz of the mean loss, given its upstream gradient `grad_loss` (a 0-d tensor)."""
-    dz, _, _ = _backward_kernel(z, targets, lse, grad_loss, cap, fp8=False)
+    n, v = z.shape
+    dz = torch.empty_like(z, memory_format=torch.contiguous_format)
+    if n:
+        kernel(_KERNELS, "softcap_ce_bwd")[(n,)](z, targets, lse, _grad_scale(grad_loss, targets).reshape(1), dz,
+                                                 v, z.stride(0), dz.stride(0), cap, IGNORE_INDEX, BLOCK=BLOCK,
+                                                 num_warps=NUM_WARPS)
     return dz
 
 
@@ -92,31 +98,33 @@ def _(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) ->
     return torch.empty_like(z, memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op("commscope::softcap_ce_backward_fp8", mutates_args=())
-def _softcap_ce_backward_fp8(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor,
-                             cap: float) -> tuple[Tensor, Tensor, Tensor]:
-    """(dz, dz8, dz8_scale): dz as softcap_ce_backward, and the same gradient as e5m2 with its
-    dequantisation scale (dz ≈ dz8 · dz8_scale), written in the same pass for an FP8 matmul."""
-    return _backward_kernel(z, targets, lse, grad_loss, cap, fp8=True)
+@torch.library.custom_op("commscope::softcap_ce_backward_e5m2", mutates_args=())
+def _softcap_ce_backward_e5m2(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor,
+                              cap: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(dz8, dz8t, scale): dz of the mean loss as e5m2, dz ≈ dz8 · scale, in both layouts ((N, V) and
+    its transpose (V, N), each contiguous) for the FP8 head's two gradient matmuls, from one pass over z."""
+    n, v = z.shape
+    dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
+    dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)
+    if n:
+        tiles_v = cdiv(v, E5M2_TILE[1])
+        grid = (cdiv(n, E5M2_TILE[0]) * tiles_v,)
+        kernel(_KERNELS, "softcap_ce_bwd_e5m2")[grid](z, targets, lse, dz8, dz8t, n, v, z.stride(0), tiles_v, cap,
+                                                      IGNORE_INDEX, FP8_GAIN, BLOCK_R=E5M2_TILE[0],
+                                                      BLOCK_C=E5M2_TILE[1], num_warps=E5M2_TILE[2])
+    return dz8, dz8t, _grad_scale(grad_loss, targets) / FP8_GAIN
 
 
-@_softcap_ce_backward_fp8.register_fake
+@_softcap_ce_backward_e5m2.register_fake
 def _(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) -> tuple[Tensor, Tensor, Tensor]:
-    return (torch.empty_like(z, memory_format=torch.contiguous_format),
-            torch.empty_like(z, dtype=torch.float8_e5m2, memory_format=torch.contiguous_format),
+    n, v = z.shape
+    return (z.new_empty((n, v), dtype=torch.float8_e5m2), z.new_empty((v, n), dtype=torch.float8_e5m2),
             z.new_empty((), dtype=torch.float32))
 
 
-def _backward_kernel(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float, fp8: bool):
-    n, v = z.shape
-    dz = torch.empty_like(z, memory_format=torch.contiguous_format)
-    dz8 = torch.empty_like(dz, dtype=torch.float8_e5m2) if fp8 else dz
-    scale = (grad_loss.float() / (targets != IGNORE_INDEX).sum()).reshape(1)
-    if n:
-        kernel(_KERNELS, "softcap_ce_bwd")[(n,)](z, targets, lse, scale, dz, dz8, v, z.stride(0), dz.stride(0), cap,
-                                                 IGNORE_INDEX, FP8_GAIN, FP8_OUT=fp8, BLOCK=BLOCK,
-                                                 num_warps=NUM_WARPS)
-    return dz, (dz8 if fp8 else None), ((scale / FP8_GAIN).reshape(()) if fp8 else None)
+def _grad_scale(grad_loss: Tensor, targets: Tensor) -> Tensor:
+    """d(mean loss)/d(row loss) as a 0-d fp32 tensor: the upstream gradient over the valid rows."""
+    return (grad_loss.float() / (targets != IGNORE_INDEX).sum()).reshape(())
 
 
 def _setup_context(ctx, inputs, output) -> None:

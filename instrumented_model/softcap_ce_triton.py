@@ -44,28 +44,50 @@ def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, ignore_i
     tl.store(loss_ptr + row, loss)
 
 
-def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, dz8_ptr, V, stride_z, stride_dz, cap, ignore_index,
-                   fp8_gain, FP8_OUT: tl.constexpr, BLOCK: tl.constexpr):
-    """One program per row: dz = scale · q with q = (softmax(c) − onehot(target)) · (1 − tanh²), 0 for an
-    ignored row. With FP8_OUT it also stores q · fp8_gain as e5m2 in dz8 (|q| ≤ 1, so the gain alone
-    decides the range: no amax pass; dz8's dequantisation scale is scale / fp8_gain).
+def _normalized_grad(z, target, lse, offs, cap, ignore_index):
+    """q = (softmax(c) − onehot(target)) · (1 − tanh²) ∈ [−1, 1], 0 where the target is ignore_index; the
+    loss gradient is q times (upstream gradient / number of valid rows). Broadcasts like its arguments."""
+    c, t = _softcap(z, cap)
+    keep = tl.where(target == ignore_index, 0.0, 1.0)
+    return keep * (tl.exp(c - lse) - tl.where(offs == target, 1.0, 0.0)) * (1.0 - t * t)
+
+
+def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stride_dz, cap, ignore_index,
+                   BLOCK: tl.constexpr):
+    """One program per row: dz = scale · q (see _normalized_grad), in dz's dtype.
 
     scale (a 1-element fp32 tensor, so no host sync) is the loss's upstream gradient over the valid rows."""
     row = tl.program_id(0).to(tl.int64)
     target = tl.load(tgt_ptr + row).to(tl.int64)
     lse = tl.load(lse_ptr + row)
     scale = tl.load(scale_ptr)
-    keep = tl.where(target == ignore_index, 0.0, 1.0)
     cols = tl.arange(0, BLOCK).to(tl.int64)
     for start in range(0, V, BLOCK):
         offs = start + cols
         mask = offs < V
         z = tl.load(z_ptr + row * stride_z + offs, mask=mask, other=0.0).to(tl.float32)
-        c, t = _softcap(z, cap)
-        q = keep * (tl.exp(c - lse) - tl.where(offs == target, 1.0, 0.0)) * (1.0 - t * t)
+        q = _normalized_grad(z, target, lse, offs, cap, ignore_index)
         tl.store(dz_ptr + row * stride_dz + offs, (scale * q).to(dz_ptr.dtype.element_ty), mask=mask)
-        if FP8_OUT:
-            tl.store(dz8_ptr + row * stride_dz + offs, _to_e5m2(q * fp8_gain), mask=mask)
+
+
+def softcap_ce_bwd_e5m2(z_ptr, tgt_ptr, lse_ptr, dz8_ptr, dz8t_ptr, N, V, stride_z, tiles_v, cap, ignore_index,
+                        fp8_gain, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """One program per BLOCK_R×BLOCK_C tile: q · fp8_gain as e5m2 into dz8 (N, V) and its transpose dz8t
+    (V, N), both contiguous. The FP8 matmuls need both layouts (cuBLAS FP8 takes only TN), and writing the
+    transpose here from registers spares a full transposing pass over the gradient. |q| ≤ 1, so the gain
+    alone sets the range: no amax pass."""
+    pid = tl.program_id(0).to(tl.int64)
+    rows = (pid // tiles_v) * BLOCK_R + tl.arange(0, BLOCK_R).to(tl.int64)
+    cols = (pid % tiles_v) * BLOCK_C + tl.arange(0, BLOCK_C).to(tl.int64)
+    row_ok = rows < N
+    mask = row_ok[:, None] & (cols[None, :] < V)
+    z = tl.load(z_ptr + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    target = tl.load(tgt_ptr + rows, mask=row_ok, other=ignore_index).to(tl.int64)
+    lse = tl.load(lse_ptr + rows, mask=row_ok, other=0.0)
+    q = _normalized_grad(z, target[:, None], lse[:, None], cols[None, :], cap, ignore_index)
+    q8 = _to_e5m2(q * fp8_gain)
+    tl.store(dz8_ptr + rows[:, None] * V + cols[None, :], q8, mask=mask)
+    tl.store(dz8t_ptr + cols[:, None] * N + rows[None, :], tl.trans(q8), mask=tl.trans(mask))
 
 
 def _to_e5m2(x):

@@ -1,7 +1,7 @@
 """The FP8 head (instrumented_model.fp8_head) against the same head and loss in fp32.
 
 FP8 changes the numbers, so the checks are bounds: the loss within e4m3 rounding of the fp32 one, dW
-(a bf16 matmul of the gradient of FP8 logits) within 3 %, dx (an e5m2 × e4m3 matmul) within 10 % in norm;
+(an e4m3 × e5m2 matmul) within 6 %, dx (an e5m2 × e4m3 matmul) within 10 % in norm;
 and dW keeps each layout's strides, as the bf16 heads do. On CPU the loss kernels run in Triton's
 interpreter and torch._scaled_mm has a CPU implementation.
 """
@@ -45,7 +45,7 @@ def test_fp8_head_loss_and_gradients_are_close_to_fp32(triton_device, layout):
     dx, dw = torch.autograd.grad(loss, (x8, w8))
 
     assert abs(loss.item() - ref.item()) < 2e-3 * ref.item()
-    assert rel(dw, ref_w.grad) < 3e-2
+    assert rel(dw, ref_w.grad) < 0.06
     assert rel(dx, ref_x.grad) < 0.1
     assert dx.dtype == x.dtype and dw.dtype == w.dtype and dw.shape == w.shape
     # the layout study holds in FP8: the standard head's dW is the transpose view of a (D, V) tensor
@@ -67,7 +67,7 @@ def test_fp8_head_trains_the_tiny_model_like_the_bf16_head(triton_device):
     grads = {n: p.grad for n, p in fp8.named_parameters()}
     for name in ("lm_head", "embed", "attn", "mlp"):  # the big tensors; tiny gates cancel and say little
         ref_grad = dict(ref.named_parameters())[name].grad
-        assert rel(grads[name], ref_grad) < (3e-2 if name == "lm_head" else 0.1), name
+        assert rel(grads[name], ref_grad) < (0.06 if name == "lm_head" else 0.1), name
 
 
 def test_fp8_head_rejects_an_unfused_loss_and_cpu_without_the_interpreter(monkeypatch):

@@ -111,3 +111,23 @@ def test_tiny_model_loss_and_gradients_match_with_the_fused_loss(triton_device):
     for name, p in unfused.named_parameters():
         q = dict(fused.named_parameters())[name]
         torch.testing.assert_close(q.grad, p.grad, rtol=rtol, atol=atol, msg=name)
+
+
+def test_e5m2_backward_writes_both_layouts_of_the_same_gradient(triton_device):
+    """The FP8 head's loss gradient: e5m2 in (N, V) and (V, N), equal to dz within e5m2 rounding (2
+    mantissa bits: ≤ 2^-3 relative; below the smallest subnormal, 2^-16 of the scale, absolute), on a
+    ragged shape (neither side a multiple of a tile)."""
+    z, targets = case(70, 300, torch.bfloat16, triton_device, seed=4)
+    targets[7] = IGNORE_INDEX
+    loss, lse = torch.ops.commscope.softcap_ce(z, targets, CAP)
+    grad_loss = torch.tensor(0.5, device=triton_device)
+    dz = torch.ops.commscope.softcap_ce_backward(z.float(), targets, lse, grad_loss, CAP)
+    dz8, dz8t, scale = torch.ops.commscope.softcap_ce_backward_e5m2(z, targets, lse, grad_loss, CAP)
+    assert dz8.dtype == dz8t.dtype == torch.float8_e5m2 and dz8t.shape == (300, 70)
+    assert torch.equal(dz8.view(torch.uint8), dz8t.T.view(torch.uint8))
+    approx = dz8.float() * scale
+    assert torch.all((approx - dz).abs() <= 2 ** -3 * dz.abs() + 2 ** -16 * scale)
+    assert torch.count_nonzero(dz8[7].float()) == 0
+    # the exact e5m2 rounding of q·gain (round to nearest even), as torch rounds it
+    q = (dz / scale).to(torch.float8_e5m2)
+    assert (q.view(torch.uint8) != dz8.view(torch.uint8)).float().mean() < 0.01  # only fp16 double-rounding ties
