@@ -30,7 +30,7 @@ from instrumented_model.triton_jit import HAVE_TRITON, cdiv, interpret_mode, ker
 IGNORE_INDEX = -100  # F.cross_entropy's default
 BLOCK = 4096  # columns per loop iteration: 13 iterations over the 50304-wide vocabulary
 NUM_WARPS = 8
-# |q| ≤ 1 for the normalised gradient q (softcap_ce_triton._normalized_grad), so q·2^15 ≤ 32768 fits e5m2
+# |q| ≤ 1 for the normalised gradient q (softcap_ce_triton), so q·2^15 ≤ 32768 fits e5m2
 # (max 57344) and its smallest normal, 2^-14, stands for |q| ≈ 2^-29: softmax terms that small do not matter.
 FP8_GAIN = 2.0 ** 15
 E5M2_TILE = (64, 128, 4)  # (rows, columns, num_warps) of a softcap_ce_bwd_e5m2 program
