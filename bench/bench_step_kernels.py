@@ -101,9 +101,16 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
         "by_category_ms": dict(sorted(by_cat.items(), key=lambda kv: -kv[1])),
         "top_kernels": [{"name": n, "ms_per_step": ms, "category": category(n)}
                         for n, ms in sorted(per_step.items(), key=lambda kv: -kv[1])[:args.top]],
+        "loss_kernel_configs": _loss_kernel_configs(),  # what the fused loss kernels' autotuning chose
         # every kernel, so a category's contents can be read later without another GPU run
         "all_kernels_ms": {n[:200]: ms for n, ms in sorted(per_step.items(), key=lambda kv: -kv[1])},
     }
+
+
+def _loss_kernel_configs() -> dict[str, str]:
+    from instrumented_model.softcap_ce import tuned_configs
+
+    return tuned_configs()
 
 
 def markdown(result: dict) -> str:
@@ -114,6 +121,8 @@ def markdown(result: dict) -> str:
              + (f" of {result['step_device_ms']:.1f} ms between the step's CUDA events "
                 f"({result['idle_ms_per_step']:.1f} ms with no kernel running)" if result["step_device_ms"] else "")
              + ".", ""]
+    if result.get("loss_kernel_configs"):
+        lines += ["Fused loss kernels, autotuned: " + "; ".join(f"{k} {v}" for k, v in result["loss_kernel_configs"].items()), ""]
     lines.append(md_table(["category", "ms per step", "% of kernel time"],
                           [[c, ms, 100 * ms / total] for c, ms in result["by_category_ms"].items()]))
     lines += ["", md_table(["kernel (first 90 characters)", "category", "ms per step"],

@@ -28,12 +28,17 @@ from torch import Tensor
 from instrumented_model.triton_jit import HAVE_TRITON, cdiv, interpret_mode, kernel
 
 IGNORE_INDEX = -100  # F.cross_entropy's default
-BLOCK = 4096  # columns per loop iteration: 13 iterations over the 50304-wide vocabulary
-NUM_WARPS = 8
+# Launch configurations. On a GPU each kernel is autotuned once per shape among its candidates
+# (triton.autotune times them on the first call's own arguments; every kernel only overwrites its outputs,
+# so the repeats are harmless) and `tuned_configs()` says what won; the interpreter runs the default.
+ROW_CONFIGS = tuple((block, warps) for block in (1024, 2048, 4096, 8192) for warps in (4, 8, 16))  # (BLOCK, num_warps)
+ROW_DEFAULT = (4096, 8)
+# (rows, columns, num_warps) of a softcap_ce_bwd_e5m2 tile
+E5M2_TILES = ((64, 128, 4), (128, 128, 8), (256, 64, 8), (128, 64, 4), (256, 128, 8), (64, 256, 8), (32, 256, 4),
+              (128, 256, 8))
 # |q| ≤ 1 for the normalised gradient q (softcap_ce_triton), so q·2^15 ≤ 32768 fits e5m2
 # (max 57344) and its smallest normal, 2^-14, stands for |q| ≈ 2^-29: softmax terms that small do not matter.
 FP8_GAIN = 2.0 ** 15
-E5M2_TILE = (64, 128, 4)  # (rows, columns, num_warps) of a softcap_ce_bwd_e5m2 program
 _KERNELS = "instrumented_model.softcap_ce_triton"
 
 
@@ -70,8 +75,8 @@ def _softcap_ce(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor]
     lse = torch.empty(n, device=z.device, dtype=torch.float32)
     row_loss = torch.empty(n, device=z.device, dtype=torch.float32)
     if n:
-        kernel(_KERNELS, "softcap_ce_fwd")[(n,)](z, targets, lse, row_loss, v, z.stride(0), cap, IGNORE_INDEX,
-                                                 BLOCK=BLOCK, num_warps=NUM_WARPS)
+        _launch("softcap_ce_fwd", lambda meta: (n,), z, targets, lse, row_loss, v, z.stride(0), cap, 2.0 / cap,
+                IGNORE_INDEX)
     valid = (targets != IGNORE_INDEX).sum()
     return row_loss.sum() / valid, lse  # 0/0 = nan with no valid row, as F.cross_entropy
 
@@ -87,9 +92,8 @@ def _softcap_ce_backward(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Ten
     n, v = z.shape
     dz = torch.empty_like(z, memory_format=torch.contiguous_format)
     if n:
-        kernel(_KERNELS, "softcap_ce_bwd")[(n,)](z, targets, lse, _grad_scale(grad_loss, targets).reshape(1), dz,
-                                                 v, z.stride(0), dz.stride(0), cap, IGNORE_INDEX, BLOCK=BLOCK,
-                                                 num_warps=NUM_WARPS)
+        _launch("softcap_ce_bwd", lambda meta: (n,), z, targets, lse, _grad_scale(grad_loss, targets).reshape(1),
+                dz, v, z.stride(0), dz.stride(0), cap, 2.0 / cap, IGNORE_INDEX)
     return dz
 
 
@@ -107,11 +111,8 @@ def _softcap_ce_backward_e5m2(z: Tensor, targets: Tensor, lse: Tensor, grad_loss
     dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
     dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)
     if n:
-        tiles_v = cdiv(v, E5M2_TILE[1])
-        grid = (cdiv(n, E5M2_TILE[0]) * tiles_v,)
-        kernel(_KERNELS, "softcap_ce_bwd_e5m2")[grid](z, targets, lse, dz8, dz8t, n, v, z.stride(0), tiles_v, cap,
-                                                      IGNORE_INDEX, FP8_GAIN, BLOCK_R=E5M2_TILE[0],
-                                                      BLOCK_C=E5M2_TILE[1], num_warps=E5M2_TILE[2])
+        _launch("softcap_ce_bwd_e5m2", lambda meta: (cdiv(n, meta["BLOCK_R"]) * cdiv(v, meta["BLOCK_C"]),),
+                z, targets, lse, dz8, dz8t, n, v, z.stride(0), cap, 2.0 / cap, IGNORE_INDEX, FP8_GAIN)
     return dz8, dz8t, _grad_scale(grad_loss, targets) / FP8_GAIN
 
 
@@ -120,6 +121,35 @@ def _(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) ->
     n, v = z.shape
     return (z.new_empty((n, v), dtype=torch.float8_e5m2), z.new_empty((v, n), dtype=torch.float8_e5m2),
             z.new_empty((), dtype=torch.float32))
+
+
+_CANDIDATES = {  # kernel → (autotune key, candidate (constexprs, num_warps), the interpreter's default)
+    "softcap_ce_fwd": (["V"], [({"BLOCK": b}, w) for b, w in ROW_CONFIGS], ({"BLOCK": ROW_DEFAULT[0]}, ROW_DEFAULT[1])),
+    "softcap_ce_bwd": (["V"], [({"BLOCK": b}, w) for b, w in ROW_CONFIGS], ({"BLOCK": ROW_DEFAULT[0]}, ROW_DEFAULT[1])),
+    "softcap_ce_bwd_e5m2": (["N", "V"], [({"BLOCK_R": r, "BLOCK_C": c}, w) for r, c, w in E5M2_TILES],
+                            ({"BLOCK_R": 64, "BLOCK_C": 128}, 4)),
+}
+_autotuned: dict[str, object] = {}
+
+
+def _launch(name: str, grid, *args) -> None:
+    """Run kernel `name` on `args`: autotuned on a GPU, its default configuration in the interpreter."""
+    key, candidates, (constexprs, warps) = _CANDIDATES[name]
+    if interpret_mode():
+        kernel(_KERNELS, name)[grid(constexprs)](*args, **constexprs, num_warps=warps)
+        return
+    if name not in _autotuned:
+        import triton
+
+        configs = [triton.Config(c, num_warps=w) for c, w in candidates]
+        _autotuned[name] = triton.autotune(configs, key=key)(kernel(_KERNELS, name))
+    _autotuned[name][grid](*args)
+
+
+def tuned_configs() -> dict[str, str]:
+    """The configuration autotuning chose for each kernel run so far on a GPU (for benchmark reports)."""
+    return {name: str(tuner.best_config) for name, tuner in _autotuned.items()
+            if getattr(tuner, "best_config", None) is not None}
 
 
 def _grad_scale(grad_loss: Tensor, targets: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ once more and writes the gradient once.
 Why no running maximum: the soft cap bounds every logit to (-cap, cap), so exp(c - cap) lies in
 (e^(-2cap), 1] and a row's sum of exps is at most V. With cap = 15 and V = 50304 neither overflows nor
 underflows fp32, so one pass with a fixed shift gives the log-sum-exp exactly as an online softmax would.
-tanh is written through exp, t = 1 - 2 / (e^(2z/cap) + 1), which Triton's interpreter and every GPU
+tanh is written through exp, t = 1 - 2 / (e^(z·2/cap) + 1) (2/cap passed in: no fp32 division by cap), which Triton's interpreter and every GPU
 backend have; near 0 it loses relative precision, but its absolute error (what a softmax sees) stays
 ~1e-7·cap.
 
@@ -23,7 +23,8 @@ written out in each kernel. Offsets are int64; ragged blocks are masked.
 import triton.language as tl
 
 
-def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, ignore_index, BLOCK: tl.constexpr):
+def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, two_over_cap, ignore_index,
+                   BLOCK: tl.constexpr):
     """One program per row: lse = log Σ exp(c), loss = lse − c[target] (0 for an ignored row)."""
     row = tl.program_id(0).to(tl.int64)
     base = z_ptr + row * stride_z
@@ -35,7 +36,7 @@ def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, ignore_i
         offs = start + cols
         mask = offs < V
         z = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
-        c = cap * (1.0 - 2.0 / (tl.exp(2.0 * z / cap) + 1.0))
+        c = cap * (1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0))
         acc += tl.where(mask, tl.exp(c - cap), 0.0)
         picked += tl.where(offs == target, c, 0.0)
     lse = cap + tl.log(tl.sum(acc, axis=0))
@@ -44,8 +45,8 @@ def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, ignore_i
     tl.store(loss_ptr + row, loss)
 
 
-def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stride_dz, cap, ignore_index,
-                   BLOCK: tl.constexpr):
+def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stride_dz, cap, two_over_cap,
+                   ignore_index, BLOCK: tl.constexpr):
     """One program per row: dz = scale · q, in dz's dtype.
 
     scale (a 1-element fp32 tensor, so no host sync) is the loss's upstream gradient over the valid rows."""
@@ -59,12 +60,12 @@ def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stri
         offs = start + cols
         mask = offs < V
         z = tl.load(z_ptr + row * stride_z + offs, mask=mask, other=0.0).to(tl.float32)
-        t = 1.0 - 2.0 / (tl.exp(2.0 * z / cap) + 1.0)
+        t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
         q = keep * (tl.exp(cap * t - lse) - tl.where(offs == target, 1.0, 0.0)) * (1.0 - t * t)
         tl.store(dz_ptr + row * stride_dz + offs, (scale * q).to(dz_ptr.dtype.element_ty), mask=mask)
 
 
-def softcap_ce_bwd_e5m2(z_ptr, tgt_ptr, lse_ptr, dz8_ptr, dz8t_ptr, N, V, stride_z, tiles_v, cap, ignore_index,
+def softcap_ce_bwd_e5m2(z_ptr, tgt_ptr, lse_ptr, dz8_ptr, dz8t_ptr, N, V, stride_z, cap, two_over_cap, ignore_index,
                         fp8_gain, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """One program per BLOCK_R×BLOCK_C tile: q · fp8_gain as e5m2 into dz8 (N, V) and its transpose dz8t
     (V, N), both contiguous. The FP8 matmuls need both layouts (cuBLAS FP8 takes only TN), and writing the
@@ -75,6 +76,7 @@ def softcap_ce_bwd_e5m2(z_ptr, tgt_ptr, lse_ptr, dz8_ptr, dz8t_ptr, N, V, stride
     CPU interpreter drops the carry when rounding up into the next binade (30.4 → 16, not 32). The gain
     keeps |q · gain| ≤ 2^15, inside fp16."""
     pid = tl.program_id(0).to(tl.int64)
+    tiles_v = (V + BLOCK_C - 1) // BLOCK_C
     rows = (pid // tiles_v) * BLOCK_R + tl.arange(0, BLOCK_R).to(tl.int64)
     cols = (pid % tiles_v) * BLOCK_C + tl.arange(0, BLOCK_C).to(tl.int64)
     row_ok = rows < N
@@ -83,7 +85,7 @@ def softcap_ce_bwd_e5m2(z_ptr, tgt_ptr, lse_ptr, dz8_ptr, dz8t_ptr, N, V, stride
     target = tl.load(tgt_ptr + rows, mask=row_ok, other=ignore_index).to(tl.int64)
     lse = tl.load(lse_ptr + rows, mask=row_ok, other=0.0)
     keep = tl.where(target == ignore_index, 0.0, 1.0)
-    t = 1.0 - 2.0 / (tl.exp(2.0 * z / cap) + 1.0)
+    t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
     onehot = tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
     q = keep[:, None] * (tl.exp(cap * t - lse[:, None]) - onehot) * (1.0 - t * t)
     bits = (q * fp8_gain).to(tl.float16).to(tl.uint16, bitcast=True)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from instrumented_model.config import make_config
 from instrumented_model.model import GPT
-from instrumented_model.softcap_ce import BLOCK, IGNORE_INDEX, softcap, softcap_cross_entropy
+from instrumented_model.softcap_ce import IGNORE_INDEX, ROW_DEFAULT, softcap, softcap_cross_entropy
 from instrumented_model.triton_jit import HAVE_TRITON
 
 pytestmark = pytest.mark.skipif(not HAVE_TRITON, reason="triton not installed")
@@ -35,7 +35,7 @@ def loss_and_grad(z, targets, upstream, **kw):
     return loss.detach(), grad
 
 
-@pytest.mark.parametrize("v", [1000, BLOCK, 2 * BLOCK + 77])  # one partial block, one exact, three blocks
+@pytest.mark.parametrize("v", [1000, ROW_DEFAULT[0], 2 * ROW_DEFAULT[0] + 77])  # one partial block, one exact, three blocks
 def test_fused_matches_torch_in_fp32(triton_device, v):
     z, targets = case(9, v, torch.float32, triton_device)
     targets[4] = IGNORE_INDEX  # ignored: no loss, no gradient, and the mean is over the other 8 rows
