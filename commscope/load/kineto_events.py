@@ -51,6 +51,9 @@ class Events:
         self.o_args: Any = []
         self.a_name, self.a_tid, self.a_ts, self.a_dur = [], [], [], []
         self.gpu_step_ts: list = []
+        # whether k_stream, k_corr, k_ext, l_corr, l_ext, o_ext hold Python ints only (the typed reader's
+        # int fields), so kineto.column need not check the type of every value
+        self.ints = False
 
 
 def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
@@ -63,6 +66,7 @@ def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
                        doc.deviceProperties)
     ev.doc = doc
     _typed(doc.traceEvents, ev, with_ops)
+    ev.ints = True
     return ev
 
 
@@ -90,9 +94,11 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     except `External id` (−1 for every kind) and raw JSON values (null, as the generic reader's .get).
     Shapes stay raw JSON: building them for every op was half the decode; they are decoded where read."""
 
-    stream: Any = _UNSET
-    correlation: Any = _UNSET
-    external_id: Any = msgspec.field(name="External id", default=-1)
+    # ints (Kineto writes no other type; any other makes the document the generic reader's): their
+    # columns skip the per-value type check (Events.ints)
+    stream: Union[int, msgspec.UnsetType] = _UNSET
+    correlation: Union[int, msgspec.UnsetType] = _UNSET
+    external_id: int = msgspec.field(name="External id", default=-1)
     grid: msgspec.Raw = _ABSENT  # kernel launch shapes: decoded once per distinct value (_shared)
     block: msgspec.Raw = _ABSENT
     dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_ABSENT)
