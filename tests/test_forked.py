@@ -1,5 +1,6 @@
 """commscope.load.forked: results in item order, progress per completion, the first failing item's error
-(in item order, with the worker's traceback as its cause), a dead worker reported, workers reaped."""
+(in item order, with the worker's traceback as its cause), a dead worker reported, workers reaped; the
+same with the parent taking items too (`in_parent`)."""
 import multiprocessing as mp
 import os
 import time
@@ -52,3 +53,20 @@ def test_workers_are_reaped_when_the_block_raises():
     with pytest.raises(KeyError), forked.run(_slow_square, [1, 2, 3], 2):
         raise KeyError("caller")
     assert not mp.active_children()
+
+
+def test_in_parent_the_caller_takes_items_too_with_the_same_guarantees():
+    seen = []
+    with forked.run(_slow_square, list(range(7)), 1, progress=lambda i, n: seen.append((i, n)), in_parent=True) as out:
+        assert out == [x * x for x in range(7)]
+    assert seen == [(i, 7) for i in range(1, 8)]
+    assert not mp.active_children()
+    # the first failing item in order raises, whichever process ran it (the parent takes item 0 first)
+    with pytest.raises(UserError, match="item 1 is odd"), forked.run(_fail_on_odd, list(range(6)), 1, in_parent=True):
+        pass
+    assert not mp.active_children()
+
+
+def test_in_parent_without_workers_runs_everything_here():
+    with forked.run(lambda x: (x, os.getpid()), [0, 1, 2], 0, in_parent=True) as out:
+        assert out == [(x, os.getpid()) for x in range(3)]

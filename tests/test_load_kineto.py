@@ -125,7 +125,9 @@ def _events_of(path, with_ops=True, generic=False):
 
     raw = read_bytes(path)
     ev = kineto_events._generic(path, raw) if generic else kineto_events.read_events(path, raw, with_ops)
-    cols = {k: v for k, v in vars(ev).items() if k != "doc"}
+    cols = {k: v for k, v in vars(ev).items() if k not in ("doc", "ints")}
+    if ev.ints:  # what the typed reader promises of its int columns (kineto.column trusts it)
+        assert all(type(v) is int for k in ("k_stream", "k_corr", "k_ext", "l_corr", "l_ext", "o_ext") for v in cols[k])
     keep = kineto_events.ARG_KEYS  # the typed reader keeps only these of an op's args (all that is read)
     cols["o_args"] = [{k: v for k, v in ev.o_args[i].items() if k in keep} for i in range(len(ev.o_args))]
     return cols

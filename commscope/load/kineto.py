@@ -91,16 +91,16 @@ def _parse(path: str, with_ops: bool) -> dict:
     classes = {n: (n, bool(COMM_KERNEL_RE.match(n)), not _NOT_COMPUTE_RE.match(n)) for n in set(k_name)}
     k_cls = [classes[n] for n in k_name]
     kstart = _ns(k_ts, base)
-    launches = pd.DataFrame({"correlation": column(l_corr), "tid": column(l_tid), "ts_ns": _ns(l_ts, base),
-                             "external_id": column(l_ext)})
-    k_corr = column(k_corr)
+    launches = pd.DataFrame({"correlation": column(l_corr, ev.ints), "tid": column(l_tid), "ts_ns": _ns(l_ts, base),
+                             "external_id": column(l_ext, ev.ints)})
+    k_corr = column(k_corr, ev.ints)
     launch_pos = match_positions(pd.Series(k_corr), launches["correlation"])  # the one kernel → launch join
-    stream = column(k_stream)
+    stream = column(k_stream, ev.ints)
     kernels = pd.DataFrame({  # one frame, every column at once (adding columns later copies it)
         "rank": rank, "name": pd.Series([c[0] for c in k_cls], dtype=object),
         "stream": stream if isinstance(stream, np.ndarray) else pd.to_numeric(pd.Series(stream), errors="coerce"),
         "start_ns": kstart, "end_ns": kstart + np.round(np.asarray(k_dur, np.float64) * 1000).astype(np.int64),
-        "correlation": k_corr, "external_id": column(k_ext), "grid": k_grid,
+        "correlation": k_corr, "external_id": column(k_ext, ev.ints), "grid": k_grid,
         "block": k_block, "is_comm": [c[1] for c in k_cls], "kind": k_kind,
         "hta_compute": [c[2] for c in k_cls], "launch_ns": _launch_ns(launches, launch_pos),
     })
@@ -108,7 +108,8 @@ def _parse(path: str, with_ops: bool) -> dict:
     ops_all = pd.DataFrame({
         "name": pd.Series(_shared_strings(o_name), dtype=object), "tid": column(o_tid), "start_ns": ostart,
         "end_ns": ostart + np.round(np.asarray(o_dur, np.float64) * 1000).astype(np.int64),
-        "external_id": column(o_ext), "dims": pd.Series(o_dims, dtype=object), "hta_stream": column(o_hta_stream),
+        "external_id": column(o_ext, ev.ints), "dims": pd.Series(o_dims, dtype=object),
+        "hta_stream": np.array(o_hta_stream, dtype=bool),  # bools in both readers ("stream" in args)
     })
     astart = _ns(a_ts, base)
     ann = pd.DataFrame({"name": pd.Series(a_name, dtype=object), "tid": a_tid, "start_ns": astart,
@@ -165,10 +166,11 @@ def _no_hooks() -> pd.DataFrame:
     return frame("hooks")  # building an empty frame column by column costs ~0.5 ms, ten times a copy
 
 
-def column(values: list) -> list | np.ndarray:
+def column(values: list, ints: bool = False) -> list | np.ndarray:
     """`values` for a frame column: an int64 (bool) array when all are Python ints (bools), which is what
-    pandas infers from such a list, 5× slower; else the list itself, for pandas to infer as before."""
-    kinds = set(map(type, values))
+    pandas infers from such a list, 5× slower; else the list itself, for pandas to infer as before.
+    `ints`: the reader guarantees Python ints only (Events.ints), so the type of each is not checked."""
+    kinds = ({int} if values else set()) if ints else set(map(type, values))
     if kinds == {int}:
         try:
             return np.array(values, dtype=np.int64)

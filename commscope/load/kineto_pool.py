@@ -1,9 +1,10 @@
 """Parsing several Kineto files into per-rank parts (`kineto.parse_file`), and giving a loaded Trace its
 `ops` frame from them.
 
-Files are parsed in forked worker processes (`commscope.load.forked`) when there are several files and
-cores: decoding JSON is CPU-bound and per-file independent, and the per-rank frames that come back are
-small. Used by the loader for folders of traces and by `rundir` for a run directory's profiler traces.
+Files are parsed by forked worker processes and this one (`commscope.load.forked`, one process per
+core) when there are several files and cores: decoding JSON is CPU-bound and per-file independent, and
+the per-rank frames that come back are small. Used by the loader for folders of traces and by `rundir`
+for a run directory's profiler traces.
 
 Callers use the parts inside `parsing`'s block, and the workers are reaped at its end: each worker exits
 as soon as no file is left for it, so its exit overlaps the other workers' last files and the parent's
@@ -46,7 +47,8 @@ def parsing(files: list[str], progress: Progress | None = None, workers: int | N
                 progress(i + 1, n)
         yield out
         return
-    with forked.run(fn, files, workers, progress, init=kineto.keep_documents) as parts:
+    # this process parses its share too (see forked.run): one worker fewer to fork
+    with forked.run(fn, files, workers - 1, progress, init=kineto.keep_documents, in_parent=True) as parts:
         yield parts
 
 
