@@ -1,5 +1,5 @@
-"""The FP8 LM head, as the record runs it: the head matmul and the input-gradient matmul in FP8, fused
-with the soft-capped cross-entropy (`fp8_head_loss`, opt-in: `GPT(fp8_head=True)`, `--fp8-head`).
+"""The FP8 LM head, as the record runs it: the head's forward, dx and dW matmuls in FP8, fused with the
+soft-capped cross-entropy (`fp8_head_loss`, opt-in: `GPT(fp8_head=True)`, `--fp8-head`).
 
 Why: the head is a third of the step's matmul FLOPs (docs/benchmarks.md, session 12). Hopper runs FP8
 matmuls at twice the bf16 rate, and the soft cap squashes whatever precision the logits lose.
@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from instrumented_model.heads import check_layout
+from instrumented_model.softcap_ce import kernels_can_run
 
 E4M3_MAX = 448.0
 
@@ -67,12 +68,7 @@ class FP8HeadLoss(torch.autograd.Function):
 def fp8_head_loss(x: Tensor, weight: Tensor, targets: Tensor, cap: float, layout: str) -> Tensor:
     """Mean soft-capped cross-entropy of the FP8 head's logits. x: (..., D), targets: (...)."""
     check_layout(layout)
-    if not (x.is_cuda or _interpreting()):
+    if not kernels_can_run(x):
         raise ValueError("the FP8 head runs on CUDA (its loss kernels need Triton; CPU only under TRITON_INTERPRET=1)")
     return FP8HeadLoss.apply(x.reshape(-1, x.shape[-1]), weight, targets.reshape(-1), float(cap), layout)
 
-
-def _interpreting() -> bool:
-    from instrumented_model.triton_jit import HAVE_TRITON, interpret_mode
-
-    return HAVE_TRITON and interpret_mode()

@@ -59,12 +59,18 @@ def softcap_cross_entropy(z: Tensor, targets: Tensor, cap: float, *, use_triton:
     return loss
 
 
+def kernels_can_run(t: Tensor) -> bool:
+    """Whether the loss kernels can run on `t`'s device: Triton installed, and a CUDA tensor or the
+    interpreter (TRITON_INTERPRET=1)."""
+    return HAVE_TRITON and (t.is_cuda or interpret_mode())
+
+
 def _want_triton(z: Tensor, use_triton: bool | None) -> bool:
     if use_triton is None:
         return z.is_cuda and HAVE_TRITON and z.dtype in (torch.bfloat16, torch.float16, torch.float32)
     if use_triton and not HAVE_TRITON:
         raise ValueError("use_triton=True but triton is not installed")
-    if use_triton and not (z.is_cuda or interpret_mode()):
+    if use_triton and not kernels_can_run(z):
         raise ValueError("the softcap cross-entropy kernels need a CUDA tensor (or TRITON_INTERPRET=1)")
     return bool(use_triton)
 
