@@ -4,7 +4,8 @@
 #   OUT=/some/folder bash bench/gpu_suite.sh [bench|runs|all] [STEP ...]
 #
 # Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
-#   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout, bench_optimizer,
+#   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout,
+#          bench_loss_kernels, bench_optimizer,
 #          bench_record_overhead, bench_throughput (eager + torch.compile), bench_step_kernels
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, a compiled FP8-head run
 #          + report, both head layouts
@@ -58,6 +59,8 @@ RUNS="$WORK/runs"
 
 collect() { python3 bench/suite_collect.py --work "$WORK" --out "$OUT" >>"$OUT/suite.log" 2>&1; }
 
+# SUITE_THROUGHPUT_VARIANTS: bench_throughput's --variants (default: all four)
+
 # step NAME LIMIT_S COMMAND... : run COMMAND (a bash string) with its output in logs/NAME.log
 step() {
     local name=$1 limit=$2 cmd=$3
@@ -89,15 +92,17 @@ cli_json() { echo "$CS $2 > $R/$1.json"; }
 step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0), torch.cuda.nccl.version())'; python3 -c 'import orjson, plotly; print(\"orjson\", orjson.__version__, \"plotly\", plotly.__version__)'; git log --oneline -1 2>/dev/null || true"
 
 if [[ $GROUP == bench || $GROUP == all ]]; then
-    step pytest_cuda 150 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py tests/test_softcap_ce.py tests/test_fp8_head.py"
+    step pytest_cuda 240 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py tests/test_softcap_ce.py tests/test_fp8_head.py"
     step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
     step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
     step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"
+    # the loss kernels: e5m2 backward vs a copy of the same bytes, exact vs hardware tanh
+    step bench_loss_kernels 150 "python3 bench/bench_loss_kernels.py --device $DEV --out $R"
     step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
     step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
     # compile-unfused-loss: torch's softcap + cross-entropy, the before side of the fused loss kernels
-    step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout 150 --variants eager,compile,compile-unfused-loss,compile-fp8-head"
+    step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout 150 --variants ${SUITE_THROUGHPUT_VARIANTS:-eager,compile,compile-unfused-loss,compile-fp8-head}"
     # which kernels the compiled step spends its device time in (what would have to shrink for 600k)
     step bench_step_kernels 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R"
     [[ $DEV == cuda ]] && step bench_step_kernels_fp8 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R --variant compile-fp8-head"

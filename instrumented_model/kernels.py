@@ -26,21 +26,24 @@ from instrumented_model.triton_jit import HAVE_TRITON, cdiv, interpret_mode, ker
 # Tile per element size: (src rows per tile = dst columns, src columns per tile = dst rows, num_warps).
 # bench/bench_transpose_tiles.py sweeps candidates side by side on a GPU, timing device work only; these are
 # its best worst-case tiles on an H200 (fp32 92.6 %, bf16 91.7 % of an aligned copy/add; docs/benchmarks.md).
-TILES: dict[int, tuple[int, int, int]] = {4: (64, 128, 8), 2: (256, 64, 8)}
+# The 1-byte tile (copy only: the FP8 head's e5m2 gradient) is bench/bench_e5m2_bwd.py's best of eight:
+# 1.36 ms for (49152, 50304), 86 % of the bandwidth of an aligned bf16 copy moving the same bytes.
+TILES: dict[int, tuple[int, int, int]] = {4: (64, 128, 8), 2: (256, 64, 8), 1: (128, 128, 8)}
 
 TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+BYTE_DTYPES = (torch.float8_e5m2, torch.float8_e4m3fn, torch.uint8, torch.int8)  # transpose_copy only
 
 
 def triton_available() -> bool:
     return HAVE_TRITON
 
 
-def _want_triton(t: torch.Tensor, use_triton: bool | None) -> bool:
+def _want_triton(t: torch.Tensor, use_triton: bool | None, dtypes: tuple[torch.dtype, ...] = TRITON_DTYPES) -> bool:
     if use_triton is None:
-        return t.is_cuda and triton_available() and t.dtype in TRITON_DTYPES
+        return t.is_cuda and triton_available() and t.dtype in dtypes
     if use_triton:
-        if t.dtype not in TRITON_DTYPES:
-            raise ValueError(f"the Triton transpose kernels take {TRITON_DTYPES}, not dtype {t.dtype}")
+        if t.dtype not in dtypes:
+            raise ValueError(f"the Triton transpose kernels take {dtypes}, not dtype {t.dtype}")
         if not triton_available():
             raise ValueError("use_triton=True but triton is not installed")
         if not (t.is_cuda or interpret_mode()):
@@ -67,6 +70,8 @@ def _launch(dst: torch.Tensor, src: torch.Tensor, add: bool) -> None:
     if m == 0 or n == 0:
         return
     block_m, block_n, warps = tile_config(src.dtype)
+    if src.dtype.itemsize == 1:  # fp8 as its bytes: the interpreter (numpy) has no fp8 types
+        src, dst = src.view(torch.uint8), dst.view(torch.uint8)
     tiles_n = cdiv(n, block_n)
     grid = (cdiv(m, block_m) * tiles_n,)
     transpose_tile = kernel("instrumented_model.transpose_triton", "transpose_tile")
@@ -77,11 +82,11 @@ def _launch(dst: torch.Tensor, src: torch.Tensor, add: bool) -> None:
 
 @torch.no_grad()
 def transpose_copy(dst: torch.Tensor, src: torch.Tensor, *, use_triton: bool | None = None) -> torch.Tensor:
-    """dst[:] = src.T (dst: (N, M), src: (M, N)); returns dst."""
+    """dst[:] = src.T (dst: (N, M), src: (M, N)); returns dst. Also for 1-byte dtypes (BYTE_DTYPES)."""
     _check(dst, src)
     # Named range: profilers (and `commscope layout`) see this layout change as deliberate.
     with torch.profiler.record_function("transpose_copy"):
-        if _want_triton(src, use_triton):
+        if _want_triton(src, use_triton, TRITON_DTYPES + BYTE_DTYPES):
             _launch(dst, src, add=False)
         else:
             dst.copy_(src.T)

@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from instrumented_model.triton_jit import HAVE_TRITON, cdiv, interpret_mode, kernel
+from instrumented_model.kernels import transpose_copy
+from instrumented_model.triton_jit import HAVE_TRITON, interpret_mode, kernel
 
 IGNORE_INDEX = -100  # F.cross_entropy's default
 # Launch configurations. On a GPU each kernel is autotuned once per shape among its candidates
@@ -34,9 +35,6 @@ IGNORE_INDEX = -100  # F.cross_entropy's default
 # so the repeats are harmless) and `tuned_configs()` says what won; the interpreter runs the default.
 ROW_CONFIGS = tuple((block, warps) for block in (1024, 2048, 4096, 8192) for warps in (4, 8, 16))  # (BLOCK, num_warps)
 ROW_DEFAULT = (4096, 8)
-# (rows, columns, num_warps) of a softcap_ce_bwd_e5m2 tile
-E5M2_TILES = ((64, 128, 4), (128, 128, 8), (256, 64, 8), (128, 64, 4), (256, 128, 8), (64, 256, 8), (32, 256, 4),
-              (128, 256, 8))
 # |q| ≤ 1 for the normalised gradient q (softcap_ce_triton), so q·2^15 ≤ 32768 fits e5m2
 # (max 57344) and its smallest normal, 2^-14, stands for |q| ≈ 2^-29: softmax terms that small do not matter.
 FP8_GAIN = 2.0 ** 15
@@ -65,6 +63,11 @@ def kernels_can_run(t: Tensor) -> bool:
     return HAVE_TRITON and (t.is_cuda or interpret_mode())
 
 
+def fast_tanh(z: Tensor) -> bool:
+    """Whether the kernels take the hardware tanh (softcap_ce_triton): on a GPU, for a 16-bit z only."""
+    return z.dtype in (torch.bfloat16, torch.float16) and not interpret_mode()
+
+
 def _want_triton(z: Tensor, use_triton: bool | None) -> bool:
     if use_triton is None:
         return z.is_cuda and HAVE_TRITON and z.dtype in (torch.bfloat16, torch.float16, torch.float32)
@@ -83,7 +86,7 @@ def _softcap_ce(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor]
     row_loss = torch.empty(n, device=z.device, dtype=torch.float32)
     if n:
         _launch("softcap_ce_fwd", lambda meta: (n,), z, targets, lse, row_loss, v, z.stride(0), cap, 2.0 / cap,
-                IGNORE_INDEX)
+                IGNORE_INDEX, FAST_TANH=fast_tanh(z))
     valid = (targets != IGNORE_INDEX).sum()
     return row_loss.sum() / valid, lse  # 0/0 = nan with no valid row, as F.cross_entropy
 
@@ -100,7 +103,7 @@ def _softcap_ce_backward(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Ten
     dz = torch.empty_like(z, memory_format=torch.contiguous_format)
     if n:
         _launch("softcap_ce_bwd", lambda meta: (n,), z, targets, lse, _grad_scale(grad_loss, targets).reshape(1),
-                dz, v, z.stride(0), dz.stride(0), cap, 2.0 / cap, IGNORE_INDEX)
+                dz, v, z.stride(0), dz.stride(0), cap, 2.0 / cap, IGNORE_INDEX, E5M2=False, FAST_TANH=fast_tanh(z))
     return dz
 
 
@@ -113,13 +116,19 @@ def _(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) ->
 def _softcap_ce_backward_e5m2(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor,
                               cap: float) -> tuple[Tensor, Tensor, Tensor]:
     """(dz8, dz8t, scale): dz of the mean loss as e5m2, dz ≈ dz8 · scale, in both layouts ((N, V) and
-    its transpose (V, N), each contiguous) for the FP8 head's two gradient matmuls, from one pass over z."""
+    its transpose (V, N), each contiguous) for the FP8 head's two gradient matmuls.
+
+    Two passes, the row kernel writing dz8, then the 1-byte tiled transpose (instrumented_model.kernels),
+    3.6 ms in all for the speedrun step on an H200, against 10.1 ms at best for one tiled kernel writing
+    both layouts from registers (bench/bench_e5m2_bwd.py, docs/benchmarks.md session 14)."""
     n, v = z.shape
     dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
     dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)
     if n:
-        _launch("softcap_ce_bwd_e5m2", lambda meta: (cdiv(n, meta["BLOCK_R"]) * cdiv(v, meta["BLOCK_C"]),),
-                z, targets, lse, dz8, dz8t, n, v, z.stride(0), cap, 2.0 / cap, IGNORE_INDEX, FP8_GAIN)
+        gain = torch.full((1,), FP8_GAIN, device=z.device, dtype=torch.float32)
+        _launch("softcap_ce_bwd", lambda meta: (n,), z, targets, lse, gain, dz8.view(torch.uint8), v, z.stride(0),
+                v, cap, 2.0 / cap, IGNORE_INDEX, E5M2=True, FAST_TANH=fast_tanh(z))
+        transpose_copy(dz8t, dz8, use_triton=True)
     return dz8, dz8t, _grad_scale(grad_loss, targets) / FP8_GAIN
 
 
@@ -133,24 +142,24 @@ def _(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) ->
 _CANDIDATES = {  # kernel → (autotune key, candidate (constexprs, num_warps), the interpreter's default)
     "softcap_ce_fwd": (["V"], [({"BLOCK": b}, w) for b, w in ROW_CONFIGS], ({"BLOCK": ROW_DEFAULT[0]}, ROW_DEFAULT[1])),
     "softcap_ce_bwd": (["V"], [({"BLOCK": b}, w) for b, w in ROW_CONFIGS], ({"BLOCK": ROW_DEFAULT[0]}, ROW_DEFAULT[1])),
-    "softcap_ce_bwd_e5m2": (["N", "V"], [({"BLOCK_R": r, "BLOCK_C": c}, w) for r, c, w in E5M2_TILES],
-                            ({"BLOCK_R": 64, "BLOCK_C": 128}, 4)),
 }
 _autotuned: dict[str, object] = {}
 
 
-def _launch(name: str, grid, *args) -> None:
-    """Run kernel `name` on `args`: autotuned on a GPU, its default configuration in the interpreter."""
+def _launch(name: str, grid, *args, **fixed) -> None:
+    """Run kernel `name` on `args` and the constexprs `fixed`: autotuned on a GPU (the tuner also keys on
+    the tensors' dtypes, so bf16 and e5m2 outputs are tuned apart), its default configuration in the
+    interpreter."""
     key, candidates, (constexprs, warps) = _CANDIDATES[name]
     if interpret_mode():
-        kernel(_KERNELS, name)[grid(constexprs)](*args, **constexprs, num_warps=warps)
+        kernel(_KERNELS, name)[grid(constexprs)](*args, **constexprs, **fixed, num_warps=warps)
         return
     if name not in _autotuned:
         import triton
 
         configs = [triton.Config(c, num_warps=w) for c, w in candidates]
         _autotuned[name] = triton.autotune(configs, key=key)(kernel(_KERNELS, name))
-    _autotuned[name][grid](*args)
+    _autotuned[name][grid](*args, **fixed)
 
 
 def tuned_configs() -> dict[str, str]:

@@ -10,9 +10,13 @@ Why no running maximum: the soft cap bounds every logit to (-cap, cap), so exp(c
 underflows fp32, so one pass with a fixed shift gives the log-sum-exp exactly as an online softmax would.
 tanh is written through exp, t = 1 - 2 / (e^(z·2/cap) + 1) (2/cap passed in: no fp32 division by cap), which Triton's interpreter and every GPU
 backend have; near 0 it loses relative precision, but its absolute error (what a softmax sees) stays
-~1e-7·cap.
+~1e-7·cap. That costs three special-function-unit operations per logit (two exps and a reciprocal), and
+these kernels run near the SFU's rate, not memory bandwidth. FAST_TANH (the GPU with a 16-bit z) uses
+the hardware's tanh.approx.f32 instead, one SFU operation with relative error ≤ 2^-10.99, below the
+2^-9 to which a bf16 z is rounded already; an fp32 z, and the interpreter (no inline assembly), keep
+the exact form.
 
-The backward kernels compute q = (softmax(c) − onehot(target)) · (1 − t²) ∈ [−1, 1] (0 for an ignored
+The backward kernel computes q = (softmax(c) − onehot(target)) · (1 − t²) ∈ [−1, 1] (0 for an ignored
 row); the loss gradient is q times (upstream gradient / number of valid rows).
 
 Kept undecorated in its own module, as the other kernel bodies (instrumented_model.triton_jit): importing
@@ -24,7 +28,7 @@ import triton.language as tl
 
 
 def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, two_over_cap, ignore_index,
-                   BLOCK: tl.constexpr):
+                   BLOCK: tl.constexpr, FAST_TANH: tl.constexpr):
     """One program per row: lse = log Σ exp(c), loss = lse − c[target] (0 for an ignored row)."""
     row = tl.program_id(0).to(tl.int64)
     base = z_ptr + row * stride_z
@@ -36,7 +40,12 @@ def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, two_over
         offs = start + cols
         mask = offs < V
         z = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
-        c = cap * (1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0))
+        if FAST_TANH:
+            t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z * (0.5 * two_over_cap)],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+        else:
+            t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
+        c = cap * t
         acc += tl.where(mask, tl.exp(c - cap), 0.0)
         picked += tl.where(offs == target, c, 0.0)
     lse = cap + tl.log(tl.sum(acc, axis=0))
@@ -46,10 +55,15 @@ def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, two_over
 
 
 def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stride_dz, cap, two_over_cap,
-                   ignore_index, BLOCK: tl.constexpr):
-    """One program per row: dz = scale · q, in dz's dtype.
+                   ignore_index, BLOCK: tl.constexpr, E5M2: tl.constexpr, FAST_TANH: tl.constexpr):
+    """One program per row: dz = scale · q, in dz's dtype, or with E5M2 as e5m2 bytes (dz_ptr a uint8 view).
 
-    scale (a 1-element fp32 tensor, so no host sync) is the loss's upstream gradient over the valid rows."""
+    scale (a 1-element fp32 tensor, so no host sync) is the loss's upstream gradient over the valid rows,
+    or for e5m2 the FP8 gain (|q| ≤ 1, so the gain alone sets the range: no amax pass).
+
+    The e5m2 rounding goes through fp16 by hand (e5m2 is fp16's top byte; round to nearest even): Triton's
+    CPU interpreter drops the carry when rounding up into the next binade (30.4 → 16, not 32). The gain
+    keeps |q · gain| ≤ 2^15, inside fp16."""
     row = tl.program_id(0).to(tl.int64)
     target = tl.load(tgt_ptr + row).to(tl.int64)
     lse = tl.load(lse_ptr + row)
@@ -60,35 +74,15 @@ def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stri
         offs = start + cols
         mask = offs < V
         z = tl.load(z_ptr + row * stride_z + offs, mask=mask, other=0.0).to(tl.float32)
-        t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
+        if FAST_TANH:
+            t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z * (0.5 * two_over_cap)],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+        else:
+            t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
         q = keep * (tl.exp(cap * t - lse) - tl.where(offs == target, 1.0, 0.0)) * (1.0 - t * t)
-        tl.store(dz_ptr + row * stride_dz + offs, (scale * q).to(dz_ptr.dtype.element_ty), mask=mask)
-
-
-def softcap_ce_bwd_e5m2(z_ptr, tgt_ptr, lse_ptr, dz8_ptr, dz8t_ptr, N, V, stride_z, cap, two_over_cap, ignore_index,
-                        fp8_gain, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """One program per BLOCK_R×BLOCK_C tile: q · fp8_gain as e5m2 into dz8 (N, V) and its transpose dz8t
-    (V, N), both contiguous. The FP8 matmuls need both layouts (cuBLAS FP8 takes only TN), and writing the
-    transpose here from registers spares a full transposing pass over the gradient. |q| ≤ 1, so the gain
-    alone sets the range: no amax pass.
-
-    The e5m2 rounding goes through fp16 by hand (e5m2 is fp16's top byte; round to nearest even): Triton's
-    CPU interpreter drops the carry when rounding up into the next binade (30.4 → 16, not 32). The gain
-    keeps |q · gain| ≤ 2^15, inside fp16."""
-    pid = tl.program_id(0).to(tl.int64)
-    tiles_v = (V + BLOCK_C - 1) // BLOCK_C
-    rows = (pid // tiles_v) * BLOCK_R + tl.arange(0, BLOCK_R).to(tl.int64)
-    cols = (pid % tiles_v) * BLOCK_C + tl.arange(0, BLOCK_C).to(tl.int64)
-    row_ok = rows < N
-    mask = row_ok[:, None] & (cols[None, :] < V)
-    z = tl.load(z_ptr + rows[:, None] * stride_z + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    target = tl.load(tgt_ptr + rows, mask=row_ok, other=ignore_index).to(tl.int64)
-    lse = tl.load(lse_ptr + rows, mask=row_ok, other=0.0)
-    keep = tl.where(target == ignore_index, 0.0, 1.0)
-    t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
-    onehot = tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
-    q = keep[:, None] * (tl.exp(cap * t - lse[:, None]) - onehot) * (1.0 - t * t)
-    bits = (q * fp8_gain).to(tl.float16).to(tl.uint16, bitcast=True)
-    q8 = ((bits + 0x7F + ((bits >> 8) & 1)) >> 8).to(tl.uint8).to(tl.float8e5, bitcast=True)
-    tl.store(dz8_ptr + rows[:, None] * V + cols[None, :], q8, mask=mask)
-    tl.store(dz8t_ptr + cols[:, None] * N + rows[None, :], tl.trans(q8), mask=tl.trans(mask))
+        if E5M2:
+            bits = (scale * q).to(tl.float16).to(tl.uint16, bitcast=True)
+            tl.store(dz_ptr + row * stride_dz + offs, ((bits + 0x7F + ((bits >> 8) & 1)) >> 8).to(tl.uint8),
+                     mask=mask)
+        else:
+            tl.store(dz_ptr + row * stride_dz + offs, (scale * q).to(dz_ptr.dtype.element_ty), mask=mask)

@@ -44,6 +44,19 @@ def test_triton_transpose_copy_and_add_are_exact(triton_device, shape, dtype):
     assert torch.equal(bits(dst), bits(expected))
 
 
+@pytest.mark.parametrize("dtype", kernels.BYTE_DTYPES)
+@pytest.mark.parametrize("shape", [(130, 257), (1, 300), (257, 129)])  # ragged against the 128×128 byte tile
+def test_triton_transpose_copy_of_bytes_is_exact(triton_device, shape, dtype):
+    """The FP8 head's e5m2 gradient is transposed by this kernel: every byte lands at its transposed place."""
+    src = torch.randint(0, 256, shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(6))
+    src = src.to(triton_device).view(dtype)
+    dst = torch.zeros(shape[::-1], dtype=dtype, device=triton_device)
+    kernels.transpose_copy(dst, src, use_triton=True)
+    assert torch.equal(dst.view(torch.uint8), src.view(torch.uint8).T)
+    with pytest.raises(ValueError, match="not dtype"):  # adding bytes means nothing: copy only
+        kernels.transpose_add(dst, src, use_triton=True)
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy (the interpreter) warns on inf/NaN
 def test_bf16_add_rounds_to_nearest_even_like_torch(triton_device):
     # halfway and near-halfway sums, signed zeros, overflow to inf, inf - inf = NaN

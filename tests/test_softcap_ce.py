@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import instrumented_model.softcap_ce as sc
 from instrumented_model.config import make_config
 from instrumented_model.model import GPT
 from instrumented_model.softcap_ce import IGNORE_INDEX, ROW_DEFAULT, softcap, softcap_cross_entropy
@@ -50,7 +51,13 @@ def test_fused_matches_torch_in_fp32(triton_device, v):
     assert math.isclose(loss.item(), rows.sum().item() / 8, rel_tol=1e-6)
 
 
-def test_fused_bf16_head_output_gives_fp32_loss_and_bf16_grad(triton_device):
+@pytest.fixture
+def exact_tanh(monkeypatch):
+    """The kernels' exact soft cap on a GPU too (the hardware tanh is tested on its own, below)."""
+    monkeypatch.setattr(sc, "fast_tanh", lambda z: False)
+
+
+def test_fused_bf16_head_output_gives_fp32_loss_and_bf16_grad(triton_device, exact_tanh):
     z, targets = case(6, 3000, torch.bfloat16, triton_device, seed=1)
     ref_loss, ref_grad = loss_and_grad(z, targets, 1.0, use_triton=False)
     loss, grad = loss_and_grad(z, targets, 1.0, use_triton=True)
@@ -113,7 +120,7 @@ def test_tiny_model_loss_and_gradients_match_with_the_fused_loss(triton_device):
         torch.testing.assert_close(q.grad, p.grad, rtol=rtol, atol=atol, msg=name)
 
 
-def test_e5m2_backward_writes_both_layouts_of_the_same_gradient(triton_device):
+def test_e5m2_backward_writes_both_layouts_of_the_same_gradient(triton_device, exact_tanh):
     """The FP8 head's loss gradient: e5m2 in (N, V) and (V, N), equal to dz within e5m2 rounding (2
     mantissa bits: ≤ 2^-3 relative; below the smallest subnormal, 2^-16 of the scale, absolute), on a
     ragged shape (neither side a multiple of a tile)."""
@@ -131,3 +138,26 @@ def test_e5m2_backward_writes_both_layouts_of_the_same_gradient(triton_device):
     # the exact e5m2 rounding of q·gain (round to nearest even), as torch rounds it
     q = (dz / scale).to(torch.float8_e5m2)
     assert (q.view(torch.uint8) != dz8.view(torch.uint8)).float().mean() < 0.01  # only fp16 double-rounding ties
+
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the hardware tanh is GPU-only (inline PTX)")
+def test_hardware_tanh_stays_within_its_error_bound():
+    """FAST_TANH (a bf16 z on a GPU) against the exact kernels on the same z, within the bound of
+    tanh.approx.f32 (relative error ≤ 2^-10.99): each soft-capped logit moves by at most ε = cap·2^-10.99,
+    so the loss by at most 2ε, and each gradient entry by at most (e^(2ε) − 1)·softmax + 2·2^-10.99 ≤ 0.02
+    of the largest; the e5m2 gradient then differs by at most one e5m2 step (2^-2 relative) more."""
+    z, targets = case(64, 50304, torch.bfloat16, "cuda", seed=7, spread=6.0)
+    grad_loss = torch.tensor(1.0, device="cuda")
+    assert sc.fast_tanh(z) and not sc.fast_tanh(z.float())
+    fast = sc.softcap_cross_entropy(z, targets, CAP)
+    _, lse_fast = torch.ops.commscope.softcap_ce(z, targets, CAP)
+    dz_fast = torch.ops.commscope.softcap_ce_backward(z, targets, lse_fast, grad_loss, CAP).float()
+    dz8, _, scale = torch.ops.commscope.softcap_ce_backward_e5m2(z, targets, lse_fast, grad_loss, CAP)
+    exact = sc.softcap_cross_entropy(z.float(), targets, CAP)  # fp32 z: the exact kernels
+    _, lse = torch.ops.commscope.softcap_ce(z.float(), targets, CAP)
+    dz = torch.ops.commscope.softcap_ce_backward(z.float(), targets, lse, grad_loss, CAP)
+    eps = CAP * 2 ** -10.99
+    assert abs(fast.item() - exact.item()) <= 2 * eps
+    assert torch.all((dz_fast - dz).abs() <= 0.02 * dz.abs().max() + 2 ** -7 * dz.abs())
+    assert torch.all((dz8.float() * scale - dz).abs() <= 0.02 * dz.abs().max() + 2 ** -2 * dz.abs())
