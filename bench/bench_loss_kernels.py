@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> dict:
     result["copy_ms"] = timed(lambda: copy_dst.copy_(z))
     del copy_dst
     result["tanh"] = compare_tanh(sc, z, targets, cap, grad_loss, timed)
+    result["e5m2_rounding"] = compare_e5m2_rounding(sc, z, targets, lse, cap, grad_loss, timed)
     result["bf16_bwd_ms"] = timed(lambda: torch.ops.commscope.softcap_ce_backward(z, targets, lse, grad_loss, cap))
     result["op_ms"] = timed(lambda: torch.ops.commscope.softcap_ce_backward_e5m2(z, targets, lse, grad_loss, cap))
     dz8, dz8t, _scale = torch.ops.commscope.softcap_ce_backward_e5m2(z, targets, lse, grad_loss, cap)
@@ -90,6 +91,24 @@ def main(argv: list[str] | None = None) -> dict:
         kernels.TILES[1] = saved
     write_results(args.out, "bench_loss_kernels", result, markdown(result))
     return result
+
+
+def compare_e5m2_rounding(sc, z, targets, lse, cap, grad_loss, timed) -> dict:
+    """The e5m2 op with the hand rounding (through fp16) and with the hardware conversion: times, and the
+    fraction of gradient bytes where they differ (fp16 double rounding on near-ties)."""
+    out: dict = {}
+    saved = sc.hw_e5m2_rounding
+    try:
+        for name, hw in (("by_hand", False), ("hardware", True)):
+            sc.hw_e5m2_rounding = lambda hw=hw: hw and saved()
+            out[name] = {"used": sc.hw_e5m2_rounding(), "ms": timed(
+                lambda: torch.ops.commscope.softcap_ce_backward_e5m2(z, targets, lse, grad_loss, cap))}
+            out[name]["dz8"] = torch.ops.commscope.softcap_ce_backward_e5m2(z, targets, lse, grad_loss, cap)[0]
+    finally:
+        sc.hw_e5m2_rounding = saved
+    a, b = out["by_hand"].pop("dz8").view(torch.uint8), out["hardware"].pop("dz8").view(torch.uint8)
+    out["bytes_differing"] = ((a != b).sum() / a.numel()).item()
+    return out
 
 
 def compare_tanh(sc, z, targets, cap, grad_loss, timed) -> dict:
@@ -131,8 +150,8 @@ def markdown(result: dict) -> str:
     n, v = result["shape"]
     pct = lambda ms: f"{100 * result['copy_ms'] / ms:.1f}"  # noqa: E731
     rows = [["aligned bf16 copy of z (same bytes)", result["copy_ms"], "100"],
-            ["bf16 backward (dz once, 1.5× the bytes)", result["bf16_bwd_ms"], ""],
-            ["**e5m2 backward op** (row kernel + transpose)", result["op_ms"], pct(result["op_ms"])],
+            ["bf16 backward (reads z, writes dz: the same bytes)", result["bf16_bwd_ms"], pct(result["bf16_bwd_ms"])],
+            ["**e5m2 backward op** (row kernel + transpose: 5/4 of the bytes)", result["op_ms"], pct(result["op_ms"])],
             [f"its transpose alone (tile {tuple(result['production_tile'])})", result["transpose_ms"], ""],
             ["torch's transpose of the e5m2 bytes", result["torch_transpose_ms"], ""]]
     rows += [[f"transpose tile {t['tile'][0]}×{t['tile'][1]} w{t['tile'][2]}" + ("" if t["exact"] else " (WRONG BYTES)"),
@@ -145,8 +164,13 @@ def markdown(result: dict) -> str:
                  f"{t['loss_diff_exact_vs_fp32_torch']:+.2e} from it, hardware tanh {t['loss_diff_fast_vs_exact']:+.2e} "
                  f"from the exact kernel; bf16 dz: max |Δ| / max |dz| = {t['dz_max_abs_diff_over_max_abs']:.2e}, "
                  f"relative L2 {t['dz_rel_l2_diff']:.2e}.")
+    r = result["e5m2_rounding"]
+    rounding_text = (f"e5m2 rounding, the op: by hand (through fp16) {r['by_hand']['ms']:.3f} ms, hardware conversion "
+                     f"{r['hardware']['ms']:.3f} ms (used: {r['hardware']['used']}); bytes differing "
+                     f"{100 * r['bytes_differing']:.4f} %.")
     return "\n".join(["## Loss kernels: exact vs hardware tanh", "", provenance_line(result), "",
                       md_table(["kernel", "exact tanh ms", "hardware tanh ms", "ratio"], tanh_rows), "", tanh_text, "",
+                      rounding_text, "",
                       "## FP8 head loss backward (softcap_ce_backward_e5m2)", "",
                       f"Shape ({n}, {v}); {result['bytes_moved'] / 1e9:.2f} GB moved; dz8t equals dz8 transposed: "
                       f"{'yes' if result['op_exact'] else 'NO'}; autotuned: {result['loss_kernel_configs']}.", "",

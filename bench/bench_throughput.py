@@ -75,7 +75,7 @@ def run_variant(variant: str, args: argparse.Namespace, device: torch.device) ->
             "variant": variant, "backend": backend, "preset": cfg.name, "batch_size": batch,
             "seq_len": cfg.seq_len, "tokens_per_step": tokens, "warmup": args.warmup, "steps": args.steps,
             "first_step_s": step_s[0],
-            "compile_s": step_s[0] - median_step if TRAINER_VARIANTS[variant][0] else None,
+            "compile_s": step_s[0] - median_step if TRAINER_VARIANTS[variant][0] is not None else None,
             "median_step_ms": 1e3 * median_step,
             "tokens_per_s": tokens * len(steady) / sum(steady),
             "median_device_ms": {k: statistics.median(v) for k, v in timed.items()} if cuda else None,

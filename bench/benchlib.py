@@ -189,22 +189,24 @@ def default_seqs(preset: str, other: int) -> int:
     return SPEEDRUN_SEQS_PER_RANK if preset == "speedrun" else other
 
 
-# The trainer variants the GPU benchmarks compare side by side: name → (torch.compile the model?, GPT
-# options). "compile" is what `commscope run --compile` runs; the others each undo or add one change, so a
-# fix's before/after is two variants of one benchmark run.
-TRAINER_VARIANTS: dict[str, tuple[bool, dict]] = {
-    "eager": (False, {}),
-    "compile": (True, {}),
-    "compile-unfused-loss": (True, {"fused_loss": False}),  # torch's softcap + cross-entropy (session 12)
-    "compile-fp8-head": (True, {"fp8_head": True}),  # `commscope run --compile --fp8-head`
+# The trainer variants the GPU benchmarks compare side by side: name → (torch.compile options, None for
+# eager; GPT options). "compile" is what `commscope run --compile` runs; the others each undo or add one
+# change, so a fix's before/after is two variants of one benchmark run.
+TRAINER_VARIANTS: dict[str, tuple[dict | None, dict]] = {
+    "eager": (None, {}),
+    "compile": ({}, {}),
+    "compile-unfused-loss": ({}, {"fused_loss": False}),  # torch's softcap + cross-entropy (session 12)
+    "compile-fp8-head": ({}, {"fp8_head": True}),  # `commscope run --compile --fp8-head`
+    # Inductor times Triton matmul templates against cuBLAS and may fuse epilogues (relu²) into them
+    "compile-max-autotune-fp8-head": ({"mode": "max-autotune-no-cudagraphs"}, {"fp8_head": True}),
 }
 
 
 def trainer_variant(variant: str, preset: str, seqs: int, device: torch.device, seed: int, n_batches: int):
     """trainer_parts for one of TRAINER_VARIANTS: (config, forward callable, model, optimizer, batches)."""
-    compiled, gpt_options = TRAINER_VARIANTS[variant]
+    compile_options, gpt_options = TRAINER_VARIANTS[variant]
     cfg, model, opt, batches = trainer_parts(preset, seqs, device, seed, n_batches, **gpt_options)
-    return cfg, torch.compile(model) if compiled else model, model, opt, batches
+    return cfg, model if compile_options is None else torch.compile(model, **compile_options), model, opt, batches
 
 
 def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_batches: int, **gpt_options):

@@ -59,7 +59,8 @@ RUNS="$WORK/runs"
 
 collect() { python3 bench/suite_collect.py --work "$WORK" --out "$OUT" >>"$OUT/suite.log" 2>&1; }
 
-# SUITE_THROUGHPUT_VARIANTS: bench_throughput's --variants (default: all four)
+# SUITE_THROUGHPUT_VARIANTS, SUITE_VARIANT_TIMEOUT_S: bench_throughput's --variants (default: the four
+# before/after variants) and --variant-timeout (default 150 s)
 
 # step NAME LIMIT_S COMMAND... : run COMMAND (a bash string) with its output in logs/NAME.log
 step() {
@@ -102,7 +103,7 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
     # compile-unfused-loss: torch's softcap + cross-entropy, the before side of the fused loss kernels
-    step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout 150 --variants ${SUITE_THROUGHPUT_VARIANTS:-eager,compile,compile-unfused-loss,compile-fp8-head}"
+    step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout ${SUITE_VARIANT_TIMEOUT_S:-150} --variants ${SUITE_THROUGHPUT_VARIANTS:-eager,compile,compile-unfused-loss,compile-fp8-head}"
     # which kernels the compiled step spends its device time in (what would have to shrink for 600k)
     step bench_step_kernels 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R"
     [[ $DEV == cuda ]] && step bench_step_kernels_fp8 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R --variant compile-fp8-head"

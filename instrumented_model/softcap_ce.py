@@ -68,6 +68,11 @@ def fast_tanh(z: Tensor) -> bool:
     return z.dtype in (torch.bfloat16, torch.float16) and not interpret_mode()
 
 
+def hw_e5m2_rounding() -> bool:
+    """Whether the e5m2 backward rounds with the hardware conversion (softcap_ce_triton): on a GPU."""
+    return not interpret_mode()
+
+
 def _want_triton(z: Tensor, use_triton: bool | None) -> bool:
     if use_triton is None:
         return z.is_cuda and HAVE_TRITON and z.dtype in (torch.bfloat16, torch.float16, torch.float32)
@@ -103,7 +108,8 @@ def _softcap_ce_backward(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Ten
     dz = torch.empty_like(z, memory_format=torch.contiguous_format)
     if n:
         _launch("softcap_ce_bwd", lambda meta: (n,), z, targets, lse, _grad_scale(grad_loss, targets).reshape(1),
-                dz, v, z.stride(0), dz.stride(0), cap, 2.0 / cap, IGNORE_INDEX, E5M2=False, FAST_TANH=fast_tanh(z))
+                dz, v, z.stride(0), dz.stride(0), cap, 2.0 / cap, IGNORE_INDEX, E5M2=False, FAST_TANH=fast_tanh(z),
+                HW_CVT=False)
     return dz
 
 
@@ -118,16 +124,17 @@ def _softcap_ce_backward_e5m2(z: Tensor, targets: Tensor, lse: Tensor, grad_loss
     """(dz8, dz8t, scale): dz of the mean loss as e5m2, dz ≈ dz8 · scale, in both layouts ((N, V) and
     its transpose (V, N), each contiguous) for the FP8 head's two gradient matmuls.
 
-    Two passes, the row kernel writing dz8, then the 1-byte tiled transpose (instrumented_model.kernels),
-    3.6 ms in all for the speedrun step on an H200, against 10.1 ms at best for one tiled kernel writing
-    both layouts from registers (bench/bench_e5m2_bwd.py, docs/benchmarks.md session 14)."""
+    Two passes: the row kernel writes dz8, then the 1-byte tiled transpose (instrumented_model.kernels)
+    writes dz8t. On an H200 that took 4.3 ms for the speedrun step, against 10.1 ms at best for one tiled
+    kernel writing both layouts from registers (bench/bench_loss_kernels.py, docs/benchmarks.md session 14)."""
     n, v = z.shape
     dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
     dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)
     if n:
         gain = torch.full((1,), FP8_GAIN, device=z.device, dtype=torch.float32)
         _launch("softcap_ce_bwd", lambda meta: (n,), z, targets, lse, gain, dz8.view(torch.uint8), v, z.stride(0),
-                v, cap, 2.0 / cap, IGNORE_INDEX, E5M2=True, FAST_TANH=fast_tanh(z))
+                v, cap, 2.0 / cap, IGNORE_INDEX, E5M2=True, FAST_TANH=fast_tanh(z),
+                HW_CVT=hw_e5m2_rounding())
         transpose_copy(dz8t, dz8, use_triton=True)
     return dz8, dz8t, _grad_scale(grad_loss, targets) / FP8_GAIN
 

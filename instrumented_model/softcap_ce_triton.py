@@ -55,15 +55,17 @@ def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, two_over
 
 
 def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stride_dz, cap, two_over_cap,
-                   ignore_index, BLOCK: tl.constexpr, E5M2: tl.constexpr, FAST_TANH: tl.constexpr):
+                   ignore_index, BLOCK: tl.constexpr, E5M2: tl.constexpr, FAST_TANH: tl.constexpr,
+                   HW_CVT: tl.constexpr):
     """One program per row: dz = scale · q, in dz's dtype, or with E5M2 as e5m2 bytes (dz_ptr a uint8 view).
 
     scale (a 1-element fp32 tensor, so no host sync) is the loss's upstream gradient over the valid rows,
     or for e5m2 the FP8 gain (|q| ≤ 1, so the gain alone sets the range: no amax pass).
 
-    The e5m2 rounding goes through fp16 by hand (e5m2 is fp16's top byte; round to nearest even): Triton's
-    CPU interpreter drops the carry when rounding up into the next binade (30.4 → 16, not 32). The gain
-    keeps |q · gain| ≤ 2^15, inside fp16."""
+    HW_CVT (the GPU) rounds to e5m2 with the hardware conversion (cvt.rn.satfinite, round to nearest even,
+    as torch), which spares the integer work of the hand rounding. The interpreter
+    takes the hand rounding through fp16 (e5m2 is fp16's top byte), because it drops the carry when
+    rounding up into the next binade (30.4 → 16, not 32); the gain keeps |q · gain| ≤ 2^15, inside fp16."""
     row = tl.program_id(0).to(tl.int64)
     target = tl.load(tgt_ptr + row).to(tl.int64)
     lse = tl.load(lse_ptr + row)
@@ -80,7 +82,10 @@ def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stri
         else:
             t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
         q = keep * (tl.exp(cap * t - lse) - tl.where(offs == target, 1.0, 0.0)) * (1.0 - t * t)
-        if E5M2:
+        if E5M2 and HW_CVT:
+            tl.store(dz_ptr + row * stride_dz + offs,
+                     (scale * q).to(tl.float8e5, fp_downcast_rounding="rtne").to(tl.uint8, bitcast=True), mask=mask)
+        elif E5M2:
             bits = (scale * q).to(tl.float16).to(tl.uint16, bitcast=True)
             tl.store(dz_ptr + row * stride_dz + offs, ((bits + 0x7F + ((bits >> 8) & 1)) >> 8).to(tl.uint8),
                      mask=mask)

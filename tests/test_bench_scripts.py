@@ -94,6 +94,27 @@ def test_transpose_without_interpreter_skips_triton_rows(tmp_path, monkeypatch):
     assert all(c["triton_exact"] is None and not any(k.startswith("triton") for k in c["kernels"]) for c in r["cases"])
 
 
+def test_loss_kernels_bench_checks_layouts_restores_tiles_and_compares_tanh(tmp_path, monkeypatch):
+    from instrumented_model import kernels
+    from instrumented_model import softcap_ce as sc
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    before = (dict(kernels.TILES), sc.fast_tanh, sc.hw_e5m2_rounding)
+    mod = bench("bench_loss_kernels")
+    r = mod.main(["--device", "cpu", "--out", str(tmp_path)])
+    check_header(r, tmp_path, "bench_loss_kernels")
+    assert (dict(kernels.TILES), sc.fast_tanh, sc.hw_e5m2_rounding) == before  # patched only while measured
+    assert r["shape"] == list(mod.CPU_SHAPE) and r["bytes_moved"] == 4 * math.prod(mod.CPU_SHAPE)
+    assert r["op_exact"] and [t["tile"] for t in r["transpose_tiles"]] == [list(t) for t in mod.SPLIT_TRANSPOSE_TILES]
+    assert all(t["exact"] for t in r["transpose_tiles"])
+    # the interpreter has neither the hardware tanh nor the hardware e5m2 conversion: both sides run the same code
+    t = r["tanh"]
+    assert not t["fast"]["hardware_tanh"] and t["loss_diff_fast_vs_exact"] == 0 and t["dz_rel_l2_diff"] == 0
+    assert abs(t["loss_diff_exact_vs_fp32_torch"]) < 1e-5 * t["ref_loss"]
+    assert not r["e5m2_rounding"]["hardware"]["used"] and r["e5m2_rounding"]["bytes_differing"] == 0
+    assert "% of copy bandwidth" in (tmp_path / "bench_loss_kernels.md").read_text()
+
+
 def test_head_layout_standard_head_copies_then_adds_strided(tmp_path):
     r = bench("bench_head_layout").main(["--device", "cpu", "--out", str(tmp_path), "--tokens", "16",
                                          "--warmup", "0", "--repeats", "1"])
