@@ -9,8 +9,8 @@ How (torch._scaled_mm, tensor-wise scales, no host sync anywhere):
   |x| ≤ √D and x8 cannot overflow (clamped anyway: bf16 rounding may pass √D by an ulp). The weight's
   scale comes from its amax (a 38.6M-element reduction on the device). Then the fused loss op
   (instrumented_model.softcap_ce) on z, a bf16 tensor.
-- backward: the loss kernel writes dz as e5m2 at a known scale (|q| ≤ 1 there, so no amax pass), in both
-  layouts, (N, V) and (V, N), from one pass over z: cuBLAS FP8 takes only the TN layout, and dx = dz8 @ w8ᵀ
+- backward: the loss kernel writes dz as e5m2 at a known scale (|q| ≤ 1 there, so no amax pass), and a
+  1-byte tiled transpose gives its (V, N) copy: cuBLAS FP8 takes only the TN layout, and dx = dz8 @ w8ᵀ
   and dW = x8ᵀ @ dz8 contract over different dimensions of dz. Both matmuls run in FP8; dW comes out fp32.
 
 Invariants: dW has the layout of the bf16 heads (instrumented_model.heads): (D, V) contiguous for the

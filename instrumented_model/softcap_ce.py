@@ -5,7 +5,8 @@ On CUDA (when Triton is installed) it runs two Triton kernels (instrumented_mode
 the forward reads the head output z once and keeps one log-sum-exp per row; the backward recomputes the
 soft cap and writes dz once, in z's dtype. The unfused path materializes fp32 softcapped logits and
 reads/writes them in several passes: 10.1 ms of the compiled speedrun step on an H200, against 5.6 ms
-for the fused kernels (docs/benchmarks.md, session 13).
+for the fused kernels (docs/benchmarks.md, session 13) and 4.4 ms with the hardware tanh for a 16-bit z
+(`fast_tanh`, session 14).
 
 The kernels sit behind torch.library custom ops (forward, backward, and the FP8 head's e5m2 backward,
 instrumented_model.fp8_head), so torch.compile keeps them as opaque calls (no graph break); autograd
@@ -124,9 +125,10 @@ def _softcap_ce_backward_e5m2(z: Tensor, targets: Tensor, lse: Tensor, grad_loss
     """(dz8, dz8t, scale): dz of the mean loss as e5m2, dz ≈ dz8 · scale, in both layouts ((N, V) and
     its transpose (V, N), each contiguous) for the FP8 head's two gradient matmuls.
 
-    Two passes: the row kernel writes dz8, then the 1-byte tiled transpose (instrumented_model.kernels)
-    writes dz8t. On an H200 that took 4.3 ms for the speedrun step, against 10.1 ms at best for one tiled
-    kernel writing both layouts from registers (bench/bench_loss_kernels.py, docs/benchmarks.md session 14)."""
+    Two passes: the row kernel writes dz8 (rounded by the hardware conversion on a GPU, `hw_e5m2_rounding`),
+    then the 1-byte tiled transpose (instrumented_model.kernels) writes dz8t. On an H200 that took 3.3 ms
+    for the speedrun step, against 10.1 ms at best for one tiled kernel writing both layouts from
+    registers (bench/bench_loss_kernels.py, docs/benchmarks.md session 14)."""
     n, v = z.shape
     dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
     dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)

@@ -11,7 +11,8 @@ underflows fp32, so one pass with a fixed shift gives the log-sum-exp exactly as
 tanh is written through exp, t = 1 - 2 / (e^(z·2/cap) + 1) (2/cap passed in: no fp32 division by cap), which Triton's interpreter and every GPU
 backend have; near 0 it loses relative precision, but its absolute error (what a softmax sees) stays
 ~1e-7·cap. That costs three special-function-unit operations per logit (two exps and a reciprocal), and
-these kernels run near the SFU's rate, not memory bandwidth. FAST_TANH (the GPU with a 16-bit z) uses
+these kernels ran at the SFU's rate, not at memory bandwidth (the hardware tanh below made the forward
+1.34× faster on an H200, docs/benchmarks.md session 14). FAST_TANH (the GPU with a 16-bit z) uses
 the hardware's tanh.approx.f32 instead, one SFU operation with relative error ≤ 2^-10.99, below the
 2^-9 to which a bf16 z is rounded already; an fp32 z, and the interpreter (no inline assembly), keep
 the exact form.
