@@ -26,13 +26,11 @@ Run: python bench/bench_loss_kernels.py --device cuda --out OUT
 """
 from __future__ import annotations
 
-import time
-
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
-from bench_transpose import triton_usable
-from benchlib import arg_parser, header, md_table, provenance_line, setup_device, time_ms, write_results
+from bench_transpose import require_triton
+from benchlib import arg_parser, header, md_table, provenance_line, time_ms, write_results
 
 GPU_SHAPE = (24 * 2048, 50304)  # one speedrun step's tokens × vocabulary
 CPU_SHAPE = (96, 300)
@@ -47,10 +45,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     ap = arg_parser(__doc__)
     args = ap.parse_args(argv)
-    device = setup_device(args.device)
-    ok, why = triton_usable(device)
-    if not ok:
-        raise SystemExit(f"bench_loss_kernels: {why}")
+    device = require_triton(args.device, "bench_loss_kernels")
     cuda = device.type == "cuda"
     warmup, repeats = (3, 15) if cuda else (0, 1)
     n, v = GPU_SHAPE if cuda else CPU_SHAPE
@@ -65,9 +60,7 @@ def main(argv: list[str] | None = None) -> dict:
     def timed(fn) -> float:
         return time_ms(fn, device, warmup=warmup, repeats=repeats, device_only=cuda)["median_ms"]
 
-    copy_dst = torch.empty_like(z)
-    result["copy_ms"] = timed(lambda: copy_dst.copy_(z))
-    del copy_dst
+    result["copy_ms"] = timed(lambda dst=torch.empty_like(z): dst.copy_(z))  # dst freed with the lambda
     result["tanh"] = compare_tanh(sc, z, targets, cap, grad_loss, timed)
     result["e5m2_rounding"] = compare_e5m2_rounding(sc, z, targets, lse, cap, grad_loss, timed)
     result["bf16_bwd_ms"] = timed(lambda: torch.ops.commscope.softcap_ce_backward(z, targets, lse, grad_loss, cap))

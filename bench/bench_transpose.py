@@ -30,6 +30,15 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 TARGET_PCT = 90.0
 
 
+def require_triton(device_name: str, script: str) -> torch.device:
+    """The device of `--device`, or exit with one line when the Triton kernels cannot run on it."""
+    device = setup_device(device_name)
+    ok, why = triton_usable(device)
+    if not ok:
+        raise SystemExit(f"{script}: {why}")
+    return device
+
+
 def triton_usable(device: torch.device) -> tuple[bool, str | None]:
     from instrumented_model import kernels
 

@@ -23,8 +23,8 @@ import time
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
-from bench_transpose import CPU_SHAPES, DTYPES, GPU_SHAPES, TARGET_PCT, triton_usable
-from benchlib import arg_parser, header, md_table, provenance_line, setup_device, time_ms, write_results
+from bench_transpose import CPU_SHAPES, DTYPES, GPU_SHAPES, TARGET_PCT, require_triton
+from benchlib import arg_parser, header, md_table, provenance_line, time_ms, write_results
 
 CANDIDATES = [(64, 128, 8), (128, 128, 8), (64, 256, 8), (128, 64, 4), (32, 128, 4), (64, 64, 4),
               (128, 256, 8), (256, 64, 8), (32, 256, 8), (128, 128, 4)]
@@ -113,10 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--budget-s", type=float, default=90.0)
     ap.add_argument("--candidates", type=int, default=None, help="only the first N candidates")
     args = ap.parse_args(argv)
-    device = setup_device(args.device)
-    ok, why = triton_usable(device)
-    if not ok:
-        raise SystemExit(f"bench_transpose_tiles: {why}")
+    device = require_triton(args.device, "bench_transpose_tiles")
     cuda = device.type == "cuda"
     warmup, repeats = (5, 30) if cuda else (0, 1)
     result = header(device, "bench_transpose_tiles.py", argv)
