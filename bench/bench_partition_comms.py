@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 import warnings
-from pathlib import Path
 
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch

@@ -17,7 +17,6 @@ Run: python bench/bench_record_hostcost.py [--steps 300]
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import tempfile
 import time

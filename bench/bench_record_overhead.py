@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
-import benchlib  # also puts the repo on sys.path: measure this checkout, not an installed copy
+import benchlib  # noqa: F401  (puts the repo on sys.path: measure this checkout, not an installed copy)
 from benchlib import default_seqs, machine, setup_device, single_rank_group, trainer_parts
 from commscope.record import NullRecorder, Recorder
 from instrumented_model.model import LABELS  # the reference trainer's 13 labels
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     with single_rank_group(device) as backend:
         per_mode, ratios, stop_s, modes = measure(args, device, backend)
 
-    print(f"## Recording overhead\n")
+    print("## Recording overhead\n")
     shape = (f"reference trainer, preset {args.preset}, {args.seqs} sequences per step" if args.workload == "trainer"
              else f"Linear chain, dim {args.dim}, batch {args.batch}, grad-accum {args.grad_accum}")
     print(f"Machine: {machine(device)}. `python bench/bench_record_overhead.py --device {args.device} --workload "

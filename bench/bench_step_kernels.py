@@ -27,7 +27,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, provenance_line, setup_device,
-                      single_rank_group, sync, trainer_variant, write_results)
+                      single_rank_group, sync, trainer_step, trainer_variant, write_results)
 
 # (category, regex on the kernel name). Inductor names fused kernels after the ops they contain, so the
 # head's softcap (tanh) and cross-entropy (log_softmax / nll) kernels are recognisable by name, as are the
@@ -57,12 +57,7 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
         cfg, forward, _, opt, batches = trainer_variant(args.variant, args.preset, batch, device, args.seed, 4)
 
         def step(s: int) -> None:
-            x, y = batches[s % len(batches)]
-            loss = forward(x, y)
-            loss.backward()
-            opt.step(s)
-            opt.zero_grad()
-            loss.item()
+            trainer_step(forward, opt, batches, s)[0].item()
 
         for s in range(args.warmup):
             step(s)

@@ -29,7 +29,7 @@ import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
 from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, provenance_line, setup_device,
-                      single_rank_group, sync, trainer_variant, write_results)
+                      single_rank_group, sync, trainer_step, trainer_variant, write_results)
 
 TARGET_TOKENS_PER_S = 600_000
 
@@ -52,16 +52,8 @@ def run_variant(variant: str, args: argparse.Namespace, device: torch.device) ->
 
         losses, step_s = [], []
         for s in range(total):
-            x, y = batches[s % len(batches)]
             t0 = time.perf_counter()
-            e0 = mark()
-            loss = forward(x, y)
-            e1 = mark()
-            loss.backward()
-            e2 = mark()
-            opt.step(s)
-            opt.zero_grad()
-            e3 = mark()
+            loss, (e0, e1, e2, e3) = trainer_step(forward, opt, batches, s, mark)
             losses.append(loss.item())  # syncs, like the trainer's global-loss read
             step_s.append(time.perf_counter() - t0)
             if cuda and s >= args.warmup:

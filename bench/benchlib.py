@@ -16,6 +16,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import json
@@ -40,10 +41,8 @@ import torch  # noqa: E402
 FIXTURE = "/work/shared/fixtures/modded-nanogpt-8xh100"  # the 8×H100 Kineto traces (../shared/fixtures)
 
 
-def arg_parser(doc: str) -> "argparse.ArgumentParser":
+def arg_parser(doc: str) -> argparse.ArgumentParser:
     """The parser every GPU script starts from: `--device cuda|cpu` and `--out DIR` (results folder)."""
-    import argparse
-
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--out", required=True)
@@ -207,6 +206,22 @@ def trainer_variant(variant: str, preset: str, seqs: int, device: torch.device, 
     compile_options, gpt_options = TRAINER_VARIANTS[variant]
     cfg, model, opt, batches = trainer_parts(preset, seqs, device, seed, n_batches, **gpt_options)
     return cfg, model if compile_options is None else torch.compile(model, **compile_options), model, opt, batches
+
+
+def trainer_step(forward, opt, batches: list, s: int, mark: Callable[[], object] = lambda: None):
+    """Step `s` of the reference trainer as `commscope run` takes it: forward, backward, optimizer step,
+    zero_grad. `mark()` runs before and after each phase (CUDA events for the phase split).
+    Returns (loss, [mark before forward, after forward, after backward, after the optimizer])."""
+    x, y = batches[s % len(batches)]
+    marks = [mark()]
+    loss = forward(x, y)
+    marks.append(mark())
+    loss.backward()
+    marks.append(mark())
+    opt.step(s)
+    opt.zero_grad()
+    marks.append(mark())
+    return loss, marks
 
 
 def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_batches: int, **gpt_options):

@@ -3,7 +3,6 @@ and the analyzers' numbers on them."""
 import json
 import os
 
-import numpy as np
 import pytest
 
 from commscope.analyze import exposure, skew, timeline

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 

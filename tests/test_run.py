@@ -41,7 +41,7 @@ def test_progress_lines_are_parsed_through_the_tee_prefix():
     p = RunProgress()
     assert p.feed("[default0]:@@commscope " + json.dumps({"event": "start", "batch_size": 4, "seq_len": 10})) is not None
     for s, (loss, ms) in enumerate([(6.0, 1000.0), (5.0, 100.0), (4.0, 300.0)]):
-        p.feed(f"[default0]:@@commscope " + json.dumps({"event": "step", "step": s, "loss": loss, "step_ms": ms,
+        p.feed("[default0]:@@commscope " + json.dumps({"event": "step", "step": s, "loss": loss, "step_ms": ms,
                                                          "tokens_per_s": 1.0}) + "\n")
     assert p.feed("[default3]:some warning\n") is None
     assert p.feed("@@commscope {not json") is None
