@@ -4,7 +4,8 @@
 `check_args`, so a bad option is one UserError, not one traceback per rank), prepares the run directory,
 starts `python -m torch.distributed.run ... -m instrumented_model.train`, streams every output line into
 `launcher.log` while rendering rank 0's `@@commscope` progress lines live with rich, and when the job
-ends reads each rank's `status.json` and writes `summary.json` (docs/run_format.md).
+ends reads each rank's `status.json` and rank 0's `progress.jsonl` (the losses and step times: the
+console copy of a record can arrive torn by torch's --tee) and writes `summary.json` (docs/run_format.md).
 
 Invariants:
 - summary.json is written whatever happens (completed, failed, crashed, interrupted), and the returned
@@ -39,11 +40,12 @@ from commscope.atomic import write_json_atomic
 from commscope.errors import UserError
 from commscope.run_layout import is_run_dir, rank_dirs, read_status
 from instrumented_model import train  # the trainer's own option parsing and checks; does not import torch
-from instrumented_model.train import PROGRESS_PREFIX
+from instrumented_model.train import PROGRESS_FILE, PROGRESS_PREFIX
 
 # torch.distributed.run --tee prefixes each line with "[<role><local_rank>]:"
 _TEE_PREFIX = re.compile(r"^\[[A-Za-z_]*(\d+)\]:")
-_RUN_FILES = ("summary.json", "config.json", "launcher.log")
+_JSON = json.JSONDecoder()
+_RUN_FILES = ("summary.json", "config.json", "launcher.log", PROGRESS_FILE)
 _SHUTDOWN_GRACE_S = 30
 # After the first sign of a fault (a watchdog report, a failed rank) torch.distributed.run gets this long to
 # tear the job down before the whole session is killed: `run` ends within the hang timeout + a few seconds.
@@ -91,14 +93,28 @@ class RunProgress:
     step_times_ms: list[float] = field(default_factory=list)
 
     def feed(self, line: str) -> dict | None:
-        """Parse one output line; return the progress record if it is one."""
+        """Parse one output line; return the progress record if it is one.
+
+        torch's --tee tails each rank's log file and writes every piece `readline` returns behind the
+        rank's prefix: a line it caught half-written arrives with the prefix again in its middle (or,
+        when only the newline was missing, at its end). Removing that rank's prefix inside the record and
+        reading the first JSON value keeps such a step (one was lost that way under load in CI)."""
         m = _TEE_PREFIX.match(line)
         body = line[m.end():] if m else line
         if not body.startswith(PROGRESS_PREFIX):
             return None
+        text = body[len(PROGRESS_PREFIX):]
+        if m:
+            text = text.replace(m.group(0), "")
+        return self.add(text)
+
+    def add(self, text: str) -> dict | None:
+        """Take the record that `text` starts with (trailing bytes ignored); None if it holds none."""
         try:
-            rec = json.loads(body[len(PROGRESS_PREFIX):])
+            rec, _end = _JSON.raw_decode(text.strip())
         except json.JSONDecodeError:
+            return None
+        if not isinstance(rec, dict):
             return None
         if rec.get("event") == "start":
             self.start = rec
@@ -114,6 +130,19 @@ class RunProgress:
             return None
         tokens = self.start["batch_size"] * self.start["seq_len"]
         return tokens * len(times) / (sum(times) / 1e3)
+
+
+def progress_from_file(run_dir: str) -> RunProgress | None:
+    """Rank 0's progress as it wrote it to RUN/progress.jsonl (a torn last line is skipped), or None
+    where the file is not on this host or holds no start record."""
+    prog = RunProgress()
+    try:
+        with open(os.path.join(run_dir, PROGRESS_FILE), errors="replace") as f:
+            for line in f:
+                prog.add(line)
+    except OSError:
+        return None
+    return prog if prog.start else None
 
 
 def default_run_dir(preset: str, world_size: int) -> str:
@@ -252,6 +281,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
             reaper_stop.set()
             shutil.rmtree(logdir, ignore_errors=True)
 
+    prog = progress_from_file(out) or prog
     ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(rank_dirs(out))
     statuses = rank_statuses(out, ranks)
     status = overall_status(exit_code, statuses, interrupted)

@@ -33,6 +33,7 @@ from commscope.errors import UserError
 from commscope.run_layout import write_config, write_status
 
 PROGRESS_PREFIX = "@@commscope "
+PROGRESS_FILE = "progress.jsonl"
 TRACE_MODES = ("off", "light", "full")
 PG_TIMEOUT_MARGIN_S = 10  # the process-group timeout is the hang timeout plus this
 
@@ -164,8 +165,15 @@ def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
                 profile_steps=args.profile, with_stack=args.with_stack)
 
 
-def progress(record: dict) -> None:
-    print(PROGRESS_PREFIX + json.dumps(record), flush=True)
+def progress(record: dict, out: str) -> None:
+    """Rank 0's progress: a line on stdout for the launcher's live bar, and the same record appended to
+    OUT/progress.jsonl, which the summary is built from (docs/run_format.md says why not from stdout)."""
+    line = json.dumps(record) + "\n"
+    with open(os.path.join(out, PROGRESS_FILE), "w" if record["event"] == "start" else "a") as f:
+        f.write(line)  # one write per record: a crash leaves at most a torn last line, which readers skip
+    # one write with its newline: print() writes the end apart, a second write under PYTHONUNBUFFERED
+    sys.stdout.write(PROGRESS_PREFIX + line)
+    sys.stdout.flush()
 
 
 class Terminated(Exception):
@@ -229,7 +237,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
         write_config(args.out, config)  # also with --trace off, when no recorder writes it
         progress({"event": "start", "world_size": world_size, "backend": args.backend, "device": str(device),
                   "preset": args.preset, "steps": args.steps, "batch_size": args.batch_size,
-                  "seq_len": cfg.seq_len, "params": sum(p.numel() for p in params.values())})
+                  "seq_len": cfg.seq_len, "params": sum(p.numel() for p in params.values())}, args.out)
 
     data = make_source(args.data, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len,
                        batch_size=args.batch_size, seed=args.seed)
@@ -262,7 +270,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
         step_ms = (time.perf_counter_ns() - t0) / 1e6
         if rank == 0:
             progress({"event": "step", "step": s, "loss": global_loss, "step_ms": step_ms,
-                      "tokens_per_s": tokens_per_step / (step_ms / 1e3)})
+                      "tokens_per_s": tokens_per_step / (step_ms / 1e3)}, args.out)
 
 
 def finish(args: argparse.Namespace, rank: int, state: dict, status: str, error: str | None) -> None:

@@ -17,6 +17,7 @@ from rich.console import Console
 from commscope.errors import UserError
 from commscope.launch import (
     RunProgress,
+    progress_from_file,
     Topology,
     _ranges,
     launch_training,
@@ -45,9 +46,32 @@ def test_progress_lines_are_parsed_through_the_tee_prefix():
                                                          "tokens_per_s": 1.0}) + "\n")
     assert p.feed("[default3]:some warning\n") is None
     assert p.feed("@@commscope {not json") is None
+    assert p.feed("@@commscope [1, 2]") is None  # JSON, but not a record
     assert p.losses == [6.0, 5.0, 4.0] and p.step_times_ms == [1000.0, 100.0, 300.0]
     # 40 tokens a step over steps 1-2 (step 0 is warm-up): 80 tokens in 0.4 s
     assert p.tokens_per_s() == pytest.approx(200.0)
+
+
+def test_progress_lines_read_in_pieces_by_the_tee_are_kept():
+    """torch's --tee writes each piece of a half-written line behind the rank's prefix: in the middle of a
+    record, or alone before its newline. Both steps survive; another rank's prefix is not removed."""
+    p = RunProgress()
+    rec = json.dumps({"event": "step", "step": 0, "loss": 6.5, "step_ms": 12.0, "tokens_per_s": 1.0})
+    assert p.feed("[default0]:@@commscope " + rec[:20] + "[default0]:" + rec[20:] + "\n")["step"] == 0
+    assert p.feed("[default0]:@@commscope " + rec.replace('"step": 0', '"step": 1') + "[default0]:\n")["step"] == 1
+    assert p.losses == [6.5, 6.5] and p.step_times_ms == [12.0, 12.0]
+    # (another rank's output inside a record cannot be undone here: the summary reads progress.jsonl)
+
+
+def test_summary_progress_comes_from_rank0s_file_and_skips_a_torn_last_line(tmp_path):
+    assert progress_from_file(str(tmp_path)) is None  # no file on this host: the console copy stays
+    lines = [json.dumps({"event": "start", "batch_size": 2, "seq_len": 5})]
+    lines += [json.dumps({"event": "step", "step": s, "loss": 5.0 - s, "step_ms": 10.0 + s}) for s in range(3)]
+    (tmp_path / "progress.jsonl").write_text("\n".join(lines) + '\n{"event": "step", "st')
+    p = progress_from_file(str(tmp_path))
+    assert p.losses == [5.0, 4.0, 3.0] and p.step_times_ms == [10.0, 11.0, 12.0] and p.start["seq_len"] == 5
+    (tmp_path / "progress.jsonl").write_text(lines[1] + "\n")  # steps without a start: not a run's progress
+    assert progress_from_file(str(tmp_path)) is None
 
 
 def test_overall_status_and_message():
@@ -90,6 +114,7 @@ def test_run_dir_reuse_only_for_previous_runs(tmp_path):
     old = tmp_path / "old"
     (old / "rank0").mkdir(parents=True)
     (old / "summary.json").write_text("{}")
+    (old / "progress.jsonl").write_text('{"event": "start"}\n')  # the old run's steps must not mix in
     (old / "report.html").write_text("keep")
     prepare_run_dir(str(old))
     assert sorted(os.listdir(old)) == ["report.html"]
@@ -157,6 +182,9 @@ def test_run_nproc_8_completes_on_cpu(tmp_path):
     assert (s["steps"], s["head_layout"], s["comm_schedule"], s["exit_code"]) == (12, "transposed", "explicit", 0)
     assert s["ranks"] == {str(r): "completed" for r in range(8)}
     assert len(s["losses"]) == len(s["step_times_ms"]) == 12 and s["tokens_per_s"] > 0
+    progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert [r["event"] for r in progress] == ["start"] + ["step"] * 12
+    assert [r["loss"] for r in progress[1:]] == s["losses"]
     assert all(t > 0 for t in s["step_times_ms"])
     # starts near ln(vocab) = ln(512) = 6.24 and visibly falls
     assert 5.0 < s["losses"][0] < 7.5
