@@ -141,7 +141,10 @@ def compare_tanh(sc, z, targets, cap, grad_loss, timed) -> dict:
 
 def markdown(result: dict) -> str:
     n, v = result["shape"]
-    pct = lambda ms: f"{100 * result['copy_ms'] / ms:.1f}"  # noqa: E731
+
+    def pct(ms: float) -> str:
+        return f"{100 * result['copy_ms'] / ms:.1f}"
+
     rows = [["aligned bf16 copy of z (same bytes)", result["copy_ms"], "100"],
             ["bf16 backward (reads z, writes dz: the same bytes)", result["bf16_bwd_ms"], pct(result["bf16_bwd_ms"])],
             ["**e5m2 backward op** (row kernel + transpose: 5/4 of the bytes)", result["op_ms"], pct(result["op_ms"])],
