@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from instrumented_model.heads import check_layout
-from instrumented_model.softcap_ce import kernels_can_run
+from instrumented_model.softcap_ce import e5m2_grad_scale, kernels_can_run
 
 E4M3_MAX = 448.0
 
@@ -48,16 +48,18 @@ class FP8HeadLoss(torch.autograd.Function):
         # _scaled_mm wants its right operand column-major: (V, D) row-major, seen transposed
         z = torch._scaled_mm(x8, w8_dv.T.contiguous().T, scale_a=x_scale, scale_b=w_scale,
                              out_dtype=torch.bfloat16, use_fast_accum=True)
-        loss, lse = torch.ops.commscope.softcap_ce(z, targets, cap)
-        ctx.save_for_backward(x8, x_scale, w8_dv, w_scale, z, targets, lse)
-        ctx.cap, ctx.layout, ctx.weight_dtype, ctx.x_dtype = cap, layout, weight.dtype, x.dtype
+        if not any(ctx.needs_input_grad[:2]):  # evaluation: the loss alone
+            return torch.ops.commscope.softcap_ce(z, targets, cap)[0]
+        # The gradient is written now, while z streams through the loss kernel: z is read once and dropped.
+        loss, dz8, dz8t = torch.ops.commscope.softcap_ce_e5m2(z, targets, cap)
+        ctx.save_for_backward(x8, x_scale, w8_dv, w_scale, dz8, dz8t, targets)
+        ctx.layout, ctx.weight_dtype, ctx.x_dtype = layout, weight.dtype, x.dtype
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor):
-        x8, x_scale, w8_dv, w_scale, z, targets, lse = ctx.saved_tensors
-        dz8, dz8t, dz_scale = torch.ops.commscope.softcap_ce_backward_e5m2(z, targets, lse, grad_loss, ctx.cap)
-        # _scaled_mm(A row-major, B column-major): w8_dv.T and dz8t.T are column-major views
+        x8, x_scale, w8_dv, w_scale, dz8, dz8t, targets = ctx.saved_tensors
+        dz_scale = e5m2_grad_scale(grad_loss, targets)
         dx = torch._scaled_mm(dz8, w8_dv.T, scale_a=dz_scale, scale_b=w_scale, out_dtype=torch.bfloat16)
         dw = torch._scaled_mm(x8.T.contiguous(), dz8t.T, scale_a=x_scale, scale_b=dz_scale,
                               out_dtype=torch.float32)  # (D, V) contiguous

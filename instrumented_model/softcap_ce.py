@@ -91,8 +91,7 @@ def _softcap_ce(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor]
     lse = torch.empty(n, device=z.device, dtype=torch.float32)
     row_loss = torch.empty(n, device=z.device, dtype=torch.float32)
     if n:
-        _launch("softcap_ce_fwd", lambda meta: (n,), z, targets, lse, row_loss, v, z.stride(0), cap, 2.0 / cap,
-                IGNORE_INDEX, FAST_TANH=fast_tanh(z))
+        _launch("fwd", n, z, targets, lse, row_loss, lse, lse, v, z.stride(0), 0, cap, FAST_TANH=fast_tanh(z))
     valid = (targets != IGNORE_INDEX).sum()
     return row_loss.sum() / valid, lse  # 0/0 = nan with no valid row, as F.cross_entropy
 
@@ -108,9 +107,8 @@ def _softcap_ce_backward(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Ten
     n, v = z.shape
     dz = torch.empty_like(z, memory_format=torch.contiguous_format)
     if n:
-        _launch("softcap_ce_bwd", lambda meta: (n,), z, targets, lse, _grad_scale(grad_loss, targets).reshape(1),
-                dz, v, z.stride(0), dz.stride(0), cap, 2.0 / cap, IGNORE_INDEX, E5M2=False, FAST_TANH=fast_tanh(z),
-                HW_CVT=False)
+        _launch("bwd", n, z, targets, lse, lse, _grad_scale(grad_loss, targets).reshape(1), dz, v, z.stride(0),
+                dz.stride(0), cap, E5M2=False, FAST_TANH=fast_tanh(z))
     return dz
 
 
@@ -133,12 +131,10 @@ def _softcap_ce_backward_e5m2(z: Tensor, targets: Tensor, lse: Tensor, grad_loss
     dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
     dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)
     if n:
-        gain = torch.full((1,), FP8_GAIN, device=z.device, dtype=torch.float32)
-        _launch("softcap_ce_bwd", lambda meta: (n,), z, targets, lse, gain, dz8.view(torch.uint8), v, z.stride(0),
-                v, cap, 2.0 / cap, IGNORE_INDEX, E5M2=True, FAST_TANH=fast_tanh(z),
-                HW_CVT=hw_e5m2_rounding())
+        _launch("bwd", n, z, targets, lse, lse, _fp8_gain(z), dz8.view(torch.uint8), v, z.stride(0), v, cap,
+                E5M2=True, FAST_TANH=fast_tanh(z))
         transpose_copy(dz8t, dz8, use_triton=True)
-    return dz8, dz8t, _grad_scale(grad_loss, targets) / FP8_GAIN
+    return dz8, dz8t, e5m2_grad_scale(grad_loss, targets)
 
 
 @_softcap_ce_backward_e5m2.register_fake
@@ -148,32 +144,73 @@ def _(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) ->
             z.new_empty((), dtype=torch.float32))
 
 
-_CANDIDATES = {  # kernel → (autotune key, candidate (constexprs, num_warps), the interpreter's default)
-    "softcap_ce_fwd": (["V"], [({"BLOCK": b}, w) for b, w in ROW_CONFIGS], ({"BLOCK": ROW_DEFAULT[0]}, ROW_DEFAULT[1])),
-    "softcap_ce_bwd": (["V"], [({"BLOCK": b}, w) for b, w in ROW_CONFIGS], ({"BLOCK": ROW_DEFAULT[0]}, ROW_DEFAULT[1])),
-}
+@torch.library.custom_op("commscope::softcap_ce_e5m2", mutates_args=())
+def _softcap_ce_e5m2(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(mean loss, dz8, dz8t): the FP8 head's forward, which also writes the gradient of the per-row
+    losses as e5m2, dz8 · FP8_GAIN⁻¹ = q, in one kernel that reads each row of z twice back to back (the
+    second time mostly from L2), and its transpose dz8t (V, N) as `softcap_ce_backward_e5m2` does. The mean loss's dz is dz8 times `e5m2_grad_scale(grad_loss, targets)`: the
+    upstream gradient is only known later, and it is a scalar, so it goes into the FP8 matmul's scale.
+
+    Against the forward + `softcap_ce_backward_e5m2` pair this reads z (N·V·2 bytes) from memory once
+    instead of twice, and z need not be kept for the backward (docs/benchmarks.md, session 15)."""
+    n, v = z.shape
+    lse = torch.empty(n, device=z.device, dtype=torch.float32)
+    row_loss = torch.empty(n, device=z.device, dtype=torch.float32)
+    dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
+    dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)
+    if n:
+        _launch("fwd_grad", n, z, targets, lse, row_loss, _fp8_gain(z), dz8.view(torch.uint8), v, z.stride(0), v,
+                cap, E5M2=True, FAST_TANH=fast_tanh(z))
+        transpose_copy(dz8t, dz8, use_triton=True)
+    valid = (targets != IGNORE_INDEX).sum()
+    return row_loss.sum() / valid, dz8, dz8t
+
+
+@_softcap_ce_e5m2.register_fake
+def _(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor, Tensor]:
+    n, v = z.shape
+    return (z.new_empty((), dtype=torch.float32), z.new_empty((n, v), dtype=torch.float8_e5m2),
+            z.new_empty((v, n), dtype=torch.float8_e5m2))
+
+
+def e5m2_grad_scale(grad_loss: Tensor, targets: Tensor) -> Tensor:
+    """The scale of the e5m2 gradient for the mean loss: dz = dz8 · this (a 0-d fp32 tensor)."""
+    return _grad_scale(grad_loss, targets) / FP8_GAIN
+
+
+def _fp8_gain(z: Tensor) -> Tensor:
+    return torch.full((1,), FP8_GAIN, device=z.device, dtype=torch.float32)
+
+
+# The row kernel's roles: which of its passes run (softcap_ce_triton.softcap_ce_row). Each role is
+# autotuned apart: one pass or two over a row load the memory system differently.
+ROLES = {"fwd": {"LSE_PASS": True, "GRAD_PASS": False},
+         "bwd": {"LSE_PASS": False, "GRAD_PASS": True},
+         "fwd_grad": {"LSE_PASS": True, "GRAD_PASS": True}}
 _autotuned: dict[str, object] = {}
 
 
-def _launch(name: str, grid, *args, **fixed) -> None:
-    """Run kernel `name` on `args` and the constexprs `fixed`: autotuned on a GPU (the tuner also keys on
-    the tensors' dtypes, so bf16 and e5m2 outputs are tuned apart), its default configuration in the
-    interpreter."""
-    key, candidates, (constexprs, warps) = _CANDIDATES[name]
+def _launch(role: str, rows: int, *args, E5M2: bool = False, FAST_TANH: bool) -> None:
+    """Run the row kernel in `role` (ROLES) over `rows` rows: autotuned on a GPU among ROW_CONFIGS (the
+    tuner also keys on the tensors' dtypes, so bf16 and e5m2 outputs are tuned apart), ROW_DEFAULT in
+    the interpreter. args: z, targets, lse, loss, scale, dz, V, stride_z, stride_dz, cap."""
+    *tensors_and_sizes, cap = args
+    fixed = dict(ROLES[role], E5M2=E5M2, FAST_TANH=FAST_TANH, HW_CVT=hw_e5m2_rounding())
+    args = (*tensors_and_sizes, cap, 2.0 / cap, IGNORE_INDEX)
     if interpret_mode():
-        kernel(_KERNELS, name)[grid(constexprs)](*args, **constexprs, **fixed, num_warps=warps)
+        kernel(_KERNELS, "softcap_ce_row")[(rows,)](*args, BLOCK=ROW_DEFAULT[0], **fixed, num_warps=ROW_DEFAULT[1])
         return
-    if name not in _autotuned:
+    if role not in _autotuned:
         import triton
 
-        configs = [triton.Config(c, num_warps=w) for c, w in candidates]
-        _autotuned[name] = triton.autotune(configs, key=key)(kernel(_KERNELS, name))
-    _autotuned[name][grid](*args, **fixed)
+        configs = [triton.Config({"BLOCK": b}, num_warps=w) for b, w in ROW_CONFIGS]
+        _autotuned[role] = triton.autotune(configs, key=["V"])(kernel(_KERNELS, "softcap_ce_row"))
+    _autotuned[role][(rows,)](*args, **fixed)
 
 
 def tuned_configs() -> dict[str, str]:
     """The configuration autotuning chose for each kernel run so far on a GPU (for benchmark reports)."""
-    return {name: str(tuner.best_config) for name, tuner in _autotuned.items()
+    return {f"softcap_ce_row[{role}]": str(tuner.best_config) for role, tuner in _autotuned.items()
             if getattr(tuner, "best_config", None) is not None}
 
 

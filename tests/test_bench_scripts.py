@@ -112,6 +112,7 @@ def test_loss_kernels_bench_checks_layouts_restores_tiles_and_compares_tanh(tmp_
     assert not t["fast"]["hardware_tanh"] and t["loss_diff_fast_vs_exact"] == 0 and t["dz_rel_l2_diff"] == 0
     assert abs(t["loss_diff_exact_vs_fp32_torch"]) < 1e-5 * t["ref_loss"]
     assert not r["e5m2_rounding"]["hardware"]["used"] and r["e5m2_rounding"]["bytes_differing"] == 0
+    assert r["fwd_grad"]["same_loss_and_bytes"] and r["fwd_grad"]["one_op_ms"] > 0
     assert "% of copy bandwidth" in (tmp_path / "bench_loss_kernels.md").read_text()
 
 
