@@ -38,6 +38,7 @@ CATEGORIES = (
     ("head softcap + cross-entropy", r"softcap|tanh|log_softmax|_softmax|nll_loss|cross_entropy|logsumexp"),
     # instrumented_model's fused Triton updates (optim_triton); Polar Express's matmuls count as matmul
     ("optimizer elementwise", r"adam|cautious|nesterov|multi_tensor|foreach"),
+    ("MLP relu² matmul (Triton)", r"relu2_matmul"),
     ("communication", r"nccl"),
     ("copy / transpose / memset", r"memcpy|memset|copy_kernel|transpose_tile"),
 )
@@ -78,6 +79,10 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
                     step(s)
         kernels: dict[str, float] = {}
         for ev in prof.events():
+            # gpu_user_annotation: a record_function range drawn on the GPU's timeline over the kernels it
+            # launched; counting it would count those kernels twice (sessions 13–14 did: transpose_copy)
+            if getattr(ev, "is_user_annotation", False):
+                continue
             if cuda and ev.device_type == torch.autograd.DeviceType.CUDA and ev.device_time > 0:
                 kernels[ev.name] = kernels.get(ev.name, 0.0) + ev.device_time / 1e3  # µs -> ms
             elif not cuda and ev.name.startswith("aten::") and ev.self_cpu_time_total > 0:

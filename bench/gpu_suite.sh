@@ -60,7 +60,9 @@ RUNS="$WORK/runs"
 collect() { python3 bench/suite_collect.py --work "$WORK" --out "$OUT" >>"$OUT/suite.log" 2>&1; }
 
 # SUITE_THROUGHPUT_VARIANTS, SUITE_VARIANT_TIMEOUT_S: bench_throughput's --variants (default: the four
-# before/after variants) and --variant-timeout (default 150 s)
+# before/after variants) and --variant-timeout (default 150 s); SUITE_STEP_KERNELS_VARIANT: the variant
+# of bench_step_kernels_fp8 (default compile-fp8-head); SUITE_FP8_RUN_FLAGS: more flags for run_ws1_fp8
+# (e.g. --fused-mlp)
 
 # step NAME LIMIT_S COMMAND... : run COMMAND (a bash string) with its output in logs/NAME.log
 step() {
@@ -93,12 +95,14 @@ cli_json() { echo "$CS $2 > $R/$1.json"; }
 step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0), torch.cuda.nccl.version())'; python3 -c 'import orjson, plotly; print(\"orjson\", orjson.__version__, \"plotly\", plotly.__version__)'; git log --oneline -1 2>/dev/null || true"
 
 if [[ $GROUP == bench || $GROUP == all ]]; then
-    step pytest_cuda 240 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py tests/test_softcap_ce.py tests/test_fp8_head.py"
+    step pytest_cuda 240 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py tests/test_softcap_ce.py tests/test_fp8_head.py tests/test_relu2_mlp.py"
     step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
     step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
     step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"
     # the loss kernels: e5m2 backward vs a copy of the same bytes, exact vs hardware tanh
     step bench_loss_kernels 150 "python3 bench/bench_loss_kernels.py --device $DEV --out $R"
+    # the fused relu² MLP against the compiled block (cuBLAS + Inductor), one speedrun layer
+    step bench_mlp_kernels 150 "python3 bench/bench_mlp_kernels.py --device $DEV --out $R"
     step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
     step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
@@ -106,7 +110,7 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout ${SUITE_VARIANT_TIMEOUT_S:-150} --variants ${SUITE_THROUGHPUT_VARIANTS:-eager,compile,compile-unfused-loss,compile-fp8-head}"
     # which kernels the compiled step spends its device time in (what would have to shrink for 600k)
     step bench_step_kernels 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R"
-    [[ $DEV == cuda ]] && step bench_step_kernels_fp8 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R --variant compile-fp8-head"
+    [[ $DEV == cuda ]] && step bench_step_kernels_fp8 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R --variant ${SUITE_STEP_KERNELS_VARIANT:-compile-fp8-head}"
 fi
 
 if [[ $GROUP == runs || $GROUP == all ]]; then
@@ -116,7 +120,7 @@ if [[ $GROUP == runs || $GROUP == all ]]; then
     step layout_ws1 60 "$(cli_json cli_layout_ws1 "layout $RUNS/run_ws1 --json")"
     # the fastest configuration: compiled, FP8 head, fused loss kernels; then the report on what it recorded
     if [[ $DEV == cuda ]]; then  # --fp8-head is CUDA only
-        step run_ws1_fp8 200 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 25 --compile --fp8-head --out $RUNS/run_ws1_fp8"
+        step run_ws1_fp8 200 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 25 --compile --fp8-head ${SUITE_FP8_RUN_FLAGS:-} --out $RUNS/run_ws1_fp8"
         step report_ws1_fp8 90 "$(cli_json cli_report_ws1_fp8 "report $RUNS/run_ws1_fp8 --json --no-hta")"
     fi
     for layout in standard transposed; do
