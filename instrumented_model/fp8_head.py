@@ -7,11 +7,15 @@ matmuls at twice the bf16 rate, and the soft cap squashes whatever precision the
 How (torch._scaled_mm, tensor-wise scales, no host sync anywhere):
 - forward: z = x8 @ w8 with x8 = x / x_s in e4m3, where x_s = √D / 448. The head's input is RMS-normed, so
   |x| ≤ √D and x8 cannot overflow (clamped anyway: bf16 rounding may pass √D by an ulp). The weight's
-  scale comes from its amax (a 38.6M-element reduction on the device). Then the fused loss op
-  (instrumented_model.softcap_ce) on z, a bf16 tensor.
-- backward: the loss kernel writes dz as e5m2 at a known scale (|q| ≤ 1 there, so no amax pass), and a
-  1-byte tiled transpose gives its (V, N) copy: cuBLAS FP8 takes only the TN layout, and dx = dz8 @ w8ᵀ
-  and dW = x8ᵀ @ dz8 contract over different dimensions of dz. Both matmuls run in FP8; dW comes out fp32.
+  scale comes from its amax (a 38.6M-element reduction on the device). Then one loss kernel
+  (instrumented_model.softcap_ce, `softcap_ce_e5m2`) reads z, a bf16 tensor, and writes both the loss
+  and its gradient as e5m2 at a known scale (|q| ≤ 1 there, so no amax pass); a 1-byte tiled transpose
+  gives the gradient's (V, N) copy. z is dropped at once: the backward keeps the 1-byte gradients.
+  Writing the gradient in the forward is exact because the upstream gradient of a scalar loss is a
+  scalar: it goes into the FP8 matmuls' scale in the backward. Evaluation (no input needs a gradient)
+  runs the loss-only kernel.
+- backward: cuBLAS FP8 takes only the TN layout, and dx = dz8 @ w8ᵀ and dW = x8ᵀ @ dz8 contract over
+  different dimensions of dz, hence the two layouts. Both matmuls run in FP8; dW comes out fp32.
 
 Invariants: dW has the layout of the bf16 heads (instrumented_model.heads): (D, V) contiguous for the
 transposed head, the transpose view of a (D, V) tensor for the standard one, so the layout study holds

@@ -1,15 +1,15 @@
 """The trainer's loss: mean cross-entropy over soft-capped logits, cap·tanh(z / cap), in one fused op.
 
 `softcap_cross_entropy(z, targets, cap)` equals `F.cross_entropy(cap * tanh(z.float() / cap), targets)`.
-On CUDA (when Triton is installed) it runs two Triton kernels (instrumented_model.softcap_ce_triton):
-the forward reads the head output z once and keeps one log-sum-exp per row; the backward recomputes the
-soft cap and writes dz once, in z's dtype. The unfused path materializes fp32 softcapped logits and
+On CUDA (when Triton is installed) it runs one Triton row kernel in two roles
+(instrumented_model.softcap_ce_triton): the forward reads the head output z once and keeps one
+log-sum-exp per row; the backward recomputes the soft cap and writes dz once, in z's dtype. The unfused path materializes fp32 softcapped logits and
 reads/writes them in several passes: 10.1 ms of the compiled speedrun step on an H200, against 5.6 ms
 for the fused kernels (docs/benchmarks.md, session 13) and 4.4 ms with the hardware tanh for a 16-bit z
 (`fast_tanh`, session 14).
 
-The kernels sit behind torch.library custom ops (forward, backward, and the FP8 head's e5m2 backward,
-instrumented_model.fp8_head), so torch.compile keeps them as opaque calls (no graph break); autograd
+The kernels sit behind torch.library custom ops (forward, backward, and for the FP8 head,
+instrumented_model.fp8_head, a forward that writes the e5m2 gradient too, and the e5m2 backward), so torch.compile keeps them as opaque calls (no graph break); autograd
 wires the backward through `register_autograd`.
 
 Invariants:
