@@ -11,8 +11,8 @@ What it times (device only, CUDA events behind a spin kernel, median of `repeats
 up and down (4D, D), the upstream gradient fixed:
 - "inductor": torch.compile of relu(x @ upᵀ)² @ down (the trainer's expression);
 - "fused": the same block through relu2_mlp, under torch.compile too (the op is one opaque call);
-- the forward Triton matmul (relu² epilogue) and the backward one (2·sqrt(post) epilogue) against
-  torch.mm of the same (N, D) × (D, 4D) shape.
+- the forward Triton matmul (relu² epilogue) and the backward one (2·sqrt(post) epilogue), with each of
+  the two kernels (pointer loads, tensor descriptors), against torch.mm of the same (N, D) × (D, 4D) shape.
 The outputs and gradients of the two blocks are compared (relative L2 error against an fp32 reference).
 
 Run: python bench/bench_mlp_kernels.py --device cuda --out OUT
@@ -76,12 +76,12 @@ def main(argv: list[str] | None = None) -> dict:
         result["blocks"][name] = {"fwd_ms": fwd_ms, "fwd_bwd_ms": timed(fwd_bwd), "rel_l2_error": errors}
         del y, grads
     post = torch.ops.commscope.relu2_mlp(x, up, down)[1]
-    result["matmuls"] = {
-        "cublas_mm_ms": timed(lambda: x @ up.T),
-        "triton_fwd_ms": timed(lambda: rm._matmul(x, up, None)),
-        "triton_bwd_ms": timed(lambda: rm._matmul(dy, down, post)),
-        "flops": 2 * n * d * 4 * d,
-    }
+    result["matmuls"] = {"cublas_mm_ms": timed(lambda: x @ up.T), "flops": 2 * n * d * 4 * d,
+                         "default_kernel": "tma" if rm.use_tma(x) else "pointer"}
+    for name, tma in (("pointer", False), ("tma", True)):
+        result["matmuls"][name] = {"fwd_ms": timed(lambda tma=tma: rm._matmul(x, up, None, tma=tma)),
+                                   "bwd_ms": timed(lambda tma=tma: rm._matmul(dy, down, post, tma=tma)),
+                                   "same_as_default": bool(torch.equal(rm._matmul(x, up, None, tma=tma), post))}
     result["matmul_configs"] = rm.tuned_configs()
     write_results(args.out, "bench_mlp_kernels", result, markdown(result))
     return result
@@ -98,9 +98,12 @@ def markdown(result: dict) -> str:
     def tflops(ms: float) -> str:
         return f"{m['flops'] / ms / 1e9:.0f}"
 
-    mm_rows = [["cuBLAS x @ upᵀ (no epilogue)", m["cublas_mm_ms"], tflops(m["cublas_mm_ms"])],
-               ["Triton, relu² epilogue (forward)", m["triton_fwd_ms"], tflops(m["triton_fwd_ms"])],
-               ["Triton, 2·sqrt(post) epilogue (backward)", m["triton_bwd_ms"], tflops(m["triton_bwd_ms"])]]
+    mm_rows = [["cuBLAS x @ upᵀ (no epilogue)", m["cublas_mm_ms"], tflops(m["cublas_mm_ms"])]]
+    for name in ("pointer", "tma"):
+        k = m[name]
+        mark = " (the default)" if m["default_kernel"] == name else ""
+        mm_rows += [[f"Triton {name} kernel{mark}, relu² epilogue (forward)", k["fwd_ms"], tflops(k["fwd_ms"])],
+                    [f"Triton {name} kernel{mark}, 2·sqrt(post) epilogue (backward)", k["bwd_ms"], tflops(k["bwd_ms"])]]
     return "\n".join([
         "## Fused relu² MLP vs the compiled block (one speedrun layer)", "", provenance_line(result), "",
         f"x ({n}, {d}), up and down ({4 * d}, {d}), {result['dtype']}; autotuned: {result['matmul_configs']}.", "",

@@ -27,6 +27,7 @@ MATMUL_CONFIGS = ((128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 
                   (128, 256, 64, 8, 4), (128, 128, 128, 8, 3), (64, 256, 64, 4, 4))
 INTERPRETER_CONFIG = (32, 32, 32, 4, 1)
 GROUP_M = 8
+TMA_DEFAULT = True
 _KERNELS = "instrumented_model.relu2_mlp_triton"
 _autotuned: dict[str, object] = {}
 
@@ -47,37 +48,67 @@ def relu2_mlp(x: Tensor, up: Tensor, down: Tensor) -> Tensor:
     return torch.ops.commscope.relu2_mlp(x, up, down)[0]
 
 
-def _matmul(a: Tensor, b_t: Tensor, aux: Tensor | None) -> Tensor:
-    """relu(a @ b_tᵀ)², or with aux (a @ b_tᵀ) · 2·sqrt(aux); b_t is (N, K) row-major, read as B = b_tᵀ."""
+def _matmul(a: Tensor, b_t: Tensor, aux: Tensor | None, tma: bool | None = None) -> Tensor:
+    """relu(a @ b_tᵀ)², or with aux (a @ b_tᵀ) · 2·sqrt(aux); b_t is (N, K) row-major, read as B = b_tᵀ.
+    tma: the tensor-descriptor kernel (default: `use_tma(a)`), else the pointer one."""
     m, k = a.shape
     n = b_t.shape[0]
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     if m == 0:
         return c
     backward = aux is not None
-    args = (a, b_t, c, aux if backward else c, m, n, k, a.stride(0), a.stride(1), b_t.stride(1), b_t.stride(0),
-            c.stride(0), c.stride(1))
+    aux = aux if backward else c
+    tma = use_tma(a) if tma is None else tma
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        # block shapes are set per configuration by _set_blocks (placeholders until then)
+        args = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b_t, c, aux)] + [m, n, k]
+        name = "relu2_matmul_tma"
+    else:
+        args = [a, b_t, c, aux, m, n, k, a.stride(0), a.stride(1), b_t.stride(1), b_t.stride(0), c.stride(0),
+                c.stride(1)]
+        name = "relu2_matmul"
+    fixed = {"GROUP_M": GROUP_M, "BACKWARD": backward}
+    if not tma:  # full fp32 products for fp32 inputs (not TF32), and always in the interpreter
+        fixed["DOT_FP32"] = interpret_mode() or a.dtype == torch.float32
     if interpret_mode():
         bm, bn, bk, warps, stages = INTERPRETER_CONFIG
-        grid = (cdiv(m, bm) * cdiv(n, bn),)
-        kernel(_KERNELS, "relu2_matmul")[grid](*args, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
-                                               BACKWARD=backward, DOT_FP32=True, num_warps=warps, num_stages=stages)
+        blocks = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
+        if tma:
+            _set_blocks({**dict(zip(("a_desc", "b_desc", "c_desc", "aux_desc"), args)), **blocks})
+        kernel(_KERNELS, name)[(cdiv(m, bm) * cdiv(n, bn),)](*args, **blocks, **fixed, num_warps=warps,
+                                                              num_stages=stages)
         return c
-    role = "bwd" if backward else "fwd"  # the tuner also keys on dtypes
+    role = f"{name}[{'bwd' if backward else 'fwd'}]"  # the tuner also keys on dtypes
     if role not in _autotuned:
         import triton
 
-        configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+        configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s,
+                                 pre_hook=_set_blocks if tma else None)
                    for bm, bn, bk, w, s in MATMUL_CONFIGS]
-        _autotuned[role] = triton.autotune(configs, key=["M", "N", "K"])(kernel(_KERNELS, "relu2_matmul"))
-    _autotuned[role][lambda meta: (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)](
-        *args, GROUP_M=GROUP_M, BACKWARD=backward, DOT_FP32=a.dtype == torch.float32)
+        _autotuned[role] = triton.autotune(configs, key=["M", "N", "K"])(kernel(_KERNELS, name))
+    _autotuned[role][lambda meta: (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)](*args, **fixed)
     return c
+
+
+def use_tma(a: Tensor) -> bool:
+    """Whether `_matmul` takes the tensor-descriptor kernel by default: on a GPU, for 16-bit inputs
+    (TMA_DEFAULT; bench/bench_mlp_kernels.py times both kernels)."""
+    return TMA_DEFAULT and a.dtype in (torch.bfloat16, torch.float16) and not interpret_mode()
+
+
+def _set_blocks(nargs: dict) -> None:
+    """The descriptors' tile shapes for the configuration about to run (an autotuner pre_hook)."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk]
+    nargs["c_desc"].block_shape = nargs["aux_desc"].block_shape = [bm, bn]
 
 
 def tuned_configs() -> dict[str, str]:
     """The configuration autotuning chose for each pass run so far on a GPU (for benchmark reports)."""
-    return {f"relu2_matmul[{role}]": str(tuner.best_config) for role, tuner in _autotuned.items()
+    return {role: str(tuner.best_config) for role, tuner in _autotuned.items()
             if getattr(tuner, "best_config", None) is not None}
 
 

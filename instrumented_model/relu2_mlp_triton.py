@@ -55,3 +55,29 @@ def relu2_matmul(a_ptr, b_ptr, c_ptr, aux_ptr, M, N, K, stride_am, stride_ak, st
         out = tl.maximum(acc, 0.0)
         out = out * out
     tl.store(c_ptr + c_offs, out.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+def relu2_matmul_tma(a_desc, b_desc, c_desc, aux_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, BACKWARD: tl.constexpr):
+    """relu2_matmul through tensor descriptors (Hopper's TMA: tiles copied to shared memory by the copy
+    engine, out-of-bounds parts zero-filled on load and dropped on store, so no masks). b_desc describes
+    B's transpose, (N, K) row-major as the mlp bank stores up and down; bf16 or fp16 only."""
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * tiles_n
+    first_m = (pid // group) * GROUP_M
+    rows_in_group = tl.minimum(tiles_m - first_m, GROUP_M)
+    off_m = (first_m + (pid % group) % rows_in_group) * BLOCK_M
+    off_n = ((pid % group) // rows_in_group) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = a_desc.load([off_m, k])
+        b = b_desc.load([off_n, k])
+        acc = tl.dot(a, b.T, acc)
+    if BACKWARD:
+        out = acc * 2.0 * tl.sqrt(aux_desc.load([off_m, off_n]).to(tl.float32))
+    else:
+        out = tl.maximum(acc, 0.0)
+        out = out * out
+    c_desc.store([off_m, off_n], out.to(c_desc.dtype))

@@ -128,6 +128,9 @@ def test_mlp_kernels_bench_compares_both_blocks_against_fp64(tmp_path, monkeypat
         assert block["fwd_ms"] > 0 and block["fwd_bwd_ms"] > 0
         assert set(block["rel_l2_error"]) == {"y", "dx", "d_up", "d_down"}
         assert max(block["rel_l2_error"].values()) < 1e-5
+    m = r["matmuls"]
+    assert m["default_kernel"] == "pointer"  # the interpreter: TMA only on a GPU by default
+    assert m["pointer"]["same_as_default"] and all(m[k]["fwd_ms"] > 0 and m[k]["bwd_ms"] > 0 for k in ("pointer", "tma"))
     assert "ratio inductor / fused" in (tmp_path / "bench_mlp_kernels.md").read_text()
 
 

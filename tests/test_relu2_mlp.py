@@ -115,3 +115,21 @@ def test_trainer_refuses_fused_mlp_on_cpu_with_exit_2(tmp_path):
                            "--fused-mlp", "--steps", "1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "--fused-mlp needs --device cuda" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("tma", [False, True])
+def test_both_matmul_kernels_apply_their_epilogues(triton_device, tma):
+    """The pointer kernel and the tensor-descriptor (TMA) kernel, each epilogue, against fp64 torch: fp32 in
+    the interpreter, bf16 on a GPU (the TMA kernel takes 16-bit inputs there)."""
+    from instrumented_model.relu2_mlp import _matmul
+
+    dtype = torch.bfloat16 if triton_device == "cuda" else torch.float32
+    x, up, down, dy = case(70, 40, triton_device, dtype=dtype, seed=4)
+    post = _matmul(x, up, None, tma=tma)
+    ref_post = F.relu(x.double() @ up.double().T).square()
+    d_pre = _matmul(dy, down, post, tma=tma)
+    ref_d_pre = (dy.double() @ down.double().T) * 2 * post.double().sqrt()
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    for got, want in ((post, ref_post), (d_pre, ref_d_pre)):
+        assert got.dtype == dtype and got.shape == want.shape
+        assert ((got.double() - want).norm() / want.norm()).item() < tol
