@@ -68,7 +68,6 @@ def main(argv: list[str] | None = None) -> dict:
     dz8, dz8t, _scale = torch.ops.commscope.softcap_ce_backward_e5m2(z, targets, lse, grad_loss, cap)
     want = dz8.view(torch.uint8).T
     result["op_exact"] = bool(torch.equal(dz8t.view(torch.uint8), want))
-    result["fwd_grad"] = compare_fwd_grad(z, targets, cap, grad_loss, timed)
     result["loss_kernel_configs"] = sc.tuned_configs()
     result["production_tile"] = list(kernels.TILES[1])
     result["transpose_ms"] = timed(lambda: kernels.transpose_copy(dz8t, dz8, use_triton=True))
@@ -85,26 +84,6 @@ def main(argv: list[str] | None = None) -> dict:
         kernels.TILES[1] = saved
     write_results(args.out, "bench_loss_kernels", result, markdown(result))
     return result
-
-
-def compare_fwd_grad(z, targets, cap, grad_loss, timed) -> dict:
-    """The FP8 head's loss as it ran before (forward op, then the e5m2 backward op: z read twice from
-    memory) against the forward that writes the e5m2 gradient too (softcap_ce_e5m2), side by side, and
-    whether they give the same loss and the same bytes."""
-    ops = torch.ops.commscope
-
-    def two_ops():
-        loss, lse = ops.softcap_ce(z, targets, cap)
-        return (loss, *ops.softcap_ce_backward_e5m2(z, targets, lse, grad_loss, cap)[:2])
-
-    def one_op():
-        return ops.softcap_ce_e5m2(z, targets, cap)
-
-    (loss2, dz8_2, dz8t_2), (loss1, dz8_1, dz8t_1) = two_ops(), one_op()
-    same = (loss1.item() == loss2.item() and torch.equal(dz8_1.view(torch.uint8), dz8_2.view(torch.uint8))
-            and torch.equal(dz8t_1.view(torch.uint8), dz8t_2.view(torch.uint8)))
-    del dz8_1, dz8t_1, dz8_2, dz8t_2
-    return {"two_ops_ms": timed(two_ops), "one_op_ms": timed(one_op), "same_loss_and_bytes": same}
 
 
 def compare_e5m2_rounding(sc, z, targets, lse, cap, grad_loss, timed) -> dict:
@@ -185,14 +164,9 @@ def markdown(result: dict) -> str:
     rounding_text = (f"e5m2 rounding, the op: by hand (through fp16) {r['by_hand']['ms']:.3f} ms, hardware conversion "
                      f"{r['hardware']['ms']:.3f} ms (used: {r['hardware']['used']}); bytes differing "
                      f"{100 * r['bytes_differing']:.4f} %.")
-    f = result["fwd_grad"]
-    fwd_grad_text = (f"FP8 head loss, forward + backward: forward op then e5m2 backward op {f['two_ops_ms']:.3f} ms; "
-                     f"one forward writing the e5m2 gradient (softcap_ce_e5m2) {f['one_op_ms']:.3f} ms "
-                     f"({f['two_ops_ms'] / f['one_op_ms']:.3f}×); same loss and bytes: "
-                     f"{'yes' if f['same_loss_and_bytes'] else 'NO'}.")
     return "\n".join(["## Loss kernels: exact vs hardware tanh", "", provenance_line(result), "",
                       md_table(["kernel", "exact tanh ms", "hardware tanh ms", "ratio"], tanh_rows), "", tanh_text, "",
-                      rounding_text, "", fwd_grad_text, "",
+                      rounding_text, "",
                       "## FP8 head loss backward (softcap_ce_backward_e5m2)", "",
                       f"Shape ({n}, {v}); {result['bytes_moved'] / 1e9:.2f} GB moved; dz8t equals dz8 transposed: "
                       f"{'yes' if result['op_exact'] else 'NO'}; autotuned: {result['loss_kernel_configs']}.", "",

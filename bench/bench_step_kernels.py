@@ -38,7 +38,6 @@ CATEGORIES = (
     ("head softcap + cross-entropy", r"softcap|tanh|log_softmax|_softmax|nll_loss|cross_entropy|logsumexp"),
     # instrumented_model's fused Triton updates (optim_triton); Polar Express's matmuls count as matmul
     ("optimizer elementwise", r"adam|cautious|nesterov|multi_tensor|foreach"),
-    ("MLP relu² matmul (Triton)", r"relu2_matmul"),
     ("communication", r"nccl"),
     ("copy / transpose / memset", r"memcpy|memset|copy_kernel|transpose_tile"),
 )

@@ -196,7 +196,6 @@ TRAINER_VARIANTS: dict[str, tuple[dict | None, dict]] = {
     "compile": ({}, {}),
     "compile-unfused-loss": ({}, {"fused_loss": False}),  # torch's softcap + cross-entropy (session 12)
     "compile-fp8-head": ({}, {"fp8_head": True}),  # `commscope run --compile --fp8-head`
-    "compile-fp8-head-fused-mlp": ({}, {"fp8_head": True, "fused_mlp": True}),  # + `--fused-mlp`
     # Inductor times Triton matmul templates against cuBLAS and may fuse epilogues (relu²) into them
     "compile-max-autotune-fp8-head": ({"mode": "max-autotune-no-cudagraphs"}, {"fp8_head": True}),
 }

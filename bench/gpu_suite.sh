@@ -62,7 +62,6 @@ collect() { python3 bench/suite_collect.py --work "$WORK" --out "$OUT" >>"$OUT/s
 # SUITE_THROUGHPUT_VARIANTS, SUITE_VARIANT_TIMEOUT_S: bench_throughput's --variants (default: the four
 # before/after variants) and --variant-timeout (default 150 s); SUITE_STEP_KERNELS_VARIANT: the variant
 # of bench_step_kernels_fp8 (default compile-fp8-head); SUITE_FP8_RUN_FLAGS: more flags for run_ws1_fp8
-# (e.g. --fused-mlp)
 
 # step NAME LIMIT_S COMMAND... : run COMMAND (a bash string) with its output in logs/NAME.log
 step() {
@@ -95,14 +94,12 @@ cli_json() { echo "$CS $2 > $R/$1.json"; }
 step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0), torch.cuda.nccl.version())'; python3 -c 'import orjson, plotly; print(\"orjson\", orjson.__version__, \"plotly\", plotly.__version__)'; git log --oneline -1 2>/dev/null || true"
 
 if [[ $GROUP == bench || $GROUP == all ]]; then
-    step pytest_cuda 240 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py tests/test_softcap_ce.py tests/test_fp8_head.py tests/test_relu2_mlp.py"
+    step pytest_cuda 240 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py tests/test_softcap_ce.py tests/test_fp8_head.py"
     step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
     step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
     step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"
     # the loss kernels: e5m2 backward vs a copy of the same bytes, exact vs hardware tanh
     step bench_loss_kernels 150 "python3 bench/bench_loss_kernels.py --device $DEV --out $R"
-    # the fused relu² MLP against the compiled block (cuBLAS + Inductor), one speedrun layer
-    step bench_mlp_kernels 150 "python3 bench/bench_mlp_kernels.py --device $DEV --out $R"
     step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
     step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first

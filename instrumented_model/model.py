@@ -37,7 +37,6 @@ from torch import nn
 
 from .config import NUM_VE_TABLES, ModelConfig
 from .fp8_head import fp8_head_loss
-from .relu2_mlp import relu2_mlp
 from .heads import check_layout, head_weight_from_embed, head_weight_shape, lm_head_logits
 from .softcap_ce import softcap, softcap_cross_entropy
 
@@ -78,16 +77,14 @@ class Rotary(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig, head_layout: str = "transposed", fused_loss: bool | None = None,
-                 fp8_head: bool = False, fused_mlp: bool = False):
+                 fp8_head: bool = False):
         """fused_loss: the softcap_ce kernels (None: on CUDA when Triton is installed; see softcap_ce);
-        fp8_head: the record's FP8 head matmuls in the training loss (fp8_head.py; CUDA only);
-        fused_mlp: the relu² in the up projection's matmul epilogue (relu2_mlp.py; CUDA only)."""
+        fp8_head: the record's FP8 head matmuls in the training loss (fp8_head.py; CUDA only)."""
         super().__init__()
         check_layout(head_layout)
         if fp8_head and fused_loss is False:
             raise ValueError("the FP8 head computes its loss with the fused kernels: fused_loss=False contradicts it")
         self.cfg, self.head_layout, self.fused_loss, self.fp8_head = cfg, head_layout, fused_loss, fp8_head
-        self.fused_mlp = fused_mlp
         D, V, H, G, L = cfg.model_dim, cfg.vocab_size, cfg.num_heads, cfg.gate_dim, cfg.num_layers
         # layer index → ordinal in the attention-indexed banks / ve gate bank
         self.attn_index = {layer: j for j, layer in enumerate(cfg.attn_layers)}
@@ -203,11 +200,7 @@ class GPT(nn.Module):
         y = y * torch.sigmoid(F.linear(x[..., :G], out_gate)).unsqueeze(-1)
         return F.linear(y.reshape(B, T, D), qkvo[3])
 
-    def mlp_block(self, x: torch.Tensor, up_down: torch.Tensor) -> torch.Tensor:
+    @staticmethod
+    def mlp_block(x: torch.Tensor, up_down: torch.Tensor) -> torch.Tensor:
         """up_down: (2, 4D, D) view of the bank; the down projection is stored (4D, D) like the up one."""
-        if not self.fused_mlp:
-            return F.relu(F.linear(x, up_down[0])).square() @ up_down[1]
-        # the fused op takes one dtype: the one autocast would give the matmuls (bf16 on CUDA)
-        dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else x.dtype
-        up, down = up_down.to(dtype).unbind(0)
-        return relu2_mlp(x.to(dtype).flatten(0, -2), up, down).view(*x.shape[:-1], -1)
+        return F.relu(F.linear(x, up_down[0])).square() @ up_down[1]

@@ -8,8 +8,8 @@ reads/writes them in several passes: 10.1 ms of the compiled speedrun step on an
 for the fused kernels (docs/benchmarks.md, session 13) and 4.4 ms with the hardware tanh for a 16-bit z
 (`fast_tanh`, session 14).
 
-The kernels sit behind torch.library custom ops (forward, backward, and for the FP8 head,
-instrumented_model.fp8_head, a forward that writes the e5m2 gradient too, and the e5m2 backward), so torch.compile keeps them as opaque calls (no graph break); autograd
+The kernels sit behind torch.library custom ops (forward, backward, and the FP8 head's e5m2 backward,
+instrumented_model.fp8_head), so torch.compile keeps them as opaque calls (no graph break); autograd
 wires the backward through `register_autograd`.
 
 Invariants:
@@ -134,7 +134,7 @@ def _softcap_ce_backward_e5m2(z: Tensor, targets: Tensor, lse: Tensor, grad_loss
         _launch("bwd", n, z, targets, lse, lse, _fp8_gain(z), dz8.view(torch.uint8), v, z.stride(0), v, cap,
                 E5M2=True, FAST_TANH=fast_tanh(z))
         transpose_copy(dz8t, dz8, use_triton=True)
-    return dz8, dz8t, e5m2_grad_scale(grad_loss, targets)
+    return dz8, dz8t, _grad_scale(grad_loss, targets) / FP8_GAIN
 
 
 @_softcap_ce_backward_e5m2.register_fake
@@ -144,49 +144,15 @@ def _(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) ->
             z.new_empty((), dtype=torch.float32))
 
 
-@torch.library.custom_op("commscope::softcap_ce_e5m2", mutates_args=())
-def _softcap_ce_e5m2(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor, Tensor]:
-    """(mean loss, dz8, dz8t): the FP8 head's forward, which also writes the gradient of the per-row
-    losses as e5m2, dz8 · FP8_GAIN⁻¹ = q, in one kernel that reads each row of z twice back to back (the
-    second time mostly from L2), and its transpose dz8t (V, N) as `softcap_ce_backward_e5m2` does. The mean loss's dz is dz8 times `e5m2_grad_scale(grad_loss, targets)`: the
-    upstream gradient is only known later, and it is a scalar, so it goes into the FP8 matmul's scale.
-
-    Against the forward + `softcap_ce_backward_e5m2` pair this reads z (N·V·2 bytes) from memory once
-    instead of twice, and z need not be kept for the backward (docs/benchmarks.md, session 15)."""
-    n, v = z.shape
-    lse = torch.empty(n, device=z.device, dtype=torch.float32)
-    row_loss = torch.empty(n, device=z.device, dtype=torch.float32)
-    dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
-    dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)
-    if n:
-        _launch("fwd_grad", n, z, targets, lse, row_loss, _fp8_gain(z), dz8.view(torch.uint8), v, z.stride(0), v,
-                cap, E5M2=True, FAST_TANH=fast_tanh(z))
-        transpose_copy(dz8t, dz8, use_triton=True)
-    valid = (targets != IGNORE_INDEX).sum()
-    return row_loss.sum() / valid, dz8, dz8t
-
-
-@_softcap_ce_e5m2.register_fake
-def _(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor, Tensor]:
-    n, v = z.shape
-    return (z.new_empty((), dtype=torch.float32), z.new_empty((n, v), dtype=torch.float8_e5m2),
-            z.new_empty((v, n), dtype=torch.float8_e5m2))
-
-
-def e5m2_grad_scale(grad_loss: Tensor, targets: Tensor) -> Tensor:
-    """The scale of the e5m2 gradient for the mean loss: dz = dz8 · this (a 0-d fp32 tensor)."""
-    return _grad_scale(grad_loss, targets) / FP8_GAIN
-
-
 def _fp8_gain(z: Tensor) -> Tensor:
     return torch.full((1,), FP8_GAIN, device=z.device, dtype=torch.float32)
 
 
-# The row kernel's roles: which of its passes run (softcap_ce_triton.softcap_ce_row). Each role is
-# autotuned apart: one pass or two over a row load the memory system differently.
+# The row kernel's roles: which of its passes run (softcap_ce_triton.softcap_ce_row), each autotuned apart.
+# Both passes in one program (the loss and its gradient in the forward, z read once from memory) ran
+# 0.98× the two kernels on an H200: the second read of a row missed L2 (docs/benchmarks.md, session 15).
 ROLES = {"fwd": {"LSE_PASS": True, "GRAD_PASS": False},
-         "bwd": {"LSE_PASS": False, "GRAD_PASS": True},
-         "fwd_grad": {"LSE_PASS": True, "GRAD_PASS": True}}
+         "bwd": {"LSE_PASS": False, "GRAD_PASS": True}}
 _autotuned: dict[str, object] = {}
 
 

@@ -64,8 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch.compile the model's forward (its backward follows); the optimizer stays eager")
     p.add_argument("--fp8-head", action="store_true",
                    help="the record's FP8 LM head matmuls in the loss (CUDA only; changes the numbers slightly)")
-    p.add_argument("--fused-mlp", action="store_true",
-                   help="the relu² fused into the MLP's up-projection matmul, a Triton kernel (CUDA only)")
     p.add_argument("--comm-schedule", choices=("explicit", "hooks"), default="explicit")
     p.add_argument("--scatter-order", default=None, help="comma list of the 13 labels")
     p.add_argument("--work-order", default=None, help="comma list of the 13 labels")
@@ -126,8 +124,6 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
         raise UserError("--device cuda: no CUDA device is available here (use --device cpu)")
     if args.fp8_head and args.device != "cuda":
         raise UserError("--fp8-head needs --device cuda (FP8 matmuls and the fused loss kernels run on the GPU)")
-    if args.fused_mlp and args.device != "cuda":
-        raise UserError("--fused-mlp needs --device cuda (its Triton matmul runs on the GPU)")
     if args.backend == "nccl" and args.device != "cuda":
         raise UserError("--backend nccl needs --device cuda (gloo runs on CPU)")
     for name in ("steps", "grad_accum"):
@@ -218,7 +214,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
 
     cfg = make_config(args.preset, world_size)
     torch.manual_seed(args.seed)  # identical initial parameters on every rank and every world size
-    model = GPT(cfg, head_layout=args.head_layout, fp8_head=args.fp8_head, fused_mlp=args.fused_mlp).to(device)
+    model = GPT(cfg, head_layout=args.head_layout, fp8_head=args.fp8_head).to(device)
     params = model.labelled_params()
     # The compiled wrapper shares the module's parameters, so hooks and the optimizer see the same tensors.
     forward = torch.compile(model) if args.compile else model

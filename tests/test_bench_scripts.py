@@ -112,26 +112,7 @@ def test_loss_kernels_bench_checks_layouts_restores_tiles_and_compares_tanh(tmp_
     assert not t["fast"]["hardware_tanh"] and t["loss_diff_fast_vs_exact"] == 0 and t["dz_rel_l2_diff"] == 0
     assert abs(t["loss_diff_exact_vs_fp32_torch"]) < 1e-5 * t["ref_loss"]
     assert not r["e5m2_rounding"]["hardware"]["used"] and r["e5m2_rounding"]["bytes_differing"] == 0
-    assert r["fwd_grad"]["same_loss_and_bytes"] and r["fwd_grad"]["one_op_ms"] > 0
     assert "% of copy bandwidth" in (tmp_path / "bench_loss_kernels.md").read_text()
-
-
-def test_mlp_kernels_bench_compares_both_blocks_against_fp64(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    mod = bench("bench_mlp_kernels")
-    r = mod.main(["--device", "cpu", "--out", str(tmp_path)])
-    check_header(r, tmp_path, "bench_mlp_kernels")
-    n, d = mod.CPU_SHAPE
-    assert r["shape"] == [n, d] and r["matmuls"]["flops"] == 8 * n * d * d
-    assert set(r["blocks"]) == {"inductor", "fused"}
-    for block in r["blocks"].values():  # fp32 on CPU: both blocks agree with the fp64 reference
-        assert block["fwd_ms"] > 0 and block["fwd_bwd_ms"] > 0
-        assert set(block["rel_l2_error"]) == {"y", "dx", "d_up", "d_down"}
-        assert max(block["rel_l2_error"].values()) < 1e-5
-    m = r["matmuls"]
-    assert m["default_kernel"] == "pointer"  # the interpreter: TMA only on a GPU by default
-    assert m["pointer"]["same_as_default"] and all(m[k]["fwd_ms"] > 0 and m[k]["bwd_ms"] > 0 for k in ("pointer", "tma"))
-    assert "ratio inductor / fused" in (tmp_path / "bench_mlp_kernels.md").read_text()
 
 
 def test_head_layout_standard_head_copies_then_adds_strided(tmp_path):
@@ -207,8 +188,7 @@ def test_step_kernels_counts_every_op_once_by_category(tmp_path):
     assert mod.category("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT") == "matmul"
     assert mod.category("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd") == "attention"
     assert mod.category("triton_red_fused__log_softmax_tanh_div_mul_0") == "head softcap + cross-entropy"
-    assert mod.category("softcap_ce_row") == "head softcap + cross-entropy"  # the fused loss kernels
-    assert mod.category("relu2_matmul") == "MLP relu² matmul (Triton)"
+    assert mod.category("softcap_ce_row") == "head softcap + cross-entropy"  # the fused loss kernel
     assert sum(r["all_kernels_ms"].values()) == pytest.approx(r["kernel_ms_per_step"], rel=1e-9)
     assert mod.category("ncclDevKernel_AllGather_RING_LL") == "communication"
     assert mod.category("adam_cautious") == "optimizer elementwise"

@@ -46,8 +46,6 @@ def test_fp8_head_loss_and_gradients_are_close_to_fp32(triton_device, layout):
     x8, w8 = x.clone().requires_grad_(), w.clone().requires_grad_()
     loss = fp8_head_loss(x8, w8, targets, CAP, layout)
     dx, dw = torch.autograd.grad(loss, (x8, w8))
-    with torch.no_grad():  # evaluation takes the loss-only kernel: the same loss
-        assert fp8_head_loss(x, w, targets, CAP, layout).item() == loss.item()
 
     assert abs(loss.item() - ref.item()) < 2e-3 * ref.item()
     assert rel(dw, ref_w.grad) < 0.06

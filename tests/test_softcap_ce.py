@@ -95,7 +95,6 @@ def test_custom_ops_pass_opcheck(triton_device):
     what torch.compile relies on to keep the op as one opaque call."""
     z, targets = case(5, 300, torch.float32, triton_device, seed=3)
     torch.library.opcheck(torch.ops.commscope.softcap_ce.default, (z.requires_grad_(), targets, CAP))
-    torch.library.opcheck(torch.ops.commscope.softcap_ce_e5m2.default, (z.detach().bfloat16(), targets, CAP))
 
 
 def test_tiny_model_loss_and_gradients_match_with_the_fused_loss(triton_device):
@@ -143,24 +142,6 @@ def test_e5m2_backward_writes_both_layouts_of_the_same_gradient(triton_device, e
                z.stride(0), 300, CAP, E5M2=False, FAST_TANH=False)
     differ = (q_gain.to(torch.float8_e5m2).view(torch.uint8) != dz8.view(torch.uint8)).float().mean().item()
     assert differ == 0 if sc.hw_e5m2_rounding() else differ < 0.01
-
-
-def test_forward_with_the_e5m2_gradient_equals_forward_then_backward(triton_device):
-    """The FP8 head's one-kernel forward (softcap_ce_e5m2) against the two ops it replaces: the same loss
-    and the same e5m2 bytes in both layouts, and dz8 · e5m2_grad_scale is the mean loss's gradient for
-    the upstream gradient given later. Ragged shape, an ignored row, more than one block per row."""
-    v = 2 * sc.ROW_DEFAULT[0] + 77
-    z, targets = case(9, v, torch.bfloat16, triton_device, seed=5)
-    targets[2] = IGNORE_INDEX
-    grad_loss = torch.tensor(0.25, device=triton_device)
-    loss, lse = torch.ops.commscope.softcap_ce(z, targets, CAP)
-    dz8, dz8t, scale = torch.ops.commscope.softcap_ce_backward_e5m2(z, targets, lse, grad_loss, CAP)
-    loss1, dz8_1, dz8t_1 = torch.ops.commscope.softcap_ce_e5m2(z, targets, CAP)
-    assert loss1.item() == loss.item()
-    assert torch.equal(dz8_1.view(torch.uint8), dz8.view(torch.uint8))
-    assert torch.equal(dz8t_1.view(torch.uint8), dz8t.view(torch.uint8))
-    assert sc.e5m2_grad_scale(grad_loss, targets).item() == scale.item() == 0.25 / 8 / sc.FP8_GAIN
-    assert torch.count_nonzero(dz8_1[2].float()) == 0 and torch.count_nonzero(dz8_1[3].float()) > 0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the hardware tanh is GPU-only (inline PTX)")

@@ -43,7 +43,6 @@ def register(app: typer.Typer) -> None:
         with_stack: bool = typer.Option(False, "--with-stack", help="Python stacks in the profiler window."),
         compile: bool = typer.Option(False, "--compile", help="torch.compile the model (GPU speed; the first steps pay for compilation)."),
         fp8_head: bool = typer.Option(False, "--fp8-head", help="The record's FP8 LM head matmuls (CUDA only; numbers change slightly)."),
-        fused_mlp: bool = typer.Option(False, "--fused-mlp", help="The relu² fused into the MLP's up-projection matmul (a Triton kernel; CUDA only)."),
         inject: Optional[List[str]] = typer.Option(None, "--inject", help="Inject a fault, repeatable: "
                                                    "KIND@rank=R,step=S[,label=L][,ms=M] with KIND crash|hang|delay|desync (docs/faults.md)."),
         hang_timeout: Optional[float] = typer.Option(None, "--hang-timeout", help="Seconds a collective wait may "
@@ -69,9 +68,8 @@ def register(app: typer.Typer) -> None:
             argv.append("--with-stack")
         if compile:
             argv.append("--compile")
-        for flag, on in (("--fp8-head", fp8_head), ("--fused-mlp", fused_mlp)):
-            if on:
-                argv.append(flag)
+        if fp8_head:
+            argv.append("--fp8-head")
         for spec in inject or ():
             argv += ["--inject", spec]
         topology = Topology(nproc=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
