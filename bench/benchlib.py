@@ -196,6 +196,9 @@ TRAINER_VARIANTS: dict[str, tuple[dict | None, dict]] = {
     "compile": ({}, {}),
     "compile-unfused-loss": ({}, {"fused_loss": False}),  # torch's softcap + cross-entropy (session 12)
     "compile-fp8-head": ({}, {"fp8_head": True}),  # `commscope run --compile --fp8-head`
+    # the residual stream in fp32 under autocast: the trainer before session 15
+    "compile-fp32-residual": ({}, {"bf16_residual": False}),
+    "compile-fp8-head-fp32-residual": ({}, {"fp8_head": True, "bf16_residual": False}),
     # Inductor times Triton matmul templates against cuBLAS and may fuse epilogues (relu²) into them
     "compile-max-autotune-fp8-head": ({"mode": "max-autotune-no-cudagraphs"}, {"fp8_head": True}),
 }

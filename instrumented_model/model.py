@@ -26,6 +26,11 @@ Invariants:
 - The loss is a mean cross-entropy over fp32 soft-capped logits (instrumented_model.softcap_ce: one fused
   Triton op on CUDA, the plain torch ops elsewhere; both agree to fp32 rounding). On CUDA the trunk and
   the head matmul run under bf16 autocast; on CPU everything is fp32.
+- Under autocast the residual stream is in the autocast dtype (`bf16_residual`, the default): the
+  embedding outputs are cast to it, and everything added to them (matmul outputs, gates, 0-d lambdas)
+  keeps it, as in the record, whose embedding tables are bf16. The parameters, their gradients and the
+  optimizer stay fp32. An fp32 stream made Inductor's norm and residual kernels move twice the bytes
+  (docs/benchmarks.md, session 15).
 """
 from __future__ import annotations
 
@@ -77,14 +82,16 @@ class Rotary(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig, head_layout: str = "transposed", fused_loss: bool | None = None,
-                 fp8_head: bool = False):
+                 fp8_head: bool = False, bf16_residual: bool = True):
         """fused_loss: the softcap_ce kernels (None: on CUDA when Triton is installed; see softcap_ce);
-        fp8_head: the record's FP8 head matmuls in the training loss (fp8_head.py; CUDA only)."""
+        fp8_head: the record's FP8 head matmuls in the training loss (fp8_head.py; CUDA only);
+        bf16_residual: the residual stream in autocast's dtype under autocast (False: fp32, see above)."""
         super().__init__()
         check_layout(head_layout)
         if fp8_head and fused_loss is False:
             raise ValueError("the FP8 head computes its loss with the fused kernels: fused_loss=False contradicts it")
         self.cfg, self.head_layout, self.fused_loss, self.fp8_head = cfg, head_layout, fused_loss, fp8_head
+        self.bf16_residual = bf16_residual
         D, V, H, G, L = cfg.model_dim, cfg.vocab_size, cfg.num_heads, cfg.gate_dim, cfg.num_layers
         # layer index → ordinal in the attention-indexed banks / ve gate bank
         self.attn_index = {layer: j for j, layer in enumerate(cfg.attn_layers)}
@@ -164,7 +171,8 @@ class GPT(nn.Module):
         ve_gates = self.ve_gate_bank.unbind(0)
         ve_tables = (self.ve0, self.ve1, self.ve2)
 
-        x = F.embedding(idx, self.embed)
+        stream = self.residual_dtype(idx)
+        x = F.embedding(idx, self.embed).to(stream)
         # smear: each token takes a gated share of the previous token's embedding
         smear = smear_lambda * torch.sigmoid(F.linear(x[:, 1:, :G], self.smear_gate))
         x = torch.cat([x[:, :1], x[:, 1:] + smear * x[:, :-1]], dim=1)
@@ -179,12 +187,20 @@ class GPT(nn.Module):
                 ve = ve_gate = None
                 if i in self.ve_index:
                     k = self.ve_index[i]
-                    ve, ve_gate = F.embedding(idx, ve_tables[cfg.ve_tables[k]]), ve_gates[k]
+                    ve, ve_gate = F.embedding(idx, ve_tables[cfg.ve_tables[k]]).to(stream), ve_gates[k]
                 x = x + self.attention(rms_norm(x), attn_w[j], attn_gates[j], ve, ve_gate)
             x = x + self.mlp_block(rms_norm(x), mlp_w[i])
             if i == cfg.skip_from:
                 skip = x
         return rms_norm(x)
+
+    def residual_dtype(self, idx: torch.Tensor) -> torch.dtype:
+        """The residual stream's dtype: autocast's on idx's device when it is on (and bf16_residual), else
+        the embedding's."""
+        device = idx.device.type
+        if self.bf16_residual and torch.is_autocast_enabled(device):
+            return torch.get_autocast_dtype(device)
+        return self.embed.dtype
 
     def attention(self, x, qkvo, out_gate, ve, ve_gate):
         """x: (B, T, D) normed; qkvo: (4, D, D) view of the bank; gates (H, 12); ve: (B, T, D) or None."""

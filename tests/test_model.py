@@ -384,3 +384,24 @@ def test_cuda_autocast_heads_agree_and_keep_the_layout_mismatch():
     assert arrived["transposed"].is_contiguous()
     assert rel_err(t.lm_head.grad, s.lm_head.grad.T) < 2e-2
     assert rel_err(t.attn.grad, s.attn.grad) < 2e-2
+
+
+def test_residual_stream_takes_the_autocast_dtype():
+    """Under autocast (CPU bf16 autocast here; the trainer's is CUDA's) the residual stream is bf16 from the
+    embedding on, so the head's input is bf16; bf16_residual=False keeps it fp32. Either way the head's
+    inputs agree to bf16 precision and the parameters' gradients stay fp32. (Only the trunk here: the
+    heads' autograd functions cast for CUDA's autocast, not the CPU's.)"""
+    cfg = make_config("tiny", 8)
+    torch.manual_seed(0)
+    bf16, fp32 = GPT(cfg), GPT(cfg, bf16_residual=False)
+    fp32.load_state_dict(bf16.state_dict())
+    idx, targets = batch(cfg)
+    assert bf16.final_hidden(idx).dtype == torch.float32  # no autocast: the embedding's dtype
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert bf16.final_hidden(idx).dtype == torch.bfloat16
+        assert fp32.final_hidden(idx).dtype == torch.float32
+        hidden = [m.final_hidden(idx).float() for m in (bf16, fp32)]
+    assert rel_err(hidden[0], hidden[1]) < 2e-2
+    (hidden[0] * torch.randn(hidden[0].shape, generator=torch.Generator().manual_seed(3))).sum().backward()
+    assert bf16.embed.grad.dtype == torch.float32 and bf16.ve0.grad.dtype == torch.float32
+    assert torch.count_nonzero(bf16.embed.grad) > 0
