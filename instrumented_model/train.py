@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch.compile the model's forward (its backward follows); the optimizer stays eager")
     p.add_argument("--fp8-head", action="store_true",
                    help="the record's FP8 LM head matmuls in the loss (CUDA only; changes the numbers slightly)")
+    p.add_argument("--fp32-residual", action="store_true",
+                   help="keep the residual stream fp32 under CUDA autocast (default: bf16, as the record; "
+                        "the trainer before session 15)")
     p.add_argument("--comm-schedule", choices=("explicit", "hooks"), default="explicit")
     p.add_argument("--scatter-order", default=None, help="comma list of the 13 labels")
     p.add_argument("--work-order", default=None, help="comma list of the 13 labels")
@@ -214,7 +217,8 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
 
     cfg = make_config(args.preset, world_size)
     torch.manual_seed(args.seed)  # identical initial parameters on every rank and every world size
-    model = GPT(cfg, head_layout=args.head_layout, fp8_head=args.fp8_head).to(device)
+    model = GPT(cfg, head_layout=args.head_layout, fp8_head=args.fp8_head,
+                bf16_residual=not args.fp32_residual).to(device)
     params = model.labelled_params()
     # The compiled wrapper shares the module's parameters, so hooks and the optimizer see the same tensors.
     forward = torch.compile(model) if args.compile else model

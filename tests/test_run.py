@@ -233,3 +233,16 @@ def test_failing_rank_gives_failed_summary(tmp_path):
     assert "outside the model's vocabulary" in s["message"]
     st = json.loads((out / "rank1" / "status.json").read_text())
     assert st["status"] == "failed" and st["last_step"] == 1
+
+
+def test_fp32_residual_flag_reaches_the_trainer_and_its_config(tmp_path):
+    """`commscope run --fp32-residual` is passed to the trainer, whose config.json records it (a default
+    run records false: bf16 stream under CUDA autocast; on CPU there is no autocast, so only the record
+    differs here)."""
+    out = tmp_path / "run"
+    r = commscope("run", "--nproc", "1", "--steps", "1", "--trace", "off", "--fp32-residual", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((out / "config.json").read_text())["args"]["fp32_residual"] is True
+    s = launch_training(["--steps", "1", "--trace", "off"], Topology(1), str(tmp_path / "default"), console=_quiet())
+    assert s["status"] == "completed", s["message"]
+    assert json.loads((tmp_path / "default" / "config.json").read_text())["args"]["fp32_residual"] is False

@@ -43,6 +43,7 @@ def register(app: typer.Typer) -> None:
         with_stack: bool = typer.Option(False, "--with-stack", help="Python stacks in the profiler window."),
         compile: bool = typer.Option(False, "--compile", help="torch.compile the model (GPU speed; the first steps pay for compilation)."),
         fp8_head: bool = typer.Option(False, "--fp8-head", help="The record's FP8 LM head matmuls (CUDA only; numbers change slightly)."),
+        fp32_residual: bool = typer.Option(False, "--fp32-residual", help="Keep the residual stream fp32 under CUDA autocast (default bf16, as the record)."),
         inject: Optional[List[str]] = typer.Option(None, "--inject", help="Inject a fault, repeatable: "
                                                    "KIND@rank=R,step=S[,label=L][,ms=M] with KIND crash|hang|delay|desync (docs/faults.md)."),
         hang_timeout: Optional[float] = typer.Option(None, "--hang-timeout", help="Seconds a collective wait may "
@@ -68,8 +69,9 @@ def register(app: typer.Typer) -> None:
             argv.append("--with-stack")
         if compile:
             argv.append("--compile")
-        if fp8_head:
-            argv.append("--fp8-head")
+        for flag, on in (("--fp8-head", fp8_head), ("--fp32-residual", fp32_residual)):
+            if on:
+                argv.append(flag)
         for spec in inject or ():
             argv += ["--inject", spec]
         topology = Topology(nproc=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
