@@ -1,12 +1,14 @@
 """The trainer's loss: mean cross-entropy over soft-capped logits, cap·tanh(z / cap), in one fused op.
 
 `softcap_cross_entropy(z, targets, cap)` equals `F.cross_entropy(cap * tanh(z.float() / cap), targets)`.
-On CUDA (when Triton is installed) it runs one Triton row kernel in two roles
-(instrumented_model.softcap_ce_triton): the forward reads the head output z once and keeps one
-log-sum-exp per row; the backward recomputes the soft cap and writes dz once, in z's dtype. The unfused path materializes fp32 softcapped logits and
+On CUDA (when Triton is installed) it runs two Triton kernels (instrumented_model.softcap_ce_triton):
+the forward reads the head output z once and keeps one log-sum-exp per row; the backward recomputes the
+soft cap and writes dz once, in z's dtype. The unfused path materializes fp32 softcapped logits and
 reads/writes them in several passes: 10.1 ms of the compiled speedrun step on an H200, against 5.6 ms
 for the fused kernels (docs/benchmarks.md, session 13) and 4.4 ms with the hardware tanh for a 16-bit z
-(`fast_tanh`, session 14).
+(`fast_tanh`, session 14). One kernel doing both in the forward (the gradient written while z streams
+through, so z is read from memory once) ran 0.98× the pair on an H200, because the second read of each
+100 KB row missed L2 (session 15); it is on branch s15-fused-mlp.
 
 The kernels sit behind torch.library custom ops (forward, backward, and the FP8 head's e5m2 backward,
 instrumented_model.fp8_head), so torch.compile keeps them as opaque calls (no graph break); autograd
@@ -91,7 +93,8 @@ def _softcap_ce(z: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor]
     lse = torch.empty(n, device=z.device, dtype=torch.float32)
     row_loss = torch.empty(n, device=z.device, dtype=torch.float32)
     if n:
-        _launch("fwd", n, z, targets, lse, row_loss, lse, lse, v, z.stride(0), 0, cap, FAST_TANH=fast_tanh(z))
+        _launch("softcap_ce_fwd", lambda meta: (n,), z, targets, lse, row_loss, v, z.stride(0), cap, 2.0 / cap,
+                IGNORE_INDEX, FAST_TANH=fast_tanh(z))
     valid = (targets != IGNORE_INDEX).sum()
     return row_loss.sum() / valid, lse  # 0/0 = nan with no valid row, as F.cross_entropy
 
@@ -107,8 +110,9 @@ def _softcap_ce_backward(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Ten
     n, v = z.shape
     dz = torch.empty_like(z, memory_format=torch.contiguous_format)
     if n:
-        _launch("bwd", n, z, targets, lse, lse, _grad_scale(grad_loss, targets).reshape(1), dz, v, z.stride(0),
-                dz.stride(0), cap, E5M2=False, FAST_TANH=fast_tanh(z))
+        _launch("softcap_ce_bwd", lambda meta: (n,), z, targets, lse, _grad_scale(grad_loss, targets).reshape(1),
+                dz, v, z.stride(0), dz.stride(0), cap, 2.0 / cap, IGNORE_INDEX, E5M2=False, FAST_TANH=fast_tanh(z),
+                HW_CVT=False)
     return dz
 
 
@@ -131,8 +135,10 @@ def _softcap_ce_backward_e5m2(z: Tensor, targets: Tensor, lse: Tensor, grad_loss
     dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
     dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)
     if n:
-        _launch("bwd", n, z, targets, lse, lse, _fp8_gain(z), dz8.view(torch.uint8), v, z.stride(0), v, cap,
-                E5M2=True, FAST_TANH=fast_tanh(z))
+        gain = torch.full((1,), FP8_GAIN, device=z.device, dtype=torch.float32)
+        _launch("softcap_ce_bwd", lambda meta: (n,), z, targets, lse, gain, dz8.view(torch.uint8), v, z.stride(0),
+                v, cap, 2.0 / cap, IGNORE_INDEX, E5M2=True, FAST_TANH=fast_tanh(z),
+                HW_CVT=hw_e5m2_rounding())
         transpose_copy(dz8t, dz8, use_triton=True)
     return dz8, dz8t, _grad_scale(grad_loss, targets) / FP8_GAIN
 
@@ -144,39 +150,32 @@ def _(z: Tensor, targets: Tensor, lse: Tensor, grad_loss: Tensor, cap: float) ->
             z.new_empty((), dtype=torch.float32))
 
 
-def _fp8_gain(z: Tensor) -> Tensor:
-    return torch.full((1,), FP8_GAIN, device=z.device, dtype=torch.float32)
-
-
-# The row kernel's roles: which of its passes run (softcap_ce_triton.softcap_ce_row), each autotuned apart.
-# Both passes in one program (the loss and its gradient in the forward, z read once from memory) ran
-# 0.98× the two kernels on an H200: the second read of a row missed L2 (docs/benchmarks.md, session 15).
-ROLES = {"fwd": {"LSE_PASS": True, "GRAD_PASS": False},
-         "bwd": {"LSE_PASS": False, "GRAD_PASS": True}}
+_CANDIDATES = {  # kernel → (autotune key, candidate (constexprs, num_warps), the interpreter's default)
+    "softcap_ce_fwd": (["V"], [({"BLOCK": b}, w) for b, w in ROW_CONFIGS], ({"BLOCK": ROW_DEFAULT[0]}, ROW_DEFAULT[1])),
+    "softcap_ce_bwd": (["V"], [({"BLOCK": b}, w) for b, w in ROW_CONFIGS], ({"BLOCK": ROW_DEFAULT[0]}, ROW_DEFAULT[1])),
+}
 _autotuned: dict[str, object] = {}
 
 
-def _launch(role: str, rows: int, *args, E5M2: bool = False, FAST_TANH: bool) -> None:
-    """Run the row kernel in `role` (ROLES) over `rows` rows: autotuned on a GPU among ROW_CONFIGS (the
-    tuner also keys on the tensors' dtypes, so bf16 and e5m2 outputs are tuned apart), ROW_DEFAULT in
-    the interpreter. args: z, targets, lse, loss, scale, dz, V, stride_z, stride_dz, cap."""
-    *tensors_and_sizes, cap = args
-    fixed = dict(ROLES[role], E5M2=E5M2, FAST_TANH=FAST_TANH, HW_CVT=hw_e5m2_rounding())
-    args = (*tensors_and_sizes, cap, 2.0 / cap, IGNORE_INDEX)
+def _launch(name: str, grid, *args, **fixed) -> None:
+    """Run kernel `name` on `args` and the constexprs `fixed`: autotuned on a GPU (the tuner also keys on
+    the tensors' dtypes, so bf16 and e5m2 outputs are tuned apart), its default configuration in the
+    interpreter."""
+    key, candidates, (constexprs, warps) = _CANDIDATES[name]
     if interpret_mode():
-        kernel(_KERNELS, "softcap_ce_row")[(rows,)](*args, BLOCK=ROW_DEFAULT[0], **fixed, num_warps=ROW_DEFAULT[1])
+        kernel(_KERNELS, name)[grid(constexprs)](*args, **constexprs, **fixed, num_warps=warps)
         return
-    if role not in _autotuned:
+    if name not in _autotuned:
         import triton
 
-        configs = [triton.Config({"BLOCK": b}, num_warps=w) for b, w in ROW_CONFIGS]
-        _autotuned[role] = triton.autotune(configs, key=["V"])(kernel(_KERNELS, "softcap_ce_row"))
-    _autotuned[role][(rows,)](*args, **fixed)
+        configs = [triton.Config(c, num_warps=w) for c, w in candidates]
+        _autotuned[name] = triton.autotune(configs, key=key)(kernel(_KERNELS, name))
+    _autotuned[name][grid](*args, **fixed)
 
 
 def tuned_configs() -> dict[str, str]:
     """The configuration autotuning chose for each kernel run so far on a GPU (for benchmark reports)."""
-    return {f"softcap_ce_row[{role}]": str(tuner.best_config) for role, tuner in _autotuned.items()
+    return {name: str(tuner.best_config) for name, tuner in _autotuned.items()
             if getattr(tuner, "best_config", None) is not None}
 
 

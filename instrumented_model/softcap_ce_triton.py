@@ -28,15 +28,37 @@ written out in each kernel. Offsets are int64; ragged blocks are masked.
 import triton.language as tl
 
 
-def softcap_ce_row(z_ptr, tgt_ptr, lse_ptr, loss_ptr, scale_ptr, dz_ptr, V, stride_z, stride_dz, cap, two_over_cap,
-                   ignore_index, BLOCK: tl.constexpr, LSE_PASS: tl.constexpr, GRAD_PASS: tl.constexpr,
-                   E5M2: tl.constexpr, FAST_TANH: tl.constexpr, HW_CVT: tl.constexpr):
-    """One program per row, in up to two passes over it.
+def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, two_over_cap, ignore_index,
+                   BLOCK: tl.constexpr, FAST_TANH: tl.constexpr):
+    """One program per row: lse = log Σ exp(c), loss = lse − c[target] (0 for an ignored row)."""
+    row = tl.program_id(0).to(tl.int64)
+    base = z_ptr + row * stride_z
+    target = tl.load(tgt_ptr + row).to(tl.int64)
+    cols = tl.arange(0, BLOCK).to(tl.int64)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    picked = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, V, BLOCK):
+        offs = start + cols
+        mask = offs < V
+        z = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
+        if FAST_TANH:
+            t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z * (0.5 * two_over_cap)],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+        else:
+            t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
+        c = cap * t
+        acc += tl.where(mask, tl.exp(c - cap), 0.0)
+        picked += tl.where(offs == target, c, 0.0)
+    lse = cap + tl.log(tl.sum(acc, axis=0))
+    loss = tl.where(target == ignore_index, 0.0, lse - tl.sum(picked, axis=0))
+    tl.store(lse_ptr + row, lse)
+    tl.store(loss_ptr + row, loss)
 
-    LSE_PASS (the forward): lse = log Σ exp(c) and loss = lse − c[target] (0 for an ignored row), stored;
-    without it lse is loaded (the backward of a forward that kept it).
-    GRAD_PASS (the backward): dz = scale · q, in dz's dtype, or with E5M2 as e5m2 bytes (dz_ptr a uint8 view).
-    One kernel for both passes keeps the soft cap and q written once each (the two roles are one body).
+
+def softcap_ce_bwd(z_ptr, tgt_ptr, lse_ptr, scale_ptr, dz_ptr, V, stride_z, stride_dz, cap, two_over_cap,
+                   ignore_index, BLOCK: tl.constexpr, E5M2: tl.constexpr, FAST_TANH: tl.constexpr,
+                   HW_CVT: tl.constexpr):
+    """One program per row: dz = scale · q, in dz's dtype, or with E5M2 as e5m2 bytes (dz_ptr a uint8 view).
 
     scale (a 1-element fp32 tensor, so no host sync) is the loss's upstream gradient over the valid rows,
     or for e5m2 the FP8 gain (|q| ≤ 1, so the gain alone sets the range: no amax pass).
@@ -46,49 +68,27 @@ def softcap_ce_row(z_ptr, tgt_ptr, lse_ptr, loss_ptr, scale_ptr, dz_ptr, V, stri
     takes the hand rounding through fp16 (e5m2 is fp16's top byte), because it drops the carry when
     rounding up into the next binade (30.4 → 16, not 32); the gain keeps |q · gain| ≤ 2^15, inside fp16."""
     row = tl.program_id(0).to(tl.int64)
-    base = z_ptr + row * stride_z
     target = tl.load(tgt_ptr + row).to(tl.int64)
+    lse = tl.load(lse_ptr + row)
+    scale = tl.load(scale_ptr)
+    keep = tl.where(target == ignore_index, 0.0, 1.0)
     cols = tl.arange(0, BLOCK).to(tl.int64)
-    if LSE_PASS:
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        picked = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, V, BLOCK):
-            offs = start + cols
-            mask = offs < V
-            z = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
-            if FAST_TANH:
-                t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z * (0.5 * two_over_cap)],
-                                              dtype=tl.float32, is_pure=True, pack=1)
-            else:
-                t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
-            c = cap * t
-            acc += tl.where(mask, tl.exp(c - cap), 0.0)
-            picked += tl.where(offs == target, c, 0.0)
-        lse = cap + tl.log(tl.sum(acc, axis=0))
-        tl.store(lse_ptr + row, lse)
-        tl.store(loss_ptr + row, tl.where(target == ignore_index, 0.0, lse - tl.sum(picked, axis=0)))
-    else:
-        lse = tl.load(lse_ptr + row)
-    if GRAD_PASS:
-        scale = tl.load(scale_ptr)
-        keep = tl.where(target == ignore_index, 0.0, 1.0)
-        for start in range(0, V, BLOCK):
-            offs = start + cols
-            mask = offs < V
-            z = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
-            if FAST_TANH:
-                t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z * (0.5 * two_over_cap)],
-                                              dtype=tl.float32, is_pure=True, pack=1)
-            else:
-                t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
-            q = keep * (tl.exp(cap * t - lse) - tl.where(offs == target, 1.0, 0.0)) * (1.0 - t * t)
-            if E5M2 and HW_CVT:
-                tl.store(dz_ptr + row * stride_dz + offs,
-                         (scale * q).to(tl.float8e5, fp_downcast_rounding="rtne").to(tl.uint8, bitcast=True),
-                         mask=mask)
-            elif E5M2:
-                bits = (scale * q).to(tl.float16).to(tl.uint16, bitcast=True)
-                tl.store(dz_ptr + row * stride_dz + offs, ((bits + 0x7F + ((bits >> 8) & 1)) >> 8).to(tl.uint8),
-                         mask=mask)
-            else:
-                tl.store(dz_ptr + row * stride_dz + offs, (scale * q).to(dz_ptr.dtype.element_ty), mask=mask)
+    for start in range(0, V, BLOCK):
+        offs = start + cols
+        mask = offs < V
+        z = tl.load(z_ptr + row * stride_z + offs, mask=mask, other=0.0).to(tl.float32)
+        if FAST_TANH:
+            t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z * (0.5 * two_over_cap)],
+                                          dtype=tl.float32, is_pure=True, pack=1)
+        else:
+            t = 1.0 - 2.0 / (tl.exp(z * two_over_cap) + 1.0)
+        q = keep * (tl.exp(cap * t - lse) - tl.where(offs == target, 1.0, 0.0)) * (1.0 - t * t)
+        if E5M2 and HW_CVT:
+            tl.store(dz_ptr + row * stride_dz + offs,
+                     (scale * q).to(tl.float8e5, fp_downcast_rounding="rtne").to(tl.uint8, bitcast=True), mask=mask)
+        elif E5M2:
+            bits = (scale * q).to(tl.float16).to(tl.uint16, bitcast=True)
+            tl.store(dz_ptr + row * stride_dz + offs, ((bits + 0x7F + ((bits >> 8) & 1)) >> 8).to(tl.uint8),
+                     mask=mask)
+        else:
+            tl.store(dz_ptr + row * stride_dz + offs, (scale * q).to(dz_ptr.dtype.element_ty), mask=mask)

@@ -188,7 +188,7 @@ def test_step_kernels_counts_every_op_once_by_category(tmp_path):
     assert mod.category("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT") == "matmul"
     assert mod.category("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd") == "attention"
     assert mod.category("triton_red_fused__log_softmax_tanh_div_mul_0") == "head softcap + cross-entropy"
-    assert mod.category("softcap_ce_row") == "head softcap + cross-entropy"  # the fused loss kernel
+    assert mod.category("softcap_ce_bwd") == "head softcap + cross-entropy"  # the fused loss kernels
     assert sum(r["all_kernels_ms"].values()) == pytest.approx(r["kernel_ms_per_step"], rel=1e-9)
     assert mod.category("ncclDevKernel_AllGather_RING_LL") == "communication"
     assert mod.category("adam_cautious") == "optimizer elementwise"

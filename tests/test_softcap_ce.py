@@ -138,8 +138,8 @@ def test_e5m2_backward_writes_both_layouts_of_the_same_gradient(triton_device, e
     # the e5m2 rounding of q·gain (round to nearest even), as torch rounds it: the same kernel's fp32 q·gain,
     # rounded by torch, gives the same bytes (the hand rounding through fp16 may differ on double-rounding ties)
     q_gain = torch.empty(z.shape, dtype=torch.float32, device=triton_device)
-    sc._launch("bwd", 70, z, targets, lse, lse, torch.full((1,), sc.FP8_GAIN, device=triton_device), q_gain, 300,
-               z.stride(0), 300, CAP, E5M2=False, FAST_TANH=False)
+    sc._launch("softcap_ce_bwd", lambda meta: (70,), z, targets, lse, torch.full((1,), sc.FP8_GAIN, device=triton_device),
+               q_gain, 300, z.stride(0), 300, CAP, 2.0 / CAP, IGNORE_INDEX, E5M2=False, FAST_TANH=False, HW_CVT=False)
     differ = (q_gain.to(torch.float8_e5m2).view(torch.uint8) != dz8.view(torch.uint8)).float().mean().item()
     assert differ == 0 if sc.hw_e5m2_rounding() else differ < 0.01
 
