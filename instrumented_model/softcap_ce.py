@@ -8,7 +8,7 @@ reads/writes them in several passes: 10.1 ms of the compiled speedrun step on an
 for the fused kernels (docs/benchmarks.md, session 13) and 4.4 ms with the hardware tanh for a 16-bit z
 (`fast_tanh`, session 14). One kernel doing both in the forward (the gradient written while z streams
 through, so z is read from memory once) ran 0.98× the pair on an H200, because the second read of each
-100 KB row missed L2 (session 15); it is on branch s15-fused-mlp.
+100 KB row missed L2 (session 15; the code is in commit 4531a01).
 
 The kernels sit behind torch.library custom ops (forward, backward, and the FP8 head's e5m2 backward,
 instrumented_model.fp8_head), so torch.compile keeps them as opaque calls (no graph break); autograd

@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the record's FP8 LM head matmuls in the loss (CUDA only; changes the numbers slightly)")
     p.add_argument("--fp32-residual", action="store_true",
                    help="keep the residual stream fp32 under CUDA autocast (default: bf16, as the record; "
-                        "the trainer before session 15)")
+                        "fp32 was the earlier default)")
     p.add_argument("--comm-schedule", choices=("explicit", "hooks"), default="explicit")
     p.add_argument("--scatter-order", default=None, help="comma list of the 13 labels")
     p.add_argument("--work-order", default=None, help="comma list of the 13 labels")
