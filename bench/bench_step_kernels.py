@@ -66,17 +66,34 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
         cuda = device.type == "cuda"
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         with profile(activities=activities) as prof:
-            for s in range(args.warmup, args.warmup + args.steps):
+            if args.pipelined:  # each loss read after the next step is launched, as bench_throughput's loop
+                a, b = (torch.cuda.Event(enable_timing=True) for _ in range(2)) if cuda else (None, None)
                 if cuda:
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     a.record()
-                    step(s)
+                pending = None
+                for s in range(args.warmup, args.warmup + args.steps):
+                    loss = trainer_step(forward, opt, batches, s)[0]
+                    if pending is not None:
+                        pending.item()
+                    pending = loss
+                pending.item()
+                if cuda:
                     b.record()
                     b.synchronize()
-                    walls.append(a.elapsed_time(b))
-                else:
-                    step(s)
+                    walls.append(a.elapsed_time(b) / args.steps)
+            else:
+                for s in range(args.warmup, args.warmup + args.steps):
+                    if cuda:
+                        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        a.record()
+                        step(s)
+                        b.record()
+                        b.synchronize()
+                        walls.append(a.elapsed_time(b))
+                    else:
+                        step(s)
         kernels: dict[str, float] = {}
+        spans: list[tuple[float, float, str]] = []  # (start µs, end µs, name) of every CUDA kernel
         for ev in prof.events():
             # gpu_user_annotation: a record_function range drawn on the GPU's timeline over the kernels it
             # launched; counting it would count those kernels twice (sessions 13–14 did: transpose_copy)
@@ -84,6 +101,7 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
                 continue
             if cuda and ev.device_type == torch.autograd.DeviceType.CUDA and ev.device_time > 0:
                 kernels[ev.name] = kernels.get(ev.name, 0.0) + ev.device_time / 1e3  # µs -> ms
+                spans.append((ev.time_range.start, ev.time_range.end, ev.name))
             elif not cuda and ev.name.startswith("aten::") and ev.self_cpu_time_total > 0:
                 # CPU: an op's self time is its kernel (nested ops would count twice with total time)
                 kernels[ev.name] = kernels.get(ev.name, 0.0) + ev.self_cpu_time_total / 1e3
@@ -94,16 +112,38 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
     kernel_ms = sum(per_step.values())
     step_ms = statistics.median(walls) if walls else None
     return {
-        "variant": args.variant, "preset": cfg.name, "batch_size": batch, "tokens_per_step": batch * cfg.seq_len,
+        "variant": args.variant, "pipelined": args.pipelined, "preset": cfg.name, "batch_size": batch, "tokens_per_step": batch * cfg.seq_len,
         "steps": args.steps, "step_device_ms": step_ms, "kernel_ms_per_step": kernel_ms,
         "idle_ms_per_step": step_ms - kernel_ms if step_ms is not None else None,
         "by_category_ms": dict(sorted(by_cat.items(), key=lambda kv: -kv[1])),
         "top_kernels": [{"name": n, "ms_per_step": ms, "category": category(n)}
                         for n, ms in sorted(per_step.items(), key=lambda kv: -kv[1])[:args.top]],
+        "idle_before": idle_gaps(spans, args.steps, args.top),
         "loss_kernel_configs": _loss_kernel_configs(),  # what the fused loss kernels' autotuning chose
         # every kernel, so a category's contents can be read later without another GPU run
         "all_kernels_ms": {n[:200]: ms for n, ms in sorted(per_step.items(), key=lambda kv: -kv[1])},
     }
+
+
+GAP_MIN_US = 2.0  # shorter gaps are the launch latency between back-to-back kernels
+
+
+def idle_gaps(spans: list[tuple[float, float, str]], steps: int, top: int) -> list[dict]:
+    """Where the device waits: every gap longer than GAP_MIN_US between consecutive kernels of the
+    profiled steps, charged to the kernel that ends it (a kernel the host launched late, or that waited
+    on something), as the `top` kernels by gap ms per step. The wait between two steps (host reads the
+    loss, then launches) is charged to the next step's first kernel."""
+    spans = sorted(spans)
+    gaps: dict[str, list[float]] = {}
+    busy_until = spans[0][1] if spans else 0.0
+    for start, end, name in spans[1:]:
+        gap = start - busy_until
+        if gap > GAP_MIN_US:
+            gaps.setdefault(name[:120], []).append(gap)
+        busy_until = max(busy_until, end)
+    rows = [{"next_kernel": n, "ms_per_step": sum(g) / 1e3 / steps, "gaps_per_step": len(g) / steps}
+            for n, g in gaps.items()]
+    return sorted(rows, key=lambda r: -r["ms_per_step"])[:top]
 
 
 def _loss_kernel_configs() -> dict[str, str]:
@@ -115,7 +155,7 @@ def _loss_kernel_configs() -> dict[str, str]:
 def markdown(result: dict) -> str:
     total = result["kernel_ms_per_step"] or 1.0
     lines = ["## Trainer step: device time by kernel category", "", provenance_line(result), "",
-             f"{result['variant']} step, {result['preset']} preset, {result['tokens_per_step']:,} tokens, "
+             f"{result['variant']} step{' (pipelined loop)' if result.get('pipelined') else ''}, {result['preset']} preset, {result['tokens_per_step']:,} tokens, "
              f"{result['steps']} profiled steps; kernel time {result['kernel_ms_per_step']:.1f} ms per step"
              + (f" of {result['step_device_ms']:.1f} ms between the step's CUDA events "
                 f"({result['idle_ms_per_step']:.1f} ms with no kernel running)" if result["step_device_ms"] else "")
@@ -127,6 +167,11 @@ def markdown(result: dict) -> str:
     lines += ["", md_table(["kernel (first 90 characters)", "category", "ms per step"],
                            [[k["name"][:90].replace("|", "/"), k["category"], k["ms_per_step"]]
                             for k in result["top_kernels"]])]
+    if result.get("idle_before"):
+        lines += ["", "Device idle, charged to the kernel that ends each gap:", "",
+                  md_table(["next kernel (first 90 characters)", "idle ms per step", "gaps per step"],
+                           [[g["next_kernel"][:90].replace("|", "/"), g["ms_per_step"], g["gaps_per_step"]]
+                            for g in result["idle_before"]])]
     return "\n".join(lines)
 
 
@@ -141,6 +186,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=15, help="kernels listed by name")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pipelined", action="store_true",
+                    help="read each loss one step late (bench_throughput's pipelined loop): no host wait between steps")
     args = ap.parse_args(argv)
     device = setup_device(args.device)
     cuda = device.type == "cuda"
@@ -148,7 +195,8 @@ def main(argv: list[str] | None = None) -> dict:
     args.variant = args.variant or ("compile" if cuda else "eager")
     args.warmup = args.warmup if args.warmup is not None else (4 if cuda else 1)
     result = {**header(device, "bench_step_kernels.py", argv), **profile_steps(args, device)}
-    name = "bench_step_kernels" + ("" if args.variant in ("compile", "eager") else f"-{args.variant}")
+    name = ("bench_step_kernels" + ("" if args.variant in ("compile", "eager") else f"-{args.variant}")
+            + ("-pipelined" if args.pipelined else ""))
     write_results(args.out, name, result, markdown(result))
     print(markdown(result))
     return result

@@ -61,7 +61,8 @@ collect() { python3 bench/suite_collect.py --work "$WORK" --out "$OUT" >>"$OUT/s
 
 # SUITE_THROUGHPUT_VARIANTS, SUITE_VARIANT_TIMEOUT_S: bench_throughput's --variants (default: the four
 # before/after variants) and --variant-timeout (default 150 s); SUITE_STEP_KERNELS_VARIANT: the variant
-# of bench_step_kernels_fp8 (default compile-fp8-head); SUITE_FP8_RUN_FLAGS: more flags for run_ws1_fp8
+# of bench_step_kernels_fp8 (default compile-fp8-head), SUITE_STEP_KERNELS_FLAGS: more flags for it (e.g.
+# --pipelined); SUITE_FP8_RUN_FLAGS: more flags for run_ws1_fp8 and run_ws1_fp8_untraced
 
 # step NAME LIMIT_S COMMAND... : run COMMAND (a bash string) with its output in logs/NAME.log
 step() {
@@ -107,7 +108,7 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout ${SUITE_VARIANT_TIMEOUT_S:-150} --variants ${SUITE_THROUGHPUT_VARIANTS:-eager,compile,compile-unfused-loss,compile-fp8-head}"
     # which kernels the compiled step spends its device time in (what would have to shrink for 600k)
     step bench_step_kernels 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R"
-    [[ $DEV == cuda ]] && step bench_step_kernels_fp8 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R --variant ${SUITE_STEP_KERNELS_VARIANT:-compile-fp8-head}"
+    [[ $DEV == cuda ]] && step bench_step_kernels_fp8 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R --variant ${SUITE_STEP_KERNELS_VARIANT:-compile-fp8-head} ${SUITE_STEP_KERNELS_FLAGS:-}"
 fi
 
 if [[ $GROUP == runs || $GROUP == all ]]; then
@@ -119,6 +120,9 @@ if [[ $GROUP == runs || $GROUP == all ]]; then
     if [[ $DEV == cuda ]]; then  # --fp8-head is CUDA only
         step run_ws1_fp8 200 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 25 --compile --fp8-head ${SUITE_FP8_RUN_FLAGS:-} --out $RUNS/run_ws1_fp8"
         step report_ws1_fp8 90 "$(cli_json cli_report_ws1_fp8 "report $RUNS/run_ws1_fp8 --json --no-hta")"
+        # the same run untraced: the trainer reads each loss one step late, so its tokens/s is the
+        # trainer's own; the traced run's is that plus the recorder's step-end sync
+        step run_ws1_fp8_untraced 200 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 25 --compile --fp8-head --trace off ${SUITE_FP8_RUN_FLAGS:-} --out $RUNS/run_ws1_fp8_untraced"
     fi
     for layout in standard transposed; do
         step "run_head_$layout" 120 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 8 --grad-accum 2 --head-layout $layout --profile 4:6 --out $RUNS/head_$layout"

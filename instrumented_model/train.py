@@ -8,7 +8,8 @@ builds the banked GPT and the unified optimizer from the same seed on every rank
 
 with every phase and collective going through the recorder (NullRecorder with `--trace off`), so tracing
 cannot change what is computed. Rank 0 prints one machine-readable progress line per step,
-`@@commscope {json}`, which `commscope run` parses and renders. Every rank leaves `rank{R}/status.json`.
+`@@commscope {json}`, which `commscope run` parses and renders; with `--trace off` a step's line comes
+after the next step is launched (its loss is read one step late, so the device never waits for the host). Every rank leaves `rank{R}/status.json`.
 
 Invariants:
 - The global batch of step s depends only on (data, seed, step) and each rank takes its own rows of it
@@ -19,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -247,34 +249,63 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                        batch_size=args.batch_size, seed=args.seed)
     tokens_per_step = args.batch_size * cfg.seq_len
     ga = args.grad_accum
-    for s in range(args.steps):
-        t0 = time.perf_counter_ns()
-        inputs, targets = data.global_batch(s)
-        with rec.step(s) as st:
-            local_loss = torch.zeros((), device=device, dtype=torch.float32)
-            for m in range(ga):
-                rec.set_micro_step(m)
-                x = rank_slice(inputs, rank, world_size, m, ga).to(device, non_blocking=True)
-                y = rank_slice(targets, rank, world_size, m, ga).to(device, non_blocking=True)
-                if hooks:
-                    opt.set_last_micro_step(m == ga - 1)
-                with rec.region("forward"):
-                    loss = forward(x, y) / ga
-                with rec.region("backward"):
-                    loss.backward()
-                local_loss += loss.detach().float()
-            with rec.region("optimizer"):
-                opt.step(s)
-            opt.zero_grad()
-            # Every rank's loss is a mean over an equal share of the batch, so the global mean is sum / ws.
-            rec.collective(dist.all_reduce, local_loss, label="loss", phase="metric").wait()
-            global_loss = local_loss.item() / world_size
-            st.loss, st.tokens = global_loss, tokens_per_step
-        state["last_step"] = s
-        step_ms = (time.perf_counter_ns() - t0) / 1e6
+    # With tracing the recorder resolves its CUDA events at every step end (a sync anyway), and the step
+    # record carries the loss: read it there. With --trace off nothing else syncs, so step s's loss is read
+    # after step s+1 is launched: the device always has a step queued instead of idling while the host
+    # launches the next step's first kernels (the record never syncs inside its loop either).
+    lag = 0 if rec.enabled else 1
+    unread: list[tuple[int, torch.Tensor, int]] = []  # (step, summed loss tensor, start ns), not read yet
+    last_read_ns = 0
+
+    def read_loss(step: int, summed: torch.Tensor, t0: int) -> float:
+        nonlocal last_read_ns
+        global_loss = summed.item() / world_size
+        now = time.perf_counter_ns()
+        # since the step started, or (pipelined) since the previous step finished: the step period
+        step_ms = (now - max(t0, last_read_ns)) / 1e6
+        last_read_ns = now
+        state["last_step"] = step
         if rank == 0:
-            progress({"event": "step", "step": s, "loss": global_loss, "step_ms": step_ms,
+            progress({"event": "step", "step": step, "loss": global_loss, "step_ms": step_ms,
                       "tokens_per_s": tokens_per_step / (step_ms / 1e3)}, args.out)
+        return global_loss
+
+    try:
+        for s in range(args.steps):
+            t0 = time.perf_counter_ns()
+            inputs, targets = data.global_batch(s)
+            with rec.step(s) as st:
+                local_loss = torch.zeros((), device=device, dtype=torch.float32)
+                for m in range(ga):
+                    rec.set_micro_step(m)
+                    x = rank_slice(inputs, rank, world_size, m, ga).to(device, non_blocking=True)
+                    y = rank_slice(targets, rank, world_size, m, ga).to(device, non_blocking=True)
+                    if hooks:
+                        opt.set_last_micro_step(m == ga - 1)
+                    with rec.region("forward"):
+                        loss = forward(x, y) / ga
+                    with rec.region("backward"):
+                        loss.backward()
+                    local_loss += loss.detach().float()
+                with rec.region("optimizer"):
+                    opt.step(s)
+                opt.zero_grad()
+                # Every rank's loss is a mean over an equal share of the batch, so the global mean is sum / ws.
+                rec.collective(dist.all_reduce, local_loss, label="loss", phase="metric").wait()
+                unread.append((s, local_loss, t0))
+                while len(unread) > lag:
+                    done = unread.pop(0)
+                    loss_value = read_loss(*done)
+                    if done[0] == s:
+                        st.loss = loss_value
+                st.tokens = tokens_per_step
+    except BaseException:
+        with contextlib.suppress(Exception):  # the finished steps before a failing one keep their losses
+            while unread:
+                read_loss(*unread.pop(0))
+        raise
+    while unread:
+        read_loss(*unread.pop(0))
 
 
 def finish(args: argparse.Namespace, rank: int, state: dict, status: str, error: str | None) -> None:

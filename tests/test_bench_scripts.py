@@ -167,11 +167,31 @@ def test_throughput_eager_in_process_and_timeout_record(tmp_path):
     # two timed steps: their median is their mean, so tokens/s × median step time is one step's tokens
     assert v["tokens_per_s"] * v["median_step_ms"] / 1e3 == pytest.approx(v["tokens_per_step"], rel=1e-9)
     assert abs(v["loss_first"] - math.log(512)) < 0.5  # the tied head starts near uniform logits
-    assert v["compile_s"] is None and r["best_tokens_per_s"] == v["tokens_per_s"]
-    assert r["target_met"] is False
+    assert v["compile_s"] is None
+    m = v["modes"]
+    assert list(m) == ["synced", "pipelined", "accum8"] and m["synced"]["tokens_per_s"] == v["tokens_per_s"]
+    for k, mode in m.items():  # each loop's tokens/s is its tokens per step over its step time
+        assert mode["tokens_per_s"] * mode["step_ms"] / 1e3 == pytest.approx(mode["tokens_per_step"], rel=1e-9)
+    assert (m["accum8"]["grad_accum"], m["accum8"]["tokens_per_step"]) == (8, 8 * 2 * 64)
+    assert 0 < v["loss_last_accum8"] < v["loss_first"]  # the accumulated steps keep training the model
+    assert r["best_tokens_per_s"] == {k: mode["tokens_per_s"] for k, mode in m.items()}
+    assert r["target_met"] == {k: False for k in m}
+    md = (tmp_path / "bench_throughput.md").read_text()
+    cell = mod.md_table(["x"], [[m["accum8"]["tokens_per_s"]]]).splitlines()[-1].strip("| ")
+    assert "tokens/s accum8" in md and f"| {cell} |" in md
     # A variant past its time limit becomes a record, not a crash.
     rec = mod.run_isolated("eager", ["--device", "cpu"], timeout=0.05)
     assert rec == {"variant": "eager", "error": "timed out after 0 s"}
+
+
+def test_idle_gaps_charge_each_wait_to_the_kernel_that_ends_it():
+    mod = bench("bench_step_kernels")
+    # a: 0-10, b overlaps a (no gap), c waits 5 µs after b, a again waits 20 µs, d follows within 1 µs
+    spans = [(0, 10, "a"), (8, 12, "b"), (17, 20, "c"), (40, 41, "a"), (41.5, 50, "d")]
+    rows = mod.idle_gaps(spans, steps=2, top=5)
+    assert rows == [{"next_kernel": "a", "ms_per_step": 20 / 1e3 / 2, "gaps_per_step": 0.5},
+                    {"next_kernel": "c", "ms_per_step": 5 / 1e3 / 2, "gaps_per_step": 0.5}]
+    assert mod.idle_gaps([], steps=1, top=5) == []
 
 
 def test_step_kernels_counts_every_op_once_by_category(tmp_path):

@@ -215,6 +215,26 @@ def test_losses_agree_across_world_sizes(tmp_path):
     assert losses[1][-1] < losses[1][0]  # and it trains
 
 
+def test_untraced_run_reads_each_loss_one_step_late_with_the_same_values(tmp_path):
+    """--trace off pipelines the loss read (the device keeps a step queued); the losses, their order and
+    the step count must be exactly those of a traced run, which reads every loss at its own step end."""
+    runs = {}
+    for trace in ("off", "light"):
+        out = tmp_path / trace
+        s = launch_training(["--steps", "4", "--trace", trace, "--seed", "3"], Topology(1), str(out),
+                            console=_quiet())
+        assert s["status"] == "completed", s["message"]
+        progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+        assert [r.get("step") for r in progress[1:]] == [0, 1, 2, 3]
+        assert all(r["step_ms"] > 0 and r["tokens_per_s"] > 0 for r in progress[1:])
+        assert json.loads((out / "rank0" / "status.json").read_text())["last_step"] == 3
+        runs[trace] = s["losses"]
+    assert runs["off"] == runs["light"] and len(runs["off"]) == 4
+    events = [json.loads(line) for line in (tmp_path / "light" / "rank0" / "events.jsonl").read_text().splitlines()]
+    steps = [r for r in events if r["kind"] == "step"]
+    assert [r["loss"] for r in steps] == runs["light"]  # the traced step records carry their own step's loss
+
+
 @pytest.mark.slow
 def test_failing_rank_gives_failed_summary(tmp_path):
     """Shards whose later tokens lie outside the vocabulary: the header check passes, step 2 fails."""
