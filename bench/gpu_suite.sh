@@ -6,7 +6,7 @@
 # Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
 #   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout,
 #          bench_loss_kernels, bench_optimizer,
-#          bench_record_overhead, bench_throughput (eager + torch.compile), bench_step_kernels
+#          bench_record_overhead, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, a compiled FP8-head run
 #          + report, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
@@ -108,6 +108,8 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout ${SUITE_VARIANT_TIMEOUT_S:-150} --variants ${SUITE_THROUGHPUT_VARIANTS:-eager,compile,compile-unfused-loss,compile-fp8-head}"
     # which kernels the compiled step spends its device time in (what would have to shrink for 600k)
     step bench_step_kernels 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R"
+    # the host side: launch time per phase and every synchronizing call in the step
+    step bench_host 150 "python3 bench/bench_host.py --device $DEV --out $R"
     [[ $DEV == cuda ]] && step bench_step_kernels_fp8 200 "python3 bench/bench_step_kernels.py --device $DEV --out $R --variant ${SUITE_STEP_KERNELS_VARIANT:-compile-fp8-head} ${SUITE_STEP_KERNELS_FLAGS:-}"
 fi
 

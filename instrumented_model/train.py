@@ -170,6 +170,15 @@ def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
                 profile_steps=args.profile, with_stack=args.with_stack)
 
 
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Copy a CPU batch to `device` without making the host wait: a copy from pageable memory first
+    synchronizes the stream (CUDA's rule), which would hold the host until the previous step is done;
+    from pinned memory it is queued like a kernel."""
+    if device.type != "cuda":
+        return t
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def progress(record: dict, out: str) -> None:
     """Rank 0's progress: a line on stdout for the launcher's live bar, and the same record appended to
     OUT/progress.jsonl, which the summary is built from (docs/run_format.md says why not from stdout)."""
@@ -278,8 +287,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                 local_loss = torch.zeros((), device=device, dtype=torch.float32)
                 for m in range(ga):
                     rec.set_micro_step(m)
-                    x = rank_slice(inputs, rank, world_size, m, ga).to(device, non_blocking=True)
-                    y = rank_slice(targets, rank, world_size, m, ga).to(device, non_blocking=True)
+                    x, y = (to_device(rank_slice(t, rank, world_size, m, ga), device) for t in (inputs, targets))
                     if hooks:
                         opt.set_last_micro_step(m == ga - 1)
                     with rec.region("forward"):
