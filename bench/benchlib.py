@@ -189,9 +189,9 @@ def default_seqs(preset: str, other: int) -> int:
 
 
 # The trainer variants the GPU benchmarks compare side by side: name → (torch.compile options, None for
-# eager; GPT options). "compile" is what `commscope run --compile` runs; the others each undo or add one
+# eager; GPT options[; NorMuonAndAdam options]). "compile" is what `commscope run --compile` runs; the others each undo or add one
 # change, so a fix's before/after is two variants of one benchmark run.
-TRAINER_VARIANTS: dict[str, tuple[dict | None, dict]] = {
+TRAINER_VARIANTS: dict[str, tuple] = {
     "eager": (None, {}),
     "compile": ({}, {}),
     "compile-unfused-loss": ({}, {"fused_loss": False}),  # torch's softcap + cross-entropy (session 12)
@@ -201,13 +201,17 @@ TRAINER_VARIANTS: dict[str, tuple[dict | None, dict]] = {
     "compile-fp8-head-fp32-residual": ({}, {"fp8_head": True, "bf16_residual": False}),
     # Inductor times Triton matmul templates against cuBLAS and may fuse epilogues (relu²) into them
     "compile-max-autotune-fp8-head": ({"mode": "max-autotune-no-cudagraphs"}, {"fp8_head": True}),
+    # the gradient reduce_scatter into a separate buffer: the optimizer before session 16 (at world size 1
+    # NCCL then copies every sharded gradient)
+    "compile-fp8-head-reduce-copy": ({}, {"fp8_head": True}, {"in_place_reduce": False}),
 }
 
 
 def trainer_variant(variant: str, preset: str, seqs: int, device: torch.device, seed: int, n_batches: int):
     """trainer_parts for one of TRAINER_VARIANTS: (config, forward callable, model, optimizer, batches)."""
-    compile_options, gpt_options = TRAINER_VARIANTS[variant]
-    cfg, model, opt, batches = trainer_parts(preset, seqs, device, seed, n_batches, **gpt_options)
+    compile_options, gpt_options, *opt_options = TRAINER_VARIANTS[variant]
+    cfg, model, opt, batches = trainer_parts(preset, seqs, device, seed, n_batches, opt_options=opt_options[0]
+                                             if opt_options else None, **gpt_options)
     return cfg, model if compile_options is None else torch.compile(model, **compile_options), model, opt, batches
 
 
@@ -227,7 +231,8 @@ def trainer_step(forward, opt, batches: list, s: int, mark: Callable[[], object]
     return loss, marks
 
 
-def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_batches: int, **gpt_options):
+def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_batches: int,
+                  opt_options: dict | None = None, **gpt_options):
     """The reference trainer's pieces at world size 1, as `commscope run --nproc 1` builds them:
     (config, GPT on `device`, NorMuonAndAdam, `n_batches` synthetic (inputs, targets) batches on `device`).
     Seeds torch with `seed` first, so every variant of a benchmark starts from the same weights."""
@@ -239,7 +244,7 @@ def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_bat
     cfg = make_config(preset, 1)
     torch.manual_seed(seed)
     model = GPT(cfg, **gpt_options).to(device)
-    opt = NorMuonAndAdam(model.labelled_params(), rank=0, world_size=1)
+    opt = NorMuonAndAdam(model.labelled_params(), rank=0, world_size=1, **(opt_options or {}))
     data = make_source(None, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=seqs, seed=seed)
     return cfg, model, opt, [tuple(t.to(device) for t in data.global_batch(s)) for s in range(n_batches)]
 

@@ -16,15 +16,19 @@ from instrumented_model.param_table import PARAM_TABLE, SCATTER_ORDER, WORK_ORDE
 from optim_fakes import ListRecorder, backward_step, make_params, run_gloo_ranks
 
 STEPS, SPLIT = 4, 2
-CONFIGS = [("explicit", "transposed"), ("hooks", "transposed"), ("explicit", "standard"), ("hooks", "standard")]
+# (schedule, layout[, reduce]): "in-place" reduce-scatters into the rank's own gradient rows, as on NCCL
+CONFIGS = [("explicit", "transposed"), ("hooks", "transposed"), ("explicit", "standard"), ("hooks", "standard"),
+           ("explicit", "transposed", "in-place"), ("hooks", "standard", "in-place")]
 
 
-def run_config(schedule: str, layout: str, rank: int, world_size: int) -> dict:
+def run_config(schedule: str, layout: str, *rest) -> dict:
     """Train the fake model for STEPS steps; return per-step params, this rank's shard states, the log."""
+    *reduce, rank, world_size = rest
     params = make_params(layout)
     rec = ListRecorder()
     opt = NorMuonAndAdam(params, rank=rank, world_size=world_size, recorder=rec, comm_schedule=schedule,
-                         head_layout=layout, split_step=SPLIT, wd=0.05)
+                         head_layout=layout, split_step=SPLIT, wd=0.05, in_place_reduce=reduce == ["in-place"])
+    assert all(s.reduce_buf is None for s in opt.slots.values()) == (reduce == ["in-place"] or world_size == 1)
     if schedule == "hooks":
         opt.install_hooks()
     out = {"params": [], "states": [], "log": rec.log}
