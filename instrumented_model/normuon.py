@@ -18,7 +18,9 @@ moment) follow on (k, rows, 1)-sized tensors; the direction v·s·(before/after)
 the cautious-step kernel. Elsewhere the eager functions below run unchanged.
 
 Invariants: functions ending in `_` update their buffer arguments in place; returned directions are fp32
-tensors of the input's shape; nothing here communicates. Fused and eager agree to fp32 rounding.
+tensors of the input's shape (the fused path keeps Polar Express's bf16 output and upcasts it as it reads:
+the same values without a bf16→fp32 copy of each bank, and half the bytes for both readers); nothing here communicates.
+Fused and eager agree to fp32 rounding.
 """
 from __future__ import annotations
 
@@ -47,20 +49,22 @@ def polar_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
-def polar_express(g: Tensor, dtype: torch.dtype | None = None) -> Tensor:
-    """Approximate the orthogonal polar factor U Vᵀ of each matrix in `g` (..., rows, cols). Returns fp32.
+def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.dtype | None = torch.float32) -> Tensor:
+    """Approximate the orthogonal polar factor U Vᵀ of each matrix in `g` (..., rows, cols), iterating in
+    `dtype` (polar_dtype by default). Returns `out_dtype` (None: the iteration's dtype, no copy).
 
     The Gram matrix is always the smaller one: wide X iterates X ← aX + (bA + cA²)X with A = XXᵀ; tall X
     iterates the transposed identity X ← aX + X(bB + cB²) with B = XᵀX. The tall form gives exactly the
     transpose of the wide iteration on Xᵀ, without ever materializing a transpose: an earlier version
     transposed tall matrices in and out, and each of those two strided copies of the mlp bank cost about
-    0.35 ms on an H200 (found by `commscope layout`: "optimizer: mlp update")."""
+    0.35 ms on an H200 (found by `commscope layout`: "optimizer: mlp update"). The normalization divides in
+    fp32 and writes the iteration's dtype in the same pass (one kernel, not a divide and then a cast)."""
     dtype = dtype or polar_dtype(g.device)
     lead, (rows, cols) = g.shape[:-2], g.shape[-2:]
     x = g.reshape(-1, rows, cols).float()
     tall = rows > cols
-    x = x / (x.norm(dim=(-2, -1), keepdim=True) * NORM_MARGIN + NORM_EPS)
-    x = x.to(dtype)
+    denom = x.norm(dim=(-2, -1), keepdim=True) * NORM_MARGIN + NORM_EPS
+    x = torch.div(x, denom, out=torch.empty(x.shape, dtype=dtype, device=x.device))
     for a, b, c in POLAR_EXPRESS_COEFFS:
         if tall:
             gram = x.mT @ x
@@ -70,7 +74,8 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None) -> Tensor:
             gram = x @ x.mT
             poly = torch.baddbmm(gram, gram, gram, beta=b, alpha=c)  # bA + cA²
             x = torch.baddbmm(x, poly, x, beta=a, alpha=1.0)  # aX + (bA + cA²)X
-    return x.float().reshape(*lead, rows, cols)
+    x = x if out_dtype is None else x.to(out_dtype)
+    return x.reshape(*lead, rows, cols)
 
 
 def nesterov_(grad: Tensor, momentum_buf: Tensor, momentum: float) -> Tensor:
@@ -121,9 +126,10 @@ def nesterov_fused_(grad: Tensor, momentum_buf: Tensor, momentum: float, grad_sc
 
 def normalization_scale_(v: Tensor, second_buf: Tensor, beta2: float) -> Tensor:
     """The per-row (per-column if wide) factor s·(‖v‖/‖v·s‖) with which normalize_neurons_ scales v, updating
-    second_buf the same way; computed from one reduction pass over v (see the module docstring)."""
+    second_buf the same way; computed from one reduction pass over v (see the module docstring), in fp32
+    whatever v's dtype."""
     reduce_dim = -1 if second_buf.shape[-1] == 1 else -2
-    line_sumsq = torch.linalg.vector_norm(v, dim=reduce_dim, keepdim=True).square()
+    line_sumsq = torch.linalg.vector_norm(v, dim=reduce_dim, keepdim=True, dtype=torch.float32).square()
     norm_before = line_sumsq.sum(dim=(-2, -1), keepdim=True).sqrt()
     second_buf.lerp_(line_sumsq / v.shape[reduce_dim], 1.0 - beta2)
     s = second_buf.clamp_min(1e-10).rsqrt()
@@ -139,5 +145,6 @@ def normuon_step_(p: Tensor, grad: Tensor, momentum_buf: Tensor, second_buf: Ten
         direction = normuon_direction_(g, momentum_buf, second_buf, momentum=momentum, beta2=beta2)
         cautious_step_(p, direction, lr, wd)
         return
-    v = polar_express(nesterov_fused_(grad, momentum_buf, momentum, grad_scale)).contiguous()
+    # v stays in Polar Express's dtype (bf16 on CUDA): both readers below upcast it exactly as they load
+    v = polar_express(nesterov_fused_(grad, momentum_buf, momentum, grad_scale), out_dtype=None).contiguous()
     scaled_cautious_step_(p, v, normalization_scale_(v, second_buf, beta2), lr, wd, fused=True)

@@ -99,3 +99,21 @@ def test_whole_optimizer_fused_matches_eager(monkeypatch):
     assert eager.keys() == fused.keys()
     for k in eager:
         close(fused[k], eager[k])
+
+
+@pytest.mark.parametrize("shape", [(3, 40, 24), (2, 16, 36)])
+def test_bf16_direction_is_read_as_its_fp32_upcast(device, shape):
+    """The fused NorMuon step keeps Polar Express's bf16 output: the normalization and the cautious step
+    must compute exactly what they compute from its fp32 upcast."""
+    v16 = rand(shape, 5, device).to(torch.bfloat16)
+    bufs = [torch.full(second_moment_shape(shape), 0.5, device=device) for _ in range(2)]
+    scales = [normuon.normalization_scale_(v, b, 0.95) for v, b in zip((v16, v16.float()), bufs)]
+    assert torch.equal(bufs[0], bufs[1]) and torch.equal(scales[0], scales[1])
+    p = [rand(shape, 0, device, 0.05) for _ in range(2)]
+    for q, v in zip(p, (v16, v16.float())):
+        adam.scaled_cautious_step_(q, v, scales[0], lr=0.02, wd=0.5, fused=True)
+    assert torch.equal(p[0], p[1]) and not torch.equal(p[0], rand(shape, 0, device, 0.05))
+    # and Polar Express hands back its own dtype when asked, with the values of the fp32 result
+    g = rand(shape, 6, device)
+    keep = normuon.polar_express(g, torch.bfloat16, out_dtype=None)
+    assert keep.dtype == torch.bfloat16 and torch.equal(keep.float(), normuon.polar_express(g, torch.bfloat16))
