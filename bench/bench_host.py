@@ -6,7 +6,8 @@ too slowly or something inside the step synchronizes. This tells which, from mea
 host's forward / backward / optimizer launches of steady steps that never read the loss (each step's loss
 is read one step late, and that read is timed separately as the wait for the device), next to the device
 step time from CUDA events; then it runs one more step under `torch.cuda.set_sync_debug_mode("warn")`
-and lists every synchronizing call with the Python line that made it. The trainer loop's own host work
+and lists every synchronizing call with the Python line that made it (calls on the autograd engine's
+device threads have no Python line: a backward phase whose host time matches its device time says so). The trainer loop's own host work
 (building the global batch, copying it to the device from pageable or pinned memory) is timed too.
 
 Invariants: the step is benchlib.trainer_step, as bench_throughput times it; no measured step syncs
@@ -41,9 +42,12 @@ def sync_sites(step_fn, device: torch.device) -> list[dict]:
 
     def show(message, category, filename, lineno, file=None, line=None):
         # the innermost frame of this repository is the line to change
-        here = [f for f in traceback.extract_stack()[:-1] if str(REPO) in f.filename and __file__ != f.filename]
-        site = f"{Path(here[-1].filename).relative_to(REPO)}:{here[-1].lineno} {here[-1].line}" if here else \
-            f"{filename}:{lineno}"
+        # the innermost frame of this repository is the line to change; the innermost frame of all says
+        # where inside it (torch, or code torch.compile generated)
+        stack = traceback.extract_stack()[:-1]
+        here = [f for f in stack if str(REPO) in f.filename and __file__ != f.filename]
+        site = f"{Path(here[-1].filename).relative_to(REPO)}:{here[-1].lineno} {here[-1].line}" if here else "?"
+        site += f" (via {Path(stack[-1].filename).name}:{stack[-1].lineno})" if stack else ""
         key = (str(message).splitlines()[0][:160], site)
         found[key] = found.get(key, 0) + 1
 
@@ -90,7 +94,8 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict:
             pending = loss
         pending.item()
         sync(device)
-        device_ms = [m0[1].elapsed_time(m1[1]) for m0, m1 in zip(marks_per_step, marks_per_step[1:])] if cuda else []
+        # step start to next step start: marks are (host time, CUDA event) pairs, the first at the step's start
+        device_ms = [m0[0][1].elapsed_time(m1[0][1]) for m0, m1 in zip(marks_per_step, marks_per_step[1:])] if cuda else []
         sites = sync_sites(lambda: trainer_step(forward, opt, batches, args.warmup + args.steps)[0], device)
         sync(device)
 
