@@ -48,7 +48,10 @@ def sync_sites(step_fn, device: torch.device) -> list[dict]:
         here = [f for f in stack if str(REPO) in f.filename and __file__ != f.filename]
         site = f"{Path(here[-1].filename).relative_to(REPO)}:{here[-1].lineno} {here[-1].line}" if here else "?"
         site += f" (via {Path(stack[-1].filename).name}:{stack[-1].lineno})" if stack else ""
-        key = (str(message).splitlines()[0][:160], site)
+        text = str(message).splitlines()[0][:160]
+        if "debug mode is a prototype" in text:  # torch's notice on entering the mode, not a sync
+            return
+        key = (text, site)
         found[key] = found.get(key, 0) + 1
 
     with warnings.catch_warnings():

@@ -268,6 +268,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
 
     def read_loss(step: int, summed: torch.Tensor, t0: int) -> float:
         nonlocal last_read_ns
+        before = time.perf_counter_ns()
         global_loss = summed.item() / world_size
         now = time.perf_counter_ns()
         # since the step started, or (pipelined) since the previous step finished: the step period
@@ -275,8 +276,11 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
         last_read_ns = now
         state["last_step"] = step
         if rank == 0:
+            # wait_ms: how long the host waited for the loss; near 0 with --trace off means the host, not
+            # the device, sets the pace (or something inside the step synchronized)
             progress({"event": "step", "step": step, "loss": global_loss, "step_ms": step_ms,
-                      "tokens_per_s": tokens_per_step / (step_ms / 1e3)}, args.out)
+                      "tokens_per_s": tokens_per_step / (step_ms / 1e3), "wait_ms": (now - before) / 1e6},
+                     args.out)
         return global_loss
 
     try:

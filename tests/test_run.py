@@ -226,7 +226,8 @@ def test_untraced_run_reads_each_loss_one_step_late_with_the_same_values(tmp_pat
         assert s["status"] == "completed", s["message"]
         progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
         assert [r.get("step") for r in progress[1:]] == [0, 1, 2, 3]
-        assert all(r["step_ms"] > 0 and r["tokens_per_s"] > 0 for r in progress[1:])
+        assert all(r["step_ms"] > 0 and r["tokens_per_s"] > 0 and 0 <= r["wait_ms"] <= r["step_ms"]
+                   for r in progress[1:])
         assert json.loads((out / "rank0" / "status.json").read_text())["last_step"] == 3
         runs[trace] = s["losses"]
     assert runs["off"] == runs["light"] and len(runs["off"]) == 4
