@@ -13,7 +13,8 @@ weights going on), so their ratios are side by side:
   Per-step wall times and forward / backward / optimizer device times (CUDA events) come from this loop;
   its tokens/s is the figure sessions before 16 reported.
 - `pipelined`: step s's loss is read after step s+1 is launched, as `commscope run --trace off` does, so
-  the device always has the next step queued (the record never syncs inside its training loop either).
+  the host can launch step s+1 first. `.item()` synchronizes the whole stream, though, so the read also
+  waits for step s+1 (session 16: +0.5% over synced); an event-based read would pipeline for real.
 - `accum8`: pipelined, with 8 micro-batches of the same size per optimizer step: the record's own
   configuration on one GPU (its `grad_accum_steps = 8 // world_size`, so every GPU does 1/8 of an
   optimizer step per micro-batch at any world size; at world size 1 and one micro-batch the whole

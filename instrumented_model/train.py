@@ -8,8 +8,7 @@ builds the banked GPT and the unified optimizer from the same seed on every rank
 
 with every phase and collective going through the recorder (NullRecorder with `--trace off`), so tracing
 cannot change what is computed. Rank 0 prints one machine-readable progress line per step,
-`@@commscope {json}`, which `commscope run` parses and renders; with `--trace off` a step's line comes
-after the next step is launched (its loss is read one step late, so the device never waits for the host). Every rank leaves `rank{R}/status.json`.
+`@@commscope {json}`, which `commscope run` parses and renders. Every rank leaves `rank{R}/status.json`.
 
 Invariants:
 - The global batch of step s depends only on (data, seed, step) and each rank takes its own rows of it
@@ -258,11 +257,11 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                        batch_size=args.batch_size, seed=args.seed)
     tokens_per_step = args.batch_size * cfg.seq_len
     ga = args.grad_accum
-    # With tracing the recorder resolves its CUDA events at every step end (a sync anyway), and the step
-    # record carries the loss: read it there. With --trace off nothing else syncs, so step s's loss is read
-    # after step s+1 is launched: the device always has a step queued instead of idling while the host
-    # launches the next step's first kernels (the record never syncs inside its loop either).
-    lag = 0 if rec.enabled else 1
+    # Every loss is read at its own step end (lag 0). Reading it one step late (lag 1) was tried with
+    # --trace off in session 16: on CUDA `.item()` synchronizes the whole stream, so the late read also
+    # waited for the next step (+0.5% on an H200) and left the last step a ~0 ms period in the summary.
+    # The machinery stays for an event-based read (pinned copy + CUDA event), the known next step.
+    lag = 0
     unread: list[tuple[int, torch.Tensor, int]] = []  # (step, summed loss tensor, start ns), not read yet
     last_read_ns = 0
 

@@ -216,7 +216,7 @@ def test_losses_agree_across_world_sizes(tmp_path):
 
 
 def test_untraced_run_reads_each_loss_one_step_late_with_the_same_values(tmp_path):
-    """--trace off pipelines the loss read (the device keeps a step queued); the losses, their order and
+    """--trace off and light: the losses, their order and
     the step count must be exactly those of a traced run, which reads every loss at its own step end."""
     runs = {}
     for trace in ("off", "light"):
