@@ -27,8 +27,8 @@ from pathlib import Path
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
-from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, provenance_line, setup_device,
-                      single_rank_group, sync, trainer_step, trainer_variant, write_results)
+from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, pipelined_losses, provenance_line,
+                      setup_device, single_rank_group, sync, trainer_step, trainer_variant, write_results)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,18 +84,16 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict:
                 e = torch.cuda.Event(enable_timing=True)
                 e.record()
                 return time.perf_counter(), e
-        marks_per_step, pending = [], None
-        for s in range(args.warmup, args.warmup + args.steps):
+        marks_per_step = []
+
+        def step(s: int) -> torch.Tensor:
             loss, marks = trainer_step(forward, opt, batches, s, stamp)
             for name, (a, b) in zip(("forward", "backward", "optimizer"), zip(marks, marks[1:])):
                 host[name].append(1e3 * (b[0] - a[0]))
             marks_per_step.append(marks)
-            if pending is not None:
-                t0 = time.perf_counter()
-                pending.item()
-                host["wait_for_loss"].append(1e3 * (time.perf_counter() - t0))
-            pending = loss
-        pending.item()
+            return loss
+
+        pipelined_losses(step, range(args.warmup, args.warmup + args.steps), host["wait_for_loss"])
         sync(device)
         # step start to next step start: marks are (host time, CUDA event) pairs, the first at the step's start
         device_ms = [m0[0][1].elapsed_time(m1[0][1]) for m0, m1 in zip(marks_per_step, marks_per_step[1:])] if cuda else []

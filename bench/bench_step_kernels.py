@@ -26,8 +26,8 @@ import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, provenance_line, setup_device,
-                      single_rank_group, sync, trainer_step, trainer_variant, write_results)
+from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, pipelined_losses, provenance_line,
+                      setup_device, single_rank_group, sync, trainer_step, trainer_variant, write_results)
 
 # (category, regex on the kernel name). Inductor names fused kernels after the ops they contain, so the
 # head's softcap (tanh) and cross-entropy (log_softmax / nll) kernels are recognisable by name, as are the
@@ -70,13 +70,8 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
                 a, b = (torch.cuda.Event(enable_timing=True) for _ in range(2)) if cuda else (None, None)
                 if cuda:
                     a.record()
-                pending = None
-                for s in range(args.warmup, args.warmup + args.steps):
-                    loss = trainer_step(forward, opt, batches, s)[0]
-                    if pending is not None:
-                        pending.item()
-                    pending = loss
-                pending.item()
+                pipelined_losses(lambda s: trainer_step(forward, opt, batches, s)[0],
+                                 range(args.warmup, args.warmup + args.steps))
                 if cuda:
                     b.record()
                     b.synchronize()
@@ -94,6 +89,7 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
                         step(s)
         kernels: dict[str, float] = {}
         spans: list[tuple[float, float, str]] = []  # (start µs, end µs, name) of every CUDA kernel
+        launchers = launched_by(prof.events(), args.launchers, args.steps) if cuda else {}
         for ev in prof.events():
             # gpu_user_annotation: a record_function range drawn on the GPU's timeline over the kernels it
             # launched; counting it would count those kernels twice (sessions 13–14 did: transpose_copy)
@@ -119,6 +115,7 @@ def profile_steps(args: argparse.Namespace, device: torch.device) -> dict:
         "top_kernels": [{"name": n, "ms_per_step": ms, "category": category(n)}
                         for n, ms in sorted(per_step.items(), key=lambda kv: -kv[1])[:args.top]],
         "idle_before": idle_gaps(spans, args.steps, args.top),
+        "launched_by": launchers,
         "loss_kernel_configs": _loss_kernel_configs(),  # what the fused loss kernels' autotuning chose
         # every kernel, so a category's contents can be read later without another GPU run
         "all_kernels_ms": {n[:200]: ms for n, ms in sorted(per_step.items(), key=lambda kv: -kv[1])},
@@ -144,6 +141,28 @@ def idle_gaps(spans: list[tuple[float, float, str]], steps: int, top: int) -> li
     rows = [{"next_kernel": n, "ms_per_step": sum(g) / 1e3 / steps, "gaps_per_step": len(g) / steps}
             for n, g in gaps.items()]
     return sorted(rows, key=lambda r: -r["ms_per_step"])[:top]
+
+
+def launched_by(events, pattern: str, steps: int, depth: int = 6) -> dict[str, dict[str, float]]:
+    """Which host code launches the kernels whose name matches `pattern` (a regex): for each such kernel,
+    the chain of CPU ops around its launch (innermost first, `depth` deep, " < " between them) and how
+    many launches per step came from that chain. Why: a kernel like "Memcpy DtoD" says nothing about which
+    tensor operation copies; the enclosing ops (e.g. aten::copy_ < aten::_to_copy < ...) do."""
+    rx = re.compile(pattern)
+    out: dict[str, dict[str, float]] = {}
+    for ev in events:
+        matching = [k.name for k in getattr(ev, "kernels", ()) if rx.search(k.name)]
+        if not matching:
+            continue
+        chain, node = [], ev
+        while node is not None and len(chain) < depth:
+            chain.append(node.name)
+            node = node.cpu_parent
+        where = " < ".join(chain)
+        for name in matching:
+            per_chain = out.setdefault(name[:120], {})
+            per_chain[where] = per_chain.get(where, 0.0) + 1.0 / steps
+    return {k: dict(sorted(v.items(), key=lambda kv: -kv[1])) for k, v in sorted(out.items())}
 
 
 def _loss_kernel_configs() -> dict[str, str]:
@@ -172,6 +191,10 @@ def markdown(result: dict) -> str:
                   md_table(["next kernel (first 90 characters)", "idle ms per step", "gaps per step"],
                            [[g["next_kernel"][:90].replace("|", "/"), g["ms_per_step"], g["gaps_per_step"]]
                             for g in result["idle_before"]])]
+    for kernel, chains in (result.get("launched_by") or {}).items():
+        lines += ["", f"Launched by (CPU ops around the launch, innermost first): {kernel[:90]}", "",
+                  md_table(["host ops", "launches per step"],
+                           [[c.replace("|", "/"), n] for c, n in list(chains.items())[:8]])]
     return "\n".join(lines)
 
 
@@ -188,6 +211,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pipelined", action="store_true",
                     help="read each loss one step late (bench_throughput's pipelined loop): no host wait between steps")
+    ap.add_argument("--launchers", default=r"^Memcpy DtoD|^void at::native::elementwise_kernel",
+                    help="regex of kernel names whose launching host ops are listed (CUDA only)")
     args = ap.parse_args(argv)
     device = setup_device(args.device)
     cuda = device.type == "cuda"

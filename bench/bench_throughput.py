@@ -12,9 +12,10 @@ weights going on), so their ratios are side by side:
   CUDA events at step end). The GPU idles while the host launches the next step's first kernels.
   Per-step wall times and forward / backward / optimizer device times (CUDA events) come from this loop;
   its tokens/s is the figure sessions before 16 reported.
-- `pipelined`: step s's loss is read after step s+1 is launched, as `commscope run --trace off` does, so
-  the host can launch step s+1 first. `.item()` synchronizes the whole stream, though, so the read also
-  waits for step s+1 (session 16: +0.5% over synced); an event-based read would pipeline for real.
+- `pipelined`: step s's loss is read after step s+1 is launched, as `commscope run --trace off` does on
+  CUDA, through a `PendingScalar` (a pinned copy and a CUDA event right after step s), so the host waits
+  for step s only while step s+1 runs. Session 16 read it with `.item()`, which waits for the whole
+  stream, step s+1 included (+0.5% over synced).
 - `accum8`: pipelined, with 8 micro-batches of the same size per optimizer step: the record's own
   configuration on one GPU (its `grad_accum_steps = 8 // world_size`, so every GPU does 1/8 of an
   optimizer step per micro-batch at any world size; at world size 1 and one micro-batch the whole
@@ -40,8 +41,8 @@ from pathlib import Path
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
-from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, provenance_line, setup_device,
-                      single_rank_group, sync, trainer_step, trainer_variant, write_results)
+from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, pipelined_losses, provenance_line,
+                      setup_device, single_rank_group, sync, trainer_step, trainer_variant, write_results)
 
 TARGET_TOKENS_PER_S = 600_000
 RECORD_GRAD_ACCUM = 8  # the record's grad_accum_steps at world size 1 (8 // world_size)
@@ -56,7 +57,8 @@ def accum_step(forward, opt, batches: list, s: int, grad_accum: int):
         x, y = batches[(s * grad_accum + m) % len(batches)]
         loss = forward(x, y) / grad_accum
         loss.backward()
-        total = loss.detach() if total is None else total + loss.detach()
+        # a copy, not the output itself: under CUDA graphs the next micro-step's replay reuses its memory
+        total = loss.detach().clone() if total is None else total + loss.detach()
     opt.step(s)
     opt.zero_grad()
     return total
@@ -66,13 +68,7 @@ def pipelined_run(step_fn, first: int, n: int, device: torch.device) -> tuple[fl
     """Steps first..first+n-1 with each loss read after the next step is launched; (wall s, losses)."""
     sync(device)
     t0 = time.perf_counter()
-    losses, pending = [], None
-    for s in range(first, first + n):
-        loss = step_fn(s)
-        if pending is not None:
-            losses.append(pending.item())  # waits for step s-1 only: step s is already queued
-        pending = loss
-    losses.append(pending.item())
+    losses = pipelined_losses(step_fn, range(first, first + n))
     return time.perf_counter() - t0, losses
 
 

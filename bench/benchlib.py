@@ -204,6 +204,8 @@ TRAINER_VARIANTS: dict[str, tuple] = {
     # the gradient reduce_scatter into a separate buffer: the optimizer before session 16 (at world size 1
     # NCCL then copies every sharded gradient)
     "compile-fp8-head-reduce-copy": ({}, {"fp8_head": True}, {"in_place_reduce": False}),
+    # forward and backward replayed as CUDA graphs (cudagraph trees): no launch gap between their kernels
+    "compile-cudagraphs-fp8-head": ({"mode": "reduce-overhead"}, {"fp8_head": True}),
 }
 
 
@@ -229,6 +231,27 @@ def trainer_step(forward, opt, batches: list, s: int, mark: Callable[[], object]
     opt.zero_grad()
     marks.append(mark())
     return loss, marks
+
+
+def pipelined_losses(step_fn: Callable[[int], torch.Tensor], steps: range,
+                     wait_ms: list[float] | None = None) -> list[float]:
+    """Run `step_fn(s)` for each step, reading step s's loss only after step s+1 is launched, through a
+    PendingScalar (waits for step s, not for the whole stream), as `commscope run --trace off` does on
+    CUDA. Returns the losses; `wait_ms` (if given) gets the host's wait for each read but the last."""
+    from instrumented_model.host_transfer import PendingScalar
+
+    losses, pending = [], None
+    for s in steps:
+        loss = PendingScalar(step_fn(s))
+        if pending is not None:
+            t0 = time.perf_counter()
+            losses.append(pending.item())
+            if wait_ms is not None:
+                wait_ms.append(1e3 * (time.perf_counter() - t0))
+        pending = loss
+    if pending is not None:
+        losses.append(pending.item())
+    return losses
 
 
 def trainer_parts(preset: str, seqs: int, device: torch.device, seed: int, n_batches: int,

@@ -169,15 +169,6 @@ def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
                 profile_steps=args.profile, with_stack=args.with_stack)
 
 
-def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Copy a CPU batch to `device` without making the host wait: a copy from pageable memory first
-    synchronizes the stream (CUDA's rule), which would hold the host until the previous step is done;
-    from pinned memory it is queued like a kernel."""
-    if device.type != "cuda":
-        return t
-    return t.pin_memory().to(device, non_blocking=True)
-
-
 def progress(record: dict, out: str) -> None:
     """Rank 0's progress: a line on stdout for the launcher's live bar, and the same record appended to
     OUT/progress.jsonl, which the summary is built from (docs/run_format.md says why not from stdout)."""
@@ -203,6 +194,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
 
     from instrumented_model.config import make_config
     from instrumented_model.data import make_source, rank_slice
+    from instrumented_model.host_transfer import PendingScalar, to_device
     from instrumented_model.model import GPT
     from instrumented_model.optimizer import NorMuonAndAdam
     from instrumented_model.partition import matrix_owners
@@ -257,20 +249,20 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                        batch_size=args.batch_size, seed=args.seed)
     tokens_per_step = args.batch_size * cfg.seq_len
     ga = args.grad_accum
-    # Every loss is read at its own step end (lag 0). Reading it one step late (lag 1) was tried with
-    # --trace off in session 16: on CUDA `.item()` synchronizes the whole stream, so the late read also
-    # waited for the next step (+0.5% on an H200) and left the last step a ~0 ms period in the summary.
-    # The machinery stays for an event-based read (pinned copy + CUDA event), the known next step.
-    lag = 0
-    unread: list[tuple[int, torch.Tensor, int]] = []  # (step, summed loss tensor, start ns), not read yet
+    # Without a recorder (--trace off) on CUDA each loss is read one step late (lag 1): the host launches
+    # step s+1, then waits for step s's loss through a PendingScalar (its own event, not the whole stream),
+    # so the GPU never idles while the host launches a step. A recorder resolves its CUDA events at every
+    # step end anyway, and a step record carries its own loss, so traced runs read at lag 0.
+    lag = 1 if args.trace == "off" and device.type == "cuda" else 0
+    unread: list[tuple[int, PendingScalar, int]] = []  # (step, summed loss on its way, start ns), not read yet
     last_read_ns = 0
 
-    def read_loss(step: int, summed: torch.Tensor, t0: int) -> float:
+    def read_loss(step: int, summed: PendingScalar, t0: int) -> float:
         nonlocal last_read_ns
         before = time.perf_counter_ns()
         global_loss = summed.item() / world_size
         now = time.perf_counter_ns()
-        # since the step started, or (pipelined) since the previous step finished: the step period
+        # since the step started, or (pipelined) since the previous step's loss arrived: the step period
         step_ms = (now - max(t0, last_read_ns)) / 1e6
         last_read_ns = now
         state["last_step"] = step
@@ -303,7 +295,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                 opt.zero_grad()
                 # Every rank's loss is a mean over an equal share of the batch, so the global mean is sum / ws.
                 rec.collective(dist.all_reduce, local_loss, label="loss", phase="metric").wait()
-                unread.append((s, local_loss, t0))
+                unread.append((s, PendingScalar(local_loss), t0))
                 while len(unread) > lag:
                     done = unread.pop(0)
                     loss_value = read_loss(*done)

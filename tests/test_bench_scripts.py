@@ -194,6 +194,23 @@ def test_idle_gaps_charge_each_wait_to_the_kernel_that_ends_it():
     assert mod.idle_gaps([], steps=1, top=5) == []
 
 
+def test_launched_by_names_the_host_ops_around_each_matching_launch():
+    from types import SimpleNamespace as NS
+
+    mod = bench("bench_step_kernels")
+    to = NS(name="aten::to", cpu_parent=None, kernels=[])
+    copy = NS(name="aten::copy_", cpu_parent=to, kernels=[])
+    memcpy = NS(name="cudaMemcpyAsync", cpu_parent=copy, kernels=[NS(name="Memcpy DtoD (Device -> Device)")])
+    mm = NS(name="cudaLaunchKernel", cpu_parent=NS(name="aten::mm", cpu_parent=None, kernels=[]),
+            kernels=[NS(name="nvjet_sm90_tst")])
+    events = [to, copy, memcpy, memcpy, mm]  # two launches from the same chain in 2 steps
+    assert mod.launched_by(events, r"^Memcpy DtoD", steps=2) == {
+        "Memcpy DtoD (Device -> Device)": {"cudaMemcpyAsync < aten::copy_ < aten::to": 1.0}}
+    assert mod.launched_by(events, r"^Memcpy DtoD", steps=2, depth=2) == {
+        "Memcpy DtoD (Device -> Device)": {"cudaMemcpyAsync < aten::copy_": 1.0}}
+    assert mod.launched_by(events, r"nothing", steps=1) == {}
+
+
 def test_step_kernels_counts_every_op_once_by_category(tmp_path):
     mod = bench("bench_step_kernels")
     r = mod.main(["--device", "cpu", "--out", str(tmp_path), "--warmup", "0", "--steps", "1", "--top", "50"])
