@@ -5,7 +5,7 @@
 #
 # Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
 #   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout,
-#          bench_loss_kernels, bench_optimizer,
+#          bench_loss_kernels, bench_optimizer, bench_polar_express,
 #          bench_record_overhead, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, a compiled FP8-head run
 #          + report, both head layouts
@@ -102,6 +102,7 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     # the loss kernels: e5m2 backward vs a copy of the same bytes, exact vs hardware tanh
     step bench_loss_kernels 150 "python3 bench/bench_loss_kernels.py --device $DEV --out $R"
     step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
+    step bench_polar_express 60 "python3 bench/bench_polar_express.py --device $DEV --out $R"
     step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
     # compile-unfused-loss: torch's softcap + cross-entropy, the before side of the fused loss kernels

@@ -32,24 +32,26 @@ def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
 class PendingScalar:
     """A scalar on its way to the host; `item()` waits only for the work queued before it was made."""
 
-    __slots__ = ("_host", "_event")
+    __slots__ = ("_host", "event")
 
-    def __init__(self, value: torch.Tensor):
+    def __init__(self, value: torch.Tensor, timing: bool = False):
+        """`timing`: make `event` a timing event, so a loop can measure device time between two of them
+        (CUDA; on CPU `event` is None)."""
         value = value.detach()
         if value.device.type == "cuda":
             # The caching host allocator recycles these pinned buffers, so one per step costs no cudaHostAlloc.
             self._host = torch.empty(value.shape, dtype=value.dtype, pin_memory=True)
             self._host.copy_(value, non_blocking=True)
-            self._event = torch.cuda.Event()
-            self._event.record()
+            self.event = torch.cuda.Event(enable_timing=timing)
+            self.event.record()
         else:
-            self._host, self._event = value.clone(), None
+            self._host, self.event = value.clone(), None
 
     def ready(self) -> bool:
         """Whether `item()` would return without waiting."""
-        return self._event is None or self._event.query()
+        return self.event is None or self.event.query()
 
     def item(self) -> float:
-        if self._event is not None:
-            self._event.synchronize()
+        if self.event is not None:
+            self.event.synchronize()
         return self._host.item()

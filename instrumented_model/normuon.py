@@ -58,13 +58,13 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.
     transpose of the wide iteration on Xᵀ, without ever materializing a transpose: an earlier version
     transposed tall matrices in and out, and each of those two strided copies of the mlp bank cost about
     0.35 ms on an H200 (found by `commscope layout`: "optimizer: mlp update"). The normalization divides in
-    fp32 and writes the iteration's dtype in the same pass (one kernel, not a divide and then a cast)."""
+    fp32 and writes the iteration's dtype in the same pass (divide_per_matrix)."""
     dtype = dtype or polar_dtype(g.device)
     lead, (rows, cols) = g.shape[:-2], g.shape[-2:]
     x = g.reshape(-1, rows, cols).float()
     tall = rows > cols
     denom = x.norm(dim=(-2, -1), keepdim=True) * NORM_MARGIN + NORM_EPS
-    x = torch.div(x, denom, out=torch.empty(x.shape, dtype=dtype, device=x.device))
+    x = divide_per_matrix(x, denom, dtype)
     for a, b, c in POLAR_EXPRESS_COEFFS:
         if tall:
             gram = x.mT @ x
@@ -76,6 +76,19 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.
             x = torch.baddbmm(x, poly, x, beta=a, alpha=1.0)  # aX + (bA + cA²)X
     x = x if out_dtype is None else x.to(out_dtype)
     return x.reshape(*lead, rows, cols)
+
+
+def divide_per_matrix(x: Tensor, denom: Tensor, dtype: torch.dtype, fused: bool | None = None) -> Tensor:
+    """x / denom in `dtype`, one pass; x: (k, rows, cols) fp32, denom: (k, 1, 1) fp32. On CUDA a Triton
+    kernel: torch.div with a broadcast divisor runs ATen's non-vectorized elementwise kernel, which moved
+    the banks at ~1.2 TB/s (0.41 ms per step on an H200, session 16)."""
+    out = torch.empty(x.shape, dtype=dtype, device=x.device)
+    if not want_fused(fused, x, denom, out):
+        return torch.div(x, denom, out=out)
+    n = x.numel()
+    if n:
+        fused_kernel("divide_per_matrix")[grid(n)](x, denom, out, n, x.shape[-2] * x.shape[-1], BLOCK=BLOCK)
+    return out
 
 
 def nesterov_(grad: Tensor, momentum_buf: Tensor, momentum: float) -> Tensor:

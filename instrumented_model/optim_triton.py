@@ -62,3 +62,13 @@ def scaled_cautious(p_ptr, v_ptr, scale_ptr, n, rows, cols, lr, lr_wd, PER_ROW: 
     decay = tl.where(direction * p > 0, lr_wd * p, 0.0)
     new = p - lr * direction - decay
     tl.store(p_ptr + offs, new.to(p_ptr.dtype.element_ty), mask=mask)
+
+
+def divide_per_matrix(x_ptr, denom_ptr, out_ptr, n, matrix_numel, BLOCK: tl.constexpr):
+    """out ← x / denom[matrix] for a stack of matrices, one fp32 divisor each, stored in out's dtype; the
+    division is IEEE round-to-nearest, as torch.div's."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    d = tl.load(denom_ptr + offs // matrix_numel, mask=mask, other=1.0)
+    tl.store(out_ptr + offs, tl.math.div_rn(x, d).to(out_ptr.dtype.element_ty), mask=mask)

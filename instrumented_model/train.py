@@ -256,14 +256,21 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     lag = 1 if args.trace == "off" and device.type == "cuda" else 0
     unread: list[tuple[int, PendingScalar, int]] = []  # (step, summed loss on its way, start ns), not read yet
     last_read_ns = 0
+    # Pipelined, a step's period is timed on the device, from the previous step's loss event (or the first
+    # step's start) to its own: the host reads a loss one launch late, so the gap between two reads is the
+    # next step's launch, and the last step, with no launch after it, would show only its final wait.
+    last_event = None
 
     def read_loss(step: int, summed: PendingScalar, t0: int) -> float:
-        nonlocal last_read_ns
+        nonlocal last_read_ns, last_event
         before = time.perf_counter_ns()
         global_loss = summed.item() / world_size
         now = time.perf_counter_ns()
-        # since the step started, or (pipelined) since the previous step's loss arrived: the step period
-        step_ms = (now - max(t0, last_read_ns)) / 1e6
+        if lag and last_event is not None:
+            step_ms = last_event.elapsed_time(summed.event)
+            last_event = summed.event
+        else:  # since the step started, or since the previous loss arrived (host time)
+            step_ms = (now - max(t0, last_read_ns)) / 1e6
         last_read_ns = now
         state["last_step"] = step
         if rank == 0:
@@ -277,6 +284,9 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     try:
         for s in range(args.steps):
             t0 = time.perf_counter_ns()
+            if lag and s == 0:
+                last_event = torch.cuda.Event(enable_timing=True)
+                last_event.record()
             inputs, targets = data.global_batch(s)
             with rec.step(s) as st:
                 local_loss = torch.zeros((), device=device, dtype=torch.float32)
@@ -295,7 +305,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                 opt.zero_grad()
                 # Every rank's loss is a mean over an equal share of the batch, so the global mean is sum / ws.
                 rec.collective(dist.all_reduce, local_loss, label="loss", phase="metric").wait()
-                unread.append((s, PendingScalar(local_loss), t0))
+                unread.append((s, PendingScalar(local_loss, timing=bool(lag)), t0))
                 while len(unread) > lag:
                     done = unread.pop(0)
                     loss_value = read_loss(*done)

@@ -310,3 +310,17 @@ def test_record_overhead_interleaves_modes_and_normalizes_to_plain(capsys, workl
     assert rows["plain"][1] == 1.0 and rows["plain"][3] == 1.0  # ratios are to plain, per round
     assert all(r[0] > 0 and r[1] > 0 for r in rows.values())
     assert ("reference trainer, preset tiny" in out) == (workload == "trainer")
+
+
+def test_polar_express_bench_times_both_banks_and_derives_bandwidth(tmp_path):
+    mod = bench("bench_polar_express")
+    r = mod.main(["--device", "cpu", "--out", str(tmp_path), "--repeats", "2"])
+    check_header(r, tmp_path, "bench_polar_express")
+    rows = {row["label"]: row for row in r["rows"]}
+    assert rows["attn"]["shape"] == [24, 64, 64] and rows["mlp"]["shape"] == [16, 256, 64]  # tiny banks' views
+    for row in rows.values():
+        n = math.prod(row["shape"])
+        assert row["bytes"] == n * (4 + 4)  # fp32 in, fp32 out (CPU iterates in fp32)
+        assert row["torch.div_gb_s"] == pytest.approx(row["bytes"] / row["torch.div_ms"] / 1e6)
+        assert row["polar_express_ms"] > row["torch.div_ms"] > 0
+        assert row["divide_per_matrix_ms"] is None  # the Triton kernel is timed on a GPU only

@@ -117,3 +117,20 @@ def test_bf16_direction_is_read_as_its_fp32_upcast(device, shape):
     g = rand(shape, 6, device)
     keep = normuon.polar_express(g, torch.bfloat16, out_dtype=None)
     assert keep.dtype == torch.bfloat16 and torch.equal(keep.float(), normuon.polar_express(g, torch.bfloat16))
+
+
+@pytest.mark.parametrize("shape,dtype", [((3, 40, 24), torch.bfloat16), ((2, 16, 36), torch.float32),
+                                         ((5, 33, 31), torch.bfloat16)])  # 33·31 elements: blocks span matrices
+def test_divide_per_matrix_is_torch_div_bit_for_bit(device, shape, dtype):
+    """Polar Express's normalization kernel: each matrix divided by its own divisor, rounded once into
+    `dtype`, exactly as torch.div(x, denom, out=dtype)."""
+    x = rand(shape, 9, device)
+    denom = 0.5 + rand((shape[0], 1, 1), 10, device).abs()
+    fused = normuon.divide_per_matrix(x, denom, dtype, fused=True)
+    assert fused.dtype == dtype
+    ref = torch.div(x, denom, out=torch.empty(shape, dtype=dtype, device=device))
+    if device == "cuda" or dtype == torch.float32:
+        assert torch.equal(fused, ref)
+    else:  # Triton's CPU interpreter truncates fp32 → bf16 where the GPU rounds to nearest: 1 ulp apart
+        torch.testing.assert_close(fused.float(), ref.float(), rtol=2.0 ** -7, atol=0.0)
+    assert not torch.equal(fused[0].float(), x[0].to(dtype).float())  # it did divide

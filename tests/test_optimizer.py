@@ -63,6 +63,30 @@ def test_polar_express_is_near_orthogonal(shape):
     torch.testing.assert_close(polar_express(g.mT), y.mT, atol=1e-5, rtol=1e-5)
 
 
+def textbook_polar_express(g: torch.Tensor) -> torch.Tensor:
+    """The iteration as written in the literature, in float64: X ← X/(‖X‖_F·margin + eps), then
+    X ← aX + (bA + cA²)X with A = XXᵀ."""
+    from instrumented_model.normuon import NORM_EPS, NORM_MARGIN, POLAR_EXPRESS_COEFFS
+
+    x = g.double()
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) * NORM_MARGIN + NORM_EPS)
+    for a, b, c in POLAR_EXPRESS_COEFFS:
+        A = x @ x.mT
+        x = a * x + (b * A + c * A @ A) @ x
+    return x
+
+
+@pytest.mark.parametrize("shape", [(3, 40, 24), (3, 24, 40), (2, 32, 32)])
+def test_polar_express_is_the_textbook_iteration(shape):
+    """The diagonal form (aI + bA + cA²)X and the normalization folded into the first Gram matrix must
+    compute the textbook iteration: to fp32 rounding in fp32, to bf16 rounding in bf16."""
+    g = 1e-3 * torch.randn(shape, generator=torch.Generator().manual_seed(4))  # a gradient's scale
+    ref = textbook_polar_express(g)
+    torch.testing.assert_close(polar_express(g).double(), ref, atol=2e-5, rtol=2e-5)
+    bf16 = polar_express(g, dtype=torch.bfloat16).double()
+    assert (bf16 - ref).norm() / ref.norm() < 0.03
+
+
 def test_polar_express_bf16_path_stays_in_band():
     g = torch.randn(64, 32, generator=torch.Generator().manual_seed(2))
     sv = torch.linalg.svdvals(polar_express(g, dtype=torch.bfloat16))

@@ -1,0 +1,89 @@
+"""Polar Express on the speedrun banks: the normalization pass (torch.div with a broadcast divisor vs the
+Triton `divide_per_matrix` kernel) and the whole orthogonalization, per bank, device time (issue 8).
+
+Why: the normalization X/‖X‖_F reads each bank in fp32 and writes it in bf16; ATen runs a division by a
+(k, 1, 1) divisor in its non-vectorized elementwise kernel (0.41 ms per step on an H200, session 16),
+while a flat Triton kernel moves the same bytes at copy speed. This times both on the banks' real matrix
+views, side by side in one process, next to the whole polar_express, so the saving is a measured ratio.
+
+Shapes: `make_config(preset)`'s attn bank viewed as (40, D, D) and mlp bank as (24, 4D, D) (REFERENCE.md
+§1), inputs fp32 as the Nesterov blend that reaches polar_express; iteration dtype bf16 on CUDA, fp32 on
+CPU (normuon.polar_dtype).
+
+Run: python bench/bench_polar_express.py --device cuda --out OUT   (CPU: --device cpu, tiny preset)
+"""
+from __future__ import annotations
+
+import benchlib  # noqa: F401  (puts the repo on sys.path)
+import torch
+
+from benchlib import arg_parser, header, md_table, provenance_line, setup_device, time_ms, write_results
+
+
+def bank_shapes(preset: str) -> dict[str, tuple[int, int, int]]:
+    from instrumented_model.config import make_config
+    from instrumented_model.param_table import PARAM_TABLE
+
+    cfg = make_config(preset, 1)
+    D = cfg.model_dim
+    banks = {"attn": (cfg.num_attn_layers, 4 * D, D), "mlp": (cfg.mlp_layers_padded, 2, 4 * D, D)}
+    return {label: PARAM_TABLE[label].matrix_view(shape) for label, shape in banks.items()}
+
+
+def run(device: torch.device, preset: str, warmup: int, repeats: int) -> list[dict]:
+    from instrumented_model import normuon
+
+    dtype = normuon.polar_dtype(device)
+    fused = device.type == "cuda" or None  # the Triton kernel needs a GPU (or TRITON_INTERPRET=1)
+    rows = []
+    for label, shape in bank_shapes(preset).items():
+        x = torch.randn(shape, device=device, generator=torch.Generator(device).manual_seed(0))
+        denom = torch.linalg.vector_norm(x, dim=(-2, -1), keepdim=True) * normuon.NORM_MARGIN + normuon.NORM_EPS
+        out = torch.empty(shape, dtype=dtype, device=device)
+        moved = x.numel() * (x.element_size() + out.element_size())
+        timings = {
+            "torch.div": time_ms(lambda: torch.div(x, denom, out=out), device, warmup=warmup, repeats=repeats,
+                                 device_only=True),
+            "divide_per_matrix": time_ms(lambda: normuon.divide_per_matrix(x, denom, dtype, fused=fused), device,
+                                         warmup=warmup, repeats=repeats, device_only=True)
+            if fused else None,
+            "polar_express": time_ms(lambda: normuon.polar_express(x, out_dtype=None), device, warmup=warmup,
+                                     repeats=repeats, device_only=True),
+        }
+        row = {"label": label, "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), "bytes": moved}
+        for name, t in timings.items():
+            row[f"{name}_ms"] = None if t is None else t["median_ms"]
+            row[f"{name}_gb_s"] = None if t is None or name == "polar_express" else moved / t["median_ms"] / 1e6
+        rows.append(row)
+    return rows
+
+
+def markdown(result: dict) -> str:
+    lines = ["## Polar Express on the banks: normalization pass and whole iteration", "", provenance_line(result),
+             "", f"{result['preset']} preset, fp32 input, iteration in {result['rows'][0]['dtype']}; median of "
+             f"{result['repeats']} device-only repeats.", ""]
+    lines.append(md_table(
+        ["bank", "matrices", "torch.div ms", "GB/s", "divide_per_matrix ms", "GB/s", "polar_express ms"],
+        [[r["label"], "×".join(map(str, r["shape"])), r["torch.div_ms"], r["torch.div_gb_s"],
+          r["divide_per_matrix_ms"], r["divide_per_matrix_gb_s"], r["polar_express_ms"]] for r in result["rows"]]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = arg_parser(__doc__)
+    ap.add_argument("--preset", default=None, help="default: speedrun on cuda, tiny on cpu")
+    ap.add_argument("--repeats", type=int, default=None, help="default: 50 on cuda, 3 on cpu")
+    args = ap.parse_args(argv)
+    device = setup_device(args.device)
+    cuda = device.type == "cuda"
+    preset = args.preset or ("speedrun" if cuda else "tiny")
+    repeats = args.repeats or (50 if cuda else 3)
+    result = {**header(device, "bench_polar_express.py", argv), "preset": preset, "repeats": repeats,
+              "rows": run(device, preset, warmup=3 if cuda else 1, repeats=repeats)}
+    write_results(args.out, "bench_polar_express", result, markdown(result))
+    print(markdown(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
