@@ -234,23 +234,39 @@ def trainer_step(forward, opt, batches: list, s: int, mark: Callable[[], object]
 
 
 def pipelined_losses(step_fn: Callable[[int], torch.Tensor], steps: range,
-                     wait_ms: list[float] | None = None) -> list[float]:
+                     wait_ms: list[float] | None = None, periods_ms: list[float] | None = None) -> list[float]:
     """Run `step_fn(s)` for each step, reading step s's loss only after step s+1 is launched, through a
     PendingScalar (waits for step s, not for the whole stream), as `commscope run --trace off` does on
-    CUDA. Returns the losses; `wait_ms` (if given) gets the host's wait for each read but the last."""
+    CUDA. Returns the losses; `wait_ms` (if given) gets the host's wait for each read but the last;
+    `periods_ms` (if given, CUDA) each step's device period: from the previous step's loss event (the
+    first step: from its start) to its own, the trainer's untraced step_ms."""
     from instrumented_model.host_transfer import PendingScalar
 
-    losses, pending = [], None
+    timing = periods_ms is not None and torch.cuda.is_available()
+    last_event = None
+    if timing:
+        last_event = torch.cuda.Event(enable_timing=True)
+        last_event.record()
+    losses: list[float] = []
+
+    def read(p: PendingScalar, waits: list[float] | None) -> None:
+        nonlocal last_event
+        t0 = time.perf_counter()
+        losses.append(p.item())
+        if waits is not None:
+            waits.append(1e3 * (time.perf_counter() - t0))
+        if timing and p.event is not None:
+            periods_ms.append(last_event.elapsed_time(p.event))
+            last_event = p.event
+
+    pending = None
     for s in steps:
-        loss = PendingScalar(step_fn(s))
+        loss = PendingScalar(step_fn(s), timing=timing)
         if pending is not None:
-            t0 = time.perf_counter()
-            losses.append(pending.item())
-            if wait_ms is not None:
-                wait_ms.append(1e3 * (time.perf_counter() - t0))
+            read(pending, wait_ms)
         pending = loss
     if pending is not None:
-        losses.append(pending.item())
+        read(pending, None)
     return losses
 
 

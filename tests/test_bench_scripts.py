@@ -324,3 +324,22 @@ def test_polar_express_bench_times_both_banks_and_derives_bandwidth(tmp_path):
         assert row["torch.div_gb_s"] == pytest.approx(row["bytes"] / row["torch.div_ms"] / 1e6)
         assert row["polar_express_ms"] > row["torch.div_ms"] > 0
         assert row["divide_per_matrix_ms"] is None  # the Triton kernel is timed on a GPU only
+
+
+def test_pipelined_losses_reads_every_loss_in_order_and_times_each_step():
+    lib = bench("benchlib")
+    cuda = torch.cuda.is_available()
+    dev = "cuda" if cuda else "cpu"
+
+    def step(s):
+        if cuda:
+            torch.cuda._sleep(int(3e7))  # ~15 ms of device work per step
+        return torch.full((), float(s), device=dev)
+
+    waits, periods = [], []
+    assert lib.pipelined_losses(step, range(3, 8), waits, periods) == [3.0, 4.0, 5.0, 6.0, 7.0]
+    assert len(waits) == 4 and all(w >= 0 for w in waits)  # every read but the last
+    if cuda:  # one device period per step, each at least its own device work
+        assert len(periods) == 5 and min(periods) > 5.0, periods
+    else:
+        assert periods == []
