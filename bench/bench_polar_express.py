@@ -1,6 +1,5 @@
 """Polar Express on the speedrun banks: the normalization pass (torch.div with a broadcast divisor vs the
-Triton `divide_per_matrix` kernel) and the whole orthogonalization in X space and in Gram space, per bank,
-device time (issue 8).
+Triton `divide_per_matrix` kernel) and the whole orthogonalization, per bank, device time (issue 8).
 
 Why: the normalization X/‖X‖_F reads each bank in fp32 and writes it in bf16; ATen runs a division by a
 (k, 1, 1) divisor in its non-vectorized elementwise kernel (0.41 ms per step on an H200, session 16),
@@ -50,16 +49,13 @@ def run(device: torch.device, preset: str, warmup: int, repeats: int) -> list[di
             if fused else None,
             # ~25 launches a call: more repeats than this overflow CUDA's launch queue, which blocks the host
             # until the spin that device_only queues ahead has ended (time_ms would double it forever)
-            "polar_express": time_ms(lambda: normuon.polar_express(x, out_dtype=None, gram_space=False), device,
-                                     warmup=warmup, repeats=min(repeats, 10), device_only=True),
-            "gram_space": time_ms(lambda: normuon.polar_express(x, out_dtype=None, gram_space=True), device,
-                                  warmup=warmup, repeats=min(repeats, 10), device_only=True),
+            "polar_express": time_ms(lambda: normuon.polar_express(x, out_dtype=None), device, warmup=warmup,
+                                     repeats=min(repeats, 10), device_only=True),
         }
         row = {"label": label, "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), "bytes": moved}
         for name, t in timings.items():
             row[f"{name}_ms"] = None if t is None else t["median_ms"]
-            row[f"{name}_gb_s"] = None if t is None or name in ("polar_express", "gram_space") else moved / t["median_ms"] / 1e6
-        row["default"] = "gram_space" if max(shape[1:]) >= normuon.GRAM_SPACE_ASPECT * min(shape[1:]) else "polar_express"
+            row[f"{name}_gb_s"] = None if t is None or name == "polar_express" else moved / t["median_ms"] / 1e6
         rows.append(row)
     return rows
 
@@ -69,11 +65,9 @@ def markdown(result: dict) -> str:
              "", f"{result['preset']} preset, fp32 input, iteration in {result['rows'][0]['dtype']}; median of "
              f"{result['repeats']} device-only repeats.", ""]
     lines.append(md_table(
-        ["bank", "matrices", "torch.div ms", "GB/s", "divide_per_matrix ms", "GB/s", "X-space iteration ms",
-         "Gram-space iteration ms", "default"],
+        ["bank", "matrices", "torch.div ms", "GB/s", "divide_per_matrix ms", "GB/s", "polar_express ms"],
         [[r["label"], "×".join(map(str, r["shape"])), r["torch.div_ms"], r["torch.div_gb_s"],
-          r["divide_per_matrix_ms"], r["divide_per_matrix_gb_s"], r["polar_express_ms"], r["gram_space_ms"],
-          r["default"]] for r in result["rows"]]))
+          r["divide_per_matrix_ms"], r["divide_per_matrix_gb_s"], r["polar_express_ms"]] for r in result["rows"]]))
     return "\n".join(lines)
 
 

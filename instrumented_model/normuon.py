@@ -39,9 +39,6 @@ POLAR_EXPRESS_COEFFS: tuple[tuple[float, float, float], ...] = (
     (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
     (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
 )
-# Matrices at least this many times longer than wide iterate in Gram space (_gram_space): fewer FLOPs from
-# an aspect ratio of ~2.5 on; the mlp bank's (3072, 768) matrices do, the square attn ones do not.
-GRAM_SPACE_ASPECT = 3
 # Safety margin on the Frobenius norm so the spectral norm of the normalized input is surely below 1.
 NORM_MARGIN = 1.02
 NORM_EPS = 1e-6
@@ -52,12 +49,9 @@ def polar_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
-def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.dtype | None = torch.float32,
-                  gram_space: bool | None = None) -> Tensor:
+def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.dtype | None = torch.float32) -> Tensor:
     """Approximate the orthogonal polar factor U Vᵀ of each matrix in `g` (..., rows, cols), iterating in
     `dtype` (polar_dtype by default). Returns `out_dtype` (None: the iteration's dtype, no copy).
-    `gram_space`: iterate on the Gram matrices only (_gram_space); None: when the aspect ratio is at
-    least GRAM_SPACE_ASPECT.
 
     The Gram matrix is always the smaller one: wide X iterates X ← aX + (bA + cA²)X with A = XXᵀ; tall X
     iterates the transposed identity X ← aX + X(bB + cB²) with B = XᵀX. The tall form gives exactly the
@@ -71,10 +65,6 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.
     tall = rows > cols
     denom = x.norm(dim=(-2, -1), keepdim=True) * NORM_MARGIN + NORM_EPS
     x = divide_per_matrix(x, denom, dtype)
-    if gram_space if gram_space is not None else max(rows, cols) >= GRAM_SPACE_ASPECT * min(rows, cols):
-        x = _gram_space(x, tall)
-        x = x if out_dtype is None else x.to(out_dtype)
-        return x.reshape(*lead, rows, cols)
     for a, b, c in POLAR_EXPRESS_COEFFS:
         if tall:
             gram = x.mT @ x
@@ -86,34 +76,6 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.
             x = torch.baddbmm(x, poly, x, beta=a, alpha=1.0)  # aX + (bA + cA²)X
     x = x if out_dtype is None else x.to(out_dtype)
     return x.reshape(*lead, rows, cols)
-
-
-def _gram_space(x: Tensor, tall: bool) -> Tensor:
-    """The same five steps on the small side only. Every step multiplies X by a polynomial P_k of its
-    Gram matrix B_k = XᵀX (tall; XXᵀ wide), so X_5 = X_0·P_0⋯P_4 and B_{k+1} = P_k B_k P_k (P_k and B_k
-    commute): two products with X in all (B_0 and the last) instead of two per step. For the (3072, 768)
-    mlp matrices that is ~0.56× the FLOPs. Each P_k is rounded once, from fp32 (its diagonal a + bB + cB²
-    rounded twice made the iteration several times less accurate); in bf16 its distance to the textbook
-    iteration is 1.1–1.35× the X-space iteration's (1.1–1.2% vs 1.06% on (3072, 768) matrices, session 17;
-    tests/test_optimizer.py bounds both)."""
-    gram = (lambda m: m.mT @ m) if tall else (lambda m: m @ m.mT)
-    B = gram(x)
-    q = None
-    for i, (a, b, c) in enumerate(POLAR_EXPRESS_COEFFS):
-        p = _fp32_product(B, B).mul_(c).add_(B, alpha=b)
-        p.diagonal(dim1=-2, dim2=-1).add_(a)
-        p = p.to(x.dtype)
-        q = p if q is None else q @ p
-        if i + 1 < len(POLAR_EXPRESS_COEFFS):
-            B = p @ (B @ p)
-    return x @ q if tall else q @ x
-
-
-def _fp32_product(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b accumulated and returned in fp32 (bf16 inputs on CUDA multiply into an fp32 output directly)."""
-    if a.dtype == torch.float32:
-        return a @ b
-    return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else a.float() @ b.float()
 
 
 def divide_per_matrix(x: Tensor, denom: Tensor, dtype: torch.dtype, fused: bool | None = None) -> Tensor:

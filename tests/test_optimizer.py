@@ -76,22 +76,15 @@ def textbook_polar_express(g: torch.Tensor) -> torch.Tensor:
     return x
 
 
-@pytest.mark.parametrize("shape", [(3, 40, 24), (3, 24, 40), (2, 32, 32), (3, 96, 24), (3, 24, 96)])
+@pytest.mark.parametrize("shape", [(3, 40, 24), (3, 24, 40), (2, 32, 32)])
 def test_polar_express_is_the_textbook_iteration(shape):
-    """Both forms, X-space (aspect < GRAM_SPACE_ASPECT) and Gram-space (the last two shapes), compute the
-    textbook iteration: to fp32 rounding in fp32, to bf16 rounding in bf16 (~1–2% relative)."""
-    from instrumented_model.normuon import GRAM_SPACE_ASPECT
-
-    assert (max(shape[1:]) >= GRAM_SPACE_ASPECT * min(shape[1:])) == (shape[1:] in ((96, 24), (24, 96)))
+    """The diagonal form (aI + bA + cA²)X and the normalization folded into the first Gram matrix must
+    compute the textbook iteration: to fp32 rounding in fp32, to bf16 rounding in bf16."""
     g = 1e-3 * torch.randn(shape, generator=torch.Generator().manual_seed(4))  # a gradient's scale
-    tall = shape[1] > shape[2]
-    ref = textbook_polar_express(g.mT).mT if tall else textbook_polar_express(g)  # textbook: A = XXᵀ
+    ref = textbook_polar_express(g)
     torch.testing.assert_close(polar_express(g).double(), ref, atol=2e-5, rtol=2e-5)
     bf16 = polar_express(g, dtype=torch.bfloat16).double()
     assert (bf16 - ref).norm() / ref.norm() < 0.03
-    if torch.cuda.is_available():  # the GPU's own bf16 products (fp32-output bmm in Gram space)
-        gpu = polar_express(g.cuda(), dtype=torch.bfloat16).double().cpu()
-        assert (gpu - ref).norm() / ref.norm() < 0.03
 
 
 def test_polar_express_bf16_path_stays_in_band():
