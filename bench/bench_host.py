@@ -27,8 +27,9 @@ from pathlib import Path
 import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
-from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, pipelined_losses, provenance_line,
-                      setup_device, single_rank_group, sync, trainer_step, trainer_variant, write_results)
+from benchlib import (default_seqs, header, md_table, pipelined_losses, provenance_line,
+                      setup_device, single_rank_group, sync, trainer_arg_parser, trainer_step, trainer_variant,
+                      write_results)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -145,15 +146,7 @@ def markdown(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--out", required=True, help="results folder")
-    ap.add_argument("--preset", default=None, help="default: speedrun on cuda, tiny on cpu")
-    ap.add_argument("--variant", default=None, choices=tuple(TRAINER_VARIANTS), help="default: compile-fp8-head on cuda")
-    ap.add_argument("--batch-size", type=int, default=None)
-    ap.add_argument("--warmup", type=int, default=None, help="default: 4 on cuda, 1 on cpu")
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--seed", type=int, default=0)
+    ap = trainer_arg_parser(__doc__, variant_default="compile-fp8-head on cuda", steps=10)
     args = ap.parse_args(argv)
     device = setup_device(args.device)
     cuda = device.type == "cuda"

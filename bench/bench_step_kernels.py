@@ -26,8 +26,9 @@ import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchlib import (TRAINER_VARIANTS, default_seqs, header, md_table, pipelined_losses, provenance_line,
-                      setup_device, single_rank_group, sync, trainer_step, trainer_variant, write_results)
+from benchlib import (default_seqs, header, md_table, pipelined_losses, provenance_line,
+                      setup_device, single_rank_group, sync, trainer_arg_parser, trainer_step, trainer_variant,
+                      write_results)
 
 # (category, regex on the kernel name). Inductor names fused kernels after the ops they contain, so the
 # head's softcap (tanh) and cross-entropy (log_softmax / nll) kernels are recognisable by name, as are the
@@ -199,16 +200,8 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--out", required=True, help="results folder")
-    ap.add_argument("--preset", default=None, help="default: speedrun on cuda, tiny on cpu")
-    ap.add_argument("--variant", default=None, choices=tuple(TRAINER_VARIANTS), help="default: compile on cuda")
-    ap.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the trainer's)")
-    ap.add_argument("--warmup", type=int, default=None, help="default: 4 on cuda, 1 on cpu")
-    ap.add_argument("--steps", type=int, default=3)
+    ap = trainer_arg_parser(__doc__, variant_default="compile on cuda", steps=3)
     ap.add_argument("--top", type=int, default=15, help="kernels listed by name")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pipelined", action="store_true",
                     help="read each loss one step late (bench_throughput's pipelined loop): no host wait between steps")
     ap.add_argument("--launchers", default=r"^Memcpy DtoD|^void at::native::elementwise_kernel",

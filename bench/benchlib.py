@@ -49,6 +49,19 @@ def arg_parser(doc: str) -> argparse.ArgumentParser:
     return ap
 
 
+def trainer_arg_parser(doc: str, *, variant_default: str, steps: int) -> argparse.ArgumentParser:
+    """arg_parser plus the options of a script that times the reference trainer's step: --preset,
+    --variant (a TRAINER_VARIANTS key), --batch-size, --warmup, --steps, --seed."""
+    ap = arg_parser(doc)
+    ap.add_argument("--preset", default=None, help="default: speedrun on cuda, tiny on cpu")
+    ap.add_argument("--variant", default=None, choices=tuple(TRAINER_VARIANTS), help=f"default: {variant_default}")
+    ap.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the trainer's)")
+    ap.add_argument("--warmup", type=int, default=None, help="default: 4 on cuda, 1 on cpu")
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
 def machine(device: torch.device) -> str:
     """One line naming the hardware and software a figure was measured on."""
     sw = f"torch {torch.__version__}"

@@ -119,7 +119,9 @@ def test_killed_rank_keeps_finished_steps(tmp_path):
     assert not (out / "rank1" / "status.json").exists()  # SIGKILL: no status, but the data is there
     # the survivor leaves its last words (here the death reaches it as a gloo error; a survivor blocked in
     # a wait that only torchrun's SIGTERM reaches is TermGuard's case, tests/test_termguard.py)
-    assert orjson.loads((out / "rank0" / "status.json").read_bytes())["status"] == "failed"
+    status = out / "rank0" / "status.json"
+    assert status.exists(), f"rank 0 left no status.json; launcher stderr:\n{proc.stderr[-4000:]}"
+    assert orjson.loads(status.read_bytes())["status"] == "failed"
 
 
 def _skew_worker(rank: int, port: int, out: str) -> None:
