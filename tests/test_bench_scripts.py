@@ -174,11 +174,18 @@ def test_throughput_eager_in_process_and_timeout_record(tmp_path):
         assert mode["tokens_per_s"] * mode["step_ms"] / 1e3 == pytest.approx(mode["tokens_per_step"], rel=1e-9)
     assert (m["accum8"]["grad_accum"], m["accum8"]["tokens_per_step"]) == (8, 8 * 2 * 64)
     assert 0 < v["loss_last_accum8"] < v["loss_first"]  # the accumulated steps keep training the model
+    assert v["learns"] and v["learns"] == (v["loss_last_accum8"] < mod.LEARNS_RATIO * v["loss_first"])
     assert r["best_tokens_per_s"] == {k: mode["tokens_per_s"] for k, mode in m.items()}
     assert r["target_met"] == {k: False for k in m}
     md = (tmp_path / "bench_throughput.md").read_text()
     cell = mod.md_table(["x"], [[m["accum8"]["tokens_per_s"]]]).splitlines()[-1].strip("| ")
     assert "tokens/s accum8" in md and f"| {cell} |" in md
+    # a variant whose loss does not fall (session 17's broken Gram-space run) cannot meet the target
+    fast = {**v, "learns": False, "modes": {k: {**mode, "tokens_per_s": 1e9} for k, mode in m.items()}}
+    best, met = mod.best_per_mode([v, fast, {"variant": "x", "error": "timed out"}])
+    assert best == r["best_tokens_per_s"] and met == {k: False for k in m}
+    assert mod.best_per_mode([fast])[0] == {k: None for k in m}
+    assert mod.learns(11.58, 0.35) and not mod.learns(11.58, 10.83)
     # A variant past its time limit becomes a record, not a crash.
     rec = mod.run_isolated("eager", ["--device", "cpu"], timeout=0.05)
     assert rec == {"variant": "eager", "error": "timed out after 0 s"}
