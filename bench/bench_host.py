@@ -28,7 +28,7 @@ import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
 from benchlib import (default_seqs, header, md_table, pipelined_losses, provenance_line,
-                      setup_device, single_rank_group, sync, trainer_arg_parser, trainer_step, trainer_variant,
+                      parse_trainer_args, single_rank_group, sync, trainer_arg_parser, trainer_step, trainer_variant,
                       write_results)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,12 +147,8 @@ def markdown(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = trainer_arg_parser(__doc__, variant_default="compile-fp8-head on cuda", steps=10)
-    args = ap.parse_args(argv)
-    device = setup_device(args.device)
+    args, device = parse_trainer_args(ap, argv, "compile-fp8-head")
     cuda = device.type == "cuda"
-    args.preset = args.preset or ("speedrun" if cuda else "tiny")
-    args.variant = args.variant or ("compile-fp8-head" if cuda else "eager")
-    args.warmup = args.warmup if args.warmup is not None else (4 if cuda else 1)
     result = {**header(device, "bench_host.py", argv), **measure(args, device)}
     write_results(args.out, "bench_host" + ("" if cuda else "-cpu"), result, markdown(result))
     print(markdown(result))

@@ -27,7 +27,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchlib import (default_seqs, header, md_table, pipelined_losses, provenance_line,
-                      setup_device, single_rank_group, sync, trainer_arg_parser, trainer_step, trainer_variant,
+                      parse_trainer_args, single_rank_group, sync, trainer_arg_parser, trainer_step, trainer_variant,
                       write_results)
 
 # (category, regex on the kernel name). Inductor names fused kernels after the ops they contain, so the
@@ -206,12 +206,7 @@ def main(argv: list[str] | None = None) -> dict:
                     help="read each loss one step late (bench_throughput's pipelined loop): no host wait between steps")
     ap.add_argument("--launchers", default=r"^Memcpy DtoD|^void at::native::elementwise_kernel",
                     help="regex of kernel names whose launching host ops are listed (CUDA only)")
-    args = ap.parse_args(argv)
-    device = setup_device(args.device)
-    cuda = device.type == "cuda"
-    args.preset = args.preset or ("speedrun" if cuda else "tiny")
-    args.variant = args.variant or ("compile" if cuda else "eager")
-    args.warmup = args.warmup if args.warmup is not None else (4 if cuda else 1)
+    args, device = parse_trainer_args(ap, argv, "compile")
     result = {**header(device, "bench_step_kernels.py", argv), **profile_steps(args, device)}
     name = ("bench_step_kernels" + ("" if args.variant in ("compile", "eager") else f"-{args.variant}")
             + ("-pipelined" if args.pipelined else ""))

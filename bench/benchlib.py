@@ -62,6 +62,18 @@ def trainer_arg_parser(doc: str, *, variant_default: str, steps: int) -> argpars
     return ap
 
 
+def parse_trainer_args(ap: argparse.ArgumentParser, argv: list[str] | None, cuda_variant: str):
+    """Parse a trainer_arg_parser's options and fill the device-dependent defaults: (args, device).
+    On CUDA: the speedrun preset, `cuda_variant`, 4 warmup steps; on CPU: tiny, eager, 1."""
+    args = ap.parse_args(argv)
+    device = setup_device(args.device)
+    cuda = device.type == "cuda"
+    args.preset = args.preset or ("speedrun" if cuda else "tiny")
+    args.variant = args.variant or (cuda_variant if cuda else "eager")
+    args.warmup = args.warmup if args.warmup is not None else (4 if cuda else 1)
+    return args, device
+
+
 def machine(device: torch.device) -> str:
     """One line naming the hardware and software a figure was measured on."""
     sw = f"torch {torch.__version__}"
