@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -381,6 +382,12 @@ def print_summary(console: Console, summary: dict, out: str) -> None:
                   else f"{times[0]:.1f} ms")
     if summary["tokens_per_s"]:
         t.add_row("tokens/s", f"{summary['tokens_per_s']:,.0f}")
+    if len(times) > 2 and summary["tokens_per_s"]:
+        # a few slow steps (a GPU clock dip, a checkpoint) move the mean; the median says what a step takes
+        tail = times[1:]
+        median = statistics.median(tail)
+        tokens = summary["tokens_per_s"] * (sum(tail) / len(tail)) / 1e3  # tokens per step
+        t.add_row("median step", f"{median:.1f} ms, {tokens / (median / 1e3):,.0f} tokens/s")
     by_status: dict[str, list[str]] = {}
     for r, s in summary["ranks"].items():
         by_status.setdefault(s, []).append(r)

@@ -75,6 +75,22 @@ def test_summary_progress_comes_from_rank0s_file_and_skips_a_torn_last_line(tmp_
     assert progress_from_file(str(tmp_path)) is None
 
 
+def test_summary_table_gives_the_median_step_beside_the_mean():
+    from commscope.launch import print_summary
+
+    times = [5000.0, 80.0, 81.0, 82.0, 120.0]  # warm-up, three steady steps, one slow one
+    tokens = 49152
+    summary = {"status": "completed", "world_size": 1, "device": "cuda", "backend": "nccl", "preset": "speedrun",
+               "steps": 5, "losses": [11.5, 9.0, 8.0, 7.0, 6.0], "step_times_ms": times,
+               "tokens_per_s": tokens * 4 / (sum(times[1:]) / 1e3), "ranks": {"0": "completed"},
+               "message": "1 ranks completed 5 steps"}
+    con = Console(record=True, width=200)
+    print_summary(con, summary, "/tmp/x")
+    text = con.export_text()
+    assert "90.8 ms (excluding step 0)" in text  # the mean, pulled up by the slow step
+    assert f"81.5 ms, {tokens / 0.0815:,.0f} tokens/s" in text  # median of 80, 81, 82, 120
+
+
 def test_overall_status_and_message():
     ok = {"0": {"status": "completed"}, "1": {"status": "completed"}}
     assert overall_status(0, ok, False) == "completed"
