@@ -1,5 +1,6 @@
 """Polar Express on the speedrun banks: the normalization pass (torch.div with a broadcast divisor vs the
-Triton `divide_per_matrix` kernel) and the whole orthogonalization, per bank, device time (issue 8).
+Triton `divide_per_matrix` kernel), the Gram product (cuBLAS bmm vs the upper-triangle `symmetric_gram`
+kernel) and the whole orthogonalization with either, per bank, device time (issue 8).
 
 Why: the normalization X/‖X‖_F reads each bank in fp32 and writes it in bf16; ATen runs a division by a
 (k, 1, 1) divisor in its non-vectorized elementwise kernel (0.41 ms per step on an H200, session 16),
@@ -51,11 +52,25 @@ def run(device: torch.device, preset: str, warmup: int, repeats: int) -> list[di
             # until the spin that device_only queues ahead has ended (time_ms would double it forever)
             "polar_express": time_ms(lambda: normuon.polar_express(x, out_dtype=None), device, warmup=warmup,
                                      repeats=min(repeats, 10), device_only=True),
+            "polar_express_symmetric": time_ms(lambda: normuon.polar_express(x, out_dtype=None, symmetric=True),
+                                               device, warmup=warmup, repeats=min(repeats, 10), device_only=True)
+            if fused else None,
         }
-        row = {"label": label, "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), "bytes": moved}
+        # the Gram product alone: cuBLAS (bmm) vs the upper-triangle kernel, on the iteration's dtype
+        xd, tall = x.to(dtype), shape[1] > shape[2]
+        timings["gram_bmm"] = time_ms(lambda: xd.mT @ xd if tall else xd @ xd.mT, device, warmup=warmup,
+                                      repeats=repeats, device_only=True)
+        timings["gram_symmetric"] = (time_ms(lambda: normuon.symmetric_gram(xd, tall), device, warmup=warmup,
+                                             repeats=repeats, device_only=True) if fused else None)
+        if fused:  # the kernel must compute what bmm does (bf16 rounding apart)
+            ref = (xd.mT @ xd if tall else xd @ xd.mT).float()
+            row_err = ((normuon.symmetric_gram(xd, tall).float() - ref).norm() / ref.norm()).item()
+        row = {"label": label, "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), "bytes": moved,
+               "gram_symmetric_rel_err": row_err if fused else None}
         for name, t in timings.items():
             row[f"{name}_ms"] = None if t is None else t["median_ms"]
-            row[f"{name}_gb_s"] = None if t is None or name == "polar_express" else moved / t["median_ms"] / 1e6
+            if name in ("torch.div", "divide_per_matrix"):
+                row[f"{name}_gb_s"] = None if t is None else moved / t["median_ms"] / 1e6
         rows.append(row)
     return rows
 
@@ -65,9 +80,12 @@ def markdown(result: dict) -> str:
              "", f"{result['preset']} preset, fp32 input, iteration in {result['rows'][0]['dtype']}; median of "
              f"{result['repeats']} device-only repeats.", ""]
     lines.append(md_table(
-        ["bank", "matrices", "torch.div ms", "GB/s", "divide_per_matrix ms", "GB/s", "polar_express ms"],
+        ["bank", "matrices", "torch.div ms", "GB/s", "divide_per_matrix ms", "GB/s", "polar_express ms",
+         "with symmetric_gram ms", "Gram: bmm ms", "Gram: symmetric_gram ms", "its rel. error"],
         [[r["label"], "×".join(map(str, r["shape"])), r["torch.div_ms"], r["torch.div_gb_s"],
-          r["divide_per_matrix_ms"], r["divide_per_matrix_gb_s"], r["polar_express_ms"]] for r in result["rows"]]))
+          r["divide_per_matrix_ms"], r["divide_per_matrix_gb_s"], r["polar_express_ms"],
+          r["polar_express_symmetric_ms"], r["gram_bmm_ms"], r["gram_symmetric_ms"], r["gram_symmetric_rel_err"]]
+         for r in result["rows"]]))
     return "\n".join(lines)
 
 

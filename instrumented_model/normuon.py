@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from instrumented_model.adam import BLOCK, cautious_step_, fused_kernel, grid, scaled_cautious_step_, want_fused
+from instrumented_model.triton_jit import cdiv
 
 # Polar Express coefficients (a, b, c) for X ← aX + (bA + cA²)X, A = XXᵀ; one triple per iteration.
 POLAR_EXPRESS_COEFFS: tuple[tuple[float, float, float], ...] = (
@@ -49,9 +50,13 @@ def polar_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
-def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.dtype | None = torch.float32) -> Tensor:
+def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.dtype | None = torch.float32,
+                  symmetric: bool = False) -> Tensor:
     """Approximate the orthogonal polar factor U Vᵀ of each matrix in `g` (..., rows, cols), iterating in
     `dtype` (polar_dtype by default). Returns `out_dtype` (None: the iteration's dtype, no copy).
+    `symmetric`: the Gram matrix and bA + cA² come from the Triton `symmetric_gram` kernel (upper-triangle
+    tiles only, bA added in its epilogue instead of baddbmm's copy of A); off by default until it is
+    timed on a GPU (bench_polar_express.py).
 
     The Gram matrix is always the smaller one: wide X iterates X ← aX + (bA + cA²)X with A = XXᵀ; tall X
     iterates the transposed identity X ← aX + X(bB + cB²) with B = XᵀX. The tall form gives exactly the
@@ -66,16 +71,46 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.
     denom = x.norm(dim=(-2, -1), keepdim=True) * NORM_MARGIN + NORM_EPS
     x = divide_per_matrix(x, denom, dtype)
     for a, b, c in POLAR_EXPRESS_COEFFS:
+        if symmetric:
+            gram = symmetric_gram(x, tall)
+            poly = symmetric_gram(gram, False, gram, alpha=c, beta=b)  # bA + cA², A symmetric: A² = AAᵀ
+        else:
+            gram = x.mT @ x if tall else x @ x.mT
+            poly = torch.baddbmm(gram, gram, gram, beta=b, alpha=c)  # bA + cA² (B for tall X)
         if tall:
-            gram = x.mT @ x
-            poly = torch.baddbmm(gram, gram, gram, beta=b, alpha=c)  # bB + cB²
             x = torch.baddbmm(x, x, poly, beta=a, alpha=1.0)  # aX + X(bB + cB²)
         else:
-            gram = x @ x.mT
-            poly = torch.baddbmm(gram, gram, gram, beta=b, alpha=c)  # bA + cA²
             x = torch.baddbmm(x, poly, x, beta=a, alpha=1.0)  # aX + (bA + cA²)X
     x = x if out_dtype is None else x.to(out_dtype)
     return x.reshape(*lead, rows, cols)
+
+
+GRAM_BLOCK, GRAM_BLOCK_K = 128, 64  # symmetric_gram's tile: 768 = 6 tiles, 21 of 36 computed
+_tile_pairs: dict[tuple[int, str], Tensor] = {}
+
+
+def symmetric_gram(x: Tensor, tall: bool, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0, *,
+                   block: int = GRAM_BLOCK, block_k: int = GRAM_BLOCK_K) -> Tensor:
+    """alpha·XᵀX (tall) or alpha·XXᵀ of each matrix in x (k, rows, cols), plus beta·c (c symmetric, the
+    result's shape), in x's dtype: the Triton kernel optim_triton.symmetric_gram, which computes only the
+    upper triangle's tiles and mirrors them (the product is symmetric: ~58% of the tiles at n = 768)."""
+    k, rows, cols = x.shape
+    n, kdim = (cols, rows) if tall else (rows, cols)
+    sxn, sxk = (x.stride(2), x.stride(1)) if tall else (x.stride(1), x.stride(2))
+    out = torch.empty((k, n, n), dtype=x.dtype, device=x.device)
+    tiles = cdiv(n, block)
+    key = (tiles, str(x.device))
+    if key not in _tile_pairs:
+        pairs = [(i, j) for i in range(tiles) for j in range(i, tiles)]
+        _tile_pairs[key] = torch.tensor(pairs, dtype=torch.int32, device=x.device).flatten()
+    pairs = _tile_pairs[key]
+    cin = out if c is None else c
+    if k and n:
+        fused_kernel("symmetric_gram")[(pairs.numel() // 2, k)](
+            x, pairs, cin, out, n, kdim, x.stride(0), sxn, sxk, cin.stride(0), cin.stride(1), cin.stride(2),
+            out.stride(0), out.stride(1), out.stride(2), float(alpha), float(beta),
+            HAS_C=c is not None, IEEE=x.dtype == torch.float32, BLOCK=block, BLOCK_K=block_k)
+    return out
 
 
 def divide_per_matrix(x: Tensor, denom: Tensor, dtype: torch.dtype, fused: bool | None = None) -> Tensor:
@@ -151,13 +186,16 @@ def normalization_scale_(v: Tensor, second_buf: Tensor, beta2: float) -> Tensor:
 
 
 def normuon_step_(p: Tensor, grad: Tensor, momentum_buf: Tensor, second_buf: Tensor, *, momentum: float,
-                  beta2: float, lr: float, wd: float, grad_scale: float = 1.0, fused: bool | None = None) -> None:
-    """cautious_step_(p, normuon_direction_(grad·grad_scale, ...), lr, wd); p, grad: (k, rows, cols)."""
+                  beta2: float, lr: float, wd: float, grad_scale: float = 1.0, fused: bool | None = None,
+                  symmetric: bool = False) -> None:
+    """cautious_step_(p, normuon_direction_(grad·grad_scale, ...), lr, wd); p, grad: (k, rows, cols).
+    `symmetric`: polar_express's symmetric-Gram kernel (fused path only)."""
     if not want_fused(fused, p, grad, momentum_buf):
         g = grad.float() if grad_scale == 1.0 else grad.float() * grad_scale
         direction = normuon_direction_(g, momentum_buf, second_buf, momentum=momentum, beta2=beta2)
         cautious_step_(p, direction, lr, wd)
         return
     # v stays in Polar Express's dtype (bf16 on CUDA): both readers below upcast it exactly as they load
-    v = polar_express(nesterov_fused_(grad, momentum_buf, momentum, grad_scale), out_dtype=None).contiguous()
+    v = polar_express(nesterov_fused_(grad, momentum_buf, momentum, grad_scale), out_dtype=None,
+                      symmetric=symmetric).contiguous()
     scaled_cautious_step_(p, v, normalization_scale_(v, second_buf, beta2), lr, wd, fused=True)

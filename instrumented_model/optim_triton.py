@@ -72,3 +72,42 @@ def divide_per_matrix(x_ptr, denom_ptr, out_ptr, n, matrix_numel, BLOCK: tl.cons
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
     d = tl.load(denom_ptr + offs // matrix_numel, mask=mask, other=1.0)
     tl.store(out_ptr + offs, tl.math.div_rn(x, d).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def symmetric_gram(x_ptr, pairs_ptr, c_ptr, out_ptr, n, kdim, sxb, sxn, sxk, scb, scn, scm, sob, son, som,
+                   alpha, beta, HAS_C: tl.constexpr, IEEE: tl.constexpr, BLOCK: tl.constexpr,
+                   BLOCK_K: tl.constexpr):
+    """out ← alpha·X Xᵀ (+ beta·C) for one (n, kdim) matrix X of a batch (program_id 1), one BLOCK × BLOCK
+    tile pair per program: pairs_ptr lists the tiles (i, j) with i ≤ j, and each program also writes the
+    mirrored tile (j, i), so the symmetric product costs the upper triangle's tiles only. X is read
+    through its strides (sxn along the n rows, sxk along kdim), so Xᵀ of a stored matrix needs no copy.
+    C must be symmetric (its mirrored tile is read as the transpose of tile (i, j)). IEEE: fp32 inputs
+    multiplied in full fp32 (as cuBLAS does by default), not TF32."""
+    b = tl.program_id(1).to(tl.int64)
+    t = tl.program_id(0)
+    ti = tl.load(pairs_ptr + 2 * t)
+    tj = tl.load(pairs_ptr + 2 * t + 1)
+    ri = ti.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    rj = tj.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    x_b = x_ptr + b * sxb
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k0 in range(0, kdim, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K).to(tl.int64)
+        a = tl.load(x_b + ri[:, None] * sxn + ks[None, :] * sxk, mask=(ri[:, None] < n) & (ks[None, :] < kdim),
+                    other=0.0)
+        bt = tl.load(x_b + ks[:, None] * sxk + rj[None, :] * sxn, mask=(ks[:, None] < kdim) & (rj[None, :] < n),
+                     other=0.0)
+        if IEEE:
+            acc = tl.dot(a, bt, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, bt, acc)
+    acc = acc * alpha
+    mask = (ri[:, None] < n) & (rj[None, :] < n)
+    if HAS_C:
+        c = tl.load(c_ptr + b * scb + ri[:, None] * scn + rj[None, :] * scm, mask=mask, other=0.0)
+        acc = acc + beta * c.to(tl.float32)
+    o_b = out_ptr + b * sob
+    tl.store(o_b + ri[:, None] * son + rj[None, :] * som, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    if ti != tj:
+        tl.store(o_b + rj[:, None] * son + ri[None, :] * som, tl.trans(acc).to(out_ptr.dtype.element_ty),
+                 mask=(rj[:, None] < n) & (ri[None, :] < n))

@@ -107,7 +107,8 @@ class NorMuonAndAdam:
                  work_order=WORK_ORDER, comm_schedule: str = "explicit", head_layout: str = "transposed",
                  split_step: int | None = None, lr: float = 0.02, adam_lr: float = 0.008, wd: float = 0.01,
                  momentum: float = 0.95, beta2: float = 0.95, param_table: dict[str, ParamSpec] = PARAM_TABLE,
-                 matrix_owners: dict[str, Any] | None = None, in_place_reduce: bool | None = None):
+                 matrix_owners: dict[str, Any] | None = None, in_place_reduce: bool | None = None,
+                 symmetric_gram: bool = False):
         if comm_schedule not in ("explicit", "hooks"):
             raise UserError(f"comm_schedule must be 'explicit' or 'hooks', not {comm_schedule!r}")
         if head_layout not in ("transposed", "standard"):
@@ -123,6 +124,9 @@ class NorMuonAndAdam:
         if in_place_reduce is None:  # NCCL's in-place reduce_scatter is documented; keep gloo as it was
             in_place_reduce = dist.is_available() and dist.is_initialized() and dist.get_backend(group) == "nccl"
         self.in_place_reduce = in_place_reduce
+        # Polar Express's Gram products from the upper-triangle Triton kernel (normuon.symmetric_gram); off
+        # until timed on a GPU
+        self.symmetric_gram = symmetric_gram
         self.matrix_owners = dict(matrix_owners or {})
         bad = sorted(lb for lb in self.matrix_owners
                      if lb not in labelled_params or param_table[lb].optim != "normuon")
@@ -361,7 +365,8 @@ class NorMuonAndAdam:
         wd = self.wd * slot.spec.wd_mul
         if slot.spec.optim == "normuon":
             normuon_step_(target, summed, st["momentum_buffer"], st["second_moment"], momentum=self.momentum,
-                          beta2=self.beta2, lr=self.lr * lr_scale * slot.lr_mul, wd=wd, grad_scale=grad_scale)
+                          beta2=self.beta2, lr=self.lr * lr_scale * slot.lr_mul, wd=wd, grad_scale=grad_scale,
+                          symmetric=self.symmetric_gram)
         else:
             st["step"] += 1
             adam_step_(target, summed, st["exp_avg"], st["exp_avg_sq"], st["step"], slot.spec.adam_betas,
@@ -412,6 +417,7 @@ class NorMuonAndAdam:
             "comm_schedule": self.comm_schedule,
             "head_layout": self.head_layout,
             "split_step": self.split_step, "in_place_reduce": self.in_place_reduce,
+            "symmetric_gram": self.symmetric_gram,
             "lr": self.lr, "adam_lr": self.adam_lr, "wd": self.wd, "momentum": self.momentum,
             "normuon_beta2": self.beta2, "adam_eps": ADAM_EPS,
             "shards": {label: {"comms": s.comms, "view": list(s.view_shape), "chunk": s.chunk,
