@@ -62,11 +62,19 @@ def run(device: torch.device, preset: str, warmup: int, repeats: int) -> list[di
                                       repeats=repeats, device_only=True)
         timings["gram_symmetric"] = (time_ms(lambda: normuon.symmetric_gram(xd, tall), device, warmup=warmup,
                                              repeats=repeats, device_only=True) if fused else None)
+        sweep = {}
+        for cfg in normuon.GRAM_CONFIGS if fused else ():  # which launch configuration to make the default
+            try:
+                sweep["×".join(map(str, cfg))] = time_ms(lambda: normuon.symmetric_gram(xd, tall, config=cfg),
+                                                        device, warmup=warmup, repeats=repeats,
+                                                        device_only=True)["median_ms"]
+            except Exception as e:  # noqa: BLE001 - e.g. out of shared memory: a row, not a crash
+                sweep["×".join(map(str, cfg))] = f"failed: {type(e).__name__}: {str(e)[:120]}"
         if fused:  # the kernel must compute what bmm does (bf16 rounding apart)
             ref = (xd.mT @ xd if tall else xd @ xd.mT).float()
             row_err = ((normuon.symmetric_gram(xd, tall).float() - ref).norm() / ref.norm()).item()
         row = {"label": label, "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), "bytes": moved,
-               "gram_symmetric_rel_err": row_err if fused else None}
+               "gram_symmetric_rel_err": row_err if fused else None, "gram_symmetric_configs_ms": sweep}
         for name, t in timings.items():
             row[f"{name}_ms"] = None if t is None else t["median_ms"]
             if name in ("torch.div", "divide_per_matrix"):
@@ -86,6 +94,10 @@ def markdown(result: dict) -> str:
           r["divide_per_matrix_ms"], r["divide_per_matrix_gb_s"], r["polar_express_ms"],
           r["polar_express_symmetric_ms"], r["gram_bmm_ms"], r["gram_symmetric_ms"], r["gram_symmetric_rel_err"]]
          for r in result["rows"]]))
+    for r in result["rows"]:
+        if r.get("gram_symmetric_configs_ms"):
+            lines += ["", f"symmetric_gram launch configurations (BLOCK×BLOCK_K×num_warps×num_stages), {r['label']}:",
+                      "", md_table(["config", "ms"], [[c, t] for c, t in r["gram_symmetric_configs_ms"].items()])]
     return "\n".join(lines)
 
 

@@ -85,15 +85,20 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.
     return x.reshape(*lead, rows, cols)
 
 
-GRAM_BLOCK, GRAM_BLOCK_K = 128, 64  # symmetric_gram's tile: 768 = 6 tiles, 21 of 36 computed
+# symmetric_gram's launch: (BLOCK, BLOCK_K, num_warps, num_stages). 768 = 6 tiles of 128, 21 of 36 computed.
+# Not tuned yet: bench_polar_express.py times GRAM_CONFIGS on a GPU.
+GRAM_CONFIG = (128, 64, 8, 3)
+GRAM_CONFIGS = ((128, 64, 8, 3), (128, 64, 4, 3), (128, 32, 4, 4), (64, 64, 4, 3), (128, 128, 8, 2),
+                (64, 128, 4, 3))
 _tile_pairs: dict[tuple[int, str], Tensor] = {}
 
 
 def symmetric_gram(x: Tensor, tall: bool, c: Tensor | None = None, alpha: float = 1.0, beta: float = 0.0, *,
-                   block: int = GRAM_BLOCK, block_k: int = GRAM_BLOCK_K) -> Tensor:
+                   config: tuple[int, int, int, int] | None = None) -> Tensor:
     """alpha·XᵀX (tall) or alpha·XXᵀ of each matrix in x (k, rows, cols), plus beta·c (c symmetric, the
     result's shape), in x's dtype: the Triton kernel optim_triton.symmetric_gram, which computes only the
     upper triangle's tiles and mirrors them (the product is symmetric: ~58% of the tiles at n = 768)."""
+    block, block_k, num_warps, num_stages = config or GRAM_CONFIG
     k, rows, cols = x.shape
     n, kdim = (cols, rows) if tall else (rows, cols)
     sxn, sxk = (x.stride(2), x.stride(1)) if tall else (x.stride(1), x.stride(2))
@@ -109,7 +114,8 @@ def symmetric_gram(x: Tensor, tall: bool, c: Tensor | None = None, alpha: float 
         fused_kernel("symmetric_gram")[(pairs.numel() // 2, k)](
             x, pairs, cin, out, n, kdim, x.stride(0), sxn, sxk, cin.stride(0), cin.stride(1), cin.stride(2),
             out.stride(0), out.stride(1), out.stride(2), float(alpha), float(beta),
-            HAS_C=c is not None, IEEE=x.dtype == torch.float32, BLOCK=block, BLOCK_K=block_k)
+            HAS_C=c is not None, IEEE=x.dtype == torch.float32, BLOCK=block, BLOCK_K=block_k,
+            num_warps=num_warps, num_stages=num_stages)
     return out
 
 

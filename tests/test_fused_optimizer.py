@@ -142,11 +142,11 @@ def test_symmetric_gram_is_the_full_product(device, tall):
     tiles, ragged last row and column), with bA + cA² in its epilogue, through strided (tall) reads."""
     x = rand((3, 40, 24) if not tall else (3, 56, 40), 11, device)
     ref = x.mT @ x if tall else x @ x.mT
-    got = normuon.symmetric_gram(x, tall, block=16, block_k=16)
+    got = normuon.symmetric_gram(x, tall, config=(16, 16, 4, 2))
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
     # off-diagonal tiles are written twice from one accumulator: mirrored exactly
     assert torch.equal(got[:, :16, 16:], got[:, 16:, :16].mT)
-    poly = normuon.symmetric_gram(ref, False, ref, alpha=0.5, beta=-2.0, block=16, block_k=16)
+    poly = normuon.symmetric_gram(ref, False, ref, alpha=0.5, beta=-2.0, config=(16, 16, 4, 2))
     torch.testing.assert_close(poly, torch.baddbmm(ref, ref, ref, beta=-2.0, alpha=0.5), rtol=1e-4, atol=1e-3)
 
 
