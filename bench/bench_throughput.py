@@ -88,7 +88,7 @@ def pipelined_run(step_fn, first: int, n: int, device: torch.device, tokens: int
     sync(device)
     t0 = time.perf_counter()
     periods: list[float] = []
-    losses = pipelined_losses(step_fn, range(first, first + n), periods_ms=periods)
+    losses = pipelined_losses(step_fn, range(first, first + n), periods_ms=periods, device=device)
     wall = time.perf_counter() - t0
     mode = {"tokens_per_step": tokens, "steps": n, "step_ms": 1e3 * wall / n, "tokens_per_s": tokens * n / wall}
     if periods:

@@ -261,15 +261,16 @@ def trainer_step(forward, opt, batches: list, s: int, mark: Callable[[], object]
 
 
 def pipelined_losses(step_fn: Callable[[int], torch.Tensor], steps: range,
-                     wait_ms: list[float] | None = None, periods_ms: list[float] | None = None) -> list[float]:
+                     wait_ms: list[float] | None = None, periods_ms: list[float] | None = None,
+                     device: torch.device | None = None) -> list[float]:
     """Run `step_fn(s)` for each step, reading step s's loss only after step s+1 is launched, through a
     PendingScalar (waits for step s, not for the whole stream), as `commscope run --trace off` does on
     CUDA. Returns the losses; `wait_ms` (if given) gets the host's wait for each read but the last;
-    `periods_ms` (if given, CUDA) each step's device period: from the previous step's loss event (the
-    first step: from its start) to its own, the trainer's untraced step_ms."""
+    `periods_ms` (if given, and `device` is CUDA) each step's device period: from the previous step's loss
+    event (the first step: from its start) to its own, the trainer's untraced step_ms."""
     from instrumented_model.host_transfer import PendingScalar
 
-    timing = periods_ms is not None and torch.cuda.is_available()
+    timing = periods_ms is not None and device is not None and device.type == "cuda"
     last_event = None
     if timing:
         last_event = torch.cuda.Event(enable_timing=True)

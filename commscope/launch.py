@@ -386,8 +386,8 @@ def print_summary(console: Console, summary: dict, out: str) -> None:
         # a few slow steps (a GPU clock dip, a checkpoint) move the mean; the median says what a step takes
         tail = times[1:]
         median = statistics.median(tail)
-        tokens = summary["tokens_per_s"] * (sum(tail) / len(tail)) / 1e3  # tokens per step
-        t.add_row("median step", f"{median:.1f} ms, {tokens / (median / 1e3):,.0f} tokens/s")
+        mean = sum(tail) / len(tail)  # tokens_per_s is over the mean step (RunProgress.tokens_per_s)
+        t.add_row("median step", f"{median:.1f} ms, {summary['tokens_per_s'] * mean / median:,.0f} tokens/s")
     by_status: dict[str, list[str]] = {}
     for r, s in summary["ranks"].items():
         by_status.setdefault(s, []).append(r)

@@ -344,7 +344,7 @@ def test_pipelined_losses_reads_every_loss_in_order_and_times_each_step():
         return torch.full((), float(s), device=dev)
 
     waits, periods = [], []
-    assert lib.pipelined_losses(step, range(3, 8), waits, periods) == [3.0, 4.0, 5.0, 6.0, 7.0]
+    assert lib.pipelined_losses(step, range(3, 8), waits, periods, torch.device(dev)) == [3.0, 4.0, 5.0, 6.0, 7.0]
     assert len(waits) == 4 and all(w >= 0 for w in waits)  # every read but the last
     if cuda:  # one device period per step, each at least its own device work
         assert len(periods) == 5 and min(periods) > 5.0, periods
