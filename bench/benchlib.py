@@ -229,8 +229,9 @@ TRAINER_VARIANTS: dict[str, tuple] = {
     # the gradient reduce_scatter into a separate buffer: the optimizer before session 16 (at world size 1
     # NCCL then copies every sharded gradient)
     "compile-fp8-head-reduce-copy": ({}, {"fp8_head": True}, {"in_place_reduce": False}),
-    # Polar Express's Gram products from the upper-triangle Triton kernel (not yet timed on a GPU)
-    "compile-fp8-head-symmetric-gram": ({}, {"fp8_head": True}, {"symmetric_gram": True}),
+    # Polar Express's Gram products from cuBLAS's full bmm/baddbmm: the optimizer before session 18's
+    # upper-triangle Triton kernel (normuon.symmetric_gram)
+    "compile-fp8-head-cublas-gram": ({}, {"fp8_head": True}, {"symmetric_gram": False}),
     # forward and backward replayed as CUDA graphs (cudagraph trees): no launch gap between their kernels
     "compile-cudagraphs-fp8-head": ({"mode": "reduce-overhead"}, {"fp8_head": True}),
 }

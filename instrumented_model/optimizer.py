@@ -108,7 +108,7 @@ class NorMuonAndAdam:
                  split_step: int | None = None, lr: float = 0.02, adam_lr: float = 0.008, wd: float = 0.01,
                  momentum: float = 0.95, beta2: float = 0.95, param_table: dict[str, ParamSpec] = PARAM_TABLE,
                  matrix_owners: dict[str, Any] | None = None, in_place_reduce: bool | None = None,
-                 symmetric_gram: bool = False):
+                 symmetric_gram: bool = True):
         if comm_schedule not in ("explicit", "hooks"):
             raise UserError(f"comm_schedule must be 'explicit' or 'hooks', not {comm_schedule!r}")
         if head_layout not in ("transposed", "standard"):
@@ -124,8 +124,8 @@ class NorMuonAndAdam:
         if in_place_reduce is None:  # NCCL's in-place reduce_scatter is documented; keep gloo as it was
             in_place_reduce = dist.is_available() and dist.is_initialized() and dist.get_backend(group) == "nccl"
         self.in_place_reduce = in_place_reduce
-        # Polar Express's Gram products from the upper-triangle Triton kernel (normuon.symmetric_gram); off
-        # until timed on a GPU
+        # Polar Express's Gram products from the upper-triangle Triton kernel (normuon.symmetric_gram, fused
+        # CUDA path only): 9% less Polar Express time than cuBLAS's full products on an H200 (session 18)
         self.symmetric_gram = symmetric_gram
         self.matrix_owners = dict(matrix_owners or {})
         bad = sorted(lb for lb in self.matrix_owners
