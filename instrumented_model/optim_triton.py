@@ -90,7 +90,7 @@ def symmetric_gram(x_ptr, pairs_ptr, c_ptr, out_ptr, n, kdim, sxb, sxn, sxk, scb
     ri = ti.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     rj = tj.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     x_b = x_ptr + b * sxb
-    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    acc = tl.full((BLOCK, BLOCK), 0.0, tl.float32)  # a builtin: tl.zeros is a @jit helper (module docstring)
     for k0 in range(0, kdim, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K).to(tl.int64)
         a = tl.load(x_b + ri[:, None] * sxn + ks[None, :] * sxk, mask=(ri[:, None] < n) & (ks[None, :] < kdim),

@@ -35,8 +35,8 @@ def softcap_ce_fwd(z_ptr, tgt_ptr, lse_ptr, loss_ptr, V, stride_z, cap, two_over
     base = z_ptr + row * stride_z
     target = tl.load(tgt_ptr + row).to(tl.int64)
     cols = tl.arange(0, BLOCK).to(tl.int64)
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    picked = tl.zeros([BLOCK], dtype=tl.float32)
+    acc = tl.full([BLOCK], 0.0, tl.float32)
+    picked = tl.full([BLOCK], 0.0, tl.float32)
     for start in range(0, V, BLOCK):
         offs = start + cols
         mask = offs < V
