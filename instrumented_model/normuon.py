@@ -114,8 +114,8 @@ def symmetric_gram(x: Tensor, tall: bool, c: Tensor | None = None, alpha: float 
     cin = out if c is None else c
     if k and n:
         fused_kernel("symmetric_gram")[(pairs.numel() // 2, k)](
-            x, pairs, cin, out, n, kdim, x.stride(0), sxn, sxk, cin.stride(0), cin.stride(1), cin.stride(2),
-            out.stride(0), out.stride(1), out.stride(2), float(alpha), float(beta),
+            x, pairs, cin, out, n, x.stride(0), sxn, sxk, cin.stride(0), cin.stride(1), cin.stride(2),
+            out.stride(0), out.stride(1), out.stride(2), float(alpha), float(beta), kdim=kdim,
             HAS_C=c is not None, IEEE=x.dtype == torch.float32, BLOCK=block, BLOCK_K=block_k,
             num_warps=num_warps, num_stages=num_stages)
     return out

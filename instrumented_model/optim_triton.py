@@ -74,15 +74,16 @@ def divide_per_matrix(x_ptr, denom_ptr, out_ptr, n, matrix_numel, BLOCK: tl.cons
     tl.store(out_ptr + offs, tl.math.div_rn(x, d).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def symmetric_gram(x_ptr, pairs_ptr, c_ptr, out_ptr, n, kdim, sxb, sxn, sxk, scb, scn, scm, sob, son, som,
-                   alpha, beta, HAS_C: tl.constexpr, IEEE: tl.constexpr, BLOCK: tl.constexpr,
+def symmetric_gram(x_ptr, pairs_ptr, c_ptr, out_ptr, n, sxb, sxn, sxk, scb, scn, scm, sob, son, som,
+                   alpha, beta, kdim: tl.constexpr, HAS_C: tl.constexpr, IEEE: tl.constexpr, BLOCK: tl.constexpr,
                    BLOCK_K: tl.constexpr):
     """out ← alpha·X Xᵀ (+ beta·C) for one (n, kdim) matrix X of a batch (program_id 1), one BLOCK × BLOCK
     tile pair per program: pairs_ptr lists the tiles (i, j) with i ≤ j, and each program also writes the
     mirrored tile (j, i), so the symmetric product costs the upper triangle's tiles only. X is read
     through its strides (sxn along the n rows, sxk along kdim), so Xᵀ of a stored matrix needs no copy.
     C must be symmetric (its mirrored tile is read as the transpose of tile (i, j)). IEEE: fp32 inputs
-    multiplied in full fp32 (as cuBLAS does by default), not TF32."""
+    multiplied in full fp32 (as cuBLAS does by default), not TF32. kdim is a constexpr (one compile per
+    bank shape): Triton 3.6's interpreter cannot loop over a runtime scalar."""
     b = tl.program_id(1).to(tl.int64)
     t = tl.program_id(0)
     ti = tl.load(pairs_ptr + 2 * t)
