@@ -281,18 +281,31 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                      args.out)
         return global_loss
 
+    def device_batches(step: int) -> list[tuple[torch.Tensor, torch.Tensor]] | Exception:
+        """This rank's (inputs, targets) of each micro-step of `step`, on the device (copies queued); a
+        failure is returned, to be raised when `step` begins: bad data fails its own step, not the one
+        that made it early."""
+        try:
+            inputs, targets = data.global_batch(step)
+            return [tuple(to_device(rank_slice(t, rank, world_size, m, ga), device) for t in (inputs, targets))
+                    for m in range(ga)]
+        except Exception as e:  # noqa: BLE001 - re-raised as it was, one step later
+            return e
+
+    upcoming = device_batches(0) if args.steps > 0 else []
     try:
         for s in range(args.steps):
             t0 = time.perf_counter_ns()
             if lag and s == 0:
                 last_event = torch.cuda.Event(enable_timing=True)
                 last_event.record()
-            inputs, targets = data.global_batch(s)
+            batches, upcoming = upcoming, []
+            if isinstance(batches, Exception):
+                raise batches
             with rec.step(s) as st:
                 local_loss = torch.zeros((), device=device, dtype=torch.float32)
-                for m in range(ga):
+                for m, (x, y) in enumerate(batches):
                     rec.set_micro_step(m)
-                    x, y = (to_device(rank_slice(t, rank, world_size, m, ga), device) for t in (inputs, targets))
                     if hooks:
                         opt.set_last_micro_step(m == ga - 1)
                     with rec.region("forward"):
@@ -306,6 +319,12 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                 # Every rank's loss is a mean over an equal share of the batch, so the global mean is sum / ws.
                 rec.collective(dist.all_reduce, local_loss, label="loss", phase="metric").wait()
                 unread.append((s, PendingScalar(local_loss, timing=bool(lag)), t0))
+                # The next step's batch is made (and its copies queued) while the device still runs this
+                # one: made after the loss read (a synchronization when traced), it sat between two steps
+                # with the GPU idle, 3.8 ms a step and 12-17 ms in a third of the steps of a traced
+                # speedrun on an H200 (host stalls in numpy and pin_memory; docs/benchmarks.md, session 19).
+                if s + 1 < args.steps:
+                    upcoming = device_batches(s + 1)
                 while len(unread) > lag:
                     done = unread.pop(0)
                     loss_value = read_loss(*done)

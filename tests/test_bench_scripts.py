@@ -350,3 +350,27 @@ def test_pipelined_losses_reads_every_loss_in_order_and_times_each_step():
         assert len(periods) == 5 and min(periods) > 5.0, periods
     else:
         assert periods == []
+
+
+def test_step_gaps_reports_the_gaps_between_steps_and_the_stack_inside_the_longest(tmp_path, capsys):
+    """bench/step_gaps.py: steps 0-3 with gaps of 1 ms and 12 ms; stack samples inside the 12 ms gap name
+    where the host was, samples outside it do not count."""
+    run, probe = tmp_path / "run", tmp_path / "probe"
+    (run / "rank0").mkdir(parents=True)
+    probe.mkdir()
+    ms = 1_000_000
+    bounds = [(0, 80), (81, 161), (173, 253), (254, 334)]  # gaps before steps 2 and 3: 12 ms and 1 ms
+    (run / "rank0" / "events.jsonl").write_text("".join(
+        json.dumps({"kind": "step", "rank": 0, "step": s, "start_ns": a * ms, "end_ns": b * ms}) + "\n"
+        for s, (a, b) in enumerate(bounds)))
+    (run / "progress.jsonl").write_text("".join(
+        json.dumps({"event": "step", "step": s, "step_ms": ms_}) + "\n" for s, ms_ in enumerate([900, 81, 92, 81])))
+    (probe / "stacks_1.txt").write_text(
+        "".join(f"{t * ms} data.py:84:global_batch < train.py:290:train\n" for t in (163, 165, 170))
+        + f"{100 * ms} model.py:10:forward < train.py:300:train\n")
+    bench("step_gaps").main([str(run), "--stacks", str(probe), "--top", "1"])
+    out = capsys.readouterr().out
+    assert "step period median 81.0 ms, mean 84.7, max 92.0" in out
+    assert "gaps between steps median 6.50 ms, max 12.00" in out
+    assert "gap before step 2: 12.0 ms; main thread: [('data.py:84:global_batch', 3)]" in out
+    assert "gap before step 3" not in out and "model.py" not in out

@@ -266,15 +266,18 @@ def test_untraced_run_reads_each_loss_one_step_late_with_the_same_values(tmp_pat
 
 
 @pytest.mark.slow
-def test_failing_rank_gives_failed_summary(tmp_path):
-    """Shards whose later tokens lie outside the vocabulary: the header check passes, step 2 fails."""
+@pytest.mark.parametrize("trace", ["off", "light"])
+def test_failing_rank_gives_failed_summary(tmp_path, trace):
+    """Shards whose later tokens lie outside the vocabulary: the header check passes, step 2 fails. Step 2's
+    batch is made during step 1 (the trainer prepares the next batch early), yet step 1 completes: its
+    record is written (traced) and only step 2 fails."""
     from instrumented_model.data import write_shard
 
     tokens = np.arange(2 * 16 * 64 + 1) % 512
     bad = np.full(16 * 64, 9999)
     write_shard(str(tmp_path / "shard_000.bin"), np.concatenate([tokens, bad]))
     out = tmp_path / "run"
-    launched = launch_training(["--steps", "5", "--trace", "off", "--data", str(tmp_path / "shard_*.bin")],
+    launched = launch_training(["--steps", "5", "--trace", trace, "--data", str(tmp_path / "shard_*.bin")],
                                Topology(2), str(out), console=_quiet())
     s = _summary(out)
     assert s == launched
@@ -283,6 +286,10 @@ def test_failing_rank_gives_failed_summary(tmp_path):
     assert "outside the model's vocabulary" in s["message"]
     st = json.loads((out / "rank1" / "status.json").read_text())
     assert st["status"] == "failed" and st["last_step"] == 1
+    if trace == "light":
+        for r in (0, 1):
+            recs = [json.loads(line) for line in (out / f"rank{r}" / "events.jsonl").read_text().splitlines()]
+            assert [x["step"] for x in recs if x["kind"] == "step"] == [0, 1]
 
 
 def test_fp32_residual_flag_reaches_the_trainer_and_its_config(tmp_path):
