@@ -106,7 +106,16 @@ def render_steps(ctx: ReportContext) -> str | None:
     steps = ctx.summary.get("steps")
     if steps is None:
         return None
-    return tables.records_table(steps, table_id="steps")
+    out = []
+    bounds = ctx.summary.get("step_boundaries")
+    if bounds:
+        out.append('<h3>Host time at step boundaries</h3><p class="note">gap: from one step\'s end to the next '
+                   "one's start; start delay: from a step's start to its first compute. Neither is inside "
+                   "compute, and after a step-end synchronization (a recorder's, a loss read) the device has "
+                   "nothing queued there: host_pct is their share of the wall time (docs/analysis.md).</p>"
+                   + tables.records_table(bounds, table_id="step-boundaries"))
+    out.append(tables.records_table(steps, table_id="steps"))
+    return "\n".join(out)
 
 
 def render_hta(ctx: ReportContext) -> str:

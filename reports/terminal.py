@@ -23,6 +23,9 @@ def bandwidth(v) -> str:
     return fmt(v) if v is None else f"{float(v):.3g}"
 
 
+BOUNDARY_PCT = 2.0  # host time at step boundaries worth a line in the terminal summary (% of wall time)
+
+
 def print_summary(summary: dict, console: Console, top: int = 8) -> None:
     labels = summary.get("labels") or {}
     ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
@@ -45,3 +48,14 @@ def print_summary(summary: dict, console: Console, top: int = 8) -> None:
         note = undefined_overlap_note(summary)
         if note:
             console.print(note)
+    bounds = [b for b in summary.get("step_boundaries") or [] if (b.get("host_pct") or 0) >= BOUNDARY_PCT]
+    if bounds:
+        b = Table(title="Host time at step boundaries",
+                  caption="gap: one step's end to the next one's start; start delay: a step's start to its first "
+                          "compute. After a step-end sync the device has nothing queued there.")
+        for col in ("rank", "host % of wall", "gap median ms", "gap max ms", "start delay median ms"):
+            b.add_column(col, justify="right")
+        for x in bounds:
+            b.add_row(str(x["rank"]), pct(x["host_pct"]), fmt(x["gap_median_ms"]), fmt(x["gap_max_ms"]),
+                      fmt(x["start_delay_median_ms"]))
+        console.print(b)

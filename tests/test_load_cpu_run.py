@@ -54,3 +54,19 @@ def test_per_label_numbers_match_recorded_events(run_dir):
     keys = [{(c["group"], c["seq"]): (c["op"], c["bytes"]) for c in recs[r]} for r in (0, 1)]
     assert keys[0] == keys[1]
     assert len(doc["steps"]) == 4 and all(s["compute_ms"] > 0 for s in doc["steps"])
+
+
+@pytest.mark.slow
+def test_step_boundaries_match_the_recorded_step_times(run_dir):
+    """A real 2-rank CPU run: each step's gap_before_ms is its start minus the previous step's end, as
+    recorded in events.jsonl, and the start delay is non-negative and within the step."""
+    doc = summarize(load_path(run_dir), with_hta=False)
+    assert [b["rank"] for b in doc["step_boundaries"]] == [0, 1]
+    for r in (0, 1):
+        st = sorted((e for e in events(run_dir, r) if e["kind"] == "step"), key=lambda e: e["step"])
+        got = {s["step"]: s for s in doc["steps"] if s["rank"] == r}
+        assert got[st[0]["step"]]["gap_before_ms"] is None
+        for prev, cur in zip(st, st[1:]):
+            row = got[cur["step"]]
+            assert row["gap_before_ms"] == pytest.approx((cur["start_ns"] - prev["end_ns"]) / 1e6, abs=1e-4)
+            assert 0 <= row["start_delay_ms"] <= (cur["end_ns"] - cur["start_ns"]) / 1e6

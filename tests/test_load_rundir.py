@@ -166,3 +166,52 @@ def test_progress_counts_rank_folders_then_their_profiler_traces():
     load_path(os.path.join(os.path.dirname(__file__), "fixtures", "layout_h200", "standard"),
               progress=lambda i, n: calls.append((i, n)))
     assert calls == [(1, 2), (2, 2)]  # one rank folder, then its trace.json.gz
+
+
+def _two_step_records(rank):
+    """Step 0 as in records(); step 1 starts 30 µs after step 0 ends (the gap) and computes from 10 µs
+    into the step (the start delay): forward [140, 160), backward [160, 200) of a step [130, 230)."""
+    return records(rank) + [
+        region(rank, "forward", 140, 160, step=1), region(rank, "backward", 160, 200, step=1),
+        {"kind": "step", "rank": rank, "step": 1, "loss": 2.0, "start_ns": T0 + 130 * US,
+         "end_ns": T0 + 230 * US, "tokens": 128}]
+
+
+def test_step_gaps_measure_the_gap_and_the_start_delay(tmp_path):
+    from commscope.analyze.step_gaps import gap_summary, step_gaps
+    from reports.terminal import print_summary
+    from rich.console import Console
+
+    d = str(tmp_path / "r")
+    write_run(d, {r: _two_step_records(r) for r in (0, 1)}, world_size=2,
+              summary={"status": "completed", "backend": "gloo", "device": "cpu", "steps": 2},
+              config={"args": {"preset": "tiny"}}, meta={"backend": "gloo", "device": "cpu"})
+    tr = load_path(d)
+    g = step_gaps(tr)
+    assert g["rank"].tolist() == [0, 1] and g["step"].tolist() == [1, 1]  # a first step has no row
+    assert g["gap_ns"].tolist() == [30 * US] * 2 and g["start_delay_ns"].tolist() == [10 * US] * 2
+    assert g["period_ns"].tolist() == [130 * US] * 2
+    assert g["host_pct"].tolist() == pytest.approx([100 * 40 / 130] * 2)
+    s = gap_summary(g).set_index("rank")
+    assert s.loc[0, "gap_median_ms"] == pytest.approx(0.03) and s.loc[1, "start_delay_median_ms"] == pytest.approx(0.01)
+    doc = summarize(tr, with_hta=False)
+    assert doc["step_boundaries"][0] == {"rank": 0, "steps": 1, "gap_median_ms": 0.03, "gap_max_ms": 0.03,
+                                         "start_delay_median_ms": 0.01, "host_pct": 30.77}
+    by_step = {(x["rank"], x["step"]): x for x in doc["steps"]}
+    assert by_step[(0, 0)]["gap_before_ms"] is None and by_step[(0, 1)]["gap_before_ms"] == 0.03
+    assert by_step[(1, 1)]["start_delay_ms"] == 0.01
+    console = Console(record=True, width=140)
+    print_summary(doc, console)
+    text = console.export_text()
+    assert "Host time at step boundaries" in text and "30.8" in text
+
+
+def test_step_gaps_skip_the_terminal_table_below_two_percent(run):
+    from reports.terminal import print_summary
+    from rich.console import Console
+
+    doc = summarize(run, with_hta=False)  # one step per rank: no boundary to measure
+    assert doc["step_boundaries"] == []
+    console = Console(record=True, width=140)
+    print_summary(doc, console)
+    assert "step boundaries" not in console.export_text()

@@ -8,7 +8,9 @@ Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 
                          "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..}}},
  "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...]   worst first
  "skew": {"collectives": n, "mean_ms", "max_ms"},
- "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...}],
+ "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...,
+            "gap_before_ms", "start_delay_ms"}],          the last two: analyze.step_gaps (null for a rank's first step)
+ "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"}],
  "hta": {...}}                               commscope.hta_bridge.compare (or why it did not run)
 
 Per label (see docs/analysis.md): `count` collectives per rank (mean over ranks that have the label),
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import exposure, skew, timeline
+from commscope.analyze import exposure, skew, step_gaps, timeline
 from commscope.load.frames import Trace
 
 
@@ -93,6 +95,12 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
     return dict(sorted(out.items(), key=lambda kv: -(kv[1]["exposed_ms"] or 0.0)))
 
 
+def _boundary(gap_and_delay: tuple[float, float] | None) -> dict:
+    """A step's gap_before_ms / start_delay_ms (analyze.step_gaps); null for a rank's first step."""
+    gap, delay = gap_and_delay or (math.nan, math.nan)
+    return {"gap_before_ms": _num(gap / 1e6), "start_delay_ms": _num(delay / 1e6)}
+
+
 def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool = True) -> dict:
     """The report document for `trace` (optionally restricted to steps a ≤ s < b)."""
     tr = trace.select_steps(steps)
@@ -103,6 +111,8 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     strag = skew.stragglers(sk, tr.ranks)
     ov = timeline.overlap_by_rank(tr, hta_like=True, comp=comp)
     br = timeline.step_breakdown(tr, comp)
+    gaps = step_gaps.step_gaps(tr, comp)
+    before = {(int(r.rank), int(r.step)): (r.gap_ns, r.start_delay_ns) for r in gaps.itertuples()}
     doc: dict[str, Any] = {
         "ranks": len(tr.ranks), "world_size": tr.world_size, "source": tr.source, "backend": tr.backend,
         "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": list(tr.problems),
@@ -116,8 +126,13 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "steps": [{"rank": int(r.rank), "step": int(r.step), "step_ms": _num(r.step_ns / 1e6),
                    "compute_ms": _num(r.compute_ns / 1e6), "exposed_comm_ms": _num(r.exposed_comm_ns / 1e6),
                    "idle_ms": _num(r.idle_ns / 1e6), "compute_pct": _num(r.compute_pct, 2),
-                   "exposed_comm_pct": _num(r.exposed_comm_pct, 2), "idle_pct": _num(r.idle_pct, 2)}
+                   "exposed_comm_pct": _num(r.exposed_comm_pct, 2), "idle_pct": _num(r.idle_pct, 2),
+                   **_boundary(before.get((int(r.rank), int(r.step))))}
                   for r in br.itertuples()],
+        "step_boundaries": [{"rank": int(r.rank), "steps": int(r.steps), "gap_median_ms": _num(r.gap_median_ms),
+                             "gap_max_ms": _num(r.gap_max_ms), "start_delay_median_ms": _num(r.start_delay_median_ms),
+                             "host_pct": _num(r.host_pct, 2)}
+                            for r in step_gaps.gap_summary(gaps).itertuples()],
     }
     if len(tr.kernels):  # without device kernels it would equal the HTA-definition numbers above
         dev = timeline.overlap_by_rank(tr, hta_like=False)

@@ -1,0 +1,83 @@
+"""Time outside the steps and before each step's first compute, per rank: host work the device may wait for.
+
+`step_gaps(trace)`: one row per (rank, step) that has a previous step on the same rank:
+- `gap_ns`: end of step s-1 → start of step s, time in no step at all, which step_breakdown never sees;
+- `start_delay_ns`: start of step s → its first compute interval (NaN if the step has none): host work
+  before the step's first launch, such as making or copying the batch;
+- `period_ns`: end of step s-1 → end of step s (the step's share of the run's wall time), and `host_pct`
+  = 100 · (gap + start delay) / period.
+`gap_summary(gaps)`: per rank: `steps`, `gap_median_ms`, `gap_max_ms`, `start_delay_median_ms`, and
+`host_pct`, total gap + start delay over total period.
+
+Why: a recorder resolves its CUDA events at every step end (commscope's trainer also reads the loss
+there), so from then until the next launch the device has nothing queued: whatever the host does in
+between, be it making the next batch, logging or checkpointing, is device idle time. Session 19 found the
+reference trainer making the next batch there on an H200 (a 3.2-3.6 ms median gap per 87 ms step and
+14 ms in a third of the steps; docs/benchmarks.md).
+
+Invariants: step times are the steps frame's (host clock for run directories); compute is
+exposure.compute_sets (regions for run directories, kernels for GPU traces), so a step's first compute
+is on the same common axis; a rank's first step has no row (nothing before it to measure from).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze import exposure
+from commscope.analyze import intervals as iv
+from commscope.load.frames import Trace, origin_ns, rel
+
+GAP_COLS = ["rank", "step", "gap_ns", "start_delay_ns", "period_ns", "host_pct"]
+SUMMARY_COLS = ["rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"]
+
+
+def _first_compute(qs: np.ndarray, qe: np.ndarray, comp: iv.Intervals) -> np.ndarray:
+    """For each window [qs, qe), the first time in it covered by `comp` (normalized), NaN if none."""
+    s, e = comp
+    out = np.full(len(qs), np.nan)
+    if not len(s):
+        return out
+    i = np.searchsorted(e, qs, side="right")  # the first interval ending after the window starts
+    ok = i < len(s)
+    first = np.where(ok, np.maximum(s[np.minimum(i, len(s) - 1)], qs), np.nan)
+    return np.where(ok & (first < qe), first, out)
+
+
+def step_gaps(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
+    """`comp`: exposure.compute_sets(trace) if already computed."""
+    o = origin_ns(trace)
+    comp = exposure._compute_sets_rel(trace, o) if comp is None else exposure.to_rel(comp, o)
+    st = trace.steps.sort_values(["rank", "step"], kind="stable")
+    s_rank, s_step = st["rank"].to_numpy(), st["step"].to_numpy()
+    s_start, s_end = rel(st["start_ns"], o), rel(st["end_ns"], o)
+    parts = []
+    for rank in trace.ranks:
+        m = s_rank == rank
+        if m.sum() < 2:
+            continue
+        qs, qe, steps = s_start[m], s_end[m], s_step[m]
+        first = _first_compute(qs, qe, comp.get(rank, iv.empty()))
+        gap, period = qs[1:] - qe[:-1], qe[1:] - qe[:-1]
+        delay = first[1:] - qs[1:]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            host = 100.0 * (gap + np.nan_to_num(delay)) / period
+        parts.append(pd.DataFrame({"rank": rank, "step": steps[1:], "gap_ns": gap, "start_delay_ns": delay,
+                                   "period_ns": period, "host_pct": host}))
+    if not parts:
+        return pd.DataFrame(columns=GAP_COLS)
+    return pd.concat(parts, ignore_index=True)[GAP_COLS]
+
+
+def gap_summary(gaps: pd.DataFrame) -> pd.DataFrame:
+    if not len(gaps):
+        return pd.DataFrame(columns=SUMMARY_COLS)
+    rows = []
+    for rank, g in gaps.groupby("rank", sort=True):
+        host = g["gap_ns"].sum() + g["start_delay_ns"].fillna(0).sum()
+        period = g["period_ns"].sum()
+        rows.append({"rank": int(rank), "steps": len(g), "gap_median_ms": float(g["gap_ns"].median()) / 1e6,
+                     "gap_max_ms": float(g["gap_ns"].max()) / 1e6,
+                     "start_delay_median_ms": float(g["start_delay_ns"].median()) / 1e6,
+                     "host_pct": 100.0 * host / period if period > 0 else np.nan})
+    return pd.DataFrame(rows, columns=SUMMARY_COLS)
