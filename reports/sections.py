@@ -65,6 +65,7 @@ def render_timeline(ctx: ReportContext) -> str:
     fig = timeline_figure(ctx.trace, ctx.window)
     note = ('<p class="note">Grey: compute (dense kernels merged). Bars: each collective coloured by label, '
             'thick while running, thin from its launch until it started; red: its exposed part. Diamonds: gradient-hook firings. '
+            'Yellow bands: time between two steps (first rank), where the host alone runs after a step-end sync. '
             'Drag to zoom, double-click to reset; <code>--steps A:B</code> picks other steps.</p>')
     return note + fig.to_html(full_html=False, include_plotlyjs=False,
                               config={"displaylogo": False, "responsive": True, "scrollZoom": True})

@@ -4,7 +4,8 @@ Rows, top to bottom, per rank: `rN compute` (compute regions/kernels, merged whe
 (one bar per collective, coloured by label: thick while it runs, a thin line from its launch to its start
 when it was queued; the exposed part drawn on top in red; extra lanes `rN comm 2`, … when running
 collectives overlap in time), `rN hooks` (hook firings as markers,
-coloured by label). Step starts are vertical lines.
+coloured by label). Step starts are vertical lines; the first rank's time between two steps is a yellow
+band (after a step-end sync the device idles there: analyze.step_gaps).
 
 Why this shape: the question the report answers is "which collective is exposed, where": seeing the launch
 → completion bar next to the compute it should hide behind answers it directly.
@@ -34,6 +35,7 @@ from commscope.analyze.exposure import collective_span, compute_sets, exposed_sp
 from commscope.load.frames import rel
 
 EXPOSED_COLOR = "#d62728"
+GAP_COLOR = "#f2c14e"  # time between two steps
 COMPUTE_COLOR = "#7f7f7f"
 # Label colours: Dark24 without its reds (red means "exposed"), then Light24 without reds and pale tints.
 _REDS_AND_PALES = {"#FB0D0D", "#AF0038", "#862A16", "#FD3216", "#FC6955", "#FED4C4", "#C9FBE5", "#E3EE9E",
@@ -240,9 +242,14 @@ def timeline_figure(trace: Any, window: tuple[int, int] | None = None, max_compu
         fig.add_trace(go.Scattergl(**_points(*hook_pts[lab]), mode="markers", name=f"hook {lab}", legendgroup=lab,
                                    hoverinfo="text", marker=dict(symbol="diamond", size=9, color=colors.get(lab))))
     first_rank = steps[steps["rank"] == trace.ranks[0]] if len(steps) and trace.ranks else steps
-    for s in first_rank.itertuples(index=False):
+    prev_end = None
+    for s in first_rank.sort_values("start_ns").itertuples(index=False):
         fig.add_vline(x=(int(s.start_ns) - t0) / 1e6, line=dict(color="#bbbbbb", dash="dot", width=1),
                       annotation_text=f"step {s.step}", annotation_position="top left")
+        if prev_end is not None and int(s.start_ns) > prev_end:  # between steps (analyze.step_gaps)
+            fig.add_vrect(x0=(prev_end - t0) / 1e6, x1=(int(s.start_ns) - t0) / 1e6, fillcolor=GAP_COLOR,
+                          opacity=0.35, line_width=0, layer="below")
+        prev_end = int(s.end_ns) if pd.notna(s.end_ns) else None
     _add_step_selector(fig, first_rank, t0)
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), type="category")
     fig.update_xaxes(title_text="ms since window start", rangeslider=dict(visible=False))

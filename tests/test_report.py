@@ -254,3 +254,18 @@ def test_undefined_overlap_is_explained_not_left_blank():
     assert "rank(s) 0" in nccl1 and "NCCL at world size 1" in nccl1
     gloo = undefined_overlap_note({"overlap_pct_by_rank": {"0": 1.0, "3": None}, "world_size": 4, "backend": "gloo"})
     assert "rank(s) 3" in gloo and "NCCL" not in gloo
+
+
+def test_timeline_bands_the_time_between_steps():
+    """A yellow band spans each gap between two steps of the first rank, and only gaps (contiguous steps:
+    none)."""
+    from reports.timeline import GAP_COLOR
+
+    def bands(fig):
+        return [(sh.x0, sh.x1) for sh in fig.layout.shapes if sh.type == "rect" and sh.fillcolor == GAP_COLOR]
+
+    assert bands(timeline_figure(make_trace())) == []
+    tr = make_trace(steps=(0, 1, 2))
+    late = tr.steps["step"] == 1
+    tr.steps.loc[late, "start_ns"] += 200 * US  # step 1 starts 0.2 ms after step 0 ended
+    assert bands(timeline_figure(tr)) == [pytest.approx((1.0, 1.2))]
