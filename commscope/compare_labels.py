@@ -5,7 +5,11 @@ commscope.analyze.exposure.collective_table) one sample per step is taken:
 - `step_ms`: the step's duration averaged over ranks;
 - `exposed_ms` of a label: the label's exposed communication time in that step, summed over the
   label's collectives on a rank and averaged over ranks (0 when the label has none in that step).
-The first step of a run is dropped when there are more (warm-up, allocator, autotuning).
+- `boundary_ms` (pseudo-label BOUNDARY_LABEL): the host time at the step's start boundary, the gap
+  since the previous step plus the delay to its first compute (commscope.analyze.step_gaps), averaged
+  over ranks: where the device idles after a step-end sync, e.g. while the next batch is made.
+The first step of a run is dropped when there are more (warm-up, allocator, autotuning); it has no
+boundary sample anyway.
 
 Confidence intervals: the difference of means (candidate − baseline) with scipy.stats.bootstrap
 (percentile, fixed seed). When both groups hold at least 2 runs the resampled unit is the run (its
@@ -23,11 +27,14 @@ from commscope.errors import UserError
 
 CI_LEVEL = 0.95
 STEP_LABEL = "(step time)"
+BOUNDARY_LABEL = "(step boundary)"
+METRICS = {STEP_LABEL: "step_ms", BOUNDARY_LABEL: "boundary_ms"}  # pseudo-labels; the rest are exposed_ms
 
 
 def run_samples(run_dir: Path) -> pd.DataFrame:
-    """One run → rows (step, label, ms): per-step exposed ms per label plus STEP_LABEL rows."""
+    """One run → rows (step, label, ms): per-step exposed ms per label plus STEP_LABEL and BOUNDARY_LABEL rows."""
     from commscope.analyze.exposure import collective_table
+    from commscope.analyze.step_gaps import step_gaps
     from commscope.load import load_path
 
     trace = load_path(str(run_dir))
@@ -42,7 +49,10 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
     grid = pd.MultiIndex.from_product([step_ms.index, sorted(coll["label"].dropna().unique())],
                                       names=["step", "label"])
     exposed = exposed.set_index(["step", "label"]).reindex(grid, fill_value=0.0).reset_index()
-    out = pd.concat([exposed, pd.DataFrame({"step": step_ms.index, "label": STEP_LABEL, "ms": step_ms.values})])
+    gaps = step_gaps(trace)
+    boundary = ((gaps["gap_ns"] + gaps["start_delay_ns"].fillna(0)) / 1e6).groupby(gaps["step"]).mean()
+    out = pd.concat([exposed, pd.DataFrame({"step": step_ms.index, "label": STEP_LABEL, "ms": step_ms.values}),
+                     pd.DataFrame({"step": boundary.index, "label": BOUNDARY_LABEL, "ms": boundary.values})])
     if out["step"].nunique() > 1:
         out = out[out["step"] != out["step"].min()]
     return out.reset_index(drop=True)
@@ -72,17 +82,16 @@ def _ci(cand: np.ndarray, base: np.ndarray, n_boot: int) -> tuple[float, float]:
 def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 2000) -> pd.DataFrame:
     """Rows per (candidate, label): base/cand means, delta, CI, resampled unit, verdict."""
     loaded = [[run_samples(p) for p in runs] for runs in groups]
-    labels = sorted({lab for g in loaded for df in g for lab in df["label"].unique()} - {STEP_LABEL})
+    labels = sorted({lab for g in loaded for df in g for lab in df["label"].unique()} - set(METRICS))
     rows = []
     base = loaded[0]
     for name, cand in zip(names[1:], loaded[1:]):
         by_run = len(base) >= 2 and len(cand) >= 2
-        for label in [STEP_LABEL, *labels]:
+        for label in [STEP_LABEL, BOUNDARY_LABEL, *labels]:
             b, c = _samples(base, label, by_run), _samples(cand, label, by_run)
             lo, hi = _ci(c, b, n_boot)
             verdict = "better" if hi < 0 else "worse" if lo > 0 else "unchanged"
-            rows.append({"candidate": name, "label": label, "metric": "step_ms" if label == STEP_LABEL
-                         else "exposed_ms", "base_ms": float(b.mean()), "cand_ms": float(c.mean()),
+            rows.append({"candidate": name, "label": label, "metric": METRICS.get(label, "exposed_ms"), "base_ms": float(b.mean()), "cand_ms": float(c.mean()),
                          "delta_ms": float(c.mean() - b.mean()), "ci_low": lo, "ci_high": hi,
                          "unit": "runs" if by_run else "steps", "n_base": len(b), "n_cand": len(c),
                          "verdict": verdict})

@@ -8,14 +8,16 @@ import pytest
 from typer.testing import CliRunner
 
 from commscope.cli import app
-from commscope.compare_labels import STEP_LABEL, compare_labels, run_samples
+from commscope.compare_labels import BOUNDARY_LABEL, STEP_LABEL, compare_labels, run_samples
 from rundirs import write_run
 
 MS = 1_000_000
 
 
-def make_run(path: Path, exposed: dict, step_ms: list[float], world_size: int = 2, status="completed"):
-    """Synthetic run dir: per step, label collectives whose wait blocks `exposed[label][step]` ms."""
+def make_run(path: Path, exposed: dict, step_ms: list[float], world_size: int = 2, status="completed",
+             gap_ms: float = 0.001):
+    """Synthetic run dir: per step, label collectives whose wait blocks `exposed[label][step]` ms; each step
+    starts `gap_ms` after the previous one ended."""
     n = len(step_ms)
     events = {}
     for rank in range(world_size):
@@ -33,7 +35,7 @@ def make_run(path: Path, exposed: dict, step_ms: list[float], world_size: int = 
                 cur += 2000 + w
             end = start + int(dur * MS)
             lines.append({"kind": "step", "rank": rank, "step": s, "loss": 5.0, "start_ns": start, "end_ns": end, "tokens": 64})
-            t = end + 1000
+            t = end + int(gap_ms * MS)
         events[rank] = lines
     return write_run(path, events, summary={"status": status, "backend": "gloo", "device": "cpu",
                                             "losses": [5.0 - 0.1 * s for s in range(n)], "step_times_ms": step_ms})
@@ -104,3 +106,20 @@ def test_cli_keeps_the_table_when_a_run_cannot_be_loaded(tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["groups"][1]["runs"] == 3 and "labels" not in data and "rank" in data["labels_error"]
+
+
+def test_step_boundary_gaps_are_compared_like_a_label(tmp_path):
+    """The host time at step boundaries (here the gaps: no compute regions): 3 ms a step in the baseline,
+    0.5 ms in the candidate, one sample per step after the first (which has no boundary)."""
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    for i in range(3):
+        make_run(base / f"r{i}", {"attn": [1, 1, 1, 1]}, [20, 10, 10, 10], gap_ms=3.0 + 0.1 * i)
+        make_run(cand / f"r{i}", {"attn": [1, 1, 1, 1]}, [20, 10, 10, 10], gap_ms=0.5 + 0.1 * i)
+    s = run_samples(base / "r0")
+    got = s[s["label"] == BOUNDARY_LABEL].set_index("step")["ms"]
+    assert got.index.tolist() == [1, 2, 3] and got.tolist() == pytest.approx([3.0] * 3, abs=1e-3)
+    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=500)
+    row = t[t["label"] == BOUNDARY_LABEL].iloc[0]
+    assert row["metric"] == "boundary_ms" and row["verdict"] == "better"
+    assert row["base_ms"] == pytest.approx(3.1, abs=1e-3) and row["delta_ms"] == pytest.approx(-2.5, abs=1e-3)
+    assert t[t["label"] == "attn"].iloc[0]["verdict"] == "unchanged"
