@@ -91,7 +91,8 @@ def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 200
             b, c = _samples(base, label, by_run), _samples(cand, label, by_run)
             lo, hi = _ci(c, b, n_boot)
             verdict = "better" if hi < 0 else "worse" if lo > 0 else "unchanged"
-            rows.append({"candidate": name, "label": label, "metric": METRICS.get(label, "exposed_ms"), "base_ms": float(b.mean()), "cand_ms": float(c.mean()),
+            rows.append({"candidate": name, "label": label, "metric": METRICS.get(label, "exposed_ms"),
+                         "base_ms": float(b.mean()), "cand_ms": float(c.mean()),
                          "delta_ms": float(c.mean() - b.mean()), "ci_low": lo, "ci_high": hi,
                          "unit": "runs" if by_run else "steps", "n_base": len(b), "n_cand": len(c),
                          "verdict": verdict})

@@ -215,3 +215,15 @@ def test_step_gaps_skip_the_terminal_table_below_two_percent(run):
     console = Console(record=True, width=140)
     print_summary(doc, console)
     assert "step boundaries" not in console.export_text()
+
+
+def test_step_gaps_are_for_run_directories_only():
+    """A profiler trace's steps are ProfilerStep ranges: no host step records, so no boundary rows."""
+    from commscope.analyze.step_gaps import step_gaps
+    from report_trace import make_trace
+
+    tr = make_trace(steps=(0, 1, 2))
+    tr.steps.loc[tr.steps["step"] == 1, "start_ns"] += 200 * US
+    assert step_gaps(tr).empty
+    tr.source = "run"  # the same frames as a run directory: the 0.2 ms gap before step 1 is measured
+    assert step_gaps(tr).set_index(["rank", "step"]).loc[(0, 1), "gap_ns"] == 200 * US

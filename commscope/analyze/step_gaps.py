@@ -15,9 +15,14 @@ between, be it making the next batch, logging or checkpointing, is device idle t
 reference trainer making the next batch there on an H200 (a 3.2-3.6 ms median gap per 87 ms step and
 14 ms in a third of the steps; docs/benchmarks.md).
 
-Invariants: step times are the steps frame's (host clock for run directories); compute is
-exposure.compute_sets (regions for run directories, kernels for GPU traces), so a step's first compute
-is on the same common axis; a rank's first step has no row (nothing before it to measure from).
+Run directories only: their steps are the host's own step records. A profiler trace's steps are
+`ProfilerStep` ranges that follow each other without a gap, and its first compute kernel in a step may
+wait behind communication kernels rather than the host, so there the numbers would not mean host time
+(the frame is empty).
+
+Invariants: step times are the steps frame's (host clock); compute is exposure.compute_sets (compute
+regions minus blocked waits), on the same common axis; a rank's first step has no row (nothing before
+it to measure from).
 """
 from __future__ import annotations
 
@@ -45,7 +50,10 @@ def _first_compute(qs: np.ndarray, qe: np.ndarray, comp: iv.Intervals) -> np.nda
 
 
 def step_gaps(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
-    """`comp`: exposure.compute_sets(trace) if already computed."""
+    """`comp`: exposure.compute_sets(trace) if already computed. Empty for traces that are not run
+    directories (see the module docstring)."""
+    if trace.source != "run":
+        return pd.DataFrame(columns=GAP_COLS)
     o = origin_ns(trace)
     comp = exposure._compute_sets_rel(trace, o) if comp is None else exposure.to_rel(comp, o)
     st = trace.steps.sort_values(["rank", "step"], kind="stable")
