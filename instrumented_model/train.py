@@ -4,7 +4,8 @@ One process per rank. It joins the process group (nccl on CUDA, gloo on CPU, `--
 builds the banked GPT and the unified optimizer from the same seed on every rank, and runs the loop
 
     for each step:   with rec.step(s):  micro-steps of  forward → backward,  then  optimizer,  then the
-                     global mean loss (an all_reduce labelled "loss", phase "metric")
+                     global mean loss (an all_reduce labelled "loss", phase "metric"),  then step s+1's
+                     batch is made and queued (while the device still runs step s),  then a loss is read
 
 with every phase and collective going through the recorder (NullRecorder with `--trace off`), so tracing
 cannot change what is computed. Rank 0 prints one machine-readable progress line per step,
