@@ -2,8 +2,11 @@
 
 Each command lives in `commscope/commands/<name>.py` and exposes `register(app)`; this module only
 assembles them, so commands can be added without touching each other. Errors meant for users — a
-`commscope.errors.UserError` raised by the library, or a usage error caught by click (unknown option,
+`commscope.errors.UserError` raised by the library, or a usage error of the parser (unknown option,
 `--steps abc`) — become one line on stderr and exit code 2, never a traceback or a usage box.
+
+Only typer's public API is used: the parser's exception classes are found through `typer.BadParameter`'s
+bases, so the CLI works whether typer brings the click package or its own copy of it.
 """
 from __future__ import annotations
 
@@ -11,13 +14,7 @@ import importlib
 import pkgutil
 import sys
 
-import click
 import typer
-
-try:  # typer >= 0.20 vendors its own click; older typers use the click package
-    from typer._click import exceptions as _typer_click_exc
-except ImportError:  # pragma: no cover - depends on the installed typer
-    _typer_click_exc = click.exceptions
 
 from commscope import commands
 from commscope.errors import UserError
@@ -39,9 +36,13 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def _exc(name: str) -> tuple[type, ...]:
-    found = {getattr(click.exceptions, name, None), getattr(_typer_click_exc, name, None)}
-    return tuple(t for t in found if t is not None)
+def _parser_exception(name: str) -> type[Exception]:
+    """The parser's exception class `name` (UsageError, ClickException), a base of typer.BadParameter."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+_UsageError = _parser_exception("UsageError")
+_ClickException = _parser_exception("ClickException")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,16 +51,16 @@ def main(argv: list[str] | None = None) -> None:
         rc = app(args=argv, standalone_mode=False)
     except UserError as e:
         _fail(str(e))
-    except _exc("NoArgsIsHelpError") as e:  # `commscope` alone: help (typer's rich formatter has printed it)
-        if str(e).strip():
-            print(str(e))
-        sys.exit(0)
-    except _exc("UsageError") as e:
+    except _UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # `commscope` alone: help (typer's formatter printed it)
+            if str(e).strip():
+                print(str(e))
+            sys.exit(0)
         hint = f" (see: commscope {e.ctx.info_name} --help)" if e.ctx and e.ctx.parent else ""
         _fail(e.format_message().replace("\n", " ") + hint)
-    except _exc("ClickException") as e:
+    except _ClickException as e:
         _fail(e.format_message().replace("\n", " "))
-    except (KeyboardInterrupt, *_exc("Abort")):
+    except (KeyboardInterrupt, typer.Abort):
         print("commscope: aborted", file=sys.stderr)
         sys.exit(130)
     sys.exit(rc if isinstance(rc, int) else 0)

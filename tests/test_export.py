@@ -100,7 +100,8 @@ def _trace_processor_bin() -> str | None:
 
 @pytest.mark.skipif(_trace_processor_bin() is None, reason="no trace_processor binary (needs network to fetch)")
 def test_perfetto_trace_processor_reads_expected_slices(tmp_path):
-    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
+    tp_module = pytest.importorskip("perfetto.trace_processor", reason="the perfetto package is not a test dependency")
+    TraceProcessor, TraceProcessorConfig = tp_module.TraceProcessor, tp_module.TraceProcessorConfig
 
     out = write_perfetto(make_trace(), tmp_path / "t.json")
     tp = TraceProcessor(trace=str(out), config=TraceProcessorConfig(bin_path=_trace_processor_bin()))
