@@ -2,11 +2,11 @@
 (commscope::softcap_ce_backward_e5m2) against an aligned copy moving the same bytes, the sweep that chose
 its transpose tile, and the hardware tanh (FAST_TANH) against the exact one, in time and in accuracy.
 
-Why the e5m2 backward: session 13 measured it at 11.8 ms per step, ~5× what its traffic needs. It reads
+Why the e5m2 backward: as one tiled kernel it takes 11.8 ms per step, ~5× what its traffic needs. It reads
 z (N, V) bf16 once and writes two e5m2 copies of the gradient, (N, V) and (V, N): 2·N·V bytes in, 2·N·V
 out, exactly what an aligned bf16 copy of z moves, so "% of copy" says how close it gets to bandwidth.
-Session 14 (docs/benchmarks.md) timed one tiled kernel writing both layouts from registers: 10.1 ms at
-best over 24 tile × transpose-element-size choices. The op now runs two passes: the row kernel writes
+One tiled kernel writing both layouts from registers takes 10.1 ms at best over 24 tile ×
+transpose-element-size choices (docs/benchmarks.md), so the op runs two passes: the row kernel writes
 dz8, then the 1-byte tiled transpose (instrumented_model.kernels) writes dz8t.
 
 Why the tanh: the exact soft cap costs three special-function-unit operations per logit, the hardware

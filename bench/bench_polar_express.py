@@ -3,7 +3,7 @@ Triton `divide_per_matrix` kernel), the Gram product (cuBLAS bmm vs the upper-tr
 kernel) and the whole orthogonalization with either, per bank, device time (issue 8).
 
 Why: the normalization X/‖X‖_F reads each bank in fp32 and writes it in bf16; ATen runs a division by a
-(k, 1, 1) divisor in its non-vectorized elementwise kernel (0.41 ms per step on an H200, session 16),
+(k, 1, 1) divisor in its non-vectorized elementwise kernel (0.41 ms per step on an H200),
 while a flat Triton kernel moves the same bytes at copy speed. This times both on the banks' real matrix
 views, side by side in one process, next to the whole polar_express, so the saving is a measured ratio.
 

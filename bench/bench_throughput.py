@@ -11,11 +11,11 @@ weights going on), so their ratios are side by side:
 - `synced`: `loss.item()` after every step, as a traced `commscope run` does (the recorder resolves its
   CUDA events at step end). The GPU idles while the host launches the next step's first kernels.
   Per-step wall times and forward / backward / optimizer device times (CUDA events) come from this loop;
-  its tokens/s is the figure sessions before 16 reported.
+  its tokens/s is the figure of a traced run's step.
 - `pipelined`: step s's loss is read after step s+1 is launched, as `commscope run --trace off` does on
   CUDA, through a `PendingScalar` (a pinned copy and a CUDA event right after step s), so the host waits
-  for step s only while step s+1 runs. Session 16 read it with `.item()`, which waits for the whole
-  stream, step s+1 included (+0.5% over synced).
+  for step s only while step s+1 runs. `.item()` instead would wait for the whole stream, step s+1
+  included (+0.5% over synced only).
 - `accum8`: pipelined, with 8 micro-batches of the same size per optimizer step: the record's own
   configuration on one GPU (its `grad_accum_steps = 8 // world_size`, so every GPU does 1/8 of an
   optimizer step per micro-batch at any world size; at world size 1 and one micro-batch the whole
@@ -69,7 +69,7 @@ LEARNS_RATIO = 0.75  # the loss after all three loops must be below this fractio
 
 def learns(loss_first: float, loss_after: float) -> bool:
     """Whether the variant still trains: a throughput figure from a step that computes garbage is void
-    (session 17: a Gram-space Polar Express left the loss at ln V = 10.83, 11.58 at step 0, at 672k tokens/s).
+    (a Gram-space Polar Express leaves the loss at ln V = 10.83, from 11.58 at step 0, at 672k tokens/s).
     The speedrun preset reaches ~0.35 after all loops, the CPU tiny preset ~0.5 × its first loss."""
     return loss_after < LEARNS_RATIO * loss_first
 

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
             for shape in GPU_SHAPES if cuda else CPU_SHAPES:
                 result["rows"].append(measure(cfg, shape, dtype, device, warmup, repeats))
         result["ranking"] = rank(result["rows"])
-        write_results(args.out, "bench_transpose_tiles", result, markdown(result))  # after each: a killed call keeps them
+        write_results(args.out, "bench_transpose_tiles", result, markdown(result))  # after each: a killed run keeps them
     return result
 
 

@@ -3,7 +3,7 @@ bench_throughput): timing, the machine line, a one-rank process group, and writi
 
 Why one module: every script must time the same way (warmup, then repeats, median) and leave the same
 two files in `--out` (`<name>.json` with the numbers, `<name>.md` with a markdown table naming the
-machine and the command), so the lead can paste GPU figures into docs without re-deriving anything.
+machine and the command), so GPU figures go into docs without re-deriving anything.
 
 Invariants:
 - CUDA timing uses CUDA events around each repeat (device time of the launched work; with
@@ -219,18 +219,18 @@ def default_seqs(preset: str, other: int) -> int:
 TRAINER_VARIANTS: dict[str, tuple] = {
     "eager": (None, {}),
     "compile": ({}, {}),
-    "compile-unfused-loss": ({}, {"fused_loss": False}),  # torch's softcap + cross-entropy (session 12)
+    "compile-unfused-loss": ({}, {"fused_loss": False}),  # torch's softcap + cross-entropy
     "compile-fp8-head": ({}, {"fp8_head": True}),  # `commscope run --compile --fp8-head`
-    # the residual stream in fp32 under autocast: the trainer before session 15
+    # the residual stream in fp32 under autocast (`--fp32-residual`)
     "compile-fp32-residual": ({}, {"bf16_residual": False}),
     "compile-fp8-head-fp32-residual": ({}, {"fp8_head": True, "bf16_residual": False}),
     # Inductor times Triton matmul templates against cuBLAS and may fuse epilogues (relu²) into them
     "compile-max-autotune-fp8-head": ({"mode": "max-autotune-no-cudagraphs"}, {"fp8_head": True}),
-    # the gradient reduce_scatter into a separate buffer: the optimizer before session 16 (at world size 1
-    # NCCL then copies every sharded gradient)
+    # the gradient reduce_scatter into a separate buffer (at world size 1 NCCL then copies every sharded
+    # gradient)
     "compile-fp8-head-reduce-copy": ({}, {"fp8_head": True}, {"in_place_reduce": False}),
-    # Polar Express's Gram products from cuBLAS's full bmm/baddbmm: the optimizer before session 18's
-    # upper-triangle Triton kernel (normuon.symmetric_gram)
+    # Polar Express's Gram products from cuBLAS's full bmm/baddbmm instead of the upper-triangle Triton
+    # kernel (normuon.symmetric_gram)
     "compile-fp8-head-cublas-gram": ({}, {"fp8_head": True}, {"symmetric_gram": False}),
     # forward and backward replayed as CUDA graphs (cudagraph trees): no launch gap between their kernels
     "compile-cudagraphs-fp8-head": ({"mode": "reduce-overhead"}, {"fp8_head": True}),

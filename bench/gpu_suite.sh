@@ -3,7 +3,7 @@
 #
 #   OUT=/some/folder bash bench/gpu_suite.sh [bench|runs|all] [STEP ...]
 #
-# Groups (each fits one ≤10-minute device call; run `bench` and `runs` as two calls):
+# Groups (each fits in 10 minutes; on a runner with a 10-minute limit run `bench` and `runs` separately):
 #   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout,
 #          bench_loss_kernels, bench_optimizer, bench_polar_express,
 #          bench_record_overhead, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
@@ -12,18 +12,18 @@
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
 #          (when `commscope run` has --optimizer-partition) the same 4 ranks with the alpha-lpt partition,
 #          compared with bench/bench_partition.py
-#   all:   both (only if the call may last ~15 minutes)
+#   all:   both (~15 minutes)
 # Naming STEPs after the group runs only those steps of it.
 #
 # Every step runs under `timeout` (SIGINT first, so commscope run stops its ranks cleanly), capped by a
-# global deadline (SUITE_BUDGET_S, default 540 s) so the call ends with its results packed; a failing
+# global deadline (SUITE_BUDGET_S, default 540 s) so the suite ends with its results packed; a failing
 # step never stops the others. After every step bench/suite_collect.py rewrites the few files that come
 # back from $OUT: suite.log (each step's command, output tail, exit code, seconds), steps.txt (one line
 # per step), bench_results.json (every JSON result), bench.md (every markdown snippet), runs.tar.gz
 # (the run directories' small files + traces that fit).
 #
 # Needs: python3 with torch (CUDA) and triton; typer, rich, pandas, scipy. orjson, plotly, narwhals,
-# msgspec and isal are not on the GPU image: carry them as wheels in .whl/ (bench/README.md says how) and they are installed here first
+# msgspec and isal may be missing on an offline GPU machine: bring them as wheels in .whl/ (bench/README.md says how); they are installed here first
 # (SUITE_SKIP_WHEELS=1 skips that).
 set -u
 

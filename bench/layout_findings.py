@@ -1,7 +1,7 @@
 """Print the layout-mismatch and SM-contention numbers quoted in docs/layout.md.
 
 Usage: python bench/layout_findings.py [RUN_OR_TRACES ...]
-Default inputs: the shared 8×H100 modded-nanogpt traces (recorded on NVIDIA H100 80GB HBM3, NCCL 2.28.9)
+Default inputs: the 8×H100 modded-nanogpt traces in tests/data/modded-nanogpt-8xh100 (recorded on NVIDIA H100 80GB HBM3, NCCL 2.28.9)
 and the two CPU run directories in tests/fixtures/layout (recorded on this project's 2-core CPU machine).
 Inputs are only read (the fixture is copied to a temporary directory first).
 """

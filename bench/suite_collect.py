@@ -1,7 +1,7 @@
-"""Pack what bench/gpu_suite.sh produced into the few files that come back from the GPU machine.
+"""Pack what bench/gpu_suite.sh produced into a few files in $OUT.
 
-The device tool returns at most 8 files of at most 16 MiB from $OUT, no more than 2 folders deep, so the
-suite works in a scratch folder and, after every step, this script rewrites:
+Why few: a remote GPU runner may return only a handful of files (at most 8 of at most 16 MiB each, no more
+than 2 folders deep), so the suite works in a scratch folder and, after every step, this script rewrites:
 
 - `$OUT/bench_results.json`: one object, file stem → parsed JSON of every `results/*.json` (benchmark
   results and `commscope ... --json` outputs); a file that is not valid JSON (a failed command) is kept
@@ -82,7 +82,7 @@ def pack_runs(work: Path, out_file: Path, max_bytes: int) -> None:
     _replace(out_file, write)
 
 
-RETURN_LIMIT = 15 * 1024 * 1024  # the device tool returns files of at most 16 MiB
+RETURN_LIMIT = 15 * 1024 * 1024  # under the 16 MiB per file a remote runner may return
 
 
 def pack_runs_within_limit(work: Path, out_file: Path, max_bytes: int) -> None:

@@ -1,7 +1,7 @@
 """The FP8 LM head, as the record runs it: the head's forward, dx and dW matmuls in FP8, fused with the
 soft-capped cross-entropy (`fp8_head_loss`, opt-in: `GPT(fp8_head=True)`, `--fp8-head`).
 
-Why: the head is a third of the step's matmul FLOPs (docs/benchmarks.md, session 12). Hopper runs FP8
+Why: the head is a third of the step's matmul FLOPs in the speedrun step. Hopper runs FP8
 matmuls at twice the bf16 rate, and the soft cap squashes whatever precision the logits lose.
 
 How (torch._scaled_mm, tensor-wise scales, no host sync anywhere):

@@ -3,8 +3,8 @@
 Why: on CUDA the host runs ahead of the GPU only while nothing it calls synchronizes. Two calls in a
 training loop do by default: a batch copied from pageable memory (CUDA first synchronizes the stream),
 and `loss.item()`, which waits for *everything* queued on the stream, including a next step already
-launched. Session 16 measured the second on an H200: reading each loss one step late with `.item()` gained
-0.5%, because the late read still waited for the step after it.
+launched. On an H200 reading each loss one step late with `.item()` gains only 0.5%, because the late
+read still waits for the step after it.
 
 - `to_device`: a batch goes through pinned memory and is queued like a kernel.
 - `PendingScalar`: a device scalar copied to pinned memory right after the work that produced it, with a

@@ -30,7 +30,7 @@ Invariants:
   embedding outputs are cast to it, and everything added to them (matmul outputs, gates, 0-d lambdas)
   keeps it, as in the record, whose embedding tables are bf16. The parameters, their gradients and the
   optimizer stay fp32. An fp32 stream made Inductor's norm and residual kernels move twice the bytes
-  (docs/benchmarks.md, session 15).
+  (docs/benchmarks.md).
 """
 from __future__ import annotations
 

@@ -61,9 +61,9 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.
 
     The Gram matrix is always the smaller one: wide X iterates X ← aX + (bA + cA²)X with A = XXᵀ; tall X
     iterates the transposed identity X ← aX + X(bB + cB²) with B = XᵀX. The tall form gives exactly the
-    transpose of the wide iteration on Xᵀ, without ever materializing a transpose: an earlier version
-    transposed tall matrices in and out, and each of those two strided copies of the mlp bank cost about
-    0.35 ms on an H200 (found by `commscope layout`: "optimizer: mlp update"). The normalization divides in
+    transpose of the wide iteration on Xᵀ, without ever materializing a transpose: transposing tall matrices in and out would take two strided
+    copies of the mlp bank, about 0.35 ms each on an H200 (`commscope layout` flags them as "optimizer: mlp
+    update"). The normalization divides in
     fp32 and writes the iteration's dtype in the same pass (divide_per_matrix)."""
     dtype = dtype or polar_dtype(g.device)
     lead, (rows, cols) = g.shape[:-2], g.shape[-2:]
@@ -87,7 +87,7 @@ def polar_express(g: Tensor, dtype: torch.dtype | None = None, out_dtype: torch.
 
 
 # symmetric_gram's launch: (BLOCK, BLOCK_K, num_warps, num_stages). 768 = 6 tiles of 128, 21 of 36 computed.
-# Picked from bench_polar_express.py's sweep of GRAM_CONFIGS on an H200 (session 18): 4 warps are 4% faster
+# Picked from bench_polar_express.py's sweep of GRAM_CONFIGS on an H200: 4 warps are 4% faster
 # on the mlp bank's XᵀX (K = 3072) and within 1% of 8 warps on the attn bank's.
 GRAM_CONFIG = (128, 64, 4, 3)
 GRAM_CONFIGS = ((128, 64, 8, 3), (128, 64, 4, 3), (128, 32, 4, 4), (64, 64, 4, 3), (128, 128, 8, 2),
@@ -123,8 +123,8 @@ def symmetric_gram(x: Tensor, tall: bool, c: Tensor | None = None, alpha: float 
 
 def divide_per_matrix(x: Tensor, denom: Tensor, dtype: torch.dtype, fused: bool | None = None) -> Tensor:
     """x / denom in `dtype`, one pass; x: (k, rows, cols) fp32, denom: (k, 1, 1) fp32. On CUDA a Triton
-    kernel: torch.div with a broadcast divisor runs ATen's non-vectorized elementwise kernel, which moved
-    the banks at ~1.2 TB/s (0.41 ms per step on an H200, session 16)."""
+    kernel: torch.div with a broadcast divisor runs ATen's non-vectorized elementwise kernel, which moves
+    the banks at ~1.2 TB/s (0.41 ms per step on an H200)."""
     out = torch.empty(x.shape, dtype=dtype, device=x.device)
     if not want_fused(fused, x, denom, out):
         return torch.div(x, denom, out=out)

@@ -121,11 +121,11 @@ class NorMuonAndAdam:
         self.comm_schedule, self.head_layout, self.split_step = comm_schedule, head_layout, split_step
         self.lr, self.adam_lr, self.wd, self.momentum, self.beta2 = lr, adam_lr, wd, momentum, beta2
         self.param_table = param_table
-        if in_place_reduce is None:  # NCCL's in-place reduce_scatter is documented; keep gloo as it was
+        if in_place_reduce is None:  # NCCL's in-place reduce_scatter is documented; gloo gets a separate output
             in_place_reduce = dist.is_available() and dist.is_initialized() and dist.get_backend(group) == "nccl"
         self.in_place_reduce = in_place_reduce
         # Polar Express's Gram products from the upper-triangle Triton kernel (normuon.symmetric_gram, fused
-        # CUDA path only): 9% less Polar Express time than cuBLAS's full products on an H200 (session 18)
+        # CUDA path only): 9% less Polar Express time than cuBLAS's full products on an H200 (docs/benchmarks.md)
         self.symmetric_gram = symmetric_gram
         self.matrix_owners = dict(matrix_owners or {})
         bad = sorted(lb for lb in self.matrix_owners

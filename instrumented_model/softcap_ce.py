@@ -5,10 +5,10 @@ On CUDA (when Triton is installed) it runs two Triton kernels (instrumented_mode
 the forward reads the head output z once and keeps one log-sum-exp per row; the backward recomputes the
 soft cap and writes dz once, in z's dtype. The unfused path materializes fp32 softcapped logits and
 reads/writes them in several passes: 10.1 ms of the compiled speedrun step on an H200, against 5.6 ms
-for the fused kernels (docs/benchmarks.md, session 13) and 4.4 ms with the hardware tanh for a 16-bit z
-(`fast_tanh`, session 14). One kernel doing both in the forward (the gradient written while z streams
-through, so z is read from memory once) ran 0.98× the pair on an H200, because the second read of each
-100 KB row missed L2 (session 15; the code is in commit 4531a01).
+for the fused kernels and 4.4 ms with the hardware tanh for a 16-bit z (`fast_tanh`;
+docs/benchmarks.md). One kernel doing both in the forward (the gradient written while z streams
+through, so z is read from memory once) runs 0.98× the pair on an H200, because the second read of each
+100 KB row misses L2.
 
 The kernels sit behind torch.library custom ops (forward, backward, and the FP8 head's e5m2 backward,
 instrumented_model.fp8_head), so torch.compile keeps them as opaque calls (no graph break); autograd
@@ -128,9 +128,9 @@ def _softcap_ce_backward_e5m2(z: Tensor, targets: Tensor, lse: Tensor, grad_loss
     its transpose (V, N), each contiguous) for the FP8 head's two gradient matmuls.
 
     Two passes: the row kernel writes dz8 (rounded by the hardware conversion on a GPU, `hw_e5m2_rounding`),
-    then the 1-byte tiled transpose (instrumented_model.kernels) writes dz8t. On an H200 that took 3.3 ms
+    then the 1-byte tiled transpose (instrumented_model.kernels) writes dz8t. On an H200 that takes 3.3 ms
     for the speedrun step, against 10.1 ms at best for one tiled kernel writing both layouts from
-    registers (bench/bench_loss_kernels.py, docs/benchmarks.md session 14)."""
+    registers (bench/bench_loss_kernels.py, docs/benchmarks.md)."""
     n, v = z.shape
     dz8 = torch.empty((n, v), device=z.device, dtype=torch.float8_e5m2)
     dz8t = torch.empty((v, n), device=z.device, dtype=torch.float8_e5m2)

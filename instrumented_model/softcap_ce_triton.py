@@ -1,6 +1,6 @@
 """Triton kernel bodies behind instrumented_model.softcap_ce (the fused soft-capped cross-entropy).
 
-Why: the compiled trainer spent 10.1 ms of a 97.8 ms step (docs/benchmarks.md, session 12) in two
+Why: the compiled trainer spent 10.1 ms of a 97.8 ms step on an H200 in two
 Inductor reductions over the (49152, 50304) logits, which go through fp32 softcapped logits. Here the
 forward reads the bf16 head output once and writes one fp32 log-sum-exp per row; the backward reads it
 once more and writes the gradient once.
@@ -12,7 +12,7 @@ tanh is written through exp, t = 1 - 2 / (e^(z·2/cap) + 1) (2/cap passed in: no
 backend have; near 0 it loses relative precision, but its absolute error (what a softmax sees) stays
 ~1e-7·cap. That costs three special-function-unit operations per logit (two exps and a reciprocal), and
 these kernels ran at the SFU's rate, not at memory bandwidth (the hardware tanh below made the forward
-1.34× faster on an H200, docs/benchmarks.md session 14). FAST_TANH (the GPU with a 16-bit z) uses
+1.34× faster on an H200, docs/benchmarks.md). FAST_TANH (the GPU with a 16-bit z) uses
 the hardware's tanh.approx.f32 instead, one SFU operation with relative error ≤ 2^-10.99, below the
 2^-9 to which a bf16 z is rounded already; an fp32 z, and the interpreter (no inline assembly), keep
 the exact form.

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the record's FP8 LM head matmuls in the loss (CUDA only; changes the numbers slightly)")
     p.add_argument("--fp32-residual", action="store_true",
                    help="keep the residual stream fp32 under CUDA autocast (default: bf16, as the record; "
-                        "fp32 was the earlier default)")
+                        "fp32 moves twice the bytes in every norm and residual kernel)")
     p.add_argument("--comm-schedule", choices=("explicit", "hooks"), default="explicit")
     p.add_argument("--scatter-order", default=None, help="comma list of the 13 labels")
     p.add_argument("--work-order", default=None, help="comma list of the 13 labels")
@@ -321,9 +321,9 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                 rec.collective(dist.all_reduce, local_loss, label="loss", phase="metric").wait()
                 unread.append((s, PendingScalar(local_loss, timing=bool(lag)), t0))
                 # The next step's batch is made (and its copies queued) while the device still runs this
-                # one: made after the loss read (a synchronization when traced), it sat between two steps
-                # with the GPU idle, 3.8 ms a step and 12-17 ms in a third of the steps of a traced
-                # speedrun on an H200 (host stalls in numpy and pin_memory; docs/benchmarks.md, session 19).
+                # one: made after the loss read (a synchronization when traced), it would sit between two
+                # steps with the GPU idle, 3.8 ms a step and 12-17 ms in a third of the steps of a traced
+                # speedrun on an H200 (host stalls in numpy and pin_memory; docs/benchmarks.md).
                 if s + 1 < args.steps:
                     upcoming = device_batches(s + 1)
                 while len(unread) > lag:

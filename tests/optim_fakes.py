@@ -1,7 +1,7 @@
 """A stand-in for the reference model in optimizer tests: tensors shaped like the 13 real labels (small
 dims that split over 1, 2 and 4 ranks) and a deterministic quadratic loss per sample, so a global batch
 of SAMPLES samples can be divided over any world size and micro-step count and still average to the same
-gradient. Keeps optimizer tests independent of the model helper's GPT and fast.
+gradient. Keeps optimizer tests independent of instrumented_model's GPT, and fast.
 
 Also the launcher the multi-rank optimizer tests share (`run_gloo_ranks`).
 """

@@ -31,8 +31,8 @@ def test_wait_spans_of_no_collectives_is_empty():
 
 
 def _assign_steps_by_groupby(rank_of_event, t_ns, steps):
-    """The reference: assign_steps's per-rank split as it was written, with a groupby of sub-frames (the
-    per-rank search, frames.step_of, is shared: the split is what changed)."""
+    """The reference: assign_steps's per-rank split written with a groupby of sub-frames (the per-rank
+    search, frames.step_of, is shared: only the split differs)."""
     from commscope.load.frames import rel, step_of
 
     out = np.full(len(t_ns), -1, dtype=np.int64)

@@ -180,7 +180,7 @@ def test_throughput_eager_in_process_and_timeout_record(tmp_path):
     md = (tmp_path / "bench_throughput.md").read_text()
     cell = mod.md_table(["x"], [[m["accum8"]["tokens_per_s"]]]).splitlines()[-1].strip("| ")
     assert "tokens/s accum8" in md and f"| {cell} |" in md
-    # a variant whose loss does not fall (session 17's broken Gram-space run) cannot meet the target
+    # a variant whose loss does not fall (e.g. a Gram-space Polar Express) cannot meet the target
     fast = {**v, "learns": False, "modes": {k: {**mode, "tokens_per_s": 1e9} for k, mode in m.items()}}
     best, met = mod.best_per_mode([v, fast, {"variant": "x", "error": "timed out"}])
     assert best == r["best_tokens_per_s"] and met == {k: False for k in m}

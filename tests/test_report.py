@@ -113,7 +113,7 @@ def test_exposed_intervals_device_and_wait():
     tr = make_trace()
     c0 = tr.collectives[(tr.collectives["rank"] == 0) & (tr.collectives["step"] == 0)]
     ex = exposed_intervals(c0, compute_sets(tr)[0], T)
-    # within 256 ns: the tolerance of when compute_sets worked in float64 epoch ns (it is int64 now)
+    # within 256 ns: the resolution of epoch ns held in float64 (its ulp there is 256 ns)
     assert len(ex[0]) == 1 and ex[0][0] == pytest.approx((400 * US, 450 * US), abs=256)  # gap fwd→bwd only
     assert len(ex[1]) == 1 and ex[1][0] == pytest.approx((820 * US, 900 * US), abs=256)  # fully exposed
     run = make_trace(style="run")

@@ -239,8 +239,8 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 def test_untraced_run_reads_each_loss_one_step_late_with_the_same_values(tmp_path, device):
     """--trace off (on CUDA: each loss read one step late, through its own event) and light: the losses,
     their order and the step count must be those of a traced run, which reads every loss at its own step
-    end; and every step's period is a real one, the last included (session 16's late `.item()` left the
-    last step a ~0 ms period)."""
+    end; and every step's period is a real one, the last included (timed between two late `.item()` reads the
+    last step would get a ~0 ms period)."""
     runs = {}
     for trace in ("off", "light"):
         out = tmp_path / trace

@@ -1,7 +1,7 @@
 """Host-side probe for the trainer's ranks: Python GC pauses and/or samples of the main thread's stack.
 
-Why: a traced `commscope run` on an H200 had steps 12-20 ms slower than the others, with the GPU idle
-between steps; this is how session 19 found where the host was (docs/benchmarks.md). Not imported by
+Why: when a traced `commscope run` has steps slower than the others with the GPU idle between them, the
+stack samples show where the host is (docs/benchmarks.md, "Host time between steps"). Not imported by
 commscope: it is put on PYTHONPATH by hand, so Python imports it at start-up in every process that has
 RANK set (the trainer's ranks; torch.distributed.run's agent has none).
 

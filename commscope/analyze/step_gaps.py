@@ -11,9 +11,9 @@
 
 Why: a recorder resolves its CUDA events at every step end (commscope's trainer also reads the loss
 there), so from then until the next launch the device has nothing queued: whatever the host does in
-between, be it making the next batch, logging or checkpointing, is device idle time. Session 19 found the
-reference trainer making the next batch there on an H200 (a 3.2-3.6 ms median gap per 87 ms step and
-14 ms in a third of the steps; docs/benchmarks.md).
+between, be it making the next batch, logging or checkpointing, is device idle time. On an H200 the
+reference trainer making its next batch there costs a 3.2-3.6 ms median gap per 87 ms step and 14 ms
+in a third of the steps (docs/benchmarks.md), so it makes the batch while the step runs.
 
 Run directories only: their steps are the host's own step records. A profiler trace's steps are
 `ProfilerStep` ranges that follow each other without a gap, and its first compute kernel in a step may
