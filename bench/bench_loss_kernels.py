@@ -1,4 +1,4 @@
-"""The fused loss kernels on the speedrun shape (issue 8): the FP8 head's e5m2 backward
+"""The fused loss kernels on the speedrun shape: the FP8 head's e5m2 backward
 (commscope::softcap_ce_backward_e5m2) against an aligned copy moving the same bytes, the sweep that chose
 its transpose tile, and the hardware tanh (FAST_TANH) against the exact one, in time and in accuracy.
 

@@ -1,4 +1,4 @@
-"""NorMuonAndAdam step time per phase and per label update, explicit vs hooks schedule (issue 8).
+"""NorMuonAndAdam step time per phase and per label update, explicit vs hooks schedule.
 
 Why: the optimizer step *is* the communication schedule (instrumented_model/optimizer.py); knowing what
 each phase and each label's update costs on the GPU tells which reorderings can pay off. This measures the

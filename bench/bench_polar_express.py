@@ -1,6 +1,6 @@
 """Polar Express on the speedrun banks: the normalization pass (torch.div with a broadcast divisor vs the
 Triton `divide_per_matrix` kernel), the Gram product (cuBLAS bmm vs the upper-triangle `symmetric_gram`
-kernel) and the whole orthogonalization with either, per bank, device time (issue 8).
+kernel) and the whole orthogonalization with either, per bank, device time.
 
 Why: the normalization X/‖X‖_F reads each bank in fp32 and writes it in bf16; ATen runs a division by a
 (k, 1, 1) divisor in its non-vectorized elementwise kernel (0.41 ms per step on an H200),

@@ -1,5 +1,5 @@
 """Trainer throughput: tokens/s of the reference trainer's forward + backward + optimizer step at one rank,
-bf16 autocast, eager and with torch.compile of the model (issue 8; target ≥ 600k tokens/s on one H200).
+bf16 autocast, eager and with torch.compile of the model (target ≥ 600k tokens/s on one H200).
 
 Why: the speedrun's point is tokens per second; this is the number `commscope run` users compare against.
 It reuses the trainer's parts (instrumented_model GPT, NorMuonAndAdam, the synthetic data source) and its

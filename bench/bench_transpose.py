@@ -1,5 +1,5 @@
 """Transpose kernels: Triton transpose_copy / transpose_add vs torch `copy_(src.T)` / `add_(src.T)` vs an
-aligned copy / add of the same size (issue 8).
+aligned copy / add of the same size.
 
 Why: the tied embedding folds embed's gradient into lm_head's (transpose_add) and copies lm_head back into
 embed (transpose_copy) every step. torch runs both as a strided, non-vectorized elementwise kernel

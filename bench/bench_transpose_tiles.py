@@ -1,5 +1,5 @@
 """Tile sweep of the Triton transpose kernels: each candidate (BLOCK_M, BLOCK_N, num_warps) of
-`instrumented_model.kernels.TILES` timed side by side with the aligned copy / add, per dtype (issue 8).
+`instrumented_model.kernels.TILES` timed side by side with the aligned copy / add, per dtype.
 
 Why: which tile is best depends on the element size (bytes per contiguous segment on each side of the
 transpose), so the sweep runs the production kernel with each candidate written into `kernels.TILES` and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-shot GPU verification and benchmarks of issue 8, for a single-GPU (H200) machine.
+# One-shot GPU verification and benchmarks for a single-GPU (H200) machine.
 #
 #   OUT=/some/folder bash bench/gpu_suite.sh [bench|runs|all] [STEP ...]
 #
@@ -134,7 +134,7 @@ if [[ $GROUP == runs || $GROUP == all ]]; then
     step run_gloo4 200 "$CS run --nproc 4 --backend gloo --device $DEV --preset $PRESET --steps 12 $GLOO4_BATCH --out $RUNS/run_gloo4"
     step report_gloo4 60 "$(cli_json cli_report_gloo4 "report $RUNS/run_gloo4 --json --no-hta")"
     step hooks_gloo4 60 "$(cli_json cli_hooks_gloo4 "hooks $RUNS/run_gloo4 --json")"
-    # bank vs alpha-lpt matrix partition (issue 8), once `commscope run` has the option: same run as
+    # bank vs alpha-lpt matrix partition, once `commscope run` has the option: same run as
     # run_gloo4 with the planner's partition, so the two reports compare optimizer time per rank.
     if (( DEADLINE - $(date +%s) > RESERVE + 60 )) && $CS run --help 2>/dev/null | grep -q -- "--optimizer-partition"; then
         step run_gloo4_alpha 200 "$CS run --nproc 4 --backend gloo --device $DEV --preset $PRESET --steps 12 $GLOO4_BATCH --optimizer-partition alpha-lpt --out $RUNS/run_gloo4_alpha"

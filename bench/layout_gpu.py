@@ -1,4 +1,4 @@
-"""GPU proof for `commscope layout` (issue 5): record both LM-head layouts and print the findings.
+"""GPU proof for `commscope layout`: record both LM-head layouts and print the findings.
 
 Usage (on a CUDA machine, e.g. one H200 or two for SM contention with NCCL):
     python bench/layout_gpu.py OUT_DIR [--nproc 1] [--preset speedrun] [--steps 6] [--profile 4:5]

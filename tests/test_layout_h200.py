@@ -1,4 +1,4 @@
-"""The GPU proof of `commscope layout` (issue 5), on a trace pair recorded on an NVIDIA H200.
+"""The GPU proof of `commscope layout`, on a trace pair recorded on an NVIDIA H200.
 
 tests/fixtures/layout_h200/{standard,transposed}: `commscope run --nproc 1 --device cuda --preset speedrun
 --steps 8 --grad-accum 2 --profile 4:6 --head-layout standard|transposed` (bench/gpu_suite.sh, step
