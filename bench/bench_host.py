@@ -1,5 +1,5 @@
 """The host side of the trainer step: how long the host takes to launch each phase, and every call in a
-step that makes the host wait for the device (why reading the loss one step late barely helped).
+step that makes the host wait for the device (what keeps the host from running ahead of the device).
 
 Why: a step whose host time is close to its device time cannot be pipelined: either the host launches
 too slowly or something inside the step synchronizes. This tells which, from measurement: it times the
