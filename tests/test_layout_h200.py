@@ -1,6 +1,6 @@
 """The GPU proof of `commscope layout` (issue 5), on a trace pair recorded on an NVIDIA H200.
 
-tests/fixtures/layout_h200/{standard,transposed}: `commscope run --nproc 1 --device cuda --preset speedrun
+tests/data/layout_h200/{standard,transposed}: `commscope run --nproc 1 --device cuda --preset speedrun
 --steps 8 --grad-accum 2 --profile 4:6 --head-layout standard|transposed` (bench/gpu_suite.sh, step
 run_head_*), rank 0's events and Kineto trace. Recorded before the Polar Express right-multiply change, so
 the optimizer's mlp-bank transposes still show up there; these tests only look at the LM head.
@@ -15,7 +15,7 @@ import pytest
 from commscope.analyze.layout_report import layout_report
 from commscope.load import load_path
 
-FIXTURES = Path(__file__).parent / "fixtures" / "layout_h200"
+FIXTURES = Path(__file__).parent / "data" / "layout_h200"
 V, D = 50304, 768
 
 
