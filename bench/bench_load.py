@@ -2,7 +2,8 @@
 
     python bench/bench_load.py [TRACE_DIR] [--repeats 5] [--hta-repeats 2] [--json out.json] [--ab-gzip]
 
-Default TRACE_DIR: the 8×H100 fixture (/work/shared/fixtures/modded-nanogpt-8xh100). commscope is timed
+Default TRACE_DIR: the 8×H100 fixture (tests/data/modded-nanogpt-8xh100: two profiled steps; results
+recorded before it moved there used the whole four-step traces, twice the events). commscope is timed
 as `load_path` + `summarize(with_hta=False)` (everything `commscope report --json` computes except HTA);
 HTA as `TraceAnalysis(trace_dir=<temp copy>)` (parsing only: its analyses come on top). Runs alternate
 (commscope, HTA, commscope, …) so background load hits both alike; the minimum wall time of each is

@@ -1,6 +1,6 @@
 """Report and Perfetto-export cost on the 8-rank H100 fixture: render time and output sizes.
 
-Usage: python bench/bench_report.py [TRACE_DIR]   (default: ../shared/fixtures/modded-nanogpt-8xh100)
+Usage: python bench/bench_report.py [TRACE_DIR]   (default: tests/data/modded-nanogpt-8xh100)
 Copies the traces to a temporary folder first (inputs are never written next to), loads them once,
 then times summarize (without HTA), the HTML page, and the Perfetto document, and prints sizes.
 The machine is printed with the numbers so figures quoted elsewhere can name it.
@@ -24,7 +24,7 @@ from reports.page import render_html
 from reports.sections import ReportContext
 from reports.timeline import select_window
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "modded-nanogpt-8xh100"
+DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "modded-nanogpt-8xh100"
 
 
 def main() -> None:
