@@ -1,9 +1,12 @@
 """Make the trimmed copies of public data in tests/data from the original files (see README.md here).
 
 Usage: python tests/data/trim_fixtures.py SOURCE [DEST]
+       python tests/data/trim_fixtures.py --layout-h200 SOURCE [DEST]
 
 SOURCE holds the original data as published (folder names as in README.md): modded-nanogpt-8xh100/
 (rank0..7.json.gz), modded-nanogpt-logs/{baseline,premul-o}/*.txt and hta-testdata/<four sets>/.
+With --layout-h200, SOURCE is instead the untrimmed layout_h200 folder ({standard,transposed}/, as
+recorded: see README.md for how to get it out of git), and only that is written (DEST/layout_h200).
 DEST defaults to the folder of this script. Output is deterministic (gzip mtime 0), so running it
 again over the same SOURCE reproduces the committed files byte for byte.
 
@@ -21,6 +24,9 @@ What it does:
   after the last step line. commscope.logs.parse_log reads the same result from the trimmed log
   (checked here for every log).
 - hta-testdata: copied as they are.
+- layout_h200 (--layout-h200): each run directory's profiler trace rank0/trace.json.gz keeps the first of
+  its two profiled steps (ProfilerStep#4 of 4:6), trimmed as the 8xH100 traces are; events.jsonl,
+  meta.json, status.json, config.json and summary.json are copied as they are.
 """
 from __future__ import annotations
 
@@ -112,8 +118,22 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("source", type=Path)
     p.add_argument("dest", type=Path, nargs="?", default=Path(__file__).resolve().parent)
-    p.add_argument("--last-step", type=int, default=11)
+    p.add_argument("--last-step", type=int, default=None,
+                   help="last profiler step kept (default 11; 4 with --layout-h200)")
+    p.add_argument("--layout-h200", action="store_true", help="SOURCE is the untrimmed layout_h200 folder")
     a = p.parse_args(argv)
+
+    if a.layout_h200:
+        for layout in ("standard", "transposed"):
+            src, dst = a.source / layout, a.dest / "layout_h200" / layout
+            shutil.copytree(src, dst, dirs_exist_ok=True)
+            with gzip.open(src / "rank0" / "trace.json.gz") as g:
+                doc = json.load(g)
+            out = trim_trace(doc, 4 if a.last_step is None else a.last_step)
+            write_gz(dst / "rank0" / "trace.json.gz", out)
+            print(f"layout_h200/{layout}: {len(doc['traceEvents'])} -> {len(out['traceEvents'])} events")
+        return
+    a.last_step = 11 if a.last_step is None else a.last_step
 
     src, dst = a.source / "modded-nanogpt-8xh100", a.dest / "modded-nanogpt-8xh100"
     dst.mkdir(parents=True, exist_ok=True)
