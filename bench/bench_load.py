@@ -2,7 +2,8 @@
 
     python bench/bench_load.py [TRACE_DIR] [--repeats 5] [--hta-repeats 2] [--json out.json] [--ab-gzip]
 
-Default TRACE_DIR: the 8×H100 fixture (tests/data/modded-nanogpt-8xh100). commscope is timed
+Default TRACE_DIR: tests/data/modded-nanogpt-8xh100, two of the four profiled steps of the published 8×H100
+traces (docs/benchmarks.md's table was measured on all four: ~27k events per rank). commscope is timed
 as `load_path` + `summarize(with_hta=False)` (everything `commscope report --json` computes except HTA);
 HTA as `TraceAnalysis(trace_dir=<temp copy>)` (parsing only: its analyses come on top). Runs alternate
 (commscope, HTA, commscope, …) so background load hits both alike; the minimum wall time of each is

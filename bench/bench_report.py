@@ -24,7 +24,7 @@ from reports.page import render_html
 from reports.sections import ReportContext
 from reports.timeline import select_window
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "modded-nanogpt-8xh100"
+DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "modded-nanogpt-8xh100"
 
 
 def main() -> None:

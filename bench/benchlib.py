@@ -38,7 +38,8 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 
-FIXTURE = "/work/shared/fixtures/modded-nanogpt-8xh100"  # the 8×H100 Kineto traces (../shared/fixtures)
+# the 8×H100 Kineto traces: the first two profiled steps of the public ones (tests/data/README.md)
+FIXTURE = str(REPO / "tests" / "data" / "modded-nanogpt-8xh100")
 
 
 def arg_parser(doc: str) -> argparse.ArgumentParser:

@@ -1,8 +1,9 @@
 """Print the layout-mismatch and SM-contention numbers quoted in docs/layout.md.
 
 Usage: python bench/layout_findings.py [RUN_OR_TRACES ...]
-Default inputs: the 8×H100 modded-nanogpt traces in tests/data/modded-nanogpt-8xh100 (recorded on NVIDIA H100 80GB HBM3, NCCL 2.28.9)
-and the two CPU run directories in tests/fixtures/layout (recorded on this project's 2-core CPU machine).
+Default inputs: the 8×H100 modded-nanogpt traces in tests/data/modded-nanogpt-8xh100 (recorded on NVIDIA
+H100 80GB HBM3, NCCL 2.28.9; the first two of the four profiled steps, see tests/data/README.md) and the
+two CPU run directories in tests/data/layout (recorded on this project's 2-core CPU machine).
 Inputs are only read (the fixture is copied to a temporary directory first).
 """
 from __future__ import annotations
@@ -17,8 +18,8 @@ from commscope.analyze.layout_report import grouped, short_kernel
 from commscope.load import load_path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULTS = [Path("/work/shared/fixtures/modded-nanogpt-8xh100"), ROOT / "tests/fixtures/layout/standard",
-            ROOT / "tests/fixtures/layout/transposed"]
+DEFAULTS = [ROOT / "tests/data/modded-nanogpt-8xh100", ROOT / "tests/data/layout/standard",
+            ROOT / "tests/data/layout/transposed"]
 
 
 def show(path: Path) -> None:

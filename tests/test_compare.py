@@ -18,9 +18,9 @@ from commscope.logs import SEPARATOR, parse_log
 from cli_result import exit_code
 from rundirs import write_run
 
-FIXTURE = Path("/work/shared/fixtures/modded-nanogpt-logs")
+FIXTURE = Path(__file__).parent / "data" / "modded-nanogpt-logs"
 
-# The record README's table (fixtures/README.md), printed with 4 decimals.
+# The record README's table (tests/data/README.md), printed with 4 decimals.
 PUBLISHED = {
     "baseline": dict(runs=4, time_mean="132.7217", time_std="0.1176", time_delta="0.0000",
                      loss_mean="3.2792", loss_std="0.0008", loss_delta="0.0000", loss_p="0.0632"),

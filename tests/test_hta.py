@@ -10,7 +10,7 @@ from commscope import hta_bridge
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
 
-FIXTURE = "/work/shared/fixtures/modded-nanogpt-8xh100"
+FIXTURE = os.path.join(os.path.dirname(__file__), "data", "modded-nanogpt-8xh100")
 
 
 def listing(d):
@@ -20,8 +20,6 @@ def listing(d):
 @pytest.fixture(scope="module")
 def both():
     pytest.importorskip("hta")
-    if not os.path.isdir(FIXTURE):
-        pytest.skip("8xH100 fixture not present")
     before = listing(FIXTURE)
     tr = load_path(FIXTURE)
     doc = summarize(tr)

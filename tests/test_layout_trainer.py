@@ -1,7 +1,7 @@
 """The issue's proof on CPU: the reference trainer's standard LM head gives a high-confidence finding on the
 lm_head gradient path; the transposed head gives none there (only the deliberate optimizer transposes).
 
-tests/fixtures/layout/{standard,transposed} are run directories recorded by
+tests/data/layout/{standard,transposed} are run directories recorded by
 `commscope run --nproc 2 --head-layout H --grad-accum 2 --steps 4 --profile 3:4` (tiny preset, CPU, gloo);
 only rank 0 keeps its trace.json.gz to keep them small. The slow test re-records both layouts live.
 """
@@ -17,7 +17,7 @@ import pytest
 from commscope.analyze.layout_report import layout_report
 from commscope.load import load_path
 
-FIXTURES = Path(__file__).parent / "fixtures" / "layout"
+FIXTURES = Path(__file__).parent / "data" / "layout"
 
 
 def _copy(layout: str, tmp_path: Path) -> Path:

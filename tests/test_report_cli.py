@@ -2,8 +2,8 @@
 hand-built run directory with known numbers, the gloo CPU traces in tests/data, and the 8-rank H100 fixture."""
 from __future__ import annotations
 
-import os
 from collections import Counter
+import gzip
 import shutil
 import subprocess
 import sys
@@ -22,7 +22,7 @@ from report_trace import make_trace, write_run_dir
 from test_export import check_no_overlap
 from test_report import parse
 
-FIXTURE = Path(os.environ.get("COMMSCOPE_SHARED", "/work/shared")) / "fixtures" / "modded-nanogpt-8xh100"
+FIXTURE = Path(__file__).parent / "data" / "modded-nanogpt-8xh100"
 GLOO2 = Path(__file__).parent / "data" / "gloo2"
 
 
@@ -141,8 +141,6 @@ def test_gloo_cpu_traces_report(tmp_path):
 
 @pytest.fixture(scope="module")
 def fixture_trace(tmp_path_factory):
-    if not FIXTURE.is_dir():
-        pytest.skip(f"{FIXTURE} not present")
     src = tmp_path_factory.mktemp("fx") / "modded-nanogpt-8xh100"
     shutil.copytree(FIXTURE, src)
     return load_path(src)
@@ -171,7 +169,11 @@ def test_fixture_report_size_and_export(fixture_trace, tmp_path, monkeypatch):
     assert procs == set(range(8))
     cats = Counter(e.get("cat") for e in doc["traceEvents"] if e["ph"] == "X")
     assert cats["comm"] == len(tr.collectives.dropna(subset=["end_ns"])) > 0
-    assert cats["compute"] == len(tr.compute) and cats["step"] == len(tr.steps) == 32
+    # one step range per rank and CPU ProfilerStep annotation of the raw traces (2 steps × 8 ranks)
+    raw_steps = sum(e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+                    for f in sorted(FIXTURE.glob("rank*.json.gz"))
+                    for e in orjson.loads(gzip.decompress(f.read_bytes()))["traceEvents"])
+    assert cats["compute"] == len(tr.compute) and cats["step"] == len(tr.steps) == raw_steps == 16
 
 
 RECORDED = Path(__file__).parent / "data" / "cpurun-hooks-gloo2"
