@@ -38,7 +38,7 @@ BUDGET=${SUITE_BUDGET_S:-540}
 DEADLINE=$(( $(date +%s) + BUDGET ))
 RESERVE=20   # seconds kept for the last collect
 
-case "$GROUP" in bench|runs|all) ;; *) echo "group must be bench, runs or all, not '$GROUP'" >&2; exit 2 ;; esac
+case "$GROUP" in bench|runs|all|multi|drills) ;; *) echo "group must be bench, runs, all, multi or drills, not '$GROUP'" >&2; exit 2 ;; esac
 rm -rf "$WORK" && mkdir -p "$WORK/results" "$WORK/runs" "$WORK/logs" "$OUT"
 
 # Single GPU, but keep NVLink multicast off in every child, as the machines' notes require.
@@ -141,6 +141,39 @@ if [[ $GROUP == runs || $GROUP == all ]]; then
         step report_gloo4_alpha 60 "$(cli_json cli_report_gloo4_alpha "report $RUNS/run_gloo4_alpha --json --no-hta")"
         step bench_partition 90 "python3 bench/bench_partition.py --out $R --bank-run $RUNS/run_gloo4 --alpha-run $RUNS/run_gloo4_alpha --nproc 4 --steps 12 --preset $PRESET --device $DEV"
     fi
+fi
+
+NG=${SUITE_NPROC:-$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 1)}
+FAULTY=$(( NG > 5 ? 5 : NG - 1 ))
+if [[ $GROUP == multi ]]; then
+    step busbw 120 "python3 -m torch.distributed.run --standalone --nproc-per-node $NG bench/nccl_busbw.py --device $DEV --json $R/busbw.json"
+    step run_multi 300 "$CS run --nproc $NG --device $DEV --preset $PRESET --steps 30 --compile --fp8-head --profile 10:13 --out $RUNS/multi"
+    for what in report:"--json --no-hta" hooks:--json layout:--json doctor:--json; do
+        step "${what%%:*}_multi" 90 "$(cli_json "cli_${what%%:*}_multi" "${what%%:*} $RUNS/multi ${what#*:}")"
+    done
+    step export_multi 60 "$CS export $RUNS/multi --perfetto $WORK/multi-perfetto.json"
+    # the same seed and global batch on one rank: per-step losses equal within bf16 tolerance
+    step run_ws1_same 300 "$CS run --nproc 1 --device $DEV --preset $PRESET --steps 30 --compile --fp8-head --batch-size $((24 * NG)) --grad-accum $NG --trace off --out $RUNS/ws1_same"
+    step losses_equal 30 "python3 -c \"import json; a=json.load(open('$RUNS/multi/summary.json'))['losses']; b=json.load(open('$RUNS/ws1_same/summary.json'))['losses']; d=max(abs(x-y) for x,y in zip(a,b)); print('max loss difference', d); assert d < 0.05\""
+    for i in 1 2 3; do
+        for sched in explicit hooks; do
+            step "ab_${sched}_$i" 150 "$CS run --nproc $NG --device $DEV --preset $PRESET --steps 15 --comm-schedule $sched --out $RUNS/ab_$sched/r$i"
+        done
+    done
+    step compare_schedules 60 "$(cli_json cli_compare_schedules "compare $RUNS/ab_explicit $RUNS/ab_hooks --json")"
+    for i in 1 2; do for trace in off light; do
+        step "overhead_${trace}_$i" 150 "$CS run --nproc $NG --device $DEV --preset $PRESET --steps 15 --trace $trace --out $RUNS/overhead_$trace/r$i"
+    done; done
+    step run_alpha 150 "$CS run --nproc $NG --device $DEV --preset $PRESET --steps 15 --optimizer-partition alpha-lpt --out $RUNS/alpha"
+    step bench_partition_multi 90 "python3 bench/bench_partition.py --out $R --bank-run $RUNS/ab_explicit/r1 --alpha-run $RUNS/alpha --nproc $NG --steps 15 --preset $PRESET --device $DEV"
+fi
+if [[ $GROUP == drills ]]; then
+    export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1
+    for kind in hang crash delay desync; do
+        extra=$([[ $kind == delay ]] && echo ",ms=3000" || echo "")
+        step "drill_$kind" 150 "$CS run --nproc $NG --device $DEV --preset $PRESET --steps 14 --hang-timeout 60 --inject $kind@rank=$FAULTY,step=10,label=attn$extra --out $RUNS/drill_$kind; true"
+        step "doctor_$kind" 60 "$(cli_json "cli_doctor_$kind" "doctor $RUNS/drill_$kind --json")"
+    done
 fi
 
 collect
