@@ -16,7 +16,7 @@ import sys
 
 import typer
 
-from commscope import commands
+from commscope import __version__, commands
 from commscope.errors import UserError
 
 app = typer.Typer(
@@ -26,6 +26,20 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"commscope {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="Print commscope's version and exit.")) -> None:
+    """Profile and debug communication in distributed PyTorch training."""
+
 
 for _mod in sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")):
     importlib.import_module(f"commscope.commands.{_mod}").register(app)
@@ -60,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail(e.format_message().replace("\n", " ") + hint)
     except _ClickException as e:
         _fail(e.format_message().replace("\n", " "))
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
     except (KeyboardInterrupt, typer.Abort):
         print("commscope: aborted", file=sys.stderr)
         sys.exit(130)
