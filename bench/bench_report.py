@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from commscope.analyze.summary import summarize
-from commscope.export_perfetto import build_perfetto
+from reports.perfetto import build_perfetto
 from commscope.load import load_path
 from reports.page import render_html
 from commscope.analyze.report_context import report_context

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from commscope.analyze.summary import summarize
 from commscope.cli import app
 from commscope.errors import UserError
-from commscope.export_perfetto import build_perfetto
+from reports.perfetto import build_perfetto
 from commscope.load import load_path
 from report_trace import make_trace, write_run_dir
 from test_export import check_no_overlap
