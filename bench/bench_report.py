@@ -18,11 +18,10 @@ from pathlib import Path
 import orjson
 
 from commscope.analyze.summary import summarize
-from commscope.export_perfetto import build_perfetto
+from reports.perfetto import build_perfetto
 from commscope.load import load_path
 from reports.page import render_html
-from reports.sections import ReportContext
-from reports.timeline import select_window
+from commscope.analyze.report_context import report_context
 
 DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "modded-nanogpt-8xh100"
 
@@ -39,7 +38,7 @@ def main() -> None:
         summary = summarize(trace, with_hta=False)
         t_sum = time.perf_counter() - t
         t = time.perf_counter()
-        page = render_html(ReportContext(trace, summary, select_window(trace, None))).encode()
+        page = render_html(report_context(trace, summary)).encode()
         t_page = time.perf_counter() - t
         t = time.perf_counter()
         perfetto = orjson.dumps(build_perfetto(trace), option=orjson.OPT_SERIALIZE_NUMPY)

@@ -29,11 +29,11 @@ REPO = benchlib.REPO
 FIXTURE = benchlib.FIXTURE
 
 _TIMELINE = ("import time; from commscope.load import load_path; "
-             "from reports.timeline import timeline_figure, select_window; "
-             f"tr = load_path({FIXTURE!r}); w = select_window(tr, None); timeline_figure(tr, w); "
+             "from reports.timeline import timeline_figure; from commscope.analyze.timeline_bars import select_window, timeline_bars; "
+             f"tr = load_path({FIXTURE!r}); w = select_window(tr, None); timeline_figure(timeline_bars(tr, w)); "
              "ts = []\n"
              "for _ in range(5):\n"
-             "    t = time.perf_counter(); timeline_figure(tr, w); ts.append(time.perf_counter() - t)\n"
+             "    t = time.perf_counter(); timeline_figure(timeline_bars(tr, w)); ts.append(time.perf_counter() - t)\n"
              "print(min(ts))")
 PRESETS = {"report": {
     "cli_import_s": f"{sys.executable} -c 'import time; t = time.perf_counter(); import commscope.cli; "

@@ -1,10 +1,19 @@
-"""HTML and terminal reports over a loaded commscope `Trace` and its summarize() document.
+"""All of commscope's rendering: HTML report, terminal tables per command, Perfetto export.
 
-Modules: `timeline` (the per-rank overlap figure), `tables` (HTML tables from plain data), `sections`
-(the list of section renderers; add a section there), `page` (self-contained page assembly),
-`terminal` (rich summary). Reports only render: analysis lives in commscope.analyze.
+Renderers take analysis results (commscope.analyze, commscope.compare, commscope.hooks_order) and never
+compute them; commands parse, call the analyses, and hand the results here.
+
+Naming:
+- `<command>_terminal`: what `commscope <command>` prints: rich tables, plain text, a JSON document it
+  shapes (`report_terminal`, `doctor_terminal`, `hooks_terminal`, `layout_terminal`, `compare_terminal`);
+  each exposes `print_...` functions that take the analysis result and a rich Console.
+- the HTML page: `page` (self-contained assembly), `sections` (the list of section renderers over a
+  commscope.analyze.report_context.ReportContext; add a section there), `<topic>_section` (a section
+  with its own module), `timeline` (the plotly figure of analyze.timeline_bars), `tables` (HTML tables
+  from plain data);
+- `perfetto`: the Chrome-JSON trace of `commscope export --perfetto`.
 """
 from reports.page import render_html, write_report
-from reports.sections import SECTIONS, ReportContext, Section
+from reports.sections import SECTIONS, Section
 
-__all__ = ["render_html", "write_report", "SECTIONS", "ReportContext", "Section"]
+__all__ = ["render_html", "write_report", "SECTIONS", "Section"]

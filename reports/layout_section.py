@@ -1,9 +1,8 @@
 """The report's "Layout and SM contention" section (`commscope layout` in the HTML report).
 
-Renders `commscope.analyze.layout_report.layout_report(trace)`: a command may hand a precomputed
-`LayoutReport` in `ctx.extras["layout"]`; otherwise it is computed from the trace's frames here. Findings
-are grouped like the terminal table (same op, shapes, strides, place → one row with a count).
-Returns None (section left out) when the input has no profiled ops or kernels.
+Renders `ctx.layout` (commscope.analyze.layout_report.LayoutReport) with its findings grouped like the
+terminal table (`ctx.layout_groups`: same op, shapes, strides, place → one row with a count).
+Returns None (section left out) when the input has no profiled ops or kernels (`ctx.layout` is None).
 """
 from __future__ import annotations
 
@@ -18,15 +17,15 @@ CONTENTION_COLUMNS = ["rank", "step", "label", "op", "bytes", "duration_us", "al
 
 
 def render_layout(ctx) -> str | None:
-    from commscope.analyze.layout_report import layout_report
-    from commscope.analyze.layout_report import grouped, short_kernel
+    from commscope.analyze.layout_report import short_kernel
 
-    t = ctx.trace
-    if t.ops.empty and t.kernels.empty:
+    rep = ctx.layout
+    if rep is None:
         return None
-    rep = ctx.extras.get("layout") or layout_report(t)
+    if isinstance(rep, Exception):
+        raise rep
     rows = []
-    for _, r in grouped(rep.findings).iterrows():
+    for _, r in ctx.layout_groups.iterrows():
         rows.append({"op": r["op"], "shapes": " ".join(str(d) for d in r["dims"] if d),
                      "strides": " ".join(str(s) for s in r["strides"] if s) if isinstance(r["strides"], list) else None,
                      "kernel": short_kernel(r["kernel"]), "count": int(r["count"]), "duration_us": r["duration_us"],

@@ -10,7 +10,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from reports.sections import SECTIONS, ReportContext
+from commscope.analyze.report_context import ReportContext
+from reports.sections import SECTIONS
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 24px 40px;color:#222}

@@ -5,28 +5,22 @@ by writing one function and adding one `Section(...)` line to SECTIONS, without 
 the other sections. `order` places it (doctor verdict < 0 goes first; configuration is last at 90).
 A renderer returns None to leave its section out (e.g. no HTA data); it must not raise for missing data.
 
-Invariant: renderers only render; numbers come from `ctx.summary` (= summarize()) or the Trace frames.
+Invariant: renderers only render; numbers come from the `commscope.analyze.report_context.ReportContext`
+(summarize()'s document, the timeline bars, the layout findings, the diagnosis) or the Trace's facts.
 """
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
+from commscope.analyze.report_context import ReportContext
 from commscope.analyze.summary import undefined_overlap_note
 from reports import tables
 from reports.layout_section import render_layout
 from reports.doctor_section import render_doctor
 
 LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "busbw_gbps"]
-
-
-@dataclass
-class ReportContext:
-    trace: Any                       # commscope.load.Trace
-    summary: dict                    # commscope.analyze.summary.summarize(trace, steps)
-    window: tuple[int, int] | None   # steps [lo, hi) drawn in the timeline (None = all)
-    extras: dict = field(default_factory=dict)  # results other commands hand to their sections
 
 
 @dataclass
@@ -62,7 +56,9 @@ def render_overview(ctx: ReportContext) -> str:
 def render_timeline(ctx: ReportContext) -> str:
     from reports.timeline import timeline_figure  # plotly import kept off the path of --json
 
-    fig = timeline_figure(ctx.trace, ctx.window)
+    if isinstance(ctx.timeline, Exception):
+        raise ctx.timeline
+    fig = timeline_figure(ctx.timeline)
     note = ('<p class="note">Grey: compute (dense kernels merged). Bars: each collective coloured by label, '
             'thick while running, thin from its launch until it started; red: its exposed part. Diamonds: gradient-hook firings. '
             'Yellow bands: time between two steps (first rank), where the host alone runs after a step-end sync. '
@@ -71,7 +67,7 @@ def render_timeline(ctx: ReportContext) -> str:
                               config={"displaylogo": False, "responsive": True, "scrollZoom": True})
 
 
-def render_labels(ctx: ReportContext) -> str:
+def render_collectives_by_label(ctx: ReportContext) -> str:
     """Scalar columns in one table (most exposed first, as summarize() orders them); each per-rank
     breakdown (dict-valued field such as exposed_ms_by_rank) as its own label × rank table."""
     labels = ctx.summary.get("labels") or {}
@@ -134,7 +130,7 @@ SECTIONS: list[Section] = [
     Section("doctor", "Diagnosis (commscope doctor)", -10, render_doctor),
     Section("overview", "Overview", 0, render_overview),
     Section("timeline", "Timeline", 10, render_timeline),
-    Section("labels", "Collectives by label", 20, render_labels),
+    Section("labels", "Collectives by label", 20, render_collectives_by_label),
     Section("stragglers", "Skew and stragglers", 30, render_stragglers),
     Section("steps", "Step breakdown", 40, render_steps),
     Section("hta", "HTA side by side", 50, render_hta),

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from commscope.cli import app
-from commscope.compare_labels import BOUNDARY_LABEL, STEP_LABEL, compare_labels, run_samples
+from commscope.analyze.compare_labels import BOUNDARY_LABEL, STEP_LABEL, compare_labels, run_samples
 from rundirs import write_run
 
 MS = 1_000_000

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from commscope.errors import UserError
-from commscope.export_perfetto import build_perfetto, write_perfetto
+from reports.perfetto import build_perfetto, write_perfetto
 from commscope.load.frames import rel
 from report_trace import T, US, make_trace
 

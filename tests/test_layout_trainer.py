@@ -62,12 +62,12 @@ def test_transposed_head_fixture(tmp_path):
 
 def test_report_section_renders_findings(tmp_path):
     from reports.layout_section import render_layout
-    from reports.sections import ReportContext
+    from commscope.analyze.report_context import report_context
 
     trace = load_path(_copy("standard", tmp_path))
-    html = render_layout(ReportContext(trace=trace, summary={}, window=None))
+    html = render_layout(report_context(trace, {}))
     assert 'id="layout-findings"' in html and "backward: lm_head grad accumulation" in html
-    assert render_layout(ReportContext(trace=load_path(_copy("transposed", tmp_path)), summary={}, window=None)) \
+    assert render_layout(report_context(load_path(_copy("transposed", tmp_path)), {})) \
         .count("transpose_add") >= 1
 
 

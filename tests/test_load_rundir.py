@@ -179,7 +179,7 @@ def _two_step_records(rank):
 
 def test_step_gaps_measure_the_gap_and_the_start_delay(tmp_path):
     from commscope.analyze.step_gaps import gap_summary, step_gaps
-    from reports.terminal import print_summary
+    from reports.report_terminal import print_report_summary
     from rich.console import Console
 
     d = str(tmp_path / "r")
@@ -201,19 +201,19 @@ def test_step_gaps_measure_the_gap_and_the_start_delay(tmp_path):
     assert by_step[(0, 0)]["gap_before_ms"] is None and by_step[(0, 1)]["gap_before_ms"] == 0.03
     assert by_step[(1, 1)]["start_delay_ms"] == 0.01
     console = Console(record=True, width=140)
-    print_summary(doc, console)
+    print_report_summary(doc, console)
     text = console.export_text()
     assert "Host time at step boundaries" in text and "30.8" in text
 
 
 def test_step_gaps_skip_the_terminal_table_below_two_percent(run):
-    from reports.terminal import print_summary
+    from reports.report_terminal import print_report_summary
     from rich.console import Console
 
     doc = summarize(run, with_hta=False)  # one step per rank: no boundary to measure
     assert doc["step_boundaries"] == []
     console = Console(record=True, width=140)
-    print_summary(doc, console)
+    print_report_summary(doc, console)
     assert "step boundaries" not in console.export_text()
 
 

@@ -14,8 +14,10 @@ from commscope.errors import UserError
 from commscope.analyze.intervals import assign_lanes
 from report_trace import T, US, make_trace
 from reports.page import render_html
-from reports.sections import SECTIONS, ReportContext, Section
-from reports.timeline import exposed_intervals, merge_intervals, select_window, timeline_figure
+from commscope.analyze.report_context import report_context
+from commscope.analyze.timeline_bars import exposed_intervals, merge_intervals, select_window, timeline_bars
+from reports.sections import SECTIONS, Section
+from reports.timeline import timeline_figure
 
 
 class PageParser(HTMLParser):
@@ -144,7 +146,7 @@ def test_select_window_default_middle_and_explicit():
 
 
 def test_timeline_rows_and_lanes():
-    fig = timeline_figure(make_trace(), window=(1, 2))
+    fig = timeline_figure(timeline_bars(make_trace(), window=(1, 2)))
     rows = list(fig.layout.yaxis.categoryarray)
     # scalars overlaps mlp on rank 0 and 1 → a second comm lane per rank; hooks row per rank
     assert rows == list(reversed(["r0 compute", "r0 comm", "r0 comm 2", "r0 hooks",
@@ -161,7 +163,7 @@ def test_timeline_rows_and_lanes():
 
 def test_page_is_self_contained_with_sections_and_exact_label_numbers():
     tr = make_trace()
-    page = render_html(ReportContext(trace=tr, summary=SUMMARY, window=None))
+    page = render_html(report_context(tr, SUMMARY))
     p = parse(page)
     assert p.external == []
     assert any("Plotly" in s and len(s) > 1_000_000 for s in p.scripts)  # plotly.js embedded once
@@ -185,7 +187,7 @@ def test_failing_section_is_reported_in_place(monkeypatch):
         raise RuntimeError("analysis exploded")
 
     monkeypatch.setattr("reports.page.SECTIONS", SECTIONS + [Section("bad", "Broken", 60, boom)])
-    page = render_html(ReportContext(trace=make_trace(), summary=SUMMARY, window=None))
+    page = render_html(report_context(make_trace(), SUMMARY))
     assert "Broken failed: RuntimeError: analysis exploded" in page
     assert "Run configuration" in page
 
@@ -213,10 +215,10 @@ def test_parse_steps_and_output_checks(tmp_path):
 def test_terminal_summary_orders_labels_by_exposed_time():
     from rich.console import Console
 
-    from reports.terminal import print_summary
+    from reports.report_terminal import print_report_summary
 
     con = Console(record=True, width=120)
-    print_summary(SUMMARY, con)
+    print_report_summary(SUMMARY, con)
     text = con.export_text()
     assert text.index("attn") < text.index("mlp")  # 0.1 ms exposed before 0.08 ms
     assert "Overlap by rank" in text
@@ -232,14 +234,14 @@ def test_dense_compute_is_decimated_per_rank():
     many["start_ns"] = T + np.arange(20_000) * 50  # 20k kernels of 20 ns, 30 ns apart
     many["end_ns"] = many["start_ns"] + 20
     tr.compute = many
-    fig = timeline_figure(tr, max_compute_per_rank=100)
+    fig = timeline_figure(timeline_bars(tr, max_compute_per_rank=100))
     comp = next(t for t in fig.data if t.name == "compute")
     n_blocks = int(np.isnan(comp.x).sum())
     assert 0 < n_blocks <= 2 * 100  # two ranks, at most 100 blocks each
 
 
 def test_step_selector_zooms_to_each_step():
-    fig = timeline_figure(make_trace(steps=(0, 1, 2)))
+    fig = timeline_figure(timeline_bars(make_trace(steps=(0, 1, 2))))
     buttons = fig.layout.updatemenus[0].buttons
     assert [b.label for b in buttons] == ["all steps", "step 0", "step 1", "step 2"]
     lo, hi = buttons[2].args[0]["xaxis.range"]  # step 1 = [1, 2) ms after the first step start, 2 % padding
@@ -264,8 +266,8 @@ def test_timeline_bands_the_time_between_steps():
     def bands(fig):
         return [(sh.x0, sh.x1) for sh in fig.layout.shapes if sh.type == "rect" and sh.fillcolor == GAP_COLOR]
 
-    assert bands(timeline_figure(make_trace())) == []
+    assert bands(timeline_figure(timeline_bars(make_trace()))) == []
     tr = make_trace(steps=(0, 1, 2))
     late = tr.steps["step"] == 1
     tr.steps.loc[late, "start_ns"] += 200 * US  # step 1 starts 0.2 ms after step 0 ended
-    assert bands(timeline_figure(tr)) == [pytest.approx((1.0, 1.2))]
+    assert bands(timeline_figure(timeline_bars(tr))) == [pytest.approx((1.0, 1.2))]

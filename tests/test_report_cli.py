@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from commscope.analyze.summary import summarize
 from commscope.cli import app
 from commscope.errors import UserError
-from commscope.export_perfetto import build_perfetto
+from reports.perfetto import build_perfetto
 from commscope.load import load_path
 from report_trace import make_trace, write_run_dir
 from test_export import check_no_overlap
@@ -146,18 +146,16 @@ def fixture_trace(tmp_path_factory):
     return load_path(src)
 
 
-def test_fixture_report_size_and_export(fixture_trace, tmp_path, monkeypatch):
+def test_fixture_report_size_and_export(fixture_trace, tmp_path):
+    from commscope.analyze.report_context import report_context
     from reports.page import render_html
-    from reports.sections import SECTIONS, ReportContext
-    from reports.timeline import select_window
 
-    # the layout section (~25 s here) is tested by its owner (tests/test_layout*); this one is about size
+    # the layout analysis (~25 s here) is tested by its owner (tests/test_layout*); this one is about size
     # and the report's own tables
-    monkeypatch.setattr("reports.page.SECTIONS", [s for s in SECTIONS if s.id != "layout"])
 
     tr = fixture_trace
     summary = summarize(tr, with_hta=False)  # HTA's own numbers are tested with the loader (tests/test_hta*)
-    page = render_html(ReportContext(tr, summary, select_window(tr, None)))
+    page = render_html(report_context(tr, summary, with_layout=False))
     assert len(page.encode()) < 10e6
     p = parse(page)
     assert p.external == [] and "Timeline" in p.h2
@@ -213,7 +211,8 @@ def test_recorded_cpu_run_report_matches_events(tmp_path):
         assert shown[label]["exposed_ms"] == pytest.approx(exposed, abs=1e-3)  # summarize rounds to 4 decimals
         # gloo moves tiny tensors at MB/s: 4 significant digits, never a rounded-away 0
         assert summary["labels"][label]["busbw_gbps"] > 0 and summary["labels"][label]["algbw_gbps"] > 0
+    from commscope.analyze.timeline_bars import timeline_bars
     from reports.timeline import timeline_figure
 
-    fig = timeline_figure(load_path(src))  # 6 steps: drawn whole by default
+    fig = timeline_figure(timeline_bars(load_path(src)))  # 6 steps: drawn whole by default
     assert sum(len(t.x) for t in fig.data if (t.name or "").startswith("hook ")) == hooks

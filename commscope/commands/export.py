@@ -1,6 +1,6 @@
 """`commscope export RUN_OR_TRACE_DIR --perfetto out.json`: all ranks merged into one Perfetto trace.
 
-A thin wrapper: load (commscope.load), convert (commscope.export_perfetto), print the path.
+A thin wrapper: load (commscope.load), convert and write (reports.perfetto), print the path.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
         from commscope.atomic import check_output
         from commscope.commands._shared import load_with_progress, parse_steps, resolve_steps
-        from commscope.export_perfetto import write_perfetto
+        from reports.perfetto import write_perfetto
 
         if perfetto is None:
             raise UserError("choose an export format: --perfetto OUT.json")

@@ -1,7 +1,7 @@
 """`commscope hooks [RUN]`: gradient-hook firing order per rank next to the optimizer's scatter_order.
 
 Without RUN it first records a short run of the reference trainer (2 steps, --grad-accum 2) into a
-temporary directory. Thin rendering over commscope.hooks_order; this module only formats.
+temporary directory. Orders: commscope.hooks_order; table: reports.hooks_terminal.
 """
 from __future__ import annotations
 
@@ -11,59 +11,8 @@ from typing import Optional
 
 import orjson
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from commscope.hooks_order import HookOrders, OrderGroup, capture_run, load_hook_orders
-
-
-def _members(group: OrderGroup, orders: HookOrders) -> str:
-    """Compact description of where an order was seen: whole ranks when they are uniform."""
-    by_rank: dict[int, list[tuple[int, int | None]]] = {}
-    for rank, step, micro in group.members:
-        by_rank.setdefault(rank, []).append((step, micro))
-    whole = [r for r, sm in by_rank.items() if len(sm) == len(orders.orders[r])]
-    parts = []
-    if whole:
-        parts.append(("rank " if len(whole) == 1 else "ranks ") + ",".join(map(str, sorted(whole))))
-    for r in sorted(set(by_rank) - set(whole)):
-        parts.append(f"rank {r}: " + " ".join(f"s{s}" + ("" if m is None else f"µ{m}") for s, m in by_rank[r]))
-    return "; ".join(parts)
-
-
-def render(orders: HookOrders, console: Console) -> None:
-    groups = orders.groups
-    ref = orders.reference
-    n_entries = sum(len(v) for v in orders.orders.values())
-    title = (f"Hook firing order, {len(orders.orders)} of {orders.world_size} rank(s), "
-             f"{n_entries} micro-step(s) recorded")
-    console.print(title)
-    table = Table()
-    table.add_column("#", justify="right")
-    if orders.scatter_order:
-        table.add_column("scatter_order", style="cyan")
-    for i, g in enumerate(groups):
-        head = _members(g, orders)
-        table.add_column(head if i == 0 else f"[bold red]differs[/] {head}")
-    depth = max([len(g.order) for g in groups] + [len(orders.scatter_order)])
-    for pos in range(depth):
-        row = [str(pos)]
-        if orders.scatter_order:
-            row.append(orders.scatter_order[pos] if pos < len(orders.scatter_order) else "")
-        for i, g in enumerate(groups):
-            label = g.order[pos] if pos < len(g.order) else "—"
-            differs = i > 0 and (pos >= len(ref) or ref[pos] != label)
-            row.append(f"[bold red]{label}[/]" if differs else label)
-        table.add_row(*row)
-    console.print(table)
-    if orders.consistent:
-        console.print("[green]The order is the same on every rank and micro-step.[/]")
-    else:
-        console.print(f"[bold red]{len(groups)} different orders:[/] ranks/steps whose order differs from the "
-                      "most common one are marked; with hook-launched collectives this is a launch-order "
-                      "mismatch across ranks.")
-    if orders.scatter_order and ref and ref != orders.scatter_order[: len(ref)]:
-        console.print("scatter_order (launch order of the reduces) differs from the gradient-ready order.")
+from commscope.hooks_order import capture_run, load_hook_orders
 
 
 def register(app: typer.Typer) -> None:
@@ -84,4 +33,8 @@ def register(app: typer.Typer) -> None:
         if json:
             typer.echo(orjson.dumps(orders.to_json()).decode())
         else:
-            render(orders, Console())
+            from rich.console import Console
+
+            from reports.hooks_terminal import print_hook_orders
+
+            print_hook_orders(orders, Console())

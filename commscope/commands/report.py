@@ -2,7 +2,8 @@
 
 Loads a run directory or a folder of Kineto traces (with a progress bar), summarizes it, and writes one
 self-contained HTML report (default `./<input-name>-report.html`, never inside the input directory) plus a
-rich terminal summary; with --json prints only summarize()'s document on stdout.
+rich terminal summary; with --json prints only summarize()'s document on stdout. Analyses:
+commscope.analyze.summary and .report_context; rendering: reports.page and reports.report_terminal.
 """
 from __future__ import annotations
 
@@ -44,24 +45,18 @@ def register(app: typer.Typer) -> None:
         if as_json:  # summarize()'s document only (no doctor verdict)
             typer.echo(orjson.dumps(summary, option=JSON_OPTS | orjson.OPT_INDENT_2).decode())
             return
-        from commscope.analyze.doctor import diagnose_trace
-
-        diagnosis = diagnose_trace(trace, tolerate_bad_files=True)  # at the top of the page and the terminal
         from rich.console import Console
 
+        from commscope.analyze.doctor import diagnose_trace
+        from commscope.analyze.report_context import report_context
         from reports.page import write_report
-        from reports.sections import ReportContext
-        from reports.terminal import print_summary
-        from reports.timeline import select_window
+        from reports.report_terminal import print_doctor_line, print_report_summary
 
-        ctx = ReportContext(trace=trace, summary=summary, window=select_window(trace, window),
-                            extras={"doctor": diagnosis})
-        write_report(ctx, out)
+        diagnosis = diagnose_trace(trace, tolerate_bad_files=True)  # at the top of the page and the terminal
+        write_report(report_context(trace, summary, window, diagnosis), out)
         console = Console()
         if not console.is_terminal:  # piped/logged output: rich's 80-column default would cut label names
             console = Console(width=140)
-        from rich.markup import escape
-
-        console.print(f"[bold]doctor:[/] {escape(diagnosis.summary)}", highlight=False)
-        print_summary(summary, console)
+        print_doctor_line(diagnosis, console)
+        print_report_summary(summary, console)
         console.print(f"report: {out}")

@@ -1,5 +1,7 @@
 """Per-label exposed communication and step time of commscope run groups, with bootstrap CIs.
 
+`compare_labels(groups, names)` returns one row per (candidate, label); reports.compare_terminal renders it.
+
 For every run (loaded with commscope.load.load_path, collectives scored by
 commscope.analyze.exposure.collective_table) one sample per step is taken:
 - `step_ms`: the step's duration averaged over ranks;
@@ -97,15 +99,3 @@ def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 200
                          "unit": "runs" if by_run else "steps", "n_base": len(b), "n_cand": len(c),
                          "verdict": verdict})
     return pd.DataFrame(rows)
-
-
-def render_labels(table: pd.DataFrame, markdown: bool = False) -> str:
-    head = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
-    body = [[r["candidate"], r["label"], f"{r['base_ms']:.3f}", f"{r['cand_ms']:.3f}", f"{r['delta_ms']:+.3f}",
-             f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]", f"{r['n_cand']} {r['unit']}", r["verdict"]]
-            for r in table.to_dict("records")]
-    if markdown:
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
-                          *("| " + " | ".join(row) + " |" for row in body)])
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body])

@@ -12,6 +12,12 @@ Layout of the output
 - every collective slice carries label, phase, op, bytes, dtype, group, seq and its host-side times in
   `args`.
 
+Why in reports/: a Perfetto trace is another rendering of the loaded frames, like the HTML timeline. It
+draws recorded intervals as they are and runs no analysis: a collective's slice is its recorded execution
+(exposure.collective_span, the same rule the timeline uses: measured start, else launch → end) and lanes
+exist only because the viewer mis-draws overlapping slices. `build_perfetto` shapes the document,
+`write_perfetto` writes it.
+
 Invariants: timestamps are microseconds relative to the earliest event of the trace (`otherData.t0_ns`
 keeps the absolute origin), so float precision stays sub-nanosecond-safe; slices on one track never
 overlap; the input `Trace` is not modified.

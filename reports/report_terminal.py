@@ -1,4 +1,5 @@
-"""The rich terminal summary printed by `commscope report`: top exposed labels and overlap per rank.
+"""`commscope report`'s terminal output: the doctor's verdict line, top exposed labels, overlap per rank
+and host time at step boundaries.
 
 Why: the first answer (which collective is exposed, where) should not need a browser. Rendered from the
 same summarize() document as the HTML and --json, so all three agree. Writes to the given Console (the
@@ -7,6 +8,7 @@ command uses stderr when stdout is reserved, e.g. never mixes with --json).
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from commscope.analyze.summary import undefined_overlap_note
@@ -26,7 +28,12 @@ def bandwidth(v) -> str:
 BOUNDARY_PCT = 2.0  # host time at step boundaries worth a line in the terminal summary (% of wall time)
 
 
-def print_summary(summary: dict, console: Console, top: int = 8) -> None:
+def print_doctor_line(diagnosis, console: Console) -> None:
+    """The doctor's one-line verdict above the tables (commscope.analyze.doctor.Diagnosis.summary)."""
+    console.print(f"[bold]doctor:[/] {escape(diagnosis.summary)}", highlight=False)
+
+
+def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     labels = summary.get("labels") or {}
     ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
     t = Table(title=f"Top exposed collectives ({len(labels)} labels, {summary.get('ranks', '?')} ranks)")

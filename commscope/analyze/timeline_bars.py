@@ -1,0 +1,156 @@
+"""What the report's timeline draws, per rank, as numbers: merged compute blocks, collective bars in lanes
+with their exposed parts, hook firings, step starts and the gaps between steps.
+
+`select_window(trace, steps)` picks the steps to draw; `timeline_bars(trace, window)` returns a
+`TimelineBars` that `reports.timeline` turns into a figure without computing anything itself.
+
+Rules (the figure's legend explains them to the reader):
+- times are ns since `t0`, the earliest step start, launch, execution start, compute start or hook firing
+  inside the window;
+- compute intervals are merged per rank across gaps smaller than span / `max_compute_per_rank`
+  (`merge_intervals`), so a rank never contributes more than that many blocks;
+- a collective's bar is its execution (exposure.collective_span: measured start, else launch → end);
+  lanes (intervals.assign_lanes) are assigned on those bars only, so queued launches don't add rows;
+- exposed parts are exposure.exposed_spans against the rank's compute set over the whole trace (a window
+  edge must not expose anything), so their drawn length equals the exposed time in the tables;
+- gaps between steps are taken on the first rank (after a step-end sync the device idles there:
+  analyze.step_gaps).
+
+Invariant: pure function of the trace's frames; the trace is not modified.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze import intervals as iv
+from commscope.analyze.exposure import collective_span, compute_sets, exposed_spans, to_rel
+from commscope.analyze.intervals import assign_lanes
+from commscope.load.frames import rel
+
+
+def select_window(trace: Any, steps: tuple[int, int] | None, default_steps: int = 3,
+                  max_full_steps: int = 6) -> tuple[int, int] | None:
+    """Steps to draw, half-open [lo, hi) like Trace.select_steps. Explicit `steps` wins; otherwise a few
+    steps around the middle when the trace has more than `max_full_steps` steps (long timelines stay
+    readable), else None = everything."""
+    if steps is not None:
+        return steps
+    known = sorted(int(s) for s in trace.steps["step"].unique() if s >= 0) if len(trace.steps) else []
+    if len(known) <= max_full_steps:
+        return None
+    first = max(0, len(known) // 2 - default_steps // 2)
+    chosen = known[first:first + default_steps]
+    return (chosen[0], chosen[-1] + 1)
+
+
+def _in_window(df: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:
+    if window is None or len(df) == 0 or "step" not in df:
+        return df
+    return df[(df["step"] >= window[0]) & (df["step"] < window[1])]
+
+
+def merge_intervals(starts: np.ndarray, ends: np.ndarray, max_blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge sorted-by-start intervals across gaps < span / max_blocks; returns (starts, ends, counts)
+    where counts is how many input intervals each block holds. Overlapping intervals always merge."""
+    if len(starts) == 0:
+        return starts, ends, np.zeros(0, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    e = np.maximum.accumulate(e)  # running end, so a long kernel covers the short ones inside it
+    span = e[-1] - s[0]
+    gap = span / max_blocks if len(s) > max_blocks else 0.0
+    new_block = np.empty(len(s), dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > e[:-1] + gap
+    block = np.cumsum(new_block) - 1
+    first = np.flatnonzero(new_block)
+    last = np.r_[first[1:] - 1, len(s) - 1]
+    return s[first], e[last], np.bincount(block)
+
+
+def exposed_intervals(coll: pd.DataFrame, compute_set: tuple[np.ndarray, np.ndarray], base: int = 0
+                      ) -> list[list[tuple[float, float]]]:
+    """Per collective row, the exposed sub-intervals to highlight, in ns since `base` (`compute_set`: the
+    rank's compute intervals from exposure.compute_sets, absolute ns): exposure.exposed_spans."""
+    return exposed_spans(coll, to_rel({0: compute_set}, base)[0], base)
+
+
+@dataclass
+class RankBars:
+    """One rank's rows. Arrays are ns since TimelineBars.t0; collective arrays are aligned with `coll`."""
+    rank: int
+    compute: tuple[np.ndarray, np.ndarray, np.ndarray]  # merged blocks: (starts, ends, kernels per block)
+    coll: pd.DataFrame                                   # the rank's collectives in the window
+    launch: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    drawn: np.ndarray                                    # start and end known: the collective has a bar
+    lanes: np.ndarray                                    # lane of each bar (0 for rows without one)
+    n_lanes: int
+    exposed: list[list[tuple[float, float]]]             # exposed sub-intervals per collective
+    exposed_ns: list[float]                              # their summed length per collective
+    hooks: pd.DataFrame                                  # the rank's hook firings in the window
+    hook_t: list[int]                                    # firing times
+
+
+@dataclass
+class TimelineBars:
+    t0: int                            # absolute ns of the axis origin
+    ranks: list[RankBars]
+    labels: list[str]                  # collective and hook labels (for one colour map)
+    step_marks: pd.DataFrame           # the first rank's steps in the window, by start: step, start_ns, end_ns
+    gap_before: list[int | None]       # per step mark: the previous step's end when it ended before this
+                                       # one started (a gap, absolute ns), else None
+
+
+def _rank_bars(rank: int, comp: pd.DataFrame, coll: pd.DataFrame, hooks: pd.DataFrame, comp_set, t0: int,
+               max_compute_per_rank: int) -> RankBars:
+    rc = comp[comp["rank"] == rank]
+    if len(rc):
+        blocks = merge_intervals(rel(rc["start_ns"], t0), rel(rc["end_ns"], t0), max_compute_per_rank)
+    else:
+        blocks = (np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
+    cc = coll[coll["rank"] == rank]
+    launch, start, end = collective_span(cc, t0) if len(cc) else (np.zeros(0),) * 3
+    drawn = ~(np.isnan(start) | np.isnan(end))
+    lanes = np.zeros(len(cc), dtype=np.int64)
+    if drawn.any():
+        lanes[drawn] = assign_lanes(start[drawn], end[drawn])
+    exposed = exposed_intervals(cc, comp_set, t0) if len(cc) else []
+    rh = hooks[hooks["rank"] == rank]
+    return RankBars(rank=rank, compute=blocks, coll=cc, launch=launch, start=start, end=end, drawn=drawn,
+                    lanes=lanes, n_lanes=int(lanes.max()) + 1 if len(lanes) else 1, exposed=exposed,
+                    exposed_ns=[sum(b - a for a, b in x) for x in exposed], hooks=rh,
+                    hook_t=[int(t) - t0 for t in rh["t_ns"]])
+
+
+def _gap_before(steps: pd.DataFrame) -> list[int | None]:
+    out, prev_end = [], None
+    for s in steps.itertuples(index=False):
+        out.append(prev_end if prev_end is not None and int(s.start_ns) > prev_end else None)
+        prev_end = int(s.end_ns) if pd.notna(s.end_ns) else None
+    return out
+
+
+def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute_per_rank: int = 1500
+                  ) -> TimelineBars:
+    """The timeline's numbers for the ranks of `trace`, restricted to steps in [window[0], window[1])."""
+    coll = _in_window(trace.collectives, window)
+    comp = _in_window(trace.compute, window)
+    hooks = _in_window(trace.hooks, window)
+    steps = _in_window(trace.steps, window)
+    t_cands = [pd.to_numeric(df[c], errors="coerce").min() for df, c in ((steps, "start_ns"), (coll, "call_ns"),
+               (coll, "start_ns"), (comp, "start_ns"), (hooks, "t_ns")) if len(df)]
+    t_cands = [int(t) for t in t_cands if not pd.isna(t)]
+    t0 = min(t_cands) if t_cands else 0
+    comp_sets = compute_sets(trace)
+    ranks = [_rank_bars(rank, comp, coll, hooks, comp_sets.get(rank, iv.empty()), t0, max_compute_per_rank)
+             for rank in trace.ranks]
+    first_rank = steps[steps["rank"] == trace.ranks[0]] if len(steps) and trace.ranks else steps
+    first_rank = first_rank.sort_values("start_ns")
+    return TimelineBars(t0=t0, ranks=ranks, labels=list(coll["label"].astype(str)) + list(hooks["label"].astype(str)),
+                        step_marks=first_rank, gap_before=_gap_before(first_rank))

@@ -1,0 +1,118 @@
+"""`commscope compare`'s stdout: the speedrun record's A/B table (rich or markdown), the raw samples,
+the per-label deltas with their confidence intervals, and the `--json` document.
+
+Renders the frames of commscope.compare (group statistics) and commscope.analyze.compare_labels
+(per-label exposed communication) as they are; every number comes from those frames, this module only
+formats (4 decimals in the table, NaN where a statistic is undefined).
+"""
+from __future__ import annotations
+
+import math
+
+import orjson
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from commscope.analyze.compare_labels import CI_LEVEL
+
+COLUMNS = [  # (frame column, header) in the record's order
+    ("runs", "Runs"), ("time_mean", "Time μ"), ("time_std", "Time σ"), ("time_delta", "Time +/-"),
+    ("time_p", "Time p"), ("loss_mean", "Loss μ"), ("loss_std", "Loss σ"), ("loss_delta", "Loss +/-"),
+    ("loss_p", "p"),
+]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, (int,)) and not isinstance(v, bool):
+        return str(v)
+    v = float(v)
+    return "NaN" if math.isnan(v) else f"{v:.4f}"
+
+
+def comparison_markdown(table: pd.DataFrame) -> str:
+    """The README-ready markdown table of compare_groups()' frame."""
+    head = "| | " + " | ".join(h for _, h in COLUMNS) + " |"
+    sep = "|" + "---|" * (len(COLUMNS) + 1)
+    rows = ["| " + r["name"] + " | " + " | ".join(_fmt(r[c]) for c, _ in COLUMNS) + " |"
+            for r in table.to_dict("records")]
+    return "\n".join([head, sep, *rows])
+
+
+def raw_samples_text(groups) -> str:
+    """Each group's times and losses, as the record lists them under its table."""
+    lines = []
+    for g in groups:
+        lines.append(f"{g.name} times (s): {[round(t, 4) for t in g.times]}")
+        lines.append(f"{g.name} losses: {g.losses}")
+    return "\n".join(lines)
+
+
+def comparison_table(table: pd.DataFrame, target_loss: float) -> Table:
+    t = Table(title=f"Time in s; p: one-sided t-test of losses < {target_loss}; Time p: Welch, candidate faster")
+    t.add_column("")
+    for _, h in COLUMNS:
+        t.add_column(h, justify="right")
+    for r in table.to_dict("records"):
+        t.add_row(r["name"], *(_fmt(r[c]) for c, _ in COLUMNS))
+    return t
+
+
+def label_deltas_text(table: pd.DataFrame, markdown: bool = False) -> str:
+    """compare_labels()' frame as aligned plain text (or markdown): one row per (candidate, label)."""
+    head = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
+    body = [[r["candidate"], r["label"], f"{r['base_ms']:.3f}", f"{r['cand_ms']:.3f}", f"{r['delta_ms']:+.3f}",
+             f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]", f"{r['n_cand']} {r['unit']}", r["verdict"]]
+            for r in table.to_dict("records")]
+    if markdown:
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+                          *("| " + " | ".join(row) + " |" for row in body)])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body])
+
+
+def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, labels_error=None) -> bytes:
+    """The --json document: every number of the table, the samples and skipped runs of each group, and
+    the per-label rows (or why they are missing)."""
+    out = {
+        "target_loss": target_loss,
+        "time_unit": "s",
+        "time_definition": {"log": "final train_time", "run": "sum(step_times_ms) / 1000"},
+        "groups": [],
+        "fail_if_slower": fail_if_slower,
+        "slower": slower,
+    }
+    for g, row in zip(groups, table.to_dict("records")):
+        out["groups"].append({
+            **{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()},
+            "path": str(g.path), "times": g.times, "losses": g.losses,
+            "run_paths": [str(r.path) for r in g.runs],
+            "skipped": [{"path": str(p), "reason": why} for p, why in g.skipped],
+        })
+    if labels is not None:
+        out["labels"] = labels.to_dict("records")
+    if labels_error is not None:
+        out["labels_error"] = labels_error
+    return orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+
+
+def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: bool, labels: pd.DataFrame | None,
+                     labels_error: str | None, slower: list[str], fail_if_slower: float | None) -> None:
+    """The terminal output: table, raw samples, skipped runs, per-label deltas, slower candidates."""
+    console = Console(width=max(Console().width, 120))
+    if markdown:
+        print(comparison_markdown(table))
+    else:
+        console.print(comparison_table(table, target_loss))
+    print()
+    print(raw_samples_text(groups))
+    for g in groups:
+        for p, why in g.skipped:
+            print(f"skipped {g.name}/{p.name}: {why}")
+    if labels is not None and not labels.empty:
+        print()
+        print(label_deltas_text(labels, markdown=markdown))
+    if labels_error is not None:
+        print(f"per-label comparison skipped: {labels_error}")
+    for name in slower:
+        print(f"{name} is slower than {groups[0].name} (Welch one-sided p < {fail_if_slower})")
