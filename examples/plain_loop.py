@@ -23,7 +23,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from commscope.record import TermGuard, make_recorder
+from commscope.recording import TermGuard, make_recorder
 
 
 def build_model(dim: int) -> torch.nn.Sequential:

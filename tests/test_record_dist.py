@@ -15,7 +15,7 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from commscope.record.clock import align_clocks
+from commscope.recording.clock import align_clocks
 from ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,9 +8,9 @@ import torch
 import torch.distributed as dist
 
 from commscope.errors import UserError
-from commscope.record import NullRecorder, Recorder, make_recorder, parse_steps
-from commscope.record.clock import offset_bounds
-from commscope.record.collective import comm_size, op_name
+from commscope.recording import NullRecorder, Recorder, make_recorder, parse_steps
+from commscope.recording.clock import offset_bounds
+from commscope.recording.collective import comm_size, op_name
 
 
 def read(path):
@@ -243,7 +243,7 @@ def test_unwatch_stops_hook_records(tmp_path):
 
 def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch, gloo1):
     """The CUDA branch (anchors, event stamps, end event after wait, pooled events) with a fake event."""
-    import commscope.record.timing as timing
+    import commscope.recording.timing as timing
 
     monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
     monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)

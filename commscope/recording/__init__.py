@@ -1,11 +1,11 @@
 """Public recording API: `Recorder` (writes a run directory, docs/run_format.md), `NullRecorder` (records
 nothing, same interface) and `make_recorder(mode, run_dir, ...)` which picks one from `--trace`.
 See docs/recording.md."""
-from commscope.record.api import OP_NAMES, CollectiveHandle, NullRecorder, StepInfo
-from commscope.record.clock import ClockSync, align_clocks
-from commscope.record.profiler_window import parse_steps
-from commscope.record.recorder import Recorder, make_recorder
-from commscope.record.termguard import TermGuard
+from commscope.recording.api import OP_NAMES, CollectiveHandle, NullRecorder, StepInfo
+from commscope.recording.clock import ClockSync, align_clocks
+from commscope.recording.profiler_window import parse_steps
+from commscope.recording.recorder import Recorder, make_recorder
+from commscope.recording.termguard import TermGuard
 
 __all__ = [
     "OP_NAMES",

@@ -1,4 +1,4 @@
-"""`Recorder`: the recording implementation of the `NullRecorder` interface (commscope/record/api.py).
+"""`Recorder`: the recording implementation of the `NullRecorder` interface (commscope/recording/api.py).
 
 One Recorder per rank writes `RUN/rank{R}/` (docs/run_format.md): meta.json after clock alignment,
 events.jsonl one step at a time, status.json at close, trace.json.gz for the profiler window; rank 0
@@ -39,13 +39,13 @@ import torch.distributed as dist
 
 from commscope import SCHEMA_VERSION
 from commscope.errors import UserError
-from commscope.record.api import CollectiveHandle, NullRecorder, StepInfo
-from commscope.record.clock import ClockSync, align_clocks, epoch_base_ns
-from commscope.record.collective import GroupInfo, comm_size, op_name
-from commscope.record.profiler_window import ProfilerWindow, parse_steps
-from commscope.record.sink import EventSink, write_json_atomic
-from commscope.record.timing import CudaClock, GpuStamp
-from commscope.record.watchdog import write_inflight
+from commscope.recording.api import CollectiveHandle, NullRecorder, StepInfo
+from commscope.recording.clock import ClockSync, align_clocks, epoch_base_ns
+from commscope.recording.collective import GroupInfo, comm_size, op_name
+from commscope.recording.profiler_window import ProfilerWindow, parse_steps
+from commscope.recording.sink import EventSink, write_json_atomic
+from commscope.recording.timing import CudaClock, GpuStamp
+from commscope.recording.watchdog import write_inflight
 from commscope.run_layout import write_config, write_status
 
 MODES = ("light", "full")

@@ -1,6 +1,6 @@
 """The recording API every training script talks to, and its no-op implementation.
 
-`NullRecorder` is what `--trace off` uses and the contract `commscope.record.Recorder` fulfils: the same
+`NullRecorder` is what `--trace off` uses and the contract `commscope.recording.Recorder` fulfils: the same
 methods, each doing the minimum needed for training to proceed (collectives still run, waits still
 wait). Keeping the two behind one interface means a training loop has a single code path whether it is
 traced or not, so tracing cannot change what is computed.
@@ -55,7 +55,7 @@ class CollectiveHandle:
 
 
 class NullRecorder:
-    """Records nothing. Same interface as `commscope.record.Recorder`."""
+    """Records nothing. Same interface as `commscope.recording.Recorder`."""
 
     enabled = False
 
