@@ -119,7 +119,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     import torch
 
     from commscope.faults import parse_faults
-    from commscope.recording import parse_steps
+    from commscope.recording.profiler_window import parse_steps
     from instrumented_model.config import make_config
     from instrumented_model.data import make_source
     from instrumented_model.param_table import PARAM_TABLE, check_order
@@ -162,12 +162,10 @@ def split_labels(s: str) -> tuple[str, ...]:
 
 def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
     """NullRecorder for --trace off, else a Recorder writing rank{R}/ of the run directory."""
-    from commscope.recording import make_recorder as make
+    from commscope.recording import record
 
-    if args.trace == "off":
-        return make("off")
-    return make(args.trace, args.out, rank=rank, world_size=world_size, device=device, backend=args.backend,
-                profile_steps=args.profile, with_stack=args.with_stack)
+    return record(args.out, trace=args.trace, rank=rank, world_size=world_size, device=device,
+                  backend=args.backend, profile_steps=args.profile, with_stack=args.with_stack)
 
 
 def progress(record: dict, out: str) -> None:

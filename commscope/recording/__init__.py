@@ -1,21 +1,10 @@
-"""Public recording API: `Recorder` (writes a run directory, docs/run_format.md), `NullRecorder` (records
-nothing, same interface) and `make_recorder(mode, run_dir, ...)` which picks one from `--trace`.
-See docs/recording.md."""
-from commscope.recording.api import OP_NAMES, CollectiveHandle, NullRecorder, StepInfo
-from commscope.recording.clock import ClockSync, align_clocks
-from commscope.recording.profiler_window import parse_steps
-from commscope.recording.recorder import Recorder, make_recorder
-from commscope.recording.termguard import TermGuard
+"""Public recording API: `record(run_dir, trace=..., ...)` (also `commscope.record`) returns a `Recorder`
+(writes a run directory, docs/run_format.md) or, with `trace="off"`, a `NullRecorder` (records nothing,
+same interface); both are context managers that close with the rank's status. See docs/recording.md.
 
-__all__ = [
-    "OP_NAMES",
-    "ClockSync",
-    "CollectiveHandle",
-    "NullRecorder",
-    "Recorder",
-    "StepInfo",
-    "TermGuard",
-    "align_clocks",
-    "make_recorder",
-    "parse_steps",
-]
+Only the names a training script needs are exported here; the machinery (clock alignment, profiler
+window, TermGuard, watchdog) is imported from its own module by the code that uses it."""
+from commscope.recording.api import CollectiveHandle, NullRecorder, StepInfo
+from commscope.recording.recorder import Recorder, record
+
+__all__ = ["CollectiveHandle", "NullRecorder", "Recorder", "StepInfo", "record"]
