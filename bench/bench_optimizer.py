@@ -28,7 +28,7 @@ import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
 from benchlib import arg_parser, header, md_table, provenance_line, setup_device, single_rank_group, sync, write_results
-from commscope.record.api import NullRecorder
+from commscope.recording.api import NullRecorder
 
 
 class PhaseTimer(NullRecorder):

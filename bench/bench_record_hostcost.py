@@ -26,8 +26,8 @@ import torch.distributed as dist
 
 import benchlib  # noqa: F401  (puts the repo on sys.path: measure this checkout, not an installed copy)
 from benchlib import single_rank_group
-import commscope.record.timing as timing
-from commscope.record import NullRecorder, Recorder
+import commscope.recording.timing as timing
+from commscope.recording import NullRecorder, Recorder
 from instrumented_model.model import LABELS  # the reference trainer's 13 labels
 
 _perf = time.perf_counter_ns

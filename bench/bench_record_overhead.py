@@ -33,7 +33,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 import benchlib  # noqa: F401  (puts the repo on sys.path: measure this checkout, not an installed copy)
 from benchlib import default_seqs, machine, setup_device, single_rank_group, trainer_parts
-from commscope.record import NullRecorder, Recorder
+from commscope.recording import NullRecorder, Recorder
 from instrumented_model.model import LABELS  # the reference trainer's 13 labels
 
 

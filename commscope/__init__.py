@@ -3,3 +3,12 @@
 __version__ = "0.1.0"
 SCHEMA_VERSION = 1  # of the run directory and every file in it (docs/run_format.md); readers check it
 FLIGHT_RECORDER_DIR = "flight_recorder"  # RUN/flight_recorder/rank_<R>: NCCL Flight Recorder dumps (docs/faults.md)
+
+
+def record(run_dir, **kwargs):
+    """Record this rank into `run_dir`: `with commscope.record(run_dir, trace="light") as rec: ...`.
+    Same as `commscope.recording.record` (docs/recording.md), imported on first call so that
+    `import commscope` (the CLI, the loader) does not import torch."""
+    from commscope.recording import record as _record
+
+    return _record(run_dir, **kwargs)

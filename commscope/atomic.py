@@ -3,7 +3,7 @@
 never into an input directory (`check_output`).
 
 Torch-free and pandas-free on purpose: the launcher and the trainer's exit paths (which may run before
-torch is imported) use it, as does the recorder (`commscope.record.sink` re-exports it).
+torch is imported) use it, as does the recorder (`commscope.recording.sink` re-exports it).
 """
 from __future__ import annotations
 

@@ -130,7 +130,7 @@ def _desync(fn: Callable, args: tuple, kwargs: dict, how: str) -> tuple[Callable
     import torch
     import torch.distributed as dist
 
-    from commscope.record.collective import op_name
+    from commscope.recording.collective import op_name
 
     op = op_name(fn)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]

@@ -1,7 +1,7 @@
 """The reference trainer commscope measures: a modded-nanogpt-style GPT with parameter banks, a switchable
 LM-head layout, tied-embedding transpose kernels, and the unified NorMuon+Adam optimizer.
 
-It is one user of the public recording API (commscope.record); commscope itself never imports the model.
+It is one user of the public recording API (commscope.recording); commscope itself never imports the model.
 Importing this package is cheap (no torch): `GPT` and `LABELS` load the model module on first access, so
 CLI commands that only need preset dimensions (`instrumented_model.config`) stay fast.
 """

@@ -56,7 +56,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from commscope.errors import UserError
-from commscope.record.api import NullRecorder
+from commscope.recording.api import NullRecorder
 from instrumented_model.adam import ADAM_EPS, adam_step_
 from instrumented_model.kernels import transpose_add, transpose_copy
 from instrumented_model.normuon import normuon_step_, second_moment_shape, shape_lr_mul

@@ -119,7 +119,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     import torch
 
     from commscope.faults import parse_faults
-    from commscope.record import parse_steps
+    from commscope.recording.profiler_window import parse_steps
     from instrumented_model.config import make_config
     from instrumented_model.data import make_source
     from instrumented_model.param_table import PARAM_TABLE, check_order
@@ -162,12 +162,10 @@ def split_labels(s: str) -> tuple[str, ...]:
 
 def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
     """NullRecorder for --trace off, else a Recorder writing rank{R}/ of the run directory."""
-    from commscope.record import make_recorder as make
+    from commscope.recording import record
 
-    if args.trace == "off":
-        return make("off")
-    return make(args.trace, args.out, rank=rank, world_size=world_size, device=device, backend=args.backend,
-                profile_steps=args.profile, with_stack=args.with_stack)
+    return record(args.out, trace=args.trace, rank=rank, world_size=world_size, device=device,
+                  backend=args.backend, profile_steps=args.profile, with_stack=args.with_stack)
 
 
 def progress(record: dict, out: str) -> None:
@@ -213,7 +211,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     rec = make_recorder(args, rank, world_size, device)  # the Recorder aligns clocks as it starts
     state["rec"] = rec
     if rec.enabled:
-        from commscope.record.watchdog import Watchdog
+        from commscope.recording.watchdog import Watchdog
 
         state["watchdog"] = Watchdog(rec, args.hang_timeout).start()
     rec = faults.wrap(rec, faults.parse_faults(args.inject), rank)
@@ -358,7 +356,7 @@ def finish(args: argparse.Namespace, rank: int, state: dict, status: str, error:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from commscope.record.termguard import TermGuard
+    from commscope.recording.termguard import TermGuard
 
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

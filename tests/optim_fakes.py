@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from commscope.record.api import NullRecorder
+from commscope.recording.api import NullRecorder
 from ports import free_port
 
 D, V = 16, 64

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from commscope import faults
 from commscope.errors import UserError
-from commscope.record.api import NullRecorder
-from commscope.record.watchdog import Watchdog, write_inflight
+from commscope.recording.api import NullRecorder
+from commscope.recording.watchdog import Watchdog, write_inflight
 
 
 # ---- parsing ----------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def test_watchdog_on_nccl_times_from_the_launch_because_wait_returns_at_once(tmp
 def test_flight_recorder_dump_only_on_nccl_and_where_doctor_reads_it(tmp_path, monkeypatch):
     import torch._C._distributed_c10d as c10d
 
-    from commscope.record.watchdog import dump_flight_recorder
+    from commscope.recording.watchdog import dump_flight_recorder
 
     rec = FakeRecorder(tmp_path / "rank1")
     rec.run_dir = tmp_path

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from commscope.cli import app
 from commscope.errors import UserError
 from commscope.hooks_order import capture_run, load_hook_orders
-from commscope.record import Recorder
+from commscope.recording import Recorder
 
 
 def record_run(run, order_for, world=2, steps=2, micro=2, scatter=("a", "b", "c")):

@@ -1,11 +1,14 @@
-"""Recorder across 2 gloo ranks: examples/plain_loop.py under torch.distributed.run, a SIGKILLed rank,
-and clock alignment with an injected skew."""
+"""Recorder across 2 gloo ranks under torch.distributed.run: a sharded data-parallel worker (hook order,
+cross-rank collective matching, a SIGKILLed rank), examples/plain_loop.py read back by `commscope report`
+and `commscope hooks`, and clock alignment with an injected skew."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -15,19 +18,90 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from commscope.record.clock import align_clocks
+from commscope.recording.clock import align_clocks
 from ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-LABELS = ["fc_out", "fc_hidden", "fc_in"]  # autograd order of the example's chain: last layer first
+LABELS = ["fc_out", "fc_hidden", "fc_in"]  # autograd order of the worker's chain: last layer first
+
+# A plain data-parallel MLP whose gradients are averaged by hand: the hidden layer is "sharded"
+# (reduce_scatter of its gradient, each rank updates its row shard, all_gather of the new weights), the
+# others are all_reduced. `--die-at-step N` makes rank 1 SIGKILL itself at step N.
+WORKER = textwrap.dedent("""
+    import argparse, os
+    import torch, torch.distributed as dist
+    import commscope
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--grad-accum", type=int, default=2)
+    ap.add_argument("--die-at-step", type=int, default=None)
+    args = ap.parse_args()
+    dim, batch, lr = 32, 16, 0.05
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    lin = lambda i, o: torch.nn.Linear(i, o, bias=False)
+    model = torch.nn.Sequential(lin(dim, 4 * dim), torch.nn.ReLU(), lin(4 * dim, 4 * dim), torch.nn.ReLU(),
+                                lin(4 * dim, dim))
+    fc_in, fc_hidden, fc_out = model[0].weight, model[2].weight, model[4].weight
+    labelled = {"fc_in": fc_in, "fc_hidden": fc_hidden, "fc_out": fc_out}
+    gen = torch.Generator().manual_seed(1234 + rank)
+    target_map = torch.randn(dim, dim, generator=torch.Generator().manual_seed(7))
+    rows = fc_hidden.shape[0] // world
+    with commscope.record(args.out) as rec:
+        rec.write_config({"args": vars(args), "scatter_order": list(labelled)})
+        rec.watch(labelled)
+        for step in range(args.steps):
+            with rec.step(step) as st:
+                total = torch.zeros(())
+                for micro in range(args.grad_accum):
+                    rec.set_micro_step(micro)
+                    x = torch.randn(batch, dim, generator=gen)
+                    with rec.region("forward"):
+                        loss = (model(x) - x @ target_map).square().mean() / args.grad_accum
+                    with rec.region("backward"):
+                        loss.backward()
+                    total += loss.detach()
+                if args.die_at_step == step and rank == 1:
+                    os.kill(os.getpid(), 9)
+                rec.set_micro_step(None)
+                with rec.region("optimizer"):
+                    shard = torch.empty(rows, fc_hidden.shape[1])
+                    h_in = rec.collective(dist.all_reduce, fc_in.grad, label="fc_in", phase="allreduce")
+                    h_hidden = rec.collective(dist.reduce_scatter_tensor, shard, fc_hidden.grad,
+                                              label="fc_hidden", phase="reduce")
+                    h_out = rec.collective(dist.all_reduce, fc_out.grad, label="fc_out", phase="allreduce")
+                    h_loss = rec.collective(dist.all_reduce, total, label="loss", phase="allreduce")
+                    with torch.no_grad():
+                        for h, param in ((h_in, fc_in), (h_out, fc_out)):
+                            h.wait()
+                            param.add_(param.grad, alpha=-lr / world)
+                        h_hidden.wait()
+                        mine = fc_hidden[rank * rows:(rank + 1) * rows] - (lr / world) * shard
+                        rec.collective(dist.all_gather_into_tensor, fc_hidden.data, mine.contiguous(),
+                                       label="fc_hidden", phase="gather").wait()
+                    for p in model.parameters():
+                        p.grad = None
+                    h_loss.wait()
+                st.loss = total.item() / world
+                st.tokens = batch * args.grad_accum * world
+    dist.destroy_process_group()
+""")
 
 
-
-def run_example(out: Path, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess:
+def torchrun(script: Path, out: Path, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-           "--master-port", str(free_port()), str(ROOT / "examples" / "plain_loop.py"), "--out", str(out), *extra]
-    env = {**os.environ, "COMMSCOPE_EXAMPLE_CPU": "1", "OMP_NUM_THREADS": "1"}
+           "--master-port", str(free_port()), str(script), "--out", str(out), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
+
+
+def run_worker(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    script = out.parent / "worker.py"
+    script.write_text(WORKER)
+    return torchrun(script, out, *extra)
 
 
 def events(run: Path, rank: int) -> list[dict]:
@@ -43,7 +117,7 @@ def events(run: Path, rank: int) -> list[dict]:
 @pytest.fixture(scope="module")
 def plain_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("plain") / "run"
-    proc = run_example(out, "--steps", "4", "--grad-accum", "2")
+    proc = run_worker(out, "--steps", "4", "--grad-accum", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -110,7 +184,7 @@ def test_steps_agree_across_ranks_and_load(plain_run):
 
 def test_killed_rank_keeps_finished_steps(tmp_path):
     out = tmp_path / "run"
-    proc = run_example(out, "--steps", "6", "--grad-accum", "2", "--die-at-step", "3")
+    proc = run_worker(out, "--steps", "6", "--grad-accum", "2", "--die-at-step", "3")
     assert proc.returncode != 0
     for r in range(2):
         ev = events(out, r)
@@ -122,6 +196,28 @@ def test_killed_rank_keeps_finished_steps(tmp_path):
     status = out / "rank0" / "status.json"
     assert status.exists(), f"rank 0 left no status.json; launcher stderr:\n{proc.stderr[-4000:]}"
     assert orjson.loads(status.read_bytes())["status"] == "failed"
+
+
+def test_example_plain_loop_runs_and_commands_read_it(tmp_path):
+    out = tmp_path / "plain"
+    proc = torchrun(ROOT / "examples" / "plain_loop.py", out, "--steps", "3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(2):
+        st = orjson.loads((out / f"rank{r}" / "status.json").read_bytes())
+        assert st == {"status": "completed", "error": None, "last_step": 2}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "commscope", *args], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "COLUMNS": "200"})
+
+    report = cli("report", str(out), "--json", "--no-hta")
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)
+    hooks = cli("hooks", str(out), "--json")
+    assert hooks.returncode == 0, hooks.stderr
+    orders = json.loads(hooks.stdout)
+    assert orders["world_size"] == 2 and orders["consistent"]
+    assert cli("hooks", str(out)).returncode == 0
 
 
 def _skew_worker(rank: int, port: int, out: str) -> None:

@@ -1,16 +1,19 @@
 """Recorder in one process: hook order vs autograd order, regions, steps, crash safety, config/meta/status."""
 from __future__ import annotations
 
+import sys
 
 import orjson
 import pytest
 import torch
 import torch.distributed as dist
 
+import commscope
 from commscope.errors import UserError
-from commscope.record import NullRecorder, Recorder, make_recorder, parse_steps
-from commscope.record.clock import offset_bounds
-from commscope.record.collective import comm_size, op_name
+from commscope.recording import NullRecorder, Recorder, record
+from commscope.recording.clock import offset_bounds
+from commscope.recording.collective import comm_size, op_name
+from commscope.recording.profiler_window import parse_steps
 
 
 def read(path):
@@ -92,14 +95,29 @@ def test_config_written_by_rank0_only(tmp_path):
     assert not (tmp_path / "other" / "config.json").exists()
 
 
-def test_bad_input_is_user_error(tmp_path):
-    with pytest.raises(UserError):
-        make_recorder("loud", tmp_path)
-    with pytest.raises(UserError):
+def test_bad_arguments_raise_plain_errors_worded_for_the_api(tmp_path):
+    with pytest.raises(ValueError, match="trace must be one of off, light, full; got 'loud'"):
+        record(tmp_path, trace="loud")
+    with pytest.raises(ValueError, match="mode must be one of light, full"):
+        Recorder(tmp_path, rank=0, world_size=1, mode="off")
+    with pytest.raises(RuntimeError, match="needs torch.distributed initialized"):
         Recorder(tmp_path, rank=0, world_size=2)  # no process group
     (tmp_path / "f").write_text("x")
-    with pytest.raises(UserError):
+    with pytest.raises(ValueError, match="exists and is not a directory"):
         Recorder(tmp_path / "f", rank=0, world_size=1)
+    assert isinstance(record(tmp_path / "unused", trace="off"), NullRecorder)
+    assert not (tmp_path / "unused").exists()
+    rec = Recorder(tmp_path / "w", rank=0, world_size=1)
+    with pytest.raises(ValueError, match="not a leaf tensor"):
+        rec.watch({"x": torch.randn(2, requires_grad=True) * 2})  # not a leaf
+    with pytest.raises(RuntimeError, match="do not nest"):
+        with rec.step(0):
+            with rec.step(1):
+                pass
+    rec.close()
+
+
+def test_profile_steps_parse_and_refuse_bad_windows():
     with pytest.raises(UserError):
         parse_steps("5:3")
     with pytest.raises(UserError):
@@ -108,15 +126,33 @@ def test_bad_input_is_user_error(tmp_path):
         with pytest.raises(UserError):
             parse_steps(open_end)
     assert parse_steps("5:8") == (5, 8) and parse_steps("4") == (4, 5) and parse_steps((2, 3)) == (2, 3)
-    assert isinstance(make_recorder("off"), NullRecorder)
-    rec = Recorder(tmp_path / "w", rank=0, world_size=1)
-    with pytest.raises(UserError):
-        rec.watch({"x": torch.randn(2, requires_grad=True) * 2})  # not a leaf
-    with pytest.raises(UserError):
-        with rec.step(0):
-            with rec.step(1):
+
+
+def test_context_manager_writes_completed_status(tmp_path):
+    with commscope.record(tmp_path) as rec:  # rank 0 of 1 without a process group
+        assert isinstance(rec, Recorder) and rec.world_size == 1
+        for s in range(2):
+            with rec.step(s) as st:
+                st.loss = 1.0
+    status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert status == {"status": "completed", "error": None, "last_step": 1}
+    with commscope.record(tmp_path / "off", trace="off") as rec:
+        assert not rec.enabled
+    assert not (tmp_path / "off").exists()
+
+
+def test_context_manager_writes_failed_status_with_the_exception(tmp_path):
+    with pytest.raises(KeyError):
+        with commscope.record(tmp_path, rank=0, world_size=1) as rec:
+            with rec.step(0):
                 pass
-    rec.close()
+            raise KeyError("shard_7")
+    status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert status == {"status": "failed", "error": "KeyError: 'shard_7'", "last_step": 0}
+    with pytest.raises(SystemExit):
+        with commscope.record(tmp_path / "exit0") as rec:
+            sys.exit(0)  # a normal end of the script
+    assert orjson.loads((tmp_path / "exit0" / "rank0" / "status.json").read_bytes())["status"] == "completed"
 
 
 def test_comm_size_follows_nccl_tests_convention():
@@ -243,7 +279,7 @@ def test_unwatch_stops_hook_records(tmp_path):
 
 def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch, gloo1):
     """The CUDA branch (anchors, event stamps, end event after wait, pooled events) with a fake event."""
-    import commscope.record.timing as timing
+    import commscope.recording.timing as timing
 
     monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
     monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from commscope.record.termguard import TermGuard
+from commscope.recording.termguard import TermGuard
 from ports import free_port
 
 WORKER = textwrap.dedent("""
     import os, signal, sys, time
     import torch, torch.distributed as dist
-    from commscope.record.termguard import TermGuard
+    from commscope.recording.termguard import TermGuard
 
     rank, out = int(os.environ["RANK"]), sys.argv[1]
     def handler(signum, frame):

@@ -1,4 +1,4 @@
-"""`Recorder`: the recording implementation of the `NullRecorder` interface (commscope/record/api.py).
+"""`Recorder`: the recording implementation of the `NullRecorder` interface (commscope/recording/api.py).
 
 One Recorder per rank writes `RUN/rank{R}/` (docs/run_format.md): meta.json after clock alignment,
 events.jsonl one step at a time, status.json at close, trace.json.gz for the profiler window; rank 0
@@ -38,14 +38,13 @@ import torch
 import torch.distributed as dist
 
 from commscope import SCHEMA_VERSION
-from commscope.errors import UserError
-from commscope.record.api import CollectiveHandle, NullRecorder, StepInfo
-from commscope.record.clock import ClockSync, align_clocks, epoch_base_ns
-from commscope.record.collective import GroupInfo, comm_size, op_name
-from commscope.record.profiler_window import ProfilerWindow, parse_steps
-from commscope.record.sink import EventSink, write_json_atomic
-from commscope.record.timing import CudaClock, GpuStamp
-from commscope.record.watchdog import write_inflight
+from commscope.recording.api import CollectiveHandle, NullRecorder, StepInfo
+from commscope.recording.clock import ClockSync, align_clocks, epoch_base_ns
+from commscope.recording.collective import GroupInfo, comm_size, op_name
+from commscope.recording.profiler_window import ProfilerWindow, parse_steps
+from commscope.recording.sink import EventSink, write_json_atomic
+from commscope.recording.timing import CudaClock, GpuStamp
+from commscope.recording.watchdog import write_inflight
 from commscope.run_layout import write_config, write_status
 
 MODES = ("light", "full")
@@ -123,14 +122,15 @@ class Recorder(NullRecorder):
         align: bool = True,
     ):
         if mode not in MODES:
-            raise UserError(f"trace mode must be one of off, {', '.join(MODES)}; got {mode!r}")
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         self.run_dir = Path(run_dir)
         if self.run_dir.exists() and not self.run_dir.is_dir():
-            raise UserError(f"run directory {self.run_dir} exists and is not a directory")
+            raise ValueError(f"run_dir {str(self.run_dir)!r} exists and is not a directory")
         distributed = dist.is_available() and dist.is_initialized()
         if world_size > 1 and not distributed and align:
             # align=False is for callers that write ranks' data themselves (tests, converters)
-            raise UserError(f"Recorder(world_size={world_size}) needs torch.distributed initialized first")
+            raise RuntimeError(f"Recorder(world_size={world_size}) needs torch.distributed initialized first "
+                               "(dist.init_process_group)")
         self.rank, self.world_size, self.mode = int(rank), int(world_size), mode
         self.device = torch.device(device)
         self.backend = backend or (dist.get_backend() if distributed else "none")
@@ -213,7 +213,7 @@ class Recorder(NullRecorder):
         items = named_params.items() if isinstance(named_params, Mapping) else named_params
         for label, param in items:
             if not (isinstance(param, torch.Tensor) and param.is_leaf and param.requires_grad):
-                raise UserError(f"watch(): {label!r} is not a leaf tensor that requires grad")
+                raise ValueError(f"watch(): {label!r} is not a leaf tensor that requires grad")
             self._hook_handles.append(param.register_post_accumulate_grad_hook(self._hook_for(label)))
 
     def unwatch(self) -> None:
@@ -334,7 +334,7 @@ class Recorder(NullRecorder):
     @contextlib.contextmanager
     def step(self, step: int) -> Iterator[StepInfo]:
         if self._step is not None:
-            raise UserError(f"Recorder.step({step}) inside step {self._step}: step contexts do not nest")
+            raise RuntimeError(f"Recorder.step({step}) inside step {self._step}: step contexts do not nest")
         self._step, self._micro, self._pos = int(step), 0, 0
         info = StepInfo(int(step))
         if self._cuda is not None:
@@ -477,12 +477,23 @@ class Recorder(NullRecorder):
             self.close("failed", "process exited without Recorder.close()")
 
 
-def make_recorder(mode: str, run_dir: str | os.PathLike | None = None, **kwargs: Any) -> NullRecorder:
-    """`"off"` → NullRecorder(); `"light"`/`"full"` → Recorder(run_dir, mode=mode, **kwargs)."""
-    if mode == "off":
+TRACE_MODES = ("off", *MODES)
+
+
+def record(run_dir: str | os.PathLike, *, trace: str = "light", rank: int | None = None,
+           world_size: int | None = None, **kwargs: Any) -> NullRecorder:
+    """Start recording this rank into `run_dir`: `with commscope.record(run_dir) as rec:`.
+
+    `trace="off"` gives a NullRecorder (same methods, records nothing, `kwargs` unused); `"light"` or
+    `"full"` a `Recorder(run_dir, mode=trace, rank=..., world_size=..., **kwargs)`. `rank` and
+    `world_size` default to torch.distributed's when it is initialized, else to $RANK/$WORLD_SIZE (0/1)."""
+    if trace not in TRACE_MODES:
+        raise ValueError(f"trace must be one of {', '.join(TRACE_MODES)}; got {trace!r}")
+    if trace == "off":
         return NullRecorder()
-    if mode not in MODES:
-        raise UserError(f"--trace must be off, light or full; got {mode!r}")
-    if run_dir is None:
-        raise UserError(f"--trace {mode} needs a run directory")
-    return Recorder(run_dir, mode=mode, **kwargs)
+    distributed = dist.is_available() and dist.is_initialized()
+    if rank is None:
+        rank = dist.get_rank() if distributed else int(os.environ.get("RANK", "0"))
+    if world_size is None:
+        world_size = dist.get_world_size() if distributed else int(os.environ.get("WORLD_SIZE", "1"))
+    return Recorder(run_dir, mode=trace, rank=rank, world_size=world_size, **kwargs)

@@ -1,9 +1,13 @@
 """The recording API every training script talks to, and its no-op implementation.
 
-`NullRecorder` is what `--trace off` uses and the contract `commscope.record.Recorder` fulfils: the same
+`NullRecorder` is what `trace="off"` gives and the contract `commscope.recording.Recorder` fulfils: the same
 methods, each doing the minimum needed for training to proceed (collectives still run, waits still
 wait). Keeping the two behind one interface means a training loop has a single code path whether it is
 traced or not, so tracing cannot change what is computed.
+
+Both are context managers: `with commscope.record(...) as rec:` closes the recorder on the way out, with
+status "completed" or, when an exception leaves the block, "failed" and "<ExceptionType>: <message>" (the
+trainer's wording for status.json, docs/run_format.md).
 
 Invariants: `collective()` always launches with `async_op=True` and returns a handle whose `wait()` must
 be called exactly once; `step()` contexts do not nest; `close()` is idempotent.
@@ -55,7 +59,7 @@ class CollectiveHandle:
 
 
 class NullRecorder:
-    """Records nothing. Same interface as `commscope.record.Recorder`."""
+    """Records nothing. Same interface as `commscope.recording.Recorder`."""
 
     enabled = False
 
@@ -92,3 +96,13 @@ class NullRecorder:
 
     def close(self, status: str = "completed", error: str | None = None) -> None:
         pass
+
+    def __enter__(self) -> "NullRecorder":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        # sys.exit(0) inside the block is a normal end of the script, not a failure of the rank.
+        if exc is None or (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            self.close("completed")
+        else:
+            self.close("failed", f"{type(exc).__name__}: {exc}")

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.distributed as dist
 
-from commscope.record.api import OP_NAMES
+from commscope.recording.api import OP_NAMES
 
 # Name-based fallback: wrapped or newer functions (torch 2.13 adds *_single) still get a normal name.
 _BY_NAME = {
