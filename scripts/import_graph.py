@@ -3,7 +3,7 @@
 Usage:  python scripts/import_graph.py            # mermaid graph for docs/architecture.md
         python scripts/import_graph.py --check    # exit 1 if a rule below is broken
 
-A node is a package (commscope.record, commscope.load, ..., reports, instrumented_model); an edge A -> B
+A node is a package (commscope.recording, commscope.load, ..., reports, instrumented_model); an edge A -> B
 means some module of A imports a module of B. Only imports at a module's top level count as edges of the
 graph; the rules also look at imports inside functions, where the one-way flow could otherwise be
 bypassed quietly.
