@@ -8,9 +8,10 @@ import torch
 import torch.distributed as dist
 
 from commscope.errors import UserError
-from commscope.record import NullRecorder, Recorder, make_recorder, parse_steps
+from commscope.record import NullRecorder, Recorder, make_recorder
 from commscope.record.clock import offset_bounds
 from commscope.record.collective import comm_size, op_name
+from commscope.util.step_range import parse_step_range
 
 
 def read(path):
@@ -100,14 +101,17 @@ def test_bad_input_is_user_error(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(UserError):
         Recorder(tmp_path / "f", rank=0, world_size=1)
+    def window(spec):
+        return parse_step_range(spec, "--profile", closed=True)
+
     with pytest.raises(UserError):
-        parse_steps("5:3")
+        window("5:3")
     with pytest.raises(UserError):
-        parse_steps("a:b")
+        window("a:b")
     for open_end in ("5:", ":8", "-2:3"):  # the window needs both ends, from step 0 on
         with pytest.raises(UserError):
-            parse_steps(open_end)
-    assert parse_steps("5:8") == (5, 8) and parse_steps("4") == (4, 5) and parse_steps((2, 3)) == (2, 3)
+            window(open_end)
+    assert window("5:8") == (5, 8) and window("4") == (4, 5) and window((2, 3)) == (2, 3)
     assert isinstance(make_recorder("off"), NullRecorder)
     rec = Recorder(tmp_path / "w", rank=0, world_size=1)
     with pytest.raises(UserError):

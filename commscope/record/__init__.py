@@ -3,7 +3,6 @@ nothing, same interface) and `make_recorder(mode, run_dir, ...)` which picks one
 See docs/recording.md."""
 from commscope.record.api import OP_NAMES, CollectiveHandle, NullRecorder, StepInfo
 from commscope.record.clock import ClockSync, align_clocks
-from commscope.record.profiler_window import parse_steps
 from commscope.record.recorder import Recorder, make_recorder
 from commscope.record.termguard import TermGuard
 
@@ -17,5 +16,4 @@ __all__ = [
     "TermGuard",
     "align_clocks",
     "make_recorder",
-    "parse_steps",
 ]
