@@ -1,6 +1,6 @@
 """`commscope compare BASELINE CANDIDATE...`: the speedrun record's A/B table for groups of runs.
 
-Thin rendering over commscope.compare (statistics) and commscope.compare_labels (per-label exposed
+Thin rendering over commscope.analyze.compare (statistics) and commscope.compare_labels (per-label exposed
 communication of commscope run dirs); every number comes from those frames, this module only formats.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from commscope.compare import DEFAULT_TARGET_LOSS, Group, compare_groups, load_group, slower_candidates
+from commscope.analyze.compare import DEFAULT_TARGET_LOSS, compare_groups, slower_candidates
+from commscope.load.run_groups import Group, load_group
 from commscope.errors import UserError
 
 COLUMNS = [  # (frame column, header) in the record's order

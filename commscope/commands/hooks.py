@@ -1,7 +1,7 @@
 """`commscope hooks [RUN]`: gradient-hook firing order per rank next to the optimizer's scatter_order.
 
 Without RUN it first records a short run of the reference trainer (2 steps, --grad-accum 2) into a
-temporary directory. Thin rendering over commscope.hooks_order; this module only formats.
+temporary directory. Thin rendering over commscope.analyze.hooks_order; this module only formats.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from commscope.hooks_order import HookOrders, OrderGroup, capture_run, load_hook_orders
+from commscope.analyze.hooks_order import HookOrders, OrderGroup, capture_run, load_hook_orders
 
 
 def _members(group: OrderGroup, orders: HookOrders) -> str:
