@@ -36,10 +36,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from commscope import FLIGHT_RECORDER_DIR, SCHEMA_VERSION
-from commscope.atomic import write_json_atomic
+from commscope.rundir import FLIGHT_RECORDER_DIR, SCHEMA_VERSION
+from commscope.util.atomic import write_json_atomic
 from commscope.errors import UserError
-from commscope.run_layout import is_run_dir, rank_dirs, read_status
+from commscope.rundir import is_run_dir, rank_dirs, read_status
 from instrumented_model import train  # the trainer's own option parsing and checks; does not import torch
 from instrumented_model.train import PROGRESS_FILE, PROGRESS_PREFIX
 

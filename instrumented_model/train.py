@@ -32,7 +32,7 @@ from typing import Sequence
 
 from commscope import faults
 from commscope.errors import UserError
-from commscope.run_layout import write_config, write_status
+from commscope.rundir import write_config, write_status
 
 PROGRESS_PREFIX = "@@commscope "
 PROGRESS_FILE = "progress.jsonl"
@@ -119,7 +119,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     import torch
 
     from commscope.faults import parse_faults
-    from commscope.recording.profiler_window import parse_steps
+    from commscope.util.step_range import parse_step_range
     from instrumented_model.config import make_config
     from instrumented_model.data import make_source
     from instrumented_model.param_table import PARAM_TABLE, check_order
@@ -148,7 +148,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
             check_order(f"--{opt.replace('_', '-')}", split_labels(getattr(args, opt)), PARAM_TABLE)
     if args.profile is not None and args.trace == "off":
         raise UserError("--profile needs tracing on (--trace light or full)")
-    parse_steps(args.profile)
+    parse_step_range(args.profile, "--profile", closed=True)
     if not args.hang_timeout > 0:
         raise UserError(f"--hang-timeout must be > 0 seconds, got {args.hang_timeout}")
     parse_faults(args.inject, world_size=world_size, steps=args.steps)

@@ -1,6 +1,6 @@
 """All of commscope's rendering: HTML report, terminal tables per command, Perfetto export.
 
-Renderers take analysis results (commscope.analyze, commscope.compare, commscope.hooks_order) and never
+Renderers take analysis results (commscope.analyze) and never
 compute them; commands parse, call the analyses, and hand the results here.
 
 Naming:

@@ -1,7 +1,7 @@
 """`commscope hooks`' terminal output: the gradient-hook firing order per rank beside the optimizer's
 scatter_order, with the ranks / micro-steps whose order differs from the most common one marked.
 
-Renders a `commscope.hooks_order.HookOrders` as it is (groups, reference order and consistency come
+Renders a `commscope.analyze.hooks_order.HookOrders` as it is (groups, reference order and consistency come
 from the analysis); `_members` only words where an order was seen.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from commscope.hooks_order import HookOrders, OrderGroup
+from commscope.analyze.hooks_order import HookOrders, OrderGroup
 
 
 def _members(group: OrderGroup, orders: HookOrders) -> str:

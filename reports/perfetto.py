@@ -33,7 +33,7 @@ import orjson
 import pandas as pd
 
 from commscope.analyze.exposure import collective_span
-from commscope.atomic import check_output
+from commscope.util.atomic import check_output
 from commscope.analyze.intervals import assign_lanes
 from commscope.load.frames import rel
 

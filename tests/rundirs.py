@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from commscope import SCHEMA_VERSION
+from commscope.rundir import SCHEMA_VERSION
 
 
 def write_json(path: Path, doc: dict) -> None:

@@ -142,7 +142,7 @@ def test_jsonl_reader_only_ever_raises_user_error(tmp_path, data):
 def test_json_and_flight_recorder_readers_only_ever_raise_user_error(tmp_path, data, gz):
     import gzip
 
-    from commscope.analyze.doctor import read_flight_recorder
+    from commscope.load.flight_recorder import read_flight_recorder
     from commscope.load.files import read_json
 
     p = tmp_path / ("doc.json.gz" if gz else "doc.json")

@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 
 from commscope.cli import app
 from reports import compare_terminal
-from commscope.compare import compare_groups, load_group, slower_candidates
+from commscope.analyze.compare import compare_groups, slower_candidates
+from commscope.load.run_groups import load_group
 from commscope.errors import UserError
-from commscope.logs import SEPARATOR, parse_log
+from commscope.load.speedrun_log import SEPARATOR, parse_log
 
 from cli_result import exit_code
 from rundirs import write_run

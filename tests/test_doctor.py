@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from commscope.analyze.doctor import diagnose_path, read_flight_recorder
+from commscope.analyze.doctor import diagnose_path
+from commscope.load.flight_recorder import read_flight_recorder
 from commscope.errors import UserError
 from report_trace import make_trace, write_run_dir
 from rundirs import write_json
@@ -193,3 +194,24 @@ def test_report_shows_the_verdict_first(run, tmp_path, capsys, monkeypatch):
     assert page.index("CRASH") < page.index("<h2>Overview")
     assert "rank(s) 3 left no status.json" in page
     assert capsys.readouterr().out.lstrip().startswith("doctor: crash: rank(s) 3")
+
+
+def test_the_loader_returns_fault_evidence_as_frames_and_never_fails_on_it(run):
+    from commscope.load import load_path
+
+    put(run, 1, "watchdog.json", watchdog(1, [inflight(1, 9, "attn"), {"no": "seq"}]))
+    put(run, 2, "inflight.json", {"schema_version": 1, "rank": 2, "inflight": [inflight(2, 9, "attn", wait=False)]})
+    trace = load_path(str(run))
+    f = trace.faults
+    assert trace.select_steps((0, 1)).faults is f  # evidence is about the run, not a step
+    assert f.error is None and f.ranks("watchdog") == [1] and f.ranks("inflight") == [2]
+    assert list(zip(f.inflight["rank"], f.inflight["seq"], f.inflight["source"])) == [
+        (1, 9, "watchdog.json"), (2, 9, "inflight.json")]
+    assert not f.inflight["finished"].any() and f.reports.loc[f.reports["kind"] == "watchdog", "fired_ns"].tolist() == [1]
+    assert len(f.flight_recorder) == 0
+    (run / "flight_recorder").mkdir()
+    (run / "flight_recorder" / "rank_0").write_bytes(b"\x80\x04\x95garbage")
+    f = load_path(str(run)).faults  # loading still works; the evidence says why it is missing
+    assert "rank_0" in f.error and len(f.reports) == len(f.inflight) == 0
+    with pytest.raises(UserError, match="rank_0"):
+        diagnose_path(str(run))

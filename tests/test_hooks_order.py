@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from commscope.cli import app
 from commscope.errors import UserError
-from commscope.hooks_order import capture_run, load_hook_orders
+from commscope.analyze.hooks_order import capture_run, load_hook_orders
 from commscope.recording import Recorder
 
 

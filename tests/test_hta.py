@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from commscope import hta_bridge
+from commscope.analyze import hta_bridge
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
 

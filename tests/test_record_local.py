@@ -13,7 +13,7 @@ from commscope.errors import UserError
 from commscope.recording import NullRecorder, Recorder, record
 from commscope.recording.clock import offset_bounds
 from commscope.recording.collective import comm_size, op_name
-from commscope.recording.profiler_window import parse_steps
+from commscope.util.step_range import parse_step_range
 
 
 def read(path):
@@ -117,15 +117,19 @@ def test_bad_arguments_raise_plain_errors_worded_for_the_api(tmp_path):
     rec.close()
 
 
+def window(spec):
+    return parse_step_range(spec, "--profile", closed=True)
+
+
 def test_profile_steps_parse_and_refuse_bad_windows():
     with pytest.raises(UserError):
-        parse_steps("5:3")
+        window("5:3")
     with pytest.raises(UserError):
-        parse_steps("a:b")
+        window("a:b")
     for open_end in ("5:", ":8", "-2:3"):  # the window needs both ends, from step 0 on
         with pytest.raises(UserError):
-            parse_steps(open_end)
-    assert parse_steps("5:8") == (5, 8) and parse_steps("4") == (4, 5) and parse_steps((2, 3)) == (2, 3)
+            window(open_end)
+    assert window("5:8") == (5, 8) and window("4") == (4, 5) and window((2, 3)) == (2, 3)
 
 
 def test_context_manager_writes_completed_status(tmp_path):

@@ -73,7 +73,7 @@ def _ci(cand: np.ndarray, base: np.ndarray, n_boot: int) -> tuple[float, float]:
     if np.ptp(cand) == 0 and np.ptp(base) == 0:  # no spread: the difference is exact
         d = float(cand[0] - base[0])
         return d, d
-    from scipy import stats  # lazily: see commscope.compare._stats
+    from scipy import stats  # lazily: see commscope.analyze.compare._stats
 
     res = stats.bootstrap((cand, base), lambda a, b, axis: a.mean(axis) - b.mean(axis), vectorized=True,
                           n_resamples=n_boot, confidence_level=CI_LEVEL, method="percentile",

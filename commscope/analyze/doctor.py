@@ -1,13 +1,12 @@
 """`diagnose`: one cross-rank verdict for a run — ok, crash, hang, desync or straggler — with who, where
 and the timestamps that show it (docs/faults.md).
 
-Sources, all on the run's common time axis:
-- the loaded Trace (finished collectives, steps, each rank's status.json);
-- `rank{R}/watchdog.json` (the hang watchdog fired: what the rank waited on and every collective it had
-  launched that had not finished) and `rank{R}/inflight.json` (the same list, written by a rank that ended
-  abnormally without its watchdog firing, e.g. torn down by the launcher);
-- NCCL Flight Recorder dumps (`flight_recorder/rank_<R>`, pickle or JSON) as a second, independent source:
-  they are analyzed on their own (their sequence numbers count every NCCL collective, not the recorder's).
+Frames in, a `Diagnosis` out: the loaded Trace (finished collectives, steps, each rank's status.json) and
+its fault evidence (`Trace.faults`, read by commscope.load.evidence): the in-flight collectives of
+`rank{R}/watchdog.json` (the hang watchdog fired) and `rank{R}/inflight.json` (written by a rank that ended
+abnormally without its watchdog firing, e.g. torn down by the launcher), and the NCCL Flight Recorder's
+collectives as a second, independent source, analyzed on their own (their sequence numbers count every NCCL
+collective, not the recorder's).
 
 Rules, checked in this order (the first that holds is the verdict):
 1. crash: a rank left no status.json (killed: os._exit, SIGKILL, abort) while others did, or a rank failed
@@ -20,15 +19,11 @@ Rules, checked in this order (the first that holds is the verdict):
    threshold and by ten times the run's median launch skew; the culprit launched late (found by *timing*).
 Otherwise ok.
 
-Invariants: only reads; never trusts a number it cannot tie to a rank's record; the injected faults listed
+Invariants: reads no file; never trusts a number it cannot tie to a rank's record; the injected faults listed
 in config.json are shown for reference but never used to reach the verdict.
 """
 from __future__ import annotations
 
-import io
-import json
-import os
-import pickle
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -36,12 +31,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope import FLIGHT_RECORDER_DIR
 from commscope.analyze import skew
+from commscope.analyze.launches import launch_table
 from commscope.errors import UserError
-from commscope.load.files import read_bytes, read_json
-from commscope.load.frames import Trace
-from commscope.run_layout import rank_dirs
+from commscope.load.frames import FaultEvidence, Trace
+from commscope.rundir.schema import EVENTS, STATUS, SUMMARY
 
 VERDICTS = ("ok", "crash", "desync", "hang", "straggler", "failed", "incomplete")
 STRAGGLER_MS = 100.0
@@ -50,8 +44,6 @@ STRAGGLER_MS = 100.0
 _CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connection|Broken pipe|timed out|"
                           r"DistBackendError|DistNetworkError|ProcessGroup|peer|KeyboardInterrupt|gloo|NCCL|Socket|"
                           r"Read error|Write error|recv|send", re.I)
-_LAUNCH_COLS = ["rank", "group", "group_size", "seq", "label", "op", "bytes", "dtype", "step", "call_ns", "wait_ns",
-                "finished", "source"]
 
 
 @dataclass
@@ -72,132 +64,6 @@ class Diagnosis:
         return asdict(self)
 
 
-# ---- reading the fault files ------------------------------------------------------------------
-# TorchScript's pickler (which writes Flight Recorder dumps) wraps typed lists in these helpers; stand-ins
-# that rebuild plain values, so no torch import and no other global is ever resolved.
-_JIT_HELPERS = {"build_intlist": list, "build_doublelist": list, "build_boollist": list, "build_tensorlist": list,
-                "build_complexlist": list, "restore_type_tag": lambda value, _tag: value}
-
-
-class _NoGlobals(pickle.Unpickler):
-    """Flight Recorder dumps hold only builtin containers; refuse anything that would run code."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "torch.jit._pickle" and name in _JIT_HELPERS:
-            return _JIT_HELPERS[name]
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
-
-
-def read_flight_recorder(path: str) -> dict:
-    raw = read_bytes(path)
-    if raw.lstrip()[:1] == b"{":
-        try:
-            doc = json.loads(raw)
-        except ValueError as e:
-            raise UserError(f"{path}: Flight Recorder dump is not valid JSON ({' '.join(str(e).split())})") from None
-    else:
-        try:
-            doc = _NoGlobals(io.BytesIO(raw)).load()
-        except Exception as e:  # noqa: BLE001 - any corrupt pickle is the same user-facing problem
-            raise UserError(f"{path}: not a Flight Recorder dump (pickle or JSON): {' '.join(str(e).split())}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
-        raise UserError(f"{path}: Flight Recorder dump without an 'entries' list")
-    return doc
-
-
-def _fr_files(run_dir: str) -> dict[int, str]:
-    d = os.path.join(run_dir, FLIGHT_RECORDER_DIR)
-    out = {}
-    if os.path.isdir(d):
-        for n in sorted(os.listdir(d)):
-            m = re.search(r"(\d+)$", n)
-            if m and os.path.isfile(os.path.join(d, n)):
-                out[int(m.group(1))] = os.path.join(d, n)
-    return out
-
-
-def _numel(shapes: Any) -> int:
-    total = 0
-    for s in shapes or []:
-        n = 1
-        for d in s or []:
-            n *= int(d)
-        total += n
-    return total
-
-
-def flight_recorder_launches(docs: dict[int, dict]) -> pd.DataFrame:
-    """Flight Recorder entries → launch rows (seq = collective_seq_id per process group)."""
-    rows = []
-    for rank, doc in docs.items():
-        for e in doc.get("entries", []):
-            if not isinstance(e, dict) or e.get("is_p2p"):
-                continue
-            pg = e.get("process_group") or (str(e.get("pg_id")), "")
-            name = str(e.get("profiling_name", "")).removeprefix("nccl:")
-            rows.append({
-                "rank": rank, "group": str(pg[0] if isinstance(pg, (list, tuple)) else pg), "group_size": None,
-                "seq": int(e.get("collective_seq_id", -1)), "label": name, "op": name,
-                "bytes": float(_numel(e.get("input_sizes"))), "dtype": ",".join(map(str, e.get("input_dtypes") or [])),
-                "step": None, "call_ns": e.get("time_created_ns"), "wait_ns": None,
-                "finished": e.get("state") == "completed", "source": "flight_recorder"})
-    return pd.DataFrame(rows, columns=_LAUNCH_COLS)
-
-
-def read_fault_files(run_dir: str) -> dict:
-    """watchdog.json / inflight.json per rank and the Flight Recorder dumps of a run directory."""
-    out: dict[str, dict] = {"watchdog": {}, "inflight": {}, "flight_recorder": {}}
-    for rank, d in sorted(rank_dirs(run_dir).items()):
-        for kind in ("watchdog", "inflight"):
-            p = os.path.join(d, f"{kind}.json")
-            if os.path.isfile(p):
-                doc = read_json(p)
-                if not isinstance(doc, dict) or not isinstance(doc.get("inflight", []), list):
-                    raise UserError(f"{p} is not a commscope {kind} report")
-                out[kind][rank] = doc
-    for rank, p in _fr_files(run_dir).items():
-        out["flight_recorder"][rank] = read_flight_recorder(p)
-    return out
-
-
-# ---- the launch table -------------------------------------------------------------------------
-def launches(trace: Trace, files: dict) -> pd.DataFrame:
-    """Every collective each rank is known to have launched: finished ones (events) and unfinished ones
-    (watchdog/inflight reports), one row per (rank, group, seq)."""
-    c = trace.collectives
-    parts = []
-    if len(c):
-        parts.append(pd.DataFrame({
-            "rank": c["rank"].astype(int), "group": c["group"].astype(str), "group_size": c["group_size"],
-            "seq": c["seq"].astype(int),
-            "label": c["label"], "op": c["op"], "bytes": c["bytes"].astype(float), "dtype": c["dtype"],
-            "step": c["step"], "call_ns": c["call_ns"], "wait_ns": c["wait_ns"], "finished": True,
-            "source": "events"}))
-    rows = []
-    for kind in ("watchdog", "inflight"):
-        for rank, doc in files.get(kind, {}).items():
-            for r in doc.get("inflight", []):
-                if not isinstance(r, dict) or r.get("seq") is None:
-                    continue
-                rows.append({"rank": rank, "group": str(r.get("group")), "group_size": r.get("group_size"),
-                             "seq": int(r["seq"]),
-                             "label": r.get("label"), "op": r.get("op"), "bytes": float(r.get("bytes") or 0),
-                             "dtype": r.get("dtype"), "step": r.get("step"), "call_ns": r.get("call_ns"),
-                             "wait_ns": r.get("wait_ns"), "finished": False, "source": f"{kind}.json"})
-    if rows:
-        parts.append(pd.DataFrame(rows, columns=_LAUNCH_COLS))
-    if not parts:
-        return pd.DataFrame(columns=_LAUNCH_COLS)
-    df = pd.concat(parts, ignore_index=True)
-    # A record both flushed and in a report: keep the finished one.
-    df = df.sort_values(["rank", "group", "seq", "finished"], ascending=[True, True, True, False], kind="stable")
-    return df.drop_duplicates(["rank", "group", "seq"]).reset_index(drop=True)
-
-
-def _ms(ns: Any) -> float | None:
-    return None if ns is None or pd.isna(ns) else float(ns) / 1e6
-
-
 def _iso_ns(ns: Any) -> int | None:
     return None if ns is None or pd.isna(ns) else int(ns)
 
@@ -213,17 +79,18 @@ def _last_step(trace: Trace, rank: int) -> int:
     return int(s["step"].max()) if len(s) else -1
 
 
-def check_crash(trace: Trace, files: dict) -> Diagnosis | None:
+def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     if trace.source != "run":
         return None
     statuses = _statuses(trace)
     ranks = sorted(set(range(trace.world_size)))
     # A rank whose watchdog fired reported already; if it then has no status it was killed in teardown.
-    silent = [r for r in ranks if r not in statuses and r not in files.get("watchdog", {})]
+    watchdog = set(faults.ranks("watchdog"))
+    silent = [r for r in ranks if r not in statuses and r not in watchdog]
     if silent and len(silent) == len(ranks) and not trace.config.get("summary"):
         return Diagnosis("incomplete", summary=(
-            "no rank has finished or reported (no status.json, no summary.json): the run is still going, "
-            "or the whole job was killed at once"), sources=["status.json"])
+            f"no rank has finished or reported (no {STATUS}, no {SUMMARY}): the run is still going, "
+            "or the whole job was killed at once"), sources=[STATUS])
     own = [r for r, s in statuses.items()
            if s.get("status") not in ("completed", None) and s.get("error")
            and not _CONSEQUENCE.search(str(s.get("error")))]
@@ -234,7 +101,7 @@ def check_crash(trace: Trace, files: dict) -> Diagnosis | None:
     for r in culprits:
         last = _last_step(trace, r)
         ev = {"rank": r, "last_finished_step": last,
-              "status": statuses.get(r, {}).get("status", "none: no status.json"),
+              "status": statuses.get(r, {}).get("status", f"none: no {STATUS}"),
               "error": statuses.get(r, {}).get("error")}
         s = trace.steps[(trace.steps["rank"] == r)] if len(trace.steps) else trace.steps
         if len(s):
@@ -244,10 +111,10 @@ def check_crash(trace: Trace, files: dict) -> Diagnosis | None:
         if r not in culprits and s.get("status") != "completed":
             evidence.append({"rank": r, "status": s.get("status"), "error": s.get("error"),
                              "last_finished_step": _last_step(trace, r), "role": "affected"})
-    how = "left no status.json (ended abruptly: killed, aborted or os._exit)" if silent else \
+    how = f"left no {STATUS} (ended abruptly: killed, aborted or os._exit)" if silent else \
         f"failed with its own error: {statuses[culprits[0]].get('error')}"
     last = evidence[0]["last_finished_step"]
-    return Diagnosis("crash", culprits, step=last, evidence=evidence, sources=["status.json", "events.jsonl"],
+    return Diagnosis("crash", culprits, step=last, evidence=evidence, sources=[STATUS, EVENTS],
                      summary=f"crash: rank(s) {_fmt(culprits)} {how}; last finished step {last}.")
 
 
@@ -285,7 +152,7 @@ def check_desync(lt: pd.DataFrame, source: str) -> Diagnosis | None:
     return None
 
 
-def check_hang(lt: pd.DataFrame, trace: Trace, files: dict, source: str) -> Diagnosis | None:
+def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: str) -> Diagnosis | None:
     # A profiler window (Kineto traces) starts and stops at different collectives on different ranks, so
     # absence there proves nothing: only whole-run records (run dirs, Flight Recorder) are checked.
     if not len(lt) or trace.source not in ("run", "flight_recorder"):
@@ -310,12 +177,14 @@ def check_hang(lt: pd.DataFrame, trace: Trace, files: dict, source: str) -> Diag
     rows = lt[(lt["group"] == group) & (lt["seq"] == seq)]
     first = rows.sort_values("rank").iloc[0]
     step = None if pd.isna(first["step"]) else int(first["step"])
+    wd = faults.reports[faults.reports["kind"] == "watchdog"]
+    fired_ns = dict(zip(wd["rank"].astype(int), wd["fired_ns"]))
+    fired = faults.ranks("watchdog")
     evidence = []
     for _, r in rows.sort_values("rank").iterrows():
-        wd = files.get("watchdog", {}).get(int(r["rank"]))
         evidence.append({"rank": int(r["rank"]), "launched": True, "finished": bool(r["finished"]),
                          "call_ns": _iso_ns(r["call_ns"]), "wait_ns": _iso_ns(r["wait_ns"]),
-                         "watchdog_fired_ns": wd.get("fired_ns") if wd else None, "source": r["source"]})
+                         "watchdog_fired_ns": fired_ns.get(int(r["rank"])), "source": r["source"]})
     for m in missing:
         mine = lt[(lt["rank"] == m) & (lt["group"] == group)].sort_values("seq")
         last = mine.iloc[-1] if len(mine) else None
@@ -325,7 +194,6 @@ def check_hang(lt: pd.DataFrame, trace: Trace, files: dict, source: str) -> Diag
                          "last_launch_ns": None if last is None else _iso_ns(last["call_ns"]),
                          "status": _statuses(trace).get(m, {}).get("status"),
                          "error": _statuses(trace).get(m, {}).get("error")})
-    fired = sorted(files.get("watchdog", {}))
     wd_note = f"; the hang watchdog fired on rank(s) {_fmt(fired)}" if fired else ""
     return Diagnosis(
         "hang", missing, label=first["label"], step=step, sequence=seq, group=group, evidence=evidence,
@@ -366,7 +234,7 @@ def check_straggler(trace: Trace, threshold_ms: float) -> Diagnosis | None:
                          "launch_late_ms": float(row["skew_ns"]) / 1e6})
     return Diagnosis(
         "straggler", [culprit], label=worst["label"], step=int(worst["step"]), sequence=int(worst["seq"]),
-        group=str(worst["group"]), evidence=evidence, sources=["events.jsonl" if trace.source == "run" else "trace"],
+        group=str(worst["group"]), evidence=evidence, sources=[EVENTS if trace.source == "run" else "trace"],
         summary=(f"straggler: rank {culprit} launched '{worst['label']}' (step {int(worst['step'])}, seq "
                  f"{int(worst['seq'])}) {float(worst['skew_ns']) / 1e6:.0f} ms after the first rank (found by "
                  f"timing, not by absence: every rank launched it; threshold {bar / 1e6:.0f} ms, median launch "
@@ -384,7 +252,7 @@ def check_unexplained(trace: Trace) -> Diagnosis | None:
     first = bad[min(bad)]
     return Diagnosis(verdict, [], evidence=[{"rank": r, "status": s.get("status"), "error": s.get("error"),
                                              "last_finished_step": _last_step(trace, r)} for r, s in sorted(bad.items())],
-                     sources=["status.json"],
+                     sources=[STATUS],
                      summary=(f"{verdict}: rank(s) {_fmt(sorted(bad))} failed (rank {min(bad)}: {first.get('error')}) "
                               "but the records do not show which rank caused it (no launch records of the fault: "
                               "record with --trace light for a culprit)."))
@@ -399,21 +267,22 @@ def _bytes(b: Any) -> str:
 
 
 # ---- entry points -----------------------------------------------------------------------------
-def diagnose(trace: Trace, files: dict | None = None, *, straggler_ms: float = STRAGGLER_MS) -> Diagnosis:
-    files = files or {}
-    lt = launches(trace, files)
-    src = "events.jsonl + watchdog/inflight reports" if trace.source == "run" else "trace"
-    d = (check_crash(trace, files) or check_desync(lt, src) or check_hang(lt, trace, files, src)
+def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms: float = STRAGGLER_MS
+             ) -> Diagnosis:
+    """The verdict on `trace` and its fault evidence (None: the frames alone, no reports or dumps)."""
+    faults = faults or FaultEvidence()
+    lt = launch_table(trace.collectives, faults.inflight)
+    src = f"{EVENTS} + watchdog/inflight reports" if trace.source == "run" else "trace"
+    d = (check_crash(trace, faults) or check_desync(lt, src) or check_hang(lt, trace, faults, src)
          or check_straggler(trace, straggler_ms) or check_unexplained(trace))
     if d is None:
         d = Diagnosis("ok", summary=f"ok: no crash, hang, desync or straggler (> {straggler_ms:g} ms late launch) "
                       f"found in {trace.world_size} rank(s).", sources=[src])
-    fr = files.get("flight_recorder") or {}
-    if fr:
-        frl = flight_recorder_launches(fr)
+    if faults.ranks("flight_recorder"):
+        frl = faults.flight_recorder
         empty = Trace(source="flight_recorder", path=trace.path, world_size=trace.world_size, backend=None,
                       device=None)
-        second = check_desync(frl, "flight_recorder") or check_hang(frl, empty, {}, "flight_recorder")
+        second = check_desync(frl, "flight_recorder") or check_hang(frl, empty, FaultEvidence(), "flight_recorder")
         d.second_opinion = second.to_json() if second else {"verdict": "ok", "source": "flight_recorder"}
         if d.verdict == "ok" and second is not None:  # e.g. --trace off: the Flight Recorder is all there is
             d = second
@@ -424,16 +293,15 @@ def diagnose(trace: Trace, files: dict | None = None, *, straggler_ms: float = S
 
 def diagnose_trace(trace: Trace, *, straggler_ms: float = STRAGGLER_MS, tolerate_bad_files: bool = False
                    ) -> Diagnosis:
-    """`diagnose` with the run's fault files (watchdog/inflight reports, Flight Recorder dumps) read from its
-    directory. `tolerate_bad_files`: unreadable fault files are skipped (the report's use: the rest of a
-    report is still worth having) instead of raising UserError (the doctor command's use)."""
-    try:
-        files = read_fault_files(trace.path) if trace.source == "run" else {}
-    except UserError:
+    """`diagnose` with the fault evidence the loader found in the run's directory. `tolerate_bad_files`:
+    evidence that could not be read is left out (the report's use: the rest of a report is still worth
+    having) instead of raising its UserError (the doctor command's use)."""
+    faults = trace.faults if trace.source == "run" else FaultEvidence()
+    if faults.error is not None:
         if not tolerate_bad_files:
-            raise
-        files = {}
-    return diagnose(trace, files, straggler_ms=straggler_ms)
+            raise UserError(faults.error)
+        faults = FaultEvidence()
+    return diagnose(trace, faults, straggler_ms=straggler_ms)
 
 
 def diagnose_path(path: str, *, straggler_ms: float = STRAGGLER_MS) -> Diagnosis:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from commscope.analyze.layout_attrib import attribute
 from commscope.load.frames import dtype_size
+from commscope.util.num import largest_numel
 
 FINDING_COLUMNS = [
     "rank", "op", "kernel", "dims", "strides", "dtypes", "numel", "bytes", "duration_us",
@@ -131,10 +132,6 @@ def _as_list(v: Any) -> list:
     return [v]
 
 
-def _numel(dims: Sequence[Sequence[int]]) -> int:
-    return max((math.prod(d) for d in dims if d), default=0)
-
-
 def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
     """Pointwise ops with shapes, each with numel, bytes, duration and achieved GB/s: the mismatched ones
     of at least `min_numel` elements, and the aligned ones of the same sizes (their peers)."""
@@ -143,7 +140,7 @@ def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
     sub = ops.iloc[keep]
     dims_col = [[d if isinstance(d, list) else [] for d in _as_list(x)] for x in sub["dims"].tolist()]
     strides_col = [[s if isinstance(s, list) else [] for s in _as_list(x)] for x in sub["strides"].tolist()]
-    numel = [_numel(d) for d in dims_col]
+    numel = [largest_numel(d) for d in dims_col]
     mism = [layout_mismatch(d, s) for d, s in zip(dims_col, strides_col)]
     sizes_wanted = {n for n, m in zip(numel, mism) if m and n >= min_numel}
     cols = {c: sub[c].tolist() if c in sub else [None] * len(sub)

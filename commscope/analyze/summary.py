@@ -11,7 +11,7 @@ Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 
  "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...,
             "gap_before_ms", "start_delay_ms"}],          the last two: analyze.step_gaps (null for a rank's first step)
  "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"}],
- "hta": {...}}                               commscope.hta_bridge.compare (or why it did not run)
+ "hta": {...}}                               commscope.analyze.hta_bridge.compare (or why it did not run)
 
 Per label (see docs/analysis.md): `count` collectives per rank (mean over ranks that have the label),
 `bytes` full-array bytes of one call (median), `bytes_per_rank` total per rank (mean), `mean_ms` mean
@@ -28,24 +28,7 @@ import pandas as pd
 
 from commscope.analyze import exposure, skew, step_gaps, timeline
 from commscope.load.frames import Trace
-
-
-def _num(x: Any, nd: int = 4) -> Any:
-    if x is None:
-        return None
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return None if math.isnan(x) or math.isinf(x) else round(float(x), nd)
-    return x
-
-
-def _sig(x: Any, digits: int = 4) -> Any:
-    """`x` rounded to `digits` significant digits: bandwidths span GB/s on NVLink down to a few MB/s on
-    gloo with tiny tensors, where a fixed two decimals would print 0."""
-    if x is None or not np.isfinite(x) or x == 0:
-        return _num(x)
-    return _num(float(x), max(0, digits - 1 - int(math.floor(math.log10(abs(float(x)))))))
+from commscope.util.num import rounded, sig
 
 
 def _mean(v: np.ndarray) -> float:
@@ -81,15 +64,15 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
         exposed = pr_exposed[pr]
         out[str(label)] = {
             "op": "+".join(dict.fromkeys(ops[idx])),  # a sharded label: reduce_scatter+all_gather
-            "count": _num(float(_mean(pr_count[pr]))) if len(pr) else 0,
-            "bytes": _num(float(_median(sizes[idx]))),
-            "bytes_per_rank": _num(float(_mean(pr_bytes[pr]))),
-            "mean_ms": _num(tot["mean_ms"][t]),
-            "exposed_ms": _num(_mean(exposed)),
-            "overlap_pct": _num(tot["overlap_pct"][t], 2),
-            "algbw_gbps": _sig(tot["algbw_gbps"][t]),
-            "busbw_gbps": _sig(tot["busbw_gbps"][t]),
-            "exposed_ms_by_rank": {str(r): _num(v) for r, v in zip(pr_rank[pr].tolist(), exposed.tolist())},
+            "count": rounded(float(_mean(pr_count[pr]))) if len(pr) else 0,
+            "bytes": rounded(float(_median(sizes[idx]))),
+            "bytes_per_rank": rounded(float(_mean(pr_bytes[pr]))),
+            "mean_ms": rounded(tot["mean_ms"][t]),
+            "exposed_ms": rounded(_mean(exposed)),
+            "overlap_pct": rounded(tot["overlap_pct"][t], 2),
+            "algbw_gbps": sig(tot["algbw_gbps"][t]),
+            "busbw_gbps": sig(tot["busbw_gbps"][t]),
+            "exposed_ms_by_rank": {str(r): rounded(v) for r, v in zip(pr_rank[pr].tolist(), exposed.tolist())},
         }
     # most exposed first: the order a reader cares about
     return dict(sorted(out.items(), key=lambda kv: -(kv[1]["exposed_ms"] or 0.0)))
@@ -98,7 +81,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
 def _boundary(gap_and_delay: tuple[float, float] | None) -> dict:
     """A step's gap_before_ms / start_delay_ms (analyze.step_gaps); null for a rank's first step."""
     gap, delay = gap_and_delay or (math.nan, math.nan)
-    return {"gap_before_ms": _num(gap / 1e6), "start_delay_ms": _num(delay / 1e6)}
+    return {"gap_before_ms": rounded(gap / 1e6), "start_delay_ms": rounded(delay / 1e6)}
 
 
 def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool = True) -> dict:
@@ -116,29 +99,29 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     doc: dict[str, Any] = {
         "ranks": len(tr.ranks), "world_size": tr.world_size, "source": tr.source, "backend": tr.backend,
         "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": list(tr.problems),
-        "overlap_pct_by_rank": {str(r): _num(v, 2) for r, v in zip(ov["rank"], ov["overlap_pct"])},
+        "overlap_pct_by_rank": {str(r): rounded(v, 2) for r, v in zip(ov["rank"], ov["overlap_pct"])},
         "labels": label_summary(table, per_rank),
-        "stragglers": [{"rank": int(r.rank), "times_last": int(r.times_last), "last_share": _num(r.last_share),
-                        "wait_caused_ms": _num(r.wait_caused_ns / 1e6), "score": _num(r.score)}
+        "stragglers": [{"rank": int(r.rank), "times_last": int(r.times_last), "last_share": rounded(r.last_share),
+                        "wait_caused_ms": rounded(r.wait_caused_ns / 1e6), "score": rounded(r.score)}
                        for r in strag.itertuples()],
-        "skew": {"collectives": int(len(sk)), "mean_ms": _num(sk["skew_ns"].mean() / 1e6) if len(sk) else None,
-                 "max_ms": _num(sk["skew_ns"].max() / 1e6) if len(sk) else None},
-        "steps": [{"rank": int(r.rank), "step": int(r.step), "step_ms": _num(r.step_ns / 1e6),
-                   "compute_ms": _num(r.compute_ns / 1e6), "exposed_comm_ms": _num(r.exposed_comm_ns / 1e6),
-                   "idle_ms": _num(r.idle_ns / 1e6), "compute_pct": _num(r.compute_pct, 2),
-                   "exposed_comm_pct": _num(r.exposed_comm_pct, 2), "idle_pct": _num(r.idle_pct, 2),
+        "skew": {"collectives": int(len(sk)), "mean_ms": rounded(sk["skew_ns"].mean() / 1e6) if len(sk) else None,
+                 "max_ms": rounded(sk["skew_ns"].max() / 1e6) if len(sk) else None},
+        "steps": [{"rank": int(r.rank), "step": int(r.step), "step_ms": rounded(r.step_ns / 1e6),
+                   "compute_ms": rounded(r.compute_ns / 1e6), "exposed_comm_ms": rounded(r.exposed_comm_ns / 1e6),
+                   "idle_ms": rounded(r.idle_ns / 1e6), "compute_pct": rounded(r.compute_pct, 2),
+                   "exposed_comm_pct": rounded(r.exposed_comm_pct, 2), "idle_pct": rounded(r.idle_pct, 2),
                    **_boundary(before.get((int(r.rank), int(r.step))))}
                   for r in br.itertuples()],
-        "step_boundaries": [{"rank": int(r.rank), "steps": int(r.steps), "gap_median_ms": _num(r.gap_median_ms),
-                             "gap_max_ms": _num(r.gap_max_ms), "start_delay_median_ms": _num(r.start_delay_median_ms),
-                             "host_pct": _num(r.host_pct, 2)}
+        "step_boundaries": [{"rank": int(r.rank), "steps": int(r.steps), "gap_median_ms": rounded(r.gap_median_ms),
+                             "gap_max_ms": rounded(r.gap_max_ms), "start_delay_median_ms": rounded(r.start_delay_median_ms),
+                             "host_pct": rounded(r.host_pct, 2)}
                             for r in step_gaps.gap_summary(gaps).itertuples()],
     }
     if len(tr.kernels):  # without device kernels it would equal the HTA-definition numbers above
         dev = timeline.overlap_by_rank(tr, hta_like=False)
-        doc["device_overlap_pct_by_rank"] = {str(r): _num(v, 2) for r, v in zip(dev["rank"], dev["overlap_pct"])}
+        doc["device_overlap_pct_by_rank"] = {str(r): rounded(v, 2) for r, v in zip(dev["rank"], dev["overlap_pct"])}
     if with_hta:
-        from commscope import hta_bridge  # HTA is optional and slow: only touched when asked for
+        from commscope.analyze import hta_bridge  # HTA is optional and slow: only touched when asked for
 
         doc["hta"] = hta_bridge.compare(tr, doc)
     else:

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from commscope.errors import UserError
-from commscope.step_range import parse_step_range
+from commscope.util.step_range import parse_step_range
 
 
 def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
-    """--steps A:B, A, A: or :B (commscope.step_range)."""
+    """--steps A:B, A, A: or :B (commscope.util.step_range)."""
     return parse_step_range(text, "--steps")
 
 

@@ -1,6 +1,6 @@
 """`commscope compare BASELINE CANDIDATE...`: the speedrun record's A/B table for groups of runs.
 
-Statistics: commscope.compare (groups, table, slower candidates) and commscope.analyze.compare_labels
+Statistics: commscope.analyze.compare (statistics), commscope.load.run_groups (groups) and commscope.analyze.compare_labels
 (per-label exposed communication of commscope run dirs); output: reports.compare_terminal.
 """
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import typer
 
-from commscope.compare import DEFAULT_TARGET_LOSS, compare_groups, load_group, slower_candidates
+from commscope.analyze.compare import DEFAULT_TARGET_LOSS, compare_groups, slower_candidates
+from commscope.load.run_groups import load_group
 from commscope.errors import UserError
 
 

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         steps: Optional[str] = typer.Option(None, "--steps", help="Only steps A <= step < B (also A, A:, :B)."),
     ) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
-        from commscope.atomic import check_output
+        from commscope.util.atomic import check_output
         from commscope.commands._shared import load_with_progress, parse_steps, resolve_steps
         from reports.perfetto import write_perfetto
 

@@ -1,7 +1,7 @@
 """`commscope hooks [RUN]`: gradient-hook firing order per rank next to the optimizer's scatter_order.
 
 Without RUN it first records a short run of the reference trainer (2 steps, --grad-accum 2) into a
-temporary directory. Orders: commscope.hooks_order; table: reports.hooks_terminal.
+temporary directory. Orders: commscope.analyze.hooks_order; table: reports.hooks_terminal.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Optional
 import orjson
 import typer
 
-from commscope.hooks_order import capture_run, load_hook_orders
+from commscope.analyze.hooks_order import capture_run, load_hook_orders
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from commscope.atomic import JSON_OPTS, check_output
+from commscope.util.atomic import JSON_OPTS, check_output
 from commscope.commands._shared import default_output, load_with_progress, parse_steps, resolve_steps
 
 

@@ -5,6 +5,10 @@ has every column in a fixed order even when empty, and analyzers never need to t
 Times are int64 nanoseconds on one common axis; optional times are float (NaN = missing) because
 pandas int64 has no missing value.
 
+A run's fault evidence (docs/faults.md) — the watchdog/inflight reports and NCCL Flight Recorder dumps
+it left — has its own frames (`FaultEvidence`, columns in EVIDENCE_COLUMNS): it is not on every rank and
+not in Kineto traces, and `select_steps` keeps it whole (a hang is evidence about the run, not a step).
+
 Also here: the small vocabularies shared by both readers — normalized collective op names and dtype
 sizes — step assignment by searchsorted, and `match_positions`, the Kineto reader's kernel → launch join.
 """
@@ -29,6 +33,19 @@ COLUMNS: dict[str, list[str]] = {
             "kernel_names", "kernel_ns", "kernel_dur_ns", "grids"],
     "kernels": ["rank", "name", "stream", "start_ns", "end_ns", "correlation", "external_id", "grid", "block",
                 "is_comm"],
+}
+
+
+# A collective some rank launched, finished or not: the rows of `FaultEvidence.inflight` and
+# `.flight_recorder`, and of doctor's launch table (analyze.launches). Values are kept as the file gave them.
+LAUNCH_COLUMNS = ["rank", "group", "group_size", "seq", "label", "op", "bytes", "dtype", "step", "call_ns", "wait_ns",
+                  "finished", "source"]
+EVIDENCE_COLUMNS: dict[str, list[str]] = {
+    # one row per evidence file: kind "watchdog" | "inflight" | "flight_recorder"; fired_ns: the watchdog's
+    # firing time (None for the other kinds)
+    "reports": ["rank", "kind", "path", "fired_ns"],
+    "inflight": LAUNCH_COLUMNS,
+    "flight_recorder": LAUNCH_COLUMNS,
 }
 
 
@@ -92,6 +109,27 @@ def origin_ns(trace: "Trace") -> int:
 
 
 @dataclass
+class FaultEvidence:
+    """What a run left about how it ended, beyond events.jsonl (docs/faults.md), as frames.
+
+    `reports`: which rank left which evidence file; `inflight`: the collectives listed in watchdog.json and
+    inflight.json (launched, completion unknown: `finished` False, `source` the file name);
+    `flight_recorder`: the Flight Recorder dumps' collective entries (`seq` = NCCL's collective_seq_id,
+    `source` "flight_recorder"). `error`: why some evidence file could not be read (then all frames are
+    empty): the loader never fails on it, `doctor` reports it and the HTML report goes on without it."""
+
+    reports: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVIDENCE_COLUMNS["reports"]))
+    inflight: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LAUNCH_COLUMNS))
+    flight_recorder: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LAUNCH_COLUMNS))
+    error: str | None = None
+
+    def ranks(self, kind: str) -> list[int]:
+        """Sorted ranks that left a report of `kind`."""
+        r = self.reports
+        return sorted(int(x) for x in r.loc[r["kind"] == kind, "rank"])
+
+
+@dataclass
 class Trace:
     """Everything the analyzers need, for all ranks of one run (see docs/frames.md)."""
 
@@ -112,6 +150,7 @@ class Trace:
     kernels: pd.DataFrame = field(default_factory=lambda: frame("kernels"))
     # analyzer-only material beyond the contract (e.g. the cpu ops HTA counts as GPU activity)
     extra: dict = field(default_factory=dict)
+    faults: FaultEvidence = field(default_factory=FaultEvidence)  # run directories only
     # `ops` (shapes, strides, linked kernels of every cpu op) is half of a Kineto parse and only the layout
     # analysis needs it: loaders built `with_ops` set it at once, others set a loader and the frame is
     # built on first access.
@@ -123,7 +162,8 @@ class Trace:
             return self
         a, b = steps
         out = Trace(**{k: getattr(self, k) for k in ("source", "path", "world_size", "backend", "device",
-                                                     "config", "ranks", "problems", "extra")})
+                                                     "config", "ranks", "problems", "extra",
+                                                     "faults")})
         for kind in ("steps", "collectives", "compute", "regions", "hooks"):
             df = getattr(self, kind)
             setattr(out, kind, df[(df["step"] >= a) & (df["step"] < b)].reset_index(drop=True))

@@ -14,7 +14,7 @@ from commscope.load import rundir
 from commscope.load.files import is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
 from commscope.load.kineto_pool import Progress, attach_ops, concat_parts, parse_files
-from commscope.run_layout import is_run_dir
+from commscope.rundir import is_run_dir
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,

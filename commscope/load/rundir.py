@@ -3,7 +3,8 @@
 Reads summary.json / config.json (both optional), and per `rank<N>/` folder meta.json, events.jsonl
 (a torn last line is ignored, as the format allows) and status.json; a rank's `trace.json.gz`, when
 present, is parsed as a Kineto trace to fill `kernels` and `ops`. A rank folder without data is listed in
-`problems` rather than failing the whole load: the other ranks can still be analyzed.
+`problems` rather than failing the whole load: the other ranks can still be analyzed. The run's fault
+evidence (watchdog/inflight reports, Flight Recorder dumps) becomes `Trace.faults` (commscope.load.evidence).
 """
 from __future__ import annotations
 
@@ -12,23 +13,17 @@ import os
 import numpy as np
 import pandas as pd
 
-from commscope import SCHEMA_VERSION
 from commscope.errors import UserError
+from commscope.load.evidence import read_fault_evidence
 from commscope.load.files import read_json, read_jsonl
 from commscope.load.frames import COLUMNS, Trace, frame, is_ns, ns_array
 from commscope.load.kineto_pool import attach_ops, concat_parts, parse_files
-from commscope.run_layout import rank_dirs
+from commscope.rundir import check_schema, rank_dirs
+from commscope.rundir.schema import CONFIG, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, WATCHDOG
 
 # Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
 _COMPUTE_NAMES = ("forward", "backward")
 _COMPUTE_PREFIXES = ("update:", "compute:")
-
-
-def _check_schema(doc: dict, where: str) -> None:
-    v = doc.get("schema_version", SCHEMA_VERSION)
-    if not isinstance(v, int) or v > SCHEMA_VERSION:
-        raise UserError(f"{where} has schema_version {v!r}; this commscope reads version <= {SCHEMA_VERSION} "
-                        "(upgrade commscope)")
 
 
 def _optional_json(path: str) -> dict | None:
@@ -37,7 +32,7 @@ def _optional_json(path: str) -> dict | None:
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise UserError(f"{path} is not a JSON object")
-    _check_schema(doc, path)
+    check_schema(doc, path)
     return doc
 
 
@@ -46,8 +41,8 @@ def is_compute_region(name: str) -> bool:
 
 
 def load(path: str, progress=None, with_ops: bool = False, workers: int | None = None) -> Trace:
-    summary = _optional_json(os.path.join(path, "summary.json"))
-    config = _optional_json(os.path.join(path, "config.json"))
+    summary = _optional_json(os.path.join(path, SUMMARY))
+    config = _optional_json(os.path.join(path, CONFIG))
     dirs = rank_dirs(path)
     if not dirs:
         raise UserError(f"{path} is a run directory without rank*/ folders: nothing was recorded")
@@ -56,35 +51,35 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     metas: dict[int, dict] = {}
     statuses: dict[int, dict] = {}
     no_data: set[int] = set()
-    kfiles = {r: os.path.join(d, "trace.json.gz") for r, d in sorted(dirs.items())  # profiler traces
-              if os.path.isfile(os.path.join(d, "trace.json.gz"))}
+    kfiles = {r: os.path.join(d, KINETO_TRACE) for r, d in sorted(dirs.items())  # profiler traces
+              if os.path.isfile(os.path.join(d, KINETO_TRACE))}
     total = len(dirs) + len(kfiles)  # progress: rank folders, then their traces (the slow part)
     for i, (rank, d) in enumerate(sorted(dirs.items())):
-        meta = _optional_json(os.path.join(d, "meta.json"))
+        meta = _optional_json(os.path.join(d, META))
         if meta is not None:
             if int(meta.get("rank", rank)) != rank:
-                raise UserError(f"{d}/meta.json says rank {meta.get('rank')}, folder says rank {rank}")
+                raise UserError(f"{d}/{META} says rank {meta.get('rank')}, folder says rank {rank}")
             metas[rank] = meta
-        st = _optional_json(os.path.join(d, "status.json"))
+        st = _optional_json(os.path.join(d, STATUS))
         if st is not None:
             statuses[rank] = st
             if st.get("status") not in (None, "completed"):
                 problems.append(f"rank {rank}: {st.get('status')}"
                                 + (f": {st['error']}" if st.get("error") else ""))
-        if os.path.isfile(os.path.join(d, "watchdog.json")):
-            problems.append(f"rank {rank}: the hang watchdog fired (see {d}/watchdog.json)")
-        ev = os.path.join(d, "events.jsonl")
+        if os.path.isfile(os.path.join(d, WATCHDOG)):
+            problems.append(f"rank {rank}: the hang watchdog fired (see {d}/{WATCHDOG})")
+        ev = os.path.join(d, EVENTS)
         if os.path.isfile(ev):
             rows, torn = read_jsonl(ev)
             if torn:
-                problems.append(f"rank {rank}: ignored a torn last line in events.jsonl")
+                problems.append(f"rank {rank}: ignored a torn last line in {EVENTS}")
             for r in rows:
                 k = r.get("kind")
                 if k in recs:
                     r.setdefault("rank", rank)
                     recs[k].append(r)
         else:
-            problems.append(f"rank {rank}: no events.jsonl")
+            problems.append(f"rank {rank}: no {EVENTS}")
             no_data.add(rank)
         if progress:
             progress(i + 1, total)
@@ -111,10 +106,11 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     try:
         _fill_from_records(trace, recs)
     except (ValueError, TypeError, OverflowError) as e:  # a field of the wrong type (e.g. "start_ns": "x")
-        raise UserError(f"{path}: an events.jsonl record has a field of the wrong type ({e})") from None
+        raise UserError(f"{path}: an {EVENTS} record has a field of the wrong type ({e})") from None
     with parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers,  # the profiled window
                      progress=(lambda j, _n: progress(len(dirs) + j, total)) if progress else None) as kparts:
         _attach_kineto(trace, kparts, kfiles, with_ops, workers)
+    trace.faults = read_fault_evidence(path, dirs)
     return trace
 
 

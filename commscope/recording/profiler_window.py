@@ -17,26 +17,6 @@ from typing import Iterator
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from commscope.errors import UserError
-from commscope.step_range import parse_step_range
-
-
-def parse_steps(spec: str | tuple[int, int] | None) -> tuple[int, int] | None:
-    """`"5:8"` or `(5, 8)` → (5, 8): steps 5, 6, 7. `"5"` → (5, 6). Both ends must be given: the window
-    is exported when its last step ends."""
-    if isinstance(spec, str) or spec is None:
-        window = parse_step_range(spec, "--profile")
-        if window is None:
-            return None
-        if None in window:
-            raise UserError(f"--profile needs both ends of the window (like 5:8 or 5), got {spec!r}")
-        first, stop = window
-    else:
-        first, stop = (int(x) for x in spec)
-    if first < 0 or stop <= first:
-        raise UserError(f"profile steps must satisfy 0 <= first < stop, got {first}:{stop}")
-    return first, stop
-
 
 class ProfilerWindow:
     def __init__(self, steps: tuple[int, int], out: Path, *, cuda: bool, with_stack: bool = False):

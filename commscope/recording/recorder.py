@@ -37,15 +37,16 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import torch
 import torch.distributed as dist
 
-from commscope import SCHEMA_VERSION
 from commscope.recording.api import CollectiveHandle, NullRecorder, StepInfo
 from commscope.recording.clock import ClockSync, align_clocks, epoch_base_ns
 from commscope.recording.collective import GroupInfo, comm_size, op_name
-from commscope.recording.profiler_window import ProfilerWindow, parse_steps
+from commscope.recording.profiler_window import ProfilerWindow
 from commscope.recording.sink import EventSink, write_json_atomic
 from commscope.recording.timing import CudaClock, GpuStamp
 from commscope.recording.watchdog import write_inflight
-from commscope.run_layout import write_config, write_status
+from commscope.rundir import write_config, write_status
+from commscope.rundir.schema import EVENTS, KINETO_TRACE, META, SCHEMA_VERSION, rank_dir_name
+from commscope.util.step_range import parse_step_range
 
 MODES = ("light", "full")
 # `mode="full"` without explicit steps profiles steps 1..2: step 0 carries one-time warm-up costs.
@@ -134,7 +135,7 @@ class Recorder(NullRecorder):
         self.rank, self.world_size, self.mode = int(rank), int(world_size), mode
         self.device = torch.device(device)
         self.backend = backend or (dist.get_backend() if distributed else "none")
-        self.rank_dir = self.run_dir / f"rank{self.rank}"
+        self.rank_dir = self.run_dir / rank_dir_name(self.rank)
         self.rank_dir.mkdir(parents=True, exist_ok=True)
 
         self._cuda = CudaClock(self.device) if self.device.type == "cuda" else None
@@ -159,14 +160,14 @@ class Recorder(NullRecorder):
         self.last_step: int | None = None
         self._close_lock = threading.Lock()  # the main thread, the watchdog and TermGuard may all close
         self._close_done = threading.Event()
-        window = parse_steps(profile_steps) or (DEFAULT_FULL_WINDOW if mode == "full" else None)
+        window = parse_step_range(profile_steps, "profile_steps", closed=True) or (DEFAULT_FULL_WINDOW if mode == "full" else None)
         self._window = (
-            ProfilerWindow(window, self.rank_dir / "trace.json.gz", cuda=self._cuda is not None, with_stack=with_stack)
+            ProfilerWindow(window, self.rank_dir / KINETO_TRACE, cuda=self._cuda is not None, with_stack=with_stack)
             if window
             else None
         )
         self._started = _perf()
-        self._sink = EventSink(self.rank_dir / "events.jsonl")
+        self._sink = EventSink(self.rank_dir / EVENTS)
         if align and distributed:
             self.align_clocks(group)
         else:
@@ -188,7 +189,7 @@ class Recorder(NullRecorder):
 
     def _write_meta(self) -> None:
         write_json_atomic(
-            self.rank_dir / "meta.json",
+            self.rank_dir / META,
             {
                 "schema_version": SCHEMA_VERSION,
                 "rank": self.rank,

@@ -1,5 +1,5 @@
 """Durable output of one rank: append-only events.jsonl written one whole step per write (small JSON files
-are written atomically by commscope.atomic, re-exported here).
+are written atomically by commscope.util.atomic, re-exported here).
 
 Why one `os.write` per step: the bytes reach the kernel's page cache immediately, so a SIGKILL of the
 process keeps every finished step (only a machine crash needs fsync). fsync itself can take
@@ -18,8 +18,8 @@ from typing import Iterable
 
 import orjson
 
-from commscope.atomic import JSON_OPTS as _OPTS
-from commscope.atomic import write_json_atomic  # noqa: F401  (re-exported: the recorder's small JSON files)
+from commscope.util.atomic import JSON_OPTS as _OPTS
+from commscope.util.atomic import write_json_atomic  # noqa: F401  (re-exported: the recorder's small JSON files)
 
 
 def _encode(record: dict, _dumps=orjson.dumps, _opts=_OPTS) -> bytes:

@@ -24,8 +24,9 @@ import time
 import traceback
 from typing import Any, Callable
 
-from commscope import FLIGHT_RECORDER_DIR, SCHEMA_VERSION
-from commscope.atomic import write_bytes_atomic, write_json_atomic
+from commscope.rundir.schema import (FLIGHT_RECORDER_DIR, INFLIGHT, SCHEMA_VERSION, STATUS, WATCHDOG,
+                                     flight_recorder_name)
+from commscope.util.atomic import write_bytes_atomic, write_json_atomic
 
 HANG_EXIT = 124  # timeout(1)'s code: "ran past its limit"
 
@@ -42,7 +43,7 @@ def write_inflight(recorder: Any, reason: str | None) -> bool:
     snap = getattr(recorder, "inflight_snapshot", lambda: [])()
     if not snap or not getattr(recorder, "enabled", False):
         return False
-    write_json_atomic(recorder.rank_dir / "inflight.json", {
+    write_json_atomic(recorder.rank_dir / INFLIGHT, {
         "schema_version": SCHEMA_VERSION, "rank": recorder.rank, "reason": reason,
         "last_step": recorder.last_step,
         "inflight": sorted(snap, key=lambda r: (str(r.get("group")), r.get("seq", 0))),
@@ -64,7 +65,7 @@ def dump_flight_recorder(recorder: Any) -> bool:
         return False
     d = recorder.run_dir / FLIGHT_RECORDER_DIR
     d.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(d / f"rank_{recorder.rank}", blob)
+    write_bytes_atomic(d / flight_recorder_name(recorder.rank), blob)
     return True
 
 
@@ -145,7 +146,7 @@ class Watchdog:
     def fire(self, rec: dict) -> None:
         doc = self.report(rec)
         self.fired = doc
-        write_json_atomic(self.rec.rank_dir / "watchdog.json", doc)
+        write_json_atomic(self.rec.rank_dir / WATCHDOG, doc)
         w = doc["waiting_on"] or {}
         msg = (f"hang watchdog: waited {doc['waited_s']:.1f} s (> {self.timeout_s:g} s) on {w.get('op')} "
                f"'{w.get('label')}' (group {w.get('group')}, seq {w.get('seq')}, step {w.get('step')})")
@@ -158,7 +159,7 @@ class Watchdog:
             traceback.print_exc()
         # If the main thread is already closing (its wait failed when a peer's watchdog ended that peer),
         # Recorder.close waits for it; other recorders may return at once: let status.json appear first.
-        status = self.rec.rank_dir / "status.json"
+        status = self.rec.rank_dir / STATUS
         deadline = time.monotonic() + 10
         while not status.exists() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -21,7 +21,7 @@ What it does:
 - Training logs: the training script's source before the first separator is cut to its first 20 and
   last 10 lines; the separators and the environment block between them are kept; of the training
   output, the first 11 step lines, every line with `val_loss`, the last 5 step lines and everything
-  after the last step line. commscope.logs.parse_log reads the same result from the trimmed log
+  after the last step line. commscope.load.speedrun_log.parse_log reads the same result from the trimmed log
   (checked here for every log).
 - hta-testdata: copied as they are.
 - layout_h200 (--layout-h200): each run directory's profiler trace rank0/trace.json.gz keeps the first of
@@ -145,7 +145,7 @@ def main(argv=None) -> None:
         print(f"{f.name}: {len(doc['traceEvents'])} -> {len(out['traceEvents'])} events")
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from commscope.logs import parse_log
+    from commscope.load.speedrun_log import parse_log
 
     for group in ("baseline", "premul-o"):
         src, dst = a.source / "modded-nanogpt-logs" / group, a.dest / "modded-nanogpt-logs" / group

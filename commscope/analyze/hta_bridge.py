@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import math
 import os
 import shutil
 import tempfile
@@ -23,6 +22,7 @@ import warnings
 from typing import Any
 
 from commscope.load.frames import Trace
+from commscope.util.num import rounded_float
 
 NOTES = {
     "overlap": "HTA counts the cpu ops that carry args.stream (Triton kernel launches, host time) as GPU "
@@ -41,14 +41,6 @@ def trace_files(trace: Trace) -> dict[int, str]:
     """rank → Kineto file of the loaded ranks (a Kineto folder's files, or a run directory's
     rank*/trace.json.gz), as the loader recorded them in `config["files"]`."""
     return {int(r): f for r, f in trace.config.get("files", {}).items() if int(r) in trace.ranks}
-
-
-def _num(x: Any) -> Any:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return x
-    return None if math.isnan(v) else round(v, 4)
 
 
 def run_hta(files: dict[int, str]) -> dict:
@@ -90,19 +82,19 @@ def run_hta(files: dict[int, str]) -> dict:
 
         def overlap():
             df = ta.get_comm_comp_overlap(visualize=False)
-            return {str(int(r)): _num(v) for r, v in zip(df["rank"], df["comp_comm_overlap_pctg"])}
+            return {str(int(r)): rounded_float(v) for r, v in zip(df["rank"], df["comp_comm_overlap_pctg"])}
 
         def temporal():
             df = ta.get_temporal_breakdown(visualize=False)
-            return {str(int(row["rank"])): {k: _num(v) for k, v in row.items() if k != "rank"}
+            return {str(int(row["rank"])): {k: rounded_float(v) for k, v in row.items() if k != "rank"}
                     for row in df.to_dict("records")}
 
         def kernels():
             types, per_kernel = ta.get_gpu_kernel_breakdown(visualize=False)
             top = per_kernel.groupby("name")["sum (us)"].sum().sort_values(ascending=False).head(10) \
                 if "sum (us)" in per_kernel.columns else None
-            return {"kernel_types": [{k: _num(v) for k, v in row.items()} for row in types.to_dict("records")],
-                    "top_kernels_us": {str(k): _num(v) for k, v in top.items()} if top is not None else None}
+            return {"kernel_types": [{k: rounded_float(v) for k, v in row.items()} for row in types.to_dict("records")],
+                    "top_kernels_us": {str(k): rounded_float(v) for k, v in top.items()} if top is not None else None}
 
         attempt("overlap_pct_by_rank", overlap)
         attempt("temporal_breakdown", temporal)

@@ -1,0 +1,71 @@
+"""Statistical A/B comparison of groups of training runs, in the speedrun record's table style.
+
+Input: `Group`s of (time, loss) pairs, one per usable run (`commscope.load.run_groups`). Statistics
+(scipy.stats), per group, with the first group as baseline:
+- Time σ / Loss σ: sample standard deviation (ddof=1);
+- +/-: group mean minus baseline mean (from unrounded means);
+- Time p: Welch two-sample t-test, one-sided, alternative "candidate faster" (NaN for the baseline);
+- p: one-sample t-test of the losses, one-sided, alternative "mean loss < target".
+`slower_p` (Welch, alternative "candidate slower") backs `--fail-if-slower`.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+import pandas as pd
+
+from commscope.errors import UserError
+from commscope.load.run_groups import Group
+
+DEFAULT_TARGET_LOSS = 3.28
+
+
+def _mean_std(xs: list[float]) -> tuple[float, float]:
+    # statistics.mean/stdev are exact (rational arithmetic) before the final rounding, so a mean that
+    # sits on a printed rounding boundary (132.72175) rounds as the true value does, not as float
+    # summation order happens to leave it.
+    return statistics.mean(xs), statistics.stdev(xs) if len(xs) > 1 else math.nan
+
+
+def _stats():
+    """scipy.stats, imported on first use: it costs ~0.5 s, which every other CLI command would pay."""
+    from scipy import stats
+
+    return stats
+
+
+def _welch(a: list[float], b: list[float], alternative: str) -> float:
+    """p of Welch's t-test of mean(a) vs mean(b); NaN when either side has fewer than 2 runs."""
+    if len(a) < 2 or len(b) < 2:
+        return math.nan
+    return float(_stats().ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue)
+
+
+def compare_groups(groups: list[Group], target_loss: float = DEFAULT_TARGET_LOSS) -> pd.DataFrame:
+    """The record-style table: one row per group (first = baseline), every number unrounded."""
+    if not groups:
+        raise UserError("nothing to compare")
+    base = groups[0]
+    base_t, _ = _mean_std(base.times)
+    base_l, _ = _mean_std(base.losses)
+    rows = []
+    for i, g in enumerate(groups):
+        t_mu, t_sd = _mean_std(g.times)
+        l_mu, l_sd = _mean_std(g.losses)
+        loss_p = (float(_stats().ttest_1samp(g.losses, target_loss, alternative="less").pvalue)
+                  if len(g.losses) > 1 else math.nan)
+        rows.append({
+            "name": g.name, "runs": len(g.runs),
+            "time_mean": t_mu, "time_std": t_sd, "time_delta": t_mu - base_t,
+            "time_p": math.nan if i == 0 else _welch(g.times, base.times, "less"),
+            "slower_p": math.nan if i == 0 else _welch(g.times, base.times, "greater"),
+            "loss_mean": l_mu, "loss_std": l_sd, "loss_delta": l_mu - base_l, "loss_p": loss_p,
+        })
+    return pd.DataFrame(rows)
+
+
+def slower_candidates(table: pd.DataFrame, significance: float) -> list[str]:
+    """Candidates whose time is larger than the baseline's at the given significance (Welch, one-sided)."""
+    cands = table.iloc[1:]
+    return list(cands.loc[cands["slower_p"] < significance, "name"])

@@ -1,0 +1,31 @@
+"""`launch_table`: every collective each rank is known to have launched, finished or not — the table
+doctor's desync and hang rules compare across ranks.
+
+Frames in (the loaded `collectives` and the fault evidence's `inflight` rows), one frame out with
+LAUNCH_COLUMNS, one row per (rank, group, seq). Invariant: a collective both flushed to events.jsonl and
+listed in a report keeps its finished row.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from commscope.load.frames import LAUNCH_COLUMNS
+
+
+def launch_table(collectives: pd.DataFrame, inflight: pd.DataFrame) -> pd.DataFrame:
+    c = collectives
+    parts = []
+    if len(c):
+        parts.append(pd.DataFrame({
+            "rank": c["rank"].astype(int), "group": c["group"].astype(str), "group_size": c["group_size"],
+            "seq": c["seq"].astype(int),
+            "label": c["label"], "op": c["op"], "bytes": c["bytes"].astype(float), "dtype": c["dtype"],
+            "step": c["step"], "call_ns": c["call_ns"], "wait_ns": c["wait_ns"], "finished": True,
+            "source": "events"}))
+    if len(inflight):
+        parts.append(inflight)
+    if not parts:
+        return pd.DataFrame(columns=LAUNCH_COLUMNS)
+    df = pd.concat(parts, ignore_index=True)
+    df = df.sort_values(["rank", "group", "seq", "finished"], ascending=[True, True, True, False], kind="stable")
+    return df.drop_duplicates(["rank", "group", "seq"]).reset_index(drop=True)

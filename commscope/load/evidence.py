@@ -1,0 +1,80 @@
+"""A run directory's fault evidence (docs/faults.md) → `FaultEvidence` frames: every rank's watchdog.json
+(the hang watchdog fired) and inflight.json (the rank ended abnormally with collectives in flight), and
+the NCCL Flight Recorder dumps under RUN/flight_recorder/.
+
+Invariant: reading never raises. A file that cannot be read or is not what its name says leaves empty
+frames and the reason in `error` — the first such file's, as one UserError line — so a broken report
+spoils only the commands that need it (`doctor` refuses, the HTML report goes on without it).
+"""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from commscope.errors import UserError
+from commscope.load import flight_recorder
+from commscope.load.files import read_json
+from commscope.load.frames import EVIDENCE_COLUMNS, LAUNCH_COLUMNS, FaultEvidence
+from commscope.rundir import flight_recorder_files
+from commscope.rundir.schema import INFLIGHT, WATCHDOG
+
+_REPORT_FILES = (("watchdog", WATCHDOG), ("inflight", INFLIGHT))
+
+
+def read_fault_evidence(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
+    """The evidence of the run in `run_dir`, whose rank folders are `rank_dirs` (rank → folder)."""
+    try:
+        return _read(run_dir, rank_dirs)
+    except UserError as e:
+        return FaultEvidence(error=str(e))
+
+
+def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
+    docs: dict[str, dict[int, tuple[str, dict]]] = {kind: {} for kind, _ in _REPORT_FILES}
+    for rank, d in sorted(rank_dirs.items()):
+        for kind, name in _REPORT_FILES:
+            p = os.path.join(d, name)
+            if os.path.isfile(p):
+                doc = read_json(p)
+                if not isinstance(doc, dict) or not isinstance(doc.get("inflight", []), list):
+                    raise UserError(f"{p} is not a commscope {kind} report")
+                docs[kind][rank] = (p, doc)
+    dumps = {rank: (p, flight_recorder.read_flight_recorder(p)) for rank, p in flight_recorder_files(run_dir).items()}
+
+    reports = [{"rank": rank, "kind": kind, "path": p, "fired_ns": doc.get("fired_ns") if kind == "watchdog" else None}
+               for kind, _ in _REPORT_FILES for rank, (p, doc) in docs[kind].items()]
+    reports += [{"rank": rank, "kind": "flight_recorder", "path": p, "fired_ns": None} for rank, (p, _) in dumps.items()]
+    rows = []
+    for kind, name in _REPORT_FILES:
+        for rank, (p, doc) in docs[kind].items():
+            try:
+                rows += _inflight_rows(rank, doc, name)
+            except (TypeError, ValueError):
+                raise UserError(f"{p} is not a commscope {kind} report") from None
+    fr_rows = []
+    for rank, (p, doc) in dumps.items():
+        try:
+            fr_rows += flight_recorder.launch_rows(rank, doc)
+        except (TypeError, ValueError):
+            raise UserError(f"{p}: Flight Recorder dump with unreadable entries") from None
+    return FaultEvidence(
+        reports=pd.DataFrame({c: pd.Series([r[c] for r in reports], dtype=object) for c in EVIDENCE_COLUMNS["reports"]})
+        if reports else FaultEvidence().reports,
+        inflight=pd.DataFrame(rows, columns=LAUNCH_COLUMNS),
+        flight_recorder=flight_recorder.launch_frame(fr_rows))
+
+
+def _inflight_rows(rank: int, doc: dict, source: str) -> list[dict]:
+    """A report's in-flight collectives → launch rows (records without a sequence number cannot be matched
+    across ranks and are left out)."""
+    rows = []
+    for r in doc.get("inflight", []):
+        if not isinstance(r, dict) or r.get("seq") is None:
+            continue
+        rows.append({"rank": rank, "group": str(r.get("group")), "group_size": r.get("group_size"),
+                     "seq": int(r["seq"]),
+                     "label": r.get("label"), "op": r.get("op"), "bytes": float(r.get("bytes") or 0),
+                     "dtype": r.get("dtype"), "step": r.get("step"), "call_ns": r.get("call_ns"),
+                     "wait_ns": r.get("wait_ns"), "finished": False, "source": source})
+    return rows

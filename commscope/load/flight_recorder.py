@@ -1,0 +1,73 @@
+"""NCCL Flight Recorder dumps (RUN/flight_recorder/rank_<R>, pickle or JSON; docs/faults.md) → launch
+rows, a source of fault evidence independent of the recorder: their sequence numbers count every NCCL
+collective of a process group, not the recorder's.
+
+Invariants: a dump is never unpickled with the standard unpickler — `_NoGlobals` resolves no global but
+TorchScript's list helpers (stand-ins that rebuild plain values), so a crafted file cannot run code and
+torch is never imported; every way a dump can be broken is one UserError line naming the file.
+"""
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from typing import Any
+
+import pandas as pd
+
+from commscope.errors import UserError
+from commscope.load.files import read_bytes
+from commscope.load.frames import LAUNCH_COLUMNS
+from commscope.util.num import total_numel
+
+# TorchScript's pickler (which writes Flight Recorder dumps) wraps typed lists in these helpers.
+_JIT_HELPERS = {"build_intlist": list, "build_doublelist": list, "build_boollist": list, "build_tensorlist": list,
+                "build_complexlist": list, "restore_type_tag": lambda value, _tag: value}
+
+
+class _NoGlobals(pickle.Unpickler):
+    """Flight Recorder dumps hold only builtin containers; refuse anything that would run code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "torch.jit._pickle" and name in _JIT_HELPERS:
+            return _JIT_HELPERS[name]
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def read_flight_recorder(path: str) -> dict:
+    """One dump as the document NCCL wrote (a dict with an 'entries' list)."""
+    raw = read_bytes(path)
+    if raw.lstrip()[:1] == b"{":
+        try:
+            doc = json.loads(raw)
+        except ValueError as e:
+            raise UserError(f"{path}: Flight Recorder dump is not valid JSON ({' '.join(str(e).split())})") from None
+    else:
+        try:
+            doc = _NoGlobals(io.BytesIO(raw)).load()
+        except Exception as e:  # noqa: BLE001 - any corrupt pickle is the same user-facing problem
+            raise UserError(f"{path}: not a Flight Recorder dump (pickle or JSON): {' '.join(str(e).split())}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
+        raise UserError(f"{path}: Flight Recorder dump without an 'entries' list")
+    return doc
+
+
+def launch_rows(rank: int, doc: dict) -> list[dict]:
+    """A dump's collective entries → launch rows (LAUNCH_COLUMNS; point-to-point entries are left out)."""
+    rows = []
+    for e in doc.get("entries", []):
+        if not isinstance(e, dict) or e.get("is_p2p"):
+            continue
+        pg = e.get("process_group") or (str(e.get("pg_id")), "")
+        name = str(e.get("profiling_name", "")).removeprefix("nccl:")
+        rows.append({
+            "rank": rank, "group": str(pg[0] if isinstance(pg, (list, tuple)) else pg), "group_size": None,
+            "seq": int(e.get("collective_seq_id", -1)), "label": name, "op": name,
+            "bytes": float(total_numel(e.get("input_sizes"))), "dtype": ",".join(map(str, e.get("input_dtypes") or [])),
+            "step": None, "call_ns": e.get("time_created_ns"), "wait_ns": None,
+            "finished": e.get("state") == "completed", "source": "flight_recorder"})
+    return rows
+
+
+def launch_frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=LAUNCH_COLUMNS)

@@ -1,0 +1,104 @@
+"""Groups of training runs for `commscope compare`: a *group* is a folder of runs — commscope run
+directories (sub-folders with summary.json) and/or modded-nanogpt logs (*.txt, *.log). Each usable run
+contributes one (time, loss) pair:
+- log: time = final `train_time` in seconds, loss = final `val_loss` (commscope.load.speedrun_log);
+- run dir: time = total train time = sum(step_times_ms) / 1000 s, loss = the last step's loss.
+Runs that did not finish are listed in `Group.skipped` with the reason and never used.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from commscope.errors import UserError
+from commscope.load.speedrun_log import parse_log
+from commscope.rundir.schema import SUMMARY
+
+LOG_SUFFIXES = (".txt", ".log")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    path: Path
+    kind: str  # "log" | "run"
+    time_s: float
+    loss: float
+
+
+@dataclass
+class Group:
+    name: str
+    path: Path
+    runs: list[RunResult] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+    @property
+    def times(self) -> list[float]:
+        return [r.time_s for r in self.runs]
+
+    @property
+    def losses(self) -> list[float]:
+        return [r.loss for r in self.runs]
+
+    @property
+    def run_dirs(self) -> list[Path]:
+        return [r.path for r in self.runs if r.kind == "run"]
+
+
+def _read_run_dir(path: Path) -> RunResult | str:
+    """One commscope run directory → its result, or the reason it cannot be used."""
+    try:
+        summary = orjson.loads((path / SUMMARY).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as e:
+        return f"unreadable {SUMMARY}: {e}"
+    if not isinstance(summary, dict):
+        return f"{SUMMARY} is not an object"
+    status = summary.get("status")
+    if status != "completed":
+        return f"incomplete: status {status!r}"
+    times, losses = summary.get("step_times_ms") or [], summary.get("losses") or []
+    if not times or not losses:
+        return f"incomplete: no finished steps in {SUMMARY}"
+    try:
+        loss = float(losses[-1])
+        time_s = sum(float(t) for t in times) / 1000.0
+    except (TypeError, ValueError):
+        return "garbled: non-numeric losses/step_times_ms"
+    if not math.isfinite(loss):
+        return "incomplete: last loss is not finite"
+    return RunResult(path, "run", time_s, loss)
+
+
+def load_group(path: str | Path) -> Group:
+    """Collect every run in a folder. The folder may itself be a single run directory."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"{path}: not a directory (expected a folder of runs or logs)")
+    group = Group(path.resolve().name, path)
+    if (path / SUMMARY).exists():
+        entries = [path]
+    else:
+        entries = sorted(p for p in path.iterdir() if not p.name.startswith("."))
+    for entry in entries:
+        if entry.is_dir():
+            if not (entry / SUMMARY).exists():
+                group.skipped.append((entry, f"incomplete: no {SUMMARY} (run never finished?)"))
+                continue
+            res = _read_run_dir(entry)
+        elif entry.suffix in LOG_SUFFIXES:
+            log = parse_log(entry)
+            res = (RunResult(entry, "log", log.train_time_s, log.val_loss) if log.complete
+                   else log.problem)
+        else:
+            continue  # not a run: ignore (e.g. a README next to the logs)
+        if isinstance(res, str):
+            group.skipped.append((entry, res))
+        else:
+            group.runs.append(res)
+    if not group.runs:
+        why = "; ".join(f"{p.name}: {r}" for p, r in group.skipped) or "no run directories or *.txt/*.log logs"
+        raise UserError(f"{path}: no usable runs ({why})")
+    return group

@@ -1,0 +1,39 @@
+"""The run-directory schema (docs/run_format.md): its version and the name of every file and folder in
+it. The one place these names are spelled; writers (recorder, watchdog, launcher, trainer) and readers
+(loader, compare, doctor's evidence) take them from here.
+
+Invariants: constants only, no imports beyond the standard library, so any process (the launcher, a
+trainer before torch is imported) can use it; a new file in the run directory gets its name here first.
+"""
+from __future__ import annotations
+
+import re
+
+SCHEMA_VERSION = 1  # of the run directory and every file in it; readers accept <= this and refuse newer
+
+# RUN/
+SUMMARY = "summary.json"  # the launcher's verdict and rank 0's losses and step times
+CONFIG = "config.json"  # the trainer's configuration, written by rank 0
+LAUNCHER_LOG = "launcher.log"  # stdout/stderr of torch.distributed.run
+PROGRESS = "progress.jsonl"  # the reference trainer's rank 0: one line per event
+FLIGHT_RECORDER_DIR = "flight_recorder"  # NCCL Flight Recorder dumps (docs/faults.md)
+FLIGHT_RECORDER_PREFIX = "rank_"  # FLIGHT_RECORDER_DIR/rank_<R>
+
+# RUN/rank<R>/
+RANK_DIR = re.compile(r"^rank(\d+)$")
+META = "meta.json"  # written once at start, after clock alignment
+EVENTS = "events.jsonl"  # append-only records, one step at a time
+STATUS = "status.json"  # written when the rank ends
+WATCHDOG = "watchdog.json"  # only when the hang watchdog fired
+INFLIGHT = "inflight.json"  # only on an abnormal end with collectives still in flight
+KINETO_TRACE = "trace.json.gz"  # only with --profile: the profiler window's Kineto trace
+
+
+def rank_dir_name(rank: int) -> str:
+    """The folder of `rank` inside a run directory."""
+    return f"rank{rank}"
+
+
+def flight_recorder_name(rank: int) -> str:
+    """The file name of `rank`'s Flight Recorder dump inside FLIGHT_RECORDER_DIR."""
+    return f"{FLIGHT_RECORDER_PREFIX}{rank}"

@@ -1,0 +1,62 @@
+"""Numeric helpers: JSON-ready numbers and tensor element counts.
+
+Three ways of making a number JSON-ready, each with its own contract (callers' output depends on them
+byte for byte, so they are not merged):
+- `rounded(x, nd)`: the report's numbers — numpy → Python, NaN/±inf → None, floats rounded to `nd`
+  decimals, everything else (ints, strings) unchanged;
+- `sig(x, digits)`: `rounded` to `digits` significant digits (bandwidths span orders of magnitude);
+- `rounded_float(x)`: HTA's table cells — anything `float()` accepts becomes a float rounded to 4 decimals
+  (NaN → None, ints become floats), anything else is returned unchanged.
+
+Two element counts of a list of tensor shapes, which mean different things:
+- `total_numel(shapes)`: the elements of all tensors together (what a collective moves);
+- `largest_numel(shapes)`: the elements of the largest tensor (the size an elementwise op works on).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+
+def rounded(x: Any, nd: int = 4) -> Any:
+    if x is None:
+        return None
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return None if math.isnan(x) or math.isinf(x) else round(float(x), nd)
+    return x
+
+
+def sig(x: Any, digits: int = 4) -> Any:
+    """`x` rounded to `digits` significant digits: bandwidths span GB/s on NVLink down to a few MB/s on
+    gloo with tiny tensors, where a fixed two decimals would print 0."""
+    if x is None or not np.isfinite(x) or x == 0:
+        return rounded(x)
+    return rounded(float(x), max(0, digits - 1 - int(math.floor(math.log10(abs(float(x)))))))
+
+
+def rounded_float(x: Any) -> Any:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return x
+    return None if math.isnan(v) else round(v, 4)
+
+
+def total_numel(shapes: Any) -> int:
+    """Elements of all tensors of `shapes` together (a None shape counts as a scalar: 1 element)."""
+    total = 0
+    for s in shapes or []:
+        n = 1
+        for d in s or []:
+            n *= int(d)
+        total += n
+    return total
+
+
+def largest_numel(shapes: Sequence[Sequence[int]]) -> int:
+    """Elements of the largest tensor of `shapes` (0 when none has dimensions)."""
+    return max((math.prod(d) for d in shapes if d), default=0)
