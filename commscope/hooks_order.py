@@ -96,9 +96,9 @@ def capture_run(out: Path, nproc: int = 2, steps: int = 2, grad_accum: int = 2, 
     """A short traced run of the reference trainer into `out` (the launcher `commscope run` uses, quietly)."""
     from rich.console import Console
 
-    from commscope.launch import Topology, launch_training
+    from commscope.commands.run import launcher  # the trainer is reached through `commscope run` only
 
     argv = ["--steps", str(steps), "--grad-accum", str(grad_accum), *(extra or [])]
-    summary = launch_training(argv, Topology(nproc), str(out), console=Console(quiet=True))
+    summary = launcher().launch_training(argv, launcher().Topology(nproc), str(out), console=Console(quiet=True))
     if summary["status"] != "completed":
         raise UserError(f"capture run failed ({summary['status']}): {summary['message']}")

@@ -14,8 +14,9 @@ cannot change what is computed. Rank 0 prints one machine-readable progress line
 Invariants:
 - The global batch of step s depends only on (data, seed, step) and each rank takes its own rows of it
   (instrumented_model.data), so with the same seed and global batch the losses agree across world sizes.
-- `parse_args` + `check_args` are the single definition of the trainer's options; `commscope run` calls
-  them before launching so a bad option fails fast with a UserError instead of eight tracebacks.
+- instrumented_model.options is the single table of the trainer's options; `parse_args` + `check_args`
+  are their single parser and checks; the launcher calls them before launching, so a bad option fails
+  fast with a UserError instead of eight tracebacks.
 """
 from __future__ import annotations
 
@@ -30,13 +31,12 @@ import time
 import traceback
 from typing import Sequence
 
-from commscope import faults
 from commscope.errors import UserError
 from commscope.run_layout import write_config, write_status
+from instrumented_model import faults, options
 
 PROGRESS_PREFIX = "@@commscope "
 PROGRESS_FILE = "progress.jsonl"
-TRACE_MODES = ("off", "light", "full")
 PG_TIMEOUT_MARGIN_S = 10  # the process-group timeout is the hang timeout plus this
 
 
@@ -50,40 +50,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m instrumented_model.train", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="run directory (rank folders are created in it)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available, else cpu")
-    p.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: nccl on cuda, gloo on cpu")
-    p.add_argument("--preset", default=None, help="tiny | speedrun (default: speedrun on cuda, tiny on cpu)")
-    p.add_argument("--steps", type=int, default=None, help="default: 40 (tiny), 50 (speedrun)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="global batch in sequences (default: 16 for tiny, 24 per rank for speedrun)")
-    p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--lr", type=float, default=None, help="NorMuon learning rate (default: the optimizer's)")
-    p.add_argument("--adam-lr", type=float, default=None, help="Adam learning rate (default: the optimizer's)")
-    p.add_argument("--wd", type=float, default=None, help="weight decay (default: the optimizer's)")
-    p.add_argument("--head-layout", choices=("transposed", "standard"), default="transposed")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model's forward (its backward follows); the optimizer stays eager")
-    p.add_argument("--fp8-head", action="store_true",
-                   help="the record's FP8 LM head matmuls in the loss (CUDA only; changes the numbers slightly)")
-    p.add_argument("--fp32-residual", action="store_true",
-                   help="keep the residual stream fp32 under CUDA autocast (default: bf16, as the record; "
-                        "fp32 was the earlier default)")
-    p.add_argument("--comm-schedule", choices=("explicit", "hooks"), default="explicit")
-    p.add_argument("--scatter-order", default=None, help="comma list of the 13 labels")
-    p.add_argument("--work-order", default=None, help="comma list of the 13 labels")
-    p.add_argument("--split-step", type=int, default=None, help="step at which embed and lm_head are untied")
-    p.add_argument("--optimizer-partition", choices=("bank", "alpha-lpt"), default="bank",
-                   help="who updates each NorMuon matrix: the bank's even split, or the planner's alpha-lpt "
-                        "owners (whole matrices, balanced Polar Express flops; docs/plan.md)")
-    p.add_argument("--data", default=None, help="glob of modded-nanogpt .bin shards (default: synthetic tokens)")
-    p.add_argument("--trace", choices=TRACE_MODES, default="light")
-    p.add_argument("--profile", default=None, help="torch.profiler window of steps START:STOP (needs --trace light|full)")
-    p.add_argument("--with-stack", action="store_true", help="record python stacks in the profiler window")
-    p.add_argument("--inject", action="append", default=None, metavar="KIND@rank=R,step=S[,label=L][,ms=M]",
-                   help="inject a fault (crash|hang|delay|desync), repeatable; see docs/faults.md")
-    p.add_argument("--hang-timeout", type=float, default=300.0,
-                   help="seconds a collective wait may block before the rank reports a hang and ends the run")
+    options.add_to_parser(p)
     return p
 
 
@@ -118,7 +85,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     """Raise UserError for any option that cannot work with this world size; fills args.batch_size."""
     import torch
 
-    from commscope.faults import parse_faults
+    from instrumented_model.faults import parse_faults
     from commscope.record import parse_steps
     from instrumented_model.config import make_config
     from instrumented_model.data import make_source
