@@ -22,18 +22,19 @@ import pandas as pd
 
 from commscope.analyze.step_gaps import step_gaps
 from commscope.load import load_path
+from commscope.rundir.schema import EVENTS, PROGRESS, rank_dir_name
 
 
 def periods_ms(run: str) -> list[float]:
     """The trainer's own step periods (progress.jsonl, steps >= 1)."""
-    prog = [json.loads(line) for line in open(os.path.join(run, "progress.jsonl"))]
+    prog = [json.loads(line) for line in open(os.path.join(run, PROGRESS))]
     return [r["step_ms"] for r in prog if r.get("event") == "step" and r["step"] >= 1]
 
 
 def rank0_gaps(run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(rank 0's steps, its commscope.analyze.step_gaps rows from step 2 on: the gap before step 1 follows
     the compiling step 0), or two empty frames for an untraced run."""
-    if not os.path.exists(os.path.join(run, "rank0", "events.jsonl")):
+    if not os.path.exists(os.path.join(run, rank_dir_name(0), EVENTS)):
         return pd.DataFrame(), pd.DataFrame(columns=["step", "gap_ns"])
     trace = load_path(run)
     g = step_gaps(trace)

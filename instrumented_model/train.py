@@ -14,8 +14,9 @@ cannot change what is computed. Rank 0 prints one machine-readable progress line
 Invariants:
 - The global batch of step s depends only on (data, seed, step) and each rank takes its own rows of it
   (instrumented_model.data), so with the same seed and global batch the losses agree across world sizes.
-- `parse_args` + `check_args` are the single definition of the trainer's options; `commscope run` calls
-  them before launching so a bad option fails fast with a UserError instead of eight tracebacks.
+- instrumented_model.options is the single table of the trainer's options; `parse_args` + `check_args`
+  are their single parser and checks; the launcher calls them before launching, so a bad option fails
+  fast with a UserError instead of eight tracebacks.
 """
 from __future__ import annotations
 
@@ -28,15 +29,15 @@ import signal
 import sys
 import time
 import traceback
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
-from commscope import faults
 from commscope.errors import UserError
 from commscope.rundir import write_config, write_status
+from commscope.rundir.schema import PROGRESS, STATUS, rank_dir_name
+from instrumented_model import faults, options
 
 PROGRESS_PREFIX = "@@commscope "
-PROGRESS_FILE = "progress.jsonl"
-TRACE_MODES = ("off", "light", "full")
 PG_TIMEOUT_MARGIN_S = 10  # the process-group timeout is the hang timeout plus this
 
 
@@ -50,40 +51,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m instrumented_model.train", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="run directory (rank folders are created in it)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if available, else cpu")
-    p.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: nccl on cuda, gloo on cpu")
-    p.add_argument("--preset", default=None, help="tiny | speedrun (default: speedrun on cuda, tiny on cpu)")
-    p.add_argument("--steps", type=int, default=None, help="default: 40 (tiny), 50 (speedrun)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="global batch in sequences (default: 16 for tiny, 24 per rank for speedrun)")
-    p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--lr", type=float, default=None, help="NorMuon learning rate (default: the optimizer's)")
-    p.add_argument("--adam-lr", type=float, default=None, help="Adam learning rate (default: the optimizer's)")
-    p.add_argument("--wd", type=float, default=None, help="weight decay (default: the optimizer's)")
-    p.add_argument("--head-layout", choices=("transposed", "standard"), default="transposed")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model's forward (its backward follows); the optimizer stays eager")
-    p.add_argument("--fp8-head", action="store_true",
-                   help="the record's FP8 LM head matmuls in the loss (CUDA only; changes the numbers slightly)")
-    p.add_argument("--fp32-residual", action="store_true",
-                   help="keep the residual stream fp32 under CUDA autocast (default: bf16, as the record; "
-                        "fp32 moves twice the bytes in every norm and residual kernel)")
-    p.add_argument("--comm-schedule", choices=("explicit", "hooks"), default="explicit")
-    p.add_argument("--scatter-order", default=None, help="comma list of the 13 labels")
-    p.add_argument("--work-order", default=None, help="comma list of the 13 labels")
-    p.add_argument("--split-step", type=int, default=None, help="step at which embed and lm_head are untied")
-    p.add_argument("--optimizer-partition", choices=("bank", "alpha-lpt"), default="bank",
-                   help="who updates each NorMuon matrix: the bank's even split, or the planner's alpha-lpt "
-                        "owners (whole matrices, balanced Polar Express flops; docs/plan.md)")
-    p.add_argument("--data", default=None, help="glob of modded-nanogpt .bin shards (default: synthetic tokens)")
-    p.add_argument("--trace", choices=TRACE_MODES, default="light")
-    p.add_argument("--profile", default=None, help="torch.profiler window of steps START:STOP (needs --trace light|full)")
-    p.add_argument("--with-stack", action="store_true", help="record python stacks in the profiler window")
-    p.add_argument("--inject", action="append", default=None, metavar="KIND@rank=R,step=S[,label=L][,ms=M]",
-                   help="inject a fault (crash|hang|delay|desync), repeatable; see docs/faults.md")
-    p.add_argument("--hang-timeout", type=float, default=300.0,
-                   help="seconds a collective wait may block before the rank reports a hang and ends the run")
+    options.add_to_parser(p)
     return p
 
 
@@ -118,7 +86,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     """Raise UserError for any option that cannot work with this world size; fills args.batch_size."""
     import torch
 
-    from commscope.faults import parse_faults
+    from instrumented_model.faults import parse_faults
     from commscope.util.step_range import parse_step_range
     from instrumented_model.config import make_config
     from instrumented_model.data import make_source
@@ -172,7 +140,7 @@ def progress(record: dict, out: str) -> None:
     """Rank 0's progress: a line on stdout for the launcher's live bar, and the same record appended to
     OUT/progress.jsonl, which the summary is built from (docs/run_format.md says why not from stdout)."""
     line = json.dumps(record) + "\n"
-    with open(os.path.join(out, PROGRESS_FILE), "w" if record["event"] == "start" else "a") as f:
+    with open(os.path.join(out, PROGRESS), "w" if record["event"] == "start" else "a") as f:
         f.write(line)  # one write per record: a crash leaves at most a torn last line, which readers skip
     # one write with its newline: print() writes the end apart, a second write under PYTHONUNBUFFERED
     sys.stdout.write(PROGRESS_PREFIX + line)
@@ -187,37 +155,56 @@ def _on_sigterm(signum, frame):
     raise Terminated(f"terminated by signal {signum}")
 
 
-def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int, state: dict) -> None:
+@dataclass
+class RankRun:
+    """This rank's place in the job, and what `finish` must close: whatever `train` got to start."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    last_step: int = -1  # the last step whose loss was read
+    pg: bool = False  # the process group is up
+    rec: Any = None
+    watchdog: Any = None
+
+
+def init_distributed(args: argparse.Namespace, run: RankRun):
+    """Join the process group; → this rank's device."""
     import torch
     import torch.distributed as dist
 
-    from instrumented_model.config import make_config
-    from instrumented_model.data import make_source, rank_slice
-    from instrumented_model.host_transfer import PendingScalar, to_device
-    from instrumented_model.model import GPT
-    from instrumented_model.optimizer import NorMuonAndAdam
-    from instrumented_model.partition import matrix_owners
-
     if args.device == "cuda":
-        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        device = torch.device("cuda", run.local_rank % torch.cuda.device_count())
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
     # The backend's own timeout backs up the watchdog (and is the only hang detection with --trace off).
-    dist.init_process_group(backend=args.backend, rank=rank, world_size=world_size,
+    dist.init_process_group(backend=args.backend, rank=run.rank, world_size=run.world_size,
                             device_id=device if args.backend == "nccl" else None,
                             timeout=datetime.timedelta(seconds=args.hang_timeout + PG_TIMEOUT_MARGIN_S))
-    state["pg"] = True
-    rec = make_recorder(args, rank, world_size, device)  # the Recorder aligns clocks as it starts
-    state["rec"] = rec
-    if rec.enabled:
+    run.pg = True
+    return device
+
+
+def start_recording(args: argparse.Namespace, run: RankRun, device):
+    """The recorder (it aligns clocks as it starts) with its hang watchdog, behind the injected faults."""
+    run.rec = make_recorder(args, run.rank, run.world_size, device)
+    if run.rec.enabled:
         from commscope.recording.watchdog import Watchdog
 
-        state["watchdog"] = Watchdog(rec, args.hang_timeout).start()
-    rec = faults.wrap(rec, faults.parse_faults(args.inject), rank)
+        run.watchdog = Watchdog(run.rec, args.hang_timeout).start()
+    return faults.wrap(run.rec, faults.parse_faults(args.inject), run.rank)
 
-    cfg = make_config(args.preset, world_size)
-    torch.manual_seed(args.seed)  # identical initial parameters on every rank and every world size
+
+def build_model(args: argparse.Namespace, cfg, run: RankRun, device, rec):
+    """→ (labelled params, forward, optimizer): the same initial parameters on every rank and world size."""
+    import torch
+
+    from instrumented_model.model import GPT
+    from instrumented_model.optimizer import NorMuonAndAdam
+    from instrumented_model.partition import matrix_owners
+
+    torch.manual_seed(args.seed)
     model = GPT(cfg, head_layout=args.head_layout, fp8_head=args.fp8_head,
                 bf16_residual=not args.fp32_residual).to(device)
     params = model.labelled_params()
@@ -228,76 +215,125 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
         if getattr(args, k) is not None:
             opt_kwargs[k] = split_labels(getattr(args, k))
     opt = NorMuonAndAdam(
-        params, rank=rank, world_size=world_size, recorder=rec, comm_schedule=args.comm_schedule,
+        params, rank=run.rank, world_size=run.world_size, recorder=rec, comm_schedule=args.comm_schedule,
         head_layout=args.head_layout, split_step=args.split_step,
-        matrix_owners=matrix_owners(cfg, world_size, args.optimizer_partition), **opt_kwargs,
+        matrix_owners=matrix_owners(cfg, run.world_size, args.optimizer_partition), **opt_kwargs,
     )
-    hooks = args.comm_schedule == "hooks"
-    if hooks:
+    if args.comm_schedule == "hooks":
         opt.install_hooks()
+    return params, forward, opt
 
+
+def device_batches(data, step: int, run: RankRun, grad_accum: int, device) -> list | Exception:
+    """This rank's (inputs, targets) of each micro-step of `step`, on the device (copies queued); a
+    failure is returned, to be raised when `step` begins: bad data fails its own step, not the one that
+    made it early."""
+    from instrumented_model.data import rank_slice
+    from instrumented_model.host_transfer import to_device
+
+    try:
+        inputs, targets = data.global_batch(step)
+        return [tuple(to_device(rank_slice(t, run.rank, run.world_size, m, grad_accum), device)
+                      for t in (inputs, targets))
+                for m in range(grad_accum)]
+    except Exception as e:  # noqa: BLE001 - re-raised as it was, one step later
+        return e
+
+
+class LossReader:
+    """Reads each step's global mean loss `lag` steps after the step queued it, times the step, and has
+    rank 0 report it (`progress`).
+
+    Without a recorder (--trace off) on CUDA each loss is read one step late (lag 1): the host launches
+    step s+1, then waits for step s's loss through a PendingScalar (its own event, not the whole stream),
+    so the GPU never idles while the host launches a step. A recorder resolves its CUDA events at every
+    step end anyway, and a step record carries its own loss, so traced runs read at lag 0.
+
+    Pipelined, a step's period is timed on the device, from the previous step's loss event (or the first
+    step's start) to its own: the host reads a loss one launch late, so the gap between two reads is the
+    next step's launch, and the last step, with no launch after it, would show only its final wait."""
+
+    def __init__(self, args: argparse.Namespace, run: RankRun, tokens_per_step: int, lag: int):
+        self.args, self.run, self.tokens_per_step, self.lag = args, run, tokens_per_step, lag
+        self.unread: list[tuple[int, Any, int]] = []  # (step, summed loss on its way, start ns), not read yet
+        self.last_read_ns = 0
+        self.last_event = None
+
+    def begin(self, step: int) -> None:
+        import torch
+
+        if self.lag and step == 0:
+            self.last_event = torch.cuda.Event(enable_timing=True)
+            self.last_event.record()
+
+    def queue(self, step: int, summed_loss, t0: int) -> None:
+        from instrumented_model.host_transfer import PendingScalar
+
+        self.unread.append((step, PendingScalar(summed_loss, timing=bool(self.lag)), t0))
+
+    def read_due(self, step: int) -> float | None:
+        """Read the losses now due; → `step`'s own loss if it was one of them."""
+        own = None
+        while len(self.unread) > self.lag:
+            done = self.unread.pop(0)
+            loss = self._read(*done)
+            if done[0] == step:
+                own = loss
+        return own
+
+    def read_all(self) -> None:
+        while self.unread:
+            self._read(*self.unread.pop(0))
+
+    def _read(self, step: int, summed, t0: int) -> float:
+        before = time.perf_counter_ns()
+        global_loss = summed.item() / self.run.world_size
+        now = time.perf_counter_ns()
+        if self.lag and self.last_event is not None:
+            step_ms = self.last_event.elapsed_time(summed.event)
+            self.last_event = summed.event
+        else:  # since the step started, or since the previous loss arrived (host time)
+            step_ms = (now - max(t0, self.last_read_ns)) / 1e6
+        self.last_read_ns = now
+        self.run.last_step = step
+        if self.run.rank == 0:
+            # wait_ms: how long the host waited for the loss; near 0 with --trace off means the host, not
+            # the device, sets the pace (or something inside the step synchronized)
+            progress({"event": "step", "step": step, "loss": global_loss, "step_ms": step_ms,
+                      "tokens_per_s": self.tokens_per_step / (step_ms / 1e3), "wait_ms": (now - before) / 1e6},
+                     self.args.out)
+        return global_loss
+
+
+def train(args: argparse.Namespace, run: RankRun) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from instrumented_model.config import make_config
+    from instrumented_model.data import make_source
+
+    device = init_distributed(args, run)
+    rec = start_recording(args, run, device)
+    cfg = make_config(args.preset, run.world_size)
+    params, forward, opt = build_model(args, cfg, run, device, rec)
     rec.watch(params)
-    if rank == 0:
-        config = {"args": vars(args), "model": cfg.to_dict(), "world_size": world_size, **opt.config()}
+    if run.rank == 0:
+        config = {"args": vars(args), "model": cfg.to_dict(), "world_size": run.world_size, **opt.config()}
         write_config(args.out, config)  # also with --trace off, when no recorder writes it
-        progress({"event": "start", "world_size": world_size, "backend": args.backend, "device": str(device),
+        progress({"event": "start", "world_size": run.world_size, "backend": args.backend, "device": str(device),
                   "preset": args.preset, "steps": args.steps, "batch_size": args.batch_size,
                   "seq_len": cfg.seq_len, "params": sum(p.numel() for p in params.values())}, args.out)
 
     data = make_source(args.data, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len,
                        batch_size=args.batch_size, seed=args.seed)
+    ga, hooks = args.grad_accum, args.comm_schedule == "hooks"
     tokens_per_step = args.batch_size * cfg.seq_len
-    ga = args.grad_accum
-    # Without a recorder (--trace off) on CUDA each loss is read one step late (lag 1): the host launches
-    # step s+1, then waits for step s's loss through a PendingScalar (its own event, not the whole stream),
-    # so the GPU never idles while the host launches a step. A recorder resolves its CUDA events at every
-    # step end anyway, and a step record carries its own loss, so traced runs read at lag 0.
-    lag = 1 if args.trace == "off" and device.type == "cuda" else 0
-    unread: list[tuple[int, PendingScalar, int]] = []  # (step, summed loss on its way, start ns), not read yet
-    last_read_ns = 0
-    # Pipelined, a step's period is timed on the device, from the previous step's loss event (or the first
-    # step's start) to its own: the host reads a loss one launch late, so the gap between two reads is the
-    # next step's launch, and the last step, with no launch after it, would show only its final wait.
-    last_event = None
-
-    def read_loss(step: int, summed: PendingScalar, t0: int) -> float:
-        nonlocal last_read_ns, last_event
-        before = time.perf_counter_ns()
-        global_loss = summed.item() / world_size
-        now = time.perf_counter_ns()
-        if lag and last_event is not None:
-            step_ms = last_event.elapsed_time(summed.event)
-            last_event = summed.event
-        else:  # since the step started, or since the previous loss arrived (host time)
-            step_ms = (now - max(t0, last_read_ns)) / 1e6
-        last_read_ns = now
-        state["last_step"] = step
-        if rank == 0:
-            # wait_ms: how long the host waited for the loss; near 0 with --trace off means the host, not
-            # the device, sets the pace (or something inside the step synchronized)
-            progress({"event": "step", "step": step, "loss": global_loss, "step_ms": step_ms,
-                      "tokens_per_s": tokens_per_step / (step_ms / 1e3), "wait_ms": (now - before) / 1e6},
-                     args.out)
-        return global_loss
-
-    def device_batches(step: int) -> list[tuple[torch.Tensor, torch.Tensor]] | Exception:
-        """This rank's (inputs, targets) of each micro-step of `step`, on the device (copies queued); a
-        failure is returned, to be raised when `step` begins: bad data fails its own step, not the one
-        that made it early."""
-        try:
-            inputs, targets = data.global_batch(step)
-            return [tuple(to_device(rank_slice(t, rank, world_size, m, ga), device) for t in (inputs, targets))
-                    for m in range(ga)]
-        except Exception as e:  # noqa: BLE001 - re-raised as it was, one step later
-            return e
-
-    upcoming = device_batches(0) if args.steps > 0 else []
+    losses = LossReader(args, run, tokens_per_step, lag=1 if args.trace == "off" and device.type == "cuda" else 0)
+    upcoming = device_batches(data, 0, run, ga, device) if args.steps > 0 else []
     try:
         for s in range(args.steps):
             t0 = time.perf_counter_ns()
-            if lag and s == 0:
-                last_event = torch.cuda.Event(enable_timing=True)
-                last_event.record()
+            losses.begin(s)
             batches, upcoming = upcoming, []
             if isinstance(batches, Exception):
                 raise batches
@@ -317,69 +353,63 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
                 opt.zero_grad()
                 # Every rank's loss is a mean over an equal share of the batch, so the global mean is sum / ws.
                 rec.collective(dist.all_reduce, local_loss, label="loss", phase="metric").wait()
-                unread.append((s, PendingScalar(local_loss, timing=bool(lag)), t0))
+                losses.queue(s, local_loss, t0)
                 # The next step's batch is made (and its copies queued) while the device still runs this
-                # one: made after the loss read (a synchronization when traced), it would sit between two
-                # steps with the GPU idle, 3.8 ms a step and 12-17 ms in a third of the steps of a traced
-                # speedrun on an H200 (host stalls in numpy and pin_memory; docs/benchmarks.md).
+                # one: made after the loss read (a synchronization when traced), it sat between two steps
+                # with the GPU idle, 3.8 ms a step and 12-17 ms in a third of the steps of a traced
+                # speedrun on an H200 (host stalls in numpy and pin_memory; docs/benchmarks.md, session 19).
                 if s + 1 < args.steps:
-                    upcoming = device_batches(s + 1)
-                while len(unread) > lag:
-                    done = unread.pop(0)
-                    loss_value = read_loss(*done)
-                    if done[0] == s:
-                        st.loss = loss_value
+                    upcoming = device_batches(data, s + 1, run, ga, device)
+                loss_value = losses.read_due(s)
+                if loss_value is not None:
+                    st.loss = loss_value
                 st.tokens = tokens_per_step
     except BaseException:
         with contextlib.suppress(Exception):  # the finished steps before a failing one keep their losses
-            while unread:
-                read_loss(*unread.pop(0))
+            losses.read_all()
         raise
-    while unread:
-        read_loss(*unread.pop(0))
+    losses.read_all()
 
 
-def finish(args: argparse.Namespace, rank: int, state: dict, status: str, error: str | None) -> None:
+def finish(args: argparse.Namespace, run: RankRun, status: str, error: str | None) -> None:
     """Leave this rank's last words: stop the watchdog, close the recorder (which writes in-flight
     collectives on an abnormal end, and status.json) and make sure status.json exists (--trace off, or a
     recorder that failed). Runs once, on the main thread or the TermGuard."""
-    rec = state["rec"]
-    if state.get("watchdog") is not None:
-        state["watchdog"].stop()
-    if rec is not None:
+    if run.watchdog is not None:
+        run.watchdog.stop()
+    if run.rec is not None:
         try:
-            rec.close(status, error)
+            run.rec.close(status, error)
         except Exception:  # noqa: BLE001 - the status below still has to be written
             traceback.print_exc()
-    if not os.path.exists(os.path.join(args.out, f"rank{rank}", "status.json")):
-        write_status(os.path.join(args.out, f"rank{rank}"), status, error, state["last_step"])
+    if not os.path.exists(os.path.join(args.out, rank_dir_name(run.rank), STATUS)):
+        write_status(os.path.join(args.out, rank_dir_name(run.rank)), status, error, run.last_step)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from commscope.recording.termguard import TermGuard
 
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    state: dict = {"last_step": -1, "rec": None, "pg": False}
+    run = RankRun(rank=int(os.environ.get("RANK", "0")), local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+                  world_size=int(os.environ.get("WORLD_SIZE", "1")))
+    rank = run.rank
     try:
         args = parse_args(argv)
     except UserError as e:
         print(f"commscope: error: {e}", file=sys.stderr)
         return 2
-    os.makedirs(os.path.join(args.out, f"rank{rank}"), exist_ok=True)
+    os.makedirs(os.path.join(args.out, rank_dir_name(rank)), exist_ok=True)
     signal.signal(signal.SIGTERM, _on_sigterm)
 
     def stuck(signum: int) -> None:  # SIGTERM while the main thread sits in a collective's C++ wait
         error = f"Terminated: terminated by signal {signum} while blocked in C++ (e.g. a collective's wait)"
         print(f"commscope: rank {rank}: {error}", file=sys.stderr)
-        finish(args, rank, state, "failed", error)
+        finish(args, run, "failed", error)
 
     guard = TermGuard(stuck).start()
     status, error, code = "completed", None, 0
     try:
-        check_args(args, world_size)
-        train(args, rank, local_rank, world_size, state)
+        check_args(args, run.world_size)
+        train(args, run)
     except BaseException as e:  # noqa: BLE001 - every way out must leave a status behind
         # The launcher's SIGTERM (sent to all ranks when one fails) must not cut this cleanup short and
         # leave no status.json (doctor would read that as a crash); SIGKILL still ends a stuck cleanup.
@@ -394,8 +424,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not guard.claim("main"):  # the guard thread wrote this rank's status (claim waited for it)
         return 128 + signal.SIGTERM
     guard.stop()
-    finish(args, rank, state, status, error)
-    if state["pg"] and status == "completed":
+    finish(args, run, status, error)
+    if run.pg and status == "completed":
         import torch.distributed as dist
 
         dist.destroy_process_group()

@@ -12,7 +12,7 @@ import torch.distributed as dist
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from commscope import faults
+from instrumented_model import faults
 from commscope.errors import UserError
 from commscope.recording.api import NullRecorder
 from commscope.recording.watchdog import Watchdog, write_inflight

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from commscope.analyze.doctor import diagnose_path
-from commscope.launch import Topology, launch_training
+from instrumented_model.launcher import Topology, launch_training
 from commscope.load import load_path
 
 pytestmark = pytest.mark.slow

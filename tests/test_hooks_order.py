@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from commscope.cli import app
 from commscope.errors import UserError
-from commscope.analyze.hooks_order import capture_run, load_hook_orders
+from commscope.analyze.hooks_order import load_hook_orders
+from commscope.commands.hooks import capture_run
 from commscope.recording import Recorder
 
 

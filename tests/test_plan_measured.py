@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from commscope.cli import app
 from commscope.errors import UserError
-from commscope.plan.measured import calibrate
+from instrumented_model.planning import calibrate
 from rundirs import write_run
 
 MS = 1_000_000

@@ -16,17 +16,9 @@ import torch
 from rich.console import Console
 
 from commscope.errors import UserError
-from commscope.launch import (
-    RunProgress,
-    progress_from_file,
-    Topology,
-    _ranges,
-    launch_training,
-    describe,
-    overall_status,
-    prepare_run_dir,
-    rank_statuses,
-)
+from instrumented_model.launcher import Topology, launch_training, prepare_run_dir
+from instrumented_model.run_summary import RunProgress, describe, overall_status, progress_from_file, rank_statuses
+from reports.run_terminal import _ranges
 
 SUMMARY_KEYS = {"schema_version", "status", "world_size", "backend", "device", "preset", "steps", "head_layout",
                 "comm_schedule", "losses", "step_times_ms", "tokens_per_s", "ranks", "exit_code", "message"}
@@ -76,7 +68,8 @@ def test_summary_progress_comes_from_rank0s_file_and_skips_a_torn_last_line(tmp_
 
 
 def test_summary_table_gives_the_median_step_beside_the_mean():
-    from commscope.launch import print_summary
+    from instrumented_model.run_summary import step_stats
+    from reports.run_terminal import print_run_summary
 
     times = [5000.0, 80.0, 81.0, 82.0, 120.0]  # warm-up, three steady steps, one slow one
     tokens = 49152
@@ -85,7 +78,7 @@ def test_summary_table_gives_the_median_step_beside_the_mean():
                "tokens_per_s": tokens * 4 / (sum(times[1:]) / 1e3), "ranks": {"0": "completed"},
                "message": "1 ranks completed 5 steps"}
     con = Console(record=True, width=200)
-    print_summary(con, summary, "/tmp/x")
+    print_run_summary(con, summary, "/tmp/x", step_stats(summary))
     text = con.export_text()
     assert "90.8 ms (excluding step 0)" in text  # the mean, pulled up by the slow step
     assert f"81.5 ms, {tokens / 0.0815:,.0f} tokens/s" in text  # median of 80, 81, 82, 120

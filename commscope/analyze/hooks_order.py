@@ -91,14 +91,3 @@ def load_hook_orders(path: str | os.PathLike) -> HookOrders:
 
     return hook_orders_from_trace(load_path(os.fspath(path)))
 
-
-def capture_run(out: Path, nproc: int = 2, steps: int = 2, grad_accum: int = 2, extra: list[str] | None = None) -> None:
-    """A short traced run of the reference trainer into `out` (the launcher `commscope run` uses, quietly)."""
-    from rich.console import Console
-
-    from commscope.launch import Topology, launch_training
-
-    argv = ["--steps", str(steps), "--grad-accum", str(grad_accum), *(extra or [])]
-    summary = launch_training(argv, Topology(nproc), str(out), console=Console(quiet=True))
-    if summary["status"] != "completed":
-        raise UserError(f"capture run failed ({summary['status']}): {summary['message']}")

@@ -12,7 +12,19 @@ from typing import Optional
 import orjson
 import typer
 
-from commscope.analyze.hooks_order import capture_run, load_hook_orders
+from commscope.analyze.hooks_order import load_hook_orders
+from commscope.commands.run import launcher
+from commscope.errors import UserError
+
+
+def capture_run(out: Path, nproc: int = 2, steps: int = 2, grad_accum: int = 2, extra: list[str] | None = None) -> None:
+    """A short traced run of the reference trainer into `out` (the launcher `commscope run` uses, quietly)."""
+    from rich.console import Console
+
+    argv = ["--steps", str(steps), "--grad-accum", str(grad_accum), *(extra or [])]
+    summary = launcher().launch_training(argv, launcher().Topology(nproc), str(out), console=Console(quiet=True))
+    if summary["status"] != "completed":
+        raise UserError(f"capture run failed ({summary['status']}): {summary['message']}")
 
 
 def register(app: typer.Typer) -> None:

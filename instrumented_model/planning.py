@@ -1,6 +1,12 @@
-"""Calibrate the planner's time model from a recorded run's `update:<label>` region timings.
+"""What `commscope plan` needs from the trainer: a preset's matrix shapes, and the planner's time model
+calibrated from a recorded run's `update:<label>` region timings.
 
-The reference optimizer times each bank's update inside `recorder.region("update:attn")` /
+`commscope plan` reaches this module through its command module only (the profiler never imports the
+trainer elsewhere); the planning algorithms themselves are the library `commscope.plan`, which the
+trainer imports and which knows nothing of the trainer.
+
+The calibration reads the reference optimizer's own timings, so it lives with the trainer. The optimizer
+times each bank's update inside `recorder.region("update:attn")` /
 `("update:mlp")`; in the run's bank layout every rank updates bank_size / world_size matrices of one
 shape (padding included), so one matrix of that shape takes duration / matrices_per_rank. The median over
 (rank, step) is used (the first step is dropped when there are more: it carries warm-up and compilation).
@@ -19,6 +25,14 @@ import pandas as pd
 
 from commscope.errors import UserError
 from commscope.plan.matrices import Matrix, buckets, matrices_for_config
+from instrumented_model.config import make_config
+
+
+def preset_matrices(preset: str, world_size: int) -> list[Matrix]:
+    """The preset's NorMuon matrices. A world size the trainer cannot shard the banks over is still
+    plannable (whole-matrix ownership does not need even bank chunks); the `bank` strategy then reports
+    itself unavailable."""
+    return matrices_for_config(make_config(preset, world_size, check_shards=False))
 
 
 def _run_matrices(trace) -> list[Matrix]:
@@ -30,7 +44,6 @@ def _run_matrices(trace) -> list[Matrix]:
     preset = (cfg.get("args") or {}).get("preset") or (trace.config.get("summary") or {}).get("preset")
     if not preset:
         raise UserError(f"{trace.path}: config.json has no model dimensions or preset to calibrate from")
-    from instrumented_model.config import make_config
     return matrices_for_config(make_config(preset, trace.world_size))
 
 

@@ -1,0 +1,62 @@
+"""`commscope plan`'s terminal output: it renders a plan made by commscope.plan (the JSON-shaped dict
+`commscope plan --json` prints) and computes nothing but its layout."""
+from __future__ import annotations
+
+from rich.bar import Bar
+from rich.console import Console
+from rich.table import Table
+
+
+def _mb(b: float) -> str:
+    return f"{b / 2 ** 20:,.1f} MiB"
+
+
+def print_plan(plan: dict, console: Console) -> None:
+    """The strategies table, a per-rank bar chart per strategy, and the measured / TP notes when present."""
+    n_pad = sum(m["padding"] for m in plan["matrices"])
+    console.print(f"{len(plan['matrices'])} matrices ({n_pad} padding) over {plan['world_size']} ranks; "
+                  f"balancing cost: {plan['cost']}; alpha {plan['alpha']}; time model: {plan['time_model']}")
+    t = Table(title="Strategies (makespan: slowest rank's predicted optimizer time)")
+    for h in ("strategy", "max/mean", "padding waste", "makespan ms", "max recv", "max send", "collective"):
+        t.add_column(h, justify="left" if h == "strategy" else "right")
+    for name, s in plan["strategies"].items():
+        t.add_row(name, f"{s['max_over_mean']:.4f}", f"{s['padding_waste']:.1%}",
+                  f"{s['predicted_makespan_ms']:.4f}", _mb(max(s["recv_bytes"])), _mb(max(s["send_bytes"])),
+                  _mb(s["collective_bytes"]))
+    console.print(t)
+    top = max(max(s["per_rank_ms"]) for s in plan["strategies"].values()) or 1.0
+    for name, s in plan["strategies"].items():
+        bars = Table(title=f"{name}: per-rank optimizer time (ms)", show_header=False, box=None)
+        bars.add_column("rank", justify="right")
+        bars.add_column("bar", width=50)
+        bars.add_column("ms", justify="right")
+        bars.add_column("matrices", justify="right")
+        owned = [0] * plan["world_size"]
+        for r in s["assignment"].values():
+            owned[r] += 1
+        for r, ms in enumerate(s["per_rank_ms"]):
+            pad = s["padding_per_rank"][r]
+            bars.add_row(f"rank {r}", Bar(top, 0, ms, width=50), f"{ms:.4f}",
+                         f"{owned[r]}" + (f" + {pad} pad" if pad else ""))
+        console.print(bars)
+    for name, why in plan["unavailable"].items():
+        console.print(f"{name}: unavailable ({why})")
+    if "measured" in plan:
+        m = plan["measured"]
+        console.print(f"measured ({m['run']}, {m['steps']} steps, median): optimizer makespan "
+                      f"{m['measured_makespan_ms']:.4f} ms; predicted for the run's bank layout "
+                      f"{m['predicted_bank_makespan_ms']:.4f} ms")
+    if "tp" in plan:
+        tp = plan["tp"]
+        console.print(f"TP {tp['tp']}: {tp['group_count']} micro-groups (capacity {_mb(tp['capacity_bytes'])}), "
+                      f"gather {_mb(tp['gather_bytes'])} + scatter {_mb(tp['scatter_bytes'])}, "
+                      f"predicted makespan {tp['predicted_makespan_ms']:.4f} ms")
+        g = Table(title="micro-groups")
+        for h in ("group", "matrices", "hosts", "bytes", "gather", "scatter", "compute ms"):
+            g.add_column(h, justify="right")
+        for grp in tp["groups"]:
+            g.add_row(str(grp["group"]), str(len(grp["matrices"])),
+                      " ".join(str(h) for h in sorted(set(grp["hosts"]))), _mb(grp["bytes"]),
+                      _mb(grp["gather_bytes"]), _mb(grp["scatter_bytes"]), f"{grp['compute_ms']:.4f}")
+        console.print(g)
+        console.print("per-rank compute ms: " + ", ".join(f"{x:.4f}" for x in tp["per_rank_ms"]))

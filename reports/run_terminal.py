@@ -1,0 +1,96 @@
+"""`commscope run`'s terminal output: the live training bar, the run summary table and a failed run's
+one-paragraph verdict. Each function renders what the launcher hands it (rank 0's progress records, the
+summary.json document with its step statistics, the doctor's diagnosis) and computes nothing but layout.
+"""
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+class LiveProgress:
+    """The live bar fed with rank 0's step records; other ranks' `commscope:` notes print above it."""
+
+    def __init__(self, console: Console, total: int):
+        self._bar = Progress(
+            TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[ms]} ms/step"),
+            TextColumn("{task.fields[tps]} tok/s"), TimeElapsedColumn(), console=console,
+        )
+        self._total = total
+        self._task = None
+
+    def __enter__(self) -> "LiveProgress":
+        self._bar.__enter__()
+        self._task = self._bar.add_task("train", total=self._total, loss="-", ms="-", tps="-")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.__exit__(*exc)
+
+    def step(self, rec: dict) -> None:
+        self._bar.update(self._task, completed=rec["step"] + 1, loss=f"{rec['loss']:.4f}",
+                         ms=f"{rec['step_ms']:.1f}", tps=f"{rec['tokens_per_s']:,.0f}")
+
+    def note(self, line: str) -> None:
+        self._bar.console.print(line.rstrip(), markup=False, highlight=False)
+
+
+def print_run_dir(console: Console, out: str) -> None:
+    console.print(f"run directory: [bold]{out}[/]")
+
+
+def print_run_summary(console: Console, summary: dict, out: str, stats: dict) -> None:
+    """The summary table; `stats` is the launcher's step-time figures (run_summary.step_stats)."""
+    ok = summary["status"] == "completed"
+    t = Table(title=f"commscope run: [{'green' if ok else 'red'}]{summary['status']}[/]", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    losses = summary["losses"]
+    t.add_row("ranks", f"{summary['world_size']} × {summary['device']} ({summary['backend']}), preset {summary['preset']}")
+    t.add_row("steps", f"{len(losses)} / {summary['steps']}")
+    if losses:
+        t.add_row("loss", f"{losses[0]:.4f} → {losses[-1]:.4f}")
+    if stats:
+        t.add_row("mean step time", f"{stats['mean_ms']:.1f} ms" + (" (excluding step 0)" if stats["excludes_step0"] else ""))
+    if summary["tokens_per_s"]:
+        t.add_row("tokens/s", f"{summary['tokens_per_s']:,.0f}")
+    if "median_ms" in stats:
+        t.add_row("median step", f"{stats['median_ms']:.1f} ms, {stats['median_tokens_per_s']:,.0f} tokens/s")
+    by_status: dict[str, list[str]] = {}
+    for r, s in summary["ranks"].items():
+        by_status.setdefault(s, []).append(r)
+    t.add_row("rank status", ", ".join(f"{s}: {_ranges(rs)}" for s, rs in by_status.items()))
+    t.add_row("message", escape(summary["message"]))  # rank errors hold [file:line] that is not markup
+    console.print(t)
+    if not ok:
+        console.print(f"output of all ranks: {os.path.join(out, 'launcher.log')}")
+    console.print(f"next: [bold]commscope report {out}[/]")
+
+
+def print_run_verdict(console: Console, out: str, diagnosis) -> None:
+    """`commscope doctor`'s one-paragraph verdict on a failed run, or a note saying why there is none
+    (`diagnosis` is then the error the doctor raised)."""
+    if isinstance(diagnosis, Exception):
+        console.print(f"commscope doctor could not diagnose {out}: {diagnosis}", highlight=False)
+        return
+    culprits = ",".join(map(str, diagnosis.culprit_ranks)) or "-"
+    console.print(f"[bold red]{diagnosis.verdict}[/] (culprit rank(s) {culprits}): {escape(diagnosis.summary)} "
+                  f"Details: [bold]commscope doctor {out}[/]", highlight=False)
+
+
+def _ranges(ranks: list[str]) -> str:
+    """'0-3,5' style list of ranks."""
+    nums = sorted(map(int, ranks))
+    parts, i = [], 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(f"{nums[i]}-{nums[j]}" if j > i else f"{nums[i]}")
+        i = j + 1
+    return ",".join(parts)
