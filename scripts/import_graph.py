@@ -1,12 +1,13 @@
 """The import graph between commscope's packages, read from the source (AST), and its rule checks.
 
-Usage:  python scripts/import_graph.py            # mermaid graph for docs/architecture.md
+Usage:  python scripts/import_graph.py            # print the mermaid graph
+        python scripts/import_graph.py --write    # put it into docs/architecture.md between its markers
         python scripts/import_graph.py --check    # exit 1 if a rule below is broken
 
 A node is a package (commscope.recording, commscope.load, ..., reports, instrumented_model); an edge A -> B
-means some module of A imports a module of B. Only imports at a module's top level count as edges of the
-graph; the rules also look at imports inside functions, where the one-way flow could otherwise be
-bypassed quietly.
+means some module of A imports a module of B when it is imported; a dotted edge A -.-> B, that some
+function of A imports B when it is called (a lazy import: the command layer's seams to the trainer and the
+renderers). The rules look at both kinds, where the one-way flow could otherwise be bypassed quietly.
 
 Rules (docs/architecture.md):
 - no cycle between packages;
@@ -71,9 +72,10 @@ def imports(path: Path) -> list[tuple[str, bool]]:
     return found
 
 
-def graph() -> tuple[dict[str, set[str]], list[str]]:
-    """Package edges from top-level imports, and rule violations (over all imports)."""
+def graph() -> tuple[dict[str, set[str]], dict[str, set[str]], list[str]]:
+    """Package edges of imports at import time, of lazy imports only, and rule violations."""
     edges: dict[str, set[str]] = defaultdict(set)
+    lazy: dict[str, set[str]] = defaultdict(set)
     problems = []
     for top in TOP:
         for path in sorted((ROOT / top).rglob("*.py")):
@@ -82,13 +84,15 @@ def graph() -> tuple[dict[str, set[str]], list[str]]:
             edges.setdefault(src_pkg, set())
             for target, at_top in imports(path):
                 dst_pkg = package_of(target)
-                if at_top and dst_pkg != src_pkg:
-                    edges[src_pkg].add(dst_pkg)
+                if dst_pkg != src_pkg:
+                    (edges if at_top else lazy)[src_pkg].add(dst_pkg)
                 if src_mod.startswith("commscope") and not src_mod.startswith(COMMAND_LAYER) \
                         and target.split(".")[0] in ("reports", "instrumented_model"):
                     problems.append(f"{path.relative_to(ROOT)} imports {target} (only the command layer may)")
     problems += [f"import cycle: {' -> '.join(c)}" for c in cycles(edges)]
-    return edges, problems
+    for src in lazy:
+        lazy[src] -= edges.get(src, set())
+    return edges, lazy, problems
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -123,25 +127,44 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def mermaid(edges: dict[str, set[str]]) -> str:
+def mermaid(edges: dict[str, set[str]], lazy: dict[str, set[str]]) -> str:
+    """The graph in mermaid, without the edges into commscope.errors (every package raises UserError)."""
     lines = ["```mermaid", "graph LR"]
-    for src in sorted(edges):
-        for dst in sorted(edges[src]):
-            lines.append(f"  {src.replace('.', '_')}[{src}] --> {dst.replace('.', '_')}[{dst}]")
+    for kind, arrow in ((edges, "-->"), (lazy, "-.->")):
+        for src in sorted(kind):
+            for dst in sorted(kind[src]):
+                if dst != "commscope.errors" and src != "commscope.__main__":
+                    lines.append(f"  {src.replace('.', '_')}[{src}] {arrow} {dst.replace('.', '_')}[{dst}]")
     lines.append("```")
     return "\n".join(lines)
+
+
+DOC = ROOT / "docs" / "architecture.md"
+BEGIN, END = "<!-- import-graph:begin -->", "<!-- import-graph:end -->"
+
+
+def with_graph(doc: str, graph_text: str) -> str:
+    """`doc` with the text between the import-graph markers replaced by `graph_text`."""
+    head, rest = doc.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{graph_text}\n{END}{tail}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="check the rules instead of printing the graph")
+    parser.add_argument("--write", action="store_true", help="write the graph into docs/architecture.md")
     args = parser.parse_args()
-    edges, problems = graph()
+    edges, lazy, problems = graph()
     if args.check:
         for p in problems:
             print(p, file=sys.stderr)
         return 1 if problems else 0
-    print(mermaid(edges))
+    text = mermaid(edges, lazy)
+    if args.write:
+        DOC.write_text(with_graph(DOC.read_text(), text))
+    else:
+        print(text)
     return 0
 
 

@@ -1,0 +1,56 @@
+"""The package structure docs/architecture.md describes holds in the source.
+
+scripts/import_graph.py reads every import (AST) of commscope/, reports/ and instrumented_model/; these
+tests fail on an import cycle between packages, on a library module that reaches the trainer or the
+renderers outside the command layer, and on a graph in docs/architecture.md that no longer matches.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
+import_graph = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(import_graph)
+
+
+def test_no_cycles_and_only_the_command_layer_reaches_trainer_and_renderers():
+    edges, lazy, problems = import_graph.graph()
+    assert problems == []
+    assert "instrumented_model" in lazy["commscope.commands"] and "reports" in lazy["commscope.commands"]
+    library = [p for p in edges if p.startswith("commscope") and p not in ("commscope.commands", "commscope.cli")]
+    assert all(not ({"reports", "instrumented_model"} & (edges[p] | lazy.get(p, set()))) for p in library)
+
+
+def test_the_rules_catch_a_library_module_importing_the_trainer(tmp_path, monkeypatch):
+    """The check can fail: a copy of the tree whose loader imports the trainer breaks the rule."""
+    for top in import_graph.TOP:
+        shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    bad = tmp_path / "commscope" / "load" / "bad.py"
+    bad.write_text("from instrumented_model import train\n")
+    monkeypatch.setattr(import_graph, "ROOT", tmp_path)
+    _, _, problems = import_graph.graph()
+    assert problems[0] == "commscope/load/bad.py imports instrumented_model (only the command layer may)"
+    # and the new edge closes a loop: the trainer's launcher renders through reports, which read the loader
+    assert any(p.startswith("import cycle:") and "commscope.load" in p for p in problems[1:])
+
+
+def test_a_cycle_is_reported():
+    assert import_graph.cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_architecture_doc_shows_the_current_graph():
+    edges, lazy, _ = import_graph.graph()
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert import_graph.with_graph(doc, import_graph.mermaid(edges, lazy)) == doc, \
+        "run: python scripts/import_graph.py --write"
+
+
+def test_check_exit_code():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "import_graph.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
