@@ -153,7 +153,10 @@ def _parse(path: str, with_ops: bool) -> dict:
     hta_cutoff = int(max(step_starts)) if step_starts else None
     regions_src = ann[~is_step]
 
-    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos, steps)
+    comm_notes: list[str] = []
+    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos, steps,
+                                     comm_notes)
+    problems += [f"{path}: {n}" for n in comm_notes]
     ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launch_pos, l_ext) if with_ops else None
     # Frames from columns in contract order, steps included: built once (frame() keeps them as they are)
     r_start = regions_src["start_ns"].to_numpy()

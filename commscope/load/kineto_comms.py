@@ -37,17 +37,19 @@ COLLECTIVE_COLS = COLUMNS["collectives"]
 
 
 def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFrame, ops_all: pd.DataFrame,
-                op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray, steps: pd.DataFrame
-                ) -> pd.DataFrame:
+                op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray, steps: pd.DataFrame,
+                problems: list[str] | None = None) -> pd.DataFrame:
     """The rank's `collectives` frame (contract columns, steps assigned from `steps`). `launch_pos`: per
     kernel, the row of its launch in `launches` (frames.match_positions), −1 if none. `di`: the
-    distributedInfo as kineto._identity checked it (`world_size` NaN where unknown)."""
+    distributedInfo as kineto._identity checked it (`world_size` NaN where unknown). What was left out
+    is said in `problems`."""
     pgs = {str(p.get("pg_name")): p for p in (di.get("pg_config") or []) if isinstance(p, dict)}
     is_rpc = ops_all["name"].to_numpy() == "record_param_comms"  # numpy: 5× less overhead than a Series ==
     comm_k = kernels[kernels["is_comm"]] if len(kernels) else kernels
     if is_rpc.any() or len(comm_k):
         comm_pos = launch_pos[kernels["is_comm"].to_numpy(bool)] if len(kernels) else launch_pos
-        rows = _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations)
+        rows = _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations,
+                     problems if problems is not None else [])
     else:
         rows = _gloo(rank, di, pgs, ops_all, op_args)
     if not rows:
@@ -165,7 +167,7 @@ def _num(v) -> float | int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations) -> list[dict]:
+def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations, problems) -> list[dict]:
     rpc = ops_all[is_rpc]
     rpc_args = [op_args[i] for i in np.flatnonzero(is_rpc)]
     named = np.array(["Collective name" in a for a in rpc_args], dtype=bool)
@@ -197,11 +199,15 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
             else:
                 span[o] = [s_, e_, st]
     stream_group: dict = {}
+    anonymous = 0
     r_start, r_end, r_tid = rpc["start_ns"].tolist(), rpc["end_ns"].tolist(), rpc["tid"].tolist()
     for i, a in enumerate(rpc_args):
         name = str(a.get("Collective name", wrapper.get(i, "unknown")))
-        if name.lower() in _NOT_COLLECTIVES or (name == "unknown" and i not in span):
-            continue  # a wait, or a record that neither names a collective nor launched a kernel
+        if name.lower() in _NOT_COLLECTIVES:
+            continue
+        if name == "unknown" and i not in span:  # may as well be a wait: nothing says it communicated
+            anonymous += 1
+            continue
         op = normalize_op(name)
         dt = a.get("dtype")
         n_in, n_out = _num(a.get("In msg nelems")), _num(a.get("Out msg nelems"))
@@ -225,6 +231,10 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
             r.update(start_ns=s_, end_ns=e_, stream=st)
             stream_group.setdefault(st, group)
         rows.append(r)
+    if anonymous:
+        problems.append(f"{anonymous} record_param_comms op(s) name no collective (no 'Collective "
+                        "name', no c10d/nccl wrapper) and launched no kernel in the trace: not counted as "
+                        "collectives")
     default_group = next(iter(pgs)) if len(pgs) == 1 else None
     unowned = np.flatnonzero(owner < 0)
     for name, stream, s_, e_ in zip(k["name"].to_numpy()[unowned].tolist(), k["stream"].to_numpy()[unowned].tolist(),

@@ -64,6 +64,13 @@ class Events:
 
 def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
     """Events of the trace whose bytes are `raw`; `with_ops` also fills `o_strides` / `o_types`."""
+    # the typed decoder skips fields it does not read without checking their text: JSON is UTF-8, and a
+    # file that is not is refused whole (isascii is a fast scan; only other text is decoded to check it)
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{path} is not UTF-8 text") from None
     try:
         doc = (_SHAPE_DOC if with_ops else _DOC).decode(raw)
     except msgspec.DecodeError:  # includes ValidationError: not the shape the typed reader expects
@@ -388,8 +395,8 @@ def _decode_lenient(path: str, raw: bytes) -> Any:
         import json
 
         try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):  # not JSON even so: decode_json's message stands
+            return json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError):  # not UTF-8 JSON even so: decode_json's message stands
             raise err from None
 
 
