@@ -95,7 +95,7 @@ def test_cli_json_shape(tmp_path):
     res = CliRunner().invoke(app, ["layout", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert set(doc) == {"device", "findings", "contention"}
+    assert set(doc) == {"device", "findings", "contention", "notes"} and doc["notes"] == []
     assert doc["device"] == "NVIDIA H100 80GB HBM3"
     f = doc["findings"][0]
     for key in ("op", "kernel", "dims", "strides", "duration_us", "achieved_gbps", "peak_gbps", "est_saving_us",

@@ -35,7 +35,6 @@ def js(doc):
     ({"rank0.json": js(trace_doc(0))[:-20]}, "not valid JSON"),
     ({"rank0.json": b""}, "is empty"),
     ({"rank0.json.gz": b"\x1f\x8b\x08garbage"}, "not a valid gzip"),
-    ({"rank0.json": js(trace_doc(0, with_di=False))}, "no distributedInfo"),
     ({"rank0.json": js(trace_doc(0)), "rank0b.json": js(trace_doc(0))}, "rank 0 appears twice"),
     ({"rank0.json": js(trace_doc(0, 2)), "rank1.json": js(trace_doc(1, 4))}, "disagree on world_size"),
     ({"rank0.json": b'{"traceEvents": "\xff\xfe"}'}, "not UTF-8"),
@@ -50,6 +49,15 @@ def test_bad_kineto_dirs(tmp_path, files, message):
     with pytest.raises(UserError, match=message) as e:
         load_path(d, workers=1)
     assert "\n" not in str(e.value)
+
+
+def test_no_distributed_info_loads_with_the_rank_of_the_file_name(tmp_path):
+    d = str(tmp_path / "in")
+    write(d, "job_rank-3.json", js(trace_doc(0, with_di=False)))
+    tr = load_path(d, workers=1)
+    assert tr.ranks == [3] and tr.world_size == 4
+    assert any("rank 3 from the file name" in p for p in tr.problems)
+    assert any("world size is unknown" in p and "taken as 4" in p for p in tr.problems)
 
 
 def test_missing_path_and_non_trace_file(tmp_path):

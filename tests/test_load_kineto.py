@@ -176,7 +176,7 @@ def test_typed_and_generic_readers_agree(name):
     # without ops the typed reader skips shapes it does not need, and only them
     lean = _events_of(path, with_ops=False)
     assert lean["o_strides"] == [] and lean["o_types"] == []
-    coll = [n.startswith(("c10d::", "gloo:")) for n in typed["o_name"]]
+    coll = [n.startswith(("c10d::", "gloo:")) or n == "record_param_comms" for n in typed["o_name"]]
     assert lean["o_dims"] == [d if c else None for d, c in zip(typed["o_dims"], coll)]
     if name == "gloo":
         assert any(d for d, c in zip(lean["o_dims"], coll) if c)  # gloo pairing has its shapes

@@ -113,6 +113,10 @@ def compare(trace: Trace, summary: dict) -> dict:
     if not len(trace.kernels):
         return {"status": "skipped", "reason": "HTA analyzes GPU activity (events with args.stream); this "
                                                "trace has no GPU kernels"}
+    several = sorted(r for r, fs in (trace.config.get("rank_files") or {}).items() if len(fs) > 1)
+    if several:
+        return {"status": "skipped", "reason": f"rank(s) {several[:8]} have several profiling windows (files); "
+                                               "HTA reads one file per rank"}
     files = trace_files(trace)
     if not files:
         return {"status": "skipped", "reason": "no Kineto trace files to give HTA"}

@@ -84,7 +84,9 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
     if ops is not None and not ops.empty:
         gen = parsed[parsed["kind"] == "generic"]
         cand = ops[ops["external_id"].isin(set(gen["external_id"]))]
-        shaped = cand[cand["dims"].map(lambda d: isinstance(d, list) and any(isinstance(x, list) and x for x in d))]
+        # a boolean mask even when no op qualifies (an empty object Series would select columns)
+        has_shape = cand["dims"].map(lambda d: isinstance(d, list) and any(isinstance(x, list) and x for x in d))
+        shaped = cand[has_shape.to_numpy(dtype=bool)]
         explained = set(zip(shaped["rank"], shaped["external_id"]))
     device_peak = peak_gbps if peak_gbps is not None else known_copy_gbps(device_name)
     vec = parsed[parsed["kind"] == "vectorized"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -32,9 +32,10 @@ class LayoutReport:
     findings: pd.DataFrame     # FINDING_COLUMNS, high-confidence first, then by duration
     contention: pd.DataFrame   # CONTENTION_COLUMNS
     device: str | None
+    notes: list[str] = field(default_factory=list)  # what the input lacks for these checks
 
     def to_json(self) -> dict[str, Any]:
-        return {"device": self.device,
+        return {"device": self.device, "notes": list(self.notes),
                 "findings": [_clean({k: r[k] for k in JSON_FINDING_KEYS}) for _, r in self.findings.iterrows()],
                 "contention": [_clean(dict(r)) for _, r in self.contention.iterrows()]}
 
@@ -80,8 +81,14 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
     findings = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FINDING_COLUMNS)
     contention = find_sm_contention(trace.collectives, trace.kernels, device_limits(trace.config),
                                     min_inflation=min_inflation)
+    notes = []
+    if not trace.ops["dims"].map(lambda d: isinstance(d, list) and any(d)).any():
+        notes.append("No recorded shapes (torch.profiler record_shapes=False): stride/layout findings need them, "
+                     "so only kernel-name evidence is checked.")
+    if trace.kernels.empty:
+        notes.append("No GPU kernels: kernel-only layout evidence and SM contention do not apply.")
     return LayoutReport(findings, contention if len(contention) else pd.DataFrame(columns=CONTENTION_COLUMNS),
-                        name)
+                        name, notes)
 
 
 def grouped(findings: pd.DataFrame) -> pd.DataFrame:

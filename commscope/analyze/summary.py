@@ -1,7 +1,9 @@
 """`summarize(trace)`: the `commscope report --json` document, assembled from the analyzers.
 
 Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
-{"ranks": N, "world_size", "source", "backend", "device", "steps_selected": [a, b] | null, "problems": [...],
+{"ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
+ "steps_selected": [a, b] | null, "problems": [...],
+ "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives…)
  "overlap_pct_by_rank": {"0": ..}            HTA's get_comm_comp_overlap definition (analyze.timeline)
  "device_overlap_pct_by_rank": {"0": ..}     the same without HTA's filtering quirks (GPU traces only)
  "labels": {"<label>": {"op", "count", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms", "overlap_pct",
@@ -97,8 +99,10 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     gaps = step_gaps.step_gaps(tr, comp)
     before = {(int(r.rank), int(r.step)): (r.gap_ns, r.start_delay_ns) for r in gaps.itertuples()}
     doc: dict[str, Any] = {
-        "ranks": len(tr.ranks), "world_size": tr.world_size, "source": tr.source, "backend": tr.backend,
+        "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
+        "source": tr.source, "backend": tr.backend,
         "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": list(tr.problems),
+        "notes": evidence_notes(tr),
         "overlap_pct_by_rank": {str(r): rounded(v, 2) for r, v in zip(ov["rank"], ov["overlap_pct"])},
         "labels": label_summary(table, per_rank),
         "stragglers": [{"rank": int(r.rank), "times_last": int(r.times_last), "last_share": rounded(r.last_share),
@@ -127,6 +131,41 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     else:
         doc["hta"] = {"status": "skipped", "reason": "not requested"}
     return doc
+
+
+def evidence_notes(trace: Trace) -> list[str]:
+    """What the input cannot tell, one sentence each: the figures that are left out or limited because
+    ranks, collectives, sizes, steps or device activity are missing from it."""
+    notes = []
+    ranks, ws = list(trace.ranks), int(trace.world_size)
+    c = trace.collectives
+    if len(ranks) < ws:
+        notes.append(f"Partial: {len(ranks)} of the job's {ws} ranks are present. Skew, stragglers and transfer "
+                     "times (min over ranks) cover only these; a late, missing or desynchronized rank among "
+                     "the others cannot be seen.")
+    if len(ranks) == 1:
+        notes.append("One rank: no cross-rank comparison (arrival skew, stragglers, desync) is possible.")
+    if not len(c):
+        notes.append("No collectives in this trace (no NCCL/RCCL kernels, record_param_comms or gloo ops): "
+                     "communication figures (labels, overlap, skew) are empty.")
+    else:
+        unknown = int(pd.to_numeric(c["bytes"], errors="coerce").isna().sum())
+        if unknown:
+            notes.append(f"{unknown} of {len(c)} collectives have no recorded size (older trace format or "
+                         "launched before the profiling window): no bandwidth for them.")
+        unpaired = int(c["group"].astype(str).str.contains(" (unpaired, rank ", regex=False).sum())
+        if unpaired:
+            notes.append(f"{unpaired} collectives could not be paired across ranks (op, dtype or size differ "
+                         "at the same group and sequence): they take no part in skew or stragglers.")
+    if not len(trace.steps):
+        notes.append("No ProfilerStep annotations: per-step breakdowns and step gaps are empty.")
+    if trace.source == "kineto" and not len(trace.kernels):
+        notes.append("No GPU activity (a CPU-only trace): device overlap and HTA's analyses do not apply.")
+    assumed = [r for r, how in (trace.config.get("rank_from") or {}).items() if how == "assumed"]
+    if assumed:
+        notes.append(f"Rank(s) {', '.join(map(str, assumed))} assumed: the trace names no rank (no distributedInfo "
+                     "and none in the file name).")
+    return notes
 
 
 def undefined_overlap_note(doc: dict) -> str | None:

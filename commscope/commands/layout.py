@@ -37,7 +37,9 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--min-numel must be at least 1, got {min_numel}")
         trace = load_with_progress(path, quiet=as_json, with_ops=True)  # layout always reads ops
         trace = trace.select_steps(resolve_steps(trace, parse_steps(steps)))
-        if trace.ops.empty and trace.kernels.empty:
+        # A Kineto trace without shapes or kernels is read, and the report says there is nothing to check;
+        # a run directory without profiler traces has none of the input this command reads.
+        if trace.ops.empty and trace.kernels.empty and trace.source != "kineto":
             raise UserError(f"{path} has no profiled ops or kernels: record with the profiler "
                             "(commscope run --profile A:B, or torch.profiler with record_shapes=True)")
         report = layout_report(trace, peak_gbps=peak_gbps, min_numel=min_numel)
@@ -46,4 +48,7 @@ def register(app: typer.Typer) -> None:
             return
         from reports.layout_terminal import print_layout_findings
 
-        print_layout_findings(report, grouped(report.findings), Console())
+        console = Console()
+        print_layout_findings(report, grouped(report.findings), console)
+        for note in report.notes:
+            console.print(f"note: {note}", markup=False)

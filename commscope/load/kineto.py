@@ -1,8 +1,16 @@
 """One torch.profiler (Kineto) chrome trace → the frames of one rank.
 
 `commscope.load.kineto_events` reads the file into per-kind columns (kernels, runtime launches, cpu ops,
-user annotations); everything here is numpy/pandas on those. Timestamps become int64 ns on the Unix epoch:
-`baseTimeNanoseconds + round(ts_us * 1000)`, so ranks of one host share an axis.
+user annotations) and drops, with a counted reason, events whose values cannot be used (wrong types,
+non-finite or negative times, exact duplicates); everything here is numpy/pandas on those. Timestamps
+become int64 ns on the Unix epoch: `baseTimeNanoseconds + round(ts_us * 1000)`, so ranks of one host
+share an axis.
+
+Which rank of what job (`_identity`): `distributedInfo.rank` / `.world_size` where they are integers in
+range (0 ≤ rank < world_size ≤ MAX_WORLD); else the rank from the file name (`rank-N`, `rank_N`, `rankN`,
+also inside a `tensorboard_trace_handler` worker name) and the world size from the process groups the
+trace names (`pg_config` sizes, the largest `Group size` of its collectives). What stays unknown is None,
+for the loader to settle across files (`commscope.load.loader`); each fallback is a line in `problems`.
 
 Collectives are found by `commscope.load.kineto_comms` (NCCL correlation matching, gloo pairing);
 this module only extracts and shapes the raw material.
@@ -11,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import gc
+import math
+import os
 import re
 import sys
 
@@ -19,14 +29,23 @@ import orjson
 import pandas as pd
 
 from commscope.load import kineto_comms
-from commscope.load.kineto_events import read_events
+from commscope.load.kineto_events import check_values, read_events
 from commscope.load.files import gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, match_positions, ns_array
 
-# HTA's classification, kept identical so overlap numbers compare (hta/utils/utils.py).
-COMM_KERNEL_RE = re.compile(r"^nccl.*Kernel")
+# HTA's classification, kept identical so overlap numbers compare (hta/utils/utils.py); `is_comm` also
+# counts RCCL's own kernel names (ROCm), which HTA's rule misses (and HTA then counts as compute).
+HTA_COMM_KERNEL_RE = re.compile(r"^nccl.*Kernel")
+COMM_KERNEL_RE = re.compile(r"^(nccl|rccl).*Kernel", re.I)
 _NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
-_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # int64 step numbers
+# A world size beyond this is not believed (no job has a million ranks): per-rank structures are sized
+# by the world size, and a corrupt 10⁹ must not allocate them.
+MAX_WORLD = 1 << 20
+# `rank3`, `rank-3`, `rank_3` anywhere in the file name (torch's tensorboard_trace_handler puts the
+# worker name first: `<worker>.<pid>.<ts>.pt.trace.json`), not preceded by a letter (`crank3`)
+_RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)(?!\d)", re.I)
+_TB_NAME = re.compile(r"^(?P<worker>.+)\.(?P<ts>\d+)\.pt\.trace\.json(\.gz)?$")
 
 
 _KEEP: list | None = None
@@ -74,8 +93,12 @@ def _parse(path: str, with_ops: bool) -> dict:
     if _KEEP is not None and isinstance(ev.doc, dict):
         _KEEP.append(ev.doc)
     ev.doc = None
-    di = ev.di
-    rank = int(di["rank"])
+    check_values(ev)
+    problems = [_dropped_line(path, why, n) for why, n in ev.dropped.items()]
+    who = _identity(path, ev.di, ev.o_name, ev.o_args)
+    problems += who.pop("problems")
+    di = who["di"]
+    rank = who["rank"] if who["rank"] is not None else 0  # the loader renumbers unknown ranks
     base = ev.base
     k_name, k_ts, k_dur, k_stream, k_corr, k_ext, k_grid, k_block, k_kind = (
         ev.k_name, ev.k_ts, ev.k_dur, ev.k_stream, ev.k_corr, ev.k_ext, ev.k_grid, ev.k_block, ev.k_kind)
@@ -88,7 +111,8 @@ def _parse(path: str, with_ops: bool) -> dict:
 
     # A few hundred distinct kernel names repeat thousands of times: classify each once, and share one
     # string object per name so the frames pickle to the parent process as references.
-    classes = {n: (n, bool(COMM_KERNEL_RE.match(n)), not _NOT_COMPUTE_RE.match(n)) for n in set(k_name)}
+    classes = {n: (n, bool(COMM_KERNEL_RE.match(n)), not (_NOT_COMPUTE_RE.match(n) or COMM_KERNEL_RE.match(n)))
+               for n in set(k_name)}
     k_cls = [classes[n] for n in k_name]
     kstart = _ns(k_ts, base)
     launches = pd.DataFrame({"correlation": column(l_corr, ev.ints), "tid": column(l_tid), "ts_ns": _ns(l_ts, base),
@@ -129,7 +153,10 @@ def _parse(path: str, with_ops: bool) -> dict:
     hta_cutoff = int(max(step_starts)) if step_starts else None
     regions_src = ann[~is_step]
 
-    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos, steps)
+    comm_notes: list[str] = []
+    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos, steps,
+                                     comm_notes)
+    problems += [f"{path}: {n}" for n in comm_notes]
     ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launch_pos, l_ext) if with_ops else None
     # Frames from columns in contract order, steps included: built once (frame() keeps them as they are)
     r_start = regions_src["start_ns"].to_numpy()
@@ -139,9 +166,12 @@ def _parse(path: str, with_ops: bool) -> dict:
     hta = np.flatnonzero(ops_all["hta_stream"].to_numpy(bool))
     hta_extra = pd.DataFrame({"name": _objects(ops_all["name"], hta), "start_ns": ops_all["start_ns"].to_numpy()[hta],
                               "end_ns": ops_all["end_ns"].to_numpy()[hta], "rank": rank})
+    times = [int(f[c].min()) for f, c in ((kernels, "start_ns"), (ops_all, "start_ns"), (ann, "start_ns")) if len(f)]
+    ends = [int(f[c].max()) for f, c in ((kernels, "end_ns"), (ops_all, "end_ns"), (ann, "end_ns")) if len(f)]
     return {
-        "rank": rank, "world_size": int(di["world_size"]), "backend": di.get("backend"),
-        "info": {"distributedInfo": di, "deviceProperties": ev.device_properties, "file": path},
+        **who, "problems": problems, "window": (min(times), max(ends)) if times else None,
+        "backend": di.get("backend") if isinstance(di.get("backend"), str) else None,
+        "info": {"distributedInfo": ev.di, "deviceProperties": ev.device_properties, "file": path},
         "steps": steps,
         "collectives": colls,
         "compute": _compute(rank, kernels, ops_all, steps),
@@ -152,6 +182,81 @@ def _parse(path: str, with_ops: bool) -> dict:
         "hta_cpu_stream_ops": hta_extra,
         "hta_cutoff_ns": hta_cutoff,
     }
+
+
+def _dropped_line(path: str, why: str, n: int) -> str:
+    return f"{path}: {n} {why}" if " event(s)" in why else f"{path}: {why}" + (f" ({n}×)" if n > 1 else "")
+
+
+def _valid(v, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v < hi
+
+
+def rank_from_name(path: str) -> int | None:
+    """The rank a file name gives (`rank3`, `rank-3`, `rank_3`; the last such if several), else None."""
+    hits = _RANK_IN_NAME.findall(os.path.basename(path))
+    return int(hits[-1]) if hits and int(hits[-1]) < MAX_WORLD else None
+
+
+def worker_of(path: str) -> str:
+    """Which process wrote the file, by its name: a tensorboard_trace_handler name's `<worker>.<pid>`
+    (one file per profiling cycle), else the whole name. Files of one worker are cycles of one rank."""
+    name = os.path.basename(path)
+    m = _TB_NAME.match(name)
+    return m.group("worker") if m else name
+
+
+def _identity(path: str, di: dict, o_name: list, o_args) -> dict:
+    """rank / world_size (None where unknown) and where each came from, the distributedInfo with only
+    the values that passed (`di`, what collective matching reads), and a problem line per fallback."""
+    problems = []
+    rank = di.get("rank")
+    rank_from = "distributedInfo"
+    if rank is not None and not _valid(rank, 0, MAX_WORLD):
+        problems.append(f"{path}: distributedInfo.rank {str(rank)[:40]!r} is not a rank (ignored)")
+        rank = None
+    ws = di.get("world_size")
+    ws_from = "distributedInfo"
+    if ws is not None and not _valid(ws, 1, MAX_WORLD + 1):
+        problems.append(f"{path}: distributedInfo.world_size {str(ws)[:40]!r} is not a plausible world size "
+                        f"(1…{MAX_WORLD}; ignored)")
+        ws = None
+    pg_config = []
+    for p in di.get("pg_config") if isinstance(di.get("pg_config"), list) else []:
+        if isinstance(p, dict):
+            p = dict(p)
+            if not _valid(p.get("pg_size"), 1, MAX_WORLD + 1):
+                p.pop("pg_size", None)
+            pg_config.append(p)
+    if rank is None:
+        rank = rank_from_name(path)
+        rank_from = "file name" if rank is not None else None
+    if ws is None:
+        sizes = [p["pg_size"] for p in pg_config if "pg_size" in p]
+        ws_from = "pg_config"
+        if not sizes:  # the largest process group any collective names (a lower bound of the world)
+            ws_from = "collectives' group sizes"
+            for i, n in enumerate(o_name):
+                if n == "record_param_comms":
+                    g = o_args[i].get("Group size")
+                    if _valid(g, 1, MAX_WORLD + 1):
+                        sizes.append(g)
+        ws = max(sizes) if sizes else None
+        if ws is None:
+            ws_from = None
+    if not di:
+        problems.append(f"{path}: no distributedInfo (recorded without a process group)"
+                        + (f": rank {rank} from the file name" if rank is not None else ""))
+    elif rank_from != "distributedInfo":
+        problems.append(f"{path}: distributedInfo has no usable rank"
+                        + (f": rank {rank} from the file name" if rank is not None else ""))
+    if di and ws_from != "distributedInfo":
+        problems.append(f"{path}: distributedInfo has no usable world_size: "
+                        + (f"{ws} from {ws_from}" if ws is not None else "job size unknown"))
+    clean = {k: v for k, v in di.items() if k not in ("rank", "world_size", "pg_config")}
+    clean.update(rank=rank, world_size=ws if ws is not None else math.nan, pg_config=pg_config)
+    return {"rank": rank, "rank_from": rank_from, "world_size": ws, "world_from": ws_from, "di": clean,
+            "worker": worker_of(path), "problems": problems}
 
 
 def _launch_ns(launches: pd.DataFrame, pos: np.ndarray) -> pd.arrays.IntegerArray:

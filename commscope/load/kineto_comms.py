@@ -5,7 +5,12 @@ it: kernel `correlation` → the cuda_runtime/driver launch with the same correl
 `record_param_comms` op on the launch's thread whose [start, end] contains the launch. That op carries the
 collective name, message sizes, dtype and process group. Kernels whose launch is outside the profiling
 window (or not inside such an op) fall back to their name (`ncclDevKernel_AllGather_…`), with unknown
-bytes; `record_param_comms` ops whose kernel is outside the window keep unknown start/end.
+bytes; `record_param_comms` ops whose kernel is outside the window keep unknown start/end. Older traces
+(torch < 2.1) name no collective, size or group on `record_param_comms`: the name comes from the innermost
+enclosing `c10d::<op>` op or `nccl:<op>` range on its thread, the size from its input's `Input Dims` ×
+`Input type`, and the group is "0"; a record that neither names a collective nor launched a kernel is
+dropped, and so are `wait` records (waiting on a work handle communicates nothing). RCCL kernels
+(`rccl…Kernel`, ROCm) count as NCCL's.
 
 gloo (CPU traces): there is no `record_param_comms`; a `c10d::<op>` cpu op on the caller thread
 launches, and a `gloo:<op>` event on a gloo worker thread executes (including the wait for peers). They
@@ -14,11 +19,13 @@ a compatible op (reduce_scatter executes as `gloo:all_reduce`) whose tensor size
 
 Label: the innermost enclosing `record_function` range named `commscope:<label>:<phase>` on the
 launching thread, else the collective's own name. `seq` numbers a rank's collectives per process group in
-execution order (NCCL runs one communicator's kernels in launch order), the cross-rank match key.
+execution order (NCCL runs one communicator's kernels in launch order), the cross-rank match key; the
+loader (`commscope.load.loader._pair`) unpairs keys whose members disagree on op, dtype or size.
 """
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -30,16 +37,19 @@ COLLECTIVE_COLS = COLUMNS["collectives"]
 
 
 def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFrame, ops_all: pd.DataFrame,
-                op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray, steps: pd.DataFrame
-                ) -> pd.DataFrame:
+                op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray, steps: pd.DataFrame,
+                problems: list[str] | None = None) -> pd.DataFrame:
     """The rank's `collectives` frame (contract columns, steps assigned from `steps`). `launch_pos`: per
-    kernel, the row of its launch in `launches` (frames.match_positions), −1 if none."""
+    kernel, the row of its launch in `launches` (frames.match_positions), −1 if none. `di`: the
+    distributedInfo as kineto._identity checked it (`world_size` NaN where unknown). What was left out
+    is said in `problems`."""
     pgs = {str(p.get("pg_name")): p for p in (di.get("pg_config") or []) if isinstance(p, dict)}
     is_rpc = ops_all["name"].to_numpy() == "record_param_comms"  # numpy: 5× less overhead than a Series ==
     comm_k = kernels[kernels["is_comm"]] if len(kernels) else kernels
     if is_rpc.any() or len(comm_k):
         comm_pos = launch_pos[kernels["is_comm"].to_numpy(bool)] if len(kernels) else launch_pos
-        rows = _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args)
+        rows = _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations,
+                     problems if problems is not None else [])
     else:
         rows = _gloo(rank, di, pgs, ops_all, op_args)
     if not rows:
@@ -113,9 +123,56 @@ def _row(**kw) -> dict:
     return r
 
 
-def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args) -> list[dict]:
+# `record_param_comms` names that are not collectives: waiting on a work handle (functional collectives'
+# `wait_tensor`) launches no communication of its own
+_NOT_COLLECTIVES = {"wait", "wait_tensor", "work_wait", "waittensor"}
+# What wraps a `record_param_comms` op in traces that do not name the collective on it (torch < 2.1):
+# the c10d dispatcher op or ProcessGroupNCCL's `nccl:<op>` range, on the same thread
+_WRAPPERS = ("c10d::", "nccl:", "rccl:")
+
+
+def _wrapper_names(rpc: pd.DataFrame, need: np.ndarray, ops_all: pd.DataFrame, ann: pd.DataFrame) -> dict:
+    """Row position in `rpc` → the innermost wrapper's collective name (`allreduce_`, `all_to_all`), for
+    the rows `need` (no `Collective name`)."""
+    wrap = [f[f["name"].str.startswith(_WRAPPERS)][["name", "tid", "start_ns", "end_ns"]]
+            for f in (ops_all, ann) if len(f)]
+    wrap = pd.concat(wrap, ignore_index=True) if wrap else None
+    out: dict = {}
+    if wrap is None or not len(wrap):
+        return out
+    w_name, w_tid = wrap["name"].to_numpy(dtype=object), wrap["tid"].to_numpy(dtype=object)
+    w_s, w_e = wrap["start_ns"].to_numpy(), wrap["end_ns"].to_numpy()
+    r_tid, r_s = rpc["tid"].to_numpy(dtype=object), rpc["start_ns"].to_numpy()
+    for i in np.flatnonzero(need):
+        hit = np.flatnonzero((w_tid == r_tid[i]) & (w_s <= r_s[i]) & (w_e >= r_s[i]))
+        if len(hit):
+            n = w_name[hit[np.argmax(w_s[hit])]]
+            out[int(i)] = n.split("::", 1)[1] if "::" in n else n.split(":", 1)[1]
+    return out
+
+
+def _dims_size(dims, types) -> tuple[int | None, str | None]:
+    """Elements and dtype of a `record_param_comms` op's first input (its tensor, in traces that record
+    shapes but not message sizes); None where it is a tensor list or not recorded."""
+    first = dims[0] if isinstance(dims, list) and dims else None
+    if not (isinstance(first, list) and first and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                       for x in first)):
+        return None, None
+    dt = types[0] if isinstance(types, list) and types and isinstance(types[0], str) else None
+    return math.prod(first), (dt if not np.isnan(dtype_size(dt)) else None)
+
+
+def _num(v) -> float | int | None:
+    """A message size as recorded: a non-negative integer, else None (a wrong type is not a size)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations, problems) -> list[dict]:
     rpc = ops_all[is_rpc]
     rpc_args = [op_args[i] for i in np.flatnonzero(is_rpc)]
+    named = np.array(["Collective name" in a for a in rpc_args], dtype=bool)
+    wrapper = _wrapper_names(rpc, ~named, ops_all, annotations) if not named.all() else {}
+    rpc_dims = rpc["dims"].tolist()
     # kernel → launch → enclosing record_param_comms (per thread, searchsorted on sorted starts)
     k = _with_launch(comm_k, comm_pos, launches)
     owner = np.full(len(k), -1, dtype=np.int64)
@@ -142,18 +199,30 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args) -
             else:
                 span[o] = [s_, e_, st]
     stream_group: dict = {}
+    anonymous = 0
     r_start, r_end, r_tid = rpc["start_ns"].tolist(), rpc["end_ns"].tolist(), rpc["tid"].tolist()
     for i, a in enumerate(rpc_args):
-        name = str(a.get("Collective name", "unknown"))
+        name = str(a.get("Collective name", wrapper.get(i, "unknown")))
+        if name.lower() in _NOT_COLLECTIVES:
+            continue
+        if name == "unknown" and i not in span:  # may as well be a wait: nothing says it communicated
+            anonymous += 1
+            continue
         op = normalize_op(name)
         dt = a.get("dtype")
-        size = dtype_size(dt)
-        n_in, n_out = a.get("In msg nelems"), a.get("Out msg nelems")
+        n_in, n_out = _num(a.get("In msg nelems")), _num(a.get("Out msg nelems"))
         nel = n_out if op == "all_gather" else n_in
         if nel is None:
             nel = n_in if n_in is not None else n_out
+        if nel is None:  # older traces: the shape of its input tensor, where recorded
+            nel, dims_dt = _dims_size(rpc_dims[i], a.get("Input type"))
+            if dt is None:
+                dt = dims_dt
+        size = dtype_size(dt)
         group = str(a.get("Process Group Name", "0"))
-        gsize = a.get("Group size", pgs.get(group, {}).get("pg_size", di.get("world_size")))
+        gsize = a.get("Group size")
+        if _num(gsize) is None:
+            gsize = pgs.get(group, {}).get("pg_size", di.get("world_size"))
         r = _row(op=op, bytes=(nel * size if nel is not None else np.nan), dtype=dt, group=group,
                  group_size=gsize, call_ns=r_start[i], return_ns=r_end[i], timing="kernel", _tid=r_tid[i],
                  _name=name)
@@ -162,12 +231,16 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args) -
             r.update(start_ns=s_, end_ns=e_, stream=st)
             stream_group.setdefault(st, group)
         rows.append(r)
+    if anonymous:
+        problems.append(f"{anonymous} record_param_comms op(s) name no collective (no 'Collective "
+                        "name', no c10d/nccl wrapper) and launched no kernel in the trace: not counted as "
+                        "collectives")
     default_group = next(iter(pgs)) if len(pgs) == 1 else None
     unowned = np.flatnonzero(owner < 0)
     for name, stream, s_, e_ in zip(k["name"].to_numpy()[unowned].tolist(), k["stream"].to_numpy()[unowned].tolist(),
                                     k["start_ns"].to_numpy()[unowned].tolist(),
                                     k["end_ns"].to_numpy()[unowned].tolist()):
-        name = name.split("(")[0]
+        name = re.sub(r"^rccl", "nccl", name.split("(")[0], flags=re.I)
         group = stream_group.get(stream, default_group or f"stream:{stream}")
         rows.append(_row(op=normalize_op(name), group=group,
                          group_size=pgs.get(group, {}).get("pg_size", np.nan),
@@ -191,10 +264,14 @@ def _with_launch(comm_k: pd.DataFrame, pos: np.ndarray, launches: pd.DataFrame) 
 def _numels(dims) -> list[int]:
     """Element counts of every tensor in an `Input Dims` entry (tensor lists flattened)."""
     out = []
-    for d in dims or []:
+
+    def ints(x) -> bool:
+        return isinstance(x, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in x)
+
+    for d in dims if isinstance(dims, list) else []:
         if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
-            out.extend(math.prod(x) for x in d)
-        elif isinstance(d, list) and d:
+            out.extend(math.prod(x) for x in d if ints(x))
+        elif d and ints(d):
             out.append(math.prod(d))
     return out
 

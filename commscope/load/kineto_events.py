@@ -18,12 +18,13 @@ values as decoded (`ts`/`dur` in µs); missing optional values are the same defa
 Exceptions, by design:
 - cpu op shapes serve the `ops` frame (built `with_ops`) and gloo pairing; without `with_ops` the typed
   reader leaves `o_strides` / `o_types` empty and fills `o_dims` only for collective launches and
-  executions (names `c10d::…`, `gloo:…`), None elsewhere — decoding every op's shapes was half of its work;
+  executions (names `c10d::…`, `gloo:…`, `record_param_comms`), None elsewhere — decoding every op's shapes was half of its work;
 - `o_args[i]` is the `args` dict of cpu op i: whole in the generic reader, only the keys collective
   matching reads (ARG_KEYS) in the typed one, built on access (only collective launches are read).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Union
 
 import msgspec
@@ -54,10 +55,22 @@ class Events:
         # whether k_stream, k_corr, k_ext, l_corr, l_ext, o_ext hold Python ints only (the typed reader's
         # int fields), so kineto.column need not check the type of every value
         self.ints = False
+        # what the reader dropped or could not use, by reason → count (kineto.parse_file words them)
+        self.dropped: dict[str, int] = {}
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
 
 
 def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
     """Events of the trace whose bytes are `raw`; `with_ops` also fills `o_strides` / `o_types`."""
+    # the typed decoder skips fields it does not read without checking their text: JSON is UTF-8, and a
+    # file that is not is refused whole (isascii is a fast scan; only other text is decoded to check it)
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{path} is not UTF-8 text") from None
     try:
         doc = (_SHAPE_DOC if with_ops else _DOC).decode(raw)
     except msgspec.DecodeError:  # includes ValidationError: not the shape the typed reader expects
@@ -71,21 +84,131 @@ def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
 
 
 def _check_header(path: str, events: Any, di: Any, base: Any, props: Any) -> Events:
+    """The header fields, typed: `distributedInfo` an object (else empty: kineto.parse_file then takes the
+    rank from the file name), `baseTimeNanoseconds` a finite number (else 0, and the reason is kept)."""
     if not isinstance(events, list):
         raise UserError(f"{path} is not a chrome trace (no traceEvents list)")
-    if not isinstance(di, dict) or "rank" not in di or "world_size" not in di:
-        raise UserError(f"{path} has no distributedInfo (rank, world_size): record with a "
-                        "torch.distributed job running so the profiler can tell which rank it is")
     ev = Events()
-    ev.di, ev.base, ev.device_properties = di, int(base or 0), props
+    if di is not None and not isinstance(di, dict):
+        ev.drop("distributedInfo is not an object (ignored)")
+    ev.di = di if isinstance(di, dict) else {}
+    if base is None:
+        ev.base = 0
+    elif _is_num(base) and math.isfinite(base) and abs(base) < 2**62:
+        ev.base = int(base)
+    else:
+        ev.base = 0
+        ev.drop("baseTimeNanoseconds is not a finite number (taken as 0: times are relative)")
+    ev.device_properties = props
     return ev
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# --- checking the values ------------------------------------------------------------------------------
+
+# Per kind of event: its columns, those that identify an event (an exact duplicate repeats all of them),
+# and what it is called in a problem line.
+_KINDS = {
+    "k": (("name", "ts", "dur", "stream", "corr", "ext", "grid", "block", "kind"), ("name", "ts", "dur", "stream", "corr"),
+          "device"),
+    "l": (("corr", "tid", "ts", "ext"), ("corr", "tid", "ts"), "runtime launch"),
+    "o": (("name", "tid", "ts", "dur", "ext", "dims", "strides", "types", "hta_stream", "args"),
+          ("name", "tid", "ts", "dur", "ext"), "cpu op"),
+    "a": (("name", "tid", "ts", "dur"), ("name", "tid", "ts", "dur"), "annotation"),
+}
+_NS_LIMIT = 2.0 ** 62  # times in ns must fit int64 with room for differences
+
+
+def check_values(ev: Events) -> None:
+    """Drop events whose times cannot be used (non-finite, out of int64 ns range, negative duration) and
+    exact duplicates (an event written twice: merged or re-saved traces), counting each reason in
+    `ev.dropped`. Work is numpy on the time columns; rows are only rebuilt for a kind that has bad ones."""
+    import numpy as np
+
+    base = float(ev.base)
+    for kind, (cols, key, what) in _KINDS.items():
+        ts = np.asarray(getattr(ev, f"{kind}_ts"), dtype=np.float64)
+        if not len(ts):
+            continue
+        ok = np.isfinite(ts) & (np.abs(base + ts * 1000.0) < _NS_LIMIT)
+        bad_time = int(len(ts) - ok.sum())
+        neg = 0
+        if "dur" in cols:
+            dur = np.asarray(getattr(ev, f"{kind}_dur"), dtype=np.float64)
+            good_dur = np.isfinite(dur) & (dur * 1000.0 < _NS_LIMIT)
+            bad_time += int((ok & ~good_dur).sum())
+            ok &= good_dur
+            neg_mask = ok & (dur < 0)
+            neg = int(neg_mask.sum())
+            ok &= ~neg_mask
+        if bad_time:
+            ev.drop(f"{what} event(s) with a non-finite or out-of-range ts/dur", bad_time)
+        if neg:
+            ev.drop(f"{what} event(s) with a negative duration", neg)
+        dup = _duplicates(ev, kind, key, ts, ok)
+        if dup:
+            ev.drop(f"{what} event(s) duplicated (identical events; one of each kept)", len(dup))
+        if bad_time or neg or dup:
+            rows = [i for i in np.flatnonzero(ok).tolist() if i not in dup]
+            _take(ev, kind, cols, rows)
+    steps = np.asarray(ev.gpu_step_ts, dtype=np.float64)
+    if len(steps) and not np.isfinite(steps).all():
+        ev.gpu_step_ts = [t for t, f in zip(ev.gpu_step_ts, np.isfinite(steps)) if f]
+
+
+def _duplicates(ev: Events, kind: str, key: tuple, ts, ok) -> set[int]:
+    """Rows (among `ok`) that repeat an earlier row's identifying fields. Only rows sharing a timestamp
+    with another can: those are found by one sort, and only they are compared field by field."""
+    import numpy as np
+
+    idx = np.flatnonzero(ok)
+    if len(idx) < 2:
+        return set()
+    t = ts[idx]
+    order = np.argsort(t, kind="stable")
+    same = np.flatnonzero(t[order][1:] == t[order][:-1])
+    if not len(same):
+        return set()
+    cand = np.unique(np.concatenate([order[same], order[same + 1]]))
+    cols = [getattr(ev, f"{kind}_{c}") for c in key]
+    seen: set = set()
+    dup: set[int] = set()
+    for i in sorted(idx[cand].tolist()):
+        k = tuple(_hashable(c[i]) for c in cols)
+        if k in seen:
+            dup.add(i)
+        else:
+            seen.add(k)
+    return dup
+
+
+def _hashable(v: Any) -> Any:
+    return repr(v) if isinstance(v, (list, dict)) else v
+
+
+def _take(ev: Events, kind: str, cols: tuple, rows: list[int]) -> None:
+    for c in cols:
+        name = f"{kind}_{c}"
+        v = getattr(ev, name)
+        if isinstance(v, _OpArgs):
+            setattr(ev, name, v.take(rows))
+        elif len(v):  # the typed reader leaves o_strides / o_types empty without ops
+            setattr(ev, name, [v[i] for i in rows])
 
 
 # --- typed reader --------------------------------------------------------------------------------------
 
 _UNSET = msgspec.UNSET
 _ABSENT = msgspec.Raw(b"null")  # by identity: a raw-JSON key the `args` did not have (decodes to None)
-_COLLECTIVE_OPS = ("c10d::", "gloo:")  # the ops whose shapes kineto_comms reads (gloo pairing)
+# the ops whose shapes kineto_comms reads (gloo pairing; with record_param_comms, sizes in older traces)
+_COLLECTIVE_OPS = ("c10d::", "gloo:")
 
 
 class _Args(msgspec.Struct, gc=False, frozen=True):
@@ -191,6 +314,9 @@ class _OpArgs:
     def __init__(self, args: list) -> None:
         self._args = args
 
+    def take(self, rows: list[int]) -> "_OpArgs":
+        return _OpArgs([self._args[i] for i in rows])
+
     def __len__(self) -> int:
         return len(self._args)
 
@@ -248,7 +374,7 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
         ev.o_strides = _decode_raws([a.strides for a in oa])
         ev.o_types = _decode_raws([a.types for a in oa])
     else:  # shapes only where gloo pairing reads them (names tested once each: a few hundred distinct)
-        coll = {n for n in set(ev.o_name) if n.startswith(_COLLECTIVE_OPS)}
+        coll = {n for n in set(ev.o_name) if n.startswith(_COLLECTIVE_OPS) or n == "record_param_comms"}
         ev.o_dims = [msgspec.json.decode(a.dims) if n in coll else None for a, n in zip(oa, ev.o_name)]
     ev.a_name = [e.name for e in ann]
     ev.a_tid = [e.tid for e in ann]
@@ -259,38 +385,75 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
 
 # --- generic reader ------------------------------------------------------------------------------------
 
+def _decode_lenient(path: str, raw: bytes) -> Any:
+    """The document, also where it holds non-finite numbers (`NaN`, `Infinity`, `1e999`: what Python's json
+    writes for them, which orjson refuses); they are then dropped where read (check_values). Anything
+    else unreadable raises decode_json's one-line error."""
+    try:
+        return decode_json(path, raw)
+    except UserError as err:
+        import json
+
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError):  # not UTF-8 JSON even so: decode_json's message stands
+            raise err from None
+
+
 def _generic(path: str, raw: bytes) -> Events:
-    doc = decode_json(path, raw)
+    """Every complete event, each field checked for its type: an event whose name, ts or dur has the
+    wrong type is dropped, an id (stream, correlation, External id) of the wrong type is taken as
+    missing; either way the reason is counted in `Events.dropped` (never folded into figures)."""
+    doc = _decode_lenient(path, raw)
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise UserError(f"{path} is not a chrome trace (no traceEvents list)")
     ev = _check_header(path, doc["traceEvents"], doc.get("distributedInfo"), doc.get("baseTimeNanoseconds"),
                        doc.get("deviceProperties"))
     ev.doc = doc
+
+    def ident(args: dict, key: str, default: Any) -> Any:
+        v = args.get(key, default)
+        if v is default or _is_int(v):
+            return v
+        ev.drop(f"'{key}' is not an integer (taken as missing)")
+        return default
+
     for e in doc["traceEvents"]:
+        if not isinstance(e, dict):
+            ev.drop("an event is not a JSON object")
+            continue
         if e.get("ph") != "X":
             continue
         cat = e.get("cat")
+        name, ts, dur = e.get("name", ""), e.get("ts", 0), e.get("dur", 0)
+        if not isinstance(name, str) or not _is_num(ts) or not _is_num(dur):
+            if cat in GPU_CATS or cat in LAUNCH_CATS or cat in ("cpu_op", "user_annotation", "gpu_user_annotation"):
+                ev.drop("name, ts or dur of the wrong type")
+            continue
         args = e.get("args") or {}
+        if not isinstance(args, dict):
+            ev.drop("args is not an object (ignored)")
+            args = {}
         if cat in GPU_CATS:
-            ev.k_name.append(e.get("name", "")); ev.k_ts.append(e.get("ts", 0)); ev.k_dur.append(e.get("dur", 0))
-            ev.k_stream.append(args.get("stream", -1)); ev.k_corr.append(args.get("correlation", -1))
-            ev.k_ext.append(args.get("External id", -1)); ev.k_grid.append(args.get("grid"))
+            ev.k_name.append(name); ev.k_ts.append(ts); ev.k_dur.append(dur)
+            ev.k_stream.append(ident(args, "stream", -1)); ev.k_corr.append(ident(args, "correlation", -1))
+            ev.k_ext.append(ident(args, "External id", -1)); ev.k_grid.append(args.get("grid"))
             ev.k_block.append(args.get("block")); ev.k_kind.append(GPU_CATS[cat])
         elif cat in LAUNCH_CATS:
-            c = args.get("correlation")
+            c = ident(args, "correlation", None)
             if c is not None:
-                ev.l_corr.append(c); ev.l_tid.append(e.get("tid")); ev.l_ts.append(e.get("ts", 0))
-                ev.l_ext.append(args.get("External id", -1))
-        elif cat == "cpu_op" or (cat == "user_annotation" and e.get("name", "").startswith("gloo:")):
-            ev.o_name.append(e.get("name", "")); ev.o_tid.append(e.get("tid")); ev.o_ts.append(e.get("ts", 0))
-            ev.o_dur.append(e.get("dur", 0)); ev.o_ext.append(args.get("External id", -1))
+                ev.l_corr.append(c); ev.l_tid.append(e.get("tid")); ev.l_ts.append(ts)
+                ev.l_ext.append(ident(args, "External id", -1))
+        elif cat == "cpu_op" or (cat == "user_annotation" and name.startswith("gloo:")):
+            ev.o_name.append(name); ev.o_tid.append(e.get("tid")); ev.o_ts.append(ts)
+            ev.o_dur.append(dur); ev.o_ext.append(ident(args, "External id", -1))
             ev.o_dims.append(args.get("Input Dims")); ev.o_strides.append(args.get("Input Strides"))
             ev.o_types.append(args.get("Input type"))
             ev.o_args.append(args)
             ev.o_hta_stream.append("stream" in args)
         elif cat == "user_annotation":
-            ev.a_name.append(e.get("name", "")); ev.a_tid.append(e.get("tid")); ev.a_ts.append(e.get("ts", 0))
-            ev.a_dur.append(e.get("dur", 0))
-        elif cat == "gpu_user_annotation" and e.get("name", "").startswith("ProfilerStep#"):
-            ev.gpu_step_ts.append(e.get("ts", 0))
+            ev.a_name.append(name); ev.a_tid.append(e.get("tid")); ev.a_ts.append(ts)
+            ev.a_dur.append(dur)
+        elif cat == "gpu_user_annotation" and name.startswith("ProfilerStep#"):
+            ev.gpu_step_ts.append(ts)
     return ev

@@ -52,9 +52,14 @@ def parsing(files: list[str], progress: Progress | None = None, workers: int | N
         yield parts
 
 
-def load_ops(files: list[str], workers: int | None = None) -> pd.DataFrame:
-    """The `ops` frame of Kineto files (a second, ops-only parse: see `Trace.ops`)."""
-    return concat_ops(parse_all(files, workers=workers, fn=kineto.parse_ops))
+def load_ops(files: list[str], workers: int | None = None, ranks: dict[str, int] | None = None) -> pd.DataFrame:
+    """The `ops` frame of Kineto files (a second, ops-only parse: see `Trace.ops`); `ranks`: file → the
+    rank the loader settled on (where the file itself does not say)."""
+    frames = parse_all(files, workers=workers, fn=kineto.parse_ops)
+    for f, df in zip(files, frames):
+        if ranks and f in ranks and df is not None and len(df):
+            df["rank"] = ranks[f]
+    return concat_ops(frames)
 
 
 def concat_ops(frames: list) -> pd.DataFrame | None:
@@ -76,9 +81,11 @@ def parse_files(files: list[str], *, with_ops: bool, progress: Progress | None =
     return parsing(files, progress=progress, workers=workers, fn=fn)
 
 
-def attach_ops(trace: Any, parts: list, files: list[str], with_ops: bool, workers: int | None) -> None:
-    """`trace.ops` from `parts` when they were parsed with ops, else loaded on first access (Trace.ops)."""
+def attach_ops(trace: Any, parts: list, files: list[str], with_ops: bool, workers: int | None,
+               ranks: dict[str, int] | None = None) -> None:
+    """`trace.ops` from `parts` when they were parsed with ops, else loaded on first access (Trace.ops);
+    `ranks`: file → rank, as in `load_ops`."""
     if with_ops:
         trace.ops = concat_parts(parts, "ops")
     else:
-        trace._ops_loader = lambda: load_ops(files, workers)
+        trace._ops_loader = lambda: load_ops(files, workers, ranks)

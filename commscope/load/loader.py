@@ -1,5 +1,8 @@
 """`load_path`: decide what a path is (run directory, folder of Kineto traces, one trace file), load it,
-and check that the ranks fit together (no duplicates, one world size).
+and fit the files together: each file's rank (distributedInfo, else its name, else assumed), the files of
+one rank merged (one per profiling window; overlapping ones refused), the job's world size (distributedInfo,
+else process-group sizes, else the ranks read) kept apart from the ranks present, and collectives paired
+across ranks only where group, sequence and size agree. Every fallback is a line in `Trace.problems`.
 
 Kineto files are parsed by `commscope.load.kineto_pool` (a process pool when there are several files and
 cores), for a folder of traces and for a run directory's profiler traces alike.
@@ -8,12 +11,14 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+import pandas as pd
 
 from commscope.errors import UserError
 from commscope.load import rundir
 from commscope.load.files import is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
-from commscope.load.kineto_pool import Progress, attach_ops, concat_parts, parse_files
+from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, parse_files
 from commscope.rundir import is_run_dir
 
 
@@ -51,50 +56,198 @@ def load_kineto_files(files: list[str], path: str, progress: Progress | None = N
         return _assemble(parts, files, path, workers, with_ops)
 
 
+# With several profiling windows (files) per rank, window k's collectives are numbered from k·SEQ_STRIDE:
+# sequence numbers line up across ranks within a window, not across windows (the collectives between
+# windows were not recorded).
+SEQ_STRIDE = 1_000_000
+_RANK_FRAMES = ("steps", "collectives", "compute", "regions", "kernels", "ops", "hta_cpu_stream_ops")
+
+
 def _assemble(parts: list, files: list[str], path: str, workers: int | None, with_ops: bool) -> Trace:
-    """One Trace of the per-rank parts, after checking that they fit together."""
-    seen: dict[int, str] = {}
+    """One Trace of the per-file parts: ranks settled, the files of one rank merged (one per profiling
+    window), the job's world size told apart from the ranks present, and collectives paired across
+    ranks only where group, sequence and size agree."""
+    problems: list[str] = [q for p in parts for q in p["problems"]]
+    _settle_ranks(parts, problems)
+    by_rank: dict[int, list] = {}
     for p in parts:
-        if p["rank"] in seen:
-            raise UserError(f"rank {p['rank']} appears twice: {seen[p['rank']]} and {p['info']['file']}")
-        seen[p["rank"]] = p["info"]["file"]
-    sizes = {p["world_size"] for p in parts}
-    if len(sizes) > 1:
-        raise UserError(f"traces in {path} disagree on world_size: {sorted(sizes)}")
-    ws = sizes.pop()
-    parts.sort(key=lambda p: p["rank"])
-    ranks = [p["rank"] for p in parts]
-    problems = []
-    bad = [r for r in ranks if not 0 <= r < ws]
-    if bad:
-        raise UserError(f"rank(s) {bad} outside world_size {ws} in {path}")
-    missing = sorted(set(range(ws)) - set(ranks))
+        by_rank.setdefault(p["rank"], []).append(p)
+    merged = [_merge_windows(r, ps) for r, ps in sorted(by_rank.items())]
+    ranks = [p["rank"] for p in merged]
+    ws = _world_size(parts, ranks, path, problems)
+    missing = len(ranks) < ws
     if missing:
-        problems.append(f"no trace for rank(s) {missing} of {ws}")
-    for p in parts:
+        absent = sorted(set(range(ws)) - set(ranks)) if ws <= 64 else None
+        problems.append(f"no trace for rank(s) {absent} of {ws}" if absent is not None else
+                        f"no trace for {ws - len(ranks)} of the job's {ws} ranks (ranks present: "
+                        f"{_short(ranks)})")
+    for p in merged:
         if not len(p["steps"]):
             problems.append(f"rank {p['rank']}: no ProfilerStep annotations (events get step −1)")
-    has_gpu = any(len(p["kernels"]) for p in parts)
+    has_gpu = any(len(p["kernels"]) for p in merged)
     # The frames go to the constructor: a kind left out is built empty by its default factory, which for
     # all of them cost about half of this function.
     frames = {}
     for kind in COLUMNS:
         if kind == "ops":
             continue
-        df = concat_parts(parts, kind)
+        df = concat_parts(merged, kind)
         if df is not None:
             frames[kind] = df
-        elif kind == "kernels" and parts:
-            frames[kind] = parts[0][kind]
-    trace = Trace(source="kineto", path=path, world_size=ws, backend=parts[0]["backend"],
+        elif kind == "kernels" and merged:
+            frames[kind] = merged[0][kind]
+    if "collectives" in frames:
+        frames["collectives"] = _pair(frames["collectives"], problems)
+    rank_files = {p["rank"]: p["files"] for p in merged}
+    first = merged[0]
+    trace = Trace(source="kineto", path=path, world_size=ws, backend=first["backend"],
                   device="cuda" if has_gpu else "cpu",
-                  config={"distributedInfo": parts[0]["info"]["distributedInfo"],
-                          "deviceProperties": parts[0]["info"]["deviceProperties"],
-                          "files": {p["rank"]: p["info"]["file"] for p in parts}},
+                  config={"distributedInfo": first["info"]["distributedInfo"],
+                          "deviceProperties": first["info"]["deviceProperties"],
+                          "files": {r: fs[0] for r, fs in rank_files.items()},
+                          "rank_files": rank_files,
+                          "rank_from": {p["rank"]: p["rank_from"] for p in merged}},
                   ranks=ranks, problems=problems, **frames)
-    attach_ops(trace, parts, files, with_ops, workers)
-    extra = concat_parts(parts, "hta_cpu_stream_ops")
-    trace.extra["hta_cutoff_ns"] = {p["rank"]: p["hta_cutoff_ns"] for p in parts}
+    file_rank = {p["info"]["file"]: p["rank"] for p in parts}
+    attach_ops(trace, merged, [f for f in files if f in file_rank], with_ops, workers, file_rank)
+    extra = concat_parts(merged, "hta_cpu_stream_ops")
+    trace.extra["hta_cutoff_ns"] = {p["rank"]: p["hta_cutoff_ns"] for p in merged}
     if extra is not None:
         trace.extra["hta_cpu_stream_ops"] = extra
     return trace
+
+
+def _short(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:16])) + (f", … ({len(ranks)} in all)" if len(ranks) > 16 else "")
+
+
+def _settle_ranks(parts: list, problems: list[str]) -> None:
+    """Give every part a rank. Files whose rank is unknown (no distributedInfo, none in the name) are
+    grouped by the process that wrote them (`kineto.worker_of`); such workers take the ranks no file
+    claims, in name order (one worker: rank 0)."""
+    unknown = sorted({p["worker"] for p in parts if p["rank"] is None})
+    if not unknown:
+        return
+    taken = {p["rank"] for p in parts if p["rank"] is not None}
+    free = (r for r in range(len(taken) + len(unknown)) if r not in taken)
+    given = {w: next(free) for w in unknown}
+    for p in parts:
+        if p["rank"] is None:
+            _set_rank(p, given[p["worker"]])
+            p["rank_from"] = "assumed"
+    problems.append("rank unknown (no distributedInfo rank, none in the file name) for "
+                    + "; ".join(f"{w}: taken as rank {r}" for w, r in given.items()))
+
+
+def _set_rank(part: dict, rank: int) -> None:
+    part["rank"] = rank
+    for kind in _RANK_FRAMES:
+        df = part.get(kind)
+        if df is not None and len(df):
+            df["rank"] = rank
+
+
+def _merge_windows(rank: int, parts: list) -> dict:
+    """The files of one rank as one part: profiling windows in time order, their collectives numbered
+    per window (SEQ_STRIDE). Windows that overlap in time are not successive cycles of one process but
+    two traces claiming one rank: refused."""
+    parts = sorted(parts, key=lambda p: (p["window"] or (0, 0))[0])
+    for a, b in zip(parts, parts[1:]):
+        if a["window"] is None or b["window"] is None or b["window"][0] < a["window"][1]:
+            raise UserError(f"rank {rank} appears twice: {a['info']['file']} and {b['info']['file']} "
+                            "(their times overlap: not successive profiling windows of one rank)")
+    out = dict(parts[0])
+    out["files"] = [p["info"]["file"] for p in parts]
+    if len(parts) == 1:
+        return out
+    for k, p in enumerate(parts[1:], start=1):
+        c = p["collectives"]
+        if len(c):
+            c["seq"] = c["seq"] + k * SEQ_STRIDE
+    for kind in _RANK_FRAMES:
+        vals = [p[kind] for p in parts if p.get(kind) is not None]
+        out[kind] = concat_ops(vals) if vals else None
+        if out[kind] is None and vals:
+            out[kind] = vals[0]
+    cut = [p["hta_cutoff_ns"] for p in parts if p["hta_cutoff_ns"] is not None]
+    out["hta_cutoff_ns"] = max(cut) if cut else None
+    out["window"] = (parts[0]["window"][0], parts[-1]["window"][1])
+    return out
+
+
+def _world_size(parts: list, ranks: list[int], path: str, problems: list[str]) -> int:
+    """The job's world size: distributedInfo's (all files must agree, and hold every rank present), else
+    the largest inferred from process groups, else the ranks read; never less than the ranks present."""
+    declared = {p["world_size"] for p in parts if p["world_from"] == "distributedInfo"}
+    if len(declared) > 1:
+        raise UserError(f"traces in {path} disagree on world_size: {sorted(declared)}")
+    if declared:
+        ws = declared.pop()
+        bad = [r for r in ranks if r >= ws]
+        if bad:
+            raise UserError(f"rank(s) {bad[:8]} outside world_size {ws} in {path}")
+        return ws
+    inferred = [p["world_size"] for p in parts if p["world_size"] is not None]
+    least = max(len(ranks), max(ranks) + 1)
+    if inferred and max(inferred) >= least:
+        return max(inferred)
+    problems.append(f"the job's world size is unknown (no distributedInfo.world_size, no process-group "
+                    f"sizes): taken as {least}, from the ranks read")
+    return least
+
+
+def _pair(c: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
+    """Collectives whose (group, seq) peers across ranks disagree on op, dtype or size are not the same
+    collective (sequence numbers drift where a rank's window holds collectives another's does not, or
+    where the trace names no process group): they are left unpaired — the minority of each such key, or
+    all of it on a tie — by a group of their own on their rank, `<group> (unpaired, rank R)`, so no
+    cross-rank analysis matches them. all_to_all may move different sizes per rank: its size is not
+    compared. An unknown dtype or size agrees with any."""
+    if c["rank"].nunique() < 2:
+        return c
+    op = c["op"].astype(str).to_numpy(dtype=object)
+    size = pd.to_numeric(c["bytes"], errors="coerce").to_numpy(np.float64)
+    size = np.where(op == "all_to_all", np.nan, size)
+    dt = c["dtype"].to_numpy(dtype=object)
+    dt = np.array([v if isinstance(v, str) and v and v != "TensorList" else None for v in dt], dtype=object)
+    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([c["group"].astype(str), c["seq"]]))
+    unpaired = np.zeros(len(c), dtype=bool)
+    examples: list[str] = []
+    order = np.argsort(codes, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(codes[order])) + 1):
+        if len(rows) < 2:
+            continue
+        sig = [(op[i], None if np.isnan(size[i]) else float(size[i]), dt[i]) for i in rows]
+        if all(_agree(sig[0], s) for s in sig[1:]) and all(_agree(a, b) for a in sig for b in sig):
+            continue
+        # the signature most members agree with (members agreeing with several count for each)
+        support = [sum(_agree(a, b) for b in sig) for a in sig]
+        best = max(support)
+        leaders = {sig[i] for i, n in enumerate(support) if n == best}
+        keep = sig[support.index(best)] if len(leaders) == 1 else None
+        for i, s in zip(rows, sig):
+            if keep is None or not _agree(keep, s):
+                unpaired[i] = True
+        if len(examples) < 3:
+            who = ", ".join(f"rank {c['rank'].iat[i]}: {op[i]} "
+                            f"{'? B' if np.isnan(size[i]) else f'{int(size[i])} B'}{f' {dt[i]}' if dt[i] else ''}"
+                            for i in rows[:4])
+            examples.append(f"group {c['group'].iat[rows[0]]} seq {c['seq'].iat[rows[0]]} ({who})")
+    n = int(unpaired.sum())
+    if not n:
+        return c
+    c = c.copy()
+    g = c["group"].astype(object).to_numpy(copy=True)
+    r = c["rank"].to_numpy()
+    g[unpaired] = [f"{g[i]} (unpaired, rank {r[i]})" for i in np.flatnonzero(unpaired)]
+    c["group"] = g
+    problems.append(f"{n} collective(s) left unpaired across ranks: their process group and sequence number "
+                    f"match but op, dtype or size do not, e.g. {'; '.join(examples)}")
+    return c
+
+
+def _agree(a: tuple, b: tuple) -> bool:
+    """Two (op, bytes, dtype) signatures can be one collective: same op, and bytes / dtype equal where
+    both are known."""
+    return a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1]) and \
+        (a[2] is None or b[2] is None or a[2] == b[2])
