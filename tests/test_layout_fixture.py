@@ -59,7 +59,9 @@ def test_only_the_transposed_tied_gradient_is_reported(report):
         assert not r["deliberate"]
     # priced against the aligned bf16 add of the same size in the trace (~3.2 TB/s on H100)
     adds = high[high["op"] == "aten::add_"]
-    assert adds["peak_source"].eq("aligned peer").all()
+    assert adds["peak_source"].eq("aligned twin").all() and (adds["severity"] == "severe").all()
+    copies = high[high["op"] == "aten::copy_"]  # no aligned copy of that size: the add, any aligned op
+    assert copies["peak_source"].eq("aligned peer").all()
     assert 2800 < adds["peak_gbps"].min() and adds["peak_gbps"].max() < 3400
     assert (adds["pct_of_peak"] < 30).all() and (adds["duration_us"] > 300).all()
     assert (adds["est_saving_us"] > 200).all()
@@ -125,3 +127,21 @@ def test_cli_errors_are_one_line(tmp_path):
     assert res.exit_code != 0 and "does not exist" in str(res.exception)
     res = CliRunner().invoke(app, ["layout", str(tmp_path), "--peak-gbps", "-1"])
     assert "--peak-gbps must be positive" in str(res.exception)
+
+
+def test_terminal_tables_fit_100_columns_one_line_per_row(report):
+    from rich.console import Console
+
+    from commscope.analyze.layout_report import grouped
+    from reports.layout_terminal import print_layout_findings
+
+    con = Console(width=100, record=True)
+    groups = grouped(report.findings)
+    print_layout_findings(report, groups, con)
+    lines = con.export_text().splitlines()
+    assert max(len(x) for x in lines) <= 100
+    # a data row per finding group and per contention row, each on one line
+    assert sum(x.lstrip().startswith(("add_ ", "copy_ ", "CUDAFun")) for x in lines) == len(groups)
+    assert sum(x.split()[:2] in (["0", "10"], ["1", "10"], ["0", "11"], ["1", "11"]) for x in lines if x.strip()) \
+        == len(report.contention)
+    assert "ew<128, 4, …>" in con.export_text()
