@@ -138,10 +138,11 @@ def test_terminal_tables_fit_100_columns_one_line_per_row(report):
     con = Console(width=100, record=True)
     groups = grouped(report.findings)
     print_layout_findings(report, groups, con)
-    lines = con.export_text().splitlines()
+    text = con.export_text()
+    lines = text.splitlines()
     assert max(len(x) for x in lines) <= 100
     # a data row per finding group and per contention row, each on one line
     assert sum(x.lstrip().startswith(("add_ ", "copy_ ", "CUDAFun")) for x in lines) == len(groups)
     assert sum(x.split()[:2] in (["0", "10"], ["1", "10"], ["0", "11"], ["1", "11"]) for x in lines if x.strip()) \
         == len(report.contention)
-    assert "ew<128, 4, …>" in con.export_text()
+    assert "ew<128, 4, …>" in text
