@@ -133,18 +133,15 @@ def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int) -> tuple
         b = busy_from[rows]
         # A recorded end is an upper bound (a wall clock may only see completion when it is waited on);
         # the group runs in launch order, so a collective was done once any later one of its group was.
+        # The bounded ends are nondecreasing: the collectives still in flight at t are a suffix.
         e = np.minimum.accumulate(end[rows][::-1])[::-1]
-        # the latest end among rows 0..i: rows before the first whose running end passes t cannot be in
-        # flight at t, so each search starts there
-        run_end = np.maximum.accumulate(e)
         for j, sp in enumerate(spans):
             if not sp or j == 0:
                 continue
             rs = np.array([x for x, _ in sp])
             re_ = np.array([y for _, y in sp])
-            lo = int(np.searchsorted(run_end[:j], rs.min(), side="right"))
-            for i in range(lo, j):
-                if e[i] <= rs.min() or b[i] >= re_.max():
+            for i in range(int(np.searchsorted(e[:j], rs.min(), side="right")), j):
+                if b[i] >= re_.max():
                     continue
                 part = iv.intersect((rs, re_), (b[i:i + 1], e[i:i + 1]))
                 n = float(np.sum(part[1] - part[0]))
