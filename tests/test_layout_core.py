@@ -6,7 +6,7 @@ import pytest
 
 from commscope.analyze.contention import DeviceLimits, device_limits, find_sm_contention, sm_filling_kernels
 from commscope.analyze.layout import (bytes_moved, fastest_dim, find_layout_mismatches, known_copy_gbps,
-                                      layout_mismatch)
+                                      layout_mismatch, stride_order)
 from commscope.analyze.layout_kernels import functor_key, kernel_layout_evidence
 from commscope.load.frames import frame
 
@@ -33,13 +33,21 @@ def test_fastest_dim_ignores_size_one_and_broadcast_dims():
     assert fastest_dim([1, 1], [1, 1]) is None
 
 
-def test_mismatch_only_when_the_fastest_dimension_differs():
+def test_any_difference_in_stride_order_is_a_mismatch():
     assert layout_mismatch([[V, D], [V, D], []], [[D, 1], [1, V], []])           # transposed source
     assert not layout_mismatch([[V, D], [V, D], []], [[D, 1], [D, 1], []])       # aligned
-    # permuted outer dims keep a contiguous inner run: not a mismatch worth reporting
-    assert not layout_mismatch([[2, 3, 4], [2, 3, 4]], [[12, 4, 1], [4, 8, 1]])
+    # outer dims permuted, the innermost one shared: still a different order (generic kernel on H200)
+    assert layout_mismatch([[2, 3, 4], [2, 3, 4]], [[12, 4, 1], [4, 8, 1]])
+    # channels_last against contiguous NCHW
+    assert layout_mismatch([[8, 16, 5, 5], [8, 16, 5, 5]], [[400, 25, 5, 1], [400, 1, 80, 16]])
     assert not layout_mismatch([[V, D], [D]], [[D, 1], [1]])                     # broadcast row vector
+    assert not layout_mismatch([[V, D], [V, D]], [[D, 1], [0, 1]])               # expanded row: stride 0
+    assert not layout_mismatch([[V, D], [V, D]], [[D, 1], [1, 0]])               # expanded column: one real dim
+    assert not layout_mismatch([[4, V, D], [1, V, D]], [[V * D, D, 1], [V * D, D, 1]])  # size-1 dims ignored
+    assert layout_mismatch([[4, V, D], [V, D]], [[V * D, D, 1], [1, V]])         # broadcast and transposed
+    assert not layout_mismatch([[2, 3], [4, 5]], [[3, 1], [1, 4]])               # shapes that do not broadcast
     assert not layout_mismatch([[], []], [[], []])
+    assert stride_order([2, 3, 4], [12, 4, 1]) == (0, 1, 2) and stride_order([2, 3, 4], [4, 8, 1]) == (1, 0, 2)
 
 
 def test_bytes_moved_counts_reads_and_one_write_copy_does_not_read_destination():
@@ -83,17 +91,26 @@ def test_gpu_finding_priced_against_aligned_peer_and_attributed():
     assert r["bytes"] == 3 * V * D * 2
     assert r["duration_us"] == pytest.approx(331.0)
     assert r["achieved_gbps"] == pytest.approx(3 * V * D * 2 / 331_000)
-    assert r["peak_gbps"] == pytest.approx(3 * V * D * 2 / 77_000) and r["peak_source"] == "aligned peer"
+    assert r["peak_gbps"] == pytest.approx(3 * V * D * 2 / 77_000) and r["peak_source"] == "aligned twin"
+    assert r["slowdown"] == pytest.approx(331.0 / 77.0) and r["severity"] == "severe"
     assert r["est_saving_us"] == pytest.approx(331.0 - 77.0)
     assert r["where"] == "backward: lm_head grad accumulation"
 
 
-def test_device_peak_wins_on_gpu_and_given_peak_wins_over_all():
+def test_twin_then_device_then_peer_and_given_peak_wins_over_all():
     ops = _gpu_ops()
     f = find_layout_mismatches(ops, device_name="NVIDIA H200")
+    assert f.iloc[0]["peak_source"] == "aligned twin"  # the aligned add_ of the same size and dtypes
+    no_twin = ops[~((ops["name"] == "aten::add_") & (ops["external_id"] == 8))]
+    f = find_layout_mismatches(no_twin, device_name="NVIDIA H200")
     assert f.iloc[0]["peak_gbps"] == 4300.0 and f.iloc[0]["peak_source"] == "device"
     ideal_us = 3 * V * D * 2 / 4300.0 / 1e3
     assert f.iloc[0]["est_saving_us"] == pytest.approx(331.0 - ideal_us)
+    # an aligned op of another kind and the same size is only the last resort (no device bandwidth known)
+    peer = ops.copy()
+    peer.loc[peer["external_id"] == 8, "name"] = "aten::mul_"
+    f = find_layout_mismatches(peer, device_name="NVIDIA H100")
+    assert f.iloc[0]["peak_source"] == "aligned peer"
     g = find_layout_mismatches(ops, device_name="NVIDIA H200", peak_gbps=1000.0)
     assert g.iloc[0]["peak_gbps"] == 1000.0 and g.iloc[0]["peak_source"] == "given"
 

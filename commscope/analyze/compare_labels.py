@@ -10,13 +10,19 @@ commscope.analyze.exposure.collective_table) one sample per step is taken:
 - `boundary_ms` (pseudo-label BOUNDARY_LABEL): the host time at the step's start boundary, the gap
   since the previous step plus the delay to its first compute (commscope.analyze.step_gaps), averaged
   over ranks: where the device idles after a step-end sync, e.g. while the next batch is made.
+- placement (pseudo-label `<label> (start − backward end)`, metric `start_vs_backward_end_ms`): where the
+  label's collectives start relative to the end of the step's backward pass (commscope.analyze.placement;
+  negative: inside it), mean over its collectives in the step, averaged over ranks. Only steps with a
+  known end of backward give samples; a run without them gives none (no zeros are made up).
 The first step of a run is dropped when there are more (warm-up, allocator, autotuning); it has no
 boundary sample anyway.
 
 Confidence intervals: the difference of means (candidate − baseline) with scipy.stats.bootstrap
 (percentile, fixed seed). When both groups hold at least 2 runs the resampled unit is the run (its
 per-run mean: steps within a run are not independent); otherwise it is the step. A label is "better"
-when the whole CI is below 0, "worse" when it is above 0, else "unchanged".
+when the whole CI is below 0, "worse" when it is above 0, else "unchanged"; a placement row is
+"earlier" / "later" / "unchanged" by the same rule (earlier is not better by itself: the label's
+exposed_ms row says whether moving helped).
 """
 from __future__ import annotations
 
@@ -31,11 +37,20 @@ CI_LEVEL = 0.95
 STEP_LABEL = "(step time)"
 BOUNDARY_LABEL = "(step boundary)"
 METRICS = {STEP_LABEL: "step_ms", BOUNDARY_LABEL: "boundary_ms"}  # pseudo-labels; the rest are exposed_ms
+PLACEMENT_SUFFIX = " (start − backward end)"
+PLACEMENT_METRIC = "start_vs_backward_end_ms"
+
+
+def metric_of(label: str) -> str:
+    if label.endswith(PLACEMENT_SUFFIX):
+        return PLACEMENT_METRIC
+    return METRICS.get(label, "exposed_ms")
 
 
 def run_samples(run_dir: Path) -> pd.DataFrame:
     """One run → rows (step, label, ms): per-step exposed ms per label plus STEP_LABEL and BOUNDARY_LABEL rows."""
     from commscope.analyze.exposure import collective_table
+    from commscope.analyze.placement import placement
     from commscope.analyze.step_gaps import step_gaps
     from commscope.load import load_path
 
@@ -44,8 +59,8 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
     if steps.empty:
         raise UserError(f"{run_dir}: no finished steps recorded")
     step_ms = ((steps["end_ns"] - steps["start_ns"]) / 1e6).groupby(steps["step"]).mean()
-    coll = collective_table(trace)
-    coll = coll[coll["step"] >= 0]
+    table = collective_table(trace)
+    coll = table[table["step"] >= 0]
     n_ranks = max(len(trace.ranks), 1)
     exposed = (coll.groupby(["step", "label"])["exposed_ns"].sum() / 1e6 / n_ranks).rename("ms").reset_index()
     grid = pd.MultiIndex.from_product([step_ms.index, sorted(coll["label"].dropna().unique())],
@@ -53,8 +68,12 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
     exposed = exposed.set_index(["step", "label"]).reindex(grid, fill_value=0.0).reset_index()
     gaps = step_gaps(trace)
     boundary = ((gaps["gap_ns"] + gaps["start_delay_ns"].fillna(0)) / 1e6).groupby(gaps["step"]).mean()
+    place = placement(trace, table).dropna(subset=["start_vs_backward_end_ms"])
+    place = (place.groupby(["step", "label", "rank"])["start_vs_backward_end_ms"].mean()
+             .groupby(level=["step", "label"]).mean().rename("ms").reset_index())
+    place["label"] = place["label"].astype(str) + PLACEMENT_SUFFIX
     out = pd.concat([exposed, pd.DataFrame({"step": step_ms.index, "label": STEP_LABEL, "ms": step_ms.values}),
-                     pd.DataFrame({"step": boundary.index, "label": BOUNDARY_LABEL, "ms": boundary.values})])
+                     pd.DataFrame({"step": boundary.index, "label": BOUNDARY_LABEL, "ms": boundary.values}), place])
     if out["step"].nunique() > 1:
         out = out[out["step"] != out["step"].min()]
     return out.reset_index(drop=True)
@@ -62,6 +81,9 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
 
 def _samples(group: list[pd.DataFrame], label: str, by_run: bool) -> np.ndarray:
     per_run = [df.loc[df["label"] == label, "ms"].to_numpy(np.float64) for df in group]
+    if metric_of(label) == PLACEMENT_METRIC:  # no collective of the label: no position, not position 0
+        per_run = [x for x in per_run if len(x)]
+        return np.array([x.mean() for x in per_run]) if by_run else np.concatenate(per_run or [np.empty(0)])
     # a label a run never used: that run spent 0 exposed ms on it, one value per step
     per_run = [x if len(x) else np.zeros(max(df["step"].nunique(), 1)) for x, df in zip(per_run, group)]
     return np.array([x.mean() for x in per_run]) if by_run else np.concatenate(per_run)
@@ -84,16 +106,22 @@ def _ci(cand: np.ndarray, base: np.ndarray, n_boot: int) -> tuple[float, float]:
 def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 2000) -> pd.DataFrame:
     """Rows per (candidate, label): base/cand means, delta, CI, resampled unit, verdict."""
     loaded = [[run_samples(p) for p in runs] for runs in groups]
-    labels = sorted({lab for g in loaded for df in g for lab in df["label"].unique()} - set(METRICS))
+    all_labels = {lab for g in loaded for df in g for lab in df["label"].unique()} - set(METRICS)
+    labels = sorted(lab for lab in all_labels if metric_of(lab) != PLACEMENT_METRIC)
+    placed = sorted(lab for lab in all_labels if metric_of(lab) == PLACEMENT_METRIC)
     rows = []
     base = loaded[0]
     for name, cand in zip(names[1:], loaded[1:]):
         by_run = len(base) >= 2 and len(cand) >= 2
-        for label in [STEP_LABEL, BOUNDARY_LABEL, *labels]:
+        for label in [STEP_LABEL, BOUNDARY_LABEL, *labels, *placed]:
             b, c = _samples(base, label, by_run), _samples(cand, label, by_run)
+            if not len(b) or not len(c):
+                continue  # placement known on one side only
             lo, hi = _ci(c, b, n_boot)
-            verdict = "better" if hi < 0 else "worse" if lo > 0 else "unchanged"
-            rows.append({"candidate": name, "label": label, "metric": METRICS.get(label, "exposed_ms"),
+            metric = metric_of(label)
+            down, up = ("earlier", "later") if metric == PLACEMENT_METRIC else ("better", "worse")
+            verdict = down if hi < 0 else up if lo > 0 else "unchanged"
+            rows.append({"candidate": name, "label": label, "metric": metric,
                          "base_ms": float(b.mean()), "cand_ms": float(c.mean()),
                          "delta_ms": float(c.mean() - b.mean()), "ci_low": lo, "ci_high": hi,
                          "unit": "runs" if by_run else "steps", "n_base": len(b), "n_cand": len(c),

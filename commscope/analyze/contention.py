@@ -6,14 +6,22 @@ launched meanwhile on the communication stream waits for SMs and its kernel stre
 transpose kernels (grid 150912 for a (50304, 768) fp32 add) are the seed record's example.
 
 Method, per rank: a collective (GPU-timed, from the `collectives` frame) is *contended* when a
-co-schedule-overflowing compute kernel from the `kernels` frame overlaps it on a different stream. Its
-baseline is the median duration of the same collective (same op, label and bytes) on the same rank when it
-overlapped no such kernel ("ran alone", other steps); all ranks' alone runs are the fallback. Inflation =
-duration / baseline. An NCCL kernel's duration also includes waiting for its peers, so only the part
-of the extra time that the overlap can explain is attributed (`attributable_us = min(extra, overlap)`),
-and a collective is reported only when it has a baseline, took longer than *every* alone run of it, the
-overlap covers at least `min_overlap_frac` of it, its inflation is at least `min_inflation` and at least
-`min_attributable_us` of it is attributable (below ~20 µs a small collective's own jitter dominates).
+co-schedule-overflowing compute kernel from the `kernels` frame overlaps it on a different stream. An
+NCCL kernel's duration also includes waiting for its peers to arrive, so its extra time is charged to the
+overlapping kernel only where the evidence separates the two (`separable`, `evidence` says which):
+- `same rank alone`: the same collective (op, label, known bytes) ran on this rank with no such kernel
+  overlapping it (other steps): baseline = the median of those runs;
+- `arrivals known`: every rank of its process group is in the trace with a measured start for this
+  (group, seq) (non-negative seq: launched inside the window), so the wait for the last peer
+  (`peer_wait_us` = last arrival − own arrival) is removed from the duration; baseline = the alone runs
+  of any rank, with their peer wait removed likewise.
+Peer wait is removed from every duration whose arrivals are known, on both sides of the comparison.
+Otherwise the row is `not separable` (`attributable_us` null) with the reason in `evidence`: a trace of
+some of the ranks cannot tell a late peer from a slowed kernel unless this rank ran the same collective
+alone. A row needs a baseline, a (net) duration longer than *every* alone run of it, the overlap
+covering at least `min_overlap_frac` of it, inflation ≥ `min_inflation` and `min(extra, overlap)` ≥
+`min_attributable_us` (below ~20 µs a small collective's own jitter dominates); separable rows are
+charged `attributable_us = min(extra, overlap)`.
 
 Invariants: resident blocks per SM are bounded by threads only (registers and shared memory are not in
 the frames), so the capacity is an upper bound and a kernel flagged as overflowing really does overflow.
@@ -30,6 +38,7 @@ import pandas as pd
 CONTENTION_COLUMNS = [
     "rank", "step", "label", "op", "bytes", "stream", "start_ns", "duration_us", "alone_us", "inflation",
     "extra_us", "overlap_us", "overlap_frac", "attributable_us", "kernel", "kernel_stream", "kernel_blocks", "capacity_blocks",
+    "peer_wait_us", "separable", "evidence",
 ]
 
 
@@ -114,23 +123,35 @@ def find_sm_contention(collectives: pd.DataFrame, kernels: pd.DataFrame, limits:
         overlap.append(ov)
         partners.append(b["rows"].iloc[pos] if pos is not None else None)
     comm["overlap_ns"] = overlap
+    comm["peer_wait_ns"] = peer_waits(comm)
+    comm["net_ns"] = comm["dur_ns"] - comm["peer_wait_ns"].fillna(0)
     alone = comm[comm["overlap_ns"] == 0]
-    stats = lambda g: {k: (float(v.median()), float(v.max())) for k, v in g["dur_ns"]}  # noqa: E731
+    stats = lambda g: {k: (float(v.median()), float(v.max())) for k, v in g["net_ns"]}  # noqa: E731
     by_rank = stats(alone.groupby(["rank", "key"]))
     by_key = stats(alone.groupby("key"))
+    present = comm.groupby(["group", "seq"], dropna=False)["rank"].transform("nunique")
     out = []
-    for (i, c), p in zip(comm.iterrows(), partners):
+    for (i, c), p, n_present in zip(comm.iterrows(), partners, present):
         if c["overlap_ns"] == 0:
             continue
-        found = by_rank.get((c["rank"], c["key"])) or by_key.get(c["key"])
-        if found is None:
-            continue
+        arrivals = not pd.isna(c["peer_wait_ns"])
+        # without its size (launched before the window) "the same collective" is not established
+        found = by_rank.get((c["rank"], c["key"])) if pd.notna(c["bytes"]) else None
+        if found is not None:
+            separable, why = True, "same rank alone" + ("; peer wait removed" if arrivals else "")
+        else:
+            found = by_key.get(c["key"])
+            if found is None:
+                continue  # never ran alone anywhere: no baseline to speak of
+            separable = arrivals
+            why = "arrivals known; alone on other ranks" if arrivals else _not_separable(c, int(n_present))
         base, worst_alone = found
-        if pd.isna(base) or base <= 0 or c["dur_ns"] <= worst_alone:
+        net = c["net_ns"]
+        if pd.isna(base) or base <= 0 or net <= worst_alone:
             continue  # within what this collective took alone: not evidence of contention
-        infl = c["dur_ns"] / base
+        infl = net / base
         frac = c["overlap_ns"] / c["dur_ns"] if c["dur_ns"] > 0 else 0.0
-        extra = c["dur_ns"] - base
+        extra = net - base
         if infl < min_inflation or frac < min_overlap_frac or min(extra, c["overlap_ns"]) < min_attributable_us * 1e3:
             continue
         out.append({
@@ -138,9 +159,42 @@ def find_sm_contention(collectives: pd.DataFrame, kernels: pd.DataFrame, limits:
             "bytes": c["bytes"], "stream": c["stream"], "start_ns": int(c["start_ns"]),
             "duration_us": c["dur_ns"] / 1e3, "alone_us": base / 1e3, "inflation": infl,
             "extra_us": extra / 1e3, "overlap_us": c["overlap_ns"] / 1e3, "overlap_frac": frac,
-            "attributable_us": min(extra, c["overlap_ns"]) / 1e3,
+            "attributable_us": min(extra, c["overlap_ns"]) / 1e3 if separable else np.nan,
             "kernel": p["name"], "kernel_stream": p["stream"], "kernel_blocks": int(p["blocks"]),
             "capacity_blocks": int(p["capacity"]),
+            "peer_wait_us": c["peer_wait_ns"] / 1e3 if arrivals else np.nan, "separable": separable,
+            "evidence": why,
         })
     res = pd.DataFrame(out, columns=CONTENTION_COLUMNS)
-    return res.sort_values(["attributable_us", "rank"], ascending=[False, True], ignore_index=True)
+    if not len(res):
+        return res
+    res["_sep"] = ~res["separable"].astype(bool)
+    res = res.sort_values(["_sep", "attributable_us", "extra_us", "rank"], ascending=[True, False, False, True],
+                          ignore_index=True)
+    return res.drop(columns="_sep")
+
+
+def peer_waits(comm: pd.DataFrame) -> pd.Series:
+    """Per collective, ns from its own arrival (kernel start) to the last arrival of its (group, seq),
+    clipped to its duration; NaN unless every rank of the group is present with a start and the seq is
+    from inside the profiling window (negative seqs differ per rank, docs/frames.md)."""
+    seq = pd.to_numeric(comm["seq"], errors="coerce")
+    start = comm["start_ns"].astype("Int64")
+    keys = [comm["group"], seq]
+    last = start.groupby(keys, dropna=False).transform("max")
+    n = comm["rank"].groupby(keys, dropna=False).transform("nunique")
+    size = pd.to_numeric(comm["group_size"], errors="coerce")
+    ok = (seq >= 0) & (n >= size) & (size >= 2) & start.notna()
+    wait = (last - start).astype("Float64").clip(lower=0).to_numpy(np.float64, na_value=np.nan)
+    wait = np.minimum(wait, comm["dur_ns"].to_numpy(np.float64))
+    return pd.Series(np.where(ok.to_numpy(bool), wait, np.nan), index=comm.index)
+
+
+def _not_separable(c: pd.Series, present: int) -> str:
+    size = c.get("group_size")
+    seq = c.get("seq")
+    if pd.isna(c.get("bytes")) or (pd.notna(seq) and seq < 0):
+        return "not separable: launched before the profiling window, its size and its peers' arrivals unknown"
+    who = f"{present} of {int(size)} ranks of its group in the trace" if pd.notna(size) and present < size \
+        else "peers' arrivals unknown"
+    return f"not separable: {who}, and rank {int(c['rank'])} never ran it alone"

@@ -13,6 +13,16 @@
   arrived last did not wait, so its time is closest to the pure transfer time (nccl-tests convention).
 - `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
   the op and group size n: all_reduce 2(n−1)/n; reduce_scatter, all_gather, all_to_all (n−1)/n; else 1.
+- Queueing (`queue_split`): a process group runs its collectives one after another in launch order, so
+  part of a collective's exposed time can be spent waiting for *earlier* collectives of the same group on
+  the same rank to finish. `queued_ns` is the part of its exposed spans during which an earlier one
+  (lower `seq`, same rank and group) was in flight (launch → end, the end bounded by the earliest end of
+  any later collective of the group: launch order is completion order); each instant of it is charged to the
+  head of the queue then, the earliest such collective, whose `queue_charged_ns` it adds to.
+  `own_exposed_ns = exposed_ns − queued_ns`. Per rank, Σ own + Σ charged = Σ exposed: nothing is lost or
+  counted twice. On kernel-timed traces a collective's kernel starts after its predecessors on the
+  communication stream ended, so `queued_ns` is ~0 there; the split matters where the exposed time is a
+  blocked host wait (run directories).
 """
 from __future__ import annotations
 
@@ -106,12 +116,52 @@ def exposed_spans(coll: pd.DataFrame, comp: iv.Intervals, origin: int) -> list[l
     return out
 
 
+def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int) -> tuple[np.ndarray, np.ndarray]:
+    """(queued_ns, queue_charged_ns) per row of the collectives `c` (module docstring). `comp`: per rank
+    compute set in ns since `o` (to_rel), the same the exposed time was computed against."""
+    queued, charged = np.zeros(len(c)), np.zeros(len(c))
+    launch, start, end = collective_span(c, o)
+    busy_from = np.where(np.isnan(launch), start, launch)  # in the group's queue from its launch
+    seq = pd.to_numeric(c["seq"], errors="coerce").to_numpy(np.float64)
+    ok = ~np.isnan(busy_from) & ~np.isnan(end) & ~np.isnan(seq)
+    idx = np.flatnonzero(ok)
+    for (rank, _), pos in c.iloc[idx].groupby(["rank", "group"], sort=False, dropna=False).indices.items():
+        rows = idx[pos]
+        rows = rows[np.argsort(seq[rows], kind="stable")]
+        sub = c.iloc[rows]
+        spans = exposed_spans(sub, comp.get(int(rank), iv.empty()), o)
+        b = busy_from[rows]
+        # A recorded end is an upper bound (a wall clock may only see completion when it is waited on);
+        # the group runs in launch order, so a collective was done once any later one of its group was.
+        # The bounded ends are nondecreasing: the collectives still in flight at t are a suffix.
+        e = np.minimum.accumulate(end[rows][::-1])[::-1]
+        for j, sp in enumerate(spans):
+            if not sp or j == 0:
+                continue
+            rs = np.array([x for x, _ in sp])
+            re_ = np.array([y for _, y in sp])
+            for i in range(int(np.searchsorted(e[:j], rs.min(), side="right")), j):
+                if b[i] >= re_.max():
+                    continue
+                part = iv.intersect((rs, re_), (b[i:i + 1], e[i:i + 1]))
+                n = float(np.sum(part[1] - part[0]))
+                if n <= 0:
+                    continue
+                queued[rows[j]] += n
+                charged[rows[i]] += n
+                rs, re_ = iv.subtract((rs, re_), part)
+                if not len(rs):
+                    break
+    return queued, charged
+
+
 def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
     """`trace.collectives` plus the columns in the module docstring. `comp`: compute_sets(trace), if
     already computed."""
     c = trace.collectives.copy()
     if not len(c):
-        for col in ("duration_ns", "exposed_ns", "overlap_pct", "transfer_ns", "algbw_gbps", "busbw_gbps"):
+        for col in ("duration_ns", "exposed_ns", "overlap_pct", "queued_ns", "queue_charged_ns", "own_exposed_ns",
+                    "transfer_ns", "algbw_gbps", "busbw_gbps"):
             c[col] = pd.Series(dtype=np.float64)
         return c
     o = origin_ns(trace)
@@ -133,6 +183,8 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     dur = c["duration_ns"].to_numpy(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         c["overlap_pct"] = np.where(dur > 0, 100.0 * (1.0 - np.minimum(c["exposed_ns"], dur) / dur), np.nan)
+    c["queued_ns"], c["queue_charged_ns"] = queue_split(c, comp, o)
+    c["own_exposed_ns"] = c["exposed_ns"] - c["queued_ns"]
     c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min")
     with np.errstate(invalid="ignore", divide="ignore"):
         c["algbw_gbps"] = np.where(c["transfer_ns"] > 0, c["bytes"].astype(np.float64) / c["transfer_ns"], np.nan)
@@ -220,3 +272,25 @@ def label_totals(table: pd.DataFrame) -> pd.DataFrame:
     if not len(table):
         return pd.DataFrame(columns=cols)
     return _grouped_totals(table, ["label"]).set_index("label")[cols]
+
+
+QUEUE_FIELDS = {"own_exposed_ms": "own_exposed_ns", "queued_ms": "queued_ns",
+                "queue_charged_ms": "queue_charged_ns"}
+
+
+def label_queueing(table: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per label, the queueing split of its exposed time, each a per-rank total averaged over the ranks
+    that have the label (as `exposed_ms`): `own_exposed_ms`, `queued_ms` (behind earlier collectives of
+    its group), `queue_charged_ms` (later collectives' waits spent behind it) and
+    `attributed_exposed_ms = own + charged`, the stall this label is responsible for."""
+    if not len(table) or "queued_ns" not in table:
+        return {}
+    cols = list(QUEUE_FIELDS.values())
+    per_rank = table.groupby(["label", "rank"], sort=False)[cols].sum() / 1e6
+    mean = per_rank.groupby(level="label", sort=False).mean()
+    out = {}
+    for label, r in mean.iterrows():
+        d = {k: float(r[v]) for k, v in QUEUE_FIELDS.items()}
+        d["attributed_exposed_ms"] = d["own_exposed_ms"] + d["queue_charged_ms"]
+        out[str(label)] = d
+    return out

@@ -10,9 +10,18 @@ kernel evidence (`commscope.analyze.layout_kernels`), marked low-confidence.
 
 Invariants
 - Pure functions over the frames of docs/frames.md; nothing here reads files.
-- A finding needs two tensor arguments with the same shape whose *fastest-varying* dimension differs
-  (dims of size 1 and broadcast dims with stride 0 are ignored): that is what breaks coalescing and
-  vectorization. Outer-order permutations keep a contiguous inner run and are not reported.
+- A finding needs two tensor arguments (the output is one: `add_`'s self, `copy_`'s destination, an `out=`)
+  with broadcast-compatible shapes whose *stride order* differs: the order of their dimensions from
+  largest to smallest stride, over the dimensions both really have (size > 1, stride ≠ 0; shapes aligned
+  from the right as broadcasting does). Any difference counts, not only the innermost dimension:
+  PyTorch takes the vectorized contiguous kernel only when every operand is laid out alike, and on an
+  H200 a bf16 add whose operands differ only in the order of outer dimensions ran ~2.4× slower than its
+  aligned twin (docs/layout.md, the case table). Broadcast (stride-0) dimensions alone are no mismatch.
+- Severity (`slowdown`, `severity`): achieved bandwidth against the reference of `peak_source`, in this
+  order: the *aligned twin* (the same op on the same element count and dtypes, laid out alike, in the
+  same trace), else the device's measured copy bandwidth (GPU ops), else the best aligned op of the same
+  element count (`aligned peer`). `slowdown = reference GB/s ÷ achieved GB/s`; severe ≥ 2, moderate
+  ≥ 1.3 (SLOWDOWN_FLAG), else minor.
 - Times: `duration_us` is the sum of the op's linked kernels on a GPU trace, the cpu op's own duration on a
   CPU trace. `est_saving_us = max(0, duration − bytes / peak)`; no peak → no saving, never a guess.
 """
@@ -32,8 +41,16 @@ from commscope.util.num import largest_numel
 FINDING_COLUMNS = [
     "rank", "op", "kernel", "dims", "strides", "dtypes", "numel", "bytes", "duration_us",
     "achieved_gbps", "peak_gbps", "pct_of_peak", "peak_source", "est_saving_us", "where",
-    "confidence", "deliberate", "start_ns",
+    "confidence", "deliberate", "start_ns", "slowdown", "severity",
 ]
+SLOWDOWN_FLAG = 1.3   # a case this much slower than its aligned twin must be flagged (docs/layout.md)
+SLOWDOWN_SEVERE = 2.0
+
+
+def severity(slowdown: float | None) -> str | None:
+    if slowdown is None or not np.isfinite(slowdown):
+        return None
+    return "severe" if slowdown >= SLOWDOWN_SEVERE else "moderate" if slowdown >= SLOWDOWN_FLAG else "minor"
 
 # Pointwise ops: each output element depends on the same-index input elements, so the cost is pure memory
 # traffic and a layout mismatch shows up directly. Matmuls, reductions and view ops are excluded by name.
@@ -76,25 +93,39 @@ def fastest_dim(dims: Sequence[int], strides: Sequence[int]) -> int | None:
 
     None for scalars, fully broadcast or single-element tensors, which cannot mismatch anything.
     Ties (possible only for overlapping views) go to the last index, the contiguous convention."""
-    best, best_stride = None, None
-    for i, (d, s) in enumerate(zip(dims, strides)):
-        if d <= 1 or s == 0:
-            continue
-        if best_stride is None or abs(s) <= best_stride:
-            best, best_stride = i, abs(s)
-    return best
+    order = stride_order(dims, strides)
+    return order[-1] if order else None
+
+
+def stride_order(dims: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
+    """The dimensions that are really there (size > 1, stride ≠ 0), from largest to smallest stride:
+    (0, 1) for a contiguous matrix, (1, 0) for its transpose. Ties (overlapping views only) keep index
+    order, the contiguous convention."""
+    real = [i for i, (d, st) in enumerate(zip(dims, strides)) if d > 1 and st != 0]
+    return tuple(sorted(real, key=lambda i: (-abs(strides[i]), i)))
+
+
+def _aligned_right(d: tuple, s: tuple, n: int) -> tuple[tuple, tuple]:
+    return (1,) * (n - len(d)) + d, (0,) * (n - len(s)) + s
+
+
+def orders_differ(a: tuple[tuple, tuple], b: tuple[tuple, tuple]) -> bool:
+    """Whether two (dims, strides) tensors that broadcast together lay out their common dimensions in a
+    different order; False when their shapes do not broadcast (not operands of one elementwise op)."""
+    n = max(len(a[0]), len(b[0]))
+    (da, sa), (db, sb) = _aligned_right(*a, n), _aligned_right(*b, n)
+    if any(x != y and x != 1 and y != 1 for x, y in zip(da, db)):
+        return False
+    oa, ob = stride_order(da, sa), stride_order(db, sb)
+    common = set(oa) & set(ob)
+    return [i for i in oa if i in common] != [i for i in ob if i in common]
 
 
 def layout_mismatch(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[int]]) -> bool:
-    """True when two same-shaped tensor arguments have different fastest-varying dimensions."""
+    """True when two tensor arguments lay out the dimensions they share in a different stride order."""
     tensors = [(tuple(d), tuple(s)) for d, s in zip(dims or [], strides or [])
                if d and s and len(d) == len(s) and len(d) >= 2 and all(isinstance(x, int) for x in d)]
-    by_shape: dict[tuple, set] = {}
-    for d, s in tensors:
-        f = fastest_dim(d, s)
-        if f is not None:
-            by_shape.setdefault(d, set()).add(f)
-    return any(len(f) > 1 for f in by_shape.values())
+    return any(orders_differ(tensors[i], tensors[j]) for i in range(len(tensors)) for j in range(i + 1, len(tensors)))
 
 
 def _elem_sizes(dtypes: Any, kernel: str | None, dims: Sequence[Sequence[int]]) -> list[int] | None:
@@ -168,9 +199,13 @@ def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
 
 
 def _peak_for(row: pd.Series, aligned: pd.DataFrame, device_peak: float | None) -> tuple[float | None, str]:
+    """The reference bandwidth of a finding and its source (module docstring: twin, device, peer)."""
+    same = aligned[(aligned["numel"] == row["numel"]) & (aligned["on_gpu"] == row["on_gpu"])]
+    twin = same[(same["op"] == row["op"]) & (same["dtypes"].map(str) == str(row["dtypes"]))]["achieved_gbps"].dropna()
+    if len(twin):
+        return float(twin.max()), "aligned twin"
     if device_peak is not None and row["on_gpu"]:
         return device_peak, "device"
-    same = aligned[(aligned["numel"] == row["numel"]) & (aligned["on_gpu"] == row["on_gpu"])]
     same = same["achieved_gbps"].dropna()
     if len(same):
         return float(same.max()), "aligned peer"
@@ -190,8 +225,8 @@ def find_layout_mismatches(
 ) -> pd.DataFrame:
     """Stride-evidence findings (confidence "high"), one row per mismatched op execution, costliest first.
 
-    `peak_gbps` overrides the peak; otherwise the device's measured copy bandwidth (GPU ops only), else
-    the best aligned op with the same element count in the same trace."""
+    `peak_gbps` overrides the reference; otherwise the aligned twin, the device's measured copy bandwidth
+    (GPU ops only), the best aligned op with the same element count (module docstring)."""
     if ops is None or ops.empty:
         return pd.DataFrame(columns=FINDING_COLUMNS)
     priced = _priced(ops, min_numel)
@@ -202,9 +237,8 @@ def find_layout_mismatches(
     bad = priced[priced["mismatch"] & (priced["numel"] >= min_numel)]
     out = []
     for _, f in bad.iterrows():
-        peak, source = _peak_for(f, aligned, device_peak)
-        if peak_gbps is not None:
-            source = "given"
+        peak, source = (peak_gbps, "given") if peak_gbps is not None else _peak_for(f, aligned, device_peak)
+        slow = peak / f["achieved_gbps"] if (peak and f["achieved_gbps"]) else None
         ideal_ns = f["bytes"] / peak if (peak and f["bytes"]) else None
         where, deliberate = attribute(ops.loc[f["_idx"]], ops, regions, hooks, param_shapes, step_regions)
         out.append({
@@ -216,6 +250,7 @@ def find_layout_mismatches(
             "peak_source": source,
             "est_saving_us": max(0.0, (f["duration_ns"] - ideal_ns) / 1e3) if ideal_ns is not None else None,
             "where": where, "confidence": "high", "deliberate": deliberate, "start_ns": f["start_ns"],
+            "slowdown": slow, "severity": severity(slow),
         })
     res = pd.DataFrame(out, columns=FINDING_COLUMNS)
     return res.sort_values(["duration_us", "rank", "start_ns"], ascending=[False, True, True],

@@ -20,7 +20,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from commscope.analyze.layout import FINDING_COLUMNS, kernel_elem_size, known_copy_gbps
+from commscope.analyze.layout import FINDING_COLUMNS, kernel_elem_size, known_copy_gbps, severity
 
 _GENERIC = re.compile(r"\bat::native::elementwise_kernel<(\d+), (\d+), (.*)")
 _VECTOR = re.compile(r"\bat::native::vectorized_elementwise_kernel<(\d+), (.*)")
@@ -115,6 +115,8 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
         if not (slow_vs_peer or slow_vs_peak):
             continue
         ideal = nbytes / peak if (peak and nbytes) else None
+        # against its vectorized twin where there is one, else the reference bandwidth
+        slowdown = ratio if ratio is not None else (peak / gbps if (peak and gbps) else None)
         out.append({
             "rank": int(k["rank"]), "op": k["key"], "kernel": k["name"], "dims": [[int(k["numel"])]],
             "strides": None, "dtypes": None, "numel": int(k["numel"]), "bytes": nbytes,
@@ -123,6 +125,7 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
             "est_saving_us": max(0.0, (k["dur_ns"] - ideal) / 1e3) if ideal is not None else None,
             "where": "unknown (no shapes recorded)",
             "confidence": "low", "deliberate": False, "start_ns": int(k["start_ns"]),
+            "slowdown": slowdown, "severity": severity(slowdown),
         })
     res = pd.DataFrame(out, columns=FINDING_COLUMNS)
     return res.sort_values(["duration_us", "rank"], ascending=[False, True], ignore_index=True)

@@ -19,12 +19,12 @@ from typing import Any
 import pandas as pd
 
 from commscope.analyze.contention import CONTENTION_COLUMNS, device_limits, find_sm_contention
-from commscope.analyze.layout import FINDING_COLUMNS, find_layout_mismatches
+from commscope.analyze.layout import FINDING_COLUMNS, find_layout_mismatches, severity
 from commscope.analyze.layout_kernels import kernel_layout_evidence
 
 JSON_FINDING_KEYS = ["op", "kernel", "dims", "strides", "duration_us", "achieved_gbps", "peak_gbps",
                      "est_saving_us", "where", "confidence", "deliberate", "rank", "pct_of_peak", "peak_source",
-                     "bytes"]
+                     "bytes", "slowdown", "severity"]
 
 
 @dataclass
@@ -100,18 +100,24 @@ def grouped(findings: pd.DataFrame) -> pd.DataFrame:
     g = f.groupby(keys, sort=False, dropna=False).agg(
         count=("rank", "size"), kernel=("kernel", "first"), dims=("dims", "first"), strides=("strides", "first"),
         duration_us=("duration_us", "sum"), achieved_gbps=("achieved_gbps", "median"),
-        peak_gbps=("peak_gbps", "first"), est_saving_us=("est_saving_us", "sum")).reset_index()
+        peak_gbps=("peak_gbps", "first"), est_saving_us=("est_saving_us", "sum"),
+        slowdown=("slowdown", "median"), peak_source=("peak_source", "first")).reset_index()
+    g["severity"] = [severity(x) for x in g["slowdown"]]
     g["pct_of_peak"] = 100 * g["achieved_gbps"] / g["peak_gbps"]
     g["_conf"] = (g["confidence"] != "high").astype(int)
     return g.sort_values(["_conf", "duration_us"], ascending=[True, False]).drop(columns=["_conf"])
 
 
-def short_kernel(name: str | None) -> str:
-    """`void at::native::elementwise_kernel<128, 4, …>(…)` → `elementwise_kernel<128, 4, …>`."""
+def short_kernel(name: str | None, width: int = 60) -> str:
+    """`void at::native::elementwise_kernel<128, 4, …>(…)` → `elementwise_kernel<128, 4, …>`, at most
+    `width` characters (the terminal table's narrow column: `vectorized_elementwise_kernel<8, …>`
+    becomes `vectorized_ew<8, …>`)."""
     if not isinstance(name, str):
         return "—"
     name = re.sub(r"^void ", "", name)
     name = re.sub(r"^at::native::(\(anonymous namespace\)::)?", "", name)
     m = re.match(r"([\w:]+)(<\s*\d+(?:,\s*\d+)?)?", name)
     base = m.group(1) + ((m.group(2) + ", …>") if m and m.group(2) else "") if m else name
-    return base[:60]
+    if len(base) > width:
+        base = base.replace("elementwise_kernel", "ew")
+    return base if len(base) <= width else base[:width - 1] + "…"

@@ -13,6 +13,8 @@ Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 
  "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...,
             "gap_before_ms", "start_delay_ms"}],          the last two: analyze.step_gaps (null for a rank's first step)
  "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"}],
+ "placement": [{"rank", "step", "seq", "label", "op", "bytes", "start_vs_backward_end_ms", "exposed_ms", ...}],
+                                             per collective in launch order (analyze.placement)
  "hta": {...}}                               commscope.analyze.hta_bridge.compare (or why it did not run)
 
 Per label (see docs/analysis.md): `count` collectives per rank (mean over ranks that have the label),
@@ -28,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import exposure, skew, step_gaps, timeline
+from commscope.analyze import exposure, placement, skew, step_gaps, timeline
 from commscope.load.frames import Trace
 from commscope.util.num import rounded, sig
 
@@ -60,6 +62,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
     tot = {c: totals[c].to_numpy(np.float64) for c in ("mean_ms", "overlap_pct", "algbw_gbps", "busbw_gbps")}
     no_rows = np.empty(0, dtype=np.intp)
     by_label = table.groupby("label", sort=False).indices
+    queueing = exposure.label_queueing(table)
     for label, idx in sorted(by_label.items(), key=lambda kv: kv[1][0]):  # first appearance, as before
         pr = rows_of.get(label, no_rows)
         t = tot_at[label]
@@ -75,6 +78,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
             "algbw_gbps": sig(tot["algbw_gbps"][t]),
             "busbw_gbps": sig(tot["busbw_gbps"][t]),
             "exposed_ms_by_rank": {str(r): rounded(v) for r, v in zip(pr_rank[pr].tolist(), exposed.tolist())},
+            **{k: rounded(v) for k, v in queueing.get(str(label), {}).items()},
         }
     # most exposed first: the order a reader cares about
     return dict(sorted(out.items(), key=lambda kv: -(kv[1]["exposed_ms"] or 0.0)))
@@ -120,6 +124,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                              "gap_max_ms": rounded(r.gap_max_ms), "start_delay_median_ms": rounded(r.start_delay_median_ms),
                              "host_pct": rounded(r.host_pct, 2)}
                             for r in step_gaps.gap_summary(gaps).itertuples()],
+        "placement": placement.records(placement.placement(tr, table)),  # analyze.placement
     }
     if len(tr.kernels):  # without device kernels it would equal the HTA-definition numbers above
         dev = timeline.overlap_by_rank(tr, hta_like=False)

@@ -1,0 +1,186 @@
+"""Placement: where each collective of a step starts relative to the end of the backward pass.
+
+Why: what makes a collective exposed is usually where it starts. A reduce-scatter launched after the last
+backward kernel has nothing left to hide behind; one launched from a gradient hook inside the backward
+pass can run under the remaining backward compute. `placement(trace, table)` lists, per (rank, step), the
+collectives in launch order with their label, bytes, start relative to the end of backward (negative:
+inside it), duration, exposed time (and its queueing split, analyze.exposure) and the compute they
+overlapped.
+
+End of backward per (rank, step), the first rule that applies (`backward_end_source`):
+1. `backward region`: the latest end of a region named `backward` in the step (run directories: the
+   recorder's `rec.region("backward")`, one per micro-step; Kineto: a `record_function("backward")`
+   scope). On a GPU trace the end is the latest end of the compute kernels launched inside such a
+   region (device time), else the region's own (host) end.
+2. `last hook` (run directories): the latest post-accumulate-grad hook of the step: the last gradient
+   autograd produced, on the host.
+3. `backward-named compute` (Kineto): the latest end of a compute event of the step whose name marks
+   backward work (`BACKWARD_NAME`: autograd's `evaluate_function`, `…Backward…`, Triton/flash kernels
+   compiled from backward graphs carry `backward`/`bwd`). A lower bound: backward kernels not named so
+   (cuBLAS GEMMs of weight gradients, AccumulateGrad additions) may run later, so a collective that
+   starts "after the end of backward" by this rule may still overlap backward work.
+4. none: `start_vs_backward_end_ms` is null; order, exposure and overlap are still listed.
+
+Start: the measured execution start (kernel, gloo thread, CUDA event) when known, else the launch
+(`start_basis` says which): CPU run directories only know launch → completion. Steps and the per-step
+launch order follow the frames' `step` column; `seq` is the position in that order (0, 1, …),
+`group_seq` the process group's sequence number (the cross-rank key).
+
+Invariants: pure function of the frames and exposure.collective_table; every collective with a step ≥ 0
+appears exactly once; times in ms.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze.exposure import collective_table
+from commscope.load.frames import Trace, origin_ns, rel
+from commscope.util.num import rounded
+
+BACKWARD_NAME = re.compile(r"autograd::engine::evaluate_function|Backward|backward|(?:^|_)bwd(?:_|$)")
+MAX_OVERLAPPED = 3  # compute names listed per collective, most overlap first
+
+COLUMNS = ["rank", "step", "seq", "group", "group_seq", "label", "phase", "op", "bytes", "start_basis",
+           "start_ms", "start_vs_backward_end_ms", "backward_end_source", "duration_ms", "exposed_ms",
+           "queued_ms", "own_exposed_ms", "hidden_ms", "overlapped"]
+
+
+def short_name(name: str) -> str:
+    """A kernel or op name without return type, namespaces, arguments and long template arguments:
+    `void at::native::elementwise_kernel<128, 4, …>(…)` → `elementwise_kernel<128, 4, …>`."""
+    n = re.sub(r"^void ", "", name)
+    n = re.sub(r"^(?:[A-Za-z_]\w*::|\(anonymous namespace\)::)+", "", n)
+    depth, cut = 0, len(n)
+    for i, ch in enumerate(n):  # drop the argument list: the first "(" outside template brackets
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "(" and depth == 0 and i and n[i - 1] != " ":
+            cut = i
+            break
+    n = n[:cut]
+    m = re.match(r"([^<]*<[^,<>]*(?:,\s*[^,<>]*)?)", n)
+    if "<" in n and m and len(n) > 48:
+        n = m.group(1) + ", …>"
+    return n.strip()[:64]
+
+
+def backward_ends(trace: Trace) -> pd.DataFrame:
+    """Per (rank, step): `backward_end_ns` (absolute, int) and `source` by the rules of the module
+    docstring; (rank, step) pairs without evidence are absent."""
+    rows: dict[tuple[int, int], tuple[int, str]] = {}
+    reg = trace.regions
+    bw = reg[(reg["name"] == "backward") & (reg["step"] >= 0)] if len(reg) else reg
+    k = trace.kernels
+    on_gpu = len(k) > 0 and "launch_ns" in k
+    if on_gpu and len(bw):
+        k = k[~k["is_comm"].astype(bool) & k["launch_ns"].notna()]
+        k_rank, k_launch, k_end = k["rank"].to_numpy(), k["launch_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
+    for (rank, step), g in bw.groupby(["rank", "step"]):
+        end = int(g["end_ns"].max())
+        if on_gpu:
+            m = k_rank == rank
+            inside = np.zeros(int(m.sum()), dtype=bool)
+            for s, e in zip(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)):
+                inside |= (k_launch[m] >= s) & (k_launch[m] < e)
+            if inside.any():
+                end = int(k_end[m][inside].max())
+        rows[(int(rank), int(step))] = (end, "backward region")
+    h = trace.hooks
+    if len(h):
+        for (rank, step), t in h[h["step"] >= 0].groupby(["rank", "step"])["t_ns"].max().items():
+            rows.setdefault((int(rank), int(step)), (int(t), "last hook"))
+    if trace.source != "run":
+        c = trace.compute
+        named = c[(c["step"] >= 0) & c["name"].astype(str).str.contains(BACKWARD_NAME)]
+        for (rank, step), t in named.groupby(["rank", "step"])["end_ns"].max().items():
+            rows.setdefault((int(rank), int(step)), (int(t), "backward-named compute"))
+    return pd.DataFrame([(r, s, e, src) for (r, s), (e, src) in sorted(rows.items())],
+                        columns=["rank", "step", "backward_end_ns", "source"])
+
+
+def _overlapped(trace: Trace, coll: pd.DataFrame, o: int) -> tuple[np.ndarray, list[list[str]]]:
+    """Per collective: ms of its [start, end) covered by its rank's compute events, and the names of the
+    compute events that overlap it most (summed per name, short_name)."""
+    hidden = np.zeros(len(coll))
+    names: list[list[str]] = [[] for _ in range(len(coll))]
+    comp = trace.compute
+    c_rank = comp["rank"].to_numpy()
+    c_s, c_e = rel(comp["start_ns"], o), rel(comp["end_ns"], o)
+    c_name = comp["name"].astype(str).to_numpy(dtype=object)
+    start = np.where(coll["start_ns"].isna(), rel(coll["call_ns"], o), rel(coll["start_ns"], o))
+    end = rel(coll["end_ns"], o)
+    from commscope.analyze import intervals as iv
+
+    by_rank = {r: np.flatnonzero(c_rank == r) for r in np.unique(coll["rank"].to_numpy())}
+    order = {r: idx[np.argsort(c_s[idx], kind="stable")] for r, idx in by_rank.items()}
+    for j, (r, s, e) in enumerate(zip(coll["rank"].to_numpy(), start, end)):
+        if np.isnan(s) or np.isnan(e) or e <= s:
+            continue
+        idx = order[r]
+        hi = int(np.searchsorted(c_s[idx], e, side="left"))
+        cand = idx[:hi]
+        ov = np.minimum(c_e[cand], e) - np.maximum(c_s[cand], s)
+        hit = ov > 0
+        if not hit.any():
+            continue
+        cand, ov = cand[hit], ov[hit]
+        hidden[j] = iv.length(iv.intersect((np.array([s]), np.array([e])), (c_s[cand], c_e[cand]))) / 1e6
+        per_name = pd.Series(ov).groupby(c_name[cand]).sum().sort_values(ascending=False, kind="stable")
+        names[j] = [short_name(str(n)) for n in per_name.index[:MAX_OVERLAPPED]]
+    return hidden, names
+
+
+def placement(trace: Trace, table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per collective with a step (COLUMNS), ordered by rank, step and launch order. `table`:
+    exposure.collective_table(trace), if already computed."""
+    table = collective_table(trace) if table is None else table
+    t = table[table["step"] >= 0] if len(table) else table
+    if not len(t):
+        return pd.DataFrame(columns=COLUMNS)
+    o = origin_ns(trace)
+    launch, start = rel(t["call_ns"], o), rel(t["start_ns"], o)
+    measured = ~np.isnan(start)
+    first = np.where(measured, start, launch)
+    key = np.where(np.isnan(launch), first, launch)  # launch order; pre-window kernels by their start
+    t = t.assign(_key=key, _start=first, _basis=np.where(measured, "start", "launch"))
+    t = t.sort_values(["rank", "step", "_key"], kind="stable")
+    ends = {(r, s): (int(e) - o, src) for r, s, e, src in backward_ends(trace).itertuples(index=False)}
+    found = [ends.get((int(r), int(s)), (np.nan, None)) for r, s in zip(t["rank"], t["step"])]
+    bw = np.array([f[0] for f in found], dtype=np.float64)  # exact: a difference of ints first
+    t = t.assign(source=[f[1] for f in found])
+    hidden, names = _overlapped(trace, t, o)
+    out = pd.DataFrame({
+        "rank": t["rank"].astype(int), "step": t["step"].astype(int),
+        "seq": t.groupby(["rank", "step"]).cumcount().to_numpy(), "group": t["group"],
+        "group_seq": t["seq"], "label": t["label"], "phase": t["phase"], "op": t["op"], "bytes": t["bytes"],
+        "start_basis": t["_basis"], "start_ms": t["_start"].to_numpy() / 1e6,
+        "start_vs_backward_end_ms": (t["_start"].to_numpy() - bw) / 1e6,
+        "backward_end_source": t["source"],
+        "duration_ms": t["duration_ns"].to_numpy(np.float64) / 1e6,
+        "exposed_ms": t["exposed_ns"].to_numpy(np.float64) / 1e6,
+        "queued_ms": t["queued_ns"].to_numpy(np.float64) / 1e6,
+        "own_exposed_ms": t["own_exposed_ns"].to_numpy(np.float64) / 1e6,
+        "hidden_ms": hidden, "overlapped": names,
+    })
+    return out[COLUMNS].reset_index(drop=True)
+
+
+def records(df: pd.DataFrame) -> list[dict]:
+    """`report --json`'s `placement`: the rows as JSON objects (ms rounded as the rest of the document,
+    NaN → null, `start_ms` dropped: it is on the loader's internal axis)."""
+    out = []
+    for r in df.to_dict("records"):
+        d = {k: v for k, v in r.items() if k != "start_ms"}
+        for k in ("rank", "step", "seq"):
+            d[k] = int(d[k])
+        d["group_seq"] = None if pd.isna(d["group_seq"]) else int(d["group_seq"])
+        d["bytes"] = rounded(d["bytes"])
+        for k in ("start_vs_backward_end_ms", "duration_ms", "exposed_ms", "queued_ms", "own_exposed_ms", "hidden_ms"):
+            d[k] = rounded(d[k])
+        for k in ("group", "phase", "backward_end_source", "label", "op"):
+            d[k] = None if d[k] is None or (isinstance(d[k], float) and np.isnan(d[k])) or d[k] is pd.NA else str(d[k])
+        out.append(d)
+    return out
