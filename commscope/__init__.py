@@ -13,7 +13,7 @@ def record(run_dir, **kwargs):
 
 
 def label(name):
-    """`with commscope.label("attn"): dist.all_reduce(...)`: a `record_function("commscope.label:attn")`
+    """`with commscope.label("attn"): dist.all_reduce(...)`: a `record_function("commscope:attn:")`
     scope that names the collectives launched inside it in any torch.profiler trace. Same as
     `commscope.recording.label.label` (docs/recording.md), imported on first call."""
     from commscope.recording.label import label as _label

@@ -8,10 +8,8 @@ import textwrap
 import pandas as pd
 import pytest
 
-from commscope.analyze.labels import enclosing_labels
 from commscope.analyze.placement import placement
 from commscope.load import load_path
-from commscope.load.frames import frame
 
 SCRIPT = textwrap.dedent('''
     import sys, torch, torch.distributed as dist, commscope
@@ -56,39 +54,31 @@ def trace(tmp_path_factory):
 
 def test_labels_from_a_stock_profiler_trace(trace):
     c = trace.collectives.sort_values("call_ns")
-    got = enclosing_labels(c, trace.regions)
+    got = c["label"]
     ar = c["op"] == "all_reduce"
     # per profiled step: the DDP bucket (in the hook), attn (innermost of two scopes), grads, unlabelled
-    assert list(got[ar]) == ["ddp_grads", "attn", "grads", None] * 2
-    assert got[~ar].isna().all()  # DDP's own broadcasts of its first iteration: no scope
+    # (the collective's own name)
+    assert list(got[ar]) == ["ddp_grads", "attn", "grads", "allreduce"] * 2
+    assert c.loc[ar, "phase"].isna().all()
+    assert not got[~ar].isin(["ddp_grads", "attn", "grads"]).any()  # DDP's own broadcasts: no scope
     assert set(c.loc[ar, "step"]) == {1, 2}
 
 
 def test_a_recorded_backward_scope_ends_backward(trace):
     c = trace.collectives
     p = placement(trace).set_index(["rank", "group_seq"])
-    labels = enclosing_labels(c, trace.regions)
-    p["scope"] = labels.set_axis(pd.MultiIndex.from_arrays([c["rank"], c["seq"]])).reindex(p.index)
+    p["scope"] = c["label"].set_axis(pd.MultiIndex.from_arrays([c["rank"], c["seq"]])).reindex(p.index)
     assert set(p["backward_end_source"]) == {"backward region"}
     inside = p["scope"] == "ddp_grads"
     assert inside.sum() == 2 and (p.loc[inside, "start_vs_backward_end_ms"] < 0).all()  # from the hook
-    after = p["scope"].isin(["attn", "grads"]) | (p["scope"].isna() & (p["op"] == "all_reduce"))
+    after = p["scope"].isin(["attn", "grads"]) | ((p["scope"] == "allreduce") & (p["op"] == "all_reduce"))
     assert after.sum() == 6 and (p.loc[after, "start_vs_backward_end_ms"] > 0).all()
-
-
-def test_innermost_scope_on_the_same_rank():
-    regions = frame("regions", pd.DataFrame({
-        "rank": [0, 0, 1, 0], "step": 0, "micro_step": None,
-        "name": ["commscope.label:outer", "commscope.label:inner", "commscope.label:other_rank", "forward"],
-        "start_ns": [0, 10, 0, 0], "end_ns": [100, 20, 100, 100]}))
-    colls = frame("collectives", pd.DataFrame({"rank": [0, 0, 1, 0, 0], "call_ns": [15, 50, 50, 200, None]}))
-    assert list(enclosing_labels(colls, regions)) == ["inner", "outer", "other_rank", None, None]
 
 
 def test_label_is_a_record_function_scope_and_import_is_lazy():
     code = ("import sys, commscope; assert 'torch' not in sys.modules; "
             "cm = commscope.label('attn'); import torch; "
-            "assert isinstance(cm, torch.profiler.record_function) and cm.name == 'commscope.label:attn'")
+            "assert isinstance(cm, torch.profiler.record_function) and cm.name == 'commscope:attn:'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     import commscope
 
