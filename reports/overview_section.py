@@ -88,7 +88,7 @@ def render_heatmap(ctx) -> str | None:
             where = f' data-x0="{win[0]:.4f}" data-x1="{win[1]:.4f}"' if win is not None else ""
             text = fmt(v) if show_numbers else ""
             cells.append(f'<td class="cell" style="background:{bg};color:{fg}" data-r="{rank}" data-s="{lo}:{hi + 1}" '
-                         f'data-value="{v!r}" data-step-ms="{st!r}"{where}>{text}</td>')
+                         f'data-value="{float(v)!r}" data-step-ms="{float(st)!r}"{where}>{text}</td>')
         rows.append(f'<tr><th>r{rank}</th>{"".join(cells)}</tr>')
     legend = (f'<span class="ramp" style="background:linear-gradient(to right,{_scale(0)[0]},{_scale(0.5)[0]},'
               f'{_scale(1)[0]})"></span> 0 … {fmt(top)} ms')

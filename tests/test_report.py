@@ -2,6 +2,7 @@
 self-containment, section list, and that the per-label table shows exactly summarize()'s numbers."""
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 import numpy as np
@@ -247,6 +248,8 @@ def test_summary_and_heatmap_on_the_first_screen(tmp_path):
     # each cell opens its rank's step on the timeline axis (ms since the window start)
     assert hm.window_ms[1][1] == pytest.approx((1.0, 2.0))
     assert page.count('class="cell"') == 4 and 'data-x0="1.0000" data-x1="2.0000"' in page
+    cells = re.findall(r'data-value="([^"]+)" data-step-ms="([^"]+)"', page)
+    assert [float(v) for v, _ in cells] == [want[(r, s)] for r in (0, 1) for s in (0, 1)]  # plain numbers for JS
 
 
 def test_heatmap_bins_long_runs_and_marks_steps_outside_the_timeline():

@@ -37,10 +37,19 @@ def default_output(src: Path) -> Path:
     return Path.cwd() / f"{name}-report.html"
 
 
+def progress_columns() -> list:
+    """The loading bar: what is loading, the bar, files done / total ("0/?" until the total is known,
+    never "0/None"), time elapsed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    return [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn()]
+
+
 def load_with_progress(path: Path, quiet: bool, with_ops: bool = False):
     """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     from commscope.load import load_path
 
@@ -49,9 +58,7 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False):
     console = Console(stderr=True)
     if quiet or not console.is_terminal:  # no bar (and no stray blank line) when stderr is a file or pipe
         return load_path(path, with_ops=with_ops)
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(),  # "0/?" until the file count is known
-                  console=console, transient=True) as bar:
+    with Progress(*progress_columns(), console=console, transient=True) as bar:
         task = bar.add_task(f"loading {path.name}", total=None)
 
         def progress(done: int, total: int, what: str = "") -> None:
