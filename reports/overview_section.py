@@ -48,7 +48,10 @@ def render_summary(ctx) -> str:
     if h.exposed_pct is not None:
         facts.append(f"<b>exposed communication {h.exposed_pct:.1f}% of step time</b>")
     out.append(f'<p class="headline">{" · ".join(facts)}</p>')
-    colors = label_colors([f.name for f in h.labels] + list((ctx.summary.get("labels") or {}).keys()))
+    bars = ctx.timeline
+    # the timeline's colour map, so a swatch here is the bar colour there
+    colors = label_colors(bars.labels if bars is not None and not isinstance(bars, Exception) else
+                          list((ctx.summary.get("labels") or {}).keys()))
     cols = []
     items = "".join(
         f'<li><span class="swatch" style="background:{colors.get(f.name, "#888")}"></span><b>{html.escape(f.name)}</b> '

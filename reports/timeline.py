@@ -4,7 +4,8 @@ Rows, top to bottom, per rank: one `rN compute sS` row per stream the rank compu
 named by their kernels), then one `rN comm` row: every collective is a bar coloured by its label; where
 collectives run at the same time the row splits into lanes inside its own height, so 8 ranks × 13 labels
 still fit one screen. A collective's exposed part is overlaid with a black hatch and outline, which reads
-on every label colour. Gradient-hook firings are diamonds along the top of the comm row. Step starts are
+on every label colour. Gradient-hook firings are diamonds along the top of the comm row, in their label's
+colour and legend group (a legend entry of their own only for a label without collectives). Step starts are
 dotted vertical lines; the first rank's time between two steps is a yellow band. A legend entry, off by
 default, links one collective call across ranks (the same (group, seq): analyze.flows).
 
@@ -167,7 +168,7 @@ def timeline_figure(bars: TimelineBars) -> go.Figure:
         hx, hy, ht = hooks[lab]
         fig.add_trace(go.Scatter(x=np.asarray(hx, np.float64), y=np.asarray(hy, np.float64), hovertext=ht,
                                  hovertemplate="%{hovertext}<extra></extra>", mode="markers", name=f"hook {lab}",
-                                 legendgroup=lab, marker=dict(symbol="diamond", size=8, color=colors.get(lab),
+                                 legendgroup=lab, showlegend=lab not in per_label, marker=dict(symbol="diamond", size=8, color=colors.get(lab),
                                                               line=dict(color="#000", width=0.5))))
     flows = bars.flows
     if flows is not None and len(flows):
@@ -192,8 +193,8 @@ def timeline_figure(bars: TimelineBars) -> go.Figure:
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=[r[0] for r in rows],
                      range=[len(rows) - 0.5, -0.5], zeroline=False, showgrid=False, fixedrange=True)
     fig.update_xaxes(title_text="ms since window start", zeroline=False)
-    fig.update_layout(height=ROW_H * len(rows) + 150, margin=dict(l=130, r=20, t=60, b=45), barmode="overlay",
+    fig.update_layout(height=ROW_H * len(rows) + 200, margin=dict(l=130, r=20, t=60, b=110), barmode="overlay",
                       template="plotly_white", hovermode="closest", dragmode="zoom", shapes=shapes,
-                      annotations=notes, bargap=0, legend=dict(orientation="h", x=0, y=-0.08, yanchor="top"),
+                      annotations=notes, bargap=0, legend=dict(orientation="h", x=0, yref="container", y=0.005, yanchor="bottom"),
                       hoverlabel=dict(align="left"))
     return fig

@@ -163,7 +163,10 @@ def test_timeline_rows_and_lanes():
     # one compute row per stream, one comm row per rank: lanes live inside the comm row
     assert list(fig.layout.yaxis.ticktext) == ["r0 compute s7", "r0 comm", "r1 compute s7", "r1 comm"]
     names = [t.name for t in fig.data if t.showlegend is not False]
-    assert names == ["compute", "attn", "mlp", "scalars", "exposed (hatched)", "hook attn", "one call across ranks"]
+    # hooks share their label's legend entry
+    assert names == ["compute", "attn", "mlp", "scalars", "exposed (hatched)", "one call across ranks"]
+    hook = next(t for t in fig.data if t.name == "hook attn")
+    assert hook.legendgroup == "attn" and hook.marker.color == next(t for t in fig.data if t.name == "attn").marker.color
     attn = next(t for t in fig.data if t.name == "attn")
     # window = step 1 only: one bar per rank, in ms since window start (T + 1 ms), 0.2 ms long, hover anywhere
     assert list(attn.base) == pytest.approx([0.3, 0.3]) and list(attn.x) == pytest.approx([0.2, 0.2])
