@@ -113,11 +113,13 @@ def unique_names(groups: list[Group]) -> list[Group]:
 
     for depth in range(1, 8):
         counts = Counter(g.name for g in groups)
-        dup = [g for g in groups if counts[g.name] > 1]
+        # only groups in different folders can be told apart by their parents
+        dup = [g for g in groups if counts[g.name] > 1 and
+               len({h.path.resolve() for h in groups if h.name == g.name}) > 1]
         if not dup:
-            return groups
+            break
         for g in dup:
-            parts = g.path.resolve().parts
+            parts = [p for p in g.path.resolve().parts if p != "/"]
             g.name = "/".join(parts[-(depth + 1):])
     seen: Counter = Counter()
     for g in groups:
