@@ -10,7 +10,7 @@ Naming:
 - the HTML page: `page` (self-contained assembly), `sections` (the list of section renderers over a
   commscope.analyze.report_context.ReportContext; add a section there), `<topic>_section` (a section
   with its own module), `timeline` (the plotly figure of analyze.timeline_bars), `tables` (HTML tables
-  from plain data);
+  from plain data), `static/` (the inlined plotly.js basic bundle, MIT, and the page's own script);
 - `perfetto`: the Chrome-JSON trace of `commscope export --perfetto`.
 """
 from reports.page import render_html, write_report

@@ -62,7 +62,8 @@ def label_deltas_text(table: pd.DataFrame, markdown: bool = False) -> str:
     """compare_labels()' frame as aligned plain text (or markdown): one row per (candidate, label)."""
     head = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
     body = [[r["candidate"], r["label"], f"{r['base_ms']:.3f}", f"{r['cand_ms']:.3f}", f"{r['delta_ms']:+.3f}",
-             f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]", f"{r['n_cand']} {r['unit']}", r["verdict"]]
+             "–" if math.isnan(r["ci_low"]) else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
+             f"{r['n_cand']} {r['unit']}", r["verdict"]]
             for r in table.to_dict("records")]
     if markdown:
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head),

@@ -1,50 +1,142 @@
 """Assemble the self-contained HTML report from the sections in `reports.sections.SECTIONS`.
 
-Self-contained means it opens offline: plotly.js is embedded once in <head> (no CDN), figures are
-rendered with include_plotlyjs=False, CSS is inline, and nothing references http(s) resources.
+Page order: the open sections first (summary, heatmap, timeline), then every other section as a
+collapsed <details> block, so the first screen answers "what is exposed, where" and the rest is one click
+away.
+
+Self-contained means it opens offline: plotly.js is embedded once in <head> (no CDN), CSS and the page's
+own script (reports/static/report.js) are inline, and nothing references http(s) resources. The embedded
+plotly.js is the "basic" partial bundle (bar, scatter, pie; reports/static/plotly-basic.min.js, from the npm
+package plotly.js-basic-dist-min at the version of the plotly Python package, MIT; 1.2 MB against the full
+bundle's 4.8 MB), and it is embedded gzip-compressed in base64 (0.53 MB): a loader script inflates it with
+the browser's DecompressionStream and runs it, and each figure (`figure_html`) is drawn once it has.
+Every figure of the page uses only the bundle's trace types.
 A section whose renderer fails is replaced by a one-line error box so one broken analysis does not
 cost the whole report.
+
+Invariant: the bundle's version equals plotly.py's plotly.js version (tests/test_report.py checks), so the
+figure JSON plotly.py writes is the one the bundle reads.
 """
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import html
 from pathlib import Path
 
 from commscope.analyze.report_context import ReportContext
+from commscope.errors import UserError
 from reports.sections import SECTIONS
 
+STATIC = Path(__file__).with_name("static")
+PLOTLY_JS = STATIC / "plotly-basic.min.js"
+
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 24px 40px;color:#222}
-h1{margin:16px 0 4px} nav{margin:0 0 12px} nav a{margin-right:14px}
-section{margin-top:28px} table{border-collapse:collapse;margin:6px 0;font-size:13px}
-th,td{border:1px solid #ddd;padding:3px 8px;text-align:left} th{background:#f4f4f4}
-td.num{text-align:right;font-variant-numeric:tabular-nums} .note{color:#555;font-size:13px}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 24px 40px;color:#222;max-width:1600px}
+h1{margin:14px 0 2px;font-size:22px} h2{font-size:18px;margin:0 0 6px} h3{font-size:15px;margin:10px 0 4px}
+nav{margin:0 0 8px;font-size:13px} nav a{margin-right:12px}
+section{margin-top:18px} table{border-collapse:collapse;margin:6px 0;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:left} th{background:#f4f4f4;font-weight:600}
+td.num{text-align:right;font-variant-numeric:tabular-nums} .note{color:#555;font-size:13px;margin:4px 0}
 .empty{color:#888} .error{background:#fee;border:1px solid #d62728;padding:6px}
+.scroll{overflow-x:auto;max-width:100%}
+.verdict{font-size:16px;padding:8px 12px;border-radius:4px;margin:6px 0}
+.verdict.ok{background:#e8f4ea;border-left:5px solid #2a7a2a} .verdict.bad{background:#fbeaea;border-left:5px solid #b00020}
+.headline{font-size:15px;margin:6px 0} .cols{display:flex;gap:32px;flex-wrap:wrap} .cols>div{flex:1;min-width:320px}
+.cols ol{margin:0;padding-left:20px} .cols li{margin:3px 0} .cols ul{margin:2px 0 6px;padding-left:18px;font-size:13px;color:#333}
+.swatch{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:5px;vertical-align:-1px}
+table.heatmap td.cell{cursor:pointer;text-align:right;font-variant-numeric:tabular-nums;min-width:34px}
+table.heatmap.dense td.cell{min-width:10px;padding:3px 2px;height:16px} table.heatmap.dense th{padding:3px 2px;font-size:11px}
+table.heatmap td.sel{outline:3px solid #d62728;outline-offset:-3px} table.heatmap td.na{color:#aaa}
+.ramp{display:inline-block;width:120px;height:10px;vertical-align:middle;margin:0 4px;border:1px solid #ccc}
+details{margin-top:10px;border-top:1px solid #e3e3e3;padding-top:6px}
+details>summary{cursor:pointer;font-size:16px;font-weight:600;padding:2px 0}
+dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 12px;font-size:13px} dl.facts dd{margin:0}
 """
+
+
+LOADER = """
+window.csPlotly = (function () {
+  try {
+    var b64 = document.getElementById("plotly-gz").textContent.trim();
+    var bytes = Uint8Array.from(atob(b64), function (c) { return c.charCodeAt(0); });
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(function (code) {
+      var s = document.createElement("script");
+      s.textContent = code;
+      document.head.appendChild(s);
+      return window.Plotly;
+    });
+  } catch (e) { return Promise.reject(e); }
+})();
+window.csPlot = function (id, fig, config) {
+  window.csPlotly.then(function (Plotly) {
+    return Plotly.newPlot(id, fig.data, fig.layout, config);
+  }).catch(function (e) {
+    document.getElementById(id).textContent = "The figure needs a browser that can inflate the embedded " +
+      "plotly.js (DecompressionStream): " + e;
+  });
+};
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def plotly_gz_base64() -> str:
+    """The basic bundle, gzip-compressed (deterministic: mtime 0) and base64-encoded."""
+    return base64.b64encode(gzip.compress(PLOTLY_JS.read_bytes(), 9, mtime=0)).decode("ascii")
+
+
+def figure_html(fig, div_id: str, config: dict | None = None) -> str:
+    """A plotly figure as a div plus the call that draws it once plotly.js is loaded."""
+    import orjson
+
+    spec = fig.to_json().replace("</", "<\\/")  # a "</script>" inside a hover text must not end the script
+    height = fig.layout.height or 450
+    return (f'<div id="{div_id}" class="plotly-graph-div" style="height:{int(height)}px;width:100%"></div>'
+            f'<script>csPlot("{div_id}", {spec}, {orjson.dumps(config or {}).decode()});</script>')
+
+
+def _section(sec, ctx: ReportContext) -> tuple[str, str] | None:
+    try:
+        body = sec.render(ctx)
+    except Exception as e:  # a failing section is reported in place, the rest of the page stays useful
+        body = (f'<p class="error">{html.escape(sec.title)} failed: {html.escape(type(e).__name__)}: '
+                f'{html.escape(str(e))}</p>')
+    if body is None:
+        return None
+    title = html.escape(sec.title)
+    if sec.open:
+        return sec.id, f'<section id="{sec.id}"><h2>{title}</h2>\n{body}\n</section>'
+    return sec.id, (f'<details id="{sec.id}"><summary><h2 style="display:inline">{title}</h2></summary>\n{body}\n'
+                    '</details>')
 
 
 def render_html(ctx: ReportContext) -> str:
     """The whole page as a string."""
-    from plotly.offline import get_plotlyjs
-
     title = f"commscope report — {Path(str(ctx.trace.path)).name}"
     parts, nav = [], []
-    for sec in sorted(SECTIONS, key=lambda s: s.order):
-        try:
-            body = sec.render(ctx)
-        except Exception as e:  # a failing section is reported in place, the rest of the page stays useful
-            body = f'<p class="error">{html.escape(sec.title)} failed: {html.escape(type(e).__name__)}: {html.escape(str(e))}</p>'
-        if body is None:
+    for sec in sorted(SECTIONS, key=lambda s: (not s.open, s.order)):
+        done = _section(sec, ctx)
+        if done is None:
             continue
         nav.append(f'<a href="#{sec.id}">{html.escape(sec.title)}</a>')
-        parts.append(f'<section id="{sec.id}"><h2>{html.escape(sec.title)}</h2>\n{body}\n</section>')
+        parts.append(done[1])
+    script = (STATIC / "report.js").read_text(encoding="utf-8")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{html.escape(title)}</title><style>{CSS}</style>"
-            f"<script type=\"text/javascript\">{get_plotlyjs()}</script></head>\n<body>"
+            f'<script type="application/gzip-base64" id="plotly-gz">{plotly_gz_base64()}</script>'
+            f"<script>{LOADER}</script><script>{script}</script></head>\n<body>"
             f"<h1>{html.escape(title)}</h1><nav>{''.join(nav)}</nav>\n" + "\n".join(parts) + "\n</body></html>\n")
 
 
 def write_report(ctx: ReportContext, out: str | Path) -> Path:
+    """Write the page to `out`; an unwritable path is one UserError line, not a traceback."""
     out = Path(out)
-    out.write_text(render_html(ctx), encoding="utf-8")
+    page = render_html(ctx)
+    try:
+        out.write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
     return out

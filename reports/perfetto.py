@@ -10,7 +10,12 @@ Layout of the output
 - a track whose slices would overlap is split into extra lanes (`comm attn #2`, ...) so that no two
   complete slices on one (pid, tid) overlap — Perfetto drops or mis-nests partially overlapping slices;
 - every collective slice carries label, phase, op, bytes, dtype, group, seq and its host-side times in
-  `args`.
+  `args`;
+- one collective call across ranks (the same (group, seq): commscope.analyze.flows) is linked by flow
+  arrows (flow v1 events `s` → `t` … → `f`, in rank order, each bound to its slice's midpoint), so
+  clicking a slice in Perfetto follows the call to every other rank.
+
+`write_perfetto` writes gzip when the output name ends in `.gz` (Perfetto opens both), plain JSON else.
 
 Why in reports/: a Perfetto trace is another rendering of the loaded frames, like the HTML timeline. It
 draws recorded intervals as they are and runs no analysis: a collective's slice is its recorded execution
@@ -24,6 +29,7 @@ overlap; the input `Trace` is not modified.
 """
 from __future__ import annotations
 
+import gzip
 import math
 from pathlib import Path
 from typing import Any
@@ -33,6 +39,8 @@ import orjson
 import pandas as pd
 
 from commscope.analyze.exposure import collective_span
+from commscope.analyze.flows import instance_ids
+from commscope.errors import UserError
 from commscope.util.atomic import check_output
 from commscope.analyze.intervals import assign_lanes
 from commscope.load.frames import rel
@@ -76,21 +84,24 @@ class _Emitter:
         return tid
 
     def slices(self, kind: str, name: str, starts: np.ndarray, ends: np.ndarray, names: list[str],
-               args: list[dict], cat: str) -> None:
+               args: list[dict], cat: str) -> dict[int, dict]:
+        """Emit one slice per row with a start and an end; returns row position → its event."""
         ok = ~(np.isnan(starts) | np.isnan(ends))
         idx = np.flatnonzero(ok)
         if len(idx) == 0:
-            return
+            return {}
         s, e = starts[idx], np.maximum(ends[idx], starts[idx])
         lanes = assign_lanes(s, e)
         tids = [self.track(kind, name if k == 0 else f"{name} #{k + 1}") for k in range(int(lanes.max()) + 1)]
         # Round both ends (monotonic), then take the difference, so rounding can never create an overlap.
         ts, te = np.round(s / 1e3, 3), np.round(e / 1e3, 3)
+        out = {}
         for j, i in enumerate(idx):
-            self.events.append({
-                "ph": "X", "cat": cat, "name": names[i], "pid": self.rank, "tid": tids[lanes[j]],
-                "ts": float(ts[j]), "dur": round(float(te[j] - ts[j]), 3), "args": args[i],
-            })
+            ev = {"ph": "X", "cat": cat, "name": names[i], "pid": self.rank, "tid": tids[lanes[j]],
+                  "ts": float(ts[j]), "dur": round(float(te[j] - ts[j]), 3), "args": args[i]}
+            self.events.append(ev)
+            out[int(i)] = ev
+        return out
 
 
 def _rank_frame(df: pd.DataFrame | None, rank: int) -> pd.DataFrame:
@@ -113,10 +124,30 @@ def _t0(trace: Any) -> int:
     return min(cands) if cands else 0
 
 
+def _flow_events(slices: dict[int, list[tuple[int, dict]]]) -> list[dict]:
+    """Flow v1 events chaining each instance's slices in rank order (module docstring)."""
+    out = []
+    for flow, members in sorted(slices.items()):
+        members = sorted(members, key=lambda m: m[0])
+        if len(members) < 2:
+            continue
+        for k, (_, ev) in enumerate(members):
+            ph = "s" if k == 0 else "f" if k == len(members) - 1 else "t"
+            fe = {"ph": ph, "id": int(flow), "cat": "collective", "name": ev["args"].get("label") or ev["name"],
+                  "pid": ev["pid"], "tid": ev["tid"], "ts": round(ev["ts"] + ev["dur"] / 2, 3)}
+            if ph == "f":
+                fe["bp"] = "e"
+            out.append(fe)
+    return out
+
+
 def build_perfetto(trace: Any) -> dict:
     """The Chrome-JSON document (dict) for `trace`; see the module docstring for the track layout."""
     t0 = _t0(trace)
     events: list[dict] = []
+    all_coll = trace.collectives
+    flow_of = pd.Series(instance_ids(all_coll), index=all_coll.index) if len(all_coll) else pd.Series(dtype=int)
+    flow_slices: dict[int, list[tuple[int, dict]]] = {}
     for rank in trace.ranks:
         em = _Emitter(int(rank))
         em.events.append({"ph": "M", "name": "process_name", "pid": em.rank, "tid": 0, "args": {"name": f"rank {rank}"}})
@@ -152,12 +183,16 @@ def build_perfetto(trace: Any) -> dict:
             for label in sorted(coll["label"].astype(str).unique()):
                 sel = (coll["label"].astype(str) == label).to_numpy()
                 recs = [r for r, k in zip(records, sel) if k]
-                em.slices("comm", f"comm {label}", start[sel], end[sel],
+                flows = flow_of.loc[coll.index[sel]].to_numpy()
+                made = em.slices("comm", f"comm {label}", start[sel], end[sel],
                           [f"{r['label']}:{r['op']}" for r in recs],
                           [{k: _num(r[k]) for k in ("label", "phase", "op", "bytes", "dtype", "group", "group_size",
                                                     "seq", "step", "stream", "timing", "call_ns", "return_ns",
                                                     "wait_ns", "wait_end_ns", "start_ns", "end_ns") if k in r}
                            for r in recs], "comm")
+                for i, ev in made.items():
+                    if flows[i] >= 0:
+                        flow_slices.setdefault(int(flows[i]), []).append((int(rank), ev))
 
         hooks = _rank_frame(getattr(trace, "hooks", None), rank)
         if len(hooks):
@@ -168,15 +203,23 @@ def build_perfetto(trace: Any) -> dict:
                                   "args": {"label": h.label, "position": _num(h.position), "step": _num(h.step),
                                            "micro_step": _num(h.micro_step)}})
         events.extend(em.events)
+    events.extend(_flow_events(flow_slices))
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
                           "source": str(getattr(trace, "source", "")), "path": str(getattr(trace, "path", ""))}}
 
 
 def write_perfetto(trace: Any, out: str | Path) -> Path:
-    """Write `build_perfetto(trace)` to `out` (refusing to write into the trace's input directory)."""
+    """Write `build_perfetto(trace)` to `out` (refusing to write into the trace's input directory), gzip
+    when the name ends in `.gz`; an unwritable path is one UserError line."""
     out = Path(out)
     path = getattr(trace, "path", None)
     check_output(out, str(path) if path else None)
-    out.write_bytes(orjson.dumps(build_perfetto(trace), option=orjson.OPT_SERIALIZE_NUMPY))
+    data = orjson.dumps(build_perfetto(trace), option=orjson.OPT_SERIALIZE_NUMPY)
+    if out.name.endswith(".gz"):
+        data = gzip.compress(data, 6, mtime=0)
+    try:
+        out.write_bytes(data)
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
     return out

@@ -37,7 +37,7 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     labels = summary.get("labels") or {}
     ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
     t = Table(title=f"Top exposed collectives ({len(labels)} labels, {summary.get('ranks', '?')} ranks)")
-    for col, just in (("label", "left"), ("op", "left"), ("count", "right"), ("exposed ms", "right"),
+    for col, just in (("label", "left"), ("op", "left"), ("calls", "right"), ("exposed ms/rank", "right"),
                       ("mean ms", "right"), ("overlap %", "right"), ("busbw GB/s", "right")):
         t.add_column(col, justify=just, no_wrap=col in ("label", "op"))  # names must stay whole
     for lab, v in ranked:

@@ -2,7 +2,8 @@
 
 Why a list of renderers: other features (layout findings, the doctor's verdict, ...) add their own section
 by writing one function and adding one `Section(...)` line to SECTIONS, without touching page assembly or
-the other sections. `order` places it (doctor verdict < 0 goes first; configuration is last at 90).
+the other sections. `order` places it; `open` sections form the first screens (summary, heatmap, timeline),
+the others are details, collapsed until clicked (configuration is last at 90).
 A renderer returns None to leave its section out (e.g. no HTA data); it must not raise for missing data.
 
 Invariant: renderers only render; numbers come from the `commscope.analyze.report_context.ReportContext`
@@ -19,6 +20,7 @@ from commscope.analyze.summary import undefined_overlap_note
 from reports import tables
 from reports.layout_section import render_layout
 from reports.doctor_section import render_doctor
+from reports.overview_section import render_heatmap, render_summary
 
 LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "busbw_gbps"]
 
@@ -29,6 +31,7 @@ class Section:
     title: str
     order: int
     render: Callable[[ReportContext], str | None]
+    open: bool = False  # shown expanded; the others are collapsed details
 
 
 def render_overview(ctx: ReportContext) -> str:
@@ -59,12 +62,15 @@ def render_timeline(ctx: ReportContext) -> str:
     if isinstance(ctx.timeline, Exception):
         raise ctx.timeline
     fig = timeline_figure(ctx.timeline)
-    note = ('<p class="note">Grey: compute (dense kernels merged). Bars: each collective coloured by label, '
-            'thick while running, thin from its launch until it started; red: its exposed part. Diamonds: gradient-hook firings. '
-            'Yellow bands: time between two steps (first rank), where the host alone runs after a step-end sync. '
-            'Drag to zoom, double-click to reset; <code>--steps A:B</code> picks other steps.</p>')
-    return note + fig.to_html(full_html=False, include_plotlyjs=False,
-                              config={"displaylogo": False, "responsive": True, "scrollZoom": True})
+    shown = "all steps" if ctx.window is None else f"steps {ctx.window[0]}–{ctx.window[1] - 1}"
+    note = (f'<p class="note">{shown}. Per rank: one grey row per compute stream (hover: its kernels), one comm row '
+            'with each collective coloured by label, split into lanes where collectives overlap; <b>hatched with a '
+            'black outline</b>: the exposed part, which compute does not hide. Diamonds: gradient-hook firings. '
+            'Yellow bands: time between two steps. The legend entry "one call across ranks" links each collective '
+            'call across ranks. Drag to zoom, double-click to reset; <code>--steps A:B</code> draws other steps.</p>')
+    from reports.page import figure_html
+
+    return note + figure_html(fig, "timeline-plot", {"displaylogo": False, "responsive": True, "scrollZoom": True})
 
 
 def render_collectives_by_label(ctx: ReportContext) -> str:
@@ -79,13 +85,13 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
                 target.append(k)
     scalars = {lab: {k: x for k, x in v.items() if not isinstance(x, dict)} for lab, v in labels.items()}
     # The columns mix per-call, per-rank and all-rank aggregates; say which is which where they are read.
-    out = ['<p class="note">count and exposed_ms: per rank (mean over the ranks with the label); bytes: '
-           'full-array bytes of one call (median); bytes_per_rank: total; mean_ms: launch to completion; '
-           'overlap_pct: hidden share of the duration over all ranks; bandwidths bytes-weighted '
+    out = ['<p class="note">Calls: all ranks together; exposed: per rank (mean over the ranks with the label); '
+           'bytes per call: full-array bytes of one call (median); bytes per rank: total; mean duration: launch '
+           'to completion; hidden by compute: share of the duration over all ranks; bandwidths bytes-weighted '
            '(docs/analysis.md).</p>',
            tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels")]
     for col in dict_cols:
-        out.append(f"<h3>{html.escape(col)}</h3>" + tables.keyed_table(
+        out.append(f"<h3>{html.escape(tables.humanize(col))} by rank</h3>" + tables.keyed_table(
             {lab: v.get(col) or {} for lab, v in labels.items()}, "label", table_id=f"labels-{col}"))
     return "\n".join(out)
 
@@ -115,11 +121,36 @@ def render_steps(ctx: ReportContext) -> str | None:
     return "\n".join(out)
 
 
+HTA_VIEWS = [  # (key in summary["hta"], heading, note)
+    ("kernel_breakdown", "Kernel types", "HTA's get_gpu_kernel_breakdown: time by kernel type, all ranks."),
+    ("top_kernels", "Per-kernel breakdown", "HTA's per-kernel frame, costliest first (per rank)."),
+    ("idle_time", "GPU idle time by cause", "HTA's get_idle_time_breakdown: host wait (the CPU did not enqueue "
+     "work in time), kernel wait (gaps between back-to-back kernels), other."),
+    ("queue_length", "Queue length per stream", "HTA's get_queue_length_summary: outstanding CUDA operations."),
+    ("launch_delay", "CUDA launch delay", "HTA's get_cuda_kernel_launch_stats: from the launch call's end to "
+     "the kernel's start, per rank."),
+]
+
+
+def render_hta_views(ctx: ReportContext) -> str | None:
+    hta = ctx.summary.get("hta") or {}
+    parts = []
+    for key, title, note in HTA_VIEWS:
+        v = hta.get(key)
+        if not v:
+            continue
+        body = (tables.records_table(v["kernel_types"], table_id="hta-kernel-types") if key == "kernel_breakdown"
+                else tables.records_table(v, table_id=f"hta-{key}"))
+        parts.append(f'<h3>{html.escape(title)}</h3><p class="note">{html.escape(note)}</p>{body}')
+    return "\n".join(parts) if parts else None
+
+
 def render_hta(ctx: ReportContext) -> str:
     hta = ctx.summary.get("hta")
     if not hta:
         return '<p class="empty">HTA was not run or produced nothing for this input.</p>'
-    return tables.nested(hta)
+    shown = {k for k, _, _ in HTA_VIEWS}
+    return tables.nested({k: v for k, v in hta.items() if k not in shown or k == "kernel_breakdown"})
 
 
 def render_config(ctx: ReportContext) -> str:
@@ -127,13 +158,16 @@ def render_config(ctx: ReportContext) -> str:
 
 
 SECTIONS: list[Section] = [
-    Section("doctor", "Diagnosis (commscope doctor)", -10, render_doctor),
-    Section("overview", "Overview", 0, render_overview),
-    Section("timeline", "Timeline", 10, render_timeline),
+    Section("summary", "Summary", -20, render_summary, open=True),
+    Section("heatmap", "Exposed communication by rank and step", -15, render_heatmap, open=True),
+    Section("timeline", "Timeline", -10, render_timeline, open=True),
+    Section("doctor", "Diagnosis (commscope doctor)", 0, render_doctor),
     Section("labels", "Collectives by label", 20, render_collectives_by_label),
     Section("stragglers", "Skew and stragglers", 30, render_stragglers),
     Section("steps", "Step breakdown", 40, render_steps),
-    Section("hta", "HTA side by side", 50, render_hta),
     Section("layout", "Layout mismatches and SM contention", 45, render_layout),
+    Section("hta-views", "Kernels, idle time, queues and launch delay (HTA)", 48, render_hta_views),
+    Section("hta", "HTA side by side", 50, render_hta),
+    Section("overview", "Run facts and overlap by rank", 60, render_overview),
     Section("config", "Run configuration", 90, render_config),
 ]

@@ -1,8 +1,14 @@
 """HTML tables for the report, rendered from summarize()'s plain-data structures.
 
-Why our own tiny renderer instead of DataFrame.to_html: every numeric cell carries its exact value in a
-`data-value` attribute next to the formatted text, so tests (and scripts scraping a report) can compare the
-page with summarize() exactly, and table shapes stay independent of the analyzer's internal frames.
+Why our own tiny renderer instead of DataFrame.to_html: every numeric cell whose text rounds carries its
+exact value in a `data-value` attribute next to the formatted text (the text is the value elsewhere), so
+tests (and scripts scraping a report) can compare the page with summarize() exactly, and table shapes stay independent of the analyzer's internal frames.
+
+Display rules, one for the whole page: headers are humanized from the keys with their unit in
+parentheses (`exposed_ms` → "Exposed (ms)", `overlap_pct` → "Overlap (%)"; the raw key stays in the
+header's `data-key`); identifiers and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain
+integers; other integers, and whole counts or byte sizes that arrive as floats, get thousands separators;
+other floats print with 3 decimals ("<0.001" for tiny non-zero values). Tables sit in a horizontally scrolling box, so a wide one never widens the page.
 
 Invariants: every string is HTML-escaped; cells never lose their value (display rounding only); tables are
 generic over keys, so new summary fields show up without code changes here.
@@ -20,31 +26,92 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
-def fmt(v: Any) -> str:
-    """Display format: integers with thousands separators, floats with 3 significant decimals."""
+ID_KEYS = {"rank", "step", "seq", "pid", "tid", "stream", "group", "correlation", "micro_step", "position",
+           "key", "last_rank", "flow", "steps_selected", "world_size", "ranks"}
+UNITS = {"ms": "ms", "us": "µs", "ns": "ns", "pct": "%", "gbps": "GB/s", "s": "s", "mb": "MB", "gb": "GB"}
+HEADERS = {  # where the generic rule would say less than the column means
+    "op": "Op", "count": "Calls (all ranks)", "count_per_rank": "Calls per rank", "bytes": "Bytes per call",
+    "bytes_per_rank": "Bytes per rank", "mean_ms": "Mean duration (ms)", "exposed_ms": "Exposed per rank (ms)",
+    "overlap_pct": "Hidden by compute (%)", "busbw_gbps": "Bus bandwidth (GB/s)",
+    "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last", "last_share": "Last share",
+    "wait_caused_ms": "Wait caused (ms)", "host_pct": "Host time (% of wall)",
+}
+
+
+COUNT_WORDS = ("bytes", "count", "calls", "kernels", "runs", "steps", "collectives", "times_last")
+
+
+def is_count(key: Any) -> bool:
+    """Counts and byte sizes, which arrive as floats (means, medians) but are whole when integral."""
+    return any(w in str(key).lower() for w in COUNT_WORDS)
+
+
+def is_id(key: Any) -> bool:
+    k = str(key).lower()
+    return k in ID_KEYS or k.endswith("_ns") or k.endswith("_id")
+
+
+def humanize(key: Any) -> str:
+    """A column key as a header: `gap_median_ms` → "Gap median (ms)", `sum (us)` → "Sum (µs)"."""
+    k = str(key)
+    if k in HEADERS:
+        return HEADERS[k]
+    if "(" in k or " " in k:  # already prose (HTA's "sum (us)")
+        k = k.replace("(us)", "(µs)")
+        return k[:1].upper() + k[1:]
+    words = k.split("_")
+    unit = UNITS.get(words[-1].lower()) if len(words) > 1 else None
+    if unit:
+        words = words[:-1]
+    text = " ".join(words)
+    text = text[:1].upper() + text[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+def fmt(v: Any, key: Any = None) -> str:
+    """Display format (module docstring): ids plain, other integers with separators, floats 3 decimals."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
+    ident = key is not None and is_id(key)
     if isinstance(v, (int, np.integer)):
-        return f"{int(v):,}"
+        return str(int(v)) if ident else f"{int(v):,}"
     if isinstance(v, (float, np.floating)):
-        if float(v).is_integer() and abs(v) < 1e15:  # counts and byte sizes arrive as floats
-            return f"{int(v):,}"
-        a = abs(float(v))
-        return f"{float(v):,.3f}" if a >= 0.001 or a == 0 else f"{float(v):.3g}"
+        x = float(v)
+        if math.isinf(x):
+            return "∞" if x > 0 else "−∞"
+        if ident and x.is_integer():
+            return str(int(x))
+        if key is not None and is_count(key) and x.is_integer() and abs(x) < 1e15:
+            return f"{int(x):,}"
+        if x != 0 and abs(x) < 0.0005:
+            return "<0.001" if x > 0 else ">−0.001"
+        return f"{x:,.3f}"
     if isinstance(v, (list, tuple)):
-        return ", ".join(fmt(x) for x in v)
+        return ", ".join(fmt(x, key) for x in v)
     return str(v)
 
 
-def cell(v: Any, tag: str = "td") -> str:
-    text = html.escape(fmt(v))
+def _exact(text: str, v: Any) -> bool:
+    """Does the displayed text read back as exactly `v`?"""
+    try:
+        return float(text.replace(",", "")) == float(v)
+    except ValueError:
+        return False
+
+
+def cell(v: Any, tag: str = "td", key: Any = None) -> str:
+    """A table cell. Numbers are right-aligned; where the display rounds, the exact value rides along in
+    `data-value` (omitted where the text already reads back exactly, which keeps long tables light)."""
+    text = fmt(v, key)
     if _is_num(v):
-        return f'<{tag} class="num" data-value="{html.escape(repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)))}">{text}</{tag}>'
+        exact = "" if _exact(text, v) else (
+            f' data-value="{html.escape(repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)))}"')
+        return f'<{tag} class="num"{exact}>{html.escape(text)}</{tag}>'
     if isinstance(v, (dict,)):
-        return f"<{tag}>{html.escape(', '.join(f'{k}: {fmt(x)}' for k, x in v.items()))}</{tag}>"
-    return f"<{tag}>{text}</{tag}>"
+        return f"<{tag}>{html.escape(', '.join(f'{k}: {fmt(x, k)}' for k, x in v.items()))}</{tag}>"
+    return f"<{tag}>{html.escape(text)}</{tag}>"
 
 
 def records_table(records: Iterable[Mapping[str, Any]], columns: list[str] | None = None, table_id: str | None = None,
@@ -58,10 +125,11 @@ def records_table(records: Iterable[Mapping[str, Any]], columns: list[str] | Non
     if not records:
         return '<p class="empty">(none)</p>'
     ident = f' id="{html.escape(table_id)}"' if table_id else ""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
-    body = "\n".join("<tr>" + "".join(cell(r.get(c)) for c in columns) + "</tr>" for r in records)
+    head = "".join(f'<th data-key="{html.escape(str(c))}">{html.escape(humanize(c))}</th>' for c in columns)
+    body = "\n".join("<tr>" + "".join(cell(r.get(c), key=c) for c in columns) + "</tr>" for r in records)
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return f'<table{ident}>{cap}<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>'
+    return (f'<div class="scroll"><table{ident}>{cap}<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>'
+            '</table></div>')
 
 
 def keyed_table(mapping: Mapping[str, Mapping[str, Any]], key_name: str, columns: list[str] | None = None,
@@ -74,8 +142,14 @@ def keyed_table(mapping: Mapping[str, Mapping[str, Any]], key_name: str, columns
 
 def scalar_table(mapping: Mapping[str, Any], key_name: str = "key", value_name: str = "value",
                  table_id: str | None = None) -> str:
-    """A two-column table of a flat dict (e.g. overlap % by rank)."""
-    return records_table([{key_name: k, value_name: v} for k, v in mapping.items()], [key_name, value_name], table_id)
+    """A two-column table of a flat dict (e.g. overlap % by rank); each value formatted by its own key, so
+    an id (`pid`) stays a plain integer."""
+    if not mapping:
+        return '<p class="empty">(none)</p>'
+    ident = f' id="{html.escape(table_id)}"' if table_id else ""
+    head = "".join(f'<th data-key="{html.escape(c)}">{html.escape(humanize(c))}</th>' for c in (key_name, value_name))
+    body = "\n".join(f"<tr><td>{html.escape(str(k))}</td>{cell(v, key=k)}</tr>" for k, v in mapping.items())
+    return f'<div class="scroll"><table{ident}><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>'
 
 
 def nested(value: Any, depth: int = 0) -> str:
@@ -100,3 +174,9 @@ def nested(value: Any, depth: int = 0) -> str:
             return records_table(value)
         return f"<p>{html.escape(fmt(list(value)))}</p>"
     return f"<p>{html.escape(fmt(value))}</p>"
+
+
+def scalar_cells(mapping: Mapping[str, Any]) -> str:
+    """A flat dict as a compact definition list (key: value), for short fact blocks."""
+    return '<dl class="facts">' + "".join(f"<dt>{html.escape(humanize(k))}</dt><dd>{html.escape(fmt(v, k))}</dd>"
+                                          for k, v in mapping.items()) + "</dl>"

@@ -1,42 +1,48 @@
 """The per-rank overlap timeline of the HTML report (a plotly figure).
 
-Rows, top to bottom, per rank: `rN compute` (compute regions/kernels, merged when dense), `rN comm`
-(one bar per collective, coloured by label: thick while it runs, a thin line from its launch to its start
-when it was queued; the exposed part drawn on top in red; extra lanes `rN comm 2`, … when running
-collectives overlap in time), `rN hooks` (hook firings as markers,
-coloured by label). Step starts are vertical lines; the first rank's time between two steps is a yellow
-band (after a step-end sync the device idles there: analyze.step_gaps).
+Rows, top to bottom, per rank: one `rN compute sS` row per stream the rank computes on (merged blocks
+named by their kernels), then one `rN comm` row: every collective is a bar coloured by its label; where
+collectives run at the same time the row splits into lanes inside its own height, so 8 ranks × 13 labels
+still fit one screen. A collective's exposed part is overlaid with a black hatch and outline, which reads
+on every label colour. Gradient-hook firings are diamonds along the top of the comm row, in their label's
+colour and legend group (a legend entry of their own only for a label without collectives). Step starts are
+dotted vertical lines; the first rank's time between two steps is a yellow band. A legend entry, off by
+default, links one collective call across ranks (the same (group, seq): analyze.flows).
 
-Why this shape: the question the report answers is "which collective is exposed, where": seeing the launch
-→ completion bar next to the compute it should hide behind answers it directly.
+Why bars (plotly `Bar`, horizontal, `base` = start): hover works anywhere on a bar, and bar fills take
+patterns. They are SVG, so the number of bars is bounded upstream: compute arrives merged per (rank,
+stream) row (commscope.analyze.timeline_bars), a block keeping the names of its costliest kernels.
+Launch → start (queued) time is not drawn, only said in the hover: thin lines across whole steps made
+communication look always active. Times on the x axis are milliseconds since the window start; data goes
+to plotly as numpy arrays (embedded as binary).
 
-Scaling: bars are drawn as WebGL line segments (`Scattergl`, one trace per label, segments separated by
-NaN), so tens of thousands of kernels stay interactive; compute intervals arrive merged per rank
-(commscope.analyze.timeline_bars) so a rank never contributes more than a bounded number of blocks.
-Trace data goes to plotly as numpy arrays: plotly validates Python lists element by element but takes
-arrays whole and embeds them as binary, which also shrinks the page (timeline_figure on the 8×H100
-fixture: 0.215 s with lists, 0.131 s with arrays; bench/bench_revs.py).
-Times on the x axis are milliseconds since the window start.
+The figure only uses trace types of plotly.js's "basic" bundle (bar, scatter), the one the page inlines.
 
 Invariant: the figure only draws: every position, lane and exposed span comes from
-commscope.analyze.timeline_bars.TimelineBars, every number in the tables from summarize().
+commscope.analyze.timeline_bars.TimelineBars.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 
+from commscope.analyze.layout_report import short_kernel
 from commscope.analyze.timeline_bars import TimelineBars
 
-EXPOSED_COLOR = "#d62728"
+EXPOSED_COLOR = "#000000"
 GAP_COLOR = "#f2c14e"  # time between two steps
-COMPUTE_COLOR = "#7f7f7f"
-# Label colours: Dark24 without its reds (red means "exposed"), then Light24 without reds and pale tints.
-_REDS_AND_PALES = {"#FB0D0D", "#AF0038", "#862A16", "#FD3216", "#FC6955", "#FED4C4", "#C9FBE5", "#E3EE9E",
-                   "#F6F926"}
-PALETTE = [c for c in qualitative.Dark24 + qualitative.Light24 if c not in _REDS_AND_PALES]
+COMPUTE_COLOR = "#c8c8c8"
+# Qualitative, colour-blind-safe: Okabe & Ito's eight (black left out: it marks exposure) then Paul Tol's
+# muted and dark hues that none of them repeats; 16 colours before one repeats.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+           "#332288", "#117733", "#882255", "#999933", "#44AA99", "#DDCC77", "#AA4499", "#6699CC", "#661100"]
+ROW_H = 22        # px per row
+# customdata: rank, step, seq, bytes, running ms, exposed ms, queued ms (launch → start)
+COLL_HOVER = ("<b>LABEL</b> · %{text}<br>rank %{customdata[0]} · step %{customdata[1]} · seq %{customdata[2]}"
+              "<br>bytes %{customdata[3]:d}<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
+              "<br>queued %{customdata[6]:.3f} ms before it started<extra></extra>")
+BAR = 0.72        # bar thickness, in rows
 
 
 def label_colors(labels: list[str]) -> dict[str, str]:
@@ -44,41 +50,47 @@ def label_colors(labels: list[str]) -> dict[str, str]:
     return {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(sorted(set(labels)))}
 
 
-class Segments:
-    """Bars (ns) on named rows, collected one by one and handed to plotly as one line trace: x in ms with a
-    NaN after each segment (a gap), y the row names with None at the gaps."""
+def ms(v: float) -> str:
+    return f"{v:.3f} ms"
+
+
+def _kernel_text(names: list[tuple[str, int, float]], n: int) -> str:
+    listed = "<br>".join(f"{short_kernel(name) if len(name) > 60 else name} ×{k} ({ns / 1e6:.3f} ms)"
+                         for name, k, ns in names)
+    more = n - sum(k for _, k, _ in names)
+    return listed + (f"<br>+{more} more" if more > 0 else "")
+
+
+class _Bars:
+    """Horizontal bars collected one by one, handed to plotly as arrays. `data`: per bar, numbers for the
+    hover template (binary customdata, much smaller than a string per bar)."""
 
     def __init__(self) -> None:
-        self.starts: list[float] = []
-        self.ends: list[float] = []
-        self.rows: list[str] = []
+        self.base, self.length, self.y, self.width, self.text, self.data = [], [], [], [], [], []
 
-    def add(self, starts, ends, row: str) -> None:
-        self.starts += list(starts)
-        self.ends += list(ends)
-        self.rows += [row] * (len(self.starts) - len(self.rows))
+    def add(self, start_ns: float, end_ns: float, y: float, width: float, text: str = "",
+            data: tuple = ()) -> None:
+        self.base.append(start_ns / 1e6)
+        self.length.append((end_ns - start_ns) / 1e6)
+        self.y.append(y)
+        self.width.append(width)
+        self.text.append(text)
+        self.data.append(data)
 
-    def __bool__(self) -> bool:
-        return bool(self.starts)
-
-    def xy(self) -> tuple[np.ndarray, np.ndarray]:
-        n = len(self.starts)
-        x = np.full((n, 3), np.nan)
-        x[:, 0] = np.asarray(self.starts, dtype=np.float64) / 1e6
-        x[:, 1] = np.asarray(self.ends, dtype=np.float64) / 1e6
-        y = np.empty((n, 3), dtype=object)
-        y[:, 0] = y[:, 1] = self.rows
-        return x.ravel(), y.ravel()
-
-
-def _points(xs: list, ys: list, texts: list) -> dict:
-    return dict(x=np.asarray(xs, dtype=np.float64), y=np.asarray(ys, dtype=object),
-                text=np.asarray(texts, dtype=object))
+    def trace(self, template: str | None = None, **kw) -> go.Bar:
+        arrays = dict(orientation="h", base=np.asarray(self.base, np.float64),
+                      x=np.asarray(self.length, np.float64), y=np.asarray(self.y, np.float64),
+                      width=np.asarray(self.width, np.float64))
+        if template is None:
+            return go.Bar(**arrays, hoverinfo="skip", **kw)
+        if self.data and self.data[0]:
+            arrays["customdata"] = np.asarray(self.data, np.float64)
+        return go.Bar(**arrays, text=self.text, textposition="none", hovertemplate=template, **kw)
 
 
 def _add_step_selector(fig: go.Figure, steps: pd.DataFrame, t0: int, max_buttons: int = 40) -> None:
-    """`steps`: sorted by start. A dropdown that zooms the x axis to one step (the first rank's step bounds) or back to everything:
-    the in-page step selector for traces with many steps (more steps: use --steps)."""
+    """`steps`: sorted by start. A dropdown that zooms the x axis to one step (the first rank's step bounds)
+    or back to everything: the in-page step selector for traces with many steps (more steps: use --steps)."""
     if len(steps) < 2 or len(steps) > max_buttons:
         return
     buttons = [dict(label="all steps", method="relayout", args=[{"xaxis.autorange": True}])]
@@ -88,99 +100,101 @@ def _add_step_selector(fig: go.Figure, steps: pd.DataFrame, t0: int, max_buttons
         buttons.append(dict(label=f"step {s.step}", method="relayout",
                             args=[{"xaxis.range": [lo - pad, hi + pad], "xaxis.autorange": False}]))
     fig.update_layout(updatemenus=[dict(type="dropdown", buttons=buttons, x=0, xanchor="left", y=1.0,
-                                        yanchor="bottom", pad=dict(b=24), showactive=True)])
+                                        yanchor="bottom", pad=dict(b=30), showactive=True)])
+
+
+def row_layout(bars: TimelineBars) -> list[tuple[str, int, str | None]]:
+    """The rows top to bottom: (name, rank, stream or "comm")."""
+    rows = []
+    for rb in bars.ranks:
+        for cr in rb.compute:
+            rows.append((f"r{rb.rank} compute" + (f" s{cr.stream}" if cr.stream is not None else ""), rb.rank,
+                         cr.stream))
+        rows.append((f"r{rb.rank} comm", rb.rank, "comm"))
+    return rows
 
 
 def timeline_figure(bars: TimelineBars) -> go.Figure:
     """Draw `bars` (commscope.analyze.timeline_bars.timeline_bars): one figure, rows per rank."""
     t0 = bars.t0
     colors = label_colors(bars.labels)
-    rows: list[str] = []
-    compute_bars, exposed_bars = Segments(), Segments()
-    comp_hx, comp_hy, comp_text = [], [], []
-    bar_segs: dict[str, Segments] = {}
-    queued: dict[str, Segments] = {}
-    bar_hover: dict[str, tuple[list, list, list]] = {}
-    hook_pts: dict[str, tuple[list, list, list]] = {}
+    rows = row_layout(bars)
+    y_of = {(rank, key): i for i, (_, rank, key) in enumerate(rows)}
+    compute, exposed = _Bars(), _Bars()
+    per_label: dict[str, _Bars] = {}
+    hooks: dict[str, tuple[list, list, list]] = {}
     for rb in bars.ranks:
-        rank = rb.rank
-        rows.append(f"r{rank} compute")
-        s, e, n = rb.compute
-        if len(s):
-            compute_bars.add(s, e, f"r{rank} compute")
-            comp_hx += list((s + e) / 2e6)
-            comp_hy += [f"r{rank} compute"] * len(s)
-            comp_text += [f"rank {rank}: {k} compute interval(s)<br>{(b - a) / 1e6:.3f} ms" for a, b, k in zip(s, e, n)]
-
-        if len(rb.coll):
-            # Thick bar: execution (start→end) where measured, else launch→completion (all a wall clock
-            # knows). Thin line on the same row: launch→execution start (queued behind earlier work).
-            launch, start, end = rb.launch, rb.start, rb.end
-            lane_rows = [f"r{rank} comm" if k == 0 else f"r{rank} comm {k + 1}" for k in range(rb.n_lanes)]
-            rows += lane_rows
-            for j, r in enumerate(rb.coll.itertuples(index=False)):
-                if not rb.drawn[j]:
-                    continue
-                row, lab = lane_rows[rb.lanes[j]], str(r.label)
-                bar_segs.setdefault(lab, Segments()).add([start[j]], [end[j]], row)
-                if launch[j] < start[j]:
-                    queued.setdefault(lab, Segments()).add([launch[j]], [start[j]], row)
-                exp_ms = rb.exposed_ns[j] / 1e6
-                if rb.exposed[j]:
-                    exposed_bars.add([a for a, _ in rb.exposed[j]], [b for _, b in rb.exposed[j]], row)
-                hx, hy, ht = bar_hover.setdefault(lab, ([], [], []))
-                hx.append((start[j] + end[j]) / 2e6)
-                hy.append(row)
-                ht.append(f"rank {rank} · {lab} ({r.op}, {r.phase})<br>step {r.step} seq {r.seq} group {r.group}"
-                          f"<br>bytes {float(r.bytes):,.0f}<br>running {(end[j] - start[j]) / 1e6:.3f} ms"
-                          + (f"<br>launch→complete {(end[j] - launch[j]) / 1e6:.3f} ms" if launch[j] < start[j] else "")
-                          + f"<br>exposed {exp_ms:.3f} ms")
-        else:
-            rows.append(f"r{rank} comm")
-
-        if len(rb.hooks):
-            rows.append(f"r{rank} hooks")
-            for h, t in zip(rb.hooks.itertuples(index=False), rb.hook_t):
-                hx, hy, ht = hook_pts.setdefault(str(h.label), ([], [], []))
-                hx.append(t / 1e6)
-                hy.append(f"r{rank} hooks")
-                ht.append(f"rank {rank} hook {h.label}<br>step {h.step} micro {h.micro_step} position {h.position}")
+        for cr in rb.compute:
+            y = y_of[(rb.rank, cr.stream)]
+            where = f"rank {rb.rank}" + (f" stream {cr.stream}" if cr.stream is not None else "")
+            for a, b, n, names in zip(cr.starts, cr.ends, cr.counts, cr.names):
+                compute.add(a, b, y, BAR, f"<b>{where}</b>: {int(n)} kernel(s) in {ms((b - a) / 1e6)}<br>"
+                                          + _kernel_text(names, int(n)))
+        yc = y_of[(rb.rank, "comm")]
+        lane_h = BAR / max(rb.n_lanes, 1)
+        for j, r in enumerate(rb.coll.itertuples(index=False)):
+            if not rb.drawn[j]:
+                continue
+            lab = str(r.label)
+            y = yc - BAR / 2 + lane_h * (rb.lanes[j] + 0.5)
+            start, end, launch = rb.start[j], rb.end[j], rb.launch[j]
+            queued = start - launch if not np.isnan(launch) and launch < start else 0.0
+            phase = "" if r.phase is None or pd.isna(r.phase) else f" · {r.phase}"
+            per_label.setdefault(lab, _Bars()).add(
+                start, end, y, lane_h * 0.9, f"{r.op}{phase} · group {r.group}",
+                (rb.rank, r.step, r.seq, np.nan if pd.isna(r.bytes) else float(r.bytes), (end - start) / 1e6,
+                 rb.exposed_ns[j] / 1e6, queued / 1e6))
+            for a, b in rb.exposed[j]:
+                exposed.add(a, b, y, lane_h * 0.9)
+        for h, t in zip(rb.hooks.itertuples(index=False), rb.hook_t):
+            hx, hy, ht = hooks.setdefault(str(h.label), ([], [], []))
+            hx.append(t / 1e6)
+            hy.append(yc - BAR / 2)
+            ht.append(f"hook {h.label}<br>rank {rb.rank} · step {h.step} · micro-step {h.micro_step} · "
+                      f"position {h.position}")
 
     fig = go.Figure()
-    if compute_bars:
-        x, y = compute_bars.xy()
-        fig.add_trace(go.Scattergl(x=x, y=y, mode="lines", line=dict(color=COMPUTE_COLOR, width=12),
-                                   name="compute", hoverinfo="skip", legendgroup="compute"))
-        fig.add_trace(go.Scattergl(**_points(comp_hx, comp_hy, comp_text), mode="markers",
-                                   marker=dict(size=2, color=COMPUTE_COLOR), hoverinfo="text", showlegend=False,
-                                   legendgroup="compute"))
-    for lab in sorted(bar_segs):
-        x, y = bar_segs[lab].xy()
-        fig.add_trace(go.Scattergl(x=x, y=y, mode="lines", line=dict(color=colors[lab], width=12), name=lab,
-                                   legendgroup=lab, hoverinfo="skip"))
-        if lab in queued:
-            x, y = queued[lab].xy()
-            fig.add_trace(go.Scattergl(x=x, y=y, mode="lines", opacity=0.45, line=dict(color=colors[lab], width=3),
-                                       legendgroup=lab, showlegend=False, hoverinfo="skip"))
-        fig.add_trace(go.Scattergl(**_points(*bar_hover[lab]), mode="markers", marker=dict(size=4, color=colors[lab]),
-                                   hoverinfo="text", legendgroup=lab, showlegend=False))
-    if exposed_bars:
-        x, y = exposed_bars.xy()
-        fig.add_trace(go.Scattergl(x=x, y=y, mode="lines", line=dict(color=EXPOSED_COLOR, width=5),
-                                   name="exposed", hoverinfo="skip"))
-    for lab in sorted(hook_pts):
-        fig.add_trace(go.Scattergl(**_points(*hook_pts[lab]), mode="markers", name=f"hook {lab}", legendgroup=lab,
-                                   hoverinfo="text", marker=dict(symbol="diamond", size=9, color=colors.get(lab))))
+    if compute.base:
+        fig.add_trace(compute.trace("%{text}<extra></extra>", name="compute",
+                                    marker=dict(color=COMPUTE_COLOR, line=dict(width=0))))
+    for lab in sorted(per_label):
+        fig.add_trace(per_label[lab].trace(COLL_HOVER.replace("LABEL", lab), name=lab, legendgroup=lab,
+                                           marker=dict(color=colors[lab], line=dict(width=0))))
+    if exposed.base:  # hover passes through to the collective's own bar, which states its exposed time
+        fig.add_trace(exposed.trace(name="exposed (hatched)", marker=dict(
+            color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=1.5),
+            pattern=dict(shape="x", fgcolor=EXPOSED_COLOR, size=5, solidity=0.35))))
+    for lab in sorted(hooks):
+        hx, hy, ht = hooks[lab]
+        fig.add_trace(go.Scatter(x=np.asarray(hx, np.float64), y=np.asarray(hy, np.float64), hovertext=ht,
+                                 hovertemplate="%{hovertext}<extra></extra>", mode="markers", name=f"hook {lab}",
+                                 legendgroup=lab, showlegend=lab not in per_label, marker=dict(symbol="diamond", size=8, color=colors.get(lab),
+                                                              line=dict(color="#000", width=0.5))))
+    flows = bars.flows
+    if flows is not None and len(flows):
+        xs, ys = [], []
+        for _, f in flows.groupby("flow", sort=True):
+            xs += list(f["t"].to_numpy(np.float64) / 1e6) + [np.nan]
+            ys += [y_of[(int(r), "comm")] for r in f["rank"]] + [np.nan]
+        fig.add_trace(go.Scatter(x=np.asarray(xs, np.float64), y=np.asarray(ys, np.float64), mode="lines",
+                                 name="one call across ranks", visible="legendonly", hoverinfo="skip",
+                                 line=dict(color="#444", width=1)))
+    shapes, notes = [], []
     for s, gap_from in zip(bars.step_marks.itertuples(index=False), bars.gap_before):
-        fig.add_vline(x=(int(s.start_ns) - t0) / 1e6, line=dict(color="#bbbbbb", dash="dot", width=1),
-                      annotation_text=f"step {s.step}", annotation_position="top left")
+        x = (int(s.start_ns) - t0) / 1e6
+        shapes.append(dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
+                           line=dict(color="#888", dash="dot", width=1)))
+        notes.append(dict(x=x, y=1, xref="x", yref="paper", text=f"step {s.step}", showarrow=False,
+                          xanchor="left", yanchor="bottom", font=dict(size=11, color="#555")))
         if gap_from is not None:
-            fig.add_vrect(x0=(gap_from - t0) / 1e6, x1=(int(s.start_ns) - t0) / 1e6, fillcolor=GAP_COLOR,
-                          opacity=0.35, line_width=0, layer="below")
+            shapes.append(dict(type="rect", xref="x", yref="paper", x0=(gap_from - t0) / 1e6, x1=x, y0=0, y1=1,
+                               fillcolor=GAP_COLOR, opacity=0.35, line=dict(width=0), layer="below"))
     _add_step_selector(fig, bars.step_marks, t0)
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), type="category")
-    fig.update_xaxes(title_text="ms since window start", rangeslider=dict(visible=False))
-    fig.update_layout(height=max(300, 26 * len(rows) + 140), margin=dict(l=110, r=20, t=40, b=50),
-                      template="plotly_white", hovermode="closest", legend=dict(orientation="v"),
-                      dragmode="zoom")
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=[r[0] for r in rows],
+                     range=[len(rows) - 0.5, -0.5], zeroline=False, showgrid=False, fixedrange=True)
+    fig.update_xaxes(title_text="ms since window start", zeroline=False)
+    fig.update_layout(height=ROW_H * len(rows) + 200, margin=dict(l=130, r=20, t=60, b=110), barmode="overlay",
+                      template="plotly_white", hovermode="closest", dragmode="zoom", shapes=shapes,
+                      annotations=notes, bargap=0, legend=dict(orientation="h", x=0, yref="container", y=0.005, yanchor="bottom"),
+                      hoverlabel=dict(align="left"))
     return fig

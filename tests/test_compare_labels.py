@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from commscope.cli import app
+from commscope.errors import UserError
 from commscope.analyze.compare_labels import BOUNDARY_LABEL, STEP_LABEL, compare_labels, run_samples
 from rundirs import write_run
 
@@ -41,7 +42,7 @@ def make_run(path: Path, exposed: dict, step_ms: list[float], world_size: int = 
                                             "losses": [5.0 - 0.1 * s for s in range(n)], "step_times_ms": step_ms})
 
 
-def _groups(tmp_path, runs=3):
+def _groups(tmp_path, runs=5):
     base, cand = tmp_path / "base", tmp_path / "cand"
     for i in range(runs):
         # step 0 is warm-up (9 ms waits, 50 ms step) and must be dropped
@@ -66,34 +67,50 @@ def test_run_samples_drop_warmup_and_average_ranks(tmp_path):
 
 def test_verdicts_over_runs(tmp_path):
     base, cand = _groups(tmp_path)
-    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=500)
+    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=1000)
     by = {r["label"]: r for r in t.to_dict("records")}
     assert by["attn"]["verdict"] == "better" and by["attn"]["ci_high"] < 0
     # per-run means of steps 1..3: base attn (2.0+2.1+1.9)/3 + small per-run offsets
     assert by["attn"]["base_ms"] == pytest.approx(
-        sum((2.0 + 0.1 * i + 2.1 + 1.9 + 0.05 * i) / 3 for i in range(3)) / 3, abs=1e-3)
+        sum((2.0 + 0.1 * i + 2.1 + 1.9 + 0.05 * i) / 3 for i in range(5)) / 5, abs=1e-3)
     assert by["mlp"]["verdict"] == "unchanged" and by["mlp"]["ci_low"] < 0 < by["mlp"]["ci_high"]
     # a label only the candidate has: the baseline spent 0 ms on it
     assert by["lm_head"]["verdict"] == "worse" and by["lm_head"]["base_ms"] == 0.0
-    assert by[STEP_LABEL]["verdict"] == "better" and by[STEP_LABEL]["delta_ms"] == pytest.approx(8.5333 - 10.0667, abs=1e-3)
-    assert set(t["unit"]) == {"runs"} and set(t["n_base"]) == {3}
+    step_delta = sum(8.5 + 0.1 * i + 8.6 + 8.4 - (10 + 0.2 * i + 10.1 + 9.9) for i in range(5)) / 15
+    assert by[STEP_LABEL]["verdict"] == "better" and by[STEP_LABEL]["delta_ms"] == pytest.approx(step_delta, abs=1e-3)
+    assert set(t["unit"]) == {"runs"} and set(t["n_base"]) == {5}
 
 
-def test_single_runs_resample_steps(tmp_path):
+@pytest.mark.parametrize("runs", [1, 2, 4])
+def test_too_few_runs_give_no_ci(tmp_path, runs):
+    """Below 5 runs a side the bootstrap is silent: no CI, verdict "too few runs", the means still given
+    (with 2 runs a side it used to call the step time worse while Welch said not slower)."""
+    base, cand = _groups(tmp_path, runs=runs)
+    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=1000)
+    assert set(t["verdict"]) == {"too few runs"} and t["ci_low"].isna().all() and t["ci_high"].isna().all()
+    assert set(t["n_cand"]) == {runs} and t["delta_ms"].notna().all()
+    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["labels"]
+    assert {r["verdict"] for r in rows} == {"too few runs"} and all(r["ci_low"] is None for r in rows)
+
+
+@pytest.mark.parametrize("n", ["0", "1", "-5", "999"])
+def test_n_boot_below_1000_is_refused(tmp_path, n):
     base, cand = _groups(tmp_path, runs=1)
-    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=500)
-    assert set(t["unit"]) == {"steps"} and set(t["n_cand"]) == {3}
+    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--n-boot", n])
+    assert isinstance(res.exception, UserError) and "at least 1000" in str(res.exception)
 
 
 def test_cli_shows_labels_for_run_dirs(tmp_path):
     base, cand = _groups(tmp_path)
-    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--n-boot", "300", "--json"])
+    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--n-boot", "1000", "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert {r["label"]: r["verdict"] for r in data["labels"]}["attn"] == "better"
     # time = sum(step_times_ms) / 1000 per run: base run 0 = (50 + 10 + 10.1 + 9.9) / 1000
     assert data["groups"][0]["times"][0] == pytest.approx(0.08)
-    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--n-boot", "300"])
+    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--n-boot", "1000"])
     assert res.exit_code == 0 and "attn" in res.output and "better" in res.output
 
 
@@ -112,14 +129,14 @@ def test_step_boundary_gaps_are_compared_like_a_label(tmp_path):
     """The host time at step boundaries (here the gaps: no compute regions): 3 ms a step in the baseline,
     0.5 ms in the candidate, one sample per step after the first (which has no boundary)."""
     base, cand = tmp_path / "base", tmp_path / "cand"
-    for i in range(3):
+    for i in range(5):
         make_run(base / f"r{i}", {"attn": [1, 1, 1, 1]}, [20, 10, 10, 10], gap_ms=3.0 + 0.1 * i)
         make_run(cand / f"r{i}", {"attn": [1, 1, 1, 1]}, [20, 10, 10, 10], gap_ms=0.5 + 0.1 * i)
     s = run_samples(base / "r0")
     got = s[s["label"] == BOUNDARY_LABEL].set_index("step")["ms"]
     assert got.index.tolist() == [1, 2, 3] and got.tolist() == pytest.approx([3.0] * 3, abs=1e-3)
-    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=500)
+    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=1000)
     row = t[t["label"] == BOUNDARY_LABEL].iloc[0]
     assert row["metric"] == "boundary_ms" and row["verdict"] == "better"
-    assert row["base_ms"] == pytest.approx(3.1, abs=1e-3) and row["delta_ms"] == pytest.approx(-2.5, abs=1e-3)
+    assert row["base_ms"] == pytest.approx(3.2, abs=1e-3) and row["delta_ms"] == pytest.approx(-2.5, abs=1e-3)
     assert t[t["label"] == "attn"].iloc[0]["verdict"] == "unchanged"

@@ -191,7 +191,7 @@ def test_report_shows_the_verdict_first(run, tmp_path, capsys, monkeypatch):
         cli.main()
     assert e.value.code == 0
     page = out.read_text()
-    assert page.index("CRASH") < page.index("<h2>Overview")
+    assert page.index("CRASH") < page.index('<section id="heatmap"')  # in the summary, the first section
     assert "rank(s) 3 left no status.json" in page
     assert capsys.readouterr().out.lstrip().startswith("doctor: crash: rank(s) 3")
 

@@ -51,6 +51,33 @@ def test_other_hta_analyses_present(both):
     assert hta["construct_s"] > 0
 
 
+def test_hta_views_for_the_page(both):
+    """HTA's per-kernel, idle time, queue length and launch delay frames arrive as HTA made them, and the
+    page renders them (reports.sections.render_hta_views)."""
+    from commscope.analyze.report_context import report_context
+    from reports.sections import render_hta_views
+
+    tr, doc = both
+    hta = doc["hta"]
+    top = hta["top_kernels"]
+    assert len(top) == 40 and [r["sum (us)"] for r in top] == sorted((r["sum (us)"] for r in top), reverse=True)
+    assert any(r["name"].startswith("ncclDevKernel") for r in top)
+    idle = hta["idle_time"]
+    assert {r["idle_category"] for r in idle} == {"host_wait", "kernel_wait", "other"}
+    for rank in range(8):  # HTA's ratios of one (rank, stream) sum to 1
+        for stream in {r["stream"] for r in idle if r["rank"] == rank}:
+            ratios = [r["idle_time_ratio"] for r in idle if r["rank"] == rank and r["stream"] == stream]
+            assert sum(ratios) == pytest.approx(1.0, abs=0.02)
+    assert {r["rank"] for r in hta["queue_length"]} == set(range(8))
+    assert all(r["max"] >= r["mean"] >= 0 for r in hta["queue_length"])
+    delay = hta["launch_delay"]
+    assert [r["rank"] for r in delay] == list(range(8))
+    assert all(r["kernels"] > 0 and r["max (us)"] >= r["p95 (us)"] >= r["median (us)"] for r in delay)
+    page = render_hta_views(report_context(tr, doc, with_layout=False))
+    for table in ("hta-kernel-types", "hta-top_kernels", "hta-idle_time", "hta-queue_length", "hta-launch_delay"):
+        assert f'id="{table}"' in page
+
+
 def test_missing_hta_is_reported_not_raised(both, monkeypatch):
     tr, doc = both
     monkeypatch.setitem(sys.modules, "hta.trace_analysis", None)  # import now raises ImportError

@@ -46,7 +46,7 @@ def test_per_label_numbers_match_recorded_events(run_dir):
     assert set(doc["labels"]) == set(want) and len(want) == 13
     for lab, w in want.items():
         got = doc["labels"][lab]
-        assert got["count"] == pytest.approx(np.mean(w["count"]))
+        assert got["count_per_rank"] == pytest.approx(np.mean(w["count"])) and got["count"] == sum(w["count"])
         assert got["exposed_ms"] == pytest.approx(np.mean(w["exposed"]), abs=1e-4)
         assert got["mean_ms"] == pytest.approx(np.mean(w["dur"]) / 1e6, abs=1e-4)
         assert got["bytes"] == pytest.approx(np.median(w["bytes"]))

@@ -100,7 +100,8 @@ def test_label_stats_and_summary(run):
     assert per.loc[(1, "attn"), "exposed_ms"] == pytest.approx(0.012)
     doc = summarize(run)
     a = doc["labels"]["attn"]
-    assert a["op"] == "reduce_scatter+all_gather" and a["count"] == 2 and a["bytes"] == 8000
+    assert a["op"] == "reduce_scatter+all_gather" and a["count_per_rank"] == 2 and a["bytes"] == 8000
+    assert a["count"] == 4 and isinstance(a["count"], int)  # all ranks: an integer
     assert a["exposed_ms"] == pytest.approx((0.007 + 0.012) / 2)
     assert a["exposed_ms_by_rank"] == {"0": pytest.approx(0.007), "1": pytest.approx(0.012)}
     assert list(doc["labels"]) == ["attn", "scalars"]  # most exposed first

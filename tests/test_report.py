@@ -2,6 +2,7 @@
 self-containment, section list, and that the per-label table shows exactly summarize()'s numbers."""
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 import numpy as np
@@ -44,7 +45,7 @@ class PageParser(HTMLParser):
         if tag == "tr" and self._table is not None:
             self._row = []
         if tag in ("td", "th") and self._row is not None:
-            self._row.append([a.get("data-value"), ""])
+            self._row.append([a.get("data-value") or a.get("data-key"), ""])
         self._stack.append(tag)
 
     def handle_endtag(self, tag):
@@ -68,6 +69,16 @@ class PageParser(HTMLParser):
             self._text += data
         if self._row:
             self._row[-1][1] += data
+
+
+def value(c) -> float | str:
+    """A parsed cell's exact value: its data-value, else its text (which then reads back exactly)."""
+    if c[0] is not None:
+        return float(c[0])
+    try:
+        return float(c[1].replace(",", ""))
+    except ValueError:
+        return c[1]
 
 
 def parse(page: str) -> PageParser:
@@ -146,40 +157,141 @@ def test_select_window_default_middle_and_explicit():
 
 
 def test_timeline_rows_and_lanes():
+    from reports.timeline import BAR
+
     fig = timeline_figure(timeline_bars(make_trace(), window=(1, 2)))
-    rows = list(fig.layout.yaxis.categoryarray)
-    # scalars overlaps mlp on rank 0 and 1 → a second comm lane per rank; hooks row per rank
-    assert rows == list(reversed(["r0 compute", "r0 comm", "r0 comm 2", "r0 hooks",
-                                  "r1 compute", "r1 comm", "r1 comm 2", "r1 hooks"]))
+    # one compute row per stream, one comm row per rank: lanes live inside the comm row
+    assert list(fig.layout.yaxis.ticktext) == ["r0 compute s7", "r0 comm", "r1 compute s7", "r1 comm"]
     names = [t.name for t in fig.data if t.showlegend is not False]
-    assert names == ["compute", "attn", "mlp", "scalars", "exposed", "hook attn"]
+    # hooks share their label's legend entry
+    assert names == ["compute", "attn", "mlp", "scalars", "exposed (hatched)", "one call across ranks"]
+    hook = next(t for t in fig.data if t.name == "hook attn")
+    assert hook.legendgroup == "attn" and hook.marker.color == next(t for t in fig.data if t.name == "attn").marker.color
     attn = next(t for t in fig.data if t.name == "attn")
-    # window = step 1 only: one running bar per rank, in ms since window start (T + 1 ms); rank 0 launched
-    # 10 µs before the start → a thin queued line, rank 1 launched right at the start → none
-    assert [x for x in attn.x if not np.isnan(x)] == pytest.approx([0.3, 0.5, 0.3, 0.5])
-    queued = [t for t in fig.data if t.legendgroup == "attn" and t.mode == "lines" and t.showlegend is False]
-    assert len(queued) == 1 and [x for x in queued[0].x if not np.isnan(x)] == pytest.approx([0.29, 0.3])
+    # window = step 1 only: one bar per rank, in ms since window start (T + 1 ms), 0.2 ms long, hover anywhere
+    assert list(attn.base) == pytest.approx([0.3, 0.3]) and list(attn.x) == pytest.approx([0.2, 0.2])
+    assert attn.type == "bar" and attn.orientation == "h" and "%{customdata[5]:.3f}" in attn.hovertemplate
+    # customdata: rank, step, seq, bytes, running, exposed, queued; rank 0 launched 10 µs before the start
+    cd = np.asarray(attn.customdata)
+    assert cd[:, 0].tolist() == [0, 1] and cd[:, 6] == pytest.approx([0.01, 0.0]) and cd[:, 5] == pytest.approx([0.05, 0.05])
+    # scalars overlaps mlp: the comm row splits into two lanes, each half the bar thickness
+    mlp, scalars = (next(t for t in fig.data if t.name == n) for n in ("mlp", "scalars"))
+    assert set(np.asarray(mlp.width).round(4)) == {round(BAR / 2 * 0.9, 4)}
+    assert np.all(np.asarray(mlp.y) != np.asarray(scalars.y))
+    # the exposed overlay: hatched, outlined, hover passes through to the bar below
+    ex = next(t for t in fig.data if t.name == "exposed (hatched)")
+    assert ex.marker.pattern.shape == "x" and ex.hoverinfo == "skip"
+    assert sum(ex.x) == pytest.approx(2 * (0.05 + 0.08 + 0.02), abs=1e-6)  # attn gap, mlp and scalars whole
+    comp = next(t for t in fig.data if t.name == "compute")
+    assert any("forward ×1" in t for t in comp.text) and any("backward ×1" in t for t in comp.text)
+    flows = next(t for t in fig.data if t.name == "one call across ranks")
+    assert flows.visible == "legendonly" and int(np.isnan(np.asarray(flows.x)).sum()) == 3  # 3 calls linked
 
 
 def test_page_is_self_contained_with_sections_and_exact_label_numbers():
+    import base64
+    import gzip
+
+    from reports.page import PLOTLY_JS
+
     tr = make_trace()
     page = render_html(report_context(tr, SUMMARY))
     p = parse(page)
     assert p.external == []
-    assert any("Plotly" in s and len(s) > 1_000_000 for s in p.scripts)  # plotly.js embedded once
-    assert sum(len(s) > 1_000_000 for s in p.scripts) == 1
-    assert p.h2 == ["Diagnosis (commscope doctor)", "Overview", "Timeline", "Collectives by label", "Skew and stragglers", "Step breakdown",
-                    "HTA side by side", "Run configuration"]
+    # plotly.js embedded once: the basic bundle, gzip + base64, well under the full bundle's 4.8 MB
+    bundles = [s for s in p.scripts if len(s) > 100_000]
+    assert len(bundles) == 1 and len(bundles[0]) < 600_000
+    assert gzip.decompress(base64.b64decode(bundles[0])) == PLOTLY_JS.read_bytes()
+    assert len(page) < 700_000
+    assert p.h2[:3] == ["Summary", "Exposed communication by rank and step", "Timeline"]
+    assert p.h2[3:] == ["Diagnosis (commscope doctor)", "Collectives by label", "Skew and stragglers", "Step breakdown",
+                        "HTA side by side", "Run facts and overlap by rank", "Run configuration"]
+    assert page.count("<details") == 7  # everything after the timeline is collapsed
     header, *rows = p.tables["labels"]
-    assert [c[1] for c in header][:8] == ["label", "op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct",
+    assert [c[0] for c in header][:8] == ["label", "op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct",
                                           "busbw_gbps"]
-    cols = [c[1] for c in header]
-    got = {r[0][1]: {cols[i]: (float(r[i][0]) if r[i][0] is not None else r[i][1]) for i in range(1, len(cols))}
-           for r in rows}
+    assert [c[1] for c in header][:6] == ["Label", "Op", "Calls (all ranks)", "Bytes per call", "Mean duration (ms)",
+                                          "Exposed per rank (ms)"]
+    cols = [c[0] for c in header]
+    got = {r[0][1]: {cols[i]: value(r[i]) for i in range(1, len(cols))} for r in rows}
     assert got == SUMMARY["labels"]
     strag = p.tables["stragglers"]
-    assert float(strag[1][2][0]) == 0.06
+    assert value(strag[1][2]) == 0.06
     assert "no GPU trace" in page and "scatter_order" in page
+
+
+def test_plotly_bundle_matches_plotly_py():
+    """The inlined bundle reads the figure JSON plotly.py writes: same plotly.js version."""
+    from plotly.offline import get_plotlyjs_version
+
+    from reports.page import PLOTLY_JS
+
+    head = PLOTLY_JS.read_text(encoding="utf-8")[:200]
+    assert f"plotly.js (basic - minified) v{get_plotlyjs_version()}" in head
+
+
+def test_summary_and_heatmap_on_the_first_screen(tmp_path):
+    from commscope.analyze.summary import summarize
+    from commscope.load import load_path
+    from report_trace import write_run_dir
+
+    write_run_dir(make_trace(style="run"), tmp_path / "run")
+    tr = load_path(tmp_path / "run")
+    doc = summarize(tr, with_hta=False)
+    ctx = report_context(tr, doc)
+    page = render_html(ctx)
+    # the most exposed label first, with its why; then the ranks × steps heatmap
+    assert page.index('id="summary"') < page.index('id="heatmap"') < page.index('id="timeline"')
+    top = page[page.index('id="top-labels"'):]
+    assert top.index("attn") < top.index("mlp") and "compute hides" in top
+    hm = ctx.heatmap
+    assert hm.ranks == [0, 1] and hm.columns == [(0, 0), (1, 1)]
+    want = {(s["rank"], s["step"]): s["exposed_comm_ms"] for s in doc["steps"]}
+    assert hm.exposed_ms.tolist() == [[want[(r, s)] for s in (0, 1)] for r in (0, 1)]
+    # each cell opens its rank's step on the timeline axis (ms since the window start)
+    assert hm.window_ms[1][1] == pytest.approx((1.0, 2.0))
+    assert page.count('class="cell"') == 4 and 'data-x0="1.0000" data-x1="2.0000"' in page
+    cells = re.findall(r'data-value="([^"]+)" data-step-ms="([^"]+)"', page)
+    assert [float(v) for v, _ in cells] == [want[(r, s)] for r in (0, 1) for s in (0, 1)]  # plain numbers for JS
+
+
+def test_heatmap_bins_long_runs_and_marks_steps_outside_the_timeline():
+    from commscope.analyze.report_overview import heatmap
+
+    steps = [{"rank": r, "step": s, "exposed_comm_ms": float(s), "step_ms": 10.0} for r in (0, 1) for s in range(10)]
+    tr = make_trace(steps=tuple(range(10)))
+    bars = timeline_bars(tr, window=(4, 7))
+    hm = heatmap({"steps": steps}, tr, bars, max_cols=4)
+    assert hm.columns == [(0, 2), (3, 5), (6, 8), (9, 9)]
+    assert hm.exposed_ms[0].tolist() == [1.0, 4.0, 7.0, 9.0]  # mean per step of each bin
+    assert all(w is None for w in hm.window_ms[0])  # no bin lies wholly inside steps 4..6
+    hm = heatmap({"steps": steps}, tr, bars)
+    assert [w is not None for w in hm.window_ms[0]] == [s in (4, 5, 6) for s in range(10)]
+
+
+def test_number_formats_and_headers():
+    from reports.tables import fmt, humanize
+
+    assert fmt(11751, "pid") == "11751" and fmt(11751.0, "pid") == "11751" and fmt(11751, "bytes") == "11,751"
+    assert fmt(1.07e-06) == "<0.001" and fmt(0.001) == "0.001" and fmt(15.0) == "15.000" and fmt(15) == "15"
+    assert fmt(1765622428292846145, "start_ns") == "1765622428292846145"
+    assert humanize("gap_median_ms") == "Gap median (ms)" and humanize("overlap_pct") == "Hidden by compute (%)"
+    assert humanize("sum (us)") == "Sum (µs)" and humanize("host_pct") == "Host time (% of wall)"
+
+
+def test_palette_tells_13_labels_apart():
+    from reports.timeline import COMPUTE_COLOR, EXPOSED_COLOR, label_colors
+
+    labels = [f"l{i}" for i in range(13)]
+    colors = label_colors(labels)
+    assert len(set(colors.values())) == 13 and not {COMPUTE_COLOR, EXPOSED_COLOR} & set(colors.values())
+
+    def rgb(c):
+        return np.array([int(c[i:i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+    vals = [rgb(c) for c in colors.values()]
+    closest = min(np.linalg.norm(a - b) for i, a in enumerate(vals) for b in vals[i + 1:])
+    assert closest > 40  # no two near-identical hues (lm_head/ve1/ve2 were three magentas)
 
 
 def test_failing_section_is_reported_in_place(monkeypatch):
@@ -236,8 +348,9 @@ def test_dense_compute_is_decimated_per_rank():
     tr.compute = many
     fig = timeline_figure(timeline_bars(tr, max_compute_per_rank=100))
     comp = next(t for t in fig.data if t.name == "compute")
-    n_blocks = int(np.isnan(comp.x).sum())
+    n_blocks = len(comp.base)
     assert 0 < n_blocks <= 2 * 100  # two ranks, at most 100 blocks each
+    assert sum(int(t.split(" kernel(s)")[0].split(": ")[-1]) for t in comp.text) == 20_000  # none lost (all on rank 0)
 
 
 def test_step_selector_zooms_to_each_step():

@@ -1,13 +1,18 @@
 """The report page in a real browser: headless Chromium, offline (every host name resolves to nothing),
-must run the embedded plotly.js and draw the timeline without a script error.
+must inflate and run the embedded plotly.js, draw the timeline and show the summary and heatmap without a
+script error.
 
 The other report tests parse the HTML; only a browser shows that the inlined JS actually executes and needs
-nothing from the network. Skipped where no Chromium is installed (Debian package `chromium`)."""
+nothing from the network. Two pages: a demo-like one (a recorded 2-rank CPU run with 13 labels, as
+`commscope run` makes) and the 8×H100 fixture's (with HTA's views). Each must stay within its weight
+budget; a screenshot of each is saved under the test's temporary directory (its path is printed, `-s`
+shows it). Skipped where no Chromium is installed (Debian package `chromium`)."""
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -16,27 +21,83 @@ from commscope.cli import app
 from report_trace import make_trace, write_run_dir
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DATA = Path(__file__).parent / "data"
 # No network at all: a page that needed a CDN would render without plotly and fail the checks below.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0",
-         "--virtual-time-budget=10000"]
+         "--virtual-time-budget=20000", "--hide-scrollbars"]
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (apt-get install chromium)")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine")
-def test_report_renders_offline_in_headless_chromium(tmp_path):
+def chromium(tmp_path: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    """One fresh headless Chromium (its own profile directory) on the given arguments."""
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / ('profile-' + name)}", *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+def console_errors(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if "CONSOLE" in ln and re.search(r"Uncaught|Error", ln)
+            and "WebGL" not in ln]
+
+
+def make_page(tmp_path: Path, src: Path, name: str, *extra: str) -> Path:
+    copy = tmp_path / src.name
+    shutil.copytree(src, copy)
+    page = tmp_path / f"{name}.html"
+    res = CliRunner().invoke(app, ["report", str(copy), "-o", str(page), *extra])
+    assert res.exit_code == 0, res.output
+    return page
+
+
+def check_page(tmp_path: Path, page: Path, name: str, ranks: int, steps: int) -> str:
+    """Open `page`: no console error, plotly drew the timeline, summary and heatmap in the DOM; save a
+    screenshot. Returns the DOM."""
+    proc = chromium(tmp_path, name, "--dump-dom", page.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    assert console_errors(proc.stderr) == []
+    # plotly.js adds these only once it has drawn the figure: proof that the inflated library ran
+    timeline = dom[dom.index('id="timeline-plot"'):]
+    assert "js-plotly-plot" in timeline[:300] and "main-svg" in timeline
+    assert re.search(r'class="[^"]*legendtext[^"]*"', timeline)
+    assert len(re.findall(r'<g class="point"', timeline)) > ranks  # bars drawn, hover anywhere on them
+    # the first screen: verdict, the most exposed labels with their why, the ranks × steps heatmap
+    assert dom.index('id="summary"') < dom.index('id="heatmap"') < dom.index('id="timeline"')
+    assert 'id="verdict"' in dom and re.search(r'<ol id="top-labels"><li>', dom)
+    heat = dom[dom.index('id="heatmap-table"'):dom.index("</table>", dom.index('id="heatmap-table"'))]
+    assert heat.count('class="cell"') == ranks * steps
+    assert dom.count("<details") >= 5 and "<details open" not in dom  # details collapsed
+    shot = tmp_path / f"{name}.png"
+    proc = chromium(tmp_path, name + "-shot", "--window-size=1400,1200", f"--screenshot={shot}", page.as_uri())
+    assert proc.returncode == 0 and shot.stat().st_size > 20_000, proc.stderr[-2000:]
+    print(f"\nscreenshot of the {name} page: {shot} ({page.stat().st_size} bytes page)")
+    return dom
+
+
+def test_demo_like_page_in_headless_chromium(tmp_path):
+    page = make_page(tmp_path, DATA / "cpurun-hooks-gloo2", "demo", "--no-hta")
+    assert page.stat().st_size <= 1_500_000
+    dom = check_page(tmp_path, page, "demo", ranks=2, steps=3)
+    # 13 labels, each its own legend entry, and hook markers
+    timeline = dom[dom.index('id="timeline-plot"'):]
+    assert len(set(re.findall(r'class="legendtext"[^>]*>([^<]+)<', timeline))) >= 13
+
+
+def test_8xh100_page_in_headless_chromium(tmp_path):
+    pytest.importorskip("hta")
+    page = make_page(tmp_path, DATA / "modded-nanogpt-8xh100", "h100")
+    assert page.stat().st_size <= 2_500_000
+    dom = check_page(tmp_path, page, "h100", ranks=8, steps=2)
+    assert 'id="hta-idle_time"' in dom and 'id="hta-launch_delay"' in dom
+
+
+def test_hand_built_run_renders_offline(tmp_path):
     run = tmp_path / "run"
     write_run_dir(make_trace(style="run"), run)
     page = tmp_path / "r.html"
     res = CliRunner().invoke(app, ["report", str(run), "-o", str(page), "--no-hta"])
     assert res.exit_code == 0, res.output
-    proc = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
-                           page.as_uri()], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    dom = proc.stdout
-    # plotly.js adds these only when it has drawn the figure: proof that the inlined library ran.
-    assert "js-plotly-plot" in dom and "main-svg" in dom
-    assert re.search(r'class="[^"]*legendtext[^"]*"', dom)
-    errors = [ln for ln in proc.stderr.splitlines() if "CONSOLE" in ln and re.search(r"Uncaught|Error", ln)
-              and "WebGL" not in ln]
-    assert errors == []
+    proc = chromium(tmp_path, "hand", "--dump-dom", page.as_uri())
+    assert proc.returncode == 0 and console_errors(proc.stderr) == []
+    assert "js-plotly-plot" in proc.stdout and "main-svg" in proc.stdout

@@ -20,7 +20,7 @@ from reports.perfetto import build_perfetto
 from commscope.load import load_path
 from report_trace import make_trace, write_run_dir
 from test_export import check_no_overlap
-from test_report import parse
+from test_report import parse, value
 
 FIXTURE = Path(__file__).parent / "data" / "modded-nanogpt-8xh100"
 GLOO2 = Path(__file__).parent / "data" / "gloo2"
@@ -31,10 +31,10 @@ def listing(p: Path) -> list:
 
 
 def table_values(table) -> dict:
+    """Rows by their first cell, columns by the header's data-key, cells as exact values (test_report.value)."""
     header, *rows = table
-    cols = [c[1] for c in header]
-    return {r[0][1]: {cols[i]: (float(r[i][0]) if r[i][0] is not None else r[i][1]) for i in range(1, len(cols))}
-            for r in rows}
+    cols = [c[0] for c in header]
+    return {r[0][1]: {cols[i]: value(r[i]) for i in range(1, len(cols))} for r in rows}
 
 
 def comparable(labels: dict) -> dict:
@@ -68,7 +68,8 @@ def test_report_html_matches_summary_and_leaves_input_alone(run_dir, tmp_path):
     assert table_values(p.tables["labels"]) == comparable(summary["labels"])
     # known numbers of the hand-built run: per rank and step attn and mlp are waited on for 20 µs, scalars
     # never → per rank (summarize's unit) 2 calls and 2 × 0.02 ms exposed for attn and mlp, 0 for scalars
-    assert summary["labels"]["attn"]["count"] == 2 and summary["labels"]["scalars"]["exposed_ms"] == 0
+    assert summary["labels"]["attn"]["count_per_rank"] == 2 and summary["labels"]["attn"]["count"] == 4
+    assert isinstance(summary["labels"]["attn"]["count"], int) and summary["labels"]["scalars"]["exposed_ms"] == 0
     assert summary["labels"]["attn"]["exposed_ms"] == pytest.approx(0.04, abs=1e-3)
     by_rank = table_values(p.tables["labels-exposed_ms_by_rank"])
     assert by_rank == {lab: {k: float(x) for k, x in v["exposed_ms_by_rank"].items()}
@@ -91,7 +92,7 @@ def test_report_steps_and_default_output(run_dir, tmp_path, monkeypatch):
     page = (tmp_path / "handbuilt-run-report.html").read_text(encoding="utf-8")
     assert "1 ≤ step &lt; 2" in page or "1 ≤ step < 2" in page
     counts = table_values(parse(page).tables["labels"])
-    assert counts["attn"]["count"] == 1.0  # one step, per rank
+    assert counts["attn"]["count_per_rank"] == 1.0 and counts["attn"]["count"] == 2  # one step: 1 per rank
 
 
 def run_cli(*args, cwd=None):
@@ -206,7 +207,8 @@ def test_recorded_cpu_run_report_matches_events(tmp_path):
         exposed = statistics.mean(sum((e["wait_end_ns"] - e["wait_ns"]) for e in v if e["wait_ns"] is not None)
                                   for v in ranks.values()) / 1e6
         nbytes = statistics.median(e["bytes"] for v in ranks.values() for e in v)
-        assert shown[label]["count"] == pytest.approx(count)
+        assert shown[label]["count_per_rank"] == pytest.approx(count)
+        assert shown[label]["count"] == sum(len(v) for v in ranks.values())
         assert shown[label]["bytes"] == pytest.approx(nbytes)
         assert shown[label]["exposed_ms"] == pytest.approx(exposed, abs=1e-3)  # summarize rounds to 4 decimals
         # gloo moves tiny tensors at MB/s: 4 significant digits, never a rounded-away 0

@@ -6,6 +6,8 @@ Input: `Group`s of (time, loss) pairs, one per usable run (`commscope.load.run_g
 - +/-: group mean minus baseline mean (from unrounded means);
 - Time p: Welch two-sample t-test, one-sided, alternative "candidate faster" (NaN for the baseline);
 - p: one-sample t-test of the losses, one-sided, alternative "mean loss < target".
+A test is undefined, and its p NaN, with fewer than 2 runs on a side or no spread at all (identical
+losses; identical times on both sides): t would be ±inf and p an artefact of 0/0, not evidence.
 `slower_p` (Welch, alternative "candidate slower") backs `--fail-if-slower`.
 """
 from __future__ import annotations
@@ -37,9 +39,16 @@ def _stats():
 
 def _welch(a: list[float], b: list[float], alternative: str) -> float:
     """p of Welch's t-test of mean(a) vs mean(b); NaN when either side has fewer than 2 runs."""
-    if len(a) < 2 or len(b) < 2:
+    if len(a) < 2 or len(b) < 2 or (statistics.stdev(a) == 0 and statistics.stdev(b) == 0):
         return math.nan
     return float(_stats().ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue)
+
+
+def _loss_p(losses: list[float], target: float) -> float:
+    """One-sample t-test p (module docstring); NaN with < 2 runs or identical losses."""
+    if len(losses) < 2 or statistics.stdev(losses) == 0:
+        return math.nan
+    return float(_stats().ttest_1samp(losses, target, alternative="less").pvalue)
 
 
 def compare_groups(groups: list[Group], target_loss: float = DEFAULT_TARGET_LOSS) -> pd.DataFrame:
@@ -53,8 +62,7 @@ def compare_groups(groups: list[Group], target_loss: float = DEFAULT_TARGET_LOSS
     for i, g in enumerate(groups):
         t_mu, t_sd = _mean_std(g.times)
         l_mu, l_sd = _mean_std(g.losses)
-        loss_p = (float(_stats().ttest_1samp(g.losses, target_loss, alternative="less").pvalue)
-                  if len(g.losses) > 1 else math.nan)
+        loss_p = _loss_p(g.losses, target_loss)
         rows.append({
             "name": g.name, "runs": len(g.runs),
             "time_mean": t_mu, "time_std": t_sd, "time_delta": t_mu - base_t,

@@ -18,11 +18,14 @@ The first step of a run is dropped when there are more (warm-up, allocator, auto
 boundary sample anyway.
 
 Confidence intervals: the difference of means (candidate − baseline) with scipy.stats.bootstrap
-(percentile, fixed seed). When both groups hold at least 2 runs the resampled unit is the run (its
-per-run mean: steps within a run are not independent); otherwise it is the step. A label is "better"
-when the whole CI is below 0, "worse" when it is above 0, else "unchanged"; a placement row is
-"earlier" / "later" / "unchanged" by the same rule (earlier is not better by itself: the label's
-exposed_ms row says whether moving helped).
+(percentile, fixed seed), resampling runs (each run's mean over its steps: steps within a run are not
+independent). A bootstrap refuses to speak with too little data: it needs at least MIN_RUNS runs on each
+side (below that a percentile CI of a handful of values is narrower than the truth and calls noise a
+change) and at least MIN_RESAMPLES resamples (`compare_labels` raises otherwise). With fewer runs the
+CI is NaN and the verdict "too few runs"; the means and Δ are still given. A label is "better" when the
+whole CI is below 0, "worse" when it is above 0, else "unchanged"; a placement row is "earlier" /
+"later" / "unchanged" by the same rule (earlier is not better by itself: the label's exposed_ms row says
+whether moving helped).
 """
 from __future__ import annotations
 
@@ -34,6 +37,9 @@ import pandas as pd
 from commscope.errors import UserError
 
 CI_LEVEL = 0.95
+MIN_RUNS = 5          # per side, for a CI
+MIN_RESAMPLES = 1000  # bootstrap resamples
+TOO_FEW = "too few runs"
 STEP_LABEL = "(step time)"
 BOUNDARY_LABEL = "(step boundary)"
 METRICS = {STEP_LABEL: "step_ms", BOUNDARY_LABEL: "boundary_ms"}  # pseudo-labels; the rest are exposed_ms
@@ -79,18 +85,19 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _samples(group: list[pd.DataFrame], label: str, by_run: bool) -> np.ndarray:
+def _samples(group: list[pd.DataFrame], label: str) -> np.ndarray:
+    """One value per run: its mean over steps of the label's ms."""
     per_run = [df.loc[df["label"] == label, "ms"].to_numpy(np.float64) for df in group]
     if metric_of(label) == PLACEMENT_METRIC:  # no collective of the label: no position, not position 0
         per_run = [x for x in per_run if len(x)]
-        return np.array([x.mean() for x in per_run]) if by_run else np.concatenate(per_run or [np.empty(0)])
+        return np.array([x.mean() for x in per_run])
     # a label a run never used: that run spent 0 exposed ms on it, one value per step
     per_run = [x if len(x) else np.zeros(max(df["step"].nunique(), 1)) for x, df in zip(per_run, group)]
-    return np.array([x.mean() for x in per_run]) if by_run else np.concatenate(per_run)
+    return np.array([x.mean() for x in per_run])
 
 
 def _ci(cand: np.ndarray, base: np.ndarray, n_boot: int) -> tuple[float, float]:
-    if len(cand) < 2 or len(base) < 2:
+    if len(cand) < MIN_RUNS or len(base) < MIN_RUNS:
         return float("nan"), float("nan")
     if np.ptp(cand) == 0 and np.ptp(base) == 0:  # no spread: the difference is exact
         d = float(cand[0] - base[0])
@@ -105,6 +112,9 @@ def _ci(cand: np.ndarray, base: np.ndarray, n_boot: int) -> tuple[float, float]:
 
 def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 2000) -> pd.DataFrame:
     """Rows per (candidate, label): base/cand means, delta, CI, resampled unit, verdict."""
+    if n_boot < MIN_RESAMPLES:
+        raise UserError(f"--n-boot must be at least {MIN_RESAMPLES} (a percentile CI from fewer resamples "
+                        f"moves with the seed), got {n_boot}")
     loaded = [[run_samples(p) for p in runs] for runs in groups]
     all_labels = {lab for g in loaded for df in g for lab in df["label"].unique()} - set(METRICS)
     labels = sorted(lab for lab in all_labels if metric_of(lab) != PLACEMENT_METRIC)
@@ -112,18 +122,17 @@ def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 200
     rows = []
     base = loaded[0]
     for name, cand in zip(names[1:], loaded[1:]):
-        by_run = len(base) >= 2 and len(cand) >= 2
         for label in [STEP_LABEL, BOUNDARY_LABEL, *labels, *placed]:
-            b, c = _samples(base, label, by_run), _samples(cand, label, by_run)
+            b, c = _samples(base, label), _samples(cand, label)
             if not len(b) or not len(c):
                 continue  # placement known on one side only
             lo, hi = _ci(c, b, n_boot)
             metric = metric_of(label)
             down, up = ("earlier", "later") if metric == PLACEMENT_METRIC else ("better", "worse")
-            verdict = down if hi < 0 else up if lo > 0 else "unchanged"
+            verdict = TOO_FEW if np.isnan(lo) else down if hi < 0 else up if lo > 0 else "unchanged"
             rows.append({"candidate": name, "label": label, "metric": metric,
                          "base_ms": float(b.mean()), "cand_ms": float(c.mean()),
                          "delta_ms": float(c.mean() - b.mean()), "ci_low": lo, "ci_high": hi,
-                         "unit": "runs" if by_run else "steps", "n_base": len(b), "n_cand": len(c),
+                         "unit": "runs", "n_base": len(b), "n_cand": len(c),
                          "verdict": verdict})
     return pd.DataFrame(rows)

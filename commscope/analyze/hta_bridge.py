@@ -1,8 +1,10 @@
 """Holistic Trace Analysis side by side with commscope.
 
 Runs HTA (PyPI `holistictraceanalysis` 0.5.0, the `hta` extra) on the GPU traces of a `Trace`:
-temporal breakdown, comm/comp overlap and kernel-type breakdown, and puts its numbers next to
-commscope's with the reason wherever they differ.
+temporal breakdown, comm/comp overlap, kernel-type and per-kernel breakdown, idle time by cause, queue
+length per stream and CUDA launch delay, and puts its numbers next to commscope's with the reason
+wherever they differ. HTA's frames are passed on as records (rows as HTA computes them); only the launch
+delay, one row per launched kernel in HTA, is summarized per rank (pandas' describe).
 
 Invariants: HTA is imported lazily (it is slow to import and optional); it only ever sees a *copy* of the
 trace files in a temporary directory (it writes next to its input), with HTA_DISABLE_NS_ROUNDING=1 (its
@@ -96,9 +98,47 @@ def run_hta(files: dict[int, str]) -> dict:
             return {"kernel_types": [{k: rounded_float(v) for k, v in row.items()} for row in types.to_dict("records")],
                     "top_kernels_us": {str(k): rounded_float(v) for k, v in top.items()} if top is not None else None}
 
+        ranks = sorted(int(r) for r in files)
+
+        def records(df) -> list[dict]:
+            return [{str(k): (rounded_float(v) if isinstance(v, float) else v) for k, v in row.items()}
+                    for row in df.to_dict("records")]
+
+        def per_kernel():
+            _, per = ta.get_gpu_kernel_breakdown(visualize=False)
+            cols = [c for c in ("name", "kernel_type", "rank", "sum (us)", "mean (us)", "max (us)", "min (us)",
+                                "stddev") if c in per.columns]
+            return records(per.sort_values("sum (us)", ascending=False, kind="stable")[cols].head(40))
+
+        def idle():
+            df, _ = ta.get_idle_time_breakdown(ranks=ranks, visualize=False)
+            return records(df.rename(columns={"idle_time": "idle_time (us)"}))
+
+        def queue():
+            df = ta.get_queue_length_summary(ranks=ranks)
+            if df is None:
+                return []
+            df = df.copy()
+            df.columns = [" ".join(str(x) for x in c if x != "queue_length") if isinstance(c, tuple) else str(c)
+                          for c in df.columns]
+            return records(df.reset_index())
+
+        def launch_delay():
+            stats = ta.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
+            rows = []
+            for rank, df in sorted(stats.items()):
+                d = df["launch_delay"].describe(percentiles=[0.5, 0.95])
+                rows.append({"rank": int(rank), "kernels": int(d["count"]), "median (us)": rounded_float(d["50%"]),
+                             "p95 (us)": rounded_float(d["95%"]), "max (us)": rounded_float(d["max"])})
+            return rows
+
         attempt("overlap_pct_by_rank", overlap)
         attempt("temporal_breakdown", temporal)
         attempt("kernel_breakdown", kernels)
+        attempt("top_kernels", per_kernel)
+        attempt("idle_time", idle)
+        attempt("queue_length", queue)
+        attempt("launch_delay", launch_delay)
     finally:
         logging.disable(logging.NOTSET)
         logging.root.setLevel(old_level)

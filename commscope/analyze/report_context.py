@@ -1,7 +1,8 @@
 """Every analysis result the HTML report draws, gathered in one `ReportContext` for reports/ to render.
 
 `report_context(trace, summary, steps, diagnosis)` runs what the page's sections show beside summarize():
-the timeline window and its bars (analyze.timeline_bars), the layout findings (analyze.layout_report,
+the first screen's highlights and the ranks × steps heatmap (analyze.report_overview), the timeline
+window and its bars (analyze.timeline_bars), the layout findings (analyze.layout_report,
 grouped like the terminal table; None when the input has no profiled ops or kernels) and, unless the
 caller already has one, the doctor's verdict on the loaded frames (analyze.doctor.diagnose).
 
@@ -30,6 +31,8 @@ class ReportContext:
     timeline: TimelineBars | Exception | None = None
     layout: Any = None               # LayoutReport, None (no profiled ops or kernels) or an exception
     layout_groups: pd.DataFrame | None = None  # layout_report.grouped(layout.findings)
+    highlights: Any = None           # report_overview.Highlights, or the exception it raised
+    heatmap: Any = None              # report_overview.Heatmap, None (no steps) or the exception it raised
 
 
 def _attempt(fn: Callable, *args, **kwargs) -> Any:
@@ -60,5 +63,9 @@ def report_context(trace: Any, summary: dict, steps: tuple[int, int] | None = No
         diagnosis = _attempt(diagnose, trace)
     layout = _attempt(_layout, trace) if with_layout else (None, None)
     layout, groups = (layout, None) if isinstance(layout, Exception) else layout
-    return ReportContext(trace=trace, summary=summary, window=window, diagnosis=diagnosis,
-                         timeline=_attempt(timeline_bars, trace, window), layout=layout, layout_groups=groups)
+    from commscope.analyze.report_overview import heatmap, highlights
+
+    bars = _attempt(timeline_bars, trace, window)
+    return ReportContext(trace=trace, summary=summary, window=window, diagnosis=diagnosis, timeline=bars,
+                         layout=layout, layout_groups=groups, highlights=_attempt(highlights, summary, diagnosis),
+                         heatmap=_attempt(heatmap, summary, trace, bars))

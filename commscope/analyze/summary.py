@@ -6,7 +6,7 @@ Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 
  "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives…)
  "overlap_pct_by_rank": {"0": ..}            HTA's get_comm_comp_overlap definition (analyze.timeline)
  "device_overlap_pct_by_rank": {"0": ..}     the same without HTA's filtering quirks (GPU traces only)
- "labels": {"<label>": {"op", "count", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms", "overlap_pct",
+ "labels": {"<label>": {"op", "count", "count_per_rank", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms", "overlap_pct",
                          "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..}}},
  "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...]   worst first
  "skew": {"collectives": n, "mean_ms", "max_ms"},
@@ -17,7 +17,8 @@ Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 
                                              per collective in launch order (analyze.placement)
  "hta": {...}}                               commscope.analyze.hta_bridge.compare (or why it did not run)
 
-Per label (see docs/analysis.md): `count` collectives per rank (mean over ranks that have the label),
+Per label (see docs/analysis.md): `count` collectives over all ranks (an integer), `count_per_rank` its mean
+over the ranks that have the label,
 `bytes` full-array bytes of one call (median), `bytes_per_rank` total per rank (mean), `mean_ms` mean
 duration, `exposed_ms` exposed time per rank (mean over ranks), `overlap_pct` hidden share of all its
 duration on all ranks, bandwidths bytes-weighted with the min-across-ranks transfer time.
@@ -69,7 +70,8 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
         exposed = pr_exposed[pr]
         out[str(label)] = {
             "op": "+".join(dict.fromkeys(ops[idx])),  # a sharded label: reduce_scatter+all_gather
-            "count": rounded(float(_mean(pr_count[pr]))) if len(pr) else 0,
+            "count": int(pr_count[pr].sum()) if len(pr) else 0,
+            "count_per_rank": rounded(float(_mean(pr_count[pr]))) if len(pr) else 0.0,
             "bytes": rounded(float(_median(sizes[idx]))),
             "bytes_per_rank": rounded(float(_mean(pr_bytes[pr]))),
             "mean_ms": rounded(tot["mean_ms"][t]),

@@ -7,14 +7,17 @@ with their exposed parts, hook firings, step starts and the gaps between steps.
 Rules (the figure's legend explains them to the reader):
 - times are ns since `t0`, the earliest step start, launch, execution start, compute start or hook firing
   inside the window;
-- compute intervals are merged per rank across gaps smaller than span / `max_compute_per_rank`
-  (`merge_intervals`), so a rank never contributes more than that many blocks;
+- compute intervals are merged per (rank, stream) row across gaps smaller than span / `max_compute_per_rank`
+  (`merge_intervals`), so a row never contributes more than that many blocks; each block keeps the names
+  of the kernels (or regions) it holds, the most time-consuming first (`BLOCK_NAMES` of them);
 - a collective's bar is its execution (exposure.collective_span: measured start, else launch → end);
   lanes (intervals.assign_lanes) are assigned on those bars only, so queued launches don't add rows;
 - exposed parts are exposure.exposed_spans against the rank's compute set over the whole trace (a window
   edge must not expose anything), so their drawn length equals the exposed time in the tables;
 - gaps between steps are taken on the first rank (after a step-end sync the device idles there:
-  analyze.step_gaps).
+  analyze.step_gaps);
+- one collective instance across ranks (the same (group, seq) on two or more ranks, analyze.flows) is a
+  flow: its execution start on each rank, in rank order, for the lines that link them.
 
 Invariant: pure function of the trace's frames; the trace is not modified.
 """
@@ -28,6 +31,7 @@ import pandas as pd
 
 from commscope.analyze import intervals as iv
 from commscope.analyze.exposure import collective_span, compute_sets, exposed_spans, to_rel
+from commscope.analyze.flows import instance_ids
 from commscope.analyze.intervals import assign_lanes
 from commscope.load.frames import rel
 
@@ -56,8 +60,15 @@ def _in_window(df: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame
 def merge_intervals(starts: np.ndarray, ends: np.ndarray, max_blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merge sorted-by-start intervals across gaps < span / max_blocks; returns (starts, ends, counts)
     where counts is how many input intervals each block holds. Overlapping intervals always merge."""
+    s, e, counts, _ = merge_blocks(starts, ends, max_blocks)
+    return s, e, counts
+
+
+def merge_blocks(starts: np.ndarray, ends: np.ndarray, max_blocks: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """merge_intervals plus each input interval's block index (in input order)."""
     if len(starts) == 0:
-        return starts, ends, np.zeros(0, dtype=np.int64)
+        return starts, ends, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.argsort(starts, kind="stable")
     s, e = starts[order], ends[order]
     e = np.maximum.accumulate(e)  # running end, so a long kernel covers the short ones inside it
@@ -69,7 +80,9 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray, max_blocks: int) -> tu
     block = np.cumsum(new_block) - 1
     first = np.flatnonzero(new_block)
     last = np.r_[first[1:] - 1, len(s) - 1]
-    return s[first], e[last], np.bincount(block)
+    member = np.empty(len(s), dtype=np.int64)
+    member[order] = block
+    return s[first], e[last], np.bincount(block), member
 
 
 def exposed_intervals(coll: pd.DataFrame, compute_set: tuple[np.ndarray, np.ndarray], base: int = 0
@@ -79,11 +92,25 @@ def exposed_intervals(coll: pd.DataFrame, compute_set: tuple[np.ndarray, np.ndar
     return exposed_spans(coll, to_rel({0: compute_set}, base)[0], base)
 
 
+BLOCK_NAMES = 3  # kernel names kept per compute block, most time-consuming first
+
+
+@dataclass
+class ComputeRow:
+    """One rank's compute on one stream (None: no stream, e.g. CPU regions), merged into blocks. Arrays
+    are ns since TimelineBars.t0, aligned with each other."""
+    stream: str | None
+    starts: np.ndarray
+    ends: np.ndarray
+    counts: np.ndarray                          # kernels (or regions) per block
+    names: list[list[tuple[str, int, float]]]   # per block: (name, count, busy ns), at most BLOCK_NAMES
+
+
 @dataclass
 class RankBars:
     """One rank's rows. Arrays are ns since TimelineBars.t0; collective arrays are aligned with `coll`."""
     rank: int
-    compute: tuple[np.ndarray, np.ndarray, np.ndarray]  # merged blocks: (starts, ends, kernels per block)
+    compute: list[ComputeRow]                            # one row per stream, by stream
     coll: pd.DataFrame                                   # the rank's collectives in the window
     launch: np.ndarray
     start: np.ndarray
@@ -105,15 +132,44 @@ class TimelineBars:
     step_marks: pd.DataFrame           # the first rank's steps in the window, by start: step, start_ns, end_ns
     gap_before: list[int | None]       # per step mark: the previous step's end when it ended before this
                                        # one started (a gap, absolute ns), else None
+    flows: pd.DataFrame | None = None  # flow, label, rank, t (ns since t0): one collective call's execution
+                                       # start on each rank, by flow then rank (analyze.flows)
+    window: tuple[int, int] | None = None
+
+
+def _block_names(names: np.ndarray, dur: np.ndarray, member: np.ndarray, n_blocks: int
+                 ) -> list[list[tuple[str, int, float]]]:
+    df = pd.DataFrame({"block": member, "name": names, "ns": dur})
+    agg = df.groupby(["block", "name"], sort=False).agg(n=("ns", "size"), ns=("ns", "sum")).reset_index()
+    agg = agg.sort_values(["block", "ns"], ascending=[True, False], kind="stable")
+    agg = agg.groupby("block", sort=False).head(BLOCK_NAMES)
+    out: list[list[tuple[str, int, float]]] = [[] for _ in range(n_blocks)]
+    for b, name, n, ns in zip(agg["block"].to_numpy(), agg["name"].to_numpy(), agg["n"].to_numpy(),
+                              agg["ns"].to_numpy(np.float64)):
+        out[int(b)].append((str(name), int(n), float(ns)))
+    return out
+
+
+def _compute_rows(rc: pd.DataFrame, t0: int, max_blocks: int) -> list[ComputeRow]:
+    if not len(rc):
+        return []
+    streams = rc["stream"].astype("object").where(rc["stream"].notna(), None) if "stream" in rc else \
+        pd.Series([None] * len(rc), index=rc.index, dtype=object)
+    keys = [None if x is None else str(x) for x in streams]
+    rows = []
+    for stream in sorted(set(keys), key=lambda x: (x is None, len(x or ""), x or "")):
+        sel = np.array([k == stream for k in keys])
+        sub = rc[sel]
+        s, e = rel(sub["start_ns"], t0), rel(sub["end_ns"], t0)
+        bs, be, counts, member = merge_blocks(s, e, max_blocks)
+        rows.append(ComputeRow(stream=stream, starts=bs, ends=be, counts=counts,
+                               names=_block_names(sub["name"].astype(str).to_numpy(), e - s, member, len(bs))))
+    return rows
 
 
 def _rank_bars(rank: int, comp: pd.DataFrame, coll: pd.DataFrame, hooks: pd.DataFrame, comp_set, t0: int,
                max_compute_per_rank: int) -> RankBars:
-    rc = comp[comp["rank"] == rank]
-    if len(rc):
-        blocks = merge_intervals(rel(rc["start_ns"], t0), rel(rc["end_ns"], t0), max_compute_per_rank)
-    else:
-        blocks = (np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
+    rows = _compute_rows(comp[comp["rank"] == rank], t0, max_compute_per_rank) if len(comp) else []
     cc = coll[coll["rank"] == rank]
     launch, start, end = collective_span(cc, t0) if len(cc) else (np.zeros(0),) * 3
     drawn = ~(np.isnan(start) | np.isnan(end))
@@ -121,11 +177,11 @@ def _rank_bars(rank: int, comp: pd.DataFrame, coll: pd.DataFrame, hooks: pd.Data
     if drawn.any():
         lanes[drawn] = assign_lanes(start[drawn], end[drawn])
     exposed = exposed_intervals(cc, comp_set, t0) if len(cc) else []
-    rh = hooks[hooks["rank"] == rank]
-    return RankBars(rank=rank, compute=blocks, coll=cc, launch=launch, start=start, end=end, drawn=drawn,
+    rh = hooks[hooks["rank"] == rank] if len(hooks) else hooks
+    return RankBars(rank=rank, compute=rows, coll=cc, launch=launch, start=start, end=end, drawn=drawn,
                     lanes=lanes, n_lanes=int(lanes.max()) + 1 if len(lanes) else 1, exposed=exposed,
                     exposed_ns=[sum(b - a for a, b in x) for x in exposed], hooks=rh,
-                    hook_t=[int(t) - t0 for t in rh["t_ns"]])
+                    hook_t=[int(t) - t0 for t in rh["t_ns"]] if len(rh) else [])
 
 
 def _gap_before(steps: pd.DataFrame) -> list[int | None]:
@@ -136,7 +192,17 @@ def _gap_before(steps: pd.DataFrame) -> list[int | None]:
     return out
 
 
-def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute_per_rank: int = 1500
+def _flows(coll: pd.DataFrame, t0: int) -> pd.DataFrame:
+    ids = instance_ids(coll)
+    keep = ids >= 0
+    _, start, _ = collective_span(coll, t0) if len(coll) else (None, np.zeros(0), None)
+    df = pd.DataFrame({"flow": ids[keep], "label": coll["label"].astype(str).to_numpy()[keep],
+                       "rank": coll["rank"].to_numpy()[keep], "t": start[keep]})
+    df = df[~np.isnan(df["t"].to_numpy(np.float64))]
+    return df.sort_values(["flow", "rank"], kind="stable").reset_index(drop=True)
+
+
+def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute_per_rank: int = 400
                   ) -> TimelineBars:
     """The timeline's numbers for the ranks of `trace`, restricted to steps in [window[0], window[1])."""
     coll = _in_window(trace.collectives, window)
@@ -151,6 +217,7 @@ def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute
     ranks = [_rank_bars(rank, comp, coll, hooks, comp_sets.get(rank, iv.empty()), t0, max_compute_per_rank)
              for rank in trace.ranks]
     first_rank = steps[steps["rank"] == trace.ranks[0]] if len(steps) and trace.ranks else steps
-    first_rank = first_rank.sort_values("start_ns")
-    return TimelineBars(t0=t0, ranks=ranks, labels=list(coll["label"].astype(str)) + list(hooks["label"].astype(str)),
-                        step_marks=first_rank, gap_before=_gap_before(first_rank))
+    first_rank = first_rank.sort_values("start_ns") if len(first_rank) else first_rank
+    labels = list(coll["label"].astype(str)) + (list(hooks["label"].astype(str)) if len(hooks) else [])
+    return TimelineBars(t0=t0, ranks=ranks, labels=labels, step_marks=first_rank,
+                        gap_before=_gap_before(first_rank), flows=_flows(coll, t0), window=window)

@@ -4,6 +4,7 @@ module as a command.
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from commscope.errors import UserError
@@ -25,7 +26,8 @@ def resolve_steps(trace, window: tuple[int | None, int | None] | None) -> tuple[
     lo = window[0] if window[0] is not None else known[0]
     hi = window[1] if window[1] is not None else known[-1] + 1
     if not any(lo <= k < hi for k in known):
-        raise UserError(f"--steps {lo}:{hi} selects none of the steps present ({known[0]}…{known[-1]})")
+        said = f"{'' if window[0] is None else window[0]}:{'' if window[1] is None else window[1]}"  # as typed
+        raise UserError(f"--steps {said} selects none of the steps present ({known[0]}…{known[-1]})")
     return (lo, hi)
 
 
@@ -35,10 +37,19 @@ def default_output(src: Path) -> Path:
     return Path.cwd() / f"{name}-report.html"
 
 
+def progress_columns() -> list:
+    """The loading bar: what is loading, the bar, files done / total ("0/?" until the total is known,
+    never "0/None"), time elapsed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    return [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn()]
+
+
 def load_with_progress(path: Path, quiet: bool, with_ops: bool = False):
     """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts)."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     from commscope.load import load_path
 
@@ -47,12 +58,24 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False):
     console = Console(stderr=True)
     if quiet or not console.is_terminal:  # no bar (and no stray blank line) when stderr is a file or pipe
         return load_path(path, with_ops=with_ops)
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+    with Progress(*progress_columns(), console=console, transient=True) as bar:
         task = bar.add_task(f"loading {path.name}", total=None)
 
         def progress(done: int, total: int, what: str = "") -> None:
             bar.update(task, completed=done, total=total, description=f"loading {what or path.name}")
 
         return load_path(path, progress=progress, with_ops=with_ops)
+
+
+@contextlib.contextmanager
+def status(message: str, quiet: bool):
+    """A spinner with `message` on stderr while a long step without a count runs (HTA's analyses); nothing
+    when quiet or when stderr is not a terminal."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
+        yield
+        return
+    with console.status(message):
+        yield

@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from commscope.util.atomic import JSON_OPTS, check_output
-from commscope.commands._shared import default_output, load_with_progress, parse_steps, resolve_steps
+from commscope.commands._shared import default_output, load_with_progress, parse_steps, resolve_steps, status
 
 
 def register(app: typer.Typer) -> None:
@@ -41,7 +41,8 @@ def register(app: typer.Typer) -> None:
         # the page's layout section reads ops: parse them in the same pass (--json never needs them)
         trace = load_with_progress(path, quiet=as_json, with_ops=not as_json)
         window = resolve_steps(trace, window)
-        summary = summarize(trace, steps=window, with_hta=hta)
+        with status("analyzing" + (" (HTA's analyses take a few seconds)" if hta else ""), quiet=as_json):
+            summary = summarize(trace, steps=window, with_hta=hta)
         if as_json:  # summarize()'s document only (no doctor verdict)
             typer.echo(orjson.dumps(summary, option=JSON_OPTS | orjson.OPT_INDENT_2).decode())
             return
@@ -53,7 +54,8 @@ def register(app: typer.Typer) -> None:
         from reports.report_terminal import print_doctor_line, print_report_summary
 
         diagnosis = diagnose_trace(trace, tolerate_bad_files=True)  # at the top of the page and the terminal
-        write_report(report_context(trace, summary, window, diagnosis), out)
+        with status("writing the report", quiet=False):
+            write_report(report_context(trace, summary, window, diagnosis), out)
         console = Console()
         if not console.is_terminal:  # piped/logged output: rich's 80-column default would cut label names
             console = Console(width=140)

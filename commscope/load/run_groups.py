@@ -4,6 +4,8 @@ contributes one (time, loss) pair:
 - log: time = final `train_time` in seconds, loss = final `val_loss` (commscope.load.speedrun_log);
 - run dir: time = total train time = sum(step_times_ms) / 1000 s, loss = the last step's loss.
 Runs that did not finish are listed in `Group.skipped` with the reason and never used.
+A group is named after its folder; `unique_names` lengthens names that two groups share (a/r1, b/r1)
+with their parent folders, so every column and JSON entry names one group.
 """
 from __future__ import annotations
 
@@ -102,3 +104,26 @@ def load_group(path: str | Path) -> Group:
         why = "; ".join(f"{p.name}: {r}" for p, r in group.skipped) or "no run directories or *.txt/*.log logs"
         raise UserError(f"{path}: no usable runs ({why})")
     return group
+
+
+def unique_names(groups: list[Group]) -> list[Group]:
+    """Rename groups in place so no two share a name: a shared name gains parent folders (`a/r1`,
+    `b/r1`) until it is unique, or, for the same folder given twice, `#2`, `#3`, … ."""
+    from collections import Counter
+
+    for depth in range(1, 8):
+        counts = Counter(g.name for g in groups)
+        # only groups in different folders can be told apart by their parents
+        dup = [g for g in groups if counts[g.name] > 1 and
+               len({h.path.resolve() for h in groups if h.name == g.name}) > 1]
+        if not dup:
+            break
+        for g in dup:
+            parts = [p for p in g.path.resolve().parts if p != "/"]
+            g.name = "/".join(parts[-(depth + 1):])
+    seen: Counter = Counter()
+    for g in groups:
+        seen[g.name] += 1
+        if seen[g.name] > 1:
+            g.name = f"{g.name}#{seen[g.name]}"
+    return groups

@@ -31,11 +31,13 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
 
 def check_output(out: str | os.PathLike, src: str | os.PathLike | None) -> None:
     """Refuse an output inside the input directory `src` (commscope never writes where it reads; None: no
-    input directory, e.g. a trace built in memory) or in a folder that does not exist; one clear UserError
-    line either way."""
+    input directory, e.g. a trace built in memory), onto a directory, or in a folder that does not exist; one
+    clear UserError line each."""
     o = Path(out).resolve()
     s = Path(src).resolve() if src is not None else None
     if s is not None and s.is_dir() and (o.parent == s or s in o.parents):
         raise UserError(f"refusing to write {out} inside the input directory {src}; choose an output elsewhere")
+    if o.is_dir():
+        raise UserError(f"{out} is a directory; give a file name to write")
     if not o.parent.is_dir():
         raise UserError(f"output directory {o.parent} does not exist")

@@ -1,0 +1,159 @@
+"""The numbers of the report's first screen: the headline, the top exposed labels and ranks with the reason
+each is listed, and the ranks × steps heatmap of exposed communication.
+
+`highlights(summary, diagnosis)` reads summarize()'s document (and the doctor's verdict) and picks what a
+reader should look at first:
+- labels: the most exposed (summary `exposed_ms`, per rank), each with its share of the step time, how much
+  of it compute hid (`overlap_pct`) and the rank where it is most exposed;
+- ranks: the stragglers that made others wait (skew.stragglers: `times_last`, `wait_caused_ms`) and the
+  rank with the most exposed communication;
+- headline: exposed communication as a share of all step time, over all ranks and steps.
+`heatmap(summary, trace, bars)` pivots the step breakdown's `exposed_comm_ms` into ranks × steps (steps
+binned into at most `max_cols` columns of consecutive steps, mean per step) and gives each cell the
+time range of that rank's steps on the timeline's axis (ms since TimelineBars.t0), or None when the
+timeline does not draw them.
+
+Invariant: pure functions of their inputs; every value is one of the summary's numbers or a sum, mean
+or ratio of them, named in the field it lands in.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass
+class Finding:
+    """One listed label or rank: its name, the number it is listed for, and why (plain sentences)."""
+    name: str
+    exposed_ms: float | None
+    why: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Highlights:
+    verdict: str                       # the doctor's verdict ("ok", "straggler", ...) or "unknown"
+    verdict_summary: str
+    exposed_pct: float | None          # Σ exposed_comm_ms / Σ step_ms over all (rank, step), percent
+    step_ms_mean: float | None         # mean step_ms over all (rank, step)
+    n_steps: int
+    n_ranks: int
+    labels: list[Finding]
+    ranks: list[Finding]
+
+
+@dataclass
+class Heatmap:
+    ranks: list[int]
+    columns: list[tuple[int, int]]        # steps [first, last] of each column (both inclusive)
+    exposed_ms: np.ndarray                # ranks × columns, mean exposed ms per step (NaN: no step there)
+    step_ms: np.ndarray                   # ranks × columns, mean step ms
+    window_ms: list[list[tuple[float, float] | None]]  # per cell: its steps on the timeline axis, or None
+
+
+def _f(v: Any) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights:
+    steps = pd.DataFrame(summary.get("steps") or [])
+    if len(steps):
+        step_sum = pd.to_numeric(steps["step_ms"], errors="coerce").sum()
+        exp_sum = pd.to_numeric(steps["exposed_comm_ms"], errors="coerce").sum()
+        exposed_pct = float(100 * exp_sum / step_sum) if step_sum > 0 else None
+        step_mean = _f(pd.to_numeric(steps["step_ms"], errors="coerce").mean())
+        n_steps = int(steps["step"].nunique())
+        per_rank_step_ms = float(step_sum / max(steps["rank"].nunique(), 1))
+    else:
+        exposed_pct = step_mean = None
+        n_steps, per_rank_step_ms = 0, 0.0
+    labels = []
+    ranked = sorted((summary.get("labels") or {}).items(), key=lambda kv: -(_f(kv[1].get("exposed_ms")) or 0.0))
+    for lab, v in ranked[:top]:
+        ms = _f(v.get("exposed_ms"))
+        if not ms:
+            continue
+        why = []
+        if per_rank_step_ms > 0:
+            why.append(f"{100 * ms / per_rank_step_ms:.1f}% of the step time per rank is spent waiting on this "
+                       f"{v.get('op') or 'collective'}")
+        ov = _f(v.get("overlap_pct"))
+        if ov is not None:
+            why.append("compute never hides it (0% overlapped)" if ov == 0 else
+                       f"compute hides only {ov:.1f}% of its running time" if ov < 50 else
+                       f"compute hides {ov:.1f}% of its running time; the rest is exposed")
+        by_rank = {k: _f(x) for k, x in (v.get("exposed_ms_by_rank") or {}).items() if _f(x) is not None}
+        if len(by_rank) > 1:
+            worst = max(by_rank, key=lambda k: by_rank[k])
+            lo = min(by_rank.values())
+            why.append(f"most exposed on rank {worst} ({by_rank[worst]:.3f} ms; least {lo:.3f} ms)")
+        if diagnosis is not None and not isinstance(diagnosis, Exception) and getattr(diagnosis, "label", None) == lab:
+            why.append(f"doctor: {diagnosis.summary}")
+        labels.append(Finding(str(lab), ms, why))
+    ranks = []
+    stragglers = [s for s in summary.get("stragglers") or [] if (_f(s.get("wait_caused_ms")) or 0) > 0]
+    n_coll = (summary.get("skew") or {}).get("collectives")
+    for s in stragglers[:top]:
+        why = [f"arrives last in {s.get('times_last')}" + (f" of {n_coll}" if n_coll else "") +
+               " collectives it shares with other ranks",
+               f"the other ranks wait {_f(s.get('wait_caused_ms')) or 0:.3f} ms for it in total "
+               f"({100 * (_f(s.get('score')) or 0):.0f}% of all such waiting)"]
+        ranks.append(Finding(f"rank {s.get('rank')}", _f(s.get("wait_caused_ms")), why))
+    if len(steps):
+        per_rank = steps.groupby("rank")["exposed_comm_ms"].sum()
+        if len(per_rank) and per_rank.max() > 0:
+            r = int(per_rank.idxmax())
+            mean = float(per_rank.mean())
+            listed = [f.name for f in ranks]
+            why = [f"{per_rank.max():.3f} ms of exposed communication over the steps, mean over ranks {mean:.3f} ms"]
+            if f"rank {r}" in listed:
+                ranks[listed.index(f"rank {r}")].why += why
+            else:
+                ranks.append(Finding(f"rank {r}", float(per_rank.max()), why))
+    if diagnosis is None or isinstance(diagnosis, Exception):
+        verdict, vsum = "unknown", (f"diagnosis failed: {diagnosis}" if diagnosis is not None else "not diagnosed")
+    else:
+        verdict, vsum = diagnosis.verdict, diagnosis.summary
+    return Highlights(verdict=verdict, verdict_summary=vsum, exposed_pct=exposed_pct, step_ms_mean=step_mean,
+                      n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks)
+
+
+def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 60) -> Heatmap | None:
+    """Ranks × steps of exposed communication ms (module docstring); None without step rows."""
+    steps = pd.DataFrame(summary.get("steps") or [])
+    if steps.empty:
+        return None
+    ranks = sorted(int(r) for r in steps["rank"].unique())
+    known = sorted(int(s) for s in steps["step"].unique())
+    per_col = max(1, math.ceil(len(known) / max_cols))
+    cols = [known[i:i + per_col] for i in range(0, len(known), per_col)]
+    col_of = {s: i for i, c in enumerate(cols) for s in c}
+    steps = steps.assign(col=steps["step"].map(col_of))
+    grid = pd.MultiIndex.from_product([ranks, range(len(cols))], names=["rank", "col"])
+    agg = steps.groupby(["rank", "col"])[["exposed_comm_ms", "step_ms"]].mean().reindex(grid)
+    shape = (len(ranks), len(cols))
+    exposed = agg["exposed_comm_ms"].to_numpy(np.float64).reshape(shape)
+    step_ms = agg["step_ms"].to_numpy(np.float64).reshape(shape)
+    win: list[list[tuple[float, float] | None]] = [[None] * len(cols) for _ in ranks]
+    if trace is not None and bars is not None and not isinstance(bars, Exception) and len(trace.steps):
+        st = trace.steps
+        w = getattr(bars, "window", None)
+        for i, r in enumerate(ranks):
+            rs = st[st["rank"] == r]
+            for j, c in enumerate(cols):
+                if w is not None and not all(w[0] <= s < w[1] for s in c):
+                    continue
+                sel = rs[rs["step"].isin(c)]
+                lo, hi = pd.to_numeric(sel["start_ns"]).min(), pd.to_numeric(sel["end_ns"]).max()
+                if len(sel) and not (pd.isna(lo) or pd.isna(hi)):
+                    win[i][j] = ((int(lo) - bars.t0) / 1e6, (int(hi) - bars.t0) / 1e6)
+    return Heatmap(ranks=ranks, columns=[(c[0], c[-1]) for c in cols], exposed_ms=exposed, step_ms=step_ms,
+                   window_ms=win)

@@ -1,0 +1,104 @@
+"""The report's first screen: the summary (verdict, headline, top exposed labels and ranks with their why)
+and the ranks × steps heatmap of exposed communication, whose cells open their steps in the timeline.
+
+Renders `ctx.highlights` and `ctx.heatmap` (commscope.analyze.report_overview) as they are. The heatmap
+is an HTML table, not a plot: it needs no plotting library, stays readable at any size, and each cell
+carries its timeline window (`data-x0`/`data-x1`, ms on the timeline's axis) for reports/static/report.js.
+Cell colours map exposed ms onto one sequential, colour-blind-safe scale (cividis) from 0 to the largest
+cell, the only thing computed here, and that is display.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+
+from reports.tables import fmt
+from reports.timeline import label_colors
+
+# cividis, 6 stops (plotly.colors.sequential.Cividis, thinned): dark blue → yellow, monotone in lightness
+CIVIDIS = [(0, 34, 78), (54, 67, 110), (109, 106, 112), (155, 147, 117), (206, 191, 101), (254, 232, 56)]
+
+
+def _scale(x: float) -> tuple[str, str]:
+    """Background (light = little exposure: reversed cividis) and a readable text colour."""
+    t = 1.0 - min(max(x, 0.0), 1.0)
+    pos = t * (len(CIVIDIS) - 1)
+    i = min(int(pos), len(CIVIDIS) - 2)
+    f = pos - i
+    rgb = [round(a + (b - a) * f) for a, b in zip(CIVIDIS[i], CIVIDIS[i + 1])]
+    light = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140
+    return f"rgb({rgb[0]},{rgb[1]},{rgb[2]})", "#000" if light else "#fff"
+
+
+def render_summary(ctx) -> str:
+    h = ctx.highlights
+    if isinstance(h, Exception):
+        raise h
+    ok = h.verdict == "ok"
+    said = h.verdict_summary
+    if said.lower().startswith(h.verdict.lower() + ":"):  # the doctor's summary starts with its verdict
+        said = said[len(h.verdict) + 1:].strip()
+    out = [f'<p class="verdict {"ok" if ok else "bad"}" id="verdict"><b>{html.escape(h.verdict.upper())}</b> '
+           f'{html.escape(said)}</p>']
+    facts = [f"{h.n_ranks} ranks", f"{h.n_steps} steps"]
+    if h.step_ms_mean is not None:
+        facts.append(f"mean step {fmt(h.step_ms_mean)} ms")
+    if h.exposed_pct is not None:
+        facts.append(f"<b>exposed communication {h.exposed_pct:.1f}% of step time</b>")
+    out.append(f'<p class="headline">{" · ".join(facts)}</p>')
+    bars = ctx.timeline
+    # the timeline's colour map, so a swatch here is the bar colour there
+    colors = label_colors(bars.labels if bars is not None and not isinstance(bars, Exception) else
+                          list((ctx.summary.get("labels") or {}).keys()))
+    cols = []
+    items = "".join(
+        f'<li><span class="swatch" style="background:{colors.get(f.name, "#888")}"></span><b>{html.escape(f.name)}</b> '
+        f'{fmt(f.exposed_ms)} ms exposed per rank<ul>' + "".join(f"<li>{html.escape(w)}</li>" for w in f.why)
+        + "</ul></li>" for f in h.labels)
+    cols.append('<div><h3>Most exposed collectives</h3>' + (f'<ol id="top-labels">{items}</ol>' if items else
+                '<p class="empty">No exposed communication.</p>') + "</div>")
+    items = "".join(f"<li><b>{html.escape(f.name)}</b><ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in f.why)
+                    + "</ul></li>" for f in h.ranks)
+    cols.append('<div><h3>Ranks to look at</h3>' + (f'<ol id="top-ranks">{items}</ol>' if items else
+                '<p class="empty">No rank stands out: no straggler, no exposed communication.</p>') + "</div>")
+    out.append('<div class="cols">' + "".join(cols) + "</div>")
+    return "\n".join(out)
+
+
+def render_heatmap(ctx) -> str | None:
+    hm = ctx.heatmap
+    if isinstance(hm, Exception):
+        raise hm
+    if hm is None:
+        return None
+    finite = hm.exposed_ms[~np.isnan(hm.exposed_ms)]
+    top = float(finite.max()) if finite.size else 0.0
+    show_numbers = len(hm.columns) <= 16
+    head = "".join(f"<th>{c[0]}</th>" if c[0] == c[1] else f"<th>{c[0]}–{c[1]}</th>" for c in hm.columns)
+    rows = []
+    for i, rank in enumerate(hm.ranks):
+        cells = []
+        for j, (lo, hi) in enumerate(hm.columns):
+            v, st = hm.exposed_ms[i, j], hm.step_ms[i, j]
+            steps = f"step {lo}" if lo == hi else f"steps {lo}–{hi} (mean per step)"
+            if math.isnan(v):
+                cells.append(f'<td class="na" title="rank {rank}, {steps}: no data">–</td>')
+                continue
+            bg, fg = _scale(v / top if top > 0 else 0.0)
+            win = hm.window_ms[i][j]
+            where = f' data-x0="{win[0]:.4f}" data-x1="{win[1]:.4f}"' if win is not None else ""
+            text = fmt(v) if show_numbers else ""
+            cells.append(f'<td class="cell" style="background:{bg};color:{fg}" data-r="{rank}" data-s="{lo}:{hi + 1}" '
+                         f'data-value="{float(v)!r}" data-step-ms="{float(st)!r}"{where}>{text}</td>')
+        rows.append(f'<tr><th>r{rank}</th>{"".join(cells)}</tr>')
+    legend = (f'<span class="ramp" style="background:linear-gradient(to right,{_scale(0)[0]},{_scale(0.5)[0]},'
+              f'{_scale(1)[0]})"></span> 0 … {fmt(top)} ms')
+    return ('<p class="note">Exposed communication per rank and step (ms; the time a rank waits on '
+            'collectives that compute does not hide' + ("" if len(hm.columns) == len({s for c in hm.columns for s in c})
+            or all(c[0] == c[1] for c in hm.columns) else "; a column covers several steps: mean per step") +
+            '). Hover a cell for its numbers; click it to open its steps in the timeline. '
+            f'{legend}</p><p class="note" id="heatmap-note"></p>'
+            f'<div class="scroll"><table class="heatmap{"" if show_numbers else " dense"}" id="heatmap-table"><thead><tr><th>rank \\ step</th>{head}'
+            f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
