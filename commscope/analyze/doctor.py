@@ -299,6 +299,9 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     judged_steps = [int(s) for s in times.index if int(s) not in noise]
     src = [EVENTS if trace.source == "run" else "trace"]
     excluded = {str(k): v for k, v in sorted(noise.items())}
+    if trace.world_size == 1:
+        return Diagnosis("ok", sources=src, summary="ok: no crash or hang in the job's one rank; with one rank "
+                         "nobody waits for anybody, so there is no straggler or desync to find.")
     if not judged_steps or not len(inst):
         why = ("no collective reached by every member" if not len(inst) else
                "no step left to judge" + (f" (excluded: {_noise_text(noise)})" if noise else " (no steps)"))
