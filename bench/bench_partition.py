@@ -56,7 +56,7 @@ def planned_gflop(partition: str, world_size: int, preset: str) -> list[float]:
 
 def analyze(run_dir: Path) -> dict:
     """Per-rank medians over steps (step 0 dropped) of update ms and gather wait ms; skew per step."""
-    from commscope.analyze.skew import arrival_skew
+    from commscope.analyze.skew import launch_skew
     from commscope.load import load_path
 
     trace = load_path(str(run_dir))
@@ -67,7 +67,7 @@ def analyze(run_dir: Path) -> dict:
     gathers = coll[coll["label"].isin(BANKS) & (coll["phase"] == "gather") & (coll["step"] > 0)]
     wait = ((gathers["wait_end_ns"] - gathers["wait_ns"]) / 1e6).astype(float)
     wait = wait.groupby([gathers["rank"], gathers["step"]]).sum()
-    skew = arrival_skew(gathers)
+    skew = launch_skew(gathers)
     skew_ms = (skew.groupby("step")["skew_ns"].sum() / 1e6).median() if len(skew) else float("nan")
     ranks = sorted(trace.ranks)
     update_ms = [float(update.xs(r, level="rank").median()) for r in ranks]

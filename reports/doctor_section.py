@@ -1,8 +1,11 @@
-"""The report's first section: `commscope doctor`'s verdict (ok / crash / hang / desync / straggler).
+"""The report's first section: `commscope doctor`'s verdict (ok / crash / hang / desync / straggler /
+interrupted / insufficient).
 
 Renders `ctx.diagnosis` (a `commscope.analyze.doctor.Diagnosis`: the report command's, made with the run's
-watchdog/inflight reports, or report_context's verdict on the loaded frames alone). A diagnosis that
-failed is shown in place by the page, like any failing section.
+watchdog/inflight reports, or report_context's verdict on the loaded frames alone). For a straggler: the
+waiting per judged step, the collective instances it is based on, and a link to the timeline when the
+steps are in the page's timeline window (else the `--steps` that draws them). A diagnosis that failed is
+shown in place by the page, like any failing section.
 """
 from __future__ import annotations
 
@@ -10,13 +13,39 @@ import html
 
 from reports import tables
 
+COLOURS = {"ok": "#2a7a2a", "insufficient": "#8a6d00", "interrupted": "#8a6d00"}
+INSTANCE_COLUMNS = ["step", "sequence", "label", "op", "last_rank", "waiting_caused_ms", "mean_wait_ms",
+                    "arrival_skew_ms", "launch_skew_ms", "launched_last_rank"]
+
+
+def _timeline_link(ctx, steps: list[int]) -> str:
+    lo, hi = min(steps), max(steps) + 1
+    if ctx.window is None or (ctx.window[0] <= lo and hi <= ctx.window[1]):
+        return f'<a href="#timeline">the timeline</a> (step {html.escape(_span(lo, hi))})'
+    return (f"the timeline of <code>commscope report {html.escape(str(ctx.trace.path))} --steps {lo}:{hi}</code> "
+            f"(this page draws steps {ctx.window[0]}–{ctx.window[1] - 1})")
+
+
+def _span(lo: int, hi: int) -> str:
+    return str(lo) if hi == lo + 1 else f"{lo}–{hi - 1}"
+
 
 def render_doctor(ctx) -> str | None:
     d = ctx.diagnosis
     if isinstance(d, Exception):
         raise d
-    colour = "#2a7a2a" if d.verdict == "ok" else "#b00020"
+    colour = COLOURS.get(d.verdict, "#b00020")
     out = [f'<p><b style="color:{colour}">{html.escape(d.verdict.upper())}</b> {html.escape(d.summary)}</p>']
+    det = d.details or {}
+    if d.verdict == "straggler":
+        steps = sorted({e["step"] for e in d.evidence})
+        out.append(f'<p class="note">Waiting caused per judged step (pct_of_step: share of the median step). '
+                   f"See it in {_timeline_link(ctx, steps)}: the other ranks' collectives start early and wait "
+                   "for the culprit's.</p>")
     if d.evidence:
-        out.append(tables.records_table(d.evidence))
+        out.append(tables.records_table(d.evidence, table_id="doctor-evidence"))
+    if d.verdict == "straggler" and det.get("instances"):
+        out.append("<h3>Collective instances it is based on</h3><p class=\"note\">launch_skew: when the hosts "
+                   "queued it (host side, for reference).</p>" +
+                   tables.records_table(det["instances"], INSTANCE_COLUMNS, table_id="doctor-instances"))
     return "\n".join(out)

@@ -97,11 +97,21 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
 
 
 def render_stragglers(ctx: ReportContext) -> str:
-    out = []
+    out = ['<p class="note">Who made whom wait (docs/analysis.md): for every collective reached by all its '
+           "members, each rank's arrival is when it became ready on the device (GPU: its NCCL kernel's start; "
+           "CPU: its launch, not before the group's previous collective); the last one made the others wait. "
+           "The doctor's straggler verdict reads the same numbers, leaving out warm-up and profiler steps.</p>"]
     if ctx.summary.get("skew"):
         out.append("<h3>Arrival skew</h3>" + tables.scalar_table(ctx.summary["skew"], table_id="skew"))
     out.append("<h3>Stragglers (worst first)</h3>" +
                tables.records_table(ctx.summary.get("stragglers") or [], table_id="stragglers"))
+    d = ctx.diagnosis
+    if getattr(d, "verdict", None) == "straggler":
+        out.append(f'<p class="note">doctor: {html.escape(d.summary)} (<a href="#doctor">details</a>)</p>')
+    if ctx.summary.get("launch_skew"):
+        out.append('<h3>Launch skew (host side)</h3><p class="note">When the hosts queued each collective: on '
+                   "GPUs the host runs ahead of the device, so this says little about who made whom wait.</p>"
+                   + tables.scalar_table(ctx.summary["launch_skew"], table_id="launch-skew"))
     return "\n".join(out)
 
 

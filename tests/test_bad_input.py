@@ -113,7 +113,7 @@ def test_partial_run_is_reported_with_what_is_missing(tmp_path, capsys):
     problems = " ".join(doc["problems"])
     assert "torn last line" in problems and "rank(s) [1]" in problems
     code, stdout, _ = invoke(["doctor", str(path), "--json"], capsys)
-    assert code == 0 and json.loads(stdout)["verdict"] == "incomplete"  # no rank wrote a status, no summary
+    assert code == 0 and json.loads(stdout)["verdict"] == "insufficient"  # no rank wrote a status, no summary
 
 
 def test_future_schema_names_the_version(tmp_path, capsys):

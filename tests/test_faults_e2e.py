@@ -87,12 +87,14 @@ def test_crash_names_the_dead_rank_and_its_last_step(tmp_path):
     assert_healthy_data(out, [0, 1, 2, 3], 2)  # the dead rank's finished steps survive too
 
 
-def test_delay_is_a_straggler_by_launch_timing(tmp_path):
+def test_delay_is_a_straggler_by_the_waiting_it_caused(tmp_path):
     out, summary, _ = drill(tmp_path, "delay@rank=3,step=1,label=ve0,ms=1500")
     assert summary["status"] == "completed"
     d = diagnose_path(str(out))
     assert (d.verdict, d.culprit_ranks, d.label, d.step) == ("straggler", [3], "ve0", 1), why(out, d)
-    assert d.evidence[0]["launch_late_ms"] >= 1400
+    # each other rank waited about the injected 1.5 s for it, in that step only
+    assert d.evidence[0]["step"] == 1 and d.evidence[0]["mean_wait_ms"] >= 1400, why(out, d)
+    assert d.details["persistence"]["3"]["steps"] == [1]
     assert_healthy_data(out, [0, 1, 2, 3], 3)
 
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from commscope.analyze import exposure, skew, timeline
+from commscope.analyze import exposure, timeline, waiting
 from commscope.analyze.summary import summarize
 from commscope.errors import UserError
 from commscope.load import load_path
@@ -110,10 +110,10 @@ def test_label_stats_and_summary(run):
 
 
 def test_skew_and_stragglers(run):
-    sk = skew.arrival_skew(run.collectives)
+    sk = waiting.instances(run.collectives)
     rs = sk[sk["seq"] == 0].iloc[0]
     assert rs["skew_ns"] == 2 * US and rs["last_rank"] == 1 and rs["wait_caused_ns"] == 2 * US
-    st = skew.stragglers(sk, run.ranks)
+    st = waiting.by_rank(sk, run.ranks)
     assert st.iloc[0]["rank"] == 1 and st.iloc[0]["score"] == 1.0
 
 

@@ -151,9 +151,9 @@ def test_placement_on_gpu_traces_uses_backward_named_kernels():
 
 
 def test_compare_shows_a_collective_moving_into_backward(tmp_path):
-    base = [sched_run(tmp_path / f"after{i}", inside=False) for i in range(2)]
-    cand = [sched_run(tmp_path / f"inside{i}", inside=True) for i in range(2)]
-    t = compare_labels([base, cand], ["after", "inside"], n_boot=200)
+    base = [sched_run(tmp_path / f"after{i}", inside=False) for i in range(5)]
+    cand = [sched_run(tmp_path / f"inside{i}", inside=True) for i in range(5)]
+    t = compare_labels([base, cand], ["after", "inside"], n_boot=1000)
     by = {r["label"]: r for r in t.to_dict("records")}
     row = by["attn" + PLACEMENT_SUFFIX]
     assert row["metric"] == PLACEMENT_METRIC and row["verdict"] == "earlier"

@@ -1,20 +1,32 @@
-"""skew.arrival_skew and skew.stragglers (numpy) against their pandas groupby definition, on random
-collective tables with missing arrivals, groups, seqs and labels, single-rank collectives and float seqs."""
+"""skew.spread (the numpy core of waiting.instances and skew.launch_skew) and waiting.by_rank against their
+pandas groupby definition, on random collective tables with missing arrivals, groups, seqs and labels,
+single-rank collectives, float seqs and host-timed rows floored at the group's earlier instances."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from commscope.analyze import skew
+from commscope.analyze import skew, waiting
 
 
 def reference_skew(collectives: pd.DataFrame, at: str) -> pd.DataFrame:
-    when = skew.arrival(collectives) if at == "arrival" else collectives["call_ns"].astype("Int64")
+    when = waiting.arrival(collectives) if at == "arrival" else collectives["call_ns"].astype("Int64")
     c = pd.DataFrame({k: collectives[k] for k in ("group", "seq", "label", "op", "step", "rank")})
-    c["arrival_ns"] = when
+    c["arrival_ns"] = c["raw_ns"] = when
+    c["floored"] = ~waiting.device_timed(collectives) if at == "arrival" else False
     c = c[c["arrival_ns"].notna()]
     if not len(c):
         return pd.DataFrame(columns=skew.SKEW_COLS)
-    c = c.sort_values(["group", "seq", "arrival_ns", "rank"], kind="stable")
+    c = c[c["group"].notna() & c["seq"].notna()]  # groupby drops missing keys
+    # a host-timed arrival is not before the latest arrival at any earlier seq of its group
+    last = c.groupby(["group", "seq"])["arrival_ns"].max().reset_index().sort_values(["group", "seq"])
+    last["floor"] = last.groupby("group")["arrival_ns"].cummax().astype("Int64")
+    last["floor"] = last.groupby("group")["floor"].shift(1).astype("Int64")
+    c["floor"] = last.set_index(["group", "seq"])["floor"].reindex(
+        pd.MultiIndex.from_arrays([c["group"], c["seq"]])).array
+    up = c["floored"] & c["floor"].notna() & (c["floor"] > c["arrival_ns"])
+    c.loc[up, "arrival_ns"] = c.loc[up, "floor"]
+    # ties of raised arrivals keep the order of the arrivals before raising
+    c = c.sort_values(["group", "seq", "arrival_ns", "rank", "raw_ns"], kind="stable")
     c["since_first"] = c["arrival_ns"] - c["arrival_ns"].min()
     g = c.groupby(["group", "seq"], sort=False)
     first = g[["label", "op"]].first()
@@ -33,14 +45,14 @@ def reference_skew(collectives: pd.DataFrame, at: str) -> pd.DataFrame:
 def reference_stragglers(sk: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
     base = pd.DataFrame({"rank": list(ranks)})
     if not len(sk):
-        return base.assign(times_last=0, last_share=np.nan, wait_caused_ns=0.0, score=np.nan)[skew.STRAGGLER_COLS]
+        return base.assign(times_last=0, last_share=np.nan, wait_caused_ns=0.0, score=np.nan)[waiting.RANK_COLS]
     g = sk.groupby("last_rank")
     out = base.assign(times_last=base["rank"].map(g.size()).fillna(0).astype(np.int64),
                       wait_caused_ns=base["rank"].map(g["wait_caused_ns"].sum()).fillna(0.0))
     out["last_share"] = out["times_last"] / len(sk)
     total = out["wait_caused_ns"].sum()
     out["score"] = out["wait_caused_ns"] / total if total > 0 else 0.0
-    return out[skew.STRAGGLER_COLS].sort_values(["score", "times_last"], ascending=False).reset_index(drop=True)
+    return out[waiting.RANK_COLS].sort_values(["score", "times_last"], ascending=False).reset_index(drop=True)
 
 
 def _table(rng: np.random.Generator, n: int) -> pd.DataFrame:
@@ -68,8 +80,10 @@ def test_numpy_skew_and_stragglers_equal_the_groupby_definition(at):
     rng = np.random.default_rng(0)
     for _ in range(80):
         df = _table(rng, int(rng.integers(0, 40)))
-        got, want = skew.arrival_skew(df, at), reference_skew(df, at)
+        got = (skew.spread(df, waiting.arrival(df), ~waiting.device_timed(df)) if at == "arrival" else
+               skew.launch_skew(df))
+        want = reference_skew(df, at)
         pd.testing.assert_frame_equal(got, want, check_exact=True)
         ranks = sorted(set(df["rank"].tolist()) | {9})
-        pd.testing.assert_frame_equal(skew.stragglers(got, ranks), reference_stragglers(want, ranks),
+        pd.testing.assert_frame_equal(waiting.by_rank(got, ranks), reference_stragglers(want, ranks),
                                       check_exact=True)

@@ -1,26 +1,37 @@
-"""`diagnose`: one cross-rank verdict for a run — ok, crash, hang, desync or straggler — with who, where
-and the timestamps that show it (docs/faults.md).
+"""`diagnose`: one cross-rank verdict for a run — ok, crash, hang, desync, straggler, interrupted or
+insufficient — with who, where and the evidence that shows it (docs/faults.md).
 
-Frames in, a `Diagnosis` out: the loaded Trace (finished collectives, steps, each rank's status.json) and
-its fault evidence (`Trace.faults`, read by commscope.load.evidence): the in-flight collectives of
-`rank{R}/watchdog.json` (the hang watchdog fired) and `rank{R}/inflight.json` (written by a rank that ended
-abnormally without its watchdog firing, e.g. torn down by the launcher), and the NCCL Flight Recorder's
-collectives as a second, independent source, analyzed on their own (their sequence numbers count every NCCL
-collective, not the recorder's).
+Frames in, a `Diagnosis` out: the loaded Trace (finished collectives, steps, each rank's status.json, the
+run's summary.json) and its fault evidence (`Trace.faults`, read by commscope.load.evidence): the in-flight
+collectives of `rank{R}/watchdog.json` (the hang watchdog fired) and `rank{R}/inflight.json` (written by a
+rank that ended abnormally without its watchdog firing, e.g. torn down by the launcher), and the NCCL Flight
+Recorder's collectives as a second, independent source, analyzed on their own (their sequence numbers
+count every NCCL collective, not the recorder's).
 
 Rules, checked in this order (the first that holds is the verdict):
-1. crash: a rank left no status.json (killed: os._exit, SIGKILL, abort) while others did, or a rank failed
+1. interrupted: the run's summary.json (or a rank's status) says the user stopped it; what the ranks did
+   while being stopped is a consequence, not a fault.
+2. crash: a rank left no status.json (killed: os._exit, SIGKILL, abort) while others did, or a rank failed
    with its own error rather than as a consequence of a peer (teardown, closed connection, timeout).
-2. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype; the
+3. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype; the
    culprits are the ranks that differ from the majority.
-3. hang: the first (group, seq) that some members launched and others did not; the culprits are the ranks
+4. hang: the first (group, seq) that some members launched and others did not; the culprits are the ranks
    that never launched it (found by *absence*).
-4. straggler: a finished collective whose last launch (`call_ns`) trailed the first by more than the
-   threshold and by ten times the run's median launch skew; the culprit launched late (found by *timing*).
-Otherwise ok.
+5. insufficient: ranks of the job are missing from the data (a partial trace set), so who came last to a
+   collective is unknown.
+6. hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
+   culprits; anything else lacks the evidence).
+7. straggler: by analyze.waiting (who made whom wait, on device-side arrivals): in a step that is not
+   noise (warm-up, profiler window or export), a rank made the others wait at least the bar — a share of
+   the run's median step time (10 % when arrivals are device-timed, 100 % when they are host launch times
+   of CPU ranks, whose speed varies with OS scheduling), or --straggler-ms. The culprits are the ranks
+   that caused at least half as much of that waiting as the worst; the verdict says in how many of the
+   judged steps it happened, the share of the step, and a confidence.
+Otherwise ok (saying what was judged), or insufficient when no step or complete collective was left to judge.
 
 Invariants: reads no file; never trusts a number it cannot tie to a rank's record; the injected faults listed
-in config.json are shown for reference but never used to reach the verdict.
+in config.json are shown for reference but never used to reach the verdict; the straggler rule reads the
+same `waiting.instances` as the report's straggler table.
 """
 from __future__ import annotations
 
@@ -31,14 +42,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import skew
+from commscope.analyze import skew, waiting
 from commscope.analyze.launches import launch_table
 from commscope.errors import UserError
 from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import EVENTS, STATUS, SUMMARY
 
-VERDICTS = ("ok", "crash", "desync", "hang", "straggler", "failed", "incomplete")
-STRAGGLER_MS = 100.0
+VERDICTS = ("ok", "crash", "hang", "straggler", "desync", "interrupted", "insufficient")
+# Default bars for the waiting a rank causes in one step, as a share (%) of the run's median step time.
+# Device-timed arrivals (GPU kernels) vary by well under a percent between healthy ranks; host-timed ones
+# (CPU ranks) vary with OS scheduling: healthy 2- and 4-rank runs on a 2-core machine showed a rank making
+# the others wait up to ~62 % of the median step in one step (docs/faults.md).
+STRAGGLER_PCT_DEVICE = 10.0
+STRAGGLER_PCT_HOST = 100.0
+MAX_INSTANCES = 20  # per flagged (step, rank) in the evidence: the ones that caused the most waiting
+MAX_INSTANCES_TOTAL = 200  # and in all, so a long run's evidence stays small
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
 # backend or our watchdog timed out waiting.
 _CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connection|Broken pipe|timed out|"
@@ -59,6 +77,8 @@ class Diagnosis:
     sources: list[str] = field(default_factory=list)
     injected: list[str] = field(default_factory=list)
     second_opinion: dict | None = None  # the Flight Recorder's own verdict, when dumps exist
+    confidence: str | None = None  # straggler: high | medium | low (docs/faults.md)
+    details: dict | None = None    # straggler, ok: thresholds, judged steps, persistence, the instances
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -88,9 +108,9 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     watchdog = set(faults.ranks("watchdog"))
     silent = [r for r in ranks if r not in statuses and r not in watchdog]
     if silent and len(silent) == len(ranks) and not trace.config.get("summary"):
-        return Diagnosis("incomplete", summary=(
-            f"no rank has finished or reported (no {STATUS}, no {SUMMARY}): the run is still going, "
-            "or the whole job was killed at once"), sources=[STATUS])
+        return Diagnosis("insufficient", summary=(
+            f"insufficient: no rank has finished or reported (no {STATUS}, no {SUMMARY}): the run is still "
+            "going, or the whole job was killed at once"), sources=[STATUS])
     own = [r for r, s in statuses.items()
            if s.get("status") not in ("completed", None) and s.get("error")
            and not _CONSEQUENCE.search(str(s.get("error")))]
@@ -202,60 +222,200 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
                  f"seq {seq}, step {step}) but rank(s) {_fmt(missing)} never did (found by absence){wd_note}."))
 
 
-def check_straggler(trace: Trace, threshold_ms: float) -> Diagnosis | None:
-    c = trace.collectives
-    # Outside steps (setup, clock alignment) ranks start at different times by design.
-    c = c[pd.to_numeric(c["step"], errors="coerce").fillna(-1) >= 0] if len(c) else c
-    if not len(c) or c["rank"].nunique() < 2:
+def check_interrupted(trace: Trace) -> Diagnosis | None:
+    summary = trace.config.get("summary") or {}
+    statuses = _statuses(trace)
+    if summary.get("status") != "interrupted" and not any(s.get("status") == "interrupted"
+                                                           for s in statuses.values()):
         return None
-    sk = skew.arrival_skew(c, at="launch")  # a late *launch* is what we look for
-    if not len(sk):
+    ranks = sorted(set(trace.ranks) | set(statuses))
+    evidence = [{"rank": r, "status": statuses.get(r, {}).get("status"), "error": statuses.get(r, {}).get("error"),
+                 "last_finished_step": _last_step(trace, r)} for r in ranks]
+    last = min((e["last_finished_step"] for e in evidence), default=-1)
+    how = f" ({summary['message']})" if summary.get("message") else ""
+    return Diagnosis("interrupted", [], step=last, evidence=evidence, sources=[SUMMARY, STATUS],
+                     summary=(f"interrupted: the run was stopped by the user{how}; every rank finished step {last}. "
+                              "What the ranks did while being stopped is not judged as a fault."))
+
+
+def check_insufficient(trace: Trace) -> Diagnosis | None:
+    """Ranks of the job missing from the data: who came last to a collective cannot be known."""
+    missing = sorted(set(range(trace.world_size)) - set(trace.ranks))
+    if not missing:
         return None
-    lat = sk["skew_ns"].astype(float)
-    med = float(np.median(lat))
+    return Diagnosis("insufficient", sources=[EVENTS if trace.source == "run" else "trace"],
+                     details={"missing_ranks": missing, "ranks": list(trace.ranks)}, summary=(
+        f"insufficient: the data has {len(trace.ranks)} of the job's {trace.world_size} ranks (missing: "
+        f"{_ranges(missing)}); a collective's last arrival may be a missing rank, so stragglers cannot be "
+        "judged. Load every rank's trace for a verdict."))
+
+
+def _bar(inst: pd.DataFrame, trace: Trace, straggler_ms: float | None, straggler_pct: float | None,
+         median_step_ns: float) -> tuple[float, dict]:
+    """The least waiting (ns, mean per waiting rank) in one step that is evidence, and how it was set."""
+    host = bool(len(inst)) and bool((inst["timing"] == "host").any())
     err = max((m.get("clock", {}).get("error_ns", 0) or 0 for m in trace.config.get("meta", {}).values()), default=0)
-    bar = max(threshold_ms * 1e6, 10 * med, 3 * float(err))
-    late = sk[lat > bar].sort_values("skew_ns", ascending=False)
-    if not len(late):
-        return None
-    culprit = int(late.iloc[0]["last_rank"])
-    # A late launch delays every later launch of that rank in the step (the others do not wait before
-    # launching async collectives): the first late one is where the delay happened.
-    mine = late[late["last_rank"] == culprit].sort_values("first_ns", kind="stable")
-    worst = mine.iloc[0]
-    evidence = []
-    for _, row in mine.head(5).iterrows():
-        rows = c[(c["group"] == row["group"]) & (c["seq"] == row["seq"])]
-        others = rows[rows["rank"] != row["last_rank"]]["call_ns"].astype(float)
-        evidence.append({"rank": int(row["last_rank"]), "label": row["label"], "step": int(row["step"]),
-                         "group": str(row["group"]), "sequence": int(row["seq"]),
-                         "late_launch_ns": _iso_ns(row["last_ns"]), "first_launch_ns": _iso_ns(row["first_ns"]),
-                         "others_median_launch_ns": None if not len(others) else int(np.median(others)),
-                         "launch_late_ms": float(row["skew_ns"]) / 1e6})
+    if straggler_ms is not None:
+        bar, how = straggler_ms * 1e6, {"kind": "absolute", "ms": straggler_ms}
+    else:
+        pct = straggler_pct if straggler_pct is not None else (STRAGGLER_PCT_HOST if host else STRAGGLER_PCT_DEVICE)
+        bar = pct / 100 * median_step_ns
+        how = {"kind": "relative", "pct_of_median_step": pct, "arrivals": "host" if host else "device"}
+    how["clock_error_ms"] = float(err) / 1e6
+    bar = max(bar, 3 * float(err))  # arrivals compared across ranks are only as good as their clocks
+    how["ms"] = bar / 1e6
+    return bar, how
+
+
+def _confidence(flagged: int, judged: int) -> str:
+    if flagged >= 2 and 2 * flagged >= judged:
+        return "high"  # persistent: most judged steps, and more than one
+    if 2 * flagged >= judged:
+        return "medium"  # as persistent as the data can show (one or two judged steps)
+    return "low"  # an episode: fewer than half of the judged steps
+
+
+def _instance_records(inst: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
+    out = []
+    for r in inst.itertuples():
+        ls = launches.get((r.group, r.seq))
+        out.append({"group": str(r.group), "sequence": int(r.seq), "label": r.label, "op": r.op, "step": int(r.step),
+                    "ranks": int(r.n_ranks), "last_rank": int(r.last_rank), "first_arrival_ns": _iso_ns(r.first_ns),
+                    "last_arrival_ns": _iso_ns(r.last_ns), "arrival_skew_ms": r.skew_ns / 1e6,
+                    "waiting_caused_ms": r.wait_caused_ns / 1e6, "mean_wait_ms": r.lost_ns / 1e6,
+                    "arrival": r.timing,
+                    # host side, for reference: when the hosts queued it (on GPUs long before the device ran it)
+                    "launch_skew_ms": None if ls is None else ls[0] / 1e6,
+                    "launched_last_rank": None if ls is None else ls[1]})
+    return out
+
+
+def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggler_pct: float | None = None,
+                    warmup_steps: int = waiting.WARMUP_STEPS) -> Diagnosis:
+    """The straggler verdict, or the ok/insufficient one that says what was judged (module docstring)."""
+    inst = waiting.instances(trace.collectives)
+    noise = waiting.noise_steps(trace, warmup_steps)
+    times = waiting.step_times(trace.steps)
+    judged_steps = [int(s) for s in times.index if int(s) not in noise]
+    src = [EVENTS if trace.source == "run" else "trace"]
+    excluded = {str(k): v for k, v in sorted(noise.items())}
+    if trace.world_size == 1:
+        return Diagnosis("ok", sources=src, summary="ok: no crash or hang in the job's one rank; with one rank "
+                         "nobody waits for anybody, so there is no straggler or desync to find.")
+    if not judged_steps or not len(inst):
+        why = ("no collective reached by every member" if not len(inst) else
+               "no step left to judge" + (f" (excluded: {_noise_text(noise)})" if noise else " (no steps)"))
+        return Diagnosis("insufficient", sources=src, details={"excluded_steps": excluded}, summary=(
+            f"insufficient: no crash, hang or desync found in {trace.world_size} rank(s), but stragglers cannot "
+            f"be judged: {why}."))
+    # The yardstick: the median over every step outside the profiler window, warm-up included, so that
+    # with few steps the straggler's own (lengthened) step does not set the bar it is judged by.
+    median_step = float(np.median(times.loc[[int(s) for s in times.index
+                                             if noise.get(int(s)) in (None, "warm-up")]]))
+    inst = inst[pd.to_numeric(inst["step"], errors="coerce").isin(judged_steps)]
+    bar, how = _bar(inst, trace, straggler_ms, straggler_pct, median_step)
+    per = waiting.by_step(inst)
+    per["pct"] = 100 * per["lost_ns"] / median_step
+    flagged = per[per["lost_ns"] >= bar]
+    details = {"threshold": how, "median_step_ms": median_step / 1e6, "judged_steps": judged_steps,
+               "excluded_steps": excluded}
+    if not len(flagged):
+        top = per.sort_values("lost_ns", ascending=False).head(1)
+        worst = (f"; the most any rank made the others wait in a step: rank {int(top['rank'].iloc[0])}, "
+                 f"{top['lost_ns'].iloc[0] / 1e6:.1f} ms in step {int(top['step'].iloc[0])} "
+                 f"({top['pct'].iloc[0]:.1f} % of the median step)" if len(top) else "")
+        return Diagnosis("ok", sources=src, details=details, summary=(
+            f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
+            f"{_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:.1f} ms of waiting per "
+            f"step{_bar_text(how)}{worst}."))
+    totals = flagged.groupby("rank")["wait_caused_ns"].sum().sort_values(ascending=False, kind="stable")
+    culprits = [int(r) for r, w in totals.items() if w >= 0.5 * totals.iloc[0]]
+    worst = culprits[0]
+    mine = flagged[flagged["rank"].isin(culprits)].sort_values(["step", "rank"])
+    launches = {(g, q): (sk, int(lr)) for g, q, sk, lr in skew.launch_skew(trace.collectives)[
+        ["group", "seq", "skew_ns", "last_rank"]].itertuples(index=False)}
+    evidence, based_on = [], []
+    for r in mine.itertuples():
+        evidence.append({"rank": int(r.rank), "step": int(r.step), "instances": int(r.instances),
+                         "waiting_caused_ms": r.wait_caused_ns / 1e6, "mean_wait_ms": r.lost_ns / 1e6,
+                         "pct_of_step": r.pct, "step_ms": float(times.loc[r.step]) / 1e6})
+        rows = inst[(inst["step"] == r.step) & (inst["last_rank"] == r.rank) & (inst["wait_caused_ns"] > 0)]
+        based_on += _instance_records(rows.sort_values("wait_caused_ns", ascending=False).head(MAX_INSTANCES),
+                                      launches)
+    based_on = sorted(based_on, key=lambda b: -b["waiting_caused_ms"])[:MAX_INSTANCES_TOTAL]
+    persistence = {}
+    for c in culprits:
+        f = mine[mine["rank"] == c]
+        persistence[str(c)] = {"steps": [int(x) for x in f["step"]], "judged_steps": len(judged_steps),
+                               "share_of_judged_steps": len(f) / len(judged_steps),
+                               "mean_pct_of_step": float(f["pct"].mean()), "max_pct_of_step": float(f["pct"].max()),
+                               "waiting_caused_ms": float(totals.loc[c]) / 1e6,
+                               "confidence": _confidence(len(f), len(judged_steps))}
+    top = max((b for b in based_on if b["last_rank"] == worst), key=lambda b: b["waiting_caused_ms"])
+    p = persistence[str(worst)]
+    others = [r for r in totals.index if int(r) not in culprits]
+    details.update(persistence=persistence, labels=list(dict.fromkeys(b["label"] for b in sorted(
+        based_on, key=lambda b: -b["waiting_caused_ms"]))), instances=based_on,
+        also_late={str(int(r)): float(totals.loc[r]) / 1e6 for r in others})
+    who = f"rank {worst}" if len(culprits) == 1 else f"ranks {_fmt(culprits)} (worst: rank {worst})"
+    arrivals = ("NCCL kernel / CUDA event starts on the device" if how.get("arrivals") != "host" else
+                "launch calls, each after the group's previous collective")
+    mean_lost = float(mine.loc[mine["rank"] == worst, "lost_ns"].mean()) / 1e6
     return Diagnosis(
-        "straggler", [culprit], label=worst["label"], step=int(worst["step"]), sequence=int(worst["seq"]),
-        group=str(worst["group"]), evidence=evidence, sources=[EVENTS if trace.source == "run" else "trace"],
-        summary=(f"straggler: rank {culprit} launched '{worst['label']}' (step {int(worst['step'])}, seq "
-                 f"{int(worst['seq'])}) {float(worst['skew_ns']) / 1e6:.0f} ms after the first rank (found by "
-                 f"timing, not by absence: every rank launched it; threshold {bar / 1e6:.0f} ms, median launch "
-                 f"skew {med / 1e6:.1f} ms)."))
+        "straggler", culprits, label=top["label"], step=top["step"], sequence=top["sequence"], group=top["group"],
+        evidence=evidence, sources=src, confidence=p["confidence"], details=details,
+        summary=(f"straggler: {who} made the other ranks wait {mean_lost:.1f} ms each per step on average "
+                 f"({p['mean_pct_of_step']:.1f} % of the {median_step / 1e6:.1f} ms median step; "
+                 f"{p['waiting_caused_ms']:.1f} ms of waiting in all) in {len(p['steps'])} of {len(judged_steps)} "
+                 f"judged step(s) ({_ranges(p['steps'])}); most at '{top['label']}' (step {top['step']}, seq "
+                 f"{top['sequence']}, {top['mean_wait_ms']:.1f} ms per waiting rank). Confidence {p['confidence']}; "
+                 f"found by arrival ({arrivals}), bar {how['ms']:.1f} ms per step{_bar_text(how)}."))
+
+
+def _bar_text(how: dict) -> str:
+    return f" ({how['pct_of_median_step']:g} % of the median step)" if how["kind"] == "relative" else " (--straggler-ms)"
+
+
+def _noise_text(noise: dict[int, str]) -> str:
+    by: dict[str, list[int]] = {}
+    for s, why in sorted(noise.items()):
+        by.setdefault(why, []).append(s)
+    return ", ".join(f"{_ranges(v)} {k}" for k, v in by.items())
+
+
+def _excluded_text(noise: dict[int, str]) -> str:
+    return f" (not judged: {_noise_text(noise)})" if noise else ""
+
+
+def _ranges(xs: list[int]) -> str:
+    xs = sorted(xs)
+    out, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
+        i = j + 1
+    return ",".join(out)
 
 
 def check_unexplained(trace: Trace) -> Diagnosis | None:
     """Ranks failed but no rule above found why (e.g. --trace off: no launch records). A backend timeout
-    still says "hang", without culprits."""
+    still says "hang", without culprits; anything else is "insufficient": the evidence is missing."""
     bad = {r: s for r, s in _statuses(trace).items() if s.get("status") not in ("completed", None)}
     if not bad:
         return None
     timed = sorted(r for r, s in bad.items() if re.search(r"timed out|hang watchdog", str(s.get("error")), re.I))
-    verdict = "hang" if timed else "failed"
+    verdict = "hang" if timed else "insufficient"
     first = bad[min(bad)]
+    mode = ((trace.config.get("config") or {}).get("args") or {}).get("trace")
+    hint = ("no launch records of the fault: record with --trace light for a culprit" if mode == "off" else
+            "no collective launch or report shows the fault")
     return Diagnosis(verdict, [], evidence=[{"rank": r, "status": s.get("status"), "error": s.get("error"),
                                              "last_finished_step": _last_step(trace, r)} for r, s in sorted(bad.items())],
                      sources=[STATUS],
                      summary=(f"{verdict}: rank(s) {_fmt(sorted(bad))} failed (rank {min(bad)}: {first.get('error')}) "
-                              "but the records do not show which rank caused it (no launch records of the fault: "
-                              "record with --trace light for a culprit)."))
+                              f"but the records do not show which rank caused it ({hint})."))
 
 
 def _fmt(ranks: list[int]) -> str:
@@ -267,44 +427,45 @@ def _bytes(b: Any) -> str:
 
 
 # ---- entry points -----------------------------------------------------------------------------
-def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms: float = STRAGGLER_MS
-             ) -> Diagnosis:
-    """The verdict on `trace` and its fault evidence (None: the frames alone, no reports or dumps)."""
+def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms: float | None = None,
+             straggler_pct: float | None = None, warmup_steps: int = waiting.WARMUP_STEPS) -> Diagnosis:
+    """The verdict on `trace` and its fault evidence (None: the frames alone, no reports or dumps).
+    `straggler_ms` (absolute) or `straggler_pct` (of the median step) replace the default straggler bar;
+    `warmup_steps`: training steps below this number are not judged for stragglers."""
     faults = faults or FaultEvidence()
     lt = launch_table(trace.collectives, faults.inflight)
     src = f"{EVENTS} + watchdog/inflight reports" if trace.source == "run" else "trace"
-    d = (check_crash(trace, faults) or check_desync(lt, src) or check_hang(lt, trace, faults, src)
-         or check_straggler(trace, straggler_ms) or check_unexplained(trace))
-    if d is None:
-        d = Diagnosis("ok", summary=f"ok: no crash, hang, desync or straggler (> {straggler_ms:g} ms late launch) "
-                      f"found in {trace.world_size} rank(s).", sources=[src])
+    d = (check_interrupted(trace) or check_crash(trace, faults) or check_desync(lt, src)
+         or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_unexplained(trace)
+         or check_straggler(trace, straggler_ms=straggler_ms, straggler_pct=straggler_pct,
+                            warmup_steps=warmup_steps))
     if faults.ranks("flight_recorder"):
         frl = faults.flight_recorder
         empty = Trace(source="flight_recorder", path=trace.path, world_size=trace.world_size, backend=None,
                       device=None)
         second = check_desync(frl, "flight_recorder") or check_hang(frl, empty, FaultEvidence(), "flight_recorder")
         d.second_opinion = second.to_json() if second else {"verdict": "ok", "source": "flight_recorder"}
-        if d.verdict == "ok" and second is not None:  # e.g. --trace off: the Flight Recorder is all there is
+        # e.g. --trace off: the Flight Recorder is all there is
+        if d.verdict in ("ok", "insufficient") and second is not None:
             d = second
     args = (trace.config.get("config") or {}).get("args") or {}
     d.injected = list(args.get("inject") or [])
     return d
 
 
-def diagnose_trace(trace: Trace, *, straggler_ms: float = STRAGGLER_MS, tolerate_bad_files: bool = False
-                   ) -> Diagnosis:
+def diagnose_trace(trace: Trace, *, tolerate_bad_files: bool = False, **thresholds: Any) -> Diagnosis:
     """`diagnose` with the fault evidence the loader found in the run's directory. `tolerate_bad_files`:
     evidence that could not be read is left out (the report's use: the rest of a report is still worth
-    having) instead of raising its UserError (the doctor command's use)."""
+    having) instead of raising its UserError (the doctor command's use). `thresholds`: diagnose's keywords."""
     faults = trace.faults if trace.source == "run" else FaultEvidence()
     if faults.error is not None:
         if not tolerate_bad_files:
             raise UserError(faults.error)
         faults = FaultEvidence()
-    return diagnose(trace, faults, straggler_ms=straggler_ms)
+    return diagnose(trace, faults, **thresholds)
 
 
-def diagnose_path(path: str, *, straggler_ms: float = STRAGGLER_MS) -> Diagnosis:
+def diagnose_path(path: str, **thresholds: Any) -> Diagnosis:
     from commscope.load import load_path
 
-    return diagnose_trace(load_path(path), straggler_ms=straggler_ms)
+    return diagnose_trace(load_path(path), **thresholds)

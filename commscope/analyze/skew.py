@@ -1,22 +1,21 @@
-"""Arrival skew across ranks and the stragglers that cause it.
+"""The spread of one time across the members of each collective instance, and the host-side launch skew.
 
-A collective cannot complete before its last member arrives, so every other member waits (at least)
-from its own arrival until the last arrival. Arrival, on the common time axis:
-- on GPUs (timing `kernel` or `cuda_event`): when the collective started on the device (`start_ns`) —
-  the host launches far ahead of the device (tens of ms in the 8×H100 fixture), so launch times say
-  nothing about who made whom wait; an NCCL kernel that starts early spins until its peers' start;
-- on CPUs (gloo): the launch call (`call_ns`).
-Collectives without an arrival time are left out.
+`spread(collectives, when, floor_rows)`: one row per matched instance (group, seq) seen on ≥ 2 ranks:
+label, op, step, n_ranks, first/last time, `skew_ns` (last − first), `last_rank` and `wait_caused_ns` =
+Σ over members (last − time_i), the time the others spent before the last one came. It is the numpy core
+of `analyze.waiting` (who made whom wait, with device-side arrivals) and of `launch_skew` here.
+`floor_rows` (a boolean mask): those rows' times are raised to the latest time seen on any rank at an
+earlier seq of the same group: a group's collectives run in order, so a member cannot start waiting for
+instance k before instance k−1's last member came (waiting's rule for host-timed arrivals).
 
-`arrival_skew(collectives)`: one row per (group, seq) seen on ≥ 2 ranks: label, op, n_ranks, first/last
-arrival, `skew_ns` (last − first), `last_rank`, `wait_caused_ns` = Σ over members (last − arrival).
-`stragglers(skew, ranks)`: per rank: `times_last`, `last_share` (of all collectives), `wait_caused_ns`
-and `score` = its share of all wait caused (0…1), sorted worst first.
+`launch_skew(collectives)`: the same on the launch call (`call_ns`): when the *host* queued the
+collective. A separate, host-side figure: on GPUs the host runs tens of ms ahead of the device, so a late
+launch there says nothing about who made whom wait (docs/analysis.md).
 
-Both are numpy on whole columns (one stable sort, then reductions over contiguous groups): pandas
-groupby on frames cost ~10× as much. Invariant: the result equals, dtypes included, the pandas groupby
-definition (a stable sort by group, seq, arrival, rank; missing keys dropped; `first` skipping missing
-labels) that tests/test_skew.py keeps as the reference.
+numpy on whole columns (one stable sort, then reductions over contiguous groups): pandas groupby on
+frames cost ~10× as much. Invariant: the result equals, dtypes included, the pandas groupby definition
+(a stable sort by group, seq, time, rank; missing keys dropped; `first` skipping missing labels) that
+tests/test_skew.py keeps as the reference.
 """
 from __future__ import annotations
 
@@ -25,49 +24,56 @@ import pandas as pd
 
 SKEW_COLS = ["group", "seq", "label", "op", "step", "n_ranks", "first_ns", "last_ns", "skew_ns", "last_rank",
              "wait_caused_ns"]
-STRAGGLER_COLS = ["rank", "times_last", "last_share", "wait_caused_ns", "score"]
 
 
-def arrival(collectives: pd.DataFrame) -> pd.Series:
-    """Arrival time (Int64 ns) of each collective on its rank."""
-    on_device = collectives["timing"].isin(["kernel", "cuda_event"]) & collectives["start_ns"].notna()
-    return collectives["start_ns"].where(on_device, collectives["call_ns"]).astype("Int64")
-
-
-def arrival_skew(collectives: pd.DataFrame, at: str = "arrival") -> pd.DataFrame:
-    """Per (group, seq) seen on ≥ 2 ranks: first/last time, skew, last rank and the wait it caused.
-    `at="arrival"`: when each rank's collective could start (`arrival`); `at="launch"`: when it was
-    launched (`call_ns`), the straggler question "who launched late"."""
-    if at not in ("arrival", "launch"):
-        raise ValueError(f"at must be 'arrival' or 'launch', not {at!r}")
-    when = (arrival(collectives) if at == "arrival" else collectives["call_ns"].astype("Int64")).array
-    # numpy on whole columns, in the order of a stable sort by (group, seq, arrival, rank): a group's
-    # rows are then contiguous, its first row the first arrival and its last row the last (pandas
-    # groupby's per-group reductions on a frame cost ~10× this). Rows without an arrival time, group or
+def spread(collectives: pd.DataFrame, when: pd.Series, floor_rows: np.ndarray | None = None) -> pd.DataFrame:
+    """Per (group, seq) on ≥ 2 ranks: first/last of `when` (Int64 ns, one per row), skew, the last rank and
+    the wait it caused; `floor_rows`: rows whose time cannot precede the group's previous instances
+    (module docstring)."""
+    when = pd.array(when, dtype="Int64")
+    if when._mask.all():
+        return pd.DataFrame(columns=SKEW_COLS)
+    # numpy in the order of a stable sort by (group, seq, time, rank): an instance's rows are then
+    # contiguous, its first row the first arrival and its last row the last. Rows without a time, group or
     # seq take no part, as groupby drops missing keys.
     group_code = pd.factorize(collectives["group"], sort=True)[0]  # sorted codes: sort_values' order
     seq = collectives["seq"].to_numpy()
-    if when._mask.all():
-        return pd.DataFrame(columns=SKEW_COLS)
     rows = np.flatnonzero(~when._mask & (group_code >= 0) & ~pd.isna(seq))
     rank = collectives["rank"].to_numpy()
     rows = rows[np.lexsort((rank[rows], when._data[rows], seq[rows], group_code[rows]))]
-    t = when._data[rows]
+    t = when._data[rows].astype(np.int64)
     key_g, key_s = group_code[rows], seq[rows]
     opens = np.ones(len(rows), dtype=bool)  # the first row of each (group, seq)
     opens[1:] = (key_g[1:] != key_g[:-1]) | (key_s[1:] != key_s[:-1])
     start = np.flatnonzero(opens)
     end = np.append(start[1:], len(rows)) - 1
+    if floor_rows is not None and len(rows):
+        # the latest time of every earlier instance of the group (a running max, restarted per group),
+        # raised onto the flagged rows; a monotone map, so the sorted order stays valid
+        run = t[end].copy()
+        new_group = np.ones(len(start), dtype=bool)
+        new_group[1:] = key_g[start[1:]] != key_g[start[:-1]]
+        bounds = np.append(np.flatnonzero(new_group), len(start))
+        for a, b in zip(bounds[:-1], bounds[1:]):  # a few process groups
+            run[a:b] = np.maximum.accumulate(run[a:b])
+        floor = np.full(len(start), np.iinfo(np.int64).min)
+        floor[1:] = np.where(new_group[1:], floor[1:], run[:-1])
+        per_row = np.repeat(floor, end - start + 1)
+        flagged = np.asarray(floor_rows, dtype=bool)[rows]
+        t = np.where(flagged, np.maximum(t, per_row), t)
+        # raised times can pass unraised ones of the same instance: sort again (instances keep their place)
+        order = np.lexsort((rank[rows], t, np.repeat(np.arange(len(start)), end - start + 1)))
+        rows, t = rows[order], t[order]
     n = end - start + 1
-    # times since the earliest arrival: their per-group sums stay far inside int64 (epoch ns do not)
+    # times since the earliest time: their per-instance sums stay far inside int64 (epoch ns do not)
     since = t - (t.min() if len(t) else 0)
     since_sum = np.add.reduceat(since, start)
     step = np.fmin.reduceat(collectives["step"].to_numpy()[rows], start)  # fmin: NaN-skipping, as min()
     keep = n >= 2
     start, end, n, since_sum, step = start[keep], end[keep], n[keep], since_sum[keep], step[keep]
     first, last = t[start], t[end]
-    # Σ (last − arrival) = n·(last − first) − Σ (arrival − first), Σ (arrival − first) from the times since
-    # the earliest arrival (s): Σ s − n·min s. Exact in int64
+    # Σ (last − t_i) = n·(last − first) − Σ (t_i − first), Σ (t_i − first) from the times since the
+    # earliest (s): Σ s − n·min s. Exact in int64
     wait = n * (last - first) - (since_sum - n * since[start])
     at_start = rows[start]
     return pd.DataFrame({
@@ -81,6 +87,11 @@ def arrival_skew(collectives: pd.DataFrame, at: str = "arrival") -> pd.DataFrame
         "wait_caused_ns": wait.astype(np.float64)})
 
 
+def launch_skew(collectives: pd.DataFrame) -> pd.DataFrame:
+    """Per instance, the spread of the host's launch calls (`call_ns`): who *queued* it last (host side)."""
+    return spread(collectives, collectives["call_ns"])
+
+
 def _first_present(col: pd.Series, rows: np.ndarray, start: np.ndarray, end: np.ndarray):
     """Per group (rows[start..end]), the first value of `col` that is not missing (groupby.first)."""
     v = col.array.take(rows)
@@ -90,20 +101,3 @@ def _first_present(col: pd.Series, rows: np.ndarray, start: np.ndarray, end: np.
     pos = np.where(missing, len(rows), np.arange(len(rows)))
     first = np.minimum.reduceat(pos, start) if len(start) else start
     return v.take(np.where(first <= end, first, -1), allow_fill=True)
-
-
-def stragglers(skew: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
-    base = pd.DataFrame({"rank": list(ranks)})
-    if not len(skew):
-        return base.assign(times_last=0, last_share=np.nan, wait_caused_ns=0.0, score=np.nan)[STRAGGLER_COLS]
-    # per rank by matching last ranks in numpy, one frame at the end (the waits are whole ns in float64,
-    # far below 2⁵³: their sums are exact in any order, so equal to groupby's)
-    last, wait = skew["last_rank"].to_numpy(), skew["wait_caused_ns"].to_numpy(np.float64)
-    r = base["rank"].to_numpy()
-    hit = last[None, :] == r[:, None]
-    times_last = hit.sum(axis=1).astype(np.int64)
-    caused = np.where(hit, wait[None, :], 0.0).sum(axis=1)
-    total = caused.sum()
-    out = pd.DataFrame({"rank": r, "times_last": times_last, "last_share": times_last / len(skew),
-                        "wait_caused_ns": caused, "score": caused / total if total > 0 else 0.0})
-    return out.sort_values(["score", "times_last"], ascending=False).reset_index(drop=True)

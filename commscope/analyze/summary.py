@@ -9,7 +9,9 @@ Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 
  "labels": {"<label>": {"op", "count", "count_per_rank", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms", "overlap_pct",
                          "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..}}},
  "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...]   worst first
- "skew": {"collectives": n, "mean_ms", "max_ms"},
+                                             analyze.waiting: who made whom wait (device-side arrivals)
+ "skew": {"collectives": n, "mean_ms", "max_ms"},        arrival skew of the same instances
+ "launch_skew": {"collectives": n, "mean_ms", "max_ms"}, host side: spread of the launch calls
  "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...,
             "gap_before_ms", "start_delay_ms"}],          the last two: analyze.step_gaps (null for a rank's first step)
  "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"}],
@@ -31,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import exposure, placement, skew, step_gaps, timeline
+from commscope.analyze import exposure, placement, skew, step_gaps, timeline, waiting
 from commscope.load.frames import Trace
 from commscope.util.num import rounded, sig
 
@@ -98,8 +100,9 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     comp = exposure.compute_sets(tr)
     table = exposure.collective_table(tr, comp)
     per_rank = exposure.label_stats(table)
-    sk = skew.arrival_skew(table)
-    strag = skew.stragglers(sk, tr.ranks)
+    sk = waiting.instances(table)  # who made whom wait: the model the doctor's straggler verdict reads
+    strag = waiting.by_rank(sk, tr.ranks)
+    launch = skew.launch_skew(table)
     ov = timeline.overlap_by_rank(tr, hta_like=True, comp=comp)
     br = timeline.step_breakdown(tr, comp)
     gaps = step_gaps.step_gaps(tr, comp)
@@ -116,6 +119,9 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                        for r in strag.itertuples()],
         "skew": {"collectives": int(len(sk)), "mean_ms": rounded(sk["skew_ns"].mean() / 1e6) if len(sk) else None,
                  "max_ms": rounded(sk["skew_ns"].max() / 1e6) if len(sk) else None},
+        "launch_skew": {"collectives": int(len(launch)),
+                        "mean_ms": rounded(launch["skew_ns"].mean() / 1e6) if len(launch) else None,
+                        "max_ms": rounded(launch["skew_ns"].max() / 1e6) if len(launch) else None},
         "steps": [{"rank": int(r.rank), "step": int(r.step), "step_ms": rounded(r.step_ns / 1e6),
                    "compute_ms": rounded(r.compute_ns / 1e6), "exposed_comm_ms": rounded(r.exposed_comm_ns / 1e6),
                    "idle_ms": rounded(r.idle_ns / 1e6), "compute_pct": rounded(r.compute_pct, 2),

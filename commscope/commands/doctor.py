@@ -1,17 +1,19 @@
-"""`commscope doctor RUN [--json] [--straggler-ms MS]`: what went wrong in a run, across ranks.
+"""`commscope doctor RUN [--json] [--straggler-ms MS | --straggler-pct P] [--warmup-steps N]`: what went
+wrong in a run, across ranks.
 
-Prints one verdict (ok, crash, hang, desync, straggler, incomplete) with the culprit ranks, label, step,
-sequence and the timestamps that show it (commscope.analyze.doctor; rendered by reports.doctor_terminal);
-`--json` prints the same as one JSON document on stdout. Exit code 0 whatever the verdict (the verdict is
-the answer, not an error); 2 for input that cannot be read.
+Prints one verdict (ok, crash, hang, straggler, desync, interrupted, insufficient) with the culprit ranks,
+label, step, sequence and the evidence that shows it (commscope.analyze.doctor; rendered by
+reports.doctor_terminal); `--json` prints the same as one JSON document on stdout. Exit code 0 whatever
+the verdict (the verdict is the answer, not an error); 2 for input that cannot be read or a bad option.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
-from commscope.analyze.doctor import STRAGGLER_MS
+from commscope.analyze.waiting import WARMUP_STEPS
 
 
 def register(app: typer.Typer) -> None:
@@ -20,10 +22,17 @@ def register(app: typer.Typer) -> None:
         path: Path = typer.Argument(..., help="A commscope run directory (or a folder of Kineto traces: "
                                     "desync and straggler checks only)."),
         as_json: bool = typer.Option(False, "--json", help="Print the diagnosis as JSON on stdout."),
-        straggler_ms: float = typer.Option(STRAGGLER_MS, "--straggler-ms", help="A launch this many ms behind "
-                                           "the first rank's (and 10× the median skew) makes a straggler."),
+        straggler_ms: Optional[float] = typer.Option(
+            None, "--straggler-ms", help="Absolute straggler bar: a rank that makes the others wait this many ms "
+            "(on average per waiting rank) in one step. Default: a share of the median step (--straggler-pct)."),
+        straggler_pct: Optional[float] = typer.Option(
+            None, "--straggler-pct", help="Straggler bar as a %% of the run's median step time (default 10 for "
+            "device-timed arrivals, i.e. GPUs; 100 for CPU ranks, whose speed varies with OS scheduling)."),
+        warmup_steps: int = typer.Option(WARMUP_STEPS, "--warmup-steps", help="Training steps numbered below "
+                                         "this are warm-up: not judged for stragglers."),
     ) -> None:
-        """Diagnose a run: ok, crash, hang, desync or straggler, with culprit ranks and evidence."""
+        """Diagnose a run: ok, crash, hang, straggler, desync, interrupted or insufficient, with culprit ranks and
+        evidence."""
         import orjson
         from rich.console import Console
 
@@ -31,9 +40,16 @@ def register(app: typer.Typer) -> None:
         from commscope.errors import UserError
         from reports.doctor_terminal import print_doctor_verdict
 
-        if not straggler_ms > 0:
+        if straggler_ms is not None and straggler_pct is not None:
+            raise UserError("give --straggler-ms or --straggler-pct, not both")
+        if straggler_ms is not None and not straggler_ms > 0:
             raise UserError(f"--straggler-ms must be > 0, got {straggler_ms}")
-        d = diagnose_path(str(path), straggler_ms=straggler_ms)
+        if straggler_pct is not None and not straggler_pct > 0:
+            raise UserError(f"--straggler-pct must be > 0, got {straggler_pct}")
+        if warmup_steps < 0:
+            raise UserError(f"--warmup-steps must be >= 0, got {warmup_steps}")
+        d = diagnose_path(str(path), straggler_ms=straggler_ms, straggler_pct=straggler_pct,
+                          warmup_steps=warmup_steps)
         if as_json:
             typer.echo(orjson.dumps(d.to_json(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
                                     default=str).decode())

@@ -1,0 +1,143 @@
+"""Who made whom wait: the one model behind the doctor's straggler verdict and the report's straggler table.
+
+A collective instance (process group, sequence number) completes only once its last member is ready, so
+every other member waits from its own arrival to the last one. Arrival = when the rank became *ready on
+the device*, not when its host queued the call:
+- device-timed collectives (timing `kernel`: the NCCL kernel of a Kineto trace; `cuda_event`: a run
+  directory's CUDA events): the start on the device (`start_ns`). A kernel starts once the stream reached
+  it, i.e. once the work queued before it (the rank's compute) finished; the host often queues it tens of
+  ms earlier (docs/analysis.md);
+- host-timed collectives (CPU ranks: gloo run directories and traces): the launch call (`call_ns`), which
+  on a CPU follows the compute before it, but never before the group's previous instance could begin
+  (the latest arrival at any earlier seq of the group): a group's collectives run in order, so a rank that
+  launched a whole burst late is charged once, at the first of them, not at every one.
+
+Per instance (`instances`, complete ones only: every member of the group present): skew_ns = last − first arrival, last_rank, `wait_caused_ns` = Σ over the others
+(last − arrival_i), `lost_ns` = wait_caused / (n − 1) = how long the others waited on average, `timing`
+("device" or "host"). Per rank (`by_rank`, the report's straggler table): times_last, last_share,
+wait_caused_ns, score = its share of all waiting caused. Per (step, last rank) (`by_step`, the evidence the
+doctor judges): instances, wait_caused_ns, lost_ns. `noise_steps`: the steps whose waiting is no ground
+for a verdict (warm-up, profiler window and export).
+
+Invariant: frames in, frames out; the straggler verdict (analyze.doctor), the report's table
+(analyze.summary) and the doctor's evidence all read `instances`, so they cannot disagree.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze.skew import SKEW_COLS, spread
+from commscope.load.frames import Trace
+from commscope.util.step_range import parse_step_range
+
+INSTANCE_COLS = SKEW_COLS + ["lost_ns", "timing"]
+RANK_COLS = ["rank", "times_last", "last_share", "wait_caused_ns", "score"]
+STEP_COLS = ["step", "rank", "instances", "wait_caused_ns", "lost_ns"]
+DEVICE_TIMING = ("kernel", "cuda_event")
+WARMUP_STEPS = 1  # step 0 carries one-time costs: allocator growth, compilation, the first NCCL setup
+
+
+def device_timed(collectives: pd.DataFrame) -> np.ndarray:
+    """Per row: True where the collective's start on the device is known."""
+    return (collectives["timing"].isin(DEVICE_TIMING) & collectives["start_ns"].notna()).to_numpy(bool)
+
+
+def arrival(collectives: pd.DataFrame) -> pd.Series:
+    """Each row's own arrival (Int64 ns): device start where known, else the launch call. `instances`
+    additionally keeps a host-timed arrival from preceding the group's previous instance."""
+    return collectives["start_ns"].where(device_timed(collectives), collectives["call_ns"]).astype("Int64")
+
+
+def instances(collectives: pd.DataFrame) -> pd.DataFrame:
+    """One row per matched instance seen on ≥ 2 ranks, INSTANCE_COLS (module docstring)."""
+    dev = device_timed(collectives)
+    out = spread(collectives, arrival(collectives), floor_rows=~dev)
+    if not len(out):
+        return pd.DataFrame(columns=INSTANCE_COLS)
+    host_keys = pd.MultiIndex.from_arrays([collectives["group"].to_numpy()[~dev],
+                                           collectives["seq"].to_numpy()[~dev]])
+    host = pd.MultiIndex.from_arrays([out["group"].to_numpy(), out["seq"].to_numpy()]).isin(host_keys)
+    out["lost_ns"] = out["wait_caused_ns"] / (out["n_ranks"] - 1)
+    out["timing"] = np.where(host, "host", "device")
+    # an instance some of whose members are not in the data (a partial trace set, kernels queued before
+    # a profiler window on some ranks only) has no known last arrival: it is no evidence of anything
+    size = pd.to_numeric(collectives["group_size"], errors="coerce").groupby(
+        [collectives["group"], collectives["seq"]]).max()
+    want = size.reindex(pd.MultiIndex.from_arrays([out["group"], out["seq"]])).to_numpy(np.float64)
+    out = out[np.isnan(want) | (out["n_ranks"].to_numpy() >= want)].reset_index(drop=True)
+    return out[INSTANCE_COLS]
+
+
+def by_rank(inst: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
+    """Per rank: how often it was last, and the waiting it caused (worst first)."""
+    base = pd.DataFrame({"rank": list(ranks)})
+    if not len(inst):
+        return base.assign(times_last=0, last_share=np.nan, wait_caused_ns=0.0, score=np.nan)[RANK_COLS]
+    # per rank by matching last ranks in numpy (the waits are whole ns in float64, far below 2⁵³: their
+    # sums are exact in any order, so equal to a groupby's)
+    last, wait = inst["last_rank"].to_numpy(), inst["wait_caused_ns"].to_numpy(np.float64)
+    r = base["rank"].to_numpy()
+    hit = last[None, :] == r[:, None]
+    times_last = hit.sum(axis=1).astype(np.int64)
+    caused = np.where(hit, wait[None, :], 0.0).sum(axis=1)
+    total = caused.sum()
+    out = pd.DataFrame({"rank": r, "times_last": times_last, "last_share": times_last / len(inst),
+                        "wait_caused_ns": caused, "score": caused / total if total > 0 else 0.0})
+    return out.sort_values(["score", "times_last"], ascending=False).reset_index(drop=True)
+
+
+def by_step(inst: pd.DataFrame) -> pd.DataFrame:
+    """Per (step, last rank): the instances it came last to and the waiting it caused there."""
+    i = inst[pd.to_numeric(inst["step"], errors="coerce").fillna(-1) >= 0]
+    if not len(i):
+        return pd.DataFrame(columns=STEP_COLS)
+    g = i.assign(step=i["step"].astype(np.int64), rank=i["last_rank"]).groupby(["step", "rank"])
+    out = g.agg(instances=("seq", "size"), wait_caused_ns=("wait_caused_ns", "sum"), lost_ns=("lost_ns", "sum"))
+    return out.reset_index()[STEP_COLS]
+
+
+def step_times(steps: pd.DataFrame) -> pd.Series:
+    """Per step, its duration (ns, float): the median over the ranks."""
+    s = steps[steps["step"] >= 0]
+    if not len(s):
+        return pd.Series(dtype=np.float64)
+    dur = (s["end_ns"].astype("Int64") - s["start_ns"].astype("Int64")).astype("float64")
+    return dur.groupby(s["step"].astype(np.int64)).median()
+
+
+def profiler_window(trace: Trace) -> tuple[int, int] | None:
+    """The steps [first, stop) a run directory's torch.profiler window covered, or None: from the run's
+    --profile (config.json), else from its Kineto traces' own ranges mapped onto the recorded steps."""
+    if trace.source != "run":
+        return None
+    args = (trace.config.get("config") or {}).get("args") or {}
+    if args.get("profile"):
+        try:
+            return parse_step_range(str(args["profile"]), "--profile", closed=True)
+        except Exception:  # an unreadable spec: fall back to the traces themselves
+            pass
+    regions = trace.extra.get("kineto_regions")
+    if not trace.config.get("files") or regions is None or not len(regions) or not len(trace.steps):
+        return None
+    lo, hi = regions["start_ns"].min(), regions["end_ns"].max()
+    s = trace.steps
+    inside = s[(s["end_ns"] >= lo) & (s["start_ns"] <= hi)]["step"]
+    return (int(inside.min()), int(inside.max()) + 1) if len(inside) else None
+
+
+def noise_steps(trace: Trace, warmup_steps: int = WARMUP_STEPS) -> dict[int, str]:
+    """Steps whose waiting is no ground for a straggler verdict, with why: the first `warmup_steps`
+    training steps (one-time costs that fall unevenly on the ranks), the profiler window (the profiler's
+    own overhead) and the step after it (each rank writes its trace between the two, at its own pace)."""
+    out: dict[int, str] = {}
+    for s in sorted(set(int(x) for x in trace.steps["step"] if x >= 0)):
+        if s < warmup_steps:
+            out[s] = "warm-up"
+    win = profiler_window(trace)
+    if win is not None:
+        first, stop = win
+        for s in range(first, stop):
+            out.setdefault(s, "profiler window")
+        out.setdefault(stop, "profiler export")
+    return out
