@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 import statistics
 
-import pandas as pd
-
 from commscope.errors import UserError
 from commscope.load.run_groups import Group
 
@@ -44,6 +42,8 @@ def _welch(a: list[float], b: list[float], alternative: str) -> float:
 
 def compare_groups(groups: list[Group], target_loss: float = DEFAULT_TARGET_LOSS) -> pd.DataFrame:
     """The record-style table: one row per group (first = baseline), every number unrounded."""
+    import pandas as pd  # here, not at the top: the CLI reads this module's default without pandas
+
     if not groups:
         raise UserError("nothing to compare")
     base = groups[0]

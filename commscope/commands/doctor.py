@@ -11,7 +11,13 @@ from pathlib import Path
 
 import typer
 
-from commscope.analyze.doctor import STRAGGLER_MS
+
+def _straggler_ms() -> float:
+    """doctor's default threshold, read when the command runs: importing the rules (pandas) only for
+    `--help` would slow every command's start."""
+    from commscope.analyze.doctor import STRAGGLER_MS
+
+    return STRAGGLER_MS
 
 
 def register(app: typer.Typer) -> None:
@@ -20,8 +26,9 @@ def register(app: typer.Typer) -> None:
         path: Path = typer.Argument(..., help="A commscope run directory (or a folder of Kineto traces: "
                                     "desync and straggler checks only)."),
         as_json: bool = typer.Option(False, "--json", help="Print the diagnosis as JSON on stdout."),
-        straggler_ms: float = typer.Option(STRAGGLER_MS, "--straggler-ms", help="A launch this many ms behind "
-                                           "the first rank's (and 10× the median skew) makes a straggler."),
+        straggler_ms: float = typer.Option(_straggler_ms, "--straggler-ms", show_default=False,
+                                           help="A launch this many ms behind the first rank's (and 10× the "
+                                           "median skew) makes a straggler. Default: the rule's STRAGGLER_MS."),
     ) -> None:
         """Diagnose a run: ok, crash, hang, desync or straggler, with culprit ranks and evidence."""
         import orjson
