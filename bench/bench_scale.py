@@ -106,7 +106,8 @@ def commscope_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "commscope"]
 
 
-def run_case(fmt: str, n: int, work: Path, timeout: float, hta: bool, skip: set, log) -> dict:
+def run_case(fmt: str, n: int, work: Path, timeout: float, hta: bool, skip: set, log,
+             only: tuple = ("report", "doctor", "hta_construct", "doctor_desync")) -> dict:
     case = {"format": fmt, "ranks": n}
     job = work / f"{fmt}-{n}"
     t = time.perf_counter()
@@ -121,6 +122,8 @@ def run_case(fmt: str, n: int, work: Path, timeout: float, hta: bool, skip: set,
     if hta and fmt == "kineto":
         cmds["hta_construct"] = [sys.executable, "-c", HTA_CONSTRUCT, jobdir]
     for name, argv in cmds.items():
+        if name not in only:
+            continue
         if (fmt, name) in skip:
             case[name] = {"skipped": "a smaller size ran past the timeout"}
             continue
@@ -136,6 +139,8 @@ def run_case(fmt: str, n: int, work: Path, timeout: float, hta: bool, skip: set,
                                                         if "check" in m else ""))
     shutil.rmtree(job, ignore_errors=True)
     # the desync check: a second job of the same size
+    if "doctor_desync" not in only:
+        return case
     if (fmt, "doctor_desync") in skip or (fmt, "doctor") in skip:
         case["doctor_desync"] = {"skipped": "doctor ran past the timeout at this or a smaller size"}
         return case
@@ -167,6 +172,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--formats", default="run,kineto")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds per command and size")
     ap.add_argument("--hta-sizes", default="8,64,256", help="sizes at which HTA's TraceAnalysis is timed")
+    ap.add_argument("--commands", default="report,doctor,hta_construct,doctor_desync",
+                    help="which of report, doctor, hta_construct, doctor_desync to run")
     ap.add_argument("--json", dest="json_out")
     ap.add_argument("--work", help="where the generated jobs go (default: a temporary directory)")
     a = ap.parse_args(argv)
@@ -175,13 +182,15 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="bench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     res = {"machine": machine(), "date": date.today().isoformat(), "command": "python bench/bench_scale.py "
-           + " ".join(argv if argv is not None else sys.argv[1:]), "timeout_s": a.timeout, "cases": []}
+           + " ".join(argv if argv is not None else sys.argv[1:]), "timeout_s": a.timeout,
+           "load_avg_1min_start": round(os.getloadavg()[0], 2), "cases": []}
     skip: set = set()
     try:
         for fmt in a.formats.split(","):
             for n in sizes:
                 res["cases"].append(run_case(fmt, n, work, a.timeout, n in hta_sizes, skip,
-                                             lambda s: print(s, file=sys.stderr, flush=True)))
+                                             lambda s: print(s, file=sys.stderr, flush=True),
+                                             tuple(a.commands.split(","))))
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)
