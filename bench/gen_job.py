@@ -40,7 +40,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +68,6 @@ class Faults:
     at_index: int | None = None  # the K-th collective launched in that step
     jitter_ms: float | None = None
     seed: int = 0
-    truth: dict = field(default_factory=dict)
 
 
 def _format(doc_bytes: bytes) -> tuple[str, tuple[np.ndarray, np.ndarray]]:

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import TYPE_CHECKING
 
 from commscope.errors import UserError
 from commscope.load.run_groups import Group
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_TARGET_LOSS = 3.28
 
