@@ -27,3 +27,18 @@ def test_usage_errors_are_one_line_and_exit_2(capsys, argv, words):
     code, out, err = run_main(capsys, *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("commscope: error: ") and words in err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["doctor", "--help"]])
+def test_help_and_version_do_not_import_the_analysis_stack(argv):
+    """Every command pays the CLI's start: it imports the commands' option tables only, never pandas,
+    torch or plotly (a fresh interpreter, since this one has them loaded already)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom commscope.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit as e:\n    rc = e.code\n"
+            "heavy = sorted(m for m in ('pandas', 'torch', 'plotly', 'scipy', 'numpy') if m in sys.modules)\n"
+            "print('HEAVY', heavy, rc, file=sys.stderr)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.stderr.strip().splitlines()[-1] == "HEAVY [] 0", p.stderr[-2000:]

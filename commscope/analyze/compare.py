@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import math
 import statistics
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from commscope.errors import UserError
 from commscope.load.run_groups import Group
+
+# The bootstrap's minimum evidence (commscope.analyze.compare_labels): defined here, where the command layer
+# can read them without importing numpy and scipy for `--help`.
+MIN_RUNS = 5          # per side, for a CI
+MIN_RESAMPLES = 1000  # bootstrap resamples
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_TARGET_LOSS = 3.28
 
@@ -53,6 +60,8 @@ def _loss_p(losses: list[float], target: float) -> float:
 
 def compare_groups(groups: list[Group], target_loss: float = DEFAULT_TARGET_LOSS) -> pd.DataFrame:
     """The record-style table: one row per group (first = baseline), every number unrounded."""
+    import pandas as pd  # here, not at the top: the CLI reads this module's default without pandas
+
     if not groups:
         raise UserError("nothing to compare")
     base = groups[0]

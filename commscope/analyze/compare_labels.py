@@ -34,11 +34,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from commscope.analyze.compare import MIN_RESAMPLES, MIN_RUNS  # the rules' one home, light to import
 from commscope.errors import UserError
 
 CI_LEVEL = 0.95
-MIN_RUNS = 5          # per side, for a CI
-MIN_RESAMPLES = 1000  # bootstrap resamples
 TOO_FEW = "too few runs"
 STEP_LABEL = "(step time)"
 BOUNDARY_LABEL = "(step boundary)"

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import typer
 
-from commscope.analyze.compare import DEFAULT_TARGET_LOSS, compare_groups, slower_candidates
-from commscope.analyze.compare_labels import MIN_RESAMPLES
+from commscope.analyze.compare import DEFAULT_TARGET_LOSS, MIN_RESAMPLES, compare_groups, slower_candidates
 from commscope.load.run_groups import load_group, unique_names
 from commscope.errors import UserError
 

@@ -13,7 +13,6 @@ from typing import Optional
 
 import typer
 
-from commscope.analyze.waiting import WARMUP_STEPS
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +27,9 @@ def register(app: typer.Typer) -> None:
         straggler_pct: Optional[float] = typer.Option(
             None, "--straggler-pct", help="Straggler bar as a %% of the run's median step time (default 10 for "
             "device-timed arrivals, i.e. GPUs; 100 for CPU ranks, whose speed varies with OS scheduling)."),
-        warmup_steps: int = typer.Option(WARMUP_STEPS, "--warmup-steps", help="Training steps numbered below "
-                                         "this are warm-up: not judged for stragglers."),
+        warmup_steps: Optional[int] = typer.Option(None, "--warmup-steps", show_default=False,
+                                                   help="Training steps numbered below this are warm-up: not "
+                                                   "judged for stragglers. Default: 1."),
     ) -> None:
         """Diagnose a run: ok, crash, hang, straggler, desync, interrupted or insufficient, with culprit ranks and
         evidence."""
@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--straggler-ms must be > 0, got {straggler_ms}")
         if straggler_pct is not None and not straggler_pct > 0:
             raise UserError(f"--straggler-pct must be > 0, got {straggler_pct}")
+        from commscope.analyze.waiting import WARMUP_STEPS  # pandas: not at import, which every command pays
+
+        warmup_steps = WARMUP_STEPS if warmup_steps is None else warmup_steps
         if warmup_steps < 0:
             raise UserError(f"--warmup-steps must be >= 0, got {warmup_steps}")
         d = diagnose_path(str(path), straggler_ms=straggler_ms, straggler_pct=straggler_pct,

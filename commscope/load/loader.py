@@ -96,7 +96,10 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
             frames[kind] = df
         elif kind == "kernels" and merged:
             frames[kind] = merged[0][kind]
-    if "collectives" in frames:
+    # With every rank of the job present, a (group, seq) whose members disagree is what a desync looks like,
+    # and doctor must see it; with ranks missing it is as likely sequence numbers drifting between the
+    # sampled ranks' windows, and pairing such members would invent desyncs and stragglers.
+    if "collectives" in frames and len(ranks) < ws:
         frames["collectives"] = _pair(frames["collectives"], problems)
     rank_files = {p["rank"]: p["files"] for p in merged}
     first = merged[0]
