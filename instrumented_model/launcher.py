@@ -143,6 +143,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     torchrun_args = topology.torchrun_args()
     run_id = uuid.uuid4().hex[:12]
     claim = out_dir.claim(out, overwrite=overwrite, run_id=run_id, shared=topology.nnodes > 1)
+    started = False
     try:
         print_run_dir(console, out)
         for note in claim.notes:
@@ -150,6 +151,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         claim.notes.clear()
         _sweep_log_dirs()
         with _Signals() as sigs:
+            started = True
             end, prog, job = _run_job(out, args, torchrun_args, trainer_argv, run_id, claim, console, sigs)
             ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(rank_dirs(out))
             summary = build_summary(out, args, topology.world_size, ranks, end, prog)
@@ -167,6 +169,10 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         claim.settle(had_step=bool(summary["losses"]))
         for note in claim.notes:
             print_run_note(console, note)
+    except BaseException:
+        if not started:  # Ctrl-C before the job began: as if this run had never claimed the folder
+            claim.abandon()
+        raise  # after the start, a replaced run stays where it was moved aside: nothing is lost
     finally:
         claim.release()
     if end.storage_error:
