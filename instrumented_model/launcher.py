@@ -311,7 +311,7 @@ def _supervise(cmd: list[str], env: dict, out: str, console: Console, args: argp
             code = proc.wait()
         become_subreaper(False)
         log.close()
-    return JobEnd(code, sigs.received, dict(job.stopped), storage or log.error), prog, job
+    return JobEnd(code, sigs.received, dict(job.stopped), storage or log.error, args.hang_timeout), prog, job
 
 
 def _monitor(job: Job, out: str, stop: threading.Event) -> None:

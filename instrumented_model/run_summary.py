@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import statistics
@@ -106,6 +107,7 @@ class JobEnd:
     signal: int | None = None  # SIGINT/SIGTERM/SIGHUP the launcher received (the run was interrupted)
     stopped: dict[int, float] = field(default_factory=dict)  # rank → seconds stopped (SIGSTOP) when killed
     storage_error: str | None = None  # the output could not be written (disk full, read-only)
+    hang_timeout: float = math.inf  # --hang-timeout: a job with no step for this long before its first fault hung
 
 
 # How a rank's error says it ended: waiting on its peers (our watchdog, the backend's timeout), stopped
@@ -160,10 +162,25 @@ def _ranks(rs) -> str:
     return ",".join(str(r) for r in rs)
 
 
-def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int) -> tuple[str, str]:
+def stall_s(run_dir: str, statuses: dict[str, dict]) -> float | None:
+    """Seconds from rank 0's last progress record (progress.jsonl's mtime) to the first rank's ending
+    other than "completed"; None when either is unknown. A stall longer than the hang timeout means the
+    job hung before anything failed, even where no rank says it waited (a peer's timeout closed the
+    connection under it)."""
+    first = [s["ended_ns"] for s in statuses.values() if s["ending"] != "completed" and s["ended_ns"]]
+    try:
+        last = os.stat(os.path.join(run_dir, PROGRESS)).st_mtime_ns
+    except OSError:
+        return None
+    return (min(first) - last) / 1e9 if first else None
+
+
+def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
+            stalled_s: float | None = None) -> tuple[str, str]:
     """The run's status and one line saying what happened, naming the rank(s) behind it: a stopped rank
     over one that crashed, over one that failed with its own error; torchrun killed from outside; then a
-    hang, whose culprits are the ranks that were *not* waiting; then the first rank a signal ended."""
+    hang (ranks waited, or the job stalled for the hang timeout: `stalled_s`), whose culprits are the
+    ranks that were *not* waiting; then the first rank a signal ended."""
     done = f"{steps_done}/{steps} steps"
     if end.storage_error:
         return "failed", f"failed: {end.storage_error}, after {done}"
@@ -192,12 +209,15 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int)
     if end.torchrun_code < 0:
         return "failed", (f"failed: torch.distributed.run was killed by {signame(-end.torchrun_code)} after {done}; "
                           "its ranks were terminated")
-    if waited:
-        culprits = sorted(by.get("signalled", []) + by.get("peer-gone", []))
+    if waited or (stalled_s is not None and stalled_s >= end.hang_timeout):
+        # A peer that timed out closes its connections, so ranks still waiting see "connection closed":
+        # victims too. The culprit never joined, so no timeout ended it: the teardown's signal did.
+        victims = sorted(waited + by.get("peer-gone", []))
+        culprits = sorted(by.get("signalled", []))
         if culprits:
-            return "hung", (f"hung: rank(s) {_ranks(waited)} waited on a collective that rank(s) {_ranks(culprits)} "
+            return "hung", (f"hung: rank(s) {_ranks(victims)} waited on a collective that rank(s) {_ranks(culprits)} "
                             f"never joined; rank(s) {_ranks(culprits)} were then terminated")
-        return "hung", (f"hung: rank(s) {_ranks(waited)} all waited on a collective (a desync, or every rank "
+        return "hung", (f"hung: rank(s) {_ranks(victims)} all waited on a collective (a desync, or every rank "
                         "stuck); commscope doctor tells which rank is behind it")
     for kind in ("signalled", "peer-gone"):
         if by.get(kind):
@@ -223,7 +243,7 @@ def build_summary(out: str, args: argparse.Namespace, world_size: int, ranks: ra
     """The summary.json document of the job that just ended in `out` (no process of it is left)."""
     prog = progress_from_file(out) or console_progress
     statuses = rank_statuses(out, ranks, end.stopped)
-    status, message = verdict(statuses, end, len(prog.losses), args.steps)
+    status, message = verdict(statuses, end, len(prog.losses), args.steps, stall_s(out, statuses))
     summary = {
         "schema_version": SCHEMA_VERSION, "status": status, "world_size": world_size,
         "backend": args.backend, "device": args.device, "preset": args.preset, "steps": args.steps,

@@ -106,10 +106,19 @@ def test_verdict_names_the_rank_behind_the_ending_not_its_victims():
         ("failed", "failed: rank 1 failed after step 2: RuntimeError: boom")
     # --trace off hang: the peers' backend timeout makes them the victims; the rank that did not time out
     # (terminated by the teardown) is the culprit
+    # (a peer's timeout closes its connections: a rank still waiting sees "connection closed", a victim too)
     off = {"0": _st("failed", "RuntimeError: Application timeout caused pair closure", -1, "waited"),
-           "1": _st("failed", term, 0, "signalled"), "2": _st("failed", "Timed out waiting 15000ms", -1, "waited")}
+           "1": _st("failed", term, 0, "signalled"), "2": _st("failed", "Timed out waiting 15000ms", -1, "waited"),
+           "3": _st("failed", "RuntimeError: [pair.cc:553] Connection closed by peer", -1, "peer-gone")}
     status, msg = verdict(off, JobEnd(1), 1, 3)
-    assert status == "hung" and "rank(s) 0,2 waited on a collective that rank(s) 1 never joined" in msg
+    assert status == "hung" and "rank(s) 0,2,3 waited on a collective that rank(s) 1 never joined" in msg
+    # with two ranks the hung rank's own timeout may close the connection first: no rank says it waited,
+    # but no step came for longer than the hang timeout before anything failed
+    two = {"0": off["3"], "1": off["1"]}
+    assert verdict(two, JobEnd(1, hang_timeout=5), 1, 3)[0] == "failed"  # no stall known: not a hang
+    assert verdict(two, JobEnd(1, hang_timeout=5), 1, 3, stalled_s=4.0)[0] == "failed"
+    assert verdict(two, JobEnd(1, hang_timeout=5), 1, 3, stalled_s=15.2) == \
+        ("hung", "hung: rank(s) 0 waited on a collective that rank(s) 1 never joined; rank(s) 1 were then terminated")
     # every rank ended by a signal: the first to end is named (the others were torn down after it)
     sig = {"0": _st("failed", term, 1, "signalled", 300), "1": _st("failed", term, 1, "signalled", 100),
            "2": _st("failed", "Connection closed by peer", 1, "peer-gone", 200)}
