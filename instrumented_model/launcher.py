@@ -155,9 +155,11 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
             end, prog, job = _run_job(out, args, torchrun_args, trainer_argv, run_id, claim, console, sigs)
             ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(rank_dirs(out))
             summary = build_summary(out, args, topology.world_size, ranks, end, prog)
+            written = False
             if topology.nnodes == 1 or topology.node_rank in (None, 0):
                 try:
                     write_summary(out, summary)
+                    written = True
                 except OSError as e:  # the first cause (a rank's write) explains more than this one
                     end.storage_error = end.storage_error or f"{out}: cannot write summary.json ({e.strerror or e})"
                     summary = build_summary(out, args, topology.world_size, ranks, end, prog)
@@ -177,7 +179,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         claim.release()
     if end.storage_error:
         raise UserError(f"{end.storage_error}; the run ended after {len(summary['losses'])}/{args.steps} steps "
-                        f"({'summary.json written' if os.path.exists(os.path.join(out, 'summary.json')) else 'no summary.json'})")
+                        f"({'summary.json written' if written else 'no summary.json'})")
     return summary
 
 

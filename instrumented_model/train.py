@@ -126,7 +126,8 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
         raise UserError("--profile needs tracing on (--trace light or full)")
     parse_step_range(args.profile, "--profile", closed=True)
     if not (math.isfinite(args.hang_timeout) and 0 < args.hang_timeout <= MAX_HANG_TIMEOUT_S):
-        raise UserError(f"--hang-timeout must be a number of seconds in (0, {MAX_HANG_TIMEOUT_S}], got {args.hang_timeout}")
+        raise UserError(f"--hang-timeout must be > 0 seconds and at most {MAX_HANG_TIMEOUT_S} (a week), "
+                        f"got {args.hang_timeout}")
     if not 0 <= args.seed <= MAX_SEED:
         raise UserError(f"--seed must be in 0..{MAX_SEED} (numpy's and torch's seed range), got {args.seed}")
     for name in ("lr", "adam_lr", "wd"):
