@@ -177,5 +177,5 @@ class Job:
         me = os.getpid()
         for m in self.members():
             with contextlib.suppress(psutil.Error, ChildProcessError):
-                if m.proc.ppid() == me:
+                if m.proc.pid != self.pid and m.proc.ppid() == me:  # torchrun is its Popen's to reap
                     os.waitpid(m.proc.pid, os.WNOHANG)
