@@ -10,6 +10,7 @@ The multi-process drills are 2 gloo ranks of the tiny preset (marked slow); the 
 option checks run in one process."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -160,6 +161,62 @@ def test_out_into_a_foreign_folder_or_under_a_file_is_one_line(tmp_path):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and msg in one_error_line(r.stderr) and r.stderr.count("\n") == 1, r.stderr
     assert (hf / "config.json").read_text() == '{"model_type": "gpt2"}' and os.listdir(hf) == ["config.json"]
+
+
+def _sleeper(env: dict, *argv: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", *argv], env={**os.environ, **env})
+
+
+def test_job_kills_a_stopped_rank_at_the_hang_timeout_and_only_its_own_processes():
+    """instrumented_model.job in one process: a 'rank' (a child carrying the run id, RANK and the
+    trainer's module name) stopped for the hang timeout is killed and recorded as hung; a stopped child
+    of another run is never touched; drain() leaves no process of the run."""
+    from instrumented_model.job import Job
+
+    rank = _sleeper({RUN_ID_ENV: "r1", "RANK": "3"}, "instrumented_model.train")
+    other = _sleeper({RUN_ID_ENV: "r2", "RANK": "0"}, "instrumented_model.train")
+    helper = _sleeper({RUN_ID_ENV: "r1"})  # a process of the run that is not a rank (torchrun, a compile worker)
+    try:
+        job = Job(pid=-1, run_id="r1", hang_timeout=0.5)
+        deadline = time.time() + 20
+        while {m.proc.pid for m in job.members()} != {rank.pid, helper.pid} and time.time() < deadline:
+            time.sleep(0.05)  # until both children have exec'd into their python and carry their env
+        assert {m.proc.pid: m.rank for m in job.members()} == {rank.pid: 3, helper.pid: None}
+        for p in (rank, other):
+            os.kill(p.pid, signal.SIGSTOP)
+        t0 = time.time()
+        while rank.poll() is None and time.time() - t0 < 10:
+            job.poll()
+            time.sleep(0.05)
+        assert rank.returncode == -signal.SIGKILL and time.time() - t0 >= 0.5
+        assert 3 in job.stopped and job.killed[3].startswith("hung: stopped (SIGSTOP) for ")
+        assert other.poll() is None and psutil.Process(other.pid).status() == psutil.STATUS_STOPPED
+        job.drain(grace_s=0.5)  # the helper still runs: killed when the grace is over, and reaped
+        assert job.killed == {3: job.killed[3]} and job.alive() == [] and not psutil.pid_exists(helper.pid)
+    finally:
+        for p in (rank, other, helper):
+            with contextlib.suppress(ProcessLookupError):
+                p.kill()
+            p.wait()
+
+
+def test_a_child_dies_with_its_parent():
+    """die_with_parent: kill -9 of the parent brings the kernel's SIGTERM to the child, which (here) has
+    no handler and ends by it, instead of living on under PID 1."""
+    code = ("import os, subprocess, sys, time\n"
+            "env = {**os.environ, 'COMMSCOPE_PARENT_PID': str(os.getpid())}\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'from instrumented_model.job import die_with_parent; "
+            "die_with_parent(); print(\"ready\", flush=True); import time; time.sleep(120)'], env=env, "
+            "stdout=subprocess.PIPE, text=True)\n"
+            "c.stdout.readline(); print(c.pid, flush=True); time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.time() + 10
+    while psutil.pid_exists(child) and psutil.Process(child).status() != psutil.STATUS_ZOMBIE and time.time() < deadline:
+        time.sleep(0.05)
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
 
 
 # ---------------------------------------------------------------- drills: signals
