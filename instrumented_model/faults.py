@@ -98,12 +98,16 @@ def parse_fault(text: str) -> Fault:
                  fields.get("label"), ms, how)
 
 
-def parse_faults(texts: Sequence[str] | None, *, world_size: int | None = None,
-                 steps: int | None = None) -> tuple[Fault, ...]:
-    """All `--inject` values, checked against the job's world size and step count when given."""
+def parse_faults(texts: Sequence[str] | None, *, world_size: int | None = None, steps: int | None = None,
+                 labels: Sequence[str] | None = None) -> tuple[Fault, ...]:
+    """All `--inject` values, checked against the job's world size, step count and collective labels when
+    given (a label no collective carries would never fire: the drill would pass with no fault)."""
     faults = tuple(parse_fault(t) for t in texts or ())
     seen: set[tuple] = set()
     for f in faults:
+        if labels is not None and f.label is not None and f.label not in labels:
+            raise UserError(f"--inject {f}: no collective is labelled {f.label!r}; the labels are "
+                            f"{', '.join(labels)}")
         if world_size is not None and f.rank >= world_size:
             raise UserError(f"--inject {f}: rank {f.rank} does not exist (world size {world_size})")
         if steps is not None and f.step >= steps:

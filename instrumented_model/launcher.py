@@ -1,16 +1,22 @@
 """Launch the reference trainer through torch's own elastic launcher and supervise the job.
 
 `launch_training` checks the trainer's options in this process (the trainer's own `parse_args` and
-`check_args`, so a bad option is one UserError, not one traceback per rank), prepares the run directory,
-starts `python -m torch.distributed.run ... -m instrumented_model.train`, streams every output line into
+`check_args`, so a bad option is one UserError, not one traceback per rank), claims the run directory
+(instrumented_model.out_dir: a lock, the run marker, --overwrite), starts torch.distributed.run through
+`python -m instrumented_model.torchrun ... -m instrumented_model.train`, streams every output line into
 `launcher.log` while the live bar shows rank 0's `@@commscope` progress lines, and when the job ends has
 instrumented_model.run_summary build and write `summary.json` (docs/run_format.md). The terminal output
 is reports/run_terminal.py's; `commscope run` reaches this module through its command module only.
 
 Invariants:
-- summary.json is written whatever happens (completed, failed, crashed, interrupted).
-- A directory is reused as --out only if it is empty or holds a previous commscope run (then the old run's
-  files are replaced); anything else is refused, so commscope never overwrites unrelated data.
+- One process tree (instrumented_model.job): the launcher is a subreaper, every child dies with its
+  parent, and SIGINT/SIGTERM/SIGHUP to the launcher are forwarded to torchrun; whatever is still running
+  _SHUTDOWN_GRACE_S later is killed. A rank stopped (SIGSTOP) past the hang timeout is a hang and is
+  killed. summary.json is built only once no process of the job is left, so no rank changes a run after
+  it is summarized, and no /tmp/commscope-torchrun-* folder outlives the job.
+- summary.json is written whatever happens (completed, failed, crashed, hung, interrupted), with the
+  exit code `commscope run` exits with; when the run directory cannot be written (disk full, read-only)
+  the run ends with one UserError line (exit 2) after the summary table, and no temp file is left.
 - A fault (a watchdog report, a failed rank) ends the whole job within _FAULT_TEARDOWN_S of its first
   sign, so `run` ends within the hang timeout + a few seconds.
 """
@@ -20,30 +26,43 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
+import glob
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from dataclasses import dataclass
 
+import psutil
 from rich.console import Console
 
 from commscope.errors import UserError
-from commscope.rundir import is_run_dir, rank_dirs, read_status
-from commscope.rundir.schema import (CONFIG, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, LAUNCHER_LOG, PROGRESS,
-                                     SUMMARY, WATCHDOG)
-from instrumented_model import train  # the trainer's own option parsing and checks; does not import torch
-from instrumented_model.run_summary import RunProgress, build_summary, step_stats, write_summary
-from reports.run_terminal import LiveProgress, print_run_dir, print_run_summary, print_run_verdict
+from commscope.rundir import rank_dirs, read_status, write_status
+from commscope.rundir.schema import EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, LAUNCHER_LOG, WATCHDOG, rank_dir_name
+from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
+from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
+from instrumented_model.run_summary import JobEnd, RunProgress, build_summary, step_stats, write_summary
+from instrumented_model.torchrun import LOG_DIR_ENV
+from reports.run_terminal import LiveProgress, print_run_dir, print_run_note, print_run_summary, print_run_verdict
 
-_RUN_FILES = (SUMMARY, CONFIG, LAUNCHER_LOG, PROGRESS)
-_SHUTDOWN_GRACE_S = 30
+# After a signal to the launcher, or once torchrun has ended: the ranks' time to write their status and
+# exit before whatever is left is killed.
+_SHUTDOWN_GRACE_S = 10
 # After the first sign of a fault (a watchdog report, a failed rank) torch.distributed.run gets this long to
-# tear the job down before the whole session is killed.
+# tear the job down before everything left is killed.
 _FAULT_TEARDOWN_S = 10
+_POLL_S = 0.25
+_LOG_DIR_PREFIX = "commscope-torchrun-"
+# What a rank prints when the run directory cannot take its writes.
+_STORAGE = {"28": "no space left on device", "30": "read-only file system", "122": "disk quota exceeded"}
+_STORAGE_LINE = re.compile(r"\[Errno (28|30|122)\]|(No space left on device|Read-only file system|Disk quota exceeded)")
+
 
 
 @dataclass
@@ -61,9 +80,17 @@ class Topology:
     def world_size(self) -> int:
         return self.nproc * self.nnodes
 
-    def torchrun_args(self) -> list[str]:
+    def check(self) -> None:
+        """UserError for a topology torch.distributed.run would refuse later, or in every rank."""
         if self.nproc < 1 or self.nnodes < 1:
             raise UserError(f"--nproc and --nnodes must be >= 1 (got {self.nproc}, {self.nnodes})")
+        if self.node_rank is not None and not 0 <= self.node_rank < self.nnodes:
+            raise UserError(f"--node-rank must be in 0..{self.nnodes - 1} (--nnodes {self.nnodes}), got {self.node_rank}")
+        if self.master_port is not None and not 1 <= self.master_port <= 65535:
+            raise UserError(f"--master-port must be a TCP port, 1..65535, got {self.master_port}")
+
+    def torchrun_args(self) -> list[str]:
+        self.check()
         a = ["--nproc-per-node", str(self.nproc), "--nnodes", str(self.nnodes)]
         if self.rdzv_endpoint:
             a += ["--rdzv-backend", "c10d", "--rdzv-endpoint", self.rdzv_endpoint]
@@ -78,28 +105,9 @@ class Topology:
         return a
 
 
+
 def default_run_dir(preset: str, world_size: int) -> str:
     return os.path.join("runs", f"{dt.datetime.now():%Y%m%d-%H%M%S}-{preset}-{world_size}")
-
-
-def prepare_run_dir(path: str) -> None:
-    """Create the run directory; replace a previous commscope run in it; refuse any other content."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise UserError(f"--out {path} exists and is not a directory")
-    os.makedirs(path, exist_ok=True)
-    entries = os.listdir(path)
-    if not entries:
-        return
-    if not is_run_dir(path):
-        raise UserError(f"--out {path} is not empty and holds no commscope run; choose another directory")
-    for d in rank_dirs(path).values():
-        shutil.rmtree(d)
-    for e in entries:
-        p = os.path.join(path, e)
-        if e in _RUN_FILES:
-            os.remove(p)
-        elif e == FLIGHT_RECORDER_DIR and os.path.isdir(p):
-            shutil.rmtree(p)
 
 
 def _gpu_count() -> int:
@@ -115,6 +123,7 @@ def _checked_args(trainer_argv: list[str], topology: Topology, out: str | None
     if topology.nproc is None:
         # max(1, …): without a GPU, check_args below names that, instead of refusing 0 ranks
         topology = dataclasses.replace(topology, nproc=max(1, _gpu_count()) if args.device == "cuda" else 2)
+    topology.check()
     train.check_args(args, topology.world_size)
     if args.backend == "nccl":
         if topology.nproc > _gpu_count():
@@ -124,68 +133,236 @@ def _checked_args(trainer_argv: list[str], topology: Topology, out: str | None
 
 
 def launch_training(trainer_argv: list[str], topology: Topology, out: str | None,
-                    console: Console | None = None) -> dict:
-    """Run the reference trainer on `topology`; return the summary (also written to OUT/summary.json)."""
+                    console: Console | None = None, *, overwrite: bool = False) -> dict:
+    """Run the reference trainer on `topology`; return the summary (also written to OUT/summary.json).
+    Raises UserError before anything starts for a bad option or an --out that may not be used, and at
+    the end when the run directory could not be written (the summary is printed first)."""
     console = console or Console()
     args, topology = _checked_args(trainer_argv, topology, out)
     out = out or default_run_dir(args.preset, topology.world_size)
     torchrun_args = topology.torchrun_args()
-    prepare_run_dir(out)
-    print_run_dir(console, out)
-
-    logdir = tempfile.mkdtemp(prefix="commscope-torchrun-")
-    cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args, "--tee", "3", "--log-dir", logdir,
-           "-m", "instrumented_model.train", *trainer_argv, "--out", out]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if args.backend == "nccl":
-        env.update(flight_recorder_env(out, env))
+    run_id = uuid.uuid4().hex[:12]
+    claim = out_dir.claim(out, overwrite=overwrite, run_id=run_id, shared=topology.nnodes > 1)
+    started = False
     try:
-        exit_code, interrupted, prog = _supervise(cmd, env, out, console, args.steps)
+        print_run_dir(console, out)
+        for note in claim.notes:
+            print_run_note(console, note)
+        claim.notes.clear()
+        _sweep_log_dirs()
+        with _Signals() as sigs:
+            started = True
+            end, prog, job = _run_job(out, args, torchrun_args, trainer_argv, run_id, claim, console, sigs)
+            ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(rank_dirs(out))
+            summary = build_summary(out, args, topology.world_size, ranks, end, prog)
+            written = False
+            if topology.nnodes == 1 or topology.node_rank in (None, 0):
+                try:
+                    write_summary(out, summary)
+                    written = True
+                except OSError as e:  # the first cause (a rank's write) explains more than this one
+                    end.storage_error = end.storage_error or f"{out}: cannot write summary.json ({e.strerror or e})"
+                    summary = build_summary(out, args, topology.world_size, ranks, end, prog)
+        print_run_summary(console, summary, out, step_stats(summary))
+        for note in job.notes:
+            print_run_note(console, note)
+        if summary["status"] not in ("completed", "interrupted") and not end.storage_error:
+            print_run_verdict(console, out, _diagnose(out))
+        claim.settle(had_step=bool(summary["losses"]))
+        for note in claim.notes:
+            print_run_note(console, note)
+    except BaseException:
+        if not started:  # Ctrl-C before the job began: as if this run had never claimed the folder
+            claim.abandon()
+        raise  # after the start, a replaced run stays where it was moved aside: nothing is lost
     finally:
-        shutil.rmtree(logdir, ignore_errors=True)
-
-    ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(rank_dirs(out))
-    summary = build_summary(out, args, topology.world_size, ranks, exit_code, interrupted, prog)
-    if topology.nnodes == 1 or topology.node_rank in (None, 0):
-        write_summary(out, summary)
-    print_run_summary(console, summary, out, step_stats(summary))
-    if summary["status"] not in ("completed", "interrupted"):
-        print_run_verdict(console, out, _diagnose(out))
+        claim.release()
+    if end.storage_error:
+        raise UserError(f"{end.storage_error}; the run ended after {len(summary['losses'])}/{args.steps} steps "
+                        f"({'summary.json written' if written else 'no summary.json'})")
     return summary
 
 
-def _supervise(cmd: list[str], env: dict, out: str, console: Console, steps: int
-               ) -> tuple[int, bool, RunProgress]:
-    """Run the job, copying its output into OUT/launcher.log and rank 0's steps onto the live bar;
-    → (exit code, interrupted by the user, rank 0's progress as read from the console)."""
-    prog = RunProgress()
-    interrupted = False
-    with open(os.path.join(out, LAUNCHER_LOG), "w") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                env=env, start_new_session=True)
-        reaper_stop = threading.Event()
-        threading.Thread(target=_reap_after_fault, args=(proc, out, reaper_stop), daemon=True).start()
+def _run_job(out: str, args: argparse.Namespace, torchrun_args: list[str], trainer_argv: list[str], run_id: str,
+             claim: out_dir.OutDir, console: Console, sigs: "_Signals") -> tuple[JobEnd, RunProgress, Job]:
+    """Start torchrun, supervise it to its end and until no process of the job is left; leave a status
+    for every rank the launcher had to kill."""
+    logdir = tempfile.mkdtemp(prefix=f"{_LOG_DIR_PREFIX}{os.getpid()}-")
+    cmd = [sys.executable, "-m", "instrumented_model.torchrun", *torchrun_args, "--tee", "3", "--log-dir", logdir,
+           "-m", TRAINER_MODULE, *trainer_argv, "--out", out]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", RUN_ID_ENV: run_id, PARENT_PID_ENV: str(os.getpid()),
+           LOG_DIR_ENV: logdir}
+    if args.backend == "nccl":
+        env.update(flight_recorder_env(out, env))
+    try:
+        end, prog, job = _supervise(cmd, env, out, console, args, claim, sigs, run_id)
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    _write_last_words(out, job, prog)
+    return end, prog, job
+
+
+class _Log:
+    """OUT/launcher.log. A write that fails (disk full) ends the logging, never the job: `error` says why."""
+
+    def __init__(self, path: str):
+        self.error: str | None = None
         try:
-            with LiveProgress(console, total=steps) as live:
-                for line in proc.stdout:
-                    log.write(line)
-                    rec = prog.feed(line)
-                    if rec and rec.get("event") == "step":
-                        log.flush()
-                        live.step(rec)
-                    elif rec is None and "commscope:" in line:
-                        live.note(line)
-            exit_code = proc.wait()
-        except KeyboardInterrupt:
-            interrupted = True
-            exit_code = _stop(proc)
-            for line in proc.stdout:  # what the ranks said while stopping (their last steps, errors)
+            self._f = open(path, "w")
+        except OSError as e:
+            self._f, self.error = None, f"{path}: {e.strerror or e}"
+
+    def _do(self, fn, *a) -> None:
+        if self._f is None:
+            return
+        try:
+            fn(*a)
+        except OSError as e:
+            self.error = f"{self._f.name}: {e.strerror or e}"
+            with contextlib.suppress(OSError):
+                self._f.close()
+            self._f = None
+
+    def write(self, text: str) -> None:
+        self._do(lambda t: self._f.write(t), text)
+
+    def flush(self) -> None:
+        self._do(lambda: self._f.flush())
+
+    def close(self) -> None:
+        self._do(lambda: self._f.close())
+        self._f = None
+
+
+class _Signals:
+    """SIGINT, SIGTERM and SIGHUP to the launcher while a job runs: the first is forwarded to torchrun
+    (which passes it to its ranks) and starts the teardown clock; a second kills the job at once.
+    Installed only on the main thread (elsewhere Python cannot), restored on exit."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.received: int | None = None
+        self.job: Job | None = None
+        self._old: dict[int, object] = {}
+
+    def __enter__(self) -> "_Signals":
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+    def attach(self, job: Job) -> None:
+        self.job = job
+        if self.received is not None:  # arrived while torchrun was starting
+            self._stop(self.received)
+
+    def _stop(self, sig: int) -> None:
+        self.job.forward(sig)
+        self.job.start_teardown(_SHUTDOWN_GRACE_S)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.received is None:
+            self.received = signum
+            if self.job is not None:
+                self._stop(signum)
+        elif self.job is not None:
+            self.job.kill_all(f"killed at once on a second {signame(signum)}")
+
+
+def _supervise(cmd: list[str], env: dict, out: str, console: Console, args: argparse.Namespace,
+               claim: out_dir.OutDir, sigs: _Signals, run_id: str) -> tuple[JobEnd, RunProgress, Job]:
+    """Run the job, copying its output into OUT/launcher.log and rank 0's steps onto the live bar, while a
+    monitor thread watches for faults and stopped ranks; return once no process of the job is left."""
+    prog = RunProgress()
+    log = _Log(os.path.join(out, LAUNCHER_LOG))
+    log.write("$ " + " ".join(cmd) + "\n")
+    storage = None
+    become_subreaper(True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            bufsize=1, env=env, start_new_session=True)
+    job = Job(proc.pid, run_id, args.hang_timeout)
+    sigs.attach(job)
+    stop = threading.Event()
+    monitor = threading.Thread(target=_monitor, args=(job, out, stop), name="commscope-job-monitor", daemon=True)
+    monitor.start()
+    code = None
+    try:
+        with LiveProgress(console, total=args.steps) as live:
+            for line in proc.stdout:
                 log.write(line)
-                prog.feed(line)
-        finally:
-            reaper_stop.set()
-    return exit_code, interrupted, prog
+                if storage is None and (m := _STORAGE_LINE.search(line)):
+                    storage = f"{out}: {_STORAGE.get(m.group(1) or '', (m.group(2) or '').lower())} (a rank could not write)"
+                rec = prog.feed(line)
+                if rec and rec.get("event") == "step":
+                    log.flush()
+                    live.step(rec)
+                    claim.first_step()
+                elif rec is None and "commscope:" in line:
+                    live.note(line)
+        code = proc.wait()
+    finally:
+        stop.set()
+        monitor.join()
+        job.drain(_SHUTDOWN_GRACE_S)  # also kills and reaps torchrun if we got here by an exception
+        if code is None:
+            code = proc.wait()
+        become_subreaper(False)
+        log.close()
+    return JobEnd(code, sigs.received, dict(job.stopped), storage or log.error, args.hang_timeout), prog, job
+
+
+def _monitor(job: Job, out: str, stop: threading.Event) -> None:
+    """Every _POLL_S: stopped ranks (instrumented_model.job), and the first fault sign starts the teardown."""
+    while not stop.wait(_POLL_S):
+        try:
+            job.poll()
+            if job.deadline is None and fault_seen(out):
+                job.start_teardown(_FAULT_TEARDOWN_S)
+        except OSError:  # the run directory vanished or cannot be read: keep watching the processes
+            continue
+
+
+def _last_step(rank_dir: str, prog: RunProgress) -> int:
+    """The last finished step in a rank's events.jsonl (its tail), else rank 0's (the loss all_reduce
+    keeps ranks in step), -1 when none."""
+    try:
+        with open(os.path.join(rank_dir, EVENTS), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 262144))
+            tail = f.read().splitlines()
+    except OSError:
+        tail = []
+    for line in reversed(tail):
+        with contextlib.suppress(ValueError):
+            rec = json.loads(line)
+            if isinstance(rec, dict) and rec.get("kind") == "step" and isinstance(rec.get("step"), int):
+                return rec["step"]
+    return len(prog.losses) - 1
+
+
+def _write_last_words(out: str, job: Job, prog: RunProgress) -> None:
+    """A rank the launcher killed (stopped past the hang timeout, or still running after the teardown
+    grace) could not write its status: write it for it, saying who ended it and why, so readers tell it
+    from a rank that crashed on its own."""
+    for rank, why in sorted(job.killed.items()):
+        d = os.path.join(out, rank_dir_name(rank))
+        with contextlib.suppress(OSError, ValueError):
+            if os.path.isdir(d) and read_status(d) is None:
+                write_status(d, "failed", f"{why}; terminated by signal 9 (SIGKILL) by commscope run",
+                             _last_step(d, prog))
+
+
+def _sweep_log_dirs() -> None:
+    """Remove torchrun log folders of launchers that no longer exist (both the launcher and its torchrun
+    were SIGKILLed: nothing else could)."""
+    for d in glob.glob(os.path.join(tempfile.gettempdir(), _LOG_DIR_PREFIX + "*")):
+        m = re.match(rf"{_LOG_DIR_PREFIX}(\d+)-", os.path.basename(d))
+        if m and not psutil.pid_exists(int(m.group(1))):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _diagnose(out: str):
@@ -219,27 +396,3 @@ def fault_seen(out: str) -> bool:
         if st is not None and st.get("status") != "completed":
             return True
     return False
-
-
-def _reap_after_fault(proc: subprocess.Popen, out: str, stop: threading.Event) -> None:
-    """Kill the job's session if it is still alive _FAULT_TEARDOWN_S after the first fault sign."""
-    while not stop.wait(0.5):
-        if proc.poll() is not None:
-            return
-        if fault_seen(out):
-            try:
-                proc.wait(timeout=_FAULT_TEARDOWN_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)  # our own session: only the job's processes
-            return
-
-
-def _stop(proc: subprocess.Popen) -> int:
-    """Ask torch.distributed.run to stop its workers; kill the whole session if it does not."""
-    try:
-        proc.send_signal(signal.SIGTERM)
-        return proc.wait(timeout=_SHUTDOWN_GRACE_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # our own session (start_new_session): only the job's processes
-        return proc.wait()

@@ -1,5 +1,6 @@
 """What a finished `commscope run` job did: rank 0's progress, each rank's status, and the run's
-`summary.json` (docs/run_format.md), built from the run directory after torch.distributed.run ends.
+`summary.json` (docs/run_format.md), built from the run directory once no process of the job is left
+(so no rank can change the run after it is summarized).
 
 Rank 0 reports progress twice: `@@commscope {json}` lines on stdout (which the launcher parses for the
 live bar) and the same records in RUN/progress.jsonl. The summary reads the file, because torch's
@@ -7,14 +8,20 @@ live bar) and the same records in RUN/progress.jsonl. The summary reads the file
 
 Invariants:
 - The summary's status is "completed" only if torch.distributed.run exited 0 and every expected rank
-  wrote status "completed"; a rank with a watchdog report is "hung", one without a readable status
-  "crashed".
+  wrote status "completed"; a rank with a watchdog report or stopped past the hang timeout is "hung",
+  one without a readable status "crashed".
+- `exit_code` is what `commscope run` itself exits with (`exit_code()`), never torchrun's code.
+- The message names the rank(s) behind the ending, not its victims: in a hang the ranks that waited are
+  victims and the ones that did not are the culprits (with --trace off too, where the waiting shows only
+  as the backend's timeout); when every rank was ended by a signal, the first one to end.
 - Nothing here prints: reports/run_terminal.py renders what these functions return.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import re
 import statistics
@@ -22,7 +29,8 @@ from dataclasses import dataclass, field
 
 from commscope.util.atomic import write_json_atomic
 from commscope.rundir import read_status
-from commscope.rundir.schema import PROGRESS, SCHEMA_VERSION, SUMMARY, WATCHDOG, rank_dir_name
+from commscope.rundir.schema import PROGRESS, SCHEMA_VERSION, STATUS, SUMMARY, WATCHDOG, rank_dir_name
+from instrumented_model.job import signame
 from instrumented_model.train import PROGRESS_PREFIX
 
 # torch.distributed.run --tee prefixes each line with "[<role><local_rank>]:"
@@ -91,62 +99,158 @@ def progress_from_file(run_dir: str) -> RunProgress | None:
     return prog if prog.start else None
 
 
-def rank_statuses(run_dir: str, ranks: range | list[int]) -> dict[str, dict]:
-    """Each expected rank's status.json, or a stand-in saying why there is none."""
+@dataclass
+class JobEnd:
+    """How the job ended, as the launcher saw it."""
+
+    torchrun_code: int  # torch.distributed.run's exit code (negative: killed by that signal)
+    signal: int | None = None  # SIGINT/SIGTERM/SIGHUP the launcher received (the run was interrupted)
+    stopped: dict[int, float] = field(default_factory=dict)  # rank → seconds stopped (SIGSTOP) when killed
+    storage_error: str | None = None  # the output could not be written (disk full, read-only)
+    hang_timeout: float = math.inf  # --hang-timeout: a job with no step for this long before its first fault hung
+
+
+# How a rank's error says it ended: waiting on its peers (our watchdog, the backend's timeout), stopped
+# by a signal (the launcher's teardown, torchrun's, or from outside), or cut off by a peer that went away.
+_WAITED = re.compile(r"hang watchdog|timed out|timeout", re.I)
+_SIGNALLED = re.compile(r"terminated by signal|KeyboardInterrupt")
+_PEER_GONE = re.compile(r"Connection (closed|reset|refused)|Broken pipe|by peer|DistNetworkError|Read error|"
+                        r"Write error|Socket", re.I)
+
+
+def rank_statuses(run_dir: str, ranks: range | list[int], stopped: dict[int, float] | None = None
+                  ) -> dict[str, dict]:
+    """Each expected rank's status.json, or a stand-in saying why there is none, with `ending` (how the
+    rank ended: completed, stopped, waited, signalled, peer-gone, no-status, error) and `ended_ns` (when
+    its status was written: its mtime)."""
     out = {}
     for r in ranks:
+        d = os.path.join(run_dir, rank_dir_name(r))
         try:
-            st = read_status(os.path.join(run_dir, rank_dir_name(r)))
+            st = read_status(d)
         except ValueError:
             st = {"status": "crashed", "error": "unreadable status.json", "last_step": None}
+        ended_ns = None
         if st is None:
             st = {"status": "crashed", "error": "no status.json: the process ended without writing one", "last_step": None}
-        if os.path.exists(os.path.join(run_dir, rank_dir_name(r), WATCHDOG)):
+        else:
+            with contextlib.suppress(OSError):
+                ended_ns = os.stat(os.path.join(d, STATUS)).st_mtime_ns
+        error = str(st.get("error") or "")
+        watchdog = os.path.exists(os.path.join(d, WATCHDOG))
+        if st["status"] == "completed":
+            ending = "completed"
+        elif stopped and r in stopped:
+            ending = "stopped"
+        elif st["status"] == "crashed":
+            ending = "no-status"
+        elif watchdog or _WAITED.search(error):
+            ending = "waited"
+        elif _SIGNALLED.search(error):
+            ending = "signalled"
+        elif _PEER_GONE.search(error):
+            ending = "peer-gone"
+        else:
+            ending = "error"
+        if ending in ("stopped", "waited") and (watchdog or ending == "stopped"):
             st = {**st, "status": "hung"}
-        out[str(r)] = st
+        out[str(r)] = {**st, "ending": ending, "ended_ns": ended_ns}
     return out
 
 
-def overall_status(exit_code: int, statuses: dict[str, dict], interrupted: bool) -> str:
-    kinds = {s["status"] for s in statuses.values()}
-    if interrupted:
-        return "interrupted"
-    if exit_code == 0 and kinds <= {"completed"} and statuses:
-        return "completed"
-    for k in ("hung", "crashed"):
-        if k in kinds:
-            return k
-    return "failed"
+def _ranks(rs) -> str:
+    return ",".join(str(r) for r in rs)
 
 
-def describe(status: str, statuses: dict[str, dict], steps_done: int, steps: int) -> str:
-    """One line saying what happened, naming the first rank that did not complete."""
-    if status == "completed":
-        return f"{len(statuses)} ranks completed {steps_done} steps"
-    if status == "interrupted":
-        return f"interrupted by the user after {steps_done}/{steps} steps"
-    bad = [(r, s) for r, s in statuses.items() if s["status"] not in ("completed",)]
-    # A rank that failed on its own explains more than one torn down afterwards by the launcher.
-    bad.sort(key=lambda rs: ("terminated by signal" in str(rs[1].get("error")), int(rs[0])))
-    if not bad:
-        return f"{status}: torch.distributed.run exited non-zero after {steps_done}/{steps} steps"
-    r, s = bad[0]
-    return f"{status}: rank {r} {s['status']} after step {s.get('last_step')}: {s.get('error')}"
+def stall_s(run_dir: str, statuses: dict[str, dict]) -> float | None:
+    """Seconds from rank 0's last progress record (progress.jsonl's mtime) to the first rank's ending
+    other than "completed"; None when either is unknown. A stall longer than the hang timeout means the
+    job hung before anything failed, even where no rank says it waited (a peer's timeout closed the
+    connection under it)."""
+    first = [s["ended_ns"] for s in statuses.values() if s["ending"] != "completed" and s["ended_ns"]]
+    try:
+        last = os.stat(os.path.join(run_dir, PROGRESS)).st_mtime_ns
+    except OSError:
+        return None
+    return (min(first) - last) / 1e9 if first else None
+
+
+def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
+            stalled_s: float | None = None) -> tuple[str, str]:
+    """The run's status and one line saying what happened, naming the rank(s) behind it: a stopped rank
+    over one that crashed, over one that failed with its own error; torchrun killed from outside; then a
+    hang (ranks waited, or the job stalled for the hang timeout: `stalled_s`), whose culprits are the
+    ranks that were *not* waiting; then the first rank a signal ended."""
+    done = f"{steps_done}/{steps} steps"
+    if end.storage_error:
+        return "failed", f"failed: {end.storage_error}, after {done}"
+    if end.signal:
+        return "interrupted", f"interrupted by {signame(end.signal)} after {done}"
+    if end.torchrun_code == 0 and statuses and all(s["ending"] == "completed" for s in statuses.values()):
+        return "completed", f"{len(statuses)} ranks completed {steps_done} steps"
+    by: dict[str, list[int]] = {}
+    for r, s in statuses.items():
+        by.setdefault(s["ending"], []).append(int(r))
+    waited = sorted(by.get("waited", []))
+    if by.get("stopped"):
+        rs = sorted(by["stopped"])
+        secs = max(end.stopped[r] for r in rs)
+        also = f"; rank(s) {_ranks(waited)} waited on it" if waited else ""
+        return "hung", (f"hung: rank(s) {_ranks(rs)} stopped (SIGSTOP) and never resumed; killed after {secs:.1f} s "
+                        f"stopped{also}")
+    if by.get("no-status"):
+        rs = sorted(by["no-status"])
+        return "crashed", (f"crashed: rank(s) {_ranks(rs)} ended without a status (killed, aborted or os._exit), "
+                           f"after {done} of rank 0")
+    if by.get("error"):
+        r = min(by["error"])
+        s = statuses[str(r)]
+        return "failed", f"failed: rank {r} failed after step {s.get('last_step')}: {s.get('error')}"
+    if end.torchrun_code < 0:
+        return "failed", (f"failed: torch.distributed.run was killed by {signame(-end.torchrun_code)} after {done}; "
+                          "its ranks were terminated")
+    if waited or (stalled_s is not None and stalled_s >= end.hang_timeout):
+        # A peer that timed out closes its connections, so ranks still waiting see "connection closed":
+        # victims too. The culprit never joined, so no timeout ended it: the teardown's signal did.
+        victims = sorted(waited + by.get("peer-gone", []))
+        culprits = sorted(by.get("signalled", []))
+        if culprits:
+            return "hung", (f"hung: rank(s) {_ranks(victims)} waited on a collective that rank(s) {_ranks(culprits)} "
+                            f"never joined; rank(s) {_ranks(culprits)} were then terminated")
+        return "hung", (f"hung: rank(s) {_ranks(victims)} all waited on a collective (a desync, or every rank "
+                        "stuck); commscope doctor tells which rank is behind it")
+    for kind in ("signalled", "peer-gone"):
+        if by.get(kind):
+            first = min(by[kind], key=lambda r: (statuses[str(r)]["ended_ns"] or 0, r))
+            s = statuses[str(first)]
+            return "failed", (f"failed: rank {first} ended first ({s.get('error')}) after step {s.get('last_step')}; "
+                              "torch.distributed.run then stopped the others")
+    return "failed", f"failed: torch.distributed.run exited {end.torchrun_code} after {done}"
+
+
+def exit_code(status: str, end: JobEnd) -> int:
+    """What `commscope run` exits with, and summary.json's exit_code: 0 completed, 128 + signal when
+    interrupted, 2 when the output could not be written, else 1."""
+    if end.storage_error:
+        return 2
+    if status == "interrupted" and end.signal:
+        return 128 + end.signal
+    return 0 if status == "completed" else 1
 
 
 def build_summary(out: str, args: argparse.Namespace, world_size: int, ranks: range | list[int],
-                  exit_code: int, interrupted: bool, console_progress: RunProgress) -> dict:
-    """The summary.json document of the job that just ended in `out`."""
+                  end: JobEnd, console_progress: RunProgress) -> dict:
+    """The summary.json document of the job that just ended in `out` (no process of it is left)."""
     prog = progress_from_file(out) or console_progress
-    statuses = rank_statuses(out, ranks)
-    status = overall_status(exit_code, statuses, interrupted)
+    statuses = rank_statuses(out, ranks, end.stopped)
+    status, message = verdict(statuses, end, len(prog.losses), args.steps, stall_s(out, statuses))
     summary = {
         "schema_version": SCHEMA_VERSION, "status": status, "world_size": world_size,
         "backend": args.backend, "device": args.device, "preset": args.preset, "steps": args.steps,
         "head_layout": args.head_layout, "comm_schedule": args.comm_schedule,
         "losses": prog.losses, "step_times_ms": prog.step_times_ms, "tokens_per_s": prog.tokens_per_s(),
-        "ranks": {r: s["status"] for r, s in statuses.items()}, "exit_code": exit_code,
-        "message": describe(status, statuses, len(prog.losses), args.steps),
+        "ranks": {r: s["status"] for r, s in statuses.items()}, "exit_code": exit_code(status, end),
+        "message": message,
     }
     if prog.start.get("device"):
         summary["device"] = prog.start["device"].split(":")[0]

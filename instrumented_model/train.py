@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import datetime
 import json
+import math
 import os
 import signal
 import sys
@@ -36,9 +37,16 @@ from commscope.errors import UserError
 from commscope.rundir import write_config, write_status
 from commscope.rundir.schema import PROGRESS, STATUS, rank_dir_name
 from instrumented_model import faults, options
+from instrumented_model.job import die_with_parent
 
 PROGRESS_PREFIX = "@@commscope "
 PG_TIMEOUT_MARGIN_S = 10  # the process-group timeout is the hang timeout plus this
+MAX_HANG_TIMEOUT_S = 7 * 86400  # a week: beyond it a timeout is no longer a hang check (and overflows backends)
+MAX_SEED = 2**32 - 1  # numpy's SeedSequence and torch.manual_seed both take it
+LOSS_LABEL = "loss"  # the metric all_reduce; with the parameter labels, every label --inject can name
+# Signals that end a rank: torchrun passes on what the launcher got (SIGINT, SIGTERM, SIGHUP), and the
+# kernel sends SIGTERM when torchrun dies (instrumented_model.job). Each leaves a status.
+END_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -117,9 +125,16 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     if args.profile is not None and args.trace == "off":
         raise UserError("--profile needs tracing on (--trace light or full)")
     parse_step_range(args.profile, "--profile", closed=True)
-    if not args.hang_timeout > 0:
-        raise UserError(f"--hang-timeout must be > 0 seconds, got {args.hang_timeout}")
-    parse_faults(args.inject, world_size=world_size, steps=args.steps)
+    if not (math.isfinite(args.hang_timeout) and 0 < args.hang_timeout <= MAX_HANG_TIMEOUT_S):
+        raise UserError(f"--hang-timeout must be > 0 seconds and at most {MAX_HANG_TIMEOUT_S} (a week), "
+                        f"got {args.hang_timeout}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UserError(f"--seed must be in 0..{MAX_SEED} (numpy's and torch's seed range), got {args.seed}")
+    for name in ("lr", "adam_lr", "wd"):
+        v = getattr(args, name)
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise UserError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {v}")
+    parse_faults(args.inject, world_size=world_size, steps=args.steps, labels=(*PARAM_TABLE, LOSS_LABEL))
     if args.data:  # validates every shard's header now, not in eight ranks later
         make_source(args.data, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=args.batch_size, seed=args.seed)
 
@@ -148,7 +163,8 @@ def progress(record: dict, out: str) -> None:
 
 
 class Terminated(Exception):
-    """SIGTERM from torch.distributed.run (another rank failed, or the user interrupted the job)."""
+    """A signal in END_SIGNALS: torch.distributed.run tearing the job down (another rank failed, the user
+    interrupted the job), or the kernel saying torchrun died."""
 
 
 def _on_sigterm(signum, frame):
@@ -352,7 +368,7 @@ def train(args: argparse.Namespace, run: RankRun) -> None:
                     opt.step(s)
                 opt.zero_grad()
                 # Every rank's loss is a mean over an equal share of the batch, so the global mean is sum / ws.
-                rec.collective(dist.all_reduce, local_loss, label="loss", phase="metric").wait()
+                rec.collective(dist.all_reduce, local_loss, label=LOSS_LABEL, phase="metric").wait()
                 losses.queue(s, local_loss, t0)
                 # The next step's batch is made (and its copies queued) while the device still runs this
                 # one: made after the loss read (a synchronization when traced), it sat between two steps
@@ -380,10 +396,21 @@ def finish(args: argparse.Namespace, run: RankRun, status: str, error: str | Non
     if run.rec is not None:
         try:
             run.rec.close(status, error)
+        except OSError as e:  # disk full, read-only: one line; the status below is tried all the same
+            print(f"commscope: rank {run.rank}: closing the recorder failed: {e}", file=sys.stderr)
         except Exception:  # noqa: BLE001 - the status below still has to be written
             traceback.print_exc()
     if not os.path.exists(os.path.join(args.out, rank_dir_name(run.rank), STATUS)):
-        write_status(os.path.join(args.out, rank_dir_name(run.rank)), status, error, run.last_step)
+        try:
+            write_status(os.path.join(args.out, rank_dir_name(run.rank)), status, error, run.last_step)
+        except OSError as e:  # disk full, read-only: the status goes where it can, the launcher's stream
+            print(f"commscope: rank {run.rank}: cannot write {STATUS} ({e.strerror or e}); status {status}: {error}",
+                  file=sys.stderr)
+
+
+def _ignore(signals: Sequence[int]) -> None:
+    for sig in signals:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -392,20 +419,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = RankRun(rank=int(os.environ.get("RANK", "0")), local_rank=int(os.environ.get("LOCAL_RANK", "0")),
                   world_size=int(os.environ.get("WORLD_SIZE", "1")))
     rank = run.rank
+    for sig in END_SIGNALS:
+        signal.signal(sig, _on_sigterm)
+    die_with_parent()  # after the handlers: a torchrun already gone ends this rank with a status
     try:
         args = parse_args(argv)
-    except UserError as e:
-        print(f"commscope: error: {e}", file=sys.stderr)
+        os.makedirs(os.path.join(args.out, rank_dir_name(rank)), exist_ok=True)
+    except (UserError, OSError, Terminated) as e:
+        print(f"commscope: error: rank {rank}: {e}", file=sys.stderr)
         return 2
-    os.makedirs(os.path.join(args.out, rank_dir_name(rank)), exist_ok=True)
-    signal.signal(signal.SIGTERM, _on_sigterm)
 
-    def stuck(signum: int) -> None:  # SIGTERM while the main thread sits in a collective's C++ wait
+    def stuck(signum: int) -> None:  # a signal while the main thread sits in a collective's C++ wait
         error = f"Terminated: terminated by signal {signum} while blocked in C++ (e.g. a collective's wait)"
         print(f"commscope: rank {rank}: {error}", file=sys.stderr)
         finish(args, run, "failed", error)
 
-    guard = TermGuard(stuck).start()
+    guard = TermGuard(stuck, signals=END_SIGNALS).start()
     status, error, code = "completed", None, 0
     try:
         check_args(args, run.world_size)
@@ -413,14 +442,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as e:  # noqa: BLE001 - every way out must leave a status behind
         # The launcher's SIGTERM (sent to all ranks when one fails) must not cut this cleanup short and
         # leave no status.json (doctor would read that as a crash); SIGKILL still ends a stuck cleanup.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _ignore(END_SIGNALS)
         status, code = "failed", 2 if isinstance(e, UserError) else 1
         error = f"{type(e).__name__}: {e}"
         if not isinstance(e, (UserError, Terminated, KeyboardInterrupt)):
             traceback.print_exc()
         else:
             print(f"commscope: rank {rank}: {error}", file=sys.stderr)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # from here on: finish writing, then exit
+    _ignore(END_SIGNALS)  # from here on: finish writing, then exit
     if not guard.claim("main"):  # the guard thread wrote this rank's status (claim waited for it)
         return 128 + signal.SIGTERM
     guard.stop()

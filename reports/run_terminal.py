@@ -1,5 +1,5 @@
-"""`commscope run`'s terminal output: the live training bar, the run summary table and a failed run's
-one-paragraph verdict. Each function renders what the launcher hands it (rank 0's progress records, the
+"""`commscope run`'s terminal output: the live training bar, the run summary table, the launcher's notes
+and a failed run's one-paragraph verdict. Each function renders what the launcher hands it (rank 0's progress records, the
 summary.json document with its step statistics, the doctor's diagnosis) and computes nothing but layout.
 """
 from __future__ import annotations
@@ -41,7 +41,13 @@ class LiveProgress:
 
 
 def print_run_dir(console: Console, out: str) -> None:
-    console.print(f"run directory: [bold]{out}[/]")
+    console.print(f"run directory: [bold]{escape(out)}[/]")
+
+
+def print_run_note(console: Console, note: str) -> None:
+    """One line on what the launcher did beside training: a replaced run kept or restored, a process it
+    had to kill."""
+    console.print(f"note: {escape(note)}", highlight=False)
 
 
 def print_run_summary(console: Console, summary: dict, out: str, stats: dict) -> None:

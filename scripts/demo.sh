@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-commscope run --nproc 8 --out runs/demo
+commscope run --nproc 8 --out runs/demo --overwrite  # replaces the run of an earlier demo, nothing else
 commscope report runs/demo -o runs/demo-report.html  # the report never writes into its input

@@ -16,8 +16,9 @@ import torch
 from rich.console import Console
 
 from commscope.errors import UserError
-from instrumented_model.launcher import Topology, launch_training, prepare_run_dir
-from instrumented_model.run_summary import RunProgress, describe, overall_status, progress_from_file, rank_statuses
+from instrumented_model.launcher import Topology, launch_training
+from instrumented_model.out_dir import claim
+from instrumented_model.run_summary import JobEnd, RunProgress, exit_code, progress_from_file, rank_statuses, verdict
 from reports.run_terminal import _ranges
 
 SUMMARY_KEYS = {"schema_version", "status", "world_size", "backend", "device", "preset", "steps", "head_layout",
@@ -84,50 +85,129 @@ def test_summary_table_gives_the_median_step_beside_the_mean():
     assert f"81.5 ms, {tokens / 0.0815:,.0f} tokens/s" in text  # median of 80, 81, 82, 120
 
 
-def test_overall_status_and_message():
-    ok = {"0": {"status": "completed"}, "1": {"status": "completed"}}
-    assert overall_status(0, ok, False) == "completed"
-    assert overall_status(1, ok, False) == "failed"  # the launcher's exit code counts too
-    assert overall_status(0, ok, True) == "interrupted"
-    assert describe("interrupted", ok, 4, 200) == "interrupted by the user after 4/200 steps"
-    mixed = {"0": {"status": "failed", "error": "Terminated: terminated by signal 15", "last_step": 3},
-             "1": {"status": "failed", "error": "RuntimeError: boom", "last_step": 2},
-             "2": {"status": "crashed", "error": "no status.json", "last_step": None}}
-    assert overall_status(1, mixed, False) == "crashed"
+def _st(status, error=None, last_step=0, ending=None, ended_ns=None):
+    return {"status": status, "error": error, "last_step": last_step, "ending": ending, "ended_ns": ended_ns}
+
+
+def test_verdict_names_the_rank_behind_the_ending_not_its_victims():
+    ok = {"0": _st("completed", ending="completed"), "1": _st("completed", ending="completed")}
+    assert verdict(ok, JobEnd(0), 5, 5) == ("completed", "2 ranks completed 5 steps")
+    assert verdict(ok, JobEnd(1), 5, 5)[0] == "failed"  # the launcher's exit code counts too
+    assert verdict(ok, JobEnd(1, signal=2), 4, 200) == ("interrupted", "interrupted by SIGINT after 4/200 steps")
+    assert exit_code("interrupted", JobEnd(1, signal=2)) == 130 and exit_code("interrupted", JobEnd(1, signal=15)) == 143
+    assert exit_code("completed", JobEnd(0)) == 0 and exit_code("hung", JobEnd(1)) == 1
+    assert exit_code("failed", JobEnd(1, storage_error="full")) == 2
+    term = "Terminated: terminated by signal 15"
+    mixed = {"0": _st("failed", term, 3, "signalled"), "1": _st("failed", "RuntimeError: boom", 2, "error"),
+             "2": _st("crashed", "no status.json", None, "no-status")}
+    assert verdict(mixed, JobEnd(1), 3, 10)[0] == "crashed"
     # the rank that failed on its own is named, not the one torn down by the launcher
-    assert describe("failed", {k: mixed[k] for k in ("0", "1")}, 3, 10) == \
-        "failed: rank 1 failed after step 2: RuntimeError: boom"
-    assert describe("completed", ok, 5, 5) == "2 ranks completed 5 steps"
+    assert verdict({k: mixed[k] for k in ("0", "1")}, JobEnd(1), 3, 10) == \
+        ("failed", "failed: rank 1 failed after step 2: RuntimeError: boom")
+    # --trace off hang: the peers' backend timeout makes them the victims; the rank that did not time out
+    # (terminated by the teardown) is the culprit
+    # (a peer's timeout closes its connections: a rank still waiting sees "connection closed", a victim too)
+    off = {"0": _st("failed", "RuntimeError: Application timeout caused pair closure", -1, "waited"),
+           "1": _st("failed", term, 0, "signalled"), "2": _st("failed", "Timed out waiting 15000ms", -1, "waited"),
+           "3": _st("failed", "RuntimeError: [pair.cc:553] Connection closed by peer", -1, "peer-gone")}
+    status, msg = verdict(off, JobEnd(1), 1, 3)
+    assert status == "hung" and "rank(s) 0,2,3 waited on a collective that rank(s) 1 never joined" in msg
+    # with two ranks the hung rank's own timeout may close the connection first: no rank says it waited,
+    # but no step came for longer than the hang timeout before anything failed
+    two = {"0": off["3"], "1": off["1"]}
+    assert verdict(two, JobEnd(1, hang_timeout=5), 1, 3)[0] == "failed"  # no stall known: not a hang
+    assert verdict(two, JobEnd(1, hang_timeout=5), 1, 3, stalled_s=4.0)[0] == "failed"
+    assert verdict(two, JobEnd(1, hang_timeout=5), 1, 3, stalled_s=15.2) == \
+        ("hung", "hung: rank(s) 0 waited on a collective that rank(s) 1 never joined; rank(s) 1 were then terminated")
+    # every rank ended by a signal: the first to end is named (the others were torn down after it)
+    sig = {"0": _st("failed", term, 1, "signalled", 300), "1": _st("failed", term, 1, "signalled", 100),
+           "2": _st("failed", "Connection closed by peer", 1, "peer-gone", 200)}
+    assert verdict(sig, JobEnd(1), 2, 9)[1].startswith("failed: rank 1 ended first")
+    # torchrun killed from outside: its ranks' SIGTERM is a consequence
+    assert verdict({"0": sig["0"]}, JobEnd(-9), 2, 9)[1] == \
+        "failed: torch.distributed.run was killed by SIGKILL after 2/9 steps; its ranks were terminated"
+    stopped = {"0": _st("hung", "hang watchdog", 1, "waited"), "1": _st("hung", "stopped", 1, "stopped")}
+    status, msg = verdict(stopped, JobEnd(1, stopped={1: 6.2}), 2, 9)
+    assert status == "hung" and msg.startswith("hung: rank(s) 1 stopped (SIGSTOP)") and "rank(s) 0 waited" in msg
+    assert verdict(ok, JobEnd(1, storage_error="OUT: no space left on device"), 1, 5) == \
+        ("failed", "failed: OUT: no space left on device, after 1/5 steps")
 
 
-def test_rank_statuses_mark_missing_and_hung(tmp_path):
-    for r in (0, 1, 2):
+def test_rank_statuses_mark_missing_hung_and_how_each_ended(tmp_path):
+    for r in (0, 1, 2, 4):
         (tmp_path / f"rank{r}").mkdir()
     (tmp_path / "rank0" / "status.json").write_text(json.dumps({"status": "completed", "error": None, "last_step": 4}))
     (tmp_path / "rank1" / "status.json").write_text("{torn")
     (tmp_path / "rank2" / "status.json").write_text(json.dumps({"status": "failed", "error": "x", "last_step": 1}))
     (tmp_path / "rank2" / "watchdog.json").write_text("{}")
-    st = rank_statuses(str(tmp_path), range(4))
-    assert [st[str(r)]["status"] for r in range(4)] == ["completed", "crashed", "hung", "crashed"]
+    (tmp_path / "rank4" / "status.json").write_text(json.dumps({"status": "failed", "error": "y", "last_step": 1}))
+    st = rank_statuses(str(tmp_path), range(5), stopped={4: 7.0})
+    assert [st[str(r)]["status"] for r in range(5)] == ["completed", "crashed", "hung", "crashed", "hung"]
+    assert [st[str(r)]["ending"] for r in range(5)] == ["completed", "no-status", "waited", "no-status", "stopped"]
     assert "no status.json" in st["3"]["error"]
+    assert st["0"]["ended_ns"] == os.stat(tmp_path / "rank0" / "status.json").st_mtime_ns and st["3"]["ended_ns"] is None
 
 
-def test_run_dir_reuse_only_for_previous_runs(tmp_path):
-    prepare_run_dir(str(tmp_path / "new"))
-    assert (tmp_path / "new").is_dir()
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "notes.txt").write_text("mine")
-    with pytest.raises(UserError, match="holds no commscope run"):
-        prepare_run_dir(str(other))
-    assert (other / "notes.txt").read_text() == "mine"
+def _claim(path, overwrite=False, run_id="new"):
+    out = claim(str(path), overwrite=overwrite, run_id=run_id)
+    out.release()
+    return out
+
+
+def test_out_dir_is_claimed_only_when_new_empty_or_a_marked_run(tmp_path):
+    _claim(tmp_path / "new")
+    assert json.loads((tmp_path / "new" / "commscope-run.json").read_text())["run_id"] == "new"
+    for name, files in {"hf": {"config.json": '{"model_type": "gpt2"}'}, "ck": {"rank0/shard.pt": "w"},
+                        "old": {"summary.json": "{}", "rank0/status.json": "{}"}, "notes": {"notes.txt": "mine"}}.items():
+        d = tmp_path / name
+        for f, text in files.items():
+            (d / f).parent.mkdir(parents=True, exist_ok=True)
+            (d / f).write_text(text)
+        for overwrite in (False, True):
+            with pytest.raises(UserError, match="holds no commscope run"):
+                _claim(d, overwrite)
+        assert {str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()} == set(files)  # untouched
+    with pytest.raises(UserError, match="pass --overwrite"):
+        _claim(tmp_path / "new")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError, match="cannot create the run directory: Not a directory"):
+        _claim(tmp_path / "afile" / "sub")
+    with pytest.raises(UserError, match="exists and is not a directory"):
+        _claim(tmp_path / "afile")
+
+
+def test_overwrite_moves_the_old_run_aside_until_the_first_step(tmp_path):
     old = tmp_path / "old"
-    (old / "rank0").mkdir(parents=True)
-    (old / "summary.json").write_text("{}")
-    (old / "progress.jsonl").write_text('{"event": "start"}\n')  # the old run's steps must not mix in
-    (old / "report.html").write_text("keep")
-    prepare_run_dir(str(old))
-    assert sorted(os.listdir(old)) == ["report.html"]
+    _claim(old, run_id="r1")
+    (old / "rank0").mkdir()
+    (old / "rank0" / "events.jsonl").write_text("{}\n")
+    (old / "summary.json").write_text('{"status": "completed"}')
+    (old / "report.html").write_text("keep")  # not the run's: stays in place throughout
+    out = _claim(old, overwrite=True, run_id="r2")
+    aside = old / ".commscope-previous-r1"
+    assert sorted(os.listdir(aside)) == ["commscope-run.json", "rank0", "summary.json"]
+    assert sorted(os.listdir(old)) == [".commscope-previous-r1", "commscope-run.json", "report.html"]
+    (old / "rank0").mkdir()  # the new run's files
+    (old / "summary.json").write_text('{"status": "crashed"}')
+    out.settle(had_step=False)  # a new run with no step gives the folder back to the old one
+    assert sorted(os.listdir(old)) == ["commscope-run.json", "rank0", "report.html", "summary.json"]
+    assert json.loads((old / "commscope-run.json").read_text())["run_id"] == "r1"
+    assert (old / "rank0" / "events.jsonl").exists() and "completed" in (old / "summary.json").read_text()
+    out = _claim(old, overwrite=True, run_id="r3")
+    out.first_step()
+    assert sorted(os.listdir(old)) == ["commscope-run.json", "report.html"]
+    assert json.loads((old / "commscope-run.json").read_text())["run_id"] == "r3"
+
+
+def test_a_second_claim_of_a_folder_in_use_is_refused(tmp_path):
+    first = claim(str(tmp_path / "run"), overwrite=False, run_id="a")
+    try:
+        for overwrite in (False, True):
+            with pytest.raises(UserError, match="in use by another commscope run \\(run id a"):
+                claim(str(tmp_path / "run"), overwrite=overwrite, run_id="b")
+    finally:
+        first.release()
+    assert json.loads((tmp_path / "run" / "commscope-run.json").read_text())["run_id"] == "a"
 
 
 def test_topology_builds_torchrun_rendezvous_options():
@@ -153,6 +233,13 @@ def test_topology_builds_torchrun_rendezvous_options():
     (["--trace", "off", "--profile", "2:4"], 2, "needs tracing on"),
     (["--profile", "4:2"], 2, "--profile 4:2: selects no step"),
     (["--steps", "0"], 2, "--steps must be >= 1"),
+    (["--inject", "crash@rank=1,step=1,label=nope"], 2, "no collective is labelled 'nope'; the labels are attn, mlp,"),
+    (["--hang-timeout", "inf"], 2, "--hang-timeout must be > 0 seconds and at most 604800 (a week), got inf"),
+    (["--hang-timeout", "nan"], 2, "--hang-timeout must be > 0 seconds"),
+    (["--seed", "-1"], 2, "--seed must be in 0..4294967295"),
+    (["--seed", str(2**32)], 2, "--seed must be in 0..4294967295"),
+    (["--lr", "nan"], 2, "--lr must be a finite number >= 0"),
+    (["--wd", "-1"], 2, "--wd must be a finite number >= 0"),
 ])
 def test_bad_options_are_refused_before_launch(tmp_path, args, nproc, message):
     out = tmp_path / "run"

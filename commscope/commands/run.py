@@ -17,7 +17,10 @@ import typer
 
 _LAUNCHER_HEAD = (
     ("nproc", Optional[int], typer.Option(None, "--nproc", help="Ranks on this node. Default: the number of GPUs with --device cuda, 2 on CPU.")),
-    ("out", Optional[str], typer.Option(None, "--out", help="Run directory. Default: runs/<timestamp>-<preset>-<world size>.")),
+    ("out", Optional[str], typer.Option(None, "--out", help="Run directory: new, empty, or (with --overwrite) an "
+                                         "earlier commscope run. Default: runs/<timestamp>-<preset>-<world size>.")),
+    ("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the commscope run in --out (kept aside "
+                                     "until the new run finishes its first step; back in place if it never does).")),
 )
 _LAUNCHER_TAIL = (
     ("nnodes", int, typer.Option(1, help="Number of nodes (torch.distributed.run).")),
@@ -63,9 +66,9 @@ def run(**values) -> None:
     topology = mod.Topology(nproc=values["nproc"], nnodes=values["nnodes"], node_rank=values["node_rank"],
                             rdzv_endpoint=values["rdzv_endpoint"], master_addr=values["master_addr"],
                             master_port=values["master_port"])
-    summary = mod.launch_training(to_argv(values), topology, values["out"])
-    if summary["status"] != "completed":
-        raise typer.Exit(130 if summary["status"] == "interrupted" else 1)
+    summary = mod.launch_training(to_argv(values), topology, values["out"], overwrite=values["overwrite"])
+    if summary["exit_code"]:
+        raise typer.Exit(summary["exit_code"])  # 1 failed, 128 + signal interrupted: summary.json's exit_code
 
 
 def register(app: typer.Typer) -> None:

@@ -1,13 +1,18 @@
 """Finding things in a run directory: its rank folders, its Flight Recorder dumps, and whether a folder
 holds a run at all. Without pandas or torch, so the launcher (which watches a running job's folders) uses
 the same definitions as the loader.
+
+Two questions, two answers: `is_run_dir` (may a reading command treat this folder as a run?) accepts
+older runs written before the run marker existed (summary.json, config.json or rank<N>/); `has_run_marker`
+(may `commscope run` replace what is in it?) accepts only a folder that says it is commscope's, so a
+Hugging Face checkpoint's config.json or a rank0/ of model shards is never taken for a run and deleted.
 """
 from __future__ import annotations
 
 import os
 import re
 
-from commscope.rundir.schema import CONFIG, FLIGHT_RECORDER_DIR, RANK_DIR, SUMMARY
+from commscope.rundir.schema import CONFIG, FLIGHT_RECORDER_DIR, RANK_DIR, RUN_MARKER, SUMMARY
 
 
 def rank_dirs(path: str) -> dict[int, str]:
@@ -20,9 +25,16 @@ def rank_dirs(path: str) -> dict[int, str]:
     return out
 
 
+def has_run_marker(path: str) -> bool:
+    """True when `path` holds commscope's run marker (written first by `commscope run`)."""
+    return os.path.isfile(os.path.join(path, RUN_MARKER))
+
+
 def is_run_dir(path: str) -> bool:
-    return (os.path.isfile(os.path.join(path, SUMMARY)) or os.path.isfile(os.path.join(path, CONFIG))
-            or bool(rank_dirs(path)))
+    """True when reading commands may treat `path` as a run: it has the run marker, or (a run written
+    before the marker existed) a summary.json, a config.json or a rank folder."""
+    return (has_run_marker(path) or os.path.isfile(os.path.join(path, SUMMARY))
+            or os.path.isfile(os.path.join(path, CONFIG)) or bool(rank_dirs(path)))
 
 
 def flight_recorder_files(run_dir: str) -> dict[int, str]:

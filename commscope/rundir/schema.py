@@ -12,6 +12,8 @@ import re
 SCHEMA_VERSION = 1  # of the run directory and every file in it; readers accept <= this and refuse newer
 
 # RUN/
+RUN_MARKER = "commscope-run.json"  # written first: says the folder is a commscope run, and which one
+PREVIOUS_RUN_PREFIX = ".commscope-previous-"  # RUN/.commscope-previous-<run id>/: a run being replaced
 SUMMARY = "summary.json"  # the launcher's verdict and rank 0's losses and step times
 CONFIG = "config.json"  # the trainer's configuration, written by rank 0
 LAUNCHER_LOG = "launcher.log"  # stdout/stderr of torch.distributed.run

@@ -7,6 +7,7 @@ torch is imported) use it, as does the recorder (`commscope.recording.sink` re-e
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,14 @@ JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")  # per process: two writers never share it
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        # a full disk or a signal mid-write must not leave a zero-byte or half temp file behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:

@@ -1,0 +1,194 @@
+"""Claiming `commscope run --out DIR` for one run: a lock, the run marker, and replacing an earlier run
+without losing it.
+
+`claim(path, overwrite=...)` creates the folder if needed, takes an exclusive `flock` on the folder itself
+(a second `commscope run` into it is refused while the first holds it), and decides what may happen to
+what is there:
+
+- empty (or new): the run starts;
+- a commscope run (it holds `commscope-run.json`): refused unless `--overwrite`; then the old run's files
+  are moved into `DIR/.commscope-previous-<old run id>/` (renames inside the folder: nothing is copied
+  and nothing deleted), and other files the user put there (a report, notes) stay where they are;
+- anything else that is not empty: refused, with or without `--overwrite` (a model checkpoint's
+  config.json or rank0/ is not a run, so commscope never deletes it).
+
+Then the run marker (`commscope-run.json`, with the new run id) is written before anything else. When
+the new run has its first step, `first_step()` deletes the moved-aside run; a new run that ends without
+a step (a crash at start-up, Ctrl-C) gives the folder back to the old run in `settle()`, so replacing a
+good run with a broken one loses nothing. A launcher killed with SIGKILL before the first step leaves
+the old run in `.commscope-previous-<id>/`, where nothing reads it and nothing deletes it.
+
+Every failure to create or write the folder (read-only, not a directory, disk full) is one UserError
+line, and what `claim` created is removed again.
+
+Invariants: the lock is on the folder's inode, which never changes during the run (the old run moves
+inside it, not the folder), and only the launcher holds it (the descriptor is not inherited); nothing
+outside the run's own file names and the folder `claim` created is ever deleted.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import os
+import shutil
+import socket
+from dataclasses import dataclass, field
+
+from commscope.errors import UserError
+from commscope.rundir import rank_dirs, read_run_marker, write_run_marker
+from commscope.rundir.schema import (CONFIG, FLIGHT_RECORDER_DIR, LAUNCHER_LOG, PREVIOUS_RUN_PREFIX, PROGRESS, RANK_DIR,
+                                     RUN_MARKER, SUMMARY)
+
+# The file names a run owns in its folder; the marker moves last, so a move cut short is resumed by the
+# next --overwrite (the folder still says it is a run).
+_RUN_FILES = (SUMMARY, CONFIG, LAUNCHER_LOG, PROGRESS, FLIGHT_RECORDER_DIR)
+
+
+def _run_entries(path: str) -> list[str]:
+    names = [n for n in os.listdir(path) if n in _RUN_FILES or (RANK_DIR.match(n) and os.path.isdir(os.path.join(path, n)))]
+    return sorted(names) + ([RUN_MARKER] if os.path.lexists(os.path.join(path, RUN_MARKER)) else [])
+
+
+def _why(e: OSError) -> str:
+    return e.strerror or str(e)
+
+
+def storage_error(e: OSError) -> bool:
+    """True for the errors that mean the output cannot be written (full, read-only, over quota)."""
+    return e.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EIO)
+
+
+@dataclass
+class OutDir:
+    """The claimed run folder: its lock, and where the replaced run waits (None: nothing replaced)."""
+
+    path: str
+    run_id: str
+    created: bool
+    lock_fd: int | None
+    aside: str | None = None
+    wrote_marker: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def first_step(self) -> None:
+        """The new run has a step: the replaced run goes for good."""
+        if self.aside is not None:
+            shutil.rmtree(self.aside, ignore_errors=True)
+            self.notes.append("the replaced run was deleted after this run's first step")
+            self.aside = None
+
+    def settle(self, had_step: bool) -> None:
+        """At the end of the run: delete the replaced run if the new one has a step, else put it back (the
+        new run's own files go: it has nothing to show but its failure, already reported)."""
+        if self.aside is None:
+            return
+        if had_step:
+            self.first_step()
+            return
+        for n in _run_entries(self.path):
+            p = os.path.join(self.path, n)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(p)
+        for n in os.listdir(self.aside):
+            os.rename(os.path.join(self.aside, n), os.path.join(self.path, n))
+        os.rmdir(self.aside)
+        self.aside = None
+        self.notes.append("this run finished no step: the run it was to replace is back in place")
+
+    def release(self) -> None:
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)  # closing the descriptor drops the flock
+            self.lock_fd = None
+
+    def abandon(self) -> None:
+        """The run never started (a bad option, an error before launch): undo the claim."""
+        restored = self.aside is not None  # then the marker in place is the old run's again
+        with contextlib.suppress(OSError):
+            self.settle(had_step=False)
+        if self.created:
+            shutil.rmtree(self.path, ignore_errors=True)
+        elif self.wrote_marker and not restored:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(self.path, RUN_MARKER))
+        self.release()
+
+
+def _lock(path: str) -> int:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)  # not inheritable: the ranks never hold the lock
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        try:
+            m = read_run_marker(path) or {}
+        except ValueError:
+            m = {}
+        who = f" (run id {m.get('run_id')}, launcher pid {m.get('launcher_pid')})" if m else ""
+        raise UserError(f"--out {path} is in use by another commscope run{who}; wait for it to end or "
+                        "choose another directory") from None
+    return fd
+
+
+def claim(path: str, *, overwrite: bool, run_id: str, shared: bool = False) -> OutDir:
+    """Make `path` this run's folder (see the module docstring); UserError when it may not be.
+
+    `shared`: several nodes write into one folder on a shared filesystem, each with its own launcher;
+    then the folder must be new, empty or started by another node of this job (a marker and no summary
+    yet), nothing is locked or replaced, and the first node writes the marker."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise UserError(f"--out {path} exists and is not a directory")
+    created = not os.path.lexists(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--out {path}: cannot create the run directory: {_why(e)}") from None
+    out = OutDir(path, run_id, created, None)
+    try:
+        if not shared:
+            out.lock_fd = _lock(path)
+        _check_and_clear(out, overwrite, shared)
+        if not (shared and os.path.exists(os.path.join(path, RUN_MARKER))):
+            out.wrote_marker = True  # before the write: a failed write may leave a file to remove
+            write_run_marker(path, run_id, created=dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+                             host=socket.gethostname(), launcher_pid=os.getpid())
+    except OSError as e:
+        out.abandon()
+        raise UserError(f"--out {path}: cannot write the run directory: {_why(e)}") from None
+    except BaseException:
+        out.abandon()
+        raise
+    return out
+
+
+def _check_and_clear(out: OutDir, overwrite: bool, shared: bool) -> None:
+    path = out.path
+    entries = os.listdir(path)
+    if not entries:
+        return
+    try:
+        marker = read_run_marker(path)
+    except ValueError as e:
+        raise UserError(f"--out {path}: {e}; not replacing it (remove it yourself if it is a run)") from None
+    if marker is None:
+        hint = " (a run of an older commscope, which wrote no marker, must be moved or removed by hand)" if rank_dirs(path) or SUMMARY in entries else ""
+        raise UserError(f"--out {path} is not empty and holds no commscope run (no {RUN_MARKER}){hint}; "
+                        "choose a new or empty directory")
+    if shared:
+        if SUMMARY in entries:
+            raise UserError(f"--out {path} holds a finished commscope run (run id {marker['run_id']}); several "
+                            "nodes need a new or empty directory")
+        return
+    if not overwrite:
+        raise UserError(f"--out {path} holds a commscope run (run id {marker['run_id']}); pass --overwrite to "
+                        "replace it, or choose another directory")
+    aside = os.path.join(path, PREVIOUS_RUN_PREFIX + marker["run_id"])
+    os.makedirs(aside, exist_ok=True)  # exists when an earlier move was cut short: finish it
+    out.aside = aside
+    for n in _run_entries(path):
+        os.rename(os.path.join(path, n), os.path.join(aside, n))
+    out.notes.append(f"replacing run {marker['run_id']}: kept in {aside} until this run's first step")
