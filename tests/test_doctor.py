@@ -177,6 +177,19 @@ def test_a_rank_failing_on_its_own_is_a_crash(run):
     assert (d.verdict, d.culprit_ranks) == ("crash", [2])
 
 
+def test_a_rank_killed_after_sigstop_hung_the_job_and_gloo_timeouts_are_victims(run):
+    put(run, 1, "status.json", {"status": "failed", "last_step": 1, "error": (
+        "hung: stopped (SIGSTOP) for 6.1 s and never resumed (--hang-timeout 6 s); terminated by signal 9 "
+        "(SIGKILL) by commscope run")})
+    for r in (0, 2, 3):
+        put(run, r, "status.json", {"status": "failed", "last_step": 1,
+                                    "error": "RuntimeError: [gloo] Application timeout caused pair closure"})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("hang", [1]) and "SIGSTOP" in d.summary
+    put(run, 1, "status.json", {"status": "completed", "error": None, "last_step": 2})
+    assert diagnose_path(str(run)).verdict != "crash"  # the others' gloo timeouts name no culprit
+
+
 def test_hang_finds_the_rank_that_never_launched(run):
     # seq 9 (step 3 attn) launched by 0, 1, 3 (their watchdogs fired); rank 2 stopped at seq 8
     for r in (0, 1, 3):

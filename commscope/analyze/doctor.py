@@ -59,7 +59,8 @@ MAX_INSTANCES = 20  # per flagged (step, rank) in the evidence: the ones that ca
 MAX_INSTANCES_TOTAL = 200  # and in all, so a long run's evidence stays small
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
 # backend or our watchdog timed out waiting.
-_CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connection|Broken pipe|timed out|"
+_CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connection|Broken pipe|timed out|timeout|"
+                          r"pair closure|"
                           r"DistBackendError|DistNetworkError|ProcessGroup|peer|KeyboardInterrupt|gloo|NCCL|Socket|"
                           r"Read error|Write error|recv|send", re.I)
 
@@ -111,6 +112,15 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
         return Diagnosis("insufficient", summary=(
             f"insufficient: no rank has finished or reported (no {STATUS}, no {SUMMARY}): the run is still "
             "going, or the whole job was killed at once"), sources=[STATUS])
+    # A rank the launcher killed after it stayed stopped (SIGSTOP) past the hang timeout hung the job: its
+    # status says so (instrumented_model's launcher), whether or not the run recorded any collective.
+    stopped = sorted(r for r, s in statuses.items() if "stopped (SIGSTOP)" in str(s.get("error")))
+    if stopped:
+        return Diagnosis("hang", stopped, step=_last_step(trace, stopped[0]), sources=[STATUS],
+                         evidence=[{"rank": r, "status": statuses[r].get("status"), "error": statuses[r].get("error"),
+                                    "last_finished_step": _last_step(trace, r)} for r in stopped],
+                         summary=f"hang: rank(s) {_fmt(stopped)} stopped (SIGSTOP) and never resumed; commscope run "
+                                 f"killed it after the hang timeout. Last finished step {_last_step(trace, stopped[0])}.")
     own = [r for r, s in statuses.items()
            if s.get("status") not in ("completed", None) and s.get("error")
            and not _CONSEQUENCE.search(str(s.get("error")))]
