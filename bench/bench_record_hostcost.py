@@ -1,7 +1,7 @@
 """Host-side cost of light recording on the CUDA code path, measured on a CPU machine.
 
 A fake `torch.cuda.Event` (an "instant GPU": each event is passed when recorded, as in
-tests/test_record_local.py) and a fake current stream stand in for CUDA, so every Python line of the
+tests/unit/test_record_local.py) and a fake current stream stand in for CUDA, so every Python line of the
 recorder's CUDA branch runs and is timed, but the CUDA driver calls themselves cost nothing here: the
 figures are a lower bound of the host cost on a GPU machine (add one driver call per event record and
 per resolve, ~1-3 µs each).

@@ -95,7 +95,7 @@ cli_json() { echo "$CS $2 > $R/$1.json"; }
 step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0), torch.cuda.nccl.version())'; python3 -c 'import orjson, plotly; print(\"orjson\", orjson.__version__, \"plotly\", plotly.__version__)'; git log --oneline -1 2>/dev/null || true"
 
 if [[ $GROUP == bench || $GROUP == all ]]; then
-    step pytest_cuda 240 "python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_model.py tests/test_fused_optimizer.py tests/test_softcap_ce.py tests/test_fp8_head.py tests/test_host_transfer.py tests/test_run.py::test_untraced_run_reads_each_loss_one_step_late_with_the_same_values"
+    step pytest_cuda 240 "python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels.py tests/unit/test_model.py tests/gpu/test_fused_optimizer.py tests/gpu/test_softcap_ce.py tests/gpu/test_fp8_head.py tests/gpu/test_host_transfer.py tests/integration/test_run.py::test_untraced_run_reads_each_loss_one_step_late_with_the_same_values"
     step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
     step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
     step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"

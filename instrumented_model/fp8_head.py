@@ -16,7 +16,7 @@ How (torch._scaled_mm, tensor-wise scales, no host sync anywhere):
 Invariants: dW has the layout of the bf16 heads (instrumented_model.heads): (D, V) contiguous for the
 transposed head, the transpose view of a (D, V) tensor for the standard one, so the layout study holds
 with FP8 too; gradients come back in the inputs' dtypes. The loss and gradients equal the fp32 head's within FP8
-rounding (tests/test_fp8_head.py bounds them). Activations are saved as e4m3 (x8), not bf16.
+rounding (tests/gpu/test_fp8_head.py bounds them). Activations are saved as e4m3 (x8), not bf16.
 """
 from __future__ import annotations
 

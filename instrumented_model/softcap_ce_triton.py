@@ -22,7 +22,7 @@ row); the loss gradient is q times (upstream gradient / number of valid rows).
 
 Kept undecorated in its own module, as the other kernel bodies (instrumented_model.triton_jit): importing
 the model never imports Triton. Only builtins here: a helper function would have to be jitted itself,
-which Triton's interpreter does not check (tests/test_triton_bodies.py does), so the soft cap and q are
+which Triton's interpreter does not check (tests/gpu/test_triton_bodies.py does), so the soft cap and q are
 written out in each kernel. Offsets are int64; ragged blocks are masked.
 """
 import triton.language as tl

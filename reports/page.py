@@ -14,7 +14,7 @@ Every figure of the page uses only the bundle's trace types.
 A section whose renderer fails is replaced by a one-line error box so one broken analysis does not
 cost the whole report.
 
-Invariant: the bundle's version equals plotly.py's plotly.js version (tests/test_report.py checks), so the
+Invariant: the bundle's version equals plotly.py's plotly.js version (tests/unit/test_report.py checks), so the
 figure JSON plotly.py writes is the one the bundle reads.
 """
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules, and the suite's layout.
+
+tests/unit: fast, in-process (`pytest tests/unit`: under a minute); tests/integration: multi-process runs
+of the trainer, real profiler traces, HTA, a browser (marked `slow`); tests/gpu: the CUDA and Triton code
+paths (on a CPU machine in Triton's interpreter). Helpers shared by all three (paths.py, rundirs.py, ...)
+live in tests/ itself, which pytest puts on sys.path with this file."""
 from __future__ import annotations
 
 import pytest
@@ -26,3 +31,10 @@ def gloo1():
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/integration is `slow`: `pytest -m "not slow"` skips them all."""
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.slow)

@@ -15,7 +15,7 @@ launch there says nothing about who made whom wait (docs/analysis.md).
 numpy on whole columns (one stable sort, then reductions over contiguous groups): pandas groupby on
 frames cost ~10× as much. Invariant: the result equals, dtypes included, the pandas groupby definition
 (a stable sort by group, seq, time, rank; missing keys dropped; `first` skipping missing labels) that
-tests/test_skew.py keeps as the reference.
+tests/unit/test_skew.py keeps as the reference.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ Two readers, one result:
   JSON…), so unusual or broken input behaves exactly as it did, errors included.
 
 Invariant: for every document the typed reader accepts, both readers return equal `Events`
-(tests/test_load_kineto.py checks it on the 8×H100 fixture and the gloo trace). Columns hold the
+(tests/unit/test_load_kineto.py checks it on the 8×H100 fixture and the gloo trace). Columns hold the
 values as decoded (`ts`/`dur` in µs); missing optional values are the same defaults in both readers.
 Exceptions, by design:
 - cpu op shapes serve the `ops` frame (built `with_ops`) and gloo pairing; without `with_ops` the typed

@@ -8,8 +8,9 @@ import pytest
 
 from commscope.errors import UserError
 from commscope.load import load_path
+from paths import TESTS
 
-GLOO = os.path.join(os.path.dirname(__file__), "data", "gloo2")
+GLOO = os.path.join(TESTS, "data", "gloo2")
 
 
 def trace_doc(rank, world_size=2, with_di=True):

@@ -12,10 +12,11 @@ import pytest
 
 from commscope.analyze.doctor import diagnose_path
 from commscope.load import load_path
+from paths import ROOT
 
 DATA = Path(__file__).resolve().parent / "data"
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-gen_job = importlib.import_module("gen_job")  # a bench script, as tests/test_bench_scripts.py imports them
+sys.path.insert(0, str(ROOT / "bench"))
+gen_job = importlib.import_module("gen_job")  # a bench script, as tests/integration/test_bench_scripts.py imports them
 
 
 def test_run_dir_job_repeats_the_template_and_plants_the_straggler(tmp_path):

@@ -10,6 +10,7 @@ from commscope.analyze.summary import summarize
 from commscope.errors import UserError
 from commscope.load import load_path
 from rundirs import write_run
+from paths import TESTS
 
 T0 = 1_764_670_000_000_000_000
 US = 1000
@@ -164,7 +165,7 @@ def test_bad_run_dirs(tmp_path, mutate, message):
 
 def test_progress_counts_rank_folders_then_their_profiler_traces():
     calls = []
-    load_path(os.path.join(os.path.dirname(__file__), "data", "layout_h200", "standard"),
+    load_path(os.path.join(TESTS, "data", "layout_h200", "standard"),
               progress=lambda i, n: calls.append((i, n)))
     assert calls == [(1, 2), (2, 2)]  # one rank folder, then its trace.json.gz
 

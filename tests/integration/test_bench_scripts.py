@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from paths import ROOT
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 
 

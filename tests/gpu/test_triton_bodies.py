@@ -2,18 +2,18 @@
 
 Why: the bodies are jitted lazily (instrumented_model.triton_jit), one function at a time. A body that
 calls another plain function of its module runs fine in Triton's CPU interpreter but fails to compile on
-a GPU ("Unsupported function referenced"), so CPU tests alone would not catch it (this happened once).
+a GPU ("Unsupported function referenced"), so CPU tests alone would not catch it (a GPU compile error that the interpreter lets through).
 """
 from __future__ import annotations
 
 import ast
 import builtins
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 BODY_MODULES = ["transpose_triton", "optim_triton", "softcap_ce_triton"]
-ROOT = Path(__file__).resolve().parent.parent / "instrumented_model"
+MODEL_DIR = ROOT / "instrumented_model"
 
 
 def offending_calls(source: str) -> list[str]:
@@ -39,7 +39,7 @@ def offending_calls(source: str) -> list[str]:
 
 @pytest.mark.parametrize("module", BODY_MODULES)
 def test_kernel_bodies_call_only_triton_and_builtins(module):
-    assert offending_calls((ROOT / f"{module}.py").read_text()) == []
+    assert offending_calls((MODEL_DIR / f"{module}.py").read_text()) == []
 
 
 def test_the_check_catches_helpers_and_other_modules():

@@ -2,7 +2,6 @@
 (tests/data/gloo2, made by make_trace.py there: per step one labelled reduce_scatter, one labelled
 all_reduce on a second group and one unlabelled all_gather)."""
 import os
-from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -10,9 +9,10 @@ import pandas as pd
 import pytest
 
 from commscope.load import COLUMNS, load_path
+from paths import TESTS
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "data", "modded-nanogpt-8xh100")
-GLOO = os.path.join(os.path.dirname(__file__), "data", "gloo2")
+FIXTURE = os.path.join(TESTS, "data", "modded-nanogpt-8xh100")
+GLOO = os.path.join(TESTS, "data", "gloo2")
 
 
 @pytest.fixture(scope="module")
@@ -222,9 +222,9 @@ def test_a_missing_or_unknown_phase_falls_back_to_the_generic_reader(tmp_path):
         pd.testing.assert_frame_equal(load_path(str(p)).collectives, base.collectives)
 
 
-@pytest.mark.parametrize("path", [FIXTURE, *(str(Path(__file__).parent / "data" / d / h)
+@pytest.mark.parametrize("path", [FIXTURE, *(str(TESTS / "data" / d / h)
                                              for d in ("layout", "layout_h200") for h in ("standard", "transposed"))],
-                         ids=lambda p: os.path.relpath(p, os.path.dirname(__file__)))
+                         ids=lambda p: os.path.relpath(p, str(TESTS)))
 def test_ops_in_the_first_pass_equal_the_lazy_second_pass(path):
     """`load_path(with_ops=True)` (the report and layout: one pass) gives the frames of the default load and
     the `ops` frame of its lazy second parse, for Kineto folders and run directories alike."""

@@ -11,14 +11,14 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from commscope.analyze.layout_report import layout_report
 from commscope.load import load_path
+from paths import TESTS
 
-FIXTURES = Path(__file__).parent / "data" / "layout_h200"
+FIXTURES = TESTS / "data" / "layout_h200"
 V, D = 50304, 768
 
 

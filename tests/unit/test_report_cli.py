@@ -21,9 +21,10 @@ from commscope.load import load_path
 from report_trace import make_trace, write_run_dir
 from test_export import check_no_overlap
 from test_report import parse, value
+from paths import TESTS
 
-FIXTURE = Path(__file__).parent / "data" / "modded-nanogpt-8xh100"
-GLOO2 = Path(__file__).parent / "data" / "gloo2"
+FIXTURE = TESTS / "data" / "modded-nanogpt-8xh100"
+GLOO2 = TESTS / "data" / "gloo2"
 
 
 def listing(p: Path) -> list:
@@ -175,7 +176,7 @@ def test_fixture_report_size_and_export(fixture_trace, tmp_path):
     assert cats["compute"] == len(tr.compute) and cats["step"] == len(tr.steps) == raw_steps == 16
 
 
-RECORDED = Path(__file__).parent / "data" / "cpurun-hooks-gloo2"
+RECORDED = TESTS / "data" / "cpurun-hooks-gloo2"
 
 
 def test_recorded_cpu_run_report_matches_events(tmp_path):

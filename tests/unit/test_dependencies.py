@@ -27,8 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 FIRST_PARTY = {"commscope", "instrumented_model", "reports"}
 UNDECLARED_RUNTIME = {"torch"}  # see the module docstring
 EXTRA_RE = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
@@ -57,7 +57,9 @@ def third_party_imports(paths: list[Path]) -> dict[str, set[str]]:
     """Top-level module name -> files importing it, outside the standard library and the project."""
     found: dict[str, set[str]] = defaultdict(set)
     for path in paths:
-        local = local_modules(path.parent)
+        # a test imports helpers from its own folder or from tests/ (conftest puts it on sys.path)
+        local = set().union(*(local_modules(d) for d in (path.parent, *path.parents) if d == path.parent
+                              or (d.is_relative_to(ROOT) and d != ROOT and (d / "conftest.py").exists())))
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -78,7 +80,9 @@ def _packages_distributions() -> dict[str, list[str]]:
 
 
 def distributions_of(module: str) -> set[str]:
-    return {_norm(d) for d in _packages_distributions().get(module, [])}
+    """The installed distributions providing `module`; for an extra's package that is not installed here
+    (dask's `distributed` without the extra), the distribution of the same name."""
+    return {_norm(d) for d in _packages_distributions().get(module, [])} or {_norm(module)}
 
 
 def sources(*folders: str) -> list[Path]:

@@ -16,8 +16,9 @@ import pytest
 
 from commscope.analyze.layout_report import layout_report
 from commscope.load import load_path
+from paths import TESTS
 
-FIXTURES = Path(__file__).parent / "data" / "layout"
+FIXTURES = TESTS / "data" / "layout"
 
 
 def _copy(layout: str, tmp_path: Path) -> Path:

@@ -9,8 +9,9 @@ import pytest
 from commscope.analyze import hta_bridge
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
+from paths import TESTS
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "data", "modded-nanogpt-8xh100")
+FIXTURE = os.path.join(TESTS, "data", "modded-nanogpt-8xh100")
 
 
 def listing(d):
@@ -93,5 +94,5 @@ def test_hta_failure_is_reported(tmp_path, both):
 
 
 def test_cpu_trace_skips_hta():
-    tr = load_path(os.path.join(os.path.dirname(__file__), "data", "gloo2"))
+    tr = load_path(os.path.join(TESTS, "data", "gloo2"))
     assert hta_bridge.compare(tr, {})["status"] == "skipped"

@@ -18,8 +18,9 @@ from commscope.load.speedrun_log import SEPARATOR, parse_log
 
 from cli_result import exit_code
 from rundirs import write_run
+from paths import TESTS
 
-FIXTURE = Path(__file__).parent / "data" / "modded-nanogpt-logs"
+FIXTURE = TESTS / "data" / "modded-nanogpt-logs"
 
 # The record README's table (tests/data/README.md), printed with 4 decimals.
 PUBLISHED = {

@@ -20,8 +20,8 @@ import torch.multiprocessing as mp
 
 from commscope.recording.clock import align_clocks
 from ports import free_port
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 LABELS = ["fc_out", "fc_hidden", "fc_in"]  # autograd order of the worker's chain: last layer first
 
 # A plain data-parallel MLP whose gradients are averaged by hand: the hidden layer is "sharded"
@@ -192,7 +192,7 @@ def test_killed_rank_keeps_finished_steps(tmp_path):
         assert {e["step"] for e in ev if e["kind"] == "collective"} == {0, 1, 2}
     assert not (out / "rank1" / "status.json").exists()  # SIGKILL: no status, but the data is there
     # the survivor leaves its last words (here the death reaches it as a gloo error; a survivor blocked in
-    # a wait that only torchrun's SIGTERM reaches is TermGuard's case, tests/test_termguard.py)
+    # a wait that only torchrun's SIGTERM reaches is TermGuard's case, tests/integration/test_termguard.py)
     status = out / "rank0" / "status.json"
     assert status.exists(), f"rank 0 left no status.json; launcher stderr:\n{proc.stderr[-4000:]}"
     assert orjson.loads(status.read_bytes())["status"] == "failed"

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from commscope import cli
 from commscope.errors import UserError
+from paths import TESTS
 
-CORPUS = Path(__file__).parent / "adversarial"
+CORPUS = TESTS / "adversarial"
 CASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith("_"))
 # exit 2 expected whatever the command (nothing usable in the input)
 MUST_REFUSE = {"truncated_trace", "not_json_trace", "json_array_trace", "gzip_garbage", "gzip_truncated",

@@ -10,9 +10,8 @@ import importlib.util
 import shutil
 import subprocess
 import sys
-from pathlib import Path
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
 import_graph = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(import_graph)

@@ -11,14 +11,14 @@ import gzip
 import json
 import shutil
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from commscope.analyze.layout_report import layout_report
 from commscope.load import load_path
+from paths import TESTS
 
-FIXTURE = Path(__file__).parent / "data" / "modded-nanogpt-8xh100"
+FIXTURE = TESTS / "data" / "modded-nanogpt-8xh100"
 
 
 def transposed_grad_ops(rank: int) -> Counter:

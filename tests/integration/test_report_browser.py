@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 
 from commscope.cli import app
 from report_trace import make_trace, write_run_dir
+from paths import TESTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 # No network at all: a page that needed a CDN would render without plotly and fail the checks below.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -8,7 +8,6 @@ import pickle
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,10 @@ from commscope.load.flight_recorder import read_flight_recorder
 from commscope.errors import UserError
 from report_trace import make_trace, write_run_dir
 from rundirs import write_json
+from paths import TESTS
 
 MS = 1_000_000
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 
 @pytest.fixture

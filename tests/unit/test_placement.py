@@ -11,8 +11,9 @@ from commscope.analyze.compare_labels import PLACEMENT_METRIC, PLACEMENT_SUFFIX,
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
 from rundirs import write_run
+from paths import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 MS = 1_000_000
 T0 = 10**18
 
