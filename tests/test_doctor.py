@@ -58,8 +58,10 @@ def test_healthy_run_is_ok(run):
 
 
 def test_straggler_is_the_late_launch_by_timing(run):
-    # rank 2 launches step 1's mlp (seq 4) 500 ms late; everything else within 30 µs
-    rewrite(run, 2, lambda r: {**r, "call_ns": r["call_ns"] + 500 * MS}
+    # rank 2 launches step 1's mlp (seq 4) 500 ms late; everything else within 30 µs (the launch call
+    # returns late too: a record returning before it was called is refused by the loader)
+    rewrite(run, 2, lambda r: {**r, "call_ns": r["call_ns"] + 500 * MS,
+                               "return_ns": max(r["return_ns"], r["call_ns"] + 500 * MS)}
             if r["kind"] == "collective" and r["seq"] == 4 else r)
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks, d.label, d.step, d.sequence) == ("straggler", [2], "mlp", 1, 4)
