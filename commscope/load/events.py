@@ -119,7 +119,7 @@ class EventColumns:
                     continue
                 self.read += 1
                 if self.read > cap:
-                    raise limits.EVENTS.refuse(f"{path}: more than {cap:,} events.jsonl records in this run")
+                    raise limits.EVENTS.refuse(f"{path}: too many events.jsonl records in this run")
                 if not isinstance(rec, dict):
                     raise UserError(f"{path}: line {lineno} is not a JSON object")
                 kind = rec.get("kind")

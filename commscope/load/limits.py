@@ -57,5 +57,6 @@ GZIP_GRACE_BYTES = 64 * 2 ** 20
 # longest line (the recorder writes lines under a kilobyte).
 EVENTS = Limit("COMMSCOPE_MAX_EVENTS", 2_000_000, "records")
 LINE_BYTES = Limit("COMMSCOPE_MAX_LINE_KB", 1024, "KiB", 2 ** 10)
-# World size and rank numbers, from any source (rank folders, meta.json, summary.json).
-WORLD_SIZE = Limit("COMMSCOPE_MAX_WORLD_SIZE", 131_072, "ranks")
+# World size and rank numbers, from any source (rank folders, meta.json, summary.json): the analyses and
+# doctor's table are per rank, so a world size of 10⁹ written by mistake must not size them.
+WORLD_SIZE = Limit("COMMSCOPE_MAX_WORLD_SIZE", 16_384, "ranks")

@@ -107,11 +107,11 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     sizes = {m["world_size"] for m in metas.values() if "world_size" in m}
     if summary and "world_size" in summary:
         sizes.add(summary["world_size"])
+    if sizes and max(sizes) > max_ws:
+        raise limits.WORLD_SIZE.refuse(f"{path}: world_size {max(sizes):,} is beyond the largest world size")
     if len(sizes) > 1:
         raise UserError(f"{path}: ranks disagree on world_size: {sorted(sizes)}")
     ws = sizes.pop() if sizes else max(dirs) + 1
-    if ws > max_ws:
-        raise limits.WORLD_SIZE.refuse(f"{path}: world_size {ws:,} is beyond the largest world size")
     if any(r >= ws for r in dirs):
         raise UserError(f"{path}: rank folder(s) [{_ranges(sorted(r for r in dirs if r >= ws))}] outside "
                         f"world_size {ws}")

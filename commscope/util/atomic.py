@@ -34,8 +34,7 @@ def check_output(out: str | os.PathLike, src: str | os.PathLike | None) -> None:
     input directory, e.g. a trace built in memory), an output that is an input file under another name
     (a hard link or symlink to it: compared by device and inode, `_input_named`), or one in a folder that
     does not exist; one clear UserError line each."""
-    o = Path(out).resolve()
-    s = Path(src).resolve() if src is not None else None
+    o, s = _resolve(out), _resolve(src) if src is not None else None
     if s is not None and s.is_dir() and (o.parent == s or s in o.parents):
         raise UserError(f"refusing to write {out} inside the input directory {src}; choose an output elsewhere")
     if s is not None:
@@ -45,6 +44,13 @@ def check_output(out: str | os.PathLike, src: str | os.PathLike | None) -> None:
                             "it); choose an output elsewhere")
     if not o.parent.is_dir():
         raise UserError(f"output directory {o.parent} does not exist")
+
+
+def _resolve(p: str | os.PathLike) -> Path:
+    try:
+        return Path(p).resolve()
+    except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop
+        raise UserError(f"cannot resolve {p}: {e}") from None
 
 
 def _input_named(out: str | os.PathLike, src: Path) -> str | None:
