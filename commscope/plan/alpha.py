@@ -28,6 +28,7 @@ from commscope.plan.strategies import Assignment
 # cuts i..j), so for large R the runs are capped in length and the sweeps in number to stay within it
 # (R = 4096: every run, 16 sweeps; the climb usually ends after one or two because no move improves).
 WORK_BUDGET = 2 ** 28
+_CALL_COST = 4096  # the fixed cost of scoring one cut's runs (a few dozen array operations), in moves
 
 
 def max_over_mean(loads: list[float]) -> float:
@@ -69,7 +70,8 @@ def _refine(loads: list[float], real_prefix: list[float], cuts: list[int], budge
     the untouched ranks (prefix/suffix maxima) and the changed ones (a running maximum), and the change of
     Σ² a cumulative sum: O(run) array work per i instead of O(R · run). Runs are at most `budget` / R
     cuts long, and the climb stops once it has scored `budget` moves (an accepted move counts R, the
-    cost of updating the maxima), so it is O(`budget`) whatever R."""
+    cost of updating the maxima; each cut scored counts _CALL_COST more, the arrays' fixed cost), so it
+    is O(`budget`) whatever R."""
     n, n_cuts = len(real_prefix) - 1, len(cuts)
     if n_cuts == 0:
         return list(cuts)
@@ -93,7 +95,7 @@ def _refine(loads: list[float], real_prefix: list[float], cuts: list[int], budge
             resume = 0  # flat position (2·(j-i) + [0 for step -1, 1 for +1]) to scan from
             while budget > 0:
                 pos = _improving_moves(base, P, c, tot, pre, suf, i, n, run)
-                budget -= 2 * run
+                budget -= 2 * run + _CALL_COST
                 pos = pos[pos >= resume]
                 if not len(pos):
                     break
