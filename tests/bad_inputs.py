@@ -78,7 +78,9 @@ def run_all(path: Path, out: Path) -> dict[str, dict]:
 
 def run_limited(path: Path, out: Path, env: dict[str, str] | None = None) -> tuple[dict[str, dict], int, float]:
     """run_all in a child process, killed past TIME_LIMIT_S per command or RSS_LIMIT of memory: (results,
-    peak RSS in bytes, seconds). A killed or failed child is an AssertionError."""
+    peak RSS in bytes, seconds). A killed or failed child is an AssertionError. The peak is the child's
+    own high-water mark (VmHWM, which starts afresh at exec; ru_maxrss would carry the forking test
+    process's size across exec), or the largest RSS polled, whichever is larger."""
     import tempfile
 
     import psutil
@@ -90,15 +92,17 @@ def run_limited(path: Path, out: Path, env: dict[str, str] | None = None) -> tup
         proc = subprocess.Popen(cmd, stdout=so, stderr=se, env={**os.environ, **(env or {})})
         ps = psutil.Process(proc.pid)
         killed = None
+        polled = 0
         while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # usage.ru_maxrss: this child's peak, KiB
+            pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             try:
-                if ps.memory_info().rss > RSS_LIMIT:
-                    killed = "rss"
+                polled = max(polled, ps.memory_info().rss)
             except psutil.Error:
                 pass
+            if polled > RSS_LIMIT:
+                killed = "rss"
             if time.perf_counter() > deadline:
                 killed = "time"
             if killed:
@@ -110,7 +114,14 @@ def run_limited(path: Path, out: Path, env: dict[str, str] | None = None) -> tup
         stdout, stderr = so.read(), se.read()
     if killed or code != 0:
         raise AssertionError(f"child {'killed for ' + killed if killed else 'failed'}: {stderr.decode()[-2000:]}")
-    return json.loads(stdout), usage.ru_maxrss * 1024, time.perf_counter() - t
+    doc = json.loads(stdout)
+    return doc["results"], max(doc["peak_rss"], polled), time.perf_counter() - t
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory since it started (VmHWM), in bytes."""
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmHWM:"))
 
 
 def tree_digest(path: Path) -> dict[str, str]:
@@ -142,4 +153,5 @@ def tree_digest(path: Path) -> dict[str, str]:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE))
-    print(json.dumps(run_all(Path(sys.argv[1]), Path(sys.argv[2]))))
+    results = run_all(Path(sys.argv[1]), Path(sys.argv[2]))
+    print(json.dumps({"results": results, "peak_rss": peak_rss()}))
