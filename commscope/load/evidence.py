@@ -37,7 +37,8 @@ def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
             p = os.path.join(d, name)
             if os.path.isfile(p):
                 doc = read_json(p)
-                if not isinstance(doc, dict) or not isinstance(doc.get("inflight", []), list):
+                if (not isinstance(doc, dict) or not isinstance(doc.get("inflight", []), list)
+                        or not _opt_int(-2 ** 63 + 1)(doc.get("fired_ns"))):
                     raise UserError(f"{p} is not a commscope {kind} report")
                 docs[kind][rank] = (p, doc)
     dumps = {rank: (p, flight_recorder.read_flight_recorder(p)) for rank, p in flight_recorder_files(run_dir).items()}
@@ -50,14 +51,14 @@ def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
         for rank, (p, doc) in docs[kind].items():
             try:
                 rows += _inflight_rows(rank, doc, name)
-            except (TypeError, ValueError):
-                raise UserError(f"{p} is not a commscope {kind} report") from None
+            except (TypeError, ValueError) as e:
+                raise UserError(f"{p} is not a commscope {kind} report ({e})") from None
     fr_rows = []
     for rank, (p, doc) in dumps.items():
         try:
             fr_rows += flight_recorder.launch_rows(rank, doc)
-        except (TypeError, ValueError):
-            raise UserError(f"{p}: Flight Recorder dump with unreadable entries") from None
+        except (TypeError, ValueError) as e:
+            raise UserError(f"{p}: Flight Recorder dump with unreadable entries ({e})") from None
     return FaultEvidence(
         reports=pd.DataFrame({c: pd.Series([r[c] for r in reports], dtype=object) for c in EVIDENCE_COLUMNS["reports"]})
         if reports else FaultEvidence().reports,
@@ -67,14 +68,34 @@ def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
 
 def _inflight_rows(rank: int, doc: dict, source: str) -> list[dict]:
     """A report's in-flight collectives → launch rows (records without a sequence number cannot be matched
-    across ranks and are left out)."""
+    across ranks and are left out). TypeError when a field has the wrong type."""
     rows = []
     for r in doc.get("inflight", []):
         if not isinstance(r, dict) or r.get("seq") is None:
             continue
+        for f, test in _INFLIGHT_FIELDS.items():
+            if not test(r.get(f)):
+                raise TypeError(f"{f} is {str(r.get(f))[:40]!r}")
         rows.append({"rank": rank, "group": str(r.get("group")), "group_size": r.get("group_size"),
-                     "seq": int(r["seq"]),
+                     "seq": r["seq"],
                      "label": r.get("label"), "op": r.get("op"), "bytes": float(r.get("bytes") or 0),
                      "dtype": r.get("dtype"), "step": r.get("step"), "call_ns": r.get("call_ns"),
                      "wait_ns": r.get("wait_ns"), "finished": False, "source": source})
     return rows
+
+
+def _opt_int(lo: int):
+    return lambda v: v is None or type(v) is int and lo <= v < 2 ** 63
+
+
+def _opt_str(v) -> bool:
+    return v is None or isinstance(v, str)
+
+
+# the fields a launch row takes, and what each must be (a bool is not a count, "3" is not a sequence number)
+_INFLIGHT_FIELDS = {
+    "seq": _opt_int(0), "group": lambda v: v is None or type(v) in (str, int), "group_size": _opt_int(1),
+    "label": _opt_str, "op": _opt_str, "dtype": _opt_str, "step": _opt_int(-1),
+    "bytes": lambda v: v is None or type(v) in (int, float) and 0 <= v < 2 ** 63,
+    "call_ns": _opt_int(-2 ** 63 + 1), "wait_ns": _opt_int(-2 ** 63 + 1),
+}

@@ -4,7 +4,10 @@ collective of a process group, not the recorder's.
 
 Invariants: a dump is never unpickled with the standard unpickler — `_NoGlobals` resolves no global but
 TorchScript's list helpers (stand-ins that rebuild plain values), so a crafted file cannot run code and
-torch is never imported; every way a dump can be broken is one UserError line naming the file.
+torch is never imported; a dump is read whole only up to limits.DOC_BYTES; every field a launch row takes
+is type-checked (`launch_rows`: a sequence number that is not an integer, a shape that is not a list of
+small integers, a deeply nested value) and every way a dump can be broken is one UserError line naming
+the file.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from commscope.errors import UserError
+from commscope.load import limits
 from commscope.load.files import read_bytes
 from commscope.load.frames import LAUNCH_COLUMNS
 from commscope.util.num import total_numel
@@ -36,11 +40,11 @@ class _NoGlobals(pickle.Unpickler):
 
 def read_flight_recorder(path: str) -> dict:
     """One dump as the document NCCL wrote (a dict with an 'entries' list)."""
-    raw = read_bytes(path)
+    raw = read_bytes(path, limits.DOC_BYTES)
     if raw.lstrip()[:1] == b"{":
         try:
             doc = json.loads(raw)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: 10⁵ nested arrays
             raise UserError(f"{path}: Flight Recorder dump is not valid JSON ({' '.join(str(e).split())})") from None
     else:
         try:
@@ -53,20 +57,41 @@ def read_flight_recorder(path: str) -> dict:
 
 
 def launch_rows(rank: int, doc: dict) -> list[dict]:
-    """A dump's collective entries → launch rows (LAUNCH_COLUMNS; point-to-point entries are left out)."""
+    """A dump's collective entries → launch rows (LAUNCH_COLUMNS; point-to-point entries are left out).
+    TypeError when an entry's field has the wrong type."""
     rows = []
     for e in doc.get("entries", []):
         if not isinstance(e, dict) or e.get("is_p2p"):
             continue
-        pg = e.get("process_group") or (str(e.get("pg_id")), "")
-        name = str(e.get("profiling_name", "")).removeprefix("nccl:")
+        pg = e.get("process_group") or (e.get("pg_id"), "")
+        group = pg[0] if isinstance(pg, (list, tuple)) and pg else pg
+        name = e.get("profiling_name", "")
+        seq, created = e.get("collective_seq_id", -1), e.get("time_created_ns")
+        dtypes = e.get("input_dtypes") or []
+        if (type(group) not in (str, int) or not isinstance(name, str) or type(seq) is not int
+                or not (created is None or type(created) is int) or not isinstance(dtypes, list)
+                or not all(isinstance(d, str) for d in dtypes) or not isinstance(e.get("state", ""), str)):
+            raise TypeError("an entry with a field of the wrong type")
+        name = name.removeprefix("nccl:")
         rows.append({
-            "rank": rank, "group": str(pg[0] if isinstance(pg, (list, tuple)) else pg), "group_size": None,
-            "seq": int(e.get("collective_seq_id", -1)), "label": name, "op": name,
-            "bytes": float(total_numel(e.get("input_sizes"))), "dtype": ",".join(map(str, e.get("input_dtypes") or [])),
-            "step": None, "call_ns": e.get("time_created_ns"), "wait_ns": None,
+            "rank": rank, "group": str(group), "group_size": None,
+            "seq": seq, "label": name, "op": name,
+            "bytes": float(total_numel(_shapes(e.get("input_sizes")))), "dtype": ",".join(dtypes),
+            "step": None, "call_ns": created, "wait_ns": None,
             "finished": e.get("state") == "completed", "source": "flight_recorder"})
     return rows
+
+
+def _shapes(shapes: Any) -> list:
+    """`shapes` checked to be a list of shapes, each None (a scalar) or a list of at most 16 dimensions in
+    0..2⁴⁰ (so their product stays a finite float); TypeError otherwise."""
+    if shapes is None:
+        return []
+    if not isinstance(shapes, list) or not all(
+            s is None or isinstance(s, list) and len(s) <= 16 and all(type(d) is int and 0 <= d <= 2 ** 40 for d in s)
+            for s in shapes):
+        raise TypeError("input_sizes is not a list of shapes")
+    return shapes
 
 
 def launch_frame(rows: list[dict]) -> pd.DataFrame:

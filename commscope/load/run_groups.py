@@ -13,10 +13,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from commscope.errors import UserError
+from commscope.load.files import read_json
 from commscope.load.speedrun_log import parse_log
+from commscope.rundir import check_doc
 from commscope.rundir.schema import SUMMARY
 
 LOG_SUFFIXES = (".txt", ".log")
@@ -51,27 +51,30 @@ class Group:
 
 
 def _read_run_dir(path: Path) -> RunResult | str:
-    """One commscope run directory → its result, or the reason it cannot be used."""
+    """One commscope run directory → its result, or the reason it cannot be used (a summary.json that is
+    unreadable or has fields of the wrong type, a step time that is not a finite positive number, a last
+    loss that is not finite: never folded into a figure)."""
     try:
-        summary = orjson.loads((path / SUMMARY).read_bytes())
-    except (OSError, orjson.JSONDecodeError) as e:
-        return f"unreadable {SUMMARY}: {e}"
-    if not isinstance(summary, dict):
-        return f"{SUMMARY} is not an object"
+        doc = read_json(str(path / SUMMARY))
+    except UserError as e:
+        return f"unreadable: {e}"
+    try:
+        summary = check_doc(doc, str(path / SUMMARY), SUMMARY)
+    except UserError as e:
+        return f"garbled: {e}"
     status = summary.get("status")
     if status != "completed":
         return f"incomplete: status {status!r}"
     times, losses = summary.get("step_times_ms") or [], summary.get("losses") or []
     if not times or not losses:
         return f"incomplete: no finished steps in {SUMMARY}"
-    try:
-        loss = float(losses[-1])
-        time_s = sum(float(t) for t in times) / 1000.0
-    except (TypeError, ValueError):
-        return "garbled: non-numeric losses/step_times_ms"
-    if not math.isfinite(loss):
+    bad = next((t for t in times if not t > 0), None)
+    if bad is not None:
+        return f"garbled: step_times_ms holds {bad!r}, not a positive time"
+    loss = losses[-1]
+    if loss is None or not math.isfinite(loss):
         return "incomplete: last loss is not finite"
-    return RunResult(path, "run", time_s, loss)
+    return RunResult(path, "run", math.fsum(times) / 1000.0, float(loss))
 
 
 def load_group(path: str | Path) -> Group:

@@ -15,10 +15,12 @@ import pandas as pd
 
 from commscope.errors import UserError
 from commscope.load.evidence import read_fault_evidence
-from commscope.load.files import read_json, read_jsonl
-from commscope.load.frames import COLUMNS, Trace, frame, is_ns, ns_array
+from commscope.load import limits
+from commscope.load.events import EventColumns
+from commscope.load.files import is_regular, read_json
+from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, parse_files
-from commscope.rundir import check_schema, rank_dirs
+from commscope.rundir import check_doc, rank_dirs
 from commscope.rundir.schema import CONFIG, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, WATCHDOG
 
 # Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
@@ -26,41 +28,65 @@ _COMPUTE_NAMES = ("forward", "backward")
 _COMPUTE_PREFIXES = ("update:", "compute:")
 
 
-def _optional_json(path: str) -> dict | None:
-    if not os.path.isfile(path):
+def _optional_json(path: str, name: str) -> dict | None:
+    """The run directory's document `name` at `path`, type-checked (commscope.rundir.check_doc); None
+    when there is none."""
+    if not is_regular(path):
         return None
-    doc = read_json(path)
-    if not isinstance(doc, dict):
-        raise UserError(f"{path} is not a JSON object")
-    check_schema(doc, path)
-    return doc
+    return check_doc(read_json(path), path, name)
+
+
+def _regular_or_problem(path: str, rank: int, problems: list[str]) -> bool:
+    """True when `path` is a regular file; a FIFO, directory or symlink loop in its place is a problem of
+    `rank` (reading it would block or fail), not a reason to refuse the other ranks."""
+    try:
+        return is_regular(path)
+    except UserError as e:
+        problems.append(f"rank {rank}: {e}; ignored")
+        return False
 
 
 def is_compute_region(name: str) -> bool:
     return name in _COMPUTE_NAMES or name.startswith(_COMPUTE_PREFIXES)
 
 
+def _ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8" (at most 20 runs, then how many more), so a problem line stays
+    short whatever the world size."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    shown = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:20]]
+    return ", ".join(shown) + (f" and {len(runs) - 20} more runs" if len(runs) > 20 else "")
+
+
 def load(path: str, progress=None, with_ops: bool = False, workers: int | None = None) -> Trace:
-    summary = _optional_json(os.path.join(path, SUMMARY))
-    config = _optional_json(os.path.join(path, CONFIG))
+    max_ws = limits.WORLD_SIZE.value()
+    summary = _optional_json(os.path.join(path, SUMMARY), SUMMARY)
+    config = _optional_json(os.path.join(path, CONFIG), CONFIG)
     dirs = rank_dirs(path)
     if not dirs:
         raise UserError(f"{path} is a run directory without rank*/ folders: nothing was recorded")
+    if max(dirs) >= max_ws:  # before anything is sized by it: an empty rank99999999999/ allocates nothing
+        raise limits.WORLD_SIZE.refuse(f"{path}: rank folder rank{max(dirs)} is beyond the largest world size")
     problems: list[str] = []
-    recs: dict[str, list[dict]] = {"step": [], "collective": [], "region": [], "hook": []}
+    events = EventColumns()
     metas: dict[int, dict] = {}
     statuses: dict[int, dict] = {}
     no_data: set[int] = set()
     kfiles = {r: os.path.join(d, KINETO_TRACE) for r, d in sorted(dirs.items())  # profiler traces
-              if os.path.isfile(os.path.join(d, KINETO_TRACE))}
+              if _regular_or_problem(os.path.join(d, KINETO_TRACE), r, problems)}
     total = len(dirs) + len(kfiles)  # progress: rank folders, then their traces (the slow part)
     for i, (rank, d) in enumerate(sorted(dirs.items())):
-        meta = _optional_json(os.path.join(d, META))
+        meta = _optional_json(os.path.join(d, META), META)
         if meta is not None:
-            if int(meta.get("rank", rank)) != rank:
+            if meta.get("rank", rank) != rank:
                 raise UserError(f"{d}/{META} says rank {meta.get('rank')}, folder says rank {rank}")
             metas[rank] = meta
-        st = _optional_json(os.path.join(d, STATUS))
+        st = _optional_json(os.path.join(d, STATUS), STATUS)
         if st is not None:
             statuses[rank] = st
             if st.get("status") not in (None, "completed"):
@@ -69,31 +95,29 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
         if os.path.isfile(os.path.join(d, WATCHDOG)):
             problems.append(f"rank {rank}: the hang watchdog fired (see {d}/{WATCHDOG})")
         ev = os.path.join(d, EVENTS)
-        if os.path.isfile(ev):
-            rows, torn = read_jsonl(ev)
-            if torn:
-                problems.append(f"rank {rank}: ignored a torn last line in {EVENTS}")
-            for r in rows:
-                k = r.get("kind")
-                if k in recs:
-                    r.setdefault("rank", rank)
-                    recs[k].append(r)
+        if _regular_or_problem(ev, rank, problems):
+            events.read_rank(ev, rank, EVENTS)
         else:
-            problems.append(f"rank {rank}: no {EVENTS}")
+            if not os.path.lexists(ev):
+                problems.append(f"rank {rank}: no {EVENTS}")
             no_data.add(rank)
         if progress:
             progress(i + 1, total)
-    sizes = {int(m["world_size"]) for m in metas.values() if "world_size" in m}
+    problems += events.problems
+    sizes = {m["world_size"] for m in metas.values() if "world_size" in m}
     if summary and "world_size" in summary:
-        sizes.add(int(summary["world_size"]))
+        sizes.add(summary["world_size"])
+    if sizes and max(sizes) > max_ws:
+        raise limits.WORLD_SIZE.refuse(f"{path}: world_size {max(sizes):,} is beyond the largest world size")
     if len(sizes) > 1:
         raise UserError(f"{path}: ranks disagree on world_size: {sorted(sizes)}")
     ws = sizes.pop() if sizes else max(dirs) + 1
     if any(r >= ws for r in dirs):
-        raise UserError(f"{path}: rank folder(s) {[r for r in dirs if r >= ws]} outside world_size {ws}")
-    missing = sorted(set(range(ws)) - set(dirs))
+        raise UserError(f"{path}: rank folder(s) [{_ranges(sorted(r for r in dirs if r >= ws))}] outside "
+                        f"world_size {ws}")
+    missing = [r for r in range(ws) if r not in dirs]
     if missing:
-        problems.append(f"no folder for rank(s) {missing} of {ws}")
+        problems.append(f"no folder for rank(s) [{_ranges(missing)}] of {ws}")
     any_meta = next(iter(metas.values()), {})
     trace = Trace(source="run", path=path, world_size=ws,
                   backend=(summary or {}).get("backend", any_meta.get("backend")),
@@ -103,10 +127,7 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                           "status": {str(r): s for r, s in statuses.items()}},
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
-    try:
-        _fill_from_records(trace, recs)
-    except (ValueError, TypeError, OverflowError) as e:  # a field of the wrong type (e.g. "start_ns": "x")
-        raise UserError(f"{path}: an {EVENTS} record has a field of the wrong type ({e})") from None
+    _fill_from_records(trace, events)
     with parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers,  # the profiled window
                      progress=(lambda j, _n: progress(len(dirs) + j, total)) if progress else None) as kparts:
         _attach_kineto(trace, kparts, kfiles, with_ops, workers)
@@ -132,25 +153,13 @@ def _attach_kineto(trace: Trace, kparts: list, kfiles: dict, with_ops: bool, wor
         trace.config["deviceProperties"] = props
 
 
-def _records(rows: list[dict], kind: str) -> pd.DataFrame:
-    if not rows:
-        return frame(kind)
-    return frame(kind, pd.DataFrame({c: ns_array([r.get(c) for r in rows]) if is_ns(c) else [r.get(c) for r in rows]
-                                     for c in COLUMNS[kind]}))
-
-
-def _fill_from_records(trace: Trace, recs: dict[str, list[dict]]) -> None:
-    trace.steps = _records(recs["step"], "steps").sort_values(["rank", "step"]).reset_index(drop=True)
-    c = _records(recs["collective"], "collectives")
-    c["bytes"] = pd.to_numeric(c["bytes"], errors="coerce").astype(np.float64)
+def _fill_from_records(trace: Trace, events: EventColumns) -> None:
+    trace.steps = events.frame("step").sort_values(["rank", "step"]).reset_index(drop=True)
+    c = events.frame("collective")
     trace.collectives = c.sort_values(["rank", "call_ns"], kind="stable").reset_index(drop=True)
-    reg = _records(recs["region"], "regions")
+    reg = events.frame("region")
     trace.regions = reg.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
     comp = reg[reg["name"].map(is_compute_region).astype(bool)] if len(reg) else reg
     trace.compute = frame("compute", comp.assign(stream=np.nan, kind="region")[
         ["rank", "step", "name", "start_ns", "end_ns", "stream", "kind"]] if len(comp) else None)
-    trace.hooks = _records(recs["hook"], "hooks")
-    for kind in COLUMNS:
-        df = getattr(trace, kind)
-        if "step" in df.columns and len(df):
-            df["step"] = pd.to_numeric(df["step"], errors="coerce").fillna(-1).astype(np.int64)
+    trace.hooks = events.frame("hook")

@@ -1,6 +1,9 @@
 """Readers and writers of the run directory's small JSON files whose format the schema fixes: the run
-marker (RUN/commscope-run.json), a rank's status.json, RUN/config.json, and the schema-version check
-every reader applies.
+marker (RUN/commscope-run.json), a rank's status.json, RUN/config.json, the schema-version check every
+reader applies, and the type checks of meta.json, status.json, summary.json and config.json
+(`check_doc`): a field of the wrong type (`"rank": "one"`, `"world_size": "four"`, a loss of "inf") is one
+UserError line naming the file and the field, so no reader converts it later with a traceback or folds it
+into a figure.
 
 Writers go through `commscope.util.atomic`, so a reader (another rank, the launcher, `doctor`) never sees
 half a file. Without pandas or torch: the launcher and the trainer's exit paths use it.
@@ -8,10 +11,12 @@ half a file. Without pandas or torch: the launcher and the trainer's exit paths 
 from __future__ import annotations
 
 import json
+import math
 import os
+from typing import Any, Callable
 
 from commscope.errors import UserError
-from commscope.rundir.schema import CONFIG, RUN_MARKER, SCHEMA_VERSION, STATUS
+from commscope.rundir.schema import CONFIG, META, RUN_MARKER, SCHEMA_VERSION, STATUS, SUMMARY
 from commscope.util.atomic import write_json_atomic
 
 
@@ -23,6 +28,74 @@ def check_schema(doc: dict, where: str) -> None:
                         "(upgrade commscope)")
 
 
+def _is_int(v: Any) -> bool:
+    return type(v) is int  # bool is an int subclass; a rank of `true` is not a rank
+
+
+def _is_num(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v)
+
+
+def _is_nat(v: Any) -> bool:
+    return _is_int(v) and v >= 0
+
+
+def _opt(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: v is None or test(v)
+
+
+def _list_of(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, list) and all(test(x) for x in v)
+
+
+_STR = _opt(lambda v: isinstance(v, str))
+_DICT = _opt(lambda v: isinstance(v, dict))
+_LIST = _opt(lambda v: isinstance(v, list))
+# field -> (test, what it must be); a field that is absent is not checked (every field is optional to
+# readers, which fall back on what the other files say), one that is present must pass.
+_FIELDS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
+    META: {"rank": (_is_nat, "a rank number (integer >= 0)"),
+           "local_rank": (_opt(_is_nat), "an integer >= 0"),
+           "world_size": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+           "hostname": (_STR, "a string"), "pid": (_opt(_is_int), "an integer"),
+           "backend": (_STR, "a string"), "device": (_STR, "a string"), "torch": (_STR, "a string"),
+           "mode": (_STR, "a string"), "started_ns": (_opt(_is_int), "an integer (ns)"),
+           "clock": (lambda v: v is None or isinstance(v, dict) and _is_int(v.get("offset_ns", 0))
+                     and _is_nat(v.get("error_ns", 0)) and _STR(v.get("method")) and _opt(_is_int)(v.get("rounds")),
+                     "{offset_ns: int, error_ns: int >= 0, method: str, rounds: int}")},
+    STATUS: {"status": (lambda v: isinstance(v, str), "a string"), "error": (_STR, "a string or null"),
+             "last_step": (_opt(_is_int), "an integer")},
+    SUMMARY: {"status": (_STR, "a string"), "world_size": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+              "backend": (_STR, "a string"), "device": (_STR, "a string"), "preset": (_STR, "a string"),
+              "steps": (_opt(_is_int), "an integer"),
+              "losses": (_opt(_list_of(_opt(_is_num))), "a list of finite numbers (or null)"),
+              "step_times_ms": (_opt(_list_of(lambda v: _is_num(v) and v >= 0)),
+                                "a list of finite numbers >= 0"),
+              "tokens_per_s": (_opt(_is_num), "a finite number"),
+              "ranks": (_opt(lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values())),
+                        "an object of rank -> status string"),
+              "exit_code": (_opt(_is_int), "an integer"), "message": (_STR, "a string")},
+    CONFIG: {"args": (_DICT, "an object"), "model": (_DICT, "an object"), "param_table": (_LIST, "a list"),
+             "scatter_order": (_LIST, "a list"), "work_order": (_LIST, "a list")},
+}
+
+
+def check_doc(doc: Any, where: str, name: str) -> dict:
+    """`doc` read from `where` as the run directory's file `name` (META, STATUS, SUMMARY or CONFIG): it
+    must be a JSON object of a schema version this commscope reads, whose known fields have their types;
+    the first that does not is one UserError line."""
+    if not isinstance(doc, dict):
+        raise UserError(f"{where} is not a JSON object")
+    check_schema(doc, where)
+    for field, (test, what) in _FIELDS[name].items():
+        if field in doc and not test(doc[field]):
+            v = repr(doc[field])
+            raise UserError(f"{where}: {field} is {v if len(v) <= 40 else v[:37] + '...'}, expected {what}")
+    if name == STATUS and "status" not in doc:
+        raise UserError(f"{where} has no status")
+    return doc
+
+
 def read_status(rank_dir: str) -> dict | None:
     """A rank's status.json; None when there is none. Raises ValueError when it is there but unreadable."""
     try:
@@ -32,9 +105,10 @@ def read_status(rank_dir: str) -> dict | None:
         return None
     except (OSError, ValueError) as e:
         raise ValueError(f"unreadable {STATUS} ({e})") from None
-    if not isinstance(st, dict) or "status" not in st:
-        raise ValueError(f"unreadable {STATUS} (no status)")
-    return st
+    try:
+        return check_doc(st, STATUS, STATUS)
+    except UserError as e:
+        raise ValueError(f"unreadable {STATUS} ({e})") from None
 
 
 def write_config(run_dir, config: dict) -> None:

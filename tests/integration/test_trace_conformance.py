@@ -9,13 +9,12 @@ older formats, ROCm names, damaged values, an absurd world size).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 import trace_corpus as tc
-from commscope import cli
+from bad_inputs import invoke
 from commscope.load import load_path
 
 HTA = tc.DATA / "hta-testdata"
@@ -53,20 +52,6 @@ CASES = ["hta/trace_filter", "hta/nccl_parser_config", "hta/distributed_info_una
          "nccl/rocm", "file/single"]
 
 
-def invoke(argv: list[str], capsys) -> tuple[int, str, str]:
-    old = sys.argv
-    sys.argv = ["commscope", *argv]
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        sys.argv = old
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_every_command_reads_every_trace_kind(case, corpus, tmp_path, capsys, monkeypatch):
     path = corpus[case]
@@ -80,7 +65,7 @@ def test_every_command_reads_every_trace_kind(case, corpus, tmp_path, capsys, mo
     }
     out = {}
     for name, argv in runs.items():
-        code, stdout, stderr = invoke(argv, capsys)
+        code, stdout, stderr = invoke(argv)
         assert code == 0, (case, name, stderr[-3000:])
         assert "Traceback" not in stderr, (case, name, stderr[-3000:])
         out[name] = stdout

@@ -2,21 +2,21 @@
 cases that cannot live in git (missing path, empty directory): exit 0 (a report naming what is missing)
 or 2 with exactly one `commscope: error:` line on stderr — never a traceback, never a write into the input.
 
-Runs the CLI in-process (commscope.cli.main) so ~200 invocations take seconds, not a torch import each.
+Runs the CLI in-process (commscope.cli.main, through tests/bad_inputs.py) so ~200 invocations take
+seconds, not a torch import each. Generated kinds (FIFOs, symlink loops, sizes, typed fields) are in
+tests/test_bad_inputs_corpus.py.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commscope import cli
+from bad_inputs import invoke, tree_digest
 from commscope.errors import UserError
 from paths import TESTS
 
@@ -44,31 +44,6 @@ def commands(path: Path, out: Path) -> dict[str, list[str]]:
     }
 
 
-def tree_digest(path: Path) -> dict[str, str]:
-    if not path.exists():
-        return {}
-    out = {}
-    for root, dirs, files in os.walk(path):
-        for n in dirs + files:
-            p = Path(root) / n
-            out[str(p.relative_to(path))] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-    return out
-
-
-def invoke(argv: list[str], capsys) -> tuple[int, str, str]:
-    old = sys.argv
-    sys.argv = ["commscope", *argv]
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        sys.argv = old
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
 def case_path(case: str, tmp_path: Path) -> Path:
     if case == "missing":
         return tmp_path / "does-not-exist"
@@ -81,7 +56,7 @@ def case_path(case: str, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", [*CASES, "missing", "empty"])
-def test_every_command_answers_bad_input_in_one_line(case, tmp_path, capsys, monkeypatch):
+def test_every_command_answers_bad_input_in_one_line(case, tmp_path, monkeypatch):
     path = case_path(case, tmp_path)
     out = tmp_path / "out"
     out.mkdir()
@@ -89,7 +64,7 @@ def test_every_command_answers_bad_input_in_one_line(case, tmp_path, capsys, mon
     before = tree_digest(path)
     results = {}
     for name, argv in commands(path, out).items():
-        code, stdout, stderr = invoke(argv, capsys)
+        code, stdout, stderr = invoke(argv)
         results[name] = code
         assert "Traceback" not in stderr and "Traceback" not in stdout, (name, stderr[-2000:])
         assert code in (0, 2), (name, code, stderr[-2000:])
@@ -104,21 +79,21 @@ def test_every_command_answers_bad_input_in_one_line(case, tmp_path, capsys, mon
     assert not os.path.exists("/tmp/commscope-pwned")
 
 
-def test_partial_run_is_reported_with_what_is_missing(tmp_path, capsys):
+def test_partial_run_is_reported_with_what_is_missing(tmp_path):
     path = case_path("partial_run", tmp_path)
-    code, stdout, _ = invoke(["report", str(path), "--json", "--no-hta"], capsys)
+    code, stdout, _ = invoke(["report", str(path), "--json", "--no-hta"])
     assert code == 0
     import json
 
     doc = json.loads(stdout)
     problems = " ".join(doc["problems"])
     assert "torn last line" in problems and "rank(s) [1]" in problems
-    code, stdout, _ = invoke(["doctor", str(path), "--json"], capsys)
+    code, stdout, _ = invoke(["doctor", str(path), "--json"])
     assert code == 0 and json.loads(stdout)["verdict"] == "insufficient"  # no rank wrote a status, no summary
 
 
-def test_future_schema_names_the_version(tmp_path, capsys):
-    code, _, err = invoke(["doctor", str(case_path("future_schema_run", tmp_path))], capsys)
+def test_future_schema_names_the_version(tmp_path):
+    code, _, err = invoke(["doctor", str(case_path("future_schema_run", tmp_path))])
     assert code == 2 and "schema_version 99" in err
 
 

@@ -63,8 +63,15 @@ def test_healthy_run_is_ok(run):
 
 
 def shift(run, rank, seqs, field, by):
-    rewrite(run, rank, lambda r: {**r, field: r[field] + by} if r["kind"] == "collective" and r["seq"] in seqs
-            else r)
+    """Move `field` of `rank`'s collectives `seqs` by `by` ns; a later launch returns no earlier than it
+    is called (the loader refuses a record returning before its call)."""
+    def moved(r):
+        out = {**r, field: r[field] + by}
+        if field == "call_ns" and r.get("return_ns") is not None:
+            out["return_ns"] = max(r["return_ns"], out["call_ns"])
+        return out
+
+    rewrite(run, rank, lambda r: moved(r) if r["kind"] == "collective" and r["seq"] in seqs else r)
 
 
 def test_a_late_launch_whose_device_start_is_on_time_is_no_straggler(run):

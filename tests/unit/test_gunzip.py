@@ -64,3 +64,30 @@ def test_broken_files_are_one_clear_error(impl, damage, tmp_path):
     p.write_bytes(bytes(blob))
     with pytest.raises(UserError, match="is not a valid gzip file"):
         files.read_bytes(str(p))
+
+
+def test_a_gzip_bomb_is_refused_by_ratio_after_bounded_output(impl, tmp_path, monkeypatch):
+    """~1000× inflation: refused once the output passes the grace size, naming the variable to raise."""
+    member = gzip.compress(b" " * 2 ** 24, 9)  # 16 MiB of spaces, ~16 KB
+    p = tmp_path / "rank0.json.gz"
+    p.write_bytes(member * 16)  # 256 MiB
+    with pytest.raises(UserError, match="COMMSCOPE_MAX_GZIP_RATIO") as e:
+        files.read_bytes(str(p))
+    assert "200×" in str(e.value) and "\n" not in str(e.value)
+    monkeypatch.setenv("COMMSCOPE_MAX_GZIP_RATIO", "5000")  # raised: it reads, every member
+    assert len(files.read_bytes(str(p))) == 2 ** 28
+
+
+def test_the_size_limit_counts_the_inflated_bytes(impl, tmp_path, monkeypatch):
+    p = tmp_path / "rank0.json.gz"
+    p.write_bytes(gzip.compress(DATA * 40))  # ~3.3 MB inflated
+    monkeypatch.setenv("COMMSCOPE_MAX_TRACE_MB", "2")
+    with pytest.raises(UserError, match="COMMSCOPE_MAX_TRACE_MB"):
+        files.read_bytes(str(p))
+    monkeypatch.setenv("COMMSCOPE_MAX_TRACE_MB", "4")
+    assert files.read_bytes(str(p)) == DATA * 40
+
+
+def test_padding_between_members_is_read_as_gzip_does(impl):
+    blob = gzip.compress(DATA) + b"\0" * 7 + gzip.compress(DATA[:10]) + b"\0\0"
+    assert files.gunzip(blob) == gzip.decompress(blob) == DATA + DATA[:10]
