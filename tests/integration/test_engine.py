@@ -2,7 +2,6 @@
 cluster (a LocalCluster of 2 worker processes, the CI stand-in for a real scheduler address)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,8 +10,9 @@ from commscope.errors import UserError
 from commscope.load.engine import map_files
 from commscope.load.files import list_trace_files
 from commscope.load.kineto import parse_file
+from paths import TESTS
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "modded-nanogpt-8xh100"
+FIXTURE = TESTS / "data" / "modded-nanogpt-8xh100"
 
 
 def _files() -> list[str]:

@@ -12,9 +12,9 @@ import pytest
 
 from commscope.analyze.doctor import diagnose_path
 from commscope.load import load_path
-from paths import ROOT
+from paths import ROOT, TESTS
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = TESTS / "data"
 sys.path.insert(0, str(ROOT / "bench"))
 gen_job = importlib.import_module("gen_job")  # a bench script, as tests/integration/test_bench_scripts.py imports them
 
