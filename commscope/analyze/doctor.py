@@ -94,6 +94,13 @@ def _statuses(trace: Trace) -> dict[int, dict]:
     return {int(r): s for r, s in trace.config.get("status", {}).items()}
 
 
+def _unrecorded(trace: Trace) -> list[int]:
+    """Ranks that say they completed but left no record the loader could read (their events.jsonl missing
+    or unreadable: a problem of that rank): absence of their collectives is no evidence of anything."""
+    seen = set(trace.steps["rank"].astype(int)) | set(trace.collectives["rank"].astype(int))
+    return sorted(r for r, st in _statuses(trace).items() if st.get("status") == "completed" and r not in seen)
+
+
 def _last_step(trace: Trace, rank: int) -> int:
     s = trace.steps
     s = s[s["rank"] == rank] if len(s) else s
@@ -194,6 +201,7 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
         if len(sizes) and int(sizes.max()) == trace.world_size:
             # the whole world: a rank that left no record at all (killed early) is still a member
             members |= set(range(trace.world_size))
+        members -= set(_unrecorded(trace))
         launched = g.groupby("seq")["rank"].agg(lambda r: set(int(x) for x in r))
         for seq, have in launched.sort_index().items():
             missing = sorted(members - have)
@@ -251,6 +259,13 @@ def check_interrupted(trace: Trace) -> Diagnosis | None:
 def check_insufficient(trace: Trace) -> Diagnosis | None:
     """Ranks of the job missing from the data: who came last to a collective cannot be known."""
     missing = sorted(set(range(trace.world_size)) - set(trace.ranks))
+    unrecorded = _unrecorded(trace) if trace.source == "run" else []
+    if unrecorded and not missing:
+        return Diagnosis("insufficient", sources=[STATUS, EVENTS],
+                         details={"unrecorded_ranks": unrecorded, "ranks": list(trace.ranks)}, summary=(
+            f"insufficient: rank(s) {_fmt(unrecorded)} completed ({STATUS}) but left no readable {EVENTS} "
+            "(see the problems), so what they launched and when is unknown: no hang, desync or straggler can "
+            "be judged on them."))
     if not missing:
         return None
     return Diagnosis("insufficient", sources=[EVENTS if trace.source == "run" else "trace"],

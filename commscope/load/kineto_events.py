@@ -75,6 +75,8 @@ def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
         doc = (_SHAPE_DOC if with_ops else _DOC).decode(raw)
     except msgspec.DecodeError:  # includes ValidationError: not the shape the typed reader expects
         return _generic(path, raw)
+    except RecursionError:  # arrays or objects nested deeper than any decoder's stack: no trace is like that
+        raise UserError(f"{path} nests JSON arrays or objects too deeply to be a chrome trace") from None
     ev = _check_header(path, doc.traceEvents, doc.distributedInfo, doc.baseTimeNanoseconds,
                        doc.deviceProperties)
     ev.doc = doc

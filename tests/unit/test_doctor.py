@@ -63,12 +63,15 @@ def test_healthy_run_is_ok(run):
 
 
 def shift(run, rank, seqs, field, by):
-    """Move `field` of `rank`'s collectives `seqs` by `by` ns; a later launch returns no earlier than it
-    is called (the loader refuses a record returning before its call)."""
+    """Move `field` of `rank`'s collectives `seqs` by `by` ns, keeping each interval ordered (a launch that
+    returns before its call, or a kernel that ends before it starts, is a record the loader refuses)."""
+    pairs = {"call_ns": "return_ns", "start_ns": "end_ns", "wait_ns": "wait_end_ns"}
+
     def moved(r):
         out = {**r, field: r[field] + by}
-        if field == "call_ns" and r.get("return_ns") is not None:
-            out["return_ns"] = max(r["return_ns"], out["call_ns"])
+        end = pairs.get(field)
+        if end and out.get(end) is not None:
+            out[end] = max(out[end], out[field])
         return out
 
     rewrite(run, rank, lambda r: moved(r) if r["kind"] == "collective" and r["seq"] in seqs else r)
@@ -195,6 +198,12 @@ def test_a_rank_killed_after_sigstop_hung_the_job_and_gloo_timeouts_are_victims(
     assert (d.verdict, d.culprit_ranks) == ("hang", [1]) and "SIGSTOP" in d.summary
     put(run, 1, "status.json", {"status": "completed", "error": None, "last_step": 2})
     assert diagnose_path(str(run)).verdict != "crash"  # the others' gloo timeouts name no culprit
+
+
+def test_a_completed_rank_without_readable_events_is_insufficient_not_a_hang(run):
+    os.remove(run / "rank2" / "events.jsonl")
+    d = diagnose_path(str(run))
+    assert d.verdict == "insufficient" and "2" in d.summary and d.culprit_ranks == []
 
 
 def test_hang_finds_the_rank_that_never_launched(run):

@@ -90,3 +90,10 @@ def test_input_directory_untouched(tmp_path):
     before = sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in d.iterdir())
     load_path(str(d), workers=2)
     assert sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in d.iterdir()) == before
+
+
+def test_deeply_nested_json_is_one_error_not_a_recursion_traceback(tmp_path):
+    path = tmp_path / "rank0.json"
+    path.write_text('{"traceEvents": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(UserError, match="nests JSON arrays or objects too deeply"):
+        load_path(str(path))
