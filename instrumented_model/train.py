@@ -371,9 +371,9 @@ def train(args: argparse.Namespace, run: RankRun) -> None:
                 rec.collective(dist.all_reduce, local_loss, label=LOSS_LABEL, phase="metric").wait()
                 losses.queue(s, local_loss, t0)
                 # The next step's batch is made (and its copies queued) while the device still runs this
-                # one: made after the loss read (a synchronization when traced), it sat between two steps
-                # with the GPU idle, 3.8 ms a step and 12-17 ms in a third of the steps of a traced
-                # speedrun on an H200 (host stalls in numpy and pin_memory; docs/benchmarks.md, session 19).
+                # one: made after the loss read (a synchronization when traced), it would sit between two
+                # steps with the GPU idle, 3.8 ms a step and 12-17 ms in a third of the steps of a traced
+                # speedrun on an H200 (host time in numpy and pin_memory; docs/benchmarks.md).
                 if s + 1 < args.steps:
                     upcoming = device_batches(data, s + 1, run, ga, device)
                 loss_value = losses.read_due(s)
