@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from itertools import accumulate
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from commscope.plan.matrices import Matrix, buckets
 from commscope.plan.strategies import Assignment
+
+if TYPE_CHECKING:  # numpy is imported where the hill-climb runs: `commscope --help` does not pay for it
+    import numpy as np
 
 # Bound on the hill-climb's work, in scored moves: a sweep scores up to R²/2 moves for R ranks (runs of
 # cuts i..j), so for large R the runs are capped in length and the sweeps in number to stay within it
@@ -72,6 +74,8 @@ def _refine(loads: list[float], real_prefix: list[float], cuts: list[int], budge
     cuts long, and the climb stops once it has scored `budget` moves (an accepted move counts R, the
     cost of updating the maxima; each cut scored counts _CALL_COST more, the arrays' fixed cost), so it
     is O(`budget`) whatever R."""
+    import numpy as np
+
     n, n_cuts = len(real_prefix) - 1, len(cuts)
     if n_cuts == 0:
         return list(cuts)
@@ -114,6 +118,8 @@ def _improving_moves(base: np.ndarray, P: np.ndarray, c: np.ndarray, tot: np.nda
     """Flat positions 2·(j-i) + (0: step -1, 1: step +1) of the valid moves of cuts i..j that lower
     (max load, Σ load²), j = i..min(len(c), i + run)-1, ascending. `tot` is every rank's load with the
     current cuts `c`, `pre`/`suf` its prefix/suffix maxima."""
+    import numpy as np
+
     m = min(len(c), i + run)
     js = np.arange(i, m)
     nxt = np.append(c[i + 1:m + 1], n)[:m - i]  # bounds[j + 2]: the end of rank j+1's slice
