@@ -11,6 +11,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from commscope.util.ranges import int_ranges
+
 
 class LiveProgress:
     """The live bar fed with rank 0's step records; other ranks' `commscope:` notes print above it."""
@@ -70,7 +72,7 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict) ->
     by_status: dict[str, list[str]] = {}
     for r, s in summary["ranks"].items():
         by_status.setdefault(s, []).append(r)
-    t.add_row("rank status", ", ".join(f"{s}: {_ranges(rs)}" for s, rs in by_status.items()))
+    t.add_row("rank status", ", ".join(f"{s}: {int_ranges(rs)}" for s, rs in by_status.items()))
     t.add_row("message", escape(summary["message"]))  # rank errors hold [file:line] that is not markup
     console.print(t)
     if not ok:
@@ -87,16 +89,3 @@ def print_run_verdict(console: Console, out: str, diagnosis) -> None:
     culprits = ",".join(map(str, diagnosis.culprit_ranks)) or "-"
     console.print(f"[bold red]{diagnosis.verdict}[/] (culprit rank(s) {culprits}): {escape(diagnosis.summary)} "
                   f"Details: [bold]commscope doctor {out}[/]", highlight=False)
-
-
-def _ranges(ranks: list[str]) -> str:
-    """'0-3,5' style list of ranks."""
-    nums = sorted(map(int, ranks))
-    parts, i = [], 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        parts.append(f"{nums[i]}-{nums[j]}" if j > i else f"{nums[i]}")
-        i = j + 1
-    return ",".join(parts)

@@ -45,6 +45,7 @@ import pandas as pd
 from commscope.analyze import skew, waiting
 from commscope.analyze.launches import launch_table
 from commscope.errors import UserError
+from commscope.util.ranges import int_ranges
 from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import EVENTS, STATUS, SUMMARY
 
@@ -271,7 +272,7 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
     return Diagnosis("insufficient", sources=[EVENTS if trace.source == "run" else "trace"],
                      details={"missing_ranks": missing, "ranks": list(trace.ranks)}, summary=(
         f"insufficient: the data has {len(trace.ranks)} of the job's {trace.world_size} ranks (missing: "
-        f"{_ranges(missing)}); a collective's last arrival may be a missing rank, so stragglers cannot be "
+        f"{int_ranges(missing)}); a collective's last arrival may be a missing rank, so stragglers cannot be "
         "judged. Load every rank's trace for a verdict."))
 
 
@@ -351,7 +352,7 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
                  f"({top['pct'].iloc[0]:.1f} % of the median step)" if len(top) else "")
         return Diagnosis("ok", sources=src, details=details, summary=(
             f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
-            f"{_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:.1f} ms of waiting per "
+            f"{int_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:.1f} ms of waiting per "
             f"step{_bar_text(how)}{worst}."))
     totals = flagged.groupby("rank")["wait_caused_ns"].sum().sort_values(ascending=False, kind="stable")
     culprits = [int(r) for r, w in totals.items() if w >= 0.5 * totals.iloc[0]]
@@ -392,7 +393,7 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
         summary=(f"straggler: {who} made the other ranks wait {mean_lost:.1f} ms each per step on average "
                  f"({p['mean_pct_of_step']:.1f} % of the {median_step / 1e6:.1f} ms median step; "
                  f"{p['waiting_caused_ms']:.1f} ms of waiting in all) in {len(p['steps'])} of {len(judged_steps)} "
-                 f"judged step(s) ({_ranges(p['steps'])}); most at '{top['label']}' (step {top['step']}, seq "
+                 f"judged step(s) ({int_ranges(p['steps'])}); most at '{top['label']}' (step {top['step']}, seq "
                  f"{top['sequence']}, {top['mean_wait_ms']:.1f} ms per waiting rank). Confidence {p['confidence']}; "
                  f"found by arrival ({arrivals}), bar {how['ms']:.1f} ms per step{_bar_text(how)}."))
 
@@ -405,23 +406,11 @@ def _noise_text(noise: dict[int, str]) -> str:
     by: dict[str, list[int]] = {}
     for s, why in sorted(noise.items()):
         by.setdefault(why, []).append(s)
-    return ", ".join(f"{_ranges(v)} {k}" for k, v in by.items())
+    return ", ".join(f"{int_ranges(v)} {k}" for k, v in by.items())
 
 
 def _excluded_text(noise: dict[int, str]) -> str:
     return f" (not judged: {_noise_text(noise)})" if noise else ""
-
-
-def _ranges(xs: list[int]) -> str:
-    xs = sorted(xs)
-    out, i = [], 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        out.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def check_unexplained(trace: Trace) -> Diagnosis | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pandas as pd
 
 from commscope.errors import UserError
 from commscope.load.evidence import read_fault_evidence
@@ -22,6 +21,7 @@ from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, parse_files
 from commscope.rundir import check_doc, rank_dirs
 from commscope.rundir.schema import CONFIG, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, WATCHDOG
+from commscope.util.ranges import int_ranges
 
 # Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
 _COMPUTE_NAMES = ("forward", "backward")
@@ -48,19 +48,6 @@ def _regular_or_problem(path: str, rank: int, problems: list[str]) -> bool:
 
 def is_compute_region(name: str) -> bool:
     return name in _COMPUTE_NAMES or name.startswith(_COMPUTE_PREFIXES)
-
-
-def _ranges(ranks: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8" (at most 20 runs, then how many more), so a problem line stays
-    short whatever the world size."""
-    runs: list[list[int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    shown = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:20]]
-    return ", ".join(shown) + (f" and {len(runs) - 20} more runs" if len(runs) > 20 else "")
 
 
 def load(path: str, progress=None, with_ops: bool = False, workers: int | None = None) -> Trace:
@@ -113,11 +100,11 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
         raise UserError(f"{path}: ranks disagree on world_size: {sorted(sizes)}")
     ws = sizes.pop() if sizes else max(dirs) + 1
     if any(r >= ws for r in dirs):
-        raise UserError(f"{path}: rank folder(s) [{_ranges(sorted(r for r in dirs if r >= ws))}] outside "
-                        f"world_size {ws}")
+        outside = int_ranges((r for r in dirs if r >= ws), sep=", ", most=20)
+        raise UserError(f"{path}: rank folder(s) [{outside}] outside world_size {ws}")
     missing = [r for r in range(ws) if r not in dirs]
     if missing:
-        problems.append(f"no folder for rank(s) [{_ranges(missing)}] of {ws}")
+        problems.append(f"no folder for rank(s) [{int_ranges(missing, sep=', ', most=20)}] of {ws}")
     any_meta = next(iter(metas.values()), {})
     trace = Trace(source="run", path=path, world_size=ws,
                   backend=(summary or {}).get("backend", any_meta.get("backend")),
@@ -163,3 +150,4 @@ def _fill_from_records(trace: Trace, events: EventColumns) -> None:
     trace.compute = frame("compute", comp.assign(stream=np.nan, kind="region")[
         ["rank", "step", "name", "start_ns", "end_ns", "stream", "kind"]] if len(comp) else None)
     trace.hooks = events.frame("hook")
+

@@ -97,3 +97,4 @@ def test_deeply_nested_json_is_one_error_not_a_recursion_traceback(tmp_path):
     path.write_text('{"traceEvents": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(UserError, match="nests JSON arrays or objects too deeply"):
         load_path(str(path))
+
