@@ -19,7 +19,7 @@ from commscope.errors import UserError
 from instrumented_model.launcher import Topology, launch_training
 from instrumented_model.out_dir import claim
 from instrumented_model.run_summary import JobEnd, RunProgress, exit_code, progress_from_file, rank_statuses, verdict
-from reports.run_terminal import _ranges
+from commscope.util.ranges import int_ranges
 
 SUMMARY_KEYS = {"schema_version", "status", "world_size", "backend", "device", "preset", "steps", "head_layout",
                 "comm_schedule", "losses", "step_times_ms", "tokens_per_s", "ranks", "exit_code", "message"}
@@ -219,7 +219,7 @@ def test_topology_builds_torchrun_rendezvous_options():
     with pytest.raises(UserError, match="several nodes"):
         Topology(2, nnodes=2).torchrun_args()
     assert Topology(3, nnodes=2, rdzv_endpoint="h:1").world_size == 6
-    assert _ranges(["0", "1", "2", "5", "7", "6"]) == "0-2,5-7"
+    assert int_ranges(["0", "1", "2", "5", "7", "6"]) == "0-2,5-7"
 
 
 # ---------------------------------------------------------------- CLI: bad options
