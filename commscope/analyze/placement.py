@@ -103,34 +103,62 @@ def backward_ends(trace: Trace) -> pd.DataFrame:
 
 def _overlapped(trace: Trace, coll: pd.DataFrame, o: int) -> tuple[np.ndarray, list[list[str]]]:
     """Per collective: ms of its [start, end) covered by its rank's compute events, and the names of the
-    compute events that overlap it most (summed per name, short_name)."""
-    hidden = np.zeros(len(coll))
-    names: list[list[str]] = [[] for _ in range(len(coll))]
+    compute events that overlap it most (summed per name, short_name).
+
+    Vectorized per rank: the covered time from the union of the rank's compute (intervals.covered); the
+    names from every (collective, compute event) pair that can overlap, found by two searchsorted calls
+    over the events sorted by start (those starting before the collective ends, from the first whose
+    running maximum end passes its start). Pairs are made in blocks of at most _PAIR_BLOCK, so memory
+    stays bounded when one long compute event makes every later collective a candidate of it."""
+    n = len(coll)
+    hidden = np.zeros(n)
+    names: list[list[str]] = [[] for _ in range(n)]
     comp = trace.compute
+    if not n or not len(comp):
+        return hidden, names
     c_rank = comp["rank"].to_numpy()
     c_s, c_e = rel(comp["start_ns"], o), rel(comp["end_ns"], o)
-    c_name = comp["name"].astype(str).to_numpy(dtype=object)
+    codes, uniques = pd.factorize(comp["name"].astype(str), sort=False)
     start = np.where(coll["start_ns"].isna(), rel(coll["call_ns"], o), rel(coll["start_ns"], o))
     end = rel(coll["end_ns"], o)
+    q_rank = coll["rank"].to_numpy()
+    ok = ~(np.isnan(start) | np.isnan(end)) & (end > start)
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
     from commscope.analyze import intervals as iv
 
-    by_rank = {r: np.flatnonzero(c_rank == r) for r in np.unique(coll["rank"].to_numpy())}
-    order = {r: idx[np.argsort(c_s[idx], kind="stable")] for r, idx in by_rank.items()}
-    for j, (r, s, e) in enumerate(zip(coll["rank"].to_numpy(), start, end)):
-        if np.isnan(s) or np.isnan(e) or e <= s:
+    for r in np.unique(q_rank[ok]):
+        qi = np.flatnonzero(ok & (q_rank == r))
+        ci = np.flatnonzero((c_rank == r) & (c_e > c_s))
+        if not len(ci):
             continue
-        idx = order[r]
-        hi = int(np.searchsorted(c_s[idx], e, side="left"))
-        cand = idx[:hi]
-        ov = np.minimum(c_e[cand], e) - np.maximum(c_s[cand], s)
-        hit = ov > 0
-        if not hit.any():
-            continue
-        cand, ov = cand[hit], ov[hit]
-        hidden[j] = iv.length(iv.intersect((np.array([s]), np.array([e])), (c_s[cand], c_e[cand]))) / 1e6
-        per_name = pd.Series(ov).groupby(c_name[cand]).sum().sort_values(ascending=False, kind="stable")
-        names[j] = [short_name(str(n)) for n in per_name.index[:MAX_OVERLAPPED]]
+        ci = ci[np.argsort(c_s[ci], kind="stable")]
+        hidden[qi] = iv.covered(start[qi], end[qi], (c_s[ci], c_e[ci])) / 1e6
+        lo = np.searchsorted(np.maximum.accumulate(c_e[ci]), start[qi], side="right")
+        hi = np.searchsorted(c_s[ci], end[qi], side="left")
+        cnt = np.maximum(hi - lo, 0)
+        for block in np.array_split(np.arange(len(qi)), max(1, int(cnt.sum()) // _PAIR_BLOCK + 1)):
+            k = cnt[block]
+            q = np.repeat(qi[block], k)
+            offs = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+            c = ci[np.repeat(lo[block], k) + offs]
+            ov = np.minimum(c_e[c], end[q]) - np.maximum(c_s[c], start[q])
+            hit = ov > 0
+            if hit.any():
+                d = pd.DataFrame({"q": q[hit], "name": codes[c[hit]], "ov": ov[hit]})
+                d = d.groupby(["q", "name"], sort=False)["ov"].sum().reset_index()
+                d = d.sort_values(["q", "ov"], ascending=[True, False], kind="stable")
+                d = d[d.groupby("q").cumcount() < MAX_OVERLAPPED]
+                pairs.append((d["q"].to_numpy(), d["name"].to_numpy()))
+    short = {}
+    for q, name in pairs:
+        for j, code in zip(q.tolist(), name.tolist()):
+            if code not in short:
+                short[code] = short_name(str(uniques[code]))
+            names[j].append(short[code])
     return hidden, names
+
+
+_PAIR_BLOCK = 2_000_000  # (collective, compute event) pairs made at once
 
 
 def placement(trace: Trace, table: pd.DataFrame | None = None) -> pd.DataFrame:

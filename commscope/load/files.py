@@ -26,7 +26,7 @@ import gzip
 import os
 import stat
 import zlib
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 
@@ -200,13 +200,16 @@ def decode_json(path: str, raw: bytes) -> Any:
             raise UserError(f"{path} is not valid JSON (truncated or corrupt: {e})") from None
 
 
-def iter_jsonl(path: str, dedup: bool = False) -> Iterator[tuple[int, bytes, Any]]:
+def iter_jsonl(path: str, dedup: bool = False,
+               decode: Callable[[bytes], Any] = orjson.loads) -> Iterator[tuple[int, bytes, Any]]:
     """(line number, line bytes, decoded value) of every non-blank line of a JSON-lines file, read in
     blocks: memory is one block and one line, whatever the file's size. A line that does not decode is
     yielded with the value `TORN` when it is the last non-blank line (a crash mid-append tears only the
     last line); anywhere else it is a corrupt file (UserError), as is a line longer than
     limits.LINE_BYTES. With `dedup`, a line identical to an earlier one is yielded with the value
-    `DUPLICATE`, undecoded (the set of line hashes grows with the distinct lines only)."""
+    `DUPLICATE`, undecoded (the set of line hashes grows with the distinct lines only). `decode` turns a
+    line into its value (orjson.loads, or a typed decoder that falls back to it); it raises orjson's
+    JSONDecodeError for a line that is not JSON."""
     max_line = limits.LINE_BYTES.value()
     seen: set[int] = set()
     pending: tuple[int, bytes] | None = None  # an undecodable line: torn if nothing follows it
@@ -238,7 +241,7 @@ def iter_jsonl(path: str, dedup: bool = False) -> Iterator[tuple[int, bytes, Any
                         yield lineno, ln, DUPLICATE
                         continue
                 try:
-                    value = orjson.loads(ln)
+                    value = decode(ln)
                 except orjson.JSONDecodeError:
                     pending = (lineno, ln)
                     continue

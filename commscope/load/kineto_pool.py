@@ -52,10 +52,13 @@ def parsing(files: list[str], progress: Progress | None = None, workers: int | N
         yield parts
 
 
-def load_ops(files: list[str], workers: int | None = None, ranks: dict[str, int] | None = None) -> pd.DataFrame:
+def load_ops(files: list[str], workers: int | None = None, ranks: dict[str, int] | None = None,
+             scheduler: Any = None) -> pd.DataFrame:
     """The `ops` frame of Kineto files (a second, ops-only parse: see `Trace.ops`); `ranks`: file → the
     rank the loader settled on (where the file itself does not say)."""
-    frames = parse_all(files, workers=workers, fn=kineto.parse_ops)
+    from commscope.load.engine import map_files
+
+    frames = map_files(kineto.parse_ops, files, scheduler=scheduler, workers=workers)
     for f, df in zip(files, frames):
         if ranks and f in ranks and df is not None and len(df):
             df["rank"] = ranks[f]
@@ -74,18 +77,22 @@ def concat_parts(parts: list, key: str) -> pd.DataFrame | None:
 
 
 def parse_files(files: list[str], *, with_ops: bool, progress: Progress | None = None,
-                workers: int | None = None) -> contextlib.AbstractContextManager[list]:
+                workers: int | None = None, scheduler: Any = None) -> contextlib.AbstractContextManager[list]:
     """Per-rank parts of `files` (kineto.parse_file), with the `ops` frame when `with_ops`: a context
-    manager (see `parsing`)."""
+    manager (see `parsing`); on the Dask cluster at `scheduler` when one is given (commscope.load.engine)."""
     fn = functools.partial(kineto.parse_file, with_ops=True) if with_ops else kineto.parse_file
+    if scheduler is not None:
+        from commscope.load.engine import map_files
+
+        return contextlib.nullcontext(map_files(fn, files, scheduler=scheduler, progress=progress))
     return parsing(files, progress=progress, workers=workers, fn=fn)
 
 
 def attach_ops(trace: Any, parts: list, files: list[str], with_ops: bool, workers: int | None,
-               ranks: dict[str, int] | None = None) -> None:
+               ranks: dict[str, int] | None = None, scheduler: Any = None) -> None:
     """`trace.ops` from `parts` when they were parsed with ops, else loaded on first access (Trace.ops);
     `ranks`: file → rank, as in `load_ops`."""
     if with_ops:
         trace.ops = concat_parts(parts, "ops")
     else:
-        trace._ops_loader = lambda: load_ops(files, workers, ranks)
+        trace._ops_loader = lambda: load_ops(files, workers, ranks, scheduler)

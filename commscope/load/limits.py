@@ -53,9 +53,10 @@ DOC_BYTES = Limit("COMMSCOPE_MAX_DOC_MB", 64, "MiB", 2 ** 20)
 # while inflating (after the first GZIP_GRACE_BYTES, so a small, very regular file still reads).
 GZIP_RATIO = Limit("COMMSCOPE_MAX_GZIP_RATIO", 200, "×")
 GZIP_GRACE_BYTES = 64 * 2 ** 20
-# events.jsonl records kept over all ranks of a run (stored as columns, ~150 bytes each), and the
+# events.jsonl records kept over all ranks of a run (stored as columns, ~150 bytes each: 1.5 GB at the
+# limit, which holds a 4096-rank job of 40 steps with the reference trainer's ~50 records a step), and the
 # longest line (the recorder writes lines under a kilobyte).
-EVENTS = Limit("COMMSCOPE_MAX_EVENTS", 2_000_000, "records")
+EVENTS = Limit("COMMSCOPE_MAX_EVENTS", 10_000_000, "records")
 LINE_BYTES = Limit("COMMSCOPE_MAX_LINE_KB", 1024, "KiB", 2 ** 10)
 # World size and rank numbers, from any source (rank folders, meta.json, summary.json): the analyses and
 # doctor's table are per rank, so a world size of 10⁹ written by mistake must not size them.

@@ -10,6 +10,7 @@ cores), for a folder of traces and for a run directory's profiler traces alike.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,19 +24,20 @@ from commscope.rundir import is_run_dir
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,
-              workers: int | None = None, with_ops: bool = False) -> Trace:
+              workers: int | None = None, with_ops: bool = False, scheduler: Any = None) -> Trace:
     """Load a run directory or Kineto trace(s). `steps=(a, b)` keeps steps a ≤ s < b.
 
     `progress(done, total)` is called after each rank file; `workers` caps the parse processes
     (default: one per core, at most one per file; 1 = in this process). `with_ops` builds `Trace.ops` in
     the same pass (for callers that will read it anyway, e.g. the HTML report's layout section); without
-    it `ops` is parsed on first access, a second pass over the files.
+    it `ops` is parsed on first access, a second pass over the files. `scheduler` (a Dask scheduler
+    address, Client or cluster) runs the per-rank stage on that cluster instead (commscope.load.engine).
     """
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file or directory")
     if os.path.isdir(path) and is_run_dir(path):
-        trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers)
+        trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers, scheduler=scheduler)
     else:
         if os.path.isfile(path):
             if not is_trace_file(path):
@@ -46,14 +48,15 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
             if not files:
                 raise UserError(f"{path} holds no run directory (summary.json, config.json, rank*/) "
                                 "and no Kineto traces (*.json, *.json.gz)")
-        trace = load_kineto_files(files, path, progress=progress, workers=workers, with_ops=with_ops)
+        trace = load_kineto_files(files, path, progress=progress, workers=workers, with_ops=with_ops,
+                                  scheduler=scheduler)
     return trace.select_steps(steps)
 
 
 def load_kineto_files(files: list[str], path: str, progress: Progress | None = None,
-                      workers: int | None = None, with_ops: bool = False) -> Trace:
-    with parse_files(files, with_ops=with_ops, progress=progress, workers=workers) as parts:
-        return _assemble(parts, files, path, workers, with_ops)
+                      workers: int | None = None, with_ops: bool = False, scheduler: Any = None) -> Trace:
+    with parse_files(files, with_ops=with_ops, progress=progress, workers=workers, scheduler=scheduler) as parts:
+        return _assemble(parts, files, path, workers, with_ops, scheduler)
 
 
 # With several profiling windows (files) per rank, window k's collectives are numbered from k·SEQ_STRIDE:
@@ -63,7 +66,8 @@ SEQ_STRIDE = 1_000_000
 _RANK_FRAMES = ("steps", "collectives", "compute", "regions", "kernels", "ops", "hta_cpu_stream_ops")
 
 
-def _assemble(parts: list, files: list[str], path: str, workers: int | None, with_ops: bool) -> Trace:
+def _assemble(parts: list, files: list[str], path: str, workers: int | None, with_ops: bool,
+              scheduler: Any = None) -> Trace:
     """One Trace of the per-file parts: ranks settled, the files of one rank merged (one per profiling
     window), the job's world size told apart from the ranks present, and collectives paired across
     ranks only where group, sequence and size agree."""
@@ -112,7 +116,7 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
                           "rank_from": {p["rank"]: p["rank_from"] for p in merged}},
                   ranks=ranks, problems=problems, **frames)
     file_rank = {p["info"]["file"]: p["rank"] for p in parts}
-    attach_ops(trace, merged, [f for f in files if f in file_rank], with_ops, workers, file_rank)
+    attach_ops(trace, merged, [f for f in files if f in file_rank], with_ops, workers, file_rank, scheduler)
     extra = concat_parts(merged, "hta_cpu_stream_ops")
     trace.extra["hta_cutoff_ns"] = {p["rank"]: p["hta_cutoff_ns"] for p in merged}
     if extra is not None:

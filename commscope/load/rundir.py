@@ -9,18 +9,20 @@ evidence (watchdog/inflight reports, Flight Recorder dumps) becomes `Trace.fault
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
 from commscope.errors import UserError
 from commscope.load.evidence import read_fault_evidence
 from commscope.load import limits
-from commscope.load.events import EventColumns
+from commscope.load.engine import map_files
+from commscope.load.events import EventColumns, read_rank
 from commscope.load.files import is_regular, read_json
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, parse_files
 from commscope.rundir import check_doc, rank_dirs
-from commscope.rundir.schema import CONFIG, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, WATCHDOG
+from commscope.rundir.schema import RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, WATCHDOG
 from commscope.util.ranges import int_ranges
 
 # Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
@@ -50,7 +52,33 @@ def is_compute_region(name: str) -> bool:
     return name in _COMPUTE_NAMES or name.startswith(_COMPUTE_PREFIXES)
 
 
-def load(path: str, progress=None, with_ops: bool = False, workers: int | None = None) -> Trace:
+def read_rank_folder(d: str) -> dict:
+    """Everything one `rank<N>/` folder holds but its profiler trace: meta.json, status.json, whether the
+    watchdog fired, and its events.jsonl as compact columns (commscope.load.events.read_rank). The per-rank
+    stage: a plain function of a path, run by a local worker process or a Dask worker."""
+    rank = int(RANK_DIR.match(os.path.basename(d)).group(1))
+    problems: list[str] = []
+    meta = _optional_json(os.path.join(d, META), META)
+    if meta is not None and meta.get("rank", rank) != rank:
+        raise UserError(f"{d}/{META} says rank {meta.get('rank')}, folder says rank {rank}")
+    st = _optional_json(os.path.join(d, STATUS), STATUS)
+    if st is not None and st.get("status") not in (None, "completed"):
+        problems.append(f"rank {rank}: {st.get('status')}" + (f": {st['error']}" if st.get("error") else ""))
+    if os.path.isfile(os.path.join(d, WATCHDOG)):
+        problems.append(f"rank {rank}: the hang watchdog fired (see {d}/{WATCHDOG})")
+    ev = os.path.join(d, EVENTS)
+    events = None
+    if _regular_or_problem(ev, rank, problems):
+        events = read_rank(ev, rank, EVENTS)
+    elif not os.path.lexists(ev):
+        problems.append(f"rank {rank}: no {EVENTS}")
+    return {"rank": rank, "meta": meta, "status": st, "events": events, "problems": problems, "path": ev}
+
+
+def load(path: str, progress=None, with_ops: bool = False, workers: int | None = None,
+         scheduler: Any = None) -> Trace:
+    """The run directory at `path` as a Trace; rank folders (and their profiler traces) are read by
+    `workers` local processes, or by the Dask cluster at `scheduler` (commscope.load.engine)."""
     max_ws = limits.WORLD_SIZE.value()
     summary = _optional_json(os.path.join(path, SUMMARY), SUMMARY)
     config = _optional_json(os.path.join(path, CONFIG), CONFIG)
@@ -67,29 +95,19 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     kfiles = {r: os.path.join(d, KINETO_TRACE) for r, d in sorted(dirs.items())  # profiler traces
               if _regular_or_problem(os.path.join(d, KINETO_TRACE), r, problems)}
     total = len(dirs) + len(kfiles)  # progress: rank folders, then their traces (the slow part)
-    for i, (rank, d) in enumerate(sorted(dirs.items())):
-        meta = _optional_json(os.path.join(d, META), META)
-        if meta is not None:
-            if meta.get("rank", rank) != rank:
-                raise UserError(f"{d}/{META} says rank {meta.get('rank')}, folder says rank {rank}")
-            metas[rank] = meta
-        st = _optional_json(os.path.join(d, STATUS), STATUS)
-        if st is not None:
-            statuses[rank] = st
-            if st.get("status") not in (None, "completed"):
-                problems.append(f"rank {rank}: {st.get('status')}"
-                                + (f": {st['error']}" if st.get("error") else ""))
-        if os.path.isfile(os.path.join(d, WATCHDOG)):
-            problems.append(f"rank {rank}: the hang watchdog fired (see {d}/{WATCHDOG})")
-        ev = os.path.join(d, EVENTS)
-        if _regular_or_problem(ev, rank, problems):
-            events.read_rank(ev, rank, EVENTS)
-        else:
-            if not os.path.lexists(ev):
-                problems.append(f"rank {rank}: no {EVENTS}")
+    folders = map_files(read_rank_folder, [d for _, d in sorted(dirs.items())], scheduler=scheduler,
+                        workers=workers, progress=progress and (lambda j, _n: progress(j, total)))
+    for f in folders:
+        rank = f["rank"]
+        if f["meta"] is not None:
+            metas[rank] = f["meta"]
+        if f["status"] is not None:
+            statuses[rank] = f["status"]
+        problems += f["problems"]
+        if f["events"] is None:
             no_data.add(rank)
-        if progress:
-            progress(i + 1, total)
+        else:
+            events.add(f["events"], f["path"])
     problems += events.problems
     sizes = {m["world_size"] for m in metas.values() if "world_size" in m}
     if summary and "world_size" in summary:
@@ -115,20 +133,21 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
     _fill_from_records(trace, events)
-    with parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers,  # the profiled window
+    with parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers, scheduler=scheduler,
                      progress=(lambda j, _n: progress(len(dirs) + j, total)) if progress else None) as kparts:
-        _attach_kineto(trace, kparts, kfiles, with_ops, workers)
+        _attach_kineto(trace, kparts, kfiles, with_ops, workers, scheduler)
     trace.faults = read_fault_evidence(path, dirs)
     return trace
 
 
-def _attach_kineto(trace: Trace, kparts: list, kfiles: dict, with_ops: bool, workers: int | None) -> None:
+def _attach_kineto(trace: Trace, kparts: list, kfiles: dict, with_ops: bool, workers: int | None,
+                   scheduler: Any) -> None:
     """The profiler traces' kernels, ops, regions and device properties, from their parsed parts."""
     kernels = concat_parts(kparts, "kernels")
     if kernels is not None:
         trace.kernels = kernels
     if kfiles:
-        attach_ops(trace, kparts, list(kfiles.values()), with_ops, workers)
+        attach_ops(trace, kparts, list(kfiles.values()), with_ops, workers, scheduler=scheduler)
         trace.config["files"] = kfiles
     # The profiled window's record_function ranges, on the same clock as `ops` (events.jsonl regions are
     # on the common axis, which differs from Kineto's by the clock offset): used to attribute ops.
