@@ -1,5 +1,6 @@
-"""`commscope report`'s terminal output: the doctor's verdict line, top exposed labels, overlap per rank
-and host time at step boundaries.
+"""`commscope report`'s terminal output: the doctor's verdict line, top exposed labels, communication
+overlap per rank (on GPU traces HTA's rule beside the device-only number; without device kernels the
+recorded spans, and why the other two do not apply) and host time at step boundaries.
 
 Why: the first answer (which collective is exposed, where) should not need a browser. Rendered from the
 same summarize() document as the HTML and --json, so all three agree. Writes to the given Console (the
@@ -11,7 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from commscope.analyze.summary import undefined_overlap_note
+from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows,
+                                       undefined_overlap_note)
 from reports.tables import fmt
 
 
@@ -36,22 +38,28 @@ def print_doctor_line(diagnosis, console: Console) -> None:
 def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     labels = summary.get("labels") or {}
     ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
-    t = Table(title=f"Top exposed collectives ({len(labels)} labels, {summary.get('ranks', '?')} ranks)")
+    # the duration's basis differs by input (a device kernel, or launch to completion): say which it is here
+    t = Table(title=f"Top exposed collectives ({len(labels)} labels, {summary.get('ranks', '?')} ranks)",
+              caption=f"mean ms: {summary.get('duration_basis') or 'no durations'}; hidden %: share of the "
+                      "duration compute hid")
     for col, just in (("label", "left"), ("op", "left"), ("calls", "right"), ("exposed ms/rank", "right"),
-                      ("mean ms", "right"), ("overlap %", "right"), ("busbw GB/s", "right")):
+                      ("mean ms", "right"), ("hidden %", "right"), ("busbw GB/s", "right")):
         t.add_column(col, justify=just, no_wrap=col in ("label", "op"))  # names must stay whole
     for lab, v in ranked:
         t.add_row(lab, fmt(v.get("op")), fmt(v.get("count")), fmt(v.get("exposed_ms")), fmt(v.get("mean_ms")),
-                  pct(v.get("overlap_pct")), bandwidth(v.get("busbw_gbps")))
+                  pct(v.get("hidden_pct")), bandwidth(v.get("busbw_gbps")))
     console.print(t)
-    by_rank = summary.get("overlap_pct_by_rank") or {}
-    if by_rank:
-        r = Table(title="Overlap by rank")
+    rows = comm_overlap_rows(summary)
+    if rows:
+        r = Table(title="Communication overlap by rank", min_width=32)  # one column: keep the title whole
         r.add_column("rank", justify="right")
-        r.add_column("overlap %", justify="right")
-        for rank, value in by_rank.items():
-            r.add_row(str(rank), pct(value))
+        cols = [k for k in rows[0] if k != "rank"]
+        for k in cols:
+            r.add_column(f"{COMM_OVERLAP_NAMES[k + '_by_rank']} %", justify="right")
+        for row in rows:
+            r.add_row(str(row["rank"]), *(pct(row[k]) for k in cols))
         console.print(r)
+        console.print(comm_overlap_note(summary), highlight=False)  # as wide as the console, not the table
         note = undefined_overlap_note(summary)
         if note:
             console.print(note)

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from commscope.analyze.report_context import ReportContext
-from commscope.analyze.summary import undefined_overlap_note
+from commscope.analyze.summary import comm_overlap_note, comm_overlap_rows, undefined_overlap_note
 from reports import tables
 from reports.layout_section import render_layout
 from reports.doctor_section import render_doctor
 from reports.overview_section import render_heatmap, render_summary
 
-LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "busbw_gbps"]
+LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct", "busbw_gbps"]
 
 
 @dataclass
@@ -40,13 +40,10 @@ def render_overview(ctx: ReportContext) -> str:
              "backend": t.backend, "device": t.device,
              "timeline steps": "all" if ctx.window is None else f"{ctx.window[0]} ≤ step < {ctx.window[1]}"}
     out = [tables.scalar_table(facts, "fact", "value", "overview")]
-    by_rank = s.get("overlap_pct_by_rank") or {}
-    if by_rank:
-        device = s.get("device_overlap_pct_by_rank") or {}
-        rows = [{"rank": r, "overlap % (HTA definition)": v, **({"overlap % (all device work)": device.get(r)}
-                                                                 if device else {})} for r, v in by_rank.items()]
-        out.append("<h3>Compute/communication overlap by rank</h3>" + tables.records_table(rows,
-                                                                                          table_id="overlap-by-rank"))
+    rows = comm_overlap_rows(s)
+    if rows:
+        out.append(f'<h3>Communication overlap by rank</h3><p class="note">{html.escape(comm_overlap_note(s))}</p>'
+                   + tables.records_table(rows, table_id="overlap-by-rank"))
         note = undefined_overlap_note(s)
         if note:
             out.append(f'<p class="note">{html.escape(note)}</p>')
@@ -85,10 +82,11 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
                 target.append(k)
     scalars = {lab: {k: x for k, x in v.items() if not isinstance(x, dict)} for lab, v in labels.items()}
     # The columns mix per-call, per-rank and all-rank aggregates; say which is which where they are read.
+    basis = ctx.summary.get("duration_basis") or "no collective has one"
     out = ['<p class="note">Calls: all ranks together; exposed: per rank (mean over the ranks with the label); '
-           'bytes per call: full-array bytes of one call (median); bytes per rank: total; mean duration: launch '
-           'to completion; hidden by compute: share of the duration over all ranks; bandwidths bytes-weighted '
-           '(docs/analysis.md).</p>',
+           'bytes per call: full-array bytes of one call (median); bytes per rank: total; mean duration: '
+           f'{html.escape(basis)}; hidden by compute: share of the duration over all ranks; bandwidths '
+           'bytes-weighted (docs/analysis.md).</p>',
            tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels")]
     for col in dict_cols:
         out.append(f"<h3>{html.escape(tables.humanize(col))} by rank</h3>" + tables.keyed_table(
@@ -178,6 +176,6 @@ SECTIONS: list[Section] = [
     Section("layout", "Layout mismatches and SM contention", 45, render_layout),
     Section("hta-views", "Kernels, idle time, queues and launch delay (HTA)", 48, render_hta_views),
     Section("hta", "HTA side by side", 50, render_hta),
-    Section("overview", "Run facts and overlap by rank", 60, render_overview),
+    Section("overview", "Run facts and communication overlap by rank", 60, render_overview),
     Section("config", "Run configuration", 90, render_config),
 ]

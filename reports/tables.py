@@ -5,9 +5,9 @@ exact value in a `data-value` attribute next to the formatted text (the text is 
 tests (and scripts scraping a report) can compare the page with summarize() exactly, and table shapes stay independent of the analyzer's internal frames.
 
 Display rules, one for the whole page: headers are humanized from the keys with their unit in
-parentheses (`exposed_ms` → "Exposed (ms)", `overlap_pct` → "Overlap (%)"; the raw key stays in the
-header's `data-key`); identifiers and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain
-integers; other integers, and whole counts or byte sizes that arrive as floats, get thousands separators;
+parentheses (`gap_median_ms` → "Gap median (ms)"; HEADERS names the columns the rule would say less about,
+such as `hidden_pct` → "Hidden by compute (%)"; the raw key stays in the header's `data-key`); identifiers
+and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain integers; other integers, and whole counts or byte sizes that arrive as floats, get thousands separators;
 other floats print with 3 decimals ("<0.001" for tiny non-zero values). Tables sit in a horizontally scrolling box, so a wide one never widens the page.
 
 Invariants: every string is HTML-escaped; cells never lose their value (display rounding only); tables are
@@ -28,11 +28,18 @@ def _is_num(v: Any) -> bool:
 
 ID_KEYS = {"rank", "step", "seq", "pid", "tid", "stream", "group", "correlation", "micro_step", "position",
            "key", "last_rank", "flow", "steps_selected", "world_size", "ranks"}
-UNITS = {"ms": "ms", "us": "µs", "ns": "ns", "pct": "%", "gbps": "GB/s", "s": "s", "mb": "MB", "gb": "GB"}
+UNITS = {"ms": "ms", "us": "µs", "ns": "ns", "pct": "%", "pp": "pp", "gbps": "GB/s", "s": "s", "mb": "MB",
+         "gb": "GB"}
 HEADERS = {  # where the generic rule would say less than the column means
     "op": "Op", "count": "Calls (all ranks)", "count_per_rank": "Calls per rank", "bytes": "Bytes per call",
     "bytes_per_rank": "Bytes per rank", "mean_ms": "Mean duration (ms)", "exposed_ms": "Exposed per rank (ms)",
-    "overlap_pct": "Hidden by compute (%)", "busbw_gbps": "Bus bandwidth (GB/s)",
+    "hidden_pct": "Hidden by compute (%)", "busbw_gbps": "Bus bandwidth (GB/s)",
+    # the per-rank communication overlaps (docs/analysis.md, "The quantities"): one word, three rules
+    "hta_comm_overlap_pct": "Comm overlap, HTA's rule (%)",
+    "hta_comm_overlap_pct_from_hta": "Comm overlap, HTA's rule, computed by HTA (%)",
+    "device_comm_overlap_pct": "Comm overlap, device only (%)",
+    "recorded_comm_overlap_pct": "Comm overlap, recorded spans (%)",
+    "diff_pp": "commscope − HTA (pp)",
     "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last", "last_share": "Last share",
     "wait_caused_ms": "Wait caused (ms)", "host_pct": "Host time (% of wall)",
 }
@@ -142,7 +149,7 @@ def keyed_table(mapping: Mapping[str, Mapping[str, Any]], key_name: str, columns
 
 def scalar_table(mapping: Mapping[str, Any], key_name: str = "key", value_name: str = "value",
                  table_id: str | None = None) -> str:
-    """A two-column table of a flat dict (e.g. overlap % by rank); each value formatted by its own key, so
+    """A two-column table of a flat dict (e.g. arrival skew); each value formatted by its own key, so
     an id (`pid`) stays a plain integer."""
     if not mapping:
         return '<p class="empty">(none)</p>'

@@ -1,14 +1,16 @@
-"""Per collective: duration, exposed time, overlap, bandwidth — and their per (rank, label) totals.
+"""Per collective: duration, exposed time, hidden share, bandwidth — and their per (rank, label) totals.
+
+The quantities are defined once, in docs/analysis.md ("The quantities"); this module computes them.
 
 `collective_table(trace)` adds to each row of `trace.collectives`:
-- `duration_ns`: execution time when the collective's start is known (kernel / gloo thread), else
-  launch → completion (`end_ns − call_ns`, CPU run directories).
+- `duration_ns`: execution time when the collective's start is known (kernel / gloo thread / CUDA events),
+  else launch → completion (`end_ns − call_ns`, CPU run directories); `duration_basis(table)` names which.
 - `exposed_ns`: the part of it during which the rank's computation was stalled:
   * with a recorded wait (`wait_ns`…`wait_end_ns`, run directories): the time the caller was blocked;
     a collective never waited on exposes nothing;
   * otherwise (Kineto): the part of [start, end) not covered by the rank's compute intervals
     (GPU: non-communication kernels on any stream; CPU: top-level ops of the caller thread).
-- `overlap_pct`: hidden share of the duration, 100 · (1 − exposed / duration).
+- `hidden_pct`: hidden share of the duration, 100 · (1 − min(exposed, duration) / duration).
 - `transfer_ns`: the minimum `duration_ns` over the ranks of the same (group, seq): the one rank that
   arrived last did not wait, so its time is closest to the pure transfer time (nccl-tests convention).
 - `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
@@ -87,6 +89,33 @@ def collective_span(coll: pd.DataFrame, origin: int) -> tuple[np.ndarray, np.nda
     return launch, np.where(np.isnan(start), launch, start), rel(coll["end_ns"], origin)
 
 
+# What a collective's duration measures, by how it was timed (`collectives.timing`, docs/frames.md) when its
+# execution start is known. The same word "duration" is a device kernel on one input and a host-side launch →
+# completion on another, so `summarize()["duration_basis"]` says which one every mean_ms of a report is.
+DURATION_BASES = {
+    "kernel": "device kernel (trace)",
+    "gloo_thread": "gloo execution on its worker thread (trace)",
+    "cuda_event": "CUDA events on the calling stream, inputs ready to result usable (run directory)",
+}
+LAUNCH_TO_COMPLETION = "launch to completion (run directory)"
+
+
+def duration_basis(coll: pd.DataFrame) -> str | None:
+    """What `duration_ns` measures on the collectives `coll` (a value of DURATION_BASES, or
+    LAUNCH_TO_COMPLETION where the start is unknown); several joined by "; " in order of first appearance
+    when the input mixes them; None when no collective has a duration."""
+    if not len(coll):
+        return None
+    start, end, call = (pd.to_numeric(coll[c], errors="coerce").notna().to_numpy()
+                        for c in ("start_ns", "end_ns", "call_ns"))
+    ok = end & (start | call)
+    # the distinct (timing, start known) pairs first: a large job has millions of rows and a handful of pairs
+    kinds = pd.DataFrame({"t": coll["timing"].astype(object).to_numpy()[ok], "s": start[ok]}).drop_duplicates()
+    bases = [DURATION_BASES.get(t, f"timed as {t!r}") if s else LAUNCH_TO_COMPLETION
+             for t, s in zip(kinds["t"], kinds["s"])]
+    return "; ".join(dict.fromkeys(bases)) or None
+
+
 def _exposure_rule(c: pd.DataFrame, start, end, wait, wait_end) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Which rule sets each collective's exposed time (module docstring): `waited` (a recorded wait),
     `unwaited` (a run-directory collective never waited on: nothing), `todo` (Kineto: start→end minus
@@ -160,7 +189,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     already computed."""
     c = trace.collectives.copy()
     if not len(c):
-        for col in ("duration_ns", "exposed_ns", "overlap_pct", "queued_ns", "queue_charged_ns", "own_exposed_ns",
+        for col in ("duration_ns", "exposed_ns", "hidden_pct", "queued_ns", "queue_charged_ns", "own_exposed_ns",
                     "transfer_ns", "algbw_gbps", "busbw_gbps"):
             c[col] = pd.Series(dtype=np.float64)
         return c
@@ -182,7 +211,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     c["exposed_ns"] = np.clip(exposed, 0.0, None)
     dur = c["duration_ns"].to_numpy(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        c["overlap_pct"] = np.where(dur > 0, 100.0 * (1.0 - np.minimum(c["exposed_ns"], dur) / dur), np.nan)
+        c["hidden_pct"] = np.where(dur > 0, 100.0 * (1.0 - np.minimum(c["exposed_ns"], dur) / dur), np.nan)
     c["queued_ns"], c["queue_charged_ns"] = queue_split(c, comp, o)
     c["own_exposed_ns"] = c["exposed_ns"] - c["queued_ns"]
     c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min")
@@ -208,7 +237,7 @@ def group_rows(table: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.nda
 
 
 def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per group of `keys` (sorted): op, count, bytes, mean duration, exposed time, overlap % and
+    """Per group of `keys` (sorted): op, count, bytes, mean duration, exposed time, hidden % and
     bytes-weighted algbw / busbw (over collectives with known bytes and transfer time).
 
     Columns are numpy; the sums are one pandas groupby-sum of a float matrix: its compensated (Kahan)
@@ -241,7 +270,7 @@ def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         out["mean_ms"] = np.where(n_dur > 0, dur_sum / n_dur, np.nan) / 1e6
         out["exposed_ms"] = exp_sum / 1e6
-        out["overlap_pct"] = np.where(dur_sum > 0, 100.0 * (1 - exp_in / dur_sum), np.nan)
+        out["hidden_pct"] = np.where(dur_sum > 0, 100.0 * (1 - exp_in / dur_sum), np.nan)
         out["algbw_gbps"] = np.where(t > 0, b / t, np.nan)
         out["busbw_gbps"] = np.where(t > 0, bb / t, np.nan)
     return pd.DataFrame(out)
@@ -257,8 +286,8 @@ def _first_present(values, group: np.ndarray, n_groups: int):
 
 
 def label_stats(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, label): count, total bytes, mean duration, total exposed, overlap %, algbw/busbw."""
-    cols = ["rank", "label", "op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "algbw_gbps",
+    """Per (rank, label): count, total bytes, mean duration, total exposed, hidden %, algbw/busbw."""
+    cols = ["rank", "label", "op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct", "algbw_gbps",
             "busbw_gbps"]
     if not len(table):
         return pd.DataFrame(columns=cols)
@@ -266,9 +295,9 @@ def label_stats(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def label_totals(table: pd.DataFrame) -> pd.DataFrame:
-    """Per label over all ranks, indexed by label: mean duration, overlap % and bandwidths by the same
+    """Per label over all ranks, indexed by label: mean duration, hidden % and bandwidths by the same
     rules as label_stats (its sums, taken over every rank)."""
-    cols = ["mean_ms", "overlap_pct", "algbw_gbps", "busbw_gbps"]
+    cols = ["mean_ms", "hidden_pct", "algbw_gbps", "busbw_gbps"]
     if not len(table):
         return pd.DataFrame(columns=cols)
     return _grouped_totals(table, ["label"]).set_index("label")[cols]

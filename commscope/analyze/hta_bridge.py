@@ -29,8 +29,8 @@ from commscope.util.num import rounded_float
 NOTES = {
     "overlap": "HTA counts the cpu ops that carry args.stream (Triton kernel launches, host time) as GPU "
                "computation, drops kernels launched before the profiling window and the whole last "
-               "ProfilerStep. commscope's overlap_pct_by_rank reproduces these rules so the numbers compare; "
-               "device_overlap_pct_by_rank is the device-only number over all kernels.",
+               "ProfilerStep. commscope's hta_comm_overlap_pct_by_rank reproduces these rules so the numbers "
+               "compare; device_comm_overlap_pct_by_rank is the device-only number over all kernels.",
     "labels": "HTA has no notion of labels or ranks' arrival: per-label exposure, skew and stragglers are "
               "commscope only. HTA classifies communication kernels by name (^nccl.*Kernel) only.",
     "temporal": "HTA's temporal breakdown spans each rank's whole trace (minus the last step) and counts "
@@ -132,7 +132,7 @@ def run_hta(files: dict[int, str]) -> dict:
                              "p95 (us)": rounded_float(d["95%"]), "max (us)": rounded_float(d["max"])})
             return rows
 
-        attempt("overlap_pct_by_rank", overlap)
+        attempt("hta_comm_overlap_pct_by_rank", overlap)
         attempt("temporal_breakdown", temporal)
         attempt("kernel_breakdown", kernels)
         attempt("top_kernels", per_kernel)
@@ -163,15 +163,19 @@ def compare(trace: Trace, summary: dict) -> dict:
     res = run_hta(files)
     if res["status"] not in ("ok", "partial"):
         return res
-    ours = summary.get("overlap_pct_by_rank", {})
-    theirs = res.get("overlap_pct_by_rank") or {}
+    # One quantity, HTA's rule, computed twice (by commscope and by HTA), and the device-only number beside
+    # it: the row names say which is which (docs/analysis.md, "The quantities").
+    ours = summary.get("hta_comm_overlap_pct_by_rank", {})
+    theirs = res.get("hta_comm_overlap_pct_by_rank") or {}
+    device = summary.get("device_comm_overlap_pct_by_rank", {})
     rows = []
     for r in sorted(set(ours) & set(theirs), key=int):
         a, b = ours[r], theirs[r]
-        rows.append({"rank": int(r), "commscope": a, "hta": b,
-                     "diff": None if a is None or b is None else round(a - b, 2),
-                     "device_only": summary.get("device_overlap_pct_by_rank", {}).get(r)})
+        rows.append({"rank": int(r), "hta_comm_overlap_pct": a, "hta_comm_overlap_pct_from_hta": b,
+                     "diff_pp": None if a is None or b is None else round(a - b, 2),
+                     "device_comm_overlap_pct": device.get(r)})
     res["overlap_comparison"] = rows
-    res["max_overlap_diff_pp"] = max((abs(x["diff"]) for x in rows if x["diff"] is not None), default=None)
+    res["max_hta_comm_overlap_diff_pp"] = max((abs(x["diff_pp"]) for x in rows if x["diff_pp"] is not None),
+                                              default=None)
     res["notes"] = NOTES
     return res

@@ -4,7 +4,7 @@ each is listed, and the ranks × steps heatmap of exposed communication.
 `highlights(summary, diagnosis)` reads summarize()'s document (and the doctor's verdict) and picks what a
 reader should look at first:
 - labels: the most exposed (summary `exposed_ms`, per rank), each with its share of the step time, how much
-  of it compute hid (`overlap_pct`) and the rank where it is most exposed;
+  of it compute hid (`hidden_pct`) and the rank where it is most exposed;
 - ranks: the stragglers that made others wait (skew.stragglers: `times_last`, `wait_caused_ms`) and the
   rank with the most exposed communication;
 - headline: exposed communication as a share of all step time, over all ranks and steps.
@@ -85,11 +85,11 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
         if per_rank_step_ms > 0:
             why.append(f"{100 * ms / per_rank_step_ms:.1f}% of the step time per rank is spent waiting on this "
                        f"{v.get('op') or 'collective'}")
-        ov = _f(v.get("overlap_pct"))
-        if ov is not None:
-            why.append("compute never hides it (0% overlapped)" if ov == 0 else
-                       f"compute hides only {ov:.1f}% of its running time" if ov < 50 else
-                       f"compute hides {ov:.1f}% of its running time; the rest is exposed")
+        hidden = _f(v.get("hidden_pct"))
+        if hidden is not None:
+            why.append("compute never hides it (0% hidden)" if hidden == 0 else
+                       f"compute hides only {hidden:.1f}% of its running time" if hidden < 50 else
+                       f"compute hides {hidden:.1f}% of its running time; the rest is exposed")
         by_rank = {k: _f(x) for k, x in (v.get("exposed_ms_by_rank") or {}).items() if _f(x) is not None}
         if len(by_rank) > 1:
             worst = max(by_rank, key=lambda k: by_rank[k])

@@ -1,13 +1,19 @@
 """`summarize(trace)`: the `commscope report --json` document, assembled from the analyzers.
 
-Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
-{"ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
+Every quantity is defined once, in docs/analysis.md ("The quantities"). Shape (all times in ms, bandwidths
+in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
+{"schema_version": SCHEMA_VERSION,
+ "ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
  "steps_selected": [a, b] | null, "problems": [...],
  "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives…)
- "overlap_pct_by_rank": {"0": ..}            HTA's get_comm_comp_overlap definition (analyze.timeline)
- "device_overlap_pct_by_rank": {"0": ..}     the same without HTA's filtering quirks (GPU traces only)
- "labels": {"<label>": {"op", "count", "count_per_rank", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms", "overlap_pct",
-                         "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..}}},
+ "duration_basis": "device kernel (trace)" | ...   what every mean_ms below measures (exposure.duration_basis)
+ per-rank communication overlap (analyze.timeline), by input: GPU traces carry
+ "hta_comm_overlap_pct_by_rank": {"0": ..}     HTA's get_comm_comp_overlap rule (host launch ops count as compute)
+ "device_comm_overlap_pct_by_rank": {"0": ..}  device kernels only
+ and inputs without device kernels (CPU traces, run directories without a profiler trace) carry instead
+ "recorded_comm_overlap_pct_by_rank": {"0": ..}  the recorded collective spans against the compute set
+ "labels": {"<label>": {"op", "count", "count_per_rank", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms",
+                         "hidden_pct", "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..}}},
  "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...]   worst first
                                              analyze.waiting: who made whom wait (device-side arrivals)
  "skew": {"collectives": n, "mean_ms", "max_ms"},        arrival skew of the same instances
@@ -22,8 +28,9 @@ Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 
 Per label (see docs/analysis.md): `count` collectives over all ranks (an integer), `count_per_rank` its mean
 over the ranks that have the label,
 `bytes` full-array bytes of one call (median), `bytes_per_rank` total per rank (mean), `mean_ms` mean
-duration, `exposed_ms` exposed time per rank (mean over ranks), `overlap_pct` hidden share of all its
-duration on all ranks, bandwidths bytes-weighted with the min-across-ranks transfer time.
+duration (measured as `duration_basis` says), `exposed_ms` exposed time per rank (mean over ranks),
+`hidden_pct` hidden share of all its duration on all ranks, bandwidths bytes-weighted with the
+min-across-ranks transfer time.
 """
 from __future__ import annotations
 
@@ -36,6 +43,19 @@ import pandas as pd
 from commscope.analyze import exposure, placement, skew, step_gaps, timeline, waiting
 from commscope.load.frames import Trace
 from commscope.util.num import rounded, sig
+
+# The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
+# script reading `report --json` can tell which names it holds. A document without the field is version 1.
+SCHEMA_VERSION = 2
+
+# The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
+# (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
+HTA_COMM_OVERLAP = "hta_comm_overlap_pct_by_rank"
+DEVICE_COMM_OVERLAP = "device_comm_overlap_pct_by_rank"
+RECORDED_COMM_OVERLAP = "recorded_comm_overlap_pct_by_rank"
+COMM_OVERLAP_KEYS = (HTA_COMM_OVERLAP, DEVICE_COMM_OVERLAP, RECORDED_COMM_OVERLAP)
+COMM_OVERLAP_NAMES = {HTA_COMM_OVERLAP: "HTA's rule", DEVICE_COMM_OVERLAP: "device only",
+                      RECORDED_COMM_OVERLAP: "recorded spans"}  # short names for notes and column headers
 
 
 def _mean(v: np.ndarray) -> float:
@@ -62,7 +82,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
     pr_rank, pr_count = per_rank["rank"].to_numpy(), per_rank["count"].to_numpy()
     pr_bytes, pr_exposed = per_rank["bytes"].to_numpy(), per_rank["exposed_ms"].to_numpy(np.float64)
     tot_at = {label: i for i, label in enumerate(totals.index)}
-    tot = {c: totals[c].to_numpy(np.float64) for c in ("mean_ms", "overlap_pct", "algbw_gbps", "busbw_gbps")}
+    tot = {c: totals[c].to_numpy(np.float64) for c in ("mean_ms", "hidden_pct", "algbw_gbps", "busbw_gbps")}
     no_rows = np.empty(0, dtype=np.intp)
     by_label = table.groupby("label", sort=False).indices
     queueing = exposure.label_queueing(table)
@@ -78,7 +98,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
             "bytes_per_rank": rounded(float(_mean(pr_bytes[pr]))),
             "mean_ms": rounded(tot["mean_ms"][t]),
             "exposed_ms": rounded(_mean(exposed)),
-            "overlap_pct": rounded(tot["overlap_pct"][t], 2),
+            "hidden_pct": rounded(tot["hidden_pct"][t], 2),
             "algbw_gbps": sig(tot["algbw_gbps"][t]),
             "busbw_gbps": sig(tot["busbw_gbps"][t]),
             "exposed_ms_by_rank": {str(r): rounded(v) for r, v in zip(pr_rank[pr].tolist(), exposed.tolist())},
@@ -86,6 +106,21 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
         }
     # most exposed first: the order a reader cares about
     return dict(sorted(out.items(), key=lambda kv: -(kv[1]["exposed_ms"] or 0.0)))
+
+
+def _by_rank(frame: pd.DataFrame) -> dict[str, float | None]:
+    return {str(r): rounded(v, 2) for r, v in zip(frame["rank"], frame["comm_overlap_pct"])}
+
+
+def comm_overlaps(trace: Trace, hta_rule: pd.DataFrame) -> dict[str, dict]:
+    """The per-rank communication overlaps that apply to `trace` (COMM_OVERLAP_KEYS), from
+    timeline.comm_overlap_by_rank(trace, hta_like=True) (`hta_rule`) and, on GPU traces, its device-only
+    variant. Without device kernels both rules fall back to the recorded spans, which are neither HTA's
+    number nor a device one, so they get their own name."""
+    if not timeline.has_device_kernels(trace):
+        return {RECORDED_COMM_OVERLAP: _by_rank(hta_rule)}
+    return {HTA_COMM_OVERLAP: _by_rank(hta_rule),
+            DEVICE_COMM_OVERLAP: _by_rank(timeline.comm_overlap_by_rank(trace, hta_like=False))}
 
 
 def _boundary(gap_and_delay: tuple[float, float] | None) -> dict:
@@ -103,16 +138,18 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     sk = waiting.instances(table)  # who made whom wait: the model the doctor's straggler verdict reads
     strag = waiting.by_rank(sk, tr.ranks)
     launch = skew.launch_skew(table)
-    ov = timeline.overlap_by_rank(tr, hta_like=True, comp=comp)
+    ov = timeline.comm_overlap_by_rank(tr, hta_like=True, comp=comp)
     br = timeline.step_breakdown(tr, comp)
     gaps = step_gaps.step_gaps(tr, comp)
     before = {(int(r.rank), int(r.step)): (r.gap_ns, r.start_delay_ns) for r in gaps.itertuples()}
     doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
         "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
         "source": tr.source, "backend": tr.backend,
         "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": list(tr.problems),
         "notes": evidence_notes(tr),
-        "overlap_pct_by_rank": {str(r): rounded(v, 2) for r, v in zip(ov["rank"], ov["overlap_pct"])},
+        "duration_basis": exposure.duration_basis(table),
+        **comm_overlaps(tr, ov),
         "labels": label_summary(table, per_rank),
         "stragglers": [{"rank": int(r.rank), "times_last": int(r.times_last), "last_share": rounded(r.last_share),
                         "wait_caused_ms": rounded(r.wait_caused_ns / 1e6), "score": rounded(r.score)}
@@ -134,9 +171,6 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                             for r in step_gaps.gap_summary(gaps).itertuples()],
         "placement": placement.records(placement.placement(tr, table)),  # analyze.placement
     }
-    if len(tr.kernels):  # without device kernels it would equal the HTA-definition numbers above
-        dev = timeline.overlap_by_rank(tr, hta_like=False)
-        doc["device_overlap_pct_by_rank"] = {str(r): rounded(v, 2) for r, v in zip(dev["rank"], dev["overlap_pct"])}
     if with_hta:
         from commscope.analyze import hta_bridge  # HTA is optional and slow: only touched when asked for
 
@@ -173,7 +207,8 @@ def evidence_notes(trace: Trace) -> list[str]:
     if not len(trace.steps):
         notes.append("No ProfilerStep annotations: per-step breakdowns and step gaps are empty.")
     if trace.source == "kineto" and not len(trace.kernels):
-        notes.append("No GPU activity (a CPU-only trace): device overlap and HTA's analyses do not apply.")
+        notes.append("No GPU activity (a CPU-only trace): HTA's analyses, and its rule and the device-only one "
+                     "for communication overlap, do not apply; the overlap by rank is over the recorded spans.")
     assumed = [r for r, how in (trace.config.get("rank_from") or {}).items() if how == "assumed"]
     if assumed:
         notes.append(f"Rank(s) {', '.join(map(str, assumed))} assumed: the trace names no rank (no distributedInfo "
@@ -181,16 +216,41 @@ def evidence_notes(trace: Trace) -> list[str]:
     return notes
 
 
-def undefined_overlap_note(doc: dict) -> str | None:
-    """Why `overlap_pct_by_rank` is null for some ranks of a summarize() document, or None if it is not.
+def comm_overlap_rows(doc: dict) -> list[dict]:
+    """A summarize() document's per-rank communication overlaps as one row per rank, a column per key
+    present (`hta_comm_overlap_pct_by_rank` → `hta_comm_overlap_pct`): the shape both the terminal and the
+    page show them in."""
+    present = [k for k in COMM_OVERLAP_KEYS if doc.get(k)]
+    ranks = list(dict.fromkeys(r for k in present for r in doc[k]))
+    return [{"rank": r, **{k.removesuffix("_by_rank"): doc[k].get(r) for k in present}} for r in ranks]
 
-    HTA's overlap % divides communication time hidden by compute by communication time, so a rank whose
-    trace shows none has no value. The usual case is NCCL at world size 1, which runs collectives without
+
+def comm_overlap_note(doc: dict) -> str:
+    """What the per-rank communication overlaps of a summarize() document are, and, without device kernels,
+    which ones do not apply (one sentence for the terminal and the page alike)."""
+    if doc.get(RECORDED_COMM_OVERLAP):
+        return ("Share of each rank's communication time during which it also computed, over the collectives' "
+                "recorded spans (launch or start to end) and its compute regions or ops. No device kernels in "
+                "this input: HTA's rule and the device-only overlap do not apply.")
+    return ("Share of each rank's communication time during which it also computed. HTA's rule: HTA's "
+            "get_comm_comp_overlap, which counts host-side launch ops (Triton) as compute and leaves out the "
+            "last step; device only: communication kernels against all other kernels.")
+
+
+def undefined_overlap_note(doc: dict) -> str | None:
+    """Why a per-rank communication overlap (COMM_OVERLAP_KEYS) is null for some ranks of a summarize()
+    document, or None if none is.
+
+    Each divides the communication time hidden by compute by the communication time, so a rank whose
+    input shows none has no value. The usual case is NCCL at world size 1, which runs collectives without
     launching kernels."""
-    missing = [r for r, v in (doc.get("overlap_pct_by_rank") or {}).items() if v is None]
+    missing = {k: [r for r, v in (doc.get(k) or {}).items() if v is None] for k in COMM_OVERLAP_KEYS}
+    missing = {k: ranks for k, ranks in missing.items() if ranks}
     if not missing:
         return None
+    ranks = list(dict.fromkeys(r for rs in missing.values() for r in rs))
+    which = " and ".join(COMM_OVERLAP_NAMES[k] for k in missing)
     why = ("; NCCL at world size 1 launches no communication kernels"
            if doc.get("world_size") == 1 and doc.get("backend") == "nccl" else "")
-    return (f"Overlap % is undefined for rank(s) {', '.join(missing)}: their traces show no communication "
-            f"time to divide by{why}.")
+    return (f"Communication overlap ({which}) is undefined for rank(s) {', '.join(ranks)}: their input shows "
+            f"no communication time to divide by{why}.")

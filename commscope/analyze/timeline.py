@@ -5,16 +5,19 @@ minus blocked waits for run directories), `exposed_comm_ns` (communication time 
 GPU — union of communication kernels minus compute; run directories — union of blocked waits), `idle_ns`
 (the rest) and the three as % of the step.
 
-`overlap_by_rank(trace)`: HTA's `get_comm_comp_overlap` definition, so the numbers compare:
-|comm ∩ comp| / |comm| with comm = union of communication intervals and comp = union of computation
-intervals. For GPU traces both come from device activity classified exactly as HTA does: communication
-= kernels named `^nccl.*Kernel`; computation = other kernels except memcpy/memset/sync. With
-`hta_like=True` (default) HTA's trace filtering is reproduced too: only kernels whose launch is in the
-trace and happened before the last `ProfilerStep` started count (HTA drops the last, possibly incomplete
-step and kernels launched before the window), and the cpu ops that carry an `args.stream` (Triton launch
-ops) count as computation, because HTA treats every event with a stream as GPU activity.
-`hta_like=False` uses all device kernels of the trace and no cpu ops: the device-only number.
-CPU traces / run directories: comm = [launch or start, end) of each collective; comp = compute set.
+`comm_overlap_by_rank(trace)`: per rank, |comm ∩ comp| / |comm|, the share of communication time during
+which the rank also computed (docs/analysis.md, "The quantities"). Which sets, by input:
+- GPU traces (device kernels present), `hta_like=True` (default), HTA's `get_comm_comp_overlap` rule so the
+  numbers compare (`hta_comm_overlap_pct_by_rank`): communication = kernels named `^nccl.*Kernel`;
+  computation = other kernels except memcpy/memset/sync, plus the cpu ops that carry an `args.stream`
+  (Triton launch ops: host time, which HTA treats as GPU activity); only kernels whose launch is in the
+  trace and happened before the last `ProfilerStep` started count (HTA drops the last, possibly incomplete
+  step and kernels launched before the window).
+- GPU traces, `hta_like=False` (`device_comm_overlap_pct_by_rank`): all device kernels of the trace, the
+  same classification, no cpu ops.
+- no device kernels (run directories without a profiler trace, CPU traces; `recorded_comm_overlap_pct_by_rank`):
+  comm = [launch or start, end) of each collective as recorded; comp = the rank's compute set
+  (exposure.compute_sets). `hta_like` changes nothing there.
 """
 from __future__ import annotations
 
@@ -80,12 +83,18 @@ def step_breakdown(trace: Trace, comp: dict | None = None) -> pd.DataFrame:
     return out[BREAKDOWN_COLS]
 
 
-def overlap_by_rank(trace: Trace, hta_like: bool = True, comp: dict | None = None) -> pd.DataFrame:
-    """Per rank: comm_ns, overlapped_ns, overlap_pct (HTA's comp_comm_overlap_pctg definition).
+def has_device_kernels(trace: Trace) -> bool:
+    """Whether comm_overlap_by_rank reads device kernels (HTA's rule and the device-only number apply) or
+    the recorded collective spans (neither applies)."""
+    return len(trace.kernels) > 0 and "hta_compute" in trace.kernels.columns
+
+
+def comm_overlap_by_rank(trace: Trace, hta_like: bool = True, comp: dict | None = None) -> pd.DataFrame:
+    """Per rank: comm_ns, overlapped_ns, comm_overlap_pct (module docstring: which sets, by input).
     `comp`: exposure.compute_sets(trace) if already computed (used for traces without GPU kernels)."""
     rows = []
     k = trace.kernels
-    gpu = len(k) > 0 and "hta_compute" in k.columns
+    gpu = has_device_kernels(trace)
     extra = trace.extra.get("hta_cpu_stream_ops") if hta_like else None
     cutoff = trace.extra.get("hta_cutoff_ns", {})
     o = origin_ns(trace)
@@ -119,5 +128,5 @@ def overlap_by_rank(trace: Trace, hta_like: bool = True, comp: dict | None = Non
         total = iv.length(comm)
         both = iv.length(iv.intersect(comm, comp))
         rows.append({"rank": rank, "comm_ns": total, "overlapped_ns": both,
-                     "overlap_pct": 100.0 * both / total if total > 0 else np.nan})
-    return pd.DataFrame(rows, columns=["rank", "comm_ns", "overlapped_ns", "overlap_pct"])
+                     "comm_overlap_pct": 100.0 * both / total if total > 0 else np.nan})
+    return pd.DataFrame(rows, columns=["rank", "comm_ns", "overlapped_ns", "comm_overlap_pct"])

@@ -24,7 +24,7 @@ def reference_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     out["mean_ms"] = out["dur"] / 1e6
     out["exposed_ms"] = out["exposed"] / 1e6
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["overlap_pct"] = np.where(out["dur_sum"] > 0, 100.0 * (1 - out["_exp_in"] / out["dur_sum"]), np.nan)
+        out["hidden_pct"] = np.where(out["dur_sum"] > 0, 100.0 * (1 - out["_exp_in"] / out["dur_sum"]), np.nan)
         out["algbw_gbps"] = np.where(out["_t"] > 0, out["_b"] / out["_t"], np.nan)
         out["busbw_gbps"] = np.where(out["_t"] > 0, out["_bb"] / out["_t"], np.nan)
     return out
@@ -51,7 +51,7 @@ def _table(rng: np.random.Generator, n: int) -> pd.DataFrame:
 @pytest.mark.parametrize("keys", [["rank", "label"], ["label"]])
 def test_grouped_totals_equal_the_groupby_definition(keys):
     rng = np.random.default_rng(1)
-    cols = ["op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct", "algbw_gbps", "busbw_gbps"]
+    cols = ["op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct", "algbw_gbps", "busbw_gbps"]
     for n in [*rng.integers(1, 60, 40), 3000, 3000]:
         table = _table(rng, int(n))
         got, want = exposure._grouped_totals(table, keys), reference_totals(table, keys)

@@ -90,16 +90,18 @@ def parse(page: str) -> PageParser:
 
 SUMMARY = {
     "ranks": 2,
-    "overlap_pct_by_rank": {"0": 61.25, "1": 60.0},
+    "duration_basis": "device kernel (trace)",
+    "hta_comm_overlap_pct_by_rank": {"0": 61.25, "1": 60.0},
+    "device_comm_overlap_pct_by_rank": {"0": 48.5, "1": 60.04},
     "labels": {
         "attn": {"op": "reduce_scatter", "count": 4, "bytes": 32_000_000, "mean_ms": 0.2, "exposed_ms": 0.1,
-                 "overlap_pct": 50.0, "busbw_gbps": 20.0},
+                 "hidden_pct": 50.0, "busbw_gbps": 20.0},
         "mlp": {"op": "all_gather", "count": 4, "bytes": 16_000_000, "mean_ms": 0.08, "exposed_ms": 0.08,
-                "overlap_pct": 0.0, "busbw_gbps": 25.0},
+                "hidden_pct": 0.0, "busbw_gbps": 25.0},
     },
     "stragglers": [{"rank": 1, "last_arrivals": 6, "wait_caused_ms": 0.06}],
     "steps": [{"rank": 0, "step": 0, "compute_ms": 0.75, "exposed_comm_ms": 0.18, "idle_ms": 0.07}],
-    "hta": {"status": "skipped", "reason": "no GPU trace", "overlap_pct_by_rank": {"0": 61.0}},
+    "hta": {"status": "skipped", "reason": "no GPU trace", "hta_comm_overlap_pct_by_rank": {"0": 61.0}},
 }
 
 
@@ -205,10 +207,10 @@ def test_page_is_self_contained_with_sections_and_exact_label_numbers():
     assert len(page) < 700_000
     assert p.h2[:3] == ["Summary", "Exposed communication by rank and step", "Timeline"]
     assert p.h2[3:] == ["Diagnosis (commscope doctor)", "Collectives by label", "Skew and stragglers", "Step breakdown",
-                        "HTA side by side", "Run facts and overlap by rank", "Run configuration"]
+                        "HTA side by side", "Run facts and communication overlap by rank", "Run configuration"]
     assert page.count("<details") == 7  # everything after the timeline is collapsed
     header, *rows = p.tables["labels"]
-    assert [c[0] for c in header][:8] == ["label", "op", "count", "bytes", "mean_ms", "exposed_ms", "overlap_pct",
+    assert [c[0] for c in header][:8] == ["label", "op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct",
                                           "busbw_gbps"]
     assert [c[1] for c in header][:6] == ["Label", "Op", "Calls (all ranks)", "Bytes per call", "Mean duration (ms)",
                                           "Exposed per rank (ms)"]
@@ -218,6 +220,11 @@ def test_page_is_self_contained_with_sections_and_exact_label_numbers():
     strag = p.tables["stragglers"]
     assert value(strag[1][2]) == 0.06
     assert "no GPU trace" in page and "scatter_order" in page
+    assert "mean duration: device kernel (trace)" in page  # the duration's basis, read from the summary
+    header, *rows = p.tables["overlap-by-rank"]  # HTA's rule beside the device-only number, one row per rank
+    assert [c[0] for c in header] == ["rank", "hta_comm_overlap_pct", "device_comm_overlap_pct"]
+    assert [c[1] for c in header][1:] == ["Comm overlap, HTA's rule (%)", "Comm overlap, device only (%)"]
+    assert [[value(c) for c in r[1:]] for r in rows] == [[61.25, 48.5], [60.0, 60.04]]
 
 
 def test_plotly_bundle_matches_plotly_py():
@@ -275,7 +282,7 @@ def test_number_formats_and_headers():
     assert fmt(11751, "pid") == "11751" and fmt(11751.0, "pid") == "11751" and fmt(11751, "bytes") == "11,751"
     assert fmt(1.07e-06) == "<0.001" and fmt(0.001) == "0.001" and fmt(15.0) == "15.000" and fmt(15) == "15"
     assert fmt(1765622428292846145, "start_ns") == "1765622428292846145"
-    assert humanize("gap_median_ms") == "Gap median (ms)" and humanize("overlap_pct") == "Hidden by compute (%)"
+    assert humanize("gap_median_ms") == "Gap median (ms)" and humanize("hidden_pct") == "Hidden by compute (%)"
     assert humanize("sum (us)") == "Sum (µs)" and humanize("host_pct") == "Host time (% of wall)"
 
 
@@ -333,11 +340,34 @@ def test_terminal_summary_orders_labels_by_exposed_time():
     print_report_summary(SUMMARY, con)
     text = con.export_text()
     assert text.index("attn") < text.index("mlp")  # 0.1 ms exposed before 0.08 ms
-    assert "Overlap by rank" in text
+    assert "hidden %" in text and "mean ms: device kernel (trace)" in text
+    assert "Communication overlap by rank" in text and "HTA's rule %" in text and "device only %" in text
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
             for line in text.splitlines() if line.count("│") > 2}
-    assert rows["0"] == ["61.2"] and rows["1"] == ["60.0"]  # one decimal, even when it is .0
-    assert rows["attn"][-2:] == ["50.0", "20"] and rows["mlp"][-2:] == ["0.0", "25"]  # overlap %, busbw
+    # HTA's rule beside the device-only number, one decimal, even when it is .0
+    assert rows["0"] == ["61.2", "48.5"] and rows["1"] == ["60.0", "60.0"]
+    assert rows["attn"][-2:] == ["50.0", "20"] and rows["mlp"][-2:] == ["0.0", "25"]  # hidden %, busbw
+    assert "host-side launch ops" in text
+
+
+def test_terminal_summary_says_what_applies_without_device_kernels():
+    """A CPU run has neither HTA's rule nor the device-only number: the terminal shows the recorded spans'
+    overlap and says why the other two are absent."""
+    from rich.console import Console
+
+    from reports.report_terminal import print_report_summary
+
+    cpu = {k: v for k, v in SUMMARY.items() if not k.endswith("comm_overlap_pct_by_rank")}
+    cpu.update(duration_basis="launch to completion (run directory)",
+               recorded_comm_overlap_pct_by_rank={"0": 29.22, "1": 25.77})
+    con = Console(record=True, width=160)
+    print_report_summary(cpu, con)
+    text = con.export_text()
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in text.splitlines() if line.count("│") > 2}
+    assert rows["0"] == ["29.2"] and rows["1"] == ["25.8"] and "recorded spans %" in text
+    assert "HTA's rule %" not in text and "HTA's rule and the device-only overlap do not apply" in text
+    assert "mean ms: launch to completion (run directory)" in text
 
 
 def test_dense_compute_is_decimated_per_rank():
@@ -364,11 +394,18 @@ def test_step_selector_zooms_to_each_step():
 def test_undefined_overlap_is_explained_not_left_blank():
     from commscope.analyze.summary import undefined_overlap_note
 
-    assert undefined_overlap_note({"overlap_pct_by_rank": {"0": 12.5, "1": 3.0}}) is None
-    nccl1 = undefined_overlap_note({"overlap_pct_by_rank": {"0": None}, "world_size": 1, "backend": "nccl"})
-    assert "rank(s) 0" in nccl1 and "NCCL at world size 1" in nccl1
-    gloo = undefined_overlap_note({"overlap_pct_by_rank": {"0": 1.0, "3": None}, "world_size": 4, "backend": "gloo"})
-    assert "rank(s) 3" in gloo and "NCCL" not in gloo
+    assert undefined_overlap_note({"hta_comm_overlap_pct_by_rank": {"0": 12.5, "1": 3.0},
+                                   "device_comm_overlap_pct_by_rank": {"0": 10.0, "1": 3.0}}) is None
+    nccl1 = undefined_overlap_note({"hta_comm_overlap_pct_by_rank": {"0": None},
+                                    "device_comm_overlap_pct_by_rank": {"0": None}, "world_size": 1, "backend": "nccl"})
+    assert "rank(s) 0:" in nccl1 and "NCCL at world size 1" in nccl1 and "(HTA's rule and device only)" in nccl1
+    gloo = undefined_overlap_note({"recorded_comm_overlap_pct_by_rank": {"0": 1.0, "3": None}, "world_size": 4,
+                                   "backend": "gloo"})
+    assert "rank(s) 3:" in gloo and "NCCL" not in gloo and "(recorded spans)" in gloo
+    # HTA's rule leaves out the last step: a rank can have device-only overlap and none by HTA's rule
+    last_only = undefined_overlap_note({"hta_comm_overlap_pct_by_rank": {"0": 5.0, "1": None},
+                                        "device_comm_overlap_pct_by_rank": {"0": 5.0, "1": 7.5}})
+    assert "(HTA's rule)" in last_only and "rank(s) 1:" in last_only
 
 
 def test_timeline_bands_the_time_between_steps():
