@@ -479,7 +479,8 @@ def diagnose_trace(trace: Trace, *, tolerate_bad_files: bool = False, **threshol
     return diagnose(trace, faults, **thresholds)
 
 
-def diagnose_path(path: str, **thresholds: Any) -> Diagnosis:
+def diagnose_path(path: str, scheduler: Any = None, **thresholds: Any) -> Diagnosis:
+    """diagnose_trace of the run or traces at `path` (loaded on the Dask cluster at `scheduler` if given)."""
     from commscope.load import load_path
 
-    return diagnose_trace(load_path(path), **thresholds)
+    return diagnose_trace(load_path(path, scheduler=scheduler), **thresholds)

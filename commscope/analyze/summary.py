@@ -21,6 +21,9 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
  "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...,
             "gap_before_ms", "start_delay_ms"}],          the last two: analyze.step_gaps (null for a rank's first step)
  "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"}],
+ "representative_ranks": [{"rank", "why": [...]}]  the ranks to look at first (analyze.representative)
+ "placement_ranks": "all" | [ranks]          whose collectives `placement` lists: all up to PLACEMENT_ALL_RANKS
+                                             ranks, the representative ones above (a note says so)
  "placement": [{"rank", "step", "seq", "label", "op", "bytes", "start_vs_backward_end_ms", "exposed_ms", ...}],
                                              per collective in launch order (analyze.placement)
  "hta": {...}}                               commscope.analyze.hta_bridge.compare (or why it did not run)
@@ -40,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import exposure, placement, skew, step_gaps, timeline, waiting
+from commscope.analyze import exposure, placement, representative, skew, step_gaps, timeline, waiting
 from commscope.load.frames import Trace
 from commscope.util.num import rounded, sig
 
@@ -50,6 +53,9 @@ SCHEMA_VERSION = 2
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
+# Up to this many ranks `placement` lists every rank's collectives (~700 a rank for 40 steps of the
+# reference trainer); above, the representative ranks' only, so the document stays a few MB at any scale.
+PLACEMENT_ALL_RANKS = 64
 HTA_COMM_OVERLAP = "hta_comm_overlap_pct_by_rank"
 DEVICE_COMM_OVERLAP = "device_comm_overlap_pct_by_rank"
 RECORDED_COMM_OVERLAP = "recorded_comm_overlap_pct_by_rank"
@@ -142,6 +148,9 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     br = timeline.step_breakdown(tr, comp)
     gaps = step_gaps.step_gaps(tr, comp)
     before = {(int(r.rank), int(r.step)): (r.gap_ns, r.start_delay_ns) for r in gaps.itertuples()}
+    reps = representative.representative_ranks(strag, br, tr.ranks)
+    every_rank = len(tr.ranks) <= PLACEMENT_ALL_RANKS
+    placed = table if every_rank else table[representative.among(table["rank"].to_numpy(), reps)]
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
@@ -169,8 +178,14 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                              "gap_max_ms": rounded(r.gap_max_ms), "start_delay_median_ms": rounded(r.start_delay_median_ms),
                              "host_pct": rounded(r.host_pct, 2)}
                             for r in step_gaps.gap_summary(gaps).itertuples()],
-        "placement": placement.records(placement.placement(tr, table)),  # analyze.placement
+        "representative_ranks": reps,  # analyze.representative
+        # every rank's collectives up to PLACEMENT_ALL_RANKS ranks; above, the representative ranks' only
+        "placement_ranks": "all" if every_rank else [r["rank"] for r in reps],
+        "placement": placement.records(placement.placement(tr, placed)),  # analyze.placement
     }
+    if not every_rank:
+        doc["notes"].append(f"{len(tr.ranks)} ranks: `placement` lists the collectives of the representative "
+                            f"ranks {doc['placement_ranks']} only (all ranks up to {PLACEMENT_ALL_RANKS}).")
     if with_hta:
         from commscope.analyze import hta_bridge  # HTA is optional and slow: only touched when asked for
 

@@ -74,13 +74,14 @@ def by_rank(inst: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
     base = pd.DataFrame({"rank": list(ranks)})
     if not len(inst):
         return base.assign(times_last=0, last_share=np.nan, wait_caused_ns=0.0, score=np.nan)[RANK_COLS]
-    # per rank by matching last ranks in numpy (the waits are whole ns in float64, far below 2⁵³: their
-    # sums are exact in any order, so equal to a groupby's)
+    # per rank by counting in numpy, memory O(ranks + instances) (the waits are whole ns in float64, far
+    # below 2⁵³: their sums are exact in any order, so equal to a groupby's)
     last, wait = inst["last_rank"].to_numpy(), inst["wait_caused_ns"].to_numpy(np.float64)
     r = base["rank"].to_numpy()
-    hit = last[None, :] == r[:, None]
-    times_last = hit.sum(axis=1).astype(np.int64)
-    caused = np.where(hit, wait[None, :], 0.0).sum(axis=1)
+    at = pd.Index(r).get_indexer(last)
+    mine = at >= 0
+    times_last = np.bincount(at[mine], minlength=len(r)).astype(np.int64)
+    caused = np.bincount(at[mine], weights=wait[mine], minlength=len(r))
     total = caused.sum()
     out = pd.DataFrame({"rank": r, "times_last": times_last, "last_share": times_last / len(inst),
                         "wait_caused_ns": caused, "score": caused / total if total > 0 else 0.0})

@@ -46,8 +46,21 @@ def progress_columns() -> list:
             TimeElapsedColumn()]
 
 
-def load_with_progress(path: Path, quiet: bool, with_ops: bool = False):
-    """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts)."""
+SCHEDULER_HELP = ("A Dask scheduler (tcp://HOST:8786): each rank's files are parsed by that cluster's workers, "
+                  "which need commscope installed and the input at the same path. Default: local processes.")
+
+
+def scheduler_option():
+    """--scheduler ADDRESS (also COMMSCOPE_SCHEDULER): where the per-rank stage runs (commscope.load.engine)."""
+    import typer
+
+    return typer.Option(None, "--scheduler", envvar="COMMSCOPE_SCHEDULER", help=SCHEDULER_HELP,
+                        show_default=False)
+
+
+def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, scheduler: str | None = None):
+    """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts); the
+    per-rank stage on the Dask cluster at `scheduler` when given."""
     from rich.console import Console
     from rich.progress import Progress
 
@@ -57,14 +70,14 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False):
         raise UserError(f"{path} does not exist")
     console = Console(stderr=True)
     if quiet or not console.is_terminal:  # no bar (and no stray blank line) when stderr is a file or pipe
-        return load_path(path, with_ops=with_ops)
+        return load_path(path, with_ops=with_ops, scheduler=scheduler)
     with Progress(*progress_columns(), console=console, transient=True) as bar:
         task = bar.add_task(f"loading {path.name}", total=None)
 
         def progress(done: int, total: int, what: str = "") -> None:
             bar.update(task, completed=done, total=total, description=f"loading {what or path.name}")
 
-        return load_path(path, progress=progress, with_ops=with_ops)
+        return load_path(path, progress=progress, with_ops=with_ops, scheduler=scheduler)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from commscope.commands._shared import scheduler_option
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +31,7 @@ def register(app: typer.Typer) -> None:
         warmup_steps: Optional[int] = typer.Option(None, "--warmup-steps", show_default=False,
                                                    help="Training steps numbered below this are warm-up: not "
                                                    "judged for stragglers. Default: 1."),
+        scheduler: Optional[str] = scheduler_option(),
     ) -> None:
         """Diagnose a run: ok, crash, hang, straggler, desync, interrupted or insufficient, with culprit ranks and
         evidence."""
@@ -52,7 +54,7 @@ def register(app: typer.Typer) -> None:
         if warmup_steps < 0:
             raise UserError(f"--warmup-steps must be >= 0, got {warmup_steps}")
         d = diagnose_path(str(path), straggler_ms=straggler_ms, straggler_pct=straggler_pct,
-                          warmup_steps=warmup_steps)
+                          warmup_steps=warmup_steps, scheduler=scheduler)
         if as_json:
             typer.echo(orjson.dumps(d.to_json(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
                                     default=str).decode())

@@ -13,7 +13,8 @@ from typing import Optional
 import typer
 
 from commscope.util.atomic import JSON_OPTS, check_output
-from commscope.commands._shared import default_output, load_with_progress, parse_steps, resolve_steps, status
+from commscope.commands._shared import (default_output, load_with_progress, parse_steps, resolve_steps,
+                                       scheduler_option, status)
 
 
 def register(app: typer.Typer) -> None:
@@ -27,6 +28,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout and nothing else."),
         hta: bool = typer.Option(True, "--hta/--no-hta", help="Run HTA's analyses beside commscope's (slow on "
                                  "large GPU traces)."),
+        scheduler: Optional[str] = scheduler_option(),
     ) -> None:
         """Analyze a run or trace folder: HTML report with timeline and tables, terminal summary, or JSON."""
         import orjson
@@ -39,7 +41,7 @@ def register(app: typer.Typer) -> None:
             out = output or default_output(path)
             check_output(out, path)
         # the page's layout section reads ops: parse them in the same pass (--json never needs them)
-        trace = load_with_progress(path, quiet=as_json, with_ops=not as_json)
+        trace = load_with_progress(path, quiet=as_json, with_ops=not as_json, scheduler=scheduler)
         window = resolve_steps(trace, window)
         with status("analyzing" + (" (HTA's analyses take a few seconds)" if hta else ""), quiet=as_json):
             summary = summarize(trace, steps=window, with_hta=hta)

@@ -1,0 +1,56 @@
+"""Representative ranks: the few ranks a reader of a large job should look at, each with why.
+
+At hundreds or thousands of ranks a report cannot draw or list every rank; what answers "why is the job
+slow" is a handful of ranks chosen by the numbers: the ranks that made the others wait most (waiting.by_rank),
+the rank with the most exposed communication, and for contrast the rank of median and of least step time.
+`representative_ranks(stragglers, breakdown, ranks)` picks them; reports draw their timelines and `report
+--json` lists their collectives' placement when the job has more ranks than a page can show.
+
+Invariants: pure function of its frames; ranks appear once each (the first reason that picked them, the
+others appended), in the order of the reasons below; at most `most` ranks; a job with no steps or no
+collectives still gets its lowest rank.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+STRAGGLERS = 2  # top ranks by waiting caused
+
+
+def representative_ranks(stragglers: pd.DataFrame, breakdown: pd.DataFrame, ranks: list[int],
+                         most: int = 6) -> list[dict]:
+    """[{"rank": r, "why": [reasons]}] by: waiting caused (waiting.by_rank's frame, worst first), most
+    exposed communication, median and least step time (timeline.step_breakdown's frame, summed per rank);
+    the lowest rank when nothing else picks one."""
+    picked: dict[int, list[str]] = {}
+
+    def pick(rank, why: str) -> None:
+        rank = int(rank)
+        if rank in picked:
+            picked[rank].append(why)
+        elif len(picked) < most:
+            picked[rank] = [why]
+
+    if len(stragglers):
+        s = stragglers[stragglers["wait_caused_ns"] > 0].head(STRAGGLERS)
+        for r in s.itertuples():
+            pick(r.rank, f"made the others wait {r.wait_caused_ns / 1e6:,.1f} ms (last {int(r.times_last)}×)")
+    if len(breakdown):
+        per = breakdown.groupby("rank")[["step_ns", "exposed_comm_ns"]].sum()
+        if len(per) and per["exposed_comm_ns"].max() > 0:
+            r = per["exposed_comm_ns"].idxmax()
+            pick(r, f"most exposed communication ({per.loc[r, 'exposed_comm_ns'] / 1e6:,.1f} ms)")
+        if len(per):
+            t = per["step_ns"].sort_values(kind="stable")
+            med = t.index[(len(t) - 1) // 2]
+            pick(med, f"median total step time ({t.loc[med] / 1e6:,.1f} ms)")
+            pick(t.index[0], f"least total step time ({t.iloc[0] / 1e6:,.1f} ms)")
+    if not picked and len(ranks):
+        pick(min(ranks), "lowest rank")
+    return [{"rank": r, "why": why} for r, why in picked.items()]
+
+
+def among(ranks: np.ndarray, chosen: list[dict]) -> np.ndarray:
+    """Mask of `ranks` (an array of rank numbers) that are among `chosen` (representative_ranks' list)."""
+    return np.isin(ranks, [c["rank"] for c in chosen])
