@@ -17,6 +17,8 @@ Shape (all times in ms, bandwidths in GB/s to 4 significant digits, percentages 
  "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"}],
  "placement": [{"rank", "step", "seq", "label", "op", "bytes", "start_vs_backward_end_ms", "exposed_ms", ...}],
                                              per collective in launch order (analyze.placement)
+ "step_windows": {"launch-correlation": n, ...}  the per-step rows' windows by basis: device time on GPU
+                                             traces ("launch-correlation", "device-annotation"), else "host"
  "hta": {...}}                               commscope.analyze.hta_bridge.compare (or why it did not run)
 
 Per label (see docs/analysis.md): `count` collectives over all ranks (an integer), `count_per_rank` its mean
@@ -133,6 +135,8 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                              "host_pct": rounded(r.host_pct, 2)}
                             for r in step_gaps.gap_summary(gaps).itertuples()],
         "placement": placement.records(placement.placement(tr, table)),  # analyze.placement
+        # how the windows of the per-step rows were found (load.device_steps): (rank, step) windows per basis
+        "step_windows": {str(b): int(n) for b, n in br["basis"].value_counts().sort_index().items()},
     }
     if len(tr.kernels):  # without device kernels it would equal the HTA-definition numbers above
         dev = timeline.overlap_by_rank(tr, hta_like=False)
