@@ -15,11 +15,12 @@ run after its host range has ended. Per-step figures of device work therefore us
   `basis` "device-annotation";
 - a step with neither (and every step of a trace without device activity): the host range, "host".
 
-Why the annotation is not the window by itself: Kineto ties a kernel to the innermost user range open at
-its launch, so the GPU-side `ProfilerStep#N` spans only the kernels launched outside every nested
-`record_function` (torch.compile's `## Call CompiledFxGraph ##`, the optimizer's `Optimizer.step#…`): on
-the 8×H100 fixture it covers the first ~10 ms of a ~36 ms device step. Its start agrees with the first
-kernel launched in the step; it still bounds the window where runtime launches are missing.
+Why the annotation is not the window by itself: Kineto ties a kernel to the innermost user range open on
+the thread that launched it, so the GPU-side `ProfilerStep#N` spans only the kernels launched on the
+step's own thread outside every nested `record_function` — not the backward pass (autograd's thread),
+torch.compile's `## Call CompiledFxGraph ##` or the optimizer's `Optimizer.step#…`: on the 8×H100 fixture
+a handful of a step's ~800 device events, the first ~10 ms of a ~36 ms device step. Its start agrees with
+the first kernel launched in the step; it still bounds the window where runtime launches are missing.
 
 Consecutive device windows may overlap (a step's last kernels running beside the next step's first ones
 on another stream): time in the overlap belongs to both windows.

@@ -173,7 +173,7 @@ def test_device_windows_span_the_kernels_each_step_launched(fixture):
             == r["host"]
         for s, (a, b) in r["gpu_ann"].items():
             # Kineto's GPU-side ProfilerStep starts with the step's first kernel (to the ns rounding) but ends
-            # early: it spans only kernels launched outside nested record_function ranges (load.device_steps)
+            # early: it spans only kernels launched on the step's thread outside nested ranges (load.device_steps)
             assert abs(a - r["launched"][s][0]) <= 1 and b < r["launched"][s][1] - 20e6
         if name == "modded-nanogpt-8xh100":
             assert set(r["gpu_ann"]) == set(r["host"])
