@@ -26,6 +26,8 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
                                              ranks, the representative ones above (a note says so)
  "placement": [{"rank", "step", "seq", "label", "op", "bytes", "start_vs_backward_end_ms", "exposed_ms", ...}],
                                              per collective in launch order (analyze.placement)
+ "step_windows": {"launch-correlation": n, ...}  the per-step rows' windows by basis: device time on GPU
+                                             traces ("launch-correlation", "device-annotation"), else "host"
  "hta": {...}}                               commscope.analyze.hta_bridge.compare (or why it did not run)
 
 Per label (see docs/analysis.md): `count` collectives over all ranks (an integer), `count_per_rank` its mean
@@ -182,6 +184,8 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         # every rank's collectives up to PLACEMENT_ALL_RANKS ranks; above, the representative ranks' only
         "placement_ranks": "all" if every_rank else [r["rank"] for r in reps],
         "placement": placement.records(placement.placement(tr, placed)),  # analyze.placement
+        # how the windows of the per-step rows were found (load.device_steps): (rank, step) windows per basis
+        "step_windows": {str(b): int(n) for b, n in br["basis"].value_counts().sort_index().items()},
     }
     if not every_rank:
         doc["notes"].append(f"{len(tr.ranks)} ranks: `placement` lists the collectives of the representative "

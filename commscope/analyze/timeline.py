@@ -1,9 +1,11 @@
 """Where each rank's time went, per step, and how much of its communication was hidden.
 
-`step_breakdown(trace)`: per (rank, step) window [start, end): `compute_ns` (union of compute intervals,
-minus blocked waits for run directories), `exposed_comm_ns` (communication time not covered by compute:
-GPU — union of communication kernels minus compute; run directories — union of blocked waits), `idle_ns`
-(the rest) and the three as % of the step.
+`step_breakdown(trace)`: per (rank, step) window [start, end) of the steps frame — device time on GPU
+traces (the kernels launched in the step, load.device_steps; `basis` says how the window was found), the
+host's step range elsewhere: `compute_ns` (union of compute intervals, minus blocked waits for run
+directories), `exposed_comm_ns` (communication time not covered by compute: GPU — union of communication
+kernels minus compute; run directories — union of blocked waits), `idle_ns` (the rest) and the three as %
+of the step. The sets are the rank's whole compute and communication, clipped to the window.
 
 `comm_overlap_by_rank(trace)`: per rank, |comm ∩ comp| / |comm|, the share of communication time during
 which the rank also computed (docs/analysis.md, "The quantities"). Which sets, by input:
@@ -29,7 +31,7 @@ from commscope.analyze.exposure import _compute_sets_rel, collective_span, to_re
 from commscope.load.frames import Trace, origin_ns, rel
 
 BREAKDOWN_COLS = ["rank", "step", "start_ns", "end_ns", "step_ns", "compute_ns", "exposed_comm_ns", "idle_ns",
-                  "compute_pct", "exposed_comm_pct", "idle_pct"]
+                  "compute_pct", "exposed_comm_pct", "idle_pct", "basis"]
 
 
 def comm_sets(trace: Trace, o: int) -> dict[int, iv.Intervals]:
@@ -61,7 +63,10 @@ def step_breakdown(trace: Trace, comp: dict | None = None) -> pd.DataFrame:
     s_rank, s_step = steps["rank"].to_numpy(), steps["step"].to_numpy()
     s_start, s_end = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
     s_qs, s_qe = rel(steps["start_ns"], o), rel(steps["end_ns"], o)
+    # a steps frame built by hand, not through frames.frame(), may lack `basis`: its windows are the host's
+    s_basis = steps["basis"].to_numpy(dtype=object) if "basis" in steps else np.full(len(steps), "host", object)
     cols: dict[str, list] = {c: [] for c in BREAKDOWN_COLS[:8]}
+    basis: list = []
     for rank in trace.ranks:
         m = s_rank == rank
         if not m.any():
@@ -73,10 +78,12 @@ def step_breakdown(trace: Trace, comp: dict | None = None) -> pd.DataFrame:
         for c, v in zip(cols.values(), (np.full(len(qs), rank), s_step[m], s_start[m], s_end[m], span, c_ns, e_ns,
                                         np.maximum(span - c_ns - e_ns, 0.0))):
             c.append(v)
+        basis.append(s_basis[m])
     if not cols["rank"]:
         return pd.DataFrame(columns=BREAKDOWN_COLS)
     # one frame from the per-rank arrays (not one frame per rank and a concat: same columns, 5× cheaper)
     out = pd.DataFrame({c: np.concatenate(v) for c, v in cols.items()})
+    out["basis"] = np.concatenate(basis)
     with np.errstate(invalid="ignore", divide="ignore"):
         for k in ("compute", "exposed_comm", "idle"):
             out[f"{k}_pct"] = 100.0 * out[f"{k}_ns"] / out["step_ns"]

@@ -14,8 +14,10 @@ Rules (the figure's legend explains them to the reader):
   lanes (intervals.assign_lanes) are assigned on those bars only, so queued launches don't add rows;
 - exposed parts are exposure.exposed_spans against the rank's compute set over the whole trace (a window
   edge must not expose anything), so their drawn length equals the exposed time in the tables;
-- gaps between steps are taken on the first rank (after a step-end sync the device idles there:
-  analyze.step_gaps);
+- step marks and the gaps between steps are the first rank's step windows: device time on GPU traces
+  (load.device_steps: a step's mark is where its first launched kernel starts, a gap is time its device
+  ran no step's work), the host's step records elsewhere (after a step-end sync the device idles in a
+  gap: analyze.step_gaps); compute rows and collectives are in the window by the step that launched them;
 - one collective instance across ranks (the same (group, seq) on two or more ranks, analyze.flows) is a
   flow: its execution start on each rank, in rank order, for the lines that link them.
 

@@ -22,7 +22,9 @@ import numpy as np
 import pandas as pd
 
 COLUMNS: dict[str, list[str]] = {
-    "steps": ["rank", "step", "start_ns", "end_ns", "loss"],
+    # start_ns/end_ns: the window per-step figures use (device time on GPU traces), `basis` says which;
+    # host_start_ns/host_end_ns: the host's own step range (equal to the window where basis is "host")
+    "steps": ["rank", "step", "start_ns", "end_ns", "loss", "basis", "host_start_ns", "host_end_ns"],
     "collectives": ["rank", "step", "label", "phase", "op", "bytes", "dtype", "group", "group_size", "seq",
                     "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns", "stream",
                     "timing"],
@@ -49,6 +51,13 @@ EVIDENCE_COLUMNS: dict[str, list[str]] = {
 }
 
 
+# Columns a reader may leave out and frame() fills with something other than NaN: a steps frame built
+# from host records alone (run directories, CPU traces) has host windows.
+STEP_BASES = ("device-annotation", "launch-correlation", "host")
+_DEFAULTS: dict[tuple[str, str], Any] = {("steps", "basis"): "host"}
+_COPIES: dict[tuple[str, str], str] = {("steps", "host_start_ns"): "start_ns", ("steps", "host_end_ns"): "end_ns"}
+
+
 def is_ns(col: str) -> bool:
     return col.endswith("_ns")
 
@@ -68,6 +77,12 @@ def frame(kind: str, data: dict[str, Any] | pd.DataFrame | None = None) -> pd.Da
     df = pd.DataFrame(data) if built_here else data
     dtypes = dict(df.dtypes.items())  # one lookup per column instead of a Series per column
     for c in cols:
+        if c not in dtypes and (kind, c) in _COPIES and _COPIES[kind, c] in df:
+            df[c] = df[_COPIES[kind, c]].copy()
+            dtypes[c] = df[c].dtype
+        elif c not in dtypes and (kind, c) in _DEFAULTS:
+            df[c] = pd.Series([_DEFAULTS[kind, c]] * len(df), index=df.index, dtype=object)
+            dtypes[c] = df[c].dtype
         if c not in dtypes:
             df[c] = pd.array([None] * len(df), dtype="Int64") if is_ns(c) else np.nan
         elif is_ns(c) and dtypes[c].kind == "f":
@@ -169,12 +184,21 @@ class Trace:
             setattr(out, kind, df[(df["step"] >= a) & (df["step"] < b)].reset_index(drop=True))
         if len(self.steps):
             sel = out.steps
-            lo, hi = (sel["start_ns"].min(), sel["end_ns"].max()) if len(sel) else (0, -1)
+            # cpu ops are host work: the host's step ranges bound them
+            hs, he = ("host_start_ns", "host_end_ns") if "host_start_ns" in sel else ("start_ns", "end_ns")
+            lo, hi = (sel[hs].min(), sel[he].max()) if len(sel) else (0, -1)
 
             def window(df: pd.DataFrame) -> pd.DataFrame:
                 return df[(df["start_ns"] >= lo) & (df["start_ns"] <= hi)].reset_index(drop=True)
 
-            out.kernels = window(self.kernels)
+            k = self.kernels
+            if self.source == "kineto" and "step" in k:
+                # a Kineto kernel carries the step that launched it (load.device_steps): the device may
+                # still run the previous step's kernels inside a step's time range
+                out.kernels = k[(k["step"] >= a) & (k["step"] < b)].reset_index(drop=True)
+            else:  # a run directory's profiler kernels are numbered by the profiler, not the recorder
+                dlo, dhi = (sel["start_ns"].min(), sel["end_ns"].max()) if len(sel) else (0, -1)
+                out.kernels = k[(k["start_ns"] >= dlo) & (k["start_ns"] <= dhi)].reset_index(drop=True)
             out.ops = None
             out._ops_loader = lambda: window(self.ops)
         else:

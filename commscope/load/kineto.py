@@ -13,7 +13,9 @@ trace names (`pg_config` sizes, the largest `Group size` of its collectives). Wh
 for the loader to settle across files (`commscope.load.loader`); each fallback is a line in `problems`.
 
 Collectives are found by `commscope.load.kineto_comms` (NCCL correlation matching, gloo pairing);
-this module only extracts and shapes the raw material.
+this module only extracts and shapes the raw material. Steps: the CPU `ProfilerStep#N` ranges are the host
+windows (regions and cpu ops are assigned by them); `commscope.load.device_steps` gives each kernel the step
+that launched it and, on GPU traces, turns the windows of the `steps` frame into device time.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import orjson
 import pandas as pd
 
 from commscope.load import kineto_comms
+from commscope.load.device_steps import device_steps
 from commscope.load.kineto_events import check_values, read_events
 from commscope.load.files import gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, match_positions, ns_array
@@ -107,7 +110,6 @@ def _parse(path: str, with_ops: bool) -> dict:
         ev.o_name, ev.o_tid, ev.o_ts, ev.o_dur, ev.o_ext, ev.o_dims, ev.o_strides, ev.o_args, ev.o_hta_stream,
         ev.o_types)
     a_name, a_tid, a_ts, a_dur = ev.a_name, ev.a_tid, ev.a_ts, ev.a_dur
-    gpu_step_ts = ev.gpu_step_ts
 
     # A few hundred distinct kernel names repeat thousands of times: classify each once, and share one
     # string object per name so the frames pickle to the parent process as references.
@@ -120,13 +122,23 @@ def _parse(path: str, with_ops: bool) -> dict:
     k_corr = column(k_corr, ev.ints)
     launch_pos = match_positions(pd.Series(k_corr), launches["correlation"])  # the one kernel → launch join
     stream = column(k_stream, ev.ints)
+    kend = kstart + np.round(np.asarray(k_dur, np.float64) * 1000).astype(np.int64)
+    klaunch = _launch_ns(launches, launch_pos)
+    astart = _ns(a_ts, base)
+    ann = pd.DataFrame({"name": pd.Series(a_name, dtype=object), "tid": a_tid, "start_ns": astart,
+                        "end_ns": astart + np.round(np.asarray(a_dur, np.float64) * 1000).astype(np.int64)})
+    host_steps, is_step = _host_steps(rank, ann)
+    # per-step figures of device work use device windows; host work (regions, cpu ops, launches) the host's
+    g_start = _ns(ev.gpu_step_ts, base)
+    steps, kstep = device_steps(host_steps, kstart, kend, klaunch, ev.gpu_step_name, g_start,
+                                g_start + np.round(np.asarray(ev.gpu_step_dur, np.float64) * 1000).astype(np.int64))
     kernels = pd.DataFrame({  # one frame, every column at once (adding columns later copies it)
         "rank": rank, "name": pd.Series([c[0] for c in k_cls], dtype=object),
         "stream": stream if isinstance(stream, np.ndarray) else pd.to_numeric(pd.Series(stream), errors="coerce"),
-        "start_ns": kstart, "end_ns": kstart + np.round(np.asarray(k_dur, np.float64) * 1000).astype(np.int64),
+        "start_ns": kstart, "end_ns": kend,
         "correlation": k_corr, "external_id": column(k_ext, ev.ints), "grid": k_grid,
         "block": k_block, "is_comm": [c[1] for c in k_cls], "kind": k_kind,
-        "hta_compute": [c[2] for c in k_cls], "launch_ns": _launch_ns(launches, launch_pos),
+        "hta_compute": [c[2] for c in k_cls], "launch_ns": klaunch, "step": kstep,
     })
     ostart = _ns(o_ts, base)
     ops_all = pd.DataFrame({
@@ -135,33 +147,20 @@ def _parse(path: str, with_ops: bool) -> dict:
         "external_id": column(o_ext, ev.ints), "dims": pd.Series(o_dims, dtype=object),
         "hta_stream": np.array(o_hta_stream, dtype=bool),  # bools in both readers ("stream" in args)
     })
-    astart = _ns(a_ts, base)
-    ann = pd.DataFrame({"name": pd.Series(a_name, dtype=object), "tid": a_tid, "start_ns": astart,
-                        "end_ns": astart + np.round(np.asarray(a_dur, np.float64) * 1000).astype(np.int64)})
-
-    is_step = ann["name"].str.match(_STEP_RE.pattern) if len(ann) else pd.Series([], dtype=bool)
-    st = ann[is_step]
-    # by start, then the first of each step number: sort_values' argsort and drop_duplicates' first
-    # occurrence, on the few arrays instead of frames
-    order = st["start_ns"].array.argsort()
-    ids = st["name"].str.slice(len("ProfilerStep#")).astype(np.int64).to_numpy()[order]
-    first = np.sort(np.unique(ids, return_index=True)[1])
-    steps = frame("steps", {"rank": rank, "step": ids[first], "start_ns": st["start_ns"].to_numpy()[order][first],
-                            "end_ns": st["end_ns"].to_numpy()[order][first], "loss": np.nan})
     # HTA keeps only activity launched before the last ProfilerStep (CPU or GPU annotation) starts
-    step_starts = list(steps["start_ns"]) + list(_ns(gpu_step_ts, base))
+    step_starts = list(host_steps["start_ns"]) + list(g_start)
     hta_cutoff = int(max(step_starts)) if step_starts else None
     regions_src = ann[~is_step]
 
     comm_notes: list[str] = []
-    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos, steps,
-                                     comm_notes)
+    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos,
+                                     host_steps, comm_notes, device_windows=steps)
     problems += [f"{path}: {n}" for n in comm_notes]
     ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launch_pos, l_ext) if with_ops else None
     # Frames from columns in contract order, steps included: built once (frame() keeps them as they are)
     r_start = regions_src["start_ns"].to_numpy()
     regions = frame("regions", {
-        "rank": rank, "step": assign_steps(np.full(len(r_start), rank), r_start, steps), "micro_step": np.nan,
+        "rank": rank, "step": assign_steps(np.full(len(r_start), rank), r_start, host_steps), "micro_step": np.nan,
         "name": _objects(regions_src["name"]), "start_ns": r_start, "end_ns": regions_src["end_ns"].to_numpy()})
     hta = np.flatnonzero(ops_all["hta_stream"].to_numpy(bool))
     hta_extra = pd.DataFrame({"name": _objects(ops_all["name"], hta), "start_ns": ops_all["start_ns"].to_numpy()[hta],
@@ -174,7 +173,7 @@ def _parse(path: str, with_ops: bool) -> dict:
         "info": {"distributedInfo": ev.di, "deviceProperties": ev.device_properties, "file": path},
         "steps": steps,
         "collectives": colls,
-        "compute": _compute(rank, kernels, ops_all, steps),
+        "compute": _compute(rank, kernels, ops_all, host_steps),
         "regions": regions,
         "hooks": _no_hooks().copy(),  # Kineto traces have no hook events
         "ops": frame("ops", ops) if with_ops else None,
@@ -182,6 +181,20 @@ def _parse(path: str, with_ops: bool) -> dict:
         "hta_cpu_stream_ops": hta_extra,
         "hta_cutoff_ns": hta_cutoff,
     }
+
+
+def _host_steps(rank: int, ann: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """The rank's steps from its CPU `ProfilerStep#N` ranges (host windows), and which annotations they are."""
+    is_step = ann["name"].str.match(_STEP_RE.pattern) if len(ann) else pd.Series([], dtype=bool)
+    st = ann[is_step]
+    # by start, then the first of each step number: sort_values' argsort and drop_duplicates' first
+    # occurrence, on the few arrays instead of frames
+    order = st["start_ns"].array.argsort()
+    ids = st["name"].str.slice(len("ProfilerStep#")).astype(np.int64).to_numpy()[order]
+    first = np.sort(np.unique(ids, return_index=True)[1])
+    steps = frame("steps", {"rank": rank, "step": ids[first], "start_ns": st["start_ns"].to_numpy()[order][first],
+                            "end_ns": st["end_ns"].to_numpy()[order][first], "loss": np.nan})
+    return steps, is_step
 
 
 def _dropped_line(path: str, why: str, n: int) -> str:
@@ -298,16 +311,14 @@ def _objects(col: pd.Series, rows: np.ndarray | None = None) -> pd.Series:
 
 
 def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """The `compute` frame. GPU traces: non-communication device activity. CPU-only traces: top-level ops of
-    the main thread."""
+    """The `compute` frame. GPU traces: non-communication device activity, with the kernels' launch steps.
+    CPU-only traces: top-level ops of the main thread, by the host `steps`."""
     if len(kernels):
         k = np.flatnonzero(~kernels["is_comm"].to_numpy(bool))
         start = kernels["start_ns"].to_numpy()[k]
-        launch = kernels["launch_ns"].array[k]
-        # a kernel belongs to the step that launched it (the device lags the host by up to a step)
-        t = pd.arrays.IntegerArray(np.where(launch._mask, start, launch._data), np.zeros(len(k), dtype=bool))
+        # a kernel belongs to the step that launched it (load.device_steps: the device lags the host)
         return frame("compute", {
-            "rank": rank, "step": assign_steps(np.full(len(k), rank), t, steps), "name": _objects(kernels["name"], k),
+            "rank": rank, "step": kernels["step"].to_numpy()[k], "name": _objects(kernels["name"], k),
             "start_ns": start, "end_ns": kernels["end_ns"].to_numpy()[k], "stream": kernels["stream"].to_numpy()[k],
             "kind": kernels["kind"].array.take(k)})
     if not len(ops_all):

@@ -38,8 +38,10 @@ COLLECTIVE_COLS = COLUMNS["collectives"]
 
 def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFrame, ops_all: pd.DataFrame,
                 op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray, steps: pd.DataFrame,
-                problems: list[str] | None = None) -> pd.DataFrame:
-    """The rank's `collectives` frame (contract columns, steps assigned from `steps`). `launch_pos`: per
+                problems: list[str] | None = None, device_windows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rank's `collectives` frame (contract columns): a collective's step is the host step (`steps`)
+    of its launch; one with no launch in the trace takes the step whose `device_windows` (load.device_steps;
+    default `steps`) holds its start. `launch_pos`: per
     kernel, the row of its launch in `launches` (frames.match_positions), −1 if none. `di`: the
     distributedInfo as kineto._identity checked it (`world_size` NaN where unknown). What was left out
     is said in `problems`."""
@@ -67,8 +69,12 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
     o = int(t[~t.isna()].min()) if (~t.isna()).any() else 0
     seq = _sequence(col["group"], rel(ns["call_ns"], o), rel(t, o))
     order = np.argsort(rel(t, o), kind="stable")  # NaN (neither known) last, in row order, as sort_values
-    when = _fill(ns["call_ns"], ns["start_ns"])  # a collective belongs to the step that launched it
-    step = assign_steps(np.full(len(rows), rank), when[order], steps)
+    # a collective belongs to the step that launched it; one launched before the profiler started to the
+    # step whose device window its kernel ran in (the host range it ran in may belong to the next step)
+    call, start = ns["call_ns"][order], ns["start_ns"][order]
+    who = np.full(len(rows), rank)
+    step = np.where(call.isna(), assign_steps(who, start, steps if device_windows is None else device_windows),
+                    assign_steps(who, call, steps))
     unordered = {**col, **ns, "label": labels, "phase": phases, "seq": seq}
     out = {"rank": rank, "step": step}  # step: already in frame order
     for c in COLLECTIVE_COLS[2:]:

@@ -51,7 +51,11 @@ class Events:
         self.o_dims, self.o_strides, self.o_types, self.o_hta_stream = [], [], [], []
         self.o_args: Any = []
         self.a_name, self.a_tid, self.a_ts, self.a_dur = [], [], [], []
+        # the GPU-side `ProfilerStep#N` annotations (gpu_user_annotation): name, ts, dur (device windows,
+        # load.device_steps; HTA's cut-off, kineto.parse_file)
+        self.gpu_step_name: list = []
         self.gpu_step_ts: list = []
+        self.gpu_step_dur: list = []
         # whether k_stream, k_corr, k_ext, l_corr, l_ext, o_ext hold Python ints only (the typed reader's
         # int fields), so kineto.column need not check the type of every value
         self.ints = False
@@ -160,9 +164,16 @@ def check_values(ev: Events) -> None:
         if bad_time or neg or dup:
             rows = [i for i in np.flatnonzero(ok).tolist() if i not in dup]
             _take(ev, kind, cols, rows)
-    steps = np.asarray(ev.gpu_step_ts, dtype=np.float64)
-    if len(steps) and not np.isfinite(steps).all():
-        ev.gpu_step_ts = [t for t, f in zip(ev.gpu_step_ts, np.isfinite(steps)) if f]
+    ts = np.asarray(ev.gpu_step_ts, dtype=np.float64)
+    dur = np.asarray(ev.gpu_step_dur, dtype=np.float64)
+    if len(ts):
+        ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(base + ts * 1000.0) < _NS_LIMIT) & \
+            (dur * 1000.0 < _NS_LIMIT)
+        if not ok.all():
+            ev.drop("GPU ProfilerStep annotation(s) with a non-finite, out-of-range or negative ts/dur",
+                    int(len(ok) - ok.sum()))
+            for c in ("name", "ts", "dur"):
+                setattr(ev, f"gpu_step_{c}", [v for v, f in zip(getattr(ev, f"gpu_step_{c}"), ok) if f])
 
 
 def _duplicates(ev: Events, kind: str, key: tuple, ts, ok) -> set[int]:
@@ -382,7 +393,10 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
     ev.a_tid = [e.tid for e in ann]
     ev.a_ts = [e.ts for e in ann]
     ev.a_dur = [e.dur for e in ann]
-    ev.gpu_step_ts = [e.ts for e in gpu_ann if e.name.startswith("ProfilerStep#")]
+    gpu_steps = [e for e in gpu_ann if e.name.startswith("ProfilerStep#")]
+    ev.gpu_step_name = [e.name for e in gpu_steps]
+    ev.gpu_step_ts = [e.ts for e in gpu_steps]
+    ev.gpu_step_dur = [e.dur for e in gpu_steps]
 
 
 # --- generic reader ------------------------------------------------------------------------------------
@@ -457,5 +471,5 @@ def _generic(path: str, raw: bytes) -> Events:
             ev.a_name.append(name); ev.a_tid.append(e.get("tid")); ev.a_ts.append(ts)
             ev.a_dur.append(dur)
         elif cat == "gpu_user_annotation" and name.startswith("ProfilerStep#"):
-            ev.gpu_step_ts.append(ts)
+            ev.gpu_step_name.append(name); ev.gpu_step_ts.append(ts); ev.gpu_step_dur.append(dur)
     return ev

@@ -75,7 +75,10 @@ def test_steps_sorted_by_start_first_of_each_number(tmp_path):
     assert steps["step"].tolist() == [1, 2, 3]
     assert (steps["start_ns"] - 10**18).tolist() == [50_000, 90_000, 100_000]
     assert (steps["end_ns"] - steps["start_ns"]).tolist() == [40_000, 5_000, 50_000]
-    assert steps.dtypes.astype(str).tolist() == ["int64", "int64", "int64", "int64", "float64"]
+    assert steps.dtypes.astype(str).tolist() == ["int64", "int64", "int64", "int64", "float64", "object", "int64",
+                                                 "int64"]
+    # no device activity: host windows
+    assert steps["basis"].tolist() == ["host"] * 3 and steps["host_start_ns"].equals(steps["start_ns"])
 
 
 def test_match_positions_is_the_last_row_per_key_and_never_matches_missing_keys():

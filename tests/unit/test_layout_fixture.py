@@ -143,6 +143,7 @@ def test_terminal_tables_fit_100_columns_one_line_per_row(report):
     assert max(len(x) for x in lines) <= 100
     # a data row per finding group and per contention row, each on one line
     assert sum(x.lstrip().startswith(("add_ ", "copy_ ", "CUDAFun")) for x in lines) == len(groups)
-    assert sum(x.split()[:2] in (["0", "10"], ["1", "10"], ["0", "11"], ["1", "11"]) for x in lines if x.strip()) \
+    # (step −1: a collective launched before the profiler started, in a step the trace does not hold)
+    assert sum(x.split()[:2] in ([r, s] for r in ("0", "1") for s in ("-1", "10", "11")) for x in lines if x.strip()) \
         == len(report.contention)
     assert "ew<128, 4, …>" in text

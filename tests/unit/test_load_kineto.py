@@ -109,7 +109,13 @@ def test_select_steps_is_half_open(h100):
     assert set(sub.collectives["step"]) == {10} and len(sub.collectives) < len(h100.collectives)
     both = h100.select_steps((10, 12))
     assert sorted(both.steps["step"].unique()) == [10, 11]
-    assert len(sub.collectives) < len(both.collectives) == len(h100.collectives)  # both steps: all of it
+    # both steps: all of it but the collectives launched before the profiler started (step −1: their
+    # launching step is not in the trace)
+    launched = h100.collectives[h100.collectives["step"] >= 0]
+    assert len(sub.collectives) < len(both.collectives) == len(launched) == h100.collectives["call_ns"].notna().sum()
+    # kernels by the step that launched them: those of both steps are every kernel launched inside them
+    k = h100.kernels
+    assert len(both.kernels) == (k["step"] >= 0).sum() and set(sub.kernels["step"]) == {10}
 
 
 @pytest.fixture(scope="module")
