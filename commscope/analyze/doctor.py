@@ -156,23 +156,35 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
                      summary=f"crash: rank(s) {_fmt(culprits)} {how}; last finished step {last}.")
 
 
-def _signature(row: pd.Series) -> tuple:
+def _first_mismatch(lt: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series] | None:
+    """The rows of the first (group, seq), in the order of `lt`, whose members' signatures (op, bytes,
+    dtype) differ, with each row's signature code; None when all agree. Vectorized: a 1024-rank job has
+    ~10⁶ rows and one bad key at most."""
+    op = lt["op"].astype(str)
+    size = pd.to_numeric(lt["bytes"], errors="coerce")
     # all_to_all with split sizes legitimately sends different byte counts per rank (e.g. the alpha-lpt
-    # optimizer partition's unequal owner shares), so only its op and dtype must agree
-    uneven = row["op"] == "all_to_all" or pd.isna(row["bytes"])
-    return (row["op"], None if uneven else float(row["bytes"]), row["dtype"])
+    # optimizer partition's unequal owner shares), so only its op and dtype must agree; an unknown size
+    # agrees with an unknown size
+    size = size.where((op != "all_to_all") & size.notna(), -1.0)
+    dtype = lt["dtype"].astype(object).where(lt["dtype"].notna(), "").astype(str)
+    sig = pd.factorize(pd.MultiIndex.from_arrays([op, size, dtype]))[0]
+    key = pd.factorize(pd.MultiIndex.from_arrays([lt["group"].astype(str), lt["seq"]]))[0]
+    kinds = pd.Series(sig).groupby(key).nunique()
+    bad = kinds.index[kinds.to_numpy() > 1]
+    if not len(bad):
+        return None
+    rows = key == bad.min()
+    return lt[rows], pd.Series(sig[rows], index=lt.index[rows])
 
 
 def check_desync(lt: pd.DataFrame, source: str) -> Diagnosis | None:
     if not len(lt):
         return None
-    for (group, seq), g in lt.sort_values(["seq", "rank"]).groupby(["group", "seq"], sort=False):
-        if len(g) < 2:
-            continue
-        sigs = g.apply(_signature, axis=1)
+    found = _first_mismatch(lt.sort_values(["seq", "rank"], kind="stable"))
+    if found is not None:
+        g, sigs = found
+        group, seq = g["group"].iloc[0], g["seq"].iloc[0]
         counts = sigs.value_counts()
-        if len(counts) < 2:
-            continue
         majority = counts.index[0] if counts.iloc[0] > counts.iloc[1] else sigs.iloc[0]
         culprits = sorted(int(r) for r, s in zip(g["rank"], sigs) if s != majority)
         good = g[sigs == majority].iloc[0]
