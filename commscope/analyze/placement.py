@@ -94,7 +94,9 @@ def backward_ends(trace: Trace) -> pd.DataFrame:
             rows.setdefault((int(rank), int(step)), (int(t), "last hook"))
     if trace.source != "run":
         c = trace.compute
-        named = c[(c["step"] >= 0) & c["name"].astype(str).str.contains(BACKWARD_NAME)]
+        codes, names = pd.factorize(c["name"].astype(str))  # ~10⁶ events, a few hundred distinct names
+        is_bw = np.array([bool(BACKWARD_NAME.search(n)) for n in names], dtype=bool)
+        named = c[(c["step"] >= 0).to_numpy() & (codes >= 0) & is_bw[np.maximum(codes, 0)]]
         for (rank, step), t in named.groupby(["rank", "step"])["end_ns"].max().items():
             rows.setdefault((int(rank), int(step)), (int(t), "backward-named compute"))
     return pd.DataFrame([(r, s, e, src) for (r, s), (e, src) in sorted(rows.items())],

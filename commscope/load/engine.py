@@ -24,17 +24,18 @@ from typing import Any, Callable
 from commscope.errors import UserError
 
 Progress = Callable[[int, int], None]
+CONNECT_TIMEOUT_S = 30.0  # Dask's own default: a scheduler under load may take seconds to answer
 
 
 def map_files(fn: Callable[[str], Any], files: list[str], *, scheduler: Any = None, workers: int | None = None,
-              progress: Progress | None = None, connect_timeout_s: float = 30.0) -> list:
+              progress: Progress | None = None, connect_timeout_s: float | None = None) -> list:
     """`[fn(f) for f in files]` on a local pool (`scheduler` None; `workers` caps its processes) or on the
     Dask cluster at `scheduler` (an address, a `distributed.Client`, or a cluster such as `LocalCluster`)."""
     if scheduler is None:
         from commscope.load.kineto_pool import parse_all
 
         return parse_all(list(files), progress=progress, workers=workers, fn=fn)
-    return _on_dask(fn, list(files), scheduler, progress, connect_timeout_s)
+    return _on_dask(fn, list(files), scheduler, progress, connect_timeout_s or CONNECT_TIMEOUT_S)
 
 
 def _on_dask(fn: Callable, files: list[str], scheduler: Any, progress: Progress | None, timeout_s: float) -> list:
