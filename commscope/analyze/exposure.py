@@ -164,24 +164,35 @@ def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int) -> tuple
         # the group runs in launch order, so a collective was done once any later one of its group was.
         # The bounded ends are nondecreasing: the collectives still in flight at t are a suffix.
         e = np.minimum.accumulate(end[rows][::-1])[::-1]
+        bl, el = b.tolist(), e.tolist()
         for j, sp in enumerate(spans):
             if not sp or j == 0:
                 continue
-            rs = np.array([x for x, _ in sp])
-            re_ = np.array([y for _, y in sp])
-            for i in range(int(np.searchsorted(e[:j], rs.min(), side="right")), j):
-                if b[i] >= re_.max():
-                    continue
-                part = iv.intersect((rs, re_), (b[i:i + 1], e[i:i + 1]))
-                n = float(np.sum(part[1] - part[0]))
-                if n <= 0:
-                    continue
-                queued[rows[j]] += n
-                charged[rows[i]] += n
-                rs, re_ = iv.subtract((rs, re_), part)
-                if not len(rs):
-                    break
+            for i in range(int(np.searchsorted(e[:j], sp[0][0], side="right")), j):
+                n, sp = _take(sp, bl[i], el[i])
+                if n > 0:
+                    queued[rows[j]] += n
+                    charged[rows[i]] += n
+                    if not sp:
+                        break
     return queued, charged
+
+
+def _take(spans: list[tuple[float, float]], lo: float, hi: float) -> tuple[float, list[tuple[float, float]]]:
+    """How much of the sorted, disjoint `spans` lies in [lo, hi), and what is left of them outside it.
+    Plain floats: the sets here hold one or two intervals, where numpy's per-call cost would dominate."""
+    taken, rest = 0.0, []
+    for s, t in spans:
+        a, z = max(s, lo), min(t, hi)
+        if z > a:
+            taken += z - a
+            if s < a:
+                rest.append((s, a))
+            if z < t:
+                rest.append((z, t))
+        else:
+            rest.append((s, t))
+    return taken, rest
 
 
 def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
