@@ -182,10 +182,16 @@ def test_doctor_does_not_call_uneven_all_to_all_a_desync():
     any other op with different bytes is still a desync."""
     import pandas as pd
 
-    from commscope.analyze.doctor import _signature
+    from commscope.analyze.doctor import check_desync
 
-    def row(op, nbytes):
-        return pd.Series({"op": op, "bytes": nbytes, "dtype": "float32"})
-    assert _signature(row("all_to_all", 327680)) == _signature(row("all_to_all", 262144))
-    assert _signature(row("all_gather", 327680)) != _signature(row("all_gather", 262144))
-    assert _signature(row("all_to_all", 1)) != _signature(row("all_gather", 1))
+    def job(op, sizes):
+        return pd.DataFrame({"group": "0", "seq": 0, "rank": range(len(sizes)), "op": op, "bytes": sizes,
+                             "dtype": "float32", "label": "gather", "call_ns": 1, "finished": True,
+                             "source": "events.jsonl", "step": 1})
+    assert check_desync(job("all_to_all", [327680, 262144, 262144]), "events.jsonl") is None
+    d = check_desync(job("all_gather", [327680, 262144, 262144]), "events.jsonl")
+    assert (d.verdict, d.culprit_ranks) == ("desync", [0])
+    mixed = job("all_to_all", [1, 1, 1])
+    mixed.loc[2, "op"] = "all_gather"
+    d = check_desync(mixed, "events.jsonl")
+    assert (d.verdict, d.culprit_ranks) == ("desync", [2])
