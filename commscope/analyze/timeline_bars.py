@@ -25,7 +25,7 @@ Invariant: pure function of the trace's frames; the trace is not modified.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -137,6 +137,17 @@ class TimelineBars:
     flows: pd.DataFrame | None = None  # flow, label, rank, t (ns since t0): one collective call's execution
                                        # start on each rank, by flow then rank (analyze.flows)
     window: tuple[int, int] | None = None
+
+    def subset(self, ranks: list[int]) -> "TimelineBars":
+        """The same bars for `ranks` only, in that order (ranks without bars left out); flows keep the
+        members among them, a call linking at least two."""
+        at = {rb.rank: rb for rb in self.ranks}
+        keep = [at[r] for r in ranks if r in at]
+        flows = self.flows
+        if flows is not None and len(flows):
+            flows = flows[flows["rank"].isin([rb.rank for rb in keep])]
+            flows = flows[flows.groupby("flow")["rank"].transform("size") >= 2].reset_index(drop=True)
+        return replace(self, ranks=keep, flows=flows)
 
 
 def _block_names(names: np.ndarray, dur: np.ndarray, member: np.ndarray, n_blocks: int
