@@ -22,6 +22,7 @@ window.csData = (function () {
 // Zoom the timeline to [x0, x1] ms and bring it into view.
 function csZoom(x0, x1) {
   var pad = 0.02 * (x1 - x0);
+  if (!document.getElementById("timeline-plot")) return;
   window.csPlotly.then(function (Plotly) {
     Plotly.relayout(document.getElementById("timeline-plot"), {"xaxis.range": [x0 - pad, x1 + pad], "xaxis.autorange": false});
   });
@@ -96,7 +97,7 @@ document.addEventListener("DOMContentLoaded", function () {
     var every = Math.max(1, Math.ceil(nr / 16));  // rank labels on the left
     for (var i = 0; i < nr; i += every) g.fillText("r" + d.ranks[i], left - 4, top + i * rowH + Math.max(rowH, 9));
     g.textAlign = "center";
-    var everyC = Math.max(1, Math.ceil(nc * 28 / (nc * colW)));  // step labels on top
+    var everyC = Math.ceil(28 / colW);  // step labels on top, 28 px apart at least
     for (var j = 0; j < nc; j += everyC) g.fillText(String(d.columns[j][0]), left + (j + 0.5) * colW, top - 6);
     g.textAlign = "left";
     var rowOf = {};
@@ -244,6 +245,7 @@ function csIndex(d) {
 window.csShowRank = function (r) {
   var sel = document.getElementById("rank-select"), said = document.getElementById("rank-shown");
   var gd = document.getElementById("timeline-plot");
+  if (!sel || !gd) return Promise.resolve();
   sel.value = r === null ? "" : String(r);
   return Promise.all([csData("rank-rows-gz"), csData("timeline-style"), window.csDrawn["timeline-plot"]])
     .then(function (all) {
