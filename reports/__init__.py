@@ -9,8 +9,10 @@ Naming:
   each exposes `print_...` functions that take the analysis result and a rich Console.
 - the HTML page: `page` (self-contained assembly), `sections` (the list of section renderers over a
   commscope.analyze.report_context.ReportContext; add a section there), `<topic>_section` (a section
-  with its own module), `timeline` (the plotly figure of analyze.timeline_bars), `tables` (HTML tables
-  from plain data), `static/` (the inlined plotly.js basic bundle, MIT, and the page's own script);
+  with its own module, such as `scale_section` for pages of many ranks), `timeline` (the plotly figure of
+  analyze.timeline_bars), `timeline_ranks` (every rank's rows as compact data, drawn on demand by the
+  page's script at scale), `tables` (HTML tables from plain data), `static/` (the inlined plotly.js basic
+  bundle, MIT, and the page's own script);
 - `perfetto`: the Chrome-JSON trace of `commscope export --perfetto`.
 """
 from reports.page import render_html, write_report

@@ -6,6 +6,12 @@ is an HTML table, not a plot: it needs no plotting library, stays readable at an
 carries its timeline window (`data-x0`/`data-x1`, ms on the timeline's axis) for reports/static/report.js.
 Cell colours map exposed ms onto one sequential, colour-blind-safe scale (cividis) from 0 to the largest
 cell, the only thing computed here, and that is display.
+
+At scale (ctx.at_scale: more ranks than a table can show) the heatmap is a canvas that
+reports/static/report.js paints from the same numbers, one pixel row per rank from 512 ranks on (so one
+rank's row stays visible among a thousand), the representative ranks marked beside it; hovering names
+the cell, a click shows its rank in the timeline. Its data travels compressed (reports.page.data_html):
+a table of 1024 × 40 cells weighs ~6 MB, the canvas' data ~0.1 MB.
 """
 from __future__ import annotations
 
@@ -67,12 +73,41 @@ def render_summary(ctx) -> str:
     return "\n".join(out)
 
 
+def _ms(a: np.ndarray) -> list:
+    """ms values for the canvas' data, to the µs the page prints (NaN: null)."""
+    return [None if math.isnan(x) else x for x in np.round(a.astype(np.float64), 3).ravel().tolist()]
+
+
+def render_heatmap_canvas(ctx, hm) -> str:
+    from reports.page import data_html
+
+    finite = hm.exposed_ms[~np.isnan(hm.exposed_ms)]
+    top = float(finite.max()) if finite.size else 0.0
+    win = [[i * len(hm.columns) + j, round(w[0], 4), round(w[1], 4)]
+           for i, row in enumerate(hm.window_ms) for j, w in enumerate(row) if w is not None]
+    data = {"ranks": hm.ranks, "columns": [list(c) for c in hm.columns], "exposed": _ms(hm.exposed_ms),
+            "step_ms": _ms(hm.step_ms), "top": top, "win": win,
+            "marked": [{"rank": r["rank"], "why": "; ".join(r["why"])} for r in ctx.representative],
+            "cividis": [list(c) for c in CIVIDIS]}  # report.js maps a cell onto it as _scale does
+    legend = (f'<span class="ramp" style="background:linear-gradient(to right,{_scale(0)[0]},{_scale(0.5)[0]},'
+              f'{_scale(1)[0]})"></span> 0 … {fmt(top)} ms')
+    binned = len(hm.columns) != len({s for c in hm.columns for s in c}) and not all(c[0] == c[1] for c in hm.columns)
+    return ('<p class="note">Exposed communication per rank (a row each, ' + f"{len(hm.ranks)} ranks" +
+            ") and step (ms; the time a rank waits on collectives that compute does not hide" +
+            ("; a column covers several steps: mean per step" if binned else "") +
+            '). Marked on the right: the representative ranks the timeline draws. Hover for a cell\'s numbers; '
+            f'click it to show its rank in the timeline. {legend}</p><p class="note" id="heatmap-note"></p>'
+            '<div class="heatmap-box"><canvas id="heatmap-canvas"></canvas></div>' + data_html(data, "heatmap-gz"))
+
+
 def render_heatmap(ctx) -> str | None:
     hm = ctx.heatmap
     if isinstance(hm, Exception):
         raise hm
     if hm is None:
         return None
+    if ctx.at_scale:
+        return render_heatmap_canvas(ctx, hm)
     finite = hm.exposed_ms[~np.isnan(hm.exposed_ms)]
     top = float(finite.max()) if finite.size else 0.0
     show_numbers = len(hm.columns) <= 16

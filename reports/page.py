@@ -10,6 +10,8 @@ plotly.js is the "basic" partial bundle (bar, scatter, pie; reports/static/plotl
 package plotly.js-basic-dist-min at the version of the plotly Python package, MIT; 1.2 MB against the full
 bundle's 4.8 MB), and it is embedded gzip-compressed in base64 (0.53 MB): a loader script inflates it with
 the browser's DecompressionStream and runs it, and each figure (`figure_html`) is drawn once it has.
+Data that report.js draws itself (the heatmap and the rank selector at scale) travels the same way
+(`data_html`).
 Every figure of the page uses only the bundle's trace types.
 A section whose renderer fails is replaced by a one-line error box so one broken analysis does not
 cost the whole report.
@@ -49,6 +51,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} .note{color:#555;font
 table.heatmap td.cell{cursor:pointer;text-align:right;font-variant-numeric:tabular-nums;min-width:34px}
 table.heatmap.dense td.cell{min-width:10px;padding:3px 2px;height:16px} table.heatmap.dense th{padding:3px 2px;font-size:11px}
 table.heatmap td.sel{outline:3px solid #d62728;outline-offset:-3px} table.heatmap td.na{color:#aaa}
+.heatmap-box{overflow:auto;max-height:1080px;max-width:100%} #heatmap-canvas{cursor:pointer}
 .ramp{display:inline-block;width:120px;height:10px;vertical-align:middle;margin:0 4px;border:1px solid #ccc}
 details{margin-top:10px;border-top:1px solid #e3e3e3;padding-top:6px}
 details>summary{cursor:pointer;font-size:16px;font-weight:600;padding:2px 0}
@@ -70,10 +73,12 @@ window.csPlotly = (function () {
     });
   } catch (e) { return Promise.reject(e); }
 })();
+window.csDrawn = {};  // figure id -> the promise of its drawing (report.js adds to drawn figures)
 window.csPlot = function (id, fig, config) {
-  window.csPlotly.then(function (Plotly) {
+  window.csDrawn[id] = window.csPlotly.then(function (Plotly) {
     return Plotly.newPlot(id, fig.data, fig.layout, config);
-  }).catch(function (e) {
+  });
+  window.csDrawn[id].catch(function (e) {
     document.getElementById(id).textContent = "The figure needs a browser that can inflate the embedded " +
       "plotly.js (DecompressionStream): " + e;
   });
@@ -85,6 +90,16 @@ window.csPlot = function (id, fig, config) {
 def plotly_gz_base64() -> str:
     """The basic bundle, gzip-compressed (deterministic: mtime 0) and base64-encoded."""
     return base64.b64encode(gzip.compress(PLOTLY_JS.read_bytes(), 9, mtime=0)).decode("ascii")
+
+
+def data_html(obj, script_id: str) -> str:
+    """Plain data for reports/static/report.js: JSON, gzip-compressed (mtime 0) in base64, in a script
+    element that the browser does not run; report.js inflates it (csData) as the loader inflates plotly.js."""
+    import orjson
+
+    raw = gzip.compress(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY), 9, mtime=0)
+    return (f'<script type="application/gzip-base64" id="{html.escape(script_id)}">'
+            f'{base64.b64encode(raw).decode("ascii")}</script>')
 
 
 def figure_html(fig, div_id: str, config: dict | None = None) -> str:

@@ -5,6 +5,8 @@ by writing one function and adding one `Section(...)` line to SECTIONS, without 
 the other sections. `order` places it; `open` sections form the first screens (summary, heatmap, timeline),
 the others are details, collapsed until clicked (configuration is last at 90).
 A renderer returns None to leave its section out (e.g. no HTA data); it must not raise for missing data.
+At scale (ctx.at_scale) the per-rank tables list `ctx.listed_ranks` only (the representative ranks and the
+ranks that made the others wait most), each saying so; `report --json` keeps every rank.
 
 Invariant: renderers only render; numbers come from the `commscope.analyze.report_context.ReportContext`
 (summarize()'s document, the timeline bars, the layout findings, the diagnosis) or the Trace's facts.
@@ -21,8 +23,10 @@ from reports import tables
 from reports.layout_section import render_layout
 from reports.doctor_section import render_doctor
 from reports.overview_section import render_heatmap, render_summary
+from reports.scale_section import render_lateness, render_top_waiting
 
 LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct", "busbw_gbps"]
+CONFIG_ITEMS = 16  # at scale: entries shown per list or mapping of the run configuration
 
 
 @dataclass
@@ -34,6 +38,21 @@ class Section:
     open: bool = False  # shown expanded; the others are collapsed details
 
 
+def listed(ctx: ReportContext, rows: list[dict], key: str = "rank") -> tuple[list[dict], str]:
+    """`rows` of the ranks the page lists (all below the threshold), and the note that says which at scale."""
+    if ctx.listed_ranks is None:
+        return rows, ""
+    keep = {int(r) for r in ctx.listed_ranks}
+    return [r for r in rows if int(r[key]) in keep], listed_note(ctx)
+
+
+def listed_note(ctx: ReportContext) -> str:
+    ranks = ", ".join(str(r) for r in ctx.listed_ranks or [])
+    return (f'<p class="note">{len(ctx.trace.ranks)} ranks: this table lists ranks {ranks} only (the '
+            "representative ranks and those that made the others wait most); <code>commscope report --json</code> "
+            "has every rank.</p>")
+
+
 def render_overview(ctx: ReportContext) -> str:
     t, s = ctx.trace, ctx.summary
     facts = {"input": str(t.path), "source": t.source, "world size": t.world_size, "ranks loaded": len(t.ranks),
@@ -42,8 +61,9 @@ def render_overview(ctx: ReportContext) -> str:
     out = [tables.scalar_table(facts, "fact", "value", "overview")]
     rows = comm_overlap_rows(s)
     if rows:
+        rows, which = listed(ctx, rows)
         out.append(f'<h3>Communication overlap by rank</h3><p class="note">{html.escape(comm_overlap_note(s))}</p>'
-                   + tables.records_table(rows, table_id="overlap-by-rank"))
+                   + which + tables.records_table(rows, table_id="overlap-by-rank"))
         note = undefined_overlap_note(s)
         if note:
             out.append(f'<p class="note">{html.escape(note)}</p>')
@@ -58,7 +78,7 @@ def render_timeline(ctx: ReportContext) -> str:
 
     if isinstance(ctx.timeline, Exception):
         raise ctx.timeline
-    fig = timeline_figure(ctx.timeline)
+    fig = timeline_figure(ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline)
     shown = "all steps" if ctx.window is None else f"steps {ctx.window[0]}–{ctx.window[1] - 1}"
     note = (f'<p class="note">{shown}. Per rank: one grey row per compute stream (hover: its kernels), one comm row '
             'with each collective coloured by label, split into lanes where collectives overlap; <b>hatched with a '
@@ -67,7 +87,25 @@ def render_timeline(ctx: ReportContext) -> str:
             'call across ranks. Drag to zoom, double-click to reset; <code>--steps A:B</code> draws other steps.</p>')
     from reports.page import figure_html
 
-    return note + figure_html(fig, "timeline-plot", {"displaylogo": False, "responsive": True, "scrollZoom": True})
+    plot = figure_html(fig, "timeline-plot", {"displaylogo": False, "responsive": True, "scrollZoom": True})
+    if ctx.at_scale and ctx.drawn is not None:
+        return rank_picker(ctx) + note + plot
+    return note + plot
+
+
+def rank_picker(ctx: ReportContext) -> str:
+    """At scale: which ranks the figure draws and why, and the selector that adds any rank's rows below them
+    (drawn by report.js from every rank's rows, reports.timeline_ranks)."""
+    from reports.page import data_html
+    from reports.timeline_ranks import rank_rows, style
+
+    why = "; ".join(f"<b>r{r['rank']}</b>: {html.escape(', '.join(r['why']))}" for r in ctx.representative)
+    return (f'<p class="note" id="timeline-drawn">{len(ctx.trace.ranks)} ranks: drawn are the representative ranks '
+            f"({why}).</p>"
+            '<p class="note"><label for="rank-select">Show any rank below them:</label> '
+            '<select id="rank-select" disabled><option value="">loading…</option></select> '
+            '<span id="rank-shown"></span></p>'
+            + data_html(rank_rows(ctx.timeline), "rank-rows-gz") + data_html(style(ctx.timeline), "timeline-style"))
 
 
 def render_collectives_by_label(ctx: ReportContext) -> str:
@@ -88,9 +126,11 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
            f'{html.escape(basis)}; hidden by compute: share of the duration over all ranks; bandwidths '
            'bytes-weighted (docs/analysis.md).</p>',
            tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels")]
+    keep = None if ctx.listed_ranks is None else {str(r) for r in ctx.listed_ranks}
     for col in dict_cols:
-        out.append(f"<h3>{html.escape(tables.humanize(col))} by rank</h3>" + tables.keyed_table(
-            {lab: v.get(col) or {} for lab, v in labels.items()}, "label", table_id=f"labels-{col}"))
+        out.append(f"<h3>{html.escape(tables.humanize(col))} by rank</h3>" + (listed_note(ctx) if keep else "") +
+                   tables.keyed_table({lab: {r: x for r, x in (v.get(col) or {}).items() if keep is None or r in keep}
+                                       for lab, v in labels.items()}, "label", table_id=f"labels-{col}"))
     return "\n".join(out)
 
 
@@ -101,8 +141,8 @@ def render_stragglers(ctx: ReportContext) -> str:
            "The doctor's straggler verdict reads the same numbers, leaving out warm-up and profiler steps.</p>"]
     if ctx.summary.get("skew"):
         out.append("<h3>Arrival skew</h3>" + tables.scalar_table(ctx.summary["skew"], table_id="skew"))
-    out.append("<h3>Stragglers (worst first)</h3>" +
-               tables.records_table(ctx.summary.get("stragglers") or [], table_id="stragglers"))
+    rows, which = listed(ctx, ctx.summary.get("stragglers") or [])
+    out.append("<h3>Stragglers (worst first)</h3>" + which + tables.records_table(rows, table_id="stragglers"))
     d = ctx.diagnosis
     if getattr(d, "verdict", None) == "straggler":
         out.append(f'<p class="note">doctor: {html.escape(d.summary)} (<a href="#doctor">details</a>)</p>')
@@ -120,12 +160,14 @@ def render_steps(ctx: ReportContext) -> str | None:
     out = []
     bounds = ctx.summary.get("step_boundaries")
     if bounds:
+        bounds, which = listed(ctx, bounds)
         out.append('<h3>Host time at step boundaries</h3><p class="note">gap: from one step\'s end to the next '
                    "one's start; start delay: from a step's start to its first compute. Neither is inside "
                    "compute, and after a step-end synchronization (a recorder's, a loss read) the device has "
                    "nothing queued there: host_pct is their share of the wall time (docs/analysis.md).</p>"
-                   + tables.records_table(bounds, table_id="step-boundaries"))
-    out.append(tables.records_table(steps, table_id="steps"))
+                   + which + tables.records_table(bounds, table_id="step-boundaries"))
+    steps, which = listed(ctx, steps)
+    out.append(which + tables.records_table(steps, table_id="steps"))
     return "\n".join(out)
 
 
@@ -162,12 +204,15 @@ def render_hta(ctx: ReportContext) -> str:
 
 
 def render_config(ctx: ReportContext) -> str:
-    return tables.nested(ctx.trace.config or {})
+    # at scale a run's configuration holds per-rank entries (files, status) by the thousand
+    return tables.nested(ctx.trace.config or {}, limit=CONFIG_ITEMS if ctx.at_scale else None)
 
 
 SECTIONS: list[Section] = [
     Section("summary", "Summary", -20, render_summary, open=True),
     Section("heatmap", "Exposed communication by rank and step", -15, render_heatmap, open=True),
+    Section("lateness", "Arrival lateness", -14, render_lateness, open=True),
+    Section("top-waiting", "Ranks that made the others wait", -13, render_top_waiting, open=True),
     Section("timeline", "Timeline", -10, render_timeline, open=True),
     Section("doctor", "Diagnosis (commscope doctor)", 0, render_doctor),
     Section("labels", "Collectives by label", 20, render_collectives_by_label),

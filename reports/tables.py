@@ -159,12 +159,20 @@ def scalar_table(mapping: Mapping[str, Any], key_name: str = "key", value_name: 
     return f'<div class="scroll"><table{ident}><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>'
 
 
-def nested(value: Any, depth: int = 0) -> str:
+def nested(value: Any, depth: int = 0, limit: int | None = None) -> str:
     """Render arbitrary nested plain data (dicts, lists of records, scalars) as headings + tables.
-    Used for parts of the summary whose shape is owned by someone else (HTA, configuration)."""
+    Used for parts of the summary whose shape is owned by someone else (HTA, configuration). `limit`: at
+    most that many entries of each mapping and list, and a line saying how many are left out."""
+    more = ""
+    if limit is not None and isinstance(value, (Mapping, list, tuple)) and len(value) > limit:
+        more = f'<p class="note">… and {len(value) - limit:,} more entries, left out here.</p>'
+        value = dict(list(value.items())[:limit]) if isinstance(value, Mapping) else value[:limit]
     if isinstance(value, Mapping):
         scalars = {k: v for k, v in value.items() if not isinstance(v, (Mapping, list, tuple)) or
                    (isinstance(v, (list, tuple)) and all(not isinstance(x, (Mapping, list, tuple)) for x in v))}
+        if limit is not None:  # a long list of scalars prints whole otherwise
+            scalars = {k: (list(v[:limit]) + [f"… {len(v) - limit:,} more"] if isinstance(v, (list, tuple))
+                           and len(v) > limit else v) for k, v in scalars.items()}
         parts = [scalar_table(scalars)] if scalars else []
         for k, v in value.items():
             if k in scalars:
@@ -172,14 +180,17 @@ def nested(value: Any, depth: int = 0) -> str:
             h = min(4 + depth, 6)
             if isinstance(v, Mapping) and v and all(isinstance(x, Mapping) for x in v.values()) and \
                     all(not isinstance(y, (Mapping, list)) for x in v.values() for y in x.values()):
-                parts.append(f"<h{h}>{html.escape(str(k))}</h{h}>" + keyed_table(v, "key"))
+                rows = v if limit is None or len(v) <= limit else dict(list(v.items())[:limit])
+                parts.append(f"<h{h}>{html.escape(str(k))}</h{h}>" + keyed_table(rows, "key") +
+                             (f'<p class="note">… and {len(v) - limit:,} more entries, left out here.</p>'
+                              if rows is not v else ""))
             else:
-                parts.append(f"<h{h}>{html.escape(str(k))}</h{h}>" + nested(v, depth + 1))
-        return "\n".join(parts) if parts else '<p class="empty">(none)</p>'
+                parts.append(f"<h{h}>{html.escape(str(k))}</h{h}>" + nested(v, depth + 1, limit))
+        return ("\n".join(parts) if parts else '<p class="empty">(none)</p>') + more
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(x, Mapping) for x in value):
-            return records_table(value)
-        return f"<p>{html.escape(fmt(list(value)))}</p>"
+            return records_table(value) + more
+        return f"<p>{html.escape(fmt(list(value)))}</p>" + more
     return f"<p>{html.escape(fmt(value))}</p>"
 
 

@@ -43,6 +43,10 @@ COLL_HOVER = ("<b>LABEL</b> · %{text}<br>rank %{customdata[0]} · step %{custom
               "<br>bytes %{customdata[3]:d}<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
               "<br>queued %{customdata[6]:.3f} ms before it started<extra></extra>")
 BAR = 0.72        # bar thickness, in rows
+# the exposed overlay: transparent fill, black outline and hatch
+EXPOSED_MARKER = dict(color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=1.5),
+                      pattern=dict(shape="x", fgcolor=EXPOSED_COLOR, size=5, solidity=0.35))
+HOOK_MARKER = dict(symbol="diamond", size=8, line=dict(color="#000", width=0.5))  # plus the label's colour
 
 
 def label_colors(labels: list[str]) -> dict[str, str]:
@@ -161,15 +165,13 @@ def timeline_figure(bars: TimelineBars) -> go.Figure:
         fig.add_trace(per_label[lab].trace(COLL_HOVER.replace("LABEL", lab), name=lab, legendgroup=lab,
                                            marker=dict(color=colors[lab], line=dict(width=0))))
     if exposed.base:  # hover passes through to the collective's own bar, which states its exposed time
-        fig.add_trace(exposed.trace(name="exposed (hatched)", marker=dict(
-            color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=1.5),
-            pattern=dict(shape="x", fgcolor=EXPOSED_COLOR, size=5, solidity=0.35))))
+        fig.add_trace(exposed.trace(name="exposed (hatched)", marker=EXPOSED_MARKER))
     for lab in sorted(hooks):
         hx, hy, ht = hooks[lab]
         fig.add_trace(go.Scatter(x=np.asarray(hx, np.float64), y=np.asarray(hy, np.float64), hovertext=ht,
                                  hovertemplate="%{hovertext}<extra></extra>", mode="markers", name=f"hook {lab}",
-                                 legendgroup=lab, showlegend=lab not in per_label, marker=dict(symbol="diamond", size=8, color=colors.get(lab),
-                                                              line=dict(color="#000", width=0.5))))
+                                 legendgroup=lab, showlegend=lab not in per_label,
+                                 marker=dict(HOOK_MARKER, color=colors.get(lab))))
     flows = bars.flows
     if flows is not None and len(flows):
         xs, ys = [], []

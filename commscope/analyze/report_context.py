@@ -6,6 +6,13 @@ window and its bars (analyze.timeline_bars), the layout findings (analyze.layout
 grouped like the terminal table; None when the input has no profiled ops or kernels) and, unless the
 caller already has one, the doctor's verdict on the loaded frames (analyze.doctor.diagnose).
 
+At scale (more than PAGE_ALL_RANKS ranks) a page cannot draw or list every rank. The context then also
+holds what summarizes the ranks: the distribution of arrival lateness (analyze.lateness), the TOP_WAITING
+ranks that made the others wait most (summarize()'s stragglers, from waiting.by_rank), the representative
+ranks (summarize()'s, from analyze.representative) whose bars the timeline draws (`drawn`), and the ranks
+per-rank tables list (`listed_ranks`: the representative ones and the top waiting ones). `timeline` keeps
+every rank's bars: the page carries them compactly so that any rank can be shown on demand.
+
 Why results may be exceptions: the page shows a failing section as an error box in its place and keeps
 the rest (reports.page). An analysis that raises is stored as its exception, and its section re-raises
 it while rendering, so one broken analysis still costs only its own section.
@@ -14,12 +21,17 @@ Invariant: renderers read only this object; nothing here imports reports/.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pandas as pd
 
 from commscope.analyze.timeline_bars import TimelineBars, select_window, timeline_bars
+
+# Up to this many ranks the page draws every rank's timeline rows and lists every rank in its per-rank
+# tables (8 ranks × 2 rows fill a screen; 32 ranks already need scrolling); above, it summarizes the ranks.
+PAGE_ALL_RANKS = 32
+TOP_WAITING = 10  # ranks in the page's table of waiting caused, at scale
 
 
 @dataclass
@@ -33,6 +45,13 @@ class ReportContext:
     layout_groups: pd.DataFrame | None = None  # layout_report.grouped(layout.findings)
     highlights: Any = None           # report_overview.Highlights, or the exception it raised
     heatmap: Any = None              # report_overview.Heatmap, None (no steps) or the exception it raised
+    # at scale only (more than PAGE_ALL_RANKS ranks; module docstring)
+    at_scale: bool = False
+    representative: list[dict] = field(default_factory=list)  # [{"rank", "why"}], analyze.representative
+    drawn: TimelineBars | None = None  # the representative ranks' bars, which the timeline figure draws
+    lateness: Any = None             # (lateness.histogram, lateness.quantiles) frames, or the exception
+    top_waiting: list[dict] = field(default_factory=list)  # summarize()'s stragglers, the TOP_WAITING first
+    listed_ranks: list[int] | None = None  # ranks per-rank tables list (None: every rank)
 
 
 def _attempt(fn: Callable, *args, **kwargs) -> Any:
@@ -66,6 +85,31 @@ def report_context(trace: Any, summary: dict, steps: tuple[int, int] | None = No
     from commscope.analyze.report_overview import heatmap, highlights
 
     bars = _attempt(timeline_bars, trace, window)
-    return ReportContext(trace=trace, summary=summary, window=window, diagnosis=diagnosis, timeline=bars,
-                         layout=layout, layout_groups=groups, highlights=_attempt(highlights, summary, diagnosis),
-                         heatmap=_attempt(heatmap, summary, trace, bars))
+    ctx = ReportContext(trace=trace, summary=summary, window=window, diagnosis=diagnosis, timeline=bars,
+                        layout=layout, layout_groups=groups, highlights=_attempt(highlights, summary, diagnosis),
+                        heatmap=_attempt(heatmap, summary, trace, bars))
+    if len(trace.ranks) > PAGE_ALL_RANKS:
+        _at_scale(ctx, steps)
+    return ctx
+
+
+def _lateness(trace: Any, steps: tuple[int, int] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from commscope.analyze import lateness, waiting
+
+    late = waiting.lateness(trace.select_steps(steps).collectives)
+    return lateness.histogram(late), lateness.quantiles(late)
+
+
+def _at_scale(ctx: ReportContext, steps: tuple[int, int] | None) -> None:
+    """The summaries of the ranks a page at scale shows instead of every rank (module docstring)."""
+    ctx.at_scale = True
+    reps = ctx.summary.get("representative_ranks")
+    if not reps:  # a summary without them (not summarize()'s): the lowest rank, as representative_ranks does
+        reps = [{"rank": int(min(ctx.trace.ranks)), "why": ["lowest rank"]}]
+    ctx.representative = reps
+    if isinstance(ctx.timeline, TimelineBars):
+        ctx.drawn = ctx.timeline.subset([r["rank"] for r in reps])
+    ctx.lateness = _attempt(_lateness, ctx.trace, steps)
+    waited = [s for s in ctx.summary.get("stragglers") or [] if (s.get("wait_caused_ms") or 0) > 0]
+    ctx.top_waiting = waited[:TOP_WAITING]
+    ctx.listed_ranks = list(dict.fromkeys([r["rank"] for r in reps] + [int(s["rank"]) for s in ctx.top_waiting]))

@@ -144,16 +144,17 @@ def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 
     step_ms = agg["step_ms"].to_numpy(np.float64).reshape(shape)
     win: list[list[tuple[float, float] | None]] = [[None] * len(cols) for _ in ranks]
     if trace is not None and bars is not None and not isinstance(bars, Exception) and len(trace.steps):
-        st = trace.steps
         w = getattr(bars, "window", None)
-        for i, r in enumerate(ranks):
-            rs = st[st["rank"] == r]
-            for j, c in enumerate(cols):
-                if w is not None and not all(w[0] <= s < w[1] for s in c):
-                    continue
-                sel = rs[rs["step"].isin(c)]
-                lo, hi = pd.to_numeric(sel["start_ns"]).min(), pd.to_numeric(sel["end_ns"]).max()
-                if len(sel) and not (pd.isna(lo) or pd.isna(hi)):
-                    win[i][j] = ((int(lo) - bars.t0) / 1e6, (int(hi) - bars.t0) / 1e6)
+        drawn = [w is None or all(w[0] <= s < w[1] for s in c) for c in cols]  # columns the timeline draws
+        st = trace.steps
+        col = st["step"].map(col_of)
+        row = st["rank"].map({r: i for i, r in enumerate(ranks)})
+        keep = col.notna() & row.notna()
+        keep &= col.map(lambda j: drawn[int(j)] if pd.notna(j) else False).astype(bool)
+        sel = pd.DataFrame({"i": row[keep].astype(np.int64), "j": col[keep].astype(np.int64),
+                            "lo": pd.to_numeric(st["start_ns"][keep]), "hi": pd.to_numeric(st["end_ns"][keep])})
+        span = sel.groupby(["i", "j"]).agg(lo=("lo", "min"), hi=("hi", "max")).dropna()
+        for (i, j), lo, hi in zip(span.index, span["lo"].to_numpy(), span["hi"].to_numpy()):
+            win[i][j] = ((int(lo) - bars.t0) / 1e6, (int(hi) - bars.t0) / 1e6)
     return Heatmap(ranks=ranks, columns=[(c[0], c[-1]) for c in cols], exposed_ms=exposed, step_ms=step_ms,
                    window_ms=win)

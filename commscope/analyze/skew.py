@@ -8,6 +8,9 @@ of `analyze.waiting` (who made whom wait, with device-side arrivals) and of `lau
 earlier seq of the same group: a group's collectives run in order, so a member cannot start waiting for
 instance k before instance k−1's last member came (waiting's rule for host-timed arrivals).
 
+`arrival_order(collectives, when, floor_rows)`: spread's rows and their (floored) times, instance by
+instance, for figures per (instance, member) such as analyze.waiting's arrival lateness.
+
 `launch_skew(collectives)`: the same on the launch call (`call_ns`): when the *host* queued the
 collective. A separate, host-side figure: on GPUs the host runs tens of ms ahead of the device, so a late
 launch there says nothing about who made whom wait (docs/analysis.md).
@@ -26,13 +29,16 @@ SKEW_COLS = ["group", "seq", "label", "op", "step", "n_ranks", "first_ns", "last
              "wait_caused_ns"]
 
 
-def spread(collectives: pd.DataFrame, when: pd.Series, floor_rows: np.ndarray | None = None) -> pd.DataFrame:
-    """Per (group, seq) on ≥ 2 ranks: first/last of `when` (Int64 ns, one per row), skew, the last rank and
-    the wait it caused; `floor_rows`: rows whose time cannot precede the group's previous instances
-    (module docstring)."""
+def arrival_order(collectives: pd.DataFrame, when: pd.Series, floor_rows: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of `spread`'s instances, one instance after the other, each by its (floored) time:
+    (rows: positions into `collectives`, t: their times in int64 ns, start, end: each instance's first and
+    last position in `rows`). Rows without a time, group or seq take no part; instances seen on one
+    rank are kept (spread drops them)."""
     when = pd.array(when, dtype="Int64")
+    none = np.zeros(0, dtype=np.int64)
     if when._mask.all():
-        return pd.DataFrame(columns=SKEW_COLS)
+        return none, none, none, none
     # numpy in the order of a stable sort by (group, seq, time, rank): an instance's rows are then
     # contiguous, its first row the first arrival and its last row the last. Rows without a time, group or
     # seq take no part, as groupby drops missing keys.
@@ -64,6 +70,18 @@ def spread(collectives: pd.DataFrame, when: pd.Series, floor_rows: np.ndarray | 
         # raised times can pass unraised ones of the same instance: sort again (instances keep their place)
         order = np.lexsort((rank[rows], t, np.repeat(np.arange(len(start)), end - start + 1)))
         rows, t = rows[order], t[order]
+    return rows, t, start, end
+
+
+def spread(collectives: pd.DataFrame, when: pd.Series, floor_rows: np.ndarray | None = None) -> pd.DataFrame:
+    """Per (group, seq) on ≥ 2 ranks: first/last of `when` (Int64 ns, one per row), skew, the last rank and
+    the wait it caused; `floor_rows`: rows whose time cannot precede the group's previous instances
+    (module docstring)."""
+    when = pd.array(when, dtype="Int64")
+    if when._mask.all():
+        return pd.DataFrame(columns=SKEW_COLS)
+    rows, t, start, end = arrival_order(collectives, when, floor_rows)
+    seq, rank = collectives["seq"].to_numpy(), collectives["rank"].to_numpy()
     n = end - start + 1
     # times since the earliest time: their per-instance sums stay far inside int64 (epoch ns do not)
     since = t - (t.min() if len(t) else 0)

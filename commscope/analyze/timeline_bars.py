@@ -25,7 +25,7 @@ Invariant: pure function of the trace's frames; the trace is not modified.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -138,9 +138,21 @@ class TimelineBars:
                                        # start on each rank, by flow then rank (analyze.flows)
     window: tuple[int, int] | None = None
 
+    def subset(self, ranks: list[int]) -> "TimelineBars":
+        """The same bars for `ranks` only, in that order (ranks without bars left out); flows keep the
+        members among them, a call linking at least two."""
+        at = {rb.rank: rb for rb in self.ranks}
+        keep = [at[r] for r in ranks if r in at]
+        flows = self.flows
+        if flows is not None and len(flows):
+            flows = flows[flows["rank"].isin([rb.rank for rb in keep])]
+            flows = flows[flows.groupby("flow")["rank"].transform("size") >= 2].reset_index(drop=True)
+        return replace(self, ranks=keep, flows=flows)
+
 
 def _block_names(names: np.ndarray, dur: np.ndarray, member: np.ndarray, n_blocks: int
                  ) -> list[list[tuple[str, int, float]]]:
+    """Per block (`member`: each interval's block, 0..n_blocks-1), its BLOCK_NAMES costliest names."""
     df = pd.DataFrame({"block": member, "name": names, "ns": dur})
     agg = df.groupby(["block", "name"], sort=False).agg(n=("ns", "size"), ns=("ns", "sum")).reset_index()
     agg = agg.sort_values(["block", "ns"], ascending=[True, False], kind="stable")
@@ -152,38 +164,68 @@ def _block_names(names: np.ndarray, dur: np.ndarray, member: np.ndarray, n_block
     return out
 
 
-def _compute_rows(rc: pd.DataFrame, t0: int, max_blocks: int) -> list[ComputeRow]:
-    if not len(rc):
-        return []
-    streams = rc["stream"].astype("object").where(rc["stream"].notna(), None) if "stream" in rc else \
-        pd.Series([None] * len(rc), index=rc.index, dtype=object)
-    keys = [None if x is None else str(x) for x in streams]
-    rows = []
-    for stream in sorted(set(keys), key=lambda x: (x is None, len(x or ""), x or "")):
-        sel = np.array([k == stream for k in keys])
-        sub = rc[sel]
-        s, e = rel(sub["start_ns"], t0), rel(sub["end_ns"], t0)
-        bs, be, counts, member = merge_blocks(s, e, max_blocks)
-        rows.append(ComputeRow(stream=stream, starts=bs, ends=be, counts=counts,
-                               names=_block_names(sub["name"].astype(str).to_numpy(), e - s, member, len(bs))))
-    return rows
+def _stream_order(key: str | None) -> tuple:
+    return (key is None, len(key or ""), key or "")
 
 
-def _rank_bars(rank: int, comp: pd.DataFrame, coll: pd.DataFrame, hooks: pd.DataFrame, comp_set, t0: int,
-               max_compute_per_rank: int) -> RankBars:
-    rows = _compute_rows(comp[comp["rank"] == rank], t0, max_compute_per_rank) if len(comp) else []
-    cc = coll[coll["rank"] == rank]
+def _compute_rows(comp: pd.DataFrame, t0: int, max_blocks: int) -> dict[int, list[ComputeRow]]:
+    """Per rank, its compute rows (one per stream, by _stream_order). One pass over all ranks: the rows of a
+    (rank, stream) are merged on their own, the kernel names of all blocks are ranked in one groupby."""
+    if not len(comp):
+        return {}
+    if "stream" in comp:
+        st = comp["stream"].astype("object")
+        keys = [None if pd.isna(x) else str(x) for x in st.to_numpy()]
+    else:
+        keys = [None] * len(comp)
+    uniq = sorted(set(keys), key=_stream_order)
+    place = {u: i for i, u in enumerate(uniq)}
+    codes = np.array([place[k] for k in keys], dtype=np.int64)  # the rows' stream, in row order
+    rank = comp["rank"].to_numpy()
+    # stable: within a (rank, stream) the rows keep the frame's order, as a per-rank filter would
+    order = np.lexsort((codes, rank))
+    s_all, e_all = rel(comp["start_ns"], t0)[order], rel(comp["end_ns"], t0)[order]
+    r_sorted, c_sorted = rank[order], codes[order]
+    cut = np.flatnonzero((r_sorted[1:] != r_sorted[:-1]) | (c_sorted[1:] != c_sorted[:-1])) + 1
+    bounds = np.r_[0, cut, len(order)]
+    segs, members, offset = [], np.empty(len(order), dtype=np.int64), 0
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        bs, be, counts, member = merge_blocks(s_all[a:b], e_all[a:b], max_blocks)
+        members[a:b] = member + offset
+        segs.append((int(r_sorted[a]), uniq[c_sorted[a]], bs, be, counts, offset))
+        offset += len(bs)
+    names = _block_names(comp["name"].astype(str).to_numpy()[order], e_all - s_all, members, offset)
+    out: dict[int, list[ComputeRow]] = {}
+    for rank_, stream, bs, be, counts, off in segs:
+        out.setdefault(rank_, []).append(ComputeRow(stream=stream, starts=bs, ends=be, counts=counts,
+                                                    names=names[off:off + len(bs)]))
+    return out
+
+
+def _rank_bars(rank: int, rows: list[ComputeRow], cc: pd.DataFrame, rh: pd.DataFrame, comp_set, t0: int
+               ) -> RankBars:
     launch, start, end = collective_span(cc, t0) if len(cc) else (np.zeros(0),) * 3
     drawn = ~(np.isnan(start) | np.isnan(end))
     lanes = np.zeros(len(cc), dtype=np.int64)
     if drawn.any():
         lanes[drawn] = assign_lanes(start[drawn], end[drawn])
     exposed = exposed_intervals(cc, comp_set, t0) if len(cc) else []
-    rh = hooks[hooks["rank"] == rank] if len(hooks) else hooks
     return RankBars(rank=rank, compute=rows, coll=cc, launch=launch, start=start, end=end, drawn=drawn,
                     lanes=lanes, n_lanes=int(lanes.max()) + 1 if len(lanes) else 1, exposed=exposed,
                     exposed_ns=[sum(b - a for a, b in x) for x in exposed], hooks=rh,
                     hook_t=[int(t) - t0 for t in rh["t_ns"]] if len(rh) else [])
+
+
+def _by_rank(df: pd.DataFrame) -> dict:
+    """Per rank, its rows of `df` in frame order: one stable sort and a slice per rank, instead of a
+    filter per rank."""
+    if not len(df):
+        return {}
+    rank = df["rank"].to_numpy()
+    order = np.argsort(rank, kind="stable")
+    df, rank = df.take(order), rank[order]
+    cut = np.r_[0, np.flatnonzero(rank[1:] != rank[:-1]) + 1, len(rank)]
+    return {int(rank[a]): df.iloc[a:b] for a, b in zip(cut[:-1], cut[1:])}
 
 
 def _gap_before(steps: pd.DataFrame) -> list[int | None]:
@@ -216,8 +258,9 @@ def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute
     t_cands = [int(t) for t in t_cands if not pd.isna(t)]
     t0 = min(t_cands) if t_cands else 0
     comp_sets = compute_sets(trace)
-    ranks = [_rank_bars(rank, comp, coll, hooks, comp_sets.get(rank, iv.empty()), t0, max_compute_per_rank)
-             for rank in trace.ranks]
+    rows, coll_of, hooks_of = _compute_rows(comp, t0, max_compute_per_rank), _by_rank(coll), _by_rank(hooks)
+    ranks = [_rank_bars(rank, rows.get(rank, []), coll_of.get(rank, coll.iloc[:0]), hooks_of.get(rank, hooks.iloc[:0]),
+                        comp_sets.get(rank, iv.empty()), t0) for rank in trace.ranks]
     first_rank = steps[steps["rank"] == trace.ranks[0]] if len(steps) and trace.ranks else steps
     first_rank = first_rank.sort_values("start_ns") if len(first_rank) else first_rank
     labels = list(coll["label"].astype(str)) + (list(hooks["label"].astype(str)) if len(hooks) else [])

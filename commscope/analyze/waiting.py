@@ -16,7 +16,8 @@ Per instance (`instances`, complete ones only: every member of the group present
 (last − arrival_i), `lost_ns` = wait_caused / (n − 1) = how long the others waited on average, `timing`
 ("device" or "host"). Per rank (`by_rank`, the report's straggler table): times_last, last_share,
 wait_caused_ns, score = its share of all waiting caused. Per (step, last rank) (`by_step`, the evidence the
-doctor judges): instances, wait_caused_ns, lost_ns. `noise_steps`: the steps whose waiting is no ground
+doctor judges): instances, wait_caused_ns, lost_ns. Per member of each instance (`lateness`): how late it
+arrived after the first, the input of analyze.lateness's distribution. `noise_steps`: the steps whose waiting is no ground
 for a verdict (warm-up, profiler window and export).
 
 Invariant: frames in, frames out; the straggler verdict (analyze.doctor), the report's table
@@ -27,13 +28,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from commscope.analyze.skew import SKEW_COLS, spread
+from commscope.analyze.skew import SKEW_COLS, arrival_order, spread
 from commscope.load.frames import Trace
 from commscope.util.step_range import parse_step_range
 
 INSTANCE_COLS = SKEW_COLS + ["lost_ns", "timing"]
 RANK_COLS = ["rank", "times_last", "last_share", "wait_caused_ns", "score"]
 STEP_COLS = ["step", "rank", "instances", "wait_caused_ns", "lost_ns"]
+LATENESS_COLS = ["group", "seq", "step", "label", "rank", "lateness_ns"]
 DEVICE_TIMING = ("kernel", "cuda_event")
 WARMUP_STEPS = 1  # step 0 carries one-time costs: allocator growth, compilation, the first NCCL setup
 
@@ -60,13 +62,40 @@ def instances(collectives: pd.DataFrame) -> pd.DataFrame:
     host = pd.MultiIndex.from_arrays([out["group"].to_numpy(), out["seq"].to_numpy()]).isin(host_keys)
     out["lost_ns"] = out["wait_caused_ns"] / (out["n_ranks"] - 1)
     out["timing"] = np.where(host, "host", "device")
-    # an instance some of whose members are not in the data (a partial trace set, kernels queued before
-    # a profiler window on some ranks only) has no known last arrival: it is no evidence of anything
+    out = out[_complete(collectives, out["group"], out["seq"], out["n_ranks"].to_numpy())].reset_index(drop=True)
+    return out[INSTANCE_COLS]
+
+
+def _complete(collectives: pd.DataFrame, group, seq, n_ranks: np.ndarray) -> np.ndarray:
+    """Per instance (group, seq) seen on `n_ranks` ranks: True where every member of its group is there.
+    An instance some of whose members are not in the data (a partial trace set, kernels queued before a
+    profiler window on some ranks only) has no known last arrival: it is no evidence of anything."""
     size = pd.to_numeric(collectives["group_size"], errors="coerce").groupby(
         [collectives["group"], collectives["seq"]]).max()
-    want = size.reindex(pd.MultiIndex.from_arrays([out["group"], out["seq"]])).to_numpy(np.float64)
-    out = out[np.isnan(want) | (out["n_ranks"].to_numpy() >= want)].reset_index(drop=True)
-    return out[INSTANCE_COLS]
+    want = size.reindex(pd.MultiIndex.from_arrays([group, seq])).to_numpy(np.float64)
+    return np.isnan(want) | (n_ranks >= want)
+
+
+def lateness(collectives: pd.DataFrame) -> pd.DataFrame:
+    """Per member of each instance `instances` keeps: how late it arrived after the instance's first
+    arrival (`lateness_ns`, int64 ns; 0 for the first), on the same arrivals. LATENESS_COLS, instance by
+    instance, each by arrival."""
+    dev = device_timed(collectives)
+    rows, t, start, end = arrival_order(collectives, arrival(collectives), floor_rows=~dev)
+    if not len(rows):
+        return pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("rank", "lateness_ns") else object)
+                             for c in LATENESS_COLS})
+    n = end - start + 1
+    seq = collectives["seq"].to_numpy()
+    group = collectives["group"].array.take(rows[start])
+    keep = (n >= 2) & _complete(collectives, group, seq[rows[start]], n)
+    member = np.repeat(keep, n)
+    first = np.repeat(t[start], n)
+    at = rows[member]
+    return pd.DataFrame({"group": collectives["group"].array.take(at), "seq": seq[at],
+                         "step": collectives["step"].to_numpy()[at], "label": collectives["label"].array.take(at),
+                         "rank": collectives["rank"].to_numpy()[at].astype(np.int64),
+                         "lateness_ns": (t - first)[member]})
 
 
 def by_rank(inst: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:

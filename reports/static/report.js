@@ -1,5 +1,34 @@
 // commscope report: heatmap cells describe themselves on hover and open their steps in the timeline on
 // click (the cells come from reports/overview_section.py; their numbers are in data-* attributes).
+// At scale (reports/timeline_ranks.py) the heatmap is a canvas painted here from its data, and a selector
+// adds any rank's timeline rows to the figure, drawn here from every rank's compact rows.
+
+// A gzip+base64 JSON document of the page (reports.page.data_html), inflated once.
+window.csData = (function () {
+  var cache = {};
+  return function (id) {
+    if (!cache[id]) {
+      cache[id] = Promise.resolve().then(function () {
+        var b64 = document.getElementById(id).textContent.trim();
+        var bytes = Uint8Array.from(atob(b64), function (c) { return c.charCodeAt(0); });
+        var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+        return new Response(stream).text();
+      }).then(JSON.parse);
+    }
+    return cache[id];
+  };
+})();
+
+// Zoom the timeline to [x0, x1] ms and bring it into view.
+function csZoom(x0, x1) {
+  var pad = 0.02 * (x1 - x0);
+  if (!document.getElementById("timeline-plot")) return;
+  window.csPlotly.then(function (Plotly) {
+    Plotly.relayout(document.getElementById("timeline-plot"), {"xaxis.range": [x0 - pad, x1 + pad], "xaxis.autorange": false});
+  });
+  document.getElementById("timeline").scrollIntoView();
+}
+
 document.addEventListener("DOMContentLoaded", function () {
   var table = document.getElementById("heatmap-table");
   if (!table) return;
@@ -23,11 +52,252 @@ document.addEventListener("DOMContentLoaded", function () {
         td.dataset.s + ".";
       return;
     }
-    var x0 = parseFloat(td.dataset.x0), x1 = parseFloat(td.dataset.x1), pad = 0.02 * (x1 - x0);
+    var x0 = parseFloat(td.dataset.x0), x1 = parseFloat(td.dataset.x1);
     table.querySelectorAll("td.sel").forEach(function (c) { c.classList.remove("sel"); });
     td.classList.add("sel");
     note.textContent = describe(td) + ": shown in the timeline below.";
-    Plotly.relayout(plot, {"xaxis.range": [x0 - pad, x1 + pad], "xaxis.autorange": false});
-    document.getElementById("timeline").scrollIntoView();
+    csZoom(x0, x1);
   });
+});
+
+// ---- at scale: the heatmap as a canvas, one row per rank -----------------------------------------------
+document.addEventListener("DOMContentLoaded", function () {
+  var canvas = document.getElementById("heatmap-canvas");
+  if (!canvas) return;
+  var note = document.getElementById("heatmap-note");
+  csData("heatmap-gz").then(function (d) {
+    var nr = d.ranks.length, nc = d.columns.length;
+    var rowH = Math.max(1, Math.min(12, Math.floor(720 / nr))), colW = Math.max(6, Math.min(28, Math.floor(1100 / nc)));
+    var left = 52, top = 22, right = 150;
+    canvas.width = left + nc * colW + right;
+    canvas.height = top + nr * rowH + 4;
+    var g = canvas.getContext("2d");
+    function colour(v) {  // reports/overview_section.py _scale: light = little exposure (reversed cividis)
+      var x = d.top > 0 ? Math.min(Math.max(v / d.top, 0), 1) : 0, t = 1 - x, n = d.cividis.length - 1;
+      var pos = t * n, i = Math.min(Math.floor(pos), n - 1), f = pos - i, a = d.cividis[i], b = d.cividis[i + 1];
+      return "rgb(" + [0, 1, 2].map(function (k) { return Math.round(a[k] + (b[k] - a[k]) * f); }).join(",") + ")";
+    }
+    var img = g.createImageData(nc * colW, nr * rowH);
+    for (var i = 0; i < nr; i++) {
+      for (var j = 0; j < nc; j++) {
+        var v = d.exposed[i * nc + j], rgb = v === null ? [238, 238, 238] :
+          colour(v).slice(4, -1).split(",").map(Number);
+        for (var y = i * rowH; y < (i + 1) * rowH; y++) {
+          for (var x = j * colW; x < (j + 1) * colW; x++) {
+            var p = 4 * (y * nc * colW + x);
+            img.data[p] = rgb[0]; img.data[p + 1] = rgb[1]; img.data[p + 2] = rgb[2]; img.data[p + 3] = 255;
+          }
+        }
+      }
+    }
+    g.putImageData(img, left, top);
+    g.font = "11px system-ui, sans-serif";
+    g.fillStyle = "#444";
+    g.textAlign = "right";
+    var every = Math.max(1, Math.ceil(nr / 16));  // rank labels on the left
+    for (var i = 0; i < nr; i += every) g.fillText("r" + d.ranks[i], left - 4, top + i * rowH + Math.max(rowH, 9));
+    g.textAlign = "center";
+    var everyC = Math.ceil(28 / colW);  // step labels on top, 28 px apart at least
+    for (var j = 0; j < nc; j += everyC) g.fillText(String(d.columns[j][0]), left + (j + 0.5) * colW, top - 6);
+    g.textAlign = "left";
+    var rowOf = {};
+    d.ranks.forEach(function (r, i) { rowOf[r] = i; });
+    d.marked.forEach(function (m) {  // the representative ranks, marked on the right
+      var i = rowOf[m.rank];
+      if (i === undefined) return;
+      var y = top + (i + 0.5) * rowH, x = left + nc * colW + 3;
+      g.fillStyle = "#b00020";
+      g.beginPath(); g.moveTo(x, y); g.lineTo(x + 7, y - 4); g.lineTo(x + 7, y + 4); g.fill();
+      g.fillText("r" + m.rank, x + 10, y + 4);
+    });
+    var win = {};
+    d.win.forEach(function (w) { win[w[0]] = [w[1], w[2]]; });
+    function cellAt(ev) {
+      var r = canvas.getBoundingClientRect();
+      var x = (ev.clientX - r.left) * canvas.width / r.width - left, y = (ev.clientY - r.top) * canvas.height / r.height - top;
+      var i = Math.floor(y / rowH), j = Math.floor(x / colW);
+      return i >= 0 && i < nr && j >= 0 && j < nc ? [i, j] : null;
+    }
+    function describe(i, j) {
+      var c = d.columns[j], v = d.exposed[i * nc + j], st = d.step_ms[i * nc + j];
+      var steps = c[0] === c[1] ? "step " + c[0] : "steps " + c[0] + "–" + c[1] + " (mean per step)";
+      return "rank " + d.ranks[i] + ", " + steps + (v === null ? ": no data" :
+        ": exposed " + v.toFixed(3) + " ms of a " + st.toFixed(3) + " ms step");
+    }
+    canvas.addEventListener("mousemove", function (ev) {
+      var c = cellAt(ev);
+      canvas.title = c ? describe(c[0], c[1]) : "";
+    });
+    canvas.addEventListener("click", function (ev) {
+      var c = cellAt(ev);
+      if (!c) return;
+      var i = c[0], j = c[1], w = win[i * nc + j], col = d.columns[j];
+      var sel = document.getElementById("rank-select");
+      if (sel) csShowRank(d.ranks[i]);
+      if (w) {
+        note.textContent = describe(i, j) + ": shown in the timeline below.";
+        csZoom(w[0], w[1]);
+      } else {
+        note.textContent = describe(i, j) + ". These steps are not drawn in the timeline: run the report again " +
+          "with --steps " + col[0] + ":" + (col[1] + 1) + ".";
+      }
+    });
+  }).catch(function (e) { note.textContent = "The heatmap needs a browser with DecompressionStream: " + e; });
+});
+
+// ---- at scale: any rank's rows, added below the representative ones ------------------------------------
+// The rows of rank r as plotly traces, from the compact document (reports/timeline_ranks.py), with the
+// styles of reports/timeline.py; y0: the first row's index. Returns {traces, rows: [row names]}.
+function csRankTraces(d, style, r, y0, known) {
+  var i = d.index[r], U = d.unit_ns / 1e6, out = [], rows = [], str = d.strings;
+  var c = d.compute, k0 = d.off.compute[i], k1 = d.off.compute[i + 1], n0 = d.off.names[i];
+  var rowOf = {}, cb = {base: [], x: [], y: [], width: [], text: []}, s = 0;
+  for (var k = k0; k < k1; k++) {
+    var stream = c.row[k] < 0 ? null : str[c.row[k]];
+    if (!(c.row[k] in rowOf)) {
+      rowOf[c.row[k]] = rows.length;
+      rows.push("r" + r + " compute" + (stream === null ? "" : " s" + stream));
+    }
+    s += c.s[k];
+    var names = [], listed = 0;
+    for (var m = 0; m < c.nn[k]; m++, n0++) {
+      names.push(str[c.name[n0]] + " ×" + c.nk[n0] + " (" + (c.nd[n0] * U).toFixed(3) + " ms)");
+      listed += c.nk[n0];
+    }
+    var where = "rank " + r + (stream === null ? "" : " stream " + stream);
+    cb.base.push(s * U); cb.x.push(c.d[k] * U); cb.y.push(y0 + rowOf[c.row[k]]); cb.width.push(style.bar);
+    cb.text.push("<b>" + where + "</b>: " + c.k[k] + " kernel(s) in " + (c.d[k] * U).toFixed(3) + " ms<br>" +
+                 names.join("<br>") + (c.k[k] > listed ? "<br>+" + (c.k[k] - listed) + " more" : ""));
+  }
+  if (cb.base.length) {
+    out.push({type: "bar", orientation: "h", base: cb.base, x: cb.x, y: cb.y, width: cb.width, text: cb.text,
+              textposition: "none", hovertemplate: "%{text}<extra></extra>", name: "compute", showlegend: false,
+              marker: {color: style.compute_color, line: {width: 0}}});
+  }
+  var yc = y0 + rows.length, lanes = d.lanes[i], laneH = style.bar / Math.max(lanes, 1);
+  rows.push("r" + r + " comm");
+  var o = d.coll, j0 = d.off.coll[i], j1 = d.off.coll[i + 1], e0 = d.off.spans[i], per = {};
+  var ex = {base: [], x: [], y: [], width: []};
+  s = 0;
+  for (var j = j0; j < j1; j++) {
+    s += o.s[j];
+    var lab = str[o.label[j]], y = yc - style.bar / 2 + laneH * (o.lane[j] + 0.5), exposed = 0, at = s;
+    for (var m = 0; m < o.ne[j]; m++, e0++) {  // each span from the previous one's end (the first: the bar's start)
+      at += o.es[e0];
+      ex.base.push(at * U); ex.x.push(o.ed[e0] * U); ex.y.push(y); ex.width.push(laneH * 0.9);
+      at += o.ed[e0];
+      exposed += o.ed[e0];
+    }
+    var b = per[lab] || (per[lab] = {base: [], x: [], y: [], width: [], text: [], customdata: []});
+    var phase = o.phase[j] < 0 ? "" : " · " + str[o.phase[j]];
+    b.base.push(s * U); b.x.push(o.d[j] * U); b.y.push(y); b.width.push(laneH * 0.9);
+    b.text.push(str[o.op[j]] + phase + " · group " + (o.group[j] < 0 ? "" : str[o.group[j]]));
+    b.customdata.push([r, o.step[j], o.seq[j], o.bytes[j] === null ? NaN : o.bytes[j], o.d[j] * U, exposed * U,
+                       o.q[j] * U]);
+  }
+  Object.keys(per).sort().forEach(function (lab) {
+    var b = per[lab];
+    out.push({type: "bar", orientation: "h", base: b.base, x: b.x, y: b.y, width: b.width, text: b.text,
+              customdata: b.customdata, textposition: "none", name: lab, legendgroup: lab,
+              showlegend: !known[lab], hovertemplate: style.coll_hover.replace("LABEL", lab),
+              marker: {color: style.colors[lab], line: {width: 0}}});
+    known[lab] = true;
+  });
+  if (ex.base.length) {
+    out.push({type: "bar", orientation: "h", base: ex.base, x: ex.x, y: ex.y, width: ex.width, hoverinfo: "skip",
+              name: "exposed (hatched)", showlegend: false, marker: style.exposed_marker});
+  }
+  var h = d.hooks, h0 = d.off.hooks[i], h1 = d.off.hooks[i + 1], hooks = {};
+  s = 0;
+  for (var q = h0; q < h1; q++) {
+    s += h.t[q];
+    var hl = str[h.label[q]], hk = hooks[hl] || (hooks[hl] = {x: [], y: [], text: []});
+    hk.x.push(s * U); hk.y.push(yc - style.bar / 2);
+    hk.text.push("hook " + hl + "<br>rank " + r + " · step " + csOr(h.step[q]) + " · micro-step " + csOr(h.micro[q]) +
+                 " · position " + csOr(h.pos[q]));
+  }
+  Object.keys(hooks).sort().forEach(function (hl) {
+    var hk = hooks[hl], marker = Object.assign({}, style.hook_marker, {color: style.colors[hl]});
+    out.push({type: "scatter", mode: "markers", x: hk.x, y: hk.y, hovertext: hk.text,
+              hovertemplate: "%{hovertext}<extra></extra>", name: "hook " + hl, legendgroup: hl,
+              showlegend: !known[hl], marker: marker});
+    known[hl] = true;
+  });
+  return {traces: out, rows: rows};
+}
+
+function csOr(x) { return x === null ? "–" : x; }
+
+// Per-rank offsets into the compact document's item lists.
+function csIndex(d) {
+  function offsets(n) { var o = [0]; n.forEach(function (x) { o.push(o[o.length - 1] + x); }); return o; }
+  d.index = {};
+  d.ranks.forEach(function (r, i) { d.index[r] = i; });
+  var names = [0], spans = [0], c = d.compute, o = d.coll, k = 0, j = 0;
+  c.n.forEach(function (n) { var t = 0; for (var e = k + n; k < e; k++) t += c.nn[k]; names.push(names[names.length - 1] + t); });
+  o.n.forEach(function (n) { var t = 0; for (var e = j + n; j < e; j++) t += o.ne[j]; spans.push(spans[spans.length - 1] + t); });
+  d.off = {compute: offsets(c.n), coll: offsets(o.n), hooks: offsets(d.hooks.n), names: names, spans: spans};
+  return d;
+}
+
+// Show rank r's rows below the drawn ranks, replacing the rank shown before (r null: none); a drawn rank
+// is already there.
+window.csShowRank = function (r) {
+  var sel = document.getElementById("rank-select"), said = document.getElementById("rank-shown");
+  var gd = document.getElementById("timeline-plot");
+  if (!sel || !gd) return Promise.resolve();
+  sel.value = r === null ? "" : String(r);
+  return Promise.all([csData("rank-rows-gz"), csData("timeline-style"), window.csDrawn["timeline-plot"]])
+    .then(function (all) {
+      var d = all[0].index ? all[0] : csIndex(all[0]), style = all[1];
+      var st = gd.csShown || (gd.csShown = {traces: 0, base: gd.layout.yaxis.tickvals.length,
+                                            ticks: gd.layout.yaxis.ticktext.slice(), height: gd.layout.height});
+      var first = gd.data.length - st.traces, gone = st.traces ?
+        Plotly.deleteTraces(gd, Array.from({length: st.traces}, function (_, k) { return first + k; })) : null;
+      st.traces = 0;
+      var ticks = st.ticks, height = st.height, drawnAlready = r !== null && st.ticks.indexOf("r" + r + " comm") >= 0;
+      return Promise.resolve(gone).then(function () {
+        if (r !== null && !drawnAlready && d.index[r] !== undefined) {
+          var known = {};
+          gd.data.forEach(function (t) { if (t.showlegend !== false && t.legendgroup) known[t.legendgroup] = true; });
+          var made = csRankTraces(d, style, r, st.base, known);
+          st.traces = made.traces.length;
+          ticks = st.ticks.concat(made.rows);
+          height = st.height + style.row_h * made.rows.length;
+          said.textContent = "rank " + r + ": the last rows of the figure.";
+          return Plotly.addTraces(gd, made.traces);
+        }
+        said.textContent = r === null ? "" : drawnAlready ? "rank " + r + " is one of the drawn ranks." :
+          "rank " + r + " has no rows in these steps.";
+      }).then(function () {
+        gd.style.height = height + "px";
+        gd.dataset.shownRank = st.traces ? String(r) : "";
+        return Plotly.relayout(gd, {"yaxis.tickvals": ticks.map(function (_, k) { return k; }), "yaxis.ticktext": ticks,
+                                    "yaxis.range": [ticks.length - 0.5, -0.5], height: height});
+      });
+    });
+};
+
+document.addEventListener("DOMContentLoaded", function () {
+  var sel = document.getElementById("rank-select");
+  if (!sel) return;
+  csData("rank-rows-gz").then(function (d) {
+    sel.innerHTML = "";
+    var none = document.createElement("option");
+    none.value = ""; none.textContent = "(none)";
+    sel.appendChild(none);
+    d.ranks.forEach(function (r) {
+      var o = document.createElement("option");
+      o.value = String(r); o.textContent = "rank " + r;
+      sel.appendChild(o);
+    });
+    sel.disabled = false;
+    sel.addEventListener("change", function () { csShowRank(sel.value === "" ? null : +sel.value); });
+    function fromHash() {  // a link to the page with #rank=N shows rank N
+      var m = /rank=(\d+)/.exec(location.hash);
+      if (m) csShowRank(+m[1]);
+    }
+    window.addEventListener("hashchange", fromHash);
+    fromHash();
+  }).catch(function (e) { document.getElementById("rank-shown").textContent = "cannot read the ranks' rows: " + e; });
 });

@@ -3,10 +3,12 @@ must inflate and run the embedded plotly.js, draw the timeline and show the summ
 script error.
 
 The other report tests parse the HTML; only a browser shows that the inlined JS actually executes and needs
-nothing from the network. Two pages: a demo-like one (a recorded 2-rank CPU run with 13 labels, as
-`commscope run` makes) and the 8×H100 fixture's (with HTA's views). Each must stay within its weight
-budget; a screenshot of each is saved under the test's temporary directory (its path is printed, `-s`
-shows it). Skipped where no Chromium is installed (Debian package `chromium`)."""
+nothing from the network. Three pages: a demo-like one (a recorded 2-rank CPU run with 13 labels, as
+`commscope run` makes), the 8×H100 fixture's (with HTA's views), and a generated 40-rank job's, above the
+threshold where the page summarizes the ranks (its rank selector must draw a rank the timeline does not).
+Each must stay within its weight budget; a screenshot of each is saved under the test's temporary
+directory (its path is printed, `-s` shows it). Skipped where no Chromium is installed (Debian package
+`chromium`)."""
 from __future__ import annotations
 
 import re
@@ -20,6 +22,7 @@ from typer.testing import CliRunner
 from commscope.cli import app
 from report_trace import make_trace, write_run_dir
 from paths import TESTS
+from scale_jobs import scale_job
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DATA = TESTS / "data"
@@ -102,3 +105,42 @@ def test_hand_built_run_renders_offline(tmp_path):
     proc = chromium(tmp_path, "hand", "--dump-dom", page.as_uri())
     assert proc.returncode == 0 and console_errors(proc.stderr) == []
     assert "js-plotly-plot" in proc.stdout and "main-svg" in proc.stdout
+
+
+def test_page_at_scale_shows_a_chosen_rank(tmp_path):
+    """40 ranks: the timeline draws the representative ranks; #rank=N (what the selector does) adds rank N's
+    rows from the page's compact data, drawn by plotly like the others."""
+    from commscope.analyze.summary import summarize
+    from commscope.load import load_path
+
+    job = scale_job(tmp_path, ranks=40, straggler=29)["job"]
+    reps = [r["rank"] for r in summarize(load_path(job), with_hta=False)["representative_ranks"]]
+    chosen = next(r for r in range(40) if r not in reps)
+    page = tmp_path / "scale.html"
+    res = CliRunner().invoke(app, ["report", job, "-o", str(page), "--no-hta"])
+    assert res.exit_code == 0, res.output
+    assert page.stat().st_size <= 1_500_000  # the 2-rank page's budget
+    doms = {}
+    for name, url in (("plain", page.as_uri()), ("chosen", f"{page.as_uri()}#rank={chosen}")):
+        proc = chromium(tmp_path, "scale-" + name, "--dump-dom", url)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert console_errors(proc.stderr) == []
+        doms[name] = proc.stdout
+    for dom in doms.values():
+        for plot in ("timeline-plot", "lateness-plot"):
+            drawn = dom[dom.index(f'id="{plot}"'):]
+            assert "js-plotly-plot" in drawn[:300] and "main-svg" in drawn
+        assert dom.count("<option") == 41  # "(none)" and every rank, filled in by report.js
+        assert re.search(r'<canvas id="heatmap-canvas" width="\d+" height="\d+"', dom)  # painted
+    timeline = {k: d[d.index('id="timeline-plot"'):] for k, d in doms.items()}
+    rows = {k: re.findall(r'class="ytick"><text[^>]*>(r\d+ \w+)</text>', t) for k, t in timeline.items()}
+    assert rows["plain"] == [f"r{r} {row}" for r in reps for row in ("compute", "comm")]
+    assert rows["chosen"] == rows["plain"] + [f"r{chosen} compute", f"r{chosen} comm"]
+    assert f'data-shown-rank="{chosen}"' in doms["chosen"] and 'data-shown-rank="' not in doms["plain"]
+    # its bars: compute blocks and collectives, one plotly point each
+    assert timeline["chosen"].count('<g class="point"') > timeline["plain"].count('<g class="point"') + 50
+    shot = tmp_path / "scale.png"
+    proc = chromium(tmp_path, "scale-shot", "--window-size=1400,2400", f"--screenshot={shot}",
+                    f"{page.as_uri()}#rank={chosen}")
+    assert proc.returncode == 0 and shot.stat().st_size > 20_000, proc.stderr[-2000:]
+    print(f"\nscreenshot of the 40-rank page with rank {chosen} chosen: {shot} ({page.stat().st_size} bytes page)")

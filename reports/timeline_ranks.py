@@ -1,0 +1,146 @@
+"""Every rank's timeline rows as compact data, for the page's rank selector at scale.
+
+Above commscope.analyze.report_context.PAGE_ALL_RANKS ranks the timeline figure draws the representative
+ranks only; the page also carries the rows of every rank in the timeline's window as one JSON document
+(gzip-compressed, base64, like the plotly.js bundle: reports.page), and reports/static/report.js draws a
+chosen rank's rows from it on demand, with the figure's own styles (`style`). A plotly figure of every
+rank would weigh ~50 MB at 1024 ranks (its hover texts and per-bar arrays); this document weighs ~0.1 KB
+a rank compressed on the generated 1024-rank job (docs/benchmarks.md).
+
+The document (`rank_rows(bars)`), all lists in the order of `ranks`, each rank's items after the previous
+rank's (`n`: how many a rank has):
+- `unit_ns`: times are integers in this unit since TimelineBars.t0 (1 µs: the hovers' resolution);
+  every start (`s`, `t`) is delta-coded within its rank (the first since t0, the others since the
+  previous item's), a length (`d`) is end − start after rounding each;
+- `strings`: every name (stream, label, op, phase, group, kernel) is an index into it, -1 for none;
+- `lanes`: per rank, the lanes of its comm row;
+- `compute`: merged blocks row by row (`row`: the stream), `k` kernels each, `nn` names kept per block
+  (`name`, `nk` kernels, `nd` busy time), long kernel names shortened as the figure's hover does;
+- `coll`: the drawn collectives: `q` queued time (launch → start), `label`, `lane`, `step`, `seq`,
+  `bytes` (null: unknown), `op`, `phase`, `group`, `ne` exposed spans each (`es`: from the bar's start
+  for the first, from the previous span's end for the others; `ed` long; spans shorter than a unit are
+  left out, as they add nothing at this resolution);
+- `hooks`: firings: `t`, `label`, `step`, `micro`, `pos`.
+
+Invariant: only packs TimelineBars' numbers (rounded to `unit_ns`); the rows drawn from it are the ones
+reports.timeline draws for the same rank, with the exposed time summed from the packed spans.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze.layout_report import short_kernel
+from commscope.analyze.timeline_bars import TimelineBars
+from reports.timeline import BAR, COLL_HOVER, COMPUTE_COLOR, EXPOSED_MARKER, HOOK_MARKER, ROW_H, label_colors
+
+UNIT_NS = 1000
+
+
+class _Strings:
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def __call__(self, v) -> int:
+        if v is None or (not isinstance(v, str) and pd.isna(v)):
+            return -1
+        return self.index.setdefault(str(v), len(self.index))
+
+    def many(self, parts: list[np.ndarray]) -> list[int]:
+        """Indices of the values of `parts` (arrays, concatenated), one factorization for all."""
+        if not parts:
+            return []
+        codes, uniq = pd.factorize(np.concatenate(parts), use_na_sentinel=True)
+        at = np.array([self(u) for u in uniq] + [-1], dtype=np.int64)  # code -1 (missing) → -1
+        return at[codes].tolist()
+
+
+def _units(ns) -> np.ndarray:
+    return np.rint(np.asarray(ns, np.float64) / UNIT_NS).astype(np.int64)
+
+
+def _delta(a: np.ndarray) -> list[int]:
+    return np.diff(a, prepend=0).tolist() if len(a) else []
+
+
+def _ints(parts: list[np.ndarray]) -> list[int | None]:
+    """Whole numbers of the values of `parts` (concatenated); None where missing."""
+    if not parts:
+        return []
+    v = pd.to_numeric(pd.Series(np.concatenate([np.asarray(p, dtype=object) for p in parts])),
+                      errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    return [None if x != x else int(x) for x in v.tolist()]
+
+
+def rank_rows(bars: TimelineBars) -> dict:
+    """The compact document of every rank in `bars` (module docstring)."""
+    name = _Strings()
+    doc = {"unit_ns": UNIT_NS, "ranks": [], "lanes": [],
+           "compute": {k: [] for k in ("n", "row", "s", "d", "k", "nn", "name", "nk", "nd")},
+           "coll": {k: [] for k in ("n", "s", "d", "q", "label", "lane", "step", "seq", "bytes", "op", "phase",
+                                    "group", "ne", "es", "ed")},
+           "hooks": {k: [] for k in ("n", "t", "label", "step", "micro", "pos")}}
+    comp, coll, hooks = doc["compute"], doc["coll"], doc["hooks"]
+    # per column, the ranks' arrays: converted once, after the loop
+    cols = {k: [] for k in ("label", "op", "phase", "group", "step", "seq", "bytes")}
+    hcols = {k: [] for k in ("label", "step", "micro_step", "position")}
+    for rb in bars.ranks:
+        doc["ranks"].append(int(rb.rank))
+        doc["lanes"].append(int(rb.n_lanes))
+        starts, n = [], 0
+        for cr in rb.compute:
+            s, e = _units(cr.starts), _units(cr.ends)
+            starts.append(s)
+            comp["row"] += [name(cr.stream)] * len(s)
+            comp["d"] += (e - s).tolist()
+            comp["k"] += cr.counts.astype(np.int64).tolist()
+            for names in cr.names:
+                comp["nn"].append(len(names))
+                for kernel, k, ns in names:
+                    comp["name"].append(name(short_kernel(kernel) if len(kernel) > 60 else kernel))
+                    comp["nk"].append(int(k))
+                    comp["nd"].append(int(round(ns / UNIT_NS)))
+            n += len(s)
+        comp["n"].append(n)
+        comp["s"] += _delta(np.concatenate(starts)) if starts else []
+        drawn = np.flatnonzero(rb.drawn)
+        s, e = _units(rb.start[drawn]), _units(rb.end[drawn])
+        launch, start = rb.launch[drawn], rb.start[drawn]
+        queued = np.where(~np.isnan(launch) & (launch < start), start - np.nan_to_num(launch), 0.0)
+        coll["n"].append(len(drawn))
+        coll["s"] += _delta(s)
+        coll["d"] += (e - s).tolist()
+        coll["q"] += _units(queued).tolist()
+        coll["lane"] += rb.lanes[drawn].astype(np.int64).tolist()
+        if len(drawn):
+            for k in cols:
+                cols[k].append(rb.coll[k].to_numpy(dtype=object)[drawn])
+        for j, bar_start in zip(drawn, s):
+            at, ne = int(bar_start), 0
+            for a, b in rb.exposed[j]:
+                ua, ub = int(round(a / UNIT_NS)), int(round(b / UNIT_NS))
+                if ub > ua:  # shorter than a unit: nothing to draw, nothing to add
+                    coll["es"].append(ua - at)
+                    coll["ed"].append(ub - ua)
+                    at, ne = ub, ne + 1
+            coll["ne"].append(ne)
+        hooks["n"].append(len(rb.hook_t))
+        hooks["t"] += _delta(_units(rb.hook_t))
+        if len(rb.hooks):
+            for k in hcols:
+                hcols[k].append(rb.hooks[k].to_numpy(dtype=object))
+    cols["label"] = [x.astype(str) for x in cols["label"]]
+    for k in ("label", "op", "phase", "group"):
+        coll[k] = name.many(cols[k])
+    for k in ("step", "seq", "bytes"):
+        coll[k] = _ints(cols[k])
+    hooks["label"] = name.many([x.astype(str) for x in hcols["label"]])
+    hooks["step"], hooks["micro"], hooks["pos"] = (_ints(hcols[k]) for k in ("step", "micro_step", "position"))
+    doc["strings"] = list(name.index)
+    return doc
+
+
+def style(bars: TimelineBars) -> dict:
+    """The figure's styles (reports.timeline), for the rows report.js draws: one colour map for the page."""
+    return {"row_h": ROW_H, "bar": BAR, "compute_color": COMPUTE_COLOR, "exposed_marker": EXPOSED_MARKER,
+            "hook_marker": HOOK_MARKER, "colors": label_colors(bars.labels), "coll_hover": COLL_HOVER}

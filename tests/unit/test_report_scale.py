@@ -1,0 +1,128 @@
+"""The report page at scale: up to PAGE_ALL_RANKS ranks it draws every rank; above, the ranks × steps
+heatmap as a canvas, the arrival lateness, the ranks that made the others wait, a timeline of the
+representative ranks and every rank's rows for the rank selector, and per-rank tables of the listed ranks.
+Inputs are generated jobs (bench/gen_job.py, tests/scale_jobs.py) in the test's temporary folder."""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+
+import numpy as np
+import pytest
+
+from commscope.analyze.report_context import PAGE_ALL_RANKS, TOP_WAITING, report_context
+from commscope.analyze.summary import summarize
+from commscope.load import load_path
+from reports.page import render_html
+from reports.timeline_ranks import UNIT_NS
+from scale_jobs import scale_job
+from test_report import parse, value
+
+
+def page_of(tmp_path, ranks: int, straggler: int):
+    tr = load_path(scale_job(tmp_path, ranks=ranks, straggler=straggler)["job"])
+    doc = summarize(tr, with_hta=False)
+    ctx = report_context(tr, doc)
+    return tr, doc, ctx, render_html(ctx)
+
+
+def data(page: str, script_id: str):
+    """A gzip+base64 JSON document of the page (reports.page.data_html)."""
+    m = re.search(rf'<script type="application/gzip-base64" id="{script_id}">([^<]*)</script>', page)
+    return json.loads(gzip.decompress(base64.b64decode(m.group(1))))
+
+
+def ticks(page: str) -> list[str]:
+    """The timeline figure's row names."""
+    spec = page[page.index('csPlot("timeline-plot", ') + len('csPlot("timeline-plot", '):]
+    fig = json.JSONDecoder().raw_decode(spec.replace("<\\/", "</"))[0]
+    return fig["layout"]["yaxis"]["ticktext"]
+
+
+def test_at_the_threshold_every_rank_is_drawn(tmp_path):
+    assert PAGE_ALL_RANKS == 32
+    tr, doc, ctx, page = page_of(tmp_path, PAGE_ALL_RANKS, straggler=5)
+    assert not ctx.at_scale and ctx.drawn is None and ctx.listed_ranks is None
+    assert ticks(page) == [f"r{r} {row}" for r in range(32) for row in ("compute", "comm")]
+    assert page.count('class="cell"') == 32 * 4  # the heatmap table: a cell per rank and step
+    p = parse(page)
+    assert "Arrival lateness" not in p.h2 and "Ranks that made the others wait" not in p.h2
+    body = page[page.index("<body>"):]  # (report.js, in the head, names them all)
+    assert 'id="rank-select"' not in body and "rank-rows-gz" not in body and "heatmap-canvas" not in body
+    assert {int(value(r[0])) for r in p.tables["steps"][1:]} == set(range(32))  # every rank listed
+
+
+def test_above_the_threshold_summarizes_the_ranks(tmp_path):
+    tr, doc, ctx, page = page_of(tmp_path, 40, straggler=29)
+    reps = [r["rank"] for r in doc["representative_ranks"]]
+    assert ctx.at_scale and reps[0] == 29 and len(reps) == len(set(reps)) >= 3
+    # the timeline draws the representative ranks, straggler first, and no other
+    assert ticks(page) == [f"r{r} {row}" for r in reps for row in ("compute", "comm")]
+    assert [rb.rank for rb in ctx.drawn.ranks] == reps and len(ctx.timeline.ranks) == 40
+    p = parse(page)
+    assert p.h2[:5] == ["Summary", "Exposed communication by rank and step", "Arrival lateness",
+                        "Ranks that made the others wait", "Timeline"]
+    # the heatmap's canvas data: every rank and step, the summary's numbers, the representative ranks marked
+    hm = data(page, "heatmap-gz")
+    assert hm["ranks"] == list(range(40)) and [c[0] for c in hm["columns"]] == [0, 1, 2, 3]
+    want = {(s["rank"], s["step"]): s["exposed_comm_ms"] for s in doc["steps"]}
+    assert hm["exposed"] == [round(want[(r, s)], 3) for r in range(40) for s in range(4)]
+    assert [m["rank"] for m in hm["marked"]] == reps
+    assert page.count('class="cell"') == 0
+    # lateness: the straggler is the latest arrival, in its own top bucket; quantiles end at it
+    hist, q = ctx.lateness
+    top = hist[hist["arrivals"] > 0].iloc[-1]
+    assert top["worst_rank"] == 29 and top["arrivals"] == 1
+    quant = p.tables["lateness-quantiles"]
+    assert [r[0][1] for r in quant[1:]] == ["median", "p90", "p99", "p99.9", "max"]
+    assert value(quant[-1][1]) == pytest.approx(top["worst_ns"] / 1e6)
+    # the ranks that made the others wait most, worst first, as summarize() orders them
+    rows = p.tables["top-waiting"][1:]
+    waited = [s for s in doc["stragglers"] if s["wait_caused_ms"] > 0][:TOP_WAITING]
+    assert [int(value(r[0])) for r in rows] == [s["rank"] for s in waited]
+    assert [value(r[1]) for r in rows] == [s["wait_caused_ms"] for s in waited] and 3 <= len(rows) <= TOP_WAITING
+    # per-rank tables list the representative and top-waiting ranks only, and say so
+    listed = set(reps) | {s["rank"] for s in waited}
+    assert ctx.listed_ranks and set(ctx.listed_ranks) == listed
+    assert {int(value(r[0])) for r in p.tables["steps"][1:]} == listed
+    assert {int(value(r[0])) for r in p.tables["stragglers"][1:]} == listed
+    assert "commscope report --json</code> has every rank" in page
+
+
+def test_selector_data_holds_every_rank_rows(tmp_path):
+    tr, doc, ctx, page = page_of(tmp_path, 40, straggler=29)
+    rows = data(page, "rank-rows-gz")
+    assert rows["ranks"] == list(range(40)) and rows["unit_ns"] == UNIT_NS
+    assert 'id="rank-select"' in page and data(page, "timeline-style")["colors"]
+    # decode one rank that is not drawn and compare with its bars (to the µs)
+    r = next(x for x in range(40) if x not in [rb.rank for rb in ctx.drawn.ranks])
+    i = rows["ranks"].index(r)
+    rb = next(b for b in ctx.timeline.ranks if b.rank == r)
+    c = rows["coll"]
+    lo = sum(c["n"][:i])
+    n = c["n"][i]
+    assert n == int(rb.drawn.sum()) > 0
+    start = np.cumsum(c["s"][lo:lo + n])
+    assert start.tolist() == np.rint(rb.start[rb.drawn] / UNIT_NS).astype(int).tolist()
+    assert (start + c["d"][lo:lo + n]).tolist() == np.rint(rb.end[rb.drawn] / UNIT_NS).astype(int).tolist()
+    assert [rows["strings"][k] for k in c["label"][lo:lo + n]] == rb.coll["label"][rb.drawn].tolist()
+    assert c["lane"][lo:lo + n] == rb.lanes[rb.drawn].tolist() and rows["lanes"][i] == rb.n_lanes
+    assert c["seq"][lo:lo + n] == rb.coll["seq"][rb.drawn].astype(int).tolist()
+    # exposed spans: their lengths add up to the drawn exposed time, to the µs per span
+    e_lo, e_n = sum(c["ne"][:lo]), sum(c["ne"][lo:lo + n])
+    exposed_us = sum(c["ed"][e_lo:e_lo + e_n])
+    assert exposed_us == pytest.approx(sum(np.asarray(rb.exposed_ns)[rb.drawn]) / UNIT_NS, abs=e_n + 1)
+    comp = rows["compute"]
+    assert comp["n"][i] == sum(len(cr.starts) for cr in rb.compute)
+    assert rows["hooks"]["n"][i] == len(rb.hook_t)
+
+
+def test_config_lists_are_cut_at_scale():
+    from reports.tables import nested
+
+    cfg = {"files": [f"rank{r}.json" for r in range(100)], "per_rank": {str(r): {"status": "ok"} for r in range(100)}}
+    full, cut = nested(cfg), nested(cfg, limit=16)
+    assert full.count("rank99.json") == 1 and "rank99.json" not in cut and "… 84 more" in cut
+    assert full.count("<tr>") > 100 and cut.count("<tr>") < 40 and "84 more entries" in cut
