@@ -129,3 +129,186 @@ def test_readers_keep_only_user_frames_on_launching_threads():
                                           "make_trace.py(53): train", "make_trace.py(64): worker"]
         assert len(ev.p_name) == 10 < n_py
     assert pd.Series(kineto_events.read_events(path, raw, False).p_tid).nunique() == 1
+
+
+# --- labels from a size → label map (--label-map, commscope.analyze.labels) ------------------------------
+
+H100 = os.path.join(TESTS, "data", "modded-nanogpt-8xh100")
+# the fixture's distinct collective sizes (each both reduce-scattered and all-gathered): 38633472 bf16
+# elements = 50304 × 768 (the embedding / lm_head), the fp32 bank, and two small groups
+H100_MAP = {"lm_head": [77266944], "value_embeds": [150994944], "scalars": [2304, 256], "gates": [192]}
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_path(H100)
+
+
+def test_the_fixture_sizes_are_those_the_map_names(h100):
+    c = h100.collectives
+    sized = c[c["bytes"].notna()]
+    assert sorted(sized["bytes"].astype(int).unique()) == [192, 256, 2304, 77266944, 150994944]
+    assert set(sized["label"]) == {"_reduce_scatter_base", "_allgather_base"}
+    assert set(c["label_source"]) == {"name"}
+
+
+def test_a_size_map_relabels_every_generic_collective_of_those_sizes(h100):
+    from commscope.analyze.labels import relabel_by_size
+    from commscope.analyze.summary import summarize
+
+    c, notes = relabel_by_size(h100.collectives, H100_MAP)
+    assert notes == []
+    sized = c["bytes"].notna()
+    assert (c.loc[sized, "label_source"] == "size").all() and (c.loc[~sized, "label_source"] == "name").all()
+    size_of = {s: lab for lab, sizes in H100_MAP.items() for s in sizes}
+    assert (c.loc[sized, "label"] == c.loc[sized, "bytes"].astype(int).map(size_of)).all()
+    assert dict(c.groupby("label").size()) == {"lm_head": 80, "value_embeds": 64, "scalars": 48, "gates": 32,
+                                               "all_gather": 96, "reduce_scatter": 93}
+    # every other column as loaded; the input frame untouched
+    rest = [k for k in c.columns if k not in ("label", "label_source")]
+    pd.testing.assert_frame_equal(c[rest], h100.collectives[rest])
+    assert set(h100.collectives["label_source"]) == {"name"}
+
+    before = summarize(h100, with_hta=False)["labels"]
+    h100_relabelled = type(h100)(**{**{k: getattr(h100, k) for k in ("source", "path", "world_size", "backend",
+                                                                   "device", "config", "ranks", "problems",
+                                                                   "steps", "compute", "regions", "hooks",
+                                                                   "kernels", "extra")}, "collectives": c})
+    after = summarize(h100_relabelled, with_hta=False)["labels"]
+    assert {k: (v["op"], v["count"], v["bytes"]) for k, v in after.items()} == {
+        "lm_head": ("reduce_scatter+all_gather", 80, 77266944), "value_embeds": ("reduce_scatter+all_gather", 64, 150994944),
+        "scalars": ("reduce_scatter+all_gather", 48, 2304), "gates": ("reduce_scatter+all_gather", 32, 192),
+        "all_gather": ("all_gather", 96, None), "reduce_scatter": ("reduce_scatter", 93, None)}
+    assert {k: (v["count"], v["bytes"]) for k, v in before.items()} == {
+        "_reduce_scatter_base": (112, 77266944), "_allgather_base": (112, 77266944),
+        "all_gather": (96, None), "reduce_scatter": (93, None)}
+    for k in ("all_gather", "reduce_scatter"):  # the collectives of unknown size are as they were
+        assert after[k] == before[k]
+    # relabelling moves collectives between labels: totals over all labels stay
+    assert sum(v["count"] for v in after.values()) == sum(v["count"] for v in before.values()) == 413
+    assert sum(v["exposed_ms"] for v in after.values()) == pytest.approx(
+        sum(v["exposed_ms"] for v in before.values()), abs=1e-3)
+
+
+def test_a_size_claimed_twice_gets_both_names_and_a_note(tmp_path):
+    from commscope.analyze.labels import relabel_by_size
+
+    plain = load_path(_rewrite(tmp_path, lambda e: None if e.get("cat") == "python_function" else e))
+    c, notes = relabel_by_size(plain.collectives, {"grads": [4096], "bucket": [2112, 4096], "unused": [5]})
+    # 4096 B: the reduce_scatter (generic) is relabelled, the all_gather inside commscope.label("attn") is not
+    assert dict(c.groupby(["label", "label_source"]).size()) == {
+        ("grads|bucket", "size"): 4, ("bucket", "size"): 4, ("allreduce", "name"): 8, ("attn", "scope"): 4}
+    assert notes == ["label map: 1 size(s) claimed by several labels, so labelled with all of them: 4096 B: grads|bucket",
+                     "label map: 1 of 3 label(s) matched no collective of a generic label: unused"]
+
+
+def test_stack_labels_are_not_replaced_by_the_map(stack):
+    from commscope.analyze.labels import relabel_by_size
+
+    c, _ = relabel_by_size(stack.collectives, {"x": [4096, 2112, 192, 4]})
+    pd.testing.assert_frame_equal(c, stack.collectives)
+
+
+def test_report_json_with_a_label_map(tmp_path):
+    from typer.testing import CliRunner
+
+    from commscope.cli import app
+
+    m = tmp_path / "map.json"
+    m.write_text(json.dumps(H100_MAP))
+    res = CliRunner().invoke(app, ["report", H100, "--json", "--no-hta", "--label-map", str(m)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert {k: v["count"] for k, v in doc["labels"].items()} == {
+        "lm_head": 80, "value_embeds": 64, "scalars": 48, "gates": 32, "all_gather": 96, "reduce_scatter": 93}
+    assert doc["problems"] == []
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("[1, 2]", "expected a JSON object of label → list of byte sizes"),
+    ('{"a": [1.5]}', "label 'a': sizes are positive integers (bytes), got 1.5"),
+    ('{"a": [0]}', "label 'a': sizes are positive integers (bytes), got 0"),
+    ('{"a": [true]}', "got True"),
+    ('{"a": []}', "got an empty list"),
+    ('{"a": {"b": 1}}', "label 'a': expected a list of byte sizes, got an object"),
+    ('{"": [4]}', "a label is an empty string"),
+    ('{"a": [4]', "not JSON"),
+    (None, "no such file"),
+])
+def test_a_bad_label_map_is_one_line_exit_2(tmp_path, text, msg):
+    import subprocess
+    import sys
+
+    m = tmp_path / "map.json"
+    if text is not None:
+        m.write_text(text)
+    r = subprocess.run([sys.executable, "-m", "commscope", "report", GLOO, "--json", "--no-hta", "--label-map", str(m)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"commscope: error: --label-map {m}: ") and msg in r.stderr, r.stderr
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("command", ["doctor", "export", "layout"])
+def test_other_commands_take_the_map(tmp_path, command):
+    from typer.testing import CliRunner
+
+    from commscope.cli import app
+    from commscope.errors import UserError
+
+    m = tmp_path / "map.json"
+    m.write_text('{"a": "x"}')
+    args = [command, GLOO, "--label-map", str(m)] + (["--perfetto", str(tmp_path / "p.json")] if command == "export" else [])
+    res = CliRunner().invoke(app, args)
+    assert isinstance(res.exception, UserError) and "label 'a': expected a list" in str(res.exception)
+    m.write_text('{"gathered": [8192]}')
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    if command == "export":
+        names = {e.get("name") for e in json.load(open(tmp_path / "p.json"))["traceEvents"]}
+        assert "gathered:all_gather" in names and "_allgather_base:all_gather" not in names
+
+
+# --- commscope.size_labels ---------------------------------------------------------------------------------
+
+def test_size_labels_from_a_model():
+    import torch
+
+    import commscope
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(8, 24, bias=False)
+            self.mlp = torch.nn.Linear(8, 32)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(3))
+            self.head = torch.nn.Linear(8, 100, bias=False).to(torch.bfloat16)
+
+    net = Net()
+    assert commscope.size_labels(net.named_parameters()) == {
+        "blocks.*.qkv.weight": [768], "blocks.*.mlp.weight": [1024], "blocks.*.mlp.bias": [128],
+        "head.weight": [1600]}
+    assert commscope.size_labels(net) == commscope.size_labels(net.named_parameters())
+    by_kind = commscope.size_labels(net.named_parameters(), group=lambda n: None if "bias" in n else n.split(".")[-2])
+    assert by_kind == {"qkv": [768], "mlp": [1024], "head": [1600]}
+    assert commscope.size_labels(net.named_parameters(), element_size=2)["blocks.*.qkv.weight"] == [384]
+    with pytest.raises(ValueError, match="element_size"):
+        commscope.size_labels(net.named_parameters(), element_size=0)
+    with pytest.raises(ValueError, match="non-empty string"):
+        commscope.size_labels(net.named_parameters(), group=lambda n: "")
+    # the map it makes is one --label-map reads
+    from commscope.load.label_map import check_label_map
+
+    assert check_label_map(json.loads(json.dumps(commscope.size_labels(net)))) == commscope.size_labels(net)
+
+
+def test_importing_commscope_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, commscope; assert 'torch' not in sys.modules; assert callable(commscope.size_labels)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode == 0
