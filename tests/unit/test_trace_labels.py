@@ -134,8 +134,8 @@ def test_readers_keep_only_user_frames_on_launching_threads():
 # --- labels from a size → label map (--label-map, commscope.analyze.labels) ------------------------------
 
 H100 = os.path.join(TESTS, "data", "modded-nanogpt-8xh100")
-# the fixture's distinct collective sizes (each both reduce-scattered and all-gathered): 38633472 bf16
-# elements = 50304 × 768 (the embedding / lm_head), the fp32 bank, and two small groups
+# the fixture's distinct collective sizes, each both reduce-scattered and all-gathered (77266944 B: 50304 × 768
+# bf16 elements, a vocabulary-sized matrix); the names are only illustrative
 H100_MAP = {"lm_head": [77266944], "value_embeds": [150994944], "scalars": [2304, 256], "gates": [192]}
 
 
