@@ -19,3 +19,12 @@ def label(name):
     from commscope.recording.label import label as _label
 
     return _label(name)
+
+
+def size_labels(named_parameters, group=None, element_size=None):
+    """`json.dump(commscope.size_labels(model.named_parameters()), f)` writes a `--label-map` file: label
+    (the parameter name with layer indices collapsed, `blocks.*.attn.qkv.weight`, or `group(name)`) →
+    byte sizes. Same as `commscope.recording.label.size_labels` (docs/traces.md); imports no torch."""
+    from commscope.recording.label import size_labels as _size_labels
+
+    return _size_labels(named_parameters, group=group, element_size=element_size)

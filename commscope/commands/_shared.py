@@ -1,5 +1,5 @@
-"""Helpers of the commands that read traces (report, export, layout): the --steps option, report's
-default output name, and loading with a progress bar. The leading underscore keeps `commscope.cli` from registering this
+"""Helpers of the commands that read traces (report, doctor, export, layout): the --steps, --scheduler
+and --label-map options, report's default output name, and loading with a progress bar. The leading underscore keeps `commscope.cli` from registering this
 module as a command.
 """
 from __future__ import annotations
@@ -56,6 +56,39 @@ def scheduler_option():
 
     return typer.Option(None, "--scheduler", envvar="COMMSCOPE_SCHEDULER", help=SCHEDULER_HELP,
                         show_default=False)
+
+
+LABEL_MAP_HELP = ("A JSON file {\"label\": [bytes, ...]}: a collective that has only its generic name (no "
+                  "commscope.label scope, no Python stack) and whose full-array bytes are listed takes that "
+                  "label. commscope.size_labels(model.named_parameters()) makes one (docs/traces.md).")
+
+
+def label_map_option():
+    """--label-map FILE: a size → label map for collectives with generic names (commscope.analyze.labels)."""
+    import typer
+
+    return typer.Option(None, "--label-map", help=LABEL_MAP_HELP, show_default=False)
+
+
+def read_label_map(path: Path | None) -> dict | None:
+    """The --label-map file, checked (before the trace is loaded: a bad map fails at once, exit 2)."""
+    if path is None:
+        return None
+    from commscope.load.label_map import read_label_map as read
+
+    return read(path)
+
+
+def apply_label_map(trace, label_map: dict | None):
+    """`trace` with its generic collective labels replaced from `label_map` (None: as it is); what the map
+    could not settle is added to `trace.problems`."""
+    if label_map is None:
+        return trace
+    from commscope.analyze.labels import relabel_by_size
+
+    trace.collectives, notes = relabel_by_size(trace.collectives, label_map)
+    trace.problems = [*trace.problems, *notes]
+    return trace
 
 
 def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, scheduler: str | None = None):

@@ -1,4 +1,4 @@
-"""`commscope doctor RUN [--json] [--straggler-ms MS | --straggler-pct P] [--warmup-steps N]`: what went
+"""`commscope doctor RUN [--json] [--straggler-ms MS | --straggler-pct P] [--warmup-steps N] [--label-map FILE]`: what went
 wrong in a run, across ranks.
 
 Prints one verdict (ok, crash, hang, straggler, desync, interrupted, insufficient) with the culprit ranks,
@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from commscope.commands._shared import scheduler_option
+from commscope.commands._shared import apply_label_map, label_map_option, read_label_map, scheduler_option
 
 
 def register(app: typer.Typer) -> None:
@@ -32,13 +32,14 @@ def register(app: typer.Typer) -> None:
                                                    help="Training steps numbered below this are warm-up: not "
                                                    "judged for stragglers. Default: 1."),
         scheduler: Optional[str] = scheduler_option(),
+        label_map: Optional[Path] = label_map_option(),
     ) -> None:
         """Diagnose a run: ok, crash, hang, straggler, desync, interrupted or insufficient, with culprit ranks and
         evidence."""
         import orjson
         from rich.console import Console
 
-        from commscope.analyze.doctor import diagnose_path
+        from commscope.analyze.doctor import diagnose_trace
         from commscope.errors import UserError
         from reports.doctor_terminal import print_doctor_verdict
 
@@ -53,8 +54,11 @@ def register(app: typer.Typer) -> None:
         warmup_steps = WARMUP_STEPS if warmup_steps is None else warmup_steps
         if warmup_steps < 0:
             raise UserError(f"--warmup-steps must be >= 0, got {warmup_steps}")
-        d = diagnose_path(str(path), straggler_ms=straggler_ms, straggler_pct=straggler_pct,
-                          warmup_steps=warmup_steps, scheduler=scheduler)
+        sizes = read_label_map(label_map)
+        from commscope.load import load_path
+
+        trace = apply_label_map(load_path(str(path), scheduler=scheduler), sizes)
+        d = diagnose_trace(trace, straggler_ms=straggler_ms, straggler_pct=straggler_pct, warmup_steps=warmup_steps)
         if as_json:
             typer.echo(orjson.dumps(d.to_json(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
                                     default=str).decode())

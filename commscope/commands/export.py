@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from commscope.commands._shared import label_map_option
 from commscope.errors import UserError
 
 
@@ -18,17 +19,20 @@ def register(app: typer.Typer) -> None:
         path: Path = typer.Argument(..., help="A commscope run directory or a folder of per-rank Kineto traces."),
         perfetto: Optional[Path] = typer.Option(None, "--perfetto", help="Write a Chrome-JSON trace for Perfetto here."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Only steps A <= step < B (also A, A:, :B)."),
+        label_map: Optional[Path] = label_map_option(),
     ) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
         from commscope.util.atomic import check_output
-        from commscope.commands._shared import load_with_progress, parse_steps, resolve_steps
+        from commscope.commands._shared import (apply_label_map, load_with_progress, parse_steps, read_label_map,
+                                               resolve_steps)
         from reports.perfetto import write_perfetto
 
         if perfetto is None:
             raise UserError("choose an export format: --perfetto OUT.json")
         check_output(perfetto, path)
         window = parse_steps(steps)
-        trace = load_with_progress(path, quiet=False)
+        sizes = read_label_map(label_map)
+        trace = apply_label_map(load_with_progress(path, quiet=False), sizes)
         trace = trace.select_steps(resolve_steps(trace, window))
         write_perfetto(trace, perfetto)
         typer.echo(f"perfetto trace: {perfetto} (open in https://ui.perfetto.dev or chrome://tracing)")

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from commscope.commands._shared import label_map_option
 from commscope.errors import UserError
 
 
@@ -24,18 +25,21 @@ def register(app: typer.Typer) -> None:
                                                   help="Copy bandwidth to compare against (read+write GB/s)."),
         min_numel: int = typer.Option(4096, "--min-numel", help="Ignore tensors with fewer elements."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Steps A:B (A <= step < B)."),
+        label_map: Optional[Path] = label_map_option(),
     ) -> None:
         """Elementwise ops slowed by a layout mismatch, and collectives slowed by SM-filling kernels."""
         from rich.console import Console
 
         from commscope.analyze.layout_report import grouped, layout_report
-        from commscope.commands._shared import load_with_progress, parse_steps, resolve_steps
+        from commscope.commands._shared import (apply_label_map, load_with_progress, parse_steps, read_label_map,
+                                               resolve_steps)
 
         if peak_gbps is not None and peak_gbps <= 0:
             raise UserError(f"--peak-gbps must be positive, got {peak_gbps}")
         if min_numel < 1:
             raise UserError(f"--min-numel must be at least 1, got {min_numel}")
-        trace = load_with_progress(path, quiet=as_json, with_ops=True)  # layout always reads ops
+        sizes = read_label_map(label_map)
+        trace = apply_label_map(load_with_progress(path, quiet=as_json, with_ops=True), sizes)  # layout reads ops
         trace = trace.select_steps(resolve_steps(trace, parse_steps(steps)))
         # A Kineto trace without shapes or kernels is read, and the report says there is nothing to check;
         # a run directory without profiler traces has none of the input this command reads.

@@ -1,4 +1,4 @@
-"""`commscope report RUN_OR_TRACE_DIR [-o report.html] [--steps A:B] [--json]`.
+"""`commscope report RUN_OR_TRACE_DIR [-o report.html] [--steps A:B] [--json] [--label-map FILE]`.
 
 Loads a run directory or a folder of Kineto traces (with a progress bar), summarizes it, and writes one
 self-contained HTML report (default `./<input-name>-report.html`, never inside the input directory) plus a
@@ -13,8 +13,8 @@ from typing import Optional
 import typer
 
 from commscope.util.atomic import JSON_OPTS, check_output
-from commscope.commands._shared import (default_output, load_with_progress, parse_steps, resolve_steps,
-                                       scheduler_option, status)
+from commscope.commands._shared import (apply_label_map, default_output, label_map_option, load_with_progress,
+                                       parse_steps, read_label_map, resolve_steps, scheduler_option, status)
 
 
 def register(app: typer.Typer) -> None:
@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
         hta: bool = typer.Option(True, "--hta/--no-hta", help="Run HTA's analyses beside commscope's (slow on "
                                  "large GPU traces)."),
         scheduler: Optional[str] = scheduler_option(),
+        label_map: Optional[Path] = label_map_option(),
     ) -> None:
         """Analyze a run or trace folder: HTML report with timeline and tables, terminal summary, or JSON."""
         import orjson
@@ -36,12 +37,14 @@ def register(app: typer.Typer) -> None:
         from commscope.analyze.summary import summarize
 
         window = parse_steps(steps)
+        sizes = read_label_map(label_map)
         out = None
         if not as_json:
             out = output or default_output(path)
             check_output(out, path)
         # the page's layout section reads ops: parse them in the same pass (--json never needs them)
         trace = load_with_progress(path, quiet=as_json, with_ops=not as_json, scheduler=scheduler)
+        trace = apply_label_map(trace, sizes)
         window = resolve_steps(trace, window)
         with status("analyzing" + (" (HTA's analyses take a few seconds)" if hta else ""), quiet=as_json):
             summary = summarize(trace, steps=window, with_hta=hta)

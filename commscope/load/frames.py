@@ -27,7 +27,7 @@ COLUMNS: dict[str, list[str]] = {
     "steps": ["rank", "step", "start_ns", "end_ns", "loss", "basis", "host_start_ns", "host_end_ns"],
     "collectives": ["rank", "step", "label", "phase", "op", "bytes", "dtype", "group", "group_size", "seq",
                     "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns", "stream",
-                    "timing"],
+                    "timing", "label_source"],
     "compute": ["rank", "step", "name", "start_ns", "end_ns", "stream", "kind"],
     "regions": ["rank", "step", "micro_step", "name", "start_ns", "end_ns"],
     "hooks": ["rank", "step", "micro_step", "label", "position", "t_ns"],
@@ -52,9 +52,14 @@ EVIDENCE_COLUMNS: dict[str, list[str]] = {
 
 
 # Columns a reader may leave out and frame() fills with something other than NaN: a steps frame built
-# from host records alone (run directories, CPU traces) has host windows.
+# from host records alone (run directories, CPU traces) has host windows; collectives of a run directory
+# carry the label the recorder was given.
+# `collectives.label_source`: where its label comes from — "recorder" (run directories), "scope" (a
+# `commscope:<label>:<phase>` range), "stack" (a user-code Python frame), "size" (a --label-map size,
+# commscope.analyze.labels), "name" (its own name: generic).
+LABEL_SOURCES = ("recorder", "scope", "stack", "size", "name")
 STEP_BASES = ("device-annotation", "launch-correlation", "host")
-_DEFAULTS: dict[tuple[str, str], Any] = {("steps", "basis"): "host"}
+_DEFAULTS: dict[tuple[str, str], Any] = {("steps", "basis"): "host", ("collectives", "label_source"): "recorder"}
 _COPIES: dict[tuple[str, str], str] = {("steps", "host_start_ns"): "start_ns", ("steps", "host_end_ns"): "end_ns"}
 
 

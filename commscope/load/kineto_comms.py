@@ -17,8 +17,10 @@ launches, and a `gloo:<op>` event on a gloo worker thread executes (including th
 are not linked, so each launch is paired, in launch order, with the earliest unpaired later execution of
 a compatible op (reduce_scatter executes as `gloo:all_reduce`) whose tensor size agrees.
 
-Label: the innermost enclosing `record_function` range named `commscope:<label>:<phase>` on the
-launching thread, else the collective's own name. `seq` numbers a rank's collectives per process group in
+Label (and `label_source`): the innermost enclosing `record_function` range named
+`commscope:<label>:<phase>` on the launching thread (`scope`), else the innermost enclosing user-code
+Python frame there, in traces recorded with_stack (`stack`, `model.py:88 forward`:
+commscope.load.stack_labels), else the collective's own name (`name`). `seq` numbers a rank's collectives per process group in
 execution order (NCCL runs one communicator's kernels in launch order), the cross-rank match key; the
 loader (`commscope.load.loader._pair`) unpairs keys whose members disagree on op, dtype or size.
 """
@@ -31,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.load.frames import COLUMNS, assign_steps, dtype_size, frame, is_ns, normalize_op, ns_array, rel
+from commscope.load.stack_labels import user_frame
 
 LABEL_PREFIX = "commscope:"
 COLLECTIVE_COLS = COLUMNS["collectives"]
@@ -38,7 +41,8 @@ COLLECTIVE_COLS = COLUMNS["collectives"]
 
 def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFrame, ops_all: pd.DataFrame,
                 op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray, steps: pd.DataFrame,
-                problems: list[str] | None = None, device_windows: pd.DataFrame | None = None) -> pd.DataFrame:
+                problems: list[str] | None = None, device_windows: pd.DataFrame | None = None,
+                py_frames: pd.DataFrame | None = None) -> pd.DataFrame:
     """The rank's `collectives` frame (contract columns): a collective's step is the host step (`steps`)
     of its launch; one with no launch in the trace takes the step whose `device_windows` (load.device_steps;
     default `steps`) holds its start. `launch_pos`: per
@@ -63,7 +67,7 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
     # column order (building it from the rows, then dropping, sorting and reordering copied it five times).
     col = {c: [r[c] for r in rows] for c in _ROW_COLS}
     ns = {c: ns_array(col[c]) for c in _ROW_COLS if is_ns(c)}
-    labels, phases = _label(col["_name"], col["_tid"], col["call_ns"], annotations)
+    labels, phases, sources = _label(col["_name"], col["_tid"], col["call_ns"], annotations, py_frames)
     # execution start, else launch: the order of the frame and the time `_sequence` anchors on
     t = _fill(ns["start_ns"], ns["call_ns"])
     o = int(t[~t.isna()].min()) if (~t.isna()).any() else 0
@@ -75,7 +79,7 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
     who = np.full(len(rows), rank)
     step = np.where(call.isna(), assign_steps(who, start, steps if device_windows is None else device_windows),
                     assign_steps(who, call, steps))
-    unordered = {**col, **ns, "label": labels, "phase": phases, "seq": seq}
+    unordered = {**col, **ns, "label": labels, "phase": phases, "seq": seq, "label_source": sources}
     out = {"rank": rank, "step": step}  # step: already in frame order
     for c in COLLECTIVE_COLS[2:]:
         v = unordered[c]
@@ -333,25 +337,61 @@ def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
     return rows
 
 
-def _label(names: list, tids: list, calls: list, ann: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Label and phase per collective: from the innermost enclosing `commscope:<label>:<phase>` range on
-    its launch thread, else its own name and no phase."""
+def _label(names: list, tids: list, calls: list, ann: pd.DataFrame,
+           py_frames: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Label, phase and label source per collective: the innermost enclosing `commscope:<label>:<phase>`
+    range on its launch thread (source `scope`), else the innermost enclosing user-code Python frame there
+    (`stack`: `model.py:88 forward`, commscope.load.stack_labels), else its own name and no phase
+    (`name`)."""
     labels = np.array(names, dtype=object)
     phases = np.full(len(names), None, dtype=object)
+    sources = np.full(len(names), "name", dtype=object)
     cs = ann[ann["name"].str.startswith(LABEL_PREFIX)] if len(ann) else ann
     if len(cs):
-        c_tid = cs["tid"].to_numpy()
-        c_s = cs["start_ns"].to_numpy()
-        c_e = cs["end_ns"].to_numpy()
         c_name = cs["name"].to_numpy()
-        for i, (tid, t) in enumerate(zip(tids, calls)):
-            if pd.isna(t):  # no launch in the trace
-                continue
-            hit = np.flatnonzero((c_tid == tid) & (c_s <= t) & (c_e >= t))
-            if len(hit):
-                inner = hit[np.argmax(c_s[hit])]
+        for i, inner in enumerate(_innermost(tids, calls, cs)):
+            if inner >= 0:
                 body = c_name[inner][len(LABEL_PREFIX):]
                 lab, _, ph = body.rpartition(":") if ":" in body else (body, "", "")
                 labels[i] = lab
                 phases[i] = ph or None
-    return labels, phases
+                sources[i] = "scope"
+    if py_frames is not None and len(py_frames):
+        p_name = py_frames["name"].to_numpy()
+        for i, inner in enumerate(_innermost(tids, calls, py_frames)):
+            if inner >= 0 and sources[i] == "name":
+                labels[i] = user_frame(p_name[inner])
+                sources[i] = "stack"
+    return labels, phases, sources
+
+
+def _innermost(tids: list, calls: list, ranges: pd.DataFrame) -> np.ndarray:
+    """Per launch (thread `tids[i]`, time `calls[i]`, NaN: none), the row of `ranges` (name, tid, start_ns,
+    end_ns) that encloses it on its thread and starts last (ranges nest: the innermost), −1 if none.
+    Only ranges that hold some launch are searched one by one (a with_stack trace's frames are many)."""
+    out = np.full(len(tids), -1, dtype=np.int64)
+    r_tid = ranges["tid"].to_numpy(dtype=object)
+    r_s, r_e = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
+    launched = [i for i, t in enumerate(calls) if not pd.isna(t)]
+    if not launched:
+        return out
+    by_tid: dict = {}
+    for i in launched:
+        by_tid.setdefault(tids[i], []).append(i)
+    for tid, idx in by_tid.items():
+        rows = np.flatnonzero(r_tid == tid)
+        if not len(rows):
+            continue
+        idx = np.asarray(idx, dtype=np.intp)
+        t = np.array([int(calls[i]) for i in idx], dtype=np.int64)
+        st = np.sort(t)
+        # ranges holding at least one of this thread's launches
+        rows = rows[np.searchsorted(st, r_e[rows], side="right") > np.searchsorted(st, r_s[rows], side="left")]
+        if not len(rows):
+            continue
+        s_, e_ = r_s[rows], r_e[rows]
+        for i, ti in zip(idx, t):
+            hit = np.flatnonzero((s_ <= ti) & (e_ >= ti))
+            if len(hit):
+                out[i] = rows[hit[np.argmax(s_[hit])]]
+    return out

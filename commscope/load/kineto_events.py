@@ -1,5 +1,6 @@
 """A Kineto chrome trace's bytes → `Events`: per kind of event (device activity, runtime launches, cpu
-ops, user annotations), the columns that `commscope.load.kineto` shapes into frames.
+ops, user annotations, and the user-code Python frames on threads that launch collectives), the columns
+that `commscope.load.kineto` shapes into frames.
 
 Two readers, one result:
 - typed (the fast path): msgspec decodes each event into a Struct naming only the fields commscope reads,
@@ -31,6 +32,7 @@ import msgspec
 
 from commscope.errors import UserError
 from commscope.load.files import decode_json
+from commscope.load.stack_labels import PY_CAT, user_frame
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
@@ -51,6 +53,9 @@ class Events:
         self.o_dims, self.o_strides, self.o_types, self.o_hta_stream = [], [], [], []
         self.o_args: Any = []
         self.a_name, self.a_tid, self.a_ts, self.a_dur = [], [], [], []
+        # `python_function` events (with_stack=True) that are user code, on threads that launch collectives
+        # (commscope.load.stack_labels): name, tid, ts, dur
+        self.p_name, self.p_tid, self.p_ts, self.p_dur = [], [], [], []
         # the GPU-side `ProfilerStep#N` annotations (gpu_user_annotation): name, ts, dur (device windows,
         # load.device_steps; HTA's cut-off, kineto.parse_file)
         self.gpu_step_name: list = []
@@ -128,6 +133,7 @@ _KINDS = {
     "o": (("name", "tid", "ts", "dur", "ext", "dims", "strides", "types", "hta_stream", "args"),
           ("name", "tid", "ts", "dur", "ext"), "cpu op"),
     "a": (("name", "tid", "ts", "dur"), ("name", "tid", "ts", "dur"), "annotation"),
+    "p": (("name", "tid", "ts", "dur"), ("name", "tid", "ts", "dur"), "Python frame"),
 }
 _NS_LIMIT = 2.0 ** 62  # times in ns must fit int64 with room for differences
 
@@ -344,9 +350,9 @@ class _OpArgs:
 
 
 def _typed(events: list, ev: Events, with_ops: bool) -> None:
-    gpu, launch, ops, ann, gpu_ann = [], [], [], [], []
+    gpu, launch, ops, ann, gpu_ann, py = [], [], [], [], [], []
     route = {**{c: gpu for c in GPU_CATS}, **{c: launch for c in LAUNCH_CATS},
-             "cpu_op": ops, "user_annotation": ann, "gpu_user_annotation": gpu_ann}.get
+             "cpu_op": ops, "user_annotation": ann, "gpu_user_annotation": gpu_ann, PY_CAT: py}.get
     for e in events:  # the one loop over every event: keep it minimal (other phases have cat None)
         b = route(e.cat)
         if b is not None:
@@ -397,6 +403,36 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
     ev.gpu_step_name = [e.name for e in gpu_steps]
     ev.gpu_step_ts = [e.ts for e in gpu_steps]
     ev.gpu_step_dur = [e.dur for e in gpu_steps]
+    if py:
+        _keep_python_frames(ev, ((e.name, e.tid, e.ts, e.dur) for e in py))
+
+
+def _launch_threads(ev: Events) -> set:
+    """The threads that launch collectives: those of the cpu ops kineto_comms finds collectives from."""
+    out = set()
+    for n, t in zip(ev.o_name, ev.o_tid):
+        if n == "record_param_comms" or n.startswith("c10d::"):
+            try:
+                out.add(t)
+            except TypeError:  # an unhashable tid (a malformed trace) launches nothing we can match
+                pass
+    return out
+
+
+def _keep_python_frames(ev: Events, frames) -> None:
+    """Of the `python_function` events (name, tid, ts, dur), keep the user-code ones on threads that launch
+    collectives: a with_stack trace has one per Python call, and only these can label a collective."""
+    threads = _launch_threads(ev)
+    if not threads:
+        return
+    for name, tid, ts, dur in frames:
+        try:
+            if tid not in threads:
+                continue
+        except TypeError:
+            continue
+        if user_frame(name) is not None:
+            ev.p_name.append(name); ev.p_tid.append(tid); ev.p_ts.append(ts); ev.p_dur.append(dur)
 
 
 # --- generic reader ------------------------------------------------------------------------------------
@@ -434,6 +470,7 @@ def _generic(path: str, raw: bytes) -> Events:
         ev.drop(f"'{key}' is not an integer (taken as missing)")
         return default
 
+    py = []
     for e in doc["traceEvents"]:
         if not isinstance(e, dict):
             ev.drop("an event is not a JSON object")
@@ -443,7 +480,8 @@ def _generic(path: str, raw: bytes) -> Events:
         cat = e.get("cat")
         name, ts, dur = e.get("name", ""), e.get("ts", 0), e.get("dur", 0)
         if not isinstance(name, str) or not _is_num(ts) or not _is_num(dur):
-            if cat in GPU_CATS or cat in LAUNCH_CATS or cat in ("cpu_op", "user_annotation", "gpu_user_annotation"):
+            if cat in GPU_CATS or cat in LAUNCH_CATS or cat in ("cpu_op", "user_annotation", "gpu_user_annotation",
+                                                                 PY_CAT):
                 ev.drop("name, ts or dur of the wrong type")
             continue
         args = e.get("args") or {}
@@ -472,4 +510,8 @@ def _generic(path: str, raw: bytes) -> Events:
             ev.a_dur.append(dur)
         elif cat == "gpu_user_annotation" and name.startswith("ProfilerStep#"):
             ev.gpu_step_name.append(name); ev.gpu_step_ts.append(ts); ev.gpu_step_dur.append(dur)
+        elif cat == PY_CAT:
+            py.append((name, e.get("tid"), ts, dur))
+    if py:
+        _keep_python_frames(ev, py)
     return ev

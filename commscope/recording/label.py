@@ -26,3 +26,38 @@ def label(name: str):
     from torch.profiler import record_function
 
     return record_function(f"{PREFIX}{name}:")  # the empty phase keeps a ":" in `name` inside the label
+
+
+def size_labels(named_parameters, group=None, element_size: int | None = None) -> dict[str, list[int]]:
+    """A size → label map for `--label-map` (commscope.load.label_map): label → the sorted distinct byte
+    sizes (numel × element size) of its parameters, ready for `json.dump`.
+
+    `named_parameters`: `(name, tensor)` pairs, e.g. `model.named_parameters()` (a module is taken as its
+    `named_parameters()`). `group(name)` gives a parameter's label (None leaves it out); by default the
+    name with its layer indices collapsed, `blocks.3.attn.qkv.weight` → `blocks.*.attn.qkv.weight`.
+    `element_size`: bytes per element when the collectives move another dtype than the parameters' (bf16
+    gradients of fp32 weights: 2); default each tensor's own. The sizes are what a collective of one whole
+    parameter moves; a bucket or flat-parameter collective (DDP, FSDP) matches only its own total size.
+    """
+    if hasattr(named_parameters, "named_parameters"):
+        named_parameters = named_parameters.named_parameters()
+    if element_size is not None and (not isinstance(element_size, int) or isinstance(element_size, bool)
+                                     or element_size <= 0):
+        raise ValueError(f"element_size is a positive number of bytes, got {element_size!r}")
+    out: dict[str, set[int]] = {}
+    for name, p in named_parameters:
+        key = group(name) if group is not None else collapse_indices(name)
+        if key is None:
+            continue
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"group({name!r}) returned {key!r}: a label is a non-empty string (None: left out)")
+        n = int(p.numel()) * (element_size if element_size is not None else int(p.element_size()))
+        if n > 0:
+            out.setdefault(key, set()).add(n)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def collapse_indices(name: str) -> str:
+    """A parameter name with its numeric parts (layer indices) as `*`: `blocks.3.attn.qkv.weight` →
+    `blocks.*.attn.qkv.weight`."""
+    return ".".join("*" if part.isdigit() else part for part in name.split("."))

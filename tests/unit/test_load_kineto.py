@@ -168,9 +168,10 @@ def _events_of(path, with_ops=True, generic=False):
     return cols
 
 
-@pytest.mark.parametrize("name", ["gloo", "h100"])
+@pytest.mark.parametrize("name", ["gloo", "h100", "stack"])
 def test_typed_and_generic_readers_agree(name):
-    path = os.path.join(GLOO, "rank0.json") if name == "gloo" else os.path.join(FIXTURE, "rank3.json.gz")
+    path = {"gloo": os.path.join(GLOO, "rank0.json"), "h100": os.path.join(FIXTURE, "rank3.json.gz"),
+            "stack": os.path.join(TESTS, "data", "gloo2-stack", "rank0.json")}[name]
     typed, generic = _events_of(path), _events_of(path, generic=True)
     assert typed.keys() == generic.keys()
     for k in typed:
@@ -184,8 +185,9 @@ def test_typed_and_generic_readers_agree(name):
     assert lean["o_strides"] == [] and lean["o_types"] == []
     coll = [n.startswith(("c10d::", "gloo:")) or n == "record_param_comms" for n in typed["o_name"]]
     assert lean["o_dims"] == [d if c else None for d, c in zip(typed["o_dims"], coll)]
-    if name == "gloo":
+    if name != "h100":
         assert any(d for d, c in zip(lean["o_dims"], coll) if c)  # gloo pairing has its shapes
+    assert (len(typed["p_name"]) > 0) == (name == "stack")  # user-code Python frames (with_stack)
     shapes = ("o_strides", "o_types", "o_dims")
     assert {k: v for k, v in lean.items() if k not in shapes} == {k: v for k, v in typed.items() if k not in shapes}
 
