@@ -35,6 +35,9 @@ def print_doctor_line(diagnosis, console: Console) -> None:
     console.print(f"[bold]doctor:[/] {escape(diagnosis.summary)}", highlight=False)
 
 
+TERMINAL_RANKS = 16  # above, the per-rank overlap table lists the representative ranks only
+
+
 def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     labels = summary.get("labels") or {}
     ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
@@ -50,13 +53,19 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
                   pct(v.get("hidden_pct")), bandwidth(v.get("busbw_gbps")))
     console.print(t)
     rows = comm_overlap_rows(summary)
+    shown = rows
+    if len(rows) > TERMINAL_RANKS:  # a thousand rows would bury the rest: the ranks to look at first
+        reps = {str(x["rank"]) for x in summary.get("representative_ranks") or []}
+        shown = [row for row in rows if str(row["rank"]) in reps]
     if rows:
-        r = Table(title="Communication overlap by rank", min_width=32)  # one column: keep the title whole
+        r = Table(title="Communication overlap by rank", min_width=32,  # one column: keep the title whole
+                  caption=None if shown is rows else f"the {len(shown)} representative ranks of {len(rows)}; "
+                  "every rank: --json and the HTML page")
         r.add_column("rank", justify="right")
         cols = [k for k in rows[0] if k != "rank"]
         for k in cols:
             r.add_column(f"{COMM_OVERLAP_NAMES[k + '_by_rank']} %", justify="right")
-        for row in rows:
+        for row in shown:
             r.add_row(str(row["rank"]), *(pct(row[k]) for k in cols))
         console.print(r)
         console.print(comm_overlap_note(summary), highlight=False)  # as wide as the console, not the table
@@ -64,9 +73,12 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
         if note:
             console.print(note)
     bounds = [b for b in summary.get("step_boundaries") or [] if (b.get("host_pct") or 0) >= BOUNDARY_PCT]
+    many = len(bounds) > TERMINAL_RANKS
+    bounds = sorted(bounds, key=lambda x: -x["host_pct"])[:TERMINAL_RANKS] if many else bounds
     if bounds:
         b = Table(title="Host time at step boundaries",
-                  caption="gap: one step's end to the next one's start; start delay: a step's start to its first "
+                  caption=(f"the {TERMINAL_RANKS} ranks with the most; " if many else "") +
+                          "gap: one step's end to the next one's start; start delay: a step's start to its first "
                           "compute. After a step-end sync the device has nothing queued there.")
         for col in ("rank", "host % of wall", "gap median ms", "gap max ms", "start delay median ms"):
             b.add_column(col, justify="right")

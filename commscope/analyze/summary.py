@@ -12,7 +12,7 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
  "device_comm_overlap_pct_by_rank": {"0": ..}  device kernels only
  and inputs without device kernels (CPU traces, run directories without a profiler trace) carry instead
  "recorded_comm_overlap_pct_by_rank": {"0": ..}  the recorded collective spans against the compute set
- "labels": {"<label>": {"op", "count", "count_per_rank", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms",
+ "labels": {"<label>": {"op", "label_source", "count", "count_per_rank", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms",
                          "hidden_pct", "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..}}},
  "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...]   worst first
                                              analyze.waiting: who made whom wait (device-side arrivals)
@@ -21,6 +21,9 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
  "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...,
             "gap_before_ms", "start_delay_ms"}],          the last two: analyze.step_gaps (null for a rank's first step)
  "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"}],
+ "arrival_lateness": {"arrivals": n, "quantiles": [{"quantile", "lateness_ms"}], "histogram": [{"lo_ms",
+                       "hi_ms", "arrivals", "share", "ranks", "worst_rank", "worst_ms", "worst_step", "worst_label"}]}
+                                             how late each member of a collective instance arrived (analyze.lateness)
  "representative_ranks": [{"rank", "why": [...]}]  the ranks to look at first (analyze.representative)
  "placement_ranks": "all" | [ranks]          whose collectives `placement` lists: all up to PLACEMENT_ALL_RANKS
                                              ranks, the representative ones above (a note says so)
@@ -45,13 +48,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import exposure, placement, representative, skew, step_gaps, timeline, waiting
+from commscope.analyze import exposure, lateness, placement, representative, skew, step_gaps, timeline, waiting
 from commscope.load.frames import Trace
 from commscope.util.num import rounded, sig
 
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
@@ -86,6 +89,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
     # per label cost ~10× the arithmetic. The reductions are pandas' own (see _mean, _median).
     rows_of = per_rank.groupby("label", sort=False).indices
     ops = table["op"].astype(str).to_numpy(dtype=object)
+    sources = table["label_source"].astype(str).to_numpy(dtype=object)
     sizes = table["bytes"].to_numpy(np.float64)
     pr_rank, pr_count = per_rank["rank"].to_numpy(), per_rank["count"].to_numpy()
     pr_bytes, pr_exposed = per_rank["bytes"].to_numpy(), per_rank["exposed_ms"].to_numpy(np.float64)
@@ -100,6 +104,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
         exposed = pr_exposed[pr]
         out[str(label)] = {
             "op": "+".join(dict.fromkeys(ops[idx])),  # a sharded label: reduce_scatter+all_gather
+            "label_source": "+".join(dict.fromkeys(sources[idx])),  # recorder, scope, stack, size or name
             "count": int(pr_count[pr].sum()) if len(pr) else 0,
             "count_per_rank": rounded(float(_mean(pr_count[pr]))) if len(pr) else 0.0,
             "bytes": rounded(float(_median(sizes[idx]))),
@@ -180,6 +185,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                              "gap_max_ms": rounded(r.gap_max_ms), "start_delay_median_ms": rounded(r.start_delay_median_ms),
                              "host_pct": rounded(r.host_pct, 2)}
                             for r in step_gaps.gap_summary(gaps).itertuples()],
+        "arrival_lateness": arrival_lateness(tr),  # analyze.lateness
         "representative_ranks": reps,  # analyze.representative
         # every rank's collectives up to PLACEMENT_ALL_RANKS ranks; above, the representative ranks' only
         "placement_ranks": "all" if every_rank else [r["rank"] for r in reps],
@@ -233,6 +239,26 @@ def evidence_notes(trace: Trace) -> list[str]:
         notes.append(f"Rank(s) {', '.join(map(str, assumed))} assumed: the trace names no rank (no distributedInfo "
                      "and none in the file name).")
     return notes
+
+
+def arrival_lateness(trace: Trace) -> dict:
+    """`report --json`'s `arrival_lateness`: the quantiles and the 1-2-5 histogram of how late each member
+    of a collective instance arrived after its first member (analyze.lateness), in ms."""
+    late = waiting.lateness(trace.collectives)
+    hist, q = lateness.histogram(late), lateness.quantiles(late)
+    return {
+        "arrivals": int(len(late)),
+        "quantiles": [{"quantile": float(r.quantile),
+                       "lateness_ms": None if pd.isna(r.lateness_ns) else rounded(float(r.lateness_ns) / 1e6)}
+                      for r in q.itertuples()],
+        "histogram": [{"lo_ms": r.lo_ns / 1e6, "hi_ms": r.hi_ns / 1e6, "arrivals": int(r.arrivals),
+                       "share": rounded(r.share), "ranks": int(r.ranks),
+                       "worst_rank": None if pd.isna(r.worst_rank) else int(r.worst_rank),
+                       "worst_ms": None if pd.isna(r.worst_ns) else rounded(float(r.worst_ns) / 1e6),
+                       "worst_step": None if pd.isna(r.worst_step) else int(r.worst_step),
+                       "worst_label": None if pd.isna(r.worst_label) else str(r.worst_label)}
+                      for r in hist.itertuples()],
+    }
 
 
 def comm_overlap_rows(doc: dict) -> list[dict]:
