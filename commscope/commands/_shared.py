@@ -58,7 +58,7 @@ def scheduler_option():
                         show_default=False)
 
 
-LABEL_MAP_HELP = ("A JSON file {\"label\": [bytes, ...]}: a collective that has only its generic name (no "
+LABEL_MAP_HELP = ("A JSON file {\"label\": \\[bytes, ...]}: a collective that has only its generic name (no "
                   "commscope.label scope, no Python stack) and whose full-array bytes are listed takes that "
                   "label. commscope.size_labels(model.named_parameters()) makes one (docs/traces.md).")
 

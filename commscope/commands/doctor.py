@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
             None, "--straggler-ms", help="Absolute straggler bar: a rank that makes the others wait this many ms "
             "(on average per waiting rank) in one step. Default: a share of the median step (--straggler-pct)."),
         straggler_pct: Optional[float] = typer.Option(
-            None, "--straggler-pct", help="Straggler bar as a %% of the run's median step time (default 10 for "
+            None, "--straggler-pct", help="Straggler bar as a % of the run's median step time (default 10 for "
             "device-timed arrivals, i.e. GPUs; 100 for CPU ranks, whose speed varies with OS scheduling)."),
         warmup_steps: Optional[int] = typer.Option(None, "--warmup-steps", show_default=False,
                                                    help="Training steps numbered below this are warm-up: not "

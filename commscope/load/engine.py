@@ -38,16 +38,51 @@ def map_files(fn: Callable[[str], Any], files: list[str], *, scheduler: Any = No
     return _on_dask(fn, list(files), scheduler, progress, connect_timeout_s or CONNECT_TIMEOUT_S)
 
 
+def _connect(address: Any, timeout_s: float) -> Any:
+    """A Client of the scheduler at `address` with at least one worker, or UserError. The connection is
+    made on a daemon thread bounded by `timeout_s`: Dask's own connect timeout does not cover a peer that
+    accepts and then says nothing (an HTTP port such as the dashboard's), which would hang the command."""
+    import threading
+
+    from distributed import Client
+
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = Client(address, timeout=timeout_s)
+        except BaseException as e:  # noqa: BLE001 - a non-Dask peer can raise anything (even MemoryError)
+            box["error"] = e
+
+    t = threading.Thread(target=connect, name="commscope-dask-connect", daemon=True)
+    t.start()
+    t.join(timeout_s + 5)
+    if t.is_alive():
+        raise UserError(f"cannot reach the Dask scheduler at {address}: no Dask answer within {timeout_s:.0f} s "
+                        "(is it a scheduler's address, e.g. tcp://HOST:8786, not the dashboard's?)")
+    if "error" in box:
+        e = box["error"]
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if not isinstance(e, (OSError, TimeoutError, ValueError)):
+            first = f"it does not answer as a Dask scheduler ({first})"
+        raise UserError(f"cannot reach the Dask scheduler at {address}: {first}")
+    client = box["client"]
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - a timeout, or the scheduler going away meanwhile
+        client.close()
+        raise UserError(f"the Dask scheduler at {address} has no workers (waited {timeout_s:.0f} s): start "
+                        f"some with `dask worker {address}`") from None
+    return client
+
+
 def _on_dask(fn: Callable, files: list[str], scheduler: Any, progress: Progress | None, timeout_s: float) -> list:
     try:
         from distributed import Client, as_completed
     except ImportError:
         raise UserError("a scheduler address needs Dask distributed: pip install 'commscope[dask]'") from None
     own = not isinstance(scheduler, Client)
-    try:
-        client = Client(scheduler, timeout=timeout_s) if own else scheduler
-    except (OSError, TimeoutError, ValueError) as e:
-        raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+    client = _connect(scheduler, timeout_s) if own else scheduler
     try:
         # pure=False: the same path may hold new contents on a second call; one task per file
         futures = client.map(fn, files, pure=False)

@@ -24,7 +24,12 @@ def read_label_map(path: str | os.PathLike, option: str = "--label-map") -> dict
     file when it cannot be read or is not such a map."""
     import orjson
 
+    from commscope.load.files import describe
+
     where = f"{option} {os.fspath(path)}"
+    what = describe(os.fspath(path))
+    if what not in (None, "missing", "a directory"):  # a FIFO or device would block the read
+        raise UserError(f"{where}: is {what}, not a JSON file")
     try:
         if os.path.getsize(path) > MAX_FILE_BYTES:
             raise UserError(f"{where}: larger than {MAX_FILE_BYTES >> 20} MiB, not a label map")

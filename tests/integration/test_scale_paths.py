@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from commscope.analyze.summary import PLACEMENT_ALL_RANKS, summarize
 from commscope.cli import app, main
 from commscope.load import load_path
+from commscope.load.engine import map_files
 from paths import ROOT, TESTS
 
 DATA = TESTS / "data"
@@ -89,3 +90,40 @@ def test_unreachable_scheduler_is_one_line_and_exit_2(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and len(err.splitlines()) == 1
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in err
+
+
+def test_a_peer_that_is_not_a_scheduler_or_has_no_workers_is_one_error(monkeypatch):
+    """A port that accepts and stays silent (an HTTP server, the dashboard), one that answers garbage, and a
+    scheduler without workers: each a UserError within the connect timeout, never a hang or a traceback."""
+    distributed = pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
+    import socket
+    import threading
+
+    from commscope.errors import UserError
+    from commscope.load import engine
+    from commscope.load.kineto import parse_file
+
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 2.0)
+
+    def serve(reply: bytes) -> str:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        held = []
+
+        def loop():
+            while True:
+                c, _ = s.accept()
+                held.append(c)  # keep it open: a silent peer
+                if reply:
+                    c.sendall(reply)
+        threading.Thread(target=loop, daemon=True).start()
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+    with pytest.raises(UserError, match="no Dask answer within 2 s"):
+        map_files(parse_file, ["x"], scheduler=serve(b""))
+    with pytest.raises(UserError, match="does not answer as a Dask scheduler"):
+        map_files(parse_file, ["x"], scheduler=serve(b"SSH-2.0-OpenSSH_9.6\r\n" * 10))
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cl:
+        with pytest.raises(UserError, match="has no workers"):
+            map_files(parse_file, ["x"], scheduler=cl.scheduler_address)
