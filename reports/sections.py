@@ -128,7 +128,9 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
            tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels")]
     keep = None if ctx.listed_ranks is None else {str(r) for r in ctx.listed_ranks}
     for col in dict_cols:
-        out.append(f"<h3>{html.escape(tables.humanize(col))} by rank</h3>" + (listed_note(ctx) if keep else "") +
+        title = tables.humanize(col)
+        title = title if title.endswith("by rank") else f"{title} by rank"  # exposed_ms_by_rank says it already
+        out.append(f"<h3>{html.escape(title)}</h3>" + (listed_note(ctx) if keep else "") +
                    tables.keyed_table({lab: {r: x for r, x in (v.get(col) or {}).items() if keep is None or r in keep}
                                        for lab, v in labels.items()}, "label", table_id=f"labels-{col}"))
     return "\n".join(out)

@@ -30,7 +30,7 @@ NOTES = {
     "overlap": "HTA counts the cpu ops that carry args.stream (Triton kernel launches, host time) as GPU "
                "computation, drops kernels launched before the profiling window and the whole last "
                "ProfilerStep. commscope's hta_comm_overlap_pct_by_rank reproduces these rules so the numbers "
-               "compare; device_comm_overlap_pct_by_rank is the device-only number over all kernels.",
+               "compare; device_comm_overlap_pct_by_rank is the device-only number: communication kernels against the compute kernels (memcpy, memset and syncs left out).",
     "labels": "HTA has no notion of labels or ranks' arrival: per-label exposure, skew and stragglers are "
               "commscope only. HTA classifies communication kernels by name (^nccl.*Kernel) only.",
     "temporal": "HTA's temporal breakdown spans each rank's whole trace (minus the last step) and counts "

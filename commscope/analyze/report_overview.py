@@ -26,6 +26,9 @@ import numpy as np
 import pandas as pd
 
 
+# A label's queueing is worth a line of its own when it is at least this share of its exposed time.
+QUEUED_SHARE = 0.5
+
 @dataclass
 class Finding:
     """One listed label or rank: its name, the number it is listed for, and why (plain sentences)."""
@@ -90,6 +93,13 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
             why.append("compute never hides it (0% hidden)" if hidden == 0 else
                        f"compute hides only {hidden:.1f}% of its running time" if hidden < 50 else
                        f"compute hides {hidden:.1f}% of its running time; the rest is exposed")
+        queued, own = _f(v.get("queued_ms")), _f(v.get("own_exposed_ms"))
+        if queued and queued >= QUEUED_SHARE * ms:  # waiting behind its group's earlier collectives, not its own
+            why.append(f"{queued:,.3f} ms of it ({100 * queued / ms:.0f}%) is queueing behind earlier collectives "
+                       f"of its process group; its own transfer is exposed {own or 0.0:,.3f} ms (analyze.exposure)")
+        charged = _f(v.get("queue_charged_ms"))
+        if charged and charged >= QUEUED_SHARE * ms:
+            why.append(f"later collectives of its process group queue behind it for {charged:,.3f} ms more")
         by_rank = {k: _f(x) for k, x in (v.get("exposed_ms_by_rank") or {}).items() if _f(x) is not None}
         if len(by_rank) > 1:
             worst = max(by_rank, key=lambda k: by_rank[k])

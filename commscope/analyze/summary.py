@@ -225,6 +225,11 @@ def evidence_notes(trace: Trace) -> list[str]:
         if unknown:
             notes.append(f"{unknown} of {len(c)} collectives have no recorded size (older trace format or "
                          "launched before the profiling window): no bandwidth for them.")
+        outside = int((pd.to_numeric(c["step"], errors="coerce").fillna(-1) < 0).sum())
+        if outside and len(trace.steps):
+            notes.append(f"{outside} of {len(c)} collectives fall outside every step window (launched before the "
+                         "first profiled step or after the last): the per-label figures include them; placement and "
+                         "the per-step figures (headline share, heatmap, steps) do not.")
         unpaired = int(c["group"].astype(str).str.contains(" (unpaired, rank ", regex=False).sum())
         if unpaired:
             notes.append(f"{unpaired} collectives could not be paired across ranks (op, dtype or size differ "
@@ -249,12 +254,12 @@ def arrival_lateness(trace: Trace) -> dict:
     return {
         "arrivals": int(len(late)),
         "quantiles": [{"quantile": float(r.quantile),
-                       "lateness_ms": None if pd.isna(r.lateness_ns) else rounded(float(r.lateness_ns) / 1e6)}
+                       "lateness_ms": None if pd.isna(r.lateness_ns) else float(r.lateness_ns) / 1e6}
                       for r in q.itertuples()],
         "histogram": [{"lo_ms": r.lo_ns / 1e6, "hi_ms": r.hi_ns / 1e6, "arrivals": int(r.arrivals),
-                       "share": rounded(r.share), "ranks": int(r.ranks),
+                       "share": sig(r.share), "ranks": int(r.ranks),
                        "worst_rank": None if pd.isna(r.worst_rank) else int(r.worst_rank),
-                       "worst_ms": None if pd.isna(r.worst_ns) else rounded(float(r.worst_ns) / 1e6),
+                       "worst_ms": None if pd.isna(r.worst_ns) else float(r.worst_ns) / 1e6,  # exact: ns
                        "worst_step": None if pd.isna(r.worst_step) else int(r.worst_step),
                        "worst_label": None if pd.isna(r.worst_label) else str(r.worst_label)}
                       for r in hist.itertuples()],
@@ -279,7 +284,8 @@ def comm_overlap_note(doc: dict) -> str:
                 "this input: HTA's rule and the device-only overlap do not apply.")
     return ("Share of each rank's communication time during which it also computed. HTA's rule: HTA's "
             "get_comm_comp_overlap, which counts host-side launch ops (Triton) as compute and leaves out the "
-            "last step; device only: communication kernels against all other kernels.")
+            "last step; device only: communication kernels against the compute kernels (memcpy, memset and "
+            "syncs left out).")
 
 
 def undefined_overlap_note(doc: dict) -> str | None:

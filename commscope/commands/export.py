@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from commscope.commands._shared import label_map_option
+from commscope.commands._shared import label_map_option, scheduler_option
 from commscope.errors import UserError
 
 
@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
         perfetto: Optional[Path] = typer.Option(None, "--perfetto", help="Write a Chrome-JSON trace for Perfetto here."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Only steps A <= step < B (also A, A:, :B)."),
         label_map: Optional[Path] = label_map_option(),
+        scheduler: Optional[str] = scheduler_option(),
     ) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
         from commscope.util.atomic import check_output
@@ -32,7 +33,7 @@ def register(app: typer.Typer) -> None:
         check_output(perfetto, path)
         window = parse_steps(steps)
         sizes = read_label_map(label_map)
-        trace = apply_label_map(load_with_progress(path, quiet=False), sizes)
+        trace = apply_label_map(load_with_progress(path, quiet=False, scheduler=scheduler), sizes)
         trace = trace.select_steps(resolve_steps(trace, window))
         write_perfetto(trace, perfetto)
         typer.echo(f"perfetto trace: {perfetto} (open in https://ui.perfetto.dev or chrome://tracing)")

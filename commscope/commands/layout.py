@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from commscope.commands._shared import label_map_option
+from commscope.commands._shared import label_map_option, scheduler_option
 from commscope.errors import UserError
 
 
@@ -26,6 +26,7 @@ def register(app: typer.Typer) -> None:
         min_numel: int = typer.Option(4096, "--min-numel", help="Ignore tensors with fewer elements."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Steps A:B (A <= step < B)."),
         label_map: Optional[Path] = label_map_option(),
+        scheduler: Optional[str] = scheduler_option(),
     ) -> None:
         """Elementwise ops slowed by a layout mismatch, and collectives slowed by SM-filling kernels."""
         from rich.console import Console
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
         if min_numel < 1:
             raise UserError(f"--min-numel must be at least 1, got {min_numel}")
         sizes = read_label_map(label_map)
-        trace = apply_label_map(load_with_progress(path, quiet=as_json, with_ops=True), sizes)  # layout reads ops
+        trace = apply_label_map(load_with_progress(path, quiet=as_json, with_ops=True, scheduler=scheduler), sizes)  # layout reads ops
         trace = trace.select_steps(resolve_steps(trace, parse_steps(steps)))
         # A Kineto trace without shapes or kernels is read, and the report says there is nothing to check;
         # a run directory without profiler traces has none of the input this command reads.
