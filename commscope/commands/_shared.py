@@ -5,6 +5,7 @@ module as a command.
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 
 from commscope.errors import UserError
@@ -88,6 +89,8 @@ def apply_label_map(trace, label_map: dict | None):
 
     trace.collectives, notes = relabel_by_size(trace.collectives, label_map)
     trace.problems = [*trace.problems, *notes]
+    for n in notes:  # every command, whatever it prints of `problems`: a map that did not fit is said at once
+        print(f"commscope: {n}", file=sys.stderr)
     return trace
 
 

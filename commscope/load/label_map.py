@@ -53,6 +53,8 @@ def check_label_map(doc: Any, where: str = "label map") -> dict[str, list[int]]:
     if not isinstance(doc, dict):
         raise UserError(f"{where}: expected a JSON object of label → list of byte sizes, "
                         f"e.g. {{\"attn\": [50331648]}}, got {_kind(doc)}")
+    if not doc:
+        raise UserError(f"{where}: the map names no label")
     out: dict[str, list[int]] = {}
     for label, sizes in doc.items():
         if not isinstance(label, str) or not label.strip():

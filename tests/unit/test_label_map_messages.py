@@ -1,0 +1,42 @@
+"""--label-map says at once, on stderr and for every command, what the map could not settle, and refuses a
+map that names nothing or is not a regular file (one line, exit 2)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from commscope.cli import main
+from paths import TESTS
+
+FIXTURE = str(TESTS / "data" / "modded-nanogpt-8xh100")
+
+
+def _run(capsys, *args):
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    return e.value.code, capsys.readouterr()
+
+
+def test_an_unused_label_is_said_on_stderr_by_doctor(tmp_path, capsys):
+    m = tmp_path / "map.json"
+    m.write_text('{"nothing_this_size": [1234567]}')
+    try:
+        main(["doctor", FIXTURE, "--json", "--label-map", str(m)])
+    except SystemExit as e:
+        assert e.code in (0, None)
+    err = capsys.readouterr().err
+    assert "label map: 1 of 1 label(s) matched no collective" in err and "nothing_this_size" in err
+
+
+@pytest.mark.parametrize("kind", ["empty", "fifo"])
+def test_an_empty_map_or_a_fifo_is_one_line_and_exit_2(tmp_path, capsys, kind):
+    m = tmp_path / "map.json"
+    if kind == "empty":
+        m.write_text("{}")
+    else:
+        os.mkfifo(m)
+    code, out = _run(capsys, "report", FIXTURE, "--json", "--no-hta", "--label-map", str(m))
+    lines = out.err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("commscope: error: --label-map ")
+    assert ("names no label" if kind == "empty" else "a FIFO") in lines[0]
