@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-STRAGGLERS = 2  # top ranks by waiting caused
+STRAGGLERS = 3  # top ranks by waiting caused: the first screen's "Ranks to look at" lists as many (report_overview)
 
 
 def representative_ranks(stragglers: pd.DataFrame, breakdown: pd.DataFrame, ranks: list[int],

@@ -36,4 +36,4 @@ def test_at_most_most_ranks():
     strag = _strag([(r, 1, 0.1, (10 - r) * 1e6, 0.1) for r in range(8)])
     br = _breakdown({r: (100e6 + r, 1e6 * r) for r in range(8)})
     reps = representative_ranks(strag, br, list(range(8)), most=3)
-    assert [r["rank"] for r in reps] == [0, 1, 7]
+    assert [r["rank"] for r in reps] == [0, 1, 2]  # the three worst stragglers fill it
