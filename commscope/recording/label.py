@@ -16,6 +16,8 @@ Invariant: this module imports torch only, never the recorder (docs/recording.md
 """
 from __future__ import annotations
 
+import warnings
+
 PREFIX = "commscope:"  # the loader's LABEL_PREFIX: the recorder's scopes and these are read alike
 
 
@@ -45,7 +47,11 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
                                      or element_size <= 0):
         raise ValueError(f"element_size is a positive number of bytes, got {element_size!r}")
     out: dict[str, set[int]] = {}
-    for name, p in named_parameters:
+    for item in named_parameters:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+            raise TypeError(f"size_labels takes (name, tensor) pairs such as model.named_parameters(), got "
+                            f"{type(item).__name__} (model.parameters() has no names)")
+        name, p = item
         key = group(name) if group is not None else collapse_indices(name)
         if key is None:
             continue
@@ -54,6 +60,11 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
         n = int(p.numel()) * (element_size if element_size is not None else int(p.element_size()))
         if n > 0:
             out.setdefault(key, set()).add(n)
+    shared = sorted({n for k, v in out.items() for n in v if sum(n in w for w in out.values()) > 1})
+    if shared:  # e.g. a LayerNorm's weight and bias: such a collective gets "a|b" (docs/traces.md)
+        warnings.warn(f"size_labels: {len(shared)} size(s) belong to more than one label (e.g. {shared[0]} bytes); "
+                      "collectives of those sizes will be labelled with all of them joined by '|'; pass group= "
+                      "to merge such parameters under one label", stacklevel=3)
     return {k: sorted(v) for k, v in out.items()}
 
 

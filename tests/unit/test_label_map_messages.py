@@ -40,3 +40,15 @@ def test_an_empty_map_or_a_fifo_is_one_line_and_exit_2(tmp_path, capsys, kind):
     lines = out.err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("commscope: error: --label-map ")
     assert ("names no label" if kind == "empty" else "a FIFO") in lines[0]
+
+
+def test_size_labels_warns_of_shared_sizes_and_refuses_unnamed_parameters():
+    torch = pytest.importorskip("torch")
+    import commscope
+
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    with pytest.warns(UserWarning, match=r"1 size\(s\) belong to more than one label \(e\.g\. 16 bytes\)"):
+        got = commscope.size_labels(m)
+    assert got == {"*.weight": [16, 64], "*.bias": [16]}
+    with pytest.raises(TypeError, match=r"model\.parameters\(\) has no names"):
+        commscope.size_labels(m.parameters())
