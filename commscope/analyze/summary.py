@@ -299,6 +299,16 @@ def undefined_overlap_note(doc: dict) -> str | None:
     missing = {k: ranks for k, ranks in missing.items() if ranks}
     if not missing:
         return None
+    device = doc.get(DEVICE_COMM_OVERLAP) or {}
+    hta_only = [r for r in missing.get(HTA_COMM_OVERLAP, []) if device.get(r) is not None]
+    if hta_only:  # the device saw communication: HTA's rule has left it out, it did not find none
+        rest = {k: [r for r in rs if r not in hta_only] for k, rs in missing.items()}
+        note = (f"HTA's rule is undefined for rank(s) {', '.join(hta_only)} where the device-only overlap is not: "
+                "HTA leaves out the last profiled step (kernels launched after the last ProfilerStep began), "
+                "which holds all of these ranks' communication in the steps selected.")
+        other = undefined_overlap_note({**doc, **{k: {r: None for r in rs} for k, rs in rest.items()},
+                                        **{k: {} for k, rs in rest.items() if not rs}})
+        return note + (" " + other if other else "")
     ranks = list(dict.fromkeys(r for rs in missing.values() for r in rs))
     which = " and ".join(COMM_OVERLAP_NAMES[k] for k in missing)
     why = ("; NCCL at world size 1 launches no communication kernels"

@@ -52,3 +52,18 @@ def test_size_labels_warns_of_shared_sizes_and_refuses_unnamed_parameters():
     assert got == {"*.weight": [16, 64], "*.bias": [16]}
     with pytest.raises(TypeError, match=r"model\.parameters\(\) has no names"):
         commscope.size_labels(m.parameters())
+
+
+def test_hta_rule_undefined_on_the_last_step_is_explained_as_its_cutoff():
+    """On the 8×H100 fixture, --steps 11:12 selects only the last profiled step: HTA's rule (which leaves it
+    out) has no value on ranks 0, 1, 2 and 7 while the device saw their communication."""
+    from commscope.analyze.summary import summarize, undefined_overlap_note
+    from commscope.load import load_path
+
+    doc = summarize(load_path(FIXTURE), steps=(11, 12), with_hta=False)
+    hta, dev = doc["hta_comm_overlap_pct_by_rank"], doc["device_comm_overlap_pct_by_rank"]
+    assert [r for r, v in hta.items() if v is None] == ["0", "1", "2", "7"]
+    assert all(dev[r] is not None for r in ("0", "1", "2", "7"))
+    note = undefined_overlap_note(doc)
+    assert note.startswith("HTA's rule is undefined for rank(s) 0, 1, 2, 7 where the device-only overlap is not")
+    assert "no communication time" not in note
