@@ -96,7 +96,7 @@ def render_heatmap_canvas(ctx, hm) -> str:
             ") and step (ms; the time a rank waits on collectives that compute does not hide" +
             ("; a column covers several steps: mean per step" if binned else "") +
             '). Marked on the right: the representative ranks the timeline draws. Hover for a cell\'s numbers; '
-            f'click it to show its rank in the timeline. {legend}</p><p class="note" id="heatmap-note"></p>'
+            f'click it to show its rank in the timeline. {legend}</p><p class="note" id="heatmap-note" style="min-height:2.6em"></p>'
             '<div class="heatmap-box"><canvas id="heatmap-canvas"></canvas></div>' + data_html(data, "heatmap-gz"))
 
 
@@ -134,6 +134,6 @@ def render_heatmap(ctx) -> str | None:
             'collectives that compute does not hide' + ("" if len(hm.columns) == len({s for c in hm.columns for s in c})
             or all(c[0] == c[1] for c in hm.columns) else "; a column covers several steps: mean per step") +
             '). Hover a cell for its numbers; click it to open its steps in the timeline. '
-            f'{legend}</p><p class="note" id="heatmap-note"></p>'
+            f'{legend}</p><p class="note" id="heatmap-note" style="min-height:2.6em"></p>'
             f'<div class="scroll"><table class="heatmap{"" if show_numbers else " dense"}" id="heatmap-table"><thead><tr><th>rank \\ step</th>{head}'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')

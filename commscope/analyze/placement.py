@@ -38,7 +38,7 @@ import pandas as pd
 
 from commscope.analyze.exposure import collective_table
 from commscope.load.frames import Trace, origin_ns, rel
-from commscope.util.num import rounded
+from commscope.util.num import rounded, whole
 
 BACKWARD_NAME = re.compile(r"autograd::engine::evaluate_function|Backward|backward|(?:^|_)bwd(?:_|$)")
 MAX_OVERLAPPED = 3  # compute names listed per collective, most overlap first
@@ -207,7 +207,7 @@ def records(df: pd.DataFrame) -> list[dict]:
         for k in ("rank", "step", "seq"):
             d[k] = int(d[k])
         d["group_seq"] = None if pd.isna(d["group_seq"]) else int(d["group_seq"])
-        d["bytes"] = rounded(d["bytes"])
+        d["bytes"] = whole(d["bytes"])
         for k in ("start_vs_backward_end_ms", "duration_ms", "exposed_ms", "queued_ms", "own_exposed_ms", "hidden_ms"):
             d[k] = rounded(d[k])
         for k in ("group", "phase", "backward_end_source", "label", "op"):

@@ -50,7 +50,7 @@ import pandas as pd
 
 from commscope.analyze import exposure, lateness, placement, representative, skew, step_gaps, timeline, waiting
 from commscope.load.frames import Trace
-from commscope.util.num import rounded, sig
+from commscope.util.num import rounded, sig, whole
 
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
@@ -107,8 +107,8 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
             "label_source": "+".join(dict.fromkeys(sources[idx])),  # recorder, scope, stack, size or name
             "count": int(pr_count[pr].sum()) if len(pr) else 0,
             "count_per_rank": rounded(float(_mean(pr_count[pr]))) if len(pr) else 0.0,
-            "bytes": rounded(float(_median(sizes[idx]))),
-            "bytes_per_rank": rounded(float(_mean(pr_bytes[pr]))),
+            "bytes": whole(float(_median(sizes[idx]))),
+            "bytes_per_rank": whole(float(_mean(pr_bytes[pr]))),
             "mean_ms": rounded(tot["mean_ms"][t]),
             "exposed_ms": rounded(_mean(exposed)),
             "hidden_pct": rounded(tot["hidden_pct"][t], 2),

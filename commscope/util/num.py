@@ -30,6 +30,12 @@ def rounded(x: Any, nd: int = 4) -> Any:
     return x
 
 
+def whole(x: Any) -> Any:
+    """A byte count for JSON: an int when it is whole (77266944, not 77266944.0), else `rounded`."""
+    r = rounded(x)
+    return int(r) if isinstance(r, float) and r.is_integer() else r
+
+
 def sig(x: Any, digits: int = 4) -> Any:
     """`x` rounded to `digits` significant digits: bandwidths span GB/s on NVLink down to a few MB/s on
     gloo with tiny tensors, where a fixed two decimals would print 0."""

@@ -268,7 +268,8 @@ window.csShowRank = function (r) {
           return Plotly.addTraces(gd, made.traces);
         }
         said.textContent = r === null ? "" : drawnAlready ? "rank " + r + " is one of the drawn ranks." :
-          "rank " + r + " has no rows in these steps.";
+          d.ranks.indexOf(r) < 0 ? "the job has no rank " + r + " (ranks " + d.ranks[0] + "–" +
+          d.ranks[d.ranks.length - 1] + ")." : "rank " + r + " has no rows in these steps.";
       }).then(function () {
         gd.style.height = height + "px";
         gd.dataset.shownRank = st.traces ? String(r) : "";
