@@ -39,7 +39,8 @@ def render_doctor(ctx) -> str | None:
     det = d.details or {}
     if d.verdict == "straggler":
         steps = sorted({e["step"] for e in d.evidence})
-        out.append(f'<p class="note">Waiting caused per judged step (pct_of_step: share of the median step). '
+        out.append('<p class="note">Waiting caused per judged step, as a share of the run\'s median step (not of '
+                   "the step's own time). "
                    f"See it in {_timeline_link(ctx, steps)}: the other ranks' collectives start early and wait "
                    "for the culprit's.</p>")
     if d.evidence:
