@@ -195,6 +195,8 @@ def read_rank(path: str, rank: int, label: str) -> dict:
     causes: dict[tuple[str, str], list] = {}  # (kind, cause) -> [count, first line, detail]
     problems: list[str] = []
     rows: dict[str, list[tuple]] = {kind: [] for kind in _KINDS}
+    chunks: dict[str, list[dict]] = {kind: [] for kind in _KINDS}  # rows made columns, every _CHUNK records
+    kept = 0
     step_seen: set[int] = set()
     coll_seen: set[tuple] = set()
     read = 0
@@ -235,13 +237,24 @@ def read_rank(path: str, rank: int, label: str) -> dict:
                 _count(causes, (kind, e.args[0]), lineno, e.args[1])
                 continue
             rows[kind].append(row)
-        cols = {kind: _columns(kind, rank, rs) for kind, rs in rows.items()}
+            kept += 1
+            if len(rows[kind]) >= _CHUNK:  # tuples cost ~4× the columns: never hold many of them
+                chunks[kind].append(_columns(kind, rank, rows[kind]))
+                rows[kind] = []
+        cols = {kind: _concat([*chunks[kind], _columns(kind, rank, rows[kind])]) for kind in _KINDS}
     for (kind, cause), (n, first, detail) in causes.items():
         what = "line" if kind == "line" else f"{kind} record"
         problems.append(
             f"rank {rank}: {label}: ignored {n} {what}{'s' if n > 1 else ''}: {cause} "
             f"({'first at ' if n > 1 else ''}line {first}{': ' + detail if detail else ''})")
-    return {"cols": cols, "read": read, "kept": sum(len(r) for r in rows.values()), "problems": problems}
+    return {"cols": cols, "read": read, "kept": kept, "problems": problems}
+
+
+_CHUNK = 1 << 16  # records of one kind held as tuples before they become columns
+
+
+def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return parts[0] if len(parts) == 1 else {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
 
 
 def _columns(kind: str, rank: int, rows: list[tuple]) -> dict[str, np.ndarray]:

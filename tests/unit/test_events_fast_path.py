@@ -90,3 +90,19 @@ def test_generated_records_read_the_same_on_both_paths(tmp_path, monkeypatch, re
     p = tmp_path / "events.jsonl"
     p.write_text("".join(json.dumps({"kind": k, **f}) + "\n" for k, f in recs))
     _assert_same(p, monkeypatch)
+
+
+def test_records_made_columns_in_chunks_read_as_one(tmp_path, monkeypatch):
+    """A rank's records become columns every _CHUNK records (bounded memory on a huge file); the frames
+    are the same as when they are made at once, across chunk boundaries and problems alike."""
+    p = tmp_path / "events.jsonl"
+    recs = [{"kind": "hook", "step": i // 10, "label": f"l{i % 7}", "position": i % 10, "t_ns": i} for i in range(2500)]
+    recs[1234]["t_ns"] = "late"  # one rejected record in the middle
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    whole = EventColumns()
+    whole.read_rank(str(p), 0, "events.jsonl")
+    monkeypatch.setattr(events, "_CHUNK", 100)
+    chunked = EventColumns()
+    chunked.read_rank(str(p), 0, "events.jsonl")
+    pd.testing.assert_frame_equal(whole.frame("hook"), chunked.frame("hook"))
+    assert len(chunked.frame("hook")) == 2499 and chunked.problems == whole.problems
