@@ -37,5 +37,9 @@ def render_layout(ctx) -> str | None:
     note = ('<p class="note">Elementwise/copy ops whose operands disagree on the fastest-varying dimension '
             '(times summed over ranks and steps; saving = time − bytes / peak). '
             f'Device: {html.escape(str(rep.device or "CPU / unknown"))}. See docs/layout.md.</p>')
+    if ctx.layout_ranks is not None:
+        note += (f'<p class="note">{len(ctx.trace.ranks)} ranks: findings of the representative ranks '
+                 f'{html.escape(", ".join(map(str, ctx.layout_ranks)))} only (a layout mismatch comes from the code, '
+                 "the same on every rank); <code>commscope layout</code> reads every rank.</p>")
     return (note + tables.records_table(rows, FINDING_COLUMNS, table_id="layout-findings")
             + "<h3>SM contention</h3>" + tables.records_table(crow, CONTENTION_COLUMNS, table_id="layout-contention"))

@@ -43,6 +43,7 @@ class ReportContext:
     timeline: TimelineBars | Exception | None = None
     layout: Any = None               # LayoutReport, None (no profiled ops or kernels) or an exception
     layout_groups: pd.DataFrame | None = None  # layout_report.grouped(layout.findings)
+    layout_ranks: list | None = None  # the ranks the layout section covers above PAGE_ALL_RANKS (None: all)
     highlights: Any = None           # report_overview.Highlights, or the exception it raised
     heatmap: Any = None              # report_overview.Heatmap, None (no steps) or the exception it raised
     # at scale only (more than PAGE_ALL_RANKS ranks; module docstring)
@@ -80,14 +81,18 @@ def report_context(trace: Any, summary: dict, steps: tuple[int, int] | None = No
     window = select_window(trace, steps)
     if diagnosis is None:
         diagnosis = _attempt(diagnose, trace)
-    layout = _attempt(_layout, trace) if with_layout else (None, None)
+    layout_ranks = None
+    if len(trace.ranks) > PAGE_ALL_RANKS:  # layout comes from code, the same on every rank: a few ranks tell
+        layout_ranks = [r["rank"] for r in summary.get("representative_ranks") or []] or [min(trace.ranks)]
+    layout = (_attempt(_layout, trace if layout_ranks is None else trace.select_ranks(layout_ranks))
+              if with_layout else (None, None))
     layout, groups = (layout, None) if isinstance(layout, Exception) else layout
     from commscope.analyze.report_overview import heatmap, highlights
 
     bars = _attempt(timeline_bars, trace, window)
     ctx = ReportContext(trace=trace, summary=summary, window=window, diagnosis=diagnosis, timeline=bars,
                         layout=layout, layout_groups=groups, highlights=_attempt(highlights, summary, diagnosis),
-                        heatmap=_attempt(heatmap, summary, trace, bars))
+                        heatmap=_attempt(heatmap, summary, trace, bars), layout_ranks=layout_ranks)
     if len(trace.ranks) > PAGE_ALL_RANKS:
         _at_scale(ctx, steps)
     return ctx

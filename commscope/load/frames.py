@@ -176,6 +176,23 @@ class Trace:
     # built on first access.
     _ops_loader: Callable[[], pd.DataFrame] | None = field(default=None, repr=False, compare=False)
 
+    def select_ranks(self, ranks: list[int]) -> "Trace":
+        """A copy holding only the events of `ranks` (world size and config unchanged): for analyses a
+        large job's report runs on a few representative ranks."""
+        keep = set(int(r) for r in ranks)
+        out = Trace(**{k: getattr(self, k) for k in ("source", "path", "world_size", "backend", "device",
+                                                     "config", "problems", "faults")})
+        out.ranks = [r for r in self.ranks if r in keep]
+        for kind in ("steps", "collectives", "compute", "regions", "hooks", "kernels"):
+            df = getattr(self, kind)
+            setattr(out, kind, df[df["rank"].isin(keep)].reset_index(drop=True))
+        out.extra = {k: (v[v["rank"].isin(keep)].reset_index(drop=True)
+                         if isinstance(v, pd.DataFrame) and "rank" in v else v) for k, v in self.extra.items()}
+        out.ops = None
+        out._ops_loader = lambda: (lambda o: o if o is None or not len(o) else
+                                   o[o["rank"].isin(keep)].reset_index(drop=True))(self.ops)
+        return out
+
     def select_steps(self, steps: tuple[int, int] | None) -> "Trace":
         """A copy restricted to steps in [a, b) (events outside any step are dropped too)."""
         if steps is None:
