@@ -57,14 +57,19 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
         return as_[:0], ae[:0]
     j0 = np.searchsorted(be, as_, side="right")  # first b ending after a starts
     j1 = np.searchsorted(bs, ae, side="left")  # b's starting before a ends
-    n = np.maximum(j1 - j0, 0)
-    ai = np.repeat(np.arange(len(as_)), n)
-    offs = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
-    bj = np.repeat(j0, n) + offs
+    ai, bj = expand(j0, j1)
     s = np.maximum(as_[ai], bs[bj])
     e = np.minimum(ae[ai], be[bj])
     keep = e > s
     return s[keep], e[keep]
+
+
+def expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (i, j) with lo[i] <= j < hi[i], as two arrays (i ascending, then j): the candidate pairs two
+    searchsorted calls delimit, made without a Python loop."""
+    n = np.maximum(np.asarray(hi) - np.asarray(lo), 0)
+    i = np.repeat(np.arange(len(n)), n)
+    return i, np.repeat(lo, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
 
 
 def complement(a: Intervals, lo, hi) -> Intervals:

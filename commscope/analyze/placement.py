@@ -139,10 +139,8 @@ def _overlapped(trace: Trace, coll: pd.DataFrame, o: int) -> tuple[np.ndarray, l
         hi = np.searchsorted(c_s[ci], end[qi], side="left")
         cnt = np.maximum(hi - lo, 0)
         for block in np.array_split(np.arange(len(qi)), max(1, int(cnt.sum()) // _PAIR_BLOCK + 1)):
-            k = cnt[block]
-            q = np.repeat(qi[block], k)
-            offs = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
-            c = ci[np.repeat(lo[block], k) + offs]
+            which, pos = iv.expand(lo[block], hi[block])
+            q, c = qi[block][which], ci[pos]
             ov = np.minimum(c_e[c], end[q]) - np.maximum(c_s[c], start[q])
             hit = ov > 0
             if hit.any():

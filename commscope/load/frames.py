@@ -176,12 +176,17 @@ class Trace:
     # built on first access.
     _ops_loader: Callable[[], pd.DataFrame] | None = field(default=None, repr=False, compare=False)
 
+    def _same_job(self) -> "Trace":
+        """A Trace of the same job and input (source, path, world size, config, problems, faults) and no
+        events yet: the start of a selection."""
+        return Trace(**{k: getattr(self, k) for k in ("source", "path", "world_size", "backend", "device",
+                                                      "config", "problems", "faults")})
+
     def select_ranks(self, ranks: list[int]) -> "Trace":
         """A copy holding only the events of `ranks` (world size and config unchanged): for analyses a
         large job's report runs on a few representative ranks."""
         keep = set(int(r) for r in ranks)
-        out = Trace(**{k: getattr(self, k) for k in ("source", "path", "world_size", "backend", "device",
-                                                     "config", "problems", "faults")})
+        out = self._same_job()
         out.ranks = [r for r in self.ranks if r in keep]
         for kind in ("steps", "collectives", "compute", "regions", "hooks", "kernels"):
             df = getattr(self, kind)
@@ -198,9 +203,8 @@ class Trace:
         if steps is None:
             return self
         a, b = steps
-        out = Trace(**{k: getattr(self, k) for k in ("source", "path", "world_size", "backend", "device",
-                                                     "config", "ranks", "problems", "extra",
-                                                     "faults")})
+        out = self._same_job()
+        out.ranks, out.extra = self.ranks, self.extra
         for kind in ("steps", "collectives", "compute", "regions", "hooks"):
             df = getattr(self, kind)
             setattr(out, kind, df[(df["step"] >= a) & (df["step"] < b)].reset_index(drop=True))

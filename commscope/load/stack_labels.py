@@ -28,6 +28,7 @@ only `user_frame` events on threads that launch collectives, and `kineto_comms` 
 """
 from __future__ import annotations
 
+import functools
 import re
 import sys
 
@@ -41,22 +42,10 @@ _STDLIB_ABS = re.compile(r"/lib(64)?/python\d+(\.\d+)*/")
 _PACKAGES = ("/site-packages/", "/dist-packages/")
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 
-_memo: dict[str, str | None] = {}
-
-
+@functools.lru_cache(maxsize=1 << 16)  # a trace repeats a few thousand distinct names
 def user_frame(name: str) -> str | None:
     """The label of a `python_function` event named `name` when it is user code (`model.py:88 forward`),
-    else None. Memoized: a trace repeats a few thousand distinct names."""
-    got = _memo.get(name, _memo)
-    if got is not _memo:
-        return got  # type: ignore[return-value]
-    out = _classify(name)
-    if len(_memo) < 1 << 16:
-        _memo[name] = out
-    return out
-
-
-def _classify(name: str) -> str | None:
+    else None."""
     m = _FRAME_RE.match(name)
     if m is None:
         return None
