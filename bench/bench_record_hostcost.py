@@ -103,28 +103,28 @@ def main() -> None:
         params = {lb: torch.zeros(4, requires_grad=True) for lb in LABELS}
         grads = {lb: torch.zeros(4) for lb in LABELS}
         x = torch.ones(4)
-        tmp = tempfile.mkdtemp(prefix="commscope-hostcost-")
-        light = Recorder(tmp, rank=0, world_size=1, device="cuda", backend="gloo")
-        plain = NullRecorder()
-        calls0 = None
-        res = {"plain": [], "light": [], "flush": [], "flush_cpu": []}
-        step = 0
-        for i in range(args.warmup + args.steps):
-            if i == args.warmup:
-                calls0 = dict(FakeCudaEvent.calls)
-            for name, rec in (("plain", plain), ("light", light)):
-                rec.watch(params)  # hooks only while light steps run (outside the timed window)
-                t0 = _perf()
-                marks = one_step(rec, params, step, grads, x)
-                rec.unwatch()
-                step += 1
-                if i >= args.warmup:
-                    res[name].append(marks["body_end"] - t0)
-                    if name == "light":
-                        res["flush"].append(marks["exit"] - marks["body_end"])
-                        res["flush_cpu"].append(marks["exit_cpu"] - marks["body_end_cpu"])
-        calls = {k: (v - calls0[k]) / args.steps for k, v in FakeCudaEvent.calls.items()}
-        light.close()
+        with tempfile.TemporaryDirectory(prefix="commscope-hostcost-") as tmp:
+            light = Recorder(tmp, rank=0, world_size=1, device="cuda", backend="gloo")
+            plain = NullRecorder()
+            calls0 = None
+            res = {"plain": [], "light": [], "flush": [], "flush_cpu": []}
+            step = 0
+            for i in range(args.warmup + args.steps):
+                if i == args.warmup:
+                    calls0 = dict(FakeCudaEvent.calls)
+                for name, rec in (("plain", plain), ("light", light)):
+                    rec.watch(params)  # hooks only while light steps run (outside the timed window)
+                    t0 = _perf()
+                    marks = one_step(rec, params, step, grads, x)
+                    rec.unwatch()
+                    step += 1
+                    if i >= args.warmup:
+                        res[name].append(marks["body_end"] - t0)
+                        if name == "light":
+                            res["flush"].append(marks["exit"] - marks["body_end"])
+                            res["flush_cpu"].append(marks["exit_cpu"] - marks["body_end_cpu"])
+            calls = {k: (v - calls0[k]) / args.steps for k, v in FakeCudaEvent.calls.items()}
+            light.close()
     us = {k: statistics.median(v) / 1e3 for k, v in res.items()}
     print(f"steps {args.steps}: in-step plain {us['plain']:.1f} us, light {us['light']:.1f} us "
           f"(recorder adds {us['light'] - us['plain']:.1f} us in the step), step-end flush {us['flush']:.1f} us "

@@ -5,7 +5,8 @@ Two workloads (`--workload`):
   GPT of `--preset` (speedrun on cuda, tiny on cpu; `--seqs` sequences per step, default the trainer's),
   forward / backward / optimizer regions, NorMuonAndAdam with its reduce_scatter / all_gather through
   the recorder, post-accumulate-grad hooks on the 13 labels, the loss all_reduce and `loss.item()`.
-  This is the figure the ≤ 1.01 target is about.
+  `--variant` picks one of benchlib.TRAINER_VARIANTS (`compile-fp8-head`: `commscope run --compile
+  --fp8-head`, the fastest step, where a fixed host cost per event weighs most).
 - `linear`: the same instrumentation density on a chain of 13 square Linear layers (`--dim`, `--batch`,
   `--grad-accum`): one all_reduce per label in scatter order, waited in reverse with an `update:<label>`
   region each. Recording costs are per event, so this isolates them from the model.
@@ -15,14 +16,19 @@ steps carry no recording work at all.
 Modes are interleaved: each round runs `--steps-per-round` steps of every mode, in a rotating order, so
 drift in machine load hits all modes alike. Reported, for wall time and for process CPU time (all
 threads; robust to other load on a shared CPU machine): median step time per mode and the median over
-rounds of (mode median / plain median) within the round.
+rounds of (mode median / plain median) within the round. Then where light recording's cost goes: the
+records it wrote per step, by kind, and the extra process CPU time per step divided by them (host µs
+per record).
 
-Run: python bench/bench_record_overhead.py [--device cuda] [--workload trainer|linear] [--rounds 20]
+Run: python bench/bench_record_overhead.py [--device cuda] [--workload trainer|linear] [--variant compile-fp8-head]
+     [--rounds 20]
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
+import json
 import statistics
 import tempfile
 import time
@@ -32,7 +38,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
 import benchlib  # noqa: F401  (puts the repo on sys.path: measure this checkout, not an installed copy)
-from benchlib import default_seqs, machine, setup_device, single_rank_group, trainer_parts
+from benchlib import TRAINER_VARIANTS, default_seqs, machine, setup_device, single_rank_group, trainer_variant
 from commscope.recording import NullRecorder, Recorder
 from instrumented_model.model import LABELS  # the reference trainer's 13 labels
 
@@ -76,7 +82,7 @@ def linear_workload(args: argparse.Namespace, device: torch.device):
 def trainer_workload(args: argparse.Namespace, device: torch.device):
     """(labelled params, step(rec, step)) of the reference trainer at world size 1 (instrumented_model.train's
     step with one micro-step; the optimizer's recorder is the block's)."""
-    _, model, opt, batches = trainer_parts(args.preset, args.seqs, device, seed=0, n_batches=2)
+    _, forward, model, opt, batches = trainer_variant(args.variant, args.preset, args.seqs, device, seed=0, n_batches=2)
     params = model.labelled_params()
 
     def step(rec, s: int) -> None:
@@ -84,7 +90,7 @@ def trainer_workload(args: argparse.Namespace, device: torch.device):
         x, y = batches[s % len(batches)]
         with rec.step(s) as st:
             with rec.region("forward"):
-                loss = model(x, y)
+                loss = forward(x, y)
             with rec.region("backward"):
                 loss.backward()
             with rec.region("optimizer"):
@@ -104,8 +110,30 @@ def measure(args: argparse.Namespace, device: torch.device, backend: str):
     torch.manual_seed(0)
     params, one_step = (trainer_workload if args.workload == "trainer" else linear_workload)(args, device)
 
-    tmp = tempfile.mkdtemp(prefix="commscope-bench-")
-    light = Recorder(tmp, rank=0, world_size=1, device=device, backend=backend)
+    with tempfile.TemporaryDirectory(prefix="commscope-bench-") as tmp:
+        light = Recorder(tmp, rank=0, world_size=1, device=device, backend=backend)
+        try:
+            timings = _interleave(args, light, params, one_step, cuda)
+        finally:
+            light.close()
+        return timings + (records_per_step(tmp),)
+
+
+def records_per_step(run_dir: str) -> dict[str, float]:
+    """Light recording's records per recorded step, by kind ("hook", "region", "collective", "step")."""
+    counts: collections.Counter[str] = collections.Counter()
+    steps = set()
+    with open(f"{run_dir}/rank0/events.jsonl") as f:
+        for line in f:
+            rec = json.loads(line)
+            if "step" in rec:
+                steps.add(rec["step"])
+            counts[rec.get("kind", "?")] += 1
+    return {k: n / max(len(steps), 1) for k, n in sorted(counts.items())}
+
+
+def _interleave(args, light, params, one_step, cuda: bool):
+    """The warmup blocks, then `args.rounds` rounds of every mode in rotating order (see measure)."""
     plain = NullRecorder()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
 
@@ -152,7 +180,6 @@ def measure(args: argparse.Namespace, device: torch.device, backend: str):
         for c in ("wall", "cpu"):
             for mode in modes:
                 ratios[(c, mode)].append(med[(c, mode)] / med[(c, "plain")])
-    light.close()
     return per_mode, ratios, stop_s, modes
 
 
@@ -161,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--workload", choices=("trainer", "linear"), default="trainer")
     ap.add_argument("--preset", default=None, help="trainer workload: default speedrun on cuda, tiny on cpu")
+    ap.add_argument("--variant", default="eager", choices=tuple(TRAINER_VARIANTS),
+                    help="trainer workload: eager, or a compiled variant (compile-fp8-head: the fastest step)")
     ap.add_argument("--seqs", type=int, default=None,
                     help="trainer workload: sequences per step (default: the trainer's per-rank default; 4 on cpu)")
     ap.add_argument("--dim", type=int, default=None, help="linear workload: default 256 on cpu, 2048 on cuda")
@@ -177,13 +206,15 @@ def main(argv: list[str] | None = None) -> None:
     args.preset = args.preset or ("speedrun" if cuda else "tiny")
     args.seqs = args.seqs or default_seqs(args.preset, 4)
     with single_rank_group(device) as backend:
-        per_mode, ratios, stop_s, modes = measure(args, device, backend)
+        per_mode, ratios, stop_s, modes, records = measure(args, device, backend)
 
     print("## Recording overhead\n")
-    shape = (f"reference trainer, preset {args.preset}, {args.seqs} sequences per step" if args.workload == "trainer"
+    variant_flag = f" --variant {args.variant}" if args.workload == "trainer" and args.variant != "eager" else ""
+    shape = (f"reference trainer, {args.variant}, preset {args.preset}, {args.seqs} sequences per step"
+             if args.workload == "trainer"
              else f"Linear chain, dim {args.dim}, batch {args.batch}, grad-accum {args.grad_accum}")
     print(f"Machine: {machine(device)}. `python bench/bench_record_overhead.py --device {args.device} --workload "
-          f"{args.workload}` ({shape}, {args.rounds} rounds × {args.steps_per_round} steps per mode, "
+          f"{args.workload}{variant_flag}` ({shape}, {args.rounds} rounds × {args.steps_per_round} steps per mode, "
           f"interleaved{'' if cuda else ', 1 intra-op thread'}).\n")
     print("| mode | median step wall (ms) | wall ratio to plain | median step CPU (ms) | CPU ratio to plain |")
     print("|---|---|---|---|---|")
@@ -193,6 +224,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {mode} | " + " | ".join(cells) + " |")
     print(f"\ntorch.profiler also defers work to its stop() (outside the step times above): "
           f"{1e3 * statistics.median(stop_s):.3f} ms per profiled step (median over blocks), not counting export.")
+    extra_cpu_ms = 1e3 * (statistics.median(per_mode[("cpu", "light")]) - statistics.median(per_mode[("cpu", "plain")]))
+    total = sum(records.values())
+    print(f"\nWhere light recording's cost goes: {total:.1f} records per step ("
+          + ", ".join(f"{n:.1f} {kind}" for kind, n in records.items())
+          + f"); {extra_cpu_ms:.3f} ms more process CPU per step than plain, "
+          f"{1e3 * extra_cpu_ms / max(total, 1):.1f} µs per record.")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 # Groups (each fits in 10 minutes; on a runner with a 10-minute limit run `bench` and `runs` separately):
 #   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout,
 #          bench_loss_kernels, bench_optimizer, bench_polar_express,
-#          bench_record_overhead, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
+#          bench_record_overhead (eager and compiled FP8 head), layout_cases, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, a compiled FP8-head run
 #          + report, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
@@ -95,6 +95,8 @@ cli_json() { echo "$CS $2 > $R/$1.json"; }
 step env 60 "nvidia-smi; python3 -c 'import torch, triton; print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0), torch.cuda.nccl.version())'; python3 -c 'import orjson, plotly; print(\"orjson\", orjson.__version__, \"plotly\", plotly.__version__)'; git log --oneline -1 2>/dev/null || true"
 
 if [[ $GROUP == bench || $GROUP == all ]]; then
+    # commscope's layout rule against measured slowdowns: every case ≥ 1.3× its aligned twin must be flagged
+    step layout_cases 120 "python3 bench/layout_cases.py --device $DEV --out $R"
     step pytest_cuda 240 "python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels.py tests/unit/test_model.py tests/gpu/test_fused_optimizer.py tests/gpu/test_softcap_ce.py tests/gpu/test_fp8_head.py tests/gpu/test_host_transfer.py tests/integration/test_run.py::test_untraced_run_reads_each_loss_one_step_late_with_the_same_values"
     step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
     step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
@@ -104,6 +106,8 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
     step bench_polar_express 60 "python3 bench/bench_polar_express.py --device $DEV --out $R"
     step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
+    # the same on the fastest step (compiled, FP8 head), where a fixed host cost per record weighs most
+    step bench_record_overhead_fp8 300 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --variant $([[ $DEV == cuda ]] && echo compile-fp8-head || echo compile) --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead_fp8.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
     # compile-unfused-loss: torch's softcap + cross-entropy, the before side of the fused loss kernels
     step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout ${SUITE_VARIANT_TIMEOUT_S:-150} --variants ${SUITE_THROUGHPUT_VARIANTS:-eager,compile,compile-unfused-loss,compile-fp8-head}"

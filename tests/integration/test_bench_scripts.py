@@ -317,7 +317,12 @@ def test_record_overhead_interleaves_modes_and_normalizes_to_plain(capsys, workl
     assert list(rows) == ["plain", "light", "profiler"]
     assert rows["plain"][1] == 1.0 and rows["plain"][3] == 1.0  # ratios are to plain, per round
     assert all(r[0] > 0 and r[1] > 0 for r in rows.values())
-    assert ("reference trainer, preset tiny" in out) == (workload == "trainer")
+    assert ("reference trainer, eager, preset tiny" in out) == (workload == "trainer")
+    # the records light recording wrote per step: one hook per label and micro-step (the trainer takes one
+    # micro-step here, the Linear chain two), one step record; the Linear chain's 13 + 1 collectives
+    cost = next(line for line in out.splitlines() if line.startswith("Where light recording's cost goes"))
+    assert ("13.0 hook" if workload == "trainer" else "26.0 hook") in cost and "1.0 step" in cost
+    assert workload == "trainer" or "14.0 collective" in cost
 
 
 def test_polar_express_bench_times_both_banks_and_derives_bandwidth(tmp_path):
