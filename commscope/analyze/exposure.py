@@ -133,15 +133,30 @@ def exposed_spans(coll: pd.DataFrame, comp: iv.Intervals, origin: int) -> list[l
     start, end = rel(coll["start_ns"], origin), rel(coll["end_ns"], origin)
     wait, wait_end = rel(coll["wait_ns"], origin), rel(coll["wait_end_ns"], origin)
     waited, _, todo = _exposure_rule(coll, start, end, wait, wait_end)
-    out: list[list[tuple[float, float]]] = []
-    for j in range(len(coll)):
-        if waited[j]:
-            out.append([(wait[j], wait_end[j])] if wait_end[j] > wait[j] else [])
-        elif todo[j]:
-            s, e = iv.subtract((start[j:j + 1], end[j:j + 1]), comp)
-            out.append(list(zip(s.tolist(), e.tolist())))
-        else:
-            out.append([])
+    return _spans(start, end, wait, wait_end, waited, todo, comp)
+
+
+def _spans(start, end, wait, wait_end, waited, todo, comp: iv.Intervals) -> list[list[tuple[float, float]]]:
+    """exposed_spans on columns: a waited row's wait, a `todo` row's [start, end) minus `comp`.
+
+    The rows' [start, end) are cut by the gaps of `comp` all at once (two searchsorted calls delimit the
+    gaps each can meet, as in intervals.intersect): one interval-set operation per row cost ~50 µs, most
+    of `collective_table` on a trace of a few thousand collectives. Each piece is the same max/min of the
+    same values as intervals.subtract of the row alone, so the spans are equal to the last bit."""
+    out: list[list[tuple[float, float]]] = [[] for _ in range(len(start))]
+    for j in np.flatnonzero(waited).tolist():
+        if wait_end[j] > wait[j]:
+            out[j] = [(wait[j], wait_end[j])]
+    rows = np.flatnonzero(todo & (end > start))
+    if not len(rows):
+        return out
+    qs, qe = start[rows], end[rows]
+    gs, ge = iv.complement(comp, qs.min(), qe.max())
+    which, gap = iv.expand(np.searchsorted(ge, qs, side="right"), np.searchsorted(gs, qe, side="left"))
+    ps, pe = np.maximum(gs[gap], qs[which]), np.minimum(ge[gap], qe[which])
+    keep = pe > ps
+    for j, s, e in zip(rows[which[keep]].tolist(), ps[keep].tolist(), pe[keep].tolist()):
+        out[j].append((s, e))
     return out
 
 
@@ -154,11 +169,15 @@ def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int) -> tuple
     seq = pd.to_numeric(c["seq"], errors="coerce").to_numpy(np.float64)
     ok = ~np.isnan(busy_from) & ~np.isnan(end) & ~np.isnan(seq)
     idx = np.flatnonzero(ok)
+    # the exposure rule's columns once for all rows; each group's rows are taken from them
+    x_start, x_end = rel(c["start_ns"], o), end
+    wait, wait_end = rel(c["wait_ns"], o), rel(c["wait_end_ns"], o)
+    waited, _, todo = _exposure_rule(c, x_start, x_end, wait, wait_end)
     for (rank, _), pos in c.iloc[idx].groupby(["rank", "group"], sort=False, dropna=False).indices.items():
         rows = idx[pos]
         rows = rows[np.argsort(seq[rows], kind="stable")]
-        sub = c.iloc[rows]
-        spans = exposed_spans(sub, comp.get(int(rank), iv.empty()), o)
+        spans = _spans(x_start[rows], x_end[rows], wait[rows], wait_end[rows], waited[rows], todo[rows],
+                       comp.get(int(rank), iv.empty()))
         b = busy_from[rows]
         # A recorded end is an upper bound (a wall clock may only see completion when it is waited on);
         # the group runs in launch order, so a collective was done once any later one of its group was.

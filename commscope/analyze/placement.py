@@ -125,6 +125,8 @@ def _overlapped(trace: Trace, coll: pd.DataFrame, o: int) -> tuple[np.ndarray, l
     end = rel(coll["end_ns"], o)
     q_rank = coll["rank"].to_numpy()
     ok = ~(np.isnan(start) | np.isnan(end)) & (end > start)
+    hits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (collective, name code, overlap) pairs
+    held = 0
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     from commscope.analyze import intervals as iv
 
@@ -144,11 +146,13 @@ def _overlapped(trace: Trace, coll: pd.DataFrame, o: int) -> tuple[np.ndarray, l
             ov = np.minimum(c_e[c], end[q]) - np.maximum(c_s[c], start[q])
             hit = ov > 0
             if hit.any():
-                d = pd.DataFrame({"q": q[hit], "name": codes[c[hit]], "ov": ov[hit]})
-                d = d.groupby(["q", "name"], sort=False)["ov"].sum().reset_index()
-                d = d.sort_values(["q", "ov"], ascending=[True, False], kind="stable")
-                d = d[d.groupby("q").cumcount() < MAX_OVERLAPPED]
-                pairs.append((d["q"].to_numpy(), d["name"].to_numpy()))
+                hits.append((q[hit], codes[c[hit]], ov[hit]))
+                held += int(hit.sum())
+            if held >= _PAIR_BLOCK:
+                pairs.append(_most_overlapped(hits))
+                hits, held = [], 0
+    if hits:
+        pairs.append(_most_overlapped(hits))
     short = {}
     for q, name in pairs:
         for j, code in zip(q.tolist(), name.tolist()):
@@ -156,6 +160,20 @@ def _overlapped(trace: Trace, coll: pd.DataFrame, o: int) -> tuple[np.ndarray, l
                 short[code] = short_name(str(uniques[code]))
             names[j].append(short[code])
     return hidden, names
+
+
+def _most_overlapped(hits: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Of (collective, name code, overlap) pairs, per collective the MAX_OVERLAPPED names with the most
+    overlap summed, most first (ties: first met first), as (collective, name code) arrays.
+
+    Every collective's pairs are in one block of `hits` (blocks split by collective), so the pairs of
+    all ranks go through one groupby: per rank, pandas' fixed cost per call outweighed the work."""
+    q, name, ov = (np.concatenate(a) for a in zip(*hits))
+    d = pd.DataFrame({"q": q, "name": name, "ov": ov})
+    d = d.groupby(["q", "name"], sort=False)["ov"].sum().reset_index()
+    d = d.sort_values(["q", "ov"], ascending=[True, False], kind="stable")
+    d = d[d.groupby("q").cumcount() < MAX_OVERLAPPED]
+    return d["q"].to_numpy(), d["name"].to_numpy()
 
 
 _PAIR_BLOCK = 2_000_000  # (collective, compute event) pairs made at once

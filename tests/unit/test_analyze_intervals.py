@@ -83,3 +83,33 @@ def test_against_bitmap(xa, xb, q0, q1):
     assert iv.covered([lo], [hi], a)[0] == ga[lo:hi].sum()
     m = iv.merge(*a)  # normalized: sorted, disjoint, non-touching
     assert (m[0][1:] > m[1][:-1]).all() and (m[1] > m[0]).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(-20, 60, allow_nan=False), st.floats(-5, 30, allow_nan=False)), max_size=12),
+       st.lists(st.tuples(st.floats(0, 60, allow_nan=False), st.floats(0, 20, allow_nan=False)), max_size=10),
+       st.data())
+def test_exposed_spans_of_many_rows_equal_each_row_subtracted_alone(rows, comp_raw, data):
+    """exposure._spans cuts every row by the compute set's gaps at once: each row's pieces are exactly
+    (values and float type) what intervals.subtract gives for that row alone."""
+    from commscope.analyze.exposure import _spans
+
+    n = len(rows)
+    start = np.array([s for s, _ in rows], dtype=np.float64)
+    end = np.array([s + d for s, d in rows], dtype=np.float64)
+    if n:
+        start[data.draw(st.lists(st.integers(0, n - 1), max_size=2))] = np.nan  # unknown starts
+    todo = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool) & ~np.isnan(start)
+    waited = ~todo & np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    wait, wait_end = start - 1.0, end + 1.0
+    comp = (np.array([s for s, _ in comp_raw]), np.array([s + d for s, d in comp_raw]))
+    got = _spans(start, end, wait, wait_end, waited, todo, comp)
+    for j in range(n):
+        if waited[j]:
+            want = [(wait[j], wait_end[j])] if wait_end[j] > wait[j] else []
+        elif todo[j]:
+            s, e = iv.subtract((start[j:j + 1], end[j:j + 1]), comp)
+            want = list(zip(s.tolist(), e.tolist()))
+        else:
+            want = []
+        assert got[j] == want and [type(v) for p in got[j] for v in p] == [type(v) for p in want for v in p]

@@ -42,3 +42,24 @@ def test_help_and_version_do_not_import_the_analysis_stack(argv):
             "print('HEAVY', heavy, rc, file=sys.stderr)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.stderr.strip().splitlines()[-1] == "HEAVY [] 0", p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("argv, rc", [(["--version"], 0), (["report", "/nonexistent/trace-dir", "--json"], 2)])
+def test_the_command_line_process_flushes_output_and_runs_atexit_handlers(argv, rc):
+    """Run as the process's command line, main ends the process without the interpreter's teardown
+    (cli._exit_now): what was printed, the exit code and the atexit handlers are those of a normal exit."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, sys\natexit.register(lambda: print('atexit ran', file=sys.stderr))\n"
+            "class Teardown:\n    def __del__(self):\n        print('torn down', file=sys.stderr)\n"
+            "kept = Teardown()\n"  # freed by the interpreter's teardown only
+            f"sys.argv = ['commscope', *{argv!r}]\nfrom commscope.cli import main\nmain()\n"
+            "print('not reached', file=sys.stderr)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == rc, p.stderr[-2000:]
+    assert p.stderr.endswith("atexit ran\n") and "not reached" not in p.stderr and "torn down" not in p.stderr
+    if rc == 0:
+        assert p.stdout == f"commscope {md.version('commscope')}\n"
+    else:
+        assert p.stderr.startswith("commscope: error: ") and p.stderr.count("\n") == 2

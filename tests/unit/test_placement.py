@@ -151,6 +151,19 @@ def test_placement_on_gpu_traces_uses_backward_named_kernels():
     assert list(got["group_seq"]) == list(mine["seq"])
 
 
+def test_overlapped_names_do_not_depend_on_how_pairs_are_blocked(monkeypatch):
+    """_overlapped makes (collective, compute event) pairs in blocks and reduces them when enough are held:
+    blocks of a few pairs give the same hidden time and names as one block of all."""
+    trace = load_path(str(DATA / "modded-nanogpt-8xh100"))
+    table = exposure.collective_table(trace)
+    whole = placement.placement(trace, table)
+    monkeypatch.setattr(placement, "_PAIR_BLOCK", 3)
+    small = placement.placement(trace, table)
+    assert whole["overlapped"].tolist() == small["overlapped"].tolist()
+    assert whole["hidden_ms"].tolist() == small["hidden_ms"].tolist()
+    assert sum(map(len, whole["overlapped"])) > len(whole)  # several names per collective on this trace
+
+
 def test_compare_shows_a_collective_moving_into_backward(tmp_path):
     base = [sched_run(tmp_path / f"after{i}", inside=False) for i in range(5)]
     cand = [sched_run(tmp_path / f"inside{i}", inside=True) for i in range(5)]
