@@ -1,7 +1,8 @@
 """The `commscope` command line: a typer app whose commands are thin wrappers over library functions.
 
 Each command lives in `commscope/commands/<name>.py` and exposes `register(app)`; this module only
-assembles them, so commands can be added without touching each other. Errors meant for users — a
+assembles them, so commands can be added without touching each other. A run registers only the command
+it names (tests/unit/test_cli.py checks that every module registers the command of its name). Errors meant for users — a
 `commscope.errors.UserError` raised by the library, or a usage error of the parser (unknown option,
 `--steps abc`) — become one line on stderr and exit code 2, never a traceback or a usage box.
 
@@ -22,30 +23,47 @@ import typer
 from commscope import __version__, commands
 from commscope.errors import UserError
 
-app = typer.Typer(
-    name="commscope",
-    help="Profile and debug communication in distributed PyTorch training.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-
 def _version(value: bool) -> None:
     if value:
         print(f"commscope {__version__}")
         raise typer.Exit()
 
 
-@app.callback()
 def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                           help="Print commscope's version and exit.")) -> None:
     """Profile and debug communication in distributed PyTorch training."""
 
 
-for _mod in sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")):
-    importlib.import_module(f"commscope.commands.{_mod}").register(app)
+def command_names() -> list[str]:
+    """The commands, one module of `commscope.commands` each (named as the command)."""
+    return sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_"))
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or with command `only` alone."""
+    new = typer.Typer(name="commscope", help="Profile and debug communication in distributed PyTorch training.",
+                      no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    new.callback()(_options)
+    for name in [only] if only else command_names():
+        importlib.import_module(f"commscope.commands.{name}").register(new)
+    return new
+
+
+def __getattr__(name: str):
+    """`app`, every command registered, built on first use (PEP 562): main builds only the command it runs."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()["app"] = full = build_app()
+    return full
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app that runs `args`: the named command alone when the first argument names one (importing
+    every command module costs ~30 ms, a tenth of the CLI's start), else every command (help, --version,
+    usage errors list them all)."""
+    if args and args[0] in command_names():
+        return build_app(args[0])
+    return globals()["app"] if "app" in globals() else __getattr__("app")
 
 
 def _fail(message: str) -> None:
@@ -99,7 +117,7 @@ def _exit_now(code) -> None:
 def _run(argv: list[str] | None) -> None:
     try:
         # standalone_mode=False lets usage errors reach us instead of click printing its usage box.
-        rc = app(args=argv, standalone_mode=False)
+        rc = _app_for(sys.argv[1:] if argv is None else argv)(args=argv, standalone_mode=False)
     except UserError as e:
         _fail(str(e))
     except _UsageError as e:

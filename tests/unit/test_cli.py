@@ -63,3 +63,15 @@ def test_the_command_line_process_flushes_output_and_runs_atexit_handlers(argv, 
         assert p.stdout == f"commscope {md.version('commscope')}\n"
     else:
         assert p.stderr.startswith("commscope: error: ") and p.stderr.count("\n") == 2
+
+
+def test_every_command_module_registers_the_command_of_its_name():
+    """main builds an app with the named command's module alone (cli.build_app): that module must register
+    exactly that command, and all of them together make `app`."""
+    import typer
+
+    from commscope import cli
+
+    for name in cli.command_names():
+        assert list(typer.main.get_command(cli.build_app(name)).commands) == [name]
+    assert sorted(typer.main.get_command(cli.app).commands) == cli.command_names()
