@@ -9,7 +9,9 @@ Default TRACE_DIR: tests/data/modded-nanogpt-8xh100. Each repeat runs, one after
   (parsing only; HTA's analyses would come on top);
 - `commscope --version` and `commscope --help`: the floor every command pays before doing any work.
 Wall time of each process from spawn to exit; the minimum (the least-disturbed run) and the median are
-reported with the 1-minute load average, since the machine may be shared.
+reported with the 1-minute load average, since the machine may be shared. Every process runs from
+compiled bytecode, as an installed package does: PYTHONDONTWRITEBYTECODE is cleared for them and their
+.pyc files go to a temporary PYTHONPYCACHEPREFIX (removed at the end), written by one untimed run of each.
 """
 from __future__ import annotations
 
@@ -36,9 +38,9 @@ def commscope_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "commscope"]
 
 
-def wall(argv: list[str]) -> float:
+def wall(argv: list[str], env: dict[str, str]) -> float:
     t = time.perf_counter()
-    p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     dt = time.perf_counter() - t
     if p.returncode != 0:
         raise SystemExit(f"bench_process: {argv[:3]} failed ({p.returncode}): {p.stderr.decode()[-400:]}")
@@ -59,20 +61,25 @@ def main(argv: list[str] | None = None) -> dict:
     cs = commscope_cmd()
     cases = {"commscope_report": [*cs, "report", a.path, "--json", "--no-hta"],
              "commscope_version": [*cs, "--version"], "commscope_help": [*cs, "--help"]}
-    tmp = tempfile.mkdtemp(prefix="bench-process-hta-")
+    tmp = tempfile.mkdtemp(prefix="bench-process-")
     try:
         if not a.no_hta:
+            copy = os.path.join(tmp, "traces")
+            os.mkdir(copy)
             for n in os.listdir(a.path):
                 if n.endswith((".json", ".json.gz")):
-                    shutil.copy(os.path.join(a.path, n), tmp)
-            cases["hta_construct"] = [sys.executable, "-c", HTA_CONSTRUCT, tmp]
+                    shutil.copy(os.path.join(a.path, n), copy)
+            cases["hta_construct"] = [sys.executable, "-c", HTA_CONSTRUCT, copy]
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
         times: dict[str, list[float]] = {k: [] for k in cases}
         loads = []
-        wall(cases["commscope_report"])  # page cache and .pyc files warm, untimed
+        for cmd in cases.values():
+            wall(cmd, env)  # page cache and .pyc files warm, untimed
         for _ in range(a.repeats):
             loads.append(os.getloadavg()[0])
             for name, cmd in cases.items():
-                times[name].append(wall(cmd))
+                times[name].append(wall(cmd, env))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res = {"date": date.today().isoformat(), "machine": f"{os.cpu_count()} cores",

@@ -83,12 +83,15 @@ _ClickException = _parser_exception("ClickException")
 def main(argv: list[str] | None = None) -> None:
     """Run the command of `argv` (default: the process's arguments) and exit with its code (SystemExit).
 
-    Run as the process's own command line (`argv` None), the interpreter's teardown is skipped once the
-    command is done (`_exit_now`)."""
+    Called by the program's entry point (the `commscope` script, `python -m commscope`: a caller in
+    module `__main__`) for the process's own arguments, it skips the interpreter's teardown once the
+    command is done (`_exit_now`); called from other code (tests, a script running commands in-process)
+    it raises SystemExit as usual."""
+    entry = argv is None and sys._getframe(1).f_globals.get("__name__") == "__main__"
     try:
         _run(argv)
     except SystemExit as e:
-        if argv is None:
+        if entry:
             _exit_now(e.code)
         raise
 

@@ -67,9 +67,10 @@ def short_name(name: str) -> str:
     return n.strip()[:64]
 
 
-def backward_ends(trace: Trace) -> pd.DataFrame:
+def backward_ends(trace: Trace, factorized: tuple[np.ndarray, pd.Index] | None = None) -> pd.DataFrame:
     """Per (rank, step): `backward_end_ns` (absolute, int) and `source` by the rules of the module
-    docstring; (rank, step) pairs without evidence are absent."""
+    docstring; (rank, step) pairs without evidence are absent. `factorized`: _compute_names(trace), if
+    already computed."""
     rows: dict[tuple[int, int], tuple[int, str]] = {}
     reg = trace.regions
     bw = reg[(reg["name"] == "backward") & (reg["step"] >= 0)] if len(reg) else reg
@@ -94,8 +95,8 @@ def backward_ends(trace: Trace) -> pd.DataFrame:
             rows.setdefault((int(rank), int(step)), (int(t), "last hook"))
     if trace.source != "run":
         c = trace.compute
-        codes, names = pd.factorize(c["name"].astype(str))  # ~10⁶ events, a few hundred distinct names
-        is_bw = np.array([bool(BACKWARD_NAME.search(n)) for n in names], dtype=bool)
+        codes, uniques = _compute_names(trace) if factorized is None else factorized
+        is_bw = np.array([bool(BACKWARD_NAME.search(n)) for n in uniques], dtype=bool)
         named = c[(c["step"] >= 0).to_numpy() & (codes >= 0) & is_bw[np.maximum(codes, 0)]]
         for (rank, step), t in named.groupby(["rank", "step"])["end_ns"].max().items():
             rows.setdefault((int(rank), int(step)), (int(t), "backward-named compute"))
@@ -103,7 +104,13 @@ def backward_ends(trace: Trace) -> pd.DataFrame:
                         columns=["rank", "step", "backward_end_ns", "source"])
 
 
-def _overlapped(trace: Trace, coll: pd.DataFrame, o: int) -> tuple[np.ndarray, list[list[str]]]:
+def _compute_names(trace: Trace) -> tuple[np.ndarray, pd.Index]:
+    """The compute events' names factorized (~10⁶ events, a few hundred distinct names): codes, names."""
+    return pd.factorize(trace.compute["name"].astype(str), sort=False)
+
+
+def _overlapped(trace: Trace, coll: pd.DataFrame, o: int, factorized: tuple[np.ndarray, pd.Index] | None = None
+                ) -> tuple[np.ndarray, list[list[str]]]:
     """Per collective: ms of its [start, end) covered by its rank's compute events, and the names of the
     compute events that overlap it most (summed per name, short_name).
 
@@ -111,7 +118,8 @@ def _overlapped(trace: Trace, coll: pd.DataFrame, o: int) -> tuple[np.ndarray, l
     names from every (collective, compute event) pair that can overlap, found by two searchsorted calls
     over the events sorted by start (those starting before the collective ends, from the first whose
     running maximum end passes its start). Pairs are made in blocks of at most _PAIR_BLOCK, so memory
-    stays bounded when one long compute event makes every later collective a candidate of it."""
+    stays bounded when one long compute event makes every later collective a candidate of it.
+    `factorized`: _compute_names(trace), if already computed."""
     n = len(coll)
     hidden = np.zeros(n)
     names: list[list[str]] = [[] for _ in range(n)]
@@ -120,7 +128,7 @@ def _overlapped(trace: Trace, coll: pd.DataFrame, o: int) -> tuple[np.ndarray, l
         return hidden, names
     c_rank = comp["rank"].to_numpy()
     c_s, c_e = rel(comp["start_ns"], o), rel(comp["end_ns"], o)
-    codes, uniques = pd.factorize(comp["name"].astype(str), sort=False)
+    codes, uniques = _compute_names(trace) if factorized is None else factorized
     start = np.where(coll["start_ns"].isna(), rel(coll["call_ns"], o), rel(coll["start_ns"], o))
     end = rel(coll["end_ns"], o)
     q_rank = coll["rank"].to_numpy()
@@ -193,11 +201,12 @@ def placement(trace: Trace, table: pd.DataFrame | None = None) -> pd.DataFrame:
     key = np.where(np.isnan(launch), first, launch)  # launch order; pre-window kernels by their start
     t = t.assign(_key=key, _start=first, _basis=np.where(measured, "start", "launch"))
     t = t.sort_values(["rank", "step", "_key"], kind="stable")
-    ends = {(r, s): (int(e) - o, src) for r, s, e, src in backward_ends(trace).itertuples(index=False)}
+    factorized = _compute_names(trace)  # both backward_ends and _overlapped read them
+    ends = {(r, s): (int(e) - o, src) for r, s, e, src in backward_ends(trace, factorized).itertuples(index=False)}
     found = [ends.get((int(r), int(s)), (np.nan, None)) for r, s in zip(t["rank"], t["step"])]
     bw = np.array([f[0] for f in found], dtype=np.float64)  # exact: a difference of ints first
     t = t.assign(source=[f[1] for f in found])
-    hidden, names = _overlapped(trace, t, o)
+    hidden, overlapped = _overlapped(trace, t, o, factorized)
     out = pd.DataFrame({
         "rank": t["rank"].astype(int), "step": t["step"].astype(int),
         "seq": t.groupby(["rank", "step"]).cumcount().to_numpy(), "group": t["group"],
@@ -209,7 +218,7 @@ def placement(trace: Trace, table: pd.DataFrame | None = None) -> pd.DataFrame:
         "exposed_ms": t["exposed_ns"].to_numpy(np.float64) / 1e6,
         "queued_ms": t["queued_ns"].to_numpy(np.float64) / 1e6,
         "own_exposed_ms": t["own_exposed_ns"].to_numpy(np.float64) / 1e6,
-        "hidden_ms": hidden, "overlapped": names,
+        "hidden_ms": hidden, "overlapped": overlapped,
     })
     return out[COLUMNS].reset_index(drop=True)
 

@@ -75,3 +75,11 @@ def test_every_command_module_registers_the_command_of_its_name():
     for name in cli.command_names():
         assert list(typer.main.get_command(cli.build_app(name)).commands) == [name]
     assert sorted(typer.main.get_command(cli.app).commands) == cli.command_names()
+
+
+def test_main_called_in_process_for_the_process_arguments_raises_system_exit(capsys, monkeypatch):
+    """Only the program's entry point ends the process itself; other callers get SystemExit as usual."""
+    monkeypatch.setattr("sys.argv", ["commscope", "--version"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("commscope ")
