@@ -6,9 +6,11 @@ Usage: python bench/bench_report.py [TRACE_DIR] [--ranks N [--straggler R]] [--n
 
 Copies the input to a temporary folder first (inputs are never written next to), or with --ranks writes
 an N-rank job made from it by bench/gen_job.py there (deleted afterwards; 1024 ranks of the CPU run are
-445 MB), loads it once, then times summarize (without HTA), the report's analyses (report_context), the
-HTML page and the Perfetto document, and prints the sizes: the page's total and each part (the inlined
-plotly.js, every section, the compressed data the page's script draws at scale). Peak RSS is the process's.
+445 MB), loads it once as `commscope report` does (ops in the loading pass up to PAGE_ALL_RANKS profiler
+traces; above, the layout section parses its ranks' ops inside the report's analyses), then times
+summarize (without HTA), the report's analyses (report_context), the HTML page and the Perfetto document,
+and prints the sizes: the page's total and each part (the inlined plotly.js, every section, the
+compressed data the page's script draws at scale). Peak RSS is the process's.
 The machine is printed with the numbers so figures quoted elsewhere can name it.
 """
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import orjson
 
-from commscope.analyze.report_context import report_context
+from commscope.analyze.report_context import PAGE_ALL_RANKS, report_context
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
 from reports.page import render_html
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
             copy = Path(tmp) / src.name
             shutil.copytree(src, copy)
         t = time.perf_counter()
-        trace = load_path(copy, with_ops=True)
+        trace = load_path(copy, with_ops=True, with_ops_up_to=PAGE_ALL_RANKS)
         t_load = time.perf_counter() - t
         t = time.perf_counter()
         summary = summarize(trace, with_hta=False)
