@@ -1,14 +1,17 @@
 """Report page and Perfetto-export cost: render time, page weight by part, output sizes.
 
-Usage: python bench/bench_report.py [TRACE_DIR] [--ranks N [--straggler R]] [--no-perfetto]
+Usage: python bench/bench_report.py [TRACE_DIR] [--ranks N [--straggler R]] [--no-perfetto] [--every-rank-ops]
     TRACE_DIR defaults to tests/data/modded-nanogpt-8xh100, and with --ranks to
     tests/data/cpurun-hooks-gloo2.
 
 Copies the input to a temporary folder first (inputs are never written next to), or with --ranks writes
 an N-rank job made from it by bench/gen_job.py there (deleted afterwards; 1024 ranks of the CPU run are
-445 MB), loads it once, then times summarize (without HTA), the report's analyses (report_context), the
-HTML page and the Perfetto document, and prints the sizes: the page's total and each part (the inlined
-plotly.js, every section, the compressed data the page's script draws at scale). Peak RSS is the process's.
+445 MB), loads it once as `commscope report` does (ops in the loading pass up to PAGE_ALL_RANKS profiler
+traces; above, the layout section parses its ranks' ops inside the report's analyses; `--every-rank-ops`:
+every rank's in the loading pass, as `commscope layout` loads), then times
+summarize (without HTA), the report's analyses (report_context), the HTML page and the Perfetto document,
+and prints the sizes: the page's total and each part (the inlined plotly.js, every section, the
+compressed data the page's script draws at scale). Peak RSS is the process's.
 The machine is printed with the numbers so figures quoted elsewhere can name it.
 """
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import orjson
 
-from commscope.analyze.report_context import report_context
+from commscope.analyze.report_context import PAGE_ALL_RANKS, report_context
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
 from reports.page import render_html
@@ -55,6 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ranks", type=int, help="generate a job of this many ranks from SRC (bench/gen_job.py)")
     ap.add_argument("--straggler", type=int, help="with --ranks: the rank that stalls (default 2N/3 + 1)")
     ap.add_argument("--no-perfetto", action="store_true", help="skip the Perfetto document")
+    ap.add_argument("--every-rank-ops", action="store_true", help="parse every rank's ops while loading, "
+                    "whatever the number of ranks (the cost the report avoids above PAGE_ALL_RANKS)")
     args = ap.parse_args(argv)
     src = Path(args.src) if args.src else (DEFAULT_SCALE if args.ranks else DEFAULT)
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
             copy = Path(tmp) / src.name
             shutil.copytree(src, copy)
         t = time.perf_counter()
-        trace = load_path(copy, with_ops=True)
+        trace = load_path(copy, with_ops=True, with_ops_up_to=None if args.every_rank_ops else PAGE_ALL_RANKS)
         t_load = time.perf_counter() - t
         t = time.perf_counter()
         summary = summarize(trace, with_hta=False)
@@ -88,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}")
     print(f"input: {src}" + (f" → {args.ranks}-rank job" if args.ranks else "") +
+          (", every rank's ops loaded" if args.every_rank_ops else "") +
           f" ({len(trace.ranks)} ranks, {len(trace.compute)} compute, {len(trace.collectives)} collectives)")
     print(f"load {t_load:.2f} s, summarize (no HTA) {t_sum:.2f} s, report analyses {t_ctx:.2f} s, "
           f"HTML page {t_page:.2f} s" + (f", perfetto {t_pf:.2f} s" if t_pf is not None else "") +

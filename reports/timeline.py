@@ -47,6 +47,8 @@ BAR = 0.72        # bar thickness, in rows
 EXPOSED_MARKER = dict(color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=1.5),
                       pattern=dict(shape="x", fgcolor=EXPOSED_COLOR, size=5, solidity=0.35))
 HOOK_MARKER = dict(symbol="diamond", size=8, line=dict(color="#000", width=0.5))  # plus the label's colour
+FLOW_NAME = "one call across ranks"  # the legend entry of the lines linking one collective call across ranks
+FLOW_LINE = dict(color="#444", width=1)
 
 
 def label_colors(labels: list[str]) -> dict[str, str]:
@@ -179,8 +181,7 @@ def timeline_figure(bars: TimelineBars) -> go.Figure:
             xs += list(f["t"].to_numpy(np.float64) / 1e6) + [np.nan]
             ys += [y_of[(int(r), "comm")] for r in f["rank"]] + [np.nan]
         fig.add_trace(go.Scatter(x=np.asarray(xs, np.float64), y=np.asarray(ys, np.float64), mode="lines",
-                                 name="one call across ranks", visible="legendonly", hoverinfo="skip",
-                                 line=dict(color="#444", width=1)))
+                                 name=FLOW_NAME, visible="legendonly", hoverinfo="skip", line=dict(FLOW_LINE)))
     shapes, notes = [], []
     for s, gap_from in zip(bars.step_marks.itertuples(index=False), bars.gap_before):
         x = (int(s.start_ns) - t0) / 1e6

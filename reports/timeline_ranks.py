@@ -20,10 +20,15 @@ rank's (`n`: how many a rank has):
   `bytes` (null: unknown), `op`, `phase`, `group`, `ne` exposed spans each (`es`: from the bar's start
   for the first, from the previous span's end for the others; `ed` long; spans shorter than a unit are
   left out, as they add nothing at this resolution);
-- `hooks`: firings: `t`, `label`, `step`, `micro`, `pos`.
+- `hooks`: firings: `t`, `label`, `step`, `micro`, `pos`;
+- `flows`: the rank's points of the lines linking one collective call across ranks (TimelineBars.flows):
+  `f` the call's flow id, `t` its execution start on the rank, both delta-coded within the rank, by
+  flow id. A rank added to the figure joins the lines of the calls it shares with the drawn ranks: per
+  flow, its members among the drawn ranks and it, in rank order, as reports.timeline links the drawn ones.
 
 Invariant: only packs TimelineBars' numbers (rounded to `unit_ns`); the rows drawn from it are the ones
-reports.timeline draws for the same rank, with the exposed time summed from the packed spans.
+reports.timeline draws for the same rank, with the exposed time summed from the packed spans, and the flow
+lines drawn with a chosen rank are the ones reports.timeline draws for TimelineBars.subset(drawn + [rank]).
 """
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ import pandas as pd
 
 from commscope.analyze.layout_report import short_kernel
 from commscope.analyze.timeline_bars import TimelineBars
-from reports.timeline import BAR, COLL_HOVER, COMPUTE_COLOR, EXPOSED_MARKER, HOOK_MARKER, ROW_H, label_colors
+from reports.timeline import (BAR, COLL_HOVER, COMPUTE_COLOR, EXPOSED_MARKER, FLOW_LINE, FLOW_NAME, HOOK_MARKER, ROW_H,
+                              label_colors)
 
 UNIT_NS = 1000
 
@@ -79,7 +85,8 @@ def rank_rows(bars: TimelineBars) -> dict:
            "compute": {k: [] for k in ("n", "row", "s", "d", "k", "nn", "name", "nk", "nd")},
            "coll": {k: [] for k in ("n", "s", "d", "q", "label", "lane", "step", "seq", "bytes", "op", "phase",
                                     "group", "ne", "es", "ed")},
-           "hooks": {k: [] for k in ("n", "t", "label", "step", "micro", "pos")}}
+           "hooks": {k: [] for k in ("n", "t", "label", "step", "micro", "pos")},
+           "flows": _flow_points(bars)}
     comp, coll, hooks = doc["compute"], doc["coll"], doc["hooks"]
     # per column, the ranks' arrays: converted once, after the loop
     cols = {k: [] for k in ("label", "op", "phase", "group", "step", "seq", "bytes")}
@@ -140,7 +147,25 @@ def rank_rows(bars: TimelineBars) -> dict:
     return doc
 
 
+def _flow_points(bars: TimelineBars) -> dict:
+    """The `flows` block (module docstring): every rank's flow points, in the order of `bars.ranks`."""
+    out = {"n": [], "f": [], "t": []}
+    fl = bars.flows
+    if fl is None or not len(fl):
+        fl = pd.DataFrame({"flow": np.zeros(0, np.int64), "rank": np.zeros(0, np.int64), "t": np.zeros(0)})
+    rank = fl["rank"].to_numpy(np.int64)
+    order = np.argsort(rank, kind="stable")  # flows come by flow then rank: by rank, then flow
+    rank, flow, t = rank[order], fl["flow"].to_numpy(np.int64)[order], _units(fl["t"].to_numpy(np.float64)[order])
+    for rb in bars.ranks:
+        a, b = np.searchsorted(rank, rb.rank, "left"), np.searchsorted(rank, rb.rank, "right")
+        out["n"].append(int(b - a))
+        out["f"] += _delta(flow[a:b])
+        out["t"] += _delta(t[a:b])
+    return out
+
+
 def style(bars: TimelineBars) -> dict:
     """The figure's styles (reports.timeline), for the rows report.js draws: one colour map for the page."""
     return {"row_h": ROW_H, "bar": BAR, "compute_color": COMPUTE_COLOR, "exposed_marker": EXPOSED_MARKER,
-            "hook_marker": HOOK_MARKER, "colors": label_colors(bars.labels), "coll_hover": COLL_HOVER}
+            "hook_marker": HOOK_MARKER, "colors": label_colors(bars.labels), "coll_hover": COLL_HOVER,
+            "flow_name": FLOW_NAME, "flow_line": FLOW_LINE}

@@ -11,7 +11,10 @@ holds what summarizes the ranks: the distribution of arrival lateness (analyze.l
 ranks that made the others wait most (summarize()'s stragglers, from waiting.by_rank), the representative
 ranks (summarize()'s, from analyze.representative) whose bars the timeline draws (`drawn`), and the ranks
 per-rank tables list (`listed_ranks`: the representative ones and the top waiting ones). `timeline` keeps
-every rank's bars: the page carries them compactly so that any rank can be shown on demand.
+every rank's bars: the page carries them compactly so that any rank can be shown on demand. The layout
+section then covers the representative ranks (`layout_ranks`; a layout mismatch comes from the code, the
+same on every rank): it reads their ops through `Trace.select_ranks`, so a trace loaded without ops parses
+those ranks' files only.
 
 Why results may be exceptions: the page shows a failing section as an error box in its place and keeps
 the rest (reports.page). An analysis that raises is stored as its exception, and its section re-raises

@@ -94,9 +94,10 @@ def apply_label_map(trace, label_map: dict | None):
     return trace
 
 
-def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, scheduler: str | None = None):
+def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, scheduler: str | None = None,
+                       with_ops_up_to: int | None = None):
     """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts); the
-    per-rank stage on the Dask cluster at `scheduler` when given."""
+    per-rank stage on the Dask cluster at `scheduler` when given; `with_ops`, `with_ops_up_to`: load_path's."""
     from rich.console import Console
     from rich.progress import Progress
 
@@ -106,14 +107,15 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, schedule
         raise UserError(f"{path} does not exist")
     console = Console(stderr=True)
     if quiet or not console.is_terminal:  # no bar (and no stray blank line) when stderr is a file or pipe
-        return load_path(path, with_ops=with_ops, scheduler=scheduler)
+        return load_path(path, with_ops=with_ops, scheduler=scheduler, with_ops_up_to=with_ops_up_to)
     with Progress(*progress_columns(), console=console, transient=True) as bar:
         task = bar.add_task(f"loading {path.name}", total=None)
 
         def progress(done: int, total: int, what: str = "") -> None:
             bar.update(task, completed=done, total=total, description=f"loading {what or path.name}")
 
-        return load_path(path, progress=progress, with_ops=with_ops, scheduler=scheduler)
+        return load_path(path, progress=progress, with_ops=with_ops, scheduler=scheduler,
+                         with_ops_up_to=with_ops_up_to)
 
 
 @contextlib.contextmanager

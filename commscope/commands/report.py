@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
         """Analyze a run or trace folder: HTML report with timeline and tables, terminal summary, or JSON."""
         import orjson
 
+        from commscope.analyze.report_context import PAGE_ALL_RANKS
         from commscope.analyze.summary import summarize
 
         window = parse_steps(steps)
@@ -42,8 +43,11 @@ def register(app: typer.Typer) -> None:
         if not as_json:
             out = output or default_output(path)
             check_output(out, path)
-        # the page's layout section reads ops: parse them in the same pass (--json never needs them)
-        trace = load_with_progress(path, quiet=as_json, with_ops=not as_json, scheduler=scheduler)
+        # The page's layout section reads ops (--json never does): up to PAGE_ALL_RANKS ranks every rank's,
+        # parsed in the same pass; above, the representative ranks' only, parsed from their files when it
+        # reads them (report_context's Trace.select_ranks).
+        trace = load_with_progress(path, quiet=as_json, with_ops=not as_json, scheduler=scheduler,
+                                   with_ops_up_to=PAGE_ALL_RANKS)
         trace = apply_label_map(trace, sizes)
         window = resolve_steps(trace, window)
         with status("analyzing" + (" (HTA's analyses take a few seconds)" if hta else ""), quiet=as_json):

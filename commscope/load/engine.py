@@ -31,6 +31,8 @@ def map_files(fn: Callable[[str], Any], files: list[str], *, scheduler: Any = No
               progress: Progress | None = None, connect_timeout_s: float | None = None) -> list:
     """`[fn(f) for f in files]` on a local pool (`scheduler` None; `workers` caps its processes) or on the
     Dask cluster at `scheduler` (an address, a `distributed.Client`, or a cluster such as `LocalCluster`)."""
+    if not files:  # e.g. a rank selection without profiler traces: no pool, no connection
+        return []
     if scheduler is None:
         from commscope.load.kineto_pool import parse_all
 

@@ -175,6 +175,11 @@ class Trace:
     # analysis needs it: loaders built `with_ops` set it at once, others set a loader and the frame is
     # built on first access.
     _ops_loader: Callable[[], pd.DataFrame] | None = field(default=None, repr=False, compare=False)
+    # Set beside `_ops_loader` by loaders that can parse some ranks' files alone: the ops of a set of ranks
+    # (None or a frame holding at least those ranks' rows). A rank selection taken before `ops` is built
+    # reads through it, so a large job's report parses the ops of the few ranks its layout section reads.
+    _ops_of_ranks: Callable[[frozenset], pd.DataFrame | None] | None = field(default=None, repr=False,
+                                                                            compare=False)
 
     def _same_job(self) -> "Trace":
         """A Trace of the same job and input (source, path, world size, config, problems, faults) and no
@@ -182,10 +187,21 @@ class Trace:
         return Trace(**{k: getattr(self, k) for k in ("source", "path", "world_size", "backend", "device",
                                                       "config", "problems", "faults")})
 
+    def ops_of(self, ranks) -> pd.DataFrame:
+        """The `ops` rows of `ranks`: while `ops` is not built and the loader can parse ranks apart
+        (`_ops_of_ranks`), from those ranks' files alone (`ops` stays unbuilt); else selected from `ops`."""
+        keep = frozenset(int(r) for r in ranks)
+        if self.__dict__.get("_ops_loader") is not None and self._ops_of_ranks is not None:
+            df = frame("ops", self._ops_of_ranks(keep))
+        else:
+            df = self.ops
+        return df if not len(df) else df[df["rank"].isin(keep)].reset_index(drop=True)
+
     def select_ranks(self, ranks: list[int]) -> "Trace":
         """A copy holding only the events of `ranks` (world size and config unchanged): for analyses a
-        large job's report runs on a few representative ranks."""
-        keep = set(int(r) for r in ranks)
+        large job's report runs on a few representative ranks. Its `ops` come from `ops_of(ranks)` on
+        first access."""
+        keep = frozenset(int(r) for r in ranks)
         out = self._same_job()
         out.ranks = [r for r in self.ranks if r in keep]
         for kind in ("steps", "collectives", "compute", "regions", "hooks", "kernels"):
@@ -194,8 +210,8 @@ class Trace:
         out.extra = {k: (v[v["rank"].isin(keep)].reset_index(drop=True)
                          if isinstance(v, pd.DataFrame) and "rank" in v else v) for k, v in self.extra.items()}
         out.ops = None
-        out._ops_loader = lambda: (lambda o: o if o is None or not len(o) else
-                                   o[o["rank"].isin(keep)].reset_index(drop=True))(self.ops)
+        out._ops_loader = lambda: self.ops_of(keep)
+        out._ops_of_ranks = lambda rs: self.ops_of(keep & rs)
         return out
 
     def select_steps(self, steps: tuple[int, int] | None) -> "Trace":
@@ -227,10 +243,12 @@ class Trace:
                 out.kernels = k[(k["start_ns"] >= dlo) & (k["start_ns"] <= dhi)].reset_index(drop=True)
             out.ops = None
             out._ops_loader = lambda: window(self.ops)
+            out._ops_of_ranks = lambda rs: window(self.ops_of(rs))  # a row filter: commutes with ranks
         else:
             out.kernels = self.kernels
             out.ops = None
             out._ops_loader = lambda: self.ops
+            out._ops_of_ranks = self.ops_of
         return out
 
 

@@ -19,25 +19,30 @@ from commscope.errors import UserError
 from commscope.load import rundir
 from commscope.load.files import is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
-from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, parse_files
+from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import is_run_dir
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,
-              workers: int | None = None, with_ops: bool = False, scheduler: Any = None) -> Trace:
+              workers: int | None = None, with_ops: bool = False, scheduler: Any = None,
+              with_ops_up_to: int | None = None) -> Trace:
     """Load a run directory or Kineto trace(s). `steps=(a, b)` keeps steps a ≤ s < b.
 
     `progress(done, total)` is called after each rank file; `workers` caps the parse processes
     (default: one per core, at most one per file; 1 = in this process). `with_ops` builds `Trace.ops` in
-    the same pass (for callers that will read it anyway, e.g. the HTML report's layout section); without
-    it `ops` is parsed on first access, a second pass over the files. `scheduler` (a Dask scheduler
-    address, Client or cluster) runs the per-rank stage on that cluster instead (commscope.load.engine).
+    the same pass (for callers that will read it anyway, e.g. `commscope layout`); without it `ops` is
+    parsed on first access, a second pass over the files, and a rank selection taken first
+    (`Trace.select_ranks`) parses only its ranks' files. `with_ops_up_to=N` limits `with_ops` to inputs
+    of at most N profiler trace files (the HTML report: up to its PAGE_ALL_RANKS it reads every rank's
+    ops, above only a few ranks'). `scheduler` (a Dask scheduler address, Client or cluster) runs the
+    per-rank stage on that cluster instead (commscope.load.engine).
     """
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file or directory")
     if os.path.isdir(path) and is_run_dir(path):
-        trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers, scheduler=scheduler)
+        trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers, scheduler=scheduler,
+                            with_ops_up_to=with_ops_up_to)
     else:
         if os.path.isfile(path):
             if not is_trace_file(path):
@@ -48,7 +53,8 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
             if not files:
                 raise UserError(f"{path} holds no run directory (summary.json, config.json, rank*/) "
                                 "and no Kineto traces (*.json, *.json.gz)")
-        trace = load_kineto_files(files, path, progress=progress, workers=workers, with_ops=with_ops,
+        trace = load_kineto_files(files, path, progress=progress, workers=workers,
+                                  with_ops=with_ops and (with_ops_up_to is None or len(files) <= with_ops_up_to),
                                   scheduler=scheduler)
     return trace.select_steps(steps)
 
@@ -116,7 +122,11 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
                           "rank_from": {p["rank"]: p["rank_from"] for p in merged}},
                   ranks=ranks, problems=problems, **frames)
     file_rank = {p["info"]["file"]: p["rank"] for p in parts}
-    attach_ops(trace, merged, [f for f in files if f in file_rank], with_ops, workers, file_rank, scheduler)
+    files = [f for f in files if f in file_rank]
+    attach_ops(trace, merged, files, with_ops, workers, file_rank, scheduler)
+    if not with_ops:
+        trace._ops_of_ranks = lambda keep: load_ops([f for f in files if file_rank[f] in keep], workers,
+                                                    file_rank, scheduler)
     extra = concat_parts(merged, "hta_cpu_stream_ops")
     trace.extra["hta_cutoff_ns"] = {p["rank"]: p["hta_cutoff_ns"] for p in merged}
     if extra is not None:

@@ -20,7 +20,7 @@ from commscope.load.engine import map_files
 from commscope.load.events import EventColumns, read_rank
 from commscope.load.files import is_regular, read_json
 from commscope.load.frames import Trace, frame
-from commscope.load.kineto_pool import attach_ops, concat_parts, parse_files
+from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import check_doc, rank_dirs
 from commscope.rundir.schema import RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, WATCHDOG
 from commscope.util.ranges import int_ranges
@@ -76,9 +76,10 @@ def read_rank_folder(d: str) -> dict:
 
 
 def load(path: str, progress=None, with_ops: bool = False, workers: int | None = None,
-         scheduler: Any = None) -> Trace:
+         scheduler: Any = None, with_ops_up_to: int | None = None) -> Trace:
     """The run directory at `path` as a Trace; rank folders (and their profiler traces) are read by
-    `workers` local processes, or by the Dask cluster at `scheduler` (commscope.load.engine)."""
+    `workers` local processes, or by the Dask cluster at `scheduler` (commscope.load.engine). `with_ops`,
+    `with_ops_up_to`: as commscope.load.load_path's (the count is of the ranks' profiler traces)."""
     max_ws = limits.WORLD_SIZE.value()
     summary = _optional_json(os.path.join(path, SUMMARY), SUMMARY)
     config = _optional_json(os.path.join(path, CONFIG), CONFIG)
@@ -95,6 +96,7 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     kfiles = {r: os.path.join(d, KINETO_TRACE) for r, d in sorted(dirs.items())  # profiler traces
               if _regular_or_problem(os.path.join(d, KINETO_TRACE), r, problems)}
     total = len(dirs) + len(kfiles)  # progress: rank folders, then their traces (the slow part)
+    with_ops = with_ops and (with_ops_up_to is None or len(kfiles) <= with_ops_up_to)
     folders = map_files(read_rank_folder, [d for _, d in sorted(dirs.items())], scheduler=scheduler,
                         workers=workers, progress=progress and (lambda j, _n: progress(j, total)))
     for f in folders:
@@ -148,6 +150,9 @@ def _attach_kineto(trace: Trace, kparts: list, kfiles: dict, with_ops: bool, wor
         trace.kernels = kernels
     if kfiles:
         attach_ops(trace, kparts, list(kfiles.values()), with_ops, workers, scheduler=scheduler)
+        if not with_ops:  # a rank's profiler trace is the one in its folder
+            trace._ops_of_ranks = lambda keep: load_ops([f for r, f in kfiles.items() if r in keep], workers,
+                                                        scheduler=scheduler)
         trace.config["files"] = kfiles
     # The profiled window's record_function ranges, on the same clock as `ops` (events.jsonl regions are
     # on the common axis, which differs from Kineto's by the clock offset): used to attribute ops.

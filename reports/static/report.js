@@ -236,12 +236,39 @@ function csIndex(d) {
   var names = [0], spans = [0], c = d.compute, o = d.coll, k = 0, j = 0;
   c.n.forEach(function (n) { var t = 0; for (var e = k + n; k < e; k++) t += c.nn[k]; names.push(names[names.length - 1] + t); });
   o.n.forEach(function (n) { var t = 0; for (var e = j + n; j < e; j++) t += o.ne[j]; spans.push(spans[spans.length - 1] + t); });
-  d.off = {compute: offsets(c.n), coll: offsets(o.n), hooks: offsets(d.hooks.n), names: names, spans: spans};
+  d.off = {compute: offsets(c.n), coll: offsets(o.n), hooks: offsets(d.hooks.n), flows: offsets(d.flows.n),
+           names: names, spans: spans};
   return d;
 }
 
+// The lines linking one collective call across the ranks of yOf (rank -> y of its comm row), from the
+// compact document's flow points: per flow, its points on those ranks in rank order, flows by id, as
+// reports/timeline.py draws them for the figure's ranks. n: how many of them pass through rank r.
+function csFlowLines(d, yOf, r) {
+  var U = d.unit_ns / 1e6, fl = d.flows, by = {};
+  Object.keys(yOf).forEach(function (key) {
+    var q = +key, i = d.index[q];
+    if (i === undefined) return;
+    var f = 0, t = 0;
+    for (var k = d.off.flows[i]; k < d.off.flows[i + 1]; k++) {
+      f += fl.f[k]; t += fl.t[k];
+      (by[f] || (by[f] = [])).push([q, t * U]);
+    }
+  });
+  var x = [], y = [], n = 0;
+  Object.keys(by).map(Number).sort(function (a, b) { return a - b; }).forEach(function (f) {
+    var m = by[f];
+    if (m.length < 2) return;
+    m.sort(function (a, b) { return a[0] - b[0]; });
+    m.forEach(function (p) { x.push(p[1]); y.push(yOf[p[0]]); if (p[0] === r) n++; });
+    x.push(null); y.push(null);
+  });
+  return {x: x, y: y, n: n};
+}
+
 // Show rank r's rows below the drawn ranks, replacing the rank shown before (r null: none); a drawn rank
-// is already there.
+// is already there. The figure's flow lines are then those of the drawn ranks and r: a trace of them is
+// added under the same legend entry, and the figure's own (the drawn ranks' alone) hidden meanwhile.
 window.csShowRank = function (r) {
   var sel = document.getElementById("rank-select"), said = document.getElementById("rank-shown");
   var gd = document.getElementById("timeline-plot");
@@ -252,20 +279,41 @@ window.csShowRank = function (r) {
       var d = all[0].index ? all[0] : csIndex(all[0]), style = all[1];
       var st = gd.csShown || (gd.csShown = {traces: 0, base: gd.layout.yaxis.tickvals.length,
                                             ticks: gd.layout.yaxis.ticktext.slice(), height: gd.layout.height});
-      var first = gd.data.length - st.traces, gone = st.traces ?
-        Plotly.deleteTraces(gd, Array.from({length: st.traces}, function (_, k) { return first + k; })) : null;
+      var added = st.traces, first = gd.data.length - added, restored = null;
+      if (st.flow) {  // the figure's own flow lines back, in the state the legend left the added ones
+        var vis = gd.data[first + st.flow.at].visible;
+        restored = st.flow.own >= 0 ? Plotly.restyle(gd, {visible: vis === undefined ? true : vis}, [st.flow.own]) : null;
+        st.flow = null;
+      }
+      var gone = Promise.resolve(restored).then(function () {
+        return added ? Plotly.deleteTraces(gd, Array.from({length: added}, function (_, k) { return first + k; })) : null;
+      });
       st.traces = 0;
+      gd.dataset.shownFlows = "";
       var ticks = st.ticks, height = st.height, drawnAlready = r !== null && st.ticks.indexOf("r" + r + " comm") >= 0;
       return Promise.resolve(gone).then(function () {
         if (r !== null && !drawnAlready && d.index[r] !== undefined) {
           var known = {};
           gd.data.forEach(function (t) { if (t.showlegend !== false && t.legendgroup) known[t.legendgroup] = true; });
           var made = csRankTraces(d, style, r, st.base, known);
-          st.traces = made.traces.length;
           ticks = st.ticks.concat(made.rows);
+          var yOf = {};
+          ticks.forEach(function (tick, k) { var m = /^r(\d+) comm$/.exec(tick); if (m) yOf[+m[1]] = k; });
+          var lines = csFlowLines(d, yOf, r), own = -1, hide = null;
+          if (lines.n) {
+            gd.data.forEach(function (t, k) { if (t.name === style.flow_name) own = k; });
+            var vis = own < 0 ? "legendonly" : gd.data[own].visible === undefined ? true : gd.data[own].visible;
+            st.flow = {own: own, at: made.traces.length};
+            made.traces.push({type: "scatter", mode: "lines", x: lines.x, y: lines.y, name: style.flow_name,
+                              visible: vis, hoverinfo: "skip", line: style.flow_line});
+            if (own >= 0) hide = Plotly.restyle(gd, {visible: false}, [own]);
+          }
+          gd.dataset.shownFlows = String(lines.n);
+          st.traces = made.traces.length;
           height = st.height + style.row_h * made.rows.length;
-          said.textContent = "rank " + r + ": the last rows of the figure.";
-          return Plotly.addTraces(gd, made.traces);
+          said.textContent = "rank " + r + ": the last rows of the figure" + (lines.n ? "; the legend entry \"" +
+            style.flow_name + "\" links its " + lines.n + " calls shared with the drawn ranks." : ".");
+          return Promise.resolve(hide).then(function () { return Plotly.addTraces(gd, made.traces); });
         }
         said.textContent = r === null ? "" : drawnAlready ? "rank " + r + " is one of the drawn ranks." :
           d.ranks.indexOf(r) < 0 ? "the job has no rank " + r + " (ranks " + d.ranks[0] + "–" +

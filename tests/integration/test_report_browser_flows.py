@@ -1,0 +1,44 @@
+"""The page at scale in headless Chromium: a rank chosen through the selector (#rank=N) joins the lines
+linking one collective call across ranks. report.js adds a trace of the flow lines of the drawn ranks and
+the chosen one, under the figure's one legend entry, and says on the figure how many calls pass through
+the chosen rank (`data-shown-flows`): here every call of the chosen rank that a drawn rank shares, as
+TimelineBars.subset(drawn + [rank]) counts them. The numbers of the lines themselves are checked in
+tests/unit/test_rank_flows.py. Skipped where no Chromium is installed."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from commscope.analyze.report_context import report_context
+from commscope.analyze.summary import summarize
+from commscope.cli import app
+from commscope.load import load_path
+from scale_jobs import scale_job
+from test_report_browser import CHROMIUM, chromium, console_errors
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (apt-get install chromium)")
+
+
+def test_chosen_rank_gets_the_flow_lines(tmp_path):
+    job = scale_job(tmp_path, ranks=40, straggler=29)["job"]
+    tr = load_path(job)
+    ctx = report_context(tr, summarize(tr, with_hta=False))
+    drawn = [rb.rank for rb in ctx.drawn.ranks]
+    page = tmp_path / "scale.html"
+    res = CliRunner().invoke(app, ["report", job, "-o", str(page), "--no-hta"])
+    assert res.exit_code == 0, res.output
+    for chosen in (0, next(r for r in range(min(drawn), 40) if r not in drawn)):  # before / among the drawn
+        sub = ctx.timeline.subset(drawn + [chosen]).flows
+        want = int(sub.loc[sub["rank"] == chosen, "flow"].nunique())
+        assert want > 10
+        proc = chromium(tmp_path, f"flows-{chosen}", "--dump-dom", f"{page.as_uri()}#rank={chosen}")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert console_errors(proc.stderr) == []
+        dom = proc.stdout
+        tag = dom[dom.index('id="timeline-plot"') - 300:dom.index('id="timeline-plot"') + 300]
+        assert f'data-shown-rank="{chosen}"' in tag and f'data-shown-flows="{want}"' in tag
+        assert f"links its {want} calls shared with the drawn ranks" in dom
+        legend = re.findall(r'class="legendtext"[^>]*>([^<]+)<', dom[dom.index('id="timeline-plot"'):])
+        assert legend.count("one call across ranks") == 1  # the figure's own entry hidden meanwhile
