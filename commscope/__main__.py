@@ -1,3 +1,3 @@
-from commscope.cli import main
+from commscope.cli import entry
 
-main()
+entry()

@@ -81,18 +81,19 @@ _ClickException = _parser_exception("ClickException")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the command of `argv` (default: the process's arguments) and exit with its code (SystemExit).
+    """Run the command of `argv` (default: the process's arguments) and exit with its code (SystemExit),
+    for any caller: tests, or a script that runs commands in-process."""
+    _run(argv)
 
-    Called by the program's entry point (the `commscope` script, `python -m commscope`: a caller in
-    module `__main__`) for the process's own arguments, it skips the interpreter's teardown once the
-    command is done (`_exit_now`); called from other code (tests, a script running commands in-process)
-    it raises SystemExit as usual."""
-    entry = argv is None and sys._getframe(1).f_globals.get("__name__") == "__main__"
+
+def entry() -> None:
+    """The program's entry point (the `commscope` script, `python -m commscope`): `main` for the
+    process's own arguments, then the end of the process without the interpreter's teardown
+    (`_exit_now`). Only the entry point may end the process itself; `main` always raises SystemExit."""
     try:
-        _run(argv)
+        _run(None)
     except SystemExit as e:
-        if entry:
-            _exit_now(e.code)
+        _exit_now(e.code)
         raise
 
 

@@ -46,7 +46,7 @@ def test_help_and_version_do_not_import_the_analysis_stack(argv):
 
 @pytest.mark.parametrize("argv, rc", [(["--version"], 0), (["report", "/nonexistent/trace-dir", "--json"], 2)])
 def test_the_command_line_process_flushes_output_and_runs_atexit_handlers(argv, rc):
-    """Run as the process's command line, main ends the process without the interpreter's teardown
+    """The program's entry point (cli.entry) ends the process without the interpreter's teardown
     (cli._exit_now): what was printed, the exit code and the atexit handlers are those of a normal exit."""
     import subprocess
     import sys
@@ -54,7 +54,7 @@ def test_the_command_line_process_flushes_output_and_runs_atexit_handlers(argv, 
     code = ("import atexit, sys\natexit.register(lambda: print('atexit ran', file=sys.stderr))\n"
             "class Teardown:\n    def __del__(self):\n        print('torn down', file=sys.stderr)\n"
             "kept = Teardown()\n"  # freed by the interpreter's teardown only
-            f"sys.argv = ['commscope', *{argv!r}]\nfrom commscope.cli import main\nmain()\n"
+            f"sys.argv = ['commscope', *{argv!r}]\nfrom commscope.cli import entry\nentry()\n"
             "print('not reached', file=sys.stderr)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == rc, p.stderr[-2000:]
@@ -78,8 +78,23 @@ def test_every_command_module_registers_the_command_of_its_name():
 
 
 def test_main_called_in_process_for_the_process_arguments_raises_system_exit(capsys, monkeypatch):
-    """Only the program's entry point ends the process itself; other callers get SystemExit as usual."""
+    """Only the program's entry point ends the process itself; main, also called from a module run as
+    __main__ (a script driving commands in-process, as tests/bad_inputs.py does), raises SystemExit."""
     monkeypatch.setattr("sys.argv", ["commscope", "--version"])
     with pytest.raises(SystemExit) as exit_info:
         main()
     assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("commscope ")
+
+
+def test_a_script_run_as_main_can_call_main_many_times():
+    """A script (module __main__) that drives commands in-process gets back control after each one."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom commscope.cli import main\ncodes = []\n"
+            "for argv in (['--version'], ['report', '/nonexistent/trace-dir', '--json'], ['--version']):\n"
+            "    sys.argv = ['commscope', *argv]\n    try:\n        main()\n    except SystemExit as e:\n"
+            "        codes.append(e.code)\nprint('codes', codes)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.splitlines()[-1] == "codes [0, 2, 0]" and p.stdout.count("commscope ") == 2
