@@ -18,7 +18,10 @@ drift in machine load hits all modes alike. Reported, for wall time and for proc
 threads; robust to other load on a shared CPU machine): median step time per mode and the median over
 rounds of (mode median / plain median) within the round. Then where light recording's cost goes: the
 records it wrote per step, by kind, and the extra process CPU time per step divided by them (host µs
-per record).
+per record); after the timed rounds, `--breakdown-steps` more light steps time the step-end flush alone
+(it runs after the step's sync, so all of it is exposed) and, under cProfile, attribute the recorder's
+host time to its functions and to the torch calls they make (cProfile inflates each call, so these are
+shares, not the overhead itself).
 
 Run: python bench/bench_record_overhead.py [--device cuda] [--workload trainer|linear] [--variant compile-fp8-head]
      [--rounds 20]
@@ -26,9 +29,11 @@ Run: python bench/bench_record_overhead.py [--device cuda] [--workload trainer|l
 from __future__ import annotations
 
 import argparse
+import cProfile
 import collections
 import contextlib
 import json
+import pstats
 import statistics
 import tempfile
 import time
@@ -114,9 +119,57 @@ def measure(args: argparse.Namespace, device: torch.device, backend: str):
         light = Recorder(tmp, rank=0, world_size=1, device=device, backend=backend)
         try:
             timings = _interleave(args, light, params, one_step, cuda)
+            step0 = (args.warmup + args.rounds * args.steps_per_round) * 3
+            breakdown = recorder_breakdown(light, params, one_step, step0, args.breakdown_steps, cuda)
         finally:
             light.close()
-        return timings + (records_per_step(tmp),)
+        return timings + (records_per_step(tmp), breakdown)
+
+
+def recorder_breakdown(light, params, one_step, step0: int, n: int, cuda: bool) -> dict:
+    """{"flush_ms": median wall ms of the step-end flush, "functions": [(name, calls per step, µs per step
+    under cProfile)]} over `n` light steps: first the flush alone, timed around Recorder._flush, then
+    cProfile on the recorder's functions (commscope/recording/) and the calls they make into torch."""
+    if n <= 0:
+        return {"flush_ms": None, "functions": []}
+    flush_ns: list[int] = []
+    inner = light._flush
+
+    def timed_flush(*a, **kw):
+        t0 = time.perf_counter_ns()
+        try:
+            return inner(*a, **kw)
+        finally:
+            flush_ns.append(time.perf_counter_ns() - t0)
+
+    light.watch(params)
+    light._flush = timed_flush
+    try:
+        for i in range(n):
+            one_step(light, step0 + i)
+    finally:
+        del light._flush
+    prof = cProfile.Profile()
+    for i in range(n, 2 * n):
+        prof.enable()
+        one_step(light, step0 + i)
+        prof.disable()
+        if cuda:
+            torch.cuda.synchronize()
+    light.unwatch()
+    ours = "commscope/recording/"
+    per_fn = []
+    for (file, line, fn), (_, calls, tottime, _, callers) in pstats.Stats(prof).stats.items():
+        if ours in file.replace("\\", "/"):
+            per_fn.append((f"{file.rsplit(ours, 1)[1]}:{fn}", calls, tottime))
+        elif "_distributed_c10d.wait" not in fn:  # (the collective's own wait: plain steps make it too)
+            # a call into torch or the runtime: the share made from the recorder's own functions
+            from_us = [(c[1], c[2]) for (cfile, _, _), c in callers.items() if ours in cfile.replace("\\", "/")]
+            if from_us:
+                per_fn.append((f"{fn} (from the recorder)", sum(c for c, _ in from_us), sum(t for _, t in from_us)))
+    per_fn.sort(key=lambda r: -r[2])
+    return {"flush_ms": statistics.median(flush_ns) / 1e6,
+            "functions": [(name, calls / n, 1e6 * t / n) for name, calls, t in per_fn]}
 
 
 def records_per_step(run_dir: str) -> dict[str, float]:
@@ -198,6 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--steps-per-round", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--breakdown-steps", type=int, default=5,
+                    help="light steps after the timed rounds that say where recording's time goes (0: none)")
     args = ap.parse_args(argv)
     device = setup_device(args.device)
     cuda = device.type == "cuda"
@@ -206,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     args.preset = args.preset or ("speedrun" if cuda else "tiny")
     args.seqs = args.seqs or default_seqs(args.preset, 4)
     with single_rank_group(device) as backend:
-        per_mode, ratios, stop_s, modes, records = measure(args, device, backend)
+        per_mode, ratios, stop_s, modes, records, breakdown = measure(args, device, backend)
 
     print("## Recording overhead\n")
     variant_flag = f" --variant {args.variant}" if args.workload == "trainer" and args.variant != "eager" else ""
@@ -230,6 +285,16 @@ def main(argv: list[str] | None = None) -> None:
           + ", ".join(f"{n:.1f} {kind}" for kind, n in records.items())
           + f"); {extra_cpu_ms:.3f} ms more process CPU per step than plain, "
           f"{1e3 * extra_cpu_ms / max(total, 1):.1f} µs per record.")
+    if breakdown["functions"]:
+        shown = breakdown["functions"][:12]
+        print(f"\nThe step-end flush (after the step's sync, so exposed whole): {breakdown['flush_ms']:.3f} ms per step "
+              f"(median of {args.breakdown_steps}). Host time of the recorder under cProfile, per step "
+              f"({args.breakdown_steps} steps; cProfile inflates every call):\n")
+        print("| function | calls per step | µs per step (cProfile) |")
+        print("|---|---|---|")
+        for name, calls, us in shown:
+            print(f"| `{name}` | {calls:.1f} | {us:.1f} |")
+        print(f"| all {len(breakdown['functions'])} | | {sum(us for _, _, us in breakdown['functions']):.1f} |")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ import benchlib  # noqa: F401  (puts the repo on sys.path)
 import torch
 
 from benchlib import header, md_table, provenance_line, setup_device, time_ms, write_results
-from commscope.analyze.layout import SLOWDOWN_FLAG, bytes_moved, layout_mismatch
+from commscope.analyze.layout import SLOWDOWN_FLAG, bytes_moved, mismatch_kind
+from commscope.analyze.layout_report import short_kernel
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 # (rows, cols) of the 2-D cases, (A, B, C) of the 3-D one, (N, C, H, W) of the 4-D one
@@ -38,7 +39,7 @@ def cases(device: torch.device, dtype: torch.dtype) -> list[tuple[str, torch.Ten
     (m, n), (a, b, c), (bn, bc, bh, bw) = SIZES[device.type]
 
     def rnd(*shape):
-        return torch.randn(*shape, device=device, dtype=dtype)
+        return torch.randn(shape, device=device, dtype=dtype)
 
     return [
         ("innermost swap (transposed matrix)", rnd(m, n), lambda: rnd(n, m).T),
@@ -48,11 +49,12 @@ def cases(device: torch.device, dtype: torch.dtype) -> list[tuple[str, torch.Ten
         ("broadcast row vector", rnd(m, n), lambda: rnd(n)),
         ("expanded row view", rnd(m, n), lambda: rnd(1, n).expand(m, n)),
         ("expanded column view", rnd(m, n), lambda: rnd(m, 1).expand(m, n)),
+        ("0-dim tensor (a device scalar)", rnd(m, n), lambda: rnd()),
     ]
 
 
 def kernel_of(fn: Callable[[], object], device: torch.device) -> str | None:
-    """The (short) name of the device kernel one call launches; None on CPU."""
+    """The full name of the device kernel one call launches (as a trace records it); None on CPU."""
     if device.type != "cuda":
         return None
     from torch.profiler import ProfilerActivity, profile
@@ -61,11 +63,7 @@ def kernel_of(fn: Callable[[], object], device: torch.device) -> str | None:
         fn()
         torch.cuda.synchronize(device)
     names = [e.name for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    if not names:
-        return None
-    from commscope.analyze.layout_report import short_kernel
-
-    return short_kernel(names[0], 40)
+    return names[0] if names else None
 
 
 def measure(device: torch.device, dtype: torch.dtype, warmup: int, repeats: int) -> list[dict]:
@@ -82,13 +80,15 @@ def measure(device: torch.device, dtype: torch.dtype, warmup: int, repeats: int)
         tw = time_ms(lambda: dst.add_(twin_src), device, warmup=warmup, repeats=repeats,
                      device_only=device.type == "cuda")
         ms, twin_ms = t["median_ms"], tw["median_ms"]
-        flagged = layout_mismatch(dims, strides)
+        kernel = kernel_of(lambda: dst.add_(src), device)
+        kind = mismatch_kind(dims, strides, kernel)  # the rule as it reads a trace of this op
+        flagged = kind is not None
         slow = ms / twin_ms if twin_ms > 0 else float("nan")
         rows.append({
             "case": name, "shape": dims[0], "src_shape": dims[1], "src_strides": strides[1], "dst_strides": strides[0],
             "ms": ms, "twin_ms": twin_ms, "slowdown": slow, "gbps": nbytes / ms / 1e6, "twin_gbps": twin_bytes / twin_ms / 1e6,
-            "kernel": kernel_of(lambda: dst.add_(src), device), "twin_kernel": kernel_of(lambda: dst.add_(twin_src), device),
-            "flagged": flagged, "must_flag": slow >= SLOWDOWN_FLAG, "missed": slow >= SLOWDOWN_FLAG and not flagged,
+            "kernel": kernel, "twin_kernel": kernel_of(lambda: dst.add_(twin_src), device),
+            "flagged": flagged, "kind": kind, "must_flag": slow >= SLOWDOWN_FLAG, "missed": slow >= SLOWDOWN_FLAG and not flagged,
         })
     return rows
 
@@ -97,8 +97,8 @@ def markdown(result: dict) -> str:
     head = ["case", "shape", "src strides", "kernel", "ms", "twin ms", "slowdown", "GB/s", "twin GB/s", "flagged",
             f"≥ {SLOWDOWN_FLAG}× twin"]
     rows = [[r["case"], "×".join(map(str, r["shape"])), "(" + ", ".join(map(str, r["src_strides"])) + ")",
-             r["kernel"] or "—", r["ms"], r["twin_ms"], r["slowdown"], r["gbps"], r["twin_gbps"],
-             "yes" if r["flagged"] else "no", ("yes" + (" — MISSED" if r["missed"] else "")) if r["must_flag"] else "no"]
+             short_kernel(r["kernel"], 40) if r["kernel"] else "—", r["ms"], r["twin_ms"], r["slowdown"], r["gbps"],
+             r["twin_gbps"], r["kind"] if r["flagged"] else "no", ("yes" + (" — MISSED" if r["missed"] else "")) if r["must_flag"] else "no"]
             for r in result["rows"]]
     return (f"## Layout cases: `dst.add_(src)`, {result['dtype']}, against the aligned twin\n\n"
             + md_table(head, rows) + "\n\n" + provenance_line(result) + "\n")

@@ -16,7 +16,15 @@ Invariants
   from the right as broadcasting does). Any difference counts, not only the innermost dimension:
   PyTorch takes the vectorized contiguous kernel only when every operand is laid out alike, and on an
   H200 a bf16 add whose operands differ only in the order of outer dimensions ran ~2.4× slower than its
-  aligned twin (docs/layout.md, the case table). Broadcast (stride-0) dimensions alone are no mismatch.
+  aligned twin (docs/layout.md, the case table).
+- A broadcast read is a finding too (kind "broadcast"): an argument of at least one dimension that the op
+  reads broadcast (a dimension of size 1, stride 0 or missing where another argument has size > 1), when
+  the op's kernel is PyTorch's generic CUDA `elementwise_kernel` rather than its vectorized one. Such a
+  read rules out the vectorized path: on an H200 a bf16 add of a broadcast row, an expanded row or an
+  expanded column ran ~2× slower than the same add of two contiguous tensors, though it moves fewer
+  bytes (the case table). The kernel name is the evidence, so CPU ops (vectorized broadcast loops) and
+  ops without a linked kernel are never broadcast findings. `kind` says which rule a finding met
+  ("stride order" first when both do).
 - Severity (`slowdown`, `severity`): achieved bandwidth against the reference of `peak_source`, in this
   order: the *aligned twin* (the same op on the same element count and dtypes, laid out alike, in the
   same trace), else the device's measured copy bandwidth (GPU ops), else the best aligned op of the same
@@ -41,7 +49,7 @@ from commscope.util.num import largest_numel
 FINDING_COLUMNS = [
     "rank", "op", "kernel", "dims", "strides", "dtypes", "numel", "bytes", "duration_us",
     "achieved_gbps", "peak_gbps", "pct_of_peak", "peak_source", "est_saving_us", "where",
-    "confidence", "deliberate", "start_ns", "slowdown", "severity",
+    "confidence", "deliberate", "start_ns", "slowdown", "severity", "kind",
 ]
 SLOWDOWN_FLAG = 1.3   # a case this much slower than its aligned twin must be flagged (docs/layout.md)
 SLOWDOWN_SEVERE = 2.0
@@ -128,6 +136,37 @@ def layout_mismatch(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[in
     return any(orders_differ(tensors[i], tensors[j]) for i in range(len(tensors)) for j in range(i + 1, len(tensors)))
 
 
+# PyTorch's generic (non-vectorized) CUDA elementwise kernels; `vectorized_elementwise_kernel` is the
+# contiguous fast path and does not match.
+GENERIC_KERNEL = re.compile(r"native::(unrolled_)?elementwise_kernel\b")
+
+
+def broadcast_read(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[int]]) -> bool:
+    """True when a tensor argument (at least one dimension) is read broadcast: right-aligned against the
+    arguments' common shape, it has size 1, stride 0 or no dimension where that shape has size > 1."""
+    tensors = [(tuple(d), tuple(s)) for d, s in zip(dims or [], strides or [])
+               if d and s and len(d) == len(s) and all(isinstance(x, int) for x in d)]
+    if len(tensors) < 2:
+        return False
+    n = max(len(d) for d, _ in tensors)
+    aligned = [_aligned_right(d, s, n) for d, s in tensors]
+    full = [max(d[i] for d, _ in aligned) for i in range(n)]
+    if any(d[i] not in (1, full[i]) for d, _ in aligned for i in range(n)):
+        return False  # shapes that do not broadcast: not operands of one elementwise op
+    return any(full[i] > 1 and (d[i] == 1 or s[i] == 0) for d, s in aligned for i in range(n))
+
+
+def mismatch_kind(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[int]],
+                  kernel: str | None = None) -> str | None:
+    """Which layout rule an elementwise op meets (module docstring): "stride order", "broadcast" (only
+    with a generic CUDA kernel named), or None."""
+    if layout_mismatch(dims, strides):
+        return "stride order"
+    if kernel and GENERIC_KERNEL.search(kernel) and broadcast_read(dims, strides):
+        return "broadcast"
+    return None
+
+
 def _elem_sizes(dtypes: Any, kernel: str | None, dims: Sequence[Sequence[int]]) -> list[int] | None:
     """Element size of each argument (0 for non-tensor arguments such as `Scalar`): from the recorded
     dtypes, else the kernel's template argument; None when neither says."""
@@ -172,16 +211,16 @@ def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
     dims_col = [[d if isinstance(d, list) else [] for d in _as_list(x)] for x in sub["dims"].tolist()]
     strides_col = [[s if isinstance(s, list) else [] for s in _as_list(x)] for x in sub["strides"].tolist()]
     numel = [largest_numel(d) for d in dims_col]
-    mism = [layout_mismatch(d, s) for d, s in zip(dims_col, strides_col)]
-    sizes_wanted = {n for n, m in zip(numel, mism) if m and n >= min_numel}
     cols = {c: sub[c].tolist() if c in sub else [None] * len(sub)
             for c in ("rank", "name", "start_ns", "end_ns", "dtypes", "kernel_names", "kernel_dur_ns")}
+    first_kernel = [next((x for x in _as_list(ks) if isinstance(x, str)), None) for ks in cols["kernel_names"]]
+    kinds = [mismatch_kind(d, s, kn) for d, s, kn in zip(dims_col, strides_col, first_kernel)]
+    sizes_wanted = {n for n, m in zip(numel, kinds) if m and n >= min_numel}
     rows = []
     for k, idx in enumerate(sub.index):
         if numel[k] not in sizes_wanted:
             continue
-        kernels = [x for x in _as_list(cols["kernel_names"][k]) if isinstance(x, str)]
-        kernel = kernels[0] if kernels else None
+        kernel = first_kernel[k]
         durs = [d for d in _as_list(cols["kernel_dur_ns"][k]) if d is not None and not pd.isna(d)]
         on_gpu = bool(durs)
         dur_ns = int(sum(durs)) if on_gpu else int(cols["end_ns"][k] - cols["start_ns"][k])
@@ -193,7 +232,7 @@ def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
             "dims": dims_col[k], "strides": strides_col[k], "dtypes": dtypes or None, "numel": numel[k],
             "bytes": nbytes, "duration_ns": dur_ns, "on_gpu": on_gpu,
             "achieved_gbps": nbytes / dur_ns if nbytes and dur_ns > 0 else None,  # bytes/ns == GB/s
-            "mismatch": mism[k], "start_ns": int(cols["start_ns"][k]),
+            "mismatch": kinds[k] is not None, "kind": kinds[k], "start_ns": int(cols["start_ns"][k]),
         })
     return pd.DataFrame(rows)
 
@@ -250,7 +289,7 @@ def find_layout_mismatches(
             "peak_source": source,
             "est_saving_us": max(0.0, (f["duration_ns"] - ideal_ns) / 1e3) if ideal_ns is not None else None,
             "where": where, "confidence": "high", "deliberate": deliberate, "start_ns": f["start_ns"],
-            "slowdown": slow, "severity": severity(slow),
+            "slowdown": slow, "severity": severity(slow), "kind": f["kind"],
         })
     res = pd.DataFrame(out, columns=FINDING_COLUMNS)
     return res.sort_values(["duration_us", "rank", "start_ns"], ascending=[False, True, True],

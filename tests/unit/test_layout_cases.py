@@ -23,10 +23,13 @@ def test_layout_cases_cpu(tmp_path, capsys):
     lc = importlib.import_module("layout_cases")
     r = lc.main(["--device", "cpu", "--out", str(tmp_path), "--warmup", "0", "--repeats", "1"])
     rows = {x["case"].split(" (")[0]: x for x in r["rows"]}
-    # the rule on the strides a trace records: stride-order differences flag, broadcasts do not
-    assert {k: v["flagged"] for k, v in rows.items()} == {
-        "innermost swap": True, "outer permutation": True, "channels_last vs contiguous": True,
-        "broadcast row vector": False, "expanded row view": False, "expanded column view": False}
+    # the rule on what a CPU trace records: stride-order differences flag; broadcast reads need the generic
+    # CUDA kernel's name as evidence, which a CPU op has not
+    assert {k: v["kind"] for k, v in rows.items()} == {
+        "innermost swap": "stride order", "outer permutation": "stride order",
+        "channels_last vs contiguous": "stride order", "broadcast row vector": None, "expanded row view": None,
+        "expanded column view": None, "0-dim tensor": None}
+    assert all(v["flagged"] == (v["kind"] is not None) for v in rows.values())
     assert rows["outer permutation"]["src_strides"] == [128, 2048, 1]
     for x in r["rows"]:
         assert x["ms"] > 0 and x["twin_ms"] > 0 and x["slowdown"] == pytest.approx(x["ms"] / x["twin_ms"])

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from commscope.analyze.contention import DeviceLimits, device_limits, find_sm_contention, sm_filling_kernels
-from commscope.analyze.layout import (bytes_moved, fastest_dim, find_layout_mismatches, known_copy_gbps,
-                                      layout_mismatch, stride_order)
+from commscope.analyze.layout import (broadcast_read, bytes_moved, fastest_dim, find_layout_mismatches,
+                                      known_copy_gbps, layout_mismatch, mismatch_kind, stride_order)
 from commscope.analyze.layout_kernels import functor_key, kernel_layout_evidence
 from commscope.load.frames import frame
 
@@ -261,3 +261,34 @@ def test_hook_order_micro_step_from_backward_order_when_regions_have_none():
     shapes = {"embed": [512, 64], "lm_head": [512, 64]}
     f = find_layout_mismatches(ops, regions, hooks, param_shapes=shapes, min_numel=1)
     assert f.iloc[0]["where"] == "backward: lm_head grad accumulation"
+
+
+def test_broadcast_read_needs_a_broadcast_argument_of_shapes_that_broadcast():
+    assert broadcast_read([[V, D], [D]], [[D, 1], [1]])                  # a row vector, one dim missing
+    assert broadcast_read([[V, D], [V, D]], [[D, 1], [0, 1]])            # expanded row: stride 0
+    assert broadcast_read([[V, D], [V, D]], [[D, 1], [1, 0]])            # expanded column
+    assert broadcast_read([[V, D], [V, 1]], [[D, 1], [1, 1]])            # a column of size 1
+    assert not broadcast_read([[V, D], [V, D]], [[D, 1], [D, 1]])        # aligned
+    assert not broadcast_read([[V, D], []], [[D, 1], []])                # a Scalar argument
+    assert not broadcast_read([[2, 3], [4, 5]], [[3, 1], [5, 1]])        # shapes that do not broadcast
+    assert not broadcast_read([[1, D], [1, D]], [[D, 1], [D, 1]])        # size 1 on both sides: nothing spread
+
+
+def test_a_broadcast_read_is_a_finding_only_with_the_generic_cuda_kernel():
+    row = ([[V, D], [D]], [[D, 1], [1]])
+    assert mismatch_kind(*row, ADD_SLOW) == "broadcast"
+    assert mismatch_kind(*row, ADD_FAST) is None       # the vectorized path ran: no evidence of a slowdown
+    assert mismatch_kind(*row, None) is None           # a CPU op: vectorized broadcast loops
+    assert mismatch_kind([[V, D], [V, D]], [[D, 1], [1, V]], ADD_FAST) == "stride order"
+    assert mismatch_kind([[V, D], [V, D]], [[D, 1], [D, 1]], ADD_SLOW) is None
+    # a broadcast add in a GPU trace, priced against the aligned add of the same size and dtypes
+    ops = frame("ops", pd.DataFrame([
+        op("aten::add_", [[V, D], [D]], [[D, 1], [1]], start=0, dur=10_000, dtypes=["c10::BFloat16"] * 2,
+           kdur=150_000, kname=ADD_SLOW, ext=1),
+        op("aten::add_", [[V, D], [V, D]], [[D, 1], [D, 1]], start=200_000, dur=10_000,
+           dtypes=["c10::BFloat16"] * 2, kdur=77_000, kname=ADD_FAST, ext=2),
+    ]))
+    f = find_layout_mismatches(ops)
+    assert len(f) == 1 and f.iloc[0]["kind"] == "broadcast" and f.iloc[0]["peak_source"] == "aligned twin"
+    assert f.iloc[0]["bytes"] == 2 * V * D * 2                          # the broadcast row is not counted
+    assert f.iloc[0]["slowdown"] == pytest.approx((3 * V * D * 2 / 77_000) / (2 * V * D * 2 / 150_000))
