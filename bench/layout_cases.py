@@ -10,7 +10,7 @@ and expanded views (a row, a column).
 
 Per case: device ms (median of CUDA-event-timed repeats queued behind a spin kernel; CPU: wall clock),
 the twin's ms, slowdown = ms / twin ms, GB/s counting what the op must move (commscope.analyze.layout.
-bytes_moved: same-shaped operands read once, the output written once), the kernel PyTorch ran (CUDA:
+bytes_moved: each operand's distinct elements read once, the output written once), the kernel PyTorch ran (CUDA:
 from the profiler), and the rule's verdict on the shapes and strides a trace would record.
 
 Run: python bench/layout_cases.py [--device cuda] [--out DIR]     (CPU quick check: --device cpu)
@@ -74,7 +74,7 @@ def measure(device: torch.device, dtype: torch.dtype, warmup: int, repeats: int)
         dims = [list(dst.shape), list(src.shape)]
         strides = [list(dst.stride()), list(src.stride())]
         size = dst.element_size()
-        nbytes = bytes_moved("aten::add_", dims, [size, size])
+        nbytes = bytes_moved("aten::add_", dims, [size, size], strides)
         twin_bytes = bytes_moved("aten::add_", [list(dst.shape)] * 2, [size, size])
         t = time_ms(lambda: dst.add_(src), device, warmup=warmup, repeats=repeats, device_only=device.type == "cuda")
         tw = time_ms(lambda: dst.add_(twin_src), device, warmup=warmup, repeats=repeats,

@@ -179,13 +179,24 @@ def _elem_sizes(dtypes: Any, kernel: str | None, dims: Sequence[Sequence[int]]) 
     return None if size is None else [size if is_t else 0 for is_t in tensor]
 
 
-def bytes_moved(op: str, dims: Sequence[Sequence[int]], elem_sizes: Sequence[int]) -> int:
-    """Bytes a pointwise op must read and write: every same-shaped tensor argument read once, the output
-    written once; `copy_` does not read its destination."""
+def bytes_moved(op: str, dims: Sequence[Sequence[int]], elem_sizes: Sequence[int],
+                strides: Sequence[Sequence[int]] | None = None) -> int:
+    """Bytes a pointwise op must read and write: the output (the largest argument) written once and every
+    tensor argument read once (`copy_` does not read its destination). With `strides`, an argument is read
+    for its distinct elements (a stride-0 dimension holds one), so a broadcast row, an expanded row and an
+    expanded column all count what memory holds; without, only the arguments of the output's element count
+    are read, each whole."""
     ref = max((tuple(d) for d in dims if d), key=lambda d: math.prod(d))
     numel = math.prod(ref)
-    args = [(i, tuple(d)) for i, d in enumerate(dims) if d]
-    read = sum(numel * elem_sizes[i] for i, d in args if math.prod(d) == numel)
+    read = 0
+    for i, d in enumerate(dims):
+        if not d:
+            continue
+        st = strides[i] if strides is not None and i < len(strides) else None
+        if st is not None and len(st) == len(d):
+            read += math.prod(x for x, s in zip(d, st) if s != 0) * elem_sizes[i]
+        elif math.prod(d) == numel:
+            read += numel * elem_sizes[i]
     if op == "aten::copy_":
         read -= numel * elem_sizes[0]
     write = numel * elem_sizes[0]
@@ -226,7 +237,7 @@ def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
         dur_ns = int(sum(durs)) if on_gpu else int(cols["end_ns"][k] - cols["start_ns"][k])
         dtypes = _as_list(cols["dtypes"][k])
         sizes = _elem_sizes(dtypes, kernel, dims_col[k])
-        nbytes = bytes_moved(cols["name"][k], dims_col[k], sizes) if sizes else None
+        nbytes = bytes_moved(cols["name"][k], dims_col[k], sizes, strides_col[k]) if sizes else None
         rows.append({
             "_idx": idx, "rank": int(cols["rank"][k]), "op": cols["name"][k], "kernel": kernel,
             "dims": dims_col[k], "strides": strides_col[k], "dtypes": dtypes or None, "numel": numel[k],
