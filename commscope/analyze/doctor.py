@@ -28,6 +28,9 @@ Rules, checked in this order (the first that holds is the verdict):
    that caused at least half as much of that waiting as the worst; the verdict says in how many of the
    judged steps it happened, the share of the step, and a confidence.
 Otherwise ok (saying what was judged), or insufficient when no step or complete collective was left to judge.
+A job of one rank is ok (nobody waits for anybody), except when nothing was recorded, or when its world size
+is unknown (Kineto traces without distributedInfo or process-group sizes: "taken as 1") and the trace holds
+collectives: then it is insufficient, since a job that communicates has peers whose traces are missing.
 
 Invariants: reads no file; never trusts a number it cannot tie to a rank's record; the injected faults listed
 in config.json are shown for reference but never used to reach the verdict; the straggler rule reads the
@@ -338,8 +341,7 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     src = [EVENTS if trace.source == "run" else "trace"]
     excluded = {str(k): v for k, v in sorted(noise.items())}
     if trace.world_size == 1:
-        return Diagnosis("ok", sources=src, summary="ok: no crash or hang in the job's one rank; with one rank "
-                         "nobody waits for anybody, so there is no straggler or desync to find.")
+        return _one_rank(trace, src)
     if not judged_steps or not len(inst):
         why = ("no collective reached by every member" if not len(inst) else
                "no step left to judge" + (f" (excluded: {_noise_text(noise)})" if noise else " (no steps)"))
@@ -408,6 +410,38 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
                  f"judged step(s) ({int_ranges(p['steps'])}); most at '{top['label']}' (step {top['step']}, seq "
                  f"{top['sequence']}, {top['mean_wait_ms']:.1f} ms per waiting rank). Confidence {p['confidence']}; "
                  f"found by arrival ({arrivals}), bar {how['ms']:.1f} ms per step{_bar_text(how)}."))
+
+
+def _one_rank(trace: Trace, src: list[str]) -> Diagnosis:
+    """The verdict on a job of one rank: ok, unless nothing was recorded, or the world size is only the
+    count of traces read ("taken as 1") while the trace shows communication, the sign of a job with peers
+    whose traces are missing. The GPUs listed in deviceProperties alone are no such sign: it lists every
+    device the process could see, on an 8-GPU machine also for a one-GPU job."""
+    recorded = {"steps": len(trace.steps), "collectives": len(trace.collectives), "kernels": len(trace.kernels),
+                "compute": len(trace.compute), "regions": len(trace.regions)}
+    if not any(recorded.values()):
+        return Diagnosis("insufficient", sources=src, details={"recorded": recorded}, summary=(
+            "insufficient: nothing recorded: the input holds no steps, collectives, kernels or ops, so there is "
+            "nothing to judge."))
+    guessed = trace.config.get("world_size_from") == "ranks read"
+    devices = trace.config.get("deviceProperties")
+    n_dev = len(devices) if isinstance(devices, list) else 0
+    on = f" on a machine with {n_dev} GPUs (deviceProperties)" if n_dev > 1 else ""
+    if guessed and len(trace.collectives):
+        return Diagnosis("insufficient", sources=src,
+                         details={"world_size": "unknown", "collectives": len(trace.collectives), "devices": n_dev},
+                         summary=(
+            f"insufficient: the job's world size is unknown (no distributedInfo, no process-group sizes; taken "
+            f"as 1 from the one trace read), but this rank ran {len(trace.collectives)} collective(s){on}: a job "
+            "that communicates has peers, and without their traces who waited for whom cannot be judged. Load "
+            "every rank's trace, recorded with a process group (distributedInfo) or named rank<N>."))
+    if guessed:
+        return Diagnosis("ok", sources=src, details={"world_size": "unknown", "devices": n_dev}, summary=(
+            "ok: one trace read, with no collectives and no distributedInfo (world size unknown, taken as 1): "
+            "nothing shows a job of several ranks, and with one rank nobody waits for anybody, so there is no "
+            "straggler or desync to find."))
+    return Diagnosis("ok", sources=src, summary="ok: no crash or hang in the job's one rank; with one rank "
+                     "nobody waits for anybody, so there is no straggler or desync to find.")
 
 
 def _bar_text(how: dict) -> str:
