@@ -39,7 +39,7 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     """
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
-        raise UserError(f"{path}: no such file or directory")
+        raise UserError(f"{path} does not exist")
     if os.path.isdir(path) and is_run_dir(path):
         trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers, scheduler=scheduler,
                             with_ops_up_to=with_ops_up_to)

@@ -82,3 +82,39 @@ def test_layout_gpu_run_with_device_properties_says_none_found(folder, tmp_path)
     d = json.loads(invoke("layout", run, "--json"))
     assert d["device"] == "NVIDIA H200" and d["contention"] == [] and d["notes"] == []
     assert "No SM contention found." in invoke("layout", run)
+
+
+# --- one wording for a missing input path, in every command ------------------------------------------
+
+@pytest.mark.parametrize("command", [["report", "--json"], ["layout"], ["doctor"], ["hooks"],
+                                     ["export", "--perfetto", "out.json"]])
+def test_a_missing_path_is_one_line_and_exit_2_in_every_command(tmp_path, command):
+    import subprocess
+    import sys
+
+    missing = tmp_path / "nope"
+    r = subprocess.run([sys.executable, "-m", "commscope", command[0], str(missing), *command[1:]],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr == f"commscope: error: {missing} does not exist\n"
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_gen_job_documents_every_argument():
+    """`bench/gen_job.py --help`: every argument says what it is (none listed bare)."""
+    import re
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(TESTS.parent / "bench" / "gen_job.py"), "--help"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    body = r.stdout.split("positional arguments:", 1)[1]
+    for arg in ("src", "out", "--ranks", "--steps", "--straggler", "--delay-ms", "--desync", "--hang", "--at-step",
+                "--at-index", "--jitter-ms", "--seed"):
+        # an argument's line, or the line under it when the name is long, carries its help text
+        m = re.search(rf"^  {re.escape(arg)}\b[^\n]*\n", body, re.M)
+        assert m, arg
+        first = m.group(0).strip()
+        after = body[m.end():].split("\n", 1)[0]
+        assert len(first.split()) > 2 or after.startswith(" " * 10), arg
