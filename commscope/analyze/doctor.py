@@ -513,16 +513,28 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     return d
 
 
-def diagnose_trace(trace: Trace, *, tolerate_bad_files: bool = False, **thresholds: Any) -> Diagnosis:
+def diagnose_trace(trace: Trace, *, tolerate_bad_files: bool = False, selected: tuple[int, int] | None = None,
+                   **thresholds: Any) -> Diagnosis:
     """`diagnose` with the fault evidence the loader found in the run's directory. `tolerate_bad_files`:
     evidence that could not be read is left out (the report's use: the rest of a report is still worth
-    having) instead of raising its UserError (the doctor command's use). `thresholds`: diagnose's keywords."""
+    having) instead of raising its UserError (the doctor command's use). `selected`: the steps [lo, hi)
+    a report around the verdict shows (`report --steps`); the verdict stays the whole run's — a crash or
+    hang outside the selection is still the run's fault, and the straggler bar is a share of the whole
+    run's median step — and its summary says so where the selection leaves steps out. `thresholds`:
+    diagnose's keywords."""
     faults = trace.faults if trace.source == "run" else FaultEvidence()
     if faults.error is not None:
         if not tolerate_bad_files:
             raise UserError(faults.error)
         faults = FaultEvidence()
-    return diagnose(trace, faults, **thresholds)
+    d = diagnose(trace, faults, **thresholds)
+    if selected is not None:
+        known = sorted({int(s) for s in trace.steps["step"] if s >= 0}) if len(trace.steps) else []
+        if any(not selected[0] <= s < selected[1] for s in known):
+            lo, hi = selected
+            span = f"step {lo}" if hi == lo + 1 else f"steps {lo}-{hi - 1}"
+            d.summary = f"(whole run, not only the selected {span}) {d.summary}"
+    return d
 
 
 def diagnose_path(path: str, scheduler: Any = None, **thresholds: Any) -> Diagnosis:

@@ -118,3 +118,22 @@ def test_gen_job_documents_every_argument():
         first = m.group(0).strip()
         after = body[m.end():].split("\n", 1)[0]
         assert len(first.split()) > 2 or after.startswith(" " * 10), arg
+
+
+# --- report --steps: the doctor's line says it judged the whole run ----------------------------------
+
+def test_report_steps_labels_the_doctor_verdict_as_the_whole_run(tmp_path):
+    from commscope.analyze.doctor import diagnose_trace
+    from commscope.load import load_path
+
+    trace = load_path(str(TESTS / "data" / "modded-nanogpt-8xh100"))
+    whole = diagnose_trace(trace)
+    part = diagnose_trace(trace, selected=(11, 12))
+    assert part.verdict == whole.verdict == "straggler"
+    assert part.summary == "(whole run, not only the selected step 11) " + whole.summary
+    assert diagnose_trace(trace, selected=(10, 12)).summary == whole.summary  # every step selected: no label
+    assert diagnose_trace(trace, selected=(0, 100)).summary == whole.summary
+    out = tmp_path / "r.html"
+    text = invoke("report", TESTS / "data" / "modded-nanogpt-8xh100", "--steps", "11:12", "--no-hta", "-o", out)
+    assert " ".join(text.split()).startswith("doctor: (whole run, not only the selected step 11) straggler: rank 1")
+    assert "(whole run, not only the selected step 11)" in out.read_text()
