@@ -59,6 +59,10 @@ VERDICTS = ("ok", "crash", "hang", "straggler", "desync", "interrupted", "insuff
 # the others wait up to ~62 % of the median step in one step (docs/faults.md).
 STRAGGLER_PCT_DEVICE = 10.0
 STRAGGLER_PCT_HOST = 100.0
+# A step in which a rank caused at least this many times the bar of waiting is unmistakable on its own:
+# healthy runs stay under the bar (CPU ranks: at most 0.62× it in docs/faults.md's 16 runs; GPU ranks: about
+# 0.1×), so one such stall rates confidence high even when it happened once (an episode, not persistent).
+STRAGGLER_MARGIN_HIGH = 5.0
 MAX_INSTANCES = 20  # per flagged (step, rank) in the evidence: the ones that caused the most waiting
 MAX_INSTANCES_TOTAL = 200  # and in all, so a long run's evidence stays small
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
@@ -308,12 +312,15 @@ def _bar(inst: pd.DataFrame, trace: Trace, straggler_ms: float | None, straggler
     return bar, how
 
 
-def _confidence(flagged: int, judged: int) -> str:
+def _confidence(flagged: int, judged: int, margin: float = 0.0) -> str:
+    """`margin`: the most waiting the culprit caused in one step, as a multiple of the bar."""
     if flagged >= 2 and 2 * flagged >= judged:
         return "high"  # persistent: most judged steps, and more than one
+    if margin >= STRAGGLER_MARGIN_HIGH:
+        return "high"  # unmistakable: far beyond what healthy runs show, even once
     if 2 * flagged >= judged:
         return "medium"  # as persistent as the data can show (one or two judged steps)
-    return "low"  # an episode: fewer than half of the judged steps
+    return "low"  # an episode: fewer than half of the judged steps, none far over the bar
 
 
 def _instance_records(inst: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
@@ -386,11 +393,12 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     persistence = {}
     for c in culprits:
         f = mine[mine["rank"] == c]
+        margin = float(f["lost_ns"].max()) / bar if bar > 0 else float("inf")
         persistence[str(c)] = {"steps": [int(x) for x in f["step"]], "judged_steps": len(judged_steps),
                                "share_of_judged_steps": len(f) / len(judged_steps),
                                "mean_pct_of_step": float(f["pct"].mean()), "max_pct_of_step": float(f["pct"].max()),
-                               "waiting_caused_ms": float(totals.loc[c]) / 1e6,
-                               "confidence": _confidence(len(f), len(judged_steps))}
+                               "waiting_caused_ms": float(totals.loc[c]) / 1e6, "max_bar_multiple": margin,
+                               "confidence": _confidence(len(f), len(judged_steps), margin)}
     top = max((b for b in based_on if b["last_rank"] == worst), key=lambda b: b["waiting_caused_ms"])
     p = persistence[str(worst)]
     others = [r for r in totals.index if int(r) not in culprits]
@@ -401,15 +409,23 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     arrivals = ("NCCL kernel / CUDA event starts on the device" if how.get("arrivals") != "host" else
                 "launch calls, each after the group's previous collective")
     mean_lost = float(mine.loc[mine["rank"] == worst, "lost_ns"].mean()) / 1e6
+    n, judged = len(p["steps"]), len(judged_steps)
+    # the waiting is averaged over the steps where the culprit was late, not over every judged step
+    when = (f"in the 1 step where it was late (step {p['steps'][0]}, of {judged} judged)" if n == 1 else
+            f"on average over the {n} steps where it was late ({int_ranges(p['steps'])}, of {judged} judged)")
+    why = ("persistent: most judged steps" if n >= 2 and 2 * n >= judged else
+           f"one stall {p['max_bar_multiple']:.1f}× the bar, far beyond healthy noise"
+           if p["max_bar_multiple"] >= STRAGGLER_MARGIN_HIGH else
+           "as persistent as so few judged steps can show" if 2 * n >= judged else
+           f"an episode: {n} of {judged} judged steps, at most {p['max_bar_multiple']:.1f}× the bar")
     return Diagnosis(
         "straggler", culprits, label=top["label"], step=top["step"], sequence=top["sequence"], group=top["group"],
         evidence=evidence, sources=src, confidence=p["confidence"], details=details,
-        summary=(f"straggler: {who} made the other ranks wait {mean_lost:.1f} ms each per step on average "
-                 f"({p['mean_pct_of_step']:.1f} % of the {median_step / 1e6:.1f} ms median step; "
-                 f"{p['waiting_caused_ms']:.1f} ms of waiting in all) in {len(p['steps'])} of {len(judged_steps)} "
-                 f"judged step(s) ({int_ranges(p['steps'])}); most at '{top['label']}' (step {top['step']}, seq "
-                 f"{top['sequence']}, {top['mean_wait_ms']:.1f} ms per waiting rank). Confidence {p['confidence']}; "
-                 f"found by arrival ({arrivals}), bar {how['ms']:.1f} ms per step{_bar_text(how)}."))
+        summary=(f"straggler: {who} made the other ranks wait {mean_lost:.1f} ms each "
+                 f"({p['mean_pct_of_step']:.1f} % of the {median_step / 1e6:.1f} ms median step) {when}; "
+                 f"{p['waiting_caused_ms']:.1f} ms of waiting in all; most at '{top['label']}' (step {top['step']}, seq "
+                 f"{top['sequence']}, {top['mean_wait_ms']:.1f} ms per waiting rank). Confidence {p['confidence']} "
+                 f"({why}); found by arrival ({arrivals}), bar {how['ms']:.1f} ms per step{_bar_text(how)}."))
 
 
 def _one_rank(trace: Trace, src: list[str]) -> Diagnosis:
