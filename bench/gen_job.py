@@ -475,19 +475,27 @@ def generate(src: str | os.PathLike, out: str | os.PathLike, ranks: int, steps: 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("src")
-    ap.add_argument("out")
-    ap.add_argument("--ranks", type=int, required=True)
-    ap.add_argument("--steps", type=int, default=40, help="run directories: steps to write")
-    ap.add_argument("--straggler", type=int)
+    ap.add_argument("src", help="the template: a commscope run directory or a folder of per-rank Kineto traces "
+                    "(the output's format is the template's)")
+    ap.add_argument("out", help="the folder to write the N-rank job and its ground_truth.json into")
+    ap.add_argument("--ranks", type=int, required=True, help="ranks to write (N)")
+    ap.add_argument("--steps", type=int, default=40, help="run directories: steps to write (Kineto traces keep "
+                    "the template's profiled steps)")
+    ap.add_argument("--straggler", type=int, metavar="R", help="plant a straggler: rank R stalls before the chosen "
+                    "collective (--delay-ms)")
     ap.add_argument("--delay-ms", type=float, help="the straggler's stall (default: 20× the template's "
                     "median launch skew, at least 150 ms)")
-    ap.add_argument("--desync", type=int)
-    ap.add_argument("--hang", type=int)
-    ap.add_argument("--at-step", type=int)
-    ap.add_argument("--at-index", type=int)
-    ap.add_argument("--jitter-ms", type=float)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--desync", type=int, metavar="R", help="plant a desync: rank R's chosen collective moves "
+                    "twice the bytes of the others'")
+    ap.add_argument("--hang", type=int, metavar="R", help="plant a hang: rank R never launches the chosen "
+                    "collective and stops there")
+    ap.add_argument("--at-step", type=int, metavar="S", help="the step of the chosen collective (default: the "
+                    "middle step for run directories, the last profiled step for Kineto traces)")
+    ap.add_argument("--at-index", type=int, metavar="K", help="the chosen collective is the K-th launched in that "
+                    "step (default: the middle one)")
+    ap.add_argument("--jitter-ms", type=float, help="σ of each rank's per-step lateness |N(0, σ)| (default: 2 ms "
+                    "for run directories, 0.2 ms for Kineto traces; 0: none)")
+    ap.add_argument("--seed", type=int, default=0, help="random seed of the jitter")
     a = ap.parse_args(argv)
     truth = generate(a.src, a.out, a.ranks, a.steps, straggler=a.straggler, delay_ms=a.delay_ms,
                      desync=a.desync, hang=a.hang, at_step=a.at_step, at_index=a.at_index,

@@ -68,6 +68,5 @@ def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> Non
                        _fmt(r["attributable_us"]) if r["separable"] else "—", short_kernel(r["kernel"], 12),
                        str(r["evidence"]).removeprefix("not separable: "))
         console.print(ct)
-    else:
-        console.print("No SM contention found" + (" (no GPU kernels in this input)." if report.device is None
-                                                  else "."))
+    elif report.contention_skipped is None:  # else not looked for: the report's note says why, once
+        console.print("No SM contention found.")

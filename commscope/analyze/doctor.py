@@ -28,6 +28,9 @@ Rules, checked in this order (the first that holds is the verdict):
    that caused at least half as much of that waiting as the worst; the verdict says in how many of the
    judged steps it happened, the share of the step, and a confidence.
 Otherwise ok (saying what was judged), or insufficient when no step or complete collective was left to judge.
+A job of one rank is ok (nobody waits for anybody), except when nothing was recorded, or when its world size
+is unknown (Kineto traces without distributedInfo or process-group sizes: "taken as 1") and the trace holds
+collectives: then it is insufficient, since a job that communicates has peers whose traces are missing.
 
 Invariants: reads no file; never trusts a number it cannot tie to a rank's record; the injected faults listed
 in config.json are shown for reference but never used to reach the verdict; the straggler rule reads the
@@ -56,6 +59,10 @@ VERDICTS = ("ok", "crash", "hang", "straggler", "desync", "interrupted", "insuff
 # the others wait up to ~62 % of the median step in one step (docs/faults.md).
 STRAGGLER_PCT_DEVICE = 10.0
 STRAGGLER_PCT_HOST = 100.0
+# A step in which a rank caused at least this many times the bar of waiting is unmistakable on its own:
+# healthy runs stay under the bar (CPU ranks: at most 0.62× it in docs/faults.md's 16 runs; GPU ranks: about
+# 0.1×), so one such stall rates confidence high even when it happened once (an episode, not persistent).
+STRAGGLER_MARGIN_HIGH = 5.0
 MAX_INSTANCES = 20  # per flagged (step, rank) in the evidence: the ones that caused the most waiting
 MAX_INSTANCES_TOTAL = 200  # and in all, so a long run's evidence stays small
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
@@ -305,12 +312,15 @@ def _bar(inst: pd.DataFrame, trace: Trace, straggler_ms: float | None, straggler
     return bar, how
 
 
-def _confidence(flagged: int, judged: int) -> str:
+def _confidence(flagged: int, judged: int, margin: float = 0.0) -> str:
+    """`margin`: the most waiting the culprit caused in one step, as a multiple of the bar."""
     if flagged >= 2 and 2 * flagged >= judged:
         return "high"  # persistent: most judged steps, and more than one
+    if margin >= STRAGGLER_MARGIN_HIGH:
+        return "high"  # unmistakable: far beyond what healthy runs show, even once
     if 2 * flagged >= judged:
         return "medium"  # as persistent as the data can show (one or two judged steps)
-    return "low"  # an episode: fewer than half of the judged steps
+    return "low"  # an episode: fewer than half of the judged steps, none far over the bar
 
 
 def _instance_records(inst: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
@@ -338,8 +348,7 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     src = [EVENTS if trace.source == "run" else "trace"]
     excluded = {str(k): v for k, v in sorted(noise.items())}
     if trace.world_size == 1:
-        return Diagnosis("ok", sources=src, summary="ok: no crash or hang in the job's one rank; with one rank "
-                         "nobody waits for anybody, so there is no straggler or desync to find.")
+        return _one_rank(trace, src)
     if not judged_steps or not len(inst):
         why = ("no collective reached by every member" if not len(inst) else
                "no step left to judge" + (f" (excluded: {_noise_text(noise)})" if noise else " (no steps)"))
@@ -384,11 +393,12 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     persistence = {}
     for c in culprits:
         f = mine[mine["rank"] == c]
+        margin = float(f["lost_ns"].max()) / bar if bar > 0 else float("inf")
         persistence[str(c)] = {"steps": [int(x) for x in f["step"]], "judged_steps": len(judged_steps),
                                "share_of_judged_steps": len(f) / len(judged_steps),
                                "mean_pct_of_step": float(f["pct"].mean()), "max_pct_of_step": float(f["pct"].max()),
-                               "waiting_caused_ms": float(totals.loc[c]) / 1e6,
-                               "confidence": _confidence(len(f), len(judged_steps))}
+                               "waiting_caused_ms": float(totals.loc[c]) / 1e6, "max_bar_multiple": margin,
+                               "confidence": _confidence(len(f), len(judged_steps), margin)}
     top = max((b for b in based_on if b["last_rank"] == worst), key=lambda b: b["waiting_caused_ms"])
     p = persistence[str(worst)]
     others = [r for r in totals.index if int(r) not in culprits]
@@ -399,15 +409,55 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     arrivals = ("NCCL kernel / CUDA event starts on the device" if how.get("arrivals") != "host" else
                 "launch calls, each after the group's previous collective")
     mean_lost = float(mine.loc[mine["rank"] == worst, "lost_ns"].mean()) / 1e6
+    n, judged = len(p["steps"]), len(judged_steps)
+    # the waiting is averaged over the steps where the culprit was late, not over every judged step
+    when = (f"in the 1 step where it was late (step {p['steps'][0]}, of {judged} judged)" if n == 1 else
+            f"on average over the {n} steps where it was late ({int_ranges(p['steps'])}, of {judged} judged)")
+    why = ("persistent: most judged steps" if n >= 2 and 2 * n >= judged else
+           f"one stall {p['max_bar_multiple']:.1f}× the bar, far beyond healthy noise"
+           if p["max_bar_multiple"] >= STRAGGLER_MARGIN_HIGH else
+           "as persistent as so few judged steps can show" if 2 * n >= judged else
+           f"an episode: {n} of {judged} judged steps, at most {p['max_bar_multiple']:.1f}× the bar")
     return Diagnosis(
         "straggler", culprits, label=top["label"], step=top["step"], sequence=top["sequence"], group=top["group"],
         evidence=evidence, sources=src, confidence=p["confidence"], details=details,
-        summary=(f"straggler: {who} made the other ranks wait {mean_lost:.1f} ms each per step on average "
-                 f"({p['mean_pct_of_step']:.1f} % of the {median_step / 1e6:.1f} ms median step; "
-                 f"{p['waiting_caused_ms']:.1f} ms of waiting in all) in {len(p['steps'])} of {len(judged_steps)} "
-                 f"judged step(s) ({int_ranges(p['steps'])}); most at '{top['label']}' (step {top['step']}, seq "
-                 f"{top['sequence']}, {top['mean_wait_ms']:.1f} ms per waiting rank). Confidence {p['confidence']}; "
-                 f"found by arrival ({arrivals}), bar {how['ms']:.1f} ms per step{_bar_text(how)}."))
+        summary=(f"straggler: {who} made the other ranks wait {mean_lost:.1f} ms each "
+                 f"({p['mean_pct_of_step']:.1f} % of the {median_step / 1e6:.1f} ms median step) {when}; "
+                 f"{p['waiting_caused_ms']:.1f} ms of waiting in all; most at '{top['label']}' (step {top['step']}, seq "
+                 f"{top['sequence']}, {top['mean_wait_ms']:.1f} ms per waiting rank). Confidence {p['confidence']} "
+                 f"({why}); found by arrival ({arrivals}), bar {how['ms']:.1f} ms per step{_bar_text(how)}."))
+
+
+def _one_rank(trace: Trace, src: list[str]) -> Diagnosis:
+    """The verdict on a job of one rank: ok, unless nothing was recorded, or the world size is only the
+    count of traces read ("taken as 1") while the trace shows communication, the sign of a job with peers
+    whose traces are missing. The GPUs listed in deviceProperties alone are no such sign: it lists every
+    device the process could see, on an 8-GPU machine also for a one-GPU job."""
+    recorded = {"steps": len(trace.steps), "collectives": len(trace.collectives), "kernels": len(trace.kernels),
+                "compute": len(trace.compute), "regions": len(trace.regions)}
+    if not any(recorded.values()):
+        return Diagnosis("insufficient", sources=src, details={"recorded": recorded}, summary=(
+            "insufficient: nothing recorded: the input holds no steps, collectives, kernels or ops, so there is "
+            "nothing to judge."))
+    guessed = trace.config.get("world_size_from") == "ranks read"
+    devices = trace.config.get("deviceProperties")
+    n_dev = len(devices) if isinstance(devices, list) else 0
+    on = f" on a machine with {n_dev} GPUs (deviceProperties)" if n_dev > 1 else ""
+    if guessed and len(trace.collectives):
+        return Diagnosis("insufficient", sources=src,
+                         details={"world_size": "unknown", "collectives": len(trace.collectives), "devices": n_dev},
+                         summary=(
+            f"insufficient: the job's world size is unknown (no distributedInfo, no process-group sizes; taken "
+            f"as 1 from the one trace read), but this rank ran {len(trace.collectives)} collective(s){on}: a job "
+            "that communicates has peers, and without their traces who waited for whom cannot be judged. Load "
+            "every rank's trace, recorded with a process group (distributedInfo) or named rank<N>."))
+    if guessed:
+        return Diagnosis("ok", sources=src, details={"world_size": "unknown", "devices": n_dev}, summary=(
+            "ok: one trace read, with no collectives and no distributedInfo (world size unknown, taken as 1): "
+            "nothing shows a job of several ranks, and with one rank nobody waits for anybody, so there is no "
+            "straggler or desync to find."))
+    return Diagnosis("ok", sources=src, summary="ok: no crash or hang in the job's one rank; with one rank "
+                     "nobody waits for anybody, so there is no straggler or desync to find.")
 
 
 def _bar_text(how: dict) -> str:
@@ -479,16 +529,28 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     return d
 
 
-def diagnose_trace(trace: Trace, *, tolerate_bad_files: bool = False, **thresholds: Any) -> Diagnosis:
+def diagnose_trace(trace: Trace, *, tolerate_bad_files: bool = False, selected: tuple[int, int] | None = None,
+                   **thresholds: Any) -> Diagnosis:
     """`diagnose` with the fault evidence the loader found in the run's directory. `tolerate_bad_files`:
     evidence that could not be read is left out (the report's use: the rest of a report is still worth
-    having) instead of raising its UserError (the doctor command's use). `thresholds`: diagnose's keywords."""
+    having) instead of raising its UserError (the doctor command's use). `selected`: the steps [lo, hi)
+    a report around the verdict shows (`report --steps`); the verdict stays the whole run's — a crash or
+    hang outside the selection is still the run's fault, and the straggler bar is a share of the whole
+    run's median step — and its summary says so where the selection leaves steps out. `thresholds`:
+    diagnose's keywords."""
     faults = trace.faults if trace.source == "run" else FaultEvidence()
     if faults.error is not None:
         if not tolerate_bad_files:
             raise UserError(faults.error)
         faults = FaultEvidence()
-    return diagnose(trace, faults, **thresholds)
+    d = diagnose(trace, faults, **thresholds)
+    if selected is not None:
+        known = sorted({int(s) for s in trace.steps["step"] if s >= 0}) if len(trace.steps) else []
+        if any(not selected[0] <= s < selected[1] for s in known):
+            lo, hi = selected
+            span = f"step {lo}" if hi == lo + 1 else f"steps {lo}-{hi - 1}"
+            d.summary = f"(whole run, not only the selected {span}) {d.summary}"
+    return d
 
 
 def diagnose_path(path: str, scheduler: Any = None, **thresholds: Any) -> Diagnosis:

@@ -10,7 +10,9 @@ transpose (a cast also takes the generic path), hence confidence "low".
 Invariants: the element count of a generic kernel is grid.x × threads × items (exact up to one block); a
 vectorized kernel's items per thread depend on the PyTorch version, so a peer is accepted only when some
 items-per-thread in {2, 4, 8, 16} gives the same count to within one block. Kernels launched by an op that
-had shapes recorded are left to the stride-evidence path and skipped here.
+had shapes recorded are left to the stride-evidence path and skipped here. A finding's place is unknown:
+`NO_SHAPES` when the trace recorded no shapes at all, `UNLINKED` when it did but no op with shapes carries the
+kernel's External id (its launch was outside the profiled cpu ops, or the trace's ids do not link them).
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ _ARITY = re.compile(r"std::array<char\*, (\d+)ul?>")
 
 RATIO_MIN = 1.5   # generic kernel at least this much slower than its vectorized peer
 BANDWIDTH_FRACTION = 0.5   # or below this fraction of the device's copy bandwidth
+NO_SHAPES = "unknown (no shapes recorded)"
+UNLINKED = "unknown (kernel not linked to a cpu op with shapes)"
 
 
 def functor_key(text: str) -> str:
@@ -123,7 +127,7 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
             "duration_us": k["dur_ns"] / 1e3, "achieved_gbps": gbps, "peak_gbps": peak,
             "pct_of_peak": 100 * gbps / peak if (peak and gbps) else None, "peak_source": source,
             "est_saving_us": max(0.0, (k["dur_ns"] - ideal) / 1e3) if ideal is not None else None,
-            "where": "unknown (no shapes recorded)",
+            "where": NO_SHAPES if ops is None or ops.empty else UNLINKED,
             "confidence": "low", "deliberate": False, "start_ns": int(k["start_ns"]),
             "slowdown": slowdown, "severity": severity(slowdown),
         })

@@ -20,7 +20,7 @@ import pandas as pd
 
 from commscope.analyze.contention import CONTENTION_COLUMNS, device_limits, find_sm_contention
 from commscope.analyze.layout import FINDING_COLUMNS, find_layout_mismatches, severity
-from commscope.analyze.layout_kernels import kernel_layout_evidence
+from commscope.analyze.layout_kernels import UNLINKED, kernel_layout_evidence
 
 JSON_FINDING_KEYS = ["op", "kernel", "dims", "strides", "duration_us", "achieved_gbps", "peak_gbps",
                      "est_saving_us", "where", "confidence", "deliberate", "rank", "pct_of_peak", "peak_source",
@@ -33,6 +33,9 @@ class LayoutReport:
     contention: pd.DataFrame   # CONTENTION_COLUMNS
     device: str | None
     notes: list[str] = field(default_factory=list)  # what the input lacks for these checks
+    # why SM contention was not looked for (no kernels, no device properties), None when it was: the
+    # terminal then leaves the "none found" line out, as the note says why
+    contention_skipped: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "notes": list(self.notes),
@@ -79,16 +82,29 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
     low = kernel_layout_evidence(trace.kernels, trace.ops, device_name=name, peak_gbps=peak_gbps)
     parts = [f for f in (high, low) if len(f)]
     findings = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FINDING_COLUMNS)
-    contention = find_sm_contention(trace.collectives, trace.kernels, device_limits(trace.config),
-                                    min_inflation=min_inflation)
-    notes = []
+    limits = device_limits(trace.config)
+    contention = find_sm_contention(trace.collectives, trace.kernels, limits, min_inflation=min_inflation)
+    notes, skipped = [], None
     if not trace.ops["dims"].map(lambda d: isinstance(d, list) and any(d)).any():
         notes.append("No recorded shapes (torch.profiler record_shapes=False): stride/layout findings need them, "
                      "so only kernel-name evidence is checked.")
     if trace.kernels.empty:
+        skipped = "no GPU kernels"
         notes.append("No GPU kernels: kernel-only layout evidence and SM contention do not apply.")
+    elif limits is None:
+        skipped = "device properties missing"
+        peak = "" if peak_gbps is not None else (
+            "; the device's peak bandwidth is unknown (give --peak-gbps), so a kernel is judged only against a "
+            "faster aligned peer in the trace")
+        notes.append(f"Device properties missing (no deviceProperties with an SM count): SM contention is not "
+                     f"judged ({len(trace.kernels)} GPU kernels in the input){peak}.")
+    unlinked = int((findings["where"] == UNLINKED).sum()) if len(findings) else 0
+    if unlinked:
+        notes.append(f"{unlinked} kernel-only finding(s) have no place: their kernel is not linked to a cpu op "
+                     f"with recorded shapes (no such op carries its External id: launched before the profiler saw its "
+                     f"op, or ids that do not link them), though {len(trace.ops)} cpu ops recorded shapes.")
     return LayoutReport(findings, contention if len(contention) else pd.DataFrame(columns=CONTENTION_COLUMNS),
-                        name, notes)
+                        name, notes, skipped)
 
 
 def grouped(findings: pd.DataFrame) -> pd.DataFrame:

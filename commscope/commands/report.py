@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
         from reports.page import write_report
         from reports.report_terminal import print_doctor_line, print_report_summary
 
-        diagnosis = diagnose_trace(trace, tolerate_bad_files=True)  # at the top of the page and the terminal
+        # at the top of the page and the terminal; judged on the whole run, and labelled so under --steps
+        diagnosis = diagnose_trace(trace, tolerate_bad_files=True, selected=window)
         with status("writing the report", quiet=False):
             write_report(report_context(trace, summary, window, diagnosis), out)
         console = Console()

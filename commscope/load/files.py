@@ -102,7 +102,7 @@ def is_regular(path: str) -> bool:
 def _open_regular(path: str):
     what = describe(path)
     if what == "missing":
-        raise UserError(f"cannot read {path}: no such file")
+        raise UserError(f"{path} does not exist")
     if what is not None:
         raise UserError(f"{path} is {what}, not a file")
     try:

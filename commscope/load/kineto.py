@@ -157,7 +157,8 @@ def _parse(path: str, with_ops: bool) -> dict:
     py_frames = pd.DataFrame({"name": pd.Series(ev.p_name, dtype=object), "tid": column(ev.p_tid), "start_ns": pstart,
                               "end_ns": pstart + np.round(np.asarray(ev.p_dur, np.float64) * 1000).astype(np.int64)})
     colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos,
-                                     host_steps, comm_notes, device_windows=steps, py_frames=py_frames)
+                                     host_steps, comm_notes, device_windows=steps, py_frames=py_frames,
+                                     ann_shapes=ev.a_shapes)
     problems += [f"{path}: {n}" for n in comm_notes]
     ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launch_pos, l_ext) if with_ops else None
     # Frames from columns in contract order, steps included: built once (frame() keeps them as they are)

@@ -7,8 +7,9 @@ collective name, message sizes, dtype and process group. Kernels whose launch is
 window (or not inside such an op) fall back to their name (`ncclDevKernel_AllGather_…`), with unknown
 bytes; `record_param_comms` ops whose kernel is outside the window keep unknown start/end. Older traces
 (torch < 2.1) name no collective, size or group on `record_param_comms`: the name comes from the innermost
-enclosing `c10d::<op>` op or `nccl:<op>` range on its thread, the size from its input's `Input Dims` ×
-`Input type`, and the group is "0"; a record that neither names a collective nor launched a kernel is
+enclosing `c10d::<op>` op or `nccl:<op>` range on its thread, else from an `nccl:<op>` cpu op nested
+inside it (both nestings occur), the size from its input's `Input Dims` × `Input type` (else from those of
+the op that named it), and the group is "0"; a record that neither names a collective nor launched a kernel is
 dropped, and so are `wait` records (waiting on a work handle communicates nothing). RCCL kernels
 (`rccl…Kernel`, ROCm) count as NCCL's.
 
@@ -42,20 +43,21 @@ COLLECTIVE_COLS = COLUMNS["collectives"]
 def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFrame, ops_all: pd.DataFrame,
                 op_args: list, annotations: pd.DataFrame, launch_pos: np.ndarray, steps: pd.DataFrame,
                 problems: list[str] | None = None, device_windows: pd.DataFrame | None = None,
-                py_frames: pd.DataFrame | None = None) -> pd.DataFrame:
+                py_frames: pd.DataFrame | None = None, ann_shapes: dict | None = None) -> pd.DataFrame:
     """The rank's `collectives` frame (contract columns): a collective's step is the host step (`steps`)
     of its launch; one with no launch in the trace takes the step whose `device_windows` (load.device_steps;
     default `steps`) holds its start. `launch_pos`: per
     kernel, the row of its launch in `launches` (frames.match_positions), −1 if none. `di`: the
-    distributedInfo as kineto._identity checked it (`world_size` NaN where unknown). What was left out
-    is said in `problems`."""
+    distributedInfo as kineto._identity checked it (`world_size` NaN where unknown). `ann_shapes`: the
+    (`Input Dims`, `Input type`) of `nccl:<op>` annotations by their index label in `annotations`. What was
+    left out is said in `problems`."""
     pgs = {str(p.get("pg_name")): p for p in (di.get("pg_config") or []) if isinstance(p, dict)}
     is_rpc = ops_all["name"].to_numpy() == "record_param_comms"  # numpy: 5× less overhead than a Series ==
     comm_k = kernels[kernels["is_comm"]] if len(kernels) else kernels
     if is_rpc.any() or len(comm_k):
         comm_pos = launch_pos[kernels["is_comm"].to_numpy(bool)] if len(kernels) else launch_pos
         rows = _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations,
-                     problems if problems is not None else [])
+                     problems if problems is not None else [], ann_shapes or {})
     else:
         rows = _gloo(rank, di, pgs, ops_all, op_args)
     if not rows:
@@ -136,28 +138,54 @@ def _row(**kw) -> dict:
 # `record_param_comms` names that are not collectives: waiting on a work handle (functional collectives'
 # `wait_tensor`) launches no communication of its own
 _NOT_COLLECTIVES = {"wait", "wait_tensor", "work_wait", "waittensor"}
-# What wraps a `record_param_comms` op in traces that do not name the collective on it (torch < 2.1):
-# the c10d dispatcher op or ProcessGroupNCCL's `nccl:<op>` range, on the same thread
+# What names the collective of a `record_param_comms` op in traces that do not name it on the op
+# (torch < 2.1): the c10d dispatcher op or ProcessGroupNCCL's `nccl:<op>` range on the same thread, either
+# around it or, in some torch versions, nested inside it (`record_param_comms` ⊃ `nccl:all_to_all`)
 _WRAPPERS = ("c10d::", "nccl:", "rccl:")
+_CHILDREN = ("nccl:", "rccl:")
 
 
-def _wrapper_names(rpc: pd.DataFrame, need: np.ndarray, ops_all: pd.DataFrame, ann: pd.DataFrame) -> dict:
-    """Row position in `rpc` → the innermost wrapper's collective name (`allreduce_`, `all_to_all`), for
-    the rows `need` (no `Collective name`)."""
-    wrap = [f[f["name"].str.startswith(_WRAPPERS)][["name", "tid", "start_ns", "end_ns"]]
-            for f in (ops_all, ann) if len(f)]
-    wrap = pd.concat(wrap, ignore_index=True) if wrap else None
+def _wrapper_names(rpc: pd.DataFrame, need: np.ndarray, ops_all: pd.DataFrame, op_args: list, ann: pd.DataFrame,
+                   ann_shapes: dict) -> dict:
+    """Row position in `rpc` → (collective name, `Input Dims`, `Input type` of the op or range that names
+    it), for the rows `need` (no `Collective name`): the innermost enclosing `c10d::<op>` / `nccl:<op>` op
+    or range on its thread, else the first `nccl:<op>` op or range that starts inside it on that thread.
+    Their shapes size the collective where the `record_param_comms` op records none."""
+    parts = []
+    for f, is_ops in ((ops_all, True), (ann, False)):
+        if len(f):
+            hit = f["name"].str.startswith(_WRAPPERS).to_numpy(bool)
+            parts.append(pd.DataFrame({"name": f["name"].to_numpy(dtype=object)[hit],
+                                       "tid": f["tid"].to_numpy(dtype=object)[hit],
+                                       "start_ns": f["start_ns"].to_numpy()[hit], "end_ns": f["end_ns"].to_numpy()[hit],
+                                       "op_row": np.flatnonzero(hit) if is_ops else -1,
+                                       "ann_key": -1 if is_ops else f.index.to_numpy()[hit]}))
+    wrap = pd.concat(parts, ignore_index=True) if parts else None
     out: dict = {}
     if wrap is None or not len(wrap):
         return out
     w_name, w_tid = wrap["name"].to_numpy(dtype=object), wrap["tid"].to_numpy(dtype=object)
     w_s, w_e = wrap["start_ns"].to_numpy(), wrap["end_ns"].to_numpy()
-    r_tid, r_s = rpc["tid"].to_numpy(dtype=object), rpc["start_ns"].to_numpy()
+    w_op, w_ann = wrap["op_row"].to_numpy(), wrap["ann_key"].to_numpy()
+    w_child = np.array([n.startswith(_CHILDREN) for n in w_name], dtype=bool)
+    r_tid, r_s, r_e = rpc["tid"].to_numpy(dtype=object), rpc["start_ns"].to_numpy(), rpc["end_ns"].to_numpy()
+
+    def named(h: int) -> tuple:
+        n = w_name[h]
+        short = n.split("::", 1)[1] if "::" in n else n.split(":", 1)[1]
+        if w_op[h] >= 0:
+            return short, ops_all["dims"].iat[w_op[h]], op_args[w_op[h]].get("Input type")
+        return (short, *ann_shapes.get(int(w_ann[h]), (None, None)))
+
     for i in np.flatnonzero(need):
-        hit = np.flatnonzero((w_tid == r_tid[i]) & (w_s <= r_s[i]) & (w_e >= r_s[i]))
+        same = w_tid == r_tid[i]
+        hit = np.flatnonzero(same & (w_s <= r_s[i]) & (w_e >= r_s[i]))
         if len(hit):
-            n = w_name[hit[np.argmax(w_s[hit])]]
-            out[int(i)] = n.split("::", 1)[1] if "::" in n else n.split(":", 1)[1]
+            out[int(i)] = named(hit[np.argmax(w_s[hit])])
+            continue
+        inner = np.flatnonzero(same & w_child & (w_s > r_s[i]) & (w_s <= r_e[i]))
+        if len(inner):
+            out[int(i)] = named(inner[np.argmin(w_s[inner])])
     return out
 
 
@@ -177,11 +205,12 @@ def _num(v) -> float | int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations, problems) -> list[dict]:
+def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations, problems,
+          ann_shapes) -> list[dict]:
     rpc = ops_all[is_rpc]
     rpc_args = [op_args[i] for i in np.flatnonzero(is_rpc)]
     named = np.array(["Collective name" in a for a in rpc_args], dtype=bool)
-    wrapper = _wrapper_names(rpc, ~named, ops_all, annotations) if not named.all() else {}
+    wrapper = _wrapper_names(rpc, ~named, ops_all, op_args, annotations, ann_shapes) if not named.all() else {}
     rpc_dims = rpc["dims"].tolist()
     # kernel → launch → enclosing record_param_comms (per thread, searchsorted on sorted starts)
     k = _with_launch(comm_k, comm_pos, launches)
@@ -212,7 +241,8 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
     anonymous = 0
     r_start, r_end, r_tid = rpc["start_ns"].tolist(), rpc["end_ns"].tolist(), rpc["tid"].tolist()
     for i, a in enumerate(rpc_args):
-        name = str(a.get("Collective name", wrapper.get(i, "unknown")))
+        w_name, w_dims, w_types = wrapper.get(i, ("unknown", None, None))
+        name = str(a.get("Collective name", w_name))
         if name.lower() in _NOT_COLLECTIVES:
             continue
         if name == "unknown" and i not in span:  # may as well be a wait: nothing says it communicated
@@ -226,6 +256,8 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
             nel = n_in if n_in is not None else n_out
         if nel is None:  # older traces: the shape of its input tensor, where recorded
             nel, dims_dt = _dims_size(rpc_dims[i], a.get("Input type"))
+            if nel is None:  # else that of the nccl:<op> / c10d::<op> op or range that names it
+                nel, dims_dt = _dims_size(w_dims, w_types)
             if dt is None:
                 dt = dims_dt
         size = dtype_size(dt)
@@ -243,8 +275,8 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
         rows.append(r)
     if anonymous:
         problems.append(f"{anonymous} record_param_comms op(s) name no collective (no 'Collective "
-                        "name', no c10d/nccl wrapper) and launched no kernel in the trace: not counted as "
-                        "collectives")
+                        "name', no c10d/nccl op around or inside them) and launched no kernel in the trace: not "
+                        "counted as collectives")
     default_group = next(iter(pgs)) if len(pgs) == 1 else None
     unowned = np.flatnonzero(owner < 0)
     for name, stream, s_, e_ in zip(k["name"].to_numpy()[unowned].tolist(), k["stream"].to_numpy()[unowned].tolist(),

@@ -53,6 +53,10 @@ class Events:
         self.o_dims, self.o_strides, self.o_types, self.o_hta_stream = [], [], [], []
         self.o_args: Any = []
         self.a_name, self.a_tid, self.a_ts, self.a_dur = [], [], [], []
+        # `Input Dims` and `Input type` of the `nccl:<op>` / `rccl:<op>` user annotations, by their position
+        # among the annotations: in some older traces they, nested inside `record_param_comms`, are all
+        # that names and sizes a collective (commscope.load.kineto_comms)
+        self.a_shapes: dict[int, tuple] = {}
         # `python_function` events (with_stack=True) that are user code, on threads that launch collectives
         # (commscope.load.stack_labels): name, tid, ts, dur
         self.p_name, self.p_tid, self.p_ts, self.p_dur = [], [], [], []
@@ -226,8 +230,10 @@ def _take(ev: Events, kind: str, cols: tuple, rows: list[int]) -> None:
 
 _UNSET = msgspec.UNSET
 _ABSENT = msgspec.Raw(b"null")  # by identity: a raw-JSON key the `args` did not have (decodes to None)
-# the ops whose shapes kineto_comms reads (gloo pairing; with record_param_comms, sizes in older traces)
-_COLLECTIVE_OPS = ("c10d::", "gloo:")
+# cpu ops whose `Input Dims` the collectives are sized from: gloo pairing, and the c10d / nccl ops that
+# name an older trace's `record_param_comms` (commscope.load.kineto_comms)
+_COLLECTIVE_OPS = ("c10d::", "gloo:", "nccl:", "rccl:")
+_COMM_RANGES = ("nccl:", "rccl:")
 
 
 class _Args(msgspec.Struct, gc=False, frozen=True):
@@ -399,6 +405,8 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
     ev.a_tid = [e.tid for e in ann]
     ev.a_ts = [e.ts for e in ann]
     ev.a_dur = [e.dur for e in ann]
+    ev.a_shapes = {i: (msgspec.json.decode(e.args.dims), msgspec.json.decode(e.args.types))
+                   for i, e in enumerate(ann) if e.name.startswith(_COMM_RANGES)}
     gpu_steps = [e for e in gpu_ann if e.name.startswith("ProfilerStep#")]
     ev.gpu_step_name = [e.name for e in gpu_steps]
     ev.gpu_step_ts = [e.ts for e in gpu_steps]
@@ -506,6 +514,8 @@ def _generic(path: str, raw: bytes) -> Events:
             ev.o_args.append(args)
             ev.o_hta_stream.append("stream" in args)
         elif cat == "user_annotation":
+            if name.startswith(_COMM_RANGES):
+                ev.a_shapes[len(ev.a_name)] = (args.get("Input Dims"), args.get("Input type"))
             ev.a_name.append(name); ev.a_tid.append(e.get("tid")); ev.a_ts.append(ts)
             ev.a_dur.append(dur)
         elif cat == "gpu_user_annotation" and name.startswith("ProfilerStep#"):

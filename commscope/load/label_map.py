@@ -38,7 +38,7 @@ def read_label_map(path: str | os.PathLike, option: str = "--label-map") -> dict
     except IsADirectoryError:
         raise UserError(f"{where}: is a directory, not a JSON file") from None
     except FileNotFoundError:
-        raise UserError(f"{where}: no such file") from None
+        raise UserError(f"{where}: does not exist") from None
     except OSError as e:
         raise UserError(f"{where}: cannot be read ({e.strerror or e})") from None
     try:

@@ -39,7 +39,7 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     """
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
-        raise UserError(f"{path}: no such file or directory")
+        raise UserError(f"{path} does not exist")
     if os.path.isdir(path) and is_run_dir(path):
         trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers, scheduler=scheduler,
                             with_ops_up_to=with_ops_up_to)
@@ -84,7 +84,7 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
         by_rank.setdefault(p["rank"], []).append(p)
     merged = [_merge_windows(r, ps) for r, ps in sorted(by_rank.items())]
     ranks = [p["rank"] for p in merged]
-    ws = _world_size(parts, ranks, path, problems)
+    ws, ws_from = _world_size(parts, ranks, path, problems)
     missing = len(ranks) < ws
     if missing:
         absent = sorted(set(range(ws)) - set(ranks)) if ws <= 64 else None
@@ -119,7 +119,10 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
                           "deviceProperties": first["info"]["deviceProperties"],
                           "files": {r: fs[0] for r, fs in rank_files.items()},
                           "rank_files": rank_files,
-                          "rank_from": {p["rank"]: p["rank_from"] for p in merged}},
+                          "rank_from": {p["rank"]: p["rank_from"] for p in merged},
+                          # "ranks read" where no trace declares or implies it: the doctor does not
+                          # take such a guess for a one-rank job (commscope.analyze.doctor)
+                          "world_size_from": ws_from},
                   ranks=ranks, problems=problems, **frames)
     file_rank = {p["info"]["file"]: p["rank"] for p in parts}
     files = [f for f in files if f in file_rank]
@@ -192,9 +195,10 @@ def _merge_windows(rank: int, parts: list) -> dict:
     return out
 
 
-def _world_size(parts: list, ranks: list[int], path: str, problems: list[str]) -> int:
-    """The job's world size: distributedInfo's (all files must agree, and hold every rank present), else
-    the largest inferred from process groups, else the ranks read; never less than the ranks present."""
+def _world_size(parts: list, ranks: list[int], path: str, problems: list[str]) -> tuple[int, str]:
+    """The job's world size and where it came from ("distributedInfo", "process groups", "ranks read"):
+    distributedInfo's (all files must agree, and hold every rank present), else the largest inferred from
+    process groups, else the ranks read; never less than the ranks present."""
     declared = {p["world_size"] for p in parts if p["world_from"] == "distributedInfo"}
     if len(declared) > 1:
         raise UserError(f"traces in {path} disagree on world_size: {sorted(declared)}")
@@ -203,14 +207,14 @@ def _world_size(parts: list, ranks: list[int], path: str, problems: list[str]) -
         bad = [r for r in ranks if r >= ws]
         if bad:
             raise UserError(f"rank(s) {bad[:8]} outside world_size {ws} in {path}")
-        return ws
+        return ws, "distributedInfo"
     inferred = [p["world_size"] for p in parts if p["world_size"] is not None]
     least = max(len(ranks), max(ranks) + 1)
     if inferred and max(inferred) >= least:
-        return max(inferred)
+        return max(inferred), "process groups"
     problems.append(f"the job's world size is unknown (no distributedInfo.world_size, no process-group "
                     f"sizes): taken as {least}, from the ranks read")
-    return least
+    return least, "ranks read"
 
 
 def _pair(c: pd.DataFrame, problems: list[str]) -> pd.DataFrame:

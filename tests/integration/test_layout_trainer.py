@@ -79,7 +79,9 @@ def test_cli_table_names_the_lm_head_path(tmp_path):
 
     res = CliRunner().invoke(app, ["layout", str(_copy("standard", tmp_path))], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
-    assert "backward: lm_head grad accumulation" in res.output and "No SM contention" in res.output
+    assert "backward: lm_head grad accumulation" in res.output
+    # a CPU run: SM contention is not looked for, and the note says why, once
+    assert "No SM contention" not in res.output and res.output.count("No GPU kernels") == 1
 
 
 @pytest.mark.slow

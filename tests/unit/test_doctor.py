@@ -131,6 +131,38 @@ def test_persistent_straggler_has_high_confidence_and_shares_are_split(tmp_path)
     assert set(d.details["also_late"]) == set()  # rank 3 came last nowhere
 
 
+def test_the_wording_says_the_waiting_is_over_the_late_steps_only(run):
+    shift(run, 2, {4}, "start_ns", 200_000)
+    d = diagnose_path(str(run))
+    assert d.summary.startswith("straggler: rank 2 made the other ranks wait 0.2 ms each (20.0 % of the 1.0 ms "
+                                "median step) in the 1 step where it was late (step 1, of 2 judged); 0.6 ms of "
+                                "waiting in all;")
+    assert "per step on average" not in d.summary
+    assert "Confidence medium (as persistent as so few judged steps can show)" in d.summary
+    assert d.details["persistence"]["2"]["max_bar_multiple"] == pytest.approx(2.0)  # 0.2 ms against 0.1 ms
+
+
+def test_one_stall_far_over_the_bar_rates_high_an_episode_near_it_low(tmp_path):
+    """Persistence alone would call a single stall, one step of many, `low`; one of at least 5× the bar
+    (healthy runs stay under 1×) is unmistakable and rates `high`, saying why."""
+    path = tmp_path / "run"
+    write_run_dir(make_trace(ranks=(0, 1, 2, 3), steps=tuple(range(6)), style="run"), path)
+    shift(path, 3, {7}, "start_ns", 600_000)  # step 2's mlp: the others wait 0.6 ms, 6× the 0.1 ms bar
+    d = diagnose_path(str(path))
+    assert (d.verdict, d.culprit_ranks, d.confidence) == ("straggler", [3], "high")
+    assert d.details["persistence"]["3"]["max_bar_multiple"] == pytest.approx(6.0)
+    assert "in the 1 step where it was late (step 2, of 5 judged)" in d.summary
+    assert "Confidence high (one stall 6.0× the bar, far beyond healthy noise)" in d.summary
+    # the same stall at 3× the bar, one step of five: an episode
+    write_run_dir(make_trace(ranks=(0, 1, 2, 3), steps=tuple(range(6)), style="run"), tmp_path / "run2")
+    shift(tmp_path / "run2", 3, {7}, "start_ns", 300_000)
+    d = diagnose_path(str(tmp_path / "run2"))
+    assert (d.verdict, d.confidence) == ("straggler", "low")
+    assert "Confidence low (an episode: 1 of 5 judged steps, at most 3.0× the bar)" in d.summary
+    assert doctor._confidence(1, 39, 12.5) == "high" and doctor._confidence(1, 39, 4.9) == "low"
+    assert doctor._confidence(3, 4, 1.1) == "high" and doctor._confidence(1, 2, 1.1) == "medium"
+
+
 def cpu_run(tmp_path, steps=(0, 1, 2)):
     """The hand-built run as a CPU (gloo) run records it: no device start, launches are the arrivals."""
     path = tmp_path / "cpu"

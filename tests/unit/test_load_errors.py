@@ -62,7 +62,7 @@ def test_no_distributed_info_loads_with_the_rank_of_the_file_name(tmp_path):
 
 
 def test_missing_path_and_non_trace_file(tmp_path):
-    with pytest.raises(UserError, match="no such file"):
+    with pytest.raises(UserError, match="nope does not exist"):
         load_path(str(tmp_path / "nope"))
     p = tmp_path / "notes.txt"
     p.write_text("hi")

@@ -13,6 +13,9 @@ from paths import TESTS
 
 FIXTURE = os.path.join(TESTS, "data", "modded-nanogpt-8xh100")
 GLOO = os.path.join(TESTS, "data", "gloo2")
+# HTA's test trace of an NCCL job without distributedInfo: its `nccl:all_to_all` ranges (with Input Dims)
+# are nested inside `record_param_comms`, not around it
+OLDER_NESTED = TESTS / "data" / "hta-testdata" / "distributed_info_unavailable" / "distributed_info_not_found.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -168,10 +171,11 @@ def _events_of(path, with_ops=True, generic=False):
     return cols
 
 
-@pytest.mark.parametrize("name", ["gloo", "h100", "stack"])
+@pytest.mark.parametrize("name", ["gloo", "h100", "stack", "older"])
 def test_typed_and_generic_readers_agree(name):
     path = {"gloo": os.path.join(GLOO, "rank0.json"), "h100": os.path.join(FIXTURE, "rank3.json.gz"),
-            "stack": os.path.join(TESTS, "data", "gloo2-stack", "rank0.json")}[name]
+            "stack": os.path.join(TESTS, "data", "gloo2-stack", "rank0.json"),
+            "older": str(OLDER_NESTED)}[name]
     typed, generic = _events_of(path), _events_of(path, generic=True)
     assert typed.keys() == generic.keys()
     for k in typed:
@@ -183,9 +187,11 @@ def test_typed_and_generic_readers_agree(name):
     # without ops the typed reader skips shapes it does not need, and only them
     lean = _events_of(path, with_ops=False)
     assert lean["o_strides"] == [] and lean["o_types"] == []
-    coll = [n.startswith(("c10d::", "gloo:")) or n == "record_param_comms" for n in typed["o_name"]]
+    coll = [n.startswith(("c10d::", "gloo:", "nccl:", "rccl:")) or n == "record_param_comms" for n in typed["o_name"]]
     assert lean["o_dims"] == [d if c else None for d, c in zip(typed["o_dims"], coll)]
-    if name != "h100":
+    if name == "older":  # the nccl:<op> annotations' shapes, which size its collectives
+        assert len(typed["a_shapes"]) == 6 and typed["a_shapes"][min(typed["a_shapes"])] == ([[8, 1024, 8816]], ["float"])
+    if name not in ("h100", "older"):
         assert any(d for d, c in zip(lean["o_dims"], coll) if c)  # gloo pairing has its shapes
     assert (len(typed["p_name"]) > 0) == (name == "stack")  # user-code Python frames (with_stack)
     shapes = ("o_strides", "o_types", "o_dims")
@@ -254,3 +260,52 @@ def test_dtype_sizes_cover_the_names_kineto_records():
                 "c10::Float8_e5m2": 1, "c10::complex<float>": 8, "torch.bfloat16": 2}
     assert {n: dtype_size(n) for n in recorded} == recorded
     assert np.isnan(dtype_size("TensorList")) and np.isnan(dtype_size(None))
+
+
+# --- older traces: the collective named by an nccl:<op> range around or inside record_param_comms ------
+
+def _older_trace(tmp_path, nesting: str, generic: bool = False):
+    """One rank's trace of torch < 2.1 style: a `record_param_comms` op that names nothing, with an
+    `nccl:all_reduce` user annotation (Input Dims [[4, 256]] float) around it (`outer`) or inside it
+    (`inner`), and a second, empty `record_param_comms` (a wait: nothing names it)."""
+    import json
+
+    rpc = {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 100, "dur": 50,
+           "args": {"External id": 1}}
+    span = (90, 80) if nesting == "outer" else (110, 20)
+    nccl = {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": 1, "tid": 1, "ts": span[0],
+            "dur": span[1], "args": {"External id": 2, "Input Dims": [[4, 256]], "Input type": ["float"]}}
+    wait = {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 300, "dur": 5,
+            "args": {"External id": 3}}
+    events = [rpc, nccl, wait]
+    if generic:  # a phase outside the Trace Event Format sends the document to the generic reader
+        events.append({"ph": "Z", "name": "odd", "ts": 1.0})
+    p = tmp_path / nesting / "rank0.json"
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps({"traceEvents": events}))
+    return p
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["typed", "generic"])
+@pytest.mark.parametrize("nesting", ["outer", "inner"])
+def test_older_record_param_comms_named_by_an_nccl_range_around_or_inside_it(tmp_path, nesting, generic):
+    t = load_path(str(_older_trace(tmp_path, nesting, generic)), workers=1)
+    c = t.collectives
+    assert c["op"].tolist() == ["all_reduce"] and c["bytes"].tolist() == [4 * 256 * 4]
+    assert c["dtype"].tolist() == ["float"] and c["group"].tolist() == ["0"]
+    # the empty record (a wait) is left out, and said so once
+    assert [p for p in t.problems if "record_param_comms op(s) name no collective" in p] == [
+        f"{tmp_path / nesting / 'rank0.json'}: 1 record_param_comms op(s) name no "
+        "collective (no 'Collective name', no c10d/nccl op around or inside them) and launched no kernel in the "
+        "trace: not counted as collectives"]
+
+
+def test_hta_trace_with_nccl_ranges_inside_record_param_comms():
+    """HTA's distributed_info_unavailable trace: 12 record_param_comms, 6 of them holding an
+    nccl:all_to_all range with its input's shape; the other 6 name nothing (waits)."""
+    t = load_path(str(OLDER_NESTED.parent), workers=1)
+    c = t.collectives
+    assert c["op"].tolist() == ["all_to_all"] * 6
+    assert c["bytes"].tolist() == [8 * 1024 * 8816 * 4, 1002496 * 4, 15100250 * 4, 1024 * 4, 65687 * 4, 65687 * 4]
+    assert c["dtype"].tolist() == ["float", "int", "int", "int", "int", "float"]
+    assert any(": 6 record_param_comms op(s) name no collective" in p for p in t.problems)

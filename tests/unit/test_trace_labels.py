@@ -233,7 +233,7 @@ def test_report_json_with_a_label_map(tmp_path):
     ('{"a": {"b": 1}}', "label 'a': expected a list of byte sizes, got an object"),
     ('{"": [4]}', "a label is an empty string"),
     ('{"a": [4]', "not JSON"),
-    (None, "no such file"),
+    (None, "map.json: does not exist"),
 ])
 def test_a_bad_label_map_is_one_line_exit_2(tmp_path, text, msg):
     import subprocess
