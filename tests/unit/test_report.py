@@ -209,7 +209,7 @@ def test_page_is_self_contained_with_sections_and_exact_label_numbers():
     assert p.h2[3:] == ["Diagnosis (commscope doctor)", "Collectives by label", "Skew and stragglers", "Step breakdown",
                         "HTA side by side", "Run facts and communication overlap by rank", "Run configuration"]
     assert page.count("<details") == 7  # everything after the timeline is collapsed
-    header, *rows = p.tables["labels"]
+    header, *rows = p.tables["labels-table"]
     assert [c[0] for c in header][:8] == ["label", "op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct",
                                           "busbw_gbps"]
     assert [c[1] for c in header][:6] == ["Label", "Op", "Calls (all ranks)", "Bytes per call", "Mean duration (ms)",
@@ -217,7 +217,7 @@ def test_page_is_self_contained_with_sections_and_exact_label_numbers():
     cols = [c[0] for c in header]
     got = {r[0][1]: {cols[i]: value(r[i]) for i in range(1, len(cols))} for r in rows}
     assert got == SUMMARY["labels"]
-    strag = p.tables["stragglers"]
+    strag = p.tables["stragglers-table"]
     assert value(strag[1][2]) == 0.06
     assert "no GPU trace" in page and "scatter_order" in page
     assert "mean duration: device kernel (trace)" in page  # the duration's basis, read from the summary
