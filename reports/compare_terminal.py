@@ -8,6 +8,7 @@ formats (4 decimals in the table, NaN where a statistic is undefined).
 from __future__ import annotations
 
 import math
+import sys
 
 import orjson
 import pandas as pd
@@ -72,9 +73,11 @@ def label_deltas_text(table: pd.DataFrame, markdown: bool = False) -> str:
     return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body])
 
 
-def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, labels_error=None) -> bytes:
-    """The --json document: every number of the table, the samples and skipped runs of each group, and
-    the per-label rows (or why they are missing)."""
+def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, labels_error=None,
+                    warnings=()) -> bytes:
+    """The --json document: every number of the table, the samples, step counts and skipped runs of each
+    group, the per-label rows (or why they are missing) and `warnings`, why the groups may not compare like
+    for like (commscope.analyze.compare.comparability_warnings)."""
     out = {
         "target_loss": target_loss,
         "time_unit": "s",
@@ -82,11 +85,12 @@ def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, 
         "groups": [],
         "fail_if_slower": fail_if_slower,
         "slower": slower,
+        "warnings": list(warnings),
     }
     for g, row in zip(groups, table.to_dict("records")):
         out["groups"].append({
             **{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()},
-            "path": str(g.path), "times": g.times, "losses": g.losses,
+            "path": str(g.path), "times": g.times, "losses": g.losses, "steps": [r.steps for r in g.runs],
             "run_paths": [str(r.path) for r in g.runs],
             "skipped": [{"path": str(p), "reason": why} for p, why in g.skipped],
         })
@@ -98,8 +102,10 @@ def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, 
 
 
 def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: bool, labels: pd.DataFrame | None,
-                     labels_error: str | None, slower: list[str], fail_if_slower: float | None) -> None:
-    """The terminal output: table, raw samples, skipped runs, per-label deltas, slower candidates."""
+                     labels_error: str | None, slower: list[str], fail_if_slower: float | None,
+                     warnings=()) -> None:
+    """The terminal output: table, raw samples, skipped runs, per-label deltas, slower candidates; the
+    warnings (groups that may not compare like for like) on stderr, so a --markdown table stays clean."""
     console = Console(width=max(Console().width, 120))
     if markdown:
         print(comparison_markdown(table))
@@ -117,3 +123,5 @@ def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: 
         print(f"per-label comparison skipped: {labels_error}")
     for name in slower:
         print(f"{name} is slower than {groups[0].name} (Welch one-sided p < {fail_if_slower})")
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)

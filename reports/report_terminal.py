@@ -1,6 +1,7 @@
 """`commscope report`'s terminal output: the doctor's verdict line, top exposed labels, communication
 overlap per rank (on GPU traces HTA's rule beside the device-only number; without device kernels the
-recorded spans, and why the other two do not apply) and host time at step boundaries.
+recorded spans, and why the other two do not apply), host time at step boundaries, and what the input
+cannot show (the document's `problems` and `notes`, the first few).
 
 Why: the first answer (which collective is exposed, where) should not need a browser. Rendered from the
 same summarize() document as the HTML and --json, so all three agree. Writes to the given Console (the
@@ -27,6 +28,32 @@ def bandwidth(v) -> str:
     return fmt(v) if v is None else f"{float(v):.3g}"
 
 
+def queued_pct(label: dict) -> str:
+    """`queued_ms` as a share of `exposed_ms` (both per-rank means over the same ranks); "-" when the
+    document has no queueing split or nothing is exposed."""
+    queued, exposed = label.get("queued_ms"), label.get("exposed_ms")
+    if queued is None or not exposed:
+        return "-"
+    return pct(100.0 * min(max(float(queued), 0.0), float(exposed)) / float(exposed))
+
+
+CAVEATS_SHOWN = 6  # problems and notes printed under the tables; the rest are counted
+CAVEAT_CHARS = 240  # a problem can list dozens of examples: the terminal keeps its first sentence's worth
+
+
+def print_caveats(summary: dict, console: Console) -> None:
+    """What the input cannot show: the document's `problems` (the loader's), then its `notes` (the
+    analysis'), one line each, the first CAVEATS_SHOWN of them, each cut at CAVEAT_CHARS."""
+    items = [("problem", str(p)) for p in summary.get("problems") or []]
+    items += [("note", str(n)) for n in summary.get("notes") or []]
+    for kind, text in items[:CAVEATS_SHOWN]:
+        if len(text) > CAVEAT_CHARS:
+            text = text[:CAVEAT_CHARS - 1].rstrip() + "…"
+        console.print(f"[bold]{kind}:[/] {escape(text)}", highlight=False)
+    if len(items) > CAVEATS_SHOWN:
+        console.print(f"… {len(items) - CAVEATS_SHOWN} more, see --json", highlight=False)
+
+
 BOUNDARY_PCT = 2.0  # host time at step boundaries worth a line in the terminal summary (% of wall time)
 
 
@@ -42,15 +69,21 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     labels = summary.get("labels") or {}
     ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
     # the duration's basis differs by input (a device kernel, or launch to completion): say which it is here
+    # The ranking is by exposed time, which on run directories is mostly queueing behind earlier collectives
+    # for small late labels: "queued %" says how much of each row is that rather than its own transfer.
+    # Two-line headers and no outer edge: with label names and "reduce_scatter+all_gather" whole, the eight
+    # columns fit a 100-column terminal without cutting a number.
     t = Table(title=f"Top exposed collectives ({len(labels)} labels, {summary.get('ranks', '?')} ranks)",
-              caption=f"mean ms: {summary.get('duration_basis') or 'no durations'}; hidden %: share of the "
-                      "duration compute hid")
-    for col, just in (("label", "left"), ("op", "left"), ("calls", "right"), ("exposed ms/rank", "right"),
-                      ("mean ms", "right"), ("hidden %", "right"), ("busbw GB/s", "right")):
+              show_edge=False, pad_edge=False,
+              caption=f"mean ms: {summary.get('duration_basis') or 'no durations'}; queued %: share of the "
+                      "exposed time spent behind earlier collectives of its process group (the rest is its "
+                      "own); hidden %: share of the duration compute hid")
+    for col, just in (("label", "left"), ("op", "left"), ("calls", "right"), ("exposed\nms/rank", "right"),
+                      ("queued\n%", "right"), ("mean\nms", "right"), ("hidden\n%", "right"), ("busbw\nGB/s", "right")):
         t.add_column(col, justify=just, no_wrap=col in ("label", "op"))  # names must stay whole
     for lab, v in ranked:
-        t.add_row(lab, fmt(v.get("op")), fmt(v.get("count")), fmt(v.get("exposed_ms")), fmt(v.get("mean_ms")),
-                  pct(v.get("hidden_pct")), bandwidth(v.get("busbw_gbps")))
+        t.add_row(lab, fmt(v.get("op")), fmt(v.get("count")), fmt(v.get("exposed_ms")), queued_pct(v),
+                  fmt(v.get("mean_ms")), pct(v.get("hidden_pct")), bandwidth(v.get("busbw_gbps")))
     console.print(t)
     rows = comm_overlap_rows(summary)
     shown = rows
@@ -86,3 +119,4 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
             b.add_row(str(x["rank"]), pct(x["host_pct"]), fmt(x["gap_median_ms"]), fmt(x["gap_max_ms"]),
                       fmt(x["start_delay_median_ms"]))
         console.print(b)
+    print_caveats(summary, console)

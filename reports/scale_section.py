@@ -88,4 +88,4 @@ def render_top_waiting(ctx) -> str | None:
             "(wait caused: the others' waiting summed over the collectives the rank came last to; score: its "
             "share of all waiting). In the timeline: why a rank is drawn there.</p>"
             + tables.records_table(rows, ["rank", "wait_caused_ms", "score", "times_last", "last_share",
-                                          "in_timeline"], table_id="top-waiting"))
+                                          "in_timeline"], table_id="top-waiting-table"))

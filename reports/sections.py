@@ -58,7 +58,7 @@ def render_overview(ctx: ReportContext) -> str:
     facts = {"input": str(t.path), "source": t.source, "world size": t.world_size, "ranks loaded": len(t.ranks),
              "backend": t.backend, "device": t.device,
              "timeline steps": "all" if ctx.window is None else f"{ctx.window[0]} ≤ step < {ctx.window[1]}"}
-    out = [tables.scalar_table(facts, "fact", "value", "overview")]
+    out = [tables.scalar_table(facts, "fact", "value", "overview-table")]
     rows = comm_overlap_rows(s)
     if rows:
         rows, which = listed(ctx, rows)
@@ -125,7 +125,7 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
            'bytes per call: full-array bytes of one call (median); bytes per rank: total; mean duration: '
            f'{html.escape(basis)}; hidden by compute: share of the duration over all ranks; bandwidths '
            'bytes-weighted (docs/analysis.md).</p>',
-           tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels")]
+           tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels-table")]
     keep = None if ctx.listed_ranks is None else {str(r) for r in ctx.listed_ranks}
     for col in dict_cols:
         title = tables.humanize(col)
@@ -144,7 +144,7 @@ def render_stragglers(ctx: ReportContext) -> str:
     if ctx.summary.get("skew"):
         out.append("<h3>Arrival skew</h3>" + tables.scalar_table(ctx.summary["skew"], table_id="skew"))
     rows, which = listed(ctx, ctx.summary.get("stragglers") or [])
-    out.append("<h3>Stragglers (worst first)</h3>" + which + tables.records_table(rows, table_id="stragglers"))
+    out.append("<h3>Stragglers (worst first)</h3>" + which + tables.records_table(rows, table_id="stragglers-table"))
     d = ctx.diagnosis
     if getattr(d, "verdict", None) == "straggler":
         out.append(f'<p class="note">doctor: {html.escape(d.summary)} (<a href="#doctor">details</a>)</p>')
@@ -169,7 +169,7 @@ def render_steps(ctx: ReportContext) -> str | None:
                    "nothing queued there: host_pct is their share of the wall time (docs/analysis.md).</p>"
                    + which + tables.records_table(bounds, table_id="step-boundaries"))
     steps, which = listed(ctx, steps)
-    out.append(which + tables.records_table(steps, table_id="steps"))
+    out.append(which + tables.records_table(steps, table_id="steps-table"))
     return "\n".join(out)
 
 

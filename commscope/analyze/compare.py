@@ -9,6 +9,12 @@ Input: `Group`s of (time, loss) pairs, one per usable run (`commscope.load.run_g
 A test is undefined, and its p NaN, with fewer than 2 runs on a side or no spread at all (identical
 losses; identical times on both sides): t would be ±inf and p an artefact of 0/0, not evidence.
 `slower_p` (Welch, alternative "candidate slower") backs `--fail-if-slower`.
+
+`comparability_warnings(groups)`: why the table may compare unlike runs. Time is a run's summed step time,
+so run directories of different step counts, or of a different preset, batch size, gradient accumulation
+or world size (run_groups.WORK_KEYS), differ in work, not only in speed: each such difference, between the
+groups or among one group's runs, is one sentence. Speedrun logs are not checked: their time is to a
+target loss, where fewer steps is an improvement the loss test guards.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ import statistics
 from typing import TYPE_CHECKING
 
 from commscope.errors import UserError
-from commscope.load.run_groups import Group
+from commscope.load.run_groups import WORK_KEYS, Group
 
 # The bootstrap's minimum evidence (commscope.analyze.compare_labels): defined here, where the command layer
 # can read them without importing numpy and scipy for `--help`.
@@ -86,3 +92,30 @@ def slower_candidates(table: pd.DataFrame, significance: float) -> list[str]:
     """Candidates whose time is larger than the baseline's at the given significance (Welch, one-sided)."""
     cands = table.iloc[1:]
     return list(cands.loc[cands["slower_p"] < significance, "name"])
+
+
+def _values(runs, get) -> list:
+    """The distinct values of `get(run)` over `runs`, in first-seen order ("unknown" for None)."""
+    return list(dict.fromkeys("unknown" if get(r) is None else get(r) for r in runs))
+
+
+def comparability_warnings(groups: list[Group]) -> list[str]:
+    """Why the groups' times may not compare like for like (module docstring); empty when they do."""
+    out = []
+    checks = [("step count", lambda r: r.steps)] + [(k.replace("_", " "), (lambda k: lambda r: r.work.get(k))(k))
+                                                    for k in WORK_KEYS]
+    runs = {g.name: [r for r in g.runs if r.kind == "run"] for g in groups}
+    if not all(runs.values()):
+        return out  # logs on a side: nothing to check them against
+    for what, get in checks:
+        per_group = {name: _values(rs, get) for name, rs in runs.items()}
+        for name, vals in per_group.items():
+            if len(vals) > 1:
+                out.append(f"the runs of {name} differ in {what} ({', '.join(map(str, vals))}): its Time mixes "
+                           "unlike runs.")
+        ones = {name: vals[0] for name, vals in per_group.items() if len(vals) == 1}
+        if len(set(map(str, ones.values()))) > 1 and set(ones.values()) != {"unknown"}:
+            said = ", ".join(f"{name} {v}" for name, v in ones.items())
+            hint = " (Time is the sum of step times)" if what == "step count" else ""
+            out.append(f"the groups differ in {what}: {said}; their Time +/- compares different work{hint}.")
+    return out

@@ -10,7 +10,13 @@ The quantities are defined once, in docs/analysis.md ("The quantities"); this mo
     a collective never waited on exposes nothing;
   * otherwise (Kineto): the part of [start, end) not covered by the rank's compute intervals
     (GPU: non-communication kernels on any stream; CPU: top-level ops of the caller thread).
-- `hidden_pct`: hidden share of the duration, 100 · (1 − min(exposed, duration) / duration).
+- `hidden_ns`: the part of its duration span (the [start, or launch where the start is unknown, end) its
+  duration measures) covered by the rank's compute set, the per-collective form of the per-rank
+  communication overlap (timeline.comm_overlap_by_rank). On Kineto traces that is duration − exposed
+  (exposed is what compute left uncovered). On run directories the exposed time is a blocked wait instead,
+  so the two do not add up to the duration: the rest of the span is time the rank neither computed nor
+  waited on this collective (waiting on another one, Python between regions).
+- `hidden_pct`: hidden share of the duration, 100 · hidden_ns / duration.
 - `transfer_ns`: the minimum `duration_ns` over the ranks of the same (group, seq): the one rank that
   arrived last did not wait, so its time is closest to the pure transfer time (nccl-tests convention).
 - `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
@@ -219,7 +225,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     already computed."""
     c = trace.collectives.copy()
     if not len(c):
-        for col in ("duration_ns", "exposed_ns", "hidden_pct", "queued_ns", "queue_charged_ns", "own_exposed_ns",
+        for col in ("duration_ns", "exposed_ns", "hidden_ns", "hidden_pct", "queued_ns", "queue_charged_ns", "own_exposed_ns",
                     "transfer_ns", "algbw_gbps", "busbw_gbps"):
             c[col] = pd.Series(dtype=np.float64)
         return c
@@ -240,8 +246,9 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
         exposed[rows] = (qe - qs) - iv.covered(qs, qe, comp.get(int(rank), iv.empty()))
     c["exposed_ns"] = np.clip(exposed, 0.0, None)
     dur = c["duration_ns"].to_numpy(np.float64)
+    c["hidden_ns"] = _hidden(c, ranks, span_start, end, dur, comp)
     with np.errstate(invalid="ignore", divide="ignore"):
-        c["hidden_pct"] = np.where(dur > 0, 100.0 * (1.0 - np.minimum(c["exposed_ns"], dur) / dur), np.nan)
+        c["hidden_pct"] = np.where(dur > 0, 100.0 * np.minimum(c["hidden_ns"], dur) / dur, np.nan)
     c["queued_ns"], c["queue_charged_ns"] = queue_split(c, comp, o)
     c["own_exposed_ns"] = c["exposed_ns"] - c["queued_ns"]
     c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min")
@@ -250,6 +257,22 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     factors = np.array([bus_factor(o_, n) for o_, n in zip(c["op"], c["group_size"].astype(np.float64))])
     c["busbw_gbps"] = c["algbw_gbps"] * factors
     return c
+
+
+def _hidden(c: pd.DataFrame, ranks: np.ndarray, span_start: np.ndarray, end: np.ndarray, dur: np.ndarray,
+            comp: dict[int, iv.Intervals]) -> np.ndarray:
+    """hidden_ns per row (module docstring). Recorded collectives (run directories: `wall`, `cuda_event`)
+    are intersected with the compute set: their exposed time is a blocked wait on this collective alone, so
+    duration − exposed would count the time spent waiting on other collectives as hidden by compute. The
+    others (Kineto) take duration − exposed, which is the same covered length, and NaN with it where the
+    exposed time is unknown."""
+    with np.errstate(invalid="ignore"):
+        hidden = dur - np.minimum(c["exposed_ns"].to_numpy(np.float64), dur)
+    recorded = c["timing"].isin(["wall", "cuda_event"]).to_numpy() & (dur > 0)
+    for rank in np.unique(ranks[recorded]):
+        rows = np.flatnonzero(recorded & (ranks == rank))
+        hidden[rows] = iv.covered(span_start[rows], end[rows], comp.get(int(rank), iv.empty()))
+    return hidden
 
 
 def group_rows(table: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -275,18 +298,23 @@ def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     are not whole numbers), and a mean is that sum over the count of values present, as groupby's mean."""
     group, first = group_rows(table, keys)
     n_groups, rows = len(first), group >= 0
-    col = {c: table[c].to_numpy(np.float64) for c in ("bytes", "duration_ns", "exposed_ns", "transfer_ns")}
+    col = {c: table[c].to_numpy(np.float64) for c in ("bytes", "duration_ns", "exposed_ns", "hidden_ns",
+                                                         "transfer_ns")}
     nbytes, dur, exposed, transfer = col["bytes"], col["duration_ns"], col["exposed_ns"], col["transfer_ns"]
     with np.errstate(invalid="ignore"):
         ok = ~np.isnan(nbytes) & (transfer > 0)
     bus = table["busbw_gbps"].to_numpy(np.float64) * transfer  # bus bytes
-    # Hidden share is counted per collective: a wait that outlasts its collective (callback latency,
-    # Python overhead around a tiny all_reduce) is still exposed time, but hides nothing below zero.
-    parts = [dur, exposed, np.minimum(exposed, dur), np.where(ok, nbytes, np.nan), np.where(ok, transfer, np.nan),
+    # The hidden share sums what compute left uncovered of each collective: duration − hidden_ns for the
+    # recorded ones (see _hidden), min(exposed, duration) for the others, the same length taken without a
+    # subtraction's rounding. A row whose exposed time is unknown adds nothing (NaN is skipped by the sum).
+    recorded = table["timing"].isin(["wall", "cuda_event"]).to_numpy()
+    with np.errstate(invalid="ignore"):
+        uncovered = np.where(recorded, np.maximum(dur - col["hidden_ns"], 0.0), np.minimum(exposed, dur))
+    parts = [dur, exposed, uncovered, np.where(ok, nbytes, np.nan), np.where(ok, transfer, np.nan),
              np.where(ok, bus, np.nan), nbytes]
     g = group[rows]
     sums = pd.DataFrame(np.column_stack(parts)[rows]).groupby(g).sum().to_numpy().reshape(n_groups, len(parts))
-    dur_sum, exp_sum, exp_in, b, t, bb, bytes_sum = sums.T
+    dur_sum, exp_sum, uncovered_sum, b, t, bb, bytes_sum = sums.T
     present = np.column_stack([~np.isnan(dur[rows]), ~np.isnan(nbytes[rows])])
     n_dur, n_bytes = (np.bincount(g, weights=present[:, i], minlength=n_groups) for i in (0, 1))
     out = {k: table[k].array.take(first) for k in keys}
@@ -300,7 +328,7 @@ def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         out["mean_ms"] = np.where(n_dur > 0, dur_sum / n_dur, np.nan) / 1e6
         out["exposed_ms"] = exp_sum / 1e6
-        out["hidden_pct"] = np.where(dur_sum > 0, 100.0 * (1 - exp_in / dur_sum), np.nan)
+        out["hidden_pct"] = np.where(dur_sum > 0, 100.0 * (1 - uncovered_sum / dur_sum), np.nan)
         out["algbw_gbps"] = np.where(t > 0, b / t, np.nan)
         out["busbw_gbps"] = np.where(t > 0, bb / t, np.nan)
     return pd.DataFrame(out)

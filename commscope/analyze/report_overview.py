@@ -92,7 +92,7 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
         if hidden is not None:
             why.append("compute never hides it (0% hidden)" if hidden == 0 else
                        f"compute hides only {hidden:.1f}% of its running time" if hidden < 50 else
-                       f"compute hides {hidden:.1f}% of its running time; the rest is exposed")
+                       f"compute hides {hidden:.1f}% of its running time")
         queued, own = _f(v.get("queued_ms")), _f(v.get("own_exposed_ms"))
         if queued and queued >= QUEUED_SHARE * ms:  # waiting behind its group's earlier collectives, not its own
             why.append(f"{queued:,.3f} ms of it ({100 * queued / ms:.0f}%) is queueing behind earlier collectives "

@@ -37,7 +37,7 @@ Per label (see docs/analysis.md): `count` collectives over all ranks (an integer
 over the ranks that have the label,
 `bytes` full-array bytes of one call (median), `bytes_per_rank` total per rank (mean), `mean_ms` mean
 duration (measured as `duration_basis` says), `exposed_ms` exposed time per rank (mean over ranks),
-`hidden_pct` hidden share of all its duration on all ranks, bandwidths bytes-weighted with the
+`hidden_pct` share of all its duration on all ranks that the ranks' compute covered (exposure.hidden_ns), bandwidths bytes-weighted with the
 min-across-ranks transfer time.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ from commscope.util.num import rounded, sig, whole
 
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").

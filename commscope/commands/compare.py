@@ -10,7 +10,8 @@ from pathlib import Path
 
 import typer
 
-from commscope.analyze.compare import DEFAULT_TARGET_LOSS, MIN_RESAMPLES, compare_groups, slower_candidates
+from commscope.analyze.compare import (DEFAULT_TARGET_LOSS, MIN_RESAMPLES, comparability_warnings, compare_groups,
+                                       slower_candidates)
 from commscope.load.run_groups import load_group, unique_names
 from commscope.errors import UserError
 
@@ -36,6 +37,7 @@ def compare_cmd(
                         f"with the seed), got {n_boot}")
     groups = unique_names([load_group(f) for f in folders])
     table = compare_groups(groups, target_loss)
+    warnings = comparability_warnings(groups)
     slower = slower_candidates(table, fail_if_slower) if fail_if_slower is not None else []
     labels, labels_error = None, None
     if all(g.run_dirs for g in groups):
@@ -46,9 +48,10 @@ def compare_cmd(
             labels_error = str(e)
     if as_json:
         sys.stdout.write(comparison_json(groups, table, target_loss, fail_if_slower, slower, labels,
-                                         labels_error).decode() + "\n")
+                                         labels_error, warnings).decode() + "\n")
     else:
-        print_comparison(groups, table, target_loss, markdown, labels, labels_error, slower, fail_if_slower)
+        print_comparison(groups, table, target_loss, markdown, labels, labels_error, slower, fail_if_slower,
+                         warnings)
     if slower:
         raise typer.Exit(1)
 

@@ -2,7 +2,9 @@
 directories (sub-folders with summary.json) and/or modded-nanogpt logs (*.txt, *.log). Each usable run
 contributes one (time, loss) pair:
 - log: time = final `train_time` in seconds, loss = final `val_loss` (commscope.load.speedrun_log);
-- run dir: time = total train time = sum(step_times_ms) / 1000 s, loss = the last step's loss.
+- run dir: time = total train time = sum(step_times_ms) / 1000 s, loss = the last step's loss; beside
+  them its step count and the configuration that sets how much work a step is (WORK_KEYS, from
+  config.json's `args` and summary.json's world size), which commscope.analyze.compare checks agree.
 Runs that did not finish are listed in `Group.skipped` with the reason and never used.
 A group is named after its folder; `unique_names` lengthens names that two groups share (a/r1, b/r1)
 with their parent folders, so every column and JSON entry names one group.
@@ -17,9 +19,15 @@ from commscope.errors import UserError
 from commscope.load.files import read_json
 from commscope.load.speedrun_log import parse_log
 from commscope.rundir import check_doc
-from commscope.rundir.schema import SUMMARY
+from commscope.rundir.schema import CONFIG, SUMMARY
 
 LOG_SUFFIXES = (".txt", ".log")
+
+
+# The trainer's options that change the work of a step (tokens per step, model size, ranks sharing it);
+# options such as the communication schedule or the orders change how it is done, which is what a
+# comparison is for.
+WORK_KEYS = ("preset", "batch_size", "grad_accum", "world_size")
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,8 @@ class RunResult:
     kind: str  # "log" | "run"
     time_s: float
     loss: float
+    steps: int | None = None  # run directories: the steps timed in step_times_ms
+    work: dict | None = None  # run directories: WORK_KEYS → value (None where config.json does not say)
 
 
 @dataclass
@@ -74,7 +84,18 @@ def _read_run_dir(path: Path) -> RunResult | str:
     loss = losses[-1]
     if loss is None or not math.isfinite(loss):
         return "incomplete: last loss is not finite"
-    return RunResult(path, "run", math.fsum(times) / 1000.0, float(loss))
+    return RunResult(path, "run", math.fsum(times) / 1000.0, float(loss), len(times), _work(path, summary))
+
+
+def _work(path: Path, summary: dict) -> dict:
+    """WORK_KEYS of a run directory: config.json's `args` (a run without a readable one, e.g. recorded by
+    another script through commscope.record, has None there) and summary.json's world size."""
+    try:
+        args = read_json(str(path / CONFIG)).get("args") if (path / CONFIG).exists() else None
+    except (UserError, AttributeError):  # unreadable, or not an object: the work is unknown, not an error
+        args = None
+    args = args if isinstance(args, dict) else {}
+    return {k: summary.get("world_size") if k == "world_size" else args.get(k) for k in WORK_KEYS}
 
 
 def load_group(path: str | Path) -> Group:

@@ -241,9 +241,9 @@ function csIndex(d) {
   return d;
 }
 
-// The lines linking one collective call across the ranks of yOf (rank -> y of its comm row), from the
-// compact document's flow points: per flow, its points on those ranks in rank order, flows by id, as
-// reports/timeline.py draws them for the figure's ranks. n: how many of them pass through rank r.
+// The lines linking rank r's collective calls across the ranks of yOf (rank -> y of its comm row), from the
+// compact document's flow points: per flow through r, its points on those ranks in rank order, flows by
+// id, as reports/timeline.py draws them for the figure's ranks. n: how many flows that is.
 function csFlowLines(d, yOf, r) {
   var U = d.unit_ns / 1e6, fl = d.flows, by = {};
   Object.keys(yOf).forEach(function (key) {
@@ -258,7 +258,7 @@ function csFlowLines(d, yOf, r) {
   var x = [], y = [], n = 0;
   Object.keys(by).map(Number).sort(function (a, b) { return a - b; }).forEach(function (f) {
     var m = by[f];
-    if (m.length < 2) return;
+    if (m.length < 2 || !m.some(function (p) { return p[0] === r; })) return;
     m.sort(function (a, b) { return a[0] - b[0]; });
     m.forEach(function (p) { x.push(p[1]); y.push(yOf[p[0]]); if (p[0] === r) n++; });
     x.push(null); y.push(null);
@@ -267,8 +267,9 @@ function csFlowLines(d, yOf, r) {
 }
 
 // Show rank r's rows below the drawn ranks, replacing the rank shown before (r null: none); a drawn rank
-// is already there. The figure's flow lines are then those of the drawn ranks and r: a trace of them is
-// added under the same legend entry, and the figure's own (the drawn ranks' alone) hidden meanwhile.
+// is already there. Its calls shared with the drawn ranks are linked by a trace of their own, drawn at
+// once: choosing a rank is asking to see where its calls meet the others, while the figure's own lines
+// (every drawn rank's, off by default) would bury them; its legend entry can hide them.
 window.csShowRank = function (r) {
   var sel = document.getElementById("rank-select"), said = document.getElementById("rank-shown");
   var gd = document.getElementById("timeline-plot");
@@ -279,43 +280,34 @@ window.csShowRank = function (r) {
       var d = all[0].index ? all[0] : csIndex(all[0]), style = all[1];
       var st = gd.csShown || (gd.csShown = {traces: 0, base: gd.layout.yaxis.tickvals.length,
                                             ticks: gd.layout.yaxis.ticktext.slice(), height: gd.layout.height});
-      var added = st.traces, first = gd.data.length - added, restored = null;
-      if (st.flow) {  // the figure's own flow lines back, in the state the legend left the added ones
-        var vis = gd.data[first + st.flow.at].visible;
-        restored = st.flow.own >= 0 ? Plotly.restyle(gd, {visible: vis === undefined ? true : vis}, [st.flow.own]) : null;
-        st.flow = null;
-      }
-      var gone = Promise.resolve(restored).then(function () {
-        return added ? Plotly.deleteTraces(gd, Array.from({length: added}, function (_, k) { return first + k; })) : null;
-      });
+      var added = st.traces, first = gd.data.length - added;
+      var gone = added ? Plotly.deleteTraces(gd, Array.from({length: added}, function (_, k) { return first + k; })) : null;
       st.traces = 0;
       gd.dataset.shownFlows = "";
       var ticks = st.ticks, height = st.height, drawnAlready = r !== null && st.ticks.indexOf("r" + r + " comm") >= 0;
       return Promise.resolve(gone).then(function () {
-        if (r !== null && !drawnAlready && d.index[r] !== undefined) {
+        if (r !== null && d.index[r] !== undefined) {
           var known = {};
           gd.data.forEach(function (t) { if (t.showlegend !== false && t.legendgroup) known[t.legendgroup] = true; });
-          var made = csRankTraces(d, style, r, st.base, known);
+          // a drawn rank has its rows already: only its flow lines are added
+          var made = drawnAlready ? {traces: [], rows: []} : csRankTraces(d, style, r, st.base, known);
           ticks = st.ticks.concat(made.rows);
           var yOf = {};
           ticks.forEach(function (tick, k) { var m = /^r(\d+) comm$/.exec(tick); if (m) yOf[+m[1]] = k; });
-          var lines = csFlowLines(d, yOf, r), own = -1, hide = null;
+          var lines = csFlowLines(d, yOf, r), name = style.flow_name + ": rank " + r;
           if (lines.n) {
-            gd.data.forEach(function (t, k) { if (t.name === style.flow_name) own = k; });
-            var vis = own < 0 ? "legendonly" : gd.data[own].visible === undefined ? true : gd.data[own].visible;
-            st.flow = {own: own, at: made.traces.length};
-            made.traces.push({type: "scatter", mode: "lines", x: lines.x, y: lines.y, name: style.flow_name,
-                              visible: vis, hoverinfo: "skip", line: style.flow_line});
-            if (own >= 0) hide = Plotly.restyle(gd, {visible: false}, [own]);
+            made.traces.push({type: "scatter", mode: "lines", x: lines.x, y: lines.y, name: name, visible: true,
+                              hoverinfo: "skip", line: style.flow_line});
           }
           gd.dataset.shownFlows = String(lines.n);
           st.traces = made.traces.length;
           height = st.height + style.row_h * made.rows.length;
-          said.textContent = "rank " + r + ": the last rows of the figure" + (lines.n ? "; the legend entry \"" +
-            style.flow_name + "\" links its " + lines.n + " calls shared with the drawn ranks." : ".");
-          return Promise.resolve(hide).then(function () { return Plotly.addTraces(gd, made.traces); });
+          said.textContent = "rank " + r + (drawnAlready ? " is one of the drawn ranks" : ": the last rows of the figure") +
+            (lines.n ? "; the lines \"" + name + "\" link its " + lines.n + " calls shared with the " +
+             (drawnAlready ? "other " : "") + "drawn ranks." : ".");
+          return made.traces.length ? Plotly.addTraces(gd, made.traces) : null;
         }
-        said.textContent = r === null ? "" : drawnAlready ? "rank " + r + " is one of the drawn ranks." :
+        said.textContent = r === null ? "" :
           d.ranks.indexOf(r) < 0 ? "the job has no rank " + r + " (ranks " + d.ranks[0] + "–" +
           d.ranks[d.ranks.length - 1] + ")." : "rank " + r + " has no rows in these steps.";
       }).then(function () {
@@ -342,11 +334,36 @@ document.addEventListener("DOMContentLoaded", function () {
     });
     sel.disabled = false;
     sel.addEventListener("change", function () { csShowRank(sel.value === "" ? null : +sel.value); });
-    function fromHash() {  // a link to the page with #rank=N shows rank N
-      var m = /rank=(\d+)/.exec(location.hash);
-      if (m) csShowRank(+m[1]);
+    function fromHash() {  // a link to the page with #rank=N shows rank N; anything else after rank= is said
+      var m = /(?:^#|&)rank=([^&]*)/.exec(location.hash);
+      if (!m) return;
+      var v = decodeURIComponent(m[1]);
+      if (/^\d+$/.test(v)) return csShowRank(+v);
+      return csShowRank(null).then(function () {
+        document.getElementById("rank-shown").textContent = "#rank=" + v + " is not a rank: give a whole number " +
+          "from " + d.ranks[0] + " to " + d.ranks[d.ranks.length - 1] + " (#rank=" + d.ranks[0] + ").";
+      });
     }
     window.addEventListener("hashchange", fromHash);
     fromHash();
   }).catch(function (e) { document.getElementById("rank-shown").textContent = "cannot read the ranks' rows: " + e; });
 });
+
+// The nav links and in-page links point at sections, most of them collapsed details blocks: a link opens the
+// block it points at (and any that hold it) before the browser scrolls there, or the click would land on a
+// closed one-line summary. A page opened with such a #id opens it too.
+function csOpenTarget(hash) {
+  var id = hash && hash.charAt(0) === "#" ? decodeURIComponent(hash.slice(1)) : "";
+  var el = id ? document.getElementById(id) : null;
+  for (var p = el; p; p = p.parentElement) if (p.tagName === "DETAILS") p.open = true;
+  return el;
+}
+document.addEventListener("click", function (ev) {
+  var a = ev.target.closest ? ev.target.closest('a[href^="#"]') : null;
+  if (a) csOpenTarget(a.getAttribute("href"));
+});
+document.addEventListener("DOMContentLoaded", function () {
+  var el = csOpenTarget(location.hash);
+  if (el) el.scrollIntoView();
+});
+window.addEventListener("hashchange", function () { csOpenTarget(location.hash); });

@@ -1,7 +1,8 @@
 """The page at scale in headless Chromium: a rank chosen through the selector (#rank=N) joins the lines
-linking one collective call across ranks. report.js adds a trace of the flow lines of the drawn ranks and
-the chosen one, under the figure's one legend entry, and says on the figure how many calls pass through
-the chosen rank (`data-shown-flows`): here every call of the chosen rank that a drawn rank shares, as
+linking its collective calls across ranks, drawn at once. report.js adds a trace of the chosen rank's flow
+lines beside the figure's own (off by default), with its own legend entry, and says on the figure how many
+calls pass through the chosen rank (`data-shown-flows`): here every call of the chosen rank that a drawn
+rank shares, as
 TimelineBars.subset(drawn + [rank]) counts them. The numbers of the lines themselves are checked in
 tests/unit/test_rank_flows.py. Skipped where no Chromium is installed."""
 from __future__ import annotations
@@ -29,6 +30,11 @@ def test_chosen_rank_gets_the_flow_lines(tmp_path):
     page = tmp_path / "scale.html"
     res = CliRunner().invoke(app, ["report", job, "-o", str(page), "--no-hta"])
     assert res.exit_code == 0, res.output
+    plain = chromium(tmp_path, "plain", "--dump-dom", page.as_uri()).stdout  # no rank chosen
+
+    def lines(dom: str) -> int:
+        return dom[dom.index('id="timeline-plot"'):].count('class="js-line"')
+
     for chosen in (0, next(r for r in range(min(drawn), 40) if r not in drawn)):  # before / among the drawn
         sub = ctx.timeline.subset(drawn + [chosen]).flows
         want = int(sub.loc[sub["rank"] == chosen, "flow"].nunique())
@@ -39,6 +45,17 @@ def test_chosen_rank_gets_the_flow_lines(tmp_path):
         dom = proc.stdout
         tag = dom[dom.index('id="timeline-plot"') - 300:dom.index('id="timeline-plot"') + 300]
         assert f'data-shown-rank="{chosen}"' in tag and f'data-shown-flows="{want}"' in tag
-        assert f"links its {want} calls shared with the drawn ranks" in dom
+        assert f'the lines "one call across ranks: rank {chosen}" link its {want} calls shared with the drawn ranks' in dom
         legend = re.findall(r'class="legendtext"[^>]*>([^<]+)<', dom[dom.index('id="timeline-plot"'):])
-        assert legend.count("one call across ranks") == 1  # the figure's own entry hidden meanwhile
+        assert legend.count("one call across ranks") == 1  # the figure's own, still off
+        assert legend.count(f"one call across ranks: rank {chosen}") == 1
+        # drawn, not only listed: plotly draws one path per call of a visible line trace (none for a legendonly
+        # one), and one more for its legend entry's symbol
+        assert lines(dom) == lines(plain) + want + 1
+    for bad, said in (("abc", "#rank=abc is not a rank"), ("-1", "#rank=-1 is not a rank"),
+                      ("999", "the job has no rank 999 (ranks 0–39)")):
+        proc = chromium(tmp_path, f"bad-{bad}", "--dump-dom", f"{page.as_uri()}#rank={bad}")
+        assert console_errors(proc.stderr) == [] and said in proc.stdout and 'data-shown-rank=""' in proc.stdout
+    # a link to a collapsed section opens it
+    proc = chromium(tmp_path, "open-labels", "--dump-dom", f"{page.as_uri()}#labels")
+    assert re.search(r'<details id="labels" open', proc.stdout)

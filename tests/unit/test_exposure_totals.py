@@ -14,7 +14,11 @@ def reference_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                       "duration_ns": table["duration_ns"], "exposed_ns": table["exposed_ns"],
                       "_b": table["bytes"].where(ok), "_t": table["transfer_ns"].where(ok),
                       "_bb": (table["busbw_gbps"] * table["transfer_ns"]).where(ok)})
-    t["_exp_in"] = np.minimum(t["exposed_ns"], t["duration_ns"])
+    # what compute left uncovered: recorded collectives (run directories) from hidden_ns, the others from
+    # the exposed time
+    recorded = table["timing"].isin(["wall", "cuda_event"])
+    t["_exp_in"] = np.where(recorded, np.maximum(table["duration_ns"] - table["hidden_ns"], 0.0),
+                            np.minimum(t["exposed_ns"], t["duration_ns"]))
     g = t.groupby(keys, sort=True)
     sums = g[["duration_ns", "exposed_ns", "_exp_in", "_b", "_t", "_bb"]].sum()
     out = pd.DataFrame({"op": g["op"].first(), "count": g.size(), "bytes": g["bytes"].sum(min_count=1),
@@ -44,6 +48,8 @@ def _table(rng: np.random.Generator, n: int) -> pd.DataFrame:
         "op": pd.array(rng.choice(["all_reduce", "all_gather", None], size=n, p=[.6, .3, .1]), dtype="str"),
         "bytes": nbytes, "duration_ns": dur,
         "exposed_ns": some_nan(rng.integers(0, 10**7, n), 0.05),
+        "hidden_ns": some_nan(rng.integers(0, 10**7, n), 0.05),
+        "timing": rng.choice(["kernel", "wall", "cuda_event", "gloo_thread"], size=n),
         "transfer_ns": some_nan(rng.integers(0, 10**6, n), 0.1),
         "busbw_gbps": rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 6, n)})
 

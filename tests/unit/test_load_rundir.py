@@ -83,9 +83,11 @@ def test_exposure_is_blocked_wait_time(run):
     assert t.loc[(1, "attn", "reduce_scatter"), "exposed_ns"] == 7 * US
     assert t.loc[(0, "attn", "all_gather"), "exposed_ns"] == 2 * US
     assert t.loc[(0, "scalars", "all_reduce"), "exposed_ns"] == 0  # never waited on
-    # launch → completion 9 µs, 5 exposed → 4/9 hidden
+    # launch → completion 9 µs, 5 of them exposed; the span [60, 69) meets no compute ([0, 60), [70, 80)),
+    # so none of it is hidden: the 4 µs not waited on were not computed either
     assert t.loc[(0, "attn", "reduce_scatter"), "duration_ns"] == 9 * US
-    assert t.loc[(0, "attn", "reduce_scatter"), "hidden_pct"] == pytest.approx(100 * 4 / 9)
+    assert t.loc[(0, "attn", "reduce_scatter"), "hidden_ns"] == 0
+    assert t.loc[(0, "attn", "reduce_scatter"), "hidden_pct"] == 0
     # transfer time = min over ranks of (end − call): rank 1 arrived last (62 → 69.5 = 7.5 µs)
     assert t.loc[(0, "attn", "reduce_scatter"), "transfer_ns"] == 7.5 * US
     algbw = 8000 / (7.5 * US)
@@ -105,13 +107,13 @@ def test_label_stats_and_summary(run):
     assert a["count"] == 4 and isinstance(a["count"], int)  # all ranks: an integer
     assert a["exposed_ms"] == pytest.approx((0.007 + 0.012) / 2)
     assert a["exposed_ms_by_rank"] == {"0": pytest.approx(0.007), "1": pytest.approx(0.012)}
-    # hidden share of attn's duration on both ranks: durations 9 + 11 (rank 0) + 7.5 + 14 (rank 1) = 41.5 µs,
-    # exposed 5 + 2 + 7 + 5 = 19 µs
-    assert a["hidden_pct"] == round(100 * (1 - 19 / 41.5), 2) == 54.22
+    # durations 9 + 11 (rank 0) + 7.5 + 14 (rank 1) = 41.5 µs, exposed 5 + 2 + 7 + 5 = 19 µs; no span meets
+    # compute, so nothing is hidden (22.5 µs are neither computed nor waited on)
+    assert a["hidden_pct"] == 0.0
     assert a["mean_ms"] == pytest.approx(41.5 / 4 / 1000, abs=5e-5)  # rounded to 0.1 µs
     # a CPU run directory: durations are launch to completion, and the per-rank overlap is over the recorded
     # spans (comm [60, 69) ∪ [80, 91) on rank 0 never meets compute [0, 60) ∪ [70, 80)), not HTA's or a device one
-    assert doc["duration_basis"] == "launch to completion (run directory)" and doc["schema_version"] == 3
+    assert doc["duration_basis"] == "launch to completion (run directory)" and doc["schema_version"] == 4
     assert doc["recorded_comm_overlap_pct_by_rank"] == {"0": 0.0, "1": 0.0}
     assert "hta_comm_overlap_pct_by_rank" not in doc and "device_comm_overlap_pct_by_rank" not in doc
     assert list(doc["labels"]) == ["attn", "scalars"]  # most exposed first

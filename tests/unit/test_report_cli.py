@@ -66,7 +66,7 @@ def test_report_html_matches_summary_and_leaves_input_alone(run_dir, tmp_path):
     assert p.external == []
     summary = orjson.loads(orjson.dumps(summarize(load_path(run_dir)), option=orjson.OPT_SERIALIZE_NUMPY))
     assert set(summary["labels"]) == {"attn", "mlp", "scalars"}
-    assert table_values(p.tables["labels"]) == comparable(summary["labels"])
+    assert table_values(p.tables["labels-table"]) == comparable(summary["labels"])
     # known numbers of the hand-built run: per rank and step attn and mlp are waited on for 20 µs, scalars
     # never → per rank (summarize's unit) 2 calls and 2 × 0.02 ms exposed for attn and mlp, 0 for scalars
     assert summary["labels"]["attn"]["count_per_rank"] == 2 and summary["labels"]["attn"]["count"] == 4
@@ -92,7 +92,7 @@ def test_report_steps_and_default_output(run_dir, tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     page = (tmp_path / "handbuilt-run-report.html").read_text(encoding="utf-8")
     assert "1 ≤ step &lt; 2" in page or "1 ≤ step < 2" in page
-    counts = table_values(parse(page).tables["labels"])
+    counts = table_values(parse(page).tables["labels-table"])
     assert counts["attn"]["count_per_rank"] == 1.0 and counts["attn"]["count"] == 2  # one step: 1 per rank
 
 
@@ -138,7 +138,7 @@ def test_gloo_cpu_traces_report(tmp_path):
     assert res.exit_code == 0, res.output
     p = parse(out.read_text(encoding="utf-8"))
     summary = orjson.loads(orjson.dumps(summarize(load_path(src)), option=orjson.OPT_SERIALIZE_NUMPY))
-    assert table_values(p.tables["labels"]) == comparable(summary["labels"])
+    assert table_values(p.tables["labels-table"]) == comparable(summary["labels"])
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,7 @@ def test_fixture_report_size_and_export(fixture_trace, tmp_path):
     assert len(page.encode()) < 10e6
     p = parse(page)
     assert p.external == [] and "Timeline" in p.h2
-    assert table_values(p.tables["labels"]) == comparable(
+    assert table_values(p.tables["labels-table"]) == comparable(
         orjson.loads(orjson.dumps(summary["labels"], option=orjson.OPT_SERIALIZE_NUMPY)))
     doc = build_perfetto(tr)
     check_no_overlap(doc)
@@ -190,7 +190,7 @@ def test_recorded_cpu_run_report_matches_events(tmp_path):
     res = CliRunner().invoke(app, ["report", str(src), "-o", str(out), "--no-hta"])
     assert res.exit_code == 0, res.output
     page = out.read_text(encoding="utf-8")
-    shown = table_values(parse(page).tables["labels"])
+    shown = table_values(parse(page).tables["labels-table"])
     summary = orjson.loads(orjson.dumps(summarize(load_path(src), with_hta=False), option=orjson.OPT_SERIALIZE_NUMPY))
     assert shown == comparable(summary["labels"])
 

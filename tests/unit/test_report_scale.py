@@ -51,7 +51,7 @@ def test_at_the_threshold_every_rank_is_drawn(tmp_path):
     assert "Arrival lateness" not in p.h2 and "Ranks that made the others wait" not in p.h2
     body = page[page.index("<body>"):]  # (report.js, in the head, names them all)
     assert 'id="rank-select"' not in body and "rank-rows-gz" not in body and "heatmap-canvas" not in body
-    assert {int(value(r[0])) for r in p.tables["steps"][1:]} == set(range(32))  # every rank listed
+    assert {int(value(r[0])) for r in p.tables["steps-table"][1:]} == set(range(32))  # every rank listed
 
 
 def test_above_the_threshold_summarizes_the_ranks(tmp_path):
@@ -79,15 +79,15 @@ def test_above_the_threshold_summarizes_the_ranks(tmp_path):
     assert [r[0][1] for r in quant[1:]] == ["median", "p90", "p99", "p99.9", "max"]
     assert value(quant[-1][1]) == pytest.approx(top["worst_ns"] / 1e6)
     # the ranks that made the others wait most, worst first, as summarize() orders them
-    rows = p.tables["top-waiting"][1:]
+    rows = p.tables["top-waiting-table"][1:]
     waited = [s for s in doc["stragglers"] if s["wait_caused_ms"] > 0][:TOP_WAITING]
     assert [int(value(r[0])) for r in rows] == [s["rank"] for s in waited]
     assert [value(r[1]) for r in rows] == [s["wait_caused_ms"] for s in waited] and 3 <= len(rows) <= TOP_WAITING
     # per-rank tables list the representative and top-waiting ranks only, and say so
     listed = set(reps) | {s["rank"] for s in waited}
     assert ctx.listed_ranks and set(ctx.listed_ranks) == listed
-    assert {int(value(r[0])) for r in p.tables["steps"][1:]} == listed
-    assert {int(value(r[0])) for r in p.tables["stragglers"][1:]} == listed
+    assert {int(value(r[0])) for r in p.tables["steps-table"][1:]} == listed
+    assert {int(value(r[0])) for r in p.tables["stragglers-table"][1:]} == listed
     assert "commscope report --json</code> has every rank" in page
 
 

@@ -1,0 +1,74 @@
+"""`hidden_pct` on a run directory is the share of a collective's span covered by compute (docs/analysis.md,
+"The quantities"), not 1 − its own wait / duration: a hand-built run where one collective's span is
+partly computed over and partly spent waiting on another collective, with every number known."""
+import pytest
+
+from commscope.analyze import exposure
+from commscope.analyze.summary import summarize
+from commscope.load import load_path
+from reports import report_terminal
+from rundirs import write_run
+
+T0 = 1_764_670_000_000_000_000
+US = 1000
+
+
+def coll(rank, label, seq, call, wait, wait_end, end):
+    return {"kind": "collective", "rank": rank, "step": 0, "label": label, "phase": "reduce", "op": "all_reduce",
+            "bytes": 4000, "dtype": "float32", "group": "0", "group_size": 2, "seq": seq,
+            "call_ns": T0 + call * US, "return_ns": T0 + (call + 1) * US, "wait_ns": T0 + wait * US,
+            "wait_end_ns": T0 + wait_end * US, "start_ns": None, "end_ns": T0 + end * US, "timing": "wall"}
+
+
+def region(rank, name, a, b):
+    return {"kind": "region", "rank": rank, "step": 0, "name": name, "micro_step": 0,
+            "start_ns": T0 + a * US, "end_ns": T0 + b * US, "timing": "wall"}
+
+
+def records(rank):
+    """One step [0, 140) µs. Compute: forward [0, 40), backward [40, 100). `early` is launched at 10 µs and
+    completes at 120, waited on over [100, 120); `late` is launched at 60 µs inside backward and completes
+    at 130, waited on over [120, 130). So late's span of 70 µs is computed over for 40 (60 → 100), spent
+    waiting on `early` for 20 and on itself for 10."""
+    return [region(rank, "forward", 0, 40), region(rank, "backward", 40, 100),
+            coll(rank, "early", 0, 10, 100, 120, 120), coll(rank, "late", 1, 60, 120, 130, 130),
+            {"kind": "step", "rank": rank, "step": 0, "loss": 1.0, "start_ns": T0, "end_ns": T0 + 140 * US,
+             "tokens": 8}]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hidden") / "run"
+    write_run(d, {0: records(0), 1: records(1)}, summary={"status": "completed", "backend": "gloo",
+                                                          "device": "cpu", "steps": 1},
+              meta={"backend": "gloo", "device": "cpu"})
+    return load_path(str(d))
+
+
+def test_hidden_is_the_span_covered_by_compute_not_the_time_not_waited_on(run):
+    t = exposure.collective_table(run).set_index(["rank", "label"])
+    late, early = t.loc[(0, "late")], t.loc[(0, "early")]
+    assert late["duration_ns"] == 70 * US and late["exposed_ns"] == 10 * US
+    assert late["hidden_ns"] == 40 * US  # backward [60, 100), not 70 − 10 = 60
+    assert late["hidden_pct"] == pytest.approx(100 * 40 / 70)
+    assert early["duration_ns"] == 110 * US and early["hidden_ns"] == 90 * US  # [10, 100)
+    assert early["hidden_pct"] == pytest.approx(100 * 90 / 110)
+
+
+def test_per_label_and_per_rank_overlap_agree(run):
+    doc = summarize(run, with_hta=False)
+    assert doc["labels"]["late"]["hidden_pct"] == 57.14 and doc["labels"]["early"]["hidden_pct"] == 81.82
+    assert doc["labels"]["late"]["exposed_ms"] == 0.01 and doc["labels"]["early"]["exposed_ms"] == 0.02
+    # the union of the spans [10, 130) is computed over for [10, 100): 90 of 120 µs. The two labels together
+    # (40 + 90 of 70 + 110 µs = 72.2 %) count the 40 µs both are in flight over compute twice, the union once.
+    assert doc["recorded_comm_overlap_pct_by_rank"] == {"0": 75.0, "1": 75.0}
+
+
+def test_terminal_names_the_quantity(run):
+    from rich.console import Console
+
+    con = Console(width=100, record=True)
+    report_terminal.print_report_summary(summarize(run, with_hta=False), con)
+    text = con.export_text()
+    assert "hidden %: share of the duration compute hid" in text
+    assert "57.1" in text and "81.8" in text

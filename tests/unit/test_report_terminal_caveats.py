@@ -1,0 +1,54 @@
+"""The terminal `report` says what the input cannot show (the document's problems and notes, capped), and
+how much of each top label's exposed time is queueing behind earlier collectives, within 100 columns."""
+import json
+
+from rich.console import Console
+
+from commscope.analyze.summary import summarize
+from commscope.load import load_path
+from paths import TESTS
+from reports.report_terminal import CAVEAT_CHARS, CAVEATS_SHOWN, print_report_summary
+
+
+def render(doc, width=100) -> str:
+    con = Console(record=True, width=width)
+    print_report_summary(doc, con)
+    return con.export_text()
+
+
+def test_problems_and_notes_are_printed_under_the_tables():
+    doc = summarize(load_path(str(TESTS / "data" / "hta-testdata" / "triton_example")), with_hta=False)
+    text = render(doc)
+    tail = text[text.index("Communication overlap by rank"):]
+    assert "problem: the job's world size is unknown" in tail and "taken as 1" in tail
+    assert "problem: rank unknown" in tail and "taken as rank 0" in tail
+    assert "note: One rank: no cross-rank comparison" in tail
+    assert "more, see --json" not in text  # 3 problems + 3 notes: all shown
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_caveats_are_capped_and_long_ones_cut():
+    doc = {"labels": {}, "ranks": 2, "problems": [f"problem {i}" for i in range(5)] + ["x" * 1000],
+           "notes": ["note a", "note b"]}
+    text = render(doc)
+    lines = [line for line in text.splitlines() if line.startswith(("problem:", "note:", "…"))]
+    assert lines[:CAVEATS_SHOWN] == [f"problem: problem {i}" for i in range(5)] + [lines[5]]
+    flat = "".join(text.split())
+    assert "x" * (CAVEAT_CHARS - 1) + "…" in flat and "x" * CAVEAT_CHARS not in flat  # cut, marked
+    assert lines[-1] == "… 2 more, see --json"
+    assert "note a" not in text
+
+
+def test_queued_share_beside_the_exposed_time_in_100_columns():
+    doc = summarize(load_path(str(TESTS / "data" / "cpurun-hooks-gloo2")), with_hta=False)
+    s = doc["labels"]["scalars"]
+    assert round(100 * s["queued_ms"] / s["exposed_ms"], 1) == 97.2
+    text = render(doc)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    rows = {c[0]: c[1:] for c in ([x.strip() for x in line.split("│")] for line in text.splitlines()
+                                  if line.count("│") == 7)}
+    # op, calls, exposed ms/rank, queued %, mean ms, hidden %, busbw: whole, not cut with "…"
+    assert rows["scalars"][:6] == ["all_reduce", "6", "143.196", "97.2", "59.535", "0.0"]
+    assert rows["mlp"][0] == "reduce_scatter+all_gather" and rows["mlp"][3] == "0.0"
+    assert "queued %: share of the exposed time spent behind earlier collectives" in " ".join(text.split())
+    assert json.dumps(doc, allow_nan=False)
