@@ -29,6 +29,8 @@ from commscope.analyze.layout import SLOWDOWN_FLAG, bytes_moved, mismatch_kind
 from commscope.analyze.layout_report import short_kernel
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+# how a Kineto trace's `Input type` names them (the rule tells a 0-dim tensor from a Python number by it)
+TRACE_DTYPE = {torch.bfloat16: "c10::BFloat16", torch.float32: "float"}
 # (rows, cols) of the 2-D cases, (A, B, C) of the 3-D one, (N, C, H, W) of the 4-D one
 SIZES = {"cuda": ((8192, 8192), (64, 1024, 1024), (64, 256, 64, 64)),
          "cpu": ((512, 512), (16, 128, 128), (8, 32, 32, 32))}
@@ -81,7 +83,7 @@ def measure(device: torch.device, dtype: torch.dtype, warmup: int, repeats: int)
                      device_only=device.type == "cuda")
         ms, twin_ms = t["median_ms"], tw["median_ms"]
         kernel = kernel_of(lambda: dst.add_(src), device)
-        kind = mismatch_kind(dims, strides, kernel)  # the rule as it reads a trace of this op
+        kind = mismatch_kind(dims, strides, kernel, [TRACE_DTYPE[dtype]] * 2)  # the rule as it reads a trace
         flagged = kind is not None
         slow = ms / twin_ms if twin_ms > 0 else float("nan")
         rows.append({

@@ -17,14 +17,16 @@ Invariants
   PyTorch takes the vectorized contiguous kernel only when every operand is laid out alike, and on an
   H200 a bf16 add whose operands differ only in the order of outer dimensions ran ~2.4× slower than its
   aligned twin (docs/layout.md, the case table).
-- A broadcast read is a finding too (kind "broadcast"): an argument of at least one dimension that the op
-  reads broadcast (a dimension of size 1, stride 0 or missing where another argument has size > 1), when
-  the op's kernel is PyTorch's generic CUDA `elementwise_kernel` rather than its vectorized one. Such a
-  read rules out the vectorized path: on an H200 a bf16 add of a broadcast row, an expanded row or an
-  expanded column ran ~2× slower than the same add of two contiguous tensors, though it moves fewer
-  bytes (the case table). The kernel name is the evidence, so CPU ops (vectorized broadcast loops) and
-  ops without a linked kernel are never broadcast findings. `kind` says which rule a finding met
-  ("stride order" first when both do).
+- A broadcast read is a finding too (kind "broadcast"): a tensor argument that the op reads broadcast (a
+  dimension of size 1, stride 0 or missing where another argument has size > 1; a 0-dim tensor, which
+  Kineto's `Input type` tells from a Python number, spread over a larger one), when the op's kernel is
+  PyTorch's generic CUDA `elementwise_kernel` rather than its vectorized one. Such a read rules out the
+  vectorized path: on an H200 a bf16 add of a broadcast row, an expanded row or an expanded column ran
+  ~1.9× slower than the same add of two contiguous tensors, though it moves fewer bytes, and an add of a
+  0-dim device tensor 1.7× slower (the case table). The kernel name is the evidence, so CPU ops
+  (vectorized broadcast loops) and ops without a linked kernel are never broadcast findings. `kind` says
+  which rule a finding met ("stride order" first when both do; "kernel evidence" for layout_kernels'
+  low-confidence findings).
 - Severity (`slowdown`, `severity`): achieved bandwidth against the reference of `peak_source`, in this
   order: the *aligned twin* (the same op on the same element count and dtypes, laid out alike, in the
   same trace), else the device's measured copy bandwidth (GPU ops), else the best aligned op of the same
@@ -141,11 +143,22 @@ def layout_mismatch(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[in
 GENERIC_KERNEL = re.compile(r"native::(unrolled_)?elementwise_kernel\b")
 
 
-def broadcast_read(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[int]]) -> bool:
-    """True when a tensor argument (at least one dimension) is read broadcast: right-aligned against the
-    arguments' common shape, it has size 1, stride 0 or no dimension where that shape has size > 1."""
+def _zero_dim_tensor(dims: Sequence[Sequence[int]], dtypes: Sequence[Any] | None) -> bool:
+    """Whether an argument is a 0-dim tensor: no dimensions and a tensor dtype (Kineto's `Input type`
+    names a Python number "Scalar", a 0-dim tensor by its dtype)."""
+    return any(not d and i < len(dtypes) and isinstance(dtypes[i], str) and dtypes[i] != "Scalar"
+               and not np.isnan(dtype_size(dtypes[i])) for i, d in enumerate(dims or [])) if dtypes else False
+
+
+def broadcast_read(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[int]],
+                   dtypes: Sequence[Any] | None = None) -> bool:
+    """True when a tensor argument is read broadcast: right-aligned against the arguments' common shape, it
+    has size 1, stride 0 or no dimension where that shape has size > 1. A 0-dim tensor (known from
+    `dtypes`) spread over a larger one counts; a Python number ("Scalar") does not."""
     tensors = [(tuple(d), tuple(s)) for d, s in zip(dims or [], strides or [])
                if d and s and len(d) == len(s) and all(isinstance(x, int) for x in d)]
+    if tensors and _zero_dim_tensor(dims, dtypes) and max(math.prod(d) for d, _ in tensors) > 1:
+        return True
     if len(tensors) < 2:
         return False
     n = max(len(d) for d, _ in tensors)
@@ -157,12 +170,13 @@ def broadcast_read(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[int
 
 
 def mismatch_kind(dims: Sequence[Sequence[int]], strides: Sequence[Sequence[int]],
-                  kernel: str | None = None) -> str | None:
+                  kernel: str | None = None, dtypes: Sequence[Any] | None = None) -> str | None:
     """Which layout rule an elementwise op meets (module docstring): "stride order", "broadcast" (only
-    with a generic CUDA kernel named), or None."""
+    with a generic CUDA kernel named), or None. `dtypes` (the trace's `Input type`) tells a 0-dim tensor
+    from a Python number."""
     if layout_mismatch(dims, strides):
         return "stride order"
-    if kernel and GENERIC_KERNEL.search(kernel) and broadcast_read(dims, strides):
+    if kernel and GENERIC_KERNEL.search(kernel) and broadcast_read(dims, strides, dtypes):
         return "broadcast"
     return None
 
@@ -225,7 +239,8 @@ def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
     cols = {c: sub[c].tolist() if c in sub else [None] * len(sub)
             for c in ("rank", "name", "start_ns", "end_ns", "dtypes", "kernel_names", "kernel_dur_ns")}
     first_kernel = [next((x for x in _as_list(ks) if isinstance(x, str)), None) for ks in cols["kernel_names"]]
-    kinds = [mismatch_kind(d, s, kn) for d, s, kn in zip(dims_col, strides_col, first_kernel)]
+    kinds = [mismatch_kind(d, s, kn, _as_list(dt)) for d, s, kn, dt in zip(dims_col, strides_col, first_kernel,
+                                                                          cols["dtypes"])]
     sizes_wanted = {n for n, m in zip(numel, kinds) if m and n >= min_numel}
     rows = []
     for k, idx in enumerate(sub.index):

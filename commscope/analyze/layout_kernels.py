@@ -128,7 +128,7 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
             "pct_of_peak": 100 * gbps / peak if (peak and gbps) else None, "peak_source": source,
             "est_saving_us": max(0.0, (k["dur_ns"] - ideal) / 1e3) if ideal is not None else None,
             "where": NO_SHAPES if ops is None or ops.empty else UNLINKED,
-            "confidence": "low", "deliberate": False, "start_ns": int(k["start_ns"]),
+            "confidence": "low", "deliberate": False, "start_ns": int(k["start_ns"]), "kind": "kernel evidence",
             "slowdown": slowdown, "severity": severity(slowdown),
         })
     res = pd.DataFrame(out, columns=FINDING_COLUMNS)

@@ -24,7 +24,7 @@ from commscope.analyze.layout_kernels import UNLINKED, kernel_layout_evidence
 
 JSON_FINDING_KEYS = ["op", "kernel", "dims", "strides", "duration_us", "achieved_gbps", "peak_gbps",
                      "est_saving_us", "where", "confidence", "deliberate", "rank", "pct_of_peak", "peak_source",
-                     "bytes", "slowdown", "severity"]
+                     "bytes", "slowdown", "severity", "kind"]
 
 
 @dataclass

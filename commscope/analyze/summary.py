@@ -237,7 +237,11 @@ def evidence_notes(trace: Trace) -> list[str]:
     if not len(trace.steps):
         notes.append("No ProfilerStep annotations: per-step breakdowns and step gaps are empty.")
     if trace.source == "kineto" and not len(trace.kernels):
-        notes.append("No GPU activity (a CPU-only trace): HTA's analyses, and its rule and the device-only one "
+        # deviceProperties lists the GPUs the process saw: a host-side trace of a GPU job, not a CPU job
+        gpus = len(trace.config.get("deviceProperties") or [])
+        what = (f"the trace holds no device events (host side only; the process saw {gpus} GPU(s))" if gpus
+                else "a CPU-only trace")
+        notes.append(f"No GPU activity ({what}): HTA's analyses, and its rule and the device-only one "
                      "for communication overlap, do not apply; the overlap by rank is over the recorded spans.")
     assumed = [r for r, how in (trace.config.get("rank_from") or {}).items() if how == "assumed"]
     if assumed:

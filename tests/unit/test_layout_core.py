@@ -279,6 +279,11 @@ def test_broadcast_read_needs_a_broadcast_argument_of_shapes_that_broadcast():
     assert not broadcast_read([[V, D], []], [[D, 1], []])                # a Scalar argument
     assert not broadcast_read([[2, 3], [4, 5]], [[3, 1], [5, 1]])        # shapes that do not broadcast
     assert not broadcast_read([[1, D], [1, D]], [[D, 1], [D, 1]])        # size 1 on both sides: nothing spread
+    # a 0-dim tensor spread over a matrix, told from a Python number by Kineto's Input type
+    assert broadcast_read([[V, D], []], [[D, 1], []], ["c10::BFloat16", "c10::BFloat16"])
+    assert broadcast_read([[V, D], []], [[D, 1], []], ["float", "float"])
+    assert not broadcast_read([[V, D], []], [[D, 1], []], ["c10::BFloat16", "Scalar"])
+    assert not broadcast_read([[1, 1], []], [[1, 1], []], ["float", "float"])  # nothing to spread over
 
 
 def test_a_broadcast_read_is_a_finding_only_with_the_generic_cuda_kernel():
@@ -286,6 +291,8 @@ def test_a_broadcast_read_is_a_finding_only_with_the_generic_cuda_kernel():
     assert mismatch_kind(*row, ADD_SLOW) == "broadcast"
     assert mismatch_kind(*row, ADD_FAST) is None       # the vectorized path ran: no evidence of a slowdown
     assert mismatch_kind(*row, None) is None           # a CPU op: vectorized broadcast loops
+    assert mismatch_kind([[V, D], []], [[D, 1], []], ADD_SLOW, ["c10::BFloat16"] * 2) == "broadcast"
+    assert mismatch_kind([[V, D], []], [[D, 1], []], ADD_SLOW, ["c10::BFloat16", "Scalar"]) is None
     assert mismatch_kind([[V, D], [V, D]], [[D, 1], [1, V]], ADD_FAST) == "stride order"
     assert mismatch_kind([[V, D], [V, D]], [[D, 1], [D, 1]], ADD_SLOW) is None
     # a broadcast add in a GPU trace, priced against the aligned add of the same size and dtypes
