@@ -20,7 +20,8 @@ from commscope.load import rundir
 from commscope.load.files import is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
-from commscope.rundir import is_run_dir
+from commscope.rundir import has_run_marker, is_run_dir, rank_dirs
+from commscope.rundir.schema import CONFIG, SUMMARY
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,
@@ -40,7 +41,8 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise UserError(f"{path} does not exist")
-    if os.path.isdir(path) and is_run_dir(path):
+    beside = _traces_beside_a_config(path)
+    if os.path.isdir(path) and is_run_dir(path) and not beside:
         trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers, scheduler=scheduler,
                             with_ops_up_to=with_ops_up_to)
     else:
@@ -49,14 +51,41 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
                 raise UserError(f"{path} is not a Kineto trace (.json / .json.gz) or a run directory")
             files = [path]
         else:
-            files = list_trace_files(path)
+            files = beside or list_trace_files(path)
             if not files:
                 raise UserError(f"{path} holds no run directory (summary.json, config.json, rank*/) "
-                                "and no Kineto traces (*.json, *.json.gz)")
+                                f"and no Kineto traces (*.json, *.json.gz){_nested_hint(path)}")
         trace = load_kineto_files(files, path, progress=progress, workers=workers,
                                   with_ops=with_ops and (with_ops_up_to is None or len(files) <= with_ops_up_to),
                                   scheduler=scheduler)
+        if beside:
+            trace.problems.append(f"{CONFIG} beside the traces is not a commscope run's (no {SUMMARY}, no "
+                                  f"rank*/ folders, no run marker): the folder is read as Kineto traces, "
+                                  f"{CONFIG} left out")
     return trace.select_steps(steps)
+
+
+def _traces_beside_a_config(path: str) -> list[str]:
+    """The Kineto traces of a folder that looks like a run only by a config.json (users keep one beside
+    their profiler output): those traces, config.json left out; [] for anything else."""
+    if not os.path.isdir(path) or has_run_marker(path) or os.path.isfile(os.path.join(path, SUMMARY)) \
+            or rank_dirs(path) or not os.path.isfile(os.path.join(path, CONFIG)):
+        return []
+    return [f for f in list_trace_files(path) if os.path.basename(f) != CONFIG]
+
+
+def _nested_hint(path: str) -> str:
+    """"; traces one level down in SUB/: give that folder" when a subfolder holds them (TensorBoard's
+    profiler plugin writes them to one folder per worker), else ""."""
+    try:
+        subs = sorted(e.path for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return ""
+    found = [d for d in subs if any(is_trace_file(n) for n in os.listdir(d))]
+    if not found:
+        return ""
+    more = f" (and {len(found) - 1} more folder(s))" if len(found) > 1 else ""
+    return f"; traces one level down in {os.path.basename(found[0])}/{more}: give that folder"
 
 
 def load_kineto_files(files: list[str], path: str, progress: Progress | None = None,

@@ -1,0 +1,44 @@
+"""Trace folders as users keep them: a config.json beside the profiler output, traces one folder down."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from paths import TESTS
+
+from commscope.errors import UserError
+from commscope.load import load_path
+
+TRACES = TESTS / "data" / "modded-nanogpt-8xh100"
+
+
+def _copy_traces(dst):
+    dst.mkdir(parents=True)
+    for f in TRACES.iterdir():
+        if f.name.endswith((".json", ".json.gz")):
+            shutil.copy(f, dst / f.name)
+
+
+def test_a_config_json_beside_kineto_traces_does_not_make_a_run_directory(tmp_path):
+    _copy_traces(tmp_path / "mixed")
+    (tmp_path / "mixed" / "config.json").write_text('{"lr": 0.1}')
+    plain = load_path(str(TRACES))
+    mixed = load_path(str(tmp_path / "mixed"))
+    assert mixed.source == "kineto" and mixed.ranks == plain.ranks
+    assert len(mixed.collectives) == len(plain.collectives) and len(mixed.kernels) == len(plain.kernels)
+    assert [p for p in mixed.problems if p.startswith("config.json beside the traces")] == [
+        "config.json beside the traces is not a commscope run's (no summary.json, no rank*/ folders, no run "
+        "marker): the folder is read as Kineto traces, config.json left out"]
+
+
+def test_a_config_json_alone_is_still_an_empty_run_directory(tmp_path):
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    with pytest.raises(UserError, match="is a run directory without rank"):
+        load_path(str(tmp_path))
+
+
+def test_traces_one_folder_down_are_pointed_at(tmp_path):
+    _copy_traces(tmp_path / "tb" / "worker1")
+    with pytest.raises(UserError) as e:
+        load_path(str(tmp_path / "tb"))
+    assert str(e.value).endswith("; traces one level down in worker1/: give that folder")
