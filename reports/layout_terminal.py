@@ -2,17 +2,38 @@
 
 Renders a `commscope.analyze.layout_report.LayoutReport` and its grouped findings (same op, shapes,
 strides, place → one row with a count and summed time), as the command computed them. Both tables fit
-100 columns with one line per row (short kernel names, cells cut with "…"); strides, references and the
-full reasons are in `--json`.
+the console's width, whatever it is: the numbers keep their full width, the op, kernel and collective
+names take what is left (cut with "…" only when it is short), and each row's explanation — a finding's
+place, a contention's evidence — is never cut: it is the table's last column when every row's fits on
+its line, else its own line under the row. Strides, references and the full reasons are in `--json`.
 """
 from __future__ import annotations
 
+import textwrap
+from dataclasses import dataclass
+from typing import Callable
+
 import pandas as pd
-from rich import box
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from commscope.analyze.layout_report import short_kernel
+
+_GAP = 2  # spaces between columns
+_INDENT = 1  # before the first column, as rich's tables without an edge
+_FULL_KERNEL = 60  # short_kernel's longest form: a kernel column never needs more
+
+
+@dataclass
+class _Column:
+    header: str
+    justify: str = "left"
+    shrink_to: int | None = None  # None: always its full width (numbers); else the narrowest it may get
+
+
+# A cell: its text, or (for kernel names) a function of the column's width that shortens the name itself,
+# since short_kernel reads better at a given width (`ew<128, 4, …>`) than a name cut at that width.
+Cell = str | Callable[[int], str]
 
 
 def _fmt(v, digits: int = 1) -> str:
@@ -21,14 +42,57 @@ def _fmt(v, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
-def _table(title: str, columns: list[tuple[str, int | None, str]]) -> Table:
-    """One line per row: no wrapping, long cells cut; (header, max width, justify) per column."""
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", expand=True,
-              collapse_padding=True)
-    for name, width, justify in columns:
-        t.add_column(name, no_wrap=True, overflow="ellipsis", width=width, justify=justify,
-                     ratio=None if width else 1)
-    return t
+def _text(cell: Cell, width: int = _FULL_KERNEL) -> str:
+    s = cell(width) if callable(cell) else cell
+    return s if len(s) <= width else s[:width - 1] + "…"
+
+
+def _widths(columns: list[_Column], rows: list[list[Cell]], room: int) -> list[int]:
+    """Each column's full width, the shrinkable ones narrowed (widest first) until the line fits `room`
+    or none can give more."""
+    widths = [max([len(c.header)] + [len(_text(r[i])) for r in rows]) for i, c in enumerate(columns)]
+    floor = [w if c.shrink_to is None else min(w, max(c.shrink_to, len(c.header))) for c, w in zip(columns, widths)]
+    excess = _INDENT + sum(widths) + _GAP * (len(widths) - 1) - room
+    while excess > 0:
+        give = [i for i, w in enumerate(widths) if w > floor[i]]
+        if not give:
+            break
+        i = max(give, key=lambda j: widths[j])
+        widths[i] -= 1
+        excess -= 1
+    return widths
+
+
+def _line(cells: list[str], widths: list[int], columns: list[_Column]) -> str:
+    parts = [s.rjust(w) if c.justify == "right" else s.ljust(w) for s, w, c in zip(cells, widths, columns)]
+    return (" " * _INDENT + (" " * _GAP).join(parts)).rstrip()
+
+
+def _print_table(console: Console, title: str, columns: list[_Column], rows: list[list[Cell]],
+                 last: _Column, explanations: list[str]) -> None:
+    """`rows` under `columns`, and `last` (each row's explanation, never cut): a last column when every
+    row's explanation fits there at the console's width, else a line of its own under its row."""
+    room = console.width
+    full = _widths(columns, rows, 10 ** 9)
+    inline = (_INDENT + sum(full) + _GAP * len(full) + max([len(last.header)] + [len(e) for e in explanations])
+              <= room)
+    widths = full if inline else _widths(columns, rows, room)
+    heads = [c.header for c in columns] + ([last.header] if inline else [])
+    cols = columns + ([last] if inline else [])
+    ws = widths + ([max([len(last.header)] + [len(e) for e in explanations])] if inline else [])
+    console.print(Text(title), highlight=False)
+    console.print()
+    header = _line(heads, ws, cols)
+    console.print(Text(header, style="bold"), highlight=False, crop=False)
+    console.print(Text(" " * _INDENT + "─" * min(room - _INDENT, len(header) - _INDENT)), highlight=False)
+    under = " " * (_INDENT + _GAP)
+    for row, why in zip(rows, explanations):
+        cells = [_text(cell, w) for cell, w in zip(row, widths)]
+        console.print(Text(_line(cells + ([why] if inline else []), ws, cols)), highlight=False, crop=False)
+        if not inline:  # wrapped at spaces only when longer than a whole line
+            for part in textwrap.wrap(f"{last.header}: {why}", max(room - len(under), 20),
+                                      initial_indent=under, subsequent_indent=under + "  "):
+                console.print(Text(part, style="dim"), highlight=False, crop=False)
 
 
 def _shape(dims) -> str:
@@ -42,31 +106,46 @@ def _collective(label, op) -> str:
     return label if op.replace("_", "") in label.replace("_", "").replace("base", "") else f"{label} ({op})"
 
 
+def _kernel(name) -> Callable[[int], str]:
+    return lambda width: short_kernel(name, width)
+
+
 def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> None:
     """`groups`: layout_report.grouped(report.findings), one row per identical finding."""
-    t = _table(f"Layout mismatches ({len(report.findings)} op executions; strides and references: --json)",
-               [("op", 8, "left"), ("shape", 11, "left"), ("kernel", 17, "left"), ("n", 3, "right"),
-                ("µs", 8, "right"), ("GB/s", 5, "right"), ("slow×", 5, "right"), ("where", None, "left")])
-    for _, r in groups.iterrows():
-        where = str(r["where"]) + (" [deliberate]" if r["deliberate"] else "")
-        if r["confidence"] != "high":
-            where = "(low conf.) " + where
-        t.add_row(str(r["op"]).removeprefix("aten::"), _shape(r["dims"]), short_kernel(r["kernel"], 17),
-                  str(r["count"]), _fmt(r["duration_us"]), _fmt(r["achieved_gbps"], 0), _fmt(r.get("slowdown"), 1),
-                  where)
-    console.print(t if len(groups) else "[green]No layout mismatches found.[/green]")
+    if not len(groups):
+        console.print("[green]No layout mismatches found.[/green]")
+    else:
+        rows, wheres = [], []
+        for _, r in groups.iterrows():
+            where = str(r["where"]) + (" [deliberate]" if r["deliberate"] else "")
+            wheres.append(where if r["confidence"] == "high" else "(low conf.) " + where)
+            rows.append([str(r["op"]).removeprefix("aten::"), _shape(r["dims"]), _kernel(r["kernel"]),
+                         str(r["count"]), _fmt(r["duration_us"]), _fmt(r["achieved_gbps"], 0),
+                         _fmt(r.get("slowdown"), 1)])
+        _print_table(console, f"Layout mismatches ({len(report.findings)} op executions; strides and references: "
+                     "--json)",
+                     [_Column("op", shrink_to=8), _Column("shape"), _Column("kernel", shrink_to=12),
+                      _Column("n", "right"), _Column("µs", "right"), _Column("GB/s", "right"),
+                      _Column("slow×", "right")], rows, _Column("where"), wheres)
     c = report.contention
     if len(c):
-        ct = _table("SM contention: collectives overlapped by an SM-filling kernel (µs; charged only where "
-                    "separable from waiting for peers)",
-                    [("rank", 4, "right"), ("step", 4, "right"), ("collective", 20, "left"), ("µs", 6, "right"),
-                     ("alone", 6, "right"), ("×", 4, "right"), ("charged", 8, "right"), ("kernel", 12, "left"),
-                     ("evidence", None, "left")])
+        console.print()
+        rows, evidence = [], []
         for _, r in c.iterrows():
-            ct.add_row(str(r["rank"]), str(r["step"]), _collective(r["label"], r["op"]), _fmt(r["duration_us"]),
-                       _fmt(r["alone_us"]), _fmt(r["inflation"], 2),
-                       _fmt(r["attributable_us"]) if r["separable"] else "—", short_kernel(r["kernel"], 12),
-                       str(r["evidence"]).removeprefix("not separable: "))
-        console.print(ct)
+            rows.append([str(r["rank"]), "—" if int(r["step"]) < 0 else str(r["step"]),
+                         _collective(r["label"], r["op"]), _fmt(r["duration_us"]), _fmt(r["alone_us"]),
+                         _fmt(r["inflation"], 2), _fmt(r["attributable_us"]) if r["separable"] else "—",
+                         _kernel(r["kernel"])])
+            evidence.append(str(r["evidence"]).removeprefix("not separable: "))
+        _print_table(console, "SM contention: collectives overlapped by an SM-filling kernel (µs; charged only where "
+                     "separable from waiting for peers)",
+                     [_Column("rank", "right"), _Column("step", "right"), _Column("collective", shrink_to=12),
+                      _Column("µs", "right"), _Column("alone", "right"), _Column("×", "right"),
+                      _Column("charged", "right"), _Column("kernel", shrink_to=12)], rows, _Column("evidence"),
+                     evidence)
+        if (c["step"] < 0).any():  # the analysis's step -1
+            console.print(Text("step —: outside any recorded step (the collective ran before, between or after "
+                               "the steps the trace marks)"), highlight=False)
+        console.print()
     elif report.contention_skipped is None:  # else not looked for: the report's note says why, once
         console.print("No SM contention found.")

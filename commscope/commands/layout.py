@@ -7,6 +7,7 @@ with a count and summed time; `--json` prints every execution, as docs/layout.md
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -54,6 +55,8 @@ def register(app: typer.Typer) -> None:
         from reports.layout_terminal import print_layout_findings
 
         console = Console()
+        if not console.is_terminal and "COLUMNS" not in os.environ:  # piped/logged: rich's 80 columns would
+            console = Console(width=140)                               # put every place under its row
         print_layout_findings(report, grouped(report.findings), console)
         for note in report.notes:
             console.print(f"note: {note}", markup=False)

@@ -133,21 +133,32 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "--peak-gbps must be positive" in str(res.exception)
 
 
-def test_terminal_tables_fit_100_columns_one_line_per_row(report):
+@pytest.mark.parametrize("width", [80, 100, 140, 220])
+def test_terminal_tables_fit_the_width_and_never_cut_the_place(report, width):
+    """At any width: no line is wider than the console, every finding's place is whole (the actionable
+    part), one data row per finding group and per contention row; from 100 columns every contention's
+    evidence is whole too (narrower, the longest wraps onto a second line)."""
     from rich.console import Console
 
     from commscope.analyze.layout_report import grouped
     from reports.layout_terminal import print_layout_findings
 
-    con = Console(width=100, record=True)
+    con = Console(width=width, record=True)
     groups = grouped(report.findings)
     print_layout_findings(report, groups, con)
     text = con.export_text()
     lines = text.splitlines()
-    assert max(len(x) for x in lines) <= 100
-    # a data row per finding group and per contention row, each on one line
+    assert max(len(x.rstrip()) for x in lines) <= width
+    for where in groups["where"]:
+        assert str(where) in text
+    for why in report.contention["evidence"] if width >= 100 else []:
+        assert str(why).removeprefix("not separable: ") in text
     assert sum(x.lstrip().startswith(("add_ ", "copy_ ", "CUDAFun")) for x in lines) == len(groups)
-    # (step −1: a collective launched before the profiler started, in a step the trace does not hold)
-    assert sum(x.split()[:2] in ([r, s] for r in ("0", "1") for s in ("-1", "10", "11")) for x in lines if x.strip()) \
+    # step -1 (outside any recorded step: a collective launched before the profiler started) shows as "—",
+    # explained under the table
+    assert sum(x.split()[:2] in ([r, s] for r in ("0", "1") for s in ("—", "10", "11")) for x in lines if x.strip()) \
         == len(report.contention)
-    assert "ew<128, 4, …>" in text
+    assert "step —: outside any recorded step" in text
+    assert "ew<128, 4, …>" in text or "elementwise_kernel<128, 4, …>" in text
+    if width >= 140:  # room for the full op and kernel names
+        assert "CUDAFunctor_add<c10::BFloat16>" in text and "elementwise_kernel<128, 4, …>" in text
