@@ -6,6 +6,10 @@ the console's width, whatever it is: the numbers keep their full width, the op, 
 names take what is left (cut with "…" only when it is short), and each row's explanation — a finding's
 place, a contention's evidence — is never cut: it is the table's last column when every row's fits on
 its line, else its own line under the row. Strides, references and the full reasons are in `--json`.
+
+Why the columns are laid out here and not by rich's Table: the explanation line under a row spans the
+whole table, and rich's Table has no cell that spans columns; rich still renders every line (Text,
+Console width, styles).
 """
 from __future__ import annotations
 
