@@ -10,7 +10,7 @@ import html
 
 from reports import tables
 
-FINDING_COLUMNS = ["op", "shapes", "strides", "kernel", "count", "duration_us", "achieved_gbps", "pct_of_peak",
+FINDING_COLUMNS = ["kind", "op", "shapes", "strides", "kernel", "count", "duration_us", "achieved_gbps", "pct_of_peak",
                    "est_saving_us", "where", "confidence", "deliberate"]
 CONTENTION_COLUMNS = ["rank", "step", "label", "op", "bytes", "duration_us", "alone_us", "inflation", "overlap_us",
                       "attributable_us", "kernel", "kernel_blocks", "capacity_blocks"]
@@ -26,7 +26,7 @@ def render_layout(ctx) -> str | None:
         raise rep
     rows = []
     for _, r in ctx.layout_groups.iterrows():
-        rows.append({"op": r["op"], "shapes": " ".join(str(d) for d in r["dims"] if d),
+        rows.append({"kind": r.get("kind"), "op": r["op"], "shapes": " ".join(str(d) for d in r["dims"] if d),
                      "strides": " ".join(str(s) for s in r["strides"] if s) if isinstance(r["strides"], list) else None,
                      "kernel": short_kernel(r["kernel"]), "count": int(r["count"]), "duration_us": r["duration_us"],
                      "achieved_gbps": r["achieved_gbps"], "pct_of_peak": r["pct_of_peak"],
@@ -34,8 +34,10 @@ def render_layout(ctx) -> str | None:
                      "deliberate": bool(r["deliberate"])})
     crow = [{k: (short_kernel(r[k]) if k == "kernel" else r[k]) for k in CONTENTION_COLUMNS}
             for _, r in rep.contention.iterrows()]
-    note = ('<p class="note">Elementwise/copy ops whose operands disagree on the fastest-varying dimension '
-            '(times summed over ranks and steps; saving = time − bytes / peak). '
+    note = ('<p class="note">Elementwise/copy ops whose operands are laid out in different stride orders '
+            '(kind "stride order"), that read an operand broadcast on PyTorch\'s generic CUDA kernel ("broadcast"), '
+            'or whose kernel alone shows the generic path ("kernel evidence"); times summed over ranks and steps, '
+            'saving = time − bytes / peak. '
             f'Device: {html.escape(str(rep.device or "CPU / unknown"))}. See docs/layout.md.</p>')
     if ctx.layout_ranks is not None:
         note += (f'<p class="note">{len(ctx.trace.ranks)} ranks: findings of the representative ranks '

@@ -99,6 +99,9 @@ def _print_table(console: Console, title: str, columns: list[_Column], rows: lis
                 console.print(Text(part, style="dim"), highlight=False, crop=False)
 
 
+_KIND_SHOWN = {"stride order": "order", "broadcast": "bcast", "kernel evidence": "kernel"}
+
+
 def _shape(dims) -> str:
     dims = [d for d in (dims or []) if d]
     return "×".join(map(str, max(dims, key=len))) if dims else "—"
@@ -123,14 +126,20 @@ def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> Non
         for _, r in groups.iterrows():
             where = str(r["where"]) + (" [deliberate]" if r["deliberate"] else "")
             wheres.append(where if r["confidence"] == "high" else "(low conf.) " + where)
-            rows.append([str(r["op"]).removeprefix("aten::"), _shape(r["dims"]), _kernel(r["kernel"]),
+            rows.append([str(r["op"]).removeprefix("aten::"), _KIND_SHOWN.get(r.get("kind"), "—"), _shape(r["dims"]),
+                         _kernel(r["kernel"]),
                          str(r["count"]), _fmt(r["duration_us"]), _fmt(r["achieved_gbps"], 0),
                          _fmt(r.get("slowdown"), 1)])
-        _print_table(console, f"Layout mismatches ({len(report.findings)} op executions; strides and references: "
-                     "--json)",
-                     [_Column("op", shrink_to=8), _Column("shape"), _Column("kernel", shrink_to=12),
+        kinds = report.findings["kind"].fillna("kernel evidence").value_counts()
+        counts = ", ".join(f"{int(kinds[k])} {k}" for k in ("stride order", "broadcast", "kernel evidence") if k in kinds)
+        _print_table(console, f"Layout findings ({len(report.findings)} op executions: {counts}; strides and "
+                     "references: --json)",
+                     [_Column("op", shrink_to=8), _Column("kind"), _Column("shape"), _Column("kernel", shrink_to=12),
                       _Column("n", "right"), _Column("µs", "right"), _Column("GB/s", "right"),
                       _Column("slow×", "right")], rows, _Column("where"), wheres)
+        console.print(Text("kind: order = the operands' stride orders differ; bcast = an operand read broadcast, on "
+                           "PyTorch's generic CUDA kernel; kernel = the kernel alone shows the generic path"),
+                      highlight=False)
     c = report.contention
     if len(c):
         console.print()

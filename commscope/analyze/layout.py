@@ -24,7 +24,8 @@ Invariants
   vectorized path: on an H200 a bf16 add of a broadcast row, an expanded row or an expanded column ran
   ~1.9× slower than the same add of two contiguous tensors, though it moves fewer bytes, and an add of a
   0-dim device tensor 1.7× slower (the case table). The kernel name is the evidence, so CPU ops
-  (vectorized broadcast loops) and ops without a linked kernel are never broadcast findings. `kind` says
+  (vectorized broadcast loops) and ops without a linked kernel are never broadcast findings, nor are ops
+  under BROADCAST_MIN_NUMEL elements (launch-bound). `kind` says
   which rule a finding met ("stride order" first when both do; "kernel evidence" for layout_kernels'
   low-confidence findings).
 - Severity (`slowdown`, `severity`): achieved bandwidth against the reference of `peak_source`, in this
@@ -55,6 +56,10 @@ FINDING_COLUMNS = [
 ]
 SLOWDOWN_FLAG = 1.3   # a case this much slower than its aligned twin must be flagged (docs/layout.md)
 SLOWDOWN_SEVERE = 2.0
+# A broadcast read counts from this many elements: a smaller elementwise kernel is bound by its launch, not
+# by the path it takes through memory (an H200 moves 2**20 bf16 elements of an add in ~1.5 µs), and the
+# model's many small broadcasts (a scale per row, a norm per matrix) would bury the findings that matter.
+BROADCAST_MIN_NUMEL = 1 << 20
 
 
 def severity(slowdown: float | None) -> str | None:
@@ -241,6 +246,7 @@ def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
     first_kernel = [next((x for x in _as_list(ks) if isinstance(x, str)), None) for ks in cols["kernel_names"]]
     kinds = [mismatch_kind(d, s, kn, _as_list(dt)) for d, s, kn, dt in zip(dims_col, strides_col, first_kernel,
                                                                           cols["dtypes"])]
+    kinds = [None if k == "broadcast" and n < BROADCAST_MIN_NUMEL else k for k, n in zip(kinds, numel)]
     sizes_wanted = {n for n, m in zip(numel, kinds) if m and n >= min_numel}
     rows = []
     for k, idx in enumerate(sub.index):

@@ -107,12 +107,17 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
                         name, notes, skipped)
 
 
+KIND_ORDER = {"stride order": 0, "broadcast": 1, "kernel evidence": 2}
+
+
 def grouped(findings: pd.DataFrame) -> pd.DataFrame:
-    """One row per distinct finding: count, summed time and saving, median GB/s."""
+    """One row per distinct finding (its `kind` among the keys): count, summed time and saving, median
+    GB/s; stride-order findings first, then broadcast reads, then kernel evidence, each by time."""
     if findings.empty:
         return findings
-    f = findings.assign(_dims=findings["dims"].map(str), _strides=findings["strides"].map(str))
-    keys = ["op", "_dims", "_strides", "where", "confidence", "deliberate"]
+    f = findings.assign(_dims=findings["dims"].map(str), _strides=findings["strides"].map(str),
+                        kind=findings["kind"].fillna("kernel evidence") if "kind" in findings else "kernel evidence")
+    keys = ["kind", "op", "_dims", "_strides", "where", "confidence", "deliberate"]
     g = f.groupby(keys, sort=False, dropna=False).agg(
         count=("rank", "size"), kernel=("kernel", "first"), dims=("dims", "first"), strides=("strides", "first"),
         duration_us=("duration_us", "sum"), achieved_gbps=("achieved_gbps", "median"),
@@ -120,8 +125,9 @@ def grouped(findings: pd.DataFrame) -> pd.DataFrame:
         slowdown=("slowdown", "median"), peak_source=("peak_source", "first")).reset_index()
     g["severity"] = [severity(x) for x in g["slowdown"]]
     g["pct_of_peak"] = 100 * g["achieved_gbps"] / g["peak_gbps"]
-    g["_conf"] = (g["confidence"] != "high").astype(int)
-    return g.sort_values(["_conf", "duration_us"], ascending=[True, False]).drop(columns=["_conf"])
+    # stride-order mismatches first (what a layout change fixes), then broadcast reads, then kernel evidence
+    g["_kind"] = g["kind"].map(KIND_ORDER).fillna(len(KIND_ORDER))
+    return g.sort_values(["_kind", "duration_us"], ascending=[True, False]).drop(columns=["_kind"])
 
 
 def short_kernel(name: str | None, width: int = 60) -> str:

@@ -5,6 +5,7 @@ module as a command.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -130,3 +131,15 @@ def status(message: str, quiet: bool):
         return
     with console.status(message):
         yield
+
+
+def output_console(piped_width: int = 140):
+    """The console a command prints its tables to. Piped or logged output without COLUMNS gets
+    `piped_width` columns, not rich's 80, which would cut label and kernel names; a COLUMNS the user set
+    is kept (rich reads it), as is a terminal's own width."""
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=piped_width)
+    return console

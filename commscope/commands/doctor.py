@@ -13,7 +13,8 @@ from typing import Optional
 
 import typer
 
-from commscope.commands._shared import apply_label_map, label_map_option, read_label_map, scheduler_option
+from commscope.commands._shared import (apply_label_map, label_map_option, output_console, read_label_map,
+                                       scheduler_option)
 
 
 def register(app: typer.Typer) -> None:
@@ -37,7 +38,6 @@ def register(app: typer.Typer) -> None:
         """Diagnose a run: ok, crash, hang, straggler, desync, interrupted or insufficient, with culprit ranks and
         evidence."""
         import orjson
-        from rich.console import Console
 
         from commscope.analyze.doctor import diagnose_trace
         from commscope.errors import UserError
@@ -63,7 +63,5 @@ def register(app: typer.Typer) -> None:
             typer.echo(orjson.dumps(d.to_json(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
                                     default=str).decode())
             return
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=160)
+        console = output_console(piped_width=160)
         print_doctor_verdict(d, console)

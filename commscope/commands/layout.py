@@ -7,7 +7,6 @@ with a count and summed time; `--json` prints every execution, as docs/layout.md
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -30,11 +29,9 @@ def register(app: typer.Typer) -> None:
         scheduler: Optional[str] = scheduler_option(),
     ) -> None:
         """Elementwise ops slowed by a layout mismatch, and collectives slowed by SM-filling kernels."""
-        from rich.console import Console
-
         from commscope.analyze.layout_report import grouped, layout_report
-        from commscope.commands._shared import (apply_label_map, load_with_progress, parse_steps, read_label_map,
-                                               resolve_steps)
+        from commscope.commands._shared import (apply_label_map, load_with_progress, output_console, parse_steps,
+                                               read_label_map, resolve_steps)
 
         if peak_gbps is not None and peak_gbps <= 0:
             raise UserError(f"--peak-gbps must be positive, got {peak_gbps}")
@@ -54,9 +51,7 @@ def register(app: typer.Typer) -> None:
             return
         from reports.layout_terminal import print_layout_findings
 
-        console = Console()
-        if not console.is_terminal and "COLUMNS" not in os.environ:  # piped/logged: rich's 80 columns would
-            console = Console(width=140)                               # put every place under its row
+        console = output_console()
         print_layout_findings(report, grouped(report.findings), console)
         for note in report.notes:
             console.print(f"note: {note}", markup=False)

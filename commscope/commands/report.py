@@ -14,7 +14,8 @@ import typer
 
 from commscope.util.atomic import JSON_OPTS, check_output
 from commscope.commands._shared import (apply_label_map, default_output, label_map_option, load_with_progress,
-                                       parse_steps, read_label_map, resolve_steps, scheduler_option, status)
+                                       output_console, parse_steps, read_label_map, resolve_steps,
+                                       scheduler_option, status)
 
 
 def register(app: typer.Typer) -> None:
@@ -55,8 +56,6 @@ def register(app: typer.Typer) -> None:
         if as_json:  # summarize()'s document only (no doctor verdict)
             typer.echo(orjson.dumps(summary, option=JSON_OPTS | orjson.OPT_INDENT_2).decode())
             return
-        from rich.console import Console
-
         from commscope.analyze.doctor import diagnose_trace
         from commscope.analyze.report_context import report_context
         from reports.page import write_report
@@ -66,9 +65,7 @@ def register(app: typer.Typer) -> None:
         diagnosis = diagnose_trace(trace, tolerate_bad_files=True, selected=window)
         with status("writing the report", quiet=False):
             write_report(report_context(trace, summary, window, diagnosis), out)
-        console = Console()
-        if not console.is_terminal:  # piped/logged output: rich's 80-column default would cut label names
-            console = Console(width=140)
+        console = output_console()
         print_doctor_line(diagnosis, console)
         print_report_summary(summary, console)
         console.print(f"report: {out}")

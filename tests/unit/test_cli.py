@@ -98,3 +98,13 @@ def test_a_script_run_as_main_can_call_main_many_times():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.splitlines()[-1] == "codes [0, 2, 0]" and p.stdout.count("commscope ") == 2
+
+
+def test_piped_output_is_140_columns_unless_the_user_sets_columns(monkeypatch):
+    """Piped tables get 140 columns (rich's 80 would cut label names); a COLUMNS the user set wins."""
+    from commscope.commands._shared import output_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert output_console().width == 140 and output_console(piped_width=160).width == 160
+    monkeypatch.setenv("COLUMNS", "100")
+    assert output_console().width == 100 and output_console(piped_width=160).width == 100
