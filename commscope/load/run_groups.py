@@ -101,6 +101,8 @@ def _work(path: Path, summary: dict) -> dict:
 def load_group(path: str | Path) -> Group:
     """Collect every run in a folder. The folder may itself be a single run directory."""
     path = Path(path)
+    if not path.exists():  # the wording every command uses for a missing path
+        raise UserError(f"{path} does not exist")
     if not path.is_dir():
         raise UserError(f"{path}: not a directory (expected a folder of runs or logs)")
     group = Group(path.resolve().name, path)

@@ -87,7 +87,7 @@ def test_layout_gpu_run_with_device_properties_says_none_found(folder, tmp_path)
 # --- one wording for a missing input path, in every command ------------------------------------------
 
 @pytest.mark.parametrize("command", [["report", "--json"], ["layout"], ["doctor"], ["hooks"],
-                                     ["export", "--perfetto", "out.json"]])
+                                     ["export", "--perfetto", "out.json"], ["compare", "."]])
 def test_a_missing_path_is_one_line_and_exit_2_in_every_command(tmp_path, command):
     import subprocess
     import sys
