@@ -6,7 +6,7 @@
 # Groups (each fits in 10 minutes; on a runner with a 10-minute limit run `bench` and `runs` separately):
 #   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout,
 #          bench_loss_kernels, bench_optimizer, bench_polar_express,
-#          bench_record_overhead (eager and compiled FP8 head), layout_cases, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
+#          bench_record_overhead (eager and compiled FP8 head), bench_record_calls, layout_cases, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, a compiled FP8-head run
 #          + report, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
@@ -106,7 +106,9 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_optimizer 100 "python3 bench/bench_optimizer.py --device $DEV --out $R"
     step bench_polar_express 60 "python3 bench/bench_polar_express.py --device $DEV --out $R"
     step bench_record_overhead 200 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead.md"
-    # the same on the fastest step (compiled, FP8 head), where a fixed host cost per record weighs most
+    # host µs per call of each recording primitive: where a record's cost goes, without cProfile's inflation
+    step bench_record_calls 60 "set -o pipefail; python3 bench/bench_record_calls.py --device $DEV | tee $R/bench_record_calls.md"
+    # bench_record_overhead on the fastest step (compiled, FP8 head), where a fixed host cost per record weighs most
     step bench_record_overhead_fp8 300 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --variant $([[ $DEV == cuda ]] && echo compile-fp8-head || echo compile) --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead_fp8.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
     # compile-unfused-loss: torch's softcap + cross-entropy, the before side of the fused loss kernels

@@ -71,13 +71,30 @@ def _first_tensor(x: Any) -> torch.Tensor | None:
 
 _OUT_KW = ("output", "output_tensor", "output_tensor_list", "tensor_list")
 _IN_KW = ("input", "input_tensor", "input_list", "input_tensor_list", "tensor")
+_TENSOR_KW = frozenset(_OUT_KW + _IN_KW)
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 def comm_size(op: str, args: Sequence[Any], kwargs: dict, group_size: int) -> tuple[int, str | None]:
-    """(full-array bytes, dtype name) of a collective call, from its arguments."""
+    """(full-array bytes, dtype name) of a collective call, from its arguments.
+
+    Runs once per recorded collective, on the step's critical path: the keyword lookups are skipped
+    when no tensor is passed by keyword (the usual call: tensors positional, `group=` at most)."""
     tensors = [a for a in args if isinstance(a, (torch.Tensor, list, tuple))]
-    out = next((kwargs[k] for k in _OUT_KW if k in kwargs), None)
-    inp = next((kwargs[k] for k in _IN_KW if k in kwargs), None)
+    if kwargs and not _TENSOR_KW.isdisjoint(kwargs):
+        out = next((kwargs[k] for k in _OUT_KW if k in kwargs), None)
+        inp = next((kwargs[k] for k in _IN_KW if k in kwargs), None)
+    else:
+        out = inp = None
     if op in ("all_reduce", "broadcast", "reduce", "send", "recv"):
         full = inp if inp is not None else (tensors[0] if tensors else None)
         nbytes = _nbytes(full)
@@ -94,7 +111,7 @@ def comm_size(op: str, args: Sequence[Any], kwargs: dict, group_size: int) -> tu
         full = tensors[0] if tensors else None
         nbytes = _nbytes(full)
     first = _first_tensor(full)
-    dtype = str(first.dtype).removeprefix("torch.") if first is not None else None
+    dtype = _dtype_name(first.dtype) if first is not None else None
     return nbytes, dtype
 
 

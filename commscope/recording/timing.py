@@ -11,17 +11,61 @@ on it: a stream passes its events in order), after which every earlier stamp's `
 without a per-event synchronize. The step end is the trainer's sync point, so `settle()` costs one driver
 call per stream and never waits in practice.
 
+A stamp's host cost is on the training step's critical path wherever the step is launch-bound, so the
+stamp path does only what it must: `torch.cuda.current_stream()` builds a new Stream object on every call
+(most of a stamp's Python time), so the current stream is looked up by torch's id tuple and its Stream
+object kept per id (`current_stream_source`).
+
 Invariants: stamping never blocks; `settle()` blocks only until the last stamp of each stamped stream
 (never on work launched after it, e.g. on NCCL's stream); events are pooled and reused only after they
 have been resolved.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Hashable
 
 import torch
+
+# More distinct current streams than this (external streams made per step, say) start the cache afresh.
+_MAX_STREAMS = 256
+
+
+def cached_by_key(key: Callable[[], Hashable], make: Callable[[], Any]) -> Callable[[], Any]:
+    """`() -> make()`, built once per distinct `key()` and reused while the key is the same."""
+    cache: dict[Hashable, Any] = {}
+
+    def current() -> Any:
+        k = key()
+        obj = cache.get(k)
+        if obj is None:
+            if len(cache) >= _MAX_STREAMS:
+                cache.clear()
+            obj = cache[k] = make()
+        return obj
+
+    return current
+
+
+def current_stream_source(device: torch.device) -> Callable[[], Any]:
+    """`() -> the current torch.cuda.Stream of device`, one Stream object per stream.
+
+    The key is `torch._C._cuda_getCurrentStream(index)`, the (stream id, device index, device type) tuple
+    `torch.cuda.current_stream` builds its Stream from, so the cached object is the one it would build.
+    Without that lookup (torch built without CUDA, where tests stand in a fake `current_stream`), every
+    call asks `torch.cuda.current_stream`.
+    """
+    lookup = getattr(torch._C, "_cuda_getCurrentStream", None)
+    if lookup is None:
+        return functools.partial(_current_stream, device)
+    index = torch.cuda._get_device_index(device, optional=True)
+    return cached_by_key(functools.partial(lookup, index), functools.partial(_current_stream, index))
+
+
+def _current_stream(device: Any) -> Any:
+    return torch.cuda.current_stream(device)  # looked up at call time: tests replace it
 
 
 @dataclass
@@ -47,32 +91,35 @@ class CudaClock:
         self.device = device
         self._pool: list[Any] = []
         self.anchor: Anchor | None = None
-        # stream handle → last event recorded on it since the last settle()
-        self._tails: dict[int, Any] = {}
+        self._stream = current_stream_source(device)
+        # id of a stream object → (it, the last event recorded on it since the last settle()). One entry per
+        # stream, as current_stream_source gives one object per stream; holding the object keeps its id
+        # from being reused by another stream's while the entry lives.
+        self._tails: dict[int, tuple[Any, Any]] = {}
 
     def _event(self) -> Any:
         return self._pool.pop() if self._pool else torch.cuda.Event(enable_timing=True)
 
     def new_anchor(self) -> Anchor:
         ev = self._event()
-        stream = torch.cuda.current_stream(self.device)
+        stream = self._stream()
         ev.record(stream)
-        self._tails[stream.cuda_stream] = ev
+        self._tails[id(stream)] = (stream, ev)
         self.anchor = Anchor(ev, time.perf_counter_ns())
         return self.anchor
 
     def stamp(self) -> GpuStamp:
         anchor = self.anchor or self.new_anchor()
         ev = self._pool.pop() if self._pool else torch.cuda.Event(enable_timing=True)
-        # Event.record() looks the current stream up anyway; doing it here names the stream to settle.
-        stream = torch.cuda.current_stream(self.device)
+        # Event.record() would look the current stream up anyway; doing it here names the stream to settle.
+        stream = self._stream()
         ev.record(stream)
-        self._tails[stream.cuda_stream] = ev
+        self._tails[id(stream)] = (stream, ev)
         return GpuStamp(ev, anchor)
 
     def settle(self) -> None:
         """Block until the GPU has passed every stamp recorded so far (one synchronize per stream)."""
-        for ev in self._tails.values():
+        for _, ev in self._tails.values():
             ev.synchronize()
         self._tails.clear()
 

@@ -168,6 +168,10 @@ def test_comm_size_follows_nccl_tests_convention():
     assert comm_size("all_gather", ([shard] * 4, shard), {}, 4) == (64, "bfloat16")
     assert comm_size("broadcast", (), {"tensor": t}, 4) == (64, "bfloat16")
     assert comm_size("barrier", (), {}, 4) == (0, None)
+    # a group= keyword alone takes the positional path; tensors by keyword are still found
+    assert comm_size("reduce_scatter", (shard, t), {"group": None}, 4) == (64, "bfloat16")
+    assert comm_size("all_gather", (), {"output_tensor": t, "input_tensor": shard, "group": None}, 4) == (64, "bfloat16")
+    assert comm_size("all_reduce", (torch.empty(3, dtype=torch.float32),), {}, 4) == (12, "float32")
     assert op_name(dist.reduce_scatter_tensor) == "reduce_scatter"
     assert op_name(dist.all_gather_into_tensor) == "all_gather"
     assert op_name(dist.barrier) == "barrier"
@@ -345,3 +349,46 @@ def test_close_from_two_threads_closes_once_and_the_second_caller_finds_the_stat
     assert status["error"] == "hang watchdog: waited" and waited >= 0.3
     inflight = orjson.loads((tmp_path / "rank0" / "inflight.json").read_bytes())
     assert inflight["reason"] == "hang watchdog: waited" and [r["seq"] for r in inflight["inflight"]] == [4]
+
+
+def test_stream_cache_builds_one_object_per_stream_and_rebuilds_past_its_bound():
+    """CudaClock's current-stream lookup: one Stream object per id tuple, a new one when the id changes."""
+    import commscope.recording.timing as timing
+
+    current = [("s", 0, 1)]
+    made = []
+
+    def make():
+        made.append(object())
+        return made[-1]
+
+    source = timing.cached_by_key(lambda: current[0], make)
+    a = source()
+    assert source() is a and len(made) == 1
+    current[0] = ("t", 0, 1)
+    b = source()
+    assert b is not a and len(made) == 2
+    current[0] = ("s", 0, 1)
+    assert source() is a and len(made) == 2
+    for i in range(timing._MAX_STREAMS + 5):  # many distinct streams: the cache stays bounded
+        current[0] = ("x", i, 1)
+        source()
+    current[0] = ("s", 0, 1)
+    assert source() is not a  # evicted with the rest, rebuilt on demand
+
+
+def test_region_records_its_times_when_its_body_raises_also_under_the_profiler(tmp_path):
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with pytest.raises(ValueError):
+            with rec.step(0):
+                with rec.region("outer"):
+                    with rec.region("inner"):
+                        raise ValueError("boom")
+    rec.close("failed", "boom")
+    regions = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "region"]
+    assert [r["name"] for r in regions] == ["inner", "outer"]
+    inner, outer = regions
+    assert outer["start_ns"] <= inner["start_ns"] <= inner["end_ns"] <= outer["end_ns"]
+    names = [e.name for e in prof.events()]
+    assert names.count("outer") == 1 and names.count("inner") == 1  # the annotations closed too
