@@ -12,7 +12,10 @@ step (the GPU is ahead there, so on a GPU-bound step it is hidden), `flush` the 
 body end to the step context's return (resolve events, common axis, encode, write): on a GPU it runs
 after the step's sync, when the GPU is idle, so it is fully exposed in the step time.
 
-Run: python bench/bench_record_hostcost.py [--steps 300]
+With `--flush overlap` the write of each step moves into the next step's first region: `flush` is then the
+step end alone and the write is part of `in_step` (on a GPU it runs while the GPU works).
+
+Run: python bench/bench_record_hostcost.py [--steps 300] [--flush overlap]
 """
 from __future__ import annotations
 
@@ -95,6 +98,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--flush", choices=("step", "overlap"), default="step",
+                    help="Recorder flush= (overlap: the write runs in the next step's first region, in_step)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     timing.torch.cuda.Event = FakeCudaEvent  # this process never touches real CUDA
@@ -104,7 +109,7 @@ def main() -> None:
         grads = {lb: torch.zeros(4) for lb in LABELS}
         x = torch.ones(4)
         with tempfile.TemporaryDirectory(prefix="commscope-hostcost-") as tmp:
-            light = Recorder(tmp, rank=0, world_size=1, device="cuda", backend="gloo")
+            light = Recorder(tmp, rank=0, world_size=1, device="cuda", backend="gloo", flush=args.flush)
             plain = NullRecorder()
             calls0 = None
             res = {"plain": [], "light": [], "flush": [], "flush_cpu": []}

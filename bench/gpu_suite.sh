@@ -6,7 +6,7 @@
 # Groups (each fits in 10 minutes; on a runner with a 10-minute limit run `bench` and `runs` separately):
 #   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout,
 #          bench_loss_kernels, bench_optimizer, bench_polar_express,
-#          bench_record_overhead (eager and compiled FP8 head), bench_record_calls, layout_cases, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
+#          bench_record_overhead (eager and compiled FP8 head, flush step and overlap), bench_record_calls, layout_cases, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, a compiled FP8-head run
 #          + report, both head layouts
 #          (grad-accum 2, profiled) + layout on each, 4 gloo ranks sharing the GPU + report/hooks, and
@@ -110,6 +110,8 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     step bench_record_calls 60 "set -o pipefail; python3 bench/bench_record_calls.py --device $DEV | tee $R/bench_record_calls.md"
     # bench_record_overhead on the fastest step (compiled, FP8 head), where a fixed host cost per record weighs most
     step bench_record_overhead_fp8 300 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --variant $([[ $DEV == cuda ]] && echo compile-fp8-head || echo compile) --rounds 10 --steps-per-round 6 | tee $R/bench_record_overhead_fp8.md"
+    # the same with flush="overlap": each step's write runs behind the next step's first region
+    step bench_record_overhead_fp8_overlap 300 "set -o pipefail; python3 bench/bench_record_overhead.py --device $DEV --variant $([[ $DEV == cuda ]] && echo compile-fp8-head || echo compile) --rounds 10 --steps-per-round 6 --flush overlap | tee $R/bench_record_overhead_fp8_overlap.md"
     # last: torch.compile is the slowest and least predictable step; the eager figure is written first
     # compile-unfused-loss: torch's softcap + cross-entropy, the before side of the fused loss kernels
     step bench_throughput 440 "python3 bench/bench_throughput.py --device $DEV --out $R --variant-timeout ${SUITE_VARIANT_TIMEOUT_S:-150} --variants ${SUITE_THROUGHPUT_VARIANTS:-eager,compile,compile-unfused-loss,compile-fp8-head}"

@@ -66,6 +66,9 @@ TRAINER_OPTIONS: tuple[Opt, ...] = (
     Opt("trace", str, "light", "off | light | full. Default: light.", TRACE_MODES),
     Opt("profile", str, None, "torch.profiler window START:STOP (steps)."),
     Opt("with-stack", FLAG, False, "Python stacks in the profiler window."),
+    Opt("flush", str, "step", "step | overlap: when a step's records are written. step: at the step end "
+        "(a killed rank keeps every finished step). overlap (CUDA): when the next step's first region ends, "
+        "hidden behind its GPU work; a SIGKILL then may lose the last step. Default: step.", ("step", "overlap")),
     Opt("inject", MANY, None, "Inject a fault, repeatable: KIND@rank=R,step=S[,label=L][,ms=M] with KIND "
         "crash|hang|delay|desync (docs/faults.md).", metavar="KIND@rank=R,step=S[,label=L][,ms=M]"),
     Opt("hang-timeout", float, 300.0, "Seconds a collective wait may block before the rank reports a hang "

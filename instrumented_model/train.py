@@ -124,6 +124,8 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
             check_order(f"--{opt.replace('_', '-')}", split_labels(getattr(args, opt)), PARAM_TABLE)
     if args.profile is not None and args.trace == "off":
         raise UserError("--profile needs tracing on (--trace light or full)")
+    if args.flush != "step" and args.trace == "off":
+        raise UserError(f"--flush {args.flush} needs tracing on (--trace light or full): --trace off writes no records")
     parse_step_range(args.profile, "--profile", closed=True)
     if not (math.isfinite(args.hang_timeout) and 0 < args.hang_timeout <= MAX_HANG_TIMEOUT_S):
         raise UserError(f"--hang-timeout must be > 0 seconds and at most {MAX_HANG_TIMEOUT_S} (a week), "
@@ -148,7 +150,7 @@ def make_recorder(args: argparse.Namespace, rank: int, world_size: int, device):
     from commscope.recording import record
 
     return record(args.out, trace=args.trace, rank=rank, world_size=world_size, device=device,
-                  backend=args.backend, profile_steps=args.profile, with_stack=args.with_stack)
+                  backend=args.backend, profile_steps=args.profile, with_stack=args.with_stack, flush=args.flush)
 
 
 def progress(record: dict, out: str) -> None:

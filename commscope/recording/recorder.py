@@ -17,8 +17,17 @@ caller, an upper bound on completion. NCCL's own kernel duration is added as `du
 `TORCH_NCCL_ENABLE_TIMING=1` (NCCL's events on its own stream). On CPU/gloo `start_ns` is null and
 `end_ns` is the Work future's completion callback time.
 
-Invariants: no device synchronization inside a step; a step's records are written before the step
-context returns (a later crash cannot lose them); collectives whose completion is unknown stay in
+When a step's records are written (`flush=`): "step" (the default) writes them before the step context
+returns, after the step's natural sync with the GPU idle, so the write is exposed in the step time.
+"overlap" (CUDA only) sets them aside at the step end and writes them when the next step's first region
+ends, when the host has launched that region's kernels and the GPU is busy with them, so the write hides
+behind GPU work; it is also written by the next step end, `close()`, an exception leaving a step, the
+hang watchdog and TermGuard. What "overlap" gives up: a rank killed by SIGKILL (or a hard crash) between
+a step's end and the next region's end loses that step's records.
+
+Invariants: no device synchronization inside a step, except that "overlap" synchronizes with the previous
+step's last stamps, which the GPU has passed; with flush="step", a step's records are written before the
+step context returns (a later crash cannot lose them); collectives whose completion is unknown stay in
 `inflight` (for the hang watchdog) and are never written half-known to events.jsonl.
 """
 from __future__ import annotations
@@ -49,6 +58,9 @@ from commscope.rundir.schema import EVENTS, KINETO_TRACE, META, SCHEMA_VERSION, 
 from commscope.util.step_range import parse_step_range
 
 MODES = ("light", "full")
+FLUSH_MODES = ("step", "overlap")
+# flush="overlap" on an abnormal end: how long to wait for the GPU to pass the set-aside step's stamps
+_BEHIND_WAIT_S = 2.0
 # `mode="full"` without explicit steps profiles steps 1..2: step 0 carries one-time warm-up costs.
 DEFAULT_FULL_WINDOW = (1, 3)
 _perf = time.perf_counter_ns
@@ -125,6 +137,8 @@ class _Region:
         recorder._pending.append(self._rec)
         if self._prof is not None:
             self._prof.__exit__(*exc)
+        if recorder._behind is not None:  # flush="overlap": the previous step, now that the GPU has work
+            recorder._write_behind()
 
 
 def _local_rank() -> int:
@@ -152,9 +166,12 @@ class Recorder(NullRecorder):
         with_stack: bool = False,
         group: Any = None,
         align: bool = True,
+        flush: str = "step",
     ):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        if flush not in FLUSH_MODES:
+            raise ValueError(f"flush must be one of {', '.join(FLUSH_MODES)}; got {flush!r}")
         self.run_dir = Path(run_dir)
         if self.run_dir.exists() and not self.run_dir.is_dir():
             raise ValueError(f"run_dir {str(self.run_dir)!r} exists and is not a directory")
@@ -171,6 +188,11 @@ class Recorder(NullRecorder):
 
         self._cuda = CudaClock(self.device) if self.device.type == "cuda" else None
         self._timing = "cuda_event" if self._cuda is not None else "wall"
+        # On CPU there is no GPU work to hide a write behind: "overlap" writes at the step end there too.
+        self._overlap = flush == "overlap" and self._cuda is not None
+        # flush="overlap": (records, hook tuples, the stream tails to settle, step record) set aside at the
+        # last step end and not written yet
+        self._behind: tuple | None = None
         # NCCL reads this once, when the process group is created: so can we.
         self._nccl_timing = os.environ.get("TORCH_NCCL_ENABLE_TIMING", "0") not in ("0", "")
         self._stamp: Callable[[], Any] = self._cuda.stamp if self._cuda is not None else _perf
@@ -371,6 +393,7 @@ class Recorder(NullRecorder):
                 end = _perf()  # before the window's export, which is not part of the step
         except BaseException:
             with contextlib.suppress(Exception):  # never mask the training error with a recording one
+                self._write_behind(blocking=False)
                 self._flush(blocking=False)
             raise
         else:
@@ -384,7 +407,14 @@ class Recorder(NullRecorder):
                 "tokens": info.tokens,
                 **info.extra,
             }
-            self._flush(blocking=True, tail=step_rec)
+            if self._overlap:
+                self._write_behind()  # the step before, if no region of this one ended (no regions)
+                hooks = self._hook_buf[:]
+                del self._hook_buf[:]  # in place: the hooks' closures append to this list
+                self._behind = (self._pending, hooks, self._cuda.take_tails(), step_rec)
+                self._pending = []
+            else:
+                self._flush(blocking=True, tail=step_rec)
             self.last_step = info.step
         finally:
             self._step = None
@@ -436,15 +466,13 @@ class Recorder(NullRecorder):
                 rec[key] = val + shift
         return rec
 
-    def _flush(self, *, blocking: bool, tail: dict | None = None) -> None:
-        """Write every finished record (plus `tail`) in one append; keep unfinished collectives."""
+    def _resolve(self, items: list[Any], blocking: bool) -> tuple[list[dict], list[Any]]:
+        """(finished records on the common axis, unfinished collectives to keep) of pending `items`."""
         cuda = self._cuda
-        if blocking and cuda is not None:
-            cuda.settle()  # one synchronize per stamped stream, instead of one per event
         out: list[dict] = []
         keep: list[Any] = []
         on_axis = self._on_axis
-        for item in self._pending:
+        for item in items:
             if item.__class__ is _Collective:
                 if self._finish_collective(item, blocking):
                     out.append(on_axis(item.rec, _COLLECTIVE_TIMES))
@@ -452,16 +480,44 @@ class Recorder(NullRecorder):
                     keep.append(item)
             elif blocking or cuda is None or self._passed(item):
                 out.append(on_axis(item, _REGION_TIMES))
-        self._pending = keep
-        hooks, self._hook_buf[:] = list(self._hook_buf), []
+        return out, keep
+
+    def _hook_records(self, hooks: list[tuple]) -> list[dict]:
         shift, rank = self._shift, self.rank
-        out.extend(
+        return [
             {"kind": "hook", "rank": rank, "step": -1 if s is None else s, "micro_step": m,
              "label": label, "position": pos, "t_ns": t + shift}
             for s, m, label, pos, t in hooks
-        )
+        ]
+
+    def _flush(self, *, blocking: bool, tail: dict | None = None) -> None:
+        """Write every finished record (plus `tail`) in one append; keep unfinished collectives."""
+        if blocking and self._cuda is not None:
+            self._cuda.settle()  # one synchronize per stamped stream, instead of one per event
+        out, self._pending = self._resolve(self._pending, blocking)
+        hooks = self._hook_buf[:]
+        del self._hook_buf[:]
+        out += self._hook_records(hooks)
         if tail is not None:
             out.append(tail)
+        self._sink.append(out)
+
+    def _write_behind(self, blocking: bool = True) -> None:
+        """flush="overlap": write the records set aside at the last step end (nothing if none are).
+        `blocking=False` (an abnormal end, where the GPU may never pass them) waits for them a bounded time,
+        then writes only what the GPU has passed."""
+        behind, self._behind = self._behind, None  # taken once, whichever thread gets here first
+        if behind is None:
+            return
+        items, hooks, tails, step_rec = behind
+        if blocking:
+            self._cuda.settle(tails)  # that step's last stamps only, never this step's newer ones
+        else:
+            blocking = self._cuda.passed_within(tails, _BEHIND_WAIT_S)
+        out, keep = self._resolve(items, blocking)
+        self._pending[:0] = keep  # collectives still running rejoin, ahead of this step's records
+        out += self._hook_records(hooks)
+        out.append(step_rec)
         self._sink.append(out)
 
     # ---- end ---------------------------------------------------------------------------------
@@ -488,6 +544,7 @@ class Recorder(NullRecorder):
                 write_inflight(self, error)  # how far this rank got, for `commscope doctor`
             if self._window is not None and (status == "completed" or self._cuda is None):
                 self._window.finish()
+            self._write_behind(blocking=status == "completed")
             self._flush(blocking=status == "completed")
         finally:
             self.unwatch()

@@ -117,11 +117,29 @@ class CudaClock:
         self._tails[id(stream)] = (stream, ev)
         return GpuStamp(ev, anchor)
 
-    def settle(self) -> None:
-        """Block until the GPU has passed every stamp recorded so far (one synchronize per stream)."""
-        for _, ev in self._tails.values():
+    def take_tails(self) -> dict[int, tuple[Any, Any]]:
+        """The streams' last stamps so far, for a later `settle(tails)`; stamps after this are not in it."""
+        tails, self._tails = self._tails, {}
+        return tails
+
+    def settle(self, tails: dict[int, tuple[Any, Any]] | None = None) -> None:
+        """Block until the GPU has passed every stamp recorded so far (one synchronize per stream), or
+        only those up to a `take_tails()`."""
+        tails = self._tails if tails is None else tails
+        for _, ev in tails.values():
             ev.synchronize()
-        self._tails.clear()
+        tails.clear()
+
+    @staticmethod
+    def passed_within(tails: dict[int, tuple[Any, Any]], timeout_s: float) -> bool:
+        """Poll until the GPU has passed `tails` (True) or `timeout_s` is over (False); never blocks on a
+        GPU that may not get there (an abnormal end: a peer died inside a collective)."""
+        deadline = time.monotonic() + timeout_s
+        while not all(ev.query() for _, ev in tails.values()):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+        return True
 
     def host_ns(self, stamp: GpuStamp) -> int:
         """Local perf_counter ns of a stamp the GPU has passed (after settle() or ready()); recycles it."""

@@ -231,6 +231,8 @@ def test_topology_builds_torchrun_rendezvous_options():
     (["--work-order", "attn,mlp"], 2, "must list every label exactly once"),
     (["--device", "cpu", "--backend", "nccl"], 2, "needs --device cuda"),
     (["--trace", "off", "--profile", "2:4"], 2, "needs tracing on"),
+    (["--trace", "off", "--flush", "overlap"], 2, "--flush overlap needs tracing on"),
+    (["--flush", "later"], 2, "invalid choice"),
     (["--profile", "4:2"], 2, "--profile 4:2: selects no step"),
     (["--steps", "0"], 2, "--steps must be >= 1"),
     (["--inject", "crash@rank=1,step=1,label=nope"], 2, "no collective is labelled 'nope'; the labels are attn, mlp,"),

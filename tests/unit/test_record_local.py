@@ -14,6 +14,7 @@ from commscope.recording import NullRecorder, Recorder, record
 from commscope.recording.clock import offset_bounds
 from commscope.recording.collective import comm_size, op_name
 from commscope.util.step_range import parse_step_range
+from fake_cuda import FakeCudaEvent, use_fake_cuda
 
 
 def read(path):
@@ -242,35 +243,6 @@ def test_profiler_window_writes_kineto_trace_of_exactly_those_steps(tmp_path, gl
     assert [s["step"] for s in steps] == [0, 1, 2, 3]
 
 
-class FakeCudaEvent:
-    """Stands in for torch.cuda.Event on CPU: an 'instant GPU' that passes each event when recorded."""
-
-    created = 0
-    syncs = 0
-
-    def __init__(self, enable_timing=False):
-        assert enable_timing
-        FakeCudaEvent.created += 1
-        self.t = None
-
-    def record(self, stream=None):
-        self.t = __import__("time").perf_counter_ns()
-
-    def query(self):
-        return self.t is not None
-
-    def synchronize(self):
-        assert self.t is not None, "synchronize() on an event that was never recorded"
-        FakeCudaEvent.syncs += 1
-
-    def elapsed_time(self, end):
-        return (end.t - self.t) / 1e6
-
-
-class FakeStream:
-    cuda_stream = 7
-
-
 def test_unwatch_stops_hook_records(tmp_path):
     rec = Recorder(tmp_path, rank=0, world_size=1)
     model = chain(2)
@@ -287,10 +259,7 @@ def test_unwatch_stops_hook_records(tmp_path):
 
 def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch, gloo1):
     """The CUDA branch (anchors, event stamps, end event after wait, pooled events) with a fake event."""
-    import commscope.recording.timing as timing
-
-    monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
-    monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)
+    use_fake_cuda(monkeypatch)
     rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
     model = chain(3)
     rec.watch({f"l{i}": m.weight for i, m in enumerate(model)})

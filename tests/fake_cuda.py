@@ -1,0 +1,52 @@
+"""A stand-in for CUDA events and streams, so the recorder's CUDA branch runs and is tested on CPU.
+
+`FakeCudaEvent` is an "instant GPU": each event is passed when it is recorded, unless `FakeCudaEvent.stuck`
+is set, which leaves events recorded meanwhile unpassed for good (a GPU stuck in a collective whose peer
+died); `synchronize()` on such an event fails the test instead of hanging it.
+"""
+from __future__ import annotations
+
+import time
+
+
+class FakeCudaEvent:
+    """Stands in for torch.cuda.Event on CPU (counts creations and synchronizes)."""
+
+    created = 0
+    syncs = 0
+    stuck = False
+
+    def __init__(self, enable_timing=False):
+        assert enable_timing
+        FakeCudaEvent.created += 1
+        self.t = None
+        self.passed = False
+
+    def record(self, stream=None):
+        self.t = time.perf_counter_ns()
+        self.passed = not FakeCudaEvent.stuck
+
+    def query(self):
+        return self.passed
+
+    def synchronize(self):
+        assert self.passed, "synchronize() on an event the GPU never passes: this would hang"
+        FakeCudaEvent.syncs += 1
+
+    def elapsed_time(self, end):
+        assert self.passed and end.passed, "elapsed_time() of an event the GPU has not passed"
+        return (end.t - self.t) / 1e6
+
+
+class FakeStream:
+    cuda_stream = 7
+
+
+def use_fake_cuda(monkeypatch) -> None:
+    """Route the recorder's CUDA calls (commscope.recording.timing) to the fakes, counters reset."""
+    import commscope.recording.timing as timing
+
+    monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
+    monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)
+    FakeCudaEvent.created = FakeCudaEvent.syncs = 0
+    FakeCudaEvent.stuck = False
