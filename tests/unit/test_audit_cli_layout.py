@@ -1,0 +1,60 @@
+"""`commscope layout` on the CPU reference-trainer run (tests/data/layout/standard, copied to a temp dir):
+a mismatched op that ran no slower than its aligned reference is not a finding, and GB/s keeps its
+significant digits; a run directory recorded without the profiler is read, with a note saying why there is
+nothing to conclude."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from commscope.analyze.layout import FINDING_COLUMNS
+from commscope.analyze.layout_report import split_unflagged
+from commscope.cli import app
+from paths import TESTS
+
+STANDARD = TESTS / "data" / "layout" / "standard"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    copy = tmp_path_factory.mktemp("layout") / "standard"  # never analyze inside the repository's fixture
+    shutil.copytree(STANDARD, copy)
+    return copy
+
+
+def test_json_keeps_no_cost_mismatches_apart(run):
+    res = CliRunner().invoke(app, ["layout", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    # the optimizer's second mul and its sub ran faster than their aligned twins: not findings
+    assert [(f["op"], round(f["slowdown"], 3)) for f in doc["unflagged"]] == [("aten::mul", 0.908),
+                                                                              ("aten::sub", 0.033)]
+    assert [f["severity"] for f in doc["unflagged"]] == ["minor", "minor"]
+    assert len(doc["findings"]) == 4
+    assert min(f["slowdown"] for f in doc["findings"]) == pytest.approx(4.2, abs=0.05)
+    assert {f["severity"] for f in doc["findings"]} == {"severe"}
+
+
+def test_terminal_counts_findings_only_and_shows_small_bandwidths(run):
+    res = CliRunner().invoke(app, ["layout", str(run)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "Layout findings (4 op executions: 4 stride order;" in out
+    assert "mismatched layout, no measured cost: 2 op execution(s) (mul ×1, sub ×1), slowdown at most 0.91×" in out
+    copy_row = next(x for x in out.splitlines() if x.lstrip().startswith("copy_") and "8×64×256" in x)
+    assert copy_row.split()[5:7] == ["11,732.8", "0.0894"]  # µs, GB/s (0.0894 GB/s, not "0")
+    assert not any(x.lstrip().startswith("sub ") for x in out.splitlines())
+
+
+def test_split_keeps_findings_without_a_reference():
+    f = pd.DataFrame([{c: None for c in FINDING_COLUMNS} | {"op": op, "slowdown": s}
+                      for op, s in (("a", 5.0), ("b", 1.29), ("c", None), ("d", 1.3), ("e", float("nan")))],
+                     columns=FINDING_COLUMNS)
+    kept, apart = split_unflagged(f)
+    assert list(kept["op"]) == ["a", "c", "d", "e"] and list(apart["op"]) == ["b"]
+    kept, apart = split_unflagged(pd.DataFrame(columns=FINDING_COLUMNS))
+    assert kept.empty and apart.empty and list(apart.columns) == FINDING_COLUMNS
