@@ -39,6 +39,9 @@ class LayoutReport:
     # why SM contention was not looked for (no kernels, no device properties), None when it was: the
     # terminal then leaves the "none found" line out, as the note says why
     contention_skipped: str | None = None
+    # False when the input holds nothing these checks read (a run recorded without the profiler): the
+    # notes say why, and the terminal prints no "none found" line
+    checked: bool = True
     # mismatched layouts measured within SLOWDOWN_FLAG of their reference: no cost, so not findings
     unflagged: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FINDING_COLUMNS))
 
@@ -84,9 +87,17 @@ def device_name(config: dict) -> str | None:
     return props[0].get("name") if props and isinstance(props, list) else None
 
 
+NO_PROFILE_NOTE = ("No profiler trace in this run directory (recorded without --profile): layout mismatches and "
+                   "SM contention are read from one; record with `commscope run --profile START:STOP`.")
+
+
 def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int = 4096,
                   min_inflation: float = 1.2) -> LayoutReport:
     name = device_name(trace.config)
+    if trace.source == "run" and trace.ops.empty and trace.kernels.empty:
+        # a valid run with nothing to conclude here: empty findings and the reason, not an error
+        return LayoutReport(pd.DataFrame(columns=FINDING_COLUMNS), pd.DataFrame(columns=CONTENTION_COLUMNS), name,
+                            [NO_PROFILE_NOTE], "no profiler trace", checked=False)
     regions = trace.extra.get("kineto_regions") if trace.source == "run" else None
     regions = trace.regions if regions is None or regions.empty else regions
     shapes = param_shapes(trace.config)
@@ -118,7 +129,7 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
                      f"with recorded shapes (no such op carries its External id: launched before the profiler saw its "
                      f"op, or ids that do not link them), though {len(trace.ops)} cpu ops recorded shapes.")
     return LayoutReport(findings, contention if len(contention) else pd.DataFrame(columns=CONTENTION_COLUMNS),
-                        name, notes, skipped, unflagged)
+                        name, notes, skipped, unflagged=unflagged)
 
 
 KIND_ORDER = {"stride order": 0, "broadcast": 1, "kernel evidence": 2}

@@ -9,11 +9,9 @@ import shutil
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
+from bad_inputs import invoke
 from commscope.analyze.layout import FINDING_COLUMNS
 from commscope.analyze.layout_report import split_unflagged
-from commscope.cli import app
 from paths import TESTS
 
 STANDARD = TESTS / "data" / "layout" / "standard"
@@ -27,9 +25,9 @@ def run(tmp_path_factory):
 
 
 def test_json_keeps_no_cost_mismatches_apart(run):
-    res = CliRunner().invoke(app, ["layout", str(run), "--json"])
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout)
+    code, out, err = invoke(["layout", str(run), "--json"])
+    assert code == 0 and err == "", err
+    doc = json.loads(out)
     # the optimizer's second mul and its sub ran faster than their aligned twins: not findings
     assert [(f["op"], round(f["slowdown"], 3)) for f in doc["unflagged"]] == [("aten::mul", 0.908),
                                                                               ("aten::sub", 0.033)]
@@ -39,10 +37,10 @@ def test_json_keeps_no_cost_mismatches_apart(run):
     assert {f["severity"] for f in doc["findings"]} == {"severe"}
 
 
-def test_terminal_counts_findings_only_and_shows_small_bandwidths(run):
-    res = CliRunner().invoke(app, ["layout", str(run)], env={"COLUMNS": "200"})
-    assert res.exit_code == 0, res.output
-    out = res.stdout
+def test_terminal_counts_findings_only_and_shows_small_bandwidths(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = invoke(["layout", str(run)])
+    assert code == 0, err
     assert "Layout findings (4 op executions: 4 stride order;" in out
     assert "mismatched layout, no measured cost: 2 op execution(s) (mul ×1, sub ×1), slowdown at most 0.91×" in out
     copy_row = next(x for x in out.splitlines() if x.lstrip().startswith("copy_") and "8×64×256" in x)
@@ -58,3 +56,23 @@ def test_split_keeps_findings_without_a_reference():
     assert list(kept["op"]) == ["a", "c", "d", "e"] and list(apart["op"]) == ["b"]
     kept, apart = split_unflagged(pd.DataFrame(columns=FINDING_COLUMNS))
     assert kept.empty and apart.empty and list(apart.columns) == FINDING_COLUMNS
+
+
+def test_run_without_profile_is_read_with_a_note(tmp_path, monkeypatch):
+    """A run recorded without --profile: exit 0, empty findings and the note in JSON and on the terminal,
+    as for a Kineto trace without kernels; a missing path stays an error (exit 2)."""
+    run = tmp_path / "run"
+    shutil.copytree(TESTS / "data" / "cpurun-hooks-gloo2", run)
+    code, out, err = invoke(["layout", str(run), "--json"])
+    assert code == 0 and err == "", err
+    doc = json.loads(out)
+    assert doc["findings"] == [] and doc["unflagged"] == [] and doc["contention"] == []
+    assert doc["notes"] == ["No profiler trace in this run directory (recorded without --profile): layout "
+                            "mismatches and SM contention are read from one; record with `commscope run --profile "
+                            "START:STOP`."]
+    monkeypatch.setenv("COLUMNS", "300")
+    code, out, err = invoke(["layout", str(run)])
+    assert code == 0 and err == "", err
+    assert out.splitlines() == ["note: " + doc["notes"][0]]  # no "none found" line: nothing was looked for
+    code, out, err = invoke(["layout", str(tmp_path / "missing")])
+    assert (code, out) == (2, "") and err == f"commscope: error: {tmp_path / 'missing'} does not exist\n"
