@@ -89,15 +89,20 @@ def device_name(config: dict) -> str | None:
 
 NO_PROFILE_NOTE = ("No profiler trace in this run directory (recorded without --profile): layout mismatches and "
                    "SM contention are read from one; record with `commscope run --profile START:STOP`.")
+OUTSIDE_STEPS_NOTE = ("The run's profiler trace covers none of the selected steps: layout mismatches and SM "
+                      "contention are read from it; choose --steps inside the profiled window.")
 
 
 def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int = 4096,
-                  min_inflation: float = 1.2) -> LayoutReport:
+                  min_inflation: float = 1.2, profiled: bool | None = None) -> LayoutReport:
+    """`profiled`: whether the input held profiled ops or kernels before a step selection emptied `trace`
+    of them (None: judged from `trace`), which picks the note of a run with nothing to check."""
     name = device_name(trace.config)
     if trace.source == "run" and trace.ops.empty and trace.kernels.empty:
         # a valid run with nothing to conclude here: empty findings and the reason, not an error
+        note = OUTSIDE_STEPS_NOTE if profiled else NO_PROFILE_NOTE
         return LayoutReport(pd.DataFrame(columns=FINDING_COLUMNS), pd.DataFrame(columns=CONTENTION_COLUMNS), name,
-                            [NO_PROFILE_NOTE], "no profiler trace", checked=False)
+                            [note], "no profiler trace", checked=False)
     regions = trace.extra.get("kineto_regions") if trace.source == "run" else None
     regions = trace.regions if regions is None or regions.empty else regions
     shapes = param_shapes(trace.config)

@@ -39,10 +39,12 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--min-numel must be at least 1, got {min_numel}")
         sizes = read_label_map(label_map)
         trace = apply_label_map(load_with_progress(path, quiet=as_json, with_ops=True, scheduler=scheduler), sizes)  # layout reads ops
+        profiled = not (trace.ops.empty and trace.kernels.empty)
         trace = trace.select_steps(resolve_steps(trace, parse_steps(steps)))
-        # A run directory without profiler traces is read like a Kineto trace without shapes or kernels: the
-        # report is empty and its note says why (exit 0, so scripts need not tell the two apart).
-        report = layout_report(trace, peak_gbps=peak_gbps, min_numel=min_numel)
+        # A run directory without profiler traces (or none in the selected steps) is read like a Kineto trace
+        # without shapes or kernels: the report is empty and its note says why (exit 0, so scripts need not
+        # tell the two apart).
+        report = layout_report(trace, peak_gbps=peak_gbps, min_numel=min_numel, profiled=profiled)
         if as_json:
             typer.echo(json.dumps(report.to_json(), indent=1, default=str))
             return

@@ -76,3 +76,14 @@ def test_run_without_profile_is_read_with_a_note(tmp_path, monkeypatch):
     assert out.splitlines() == ["note: " + doc["notes"][0]]  # no "none found" line: nothing was looked for
     code, out, err = invoke(["layout", str(tmp_path / "missing")])
     assert (code, out) == (2, "") and err == f"commscope: error: {tmp_path / 'missing'} does not exist\n"
+
+
+def test_steps_outside_the_profiled_window_say_so(run):
+    """The fixture profiled step 3 only: --steps 0:2 leaves no profiled op, and the note says that, not
+    that the run was recorded without the profiler."""
+    code, out, err = invoke(["layout", str(run), "--steps", "0:2", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["findings"] == [] and doc["notes"] == [
+        "The run's profiler trace covers none of the selected steps: layout mismatches and SM contention are read "
+        "from it; choose --steps inside the profiled window."]
