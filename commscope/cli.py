@@ -12,6 +12,7 @@ bases, so the CLI works whether typer brings the click package or its own copy o
 from __future__ import annotations
 
 import atexit
+import difflib
 import importlib
 import os
 import pkgutil
@@ -118,6 +119,14 @@ def _exit_now(code) -> None:
     os._exit(code)
 
 
+def _close_options(name: str, options) -> list[str]:
+    """The parser's did-you-mean suggestions for an unknown option that are close to what was typed (names
+    compared without their dashes, which every option shares): `--jsn` keeps `--json`, `--bogus` loses
+    `--out`."""
+    bare = name.lstrip("-")
+    return [o for o in options if difflib.SequenceMatcher(None, bare, o.lstrip("-")).ratio() >= 0.7]
+
+
 def _run(argv: list[str] | None) -> None:
     try:
         # standalone_mode=False lets usage errors reach us instead of click printing its usage box.
@@ -129,6 +138,8 @@ def _run(argv: list[str] | None) -> None:
             if str(e).strip():
                 print(str(e))
             sys.exit(0)
+        if type(e).__name__ == "NoSuchOption" and getattr(e, "possibilities", None):
+            e.possibilities = _close_options(e.option_name, e.possibilities)
         hint = f" (see: commscope {e.ctx.info_name} --help)" if e.ctx and e.ctx.parent else ""
         _fail(e.format_message().replace("\n", " ") + hint)
     except _ClickException as e:

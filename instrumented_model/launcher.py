@@ -19,6 +19,9 @@ Invariants:
   the run ends with one UserError line (exit 2) after the summary table, and no temp file is left.
 - A fault (a watchdog report, a failed rank) ends the whole job within _FAULT_TEARDOWN_S of its first
   sign, so `run` ends within the hang timeout + a few seconds.
+- A CPU launch with more ranks on this node than usable cores warns once on stderr when it starts and
+  again as a note under the summary table (`oversubscription_note`): its timings include CPU scheduling.
+  The run and its exit code are unchanged.
 """
 from __future__ import annotations
 
@@ -132,6 +135,24 @@ def _checked_args(trainer_argv: list[str], topology: Topology, out: str | None
     return args, topology
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity set where the OS tells it, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def oversubscription_note(device: str, nproc: int, cores: int) -> str | None:
+    """Why a CPU run's timings mislead when it has more ranks on this node than cores, else None: the
+    ranks take turns on the cores, and a rank descheduled in a collective makes its peers wait for it."""
+    if device != "cpu" or nproc <= cores:
+        return None
+    return (f"{nproc} CPU ranks on {cores} CPU core{'s' if cores != 1 else ''}: the ranks take turns on the cores, "
+            "so step times and communication waits (exposed communication, skew) include CPU scheduling; "
+            f"--nproc {cores} or fewer gives timings of the training itself")
+
+
 def launch_training(trainer_argv: list[str], topology: Topology, out: str | None,
                     console: Console | None = None, *, overwrite: bool = False) -> dict:
     """Run the reference trainer on `topology`; return the summary (also written to OUT/summary.json).
@@ -149,6 +170,9 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         for note in claim.notes:
             print_run_note(console, note)
         claim.notes.clear()
+        oversubscribed = oversubscription_note(args.device, topology.nproc, usable_cores())
+        if oversubscribed and not console.quiet:  # a quiet launch (hooks' capture run) reads no timings
+            print(f"commscope: warning: {oversubscribed}", file=sys.stderr, flush=True)
         _sweep_log_dirs()
         with _Signals() as sigs:
             started = True
@@ -166,6 +190,8 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         print_run_summary(console, summary, out, step_stats(summary))
         for note in job.notes:
             print_run_note(console, note)
+        if oversubscribed:
+            print_run_note(console, oversubscribed)
         if summary["status"] not in ("completed", "interrupted") and not end.storage_error:
             print_run_verdict(console, out, _diagnose(out))
         claim.settle(had_step=bool(summary["losses"]))

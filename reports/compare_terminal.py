@@ -3,7 +3,8 @@ the per-label deltas with their confidence intervals, and the `--json` document.
 
 Renders the frames of commscope.compare (group statistics) and commscope.analyze.compare_labels
 (per-label exposed communication) as they are; every number comes from those frames, this module only
-formats (4 decimals in the table, NaN where a statistic is undefined).
+formats (4 decimals in the table, "–" where a statistic is undefined: σ of one run, the baseline's own
+Time p, a test without spread; null in --json).
 """
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ COLUMNS = [  # (frame column, header) in the record's order
 ]
 
 
+UNDEFINED = "–"  # an undefined statistic in the table (and the label deltas' missing CI)
+
+
 def _fmt(v) -> str:
     if isinstance(v, (int,)) and not isinstance(v, bool):
         return str(v)
     v = float(v)
-    return "NaN" if math.isnan(v) else f"{v:.4f}"
+    return UNDEFINED if math.isnan(v) else f"{v:.4f}"
 
 
 def comparison_markdown(table: pd.DataFrame) -> str:
@@ -63,7 +67,7 @@ def label_deltas_text(table: pd.DataFrame, markdown: bool = False) -> str:
     """compare_labels()' frame as aligned plain text (or markdown): one row per (candidate, label)."""
     head = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
     body = [[r["candidate"], r["label"], f"{r['base_ms']:.3f}", f"{r['cand_ms']:.3f}", f"{r['delta_ms']:+.3f}",
-             "–" if math.isnan(r["ci_low"]) else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
+             UNDEFINED if math.isnan(r["ci_low"]) else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
              f"{r['n_cand']} {r['unit']}", r["verdict"]]
             for r in table.to_dict("records")]
     if markdown:

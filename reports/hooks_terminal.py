@@ -26,13 +26,30 @@ def _members(group: OrderGroup, orders: HookOrders) -> str:
     return "; ".join(parts)
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def title(orders: HookOrders) -> str:
+    """What was recorded, per rank: "40 micro-steps on each of 8 ranks" (a rank's count, not the sum over
+    ranks); the count of each rank when they differ; "of W" when fewer than the world's ranks recorded."""
+    per_rank = {r: len(v) for r, v in sorted(orders.orders.items())}
+    k, world = len(per_rank), orders.world_size
+    of_world = f" of {world}" if k < world else ""
+    counts = set(per_rank.values())
+    if k == 1:
+        (rank, n), = per_rank.items()
+        return f"Hook firing order: {_n(n, 'micro-step')} on rank {rank}" + (f" (1 of {world} ranks)" if of_world else "")
+    if len(counts) == 1:
+        return f"Hook firing order: {_n(counts.pop(), 'micro-step')} on each of {k}{of_world} ranks"
+    each = ", ".join(f"rank {r} {n}" for r, n in per_rank.items())
+    return f"Hook firing order, {k}{of_world} ranks; micro-steps per rank: {each}"
+
+
 def print_hook_orders(orders: HookOrders, console: Console) -> None:
     groups = orders.groups
     ref = orders.reference
-    n_entries = sum(len(v) for v in orders.orders.values())
-    title = (f"Hook firing order, {len(orders.orders)} of {orders.world_size} rank(s), "
-             f"{n_entries} micro-step(s) recorded")
-    console.print(title)
+    console.print(title(orders), highlight=False)
     table = Table()
     table.add_column("#", justify="right")
     if orders.scatter_order:

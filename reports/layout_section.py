@@ -17,6 +17,7 @@ CONTENTION_COLUMNS = ["rank", "step", "label", "op", "bytes", "duration_us", "al
 
 
 def render_layout(ctx) -> str | None:
+    from commscope.analyze.layout import SLOWDOWN_FLAG
     from commscope.analyze.layout_report import short_kernel
 
     rep = ctx.layout
@@ -39,6 +40,10 @@ def render_layout(ctx) -> str | None:
             'or whose kernel alone shows the generic path ("kernel evidence"); times summed over ranks and steps, '
             'saving = time − bytes / peak. '
             f'Device: {html.escape(str(rep.device or "CPU / unknown"))}. See docs/layout.md.</p>')
+    if len(rep.unflagged):
+        note += (f'<p class="note">Mismatched layout, no measured cost: {len(rep.unflagged)} op execution(s) with '
+                 f"a stride-order or broadcast mismatch ran less than {SLOWDOWN_FLAG}× slower than their reference, so are "
+                 "not findings (<code>commscope layout --json</code>: <code>unflagged</code>).</p>")
     if ctx.layout_ranks is not None:
         note += (f'<p class="note">{len(ctx.trace.ranks)} ranks: findings of the representative ranks '
                  f'{html.escape(", ".join(map(str, ctx.layout_ranks)))} only (a layout mismatch comes from the code, '

@@ -21,6 +21,7 @@ import pandas as pd
 from rich.console import Console
 from rich.text import Text
 
+from commscope.analyze.layout import SLOWDOWN_FLAG
 from commscope.analyze.layout_report import short_kernel
 
 _GAP = 2  # spaces between columns
@@ -44,6 +45,13 @@ def _fmt(v, digits: int = 1) -> str:
     if v is None or (isinstance(v, float) and pd.isna(v)):
         return "—"
     return f"{v:,.{digits}f}"
+
+
+def _gbps(v) -> str:
+    """Bandwidth with 3 significant digits (0.0894, 2.17, 28.4), whole numbers from 100 (3,260)."""
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return "—"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:#.3g}"
 
 
 def _text(cell: Cell, width: int = _FULL_KERNEL) -> str:
@@ -117,10 +125,25 @@ def _kernel(name) -> Callable[[int], str]:
     return lambda width: short_kernel(name, width)
 
 
+def _print_unflagged(unflagged: pd.DataFrame, console: Console) -> None:
+    """One line for the mismatched layouts that ran no slower than their reference (not findings)."""
+    if not len(unflagged):
+        return
+    ops = unflagged["op"].astype(str).str.removeprefix("aten::").value_counts(sort=False)
+    which = ", ".join(f"{op} ×{n}" for op, n in ops.items())
+    top = float(pd.to_numeric(unflagged["slowdown"]).max())
+    console.print(Text(f"mismatched layout, no measured cost: {len(unflagged)} op execution(s) ({which}), slowdown "
+                       f"at most {top:.2f}× against their reference (a finding needs {SLOWDOWN_FLAG}×); not "
+                       "counted (--json: unflagged)"), highlight=False)
+
+
 def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> None:
     """`groups`: layout_report.grouped(report.findings), one row per identical finding."""
-    if not len(groups):
-        console.print("[green]No layout mismatches found.[/green]")
+    if not report.checked:
+        pass  # nothing was looked for: the report's note says why
+    elif not len(groups):
+        console.print("[green]No layout findings.[/green]" if len(report.unflagged)
+                      else "[green]No layout mismatches found.[/green]")
     else:
         rows, wheres = [], []
         for _, r in groups.iterrows():
@@ -128,7 +151,7 @@ def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> Non
             wheres.append(where if r["confidence"] == "high" else "(low conf.) " + where)
             rows.append([str(r["op"]).removeprefix("aten::"), _KIND_SHOWN.get(r.get("kind"), "—"), _shape(r["dims"]),
                          _kernel(r["kernel"]),
-                         str(r["count"]), _fmt(r["duration_us"]), _fmt(r["achieved_gbps"], 0),
+                         str(r["count"]), _fmt(r["duration_us"]), _gbps(r["achieved_gbps"]),
                          _fmt(r.get("slowdown"), 1)])
         kinds = report.findings["kind"].fillna("kernel evidence").value_counts()
         counts = ", ".join(f"{int(kinds[k])} {k}" for k in ("stride order", "broadcast", "kernel evidence") if k in kinds)
@@ -140,6 +163,7 @@ def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> Non
         console.print(Text("kind: order = the operands' stride orders differ; bcast = an operand read broadcast, on "
                            "PyTorch's generic CUDA kernel; kernel = the kernel alone shows the generic path"),
                       highlight=False)
+    _print_unflagged(report.unflagged, console)
     c = report.contention
     if len(c):
         console.print()

@@ -11,11 +11,28 @@ def _mb(b: float) -> str:
     return f"{b / 2 ** 20:,.1f} MiB"
 
 
+def _ms(v: float) -> str:
+    """Milliseconds to 3 significant digits (0.211, 1.04, 12.5), whole from 100."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def time_model_text(tm: dict) -> str:
+    """The plan's `time_model` in words: "FLOPs at 300 TFLOP/s", or the measured time of each matrix shape
+    ("measured per matrix: 64x64 0.211 ms, 256x64 2 ms")."""
+    if tm.get("kind") == "measured":
+        shapes = ", ".join(f"{shape} {_ms(ms)} ms" for shape, ms in (tm.get("ms_per_matrix") or {}).items())
+        return f"measured per matrix: {shapes}" if shapes else "measured per matrix"
+    if tm.get("kind") == "flops":
+        return f"FLOPs at {tm['tflops']:,.4g} TFLOP/s"
+    return str(tm)
+
+
 def print_plan(plan: dict, console: Console) -> None:
     """The strategies table, a per-rank bar chart per strategy, and the measured / TP notes when present."""
     n_pad = sum(m["padding"] for m in plan["matrices"])
     console.print(f"{len(plan['matrices'])} matrices ({n_pad} padding) over {plan['world_size']} ranks; "
-                  f"balancing cost: {plan['cost']}; alpha {plan['alpha']}; time model: {plan['time_model']}")
+                  f"balancing cost: {plan['cost']}; alpha {plan['alpha']}; "
+                  f"time model: {time_model_text(plan['time_model'])}")
     t = Table(title="Strategies (makespan: slowest rank's predicted optimizer time)")
     for h in ("strategy", "max/mean", "padding waste", "makespan ms", "max recv", "max send", "collective"):
         t.add_column(h, justify="left" if h == "strategy" else "right")

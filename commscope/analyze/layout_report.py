@@ -5,8 +5,11 @@ where in a `Trace` their inputs live (the profiled window's own record_function 
 config.json parameter shapes, the device properties) and how the JSON of `commscope layout --json`
 looks (docs/layout.md).
 
-Invariant: kernel-only ("low") findings are only added for kernels not launched by an op whose shapes
-were recorded, so one slow kernel is never reported twice. `grouped` / `short_kernel` shape the findings
+Invariants: kernel-only ("low") findings are only added for kernels not launched by an op whose shapes
+were recorded, so one slow kernel is never reported twice. A mismatched op whose measured slowdown against
+its reference is below SLOWDOWN_FLAG ran no slower than an aligned op would: it is not a finding, and is
+kept apart in `unflagged` ("mismatched layout, no measured cost"); an op without a reference (no slowdown)
+stays a finding, as nothing measured clears it. `grouped` / `short_kernel` shape the findings
 for tables (the CLI's and the HTML report's).
 """
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from commscope.analyze.contention import CONTENTION_COLUMNS, device_limits, find_sm_contention
-from commscope.analyze.layout import FINDING_COLUMNS, find_layout_mismatches, severity
+from commscope.analyze.layout import FINDING_COLUMNS, SLOWDOWN_FLAG, find_layout_mismatches, severity
 from commscope.analyze.layout_kernels import UNLINKED, kernel_layout_evidence
 
 JSON_FINDING_KEYS = ["op", "kernel", "dims", "strides", "duration_us", "achieved_gbps", "peak_gbps",
@@ -36,10 +39,16 @@ class LayoutReport:
     # why SM contention was not looked for (no kernels, no device properties), None when it was: the
     # terminal then leaves the "none found" line out, as the note says why
     contention_skipped: str | None = None
+    # False when the input holds nothing these checks read (a run recorded without the profiler): the
+    # notes say why, and the terminal prints no "none found" line
+    checked: bool = True
+    # mismatched layouts measured within SLOWDOWN_FLAG of their reference: no cost, so not findings
+    unflagged: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FINDING_COLUMNS))
 
     def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "notes": list(self.notes),
                 "findings": [_clean({k: r[k] for k in JSON_FINDING_KEYS}) for _, r in self.findings.iterrows()],
+                "unflagged": [_clean({k: r[k] for k in JSON_FINDING_KEYS}) for _, r in self.unflagged.iterrows()],
                 "contention": [_clean(dict(r)) for _, r in self.contention.iterrows()]}
 
 
@@ -53,6 +62,13 @@ def _clean(d: dict) -> dict:
             v = None
         out[k] = v
     return out
+
+
+def split_unflagged(findings: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(findings, unflagged): rows whose measured slowdown is below SLOWDOWN_FLAG go to `unflagged`; rows
+    without a slowdown (no reference) stay findings."""
+    no_cost = (pd.to_numeric(findings["slowdown"], errors="coerce") < SLOWDOWN_FLAG).to_numpy(dtype=bool)
+    return findings[~no_cost].reset_index(drop=True), findings[no_cost].reset_index(drop=True)
 
 
 def param_shapes(config: dict) -> dict[str, list[int]]:
@@ -71,9 +87,22 @@ def device_name(config: dict) -> str | None:
     return props[0].get("name") if props and isinstance(props, list) else None
 
 
+NO_PROFILE_NOTE = ("No profiler trace in this run directory (recorded without --profile): layout mismatches and "
+                   "SM contention are read from one; record with `commscope run --profile START:STOP`.")
+OUTSIDE_STEPS_NOTE = ("The run's profiler trace covers none of the selected steps: layout mismatches and SM "
+                      "contention are read from it; choose --steps inside the profiled window.")
+
+
 def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int = 4096,
-                  min_inflation: float = 1.2) -> LayoutReport:
+                  min_inflation: float = 1.2, profiled: bool | None = None) -> LayoutReport:
+    """`profiled`: whether the input held profiled ops or kernels before a step selection emptied `trace`
+    of them (None: judged from `trace`), which picks the note of a run with nothing to check."""
     name = device_name(trace.config)
+    if trace.source == "run" and trace.ops.empty and trace.kernels.empty:
+        # a valid run with nothing to conclude here: empty findings and the reason, not an error
+        note = OUTSIDE_STEPS_NOTE if profiled else NO_PROFILE_NOTE
+        return LayoutReport(pd.DataFrame(columns=FINDING_COLUMNS), pd.DataFrame(columns=CONTENTION_COLUMNS), name,
+                            [note], "no profiler trace", checked=False)
     regions = trace.extra.get("kineto_regions") if trace.source == "run" else None
     regions = trace.regions if regions is None or regions.empty else regions
     shapes = param_shapes(trace.config)
@@ -82,6 +111,7 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
     low = kernel_layout_evidence(trace.kernels, trace.ops, device_name=name, peak_gbps=peak_gbps)
     parts = [f for f in (high, low) if len(f)]
     findings = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FINDING_COLUMNS)
+    findings, unflagged = split_unflagged(findings)
     limits = device_limits(trace.config)
     contention = find_sm_contention(trace.collectives, trace.kernels, limits, min_inflation=min_inflation)
     notes, skipped = [], None
@@ -104,7 +134,7 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
                      f"with recorded shapes (no such op carries its External id: launched before the profiler saw its "
                      f"op, or ids that do not link them), though {len(trace.ops)} cpu ops recorded shapes.")
     return LayoutReport(findings, contention if len(contention) else pd.DataFrame(columns=CONTENTION_COLUMNS),
-                        name, notes, skipped)
+                        name, notes, skipped, unflagged=unflagged)
 
 
 KIND_ORDER = {"stride order": 0, "broadcast": 1, "kernel evidence": 2}

@@ -298,6 +298,22 @@ def test_run_nproc_8_completes_on_cpu(tmp_path):
 
 
 @pytest.mark.slow
+def test_more_cpu_ranks_than_cores_warns_and_still_completes(tmp_path, monkeypatch, capsys):
+    """2 CPU ranks on (what the launcher sees as) 1 core: one warning on stderr at launch, the same words as
+    a note under the summary table; the run and its exit code are unchanged."""
+    from instrumented_model import launcher
+
+    monkeypatch.setattr(launcher, "usable_cores", lambda: 1)
+    console = Console(file=io.StringIO(), width=400)
+    out = tmp_path / "run"
+    summary = launch_training(["--device", "cpu", "--steps", "2"], Topology(2), str(out), console=console)
+    assert (summary["status"], summary["exit_code"]) == ("completed", 0)
+    note = launcher.oversubscription_note("cpu", 2, 1)
+    assert capsys.readouterr().err.count(note) == 1
+    assert f"note: {note}" in console.file.getvalue()
+
+
+@pytest.mark.slow
 def test_losses_agree_across_world_sizes(tmp_path):
     """Same seed and global batch: the sharded optimizer must make 1, 2 and 4 ranks compute the same run."""
     losses = {}

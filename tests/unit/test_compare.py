@@ -62,7 +62,7 @@ def test_fixture_reproduces_published_table(published_groups):
 
 def test_fixture_markdown_rows(published_groups):
     md = compare_terminal.comparison_markdown(compare_groups(published_groups)).splitlines()
-    assert md[2] == "| baseline | 4 | 132.7217 | 0.1176 | 0.0000 | NaN | 3.2792 | 0.0008 | 0.0000 | 0.0632 |"
+    assert md[2] == "| baseline | 4 | 132.7217 | 0.1176 | 0.0000 | – | 3.2792 | 0.0008 | 0.0000 | 0.0632 |"
     assert md[3].startswith("| premul-o | 10 | 131.2106 | 0.0660 | -1.5111 | 0.0000 | 3.2777 | 0.0020 | -0.0015 |")
 
 

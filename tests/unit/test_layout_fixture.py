@@ -109,7 +109,8 @@ def test_cli_json_shape(tmp_path):
     res = CliRunner().invoke(app, ["layout", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert set(doc) == {"device", "findings", "contention", "notes"}
+    assert set(doc) == {"device", "findings", "unflagged", "contention", "notes"}
+    assert doc["unflagged"] == []  # every mismatch here is ≥ 4× slower than its reference
     # the one note: the kernel-only finding, whose op the profiler did not see, has no place
     assert [n[:50] for n in doc["notes"]] == ["1 kernel-only finding(s) have no place: their kern"]
     assert doc["device"] == "NVIDIA H100 80GB HBM3"
