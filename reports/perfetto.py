@@ -12,8 +12,11 @@ Layout of the output
 - every collective slice carries label, phase, op, bytes, dtype, group, seq and its host-side times in
   `args`;
 - one collective call across ranks (the same (group, seq): commscope.analyze.flows) is linked by flow
-  arrows (flow v1 events `s` → `t` … → `f`, in rank order, each bound to its slice's midpoint), so
-  clicking a slice in Perfetto follows the call to every other rank.
+  arrows (flow v1 events `s` → `t` … → `f`), so clicking a slice in Perfetto follows the call to every
+  other rank. The chain runs in the order the ranks' slices start: an arrow goes from one rank's slice to
+  the slice of the rank that started the same call next, the first (`s`) is the earliest start and the
+  last (`f`) the latest, the rank the others waited for. Each event sits just inside its slice's start
+  (FLOW_INSET_US), so no arrow points back in time.
 
 `write_perfetto` writes gzip when the output name ends in `.gz` (Perfetto opens both), plain JSON else.
 
@@ -124,17 +127,27 @@ def _t0(trace: Any) -> int:
     return min(cands) if cands else 0
 
 
+# A flow event binds to the slice that encloses it: at a slice's exact start the viewer may bind it to the
+# slice before on the track, so each event sits this far inside (1 ns, or half of a shorter slice).
+FLOW_INSET_US = 0.001
+
+
+def _flow_point(ev: dict) -> float:
+    return round(ev["ts"] + min(FLOW_INSET_US, ev["dur"] / 2), 3)
+
+
 def _flow_events(slices: dict[int, list[tuple[int, dict]]]) -> list[dict]:
-    """Flow v1 events chaining each instance's slices in rank order (module docstring)."""
+    """Flow v1 events chaining each instance's slices in the order they start (module docstring); ties
+    by rank, so the file is the same on every export."""
     out = []
     for flow, members in sorted(slices.items()):
-        members = sorted(members, key=lambda m: m[0])
+        members = sorted(members, key=lambda m: (_flow_point(m[1]), m[0]))
         if len(members) < 2:
             continue
         for k, (_, ev) in enumerate(members):
             ph = "s" if k == 0 else "f" if k == len(members) - 1 else "t"
             fe = {"ph": ph, "id": int(flow), "cat": "collective", "name": ev["args"].get("label") or ev["name"],
-                  "pid": ev["pid"], "tid": ev["tid"], "ts": round(ev["ts"] + ev["dur"] / 2, 3)}
+                  "pid": ev["pid"], "tid": ev["tid"], "ts": _flow_point(ev)}
             if ph == "f":
                 fe["bp"] = "e"
             out.append(fe)
