@@ -1,7 +1,7 @@
 """`commscope report`'s terminal output: the doctor's verdict line, top exposed labels, communication
 overlap per rank (on GPU traces HTA's rule beside the device-only number; without device kernels the
 recorded spans, and why the other two do not apply), host time at step boundaries, and what the input
-cannot show (the document's `problems` and `notes`, the first few).
+cannot show (the document's `problems` and `notes`, the first few, each whole).
 
 Why: the first answer (which collective is exposed, where) should not need a browser. Rendered from the
 same summarize() document as the HTML and --json, so all three agree. Writes to the given Console (the
@@ -38,18 +38,16 @@ def queued_pct(label: dict) -> str:
 
 
 CAVEATS_SHOWN = 6  # problems and notes printed under the tables; the rest are counted
-CAVEAT_CHARS = 240  # a problem can list dozens of examples: the terminal keeps its first sentence's worth
 
 
 def print_caveats(summary: dict, console: Console) -> None:
     """What the input cannot show: the document's `problems` (the loader's), then its `notes` (the
-    analysis'), one line each, the first CAVEATS_SHOWN of them, each cut at CAVEAT_CHARS."""
+    analysis'), the first CAVEATS_SHOWN of them. Each is printed whole, wrapped at word boundaries: a
+    caveat cut mid-sentence loses the part that says what to do about it."""
     items = [("problem", str(p)) for p in summary.get("problems") or []]
     items += [("note", str(n)) for n in summary.get("notes") or []]
     for kind, text in items[:CAVEATS_SHOWN]:
-        if len(text) > CAVEAT_CHARS:
-            text = text[:CAVEAT_CHARS - 1].rstrip() + "…"
-        console.print(f"[bold]{kind}:[/] {escape(text)}", highlight=False)
+        console.print(f"[bold]{kind}:[/] {escape(text)}", highlight=False, overflow="fold")
     if len(items) > CAVEATS_SHOWN:
         console.print(f"… {len(items) - CAVEATS_SHOWN} more, see --json", highlight=False)
 
