@@ -15,17 +15,12 @@ from rich.table import Table
 
 from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows,
                                        undefined_overlap_note)
-from reports.tables import fmt
+from reports.tables import bandwidth, fmt
 
 
 def pct(v) -> str:
     """Percentages with one decimal, so a column lines up (fmt drops the decimals of 91.0)."""
     return fmt(v) if v is None else f"{float(v):.1f}"
-
-
-def bandwidth(v) -> str:
-    """Three significant digits: GB/s spans hundreds (NVLink) to millionths (gloo, tiny tensors)."""
-    return fmt(v) if v is None else f"{float(v):.3g}"
 
 
 def queued_pct(label: dict) -> str:

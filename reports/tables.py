@@ -8,7 +8,9 @@ Display rules, one for the whole page: headers are humanized from the keys with 
 parentheses (`gap_median_ms` → "Gap median (ms)"; HEADERS names the columns the rule would say less about,
 such as `hidden_pct` → "Hidden by compute (%)"; the raw key stays in the header's `data-key`); identifiers
 and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain integers; other integers, and whole counts or byte sizes that arrive as floats, get thousands separators;
-other floats print with 3 decimals ("<0.001" for tiny non-zero values). Tables sit in a horizontally scrolling box, so a wide one never widens the page.
+bandwidths (`*_gbps`) with 3 significant digits in fixed notation ("<0.001" below a thousandth of a
+GB/s, `bandwidth`, the terminal's format too); other floats print with 3 decimals ("<0.001" for tiny
+non-zero values). Tables sit in a horizontally scrolling box, so a wide one never widens the page.
 
 Invariants: every string is HTML-escaped; cells never lose their value (display rounding only); tables are
 generic over keys, so new summary fields show up without code changes here.
@@ -76,6 +78,26 @@ def humanize(key: Any) -> str:
     return f"{text} ({unit})" if unit else text
 
 
+def bandwidth(v: Any) -> str:
+    """GB/s, for the page and the terminal alike: 3 significant digits without scientific notation
+    (0.00525, 0.045, 288, 1,230); "<0.001" below that (gloo moving a few bytes: the figure says nothing
+    but "tiny", and the exact value stays in the page's data-value and --json); "–" when unknown."""
+    if v is None or isinstance(v, bool):
+        return "–"
+    x = float(v)
+    if math.isnan(x):
+        return "–"
+    if math.isinf(x):
+        return "∞"
+    if x == 0:
+        return "0"
+    if abs(x) < 0.001:
+        return "<0.001" if x > 0 else ">−0.001"
+    r = float(f"{x:.3g}")  # round first: 9.996 is 10.0, not 10.00
+    digits = max(0, 2 - math.floor(math.log10(abs(r))))
+    return f"{r:,.{digits}f}"
+
+
 def fmt(v: Any, key: Any = None) -> str:
     """Display format (module docstring): ids plain, other integers with separators, floats 3 decimals."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -83,6 +105,8 @@ def fmt(v: Any, key: Any = None) -> str:
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
     ident = key is not None and is_id(key)
+    if key is not None and str(key).endswith("_gbps") and _is_num(v):
+        return bandwidth(v)
     if isinstance(v, (int, np.integer)):
         return str(int(v)) if ident else f"{int(v):,}"
     if isinstance(v, (float, np.floating)):

@@ -349,7 +349,7 @@ def test_terminal_summary_orders_labels_by_exposed_time():
     # the labels table has no outer edge (so it fits 100 columns): its cells are the whole line's
     labels = {c[0]: c[1:] for c in ([x.strip() for x in line.split("│")] for line in text.splitlines()
                                     if line.count("│") == 7)}
-    assert labels["attn"][-2:] == ["50.0", "20"] and labels["mlp"][-2:] == ["0.0", "25"]  # hidden %, busbw
+    assert labels["attn"][-2:] == ["50.0", "20.0"] and labels["mlp"][-2:] == ["0.0", "25.0"]  # hidden %, busbw (3 digits)
     assert "host-side launch ops" in text
 
 
