@@ -55,9 +55,9 @@ def listed_note(ctx: ReportContext) -> str:
 
 def render_overview(ctx: ReportContext) -> str:
     t, s = ctx.trace, ctx.summary
-    facts = {"input": str(t.path), "source": t.source, "world size": t.world_size, "ranks loaded": len(t.ranks),
-             "backend": t.backend, "device": t.device,
-             "timeline steps": "all" if ctx.window is None else f"{ctx.window[0]} ≤ step < {ctx.window[1]}"}
+    facts = {"Input": str(t.path), "Source": t.source, "World size": t.world_size, "Ranks loaded": len(t.ranks),
+             "Backend": t.backend, "Device": t.device,
+             "Timeline steps": "all" if ctx.window is None else f"{ctx.window[0]} ≤ step < {ctx.window[1]}"}
     out = [tables.scalar_table(facts, "fact", "value", "overview-table")]
     rows = comm_overlap_rows(s)
     if rows:
@@ -136,13 +136,18 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
     return "\n".join(out)
 
 
+# summarize()'s `skew` and `launch_skew`: spreads over collective instances, not durations
+SKEW_LABELS = {"collectives": "Collective instances", "mean_ms": "Mean spread (ms)", "max_ms": "Largest spread (ms)"}
+
+
 def render_stragglers(ctx: ReportContext) -> str:
     out = ['<p class="note">Who made whom wait (docs/analysis.md): for every collective reached by all its '
            "members, each rank's arrival is when it became ready on the device (GPU: its NCCL kernel's start; "
            "CPU: its launch, not before the group's previous collective); the last one made the others wait. "
            "The doctor's straggler verdict reads the same numbers, leaving out warm-up and profiler steps.</p>"]
     if ctx.summary.get("skew"):
-        out.append("<h3>Arrival skew</h3>" + tables.scalar_table(ctx.summary["skew"], table_id="skew"))
+        out.append("<h3>Arrival skew</h3>" + tables.scalar_table(ctx.summary["skew"], table_id="skew",
+                                                                 labels=SKEW_LABELS))
     rows, which = listed(ctx, ctx.summary.get("stragglers") or [])
     out.append("<h3>Stragglers (worst first)</h3>" + which + tables.records_table(rows, table_id="stragglers-table"))
     d = ctx.diagnosis
@@ -151,7 +156,7 @@ def render_stragglers(ctx: ReportContext) -> str:
     if ctx.summary.get("launch_skew"):
         out.append('<h3>Launch skew (host side)</h3><p class="note">When the hosts queued each collective: on '
                    "GPUs the host runs ahead of the device, so this says little about who made whom wait.</p>"
-                   + tables.scalar_table(ctx.summary["launch_skew"], table_id="launch-skew"))
+                   + tables.scalar_table(ctx.summary["launch_skew"], table_id="launch-skew", labels=SKEW_LABELS))
     return "\n".join(out)
 
 

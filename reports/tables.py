@@ -6,7 +6,10 @@ tests (and scripts scraping a report) can compare the page with summarize() exac
 
 Display rules, one for the whole page: headers are humanized from the keys with their unit in
 parentheses (`gap_median_ms` → "Gap median (ms)"; HEADERS names the columns the rule would say less about,
-such as `hidden_pct` → "Hidden by compute (%)"; the raw key stays in the header's `data-key`); identifiers
+such as `hidden_pct` → "Hidden by compute (%)"; the raw key stays in the header's `data-key`), and so are
+the keys of key/value tables and the headings of nested data where they are snake_case names (`key_text`;
+names from the trace itself, such as `deviceProperties`, paths and ranks stay as they are); percentages
+(`*_pct*`) print with one decimal ("<0.1" for tiny non-zero ones); identifiers
 and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain integers; other integers, and whole counts or byte sizes that arrive as floats, get thousands separators;
 bandwidths (`*_gbps`) with 3 significant digits in fixed notation ("<0.001" below a thousandth of a
 GB/s, `bandwidth`, the terminal's format too); other floats print with 3 decimals ("<0.001" for tiny
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -45,6 +49,9 @@ HEADERS = {  # where the generic rule would say less than the column means
     "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last", "last_share": "Last share",
     "wait_caused_ms": "Wait caused (ms)", "host_pct": "Host time (% of wall)",
     "pct_of_step": "Waiting caused, % of the median step",
+    "max_hta_comm_overlap_diff_pp": "Largest |commscope − HTA| comm overlap (pp)",
+    "world_size_from": "World size taken from", "rank_from": "Rank taken from", "rank_files": "Trace files by rank",
+    "files": "Trace file by rank",
 }
 
 
@@ -59,6 +66,20 @@ def is_count(key: Any) -> bool:
 def is_id(key: Any) -> bool:
     k = str(key).lower()
     return k in ID_KEYS or k.endswith("_ns") or k.endswith("_id")
+
+
+def is_pct(key: Any) -> bool:
+    return "pct" in str(key).lower().split("_")
+
+
+SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
+
+
+def key_text(key: Any) -> str:
+    """A row key or heading as a reader's label: snake_case names humanized (`mean_ms` → "Mean (ms)"),
+    anything else (a path, a rank, a camelCase name the trace itself uses) as it is."""
+    k = str(key)
+    return humanize(k) if SNAKE.fullmatch(k) else k
 
 
 def humanize(key: Any) -> str:
@@ -99,7 +120,8 @@ def bandwidth(v: Any) -> str:
 
 
 def fmt(v: Any, key: Any = None) -> str:
-    """Display format (module docstring): ids plain, other integers with separators, floats 3 decimals."""
+    """Display format (module docstring): ids plain, other integers with separators, bandwidths 3
+    significant digits, percentages 1 decimal, other floats 3 decimals."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if isinstance(v, (bool, np.bool_)):
@@ -117,6 +139,10 @@ def fmt(v: Any, key: Any = None) -> str:
             return str(int(x))
         if key is not None and is_count(key) and x.is_integer() and abs(x) < 1e15:
             return f"{int(x):,}"
+        if key is not None and is_pct(key):
+            if x != 0 and abs(x) < 0.05:
+                return "<0.1" if x > 0 else ">−0.1"
+            return f"{x:,.1f}"
         if x != 0 and abs(x) < 0.0005:
             return "<0.001" if x > 0 else ">−0.001"
         return f"{x:,.3f}"
@@ -173,14 +199,16 @@ def keyed_table(mapping: Mapping[str, Mapping[str, Any]], key_name: str, columns
 
 
 def scalar_table(mapping: Mapping[str, Any], key_name: str = "key", value_name: str = "value",
-                 table_id: str | None = None) -> str:
+                 table_id: str | None = None, labels: Mapping[str, str] | None = None) -> str:
     """A two-column table of a flat dict (e.g. arrival skew); each value formatted by its own key, so
-    an id (`pid`) stays a plain integer."""
+    an id (`pid`) stays a plain integer. A key reads as `labels[key]` where given, else as key_text(key)."""
+    labels = labels or {}
     if not mapping:
         return '<p class="empty">(none)</p>'
     ident = f' id="{html.escape(table_id)}"' if table_id else ""
     head = "".join(f'<th data-key="{html.escape(c)}">{html.escape(humanize(c))}</th>' for c in (key_name, value_name))
-    body = "\n".join(f"<tr><td>{html.escape(str(k))}</td>{cell(v, key=k)}</tr>" for k, v in mapping.items())
+    body = "\n".join(f'<tr><td data-key="{html.escape(str(k))}">{html.escape(labels.get(k) or key_text(k))}</td>'
+                     f"{cell(v, key=k)}</tr>" for k, v in mapping.items())
     return f'<div class="scroll"><table{ident}><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>'
 
 
@@ -206,11 +234,11 @@ def nested(value: Any, depth: int = 0, limit: int | None = None) -> str:
             if isinstance(v, Mapping) and v and all(isinstance(x, Mapping) for x in v.values()) and \
                     all(not isinstance(y, (Mapping, list)) for x in v.values() for y in x.values()):
                 rows = v if limit is None or len(v) <= limit else dict(list(v.items())[:limit])
-                parts.append(f"<h{h}>{html.escape(str(k))}</h{h}>" + keyed_table(rows, "key") +
+                parts.append(f"<h{h}>{html.escape(key_text(k))}</h{h}>" + keyed_table(rows, "key") +
                              (f'<p class="note">… and {len(v) - limit:,} more entries, left out here.</p>'
                               if rows is not v else ""))
             else:
-                parts.append(f"<h{h}>{html.escape(str(k))}</h{h}>" + nested(v, depth + 1, limit))
+                parts.append(f"<h{h}>{html.escape(key_text(k))}</h{h}>" + nested(v, depth + 1, limit))
         return ("\n".join(parts) if parts else '<p class="empty">(none)</p>') + more
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(x, Mapping) for x in value):
