@@ -1,5 +1,6 @@
-"""The report's first screen: the summary (verdict, headline, top exposed labels and ranks with their why)
-and the ranks × steps heatmap of exposed communication, whose cells open their steps in the timeline.
+"""The report's first screen: the summary (verdict, headline, what the figures cannot tell, top exposed
+labels and ranks with their why) and the ranks × steps heatmap of exposed communication, whose cells open
+their steps in the timeline.
 
 Renders `ctx.highlights` and `ctx.heatmap` (commscope.analyze.report_overview) as they are. The heatmap
 is an HTML table, not a plot: it needs no plotting library, stays readable at any size, and each cell
@@ -20,6 +21,7 @@ import math
 
 import numpy as np
 
+from commscope.analyze.summary import hta_note
 from reports.tables import fmt
 from reports.timeline import label_colors
 
@@ -38,6 +40,27 @@ def _scale(x: float) -> tuple[str, str]:
     return f"rgb({rgb[0]},{rgb[1]},{rgb[2]})", "#000" if light else "#fff"
 
 
+CAVEATS_ON_PAGE = 12  # problems and notes in the box under the headline; the rest are counted
+
+
+def render_caveats(summary: dict) -> str | None:
+    """The box under the headline: what the figures above cannot conclude (the document's `notes`), what
+    went wrong while loading (`problems`, also listed under Run facts) and whether HTA's analyses were left
+    out for want of HTA. They qualify every number of the page, so they sit where it is read first."""
+    items = [("note", str(n)) for n in summary.get("notes") or []]
+    items += [("problem while loading", str(p)) for p in summary.get("problems") or []]
+    hta = hta_note(summary)
+    if hta:
+        items.append(("note", hta))
+    if not items:
+        return None
+    shown = "".join(f'<li class="{"problem" if kind != "note" else "note"}"><b>{kind}:</b> {html.escape(text)}</li>'
+                    for kind, text in items[:CAVEATS_ON_PAGE])
+    more = (f'<li>… {len(items) - CAVEATS_ON_PAGE} more: <a href="#overview">Run facts</a> lists every problem, '
+            "<code>commscope report --json</code> every note.</li>" if len(items) > CAVEATS_ON_PAGE else "")
+    return (f'<div class="caveats" id="caveats"><b>What these figures cannot tell</b><ul>{shown}{more}</ul></div>')
+
+
 def render_summary(ctx) -> str:
     h = ctx.highlights
     if isinstance(h, Exception):
@@ -54,6 +77,9 @@ def render_summary(ctx) -> str:
     if h.exposed_pct is not None:
         facts.append(f"<b>exposed communication {h.exposed_pct:.1f}% of step time</b>")
     out.append(f'<p class="headline">{" · ".join(facts)}</p>')
+    caveats = render_caveats(ctx.summary)
+    if caveats:
+        out.append(caveats)
     bars = ctx.timeline
     # the timeline's colour map, so a swatch here is the bar colour there
     colors = label_colors(bars.labels if bars is not None and not isinstance(bars, Exception) else

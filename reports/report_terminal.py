@@ -1,7 +1,8 @@
 """`commscope report`'s terminal output: the doctor's verdict line, top exposed labels, communication
 overlap per rank (on GPU traces HTA's rule beside the device-only number; without device kernels the
 recorded spans, and why the other two do not apply), host time at step boundaries, and what the input
-cannot show (the document's `problems` and `notes`, the first few, each whole).
+cannot show (the document's `problems` and `notes`, the first few, each whole), and a note when HTA's
+analyses were asked for but HTA is not installed.
 
 Why: the first answer (which collective is exposed, where) should not need a browser. Rendered from the
 same summarize() document as the HTML and --json, so all three agree. Writes to the given Console (the
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows,
+from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows, hta_note,
                                        undefined_overlap_note)
 from reports.tables import bandwidth, fmt
 
@@ -45,6 +46,9 @@ def print_caveats(summary: dict, console: Console) -> None:
         console.print(f"[bold]{kind}:[/] {escape(text)}", highlight=False, overflow="fold")
     if len(items) > CAVEATS_SHOWN:
         console.print(f"… {len(items) - CAVEATS_SHOWN} more, see --json", highlight=False)
+    hta = hta_note(summary)  # outside the cap: the one caveat about this machine, not the input
+    if hta:
+        console.print(f"[bold]note:[/] {escape(hta)}", highlight=False, overflow="fold")
 
 
 BOUNDARY_PCT = 2.0  # host time at step boundaries worth a line in the terminal summary (% of wall time)

@@ -270,6 +270,16 @@ def arrival_lateness(trace: Trace) -> dict:
     }
 
 
+def hta_note(doc: dict) -> str | None:
+    """One sentence when HTA's analyses were asked for (`--hta`, the default) but HTA could not be
+    imported, else None: `report --json` says so in `hta`, the terminal and the page print this line."""
+    hta = doc.get("hta") or {}
+    if hta.get("status") != "unavailable":
+        return None
+    return (f"HTA's analyses were asked for (--hta, the default) but did not run: {hta.get('reason')}; "
+            "--no-hta leaves them out.")
+
+
 def comm_overlap_rows(doc: dict) -> list[dict]:
     """A summarize() document's per-rank communication overlaps as one row per rank, a column per key
     present (`hta_comm_overlap_pct_by_rank` → `hta_comm_overlap_pct`): the shape both the terminal and the
