@@ -26,6 +26,8 @@ from reports.overview_section import render_heatmap, render_summary
 from reports.scale_section import render_lateness, render_top_waiting
 
 LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct", "busbw_gbps"]
+# Per-label fields keyed by other labels, not ranks: one cell each ("attn: 119.047"), not a table by rank.
+BY_LABEL_FIELDS = {"queued_behind_ms"}
 CONFIG_ITEMS = 16  # at scale: entries shown per list or mapping of the run configuration
 
 
@@ -115,10 +117,11 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
     scalar_cols, dict_cols = [], []
     for v in labels.values():
         for k, x in v.items():
-            target = dict_cols if isinstance(x, dict) else scalar_cols
+            target = dict_cols if isinstance(x, dict) and k not in BY_LABEL_FIELDS else scalar_cols
             if k not in LABEL_COLUMNS and k not in scalar_cols + dict_cols:
                 target.append(k)
-    scalars = {lab: {k: x for k, x in v.items() if not isinstance(x, dict)} for lab, v in labels.items()}
+    scalars = {lab: {k: x for k, x in v.items() if not isinstance(x, dict) or k in BY_LABEL_FIELDS}
+               for lab, v in labels.items()}
     # The columns mix per-call, per-rank and all-rank aggregates; say which is which where they are read.
     basis = ctx.summary.get("duration_basis") or "no collective has one"
     out = ['<p class="note">Calls: all ranks together; exposed: per rank (mean over the ranks with the label); '

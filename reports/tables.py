@@ -48,6 +48,7 @@ HEADERS = {  # where the generic rule would say less than the column means
     "diff_pp": "commscope − HTA (pp)",
     "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last", "last_share": "Last share",
     "wait_caused_ms": "Wait caused (ms)", "host_pct": "Host time (% of wall)",
+    "queued_behind_ms": "Queued behind, by label (ms)",
     "pct_of_step": "Waiting caused, % of the median step",
     "max_hta_comm_overlap_diff_pp": "Largest |commscope − HTA| comm overlap (pp)",
     "world_size_from": "World size taken from", "rank_from": "Rank taken from", "rank_files": "Trace files by rank",
@@ -168,7 +169,7 @@ def cell(v: Any, tag: str = "td", key: Any = None) -> str:
             f' data-value="{html.escape(repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)))}"')
         return f'<{tag} class="num"{exact}>{html.escape(text)}</{tag}>'
     if isinstance(v, (dict,)):
-        return f"<{tag}>{html.escape(', '.join(f'{k}: {fmt(x, k)}' for k, x in v.items()))}</{tag}>"
+        return f"<{tag}>{html.escape(', '.join(f'{k}: {fmt(x, k)}' for k, x in v.items()) or '–')}</{tag}>"
     return f"<{tag}>{html.escape(text)}</{tag}>"
 
 

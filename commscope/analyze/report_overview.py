@@ -4,7 +4,8 @@ each is listed, and the ranks × steps heatmap of exposed communication.
 `highlights(summary, diagnosis)` reads summarize()'s document (and the doctor's verdict) and picks what a
 reader should look at first:
 - labels: the most exposed (summary `exposed_ms`, per rank), each with its share of the step time, how much
-  of it compute hid (`hidden_pct`) and the rank where it is most exposed;
+  of it compute hid (`hidden_pct`), how much is queueing behind earlier collectives of its group and
+  behind which labels (`queued_ms`, `queued_behind_ms`), and the rank where it is most exposed;
 - ranks: the stragglers that made others wait (skew.stragglers: `times_last`, `wait_caused_ms`) and the
   rank with the most exposed communication;
 - headline: exposed communication as a share of all step time, over all ranks and steps.
@@ -66,6 +67,22 @@ def _f(v: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
+BEHIND_NAMED = 3  # labels named in a queueing line; the rest are summed
+
+
+def _behind(by_label: Any) -> str:
+    """' (behind attn: 2,541.000 ms, ...)': the labels a label's queueing was charged to (summary
+    `queued_behind_ms`, most first), the cause of its wait rather than the wait; '' without them."""
+    items = [(str(k), x) for k, x in ((k, _f(x)) for k, x in (by_label or {}).items()) if x]
+    if not items:
+        return ""
+    items.sort(key=lambda kv: -kv[1])
+    named = ", ".join(f"{k}: {x:,.3f} ms" for k, x in items[:BEHIND_NAMED])
+    rest = items[BEHIND_NAMED:]
+    more = (f", {len(rest)} more label(s): {sum(x for _, x in rest):,.3f} ms" if rest else "")
+    return f" (behind {named}{more})"
+
+
 def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights:
     steps = pd.DataFrame(summary.get("steps") or [])
     if len(steps):
@@ -96,7 +113,8 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
         queued, own = _f(v.get("queued_ms")), _f(v.get("own_exposed_ms"))
         if queued and queued >= QUEUED_SHARE * ms:  # waiting behind its group's earlier collectives, not its own
             why.append(f"{queued:,.3f} ms of it ({100 * queued / ms:.0f}%) is queueing behind earlier collectives "
-                       f"of its process group; its own transfer is exposed {own or 0.0:,.3f} ms (analyze.exposure)")
+                       f"of its process group{_behind(v.get('queued_behind_ms'))}; its own transfer is exposed "
+                       f"{own or 0.0:,.3f} ms")
         charged = _f(v.get("queue_charged_ms"))
         if charged and charged >= QUEUED_SHARE * ms:
             why.append(f"later collectives of its process group queue behind it for {charged:,.3f} ms more")
