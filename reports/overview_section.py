@@ -126,6 +126,20 @@ def render_heatmap_canvas(ctx, hm) -> str:
             '<div class="heatmap-box"><canvas id="heatmap-canvas"></canvas></div>' + data_html(data, "heatmap-gz"))
 
 
+def _click_note(columns: list[tuple[int, int]], drawn: list[bool]) -> str:
+    """What a click on a cell does: open its steps in the timeline, for the columns the timeline draws."""
+    if all(drawn):
+        return "click it to open its steps in the timeline."
+    steps = [s for c, d in zip(columns, drawn) if d for s in c]
+    if not steps:
+        return ("the timeline draws none of these columns' steps; <code>--steps A:B</code> draws the steps "
+                "you choose.")
+    lo, hi = min(steps), max(steps)
+    which = f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
+    return (f"the timeline draws {which} (the shaded column headers): click a cell there to open it in the "
+            "timeline; <code>--steps A:B</code> draws other steps.")
+
+
 def render_heatmap(ctx) -> str | None:
     hm = ctx.heatmap
     if isinstance(hm, Exception):
@@ -137,7 +151,10 @@ def render_heatmap(ctx) -> str | None:
     finite = hm.exposed_ms[~np.isnan(hm.exposed_ms)]
     top = float(finite.max()) if finite.size else 0.0
     show_numbers = len(hm.columns) <= 16
-    head = "".join(f"<th>{c[0]}</th>" if c[0] == c[1] else f"<th>{c[0]}–{c[1]}</th>" for c in hm.columns)
+    # the columns whose cells open in the timeline: those it draws (a cell there carries its window)
+    drawn = [any(row[j] is not None for row in hm.window_ms) for j in range(len(hm.columns))]
+    head = "".join(('<th class="drawn">' if d and not all(drawn) else "<th>") + (f"{c[0]}" if c[0] == c[1] else f"{c[0]}–{c[1]}")
+                   + "</th>" for c, d in zip(hm.columns, drawn))
     rows = []
     for i, rank in enumerate(hm.ranks):
         cells = []
@@ -159,7 +176,7 @@ def render_heatmap(ctx) -> str | None:
     return ('<p class="note">Exposed communication per rank and step (ms; the time a rank waits on '
             'collectives that compute does not hide' + ("" if len(hm.columns) == len({s for c in hm.columns for s in c})
             or all(c[0] == c[1] for c in hm.columns) else "; a column covers several steps: mean per step") +
-            '). Hover a cell for its numbers; click it to open its steps in the timeline. '
-            f'{legend}</p><p class="note" id="heatmap-note" style="min-height:2.6em"></p>'
+            '). Hover a cell for its numbers; ' + _click_note(hm.columns, drawn) +
+            f' {legend}</p><p class="note" id="heatmap-note" style="min-height:2.6em"></p>'
             f'<div class="scroll"><table class="heatmap{"" if show_numbers else " dense"}" id="heatmap-table"><thead><tr><th>rank \\ step</th>{head}'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')

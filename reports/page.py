@@ -52,7 +52,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} .note{color:#555;font
 .swatch{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:5px;vertical-align:-1px}
 table.heatmap td.cell{cursor:pointer;text-align:right;font-variant-numeric:tabular-nums;min-width:34px}
 table.heatmap.dense td.cell{min-width:10px;padding:3px 2px;height:16px} table.heatmap.dense th{padding:3px 2px;font-size:11px}
-table.heatmap td.sel{outline:3px solid #d62728;outline-offset:-3px} table.heatmap td.na{color:#aaa}
+table.heatmap th.drawn{background:#cfe0f3} table.heatmap td.sel{outline:3px solid #d62728;outline-offset:-3px} table.heatmap td.na{color:#aaa}
 .heatmap-box{overflow:auto;max-height:1080px;max-width:100%} #heatmap-canvas{cursor:pointer}
 .ramp{display:inline-block;width:120px;height:10px;vertical-align:middle;margin:0 4px;border:1px solid #ccc}
 details{margin-top:10px;border-top:1px solid #e3e3e3;padding-top:6px}

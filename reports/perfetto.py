@@ -5,7 +5,8 @@ exposed communication at a glance, with commscope's labels attached to each slic
 
 Layout of the output
 - one process per rank (`pid` = rank, `process_name` "rank N", sorted by rank);
-- tracks (threads) per rank: `steps`, `compute <stream>` (kernels per CUDA stream, or CPU ops / regions),
+- tracks (threads) per rank: `steps`, `compute stream <stream>` (kernels per CUDA stream), `compute (CPU
+  thread <tid>)` (a CPU trace's top-level ops per thread) or `compute` (a run's regions),
   `regions`, `comm <label>` (one per collective label), `hooks` (instant events);
 - a track whose slices would overlap is split into extra lanes (`comm attn #2`, ...) so that no two
   complete slices on one (pid, tid) overlap — Perfetto drops or mis-nests partially overlapping slices;
@@ -177,7 +178,10 @@ def build_perfetto(trace: Any) -> dict:
             streams = comp["stream"].astype("object").where(comp["stream"].notna(), None)
             for stream in sorted(set(streams), key=lambda x: (x is None, str(x))):
                 sub = comp[(streams == stream).to_numpy()] if stream is not None else comp[streams.isna().to_numpy()]
-                label = "compute" if stream is None else f"compute stream {stream}"
+                # a CPU trace's compute is each thread's top-level ops: its "stream" is a thread id
+                thread = "kind" in sub and bool((sub["kind"] == "cpu_op").all())
+                label = ("compute" if stream is None else f"compute (CPU thread {stream})" if thread
+                         else f"compute stream {stream}")
                 em.slices("compute", label, rel(sub["start_ns"], t0),
                           rel(sub["end_ns"], t0), [str(n) for n in sub["name"]],
                           [{"kind": _num(k), "step": _num(s)} for k, s in zip(sub["kind"], sub["step"])], "compute")

@@ -80,7 +80,8 @@ def render_timeline(ctx: ReportContext) -> str:
 
     if isinstance(ctx.timeline, Exception):
         raise ctx.timeline
-    fig = timeline_figure(ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline)
+    fig = timeline_figure(ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline,
+                          cpu_threads=cpu_threads(ctx))
     shown = "all steps" if ctx.window is None else f"steps {ctx.window[0]}–{ctx.window[1] - 1}"
     note = (f'<p class="note">{shown}. Per rank: one grey row per compute stream (hover: its kernels), one comm row '
             'with each collective coloured by label, split into lanes where collectives overlap; <b>hatched with a '
@@ -95,6 +96,11 @@ def render_timeline(ctx: ReportContext) -> str:
     return note + plot
 
 
+def cpu_threads(ctx: ReportContext) -> bool:
+    """Without device kernels a compute row's stream is the thread id of CPU ops (docs/frames.md)."""
+    return ctx.trace is not None and not len(ctx.trace.kernels)
+
+
 def rank_picker(ctx: ReportContext) -> str:
     """At scale: which ranks the figure draws and why, and the selector that adds any rank's rows below them
     (drawn by report.js from every rank's rows, reports.timeline_ranks)."""
@@ -107,7 +113,7 @@ def rank_picker(ctx: ReportContext) -> str:
             '<p class="note"><label for="rank-select">Show any rank below them:</label> '
             '<select id="rank-select" disabled><option value="">loading…</option></select> '
             '<span id="rank-shown"></span></p>'
-            + data_html(rank_rows(ctx.timeline), "rank-rows-gz") + data_html(style(ctx.timeline), "timeline-style"))
+            + data_html(rank_rows(ctx.timeline), "rank-rows-gz") + data_html(style(ctx.timeline, cpu_threads(ctx)), "timeline-style"))
 
 
 def render_collectives_by_label(ctx: ReportContext) -> str:

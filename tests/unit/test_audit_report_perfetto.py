@@ -47,3 +47,10 @@ def test_flow_chains_across_eight_gpus_run_forward():
     for evs in flows.values():
         assert evs[0]["ph"] == "s" and evs[-1]["ph"] == "f" and all(e["ph"] == "t" for e in evs[1:-1])
         assert len({e["pid"] for e in evs}) == len(evs)  # one event per rank
+
+
+def test_cpu_trace_compute_tracks_are_named_as_threads():
+    doc = build_perfetto(load_path(str(TESTS / "data" / "gloo2")))
+    names = sorted({e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"
+                    and e["args"]["name"].startswith("compute")})
+    assert names == ["compute (CPU thread 11735)", "compute (CPU thread 11736)"]
