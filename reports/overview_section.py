@@ -40,6 +40,17 @@ def _scale(x: float) -> tuple[str, str]:
     return f"rgb({rgb[0]},{rgb[1]},{rgb[2]})", "#000" if light else "#fff"
 
 
+def _step_scope(h) -> str:
+    """What the headline's mean step is over, beside it: other commands print other step times (the
+    doctor's median leaves warm-up out)."""
+    if h.step_range is None:
+        return ""
+    a, b = h.step_range
+    steps = f"step {a}" if a == b else f"steps {a}–{b}"
+    ranks = f"{h.step_ranks} rank" + ("" if h.step_ranks == 1 else "s")
+    return f" (over {ranks}, {steps}" + (" selected)" if h.steps_selected else ", warm-up included)")
+
+
 CAVEATS_ON_PAGE = 12  # problems and notes in the box under the headline; the rest are counted
 
 
@@ -73,7 +84,7 @@ def render_summary(ctx) -> str:
            f'{html.escape(said)}</p>']
     facts = [f"{h.n_ranks} ranks", f"{h.n_steps} steps"]
     if h.step_ms_mean is not None:
-        facts.append(f"mean step {fmt(h.step_ms_mean)} ms")
+        facts.append(f"mean step {fmt(h.step_ms_mean)} ms" + _step_scope(h))
     if h.exposed_pct is not None:
         facts.append(f"<b>exposed communication {h.exposed_pct:.1f}% of step time</b>")
     out.append(f'<p class="headline">{" · ".join(facts)}</p>')

@@ -8,7 +8,9 @@ reader should look at first:
   behind which labels (`queued_ms`, `queued_behind_ms`), and the rank where it is most exposed;
 - ranks: the stragglers that made others wait (skew.stragglers: `times_last`, `wait_caused_ms`) and the
   rank with the most exposed communication;
-- headline: exposed communication as a share of all step time, over all ranks and steps.
+- headline: exposed communication as a share of all step time, over all ranks and steps, and the mean
+  step time with the ranks and steps it is over (every step of the summary, warm-up included unless
+  --steps left it out; the doctor leaves warm-up out, so its median step differs).
 `heatmap(summary, trace, bars)` pivots the step breakdown's `exposed_comm_ms` into ranks × steps (steps
 binned into at most `max_cols` columns of consecutive steps, mean per step) and gives each cell the
 time range of that rank's steps on the timeline's axis (ms since TimelineBars.t0), or None when the
@@ -43,11 +45,14 @@ class Highlights:
     verdict: str                       # the doctor's verdict ("ok", "straggler", ...) or "unknown"
     verdict_summary: str
     exposed_pct: float | None          # Σ exposed_comm_ms / Σ step_ms over all (rank, step), percent
-    step_ms_mean: float | None         # mean step_ms over all (rank, step)
+    step_ms_mean: float | None         # mean step_ms over all (rank, step): every step, warm-up included
     n_steps: int
     n_ranks: int
     labels: list[Finding]
     ranks: list[Finding]
+    step_range: tuple[int, int] | None = None  # first and last step of the rows step_ms_mean is over
+    step_ranks: int = 0                # ranks with step rows: the ranks step_ms_mean is over
+    steps_selected: bool = False       # the summary covers the --steps selection, not every step
 
 
 @dataclass
@@ -92,9 +97,10 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
         step_mean = _f(pd.to_numeric(steps["step_ms"], errors="coerce").mean())
         n_steps = int(steps["step"].nunique())
         per_rank_step_ms = float(step_sum / max(steps["rank"].nunique(), 1))
+        step_range, step_ranks = (int(steps["step"].min()), int(steps["step"].max())), int(steps["rank"].nunique())
     else:
-        exposed_pct = step_mean = None
-        n_steps, per_rank_step_ms = 0, 0.0
+        exposed_pct = step_mean = step_range = None
+        n_steps, per_rank_step_ms, step_ranks = 0, 0.0, 0
     labels = []
     ranked = sorted((summary.get("labels") or {}).items(), key=lambda kv: -(_f(kv[1].get("exposed_ms")) or 0.0))
     for lab, v in ranked[:top]:
@@ -151,7 +157,9 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
     else:
         verdict, vsum = diagnosis.verdict, diagnosis.summary
     return Highlights(verdict=verdict, verdict_summary=vsum, exposed_pct=exposed_pct, step_ms_mean=step_mean,
-                      n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks)
+                      n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks,
+                      step_range=step_range, step_ranks=step_ranks,
+                      steps_selected=bool(summary.get("steps_selected")))
 
 
 def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 60) -> Heatmap | None:

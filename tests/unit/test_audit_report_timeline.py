@@ -1,5 +1,5 @@
-"""The timeline says which steps it draws (step menu, heatmap), and names a CPU thread's compute row as
-one, not as a stream."""
+"""The timeline says which steps it draws (step menu, heatmap) and names a CPU thread's compute row as one,
+not as a stream; the headline says which ranks and steps its mean step is over."""
 import json
 import re
 
@@ -79,3 +79,23 @@ def test_gpu_stream_rows_keep_their_stream():
     ctx = context(TESTS / "data" / "modded-nanogpt-8xh100")
     ticks = _ticks(render_timeline(ctx))
     assert ticks[:2] == ["r0 compute s7", "r0 comm"] and not any("thread" in t for t in ticks)
+
+
+def test_headline_mean_step_says_what_it_covers(ten_steps):
+    from reports.overview_section import render_summary
+
+    head = re.search(r'<p class="headline">(.*?)</p>', render_summary(ten_steps)).group(1)
+    steps = ten_steps.summary["steps"]
+    mean = sum(r["step_ms"] for r in steps) / len(steps)
+    assert f"mean step {mean:,.3f} ms (over 2 ranks, steps 0–9, warm-up included)" in head
+    assert head.startswith("2 ranks · 10 steps · ")
+
+
+def test_headline_mean_step_under_steps_selection(tmp_path):
+    from reports.overview_section import render_summary
+
+    write_run_dir(make_trace(style="run", steps=tuple(range(10))), tmp_path / "run")
+    tr = load_path(str(tmp_path / "run"))
+    ctx = report_context(tr, summarize(tr, steps=(3, 6), with_hta=False), (3, 6), with_layout=False)
+    head = re.search(r'<p class="headline">(.*?)</p>', render_summary(ctx)).group(1)
+    assert "(over 2 ranks, steps 3–5 selected)" in head and "warm-up" not in head
