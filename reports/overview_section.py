@@ -1,5 +1,6 @@
-"""The report's first screen: the summary (verdict, headline, top exposed labels and ranks with their why)
-and the ranks × steps heatmap of exposed communication, whose cells open their steps in the timeline.
+"""The report's first screen: the summary (verdict, headline, what the figures cannot tell, top exposed
+labels and ranks with their why) and the ranks × steps heatmap of exposed communication, whose cells open
+their steps in the timeline.
 
 Renders `ctx.highlights` and `ctx.heatmap` (commscope.analyze.report_overview) as they are. The heatmap
 is an HTML table, not a plot: it needs no plotting library, stays readable at any size, and each cell
@@ -20,6 +21,7 @@ import math
 
 import numpy as np
 
+from commscope.analyze.summary import hta_note
 from reports.tables import fmt
 from reports.timeline import label_colors
 
@@ -38,6 +40,38 @@ def _scale(x: float) -> tuple[str, str]:
     return f"rgb({rgb[0]},{rgb[1]},{rgb[2]})", "#000" if light else "#fff"
 
 
+def _step_scope(h) -> str:
+    """What the headline's mean step is over, beside it: other commands print other step times (the
+    doctor's median leaves warm-up out)."""
+    if h.step_range is None:
+        return ""
+    a, b = h.step_range
+    steps = f"step {a}" if a == b else f"steps {a}–{b}"
+    ranks = f"{h.step_ranks} rank" + ("" if h.step_ranks == 1 else "s")
+    return f" (over {ranks}, {steps}" + (" selected)" if h.steps_selected else ", warm-up included)")
+
+
+CAVEATS_ON_PAGE = 12  # problems and notes in the box under the headline; the rest are counted
+
+
+def render_caveats(summary: dict) -> str | None:
+    """The box under the headline: what the figures above cannot conclude (the document's `notes`), what
+    went wrong while loading (`problems`, also listed under Run facts) and whether HTA's analyses were left
+    out for want of HTA. They qualify every number of the page, so they sit where it is read first."""
+    items = [("note", str(n)) for n in summary.get("notes") or []]
+    items += [("problem while loading", str(p)) for p in summary.get("problems") or []]
+    hta = hta_note(summary)
+    if hta:
+        items.append(("note", hta))
+    if not items:
+        return None
+    shown = "".join(f'<li class="{"problem" if kind != "note" else "note"}"><b>{kind}:</b> {html.escape(text)}</li>'
+                    for kind, text in items[:CAVEATS_ON_PAGE])
+    more = (f'<li>… {len(items) - CAVEATS_ON_PAGE} more: <a href="#overview">Run facts</a> lists every problem, '
+            "<code>commscope report --json</code> every note.</li>" if len(items) > CAVEATS_ON_PAGE else "")
+    return (f'<div class="caveats" id="caveats"><b>What these figures cannot tell</b><ul>{shown}{more}</ul></div>')
+
+
 def render_summary(ctx) -> str:
     h = ctx.highlights
     if isinstance(h, Exception):
@@ -50,10 +84,13 @@ def render_summary(ctx) -> str:
            f'{html.escape(said)}</p>']
     facts = [f"{h.n_ranks} ranks", f"{h.n_steps} steps"]
     if h.step_ms_mean is not None:
-        facts.append(f"mean step {fmt(h.step_ms_mean)} ms")
+        facts.append(f"mean step {fmt(h.step_ms_mean)} ms" + _step_scope(h))
     if h.exposed_pct is not None:
         facts.append(f"<b>exposed communication {h.exposed_pct:.1f}% of step time</b>")
     out.append(f'<p class="headline">{" · ".join(facts)}</p>')
+    caveats = render_caveats(ctx.summary)
+    if caveats:
+        out.append(caveats)
     bars = ctx.timeline
     # the timeline's colour map, so a swatch here is the bar colour there
     colors = label_colors(bars.labels if bars is not None and not isinstance(bars, Exception) else
@@ -100,6 +137,20 @@ def render_heatmap_canvas(ctx, hm) -> str:
             '<div class="heatmap-box"><canvas id="heatmap-canvas"></canvas></div>' + data_html(data, "heatmap-gz"))
 
 
+def _click_note(columns: list[tuple[int, int]], drawn: list[bool]) -> str:
+    """What a click on a cell does: open its steps in the timeline, for the columns the timeline draws."""
+    if all(drawn):
+        return "click it to open its steps in the timeline."
+    steps = [s for c, d in zip(columns, drawn) if d for s in c]
+    if not steps:
+        return ("the timeline draws none of these columns' steps; <code>--steps A:B</code> draws the steps "
+                "you choose.")
+    lo, hi = min(steps), max(steps)
+    which = f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
+    return (f"the timeline draws {which} (the shaded column headers): click a cell there to open it in the "
+            "timeline; <code>--steps A:B</code> draws other steps.")
+
+
 def render_heatmap(ctx) -> str | None:
     hm = ctx.heatmap
     if isinstance(hm, Exception):
@@ -111,7 +162,10 @@ def render_heatmap(ctx) -> str | None:
     finite = hm.exposed_ms[~np.isnan(hm.exposed_ms)]
     top = float(finite.max()) if finite.size else 0.0
     show_numbers = len(hm.columns) <= 16
-    head = "".join(f"<th>{c[0]}</th>" if c[0] == c[1] else f"<th>{c[0]}–{c[1]}</th>" for c in hm.columns)
+    # the columns whose cells open in the timeline: those it draws (a cell there carries its window)
+    drawn = [any(row[j] is not None for row in hm.window_ms) for j in range(len(hm.columns))]
+    head = "".join(('<th class="drawn">' if d and not all(drawn) else "<th>") + (f"{c[0]}" if c[0] == c[1] else f"{c[0]}–{c[1]}")
+                   + "</th>" for c, d in zip(hm.columns, drawn))
     rows = []
     for i, rank in enumerate(hm.ranks):
         cells = []
@@ -133,7 +187,7 @@ def render_heatmap(ctx) -> str | None:
     return ('<p class="note">Exposed communication per rank and step (ms; the time a rank waits on '
             'collectives that compute does not hide' + ("" if len(hm.columns) == len({s for c in hm.columns for s in c})
             or all(c[0] == c[1] for c in hm.columns) else "; a column covers several steps: mean per step") +
-            '). Hover a cell for its numbers; click it to open its steps in the timeline. '
-            f'{legend}</p><p class="note" id="heatmap-note" style="min-height:2.6em"></p>'
+            '). Hover a cell for its numbers; ' + _click_note(hm.columns, drawn) +
+            f' {legend}</p><p class="note" id="heatmap-note" style="min-height:2.6em"></p>'
             f'<div class="scroll"><table class="heatmap{"" if show_numbers else " dense"}" id="heatmap-table"><thead><tr><th>rank \\ step</th>{head}'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')

@@ -45,12 +45,14 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} .note{color:#555;font
 .scroll{overflow-x:auto;max-width:100%}
 .verdict{font-size:16px;padding:8px 12px;border-radius:4px;margin:6px 0}
 .verdict.ok{background:#e8f4ea;border-left:5px solid #2a7a2a} .verdict.bad{background:#fbeaea;border-left:5px solid #b00020}
-.headline{font-size:15px;margin:6px 0} .cols{display:flex;gap:32px;flex-wrap:wrap} .cols>div{flex:1;min-width:320px}
+.headline{font-size:15px;margin:6px 0}
+.caveats{background:#fff8e1;border-left:5px solid #d9a400;padding:6px 12px;margin:6px 0;font-size:13px}
+.caveats ul{margin:4px 0 0;padding-left:18px} .caveats li{margin:2px 0} .caveats li.problem b{color:#8a1c00} .cols{display:flex;gap:32px;flex-wrap:wrap} .cols>div{flex:1;min-width:320px}
 .cols ol{margin:0;padding-left:20px} .cols li{margin:3px 0} .cols ul{margin:2px 0 6px;padding-left:18px;font-size:13px;color:#333}
 .swatch{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:5px;vertical-align:-1px}
 table.heatmap td.cell{cursor:pointer;text-align:right;font-variant-numeric:tabular-nums;min-width:34px}
 table.heatmap.dense td.cell{min-width:10px;padding:3px 2px;height:16px} table.heatmap.dense th{padding:3px 2px;font-size:11px}
-table.heatmap td.sel{outline:3px solid #d62728;outline-offset:-3px} table.heatmap td.na{color:#aaa}
+table.heatmap th.drawn{background:#cfe0f3} table.heatmap td.sel{outline:3px solid #d62728;outline-offset:-3px} table.heatmap td.na{color:#aaa}
 .heatmap-box{overflow:auto;max-height:1080px;max-width:100%} #heatmap-canvas{cursor:pointer}
 .ramp{display:inline-block;width:120px;height:10px;vertical-align:middle;margin:0 4px;border:1px solid #ccc}
 details{margin-top:10px;border-top:1px solid #e3e3e3;padding-top:6px}

@@ -5,15 +5,19 @@ exposed communication at a glance, with commscope's labels attached to each slic
 
 Layout of the output
 - one process per rank (`pid` = rank, `process_name` "rank N", sorted by rank);
-- tracks (threads) per rank: `steps`, `compute <stream>` (kernels per CUDA stream, or CPU ops / regions),
+- tracks (threads) per rank: `steps`, `compute stream <stream>` (kernels per CUDA stream), `compute (CPU
+  thread <tid>)` (a CPU trace's top-level ops per thread) or `compute` (a run's regions),
   `regions`, `comm <label>` (one per collective label), `hooks` (instant events);
 - a track whose slices would overlap is split into extra lanes (`comm attn #2`, ...) so that no two
   complete slices on one (pid, tid) overlap — Perfetto drops or mis-nests partially overlapping slices;
 - every collective slice carries label, phase, op, bytes, dtype, group, seq and its host-side times in
   `args`;
 - one collective call across ranks (the same (group, seq): commscope.analyze.flows) is linked by flow
-  arrows (flow v1 events `s` → `t` … → `f`, in rank order, each bound to its slice's midpoint), so
-  clicking a slice in Perfetto follows the call to every other rank.
+  arrows (flow v1 events `s` → `t` … → `f`), so clicking a slice in Perfetto follows the call to every
+  other rank. The chain runs in the order the ranks' slices start: an arrow goes from one rank's slice to
+  the slice of the rank that started the same call next, the first (`s`) is the earliest start and the
+  last (`f`) the latest, the rank the others waited for. Each event sits just inside its slice's start
+  (FLOW_INSET_US), so no arrow points back in time.
 
 `write_perfetto` writes gzip when the output name ends in `.gz` (Perfetto opens both), plain JSON else.
 
@@ -124,17 +128,27 @@ def _t0(trace: Any) -> int:
     return min(cands) if cands else 0
 
 
+# A flow event binds to the slice that encloses it: at a slice's exact start the viewer may bind it to the
+# slice before on the track, so each event sits this far inside (1 ns, or half of a shorter slice).
+FLOW_INSET_US = 0.001
+
+
+def _flow_point(ev: dict) -> float:
+    return round(ev["ts"] + min(FLOW_INSET_US, ev["dur"] / 2), 3)
+
+
 def _flow_events(slices: dict[int, list[tuple[int, dict]]]) -> list[dict]:
-    """Flow v1 events chaining each instance's slices in rank order (module docstring)."""
+    """Flow v1 events chaining each instance's slices in the order they start (module docstring); ties
+    by rank, so the file is the same on every export."""
     out = []
     for flow, members in sorted(slices.items()):
-        members = sorted(members, key=lambda m: m[0])
+        members = sorted(members, key=lambda m: (_flow_point(m[1]), m[0]))
         if len(members) < 2:
             continue
         for k, (_, ev) in enumerate(members):
             ph = "s" if k == 0 else "f" if k == len(members) - 1 else "t"
             fe = {"ph": ph, "id": int(flow), "cat": "collective", "name": ev["args"].get("label") or ev["name"],
-                  "pid": ev["pid"], "tid": ev["tid"], "ts": round(ev["ts"] + ev["dur"] / 2, 3)}
+                  "pid": ev["pid"], "tid": ev["tid"], "ts": _flow_point(ev)}
             if ph == "f":
                 fe["bp"] = "e"
             out.append(fe)
@@ -164,7 +178,10 @@ def build_perfetto(trace: Any) -> dict:
             streams = comp["stream"].astype("object").where(comp["stream"].notna(), None)
             for stream in sorted(set(streams), key=lambda x: (x is None, str(x))):
                 sub = comp[(streams == stream).to_numpy()] if stream is not None else comp[streams.isna().to_numpy()]
-                label = "compute" if stream is None else f"compute stream {stream}"
+                # a CPU trace's compute is each thread's top-level ops: its "stream" is a thread id
+                thread = "kind" in sub and bool((sub["kind"] == "cpu_op").all())
+                label = ("compute" if stream is None else f"compute (CPU thread {stream})" if thread
+                         else f"compute stream {stream}")
                 em.slices("compute", label, rel(sub["start_ns"], t0),
                           rel(sub["end_ns"], t0), [str(n) for n in sub["name"]],
                           [{"kind": _num(k), "step": _num(s)} for k, s in zip(sub["kind"], sub["step"])], "compute")

@@ -1,7 +1,8 @@
 """`commscope report`'s terminal output: the doctor's verdict line, top exposed labels, communication
 overlap per rank (on GPU traces HTA's rule beside the device-only number; without device kernels the
 recorded spans, and why the other two do not apply), host time at step boundaries, and what the input
-cannot show (the document's `problems` and `notes`, the first few).
+cannot show (the document's `problems` and `notes`, the first few, each whole), and a note when HTA's
+analyses were asked for but HTA is not installed.
 
 Why: the first answer (which collective is exposed, where) should not need a browser. Rendered from the
 same summarize() document as the HTML and --json, so all three agree. Writes to the given Console (the
@@ -13,19 +14,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows,
+from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows, hta_note,
                                        undefined_overlap_note)
-from reports.tables import fmt
+from reports.tables import bandwidth, fmt
 
 
 def pct(v) -> str:
     """Percentages with one decimal, so a column lines up (fmt drops the decimals of 91.0)."""
     return fmt(v) if v is None else f"{float(v):.1f}"
-
-
-def bandwidth(v) -> str:
-    """Three significant digits: GB/s spans hundreds (NVLink) to millionths (gloo, tiny tensors)."""
-    return fmt(v) if v is None else f"{float(v):.3g}"
 
 
 def queued_pct(label: dict) -> str:
@@ -38,20 +34,21 @@ def queued_pct(label: dict) -> str:
 
 
 CAVEATS_SHOWN = 6  # problems and notes printed under the tables; the rest are counted
-CAVEAT_CHARS = 240  # a problem can list dozens of examples: the terminal keeps its first sentence's worth
 
 
 def print_caveats(summary: dict, console: Console) -> None:
     """What the input cannot show: the document's `problems` (the loader's), then its `notes` (the
-    analysis'), one line each, the first CAVEATS_SHOWN of them, each cut at CAVEAT_CHARS."""
+    analysis'), the first CAVEATS_SHOWN of them. Each is printed whole, wrapped at word boundaries: a
+    caveat cut mid-sentence loses the part that says what to do about it."""
     items = [("problem", str(p)) for p in summary.get("problems") or []]
     items += [("note", str(n)) for n in summary.get("notes") or []]
     for kind, text in items[:CAVEATS_SHOWN]:
-        if len(text) > CAVEAT_CHARS:
-            text = text[:CAVEAT_CHARS - 1].rstrip() + "…"
-        console.print(f"[bold]{kind}:[/] {escape(text)}", highlight=False)
+        console.print(f"[bold]{kind}:[/] {escape(text)}", highlight=False, overflow="fold")
     if len(items) > CAVEATS_SHOWN:
         console.print(f"… {len(items) - CAVEATS_SHOWN} more, see --json", highlight=False)
+    hta = hta_note(summary)  # outside the cap: the one caveat about this machine, not the input
+    if hta:
+        console.print(f"[bold]note:[/] {escape(hta)}", highlight=False, overflow="fold")
 
 
 BOUNDARY_PCT = 2.0  # host time at step boundaries worth a line in the terminal summary (% of wall time)

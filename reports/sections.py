@@ -26,6 +26,8 @@ from reports.overview_section import render_heatmap, render_summary
 from reports.scale_section import render_lateness, render_top_waiting
 
 LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct", "busbw_gbps"]
+# Per-label fields keyed by other labels, not ranks: one cell each ("attn: 119.047"), not a table by rank.
+BY_LABEL_FIELDS = {"queued_behind_ms"}
 CONFIG_ITEMS = 16  # at scale: entries shown per list or mapping of the run configuration
 
 
@@ -55,9 +57,9 @@ def listed_note(ctx: ReportContext) -> str:
 
 def render_overview(ctx: ReportContext) -> str:
     t, s = ctx.trace, ctx.summary
-    facts = {"input": str(t.path), "source": t.source, "world size": t.world_size, "ranks loaded": len(t.ranks),
-             "backend": t.backend, "device": t.device,
-             "timeline steps": "all" if ctx.window is None else f"{ctx.window[0]} ≤ step < {ctx.window[1]}"}
+    facts = {"Input": str(t.path), "Source": t.source, "World size": t.world_size, "Ranks loaded": len(t.ranks),
+             "Backend": t.backend, "Device": t.device,
+             "Timeline steps": "all" if ctx.window is None else f"{ctx.window[0]} ≤ step < {ctx.window[1]}"}
     out = [tables.scalar_table(facts, "fact", "value", "overview-table")]
     rows = comm_overlap_rows(s)
     if rows:
@@ -78,7 +80,8 @@ def render_timeline(ctx: ReportContext) -> str:
 
     if isinstance(ctx.timeline, Exception):
         raise ctx.timeline
-    fig = timeline_figure(ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline)
+    fig = timeline_figure(ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline,
+                          cpu_threads=cpu_threads(ctx))
     shown = "all steps" if ctx.window is None else f"steps {ctx.window[0]}–{ctx.window[1] - 1}"
     note = (f'<p class="note">{shown}. Per rank: one grey row per compute stream (hover: its kernels), one comm row '
             'with each collective coloured by label, split into lanes where collectives overlap; <b>hatched with a '
@@ -93,6 +96,11 @@ def render_timeline(ctx: ReportContext) -> str:
     return note + plot
 
 
+def cpu_threads(ctx: ReportContext) -> bool:
+    """Without device kernels a compute row's stream is the thread id of CPU ops (docs/frames.md)."""
+    return ctx.trace is not None and not len(ctx.trace.kernels)
+
+
 def rank_picker(ctx: ReportContext) -> str:
     """At scale: which ranks the figure draws and why, and the selector that adds any rank's rows below them
     (drawn by report.js from every rank's rows, reports.timeline_ranks)."""
@@ -105,7 +113,7 @@ def rank_picker(ctx: ReportContext) -> str:
             '<p class="note"><label for="rank-select">Show any rank below them:</label> '
             '<select id="rank-select" disabled><option value="">loading…</option></select> '
             '<span id="rank-shown"></span></p>'
-            + data_html(rank_rows(ctx.timeline), "rank-rows-gz") + data_html(style(ctx.timeline), "timeline-style"))
+            + data_html(rank_rows(ctx.timeline), "rank-rows-gz") + data_html(style(ctx.timeline, cpu_threads(ctx)), "timeline-style"))
 
 
 def render_collectives_by_label(ctx: ReportContext) -> str:
@@ -115,10 +123,11 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
     scalar_cols, dict_cols = [], []
     for v in labels.values():
         for k, x in v.items():
-            target = dict_cols if isinstance(x, dict) else scalar_cols
+            target = dict_cols if isinstance(x, dict) and k not in BY_LABEL_FIELDS else scalar_cols
             if k not in LABEL_COLUMNS and k not in scalar_cols + dict_cols:
                 target.append(k)
-    scalars = {lab: {k: x for k, x in v.items() if not isinstance(x, dict)} for lab, v in labels.items()}
+    scalars = {lab: {k: x for k, x in v.items() if not isinstance(x, dict) or k in BY_LABEL_FIELDS}
+               for lab, v in labels.items()}
     # The columns mix per-call, per-rank and all-rank aggregates; say which is which where they are read.
     basis = ctx.summary.get("duration_basis") or "no collective has one"
     out = ['<p class="note">Calls: all ranks together; exposed: per rank (mean over the ranks with the label); '
@@ -136,13 +145,18 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
     return "\n".join(out)
 
 
+# summarize()'s `skew` and `launch_skew`: spreads over collective instances, not durations
+SKEW_LABELS = {"collectives": "Collective instances", "mean_ms": "Mean spread (ms)", "max_ms": "Largest spread (ms)"}
+
+
 def render_stragglers(ctx: ReportContext) -> str:
     out = ['<p class="note">Who made whom wait (docs/analysis.md): for every collective reached by all its '
            "members, each rank's arrival is when it became ready on the device (GPU: its NCCL kernel's start; "
            "CPU: its launch, not before the group's previous collective); the last one made the others wait. "
            "The doctor's straggler verdict reads the same numbers, leaving out warm-up and profiler steps.</p>"]
     if ctx.summary.get("skew"):
-        out.append("<h3>Arrival skew</h3>" + tables.scalar_table(ctx.summary["skew"], table_id="skew"))
+        out.append("<h3>Arrival skew</h3>" + tables.scalar_table(ctx.summary["skew"], table_id="skew",
+                                                                 labels=SKEW_LABELS))
     rows, which = listed(ctx, ctx.summary.get("stragglers") or [])
     out.append("<h3>Stragglers (worst first)</h3>" + which + tables.records_table(rows, table_id="stragglers-table"))
     d = ctx.diagnosis
@@ -151,7 +165,7 @@ def render_stragglers(ctx: ReportContext) -> str:
     if ctx.summary.get("launch_skew"):
         out.append('<h3>Launch skew (host side)</h3><p class="note">When the hosts queued each collective: on '
                    "GPUs the host runs ahead of the device, so this says little about who made whom wait.</p>"
-                   + tables.scalar_table(ctx.summary["launch_skew"], table_id="launch-skew"))
+                   + tables.scalar_table(ctx.summary["launch_skew"], table_id="launch-skew", labels=SKEW_LABELS))
     return "\n".join(out)
 
 

@@ -6,9 +6,14 @@ tests (and scripts scraping a report) can compare the page with summarize() exac
 
 Display rules, one for the whole page: headers are humanized from the keys with their unit in
 parentheses (`gap_median_ms` → "Gap median (ms)"; HEADERS names the columns the rule would say less about,
-such as `hidden_pct` → "Hidden by compute (%)"; the raw key stays in the header's `data-key`); identifiers
+such as `hidden_pct` → "Hidden by compute (%)"; the raw key stays in the header's `data-key`), and so are
+the keys of key/value tables and the headings of nested data where they are snake_case names (`key_text`;
+names from the trace itself, such as `deviceProperties`, paths and ranks stay as they are); percentages
+(`*_pct*`) print with one decimal ("<0.1" for tiny non-zero ones); identifiers
 and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain integers; other integers, and whole counts or byte sizes that arrive as floats, get thousands separators;
-other floats print with 3 decimals ("<0.001" for tiny non-zero values). Tables sit in a horizontally scrolling box, so a wide one never widens the page.
+bandwidths (`*_gbps`) with 3 significant digits in fixed notation ("<0.001" below a thousandth of a
+GB/s, `bandwidth`, the terminal's format too); other floats print with 3 decimals ("<0.001" for tiny
+non-zero values). Tables sit in a horizontally scrolling box, so a wide one never widens the page.
 
 Invariants: every string is HTML-escaped; cells never lose their value (display rounding only); tables are
 generic over keys, so new summary fields show up without code changes here.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -42,7 +48,11 @@ HEADERS = {  # where the generic rule would say less than the column means
     "diff_pp": "commscope − HTA (pp)",
     "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last", "last_share": "Last share",
     "wait_caused_ms": "Wait caused (ms)", "host_pct": "Host time (% of wall)",
+    "queued_behind_ms": "Queued behind, by label (ms)",
     "pct_of_step": "Waiting caused, % of the median step",
+    "max_hta_comm_overlap_diff_pp": "Largest |commscope − HTA| comm overlap (pp)",
+    "world_size_from": "World size taken from", "rank_from": "Rank taken from", "rank_files": "Trace files by rank",
+    "files": "Trace file by rank",
 }
 
 
@@ -57,6 +67,20 @@ def is_count(key: Any) -> bool:
 def is_id(key: Any) -> bool:
     k = str(key).lower()
     return k in ID_KEYS or k.endswith("_ns") or k.endswith("_id")
+
+
+def is_pct(key: Any) -> bool:
+    return "pct" in str(key).lower().split("_")
+
+
+SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
+
+
+def key_text(key: Any) -> str:
+    """A row key or heading as a reader's label: snake_case names humanized (`mean_ms` → "Mean (ms)"),
+    anything else (a path, a rank, a camelCase name the trace itself uses) as it is."""
+    k = str(key)
+    return humanize(k) if SNAKE.fullmatch(k) else k
 
 
 def humanize(key: Any) -> str:
@@ -76,13 +100,36 @@ def humanize(key: Any) -> str:
     return f"{text} ({unit})" if unit else text
 
 
+def bandwidth(v: Any) -> str:
+    """GB/s, for the page and the terminal alike: 3 significant digits without scientific notation
+    (0.00525, 0.045, 288, 1,230); "<0.001" below that (gloo moving a few bytes: the figure says nothing
+    but "tiny", and the exact value stays in the page's data-value and --json); "–" when unknown."""
+    if v is None or isinstance(v, bool):
+        return "–"
+    x = float(v)
+    if math.isnan(x):
+        return "–"
+    if math.isinf(x):
+        return "∞"
+    if x == 0:
+        return "0"
+    if abs(x) < 0.001:
+        return "<0.001" if x > 0 else ">−0.001"
+    r = float(f"{x:.3g}")  # round first: 9.996 is 10.0, not 10.00
+    digits = max(0, 2 - math.floor(math.log10(abs(r))))
+    return f"{r:,.{digits}f}"
+
+
 def fmt(v: Any, key: Any = None) -> str:
-    """Display format (module docstring): ids plain, other integers with separators, floats 3 decimals."""
+    """Display format (module docstring): ids plain, other integers with separators, bandwidths 3
+    significant digits, percentages 1 decimal, other floats 3 decimals."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
     ident = key is not None and is_id(key)
+    if key is not None and str(key).endswith("_gbps") and _is_num(v):
+        return bandwidth(v)
     if isinstance(v, (int, np.integer)):
         return str(int(v)) if ident else f"{int(v):,}"
     if isinstance(v, (float, np.floating)):
@@ -93,6 +140,10 @@ def fmt(v: Any, key: Any = None) -> str:
             return str(int(x))
         if key is not None and is_count(key) and x.is_integer() and abs(x) < 1e15:
             return f"{int(x):,}"
+        if key is not None and is_pct(key):
+            if x != 0 and abs(x) < 0.05:
+                return "<0.1" if x > 0 else ">−0.1"
+            return f"{x:,.1f}"
         if x != 0 and abs(x) < 0.0005:
             return "<0.001" if x > 0 else ">−0.001"
         return f"{x:,.3f}"
@@ -118,7 +169,7 @@ def cell(v: Any, tag: str = "td", key: Any = None) -> str:
             f' data-value="{html.escape(repr(float(v)) if isinstance(v, (float, np.floating)) else str(int(v)))}"')
         return f'<{tag} class="num"{exact}>{html.escape(text)}</{tag}>'
     if isinstance(v, (dict,)):
-        return f"<{tag}>{html.escape(', '.join(f'{k}: {fmt(x, k)}' for k, x in v.items()))}</{tag}>"
+        return f"<{tag}>{html.escape(', '.join(f'{k}: {fmt(x, k)}' for k, x in v.items()) or '–')}</{tag}>"
     return f"<{tag}>{html.escape(text)}</{tag}>"
 
 
@@ -149,14 +200,16 @@ def keyed_table(mapping: Mapping[str, Mapping[str, Any]], key_name: str, columns
 
 
 def scalar_table(mapping: Mapping[str, Any], key_name: str = "key", value_name: str = "value",
-                 table_id: str | None = None) -> str:
+                 table_id: str | None = None, labels: Mapping[str, str] | None = None) -> str:
     """A two-column table of a flat dict (e.g. arrival skew); each value formatted by its own key, so
-    an id (`pid`) stays a plain integer."""
+    an id (`pid`) stays a plain integer. A key reads as `labels[key]` where given, else as key_text(key)."""
+    labels = labels or {}
     if not mapping:
         return '<p class="empty">(none)</p>'
     ident = f' id="{html.escape(table_id)}"' if table_id else ""
     head = "".join(f'<th data-key="{html.escape(c)}">{html.escape(humanize(c))}</th>' for c in (key_name, value_name))
-    body = "\n".join(f"<tr><td>{html.escape(str(k))}</td>{cell(v, key=k)}</tr>" for k, v in mapping.items())
+    body = "\n".join(f'<tr><td data-key="{html.escape(str(k))}">{html.escape(labels.get(k) or key_text(k))}</td>'
+                     f"{cell(v, key=k)}</tr>" for k, v in mapping.items())
     return f'<div class="scroll"><table{ident}><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>'
 
 
@@ -182,11 +235,11 @@ def nested(value: Any, depth: int = 0, limit: int | None = None) -> str:
             if isinstance(v, Mapping) and v and all(isinstance(x, Mapping) for x in v.values()) and \
                     all(not isinstance(y, (Mapping, list)) for x in v.values() for y in x.values()):
                 rows = v if limit is None or len(v) <= limit else dict(list(v.items())[:limit])
-                parts.append(f"<h{h}>{html.escape(str(k))}</h{h}>" + keyed_table(rows, "key") +
+                parts.append(f"<h{h}>{html.escape(key_text(k))}</h{h}>" + keyed_table(rows, "key") +
                              (f'<p class="note">… and {len(v) - limit:,} more entries, left out here.</p>'
                               if rows is not v else ""))
             else:
-                parts.append(f"<h{h}>{html.escape(str(k))}</h{h}>" + nested(v, depth + 1, limit))
+                parts.append(f"<h{h}>{html.escape(key_text(k))}</h{h}>" + nested(v, depth + 1, limit))
         return ("\n".join(parts) if parts else '<p class="empty">(none)</p>') + more
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(x, Mapping) for x in value):

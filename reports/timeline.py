@@ -1,7 +1,8 @@
 """The per-rank overlap timeline of the HTML report (a plotly figure).
 
 Rows, top to bottom, per rank: one `rN compute sS` row per stream the rank computes on (merged blocks
-named by their kernels), then one `rN comm` row: every collective is a bar coloured by its label; where
+named by their kernels; on a trace without device kernels the rows are CPU threads, `rN compute (CPU
+thread T)`), then one `rN comm` row: every collective is a bar coloured by its label; where
 collectives run at the same time the row splits into lanes inside its own height, so 8 ranks × 13 labels
 still fit one screen. A collective's exposed part is overlaid with a black hatch and outline, which reads
 on every label colour. Gradient-hook firings are diamonds along the top of the comm row, in their label's
@@ -94,12 +95,17 @@ class _Bars:
         return go.Bar(**arrays, text=self.text, textposition="none", hovertemplate=template, **kw)
 
 
-def _add_step_selector(fig: go.Figure, steps: pd.DataFrame, t0: int, max_buttons: int = 40) -> None:
+def _add_step_selector(fig: go.Figure, steps: pd.DataFrame, t0: int, every_step: bool = True,
+                       max_buttons: int = 40) -> None:
     """`steps`: sorted by start. A dropdown that zooms the x axis to one step (the first rank's step bounds)
-    or back to everything: the in-page step selector for traces with many steps (more steps: use --steps)."""
+    or back to every step drawn: the in-page step selector for traces with many steps (more steps: use
+    --steps). `every_step`: the figure draws all of the trace's steps, else a window of them, which the
+    first entry names so it is not read as the whole run."""
     if len(steps) < 2 or len(steps) > max_buttons:
         return
-    buttons = [dict(label="all steps", method="relayout", args=[{"xaxis.autorange": True}])]
+    first, last = int(steps["step"].min()), int(steps["step"].max())
+    label = f"{'all' if every_step else 'drawn'} steps ({first}–{last})"
+    buttons = [dict(label=label, method="relayout", args=[{"xaxis.autorange": True}])]
     for s in steps.itertuples(index=False):
         lo, hi = (int(s.start_ns) - t0) / 1e6, (int(s.end_ns) - t0) / 1e6
         pad = 0.02 * (hi - lo)
@@ -109,22 +115,30 @@ def _add_step_selector(fig: go.Figure, steps: pd.DataFrame, t0: int, max_buttons
                                         yanchor="bottom", pad=dict(b=30), showactive=True)])
 
 
-def row_layout(bars: TimelineBars) -> list[tuple[str, int, str | None]]:
+def compute_row_name(rank: int, stream: str | None, cpu_threads: bool = False) -> str:
+    """A compute row's name: `r0 compute s7` for a CUDA stream, `r0 compute (CPU thread 3113936)` where
+    the trace has no device kernels and a row is a thread's CPU ops (a bare `s3113936` reads as a stream)."""
+    if stream is None:
+        return f"r{rank} compute"
+    return f"r{rank} compute (CPU thread {stream})" if cpu_threads else f"r{rank} compute s{stream}"
+
+
+def row_layout(bars: TimelineBars, cpu_threads: bool = False) -> list[tuple[str, int, str | None]]:
     """The rows top to bottom: (name, rank, stream or "comm")."""
     rows = []
     for rb in bars.ranks:
         for cr in rb.compute:
-            rows.append((f"r{rb.rank} compute" + (f" s{cr.stream}" if cr.stream is not None else ""), rb.rank,
-                         cr.stream))
+            rows.append((compute_row_name(rb.rank, cr.stream, cpu_threads), rb.rank, cr.stream))
         rows.append((f"r{rb.rank} comm", rb.rank, "comm"))
     return rows
 
 
-def timeline_figure(bars: TimelineBars) -> go.Figure:
-    """Draw `bars` (commscope.analyze.timeline_bars.timeline_bars): one figure, rows per rank."""
+def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
+    """Draw `bars` (commscope.analyze.timeline_bars.timeline_bars): one figure, rows per rank.
+    `cpu_threads`: the trace has no device kernels, so a compute row's stream is a CPU thread id."""
     t0 = bars.t0
     colors = label_colors(bars.labels)
-    rows = row_layout(bars)
+    rows = row_layout(bars, cpu_threads)
     y_of = {(rank, key): i for i, (_, rank, key) in enumerate(rows)}
     compute, exposed = _Bars(), _Bars()
     per_label: dict[str, _Bars] = {}
@@ -132,9 +146,11 @@ def timeline_figure(bars: TimelineBars) -> go.Figure:
     for rb in bars.ranks:
         for cr in rb.compute:
             y = y_of[(rb.rank, cr.stream)]
-            where = f"rank {rb.rank}" + (f" stream {cr.stream}" if cr.stream is not None else "")
+            where = f"rank {rb.rank}" + ("" if cr.stream is None else
+                                          f" CPU thread {cr.stream}" if cpu_threads else f" stream {cr.stream}")
+            what = "op(s)" if cpu_threads else "kernel(s)"
             for a, b, n, names in zip(cr.starts, cr.ends, cr.counts, cr.names):
-                compute.add(a, b, y, BAR, f"<b>{where}</b>: {int(n)} kernel(s) in {ms((b - a) / 1e6)}<br>"
+                compute.add(a, b, y, BAR, f"<b>{where}</b>: {int(n)} {what} in {ms((b - a) / 1e6)}<br>"
                                           + _kernel_text(names, int(n)))
         yc = y_of[(rb.rank, "comm")]
         lane_h = BAR / max(rb.n_lanes, 1)
@@ -192,7 +208,7 @@ def timeline_figure(bars: TimelineBars) -> go.Figure:
         if gap_from is not None:
             shapes.append(dict(type="rect", xref="x", yref="paper", x0=(gap_from - t0) / 1e6, x1=x, y0=0, y1=1,
                                fillcolor=GAP_COLOR, opacity=0.35, line=dict(width=0), layer="below"))
-    _add_step_selector(fig, bars.step_marks, t0)
+    _add_step_selector(fig, bars.step_marks, t0, every_step=bars.window is None)
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=[r[0] for r in rows],
                      range=[len(rows) - 0.5, -0.5], zeroline=False, showgrid=False, fixedrange=True)
     fig.update_xaxes(title_text="ms since window start", zeroline=False)

@@ -164,8 +164,9 @@ def _flow_points(bars: TimelineBars) -> dict:
     return out
 
 
-def style(bars: TimelineBars) -> dict:
-    """The figure's styles (reports.timeline), for the rows report.js draws: one colour map for the page."""
+def style(bars: TimelineBars, cpu_threads: bool = False) -> dict:
+    """The figure's styles (reports.timeline), for the rows report.js draws: one colour map for the page,
+    and whether compute rows are CPU threads (named as timeline.compute_row_name names them)."""
     return {"row_h": ROW_H, "bar": BAR, "compute_color": COMPUTE_COLOR, "exposed_marker": EXPOSED_MARKER,
             "hook_marker": HOOK_MARKER, "colors": label_colors(bars.labels), "coll_hover": COLL_HOVER,
-            "flow_name": FLOW_NAME, "flow_line": FLOW_LINE}
+            "flow_name": FLOW_NAME, "flow_line": FLOW_LINE, "cpu_threads": cpu_threads}

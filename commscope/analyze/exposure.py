@@ -166,9 +166,11 @@ def _spans(start, end, wait, wait_end, waited, todo, comp: iv.Intervals) -> list
     return out
 
 
-def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int) -> tuple[np.ndarray, np.ndarray]:
+def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int,
+                pairs: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(queued_ns, queue_charged_ns) per row of the collectives `c` (module docstring). `comp`: per rank
-    compute set in ns since `o` (to_rel), the same the exposed time was computed against."""
+    compute set in ns since `o` (to_rel), the same the exposed time was computed against. `pairs`: if a
+    list, each charge is appended to it as (queued row, charged row, ns), rows as positions in `c`."""
     queued, charged = np.zeros(len(c)), np.zeros(len(c))
     launch, start, end = collective_span(c, o)
     busy_from = np.where(np.isnan(launch), start, launch)  # in the group's queue from its launch
@@ -198,6 +200,8 @@ def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int) -> tuple
                 if n > 0:
                     queued[rows[j]] += n
                     charged[rows[i]] += n
+                    if pairs is not None:
+                        pairs.append((int(rows[j]), int(rows[i]), n))
                     if not sp:
                         break
     return queued, charged

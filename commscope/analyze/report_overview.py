@@ -4,10 +4,13 @@ each is listed, and the ranks × steps heatmap of exposed communication.
 `highlights(summary, diagnosis)` reads summarize()'s document (and the doctor's verdict) and picks what a
 reader should look at first:
 - labels: the most exposed (summary `exposed_ms`, per rank), each with its share of the step time, how much
-  of it compute hid (`hidden_pct`) and the rank where it is most exposed;
+  of it compute hid (`hidden_pct`), how much is queueing behind earlier collectives of its group and
+  behind which labels (`queued_ms`, `queued_behind_ms`), and the rank where it is most exposed;
 - ranks: the stragglers that made others wait (skew.stragglers: `times_last`, `wait_caused_ms`) and the
   rank with the most exposed communication;
-- headline: exposed communication as a share of all step time, over all ranks and steps.
+- headline: exposed communication as a share of all step time, over all ranks and steps, and the mean
+  step time with the ranks and steps it is over (every step of the summary, warm-up included unless
+  --steps left it out; the doctor leaves warm-up out, so its median step differs).
 `heatmap(summary, trace, bars)` pivots the step breakdown's `exposed_comm_ms` into ranks × steps (steps
 binned into at most `max_cols` columns of consecutive steps, mean per step) and gives each cell the
 time range of that rank's steps on the timeline's axis (ms since TimelineBars.t0), or None when the
@@ -42,11 +45,14 @@ class Highlights:
     verdict: str                       # the doctor's verdict ("ok", "straggler", ...) or "unknown"
     verdict_summary: str
     exposed_pct: float | None          # Σ exposed_comm_ms / Σ step_ms over all (rank, step), percent
-    step_ms_mean: float | None         # mean step_ms over all (rank, step)
+    step_ms_mean: float | None         # mean step_ms over all (rank, step): every step, warm-up included
     n_steps: int
     n_ranks: int
     labels: list[Finding]
     ranks: list[Finding]
+    step_range: tuple[int, int] | None = None  # first and last step of the rows step_ms_mean is over
+    step_ranks: int = 0                # ranks with step rows: the ranks step_ms_mean is over
+    steps_selected: bool = False       # the summary covers the --steps selection, not every step
 
 
 @dataclass
@@ -66,6 +72,22 @@ def _f(v: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
+BEHIND_NAMED = 3  # labels named in a queueing line; the rest are summed
+
+
+def _behind(by_label: Any) -> str:
+    """' (behind attn: 2,541.000 ms, ...)': the labels a label's queueing was charged to (summary
+    `queued_behind_ms`, most first), the cause of its wait rather than the wait; '' without them."""
+    items = [(str(k), x) for k, x in ((k, _f(x)) for k, x in (by_label or {}).items()) if x]
+    if not items:
+        return ""
+    items.sort(key=lambda kv: -kv[1])
+    named = ", ".join(f"{k}: {x:,.3f} ms" for k, x in items[:BEHIND_NAMED])
+    rest = items[BEHIND_NAMED:]
+    more = (f", {len(rest)} more label(s): {sum(x for _, x in rest):,.3f} ms" if rest else "")
+    return f" (behind {named}{more})"
+
+
 def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights:
     steps = pd.DataFrame(summary.get("steps") or [])
     if len(steps):
@@ -75,9 +97,10 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
         step_mean = _f(pd.to_numeric(steps["step_ms"], errors="coerce").mean())
         n_steps = int(steps["step"].nunique())
         per_rank_step_ms = float(step_sum / max(steps["rank"].nunique(), 1))
+        step_range, step_ranks = (int(steps["step"].min()), int(steps["step"].max())), int(steps["rank"].nunique())
     else:
-        exposed_pct = step_mean = None
-        n_steps, per_rank_step_ms = 0, 0.0
+        exposed_pct = step_mean = step_range = None
+        n_steps, per_rank_step_ms, step_ranks = 0, 0.0, 0
     labels = []
     ranked = sorted((summary.get("labels") or {}).items(), key=lambda kv: -(_f(kv[1].get("exposed_ms")) or 0.0))
     for lab, v in ranked[:top]:
@@ -96,7 +119,8 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
         queued, own = _f(v.get("queued_ms")), _f(v.get("own_exposed_ms"))
         if queued and queued >= QUEUED_SHARE * ms:  # waiting behind its group's earlier collectives, not its own
             why.append(f"{queued:,.3f} ms of it ({100 * queued / ms:.0f}%) is queueing behind earlier collectives "
-                       f"of its process group; its own transfer is exposed {own or 0.0:,.3f} ms (analyze.exposure)")
+                       f"of its process group{_behind(v.get('queued_behind_ms'))}; its own transfer is exposed "
+                       f"{own or 0.0:,.3f} ms")
         charged = _f(v.get("queue_charged_ms"))
         if charged and charged >= QUEUED_SHARE * ms:
             why.append(f"later collectives of its process group queue behind it for {charged:,.3f} ms more")
@@ -133,7 +157,9 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
     else:
         verdict, vsum = diagnosis.verdict, diagnosis.summary
     return Highlights(verdict=verdict, verdict_summary=vsum, exposed_pct=exposed_pct, step_ms_mean=step_mean,
-                      n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks)
+                      n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks,
+                      step_range=step_range, step_ranks=step_ranks,
+                      steps_selected=bool(summary.get("steps_selected")))
 
 
 def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 60) -> Heatmap | None:

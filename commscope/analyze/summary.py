@@ -13,7 +13,10 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
  and inputs without device kernels (CPU traces, run directories without a profiler trace) carry instead
  "recorded_comm_overlap_pct_by_rank": {"0": ..}  the recorded collective spans against the compute set
  "labels": {"<label>": {"op", "label_source", "count", "count_per_rank", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms",
-                         "hidden_pct", "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..}}},
+                         "hidden_pct", "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..},
+                         "own_exposed_ms", "queued_ms", "queue_charged_ms", "attributed_exposed_ms",
+                                             the queueing split (exposure.label_queueing), and with it
+                         "queued_behind_ms": {"<earlier label>": ..}}},  whose queue `queued_ms` was spent in
  "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...]   worst first
                                              analyze.waiting: who made whom wait (device-side arrivals)
  "skew": {"collectives": n, "mean_ms", "max_ms"},        arrival skew of the same instances
@@ -49,12 +52,12 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze import exposure, lateness, placement, representative, skew, step_gaps, timeline, waiting
-from commscope.load.frames import Trace
+from commscope.load.frames import Trace, origin_ns
 from commscope.util.num import rounded, sig, whole
 
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5  # 5: labels' queued_behind_ms
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
@@ -82,8 +85,40 @@ def _median(v: np.ndarray) -> float:
     return np.median(v) if len(v) else np.nan
 
 
-def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict]:
+def queued_behind(trace: Trace, table: pd.DataFrame, comp: dict) -> dict[str, dict[str, float]]:
+    """Per label that queued, the labels it queued behind: {label: {earlier label: ms}}, most first, each a
+    per-rank total averaged over the ranks that have the queued label (as its `queued_ms`, which they add
+    up to). The charges are exposure.queue_split's, taken again with their pairs on the (rank, group)
+    queues where a collective queued (queues are independent; the others hold no charge). `comp`: the
+    compute sets (absolute ns) `table` was computed against."""
+    if not len(table) or "queued_ns" not in table:
+        return {}
+    queued = table["queued_ns"].to_numpy(np.float64) > 0
+    if not queued.any():
+        return {}
+    queue = (table["rank"].astype(str) + "\0" + table["group"].astype(str)).to_numpy()
+    sub = table[np.isin(queue, queue[queued])]
+    o = origin_ns(trace)
+    pairs: list[tuple[int, int, float]] = []
+    exposure.queue_split(sub, exposure.to_rel(comp, o), o, pairs)
+    if not pairs:
+        return {}
+    labels = sub["label"].astype(str).to_numpy()
+    victim, culprit, ns = (np.array(x) for x in zip(*pairs))
+    ms = pd.Series(ns / 1e6).groupby([labels[victim], labels[culprit]]).sum()
+    ranks = table.groupby(table["label"].astype(str))["rank"].nunique()
+    out: dict[str, dict[str, float]] = {}
+    for (v, c), x in sorted(ms.items(), key=lambda kv: -kv[1]):
+        out.setdefault(str(v), {})[str(c)] = float(x) / int(ranks[v])
+    return out
+
+
+def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
+                  behind: dict[str, dict[str, float]] | None = None) -> dict[str, dict]:
+    """The document's `labels` (module docstring); `behind`: queued_behind(), the labels each one's
+    `queued_ms` was spent behind (`queued_behind_ms`, beside the queueing split)."""
     out: dict[str, dict] = {}
+    behind = behind or {}
     totals = exposure.label_totals(table)
     # Per label, positions into whole columns taken once as numpy arrays: sub-frames and pandas reductions
     # per label cost ~10× the arithmetic. The reductions are pandas' own (see _mean, _median).
@@ -117,6 +152,8 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str, dict
             "exposed_ms_by_rank": {str(r): rounded(v) for r, v in zip(pr_rank[pr].tolist(), exposed.tolist())},
             **{k: rounded(v) for k, v in queueing.get(str(label), {}).items()},
         }
+        if str(label) in queueing:
+            out[str(label)]["queued_behind_ms"] = {k: rounded(v) for k, v in behind.get(str(label), {}).items()}
     # most exposed first: the order a reader cares about
     return dict(sorted(out.items(), key=lambda kv: -(kv[1]["exposed_ms"] or 0.0)))
 
@@ -166,7 +203,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "notes": evidence_notes(tr),
         "duration_basis": exposure.duration_basis(table),
         **comm_overlaps(tr, ov),
-        "labels": label_summary(table, per_rank),
+        "labels": label_summary(table, per_rank, queued_behind(tr, table, comp)),
         "stragglers": [{"rank": int(r.rank), "times_last": int(r.times_last), "last_share": rounded(r.last_share),
                         "wait_caused_ms": rounded(r.wait_caused_ns / 1e6), "score": rounded(r.score)}
                        for r in strag.itertuples()],
@@ -268,6 +305,16 @@ def arrival_lateness(trace: Trace) -> dict:
                        "worst_label": None if pd.isna(r.worst_label) else str(r.worst_label)}
                       for r in hist.itertuples()],
     }
+
+
+def hta_note(doc: dict) -> str | None:
+    """One sentence when HTA's analyses were asked for (`--hta`, the default) but HTA could not be
+    imported, else None: `report --json` says so in `hta`, the terminal and the page print this line."""
+    hta = doc.get("hta") or {}
+    if hta.get("status") != "unavailable":
+        return None
+    return (f"HTA's analyses were asked for (--hta, the default) but did not run: {hta.get('reason')}; "
+            "--no-hta leaves them out.")
 
 
 def comm_overlap_rows(doc: dict) -> list[dict]:

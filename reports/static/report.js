@@ -156,7 +156,8 @@ function csRankTraces(d, style, r, y0, known) {
     var stream = c.row[k] < 0 ? null : str[c.row[k]];
     if (!(c.row[k] in rowOf)) {
       rowOf[c.row[k]] = rows.length;
-      rows.push("r" + r + " compute" + (stream === null ? "" : " s" + stream));
+      rows.push("r" + r + " compute" + (stream === null ? "" : style.cpu_threads ? " (CPU thread " + stream + ")"
+                                                                               : " s" + stream));
     }
     s += c.s[k];
     var names = [], listed = 0;
@@ -164,9 +165,10 @@ function csRankTraces(d, style, r, y0, known) {
       names.push(str[c.name[n0]] + " ×" + c.nk[n0] + " (" + (c.nd[n0] * U).toFixed(3) + " ms)");
       listed += c.nk[n0];
     }
-    var where = "rank " + r + (stream === null ? "" : " stream " + stream);
+    var where = "rank " + r + (stream === null ? "" : (style.cpu_threads ? " CPU thread " : " stream ") + stream);
     cb.base.push(s * U); cb.x.push(c.d[k] * U); cb.y.push(y0 + rowOf[c.row[k]]); cb.width.push(style.bar);
-    cb.text.push("<b>" + where + "</b>: " + c.k[k] + " kernel(s) in " + (c.d[k] * U).toFixed(3) + " ms<br>" +
+    cb.text.push("<b>" + where + "</b>: " + c.k[k] + (style.cpu_threads ? " op(s)" : " kernel(s)") + " in " +
+                 (c.d[k] * U).toFixed(3) + " ms<br>" +
                  names.join("<br>") + (c.k[k] > listed ? "<br>+" + (c.k[k] - listed) + " more" : ""));
   }
   if (cb.base.length) {

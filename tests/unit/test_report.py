@@ -349,7 +349,7 @@ def test_terminal_summary_orders_labels_by_exposed_time():
     # the labels table has no outer edge (so it fits 100 columns): its cells are the whole line's
     labels = {c[0]: c[1:] for c in ([x.strip() for x in line.split("│")] for line in text.splitlines()
                                     if line.count("│") == 7)}
-    assert labels["attn"][-2:] == ["50.0", "20"] and labels["mlp"][-2:] == ["0.0", "25"]  # hidden %, busbw
+    assert labels["attn"][-2:] == ["50.0", "20.0"] and labels["mlp"][-2:] == ["0.0", "25.0"]  # hidden %, busbw (3 digits)
     assert "host-side launch ops" in text
 
 
@@ -389,7 +389,7 @@ def test_dense_compute_is_decimated_per_rank():
 def test_step_selector_zooms_to_each_step():
     fig = timeline_figure(timeline_bars(make_trace(steps=(0, 1, 2))))
     buttons = fig.layout.updatemenus[0].buttons
-    assert [b.label for b in buttons] == ["all steps", "step 0", "step 1", "step 2"]
+    assert [b.label for b in buttons] == ["all steps (0–2)", "step 0", "step 1", "step 2"]
     lo, hi = buttons[2].args[0]["xaxis.range"]  # step 1 = [1, 2) ms after the first step start, 2 % padding
     assert (lo, hi) == pytest.approx((0.98, 2.02))
 

@@ -40,11 +40,13 @@ def table_values(table) -> dict:
 
 def comparable(labels: dict) -> dict:
     """summarize()'s label dict as the main table shows it: numbers as floats, missing values as the '–'
-    text; per-rank dicts are separate tables."""
+    text; per-rank dicts are separate tables, dicts by label (`queued_behind_ms`) one cell of text."""
     out = {}
     for lab, v in labels.items():
         out[lab] = {k: (float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else
                         "–" if x is None or x != x else str(x)) for k, x in v.items() if not isinstance(x, dict)}
+        if "queued_behind_ms" in v:
+            out[lab]["queued_behind_ms"] = ", ".join(f"{k}: {x:,.3f}" for k, x in v["queued_behind_ms"].items()) or "–"
     return out
 
 
