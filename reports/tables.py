@@ -42,7 +42,7 @@ HEADERS = {  # where the generic rule would say less than the column means
     "diff_pp": "commscope − HTA (pp)",
     "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last", "last_share": "Last share",
     "wait_caused_ms": "Wait caused (ms)", "host_pct": "Host time (% of wall)",
-    "pct_of_step": "Waiting caused, % of the median step",
+    "pct_of_median_step": "% of median step",
 }
 
 
