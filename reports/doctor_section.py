@@ -39,8 +39,10 @@ def render_doctor(ctx) -> str | None:
     det = d.details or {}
     if d.verdict == "straggler":
         steps = sorted({e["step"] for e in d.evidence})
-        out.append('<p class="note">Waiting caused per judged step, as a share of the run\'s median step (not of '
-                   "the step's own time). "
+        median = det.get("median_step_ms")
+        of = f" ({median:.1f} ms)" if median is not None else ""
+        out.append('<p class="note">Waiting caused per judged step; "% of median step" is a share of the run\'s '
+                   f"median step{of}, not of the step's own time beside it. "
                    f"See it in {_timeline_link(ctx, steps)}: the other ranks' collectives start early and wait "
                    "for the culprit's.</p>")
     if d.evidence:

@@ -15,6 +15,9 @@ COLOURS = {"ok": "green", "insufficient": "yellow", "interrupted": "yellow"}
 INSTANCE_KEYS = ["step", "sequence", "label", "op", "last_rank", "waiting_caused_ms", "mean_wait_ms",
                  "arrival_skew_ms", "launch_skew_ms", "launched_last_rank"]
 SHOWN_INSTANCES = 10
+# column headers where the key alone would mislead: the share is of the run's median step, not of the
+# step's own time beside it
+HEADERS = {"pct_of_median_step": "% of median step"}
 
 
 def _cell(v) -> str:
@@ -27,7 +30,7 @@ def _table(title: str, rows: list[dict], keys: list[str] | None = None) -> Table
     keys = keys or list(dict.fromkeys(k for e in rows for k in e))
     t = Table(title=title, show_lines=False)
     for k in keys:
-        t.add_column(k, overflow="fold")
+        t.add_column(HEADERS.get(k, k), overflow="fold")
     for e in rows:
         t.add_row(*(_cell(e.get(k)) for k in keys))
     return t
@@ -37,7 +40,8 @@ def print_doctor_verdict(d, console: Console) -> None:
     colour = COLOURS.get(d.verdict, "red")
     console.print(f"[bold {colour}]{d.verdict}[/]  {escape(d.summary)}", highlight=False)
     if d.evidence:
-        title = ("waiting caused per judged step (ms; % of the median step)" if d.verdict == "straggler" else
+        title = ("waiting caused per judged step (ms; % of the run's median step, step_ms: the step's own)"
+                 if d.verdict == "straggler" else
                  "evidence (times: ns on the run's common time axis)")
         console.print(_table(title, d.evidence))
     det = d.details or {}

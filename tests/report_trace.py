@@ -57,7 +57,7 @@ def make_trace(ranks=(0, 1), steps=(0, 1), style="kineto"):
         ranks=list(ranks), problems=[],
         steps=pd.DataFrame(step_rows), compute=pd.DataFrame(comp), collectives=pd.DataFrame(coll, columns=COLL_COLS),
         regions=pd.DataFrame(regions), hooks=pd.DataFrame(hooks),
-        ops=pd.DataFrame(), kernels=pd.DataFrame(),
+        ops=pd.DataFrame(), kernels=pd.DataFrame(), extra={},
     )
 
 

@@ -357,15 +357,16 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
             f"be judged: {why}."))
     # The yardstick: the median over every step outside the profiler window, warm-up included, so that
     # with few steps the straggler's own (lengthened) step does not set the bar it is judged by.
-    median_step = float(np.median(times.loc[[int(s) for s in times.index
-                                             if noise.get(int(s)) in (None, "warm-up")]]))
+    median_steps = [int(s) for s in times.index if noise.get(int(s)) in (None, "warm-up")]
+    median_step = float(np.median(times.loc[median_steps]))
+    scope = _median_scope(median_steps, {s: why for s, why in noise.items() if s in times.index})
     inst = inst[pd.to_numeric(inst["step"], errors="coerce").isin(judged_steps)]
     bar, how = _bar(inst, trace, straggler_ms, straggler_pct, median_step)
     per = waiting.by_step(inst)
     per["pct"] = 100 * per["lost_ns"] / median_step
     flagged = per[per["lost_ns"] >= bar]
-    details = {"threshold": how, "median_step_ms": median_step / 1e6, "judged_steps": judged_steps,
-               "excluded_steps": excluded}
+    details = {"threshold": how, "median_step_ms": median_step / 1e6, "median_step_steps": median_steps,
+               "judged_steps": judged_steps, "excluded_steps": excluded}
     if not len(flagged):
         top = per.sort_values("lost_ns", ascending=False).head(1)
         worst = (f"; the most any rank made the others wait in a step: rank {int(top['rank'].iloc[0])}, "
@@ -374,7 +375,7 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
         return Diagnosis("ok", sources=src, details=details, summary=(
             f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
             f"{int_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:.1f} ms of waiting per "
-            f"step{_bar_text(how)}{worst}."))
+            f"step{_bar_text(how, f'{median_step / 1e6:.1f} ms median step{scope}')}{worst}."))
     totals = flagged.groupby("rank")["wait_caused_ns"].sum().sort_values(ascending=False, kind="stable")
     culprits = [int(r) for r, w in totals.items() if w >= 0.5 * totals.iloc[0]]
     worst = culprits[0]
@@ -385,7 +386,7 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     for r in mine.itertuples():
         evidence.append({"rank": int(r.rank), "step": int(r.step), "instances": int(r.instances),
                          "waiting_caused_ms": r.wait_caused_ns / 1e6, "mean_wait_ms": r.lost_ns / 1e6,
-                         "pct_of_step": r.pct, "step_ms": float(times.loc[r.step]) / 1e6})
+                         "pct_of_median_step": r.pct, "step_ms": float(times.loc[r.step]) / 1e6})
         rows = inst[(inst["step"] == r.step) & (inst["last_rank"] == r.rank) & (inst["wait_caused_ns"] > 0)]
         based_on += _instance_records(rows.sort_values("wait_caused_ns", ascending=False).head(MAX_INSTANCES),
                                       launches)
@@ -396,7 +397,8 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
         margin = float(f["lost_ns"].max()) / bar if bar > 0 else float("inf")
         persistence[str(c)] = {"steps": [int(x) for x in f["step"]], "judged_steps": len(judged_steps),
                                "share_of_judged_steps": len(f) / len(judged_steps),
-                               "mean_pct_of_step": float(f["pct"].mean()), "max_pct_of_step": float(f["pct"].max()),
+                               "mean_pct_of_median_step": float(f["pct"].mean()),
+                               "max_pct_of_median_step": float(f["pct"].max()),
                                "waiting_caused_ms": float(totals.loc[c]) / 1e6, "max_bar_multiple": margin,
                                "confidence": _confidence(len(f), len(judged_steps), margin)}
     top = max((b for b in based_on if b["last_rank"] == worst), key=lambda b: b["waiting_caused_ms"])
@@ -422,7 +424,8 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
         "straggler", culprits, label=top["label"], step=top["step"], sequence=top["sequence"], group=top["group"],
         evidence=evidence, sources=src, confidence=p["confidence"], details=details,
         summary=(f"straggler: {who} made the other ranks wait {mean_lost:.1f} ms each "
-                 f"({p['mean_pct_of_step']:.1f} % of the {median_step / 1e6:.1f} ms median step) {when}; "
+                 f"({p['mean_pct_of_median_step']:.1f} % of the {median_step / 1e6:.1f} ms median step{scope}) "
+                 f"{when}; "
                  f"{p['waiting_caused_ms']:.1f} ms of waiting in all; most at '{top['label']}' (step {top['step']}, seq "
                  f"{top['sequence']}, {top['mean_wait_ms']:.1f} ms per waiting rank). Confidence {p['confidence']} "
                  f"({why}); found by arrival ({arrivals}), bar {how['ms']:.1f} ms per step{_bar_text(how)}."))
@@ -460,8 +463,19 @@ def _one_rank(trace: Trace, src: list[str]) -> Diagnosis:
                      "nobody waits for anybody, so there is no straggler or desync to find.")
 
 
-def _bar_text(how: dict) -> str:
-    return f" ({how['pct_of_median_step']:g} % of the median step)" if how["kind"] == "relative" else " (--straggler-ms)"
+def _bar_text(how: dict, median: str = "") -> str:
+    """`median`: what the median step is ("41.8 ms median step of steps 10-11"), where the text has not
+    said it yet."""
+    if how["kind"] != "relative":
+        return " (--straggler-ms)"
+    return f" ({how['pct_of_median_step']:g} % of the {median or 'median step'})"
+
+
+def _median_scope(steps: list[int], noise: dict[int, str]) -> str:
+    """Which steps the median step time covers (`noise`: the recorded steps left out, with why), for the
+    verdict's text: `run`, `report` and `compare` print other step-time figures of the same run."""
+    left = {s: why for s, why in noise.items() if why != "warm-up"}
+    return f" of steps {int_ranges(steps)}" + (f", not {_noise_text(left)}" if left else "")
 
 
 def _noise_text(noise: dict[int, str]) -> str:

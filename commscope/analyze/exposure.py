@@ -6,10 +6,17 @@ The quantities are defined once, in docs/analysis.md ("The quantities"); this mo
 - `duration_ns`: execution time when the collective's start is known (kernel / gloo thread / CUDA events),
   else launch → completion (`end_ns − call_ns`, CPU run directories); `duration_basis(table)` names which.
 - `exposed_ns`: the part of it during which the rank's computation was stalled:
-  * with a recorded wait (`wait_ns`…`wait_end_ns`, run directories): the time the caller was blocked;
-    a collective never waited on exposes nothing;
+  * with a recorded wait (`wait_ns`…`wait_end_ns`, run directories): the time the caller was blocked
+    until the collective completed, [wait_ns, min(wait_end_ns, end_ns)) on host-timed (`wall`)
+    collectives, whose end_ns is the completion the host saw (exposed_until); a collective never waited
+    on exposes nothing;
   * otherwise (Kineto): the part of [start, end) not covered by the rank's compute intervals
-    (GPU: non-communication kernels on any stream; CPU: top-level ops of the caller thread).
+    (GPU: non-communication kernels on any stream; CPU: top-level ops of the caller thread);
+  * NaN where neither applies (exposure_unknown: a Kineto collective without a start or end).
+- `wake_delay_ns` (`wall` collectives; NaN on the others): the rest of the blocked wait, after the
+  collective had completed: the caller waking up and getting the interpreter back (an oversubscribed
+  CPU, the GIL), host scheduling rather than communication; 0 if never waited on. The whole wait is
+  still no compute (blocked_spans).
 - `hidden_ns`: the part of its duration span (the [start, or launch where the start is unknown, end) its
   duration measures) covered by the rank's compute set, the per-collective form of the per-rank
   communication overlap (timeline.comm_overlap_by_rank). On Kineto traces that is duration − exposed
@@ -21,6 +28,7 @@ The quantities are defined once, in docs/analysis.md ("The quantities"); this mo
   arrived last did not wait, so its time is closest to the pure transfer time (nccl-tests convention).
 - `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
   the op and group size n: all_reduce 2(n−1)/n; reduce_scatter, all_gather, all_to_all (n−1)/n; else 1.
+  NaN (unknown) where n is unknown, and where n = 1 (bus_factor).
 - Queueing (`queue_split`): a process group runs its collectives one after another in launch order, so
   part of a collective's exposed time can be spent waiting for *earlier* collectives of the same group on
   the same rank to finish. `queued_ns` is the part of its exposed spans during which an earlier one
@@ -42,7 +50,10 @@ from commscope.load.frames import Trace, origin_ns, rel
 
 
 def bus_factor(op: str, n: float) -> float:
-    if not n or n != n or n < 1:
+    """nccl-tests' bus bandwidth factor of `op` in a group of `n` ranks; NaN where `n` is unknown, and at
+    n = 1, where no byte crosses between ranks (nccl-tests' factors give 0 for all_reduce and the like, 1
+    for broadcast: a number that reads as a link's speed without any link in use)."""
+    if not n or n != n or n <= 1:
         return np.nan
     if op == "all_reduce":
         return 2.0 * (n - 1) / n
@@ -56,7 +67,7 @@ def _compute_sets_rel(trace: Trace, o: int) -> dict[int, iv.Intervals]:
     # copied every column (names included) once per rank.
     c = trace.compute
     c_rank, c_start, c_end = c["rank"].to_numpy(), rel(c["start_ns"], o), rel(c["end_ns"], o)
-    w_rank, w_start, w_end = wait_spans(trace.collectives, o)
+    w_rank, w_start, w_end = blocked_spans(trace.collectives, o)
     out = {}
     for rank in trace.ranks:
         m = c_rank == rank
@@ -68,11 +79,32 @@ def _compute_sets_rel(trace: Trace, o: int) -> dict[int, iv.Intervals]:
     return out
 
 
-def wait_spans(coll: pd.DataFrame, o: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rank, wait, wait_end) of the collectives with a recorded wait (both ends known), ns since `o`."""
+def blocked_spans(coll: pd.DataFrame, o: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rank, wait, wait_end) of the collectives with a recorded wait (both ends known), ns since `o`: the
+    whole time the caller was blocked, wake-up delay included (none of it is compute)."""
     wait, wait_end = rel(coll["wait_ns"], o), rel(coll["wait_end_ns"], o)
     m = ~np.isnan(wait) & ~np.isnan(wait_end)
     return coll["rank"].to_numpy()[m], wait[m], wait_end[m]
+
+
+def wait_spans(coll: pd.DataFrame, o: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rank, wait, exposed_until) of the collectives with a recorded wait, ns since `o`: the exposed
+    part of each blocked wait (module docstring), empty spans left out."""
+    wait = rel(coll["wait_ns"], o)
+    until = exposed_until(coll, rel(coll["wait_end_ns"], o), rel(coll["end_ns"], o))
+    with np.errstate(invalid="ignore"):
+        m = ~np.isnan(wait) & ~np.isnan(until) & (until > wait)
+    return coll["rank"].to_numpy()[m], wait[m], until[m]
+
+
+def exposed_until(coll: pd.DataFrame, wait_end: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per row, where the exposed part of its recorded wait ends: the wait's end, or the collective's end
+    where that came first on a host-timed collective (`wall`: its end is the completion the host saw),
+    since what the caller waited after completion is host scheduling (wake_delay_ns), not communication.
+    NaN where the wait's end is unknown."""
+    wall = (coll["timing"] == "wall").to_numpy() & ~np.isnan(end)
+    with np.errstate(invalid="ignore"):
+        return np.where(wall, np.fmin(wait_end, end), wait_end)
 
 
 def compute_sets(trace: Trace) -> dict[int, iv.Intervals]:
@@ -132,6 +164,17 @@ def _exposure_rule(c: pd.DataFrame, start, end, wait, wait_end) -> tuple[np.ndar
     return waited, ~waited & recorded, todo
 
 
+def exposure_unknown(coll: pd.DataFrame) -> np.ndarray:
+    """Per row of `coll` (a collectives frame), whether its exposed time is unknown (NaN in
+    collective_table): a Kineto collective whose execution start or end the trace does not hold (its
+    kernel ran outside the profiling window, or none was matched to its launch). Sums over such rows are
+    lower bounds, and unknown where every row is."""
+    start, end = rel(coll["start_ns"], 0), rel(coll["end_ns"], 0)
+    wait, wait_end = rel(coll["wait_ns"], 0), rel(coll["wait_end_ns"], 0)
+    waited, unwaited, todo = _exposure_rule(coll, start, end, wait, wait_end)
+    return ~(waited | unwaited | todo)
+
+
 def exposed_spans(coll: pd.DataFrame, comp: iv.Intervals, origin: int) -> list[list[tuple[float, float]]]:
     """Per row of one rank's collectives, the exposed sub-intervals in ns since `origin` (`comp`: that
     rank's compute set on the same axis, see to_rel). Their lengths sum to `collective_table`'s
@@ -139,11 +182,12 @@ def exposed_spans(coll: pd.DataFrame, comp: iv.Intervals, origin: int) -> list[l
     start, end = rel(coll["start_ns"], origin), rel(coll["end_ns"], origin)
     wait, wait_end = rel(coll["wait_ns"], origin), rel(coll["wait_end_ns"], origin)
     waited, _, todo = _exposure_rule(coll, start, end, wait, wait_end)
-    return _spans(start, end, wait, wait_end, waited, todo, comp)
+    return _spans(start, end, wait, exposed_until(coll, wait_end, end), waited, todo, comp)
 
 
-def _spans(start, end, wait, wait_end, waited, todo, comp: iv.Intervals) -> list[list[tuple[float, float]]]:
-    """exposed_spans on columns: a waited row's wait, a `todo` row's [start, end) minus `comp`.
+def _spans(start, end, wait, until, waited, todo, comp: iv.Intervals) -> list[list[tuple[float, float]]]:
+    """exposed_spans on columns: a waited row's [wait, until) (`until`: exposed_until), a `todo` row's
+    [start, end) minus `comp`.
 
     The rows' [start, end) are cut by the gaps of `comp` all at once (two searchsorted calls delimit the
     gaps each can meet, as in intervals.intersect): one interval-set operation per row cost ~50 µs, most
@@ -151,8 +195,8 @@ def _spans(start, end, wait, wait_end, waited, todo, comp: iv.Intervals) -> list
     same values as intervals.subtract of the row alone, so the spans are equal to the last bit."""
     out: list[list[tuple[float, float]]] = [[] for _ in range(len(start))]
     for j in np.flatnonzero(waited).tolist():
-        if wait_end[j] > wait[j]:
-            out[j] = [(wait[j], wait_end[j])]
+        if until[j] > wait[j]:
+            out[j] = [(wait[j], until[j])]
     rows = np.flatnonzero(todo & (end > start))
     if not len(rows):
         return out
@@ -181,6 +225,7 @@ def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int,
     x_start, x_end = rel(c["start_ns"], o), end
     wait, wait_end = rel(c["wait_ns"], o), rel(c["wait_end_ns"], o)
     waited, _, todo = _exposure_rule(c, x_start, x_end, wait, wait_end)
+    wait_end = exposed_until(c, wait_end, x_end)
     for (rank, _), pos in c.iloc[idx].groupby(["rank", "group"], sort=False, dropna=False).indices.items():
         rows = idx[pos]
         rows = rows[np.argsort(seq[rows], kind="stable")]
@@ -229,7 +274,8 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     already computed."""
     c = trace.collectives.copy()
     if not len(c):
-        for col in ("duration_ns", "exposed_ns", "hidden_ns", "hidden_pct", "queued_ns", "queue_charged_ns", "own_exposed_ns",
+        for col in ("duration_ns", "exposed_ns", "wake_delay_ns", "hidden_ns", "hidden_pct", "queued_ns",
+                    "queue_charged_ns", "own_exposed_ns",
                     "transfer_ns", "algbw_gbps", "busbw_gbps"):
             c[col] = pd.Series(dtype=np.float64)
         return c
@@ -241,7 +287,8 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     c["duration_ns"] = end - span_start
     exposed = np.full(len(c), np.nan)
     waited, unwaited, todo = _exposure_rule(c, start, end, wait, wait_end)
-    exposed[waited] = (wait_end - wait)[waited]
+    until = exposed_until(c, wait_end, end)
+    exposed[waited] = (until - wait)[waited]  # clipped at 0 below: completed before the wait began
     exposed[unwaited] = 0.0  # run-dir collectives never waited on (the recorder saw no wait) block nothing
     ranks = c["rank"].to_numpy()
     for rank in np.unique(ranks[todo]):
@@ -249,11 +296,17 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
         qs, qe = start[rows], end[rows]
         exposed[rows] = (qe - qs) - iv.covered(qs, qe, comp.get(int(rank), iv.empty()))
     c["exposed_ns"] = np.clip(exposed, 0.0, None)
+    wake = np.full(len(c), np.nan)
+    wall = (c["timing"] == "wall").to_numpy()
+    wake[wall & unwaited] = 0.0
+    wake[wall & waited] = (wait_end - wait)[wall & waited] - c["exposed_ns"].to_numpy()[wall & waited]
+    c["wake_delay_ns"] = np.clip(wake, 0.0, None)
     dur = c["duration_ns"].to_numpy(np.float64)
     c["hidden_ns"] = _hidden(c, ranks, span_start, end, dur, comp)
     with np.errstate(invalid="ignore", divide="ignore"):
         c["hidden_pct"] = np.where(dur > 0, 100.0 * np.minimum(c["hidden_ns"], dur) / dur, np.nan)
     c["queued_ns"], c["queue_charged_ns"] = queue_split(c, comp, o)
+    c.loc[c["exposed_ns"].isna(), "queued_ns"] = np.nan  # part of an exposed time that is unknown
     c["own_exposed_ns"] = c["exposed_ns"] - c["queued_ns"]
     c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min")
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -307,7 +360,9 @@ def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     nbytes, dur, exposed, transfer = col["bytes"], col["duration_ns"], col["exposed_ns"], col["transfer_ns"]
     with np.errstate(invalid="ignore"):
         ok = ~np.isnan(nbytes) & (transfer > 0)
-    bus = table["busbw_gbps"].to_numpy(np.float64) * transfer  # bus bytes
+    bus = table["busbw_gbps"].to_numpy(np.float64) * transfer  # bus bytes, NaN where the group size is unknown
+    with np.errstate(invalid="ignore"):
+        bus_ok = ok & ~np.isnan(bus)
     # The hidden share sums what compute left uncovered of each collective: duration − hidden_ns for the
     # recorded ones (see _hidden), min(exposed, duration) for the others, the same length taken without a
     # subtraction's rounding. A row whose exposed time is unknown adds nothing (NaN is skipped by the sum).
@@ -315,12 +370,12 @@ def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     with np.errstate(invalid="ignore"):
         uncovered = np.where(recorded, np.maximum(dur - col["hidden_ns"], 0.0), np.minimum(exposed, dur))
     parts = [dur, exposed, uncovered, np.where(ok, nbytes, np.nan), np.where(ok, transfer, np.nan),
-             np.where(ok, bus, np.nan), nbytes]
+             np.where(bus_ok, bus, np.nan), nbytes, np.where(bus_ok, transfer, np.nan)]
     g = group[rows]
     sums = pd.DataFrame(np.column_stack(parts)[rows]).groupby(g).sum().to_numpy().reshape(n_groups, len(parts))
-    dur_sum, exp_sum, uncovered_sum, b, t, bb, bytes_sum = sums.T
-    present = np.column_stack([~np.isnan(dur[rows]), ~np.isnan(nbytes[rows])])
-    n_dur, n_bytes = (np.bincount(g, weights=present[:, i], minlength=n_groups) for i in (0, 1))
+    dur_sum, exp_sum, uncovered_sum, b, t, bb, bytes_sum, bt = sums.T
+    present = np.column_stack([~np.isnan(dur[rows]), ~np.isnan(nbytes[rows]), np.isnan(exposed[rows])])
+    n_dur, n_bytes, n_unknown = (np.bincount(g, weights=present[:, i], minlength=n_groups) for i in (0, 1, 2))
     out = {k: table[k].array.take(first) for k in keys}
     out["op"] = _first_present(table["op"].array, group, n_groups)
     out["count"] = np.bincount(g, minlength=n_groups).astype(np.int64)
@@ -331,10 +386,13 @@ def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         out["bytes"] = np.where(n_bytes > 0, bytes_sum, np.nan)  # sum(min_count=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         out["mean_ms"] = np.where(n_dur > 0, dur_sum / n_dur, np.nan) / 1e6
-        out["exposed_ms"] = exp_sum / 1e6
+        # a total over the collectives whose exposed time is known; unknown (NaN) when none is
+        out["exposed_ms"] = np.where(out["count"] > n_unknown, exp_sum, np.nan) / 1e6
         out["hidden_pct"] = np.where(dur_sum > 0, 100.0 * (1 - uncovered_sum / dur_sum), np.nan)
         out["algbw_gbps"] = np.where(t > 0, b / t, np.nan)
-        out["busbw_gbps"] = np.where(t > 0, bb / t, np.nan)
+        # over the collectives whose bus factor is known: none known (group size unknown or 1) is unknown
+        out["busbw_gbps"] = np.where(bt > 0, bb / bt, np.nan)
+    out["exposed_unknown"] = n_unknown.astype(np.int64)  # collectives whose exposed time is unknown
     return pd.DataFrame(out)
 
 
@@ -348,9 +406,11 @@ def _first_present(values, group: np.ndarray, n_groups: int):
 
 
 def label_stats(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, label): count, total bytes, mean duration, total exposed, hidden %, algbw/busbw."""
+    """Per (rank, label): count, total bytes, mean duration, total exposed, hidden %, algbw/busbw, and
+    `exposed_unknown`, how many of its collectives have no known exposed time (exposure_unknown):
+    `exposed_ms` totals the others, and is NaN when all of them are unknown."""
     cols = ["rank", "label", "op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct", "algbw_gbps",
-            "busbw_gbps"]
+            "busbw_gbps", "exposed_unknown"]
     if not len(table):
         return pd.DataFrame(columns=cols)
     return _grouped_totals(table, ["rank", "label"])[cols]
@@ -366,22 +426,28 @@ def label_totals(table: pd.DataFrame) -> pd.DataFrame:
 
 
 QUEUE_FIELDS = {"own_exposed_ms": "own_exposed_ns", "queued_ms": "queued_ns",
-                "queue_charged_ms": "queue_charged_ns"}
+                "queue_charged_ms": "queue_charged_ns", "wake_delay_ms": "wake_delay_ns"}
 
 
 def label_queueing(table: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Per label, the queueing split of its exposed time, each a per-rank total averaged over the ranks
     that have the label (as `exposed_ms`): `own_exposed_ms`, `queued_ms` (behind earlier collectives of
     its group), `queue_charged_ms` (later collectives' waits spent behind it) and
-    `attributed_exposed_ms = own + charged`, the stall this label is responsible for."""
+    `attributed_exposed_ms = own + charged`, the stall this label is responsible for, and `wake_delay_ms`
+    (the blocked time after its collectives had completed, host-timed run directories only: NaN
+    elsewhere). A rank's totals are NaN where none of its collectives of the label has a known exposed
+    time."""
     if not len(table) or "queued_ns" not in table:
         return {}
     cols = list(QUEUE_FIELDS.values())
-    per_rank = table.groupby(["label", "rank"], sort=False)[cols].sum() / 1e6
+    # a rank's total is unknown (NaN) where none of its collectives of the label has a known exposed time
+    per_rank = table.groupby(["label", "rank"], sort=False)[cols].sum(min_count=1) / 1e6
+    unknown = table["exposed_ns"].isna().groupby([table["label"], table["rank"]], sort=False).all()
+    per_rank.loc[unknown[unknown].index] = np.nan
     mean = per_rank.groupby(level="label", sort=False).mean()
     out = {}
     for label, r in mean.iterrows():
-        d = {k: float(r[v]) for k, v in QUEUE_FIELDS.items()}
+        d = {k: float(r[v]) for k, v in QUEUE_FIELDS.items()}  # NaN: no rank's exposed time known
         d["attributed_exposed_ms"] = d["own_exposed_ms"] + d["queue_charged_ms"]
         out[str(label)] = d
     return out

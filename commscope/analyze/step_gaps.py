@@ -5,9 +5,14 @@
 - `start_delay_ns`: start of step s → its first compute interval (NaN if the step has none): host work
   before the step's first launch, such as making or copying the batch;
 - `period_ns`: end of step s-1 → end of step s (the step's share of the run's wall time), and `host_pct`
-  = 100 · (gap + start delay) / period.
-`gap_summary(gaps)`: per rank: `steps`, `gap_median_ms`, `gap_max_ms`, `start_delay_median_ms`, and
-`host_pct`, total gap + start delay over total period.
+  = 100 · (gap + start delay) / period;
+- `excluded`: why the step is left out of `gap_summary` (None: it counts): "profiler window" (the
+  profiler starting, recording and stopping: seconds of host time in the window's first step) or
+  "profiler export" (the step after the window, whose gap holds the trace being written), the
+  doctor's reasons for the same steps (waiting.noise_steps).
+`gap_summary(gaps)`: per rank, over its steps not `excluded`: `steps`, `gap_median_ms`, `gap_max_ms`,
+`start_delay_median_ms`, and `host_pct`, total gap + start delay over total period (NaN where no step
+is left); `excluded_steps`, how many were left out.
 
 Why: a recorder resolves its CUDA events at every step end (commscope's trainer also reads the loss
 there), so from then until the next launch the device has nothing queued: whatever the host does in
@@ -31,10 +36,22 @@ import pandas as pd
 
 from commscope.analyze import exposure
 from commscope.analyze import intervals as iv
+from commscope.analyze.waiting import profiler_window
 from commscope.load.frames import Trace, origin_ns, rel
 
-GAP_COLS = ["rank", "step", "gap_ns", "start_delay_ns", "period_ns", "host_pct"]
-SUMMARY_COLS = ["rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"]
+GAP_COLS = ["rank", "step", "gap_ns", "start_delay_ns", "period_ns", "host_pct", "excluded"]
+SUMMARY_COLS = ["rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct",
+                "excluded_steps"]
+PROFILER_WINDOW, PROFILER_EXPORT = "profiler window", "profiler export"
+
+
+def profiler_steps(trace: Trace) -> dict[int, str]:
+    """The steps whose boundary time is the profiler's (module docstring, `excluded`), with why."""
+    win = profiler_window(trace)
+    if win is None:
+        return {}
+    first, stop = win
+    return {**{s: PROFILER_WINDOW for s in range(first, stop)}, stop: PROFILER_EXPORT}
 
 
 def _first_compute(qs: np.ndarray, qe: np.ndarray, comp: iv.Intervals) -> np.ndarray:
@@ -59,6 +76,7 @@ def step_gaps(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.D
     st = trace.steps.sort_values(["rank", "step"], kind="stable")
     s_rank, s_step = st["rank"].to_numpy(), st["step"].to_numpy()
     s_start, s_end = rel(st["start_ns"], o), rel(st["end_ns"], o)
+    noise = profiler_steps(trace)
     parts = []
     for rank in trace.ranks:
         m = s_rank == rank
@@ -71,7 +89,8 @@ def step_gaps(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.D
         with np.errstate(invalid="ignore", divide="ignore"):
             host = 100.0 * (gap + np.nan_to_num(delay)) / period
         parts.append(pd.DataFrame({"rank": rank, "step": steps[1:], "gap_ns": gap, "start_delay_ns": delay,
-                                   "period_ns": period, "host_pct": host}))
+                                   "period_ns": period, "host_pct": host,
+                                   "excluded": pd.Series([noise.get(int(x)) for x in steps[1:]], dtype=object)}))
     if not parts:
         return pd.DataFrame(columns=GAP_COLS)
     return pd.concat(parts, ignore_index=True)[GAP_COLS]
@@ -81,11 +100,13 @@ def gap_summary(gaps: pd.DataFrame) -> pd.DataFrame:
     if not len(gaps):
         return pd.DataFrame(columns=SUMMARY_COLS)
     rows = []
-    for rank, g in gaps.groupby("rank", sort=True):
+    for rank, every in gaps.groupby("rank", sort=True):
+        g = every[every["excluded"].isna()] if "excluded" in every else every
         host = g["gap_ns"].sum() + g["start_delay_ns"].fillna(0).sum()
         period = g["period_ns"].sum()
         rows.append({"rank": int(rank), "steps": len(g), "gap_median_ms": float(g["gap_ns"].median()) / 1e6,
                      "gap_max_ms": float(g["gap_ns"].max()) / 1e6,
                      "start_delay_median_ms": float(g["start_delay_ns"].median()) / 1e6,
-                     "host_pct": 100.0 * host / period if period > 0 else np.nan})
+                     "host_pct": 100.0 * host / period if period > 0 else np.nan,
+                     "excluded_steps": len(every) - len(g)})
     return pd.DataFrame(rows, columns=SUMMARY_COLS)

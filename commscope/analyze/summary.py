@@ -57,7 +57,8 @@ from commscope.util.num import rounded, sig, whole
 
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
-SCHEMA_VERSION = 5  # 5: labels' queued_behind_ms
+# 5: labels' queued_behind_ms and wake_delay_ms; unknown busbw and exposure are null; the doctor's pct_of_median_step
+SCHEMA_VERSION = 5
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").

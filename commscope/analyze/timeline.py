@@ -4,8 +4,9 @@
 traces (the kernels launched in the step, load.device_steps; `basis` says how the window was found), the
 host's step range elsewhere: `compute_ns` (union of compute intervals, minus blocked waits for run
 directories), `exposed_comm_ns` (communication time not covered by compute: GPU — union of communication
-kernels minus compute; run directories — union of blocked waits), `idle_ns` (the rest) and the three as %
-of the step. The sets are the rank's whole compute and communication, clipped to the window.
+kernels minus compute; run directories — union of blocked waits, each up to its collective's end), `idle_ns`
+(the rest) and the three as % of the step; exposed and idle are NaN in a step holding a collective whose
+exposed time is unknown (exposure.exposure_unknown). The sets are the rank's whole compute and communication, clipped to the window.
 
 `comm_overlap_by_rank(trace)`: per rank, |comm ∩ comp| / |comm|, the share of communication time during
 which the rank also computed (docs/analysis.md, "The quantities"). Which sets, by input:
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze import intervals as iv
-from commscope.analyze.exposure import _compute_sets_rel, collective_span, to_rel, wait_spans
+from commscope.analyze.exposure import _compute_sets_rel, collective_span, exposure_unknown, to_rel, wait_spans
 from commscope.load.frames import Trace, origin_ns, rel
 
 BREAKDOWN_COLS = ["rank", "step", "start_ns", "end_ns", "step_ns", "compute_ns", "exposed_comm_ns", "idle_ns",
@@ -84,6 +85,14 @@ def step_breakdown(trace: Trace, comp: dict | None = None) -> pd.DataFrame:
     # one frame from the per-rank arrays (not one frame per rank and a concat: same columns, 5× cheaper)
     out = pd.DataFrame({c: np.concatenate(v) for c, v in cols.items()})
     out["basis"] = np.concatenate(basis)
+    # a step holding a collective of unknown exposed time (exposure.exposure_unknown) has unknown exposed
+    # communication, and so unknown idle time: NaN, not the part that happens to be known
+    c = trace.collectives
+    unknown = exposure_unknown(c)
+    if unknown.any():
+        hit = pd.MultiIndex.from_arrays([out["rank"], out["step"]]).isin(
+            pd.MultiIndex.from_arrays([c["rank"].to_numpy()[unknown], c["step"].to_numpy()[unknown]]))
+        out.loc[hit, ["exposed_comm_ns", "idle_ns"]] = np.nan
     with np.errstate(invalid="ignore", divide="ignore"):
         for k in ("compute", "exposed_comm", "idle"):
             out[f"{k}_pct"] = 100.0 * out[f"{k}_ns"] / out["step_ns"]

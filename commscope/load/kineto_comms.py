@@ -18,6 +18,10 @@ launches, and a `gloo:<op>` event on a gloo worker thread executes (including th
 are not linked, so each launch is paired, in launch order, with the earliest unpaired later execution of
 a compatible op (reduce_scatter executes as `gloo:all_reduce`) whose tensor size agrees.
 
+Group size: the collective's `Group size` arg where recorded, else its group's `pg_size` in
+distributedInfo.pg_config, else the world size for the default group "0"; gloo's ops name no group, so
+theirs is the one `pg_size` all of pg_config's groups share; unknown (NaN) otherwise.
+
 Label (and `label_source`): the innermost enclosing `record_function` range named
 `commscope:<label>:<phase>` on the launching thread (`scope`), else the innermost enclosing user-code
 Python frame there, in traces recorded with_stack (`stack`, `model.py:88 forward`:
@@ -200,6 +204,19 @@ def _dims_size(dims, types) -> tuple[int | None, str | None]:
     return math.prod(first), (dt if not np.isnan(dtype_size(dt)) else None)
 
 
+DEFAULT_GROUP = "0"  # the default process group's name in `Process Group Name` and pg_config's `pg_name`
+
+
+def _group_size(group: str, pgs: dict, di: dict) -> float:
+    """The size of process group `group` where its collective does not record one (`Group size`): its
+    `pg_size` in distributedInfo.pg_config, else the world size for the default group (every rank is in
+    it); NaN where neither tells (a group pg_config does not list, or an unknown world size)."""
+    size = pgs.get(group, {}).get("pg_size")
+    if size is not None:
+        return size
+    return di.get("world_size", np.nan) if group == DEFAULT_GROUP else np.nan
+
+
 def _num(v) -> float | int | None:
     """A message size as recorded: a non-negative integer, else None (a wrong type is not a size)."""
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
@@ -264,7 +281,7 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
         group = str(a.get("Process Group Name", "0"))
         gsize = a.get("Group size")
         if _num(gsize) is None:
-            gsize = pgs.get(group, {}).get("pg_size", di.get("world_size"))
+            gsize = _group_size(group, pgs, di)
         r = _row(op=op, bytes=(nel * size if nel is not None else np.nan), dtype=dt, group=group,
                  group_size=gsize, call_ns=r_start[i], return_ns=r_end[i], timing="kernel", _tid=r_tid[i],
                  _name=name)
@@ -285,7 +302,7 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
         name = re.sub(r"^rccl", "nccl", name.split("(")[0], flags=re.I)
         group = stream_group.get(stream, default_group or f"stream:{stream}")
         rows.append(_row(op=normalize_op(name), group=group,
-                         group_size=pgs.get(group, {}).get("pg_size", np.nan),
+                         group_size=_group_size(group, pgs, di),
                          start_ns=s_, end_ns=e_, stream=stream, timing="kernel", _name=normalize_op(name)))
     return rows
 
@@ -333,7 +350,10 @@ def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
     used = np.zeros(len(ex), dtype=bool)
     ex_start = ex["start_ns"].to_numpy()
     group = next(iter(pgs)) if len(pgs) == 1 else "gloo"
-    gsize = pgs[group].get("pg_size") if group in pgs else np.nan
+    # gloo's ops name no process group: its size is known where every group of pg_config has the same one
+    sizes = {p.get("pg_size") for p in pgs.values()}
+    gsize = _group_size(group, pgs, di) if group in pgs else (sizes.pop() if len(sizes) == 1 else np.nan)
+    gsize = np.nan if gsize is None else gsize
     rows = []
     la = ops_all[is_launch]
     la_args = [op_args[i] for i in np.flatnonzero(is_launch)]

@@ -94,7 +94,7 @@ def test_straggler_is_the_late_device_arrival(run):
     assert (d.verdict, d.culprit_ranks, d.label, d.step, d.sequence, d.group) == ("straggler", [2], "mlp", 1, 4, "0")
     assert d.confidence == "medium"  # one of the two judged steps
     assert d.evidence == [{"rank": 2, "step": 1, "instances": 1, "waiting_caused_ms": pytest.approx(0.6),
-                           "mean_wait_ms": pytest.approx(0.2), "pct_of_step": pytest.approx(20.0),
+                           "mean_wait_ms": pytest.approx(0.2), "pct_of_median_step": pytest.approx(20.0),
                            "step_ms": pytest.approx(1.0)}]
     det = d.details
     assert det["threshold"]["kind"] == "relative" and det["threshold"]["arrivals"] == "device"
@@ -126,7 +126,7 @@ def test_persistent_straggler_has_high_confidence_and_shares_are_split(tmp_path)
     assert (d.verdict, d.culprit_ranks, d.confidence) == ("straggler", [1], "high")
     p = d.details["persistence"]["1"]
     # step 2: rank 1's arrival 300 µs late, rank 3's 200 µs: the others waited (300 + 300 + 100) / 3 µs
-    assert p["steps"] == [1, 2, 3] and p["mean_pct_of_step"] == pytest.approx((30 + 70 / 3 + 30) / 3)
+    assert p["steps"] == [1, 2, 3] and p["mean_pct_of_median_step"] == pytest.approx((30 + 70 / 3 + 30) / 3)
     assert p["waiting_caused_ms"] == pytest.approx(3 * 0.9 - 0.2)  # in step 2 rank 3 waited only 100 µs
     assert set(d.details["also_late"]) == set()  # rank 3 came last nowhere
 
@@ -134,9 +134,11 @@ def test_persistent_straggler_has_high_confidence_and_shares_are_split(tmp_path)
 def test_the_wording_says_the_waiting_is_over_the_late_steps_only(run):
     shift(run, 2, {4}, "start_ns", 200_000)
     d = diagnose_path(str(run))
+    # the median step says which steps it covers: warm-up step 0 included, as the bar's yardstick
     assert d.summary.startswith("straggler: rank 2 made the other ranks wait 0.2 ms each (20.0 % of the 1.0 ms "
-                                "median step) in the 1 step where it was late (step 1, of 2 judged); 0.6 ms of "
-                                "waiting in all;")
+                                "median step of steps 0-2) in the 1 step where it was late (step 1, of 2 judged); "
+                                "0.6 ms of waiting in all;")
+    assert d.details["median_step_steps"] == [0, 1, 2]
     assert "per step on average" not in d.summary
     assert "Confidence medium (as persistent as so few judged steps can show)" in d.summary
     assert d.details["persistence"]["2"]["max_bar_multiple"] == pytest.approx(2.0)  # 0.2 ms against 0.1 ms
@@ -314,7 +316,7 @@ def test_doctor_cli_json_straggler_evidence(run):
     assert (doc["verdict"], doc["culprit_ranks"], doc["label"], doc["step"], doc["confidence"]) == (
         "straggler", [2], "mlp", 1, "medium")
     assert doc["evidence"][0]["mean_wait_ms"] == pytest.approx(0.2)
-    assert doc["evidence"][0]["pct_of_step"] == pytest.approx(20.0)
+    assert doc["evidence"][0]["pct_of_median_step"] == pytest.approx(20.0)
     assert doc["details"]["labels"] == ["mlp"] and doc["details"]["instances"][0]["sequence"] == 4
     p = subprocess.run([sys.executable, "-m", "commscope", "doctor", str(run), "--straggler-ms", "1",
                         "--straggler-pct", "5"], capture_output=True, text=True, timeout=120)
@@ -388,7 +390,7 @@ def test_names_rank_1_of_the_8xh100_traces_as_the_report_table_does():
     assert (ev["rank"], ev["step"], ev["instances"]) == (1, 11, 6)
     assert ev["waiting_caused_ms"] == pytest.approx(88.898, abs=1e-3)
     assert ev["mean_wait_ms"] == pytest.approx(88.898 / 7, abs=1e-3)
-    assert ev["pct_of_step"] == pytest.approx(100 * 88.898 / 7 / d.details["median_step_ms"])
+    assert ev["pct_of_median_step"] == pytest.approx(100 * 88.898 / 7 / d.details["median_step_ms"])
     assert (d.label, d.sequence) == ("_reduce_scatter_base", 8)
     assert [i["sequence"] for i in d.details["instances"]] == [8, 26, 27, 25, 9, 10]
     assert sum(i["waiting_caused_ms"] for i in d.details["instances"]) == pytest.approx(88.898, abs=1e-3)

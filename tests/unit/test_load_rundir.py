@@ -79,12 +79,15 @@ def test_frames_from_records(run):
 
 def test_exposure_is_blocked_wait_time(run):
     t = exposure.collective_table(run).set_index(["rank", "label", "op"])
-    assert t.loc[(0, "attn", "reduce_scatter"), "exposed_ns"] == 5 * US
-    assert t.loc[(1, "attn", "reduce_scatter"), "exposed_ns"] == 7 * US
-    assert t.loc[(0, "attn", "all_gather"), "exposed_ns"] == 2 * US
+    # blocked from the wait until completion: rank 0's reduce_scatter waits 65 → 70 and completes at 69
+    assert t.loc[(0, "attn", "reduce_scatter"), "exposed_ns"] == 4 * US
+    assert t.loc[(0, "attn", "reduce_scatter"), "wake_delay_ns"] == 1 * US
+    assert t.loc[(1, "attn", "reduce_scatter"), "exposed_ns"] == 6.5 * US  # 63 → 69.5
+    assert t.loc[(0, "attn", "all_gather"), "exposed_ns"] == 1 * US  # 90 → 91 of the wait 90 → 92
     assert t.loc[(0, "scalars", "all_reduce"), "exposed_ns"] == 0  # never waited on
-    # launch → completion 9 µs, 5 of them exposed; the span [60, 69) meets no compute ([0, 60), [70, 80)),
-    # so none of it is hidden: the 4 µs not waited on were not computed either
+    assert t.loc[(0, "scalars", "all_reduce"), "wake_delay_ns"] == 0
+    # launch → completion 9 µs, 4 of them exposed; the span [60, 69) meets no compute ([0, 60), [70, 80)),
+    # so none of it is hidden: the 5 µs not waited on were not computed either
     assert t.loc[(0, "attn", "reduce_scatter"), "duration_ns"] == 9 * US
     assert t.loc[(0, "attn", "reduce_scatter"), "hidden_ns"] == 0
     assert t.loc[(0, "attn", "reduce_scatter"), "hidden_pct"] == 0
@@ -99,16 +102,17 @@ def test_exposure_is_blocked_wait_time(run):
 def test_label_stats_and_summary(run):
     per = exposure.label_stats(exposure.collective_table(run)).set_index(["rank", "label"])
     assert per.loc[(0, "attn"), "count"] == 2 and per.loc[(0, "attn"), "bytes"] == 16000
-    assert per.loc[(0, "attn"), "exposed_ms"] == pytest.approx(0.007)
-    assert per.loc[(1, "attn"), "exposed_ms"] == pytest.approx(0.012)
+    assert per.loc[(0, "attn"), "exposed_ms"] == pytest.approx(0.005)  # 4 + 1 µs
+    assert per.loc[(1, "attn"), "exposed_ms"] == pytest.approx(0.0105)  # 6.5 + 4 µs
     doc = summarize(run)
     a = doc["labels"]["attn"]
     assert a["op"] == "reduce_scatter+all_gather" and a["count_per_rank"] == 2 and a["bytes"] == 8000
     assert a["count"] == 4 and isinstance(a["count"], int)  # all ranks: an integer
-    assert a["exposed_ms"] == pytest.approx((0.007 + 0.012) / 2)
-    assert a["exposed_ms_by_rank"] == {"0": pytest.approx(0.007), "1": pytest.approx(0.012)}
-    # durations 9 + 11 (rank 0) + 7.5 + 14 (rank 1) = 41.5 µs, exposed 5 + 2 + 7 + 5 = 19 µs; no span meets
-    # compute, so nothing is hidden (22.5 µs are neither computed nor waited on)
+    assert a["exposed_ms"] == pytest.approx((0.005 + 0.0105) / 2, abs=5e-5)  # rounded to 0.1 µs
+    assert a["exposed_ms_by_rank"] == {"0": pytest.approx(0.005), "1": pytest.approx(0.0105)}
+    assert a["wake_delay_ms"] == pytest.approx((0.002 + 0.0015) / 2, abs=5e-5)  # (1 + 1) and (0.5 + 1) µs
+    # durations 9 + 11 (rank 0) + 7.5 + 14 (rank 1) = 41.5 µs, exposed 4 + 1 + 6.5 + 4 = 15.5 µs; no span
+    # meets compute, so nothing is hidden (26 µs are neither computed nor waited on before completion)
     assert a["hidden_pct"] == 0.0
     assert a["mean_ms"] == pytest.approx(41.5 / 4 / 1000, abs=5e-5)  # rounded to 0.1 µs
     # a CPU run directory: durations are launch to completion, and the per-rank overlap is over the recorded
@@ -131,9 +135,10 @@ def test_skew_and_stragglers(run):
 
 def test_step_breakdown_and_overlap(run):
     br = timeline.step_breakdown(run).set_index("rank")
-    # rank 0: compute = forward+backward+update = 70 µs; waits 5 + 2 = 7 µs; idle the rest
-    assert br.loc[0, "compute_ns"] == 70 * US and br.loc[0, "exposed_comm_ns"] == 7 * US
-    assert br.loc[0, "idle_ns"] == 23 * US and br.loc[0, "step_ns"] == 100 * US
+    # rank 0: compute = forward+backward+update = 70 µs; waits until completion 4 + 1 = 5 µs; idle the rest,
+    # the 2 µs of waiting after completion included
+    assert br.loc[0, "compute_ns"] == 70 * US and br.loc[0, "exposed_comm_ns"] == 5 * US
+    assert br.loc[0, "idle_ns"] == 25 * US and br.loc[0, "step_ns"] == 100 * US
     ov = timeline.comm_overlap_by_rank(run).set_index("rank")
     # rank 0 comm in flight [60, 69) ∪ [80, 91) ∪ [85, 88) = 20 µs, of which [70, 80) compute overlaps 0
     assert ov.loc[0, "comm_ns"] == 20 * US and ov.loc[0, "overlapped_ns"] == 0

@@ -39,7 +39,7 @@ def _step(rank, step, s, e):
 
 def queue_run(tmp_path):
     """attn (launched 0, done 100) and mlp (1 → 150) queued before scalars (2 → 151), whose wait blocks
-    10 → 152; attn and mlp are waited on after they finished."""
+    10 → 152 (the last 1 ms after its completion); attn and mlp are waited on after they finished."""
     lines = [_region(0, 0, "forward", -20, -10), _region(0, 0, "backward", -10, 0),
              _coll(0, 0, 0, "attn", 0, 100, 160, 160.5), _coll(0, 0, 1, "mlp", 1, 150, 161, 161.25),
              _coll(0, 0, 2, "scalars", 2, 151, 10, 152, op="all_reduce", nbytes=36), _step(0, 0, -20, 170)]
@@ -49,30 +49,37 @@ def queue_run(tmp_path):
 def test_queued_time_is_charged_to_the_head_of_the_queue(tmp_path):
     t = exposure.collective_table(load_path(str(queue_run(tmp_path))))
     by = {r.label: r for r in t.itertuples()}
-    assert by["scalars"].exposed_ns == pytest.approx(142 * MS, abs=1e3)
-    # 10 → 100 behind attn, 100 → 150 behind mlp, the last 2 ms are its own
+    # exposed 10 → 151 (its end): 10 → 100 behind attn, 100 → 150 behind mlp, 150 → 151 its own; the wait's
+    # last 1 ms, after completion, is wake-up delay
+    assert by["scalars"].exposed_ns == pytest.approx(141 * MS, abs=1e3)
     assert by["scalars"].queued_ns == pytest.approx(140 * MS, abs=1e3)
-    assert by["scalars"].own_exposed_ns == pytest.approx(2 * MS, abs=1e3)
+    assert by["scalars"].own_exposed_ns == pytest.approx(1 * MS, abs=1e3)
+    assert by["scalars"].wake_delay_ns == pytest.approx(1 * MS, abs=1e3)
     assert by["attn"].queue_charged_ns == pytest.approx(90 * MS, abs=1e3)
     assert by["mlp"].queue_charged_ns == pytest.approx(50 * MS, abs=1e3)
-    assert by["attn"].queued_ns == 0 and by["attn"].own_exposed_ns == pytest.approx(0.5 * MS, abs=1e3)
+    # waited on after it was done: nothing exposed, the whole wait is wake-up delay
+    assert by["attn"].queued_ns == 0 and by["attn"].own_exposed_ns == 0
+    assert by["attn"].wake_delay_ns == pytest.approx(0.5 * MS, abs=1e3)
     doc = summarize(load_path(str(queue_run(tmp_path))), with_hta=False)
     lab = doc["labels"]
-    assert lab["scalars"]["exposed_ms"] == pytest.approx(142, abs=1e-3)  # unchanged meaning
-    assert lab["scalars"]["own_exposed_ms"] == pytest.approx(2, abs=1e-3)
-    assert lab["attn"]["attributed_exposed_ms"] == pytest.approx(90.5, abs=1e-3)
-    assert lab["mlp"]["attributed_exposed_ms"] == pytest.approx(50.25, abs=1e-3)
+    assert lab["scalars"]["exposed_ms"] == pytest.approx(141, abs=1e-3)
+    assert lab["scalars"]["own_exposed_ms"] == pytest.approx(1, abs=1e-3)
+    assert lab["attn"]["attributed_exposed_ms"] == pytest.approx(90, abs=1e-3)
+    assert lab["mlp"]["attributed_exposed_ms"] == pytest.approx(50, abs=1e-3)
+    assert lab["mlp"]["wake_delay_ms"] == pytest.approx(0.25, abs=1e-3)
 
 
 def test_recorded_end_is_bounded_by_a_later_completion(tmp_path):
     """attn's recorded end (its wait, 300) is later than scalars' completion (120): launch order is
-    completion order, so attn was done by 120 and scalars' wait after that is its own."""
+    completion order, so attn was done by 120; scalars' wait 120 → 130, after its own completion, is
+    wake-up delay, not exposed."""
     lines = [_coll(0, 0, 0, "attn", 0, 300, 299, 300), _coll(0, 0, 1, "scalars", 1, 120, 50, 130, op="all_reduce"),
              _step(0, 0, -1, 400)]
     t = exposure.collective_table(load_path(str(write_run(tmp_path / "b", {0: lines}))))
     by = {r.label: r for r in t.itertuples()}
     assert by["scalars"].queued_ns == pytest.approx(70 * MS, abs=1e3)
-    assert by["scalars"].own_exposed_ns == pytest.approx(10 * MS, abs=1e3)
+    assert by["scalars"].own_exposed_ns == pytest.approx(0, abs=1e3)
+    assert by["scalars"].wake_delay_ns == pytest.approx(10 * MS, abs=1e3)
     assert by["attn"].queue_charged_ns == pytest.approx(70 * MS, abs=1e3)
 
 
