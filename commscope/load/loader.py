@@ -280,7 +280,7 @@ def _pair(c: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
                 unpaired[i] = True
         if len(examples) < 3:
             who = ", ".join(f"rank {c['rank'].iat[i]}: {op[i]} "
-                            f"{'of unknown size' if np.isnan(size[i]) else f'{int(size[i])} B'}{f' {dt[i]}' if dt[i] else ''}"
+                            f"({'unknown size' if np.isnan(size[i]) else f'{int(size[i])} B'}{f', {dt[i]}' if dt[i] else ''})"
                             for i in rows[:4])
             examples.append(f"group {c['group'].iat[rows[0]]} seq {c['seq'].iat[rows[0]]} ({who})")
     n = int(unpaired.sum())

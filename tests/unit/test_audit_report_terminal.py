@@ -20,13 +20,13 @@ def caveat_block(text: str) -> str:
 def test_long_problem_lines_print_whole_at_word_boundaries():
     doc = summarize(load_path(str(TESTS / "data" / "hta-testdata" / "trace_filter")), with_hta=False)
     unpaired = next(p for p in doc["problems"] if "left unpaired" in p)
-    assert len(unpaired) == 372
+    assert len(unpaired) == 444
     text = render(doc)
     block = caveat_block(text)
     assert max(len(line) for line in block.splitlines()) <= 100
     # every word of the problem, in order, none split across two lines and none dropped
     assert " ".join(block.split()).count(" ".join(unpaired.split())) == 1
-    assert unpaired.split()[-1] == "long)" and "long)\n" in block
+    assert unpaired.split()[-1] == "long))" and "long))\n" in block
     partial = next(n for n in doc["notes"] if n.startswith("Partial: 2 of the job's 128 ranks"))
     assert " ".join(partial.split()) in " ".join(block.split())
     assert "…" not in block.replace("… ", "")  # no cut marker (only the "… N more" line may use one)
