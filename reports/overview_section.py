@@ -48,7 +48,10 @@ def _step_scope(h) -> str:
     a, b = h.step_range
     steps = f"step {a}" if a == b else f"steps {a}–{b}"
     ranks = f"{h.step_ranks} rank" + ("" if h.step_ranks == 1 else "s")
-    return f" (over {ranks}, {steps}" + (" selected)" if h.steps_selected else ", warm-up included)")
+    if h.steps_selected:
+        return f" (over {ranks}, {steps} selected)"
+    # step 0 carries one-time costs (compilation, allocator warm-up) that the doctor's median leaves out
+    return f" (over {ranks}, {steps}" + (", step 0 included)" if a == 0 and b > 0 else ")")
 
 
 CAVEATS_ON_PAGE = 12  # problems and notes in the box under the headline; the rest are counted
@@ -87,6 +90,8 @@ def render_summary(ctx) -> str:
         facts.append(f"mean step {fmt(h.step_ms_mean)} ms" + _step_scope(h))
     if h.exposed_pct is not None:
         facts.append(f"<b>exposed communication {h.exposed_pct:.1f}% of step time</b>")
+    elif h.exposed_unknown:
+        facts.append("<b>exposed communication unknown</b>")
     out.append(f'<p class="headline">{" · ".join(facts)}</p>')
     caveats = render_caveats(ctx.summary)
     if caveats:
@@ -100,12 +105,15 @@ def render_summary(ctx) -> str:
         f'<li><span class="swatch" style="background:{colors.get(f.name, "#888")}"></span><b>{html.escape(f.name)}</b> '
         f'{fmt(f.exposed_ms)} ms exposed per rank<ul>' + "".join(f"<li>{html.escape(w)}</li>" for w in f.why)
         + "</ul></li>" for f in h.labels)
+    unknown = (f'<p class="empty">Exposed time unknown for {html.escape(", ".join(h.exposed_unknown))}: '
+               "collectives without an end time in the trace.</p>" if h.exposed_unknown else "")
     cols.append('<div><h3>Most exposed collectives</h3>' + (f'<ol id="top-labels">{items}</ol>' if items else
-                '<p class="empty">No exposed communication.</p>') + "</div>")
+                "" if unknown else '<p class="empty">No exposed communication.</p>') + unknown + "</div>")
     items = "".join(f"<li><b>{html.escape(f.name)}</b><ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in f.why)
                     + "</ul></li>" for f in h.ranks)
     cols.append('<div><h3>Ranks to look at</h3>' + (f'<ol id="top-ranks">{items}</ol>' if items else
-                '<p class="empty">No rank stands out: no straggler, no exposed communication.</p>') + "</div>")
+                ('<p class="empty">No straggler; which rank\'s communication is exposed is unknown.</p>' if h.exposed_unknown
+                 else '<p class="empty">No rank stands out: no straggler, no exposed communication.</p>')) + "</div>")
     out.append('<div class="cols">' + "".join(cols) + "</div>")
     return "\n".join(out)
 

@@ -180,7 +180,9 @@ def render_steps(ctx: ReportContext) -> str | None:
         out.append('<h3>Host time at step boundaries</h3><p class="note">gap: from one step\'s end to the next '
                    "one's start; start delay: from a step's start to its first compute. Neither is inside "
                    "compute, and after a step-end synchronization (a recorder's, a loss read) the device has "
-                   "nothing queued there: host_pct is their share of the wall time (docs/analysis.md).</p>"
+                   "nothing queued there: host_pct is their share of the wall time (docs/analysis.md). Steps "
+                   "of the profiler window and the step after it (the trace's export) are left out "
+                   "(excluded_steps): their boundary time is the profiler's.</p>"
                    + which + tables.records_table(bounds, table_id="step-boundaries"))
     steps, which = listed(ctx, steps)
     out.append(which + tables.records_table(steps, table_id="steps-table"))

@@ -49,7 +49,7 @@ HEADERS = {  # where the generic rule would say less than the column means
     "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last", "last_share": "Last share",
     "wait_caused_ms": "Wait caused (ms)", "host_pct": "Host time (% of wall)",
     "queued_behind_ms": "Queued behind, by label (ms)",
-    "pct_of_median_step": "Waiting caused, % of the median step",
+    "pct_of_median_step": "% of median step",
     "max_hta_comm_overlap_diff_pp": "Largest |commscope − HTA| comm overlap (pp)",
     "world_size_from": "World size taken from", "rank_from": "Rank taken from", "rank_files": "Trace files by rank",
     "files": "Trace file by rank",

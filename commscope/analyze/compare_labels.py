@@ -15,7 +15,8 @@ commscope.analyze.exposure.collective_table) one sample per step is taken:
   negative: inside it), mean over its collectives in the step, averaged over ranks. Only steps with a
   known end of backward give samples; a run without them gives none (no zeros are made up).
 The first step of a run is dropped when there are more (warm-up, allocator, autotuning); it has no
-boundary sample anyway.
+boundary sample anyway. Steps of the profiler window and the one after it (the trace's export) give no
+boundary sample: their boundary time is the profiler's (step_gaps' `excluded`).
 
 Confidence intervals: the difference of means (candidate − baseline) with scipy.stats.bootstrap
 (percentile, fixed seed), resampling runs (each run's mean over its steps: steps within a run are not
@@ -72,6 +73,7 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
                                       names=["step", "label"])
     exposed = exposed.set_index(["step", "label"]).reindex(grid, fill_value=0.0).reset_index()
     gaps = step_gaps(trace)
+    gaps = gaps[gaps["excluded"].isna()]  # the profiler window's and its export's boundaries are the profiler's
     boundary = ((gaps["gap_ns"] + gaps["start_delay_ns"].fillna(0)) / 1e6).groupby(gaps["step"]).mean()
     place = placement(trace, table).dropna(subset=["start_vs_backward_end_ms"])
     place = (place.groupby(["step", "label", "rank"])["start_vs_backward_end_ms"].mean()

@@ -53,6 +53,9 @@ class Highlights:
     step_range: tuple[int, int] | None = None  # first and last step of the rows step_ms_mean is over
     step_ranks: int = 0                # ranks with step rows: the ranks step_ms_mean is over
     steps_selected: bool = False       # the summary covers the --steps selection, not every step
+    # labels with collectives whose exposed time is unknown (no end time in the trace): the headline share
+    # and the "nothing exposed" statements are then not known either
+    exposed_unknown: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -92,8 +95,9 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
     steps = pd.DataFrame(summary.get("steps") or [])
     if len(steps):
         step_sum = pd.to_numeric(steps["step_ms"], errors="coerce").sum()
-        exp_sum = pd.to_numeric(steps["exposed_comm_ms"], errors="coerce").sum()
-        exposed_pct = float(100 * exp_sum / step_sum) if step_sum > 0 else None
+        exposed = pd.to_numeric(steps["exposed_comm_ms"], errors="coerce")
+        # a step holding a collective of unknown exposure has no exposed total: no share rather than a low one
+        exposed_pct = float(100 * exposed.sum() / step_sum) if step_sum > 0 and not exposed.isna().any() else None
         step_mean = _f(pd.to_numeric(steps["step_ms"], errors="coerce").mean())
         n_steps = int(steps["step"].nunique())
         per_rank_step_ms = float(step_sum / max(steps["rank"].nunique(), 1))
@@ -156,7 +160,11 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
         verdict, vsum = "unknown", (f"diagnosis failed: {diagnosis}" if diagnosis is not None else "not diagnosed")
     else:
         verdict, vsum = diagnosis.verdict, diagnosis.summary
+    # collectives ran (count) but none has a known exposed time (no end time in the trace)
+    unknown = [str(lab) for lab, v in (summary.get("labels") or {}).items()
+               if _f(v.get("exposed_ms")) is None and (_f(v.get("count")) or 0) > 0]
     return Highlights(verdict=verdict, verdict_summary=vsum, exposed_pct=exposed_pct, step_ms_mean=step_mean,
+                      exposed_unknown=unknown,
                       n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks,
                       step_range=step_range, step_ranks=step_ranks,
                       steps_selected=bool(summary.get("steps_selected")))

@@ -23,7 +23,8 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
  "launch_skew": {"collectives": n, "mean_ms", "max_ms"}, host side: spread of the launch calls
  "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...,
             "gap_before_ms", "start_delay_ms"}],          the last two: analyze.step_gaps (null for a rank's first step)
- "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct"}],
+ "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct",
+                      "excluded_steps"}],  over the steps outside the profiler window and its export
  "arrival_lateness": {"arrivals": n, "quantiles": [{"quantile", "lateness_ms"}], "histogram": [{"lo_ms",
                        "hi_ms", "arrivals", "share", "ranks", "worst_rank", "worst_ms", "worst_step", "worst_label"}]}
                                              how late each member of a collective instance arrived (analyze.lateness)
@@ -221,7 +222,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                   for r in br.itertuples()],
         "step_boundaries": [{"rank": int(r.rank), "steps": int(r.steps), "gap_median_ms": rounded(r.gap_median_ms),
                              "gap_max_ms": rounded(r.gap_max_ms), "start_delay_median_ms": rounded(r.start_delay_median_ms),
-                             "host_pct": rounded(r.host_pct, 2)}
+                             "host_pct": rounded(r.host_pct, 2), "excluded_steps": int(r.excluded_steps)}
                             for r in step_gaps.gap_summary(gaps).itertuples()],
         "arrival_lateness": arrival_lateness(tr),  # analyze.lateness
         "representative_ranks": reps,  # analyze.representative

@@ -140,3 +140,15 @@ def test_step_boundary_gaps_are_compared_like_a_label(tmp_path):
     assert row["metric"] == "boundary_ms" and row["verdict"] == "better"
     assert row["base_ms"] == pytest.approx(3.2, abs=1e-3) and row["delta_ms"] == pytest.approx(-2.5, abs=1e-3)
     assert t[t["label"] == "attn"].iloc[0]["verdict"] == "unchanged"
+
+
+def test_the_profiler_windows_boundary_gives_no_boundary_sample():
+    """tests/data/layout/standard profiles step 3: its start-up (seconds) is the profiler's, not the run's
+    host time, so steps 1 and 2 give boundary samples and step 3 none (its step time still counts)."""
+    from commscope.analyze.compare_labels import BOUNDARY_LABEL, STEP_LABEL
+    from paths import TESTS
+
+    s = run_samples(TESTS / "data" / "layout" / "standard")
+    bounds = s[s["label"] == BOUNDARY_LABEL]
+    assert bounds["step"].tolist() == [1, 2] and bounds["ms"].max() < 100
+    assert 3 in s[s["label"] == STEP_LABEL]["step"].tolist()

@@ -215,7 +215,7 @@ def test_step_gaps_measure_the_gap_and_the_start_delay(tmp_path):
     assert s.loc[0, "gap_median_ms"] == pytest.approx(0.03) and s.loc[1, "start_delay_median_ms"] == pytest.approx(0.01)
     doc = summarize(tr, with_hta=False)
     assert doc["step_boundaries"][0] == {"rank": 0, "steps": 1, "gap_median_ms": 0.03, "gap_max_ms": 0.03,
-                                         "start_delay_median_ms": 0.01, "host_pct": 30.77}
+                                         "start_delay_median_ms": 0.01, "host_pct": 30.77, "excluded_steps": 0}
     by_step = {(x["rank"], x["step"]): x for x in doc["steps"]}
     assert by_step[(0, 0)]["gap_before_ms"] is None and by_step[(0, 1)]["gap_before_ms"] == 0.03
     assert by_step[(1, 1)]["start_delay_ms"] == 0.01

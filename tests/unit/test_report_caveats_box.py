@@ -70,3 +70,18 @@ def test_missing_hta_is_said_in_the_terminal_and_on_the_page(tmp_path, monkeypat
     assert not any("HTA" in n for n in doc["notes"])
     res = CliRunner().invoke(app, ["report", str(FIXTURE), "--no-hta", "-o", str(tmp_path / "n.html")])
     assert res.exit_code == 0 and "HTA's analyses were asked for" not in res.output
+
+
+
+def test_unknown_exposure_is_said_unknown_not_zero_on_the_page():
+    """A host-only trace whose collectives have no end time: the headline share and the label list say
+    'unknown' instead of 0 % and 'No exposed communication'."""
+    from commscope.analyze.report_overview import highlights
+
+    doc, page = summary_page(HTA_DATA / "distributed_info_unavailable")
+    h = highlights(doc)
+    assert h.exposed_pct is None and h.exposed_unknown == ["all_to_all"]
+    assert "<b>exposed communication unknown</b>" in page and "% of step time" not in page
+    assert "Exposed time unknown for all_to_all" in page and "No exposed communication" not in page
+    known, known_page = summary_page(FIXTURE)
+    assert highlights(known).exposed_unknown == [] and "% of step time</b>" in known_page

@@ -87,7 +87,7 @@ def test_headline_mean_step_says_what_it_covers(ten_steps):
     head = re.search(r'<p class="headline">(.*?)</p>', render_summary(ten_steps)).group(1)
     steps = ten_steps.summary["steps"]
     mean = sum(r["step_ms"] for r in steps) / len(steps)
-    assert f"mean step {mean:,.3f} ms (over 2 ranks, steps 0–9, warm-up included)" in head
+    assert f"mean step {mean:,.3f} ms (over 2 ranks, steps 0–9, step 0 included)" in head
     assert head.startswith("2 ranks · 10 steps · ")
 
 
