@@ -32,15 +32,19 @@ def test_per_label_numbers_match_recorded_events(run_dir):
     doc = summarize(load_path(run_dir), with_hta=False)
     assert doc["ranks"] == 2 and doc["source"] == "run" and doc["problems"] == []
     recs = {r: [e for e in events(run_dir, r) if e["kind"] == "collective"] for r in (0, 1)}
-    want = collections.defaultdict(lambda: {"count": [], "exposed": [], "dur": [], "bytes": []})
+    want = collections.defaultdict(lambda: {"count": [], "exposed": [], "wake": [], "dur": [], "bytes": []})
     for r, cs in recs.items():
         per = collections.defaultdict(list)
         for c in cs:
             per[c["label"]].append(c)
         for lab, cl in per.items():
             want[lab]["count"].append(len(cl))
-            want[lab]["exposed"].append(sum((c["wait_end_ns"] - c["wait_ns"]) if c["wait_ns"] is not None else 0
-                                            for c in cl) / 1e6)
+            # exposed: blocked from wait() until the collective completed (end_ns, the completion callback);
+            # the rest of the wait is waking up (wake_delay_ms), host scheduling rather than communication
+            want[lab]["exposed"].append(sum(max(min(c["wait_end_ns"], c["end_ns"]) - c["wait_ns"], 0)
+                                            if c["wait_ns"] is not None else 0 for c in cl) / 1e6)
+            want[lab]["wake"].append(sum(c["wait_end_ns"] - max(min(c["wait_end_ns"], c["end_ns"]), c["wait_ns"])
+                                         if c["wait_ns"] is not None else 0 for c in cl) / 1e6)
             want[lab]["dur"] += [c["end_ns"] - c["call_ns"] for c in cl]
             want[lab]["bytes"] += [c["bytes"] for c in cl]
     assert set(doc["labels"]) == set(want) and len(want) == 13
@@ -48,6 +52,7 @@ def test_per_label_numbers_match_recorded_events(run_dir):
         got = doc["labels"][lab]
         assert got["count_per_rank"] == pytest.approx(np.mean(w["count"])) and got["count"] == sum(w["count"])
         assert got["exposed_ms"] == pytest.approx(np.mean(w["exposed"]), abs=1e-4)
+        assert got["wake_delay_ms"] == pytest.approx(np.mean(w["wake"]), abs=1e-4)
         assert got["mean_ms"] == pytest.approx(np.mean(w["dur"]) / 1e6, abs=1e-4)
         assert got["bytes"] == pytest.approx(np.median(w["bytes"]))
     # every (group, seq) is seen on both ranks with the same op and bytes
