@@ -42,9 +42,7 @@ HTA_COMM_KERNEL_RE = re.compile(r"^nccl.*Kernel")
 COMM_KERNEL_RE = re.compile(r"^(nccl|rccl).*Kernel", re.I)
 _NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 _STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # int64 step numbers
-# A world size beyond this is not believed (no job has a million ranks): per-rank structures are sized
-# by the world size, and a corrupt 10⁹ must not allocate them.
-MAX_WORLD = 1 << 20
+MAX_WORLD = kineto_comms.MAX_WORLD  # the largest world size believed
 # `rank3`, `rank-3`, `rank_3` anywhere in the file name (torch's tensorboard_trace_handler puts the
 # worker name first: `<worker>.<pid>.<ts>.pt.trace.json`), not preceded by a letter (`crank3`)
 _RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)(?!\d)", re.I)
