@@ -32,7 +32,7 @@ import pandas as pd
 
 from commscope.load import kineto_comms
 from commscope.load.device_steps import device_steps
-from commscope.load.kineto_events import check_values, read_events
+from commscope.load.kineto_events import check_shapes, check_values, read_events
 from commscope.load.files import gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, match_positions, ns_array
 
@@ -70,7 +70,8 @@ def _ns(ts: list, base: int) -> np.ndarray:
 
 
 def parse_file(path: str, with_ops: bool = False) -> dict:
-    """Frames of one rank (`rank`, `world_size`, `backend`, `info`, and one DataFrame per frame kind).
+    """Frames of one rank (`rank`, `world_size`, `backend`, `info`, and one DataFrame per frame kind), its
+    `problems`, and among them `dropped`: the lines about values left out or taken as unknown.
 
     `ops` is only built `with_ops` (else None): see `Trace.ops`, which is loaded lazily.
     """
@@ -95,7 +96,9 @@ def _parse(path: str, with_ops: bool) -> dict:
         _KEEP.append(ev.doc)
     ev.doc = None
     check_values(ev)
-    problems = [_dropped_line(path, why, n) for why, n in ev.dropped.items()]
+    check_shapes(ev)
+    dropped = [_dropped_line(path, why, n) for why, n in ev.dropped.items()]
+    problems = list(dropped)
     who = _identity(path, ev.di, ev.o_name, ev.o_args)
     problems += who.pop("problems")
     di = who["di"]
@@ -170,7 +173,7 @@ def _parse(path: str, with_ops: bool) -> dict:
     times = [int(f[c].min()) for f, c in ((kernels, "start_ns"), (ops_all, "start_ns"), (ann, "start_ns")) if len(f)]
     ends = [int(f[c].max()) for f, c in ((kernels, "end_ns"), (ops_all, "end_ns"), (ann, "end_ns")) if len(f)]
     return {
-        **who, "problems": problems, "window": (min(times), max(ends)) if times else None,
+        **who, "problems": problems, "dropped": dropped, "window": (min(times), max(ends)) if times else None,
         "backend": di.get("backend") if isinstance(di.get("backend"), str) else None,
         "info": {"distributedInfo": ev.di, "deviceProperties": ev.device_properties, "file": path},
         "steps": steps,
