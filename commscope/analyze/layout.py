@@ -47,7 +47,7 @@ import pandas as pd
 
 from commscope.analyze.layout_attrib import attribute
 from commscope.load.frames import dtype_size
-from commscope.util.num import largest_numel
+from commscope.util.num import is_tensor_shape, largest_numel
 
 FINDING_COLUMNS = [
     "rank", "op", "kernel", "dims", "strides", "dtypes", "numel", "bytes", "duration_us",
@@ -238,8 +238,9 @@ def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
     names = ops["name"].tolist()
     keep = [i for i, n in enumerate(names) if isinstance(n, str) and POINTWISE_OPS.match(n)]
     sub = ops.iloc[keep]
-    dims_col = [[d if isinstance(d, list) else [] for d in _as_list(x)] for x in sub["dims"].tolist()]
-    strides_col = [[s if isinstance(s, list) else [] for s in _as_list(x)] for x in sub["strides"].tolist()]
+    # only tensors' shapes (lists of integers; a tensor list or a malformed entry is no tensor of the op)
+    dims_col = [[d if is_tensor_shape(d) else [] for d in _as_list(x)] for x in sub["dims"].tolist()]
+    strides_col = [[s if is_tensor_shape(s) else [] for s in _as_list(x)] for x in sub["strides"].tolist()]
     numel = [largest_numel(d) for d in dims_col]
     cols = {c: sub[c].tolist() if c in sub else [None] * len(sub)
             for c in ("rank", "name", "start_ns", "end_ns", "dtypes", "kernel_names", "kernel_dur_ns")}

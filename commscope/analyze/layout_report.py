@@ -24,6 +24,7 @@ import pandas as pd
 from commscope.analyze.contention import CONTENTION_COLUMNS, device_limits, find_sm_contention
 from commscope.analyze.layout import FINDING_COLUMNS, SLOWDOWN_FLAG, find_layout_mismatches, severity
 from commscope.analyze.layout_kernels import UNLINKED, kernel_layout_evidence
+from commscope.load.kineto_events import NOT_A_SHAPE
 
 JSON_FINDING_KEYS = ["op", "kernel", "dims", "strides", "duration_us", "achieved_gbps", "peak_gbps",
                      "est_saving_us", "where", "confidence", "deliberate", "rank", "pct_of_peak", "peak_source",
@@ -115,9 +116,15 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
     limits = device_limits(trace.config)
     contention = find_sm_contention(trace.collectives, trace.kernels, limits, min_inflation=min_inflation)
     notes, skipped = [], None
+    unusable = [p for p in trace.problems if NOT_A_SHAPE in p]
     if not trace.ops["dims"].map(lambda d: isinstance(d, list) and any(d)).any():
-        notes.append("No recorded shapes (torch.profiler record_shapes=False): stride/layout findings need them, "
+        notes.append("No usable recorded shapes: stride/layout findings need them, so only kernel-name evidence is "
+                     "checked." if unusable else
+                     "No recorded shapes (torch.profiler record_shapes=False): stride/layout findings need them, "
                      "so only kernel-name evidence is checked.")
+    if unusable:
+        notes.append(f"Recorded shapes that cannot be used are taken as unknown in {len(unusable)} trace file(s) "
+                     f"(an op without shapes is judged by kernel evidence only), e.g. {unusable[0]}")
     if trace.kernels.empty:
         skipped = "no GPU kernels"
         notes.append("No GPU kernels: kernel-only layout evidence and SM contention do not apply.")

@@ -1,9 +1,10 @@
 """Typed, streaming reading of a run's events.jsonl files (docs/run_format.md, "events.jsonl records") into
 the columns of the `steps`, `collectives`, `regions` and `hooks` frames.
 
-Every field the frames carry is checked against its type before it is kept: nanosecond times and counters
-are integers in int64 range (never a bool, a string or a float beyond 2⁶³), numbers are finite, strings
-are strings. A record that fails is left out and counted in `problems` — never folded into the figures:
+Every field the frames carry is checked against its type before it is kept: nanosecond times are integers
+in int64 range, counters (steps, seq, …) within ±2⁵³ (exact as float64), never a bool, a string or a float
+beyond 2⁶³; numbers are finite, strings are strings. A record that fails is left out and counted in
+`problems` — never folded into the figures:
 - a field of the wrong type or out of range (`"start_ns": "x"`, `"ts": true`, `"loss": "NaN"`, a step of 10³⁰);
 - a negative duration (`end_ns < start_ns`, `return_ns < call_ns`, `wait_end_ns < wait_ns`);
 - a duplicate: a line identical to an earlier one (a file concatenated with itself), a second `step`
@@ -40,6 +41,9 @@ from commscope.load.frames import COLUMNS, frame
 
 NA = -2 ** 63  # int64 column slot for a missing value (never a valid value: checked on input)
 _INT64_MAX = 2 ** 63 - 1
+# Counters (steps, sequence numbers, positions, group sizes) stay exact as float64, which a counter column
+# with missing values becomes (and analyses that reindex by step make of it): no run has 2⁵³ steps.
+_COUNTER_MAX = 2 ** 53 - 1
 
 # Field types: "ns" (time, int64), "int" (int64 counter), "num" (finite number), "str" (string; a
 # group's name may also be written as a number), "scalar" (any string or number).
@@ -70,7 +74,8 @@ def _field_type(name: str, t: str) -> Any:
     """The msgspec type of a field: the same checks as `_check`, so a Struct it decodes is a record `_check`
     would keep as it is (apart from the cross-field checks done after decoding)."""
     if t in ("ns", "int"):
-        return Annotated[int, msgspec.Meta(ge=max(-_INT64_MAX, _MIN.get(name, -_INT64_MAX)), le=_INT64_MAX)]
+        hi = _INT64_MAX if t == "ns" else _COUNTER_MAX
+        return Annotated[int, msgspec.Meta(ge=max(-hi, _MIN.get(name, -hi)), le=hi)]
     if t == "num":
         return Annotated[float, msgspec.Meta(ge=_MIN[name])] if name in _MIN else float
     if t == "str":
@@ -106,13 +111,15 @@ class _Reject(Exception):
     """A record left out; args[0] is the cause (grouped in problems), args[1] the detail of this one."""
 
 
-def _int(v: Any, name: str) -> int:
+def _int(v: Any, name: str, counter: bool = False) -> int:
     if type(v) is float and v.is_integer() and abs(v) <= _INT64_MAX:  # 1.0e3 written by another tool
         v = int(v)
     if type(v) is not int:  # bool is an int subclass: `true` is not a time
         raise _Reject(f"{name} is not an integer", f"{name}={_short(v)}")
     if not -_INT64_MAX <= v <= _INT64_MAX:
         raise _Reject(f"{name} is out of the int64 range", f"{name}={_short(v)}")
+    if counter and not -_COUNTER_MAX <= v <= _COUNTER_MAX:
+        raise _Reject(f"{name} is beyond ±2^53 (a counter, not a time)", f"{name}={_short(v)}")
     if v < _MIN.get(name, -_INT64_MAX):
         raise _Reject(f"{name} is below {_MIN[name]}", f"{name}={v}")
     return v
@@ -145,7 +152,7 @@ def _check(rec: dict, kind: str, rank: int) -> tuple:
                 raise _Reject(f"no {f}", "")
             row[f] = None
         elif t in ("ns", "int"):
-            row[f] = _int(v, f)
+            row[f] = _int(v, f, t == "int")
         elif t == "num":
             row[f] = _num(v, f)
         elif t == "str":

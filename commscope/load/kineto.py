@@ -32,7 +32,7 @@ import pandas as pd
 
 from commscope.load import kineto_comms
 from commscope.load.device_steps import device_steps
-from commscope.load.kineto_events import check_values, read_events
+from commscope.load.kineto_events import check_shapes, check_values, read_events
 from commscope.load.files import gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, match_positions, ns_array
 
@@ -42,9 +42,7 @@ HTA_COMM_KERNEL_RE = re.compile(r"^nccl.*Kernel")
 COMM_KERNEL_RE = re.compile(r"^(nccl|rccl).*Kernel", re.I)
 _NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 _STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # int64 step numbers
-# A world size beyond this is not believed (no job has a million ranks): per-rank structures are sized
-# by the world size, and a corrupt 10⁹ must not allocate them.
-MAX_WORLD = 1 << 20
+MAX_WORLD = kineto_comms.MAX_WORLD  # the largest world size believed
 # `rank3`, `rank-3`, `rank_3` anywhere in the file name (torch's tensorboard_trace_handler puts the
 # worker name first: `<worker>.<pid>.<ts>.pt.trace.json`), not preceded by a letter (`crank3`)
 _RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)(?!\d)", re.I)
@@ -72,7 +70,8 @@ def _ns(ts: list, base: int) -> np.ndarray:
 
 
 def parse_file(path: str, with_ops: bool = False) -> dict:
-    """Frames of one rank (`rank`, `world_size`, `backend`, `info`, and one DataFrame per frame kind).
+    """Frames of one rank (`rank`, `world_size`, `backend`, `info`, and one DataFrame per frame kind), its
+    `problems`, and among them `dropped`: the lines about values left out or taken as unknown.
 
     `ops` is only built `with_ops` (else None): see `Trace.ops`, which is loaded lazily.
     """
@@ -97,7 +96,9 @@ def _parse(path: str, with_ops: bool) -> dict:
         _KEEP.append(ev.doc)
     ev.doc = None
     check_values(ev)
-    problems = [_dropped_line(path, why, n) for why, n in ev.dropped.items()]
+    check_shapes(ev)
+    dropped = [_dropped_line(path, why, n) for why, n in ev.dropped.items()]
+    problems = list(dropped)
     who = _identity(path, ev.di, ev.o_name, ev.o_args)
     problems += who.pop("problems")
     di = who["di"]
@@ -172,7 +173,7 @@ def _parse(path: str, with_ops: bool) -> dict:
     times = [int(f[c].min()) for f, c in ((kernels, "start_ns"), (ops_all, "start_ns"), (ann, "start_ns")) if len(f)]
     ends = [int(f[c].max()) for f, c in ((kernels, "end_ns"), (ops_all, "end_ns"), (ann, "end_ns")) if len(f)]
     return {
-        **who, "problems": problems, "window": (min(times), max(ends)) if times else None,
+        **who, "problems": problems, "dropped": dropped, "window": (min(times), max(ends)) if times else None,
         "backend": di.get("backend") if isinstance(di.get("backend"), str) else None,
         "info": {"distributedInfo": ev.di, "deviceProperties": ev.device_properties, "file": path},
         "steps": steps,

@@ -63,7 +63,7 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
         rows = _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations,
                      problems if problems is not None else [], ann_shapes or {})
     else:
-        rows = _gloo(rank, di, pgs, ops_all, op_args)
+        rows = _gloo(rank, di, pgs, ops_all, op_args, problems if problems is not None else [])
     if not rows:
         df = frame("collectives", pd.DataFrame({c: ns_array([]) if is_ns(c) else [] for c in _ROW_COLS})
                    .assign(rank=rank, seq=pd.Series(dtype=np.int64)))
@@ -217,9 +217,24 @@ def _group_size(group: str, pgs: dict, di: dict) -> float:
     return di.get("world_size", np.nan) if group == DEFAULT_GROUP else np.nan
 
 
-def _num(v) -> float | int | None:
-    """A message size as recorded: a non-negative integer, else None (a wrong type is not a size)."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+# A world size beyond this is not believed (no job has a million ranks): per-rank structures are sized
+# by the world size, and a corrupt 10⁹ must not allocate them. A `Group size` beyond it is not recorded.
+MAX_WORLD = 1 << 20
+# Elements of one message: more is not a message (2^58 elements of the widest dtype, complex128, are
+# 2^62 bytes, int64 with room), and a byte count beyond int64 cannot be written as JSON. A `… msg nelems`
+# beyond it is not recorded (the size comes from the shapes, else is unknown).
+MAX_NELEMS = 1 << 58
+
+
+def _num(v, lo: int = 0, hi: int = MAX_NELEMS) -> int | None:
+    """A message size (or, with `lo`/`hi`, a group size) as recorded: an integer in [lo, hi), else None (a
+    wrong type or an impossible value is not a size)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and lo <= v < hi else None
+
+
+def _impossible(v, lo: int = 0, hi: int = MAX_NELEMS) -> bool:
+    """An integer outside [lo, hi): a size recorded, but not one that can be."""
+    return isinstance(v, int) and not isinstance(v, bool) and not lo <= v < hi
 
 
 def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations, problems,
@@ -257,6 +272,7 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
     stream_group: dict = {}
     anonymous = 0
     r_start, r_end, r_tid = rpc["start_ns"].tolist(), rpc["end_ns"].tolist(), rpc["tid"].tolist()
+    impossible = 0
     for i, a in enumerate(rpc_args):
         w_name, w_dims, w_types = wrapper.get(i, ("unknown", None, None))
         name = str(a.get("Collective name", w_name))
@@ -268,6 +284,9 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
         op = normalize_op(name)
         dt = a.get("dtype")
         n_in, n_out = _num(a.get("In msg nelems")), _num(a.get("Out msg nelems"))
+        if _impossible(a.get("In msg nelems")) or _impossible(a.get("Out msg nelems")) or \
+                _impossible(a.get("Group size"), 1, MAX_WORLD + 1):
+            impossible += 1
         nel = n_out if op == "all_gather" else n_in
         if nel is None:
             nel = n_in if n_in is not None else n_out
@@ -279,8 +298,8 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
                 dt = dims_dt
         size = dtype_size(dt)
         group = str(a.get("Process Group Name", "0"))
-        gsize = a.get("Group size")
-        if _num(gsize) is None:
+        gsize = _num(a.get("Group size"), 1, MAX_WORLD + 1)
+        if gsize is None:
             gsize = _group_size(group, pgs, di)
         r = _row(op=op, bytes=(nel * size if nel is not None else np.nan), dtype=dt, group=group,
                  group_size=gsize, call_ns=r_start[i], return_ns=r_end[i], timing="kernel", _tid=r_tid[i],
@@ -290,6 +309,11 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
             r.update(start_ns=s_, end_ns=e_, stream=st)
             stream_group.setdefault(st, group)
         rows.append(r)
+    if impossible:
+        problems.append(f"{impossible} record_param_comms op(s) record a message size (`In/Out msg nelems`, "
+                        f"2^58 elements or more) or `Group size` (outside 1…{MAX_WORLD}) that no collective has: "
+                        "taken as not recorded (the size from the op's shapes, the group size from pg_config or "
+                        "the world size)")
     if anonymous:
         problems.append(f"{anonymous} record_param_comms op(s) name no collective (no 'Collective "
                         "name', no c10d/nccl op around or inside them) and launched no kernel in the trace: not "
@@ -337,10 +361,12 @@ def _numels(dims) -> list[int]:
 
 def _dtype_of(args: dict) -> str | None:
     """The first known dtype among an op's recorded input types."""
-    return next((t for t in args.get("Input type") or [] if isinstance(t, str) and not np.isnan(dtype_size(t))), None)
+    types = args.get("Input type")
+    return next((t for t in types if isinstance(t, str) and not np.isnan(dtype_size(t))), None) \
+        if isinstance(types, list) else None
 
 
-def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
+def _gloo(rank, di, pgs, ops_all, op_args, problems) -> list[dict]:
     names = ops_all["name"]
     is_launch = names.str.startswith("c10d::").to_numpy()
     is_exec = names.str.startswith("gloo:").to_numpy()
@@ -355,6 +381,7 @@ def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
     gsize = _group_size(group, pgs, di) if group in pgs else (sizes.pop() if len(sizes) == 1 else np.nan)
     gsize = np.nan if gsize is None else gsize
     rows = []
+    untyped = 0
     la = ops_all[is_launch]
     la_args = [op_args[i] for i in np.flatnonzero(is_launch)]
     for i in np.argsort(la["start_ns"].to_numpy(), kind="stable"):
@@ -373,6 +400,8 @@ def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
                 break
         # full-array bytes: reduce_scatter input, all_gather output, else the (summed) tensor(s)
         dt = _dtype_of(la_args[i])
+        if la_args[i].get("Input type") is not None and not isinstance(la_args[i].get("Input type"), list):
+            untyped += 1
         if dt is None and pick >= 0:  # a TensorList launch records "TensorList"; its gloo execution the dtype
             dt = _dtype_of(op_args[int(ex.index[pick])])
         if numels:
@@ -386,6 +415,9 @@ def _gloo(rank, di, pgs, ops_all, op_args) -> list[dict]:
             used[pick] = True
             r.update(start_ns=ex_start[pick], end_ns=ex["end_ns"].iat[pick], stream=ex["tid"].iat[pick])
         rows.append(r)
+    if untyped:
+        problems.append(f"{untyped} c10d collective launch(es) record an `Input type` that is not a list: their "
+                        "dtype is taken from their gloo execution, else unknown")
     return rows
 
 

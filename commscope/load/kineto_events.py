@@ -109,7 +109,7 @@ def _check_header(path: str, events: Any, di: Any, base: Any, props: Any) -> Eve
     ev.di = di if isinstance(di, dict) else {}
     if base is None:
         ev.base = 0
-    elif _is_num(base) and math.isfinite(base) and abs(base) < 2**62:
+    elif _is_num(base) and abs(base) < 2**62:  # also False for NaN/inf; never converts a huge int to float
         ev.base = int(base)
     else:
         ev.base = 0
@@ -145,19 +145,21 @@ _NS_LIMIT = 2.0 ** 62  # times in ns must fit int64 with room for differences
 def check_values(ev: Events) -> None:
     """Drop events whose times cannot be used (non-finite, out of int64 ns range, negative duration) and
     exact duplicates (an event written twice: merged or re-saved traces), counting each reason in
-    `ev.dropped`. Work is numpy on the time columns; rows are only rebuilt for a kind that has bad ones."""
+    `ev.dropped`; thread ids that are not a number or a string become their text (`_ids`). Work is numpy
+    on the time columns; rows are only rebuilt for a kind that has bad ones."""
     import numpy as np
 
+    _ids(ev)
     base = float(ev.base)
     for kind, (cols, key, what) in _KINDS.items():
-        ts = np.asarray(getattr(ev, f"{kind}_ts"), dtype=np.float64)
+        ts = _floats(getattr(ev, f"{kind}_ts"))
         if not len(ts):
             continue
         ok = np.isfinite(ts) & (np.abs(base + ts * 1000.0) < _NS_LIMIT)
         bad_time = int(len(ts) - ok.sum())
         neg = 0
         if "dur" in cols:
-            dur = np.asarray(getattr(ev, f"{kind}_dur"), dtype=np.float64)
+            dur = _floats(getattr(ev, f"{kind}_dur"))
             good_dur = np.isfinite(dur) & (dur * 1000.0 < _NS_LIMIT)
             bad_time += int((ok & ~good_dur).sum())
             ok &= good_dur
@@ -174,8 +176,8 @@ def check_values(ev: Events) -> None:
         if bad_time or neg or dup:
             rows = [i for i in np.flatnonzero(ok).tolist() if i not in dup]
             _take(ev, kind, cols, rows)
-    ts = np.asarray(ev.gpu_step_ts, dtype=np.float64)
-    dur = np.asarray(ev.gpu_step_dur, dtype=np.float64)
+    ts = _floats(ev.gpu_step_ts)
+    dur = _floats(ev.gpu_step_dur)
     if len(ts):
         ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(base + ts * 1000.0) < _NS_LIMIT) & \
             (dur * 1000.0 < _NS_LIMIT)
@@ -184,6 +186,151 @@ def check_values(ev: Events) -> None:
                     int(len(ok) - ok.sum()))
             for c in ("name", "ts", "dur"):
                 setattr(ev, f"gpu_step_{c}", [v for v, f in zip(getattr(ev, f"gpu_step_{c}"), ok) if f])
+
+
+def _floats(values: list):
+    """`values` (numbers, as the readers keep them) as float64; an integer beyond float range (JSON allows
+    `1` followed by 400 zeros) becomes inf, which check_values then drops as out of range."""
+    import numpy as np
+
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        return np.array([v if not isinstance(v, int) or abs(v) < 2 ** 1000 else math.inf if v > 0 else -math.inf
+                         for v in values], dtype=np.float64)
+
+
+def _ids(ev: Events) -> None:
+    """Thread ids that are not a number or a string (an object, a list) as their text: ids are grouped and
+    matched by value, which needs them hashable. Each replaced id is counted in `ev.dropped`."""
+    for kind in ("o", "l", "a", "p"):
+        col = getattr(ev, f"{kind}_tid")
+        if set(map(type, col)) <= _ID_TYPES:
+            continue
+        n = 0
+        for i, t in enumerate(col):
+            if type(t) not in _ID_TYPES:
+                col[i] = str(t)
+                n += 1
+        ev.drop(f"{_KINDS[kind][2]} event(s) with a tid that is not a number or a string (taken as its text)", n)
+
+
+_ID_TYPES = {int, str, float, type(None)}
+
+
+# --- checking the shapes -------------------------------------------------------------------------------
+
+# An op's `Input Dims` / `Input Strides` beyond these are not a real op's (a corrupt or hostile trace): the
+# op's shape is unknown (None), as if not recorded, and the ops so treated are counted in `ev.dropped`.
+# Real ops stay well inside them (the fixtures' largest: 300 arguments, 3-deep tensor lists).
+# - dimensions of one tensor: PyTorch's kernels index at most 25 (TensorIterator's MAX_DIMS)
+MAX_SHAPE_DIMS = 64
+# - tensors of one op, tensor-list members counted: a foreach op over every parameter of a large model
+#   has thousands
+MAX_SHAPE_TENSORS = 1 << 14
+# - elements of all its tensors: bytes moved (elements × ≤ 16-byte elements) stay far inside int64
+MAX_SHAPE_NUMEL = 1 << 52
+# - a dimension or stride: int64 with room for products and sums
+MAX_SHAPE_VALUE = 1 << 62
+# - the JSON text of one of them: the typed reader leaves a longer one undecoded, so a 200 MB list
+#   costs no memory beyond the file's bytes (MAX_SHAPE_TENSORS 4-d tensors of 5-digit sizes are ~0.5 MB)
+MAX_SHAPE_BYTES = 1 << 21
+# Kernel launch shapes: `grid` / `block` are 3 CUDA dimensions, each below 2^32.
+MAX_LAUNCH_DIM = 1 << 32
+
+
+NOT_A_SHAPE = "that is not a shape"  # in the problem line of ops whose shapes are unknown (analyze.layout_report)
+
+
+def check_shapes(ev: Events) -> None:
+    """Make the shapes the readers kept usable or None: cpu ops' `Input Dims` / `Input Strides` (a list per
+    argument: [] for a non-tensor, a tensor's integer sizes, or a tensor list's shapes) and `Input type` (a
+    list of strings), the `nccl:` annotations' shapes, kernels' `grid` / `block` (up to 3 integers; a
+    string such as Triton's `grid(100,)` is kept as it is). Anything else, beyond the MAX_SHAPE_* limits
+    included, becomes None (unknown shape), counted per kind in `ev.dropped`. Shared objects (the typed
+    reader's) are judged once."""
+    bad: set[int] = set()
+    for name, ok in (("o_dims", _dims_ok), ("o_strides", _strides_ok), ("o_types", _types_ok)):
+        bad.update(_clean(getattr(ev, name), ok))
+    if bad:
+        ev.drop(f"cpu op event(s) with an Input Dims, Input Strides or Input type {NOT_A_SHAPE} (wrong types, "
+                f"or beyond {MAX_SHAPE_DIMS} dimensions, {MAX_SHAPE_TENSORS} tensors, 2^52 elements or "
+                f"{MAX_SHAPE_BYTES >> 20} MiB of JSON; taken as unknown)", len(bad))
+    n = 0
+    for i, (dims, types) in list(ev.a_shapes.items()):
+        d = dims if dims is None or _dims_ok(dims) else None
+        t = types if types is None or _types_ok(types) else None
+        if d is not dims or t is not types:
+            ev.a_shapes[i] = (d, t)
+            n += 1
+    if n:
+        ev.drop("annotation event(s) with an Input Dims or Input type that is not a shape (taken as unknown)", n)
+    bad = set(_clean(ev.k_grid, _launch_ok)) | set(_clean(ev.k_block, _launch_ok))
+    if bad:
+        ev.drop("device event(s) with a grid or block that is not up to 3 integers below 2^32 (taken as unknown)",
+                len(bad))
+
+
+def _clean(col: list, ok) -> list[int]:
+    """Set to None the values of `col` that are not None and fail `ok`; their positions."""
+    verdict: dict[int, bool] = {}
+    bad = []
+    for i, v in enumerate(col):
+        if v is None:
+            continue
+        good = verdict.get(id(v))
+        if good is None:
+            good = verdict[id(v)] = ok(v)
+        if not good:
+            col[i] = None
+            bad.append(i)
+    # (an id stays unique: a list freed by the replacement above can only be succeeded, at its address, by
+    # an object made later, and every value of `col` was made before)
+    return bad
+
+
+def _launch_ok(v: Any) -> bool:
+    if isinstance(v, str):
+        return True
+    return isinstance(v, list) and len(v) <= 3 and all(_is_int(x) and 0 <= x < MAX_LAUNCH_DIM for x in v)
+
+
+def _types_ok(v: Any) -> bool:
+    return isinstance(v, list) and len(v) <= MAX_SHAPE_TENSORS and all(isinstance(t, str) for t in v)
+
+
+def _dims_ok(v: Any) -> bool:
+    return _shape_ok(v, True)
+
+
+def _strides_ok(v: Any) -> bool:
+    return _shape_ok(v, False)
+
+
+def _shape_ok(v: Any, dims: bool) -> bool:
+    """Whether `v` is an op's shapes (check_shapes): lengths are checked before elements, so a huge list
+    costs no more than the limits."""
+    if not isinstance(v, list) or len(v) > MAX_SHAPE_TENSORS:
+        return False
+    tensors = 0
+    numel = 0
+    for arg in v:
+        if not isinstance(arg, list):
+            return False
+        members = arg if arg and isinstance(arg[0], list) else (arg,)  # a tensor list, or one tensor
+        tensors += len(members)
+        if tensors > MAX_SHAPE_TENSORS:
+            return False
+        for t in members:
+            if not isinstance(t, list) or len(t) > MAX_SHAPE_DIMS:
+                return False
+            if not all(type(x) is int and 0 <= x < MAX_SHAPE_VALUE for x in t):
+                return False
+            if dims:
+                numel += math.prod(t)
+                if numel > MAX_SHAPE_NUMEL:
+                    return False
+    return True
 
 
 def _duplicates(ev: Events, kind: str, key: tuple, ts, ok) -> set[int]:
@@ -319,9 +466,28 @@ _SHAPE_DOC = msgspec.json.Decoder(_ShapeDoc)
 _RAWS = msgspec.json.Decoder(list)
 
 
+# What a shape's raw JSON longer than MAX_SHAPE_BYTES decodes to: a string, which check_shapes then
+# counts and makes None (unknown shape) like any other value that is not a shape.
+_TOO_LONG = msgspec.Raw(b'"(longer than MAX_SHAPE_BYTES)"')
+
+
+def _capped(raw: msgspec.Raw) -> msgspec.Raw:
+    return raw if len(raw) <= MAX_SHAPE_BYTES else _TOO_LONG
+
+
+def _decode(raw: msgspec.Raw):
+    return msgspec.json.decode(_capped(raw))
+
+
 def _decode_raws(raws: list) -> list:
-    """Raw JSON values decoded in one call (one JSON array of them)."""
-    return _RAWS.decode(b"[" + b",".join(raws) + b"]")
+    """Raw JSON values decoded, each distinct text once and in one call (one JSON array of them), so equal
+    values are one shared object (check_shapes judges each once; treat them as read-only); one longer than
+    MAX_SHAPE_BYTES is not decoded (_TOO_LONG)."""
+    keys = [bytes(_capped(r)) for r in raws]
+    distinct = dict.fromkeys(keys)
+    for k, v in zip(distinct, _RAWS.decode(b"[" + b",".join(distinct) + b"]")):
+        distinct[k] = v
+    return [distinct[k] for k in keys]
 
 
 def _shared(raws: list) -> list:
@@ -329,7 +495,8 @@ def _shared(raws: list) -> list:
     of kernels, and shared lists pickle to the parent process as references (and are not ~10⁴ more
     objects for it to build and for its garbage collector to scan). Treat them as read-only."""
     memo: dict = {}
-    return [memo[k] if (k := bytes(r)) in memo else memo.setdefault(k, msgspec.json.decode(r)) for r in raws]
+    return [memo[k] if (k := bytes(r)) in memo else memo.setdefault(k, msgspec.json.decode(r))
+            for r in map(_capped, raws)]
 
 
 class _OpArgs:
@@ -351,7 +518,7 @@ class _OpArgs:
         for key, attr in ARG_KEYS.items():
             v = getattr(a, attr)
             if v is not _UNSET and v is not _ABSENT:
-                out[key] = msgspec.json.decode(v) if isinstance(v, msgspec.Raw) else v
+                out[key] = _decode(v) if isinstance(v, msgspec.Raw) else v
         return out
 
 
@@ -400,12 +567,12 @@ def _typed(events: list, ev: Events, with_ops: bool) -> None:
         ev.o_types = _decode_raws([a.types for a in oa])
     else:  # shapes only where gloo pairing reads them (names tested once each: a few hundred distinct)
         coll = {n for n in set(ev.o_name) if n.startswith(_COLLECTIVE_OPS) or n == "record_param_comms"}
-        ev.o_dims = [msgspec.json.decode(a.dims) if n in coll else None for a, n in zip(oa, ev.o_name)]
+        ev.o_dims = [_decode(a.dims) if n in coll else None for a, n in zip(oa, ev.o_name)]
     ev.a_name = [e.name for e in ann]
     ev.a_tid = [e.tid for e in ann]
     ev.a_ts = [e.ts for e in ann]
     ev.a_dur = [e.dur for e in ann]
-    ev.a_shapes = {i: (msgspec.json.decode(e.args.dims), msgspec.json.decode(e.args.types))
+    ev.a_shapes = {i: (_decode(e.args.dims), _decode(e.args.types))
                    for i, e in enumerate(ann) if e.name.startswith(_COMM_RANGES)}
     gpu_steps = [e for e in gpu_ann if e.name.startswith("ProfilerStep#")]
     ev.gpu_step_name = [e.name for e in gpu_steps]

@@ -145,6 +145,9 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
 def _attach_kineto(trace: Trace, kparts: list, kfiles: dict, with_ops: bool, workers: int | None,
                    scheduler: Any) -> None:
     """The profiler traces' kernels, ops, regions and device properties, from their parsed parts."""
+    # what the traces' values lost (events left out, shapes taken as unknown); the rest of a trace's problems
+    # are about who wrote it, which meta.json says
+    trace.problems += [q for p in kparts for q in p.get("dropped", ())]
     kernels = concat_parts(kparts, "kernels")
     if kernels is not None:
         trace.kernels = kernels

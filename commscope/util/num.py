@@ -33,7 +33,7 @@ def rounded(x: Any, nd: int = 4) -> Any:
 def whole(x: Any) -> Any:
     """A byte count for JSON: an int when it is whole (77266944, not 77266944.0), else `rounded`."""
     r = rounded(x)
-    return int(r) if isinstance(r, float) and r.is_integer() else r
+    return int(r) if isinstance(r, float) and r.is_integer() and abs(r) < 2 ** 63 else r  # JSON's int64
 
 
 def sig(x: Any, digits: int = 4) -> Any:
@@ -64,5 +64,11 @@ def total_numel(shapes: Any) -> int:
 
 
 def largest_numel(shapes: Sequence[Sequence[int]]) -> int:
-    """Elements of the largest tensor of `shapes` (0 when none has dimensions)."""
-    return max((math.prod(d) for d in shapes if d), default=0)
+    """Elements of the largest tensor of `shapes` (0 when none has dimensions). Only tensors count: an
+    entry that is not a list of integers (a tensor list, a malformed shape) is not one."""
+    return max((math.prod(d) for d in shapes if d and is_tensor_shape(d)), default=0)
+
+
+def is_tensor_shape(d: Any) -> bool:
+    """Whether `d` is one tensor's sizes: a list (or tuple) of integers, never bools."""
+    return isinstance(d, (list, tuple)) and all(type(x) is int for x in d)

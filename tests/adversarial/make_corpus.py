@@ -25,6 +25,54 @@ def kineto(rank: int, world: int, with_info: bool = True) -> dict:
     return doc
 
 
+def kineto_gpu(rank: int, world: int, *, op_args: dict | None = None, grid: object = (128, 1, 1),
+               rpc_args: dict | None = None, tid: object = 1, dur: object = 40.0) -> dict:
+    """A GPU trace of one step: an `aten::add` with shapes whose kernel is linked (launch correlation,
+    External id), and an all_reduce (`record_param_comms` + its NCCL kernel). The keyword arguments put
+    odd values in its fields; `dur` is the add's."""
+    args = {"External id": 7, "Input Dims": [[4096, 4096], [4096, 4096]], "Input Strides": [[1, 4096], [4096, 1]],
+            "Input type": ["float", "float"], **(op_args or {})}
+    rpc = {"External id": 9, "Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1024,
+           "Out msg nelems": 1024, "Group size": world, "Process Group Name": "0", **(rpc_args or {})}
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": tid, "ts": 1000.0, "dur": 500.0},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": tid, "ts": 1100.0, "dur": dur, "args": args},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid, "ts": 1110.0, "dur": 5.0,
+         "args": {"correlation": 1, "External id": 7}},
+        {"ph": "X", "cat": "kernel", "name": "void at::native::elementwise_kernel<128, 4>(int, float)", "pid": 0,
+         "tid": 7, "ts": 1120.0, "dur": 30.0,
+         "args": {"stream": 7, "correlation": 1, "External id": 7, "grid": list(grid) if isinstance(grid, tuple) else grid,
+                  "block": [128, 1, 1]}},
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": tid, "ts": 1200.0, "dur": 20.0,
+         "args": rpc},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid, "ts": 1205.0, "dur": 5.0,
+         "args": {"correlation": 2, "External id": 9}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+         "pid": 0, "tid": 8, "ts": 1230.0, "dur": 50.0, "args": {"stream": 8, "correlation": 2, "External id": 9}},
+    ]
+    return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world},
+            "traceEvents": ev}
+
+
+def kineto_gloo(rank: int, world: int, *, launch_args: dict | None = None) -> dict:
+    """A CPU (gloo) trace of one step: an all_reduce launched by `c10d::allreduce_` and executed by
+    `gloo:all_reduce` on a worker thread; `launch_args` puts odd values in the launch's args."""
+    shapes = {"Input Dims": [[1024]], "Input type": ["float"]}
+    return {"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": world},
+            "traceEvents": [
+                {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000.0,
+                 "dur": 500.0},
+                {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1, "ts": 1100.0, "dur": 10.0,
+                 "args": {**shapes, **(launch_args or {})}},
+                {"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "pid": 1, "tid": 2, "ts": 1115.0, "dur": 50.0,
+                 "args": shapes}]}
+
+
+def write_ranks(case: str, world: int = 2, gloo: bool = False, **odd) -> None:
+    for r in range(world):
+        write(case, f"rank{r}.json", kineto_gloo(r, world, **odd) if gloo else kineto_gpu(r, world, **odd))
+
+
 def meta(rank: int, world: int, schema: int = 1) -> dict:
     return {"schema_version": schema, "rank": rank, "local_rank": rank, "world_size": world, "hostname": "h",
             "pid": 1, "backend": "gloo", "device": "cpu", "torch": "2.13.0",
@@ -106,6 +154,22 @@ def main() -> None:
     write("huge_numbers_events", "rank0/events.jsonl",
           json.dumps({"kind": "step", "rank": 0, "step": 10**30, "loss": "NaN", "start_ns": "x", "end_ns": None}) + "\n")
     write("plain_file_not_trace", "notes.txt", "hello")
+    # odd values in well-formed Kineto traces: each is left out, or taken as unknown, with a problem line
+    write_ranks("trace_dur_beyond_float", dur=10**400)
+    write_ranks("trace_dims_beyond_int64", op_args={"Input Dims": [[10**30, 10**30], [4096, 4096]],
+                                                     "Input Strides": [[10**400, 1], [4096, 1]]})
+    write_ranks("trace_dims_not_integers", op_args={"Input Dims": [[None, 5], [[[1]]], "a"]})
+    write_ranks("trace_dims_65_dimensions", op_args={"Input Dims": [[1] * 65, [1] * 65],
+                                                      "Input Strides": [[1] * 65, [1] * 65]})
+    write_ranks("trace_input_type_not_list", op_args={"Input type": 5}, rpc_args={"Input type": 5})
+    write_ranks("trace_gloo_input_type_not_list", gloo=True, launch_args={"Input type": 5})
+    write_ranks("trace_grid_beyond_int64", grid=(10**30, 1, 1))
+    write_ranks("trace_nelems_beyond_int64", rpc_args={"In msg nelems": 10**30, "Out msg nelems": 10**30,
+                                                        "Group size": 10**20})
+    write_ranks("trace_nelems_beyond_float", rpc_args={"In msg nelems": 10**400, "Out msg nelems": 10**400})
+    write_ranks("trace_tid_object", tid={"x": 1})
+    run_rank("events_step_int64_max", 0, 1, events="".join(
+        json.dumps({**step(0, s), "step": 2**63 - 1 if s else 0}) + "\n" for s in range(2)))
 
 
 if __name__ == "__main__":
