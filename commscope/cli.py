@@ -6,16 +6,24 @@ it names (tests/unit/test_cli.py checks that every module registers the command 
 `commscope.errors.UserError` raised by the library, or a usage error of the parser (unknown option,
 `--steps abc`) — become one line on stderr and exit code 2, never a traceback or a usage box.
 
+SIGTERM and SIGHUP end a command the way Ctrl-C does: the signal raises `Interrupted` in the main thread,
+so finally blocks run (parse workers reaped, temporary folders removed), and the process exits with
+128 + the signal after one stderr line. When stdout's reader goes away early (`commscope plan | head`),
+the command ends quietly with 141 (128 + SIGPIPE), as a tool killed by SIGPIPE does.
+
 Only typer's public API is used: the parser's exception classes are found through `typer.BadParameter`'s
 bases, so the CLI works whether typer brings the click package or its own copy of it.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import difflib
 import importlib
 import os
 import pkgutil
+import re
+import signal
 import sys
 import threading
 
@@ -67,9 +75,71 @@ def _app_for(args: list[str]) -> typer.Typer:
     return globals()["app"] if "app" in globals() else __getattr__("app")
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_STOP_SIGNALS = ("SIGTERM", "SIGHUP")  # by name: SIGHUP is not on every platform
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE: the output's reader went away
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP arrived (a BaseException, as KeyboardInterrupt, so `except Exception` lets it by)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def one_line(message: str) -> str:
+    """`message` with its control characters (a newline in a file name) written as escapes, `\\n`."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
+
+
 def _fail(message: str) -> None:
-    print(f"commscope: error: {message}", file=sys.stderr)
+    print(f"commscope: error: {one_line(message)}", file=sys.stderr)
     sys.exit(2)
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):  # after SIGHUP the terminal may be gone
+        print(line, file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _stop_signals_raise():
+    """While the block runs, SIGTERM and SIGHUP raise `Interrupted` in the main thread; a second one
+    is ignored until the block has ended, so it cannot cut the cleanup short. Signals already ignored
+    (SIGHUP under nohup) stay ignored, and other handlers are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    me = os.getpid()
+    old: dict[int, object] = {}
+
+    def handler(signum, _frame):
+        if os.getpid() != me:  # a forked child that has not set its own handlers yet
+            os._exit(128 + signum)
+        for s in old:
+            signal.signal(s, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    for name in _STOP_SIGNALS:
+        s = getattr(signal, name, None)
+        if s is not None and signal.getsignal(s) is signal.SIG_DFL:
+            old[s] = signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _output_closed(stdout) -> None:
+    """End quietly after stdout's reader went away: stdout is pointed at /dev/null, so that what is left
+    in its buffer cannot fail again at exit ("Exception ignored ... BrokenPipeError")."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, stdout.fileno())
+        os.close(fd)
+    sys.exit(SIGPIPE_EXIT)
 
 
 def _parser_exception(name: str) -> type[Exception]:
@@ -94,8 +164,23 @@ def entry() -> None:
     try:
         _run(None)
     except SystemExit as e:
+        e.code = _flushed(e.code)
         _exit_now(e.code)
         raise
+
+
+def _flushed(code):
+    """`code` once stdout is flushed; SIGPIPE_EXIT when its reader has gone before all was written."""
+    stdout = sys.stdout
+    try:
+        stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(SystemExit):
+            _output_closed(stdout)
+        return SIGPIPE_EXIT
+    except (OSError, ValueError):
+        pass
+    return code
 
 
 def _exit_now(code) -> None:
@@ -128,6 +213,24 @@ def _close_options(name: str, options) -> list[str]:
 
 
 def _run(argv: list[str] | None) -> None:
+    stdout = sys.stdout
+    try:
+        with _stop_signals_raise():
+            _dispatch(argv)
+    except BrokenPipeError:
+        _output_closed(stdout)
+    except SystemExit as e:
+        # click and rich end a command whose output pipe broke with exit code 1, raised while handling
+        # the BrokenPipeError
+        if isinstance(e.__context__, BrokenPipeError):
+            _output_closed(stdout)
+        raise
+    except Interrupted as e:
+        _say(f"commscope: aborted ({signal.Signals(e.signum).name})")
+        sys.exit(128 + e.signum)
+
+
+def _dispatch(argv: list[str] | None) -> None:
     try:
         # standalone_mode=False lets usage errors reach us instead of click printing its usage box.
         rc = _app_for(sys.argv[1:] if argv is None else argv)(args=argv, standalone_mode=False)
@@ -147,7 +250,7 @@ def _run(argv: list[str] | None) -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except (KeyboardInterrupt, typer.Abort):
-        print("commscope: aborted", file=sys.stderr)
+        _say("commscope: aborted")
         sys.exit(130)
     sys.exit(rc if isinstance(rc, int) else 0)
 

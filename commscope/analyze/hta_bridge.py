@@ -6,10 +6,12 @@ length per stream and CUDA launch delay, and puts its numbers next to commscope'
 wherever they differ. HTA's frames are passed on as records (rows as HTA computes them); only the launch
 delay, one row per launched kernel in HTA, is summarized per rank (pandas' describe).
 
-Invariants: HTA is imported lazily (it is slow to import and optional); it only ever sees a *copy* of the
-trace files in a temporary directory (it writes next to its input), with HTA_DISABLE_NS_ROUNDING=1 (its
-rounding gives sub-µs events negative durations); any HTA failure, per analysis, is reported in the result
-and never raised.
+Invariants: HTA is imported lazily (it is slow to import and optional); it only ever sees a temporary
+directory of its own holding one symlink per rank file (HTA reads every *.json / *.json.gz of a directory,
+and the analyses run here write nothing; a copy only where a symlink cannot be made), removed however the
+call ends (an exception, or SIGTERM/SIGHUP turned into one by the CLI), with HTA_DISABLE_NS_ROUNDING=1
+(its rounding gives sub-µs events negative durations); any HTA failure, per analysis, is reported in the
+result and never raised.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def trace_files(trace: Trace) -> dict[int, str]:
 
 
 def run_hta(files: dict[int, str]) -> dict:
-    """HTA's analyses on a temporary copy of `files`; each result or error keyed by analysis name."""
+    """HTA's analyses on `files` (linked into a temporary directory); each result or error keyed by analysis name."""
     out: dict[str, Any] = {"status": "ok", "errors": {}}
     os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
     try:
@@ -62,7 +64,7 @@ def run_hta(files: dict[int, str]) -> dict:
     old_level = logging.root.level
     try:
         for r, f in files.items():
-            shutil.copy(f, os.path.join(tmp, f"rank{r}" + (".json.gz" if f.endswith(".gz") else ".json")))
+            _link(f, os.path.join(tmp, f"rank{r}" + (".json.gz" if f.endswith(".gz") else ".json")))
         logging.disable(logging.WARNING)
         t0 = time.perf_counter()
         try:
@@ -146,6 +148,14 @@ def run_hta(files: dict[int, str]) -> dict:
     if out["errors"]:
         out["status"] = "partial"
     return out
+
+
+def _link(src: str, dst: str) -> None:
+    """`dst` pointing at `src` (gigabytes of traces are not copied); a copy where symlinks fail."""
+    try:
+        os.symlink(os.path.abspath(src), dst)
+    except OSError:
+        shutil.copy(src, dst)
 
 
 def compare(trace: Trace, summary: dict) -> dict:

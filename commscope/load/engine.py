@@ -24,6 +24,7 @@ from typing import Any, Callable
 from commscope.errors import UserError
 
 Progress = Callable[[int, int], None]
+DEFAULT_PORT = 8786  # a Dask scheduler's
 CONNECT_TIMEOUT_S = 30.0  # Dask's own default: a scheduler under load may take seconds to answer
 
 
@@ -48,6 +49,7 @@ def _connect(address: Any, timeout_s: float) -> Any:
 
     from distributed import Client
 
+    _probe(address, timeout_s)
     box: dict[str, Any] = {}
 
     def connect() -> None:
@@ -76,6 +78,30 @@ def _connect(address: Any, timeout_s: float) -> Any:
         raise UserError(f"the Dask scheduler at {address} has no workers (waited {timeout_s:.0f} s): start "
                         f"some with `dask worker {address}`") from None
     return client
+
+
+def _probe(address: Any, timeout_s: float) -> None:
+    """UserError at once when nothing listens at a tcp:// or tls:// `address` (connection refused, unknown
+    host): Dask itself retries a refused connection until its timeout. Other addresses (a cluster
+    object, inproc://, ucx://) and anything the probe cannot tell are left to Dask."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not isinstance(address, str) or not address.startswith(("tcp://", "tls://")):
+        return
+    try:
+        url = urlsplit(address)
+        host, port = url.hostname, url.port or DEFAULT_PORT
+    except ValueError:  # a malformed port: Dask's message names it
+        return
+    if not host:
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except socket.timeout:  # no answer at all (a firewall that drops): Dask's own timeout applies
+        return
+    except OSError as e:
+        raise UserError(f"cannot reach the Dask scheduler at {address}: {e.strerror or e}") from None
 
 
 def _on_dask(fn: Callable, files: list[str], scheduler: Any, progress: Progress | None, timeout_s: float) -> list:

@@ -14,14 +14,31 @@ one process per core the parent would otherwise only wait. While it works on an 
 pipes, so they are enlarged to hold a whole result (Linux) and a worker finishing meanwhile need not wait;
 between its items the parent takes in whatever has arrived.
 
+Memory (`cost`, `budget`): an item's `cost` is its estimated peak memory while parsed. When the costs of
+all items together exceed `budget`, items are queued as memory frees up (`Budget`): in order, the next
+once its cost fits in what the running ones leave of the budget, or when none is running. One command's
+parses then stay within the budget however many cores there are. The parent only hands items out in
+that case (a parent busy parsing could not free memory and queue the next item); `in_parent`'s saving
+matters for small files only.
+
+A worker never outlives the parent: it holds no pipe end but its own writing end (an inherited reading
+end would keep its `send` blocked forever once the parent has gone), it is killed when the parent dies
+(Linux's PR_SET_PDEATHSIG, checked against a parent that died before it was set), and it takes SIGTERM
+and SIGHUP with their default action, not the parent's handlers.
+
 Invariants: results come back in the order of `items` (progress counts completions, in any order); an
 item whose call raised raises in the parent (the first such item in order; from a worker, its traceback
-attached as the cause); workers are reaped, or killed if the caller stops early, when the block ends.
+attached as the cause); a worker that dies is an error at once; workers are reaped, or killed if the
+caller stops early, when the block ends.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
+import os
+import signal
+import sys
 import traceback
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator
@@ -34,7 +51,9 @@ except ImportError:  # pragma: no cover - not Unix: pipes keep their size
     fcntl = None
 
 _DONE = None  # the end marker in the item queue
+_BYE = "bye"  # a worker's last message: it ran out of items (EOF without it: the worker died)
 _PIPE_BYTES = 1 << 20  # Linux's default limit for unprivileged processes (/proc/sys/fs/pipe-max-size)
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class RemoteTraceback(Exception):
@@ -44,7 +63,81 @@ class RemoteTraceback(Exception):
         return self.args[0]
 
 
-def _work(tasks: Any, out: Any, fn: Callable, items: list, init: Callable | None) -> None:
+class Budget:
+    """Which items run at once under a memory budget: items start in order, the next once its cost fits
+    in what the running ones leave of `limit` or when none is running (so an item costlier than the whole
+    budget still runs, alone). `limit` None: no budget."""
+
+    def __init__(self, costs: list[int], limit: int | None) -> None:
+        self.costs, self.limit = costs, limit
+        self.next = 0  # the first item not started
+        self.used = 0  # the costs of the running items
+        self.running = 0
+
+    def binds(self) -> bool:
+        """Whether running every item at once would pass the budget."""
+        return self.limit is not None and sum(self.costs) > self.limit
+
+    def most_at_once(self) -> int:
+        """The most items that can ever run at once (the cheapest ones together), at least 1."""
+        if not self.binds():
+            return len(self.costs)
+        k, total = 0, 0
+        for c in sorted(self.costs):
+            total += c
+            if total > self.limit:
+                break
+            k += 1
+        return max(k, 1)
+
+    def start(self) -> list[int]:
+        """The items that start now (marked running)."""
+        out = []
+        while self.next < len(self.costs) and (
+                self.running == 0 or self.limit is None or self.used + self.costs[self.next] <= self.limit):
+            out.append(self.next)
+            self.used += self.costs[self.next]
+            self.running += 1
+            self.next += 1
+        return out
+
+    def finish(self, i: int) -> None:
+        self.used -= self.costs[i]
+        self.running -= 1
+
+    def all_started(self) -> bool:
+        return self.next == len(self.costs)
+
+
+@functools.cache
+def _prctl() -> Callable | None:
+    """libc's prctl (Linux), or None. Loaded in the parent, once: a worker then only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+        return None
+
+
+def _bind_to_parent(parent: int, prctl: Callable | None, inherited: list) -> None:
+    """In a new worker: be killed when `parent` dies, leave SIGTERM/SIGHUP to their default action, and
+    close the pipe ends inherited from the parent (the other workers' and its own reading ends)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    if prctl is not None:  # "the parent" is the thread that forked: run() is called on the main thread
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the death signal was set
+        os._exit(1)
+    for c in inherited:
+        c.close()
+
+
+def _work(tasks: Any, out: Any, fn: Callable, items: list, init: Callable | None, parent: int,
+          prctl: Callable | None, inherited: list) -> None:
+    _bind_to_parent(parent, prctl, inherited)
     if init is not None:
         init()
     while (i := tasks.get()) is not _DONE:
@@ -52,33 +145,50 @@ def _work(tasks: Any, out: Any, fn: Callable, items: list, init: Callable | None
             out.send((i, fn(items[i]), None, None))
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
             out.send((i, None, e, traceback.format_exc()))
+    out.send(_BYE)
     out.close()
 
 
 @contextlib.contextmanager
 def run(fn: Callable, items: list, workers: int, progress: Callable[[int, int], None] | None = None,
-        init: Callable | None = None, in_parent: bool = False) -> Iterator[list]:
+        init: Callable | None = None, in_parent: bool = False, cost: Callable[[Any], int] | None = None,
+        budget: int | None = None) -> Iterator[list]:
     """`[fn(x) for x in items]` computed by `workers` forked processes (each calling `init` first) and,
-    `in_parent`, by this process too (without `init`)."""
+    `in_parent`, by this process too (without `init`); with `budget`, items whose `cost` together pass
+    it are not parsed all at once (see the module docstring)."""
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
     n = len(items)
+    gate = Budget([cost(x) for x in items] if cost is not None else [0] * n, budget)
+    if gate.binds():  # the parent hands items out as memory frees up, so it parses none itself
+        workers, in_parent = max(1, min(workers + in_parent, gate.most_at_once())), False
+    else:
+        gate = Budget(gate.costs, None)  # everything starts at once
     tasks = ctx.SimpleQueue()
-    for i in range(n):
-        tasks.put(i)
-    for _ in range(workers + in_parent):
-        tasks.put(_DONE)
+
+    def feed() -> None:
+        if gate.all_started():
+            return
+        for i in gate.start():
+            tasks.put(i)
+        if gate.all_started():
+            for _ in range(workers + in_parent):
+                tasks.put(_DONE)
+
+    feed()
     procs, readers = [], []
     finished = False
     try:
+        parent, prctl = os.getpid(), _prctl()
         for _ in range(workers):
             r, w = ctx.Pipe(duplex=False)
             _enlarge(r)
-            p = ctx.Process(target=_work, args=(tasks, w, fn, items, init), daemon=True)
+            p = ctx.Process(target=_work, args=(tasks, w, fn, items, init, parent, prctl, [*readers, r]),
+                            daemon=True)
             p.start()
             w.close()  # the worker holds the writing end: EOF here means it has gone
             procs.append(p)
             readers.append(r)
-        got = _Results(n, progress)
+        got = _Results(n, progress, gate, feed)
         live = list(readers)
         if in_parent:
             while (i := tasks.get()) is not _DONE:
@@ -90,7 +200,7 @@ def run(fn: Callable, items: list, workers: int, progress: Callable[[int, int], 
                     got.add(i, value, None, None)
                 got.receive(live, timeout=0)
         while got.done < n:
-            if not live:
+            if got.died or not live:
                 raise RuntimeError(f"a parse worker died ({got.done} of {n} files done)")
             got.receive(live, timeout=None)
         if got.errors:
@@ -117,13 +227,17 @@ def _enlarge(conn: Any) -> None:
 
 
 class _Results:
-    """Results (and errors, by item) as they complete, from the workers' pipes or from the parent."""
+    """Results (and errors, by item) as they complete, from the workers' pipes or from the parent; each
+    completion frees its item's share of `gate` and calls `feed` to start what now fits."""
 
-    def __init__(self, n: int, progress: Callable[[int, int], None] | None) -> None:
+    def __init__(self, n: int, progress: Callable[[int, int], None] | None, gate: Budget,
+                 feed: Callable[[], None]) -> None:
         self.values: list = [None] * n
         self.errors: dict[int, tuple] = {}
         self.done = 0
+        self.died = False  # a worker's pipe ended without its last message
         self._progress = progress
+        self._gate, self._feed = gate, feed
 
     def add(self, i: int, value: Any, err: BaseException | None, tb: str | None) -> None:
         if err is not None:
@@ -131,17 +245,24 @@ class _Results:
         else:
             self.values[i] = value
         self.done += 1
+        self._gate.finish(i)
+        self._feed()
         if self._progress:
             self._progress(self.done, len(self.values))
 
     def receive(self, readers: list, timeout: float | None) -> None:
         """Take in the results waiting on `readers` (within `timeout`: 0 polls, None blocks until one
-        arrives); a reader at EOF (its worker has gone) is removed from the list."""
+        arrives); a reader whose worker has gone is removed from the list (`died` when it ended without
+        its last message)."""
         with gc_paused():  # unpickling a result allocates ~10⁴ objects: no collections meanwhile
             for r in wait(readers, timeout):
                 try:
                     msg = r.recv()
                 except EOFError:
+                    readers.remove(r)
+                    self.died = True
+                    continue
+                if isinstance(msg, str):  # _BYE
                     readers.remove(r)
                     continue
                 self.add(*msg)

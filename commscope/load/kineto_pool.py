@@ -2,8 +2,9 @@
 `ops` frame from them.
 
 Files are parsed by forked worker processes and this one (`commscope.load.forked`, one process per
-core) when there are several files and cores: decoding JSON is CPU-bound and per-file independent, and
-the per-rank frames that come back are small. Used by the loader for folders of traces and by `rundir`
+core; fewer at once when the files together pass COMMSCOPE_MAX_PARSE_MB) when there are several files
+and cores: decoding JSON is CPU-bound and per-file independent, and the per-rank frames that come back
+are small. Used by the loader for folders of traces and by `rundir`
 for a run directory's profiler traces.
 
 Callers use the parts inside `parsing`'s block, and the workers are reaped at its end: each worker exits
@@ -20,7 +21,7 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from commscope.load import forked, kineto
+from commscope.load import forked, kineto, limits
 
 Progress = Callable[[int, int], None]
 
@@ -48,7 +49,8 @@ def parsing(files: list[str], progress: Progress | None = None, workers: int | N
         yield out
         return
     # this process parses its share too (see forked.run): one worker fewer to fork
-    with forked.run(fn, files, workers - 1, progress, init=kineto.keep_documents, in_parent=True) as parts:
+    with forked.run(fn, files, workers - 1, progress, init=kineto.keep_documents, in_parent=True,
+                    cost=limits.parse_cost, budget=limits.PARSE_BYTES.value()) as parts:
         yield parts
 
 

@@ -9,6 +9,7 @@ script can set them per call); a refusal is one `UserError` line naming the limi
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 from commscope.errors import UserError
@@ -61,3 +62,30 @@ LINE_BYTES = Limit("COMMSCOPE_MAX_LINE_KB", 1024, "KiB", 2 ** 10)
 # World size and rank numbers, from any source (rank folders, meta.json, summary.json): the analyses and
 # doctor's table are per rank, so a world size of 10⁹ written by mistake must not size them.
 WORLD_SIZE = Limit("COMMSCOPE_MAX_WORLD_SIZE", 16_384, "ranks")
+# All the Kineto traces that one command parses at once, at PARSE_FACTOR× each file's size after gunzip
+# (measured: ~5×, in decoded JSON and the frames built from it): files that together pass it are parsed
+# a few at a time instead of one per core (commscope.load.forked.Budget).
+PARSE_BYTES = Limit("COMMSCOPE_MAX_PARSE_MB", 4096, "MiB", 2 ** 20)
+PARSE_FACTOR = 6
+
+
+def parse_cost(path: str) -> int:
+    """The estimated peak memory, in bytes, of parsing the file at `path`: PARSE_FACTOR × its size after
+    gunzip, at most TRACE_BYTES (a larger file is refused when read). A .gz file's size after gunzip is
+    its trailer's (the size mod 4 GiB), unless that is below the compressed size (a size past 4 GiB,
+    several members): then COMMSCOPE_MAX_GZIP_RATIO × the compressed size. 0 for a directory (a run
+    directory's rank folder, whose records are bounded by COMMSCOPE_MAX_EVENTS over the whole run) or
+    anything that is not a readable regular file (refused when read)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return 0
+        size = st.st_size
+        if path.endswith(".gz") and size >= 4:
+            with open(path, "rb") as f:
+                f.seek(-4, os.SEEK_END)
+                trailer = int.from_bytes(f.read(4), "little")
+            size = trailer if trailer >= size else size * GZIP_RATIO.value()
+    except OSError:
+        return 0
+    return PARSE_FACTOR * min(size, TRACE_BYTES.value())
