@@ -24,6 +24,9 @@ atomically (a failed write leaves what was there and no partial file). The docum
 `otherData` (which Perfetto and chrome://tracing ignore) with `"producer": "commscope"`: the marker by
 which `export` recognises a trace it wrote and may replace (commscope.util.atomic.check_output, own_trace).
 
+A collective without a label (a run directory's record of `"label": null`) is drawn on the
+`comm (no label)` track (commscope.analyze.labels.NO_LABEL); its `args.label` stays null.
+
 Why in reports/: a Perfetto trace is another rendering of the loaded frames, like the HTML timeline. It
 draws recorded intervals as they are and runs no analysis: a collective's slice is its recorded execution
 (exposure.collective_span, the same rule the timeline uses: measured start, else launch → end) and lanes
@@ -47,6 +50,7 @@ import pandas as pd
 
 from commscope.analyze.exposure import collective_span
 from commscope.analyze.flows import instance_ids
+from commscope.analyze.labels import NO_LABEL, shown_label
 from commscope.util.atomic import check_output, own_trace, write_output
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes
@@ -200,12 +204,13 @@ def build_perfetto(trace: Any) -> dict:
         if len(coll):
             _, start, end = collective_span(coll, t0)
             records = coll.to_dict("records")
-            for label in sorted(coll["label"].astype(str).unique()):
-                sel = (coll["label"].astype(str) == label).to_numpy()
+            names = np.array([shown_label(lab) for lab in coll["label"]], dtype=object)
+            for label in sorted(set(names)):
+                sel = names == label
                 recs = [r for r, k in zip(records, sel) if k]
                 flows = flow_of.loc[coll.index[sel]].to_numpy()
                 made = em.slices("comm", f"comm {label}", start[sel], end[sel],
-                          [f"{r['label']}:{r['op']}" for r in recs],
+                          [f"{label}:{r['op']}" for r in recs],
                           [{k: _num(r[k]) for k in ("label", "phase", "op", "bytes", "dtype", "group", "group_size",
                                                     "seq", "step", "stream", "timing", "call_ns", "return_ns",
                                                     "wait_ns", "wait_end_ns", "start_ns", "end_ns") if k in r}

@@ -9,6 +9,9 @@ scope, the stack or the recorder are never changed; collectives of unknown size 
 The map is label → full-array byte sizes (commscope.load.label_map reads and checks it; a map built in
 Python, e.g. by `commscope.size_labels`, is checked the same way). Notes (the command adds them to the
 trace's `problems`): sizes claimed by several labels, labels that matched no collective.
+
+`shown_label(v)`: the name under which a collective's label is drawn; one without a label (a run
+directory's record of `"label": null`) is drawn as NO_LABEL.
 """
 from __future__ import annotations
 
@@ -20,6 +23,14 @@ import pandas as pd
 from commscope.load.label_map import check_label_map
 
 SEP = "|"
+NO_LABEL = "(no label)"
+
+
+def shown_label(v) -> str:
+    """A collective's label as drawn: the label, else NO_LABEL (None, NaN or empty)."""
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA or v == "":
+        return NO_LABEL
+    return v if isinstance(v, str) else str(v)
 
 
 def size_table(label_map: Mapping[str, list[int]]) -> dict[int, str]:

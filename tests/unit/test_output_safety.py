@@ -1,7 +1,7 @@
 """The files `report` and `export --perfetto` write (docs/analysis.md, "Output files"): an existing file is
 replaced only when commscope wrote it (its marker), never a link, FIFO or device; the write is atomic, so a
 failed one leaves the previous file and no partial or temporary file; a file name that is not UTF-8 shows
-as `\\xff` in the page."""
+as `\\xff` in the page; a run directory's unlabelled collective exports."""
 from __future__ import annotations
 
 import errno
@@ -245,3 +245,23 @@ def test_a_file_name_that_is_not_utf8_shows_escaped_in_the_page(tmp_path, capsys
     assert code == 0, res.err
     assert os.listdir(os.fsencode(outs)) == [b"g2\xff-report.html"]
     assert "g2\\xff-report.html" in res.out
+
+
+# --- a run directory's unlabelled collective ------------------------------------------------------------
+
+def test_a_collective_without_a_label_exports_on_its_own_track(tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    events = run / "rank1" / "events.jsonl"
+    text = events.read_text()
+    assert '"label":"attn"' in text
+    events.write_text(text.replace('"label":"attn"', '"label":null'))
+    out = tmp_path / "e.json"
+    code, res = _export(capsys, out, run)
+    assert code == 0, res.err
+    doc = json.loads(out.read_bytes())
+    tracks = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name" and e["pid"] == 1}
+    assert "comm (no label)" in tracks and "comm attn" not in tracks
+    unlabelled = [e for e in doc["traceEvents"] if e.get("cat") == "comm" and e["pid"] == 1
+                  and e["args"].get("label") is None]
+    assert unlabelled and all(e["name"].startswith("(no label):") for e in unlabelled)
