@@ -12,6 +12,7 @@ import typer
 
 from commscope.analyze.compare import (DEFAULT_TARGET_LOSS, MIN_RESAMPLES, comparability_warnings, compare_groups,
                                        slower_candidates)
+from commscope.commands._shared import require_finite
 from commscope.load.run_groups import load_group, unique_names
 from commscope.errors import UserError
 
@@ -28,6 +29,8 @@ def compare_cmd(
     """Compare groups of runs (commscope run dirs or modded-nanogpt logs) in the speedrun record's style."""
     from reports.compare_terminal import comparison_json, print_comparison
 
+    require_finite(target_loss, "--target-loss")
+    require_finite(fail_if_slower, "--fail-if-slower")
     if len(folders) < 2:
         raise UserError("compare needs a BASELINE and at least one CANDIDATE folder")
     if fail_if_slower is not None and not 0 < fail_if_slower < 1:
