@@ -50,7 +50,7 @@ import pandas as pd
 
 from commscope.analyze.exposure import collective_span
 from commscope.analyze.flows import instance_ids
-from commscope.analyze.labels import NO_LABEL, shown_label
+from commscope.analyze.labels import shown_label
 from commscope.util.atomic import check_output, own_trace, write_output
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes
