@@ -16,6 +16,13 @@ Every figure of the page uses only the bundle's trace types.
 A section whose renderer fails is replaced by a one-line error box so one broken analysis does not
 cost the whole report.
 
+The page names input files and folders as the file system holds them; a name that is not valid UTF-8
+shows its undecodable bytes as `\\xff` (commscope.util.text.printable, applied once to the whole page),
+so every section writes paths as they are and the page always encodes.
+
+The head carries `<meta name="generator" content="commscope">`: the marker by which `report`
+recognises a page it wrote and may replace (commscope.util.atomic.check_output, own_page).
+
 Invariant: the bundle's version equals plotly.py's plotly.js version (tests/unit/test_report.py checks), so the
 figure JSON plotly.py writes is the one the bundle reads.
 """
@@ -28,7 +35,8 @@ import html
 from pathlib import Path
 
 from commscope.analyze.report_context import ReportContext
-from commscope.errors import UserError
+from commscope.util.atomic import PAGE_GENERATOR, check_output, own_page, write_output
+from commscope.util.text import printable
 from reports.sections import SECTIONS
 
 STATIC = Path(__file__).with_name("static")
@@ -140,20 +148,23 @@ def render_html(ctx: ReportContext) -> str:
         nav.append(f'<a href="#{sec.id}">{html.escape(sec.title)}</a>')
         parts.append(done[1])
     script = (STATIC / "report.js").read_text(encoding="utf-8")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"{PAGE_GENERATOR}"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{html.escape(title)}</title><style>{CSS}</style>"
             f'<script type="application/gzip-base64" id="plotly-gz">{plotly_gz_base64()}</script>'
             f"<script>{LOADER}</script><script>{script}</script></head>\n<body>"
             f"<h1>{html.escape(title)}</h1><nav>{''.join(nav)}</nav>\n" + "\n".join(parts) + "\n</body></html>\n")
+    return printable(page)  # a file name's undecodable bytes as \xNN, wherever a section wrote it
 
 
 def write_report(ctx: ReportContext, out: str | Path) -> Path:
-    """Write the page to `out`; an unwritable path is one UserError line, not a traceback."""
+    """Write the page to `out` atomically (a failed write leaves what was there and no partial file),
+    under commscope's output rule (check_output: checked again here, since the analysis may have taken
+    minutes); an unwritable or refused path is one UserError line, not a traceback."""
     out = Path(out)
-    page = render_html(ctx)
-    try:
-        out.write_text(page, encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
+    page = render_html(ctx).encode("utf-8")
+    src = getattr(ctx.trace, "path", None)
+    check_output(out, str(src) if src else None, own_page)
+    write_output(out, page)
     return out

@@ -19,7 +19,13 @@ Layout of the output
   last (`f`) the latest, the rank the others waited for. Each event sits just inside its slice's start
   (FLOW_INSET_US), so no arrow points back in time.
 
-`write_perfetto` writes gzip when the output name ends in `.gz` (Perfetto opens both), plain JSON else.
+`write_perfetto` writes gzip when the output name ends in `.gz` (Perfetto opens both), plain JSON else,
+atomically (a failed write leaves what was there and no partial file). The document's first key is
+`otherData` (which Perfetto and chrome://tracing ignore) with `"producer": "commscope"`: the marker by
+which `export` recognises a trace it wrote and may replace (commscope.util.atomic.check_output, own_trace).
+
+A collective without a label (a run directory's record of `"label": null`) is drawn on the
+`comm (no label)` track (commscope.analyze.labels.NO_LABEL); its `args.label` stays null.
 
 Why in reports/: a Perfetto trace is another rendering of the loaded frames, like the HTML timeline. It
 draws recorded intervals as they are and runs no analysis: a collective's slice is its recorded execution
@@ -44,8 +50,9 @@ import pandas as pd
 
 from commscope.analyze.exposure import collective_span
 from commscope.analyze.flows import instance_ids
-from commscope.errors import UserError
-from commscope.util.atomic import check_output
+from commscope.analyze.labels import shown_label
+from commscope.util.atomic import check_output, own_trace, write_output
+from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes
 from commscope.load.frames import rel
 
@@ -197,12 +204,13 @@ def build_perfetto(trace: Any) -> dict:
         if len(coll):
             _, start, end = collective_span(coll, t0)
             records = coll.to_dict("records")
-            for label in sorted(coll["label"].astype(str).unique()):
-                sel = (coll["label"].astype(str) == label).to_numpy()
+            names = np.array([shown_label(lab) for lab in coll["label"]], dtype=object)
+            for label in sorted(set(names)):
+                sel = names == label
                 recs = [r for r, k in zip(records, sel) if k]
                 flows = flow_of.loc[coll.index[sel]].to_numpy()
                 made = em.slices("comm", f"comm {label}", start[sel], end[sel],
-                          [f"{r['label']}:{r['op']}" for r in recs],
+                          [f"{label}:{r['op']}" for r in recs],
                           [{k: _num(r[k]) for k in ("label", "phase", "op", "bytes", "dtype", "group", "group_size",
                                                     "seq", "step", "stream", "timing", "call_ns", "return_ns",
                                                     "wait_ns", "wait_end_ns", "start_ns", "end_ns") if k in r}
@@ -221,22 +229,22 @@ def build_perfetto(trace: Any) -> dict:
                                            "micro_step": _num(h.micro_step)}})
         events.extend(em.events)
     events.extend(_flow_events(flow_slices))
-    return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
-                          "source": str(getattr(trace, "source", "")), "path": str(getattr(trace, "path", ""))}}
+    # otherData first: its producer is the marker own_trace reads from the file's first bytes
+    return {"otherData": {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
+                          "source": printable(str(getattr(trace, "source", ""))),
+                          "path": printable(str(getattr(trace, "path", "")))},
+            "traceEvents": events, "displayTimeUnit": "ns"}
 
 
 def write_perfetto(trace: Any, out: str | Path) -> Path:
-    """Write `build_perfetto(trace)` to `out` (refusing to write into the trace's input directory), gzip
-    when the name ends in `.gz`; an unwritable path is one UserError line."""
+    """Write `build_perfetto(trace)` to `out` atomically under commscope's output rule (check_output: never
+    into the trace's input directory, an existing file only when it is a trace commscope wrote), gzip
+    when the name ends in `.gz`; an unwritable or refused path is one UserError line."""
     out = Path(out)
     path = getattr(trace, "path", None)
-    check_output(out, str(path) if path else None)
+    check_output(out, str(path) if path else None, own_trace)
     data = orjson.dumps(build_perfetto(trace), option=orjson.OPT_SERIALIZE_NUMPY)
     if out.name.endswith(".gz"):
         data = gzip.compress(data, 6, mtime=0)
-    try:
-        out.write_bytes(data)
-    except OSError as e:
-        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
+    write_output(out, data)
     return out

@@ -7,7 +7,11 @@ Input: `Group`s of (time, loss) pairs, one per usable run (`commscope.load.run_g
 - Time p: Welch two-sample t-test, one-sided, alternative "candidate faster" (NaN for the baseline);
 - p: one-sample t-test of the losses, one-sided, alternative "mean loss < target".
 A test is undefined, and its p NaN, with fewer than 2 runs on a side or no spread at all (identical
-losses; identical times on both sides): t would be ±inf and p an artefact of 0/0, not evidence.
+losses; identical times on both sides): t would be ±inf and p an artefact of 0/0, not evidence. Values
+identical to within float precision (`_flat`: every value within 10 ε of the mean, scipy's own test for
+catastrophic cancellation) count as no spread: the variance scipy computes from them is rounding noise.
+`precision_warnings(groups)` names the tests left undefined for that reason (the exactly identical case
+needs no sentence), and scipy's own warning about it is not printed.
 `slower_p` (Welch, alternative "candidate slower") backs `--fail-if-slower`.
 
 `comparability_warnings(groups)`: why the table may compare unlike runs. Time is a run's summed step time,
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
+import warnings
 from typing import TYPE_CHECKING
 
 from commscope.errors import UserError
@@ -50,18 +56,53 @@ def _stats():
     return stats
 
 
+# scipy.stats' warning for data within float precision of their mean; `_flat` decides what it means here
+_PRECISION_LOSS = "Precision loss occurred in moment calculation"
+
+
+def _flat(xs: list[float]) -> bool:
+    """Whether every value lies within float precision of the mean (scipy's test: 10 ε of |mean|): no
+    spread that a variance computed in floats can tell from rounding."""
+    mean = sum(xs) / len(xs)
+    return max(abs(x - mean) for x in xs) <= 10 * sys.float_info.epsilon * abs(mean)
+
+
+def _quiet(test):
+    """`test()` without scipy's precision-loss warning (callers have ruled out the case it matters for)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_PRECISION_LOSS, category=RuntimeWarning)
+        return test()
+
+
 def _welch(a: list[float], b: list[float], alternative: str) -> float:
-    """p of Welch's t-test of mean(a) vs mean(b); NaN when either side has fewer than 2 runs."""
-    if len(a) < 2 or len(b) < 2 or (statistics.stdev(a) == 0 and statistics.stdev(b) == 0):
+    """p of Welch's t-test of mean(a) vs mean(b); NaN when either side has fewer than 2 runs or neither
+    side has a spread (`_flat`)."""
+    if len(a) < 2 or len(b) < 2 or (_flat(a) and _flat(b)):
         return math.nan
-    return float(_stats().ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue)
+    return float(_quiet(lambda: _stats().ttest_ind(a, b, equal_var=False, alternative=alternative)).pvalue)
 
 
 def _loss_p(losses: list[float], target: float) -> float:
-    """One-sample t-test p (module docstring); NaN with < 2 runs or identical losses."""
-    if len(losses) < 2 or statistics.stdev(losses) == 0:
+    """One-sample t-test p (module docstring); NaN with < 2 runs or losses without a spread (`_flat`)."""
+    if len(losses) < 2 or _flat(losses):
         return math.nan
-    return float(_stats().ttest_1samp(losses, target, alternative="less").pvalue)
+    return float(_quiet(lambda: _stats().ttest_1samp(losses, target, alternative="less")).pvalue)
+
+
+def precision_warnings(groups: list[Group]) -> list[str]:
+    """One sentence per test left undefined because its values differ only by float rounding (`_flat`, not
+    exactly identical): the table's empty p is then explained, not mistaken for missing runs."""
+    out = []
+    base = groups[0] if groups else None
+    for i, g in enumerate(groups):
+        if i and len(g.times) > 1 and len(base.times) > 1 and _flat(g.times) and _flat(base.times) \
+                and not (statistics.stdev(g.times) == 0 and statistics.stdev(base.times) == 0):
+            out.append(f"the times of {g.name} and {base.name} differ only by float rounding within each group: "
+                       "Time p is left out (a t-test on rounding noise is not evidence).")
+        if len(g.losses) > 1 and _flat(g.losses) and statistics.stdev(g.losses) != 0:
+            out.append(f"the losses of {g.name} differ only by float rounding: its loss p is left out (a t-test "
+                       "on rounding noise is not evidence).")
+    return out
 
 
 def compare_groups(groups: list[Group], target_loss: float = DEFAULT_TARGET_LOSS) -> pd.DataFrame:

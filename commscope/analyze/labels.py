@@ -8,7 +8,13 @@ scope, the stack or the recorder are never changed; collectives of unknown size 
 
 The map is label → full-array byte sizes (commscope.load.label_map reads and checks it; a map built in
 Python, e.g. by `commscope.size_labels`, is checked the same way). Notes (the command adds them to the
-trace's `problems`): sizes claimed by several labels, labels that matched no collective.
+trace's `problems`): sizes claimed by several labels, labels that matched no collective. A note lists at
+most NOTE_LABELS labels of a size, or of the unused ones (each cut to NOTE_LABEL_CHARS characters), and at
+most NOTE_SIZES sizes (fewer once the listing reaches NOTE_CHARS characters), and says how many more
+there are: a map of thousands of clashing labels still gives a short line.
+
+`shown_label(v)`: the name under which a collective's label is drawn; one without a label (a run
+directory's record of `"label": null`) is drawn as NO_LABEL.
 """
 from __future__ import annotations
 
@@ -20,16 +26,34 @@ import pandas as pd
 from commscope.load.label_map import check_label_map
 
 SEP = "|"
+NO_LABEL = "(no label)"
+NOTE_SIZES = 8          # sizes listed in the note on shared sizes, while the listing is under NOTE_CHARS
+NOTE_CHARS = 300
+NOTE_LABELS = 10        # labels listed per size, and unused labels listed
+NOTE_LABEL_CHARS = 40   # characters of one listed label
+
+
+def shown_label(v) -> str:
+    """A collective's label as drawn: the label, else NO_LABEL (None, NaN or empty)."""
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA or v == "":
+        return NO_LABEL
+    return v if isinstance(v, str) else str(v)
+
+
+def _listed(labels: list[str], sep: str = ", ") -> str:
+    """The first NOTE_LABELS of `labels` (each cut to NOTE_LABEL_CHARS) joined by `sep`, and how many more
+    there are."""
+    cut = [lab if len(lab) <= NOTE_LABEL_CHARS else lab[:NOTE_LABEL_CHARS - 1] + "…" for lab in labels[:NOTE_LABELS]]
+    more = len(labels) - len(cut)
+    return sep.join(cut) + (f" … {more} more" if more else "")
 
 
 def size_table(label_map: Mapping[str, list[int]]) -> dict[int, str]:
     """bytes → the label of that size (several claimants joined by `|`, in the map's order)."""
-    owners: dict[int, list[str]] = {}
+    owners: dict[int, dict[str, None]] = {}  # a dict per size: ordered, and a label's test is O(1)
     for label, sizes in label_map.items():
         for s in sizes:
-            got = owners.setdefault(int(s), [])
-            if label not in got:
-                got.append(label)
+            owners.setdefault(int(s), {})[label] = None
     return {s: SEP.join(ls) for s, ls in owners.items()}
 
 
@@ -40,9 +64,14 @@ def relabel_by_size(collectives: pd.DataFrame, label_map: Mapping) -> tuple[pd.D
     notes = []
     shared = {s: lab for s, lab in table.items() if SEP in lab}
     if shared:
-        shown = "; ".join(f"{s} B: {lab}" for s, lab in sorted(shared.items())[:8])
+        listed: list[str] = []
+        for s, lab in sorted(shared.items()):
+            if len(listed) == NOTE_SIZES or sum(map(len, listed)) >= NOTE_CHARS:
+                break
+            listed.append(f"{s} B: {_listed(lab.split(SEP), SEP)}")
+        more = len(shared) - len(listed)
         notes.append(f"label map: {len(shared)} size(s) claimed by several labels, so labelled with all of "
-                     f"them: {shown}" + (" …" if len(shared) > 8 else ""))
+                     f"them: {'; '.join(listed)}" + (f"; … {more} more size(s)" if more else ""))
     out = collectives.copy()
     if not len(out):
         return out, notes
@@ -62,5 +91,5 @@ def relabel_by_size(collectives: pd.DataFrame, label_map: Mapping) -> tuple[pd.D
     unused = [lab for lab in label_map if lab not in used]
     if unused:
         notes.append(f"label map: {len(unused)} of {len(label_map)} label(s) matched no collective of a "
-                     f"generic label: {', '.join(unused[:8])}" + (" …" if len(unused) > 8 else ""))
+                     f"generic label: {_listed(unused)}")
     return out, notes

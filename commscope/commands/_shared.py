@@ -1,16 +1,26 @@
 """Helpers of the commands that read traces (report, doctor, export, layout): the --steps, --scheduler
-and --label-map options, report's default output name, and loading with a progress bar. The leading underscore keeps `commscope.cli` from registering this
+and --label-map options, report's default output name, and loading with a progress bar; and, for every
+command's float options, `require_finite` (NaN and ±inf are refused in one line, whatever range check
+follows: NaN passes any comparison and inf reaches int() or a drawing). The leading underscore keeps `commscope.cli` from registering this
 module as a command.
 """
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from pathlib import Path
 
 from commscope.errors import UserError
 from commscope.util.step_range import parse_step_range
+
+
+def require_finite(value: float | None, option: str) -> None:
+    """Refuse a NaN or infinite float option (`option`: its flag, e.g. "--tflops") in one UserError line;
+    None (not given) passes."""
+    if value is not None and not math.isfinite(value):
+        raise UserError(f"{option} must be a finite number, got {value}")
 
 
 def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import typer
 
 from commscope.analyze.compare import (DEFAULT_TARGET_LOSS, MIN_RESAMPLES, comparability_warnings, compare_groups,
-                                       slower_candidates)
+                                       precision_warnings, slower_candidates)
+from commscope.commands._shared import require_finite
 from commscope.load.run_groups import load_group, unique_names
 from commscope.errors import UserError
 
@@ -28,6 +29,8 @@ def compare_cmd(
     """Compare groups of runs (commscope run dirs or modded-nanogpt logs) in the speedrun record's style."""
     from reports.compare_terminal import comparison_json, print_comparison
 
+    require_finite(target_loss, "--target-loss")
+    require_finite(fail_if_slower, "--fail-if-slower")
     if len(folders) < 2:
         raise UserError("compare needs a BASELINE and at least one CANDIDATE folder")
     if fail_if_slower is not None and not 0 < fail_if_slower < 1:
@@ -37,7 +40,7 @@ def compare_cmd(
                         f"with the seed), got {n_boot}")
     groups = unique_names([load_group(f) for f in folders])
     table = compare_groups(groups, target_loss)
-    warnings = comparability_warnings(groups)
+    warnings = comparability_warnings(groups) + precision_warnings(groups)
     slower = slower_candidates(table, fail_if_slower) if fail_if_slower is not None else []
     labels, labels_error = None, None
     if all(g.run_dirs for g in groups):

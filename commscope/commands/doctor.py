@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from commscope.commands._shared import (apply_label_map, label_map_option, output_console, read_label_map,
-                                       scheduler_option)
+                                       require_finite, scheduler_option)
 
 
 def register(app: typer.Typer) -> None:
@@ -43,6 +43,8 @@ def register(app: typer.Typer) -> None:
         from commscope.errors import UserError
         from reports.doctor_terminal import print_doctor_verdict
 
+        require_finite(straggler_ms, "--straggler-ms")
+        require_finite(straggler_pct, "--straggler-pct")
         if straggler_ms is not None and straggler_pct is not None:
             raise UserError("give --straggler-ms or --straggler-pct, not both")
         if straggler_ms is not None and not straggler_ms > 0:

@@ -1,6 +1,8 @@
 """`commscope export RUN_OR_TRACE_DIR --perfetto out.json`: all ranks merged into one Perfetto trace.
 
-A thin wrapper: load (commscope.load), convert and write (reports.perfetto), print the path.
+A thin wrapper: load (commscope.load), convert and write (reports.perfetto), print the path. The output
+is checked before loading (commscope.util.atomic.check_output): an existing file is replaced only when it
+is a trace commscope wrote (docs/analysis.md, "Output files").
 """
 from __future__ import annotations
 
@@ -17,23 +19,26 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export(
         path: Path = typer.Argument(..., help="A commscope run directory or a folder of per-rank Kineto traces."),
-        perfetto: Optional[Path] = typer.Option(None, "--perfetto", help="Write a Chrome-JSON trace for Perfetto here."),
+        perfetto: Optional[Path] = typer.Option(None, "--perfetto", help="Write a Chrome-JSON trace for Perfetto "
+                                                "here (gzip when it ends in .gz). An existing file is replaced only "
+                                                "if it is a trace commscope wrote."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Only steps A <= step < B (also A, A:, :B)."),
         label_map: Optional[Path] = label_map_option(),
         scheduler: Optional[str] = scheduler_option(),
     ) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
-        from commscope.util.atomic import check_output
+        from commscope.util.atomic import check_output, own_trace
+        from commscope.util.text import printable
         from commscope.commands._shared import (apply_label_map, load_with_progress, parse_steps, read_label_map,
                                                resolve_steps)
         from reports.perfetto import write_perfetto
 
         if perfetto is None:
             raise UserError("choose an export format: --perfetto OUT.json")
-        check_output(perfetto, path)
+        check_output(perfetto, path, own_trace)
         window = parse_steps(steps)
         sizes = read_label_map(label_map)
         trace = apply_label_map(load_with_progress(path, quiet=False, scheduler=scheduler), sizes)
         trace = trace.select_steps(resolve_steps(trace, window))
         write_perfetto(trace, perfetto)
-        typer.echo(f"perfetto trace: {perfetto} (open in https://ui.perfetto.dev or chrome://tracing)")
+        typer.echo(f"perfetto trace: {printable(perfetto)} (open in https://ui.perfetto.dev or chrome://tracing)")

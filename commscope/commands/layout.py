@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from commscope.commands._shared import label_map_option, scheduler_option
+from commscope.commands._shared import label_map_option, require_finite, scheduler_option
 from commscope.errors import UserError
 
 
@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
         from commscope.commands._shared import (apply_label_map, load_with_progress, output_console, parse_steps,
                                                read_label_map, resolve_steps)
 
+        require_finite(peak_gbps, "--peak-gbps")
         if peak_gbps is not None and peak_gbps <= 0:
             raise UserError(f"--peak-gbps must be positive, got {peak_gbps}")
         if min_numel < 1:

@@ -9,6 +9,7 @@ only: the trainer package is imported when a plan is made, never when commscope 
 """
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -16,7 +17,9 @@ import orjson
 import typer
 from rich.console import Console
 
+from commscope.commands._shared import require_finite
 from commscope.errors import UserError
+from commscope.load.limits import WORLD_SIZE
 from commscope.plan import DEFAULT_CAPACITY_BYTES, DEFAULT_TFLOPS, TimeModel, evaluate_strategy, make_plan, micro_groups
 
 COSTS = ("numel", "flops", "measured")
@@ -32,7 +35,8 @@ def _trainer():
 def plan_cmd(
     run: Path = typer.Argument(None, help="With --cost measured: the run directory whose update timings calibrate the cost."),
     preset: str = typer.Option("speedrun", help="Model preset of the reference trainer."),
-    world_size: int = typer.Option(8, help="Number of data-parallel ranks."),
+    world_size: int = typer.Option(8, help="Number of data-parallel ranks (at most COMMSCOPE_MAX_WORLD_SIZE, "
+                                   "default 16384)."),
     cost: str = typer.Option("flops", help="Balancing cost: numel | flops | measured (then give RUN)."),
     alpha: float = typer.Option(1.0, help="alpha_lpt blend: 0 = even split (bank geometry), 1 = fill deficits."),
     tp: int = typer.Option(None, help="Also plan tensor-parallel micro-groups for T-way sharded matrices."),
@@ -46,10 +50,16 @@ def plan_cmd(
         raise UserError(f"--cost must be one of {', '.join(COSTS)}, got {cost!r}")
     if (cost == "measured") != (run is not None):
         raise UserError("give a RUN directory exactly when --cost measured")
+    for value, option in ((alpha, "--alpha"), (capacity_mb, "--capacity-mb"), (tflops, "--tflops")):
+        require_finite(value, option)
+    if world_size > WORLD_SIZE.value():  # the reading commands' limit: planning time grows faster than linearly
+        raise WORLD_SIZE.refuse(f"--world-size {world_size} is too large")
     if not 0.0 <= alpha <= 1.0:
         raise UserError(f"--alpha must be in [0, 1], got {alpha}")
     if tflops <= 0 or bytes_per_element <= 0 or capacity_mb <= 0:
         raise UserError("--tflops, --bytes-per-element and --capacity-mb must be positive")
+    if not math.isfinite(capacity_mb * 2 ** 20):
+        raise UserError(f"--capacity-mb {capacity_mb} is too large to count in bytes")
     if tp is not None and (tp < 1 or world_size % tp):
         raise UserError(f"--tp must divide the world size {world_size}, got {tp}")
     matrices = _trainer().preset_matrices(preset, world_size)

@@ -2,7 +2,8 @@
 
 Loads a run directory or a folder of Kineto traces (with a progress bar), summarizes it, and writes one
 self-contained HTML report (default `./<input-name>-report.html`, never inside the input directory) plus a
-rich terminal summary; with --json prints only summarize()'s document on stdout. Analyses:
+rich terminal summary; an existing output is replaced only when it is a page commscope wrote
+(commscope.util.atomic.check_output; docs/analysis.md, "Output files"); with --json prints only summarize()'s document on stdout. Analyses:
 commscope.analyze.summary and .report_context; rendering: reports.page and reports.report_terminal.
 """
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Optional
 
 import typer
 
-from commscope.util.atomic import JSON_OPTS, check_output
+from commscope.util.atomic import JSON_OPTS, check_output, own_page
+from commscope.util.text import printable
 from commscope.commands._shared import (apply_label_map, default_output, label_map_option, load_with_progress,
                                        output_console, parse_steps, read_label_map, resolve_steps,
                                        scheduler_option, status)
@@ -23,7 +25,8 @@ def register(app: typer.Typer) -> None:
     def report(
         path: Path = typer.Argument(..., help="A commscope run directory or a folder of per-rank Kineto traces."),
         output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file to write "
-                                              "(default ./<input-name>-report.html)."),
+                                              "(default ./<input-name>-report.html). An existing file is "
+                                              "replaced only if it is a report commscope wrote."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Steps A <= step < B (also A, A:, :B) for the "
                                             "analysis and timeline; default: all steps, timeline a few around the middle."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout and nothing else."),
@@ -43,7 +46,7 @@ def register(app: typer.Typer) -> None:
         out = None
         if not as_json:
             out = output or default_output(path)
-            check_output(out, path)
+            check_output(out, path, own_page)  # before loading: a refused output fails at once
         # The page's layout section reads ops (--json never does): up to PAGE_ALL_RANKS ranks every rank's,
         # parsed in the same pass; above, the representative ranks' only, parsed from their files when it
         # reads them (report_context's Trace.select_ranks).
@@ -68,4 +71,4 @@ def register(app: typer.Typer) -> None:
         console = output_console()
         print_doctor_line(diagnosis, console)
         print_report_summary(summary, console)
-        console.print(f"report: {out}")
+        console.print(f"report: {printable(out)}", markup=False)

@@ -1,6 +1,14 @@
 """Writing output files: atomically (a temporary file in the same folder, then `os.replace`, so a reader
-— another rank, `commscope doctor`, the launcher — never sees half a file, whatever kills the writer), and
-never into an input directory (`check_output`).
+— another rank, `commscope doctor`, the launcher — never sees half a file, whatever kills the writer, and
+a write that fails — a full disk — leaves the previous file as it was and no temporary file), and only
+where commscope may write (`check_output`).
+
+`check_output` is the rule for the files the reading commands write (`report`'s page, `export`'s
+Perfetto trace; docs/analysis.md, "Output files"): never into an input directory or onto an input file,
+never through a symbolic link, never onto a FIFO, device, socket or directory, and an existing file is
+replaced only when commscope wrote it, recognised by the marker it writes at the top of each output
+(`own_page`: the page's `<meta name="generator" content="commscope">`; `own_trace`: the trace's leading
+`"otherData":{"producer":"commscope"`).
 
 Torch-free and pandas-free on purpose: the launcher and the trainer's exit paths (which may run before
 torch is imported) use it, as does the recorder (`commscope.recording.sink` re-exports it).
@@ -8,9 +16,15 @@ torch is imported) use it, as does the recorder (`commscope.recording.sink` re-e
 from __future__ import annotations
 
 import contextlib
+import errno
+import gzip
 import os
+import re
+import secrets
+import stat
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -18,12 +32,37 @@ from commscope.errors import UserError
 
 JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
+_CHUNK = 1 << 20
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd`, a chunk at a time (os.write may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view[:_CHUNK])
+        view = view[n:]
+
+
+def _temp_name(path: Path) -> Path:
+    """A fresh hidden name beside `path`: `.<name>.tmp<pid>-<random>` (the name cut so it stays under
+    the file system's 255-byte limit)."""
+    stem = os.fsencode(path.name)[:200]
+    return path.with_name(f".{os.fsdecode(stem)}.tmp{os.getpid()}-{secrets.token_hex(4)}")
+
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """`data` to `path` through a temporary file in the same folder and `os.replace`. The temporary file
+    is created new (O_EXCL, O_NOFOLLOW: never an existing file or a link someone left there) with the
+    usual mode (0666 less the umask), and removed on any failure, a signal's KeyboardInterrupt included."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")  # per process: two writers never share it
+    tmp = _temp_name(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o666)
     try:
-        tmp.write_bytes(data)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         # a full disk or a signal mid-write must not leave a zero-byte or half temp file behind
@@ -36,30 +75,127 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     write_bytes_atomic(path, orjson.dumps(obj, option=JSON_OPTS | orjson.OPT_INDENT_2, default=str) + b"\n")
 
 
-def check_output(out: str | os.PathLike, src: str | os.PathLike | None) -> None:
-    """Refuse an output inside the input directory `src` (commscope never writes where it reads; None: no
-    input directory, e.g. a trace built in memory), onto a directory, an output that is an input file under
-    another name (a hard link or symlink to it: compared by device and inode, `_input_named`), or one in a
-    folder that does not exist; one clear UserError line each."""
+def write_output(path: str | os.PathLike, data: bytes) -> None:
+    """A command's output file (write_bytes_atomic); a failed write is one UserError line naming it."""
+    from commscope.util.text import printable
+
+    try:
+        write_bytes_atomic(path, data)
+    except OSError as e:
+        raise UserError(f"cannot write {printable(path)}: {e.strerror or e}") from None
+
+
+# The markers commscope writes at the top of its outputs, and how an existing file is recognised as one.
+HEAD_BYTES = 4096
+PAGE_GENERATOR = '<meta name="generator" content="commscope">'  # reports.page: in the head
+# pages written before the generator tag: their fixed head up to the title
+_LEGACY_PAGE = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+                'content="width=device-width, initial-scale=1"><title>commscope report \u2014 ').encode()
+TRACE_PRODUCER = b'{"otherData":{"producer":"commscope"'  # reports.perfetto: the document's first key
+# traces written before otherData came first: it closed the document, after every event
+_LEGACY_TRACE_TAIL = re.compile(rb'"otherData":\{"producer":"commscope","t0_ns":-?\d+,"world_size":')
+
+
+def _head(path: str | os.PathLike, n: int = HEAD_BYTES) -> bytes:
+    """The first `n` bytes of a regular file, never following a link or blocking on a FIFO put there
+    since it was checked; b"" when it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.read(fd, n)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def own_page(path: str | os.PathLike) -> bool:
+    """Whether the file at `path` is an HTML report commscope wrote (its generator tag in the head)."""
+    head = _head(path)
+    return PAGE_GENERATOR.encode() in head or head.startswith(_LEGACY_PAGE)
+
+
+def own_trace(path: str | os.PathLike) -> bool:
+    """Whether the file at `path` is a Perfetto trace commscope wrote, plain or gzip: its first key is
+    otherData with commscope as producer (a plain trace of an older commscope: otherData at the end)."""
+    head = _head(path)
+    if head.startswith(b"\x1f\x8b"):
+        try:  # only the first bytes are inflated, however large the file
+            with gzip.open(path, "rb") as f:
+                head = f.read(HEAD_BYTES)
+        except (OSError, EOFError, zlib.error):
+            return False
+    if head.lstrip().startswith(TRACE_PRODUCER):
+        return True
+    if not head.startswith(b'{"traceEvents":['):
+        return False
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
+            return _LEGACY_TRACE_TAIL.search(f.read()) is not None
+    except OSError:
+        return False
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def check_output(out: str | os.PathLike, src: str | os.PathLike | None,
+                 ours: Callable[[str | os.PathLike], bool] | None = None) -> None:
+    """Refuse, in one clear UserError line each: an output inside the input directory `src` (commscope never
+    writes where it reads; None: no input directory, e.g. a trace built in memory); an output that is an
+    input file under another name (a hard link or symlink to it: compared by device and inode,
+    `_input_named`); a symbolic link (commscope writes neither through a link nor over it); a directory,
+    FIFO, device or socket (nothing to replace, and a FIFO would block); a folder that does not exist; and,
+    when `ours` is given, an existing file that `ours` does not recognise as commscope's own output."""
+    from commscope.util.text import printable
+
+    shown = printable(out)
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        if e.errno not in (errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP):
+            raise UserError(f"cannot write {shown}: {e.strerror or e}") from None
+        st = None  # the parent checks below say what is wrong with the path
     o, s = _resolve(out), _resolve(src) if src is not None else None
     if s is not None and s.is_dir() and (o.parent == s or s in o.parents):
-        raise UserError(f"refusing to write {out} inside the input directory {src}; choose an output elsewhere")
-    if o.is_dir():
-        raise UserError(f"{out} is a directory; give a file name to write")
+        raise UserError(f"refusing to write {shown} inside the input directory {printable(src)}; "
+                        "choose an output elsewhere")
     if s is not None:
         same = _input_named(out, s)
         if same is not None:
-            raise UserError(f"refusing to write {out}: it is the input file {same} (a hard link or symlink to "
-                            "it); choose an output elsewhere")
+            raise UserError(f"refusing to write {shown}: it is the input file {printable(same)} (a hard link "
+                            "or symlink to it); choose an output elsewhere")
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise UserError(f"refusing to write {shown}: it is a symbolic link (commscope writes neither through "
+                        "a link nor over it); choose another output")
+    if o.is_dir():
+        raise UserError(f"{shown} is a directory; give a file name to write")
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((what for test, what in _KINDS if test(st.st_mode)), "a special file")
+            raise UserError(f"refusing to write {shown}: it is {kind}, not a regular file; choose another output")
     if not o.parent.is_dir():
-        raise UserError(f"output directory {o.parent} does not exist")
+        raise UserError(f"output directory {printable(o.parent)} does not exist")
+    if st is not None and ours is not None and not ours(out):
+        raise UserError(f"refusing to replace {shown}: it exists and commscope did not write it; "
+                        "remove it or choose another output")
 
 
 def _resolve(p: str | os.PathLike) -> Path:
     try:
         return Path(p).resolve()
     except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop
-        raise UserError(f"cannot resolve {p}: {e}") from None
+        from commscope.util.text import printable
+
+        raise UserError(f"cannot resolve {printable(p)}: {e}") from None
 
 
 def _input_named(out: str | os.PathLike, src: Path) -> str | None:

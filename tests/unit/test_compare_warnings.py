@@ -51,3 +51,68 @@ def test_cli_prints_warnings_on_stderr_and_in_json(tmp_path):
     doc = json.loads(res.stdout)
     assert doc["warnings"][0].startswith("the groups differ in step count: run2 40, run2h 10")
     assert [g["steps"] for g in doc["groups"]] == [[40], [10]]
+
+
+def _group(name, times, losses):
+    from pathlib import Path
+
+    from commscope.load.run_groups import Group, RunResult
+
+    return Group(name, Path(name), [RunResult(Path(f"{name}/r{i}"), "run", t, l, 40)
+                                    for i, (t, l) in enumerate(zip(times, losses))])
+
+
+ROUNDED = [0.1 + 0.2, 0.3, 0.3]  # equal but for the last bit: 0.30000000000000004, 0.3, 0.3
+
+
+def test_times_that_differ_only_by_rounding_give_no_time_p_and_say_why():
+    import math
+    import warnings
+
+    from commscope.analyze.compare import compare_groups, precision_warnings
+
+    a, b = _group("a", ROUNDED, [3.0, 3.1, 3.2]), _group("b", [2 * x for x in ROUNDED], [3.0, 3.1, 3.2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scipy's precision-loss warning is not printed
+        table = compare_groups([a, b])
+    assert math.isnan(table.loc[1, "time_p"]) and math.isnan(table.loc[1, "slower_p"])
+    assert precision_warnings([a, b]) == [
+        "the times of b and a differ only by float rounding within each group: Time p is left out (a t-test on "
+        "rounding noise is not evidence)."]
+
+
+def test_one_side_without_spread_keeps_its_p_and_prints_no_scipy_warning():
+    """scipy warns when one side's values are equal but for rounding; the other side's spread carries the
+    test, so its p stands, without the warning."""
+    import math
+    import warnings
+
+    from commscope.analyze.compare import compare_groups, precision_warnings
+
+    a, b = _group("a", [0.40, 0.41, 0.42], [3.0, 3.1, 3.2]), _group("b", ROUNDED, [3.0, 3.1, 3.2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = compare_groups([a, b])
+    assert 0 < table.loc[1, "time_p"] < 0.01 and not math.isnan(table.loc[1, "slower_p"])
+    assert precision_warnings([a, b]) == []
+
+
+def test_losses_that_differ_only_by_rounding_give_no_loss_p_and_the_cli_says_why(tmp_path):
+    from commscope.analyze.compare import compare_groups, precision_warnings
+
+    a = _group("a", [1.0, 1.1, 1.2], [x * 10 for x in ROUNDED])
+    table = compare_groups([a, a])
+    assert table["loss_p"].isna().all()
+    assert precision_warnings([a]) == ["the losses of a differ only by float rounding: its loss p is left out (a "
+                                       "t-test on rounding noise is not evidence)."]
+    # exactly identical values need no sentence: the table's undefined p says it
+    assert precision_warnings([_group("c", [1.0, 1.0], [3.0, 3.0])] * 2) == []
+
+    for g, times in (("a", ROUNDED), ("b", [2 * x for x in ROUNDED])):
+        for i, t in enumerate(times):
+            write_run(tmp_path / g / f"r{i}", {}, world_size=2,
+                      summary={"status": "completed", "step_times_ms": [t * 1000], "losses": [3.0 + i / 10]})
+    res = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+    assert res.exit_code == 0, res.stderr
+    assert any("differ only by float rounding" in w for w in json.loads(res.stdout)["warnings"])
+    assert "RuntimeWarning" not in res.stderr

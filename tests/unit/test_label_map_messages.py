@@ -2,6 +2,7 @@
 map that names nothing or is not a regular file (one line, exit 2)."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -27,6 +28,29 @@ def test_an_unused_label_is_said_on_stderr_by_doctor(tmp_path, capsys):
         assert e.code in (0, None)
     err = capsys.readouterr().err
     assert "label map: 1 of 1 label(s) matched no collective" in err and "nothing_this_size" in err
+
+
+def test_a_map_of_thousands_of_clashing_labels_gives_short_lines(tmp_path, capsys):
+    """3000 labels that all claim the same 999 sizes: each note lists a few and counts the rest."""
+    m = tmp_path / "map.json"
+    m.write_text(json.dumps({f"label_{i}": list(range(1, 1000)) for i in range(3000)}))
+    code, out = _run(capsys, "report", str(TESTS / "data" / "gloo2"), "--json", "--no-hta", "--label-map", str(m))
+    assert code in (0, None)
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 2 and all(len(line) < 700 for line in lines), [len(line) for line in lines]
+    assert lines[0].startswith("commscope: label map: 999 size(s) claimed by several labels")
+    assert "1 B: label_0|label_1|" in lines[0] and "label_9 … 2990 more" in lines[0]
+    assert lines[0].endswith("more size(s)")
+    assert lines[1].endswith("label_9 … 2990 more")
+
+
+def test_a_long_label_is_cut_in_the_note():
+    import pandas as pd
+
+    from commscope.analyze.labels import relabel_by_size
+
+    _, notes = relabel_by_size(pd.DataFrame(), {"x" * 5000: [8], "y": [8]})
+    assert len(notes[0]) < 300 and "x" * 39 + "…|y" in notes[0]
 
 
 @pytest.mark.parametrize("kind", ["empty", "fifo"])

@@ -1,0 +1,29 @@
+"""Text that can be written out whatever the file system's names hold: `printable(s)`.
+
+Python decodes a file name that is not valid UTF-8 with surrogateescape (the byte 0xff becomes the lone
+surrogate U+DCFF), and such a string cannot be encoded as UTF-8: a page, a JSON document or a terminal
+line that contains it fails to write. `printable` shows each such byte as `\\xff` (and any other lone
+surrogate as `\\udXXX`), so a name prints as its bytes read, and every other character is kept.
+
+Every renderer that writes a path into an output goes through it (reports.page for the whole HTML page,
+the commands for the paths they print).
+"""
+from __future__ import annotations
+
+import os
+import re
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _shown(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}"
+
+
+def printable(s: str | os.PathLike) -> str:
+    """`s` (a string or path) as text that encodes as UTF-8: undecodable bytes of a file name as `\\xNN`."""
+    text = os.fspath(s) if isinstance(s, os.PathLike) else s
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    return _SURROGATE.sub(_shown, text)

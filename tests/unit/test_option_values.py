@@ -1,0 +1,76 @@
+"""Float options of plan, layout, doctor and compare refuse NaN and ±inf in one line (exit 2), before any
+input is read; plan's --world-size is capped at the reading commands' COMMSCOPE_MAX_WORLD_SIZE."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from commscope.cli import main
+from commscope.commands._shared import require_finite
+from commscope.errors import UserError
+from paths import TESTS
+
+GLOO2 = str(TESTS / "data" / "gloo2")
+CMP = [GLOO2, GLOO2]  # never read: the option is refused first
+
+FLOAT_OPTIONS = [
+    (["plan"], "--tflops"), (["plan"], "--capacity-mb"), (["plan"], "--alpha"),
+    (["layout", GLOO2], "--peak-gbps"),
+    (["doctor", GLOO2], "--straggler-ms"), (["doctor", GLOO2], "--straggler-pct"),
+    (["compare", *CMP], "--target-loss"), (["compare", *CMP], "--fail-if-slower"),
+]
+
+
+def _run(capsys, args):
+    try:
+        main(args)
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    return code, capsys.readouterr()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("command,option", FLOAT_OPTIONS, ids=[f"{c[0]}{o}" for c, o in FLOAT_OPTIONS])
+def test_a_non_finite_float_option_is_one_line_and_exit_2(capsys, monkeypatch, command, option, value):
+    import commscope.load as load
+
+    def never(*a, **k):
+        raise AssertionError("the input was read before the option was checked")
+
+    monkeypatch.setattr(load, "load_path", never, raising=False)
+    code, out = _run(capsys, [*command, f"{option}={value}"])
+    lines = out.err.strip().splitlines()
+    assert code == 2 and lines == [f"commscope: error: {option} must be a finite number, got {value}"], out.err
+    assert out.out == ""
+
+
+def test_require_finite_lets_finite_values_and_none_through():
+    for v in (None, 0.0, -1.5, 1e308):
+        require_finite(v, "--x")
+    with pytest.raises(UserError, match="--x must be a finite number, got nan"):
+        require_finite(float("nan"), "--x")
+
+
+def test_plan_capacity_too_large_to_count_in_bytes(capsys):
+    code, out = _run(capsys, ["plan", "--capacity-mb", "1e308", "--tp", "2"])
+    assert code == 2 and out.err.strip() == "commscope: error: --capacity-mb 1e+308 is too large to count in bytes"
+
+
+@pytest.mark.parametrize("world_size", ["100000", "100000000000"])
+def test_plan_world_size_is_capped_at_once(capsys, world_size):
+    t = time.monotonic()
+    code, out = _run(capsys, ["plan", "--world-size", world_size])
+    assert time.monotonic() - t < 10
+    assert code == 2 and out.err.strip().splitlines() == [
+        f"commscope: error: --world-size {world_size} is too large; refusing at the limit of 16,384 ranks "
+        "(set COMMSCOPE_MAX_WORLD_SIZE=N to raise it)"]
+
+
+def test_plan_world_size_limit_follows_the_environment(capsys, monkeypatch):
+    monkeypatch.setenv("COMMSCOPE_MAX_WORLD_SIZE", "16")
+    code, out = _run(capsys, ["plan", "--world-size", "32"])
+    assert code == 2 and "refusing at the limit of 16 ranks (set COMMSCOPE_MAX_WORLD_SIZE=N" in out.err
+    code, out = _run(capsys, ["plan", "--world-size", "16", "--json"])
+    assert code == 0, out.err
