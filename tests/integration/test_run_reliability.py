@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from commscope.errors import UserError
+from commscope.util import atomic
 from commscope.util.atomic import write_json_atomic
 from instrumented_model.faults import parse_faults
 from instrumented_model.job import RUN_ID_ENV
@@ -119,9 +120,10 @@ def test_inject_labels_are_checked_against_the_collectives():
         parse_faults(["crash@rank=1,step=1,label=nope"], world_size=2, steps=3, labels=labels)
 
 
-def _touch_then_enospc(self: Path, data: bytes) -> None:
-    """Path.write_bytes on a full disk: the file is created, its data does not fit."""
-    self.touch()
+def _part_then_enospc(fd: int, data: bytes) -> None:
+    """The atomic writer's write on a full disk: the temp file exists and takes a few bytes, the rest
+    does not fit."""
+    os.write(fd, data[:3])
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
@@ -129,7 +131,7 @@ def test_a_full_disk_leaves_no_temp_file_and_no_half_claimed_folder(tmp_path, mo
     """Simulated ENOSPC (the tmpfs drill below is the real one, where the test may mount): the atomic
     writer removes its temp file, and a run folder whose marker cannot be written is one UserError line,
     with the folder it created gone again."""
-    monkeypatch.setattr(Path, "write_bytes", _touch_then_enospc)
+    monkeypatch.setattr(atomic, "_write_all", _part_then_enospc)
     with pytest.raises(OSError, match="No space"):
         write_json_atomic(tmp_path / "doc.json", {"a": 1})
     assert os.listdir(tmp_path) == []  # no .doc.json.tmpNNNN left behind
@@ -143,7 +145,7 @@ def test_a_failed_marker_write_on_overwrite_gives_the_old_run_back(tmp_path, mon
     claim(str(out), overwrite=False, run_id="old").release()
     (out / "rank0").mkdir()
     (out / "summary.json").write_text('{"status": "completed"}')
-    monkeypatch.setattr(Path, "write_bytes", _touch_then_enospc)
+    monkeypatch.setattr(atomic, "_write_all", _part_then_enospc)
     with pytest.raises(UserError, match="No space left on device"):
         claim(str(out), overwrite=True, run_id="new")
     assert sorted(os.listdir(out)) == ["commscope-run.json", "rank0", "summary.json"]

@@ -26,9 +26,16 @@ EVENT = '{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":%d.5,"
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals and /proc as on Linux")
 
 
+def _default_signals() -> None:
+    # as a user's shell starts the command: a test run under nohup must not pass its ignored SIGHUP on
+    # (commscope keeps a signal that was ignored when it started ignored, as nohup intends)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def cli(*args, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "commscope", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals, **kw)
 
 
 @pytest.fixture(scope="module")
