@@ -48,7 +48,8 @@ def _run_matrices(trace) -> list[Matrix]:
 
 
 def calibrate(run_path: str) -> dict:
-    """→ {"ms_per_matrix": {(rows, cols): ms}, "measured_makespan_ms": float, "steps": n, "world_size": R}."""
+    """→ {"ms_per_matrix": {(rows, cols): ms}, "measured_makespan_ms": float, "steps": n, "world_size": R,
+    "labels": [...], "preset": the run's preset from its config.json (None if it names none)}."""
     from commscope.load import load_path  # the loader is only needed for this cost model
 
     trace = load_path(str(run_path))
@@ -77,7 +78,8 @@ def calibrate(run_path: str) -> dict:
     mat = upd[upd["label"].isin(labels)]
     per_step = mat.groupby(["step", "rank"])["ms"].sum().groupby(level="step").max()
     return {"ms_per_matrix": ms_per_matrix, "measured_makespan_ms": float(pd.Series(per_step).median()),
-            "steps": int(per_step.size), "world_size": world_size, "labels": labels}
+            "steps": int(per_step.size), "world_size": world_size, "labels": labels,
+            "preset": ((trace.config.get("config") or {}).get("args") or {}).get("preset")}
 
 
 def check_shapes(matrices: list[Matrix], ms_per_matrix: dict[tuple[int, int], float], run_path: str) -> None:
@@ -85,4 +87,4 @@ def check_shapes(matrices: list[Matrix], ms_per_matrix: dict[tuple[int, int], fl
     if missing:
         have = ", ".join(f"{r}x{c}" for r, c in ms_per_matrix) or "none"
         raise UserError(f"{run_path} timed matrix shapes {have} but the plan needs "
-                        f"{', '.join(f'{r}x{c}' for r, c in missing)}: plan the run's preset")
+                        f"{', '.join(f'{r}x{c}' for r, c in missing)}: plan the run's own preset (leave --preset out)")

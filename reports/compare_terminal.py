@@ -26,17 +26,25 @@ COLUMNS = [  # (frame column, header) in the record's order
 
 
 UNDEFINED = "–"  # an undefined statistic in the table (and the label deltas' missing CI)
+LABEL_DELTAS_CAPTION = ("Per label, ms per step (mean over ranks, a run's first step left out): a label's exposed "
+                        "communication; (step time): the step; (step boundary): host time at the step's start; "
+                        "'<label> (start − backward end)': where its collectives start (docs/compare.md).")
 
 
-def _fmt(v) -> str:
+def _fmt(v, column: str = "") -> str:
     if isinstance(v, (int,)) and not isinstance(v, bool):
         return str(v)
     v = float(v)
-    return UNDEFINED if math.isnan(v) else f"{v:.4f}"
+    if math.isnan(v):
+        return UNDEFINED
+    if column.endswith("_p") and 0 <= v < 0.00005:  # a p-value that 4 decimals would print as 0
+        return "<0.0001"
+    return f"{v:.4f}"
 
 
 def comparison_markdown(table: pd.DataFrame) -> str:
-    """The README-ready markdown table of compare_groups()' frame."""
+    """The README-ready markdown table of compare_groups()' frame, in the records' own format (a tiny p is
+    0.0000 there, as the published tables print it; the terminal table says <0.0001)."""
     head = "| | " + " | ".join(h for _, h in COLUMNS) + " |"
     sep = "|" + "---|" * (len(COLUMNS) + 1)
     rows = ["| " + r["name"] + " | " + " | ".join(_fmt(r[c]) for c, _ in COLUMNS) + " |"
@@ -59,7 +67,7 @@ def comparison_table(table: pd.DataFrame, target_loss: float) -> Table:
     for _, h in COLUMNS:
         t.add_column(h, justify="right")
     for r in table.to_dict("records"):
-        t.add_row(r["name"], *(_fmt(r[c]) for c, _ in COLUMNS))
+        t.add_row(r["name"], *(_fmt(r[c], c) for c, _ in COLUMNS))
     return t
 
 
@@ -122,6 +130,7 @@ def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: 
             print(f"skipped {g.name}/{p.name}: {why}")
     if labels is not None and not labels.empty:
         print()
+        print(LABEL_DELTAS_CAPTION)
         print(label_deltas_text(labels, markdown=markdown))
     if labels_error is not None:
         print(f"per-label comparison skipped: {labels_error}")

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from commscope.analyze.summary import hta_note
-from reports.tables import fmt
+from reports.tables import counted, fmt
 from reports.timeline import label_colors
 
 # cividis, 6 stops (plotly.colors.sequential.Cividis, thinned): dark blue → yellow, monotone in lightness
@@ -85,7 +85,7 @@ def render_summary(ctx) -> str:
         said = said[len(h.verdict) + 1:].strip()
     out = [f'<p class="verdict {"ok" if ok else "bad"}" id="verdict"><b>{html.escape(h.verdict.upper())}</b> '
            f'{html.escape(said)}</p>']
-    facts = [f"{h.n_ranks} ranks", f"{h.n_steps} steps"]
+    facts = [counted(h.n_ranks, "rank"), counted(h.n_steps, "step")]
     if h.step_ms_mean is not None:
         facts.append(f"mean step {fmt(h.step_ms_mean)} ms" + _step_scope(h))
     if h.exposed_pct is not None:
@@ -123,6 +123,14 @@ def _ms(a: np.ndarray) -> list:
     return [None if math.isnan(x) else x for x in np.round(a.astype(np.float64), 3).ravel().tolist()]
 
 
+def _legend(top: float, known: int) -> str:
+    """The colour ramp and its range; without a known cell (exposure unknown everywhere) it says so."""
+    if not known:
+        return "no cell has a known exposed time."
+    return (f'<span class="ramp" style="background:linear-gradient(to right,{_scale(0)[0]},{_scale(0.5)[0]},'
+            f'{_scale(1)[0]})"></span> 0 … {fmt(top)} ms')
+
+
 def render_heatmap_canvas(ctx, hm) -> str:
     from reports.page import data_html
 
@@ -134,8 +142,7 @@ def render_heatmap_canvas(ctx, hm) -> str:
             "step_ms": _ms(hm.step_ms), "top": top, "win": win,
             "marked": [{"rank": r["rank"], "why": "; ".join(r["why"])} for r in ctx.representative],
             "cividis": [list(c) for c in CIVIDIS]}  # report.js maps a cell onto it as _scale does
-    legend = (f'<span class="ramp" style="background:linear-gradient(to right,{_scale(0)[0]},{_scale(0.5)[0]},'
-              f'{_scale(1)[0]})"></span> 0 … {fmt(top)} ms')
+    legend = _legend(top, finite.size)
     binned = len(hm.columns) != len({s for c in hm.columns for s in c}) and not all(c[0] == c[1] for c in hm.columns)
     return ('<p class="note">Exposed communication per rank (a row each, ' + f"{len(hm.ranks)} ranks" +
             ") and step (ms; the time a rank waits on collectives that compute does not hide" +
@@ -190,8 +197,7 @@ def render_heatmap(ctx) -> str | None:
             cells.append(f'<td class="cell" style="background:{bg};color:{fg}" data-r="{rank}" data-s="{lo}:{hi + 1}" '
                          f'data-value="{float(v)!r}" data-step-ms="{float(st)!r}"{where}>{text}</td>')
         rows.append(f'<tr><th>r{rank}</th>{"".join(cells)}</tr>')
-    legend = (f'<span class="ramp" style="background:linear-gradient(to right,{_scale(0)[0]},{_scale(0.5)[0]},'
-              f'{_scale(1)[0]})"></span> 0 … {fmt(top)} ms')
+    legend = _legend(top, finite.size)
     return ('<p class="note">Exposed communication per rank and step (ms; the time a rank waits on '
             'collectives that compute does not hide' + ("" if len(hm.columns) == len({s for c in hm.columns for s in c})
             or all(c[0] == c[1] for c in hm.columns) else "; a column covers several steps: mean per step") +

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows, hta_note,
                                        undefined_overlap_note)
-from reports.tables import bandwidth, fmt
+from reports.tables import bandwidth, counted, fmt
 
 
 def pct(v) -> str:
@@ -26,10 +26,10 @@ def pct(v) -> str:
 
 def queued_pct(label: dict) -> str:
     """`queued_ms` as a share of `exposed_ms` (both per-rank means over the same ranks); "-" when the
-    document has no queueing split or nothing is exposed."""
+    document has no queueing split or nothing is exposed (the dash every unknown cell shows)."""
     queued, exposed = label.get("queued_ms"), label.get("exposed_ms")
     if queued is None or not exposed:
-        return "-"
+        return "–"
     return pct(100.0 * min(max(float(queued), 0.0), float(exposed)) / float(exposed))
 
 
@@ -70,7 +70,7 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     # for small late labels: "queued %" says how much of each row is that rather than its own transfer.
     # Two-line headers and no outer edge: with label names and "reduce_scatter+all_gather" whole, the eight
     # columns fit a 100-column terminal without cutting a number.
-    t = Table(title=f"Top exposed collectives ({len(labels)} labels, {summary.get('ranks', '?')} ranks)",
+    t = Table(title=f"Top exposed collectives ({counted(len(labels), 'label')}, {counted(summary.get('ranks'), 'rank')})",
               show_edge=False, pad_edge=False,
               caption=f"mean ms: {summary.get('duration_basis') or 'no durations'}; queued %: share of the "
                       "exposed time spent behind earlier collectives of its process group (the rest is its "

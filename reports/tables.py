@@ -100,6 +100,15 @@ def humanize(key: Any) -> str:
     return f"{text} ({unit})" if unit else text
 
 
+def counted(n: Any, noun: str) -> str:
+    """`1 rank`, `2 ranks`, `? ranks` (n unknown): a count with its noun in the right number."""
+    try:
+        k = int(n)
+    except (TypeError, ValueError):
+        return f"? {noun}s"
+    return f"{k} {noun}" + ("" if k == 1 else "s")
+
+
 def bandwidth(v: Any) -> str:
     """GB/s, for the page and the terminal alike: 3 significant digits without scientific notation
     (0.00525, 0.045, 288, 1,230); "<0.001" below that (gloo moving a few bytes: the figure says nothing

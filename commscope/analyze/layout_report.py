@@ -66,10 +66,13 @@ def _clean(d: dict) -> dict:
 
 
 def split_unflagged(findings: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(findings, unflagged): rows whose measured slowdown is below SLOWDOWN_FLAG go to `unflagged`; rows
-    without a slowdown (no reference) stay findings."""
+    """(findings, unflagged): rows whose measured slowdown is below SLOWDOWN_FLAG go to `unflagged` (with
+    no severity: nothing is found to cost time); rows without a slowdown (no reference) stay findings."""
     no_cost = (pd.to_numeric(findings["slowdown"], errors="coerce") < SLOWDOWN_FLAG).to_numpy(dtype=bool)
-    return findings[~no_cost].reset_index(drop=True), findings[no_cost].reset_index(drop=True)
+    unflagged = findings[no_cost].reset_index(drop=True)
+    if "severity" in unflagged:
+        unflagged["severity"] = None
+    return findings[~no_cost].reset_index(drop=True), unflagged
 
 
 def param_shapes(config: dict) -> dict[str, list[int]]:

@@ -132,9 +132,10 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
         if len(by_rank) > 1:
             worst = max(by_rank, key=lambda k: by_rank[k])
             lo = min(by_rank.values())
-            why.append(f"most exposed on rank {worst} ({by_rank[worst]:.3f} ms; least {lo:.3f} ms)")
+            why.append(f"most exposed on rank {worst} ({by_rank[worst]:,.3f} ms; least {lo:,.3f} ms)")
         if diagnosis is not None and not isinstance(diagnosis, Exception) and getattr(diagnosis, "label", None) == lab:
-            why.append(f"doctor: {diagnosis.summary}")
+            # the verdict, whole, heads the page: a pointer, not its text a second time
+            why.append(f"the doctor's verdict ({diagnosis.verdict}) is mostly about this label")
         labels.append(Finding(str(lab), ms, why))
     ranks = []
     stragglers = [s for s in summary.get("stragglers") or [] if (_f(s.get("wait_caused_ms")) or 0) > 0]
@@ -142,7 +143,7 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
     for s in stragglers[:top]:
         why = [f"arrives last in {s.get('times_last')}" + (f" of {n_coll}" if n_coll else "") +
                " collectives it shares with other ranks",
-               f"the other ranks wait {_f(s.get('wait_caused_ms')) or 0:.3f} ms for it in total "
+               f"the other ranks wait {_f(s.get('wait_caused_ms')) or 0:,.3f} ms for it in total "
                f"({100 * (_f(s.get('score')) or 0):.0f}% of all such waiting)"]
         ranks.append(Finding(f"rank {s.get('rank')}", _f(s.get("wait_caused_ms")), why))
     if len(steps):
@@ -151,7 +152,7 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
             r = int(per_rank.idxmax())
             mean = float(per_rank.mean())
             listed = [f.name for f in ranks]
-            why = [f"{per_rank.max():.3f} ms of exposed communication over the steps, mean over ranks {mean:.3f} ms"]
+            why = [f"{per_rank.max():,.3f} ms of exposed communication over the steps, mean over ranks {mean:,.3f} ms"]
             if f"rank {r}" in listed:
                 ranks[listed.index(f"rank {r}")].why += why
             else:

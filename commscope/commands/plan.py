@@ -34,7 +34,8 @@ def _trainer():
 
 def plan_cmd(
     run: Path = typer.Argument(None, help="With --cost measured: the run directory whose update timings calibrate the cost."),
-    preset: str = typer.Option("speedrun", help="Model preset of the reference trainer."),
+    preset: str = typer.Option(None, help="Model preset of the reference trainer. Default: the run's preset with "
+                               "--cost measured, else speedrun."),
     world_size: int = typer.Option(8, help="Number of data-parallel ranks (at most COMMSCOPE_MAX_WORLD_SIZE, "
                                    "default 16384)."),
     cost: str = typer.Option("flops", help="Balancing cost: numel | flops | measured (then give RUN)."),
@@ -62,11 +63,12 @@ def plan_cmd(
         raise UserError(f"--capacity-mb {capacity_mb} is too large to count in bytes")
     if tp is not None and (tp < 1 or world_size % tp):
         raise UserError(f"--tp must divide the world size {world_size}, got {tp}")
+    calib = _trainer().calibrate(str(run)) if cost == "measured" else None
+    # the run's timings are of its own preset's shapes: plan that preset unless another is named
+    preset = preset or (calib or {}).get("preset") or "speedrun"
     matrices = _trainer().preset_matrices(preset, world_size)
     time_model = TimeModel(tflops=tflops)
-    calib = None
-    if cost == "measured":
-        calib = _trainer().calibrate(str(run))
+    if calib is not None:
         _trainer().check_shapes(matrices, calib["ms_per_matrix"], str(run))
         time_model = TimeModel(tflops=tflops, measured_ms=calib["ms_per_matrix"])
     plan = make_plan(matrices, world_size, cost=cost, alpha=alpha, time_model=time_model,

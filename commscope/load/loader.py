@@ -147,7 +147,9 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
                   config={"distributedInfo": first["info"]["distributedInfo"],
                           "deviceProperties": first["info"]["deviceProperties"],
                           "files": {r: fs[0] for r, fs in rank_files.items()},
-                          "rank_files": rank_files,
+                          # every file of a rank, only where some rank has several (profiling cycles):
+                          # otherwise it would repeat "files"
+                          **({"rank_files": rank_files} if any(len(fs) > 1 for fs in rank_files.values()) else {}),
                           "rank_from": {p["rank"]: p["rank_from"] for p in merged},
                           # "ranks read" where no trace declares or implies it: the doctor does not
                           # take such a guess for a one-rank job (commscope.analyze.doctor)

@@ -169,3 +169,13 @@ def test_cli_bad_input_exit_2(tmp_path):
     assert _invoke(["compare", str(FIXTURE / "baseline")])[0] == 2
     assert _invoke(["compare", str(FIXTURE / "baseline"), str(FIXTURE / "premul-o"),
                          "--fail-if-slower", "3"])[0] == 2
+
+
+def test_terminal_table_says_a_tiny_p_is_below_0_0001_and_captions_the_label_rows(published_groups, capsys):
+    from rich.console import Console
+
+    con = Console(record=True, width=200)
+    con.print(compare_terminal.comparison_table(compare_groups(published_groups), 3.28))
+    rows = [line for line in con.export_text().splitlines() if "premul-o" in line]
+    assert "<0.0001" in rows[0] and "0.0000 │ 3.2777" not in rows[0]
+    assert "exposed communication" in compare_terminal.LABEL_DELTAS_CAPTION

@@ -123,7 +123,7 @@ def host_windowed(trace):
 @functools.cache
 def loaded(name: str) -> tuple:
     trace = load_path(str(DATA / name))
-    raw = {rank: raw_rank(files[0]) for rank, files in trace.config["rank_files"].items()}
+    raw = {rank: raw_rank(file) for rank, file in trace.config["files"].items()}
     return name, trace, raw
 
 

@@ -63,7 +63,17 @@ def test_cli_measured(run):
     assert data["time_model"]["kind"] == "measured"
     # a plan for another preset needs shapes this run never timed: refused, not extrapolated
     res = CliRunner().invoke(app, ["plan", str(run), "--preset", "speedrun", "--cost", "measured"])
-    assert isinstance(res.exception, UserError) and "plan the run's preset" in str(res.exception)
+    assert isinstance(res.exception, UserError) and "plan the run's own preset" in str(res.exception)
+
+
+def test_cli_measured_plans_the_runs_own_preset_when_none_is_named():
+    """The README demo's run records preset tiny in config.json: `plan RUN --cost measured` plans it."""
+    from paths import TESTS
+
+    res = CliRunner().invoke(app, ["plan", str(TESTS / "data" / "cpurun-hooks-gloo2"), "--world-size", "2",
+                                   "--cost", "measured", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["preset"] == "tiny"
 
 
 def test_no_update_regions_is_a_user_error(tmp_path):

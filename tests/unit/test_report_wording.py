@@ -1,0 +1,47 @@
+"""Counts in the right number, thousands separators, an unknown heatmap said in words, and the doctor's
+verdict pointed at (not repeated) under its label."""
+from types import SimpleNamespace
+
+from commscope.analyze.report_context import report_context
+from commscope.analyze.report_overview import highlights
+from commscope.analyze.summary import summarize
+from commscope.load import load_path
+from paths import TESTS
+from reports.overview_section import render_heatmap, render_summary
+from reports.tables import counted
+
+HOST_ONLY = TESTS / "data" / "hta-testdata" / "distributed_info_unavailable"
+
+
+def test_counted_puts_the_noun_in_the_right_number():
+    assert [counted(1, "rank"), counted(2, "rank"), counted(0, "step"), counted(None, "label")] == [
+        "1 rank", "2 ranks", "0 steps", "? labels"]
+
+
+def test_a_one_rank_host_only_page_counts_in_the_singular_and_says_the_heatmap_has_no_known_cell():
+    tr = load_path(str(HOST_ONLY))
+    ctx = report_context(tr, summarize(tr, with_hta=False), with_layout=False)
+    assert '<p class="headline">1 rank · 1 step · ' in render_summary(ctx)
+    heatmap = render_heatmap(ctx)
+    assert "no cell has a known exposed time." in heatmap and "0 … 0.000 ms" not in heatmap
+
+
+def test_bullets_use_thousands_separators_and_point_at_the_verdict():
+    summary = {"ranks": 2, "steps": [], "stragglers": [{"rank": 1, "times_last": 5, "wait_caused_ms": 4177.149,
+                                                       "score": 0.9}],
+               "labels": {"attn": {"op": "all_reduce", "count": 8, "exposed_ms": 3210.131,
+                                   "exposed_ms_by_rank": {"0": 3580.315, "1": 2825.265}}}}
+    diagnosis = SimpleNamespace(verdict="straggler", summary="straggler: rank 1 made the others wait " * 5,
+                                label="attn")
+    h = highlights(summary, diagnosis)
+    why = h.labels[0].why
+    assert "most exposed on rank 0 (3,580.315 ms; least 2,825.265 ms)" in why
+    assert "the doctor's verdict (straggler) is mostly about this label" in why
+    assert not any("made the others wait" in w for w in why)  # the verdict's text heads the page once
+    assert "the other ranks wait 4,177.149 ms for it in total (90% of all such waiting)" in h.ranks[0].why
+
+
+def test_one_file_per_rank_is_listed_once_in_the_run_configuration():
+    """`files` names each rank's trace; `rank_files` appears only where a rank has several (profiling cycles)."""
+    tr = load_path(str(TESTS / "data" / "hta-testdata" / "trace_filter"))
+    assert set(tr.config["files"]) == {0, 1} and "rank_files" not in tr.config
