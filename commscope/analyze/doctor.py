@@ -17,6 +17,8 @@ Rules, checked in this order (the first that holds is the verdict):
    culprits are the ranks that differ from the majority.
 4. hang: the first (group, seq) that some members launched and others did not; the culprits are the ranks
    that never launched it (found by *absence*).
+   Insufficient instead when such a rank's records are incomplete (`incomplete_ranks`: the loader ignored
+   some, or its status says "completed" while its log is torn or ends early): its launch may be among them.
 5. insufficient: ranks of the job are missing from the data (a partial trace set), so who came last to a
    collective is unknown.
 6. hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
@@ -27,6 +29,7 @@ Rules, checked in this order (the first that holds is the verdict):
    of CPU ranks, whose speed varies with OS scheduling), or --straggler-ms. The culprits are the ranks
    that caused at least half as much of that waiting as the worst; the verdict says in how many of the
    judged steps it happened, the share of the step, and a confidence.
+The loader's problems (Trace.problems) go with every verdict (`Diagnosis.problems`).
 Otherwise ok (saying what was judged), or insufficient when no step or complete collective was left to judge.
 A job of one rank is ok (nobody waits for anybody), except when nothing was recorded, or when its world size
 is unknown (Kineto traces without distributedInfo or process-group sizes: "taken as 1") and the trace holds
