@@ -4,8 +4,9 @@ interrupted / insufficient).
 Renders `ctx.diagnosis` (a `commscope.analyze.doctor.Diagnosis`: the report command's, made with the run's
 watchdog/inflight reports, or report_context's verdict on the loaded frames alone). For a straggler: the
 waiting per judged step, the collective instances it is based on, and a link to the timeline when the
-steps are in the page's timeline window (else the `--steps` that draws them). A diagnosis that failed is
-shown in place by the page, like any failing section.
+steps are in the page's timeline window (else the `--steps` that draws them); when the loader met problems,
+a note pointing at them (the page lists them under the headline and in Run facts). A diagnosis that failed
+is shown in place by the page, like any failing section.
 """
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ def render_doctor(ctx) -> str | None:
     colour = COLOURS.get(d.verdict, "#b00020")
     out = [f'<p><b style="color:{colour}">{html.escape(d.verdict.upper())}</b> {html.escape(d.summary)}</p>']
     det = d.details or {}
+    problems = getattr(d, "problems", None) or []
+    if problems:
+        out.append(f'<p class="note">The loader met {len(problems)} problem(s) reading this input (listed under '
+                   "Run facts, \"Problems while loading\"); the verdict is only as complete as the records "
+                   "it kept.</p>")
     if d.verdict == "straggler":
         steps = sorted({e["step"] for e in d.evidence})
         median = det.get("median_step_ms")

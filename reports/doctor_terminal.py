@@ -1,5 +1,6 @@
 """`commscope doctor`'s terminal output: the verdict line, the evidence table, for a straggler the collective
-instances it is based on, the Flight Recorder's second opinion and the faults the run was started with.
+instances it is based on, the Flight Recorder's second opinion, the faults the run was started with and the
+loader's problems (the first few, each whole, as `report` prints them).
 
 Renders a `commscope.analyze.doctor.Diagnosis` as it is; every string in it comes from the analysis and is
 escaped, so rank lists like [0, 1] are never read as rich markup.
@@ -9,6 +10,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from reports.report_terminal import CAVEATS_SHOWN
 
 COLOURS = {"ok": "green", "insufficient": "yellow", "interrupted": "yellow"}
 # the straggler's instances: the columns a reader checks against the timeline
@@ -59,3 +62,8 @@ def print_doctor_verdict(d, console: Console) -> None:
     if d.injected:
         console.print(escape(f"(this run was started with --inject {', '.join(d.injected)}; not used for the "
                              "verdict)"), highlight=False)
+    problems = list(getattr(d, "problems", None) or [])
+    for p in problems[:CAVEATS_SHOWN]:
+        console.print(f"[bold]problem while loading:[/] {escape(str(p))}", highlight=False, overflow="fold")
+    if len(problems) > CAVEATS_SHOWN:
+        console.print(f"… {len(problems) - CAVEATS_SHOWN} more problem(s), see --json", highlight=False)

@@ -17,6 +17,8 @@ Rules, checked in this order (the first that holds is the verdict):
    culprits are the ranks that differ from the majority.
 4. hang: the first (group, seq) that some members launched and others did not; the culprits are the ranks
    that never launched it (found by *absence*).
+   Insufficient instead when such a rank's records are incomplete (`incomplete_ranks`: the loader ignored
+   some, or its status says "completed" while its log is torn or ends early): its launch may be among them.
 5. insufficient: ranks of the job are missing from the data (a partial trace set), so who came last to a
    collective is unknown.
 6. hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
@@ -27,6 +29,7 @@ Rules, checked in this order (the first that holds is the verdict):
    of CPU ranks, whose speed varies with OS scheduling), or --straggler-ms. The culprits are the ranks
    that caused at least half as much of that waiting as the worst; the verdict says in how many of the
    judged steps it happened, the share of the step, and a confidence.
+The loader's problems (Trace.problems) go with every verdict (`Diagnosis.problems`).
 Otherwise ok (saying what was judged), or insufficient when no step or complete collective was left to judge.
 A job of one rank is ok (nobody waits for anybody), except when nothing was recorded, or when its world size
 is unknown (Kineto traces without distributedInfo or process-group sizes: "taken as 1") and the trace holds
@@ -88,6 +91,7 @@ class Diagnosis:
     second_opinion: dict | None = None  # the Flight Recorder's own verdict, when dumps exist
     confidence: str | None = None  # straggler: high | medium | low (docs/faults.md)
     details: dict | None = None    # straggler, ok: thresholds, judged steps, persistence, the instances
+    problems: list[str] = field(default_factory=list)  # the loader's (Trace.problems), as `report` lists them
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -107,6 +111,45 @@ def _unrecorded(trace: Trace) -> list[int]:
     or unreadable: a problem of that rank): absence of their collectives is no evidence of anything."""
     seen = set(trace.steps["rank"].astype(int)) | set(trace.collectives["rank"].astype(int))
     return sorted(r for r, st in _statuses(trace).items() if st.get("status") == "completed" and r not in seen)
+
+
+# The loader's problems (commscope.load.events.read_rank) that say a rank's events.jsonl lost records: records
+# it ignored (not exact copies of an earlier line, which lose nothing), and a torn last line.
+_IGNORED = re.compile(r"^rank (\d+): [^:]+: ignored (\d+) (?:\w+ )?records?: (?!a copy of an earlier line)([^(]*?)"
+                      r"\s*(?:\(|$)")
+_TORN = re.compile(r"^rank (\d+): ignored a torn last line")
+
+
+def incomplete_ranks(trace: Trace) -> dict[int, list[str]]:
+    """Ranks whose records are not all there, with why: the loader ignored some of their records (a record
+    it cannot place), their events.jsonl ends in a torn line while their status says "completed" (a rank
+    that completed wrote its whole log; a killed one may tear its last line, which is no damage to judge
+    by), or their status says "completed" at a later step than their last recorded one. The absence of a
+    collective in such a rank's records is no evidence that it never launched it."""
+    statuses = _statuses(trace)
+    completed = {r for r, s in statuses.items() if s.get("status") == "completed"}
+    ignored: dict[int, list] = {}
+    out: dict[int, list[str]] = {}
+    for p in trace.problems:
+        m = _IGNORED.match(str(p))
+        if m:
+            n, causes = ignored.setdefault(int(m.group(1)), [0, []])[0:2]
+            ignored[int(m.group(1))][0] = n + int(m.group(2))
+            if m.group(3) and m.group(3) not in causes:
+                causes.append(m.group(3))
+            continue
+        m = _TORN.match(str(p))
+        if m and int(m.group(1)) in completed:
+            out.setdefault(int(m.group(1)), []).append(f"its {EVENTS} is torn (its last line is cut off)")
+    for r, (n, causes) in ignored.items():
+        out.setdefault(r, []).insert(0, f"the loader ignored {n} of its records" +
+                                     (f" ({'; '.join(causes)})" if causes else ""))
+    for r in sorted(completed):
+        said = statuses[r].get("last_step")
+        if type(said) is int and _last_step(trace, r) < said:
+            out.setdefault(r, []).append(f"its {STATUS} says it completed step {said} but its {EVENTS} ends at "
+                                         f"step {_last_step(trace, r)}")
+    return dict(sorted(out.items()))
 
 
 def _last_step(trace: Trace, rank: int) -> int:
@@ -235,6 +278,20 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
     rows = lt[(lt["group"] == group) & (lt["seq"] == seq)]
     first = rows.sort_values("rank").iloc[0]
     step = None if pd.isna(first["step"]) else int(first["step"])
+    lost = {r: why for r, why in incomplete_ranks(trace).items() if r in missing}
+    if lost:
+        # found by absence, in records that are not all there: the launch may be among the lost ones
+        why = "; ".join(f"rank {r}: {', '.join(w)}" for r, w in lost.items())
+        return Diagnosis(
+            "insufficient", [], label=first["label"], step=step, sequence=seq, group=group, sources=[source, STATUS],
+            evidence=[{"rank": r, "launched": "unknown", "records": "incomplete", "why": ", ".join(w),
+                       "status": _statuses(trace).get(r, {}).get("status")} for r, w in lost.items()],
+            details={"incomplete_ranks": {str(r): w for r, w in lost.items()}},
+            summary=(f"insufficient: rank(s) {_fmt(sorted(have))} launched {first['op']} '{first['label']}' (group "
+                     f"{group}, seq {seq}, step {step}) and rank(s) {_fmt(missing)} have no record of it, but the "
+                     f"records of rank(s) {_fmt(sorted(lost))} are incomplete ({why}): whether they never launched "
+                     "it (a hang) or its record was lost is unknown, so no hang is claimed. See the problems while "
+                     "loading."))
     wd = faults.reports[faults.reports["kind"] == "watchdog"]
     fired_ns = dict(zip(wd["rank"].astype(int), wd["fired_ns"]))
     fired = faults.ranks("watchdog")
@@ -540,6 +597,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
             d = second
     args = (trace.config.get("config") or {}).get("args") or {}
     d.injected = list(args.get("inject") or [])
+    d.problems = [str(p) for p in trace.problems]
     return d
 
 
