@@ -119,6 +119,12 @@ class _Emitter:
                 on_slice(i, ev)
 
 
+def _col(s: pd.Series) -> Any:
+    """A column to index row by row, its values as the Series holds them: a nullable Int64 column's stay
+    integers (or NA), not the floats its to_numpy() would give."""
+    return s.to_numpy() if isinstance(s.dtype, np.dtype) else s.array
+
+
 def _rank_frame(df: pd.DataFrame | None, rank: int) -> pd.DataFrame:
     if df is None or len(df) == 0:
         return pd.DataFrame()
@@ -188,7 +194,7 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
 
         st = _rank_frame(trace.steps, rank)
         if len(st):
-            step_no, loss = st["step"].to_numpy(), st["loss"].to_numpy()
+            step_no, loss = _col(st["step"]), _col(st["loss"])
             em.slices("steps", "steps", rel(st["start_ns"], t0), rel(st["end_ns"], t0),
                       lambda i: (f"step {int(step_no[i])}", {"step": int(step_no[i]), "loss": _num(loss[i])}),
                       "step")
@@ -202,14 +208,14 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
                 thread = "kind" in sub and bool((sub["kind"] == "cpu_op").all())
                 label = ("compute" if stream is None else f"compute (CPU thread {stream})" if thread
                          else f"compute stream {stream}")
-                names, kinds, steps = sub["name"].to_numpy(), sub["kind"].to_numpy(), sub["step"].to_numpy()
+                names, kinds, steps = _col(sub["name"]), _col(sub["kind"]), _col(sub["step"])
                 em.slices("compute", label, rel(sub["start_ns"], t0), rel(sub["end_ns"], t0),
                           lambda i, n=names, k=kinds, s=steps: (str(n[i]), {"kind": _num(k[i]), "step": _num(s[i])}),
                           "compute")
 
         reg = _rank_frame(getattr(trace, "regions", None), rank)
         if len(reg):
-            rnames, rsteps, micro = reg["name"].to_numpy(), reg["step"].to_numpy(), reg["micro_step"].to_numpy()
+            rnames, rsteps, micro = _col(reg["name"]), _col(reg["step"]), _col(reg["micro_step"])
             em.slices("regions", "regions", rel(reg["start_ns"], t0), rel(reg["end_ns"], t0),
                       lambda i: (str(rnames[i]), {"step": _num(rsteps[i]), "micro_step": _num(micro[i])}),
                       "region")
@@ -218,8 +224,8 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
         if len(coll):
             _, start, end = collective_span(coll, t0)
             keys = [k for k in _COLL_ARGS if k in coll.columns]
-            cols = {k: coll[k].to_numpy() for k in keys}
-            ops = coll["op"].to_numpy()
+            cols = {k: _col(coll[k]) for k in keys}
+            ops = _col(coll["op"])
             names = np.array([shown_label(lab) for lab in coll["label"]], dtype=object)
             for label in sorted(set(names)):
                 rows = np.flatnonzero(names == label)
