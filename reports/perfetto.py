@@ -20,7 +20,9 @@ Layout of the output
   (FLOW_INSET_US), so no arrow points back in time.
 
 `write_perfetto` writes gzip when the output name ends in `.gz` (Perfetto opens both), plain JSON else,
-atomically (a failed write leaves what was there and no partial file). The document's first key is
+atomically (a failed write leaves what was there and no partial file), streaming: events are encoded and
+written CHUNK_EVENTS at a time, so memory beyond the loaded trace stays bounded, and the bytes are those
+of one orjson.dumps of `build_perfetto`'s document. The document's first key is
 `otherData` (which Perfetto and chrome://tracing ignore) with `"producer": "commscope"`: the marker by
 which `export` recognises a trace it wrote and may replace (commscope.util.atomic.check_output, own_trace).
 
