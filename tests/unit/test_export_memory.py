@@ -128,7 +128,15 @@ def test_out_of_memory_while_loading_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(shared, "load_with_progress", no_memory)
     _one_error(_run(capsys, "export", INPUTS[0], "--perfetto", tmp_path / "t.json"), "out of memory while loading")
     assert os.listdir(tmp_path) == []
-    # any command: the CLI turns a MemoryError into one line too
-    _one_error(_run(capsys, "report", INPUTS[0], "--no-hta", "-o", tmp_path / "r.html"),
-               "out of memory while running commscope report")
-    assert os.listdir(tmp_path) == []
+
+
+def test_out_of_memory_in_any_command_is_one_line(capsys, monkeypatch):
+    import commscope.cli as cli
+
+    def app_out_of_memory(argv):
+        def app(**kwargs):
+            raise MemoryError
+        return app
+
+    monkeypatch.setattr(cli, "_app_for", app_out_of_memory)
+    _one_error(_run(capsys, "report", INPUTS[0], "--no-hta"), "out of memory while running commscope report")
