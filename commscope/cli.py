@@ -249,6 +249,9 @@ def _dispatch(argv: list[str] | None) -> None:
         _fail(e.format_message().replace("\n", " "))
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    except MemoryError:  # the command's own objects are freed by now: one line, not a traceback
+        cmd = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), "")
+        _fail(f"out of memory while running commscope {cmd}; free memory or give it fewer or smaller inputs")
     except (KeyboardInterrupt, typer.Abort):
         _say("commscope: aborted")
         sys.exit(130)

@@ -20,7 +20,9 @@ Layout of the output
   (FLOW_INSET_US), so no arrow points back in time.
 
 `write_perfetto` writes gzip when the output name ends in `.gz` (Perfetto opens both), plain JSON else,
-atomically (a failed write leaves what was there and no partial file). The document's first key is
+atomically (a failed write leaves what was there and no partial file), streaming: events are encoded and
+written CHUNK_EVENTS at a time, so memory beyond the loaded trace stays bounded, and the bytes are those
+of one orjson.dumps of `build_perfetto`'s document. The document's first key is
 `otherData` (which Perfetto and chrome://tracing ignore) with `"producer": "commscope"`: the marker by
 which `export` recognises a trace it wrote and may replace (commscope.util.atomic.check_output, own_trace).
 
@@ -42,7 +44,7 @@ from __future__ import annotations
 import gzip
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 import orjson
@@ -51,7 +53,7 @@ import pandas as pd
 from commscope.analyze.exposure import collective_span
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.labels import shown_label
-from commscope.util.atomic import check_output, own_trace, write_output
+from commscope.util.atomic import check_output, output_stream, own_trace
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes
 from commscope.load.frames import rel
@@ -79,40 +81,50 @@ def _num(v: Any) -> Any:
 
 
 class _Emitter:
-    """Accumulates events for one rank, naming tracks and splitting overlapping slices into lanes."""
+    """Emits one rank's events in order (to `emit`: a list's append, or the streaming writer), naming
+    tracks and splitting overlapping slices into lanes. It keeps no event itself."""
 
-    def __init__(self, rank: int):
+    def __init__(self, rank: int, emit: Callable[[dict], None]):
         self.rank = rank
-        self.events: list[dict] = []
+        self.emit = emit
         self.next_tid = dict(_TID_BASE)
 
     def track(self, kind: str, name: str) -> int:
         tid = self.next_tid[kind]
         self.next_tid[kind] += 1
-        self.events.append({"ph": "M", "name": "thread_name", "pid": self.rank, "tid": tid, "args": {"name": name}})
-        self.events.append({"ph": "M", "name": "thread_sort_index", "pid": self.rank, "tid": tid,
-                            "args": {"sort_index": tid}})
+        self.emit({"ph": "M", "name": "thread_name", "pid": self.rank, "tid": tid, "args": {"name": name}})
+        self.emit({"ph": "M", "name": "thread_sort_index", "pid": self.rank, "tid": tid,
+                   "args": {"sort_index": tid}})
         return tid
 
-    def slices(self, kind: str, name: str, starts: np.ndarray, ends: np.ndarray, names: list[str],
-               args: list[dict], cat: str) -> dict[int, dict]:
-        """Emit one slice per row with a start and an end; returns row position → its event."""
+    def slices(self, kind: str, name: str, starts: np.ndarray, ends: np.ndarray,
+               make: Callable[[int], tuple[str, dict]], cat: str,
+               on_slice: Callable[[int, dict], None] | None = None) -> None:
+        """Emit one slice per row with a start and an end; `make(i)` gives row position i's name and args
+        (built one row at a time, so a rank of millions of rows never exists as dicts all at once), and
+        `on_slice(i, event)` sees each slice emitted."""
         ok = ~(np.isnan(starts) | np.isnan(ends))
         idx = np.flatnonzero(ok)
         if len(idx) == 0:
-            return {}
+            return
         s, e = starts[idx], np.maximum(ends[idx], starts[idx])
         lanes = assign_lanes(s, e)
         tids = [self.track(kind, name if k == 0 else f"{name} #{k + 1}") for k in range(int(lanes.max()) + 1)]
         # Round both ends (monotonic), then take the difference, so rounding can never create an overlap.
         ts, te = np.round(s / 1e3, 3), np.round(e / 1e3, 3)
-        out = {}
-        for j, i in enumerate(idx):
-            ev = {"ph": "X", "cat": cat, "name": names[i], "pid": self.rank, "tid": tids[lanes[j]],
-                  "ts": float(ts[j]), "dur": round(float(te[j] - ts[j]), 3), "args": args[i]}
-            self.events.append(ev)
-            out[int(i)] = ev
-        return out
+        for j, i in enumerate(idx.tolist()):
+            label, args = make(i)
+            ev = {"ph": "X", "cat": cat, "name": label, "pid": self.rank, "tid": tids[lanes[j]],
+                  "ts": float(ts[j]), "dur": round(float(te[j] - ts[j]), 3), "args": args}
+            self.emit(ev)
+            if on_slice is not None:
+                on_slice(i, ev)
+
+
+def _col(s: pd.Series) -> Any:
+    """A column to index row by row, its values as the Series holds them: a nullable Int64 column's stay
+    integers (or NA), not the floats its to_numpy() would give."""
+    return s.to_numpy() if isinstance(s.dtype, np.dtype) else s.array
 
 
 def _rank_frame(df: pd.DataFrame | None, rank: int) -> pd.DataFrame:
@@ -144,41 +156,50 @@ def _flow_point(ev: dict) -> float:
     return round(ev["ts"] + min(FLOW_INSET_US, ev["dur"] / 2), 3)
 
 
-def _flow_events(slices: dict[int, list[tuple[int, dict]]]) -> list[dict]:
+# One collective slice as its flow events need it: (flow point, rank, pid, tid, flow name). Kept instead
+# of the slice's event, so the events already written are not held for the flows at the end.
+_FlowMember = tuple[float, int, int, int, str]
+
+
+def _flow_events(slices: dict[int, list[_FlowMember]], emit: Callable[[dict], None]) -> None:
     """Flow v1 events chaining each instance's slices in the order they start (module docstring); ties
     by rank, so the file is the same on every export."""
-    out = []
     for flow, members in sorted(slices.items()):
-        members = sorted(members, key=lambda m: (_flow_point(m[1]), m[0]))
+        members = sorted(members, key=lambda m: (m[0], m[1]))
         if len(members) < 2:
             continue
-        for k, (_, ev) in enumerate(members):
+        for k, (point, _, pid, tid, name) in enumerate(members):
             ph = "s" if k == 0 else "f" if k == len(members) - 1 else "t"
-            fe = {"ph": ph, "id": int(flow), "cat": "collective", "name": ev["args"].get("label") or ev["name"],
-                  "pid": ev["pid"], "tid": ev["tid"], "ts": _flow_point(ev)}
+            fe = {"ph": ph, "id": int(flow), "cat": "collective", "name": name, "pid": pid, "tid": tid,
+                  "ts": point}
             if ph == "f":
                 fe["bp"] = "e"
-            out.append(fe)
-    return out
+            emit(fe)
 
 
-def build_perfetto(trace: Any) -> dict:
-    """The Chrome-JSON document (dict) for `trace`; see the module docstring for the track layout."""
-    t0 = _t0(trace)
-    events: list[dict] = []
+def _other_data(trace: Any, t0: int) -> dict:
+    return {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
+            "source": printable(str(getattr(trace, "source", ""))),
+            "path": printable(str(getattr(trace, "path", "")))}
+
+
+def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
+    """Every event of the document for `trace`, in the document's order, one at a time to `emit`: each
+    rank's tracks and slices (rank by rank), then the flow events."""
     all_coll = trace.collectives
     flow_of = pd.Series(instance_ids(all_coll), index=all_coll.index) if len(all_coll) else pd.Series(dtype=int)
-    flow_slices: dict[int, list[tuple[int, dict]]] = {}
+    flow_slices: dict[int, list[_FlowMember]] = {}
     for rank in trace.ranks:
-        em = _Emitter(int(rank))
-        em.events.append({"ph": "M", "name": "process_name", "pid": em.rank, "tid": 0, "args": {"name": f"rank {rank}"}})
-        em.events.append({"ph": "M", "name": "process_sort_index", "pid": em.rank, "tid": 0, "args": {"sort_index": em.rank}})
+        em = _Emitter(int(rank), emit)
+        emit({"ph": "M", "name": "process_name", "pid": em.rank, "tid": 0, "args": {"name": f"rank {rank}"}})
+        emit({"ph": "M", "name": "process_sort_index", "pid": em.rank, "tid": 0, "args": {"sort_index": em.rank}})
 
         st = _rank_frame(trace.steps, rank)
         if len(st):
-            em.slices("steps", "steps", rel(st["start_ns"], t0),
-                      rel(st["end_ns"], t0), [f"step {int(s)}" for s in st["step"]],
-                      [{"step": int(s), "loss": _num(l)} for s, l in zip(st["step"], st["loss"])], "step")
+            step_no, loss = _col(st["step"]), _col(st["loss"])
+            em.slices("steps", "steps", rel(st["start_ns"], t0), rel(st["end_ns"], t0),
+                      lambda i: (f"step {int(step_no[i])}", {"step": int(step_no[i]), "loss": _num(loss[i])}),
+                      "step")
 
         comp = _rank_frame(trace.compute, rank)
         if len(comp):
@@ -189,62 +210,125 @@ def build_perfetto(trace: Any) -> dict:
                 thread = "kind" in sub and bool((sub["kind"] == "cpu_op").all())
                 label = ("compute" if stream is None else f"compute (CPU thread {stream})" if thread
                          else f"compute stream {stream}")
-                em.slices("compute", label, rel(sub["start_ns"], t0),
-                          rel(sub["end_ns"], t0), [str(n) for n in sub["name"]],
-                          [{"kind": _num(k), "step": _num(s)} for k, s in zip(sub["kind"], sub["step"])], "compute")
+                names, kinds, steps = _col(sub["name"]), _col(sub["kind"]), _col(sub["step"])
+                em.slices("compute", label, rel(sub["start_ns"], t0), rel(sub["end_ns"], t0),
+                          lambda i, n=names, k=kinds, s=steps: (str(n[i]), {"kind": _num(k[i]), "step": _num(s[i])}),
+                          "compute")
 
         reg = _rank_frame(getattr(trace, "regions", None), rank)
         if len(reg):
-            em.slices("regions", "regions", rel(reg["start_ns"], t0),
-                      rel(reg["end_ns"], t0), [str(n) for n in reg["name"]],
-                      [{"step": _num(s), "micro_step": _num(m)} for s, m in zip(reg["step"], reg["micro_step"])],
+            rnames, rsteps, micro = _col(reg["name"]), _col(reg["step"]), _col(reg["micro_step"])
+            em.slices("regions", "regions", rel(reg["start_ns"], t0), rel(reg["end_ns"], t0),
+                      lambda i: (str(rnames[i]), {"step": _num(rsteps[i]), "micro_step": _num(micro[i])}),
                       "region")
 
         coll = _rank_frame(trace.collectives, rank)
         if len(coll):
             _, start, end = collective_span(coll, t0)
-            records = coll.to_dict("records")
+            keys = [k for k in _COLL_ARGS if k in coll.columns]
+            cols = {k: _col(coll[k]) for k in keys}
+            ops = _col(coll["op"])
             names = np.array([shown_label(lab) for lab in coll["label"]], dtype=object)
             for label in sorted(set(names)):
-                sel = names == label
-                recs = [r for r, k in zip(records, sel) if k]
-                flows = flow_of.loc[coll.index[sel]].to_numpy()
-                made = em.slices("comm", f"comm {label}", start[sel], end[sel],
-                          [f"{label}:{r['op']}" for r in recs],
-                          [{k: _num(r[k]) for k in ("label", "phase", "op", "bytes", "dtype", "group", "group_size",
-                                                    "seq", "step", "stream", "timing", "call_ns", "return_ns",
-                                                    "wait_ns", "wait_end_ns", "start_ns", "end_ns") if k in r}
-                           for r in recs], "comm")
-                for i, ev in made.items():
+                rows = np.flatnonzero(names == label)
+                flows = flow_of.loc[coll.index[rows]].to_numpy()
+
+                def make(i: int, rows=rows, label=label) -> tuple[str, dict]:
+                    r = rows[i]
+                    return f"{label}:{ops[r]}", {k: _num(cols[k][r]) for k in keys}
+
+                def member(i: int, ev: dict, flows=flows, rank=int(rank)) -> None:
                     if flows[i] >= 0:
-                        flow_slices.setdefault(int(flows[i]), []).append((int(rank), ev))
+                        flow_slices.setdefault(int(flows[i]), []).append(
+                            (_flow_point(ev), rank, ev["pid"], ev["tid"], ev["args"].get("label") or ev["name"]))
+
+                em.slices("comm", f"comm {label}", start[rows], end[rows], make, "comm", member)
 
         hooks = _rank_frame(getattr(trace, "hooks", None), rank)
         if len(hooks):
             tid = em.track("hooks", "hooks")
             for h in hooks.itertuples(index=False):
-                em.events.append({"ph": "i", "s": "t", "cat": "hook", "name": f"hook {h.label}", "pid": em.rank,
-                                  "tid": tid, "ts": round((int(h.t_ns) - t0) / 1e3, 3),
-                                  "args": {"label": h.label, "position": _num(h.position), "step": _num(h.step),
-                                           "micro_step": _num(h.micro_step)}})
-        events.extend(em.events)
-    events.extend(_flow_events(flow_slices))
+                emit({"ph": "i", "s": "t", "cat": "hook", "name": f"hook {h.label}", "pid": em.rank,
+                      "tid": tid, "ts": round((int(h.t_ns) - t0) / 1e3, 3),
+                      "args": {"label": h.label, "position": _num(h.position), "step": _num(h.step),
+                               "micro_step": _num(h.micro_step)}})
+    _flow_events(flow_slices, emit)
+
+
+# A collective slice's args: the record's fields, those the frame has.
+_COLL_ARGS = ("label", "phase", "op", "bytes", "dtype", "group", "group_size", "seq", "step", "stream", "timing",
+              "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns")
+
+
+def build_perfetto(trace: Any) -> dict:
+    """The Chrome-JSON document (dict) for `trace`, all in memory; see the module docstring for the track
+    layout. `write_perfetto` writes the same document without building it."""
+    t0 = _t0(trace)
+    events: list[dict] = []
+    _emit_events(trace, t0, events.append)
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
-    return {"otherData": {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
-                          "source": printable(str(getattr(trace, "source", ""))),
-                          "path": printable(str(getattr(trace, "path", "")))},
-            "traceEvents": events, "displayTimeUnit": "ns"}
+    return {"otherData": _other_data(trace, t0), "traceEvents": events, "displayTimeUnit": "ns"}
+
+
+# Events encoded and written together: the writer holds at most this many events (as dicts, then as JSON)
+# at a time, a few MiB, whatever the trace's size.
+CHUNK_EVENTS = 20_000
+_OPTS = orjson.OPT_SERIALIZE_NUMPY
+
+
+def _encode_chunk(events: list[dict]) -> bytes:
+    """`events` as the JSON array's items, comma-separated (orjson's array without its brackets)."""
+    return orjson.dumps(events, option=_OPTS)[1:-1]
+
+
+class _ChunkWriter:
+    """Takes events one at a time and writes them to `f` as traceEvents items, CHUNK_EVENTS at a time."""
+
+    def __init__(self, f: BinaryIO):
+        self.f = f
+        self.buf: list[dict] = []
+        self.first = True
+
+    def __call__(self, ev: dict) -> None:
+        self.buf.append(ev)
+        if len(self.buf) >= CHUNK_EVENTS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        data = _encode_chunk(self.buf)
+        self.buf = []
+        if not self.first:
+            self.f.write(b",")
+        self.f.write(data)
+        self.first = False
+
+
+def _write_document(trace: Any, f: BinaryIO) -> None:
+    """The document build_perfetto returns, byte for byte as orjson.dumps writes it, streamed to `f`."""
+    t0 = _t0(trace)
+    # otherData first: its producer is the marker own_trace reads from the file's first bytes
+    f.write(b'{"otherData":' + orjson.dumps(_other_data(trace, t0), option=_OPTS) + b',"traceEvents":[')
+    w = _ChunkWriter(f)
+    _emit_events(trace, t0, w)
+    w.flush()
+    f.write(b'],"displayTimeUnit":"ns"}')
 
 
 def write_perfetto(trace: Any, out: str | Path) -> Path:
-    """Write `build_perfetto(trace)` to `out` atomically under commscope's output rule (check_output: never
+    """Write the trace's document to `out` atomically under commscope's output rule (check_output: never
     into the trace's input directory, an existing file only when it is a trace commscope wrote), gzip
-    when the name ends in `.gz`; an unwritable or refused path is one UserError line."""
+    when the name ends in `.gz`; an unwritable or refused path is one UserError line. The events are
+    encoded and written CHUNK_EVENTS at a time (and compressed as they go), so the export's memory beyond
+    the loaded trace stays bounded; a failure or a signal mid-write leaves no partial file."""
     out = Path(out)
     path = getattr(trace, "path", None)
     check_output(out, str(path) if path else None, own_trace)
-    data = orjson.dumps(build_perfetto(trace), option=orjson.OPT_SERIALIZE_NUMPY)
-    if out.name.endswith(".gz"):
-        data = gzip.compress(data, 6, mtime=0)
-    write_output(out, data)
+    with output_stream(out) as f:
+        if out.name.endswith(".gz"):
+            with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) as g:
+                _write_document(trace, g)
+        else:
+            _write_document(trace, f)
     return out

@@ -2,7 +2,8 @@
 
 A thin wrapper: load (commscope.load), convert and write (reports.perfetto), print the path. The output
 is checked before loading (commscope.util.atomic.check_output): an existing file is replaced only when it
-is a trace commscope wrote (docs/analysis.md, "Output files").
+is a trace commscope wrote (docs/analysis.md, "Output files"). Running out of memory while loading or
+writing is one error line (exit 2) and leaves no partial output.
 """
 from __future__ import annotations
 
@@ -38,7 +39,15 @@ def register(app: typer.Typer) -> None:
         check_output(perfetto, path, own_trace)
         window = parse_steps(steps)
         sizes = read_label_map(label_map)
-        trace = apply_label_map(load_with_progress(path, quiet=False, scheduler=scheduler), sizes)
-        trace = trace.select_steps(resolve_steps(trace, window))
-        write_perfetto(trace, perfetto)
+        try:
+            trace = apply_label_map(load_with_progress(path, quiet=False, scheduler=scheduler), sizes)
+            trace = trace.select_steps(resolve_steps(trace, window))
+        except MemoryError:
+            raise UserError(f"out of memory while loading {printable(path)}; free memory or raise the "
+                            "process's memory limit, or export fewer ranks' traces") from None
+        try:
+            write_perfetto(trace, perfetto)  # removes its temporary file on any failure
+        except MemoryError:
+            raise UserError(f"out of memory while writing the Perfetto trace {printable(perfetto)} (nothing "
+                            "written); free memory, or export fewer steps (--steps) or ranks") from None
         typer.echo(f"perfetto trace: {printable(perfetto)} (open in https://ui.perfetto.dev or chrome://tracing)")

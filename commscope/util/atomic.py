@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
+import io
 import os
 import re
 import secrets
 import stat
 import zlib
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable, Iterator
 
 import orjson
 
@@ -69,6 +70,60 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+class _FdWriter(io.RawIOBase):
+    """A raw binary file on `fd` whose writes go through _write_all (all of the data, or an OSError)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        _write_all(self.fd, data)
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self.fd)
+            finally:
+                super().close()
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A binary file to write `path` in pieces, with write_bytes_atomic's guarantees: the pieces go to a
+    new temporary file in the same folder (O_EXCL, O_NOFOLLOW, mode 0666 less the umask), which replaces
+    `path` by `os.replace` when the `with` block ends normally, and is removed when it ends by any
+    exception (a full disk, MemoryError, a signal's KeyboardInterrupt): never a partial output."""
+    path = Path(path)
+    tmp = _temp_name(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o666)
+    try:
+        with io.BufferedWriter(_FdWriter(fd), _CHUNK) as f:  # closing it closes fd
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def output_stream(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A command's output file written in pieces (open_atomic); a failed write is one UserError line
+    naming it, as write_output's."""
+    from commscope.util.text import printable
+
+    try:
+        with open_atomic(path) as f:
+            yield f
+    except OSError as e:
+        raise UserError(f"cannot write {printable(path)}: {e.strerror or e}") from None
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
@@ -121,9 +176,10 @@ def own_page(path: str | os.PathLike) -> bool:
 
 def own_trace(path: str | os.PathLike) -> bool:
     """Whether the file at `path` is a Perfetto trace commscope wrote, plain or gzip: its first key is
-    otherData with commscope as producer (a plain trace of an older commscope: otherData at the end)."""
+    otherData with commscope as producer (a trace of an older commscope: otherData at the end)."""
     head = _head(path)
-    if head.startswith(b"\x1f\x8b"):
+    gz = head.startswith(b"\x1f\x8b")
+    if gz:
         try:  # only the first bytes are inflated, however large the file
             with gzip.open(path, "rb") as f:
                 head = f.read(HEAD_BYTES)
@@ -133,12 +189,50 @@ def own_trace(path: str | os.PathLike) -> bool:
         return True
     if not head.startswith(b'{"traceEvents":['):
         return False
+    tail = _gzip_tail(path) if gz else _plain_tail(path)
+    return tail is not None and _LEGACY_TRACE_TAIL.search(tail) is not None
+
+
+_TAIL_BYTES = 65536
+
+
+def _plain_tail(path: str | os.PathLike) -> bytes | None:
     try:
         with open(path, "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
-            return _LEGACY_TRACE_TAIL.search(f.read()) is not None
+            f.seek(max(0, os.fstat(f.fileno()).st_size - _TAIL_BYTES))
+            return f.read()
     except OSError:
-        return False
+        return None
+
+
+def _gzip_tail(path: str | os.PathLike, cap: int | None = None) -> bytes | None:
+    """The last 64 KiB of the inflated gzip file at `path`, inflating it a chunk at a time (memory stays
+    a few MiB whatever the file holds); None when it cannot be read, is not valid gzip, or inflates past
+    `cap` bytes (default: the per-file trace limit, COMMSCOPE_MAX_TRACE_MB) — no trace commscope wrote
+    from loadable inputs is that large, so reading stops there."""
+    if cap is None:
+        from commscope.load.limits import TRACE_BYTES
+
+        try:
+            cap = TRACE_BYTES.value()
+        except UserError:
+            cap = 1024 * 2 ** 20
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    tail, total = b"", 0
+    try:
+        with open(path, "rb") as f:
+            while not d.eof:
+                data = d.unconsumed_tail or f.read(_CHUNK)
+                if not data:
+                    return None  # truncated
+                out = d.decompress(data, _CHUNK)
+                total += len(out)
+                if total > cap:
+                    return None
+                tail = (tail + out)[-_TAIL_BYTES:]
+    except (OSError, zlib.error):
+        return None
+    return tail
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),

@@ -130,6 +130,44 @@ def test_a_trace_of_an_earlier_commscope_is_recognised(tmp_path):
     assert not own_trace(broken)
 
 
+def _legacy_trace(n_events: int, producer: bytes = b"commscope") -> bytes:
+    """A trace as an older commscope wrote it: every event first, otherData closing the document (far past
+    the first 4 KiB, and past the last 64 KiB of the compressed file)."""
+    events = b",".join(b'{"ph":"X","name":"op %d","pid":0,"tid":1,"ts":%d.5,"dur":1.0}' % (i * 7919 % 100003, i)
+                       for i in range(n_events))
+    return (b'{"traceEvents":[' + events + b'],"displayTimeUnit":"ns","otherData":{"producer":"' + producer
+            + b'","t0_ns":12,"world_size":2,"source":"kineto","path":"x"}}')
+
+
+def test_a_gzip_trace_of_an_earlier_commscope_is_recognised_and_replaced(tmp_path, capsys):
+    old = tmp_path / "old.json.gz"
+    old.write_bytes(gzip.compress(_legacy_trace(60_000)))
+    assert old.stat().st_size > 2 * 65536  # the marker is neither in the head nor in the compressed tail
+    assert own_trace(old)
+    assert _export(capsys, old)[0] == 0
+    assert gzip.open(old).read(100).startswith(b'{"otherData":{"producer":"commscope"')
+
+    foreign = tmp_path / "foreign.json.gz"
+    foreign.write_bytes(gzip.compress(_legacy_trace(2_000, producer=b"someone")))
+    assert not own_trace(foreign)
+    _one_error(_export(capsys, foreign), "commscope did not write it")
+    torn = tmp_path / "torn.json.gz"
+    torn.write_bytes(gzip.compress(_legacy_trace(2_000))[:-200])  # cut before its end: no tail to read
+    assert not own_trace(torn)
+
+
+def test_a_gzip_trace_is_inflated_only_up_to_the_cap(tmp_path, monkeypatch):
+    old = tmp_path / "old.json.gz"
+    data = _legacy_trace(20_000)
+    old.write_bytes(gzip.compress(data))
+    assert atomic._gzip_tail(old, cap=len(data)).endswith(b'"path":"x"}}')
+    assert atomic._gzip_tail(old, cap=len(data) - 1) is None  # stops there, unrecognised
+    monkeypatch.setenv("COMMSCOPE_MAX_TRACE_MB", "1")  # the default cap: the per-file trace limit
+    assert len(data) > 2 ** 20 and not own_trace(old)
+    monkeypatch.setenv("COMMSCOPE_MAX_TRACE_MB", "2")
+    assert own_trace(old)
+
+
 # --- links, FIFOs, devices ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("command", ["report", "export"])
