@@ -194,6 +194,10 @@ def own_trace(path: str | os.PathLike) -> bool:
 
 
 _TAIL_BYTES = 65536
+# How far an older commscope's gzip trace is inflated looking for its marker: the default per-file trace
+# limit (COMMSCOPE_MAX_TRACE_MB, 1 GiB). A constant here, so the file-writing utilities need nothing of
+# commscope.load; a larger older trace is refused as not ours, which only asks the user to remove it.
+_LEGACY_GZIP_CAP = 2 ** 30
 
 
 def _plain_tail(path: str | os.PathLike) -> bytes | None:
@@ -208,15 +212,8 @@ def _plain_tail(path: str | os.PathLike) -> bytes | None:
 def _gzip_tail(path: str | os.PathLike, cap: int | None = None) -> bytes | None:
     """The last 64 KiB of the inflated gzip file at `path`, inflating it a chunk at a time (memory stays
     a few MiB whatever the file holds); None when it cannot be read, is not valid gzip, or inflates past
-    `cap` bytes (default: the per-file trace limit, COMMSCOPE_MAX_TRACE_MB) — no trace commscope wrote
-    from loadable inputs is that large, so reading stops there."""
-    if cap is None:
-        from commscope.load.limits import TRACE_BYTES
-
-        try:
-            cap = TRACE_BYTES.value()
-        except UserError:
-            cap = 1024 * 2 ** 20
+    `cap` bytes (default _LEGACY_GZIP_CAP), so a foreign file cannot make this read for long."""
+    cap = _LEGACY_GZIP_CAP if cap is None else cap
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     tail, total = b"", 0
     try:

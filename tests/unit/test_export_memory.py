@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 import reports.perfetto as perfetto
-from commscope.cli import main
 from commscope.load.loader import load_path
+from cli_result import run_main
 from paths import TESTS
 
 INPUTS = [TESTS / "data" / "gloo2", TESTS / "data" / "cpurun-hooks-gloo2"]
@@ -76,13 +76,7 @@ def test_writer_never_holds_more_than_a_chunk_of_events(tmp_path, monkeypatch, s
     assert orjson.loads(out.read_bytes()) == expected
 
 
-def _run(capsys, *args):
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    return code, capsys.readouterr()
+_run = run_main
 
 
 def _one_error(res, *words):

@@ -14,11 +14,11 @@ import sys
 
 import pytest
 
-from commscope.cli import main
 from commscope.errors import UserError
 from commscope.util import atomic
 from commscope.util.atomic import check_output, own_page, own_trace
 from commscope.util.text import printable
+from cli_result import run_main
 from paths import ROOT, TESTS
 
 GLOO2 = TESTS / "data" / "gloo2"
@@ -26,13 +26,7 @@ RUN = TESTS / "data" / "cpurun-hooks-gloo2"
 PRECIOUS = b"precious, not commscope's\n"
 
 
-def _run(capsys, *args):
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    return code, capsys.readouterr()
+_run = run_main
 
 
 def _report(capsys, out, src=GLOO2, *extra):
@@ -162,9 +156,9 @@ def test_a_gzip_trace_is_inflated_only_up_to_the_cap(tmp_path, monkeypatch):
     old.write_bytes(gzip.compress(data))
     assert atomic._gzip_tail(old, cap=len(data)).endswith(b'"path":"x"}}')
     assert atomic._gzip_tail(old, cap=len(data) - 1) is None  # stops there, unrecognised
-    monkeypatch.setenv("COMMSCOPE_MAX_TRACE_MB", "1")  # the default cap: the per-file trace limit
+    monkeypatch.setattr(atomic, "_LEGACY_GZIP_CAP", 2 ** 20)  # the default cap own_trace inflates up to
     assert len(data) > 2 ** 20 and not own_trace(old)
-    monkeypatch.setenv("COMMSCOPE_MAX_TRACE_MB", "2")
+    monkeypatch.setattr(atomic, "_LEGACY_GZIP_CAP", 2 * 2 ** 20)
     assert own_trace(old)
 
 
