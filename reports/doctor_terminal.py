@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from reports.report_terminal import CAVEATS_SHOWN
+from reports.report_terminal import print_caveat_lines
 
 COLOURS = {"ok": "green", "insufficient": "yellow", "interrupted": "yellow"}
 # the straggler's instances: the columns a reader checks against the timeline
@@ -62,8 +62,5 @@ def print_doctor_verdict(d, console: Console) -> None:
     if d.injected:
         console.print(escape(f"(this run was started with --inject {', '.join(d.injected)}; not used for the "
                              "verdict)"), highlight=False)
-    problems = list(getattr(d, "problems", None) or [])
-    for p in problems[:CAVEATS_SHOWN]:
-        console.print(f"[bold]problem while loading:[/] {escape(str(p))}", highlight=False, overflow="fold")
-    if len(problems) > CAVEATS_SHOWN:
-        console.print(f"… {len(problems) - CAVEATS_SHOWN} more problem(s), see --json", highlight=False)
+    print_caveat_lines([("problem while loading", str(p)) for p in getattr(d, "problems", None) or []], console,
+                       more="more problem(s)")

@@ -25,8 +25,8 @@ def pct(v) -> str:
 
 
 def queued_pct(label: dict) -> str:
-    """`queued_ms` as a share of `exposed_ms` (both per-rank means over the same ranks); "-" when the
-    document has no queueing split or nothing is exposed (the dash every unknown cell shows)."""
+    """`queued_ms` as a share of `exposed_ms` (both per-rank means over the same ranks); "–" (the dash
+    every unknown cell shows) when the document has no queueing split or nothing is exposed."""
     queued, exposed = label.get("queued_ms"), label.get("exposed_ms")
     if queued is None or not exposed:
         return "–"
@@ -36,16 +36,22 @@ def queued_pct(label: dict) -> str:
 CAVEATS_SHOWN = 6  # problems and notes printed under the tables; the rest are counted
 
 
-def print_caveats(summary: dict, console: Console) -> None:
-    """What the input cannot show: the document's `problems` (the loader's), then its `notes` (the
-    analysis'), the first CAVEATS_SHOWN of them. Each is printed whole, wrapped at word boundaries: a
-    caveat cut mid-sentence loses the part that says what to do about it."""
-    items = [("problem", str(p)) for p in summary.get("problems") or []]
-    items += [("note", str(n)) for n in summary.get("notes") or []]
+def print_caveat_lines(items: list[tuple[str, str]], console: Console, more: str = "more") -> None:
+    """(kind, text) caveats, the first CAVEATS_SHOWN of them, then how many more --json holds. Each is
+    printed whole, wrapped at word boundaries: a caveat cut mid-sentence loses the part that says what to
+    do about it. `doctor` prints its loading problems with it too."""
     for kind, text in items[:CAVEATS_SHOWN]:
         console.print(f"[bold]{kind}:[/] {escape(text)}", highlight=False, overflow="fold")
     if len(items) > CAVEATS_SHOWN:
-        console.print(f"… {len(items) - CAVEATS_SHOWN} more, see --json", highlight=False)
+        console.print(f"… {len(items) - CAVEATS_SHOWN} {more}, see --json", highlight=False)
+
+
+def print_caveats(summary: dict, console: Console) -> None:
+    """What the input cannot show: the document's `problems` (the loader's), then its `notes` (the
+    analysis'), through print_caveat_lines; a missing HTA after them, outside the cap."""
+    items = [("problem", str(p)) for p in summary.get("problems") or []]
+    items += [("note", str(n)) for n in summary.get("notes") or []]
+    print_caveat_lines(items, console)
     hta = hta_note(summary)  # outside the cap: the one caveat about this machine, not the input
     if hta:
         console.print(f"[bold]note:[/] {escape(hta)}", highlight=False, overflow="fold")
