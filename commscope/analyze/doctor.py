@@ -113,13 +113,6 @@ def _unrecorded(trace: Trace) -> list[int]:
     return sorted(r for r, st in _statuses(trace).items() if st.get("status") == "completed" and r not in seen)
 
 
-# The loader's problems (commscope.load.events.read_rank) that say a rank's events.jsonl lost records: records
-# it ignored (not exact copies of an earlier line, which lose nothing), and a torn last line.
-_IGNORED = re.compile(r"^rank (\d+): [^:]+: ignored (\d+) (?:\w+ )?records?: (?!a copy of an earlier line)([^(]*?)"
-                      r"\s*(?:\(|$)")
-_TORN = re.compile(r"^rank (\d+): ignored a torn last line")
-
-
 def incomplete_ranks(trace: Trace) -> dict[int, list[str]]:
     """Ranks whose records are not all there, with why: the loader ignored some of their records (a record
     it cannot place), their events.jsonl ends in a torn line while their status says "completed" (a rank
@@ -128,22 +121,15 @@ def incomplete_ranks(trace: Trace) -> dict[int, list[str]]:
     collective in such a rank's records is no evidence that it never launched it."""
     statuses = _statuses(trace)
     completed = {r for r, s in statuses.items() if s.get("status") == "completed"}
-    ignored: dict[int, list] = {}
     out: dict[int, list[str]] = {}
-    for p in trace.problems:
-        m = _IGNORED.match(str(p))
-        if m:
-            n, causes = ignored.setdefault(int(m.group(1)), [0, []])[0:2]
-            ignored[int(m.group(1))][0] = n + int(m.group(2))
-            if m.group(3) and m.group(3) not in causes:
-                causes.append(m.group(3))
-            continue
-        m = _TORN.match(str(p))
-        if m and int(m.group(1)) in completed:
-            out.setdefault(int(m.group(1)), []).append(f"its {EVENTS} is torn (its last line is cut off)")
-    for r, (n, causes) in ignored.items():
-        out.setdefault(r, []).insert(0, f"the loader ignored {n} of its records" +
-                                     (f" ({'; '.join(causes)})" if causes else ""))
+    # what the loader lost of each rank's log (commscope.load.events.read_rank's "lost")
+    for key, lost in (trace.config.get("lost_records") or {}).items():
+        r, n, causes = int(key), lost.get("ignored") or 0, lost.get("causes") or []
+        if n:
+            out.setdefault(r, []).append(f"the loader ignored {n} of its records" +
+                                         (f" ({'; '.join(causes)})" if causes else ""))
+        if lost.get("torn") and r in completed:
+            out.setdefault(r, []).append(f"its {EVENTS} is torn (its last line is cut off)")
     for r in sorted(completed):
         said = statuses[r].get("last_step")
         if type(said) is int and _last_step(trace, r) < said:

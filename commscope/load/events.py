@@ -196,8 +196,10 @@ def _fast(rec: Any, kind: str, rank: int) -> tuple | None:
 
 def read_rank(path: str, rank: int, label: str) -> dict:
     """One rank's events.jsonl at `path` (named `label` in problems): {"cols": kind → column → array,
-    "read": distinct records read, "kept": records kept, "problems": [...]}. A torn last line is a
-    problem; a corrupt line elsewhere, or more than limits.EVENTS records, a UserError."""
+    "read": distinct records read, "kept": records kept, "problems": [...], "rank": rank, "lost": what the
+    rank's log lost, {"ignored": records left out, "causes": [why], "torn": a torn last line} (exact copies
+    of an earlier line lose nothing and are not counted)}. A torn last line is a problem; a corrupt line
+    elsewhere, or more than limits.EVENTS records, a UserError."""
     cap = limits.EVENTS.value()
     causes: dict[tuple[str, str], list] = {}  # (kind, cause) -> [count, first line, detail]
     problems: list[str] = []
@@ -207,9 +209,11 @@ def read_rank(path: str, rank: int, label: str) -> dict:
     step_seen: set[int] = set()
     coll_seen: set[tuple] = set()
     read = 0
+    torn = False
     with gc_paused():
         for lineno, line, rec in iter_jsonl(path, dedup=True, decode=_decode):
             if rec is TORN:
+                torn = True
                 problems.append(f"rank {rank}: ignored a torn last line in {label}")
                 continue
             if rec is DUPLICATE:
@@ -254,7 +258,10 @@ def read_rank(path: str, rank: int, label: str) -> dict:
         problems.append(
             f"rank {rank}: {label}: ignored {n} {what}{'s' if n > 1 else ''}: {cause} "
             f"({'first at ' if n > 1 else ''}line {first}{': ' + detail if detail else ''})")
-    return {"cols": cols, "read": read, "kept": kept, "problems": problems}
+    lost = [(n, cause) for (kind, cause), (n, _, _) in causes.items() if kind != "line"]
+    return {"cols": cols, "read": read, "kept": kept, "problems": problems, "rank": rank,
+            "lost": {"ignored": sum(n for n, _ in lost), "causes": list(dict.fromkeys(c for _, c in lost)),
+                     "torn": torn}}
 
 
 _CHUNK = 1 << 16  # records of one kind held as tuples before they become columns
@@ -290,6 +297,7 @@ class EventColumns:
         self.parts: list[dict[str, dict[str, np.ndarray]]] = []
         self.read = 0  # distinct records read over all ranks (the limit counts these)
         self.problems: list[str] = []
+        self.lost: dict[int, dict] = {}  # rank → read_rank's "lost", for the ranks whose log lost records
 
     def add(self, part: dict, path: str) -> int:
         """Keep one rank's records (`read_rank(path, …)`); the number kept."""
@@ -298,6 +306,8 @@ class EventColumns:
             raise limits.EVENTS.refuse(f"{path}: too many events.jsonl records in this run")
         self.parts.append(part["cols"])
         self.problems += part["problems"]
+        if part["lost"]["ignored"] or part["lost"]["torn"]:
+            self.lost[part["rank"]] = part["lost"]
         return part["kept"]
 
     def read_rank(self, path: str, rank: int, label: str) -> int:

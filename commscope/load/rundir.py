@@ -131,7 +131,10 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                   device=(summary or {}).get("device", any_meta.get("device")),
                   config={"summary": summary or {}, "config": config or {},
                           "meta": {str(r): m for r, m in metas.items()},
-                          "status": {str(r): s for r, s in statuses.items()}},
+                          "status": {str(r): s for r, s in statuses.items()},
+                          # the ranks whose events.jsonl lost records (events.read_rank's "lost"): the doctor
+                          # takes no absence in them for evidence
+                          "lost_records": {str(r): v for r, v in sorted(events.lost.items())}},
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
     _fill_from_records(trace, events)
