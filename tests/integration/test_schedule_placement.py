@@ -12,8 +12,13 @@ import sys
 import pandas as pd
 import pytest
 
+from instrumented_model.param_table import PARAM_TABLE
+
 # reduced by the hooks schedule as soon as their gradient is complete (the explicit one waits for backward)
 EARLY = ("smear_gate", "skip_gate", "x0_lambdas", "attn_gate_bank", "ve_gate_bank")
+# every label the hooks schedule launches from a gradient hook; NorMuon banks and the "loss" metric keep
+# their place, so their start moves only by timing noise and the test makes no claim about them
+HOOKED = [label for label, spec in PARAM_TABLE.items() if spec.optim == "adam"]
 
 
 def commscope(*args: str) -> subprocess.CompletedProcess:
@@ -47,8 +52,10 @@ def test_hooks_move_the_adam_reduces_into_backward(runs):
     mh = h.groupby("label")["start_vs_backward_end_ms"].mean()
     for label in EARLY:
         assert mx[label] > 0 > mh[label], (label, mx[label], mh[label])
-    # every label starts earlier relative to backward's end under hooks, and the same collectives are listed
-    assert (mh.reindex(mx.index) < mx).all(), pd.concat([mx, mh], axis=1)
+    # every hooked label starts earlier relative to backward's end, and the same collectives are listed
+    hooked = mx.index.intersection(HOOKED)
+    assert len(hooked) >= len(EARLY) + 2, hooked  # the gates and at least the head and one value embed
+    assert (mh.reindex(hooked) < mx.reindex(hooked)).all(), pd.concat([mx, mh], axis=1)
     assert sorted(x.groupby("label").size().items()) == sorted(h.groupby("label").size().items())
 
 
