@@ -50,14 +50,15 @@ RUSAGE_WRAPPER = ("import resource, subprocess, sys\nrc = subprocess.call(sys.ar
                   "sys.exit(rc)")
 
 
-def measure(argv: list[str], timeout: float) -> dict:
-    """Run `argv` as a child process: wall seconds, peak RSS (largest process; whole tree, sampled), rc
-    and stdout; killed (its whole process group) after `timeout` seconds."""
+def measure(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> dict:
+    """Run `argv` as a child process (this environment plus `env`): wall seconds, peak RSS (largest
+    process; whole tree, sampled), rc and stdout; killed (its whole process group) after `timeout` seconds."""
     rss_file = tempfile.NamedTemporaryFile(prefix="bench-scale-rss-", delete=False)
     rss_file.close()
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-c", RUSAGE_WRAPPER, rss_file.name, *argv], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True)
+                         stderr=subprocess.PIPE, start_new_session=True,
+                         env={**os.environ, **env} if env else None)
     out_chunks: list[bytes] = []
     import threading
 

@@ -126,7 +126,11 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
         raise UserError("--profile needs tracing on (--trace light or full)")
     if args.flush != "step" and args.trace == "off":
         raise UserError(f"--flush {args.flush} needs tracing on (--trace light or full): --trace off writes no records")
-    parse_step_range(args.profile, "--profile", closed=True)
+    window = parse_step_range(args.profile, "--profile", closed=True)
+    if window is not None and window[1] > args.steps:
+        # a window the run never finishes would leave its profiler open, and its trace unwritten or partial
+        raise UserError(f"--profile {args.profile} reaches past the last step: --steps {args.steps} runs steps "
+                        f"0..{args.steps - 1}")
     if not (math.isfinite(args.hang_timeout) and 0 < args.hang_timeout <= MAX_HANG_TIMEOUT_S):
         raise UserError(f"--hang-timeout must be > 0 seconds and at most {MAX_HANG_TIMEOUT_S} (a week), "
                         f"got {args.hang_timeout}")

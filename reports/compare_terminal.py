@@ -27,7 +27,8 @@ COLUMNS = [  # (frame column, header) in the record's order
 
 UNDEFINED = "–"  # an undefined statistic in the table (and the label deltas' missing CI)
 LABEL_DELTAS_CAPTION = ("Per label, ms per step (mean over ranks, a run's first step left out): a label's exposed "
-                        "communication; (step time): the step; (step boundary): host time at the step's start; "
+                        "communication; (step time): the step; (step boundary): host time at the step's start, "
+                        "outside a profiler window and the step after it (the profiler's own time); "
                         "'<label> (start − backward end)': where its collectives start (docs/compare.md).")
 
 

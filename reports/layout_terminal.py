@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from commscope.analyze.layout import SLOWDOWN_FLAG
-from commscope.analyze.layout_report import short_kernel
+from commscope.analyze.layout_report import short_kernel, unflagged_summary
 
 _GAP = 2  # spaces between columns
 _INDENT = 1  # before the first column, as rich's tables without an edge
@@ -125,16 +125,16 @@ def _kernel(name) -> Callable[[int], str]:
     return lambda width: short_kernel(name, width)
 
 
-def _print_unflagged(unflagged: pd.DataFrame, console: Console) -> None:
-    """One line for the mismatched layouts that ran no slower than their reference (not findings)."""
-    if not len(unflagged):
+def _print_unflagged(summary: tuple[int, dict[str, int], float] | None, console: Console) -> None:
+    """One line for the mismatched layouts that ran no slower than their reference (not findings);
+    `summary`: layout_report.unflagged_summary."""
+    if summary is None:
         return
-    ops = unflagged["op"].astype(str).str.removeprefix("aten::").value_counts(sort=False)
+    count, ops, top = summary
     which = ", ".join(f"{op} ×{n}" for op, n in ops.items())
-    top = float(pd.to_numeric(unflagged["slowdown"]).max())
-    console.print(Text(f"mismatched layout, no measured cost: {len(unflagged)} op execution(s) ({which}), slowdown "
-                       f"at most {top:.2f}× against their reference (a finding needs {SLOWDOWN_FLAG}×); not "
-                       "counted (--json: unflagged)"), highlight=False)
+    console.print(Text(f"mismatched layout, no measured cost: {count} op execution(s) ({which}), "
+                       f"slowdown at most {top:.2f}× against their reference (a finding needs {SLOWDOWN_FLAG}×); "
+                       "not counted (--json: unflagged)"), highlight=False)
 
 
 def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> None:
@@ -163,7 +163,7 @@ def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> Non
         console.print(Text("kind: order = the operands' stride orders differ; bcast = an operand read broadcast, on "
                            "PyTorch's generic CUDA kernel; kernel = the kernel alone shows the generic path"),
                       highlight=False)
-    _print_unflagged(report.unflagged, console)
+    _print_unflagged(unflagged_summary(report.unflagged), console)
     c = report.contention
     if len(c):
         console.print()

@@ -75,6 +75,15 @@ def split_unflagged(findings: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     return findings[~no_cost].reset_index(drop=True), unflagged
 
 
+def unflagged_summary(unflagged: pd.DataFrame) -> tuple[int, dict[str, int], float] | None:
+    """What the unflagged rows add up to: their count, the count per op (without the `aten::` prefix, in
+    first-seen order) and the largest measured slowdown; None when there are none."""
+    if not len(unflagged):
+        return None
+    ops = unflagged["op"].astype(str).str.removeprefix("aten::").value_counts(sort=False)
+    return len(unflagged), {str(op): int(n) for op, n in ops.items()}, float(pd.to_numeric(unflagged["slowdown"]).max())
+
+
 def param_shapes(config: dict) -> dict[str, list[int]]:
     """label → parameter shape from a run's config.json: param_table `shape` when written, else the
     optimizer's `shards` view (the parameter's own shape for 2-D labels; a same-size view for banks)."""

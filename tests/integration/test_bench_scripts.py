@@ -380,3 +380,21 @@ def test_step_gaps_reports_the_gaps_between_steps_and_the_stack_inside_the_longe
     assert "gaps between steps median 6.50 ms, max 12.00" in out
     assert "gap before step 2: 12.0 ms; main thread: [('data.py:84:global_batch', 3)]" in out
     assert "gap before step 3" not in out and "model.py" not in out
+
+
+def test_memory_bench_pads_the_traces_and_gets_one_answer_under_either_parse_budget(tmp_path, capsys):
+    r = bench("bench_memory").main(["--events", "5000", "--jsonl-mb", "2", "--work", str(tmp_path),
+                                    "--json", str(tmp_path / "mem.json")])
+    assert json.loads((tmp_path / "mem.json").read_text()) == r
+    cases = {c["case"]: c for c in r["cases"]}
+    assert all(c["rc"] == 0 and not c["timed_out"] and c["max_rss_mb"] > 0
+               for c in cases.values()), cases
+    # the parse budget changes when traces are parsed, never what is reported
+    assert cases["report --json (default budget)"]["stdout_sha256"] == \
+        cases["report --json (PARSE_MB=2048)"]["stdout_sha256"]
+    # each padding event is one line of the trace: 5,000 of them add at least 5,000 × 80 bytes a rank
+    pad = [p.stat().st_size for p in sorted((tmp_path / "kineto").glob("rank*.json"))]
+    assert pad == r["kineto_trace_bytes"] and min(pad) > 5000 * 80
+    doc = json.loads((tmp_path / "kineto" / "rank0.json").read_text())
+    assert sum(e.get("tid") == 987654 for e in doc["traceEvents"]) == 5000
+    assert abs(r["events_jsonl_bytes"] - 2 * 2**20) < 40_000 and (tmp_path / "out.perfetto.json.gz").stat().st_size > 0

@@ -87,3 +87,10 @@ def test_steps_outside_the_profiled_window_say_so(run):
     assert doc["findings"] == [] and doc["notes"] == [
         "The run's profiler trace covers none of the selected steps: layout mismatches and SM contention are read "
         "from it; choose --steps inside the profiled window."]
+
+
+def test_unflagged_summary_counts_per_op_in_first_seen_order_and_takes_the_largest_slowdown():
+    from commscope.analyze.layout_report import unflagged_summary
+    rows = pd.DataFrame({"op": ["aten::sub", "aten::mul", "aten::sub"], "slowdown": [0.5, 0.93, 0.7]})
+    assert unflagged_summary(rows) == (3, {"sub": 2, "mul": 1}, 0.93)
+    assert unflagged_summary(rows.iloc[:0]) is None
