@@ -5,8 +5,8 @@
 
 The figures docs/run_format.md and docs/analysis.md give for large inputs come from this script:
 - **Kineto**: ranks 0 and 1 of tests/data/modded-nanogpt-8xh100, each padded with `--events` tiny CPU ops
-  (~85 bytes each, spread over the rank's own time span on a thread of their own), written uncompressed:
-  3 M events make two traces of ~257 MB. On them, each as its own process:
+  (~115 bytes each, spread over the rank's own time span on a thread of their own), written uncompressed:
+  3 M events make two traces of ~349 MB. On them, each as its own process:
   `report --json --no-hta` under the default `COMMSCOPE_MAX_PARSE_MB` (the two traces parse side by side)
   and under `COMMSCOPE_MAX_PARSE_MB=2048` (one after the other), and `export --perfetto`.
 - **events.jsonl**: tests/data/cpurun-hooks-gloo2 with rank 0's `events.jsonl` repeated to `--jsonl-mb`;
