@@ -2,7 +2,8 @@
 
 The quantities are defined once, in docs/analysis.md ("The quantities"); this module computes them.
 
-`collective_table(trace)` adds to each row of `trace.collectives`:
+`collective_table(trace)` adds to each row of `trace.collectives` (a collective without a label, a run
+directory's `"label": null`, takes labels.NO_LABEL: every per-label figure counts it, under that name):
 - `duration_ns`: execution time when the collective's start is known (kernel / gloo thread / CUDA events),
   else launch → completion (`end_ns − call_ns`, CPU run directories); `duration_basis(table)` names which.
 - `exposed_ns`: the part of it during which the rank's computation was stalled:
@@ -46,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze import intervals as iv
+from commscope.analyze.labels import NO_LABEL
 from commscope.load.frames import Trace, origin_ns, rel
 
 
@@ -273,6 +275,10 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     """`trace.collectives` plus the columns in the module docstring. `comp`: compute_sets(trace), if
     already computed."""
     c = trace.collectives.copy()
+    if "label" in c:
+        missing = (c["label"].isna() | (c["label"] == "")).to_numpy(dtype=bool)
+        if missing.any():
+            c.loc[missing, "label"] = NO_LABEL
     if not len(c):
         for col in ("duration_ns", "exposed_ns", "wake_delay_ns", "hidden_ns", "hidden_pct", "queued_ns",
                     "queue_charged_ns", "own_exposed_ns",

@@ -1,0 +1,47 @@
+"""Collectives without a label (a run directory's `"label": null`, as any training script that records
+a collective without naming it writes) are counted by every per-label figure, under labels.NO_LABEL: the
+report's labels, its placement rows and compare's per-label samples. Dropping them (pandas' groupby
+leaves out missing keys) would make their exposed time vanish from the tables without a word."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from commscope.analyze import exposure
+from commscope.analyze.labels import NO_LABEL
+from commscope.analyze.summary import summarize
+from commscope.load.rundir import load
+from paths import TESTS
+
+SRC = TESTS / "data" / "cpurun-hooks-gloo2"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("nolabel") / "run"
+    shutil.copytree(SRC, d)
+    for rank in (0, 1):
+        f = d / f"rank{rank}" / "events.jsonl"
+        f.write_text(f.read_text().replace('"label":"scalars"', '"label":null'))
+    return summarize(load(str(SRC)), with_hta=False), summarize(load(str(d)), with_hta=False), d
+
+
+def test_the_unlabelled_collectives_are_one_label_with_the_figures_they_had_when_named(runs):
+    named, unnamed, _ = runs
+    assert "scalars" not in unnamed["labels"] and set(unnamed["labels"]) == set(named["labels"]) - {"scalars"} | {NO_LABEL}
+    got, want = unnamed["labels"][NO_LABEL], named["labels"]["scalars"]
+    for key in ("op", "count", "bytes", "mean_ms", "exposed_ms", "exposed_ms_by_rank", "queued_ms", "hidden_pct"):
+        assert got[key] == want[key], key
+    assert got["count"] == 6  # 3 steps × 2 ranks
+    assert sum(p["label"] == NO_LABEL for p in unnamed["placement"]) == \
+        sum(p["label"] == "scalars" for p in named["placement"]) > 0
+
+
+def test_collective_table_names_them_and_leaves_named_labels_alone(runs):
+    *_, d = runs
+    trace = load(str(d))
+    assert trace.collectives["label"].isna().sum() == 6  # the loaded frame keeps the record as it is
+    table = exposure.collective_table(trace)
+    assert (table["label"] == NO_LABEL).sum() == 6 and table["label"].notna().all()
+    assert (table["label"] == "attn").sum() == (trace.collectives["label"] == "attn").sum()
