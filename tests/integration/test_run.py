@@ -81,8 +81,9 @@ def test_summary_table_gives_the_median_step_beside_the_mean():
     con = Console(record=True, width=200)
     print_run_summary(con, summary, "/tmp/x", step_stats(summary))
     text = con.export_text()
-    assert "90.8 ms (excluding step 0)" in text  # the mean, pulled up by the slow step
-    assert f"81.5 ms, {tokens / 0.0815:,.0f} tokens/s" in text  # median of 80, 81, 82, 120
+    # rank 0's figures (its progress records), named so: report and doctor give every rank's
+    assert "rank 0's mean step   │ 90.8 ms (excluding step 0)" in text  # the mean, pulled up by the slow step
+    assert f"rank 0's median step │ 81.5 ms, {tokens / 0.0815:,.0f} tokens/s" in text  # median of 80, 81, 82, 120
 
 
 def _st(status, error=None, last_step=0, ending=None, ended_ns=None):
