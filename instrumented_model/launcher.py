@@ -122,7 +122,7 @@ def _gpu_count() -> int:
 def _checked_args(trainer_argv: list[str], topology: Topology, out: str | None
                   ) -> tuple[argparse.Namespace, Topology]:
     """The trainer's options as it will see them, and the topology with its rank count resolved."""
-    args = train.parse_args([*trainer_argv, "--out", out or "."])  # also resolves --device's default
+    args = train.parse_args([*trainer_argv, f"--out={out or '.'}"])  # also resolves --device's default
     if topology.nproc is None:
         # max(1, …): without a GPU, check_args below names that, instead of refusing 0 ranks
         topology = dataclasses.replace(topology, nproc=max(1, _gpu_count()) if args.device == "cuda" else 2)
@@ -159,6 +159,9 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     Raises UserError before anything starts for a bad option or an --out that may not be used, and at
     the end when the run directory could not be written (the summary is printed first)."""
     console = console or Console()
+    if out is not None and not out.strip():  # `--out=` names no folder: not the default's runs/<timestamp>
+        raise UserError("--out is empty: give the run directory, or leave --out out for "
+                        "runs/<timestamp>-<preset>-<world size>")
     args, topology = _checked_args(trainer_argv, topology, out)
     out = out or default_run_dir(args.preset, topology.world_size)
     torchrun_args = topology.torchrun_args()
@@ -215,7 +218,7 @@ def _run_job(out: str, args: argparse.Namespace, torchrun_args: list[str], train
     for every rank the launcher had to kill."""
     logdir = tempfile.mkdtemp(prefix=f"{_LOG_DIR_PREFIX}{os.getpid()}-")
     cmd = [sys.executable, "-m", "instrumented_model.torchrun", *torchrun_args, "--tee", "3", "--log-dir", logdir,
-           "-m", TRAINER_MODULE, *trainer_argv, "--out", out]
+           "-m", TRAINER_MODULE, *trainer_argv, f"--out={out}"]  # joined: a path may start with "-"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", RUN_ID_ENV: run_id, PARENT_PID_ENV: str(os.getpid()),
            LOG_DIR_ENV: logdir}
     if args.backend == "nccl":

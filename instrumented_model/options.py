@@ -90,7 +90,10 @@ def add_to_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def to_argv(values: Mapping[str, Any]) -> list[str]:
-    """The trainer's command line for the given options (by dest); None, False and empty mean not given."""
+    """The trainer's command line for the given options (by dest); None, False and empty mean not given.
+    Each value is joined to its option (`--profile=-1:2`): argparse takes a separate value that starts
+    with `-` for an option of its own and refuses with "expected one argument", where the trainer's own
+    check says what a valid value is."""
     argv: list[str] = []
     for o in TRAINER_OPTIONS:
         v = values.get(o.dest)
@@ -99,8 +102,7 @@ def to_argv(values: Mapping[str, Any]) -> list[str]:
         if o.type == FLAG:
             argv.append(f"--{o.name}")
         elif o.type == MANY:
-            for item in v:
-                argv += [f"--{o.name}", item]
+            argv += [f"--{o.name}={item}" for item in v]
         else:
-            argv += [f"--{o.name}", str(v)]
+            argv.append(f"--{o.name}={v}")
     return argv
