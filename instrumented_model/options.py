@@ -69,8 +69,11 @@ TRAINER_OPTIONS: tuple[Opt, ...] = (
     Opt("flush", str, "step", "step | overlap: when a step's records are written. step: at the step end "
         "(a killed rank keeps every finished step). overlap (CUDA): when the next step's first region ends, "
         "hidden behind its GPU work; a SIGKILL then may lose the last step. Default: step.", ("step", "overlap")),
-    Opt("inject", MANY, None, "Inject a fault, repeatable: KIND@rank=R,step=S[,label=L][,ms=M] with KIND "
-        "crash|hang|delay|desync (docs/faults.md).", metavar="KIND@rank=R,step=S[,label=L][,ms=M]"),
+    # the help spells the optional fields out: "KIND@rank=R,step=S[,label=L][,ms=M]" as one word is wider
+    # than the help column of an 80-column `commscope run --help`, which cuts it
+    Opt("inject", MANY, None, "Inject a fault, repeatable: KIND@rank=R,step=S, optionally followed by "
+        ",label=L and ,ms=M, with KIND crash|hang|delay|desync (docs/faults.md).",
+        metavar="KIND@rank=R,step=S[,label=L][,ms=M]"),
     Opt("hang-timeout", float, 300.0, "Seconds a collective wait may block before the rank reports a hang "
         "and the run ends. Default: 300."),
 )
