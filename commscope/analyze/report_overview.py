@@ -78,16 +78,32 @@ def _f(v: Any) -> float | None:
 BEHIND_NAMED = 3  # labels named in a queueing line; the rest are summed
 
 
-def _behind(by_label: Any) -> str:
-    """' (behind attn: 2,541.000 ms, ...)': the labels a label's queueing was charged to (summary
-    `queued_behind_ms`, most first), the cause of its wait rather than the wait; '' without them."""
+@dataclass
+class QueuedBehind:
+    """The labels a label's queueing was charged to (summary `queued_behind_ms`): the cause of its wait
+    rather than the wait. `named`: the BEHIND_NAMED most, (label, ms) most first; the rest counted and summed."""
+    named: list[tuple[str, float]]
+    more: int = 0
+    more_ms: float = 0.0
+
+
+def queued_behind(by_label: Any) -> QueuedBehind | None:
+    """`queued_behind_ms` of a label split into the labels named and the rest; None without any."""
     items = [(str(k), x) for k, x in ((k, _f(x)) for k, x in (by_label or {}).items()) if x]
     if not items:
-        return ""
+        return None
     items.sort(key=lambda kv: -kv[1])
-    named = ", ".join(f"{k}: {x:,.3f} ms" for k, x in items[:BEHIND_NAMED])
     rest = items[BEHIND_NAMED:]
-    more = (f", {len(rest)} more label(s): {sum(x for _, x in rest):,.3f} ms" if rest else "")
+    return QueuedBehind(items[:BEHIND_NAMED], len(rest), float(sum(x for _, x in rest)))
+
+
+def _behind(by_label: Any) -> str:
+    """' (behind attn: 2,541.000 ms, ...)' (queued_behind); '' without them."""
+    q = queued_behind(by_label)
+    if q is None:
+        return ""
+    named = ", ".join(f"{k}: {x:,.3f} ms" for k, x in q.named)
+    more = f", {q.more} more label(s): {q.more_ms:,.3f} ms" if q.more else ""
     return f" (behind {named}{more})"
 
 
