@@ -41,6 +41,7 @@ UNITS = {"ms": "ms", "us": "µs", "ns": "ns", "pct": "%", "pctg": "%", "pp": "pp
 HEADERS = {  # where the generic rule would say less than the column means
     "op": "Op", "count": "Calls (all ranks)", "count_per_rank": "Calls per rank", "bytes": "Bytes per call",
     "bytes_per_rank": "Bytes per rank", "mean_ms": "Mean duration (ms)", "exposed_ms": "Exposed per rank (ms)",
+    "exposed_in_steps_ms": "Exposed inside the steps, per rank (ms)",
     "hidden_pct": "Hidden by compute (%)", "busbw_gbps": "Bus bandwidth (GB/s)",
     # the per-rank communication overlaps (docs/analysis.md, "The quantities"): one word, three rules
     "hta_comm_overlap_pct": "Comm overlap, HTA's rule (%)",
