@@ -21,7 +21,8 @@ Invariants:
   sign, so `run` ends within the hang timeout + a few seconds.
 - A CPU launch with more ranks on this node than usable cores warns once on stderr when it starts and
   again as a note under the summary table (`oversubscription_note`): its timings include CPU scheduling.
-  The run and its exit code are unchanged.
+  The run and its exit code are unchanged; each rank records its cores in meta.json (`cpu_cores`), from
+  which `report` notes the same of the run.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from rich.console import Console
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
 from commscope.rundir.schema import EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, LAUNCHER_LOG, WATCHDOG, rank_dir_name
+from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
 from instrumented_model.run_summary import JobEnd, RunProgress, build_summary, step_stats, write_summary
@@ -133,14 +135,6 @@ def _checked_args(trainer_argv: list[str], topology: Topology, out: str | None
             raise UserError(f"--backend nccl needs one GPU per rank: {topology.nproc} ranks, "
                             f"{_gpu_count()} GPUs here (--backend gloo lets ranks share a GPU)")
     return args, topology
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity set where the OS tells it, else the machine's)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def oversubscription_note(device: str, nproc: int, cores: int) -> str | None:

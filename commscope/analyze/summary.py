@@ -5,7 +5,8 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
 {"schema_version": SCHEMA_VERSION,
  "ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
  "steps_selected": [a, b] | null, "problems": [...],
- "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives…)
+ "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives,
+                                             an oversubscribed CPU run…)
  "duration_basis": "device kernel (trace)" | ...   what every mean_ms below measures (exposure.duration_basis)
  per-rank communication overlap (analyze.timeline), by input: GPU traces carry
  "hta_comm_overlap_pct_by_rank": {"0": ..}     HTA's get_comm_comp_overlap rule (host launch ops count as compute)
@@ -275,7 +276,8 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
 
 def evidence_notes(trace: Trace) -> list[str]:
     """What the input cannot tell, one sentence each: the figures that are left out or limited because
-    ranks, collectives, sizes, steps or device activity are missing from it."""
+    ranks, collectives, sizes, steps or device activity are missing from it, or because a CPU run had
+    more ranks on a host than cores (oversubscribed_hosts)."""
     notes = []
     ranks, ws = list(trace.ranks), int(trace.world_size)
     c = trace.collectives
@@ -316,7 +318,28 @@ def evidence_notes(trace: Trace) -> list[str]:
     if assumed:
         notes.append(f"Rank(s) {', '.join(map(str, assumed))} assumed: the trace names no rank (no distributedInfo "
                      "and none in the file name).")
+    crowded = oversubscribed_hosts(trace)
+    if crowded:
+        # the host is named where the run spans several
+        several = len({str(m.get("hostname")) for m in (trace.config.get("meta") or {}).values()}) > 1
+        where = "; ".join(f"{n} CPU ranks on {cores} CPU core{'s' * (cores != 1)}" + (f" of {host}" if several else "")
+                          for host, n, cores in crowded)
+        notes.append(f"Oversubscribed CPU run: {where}. The ranks took turns on the cores, so its step times and "
+                     "communication waits (exposed communication, skew, stragglers) measure the OS scheduler as "
+                     "much as the program; a run with at most one rank per core times the training itself.")
     return notes
+
+
+def oversubscribed_hosts(trace: Trace) -> list[tuple[str, int, int]]:
+    """(host, CPU ranks, cores) for each host of a run directory whose CPU ranks outnumber the cores
+    they could run on (meta.json's `hostname`, `device` and `cpu_cores`, the fewest any of its ranks had);
+    [] where meta.json does not record the cores."""
+    hosts: dict[str, list[int]] = {}
+    for m in (trace.config.get("meta") or {}).values() if trace.source == "run" else ():
+        cores = m.get("cpu_cores")
+        if str(m.get("device") or "").split(":")[0] == "cpu" and isinstance(cores, int) and cores >= 1:
+            hosts.setdefault(str(m.get("hostname") or "?"), []).append(cores)
+    return [(host, len(cores), min(cores)) for host, cores in sorted(hosts.items()) if len(cores) > min(cores)]
 
 
 def arrival_lateness(trace: Trace) -> dict:
