@@ -21,7 +21,8 @@ Invariants:
   sign, so `run` ends within the hang timeout + a few seconds.
 - A CPU launch with more ranks on this node than usable cores warns once on stderr when it starts and
   again as a note under the summary table (`oversubscription_note`): its timings include CPU scheduling.
-  The run and its exit code are unchanged.
+  The run and its exit code are unchanged; each rank records its cores in meta.json (`cpu_cores`), from
+  which `report` notes the same of the run.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from rich.console import Console
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
 from commscope.rundir.schema import EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, LAUNCHER_LOG, WATCHDOG, rank_dir_name
+from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
 from instrumented_model.run_summary import JobEnd, RunProgress, build_summary, step_stats, write_summary
@@ -122,7 +124,7 @@ def _gpu_count() -> int:
 def _checked_args(trainer_argv: list[str], topology: Topology, out: str | None
                   ) -> tuple[argparse.Namespace, Topology]:
     """The trainer's options as it will see them, and the topology with its rank count resolved."""
-    args = train.parse_args([*trainer_argv, "--out", out or "."])  # also resolves --device's default
+    args = train.parse_args([*trainer_argv, f"--out={out or '.'}"])  # also resolves --device's default
     if topology.nproc is None:
         # max(1, …): without a GPU, check_args below names that, instead of refusing 0 ranks
         topology = dataclasses.replace(topology, nproc=max(1, _gpu_count()) if args.device == "cuda" else 2)
@@ -133,14 +135,6 @@ def _checked_args(trainer_argv: list[str], topology: Topology, out: str | None
             raise UserError(f"--backend nccl needs one GPU per rank: {topology.nproc} ranks, "
                             f"{_gpu_count()} GPUs here (--backend gloo lets ranks share a GPU)")
     return args, topology
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity set where the OS tells it, else the machine's)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def oversubscription_note(device: str, nproc: int, cores: int) -> str | None:
@@ -159,6 +153,9 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     Raises UserError before anything starts for a bad option or an --out that may not be used, and at
     the end when the run directory could not be written (the summary is printed first)."""
     console = console or Console()
+    if out is not None and not out.strip():  # `--out=` names no folder: not the default's runs/<timestamp>
+        raise UserError("--out is empty: give the run directory, or leave --out out for "
+                        "runs/<timestamp>-<preset>-<world size>")
     args, topology = _checked_args(trainer_argv, topology, out)
     out = out or default_run_dir(args.preset, topology.world_size)
     torchrun_args = topology.torchrun_args()
@@ -215,7 +212,7 @@ def _run_job(out: str, args: argparse.Namespace, torchrun_args: list[str], train
     for every rank the launcher had to kill."""
     logdir = tempfile.mkdtemp(prefix=f"{_LOG_DIR_PREFIX}{os.getpid()}-")
     cmd = [sys.executable, "-m", "instrumented_model.torchrun", *torchrun_args, "--tee", "3", "--log-dir", logdir,
-           "-m", TRAINER_MODULE, *trainer_argv, "--out", out]
+           "-m", TRAINER_MODULE, *trainer_argv, f"--out={out}"]  # joined: a path may start with "-"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", RUN_ID_ENV: run_id, PARENT_PID_ENV: str(os.getpid()),
            LOG_DIR_ENV: logdir}
     if args.backend == "nccl":

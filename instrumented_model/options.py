@@ -69,8 +69,11 @@ TRAINER_OPTIONS: tuple[Opt, ...] = (
     Opt("flush", str, "step", "step | overlap: when a step's records are written. step: at the step end "
         "(a killed rank keeps every finished step). overlap (CUDA): when the next step's first region ends, "
         "hidden behind its GPU work; a SIGKILL then may lose the last step. Default: step.", ("step", "overlap")),
-    Opt("inject", MANY, None, "Inject a fault, repeatable: KIND@rank=R,step=S[,label=L][,ms=M] with KIND "
-        "crash|hang|delay|desync (docs/faults.md).", metavar="KIND@rank=R,step=S[,label=L][,ms=M]"),
+    # the help spells the optional fields out: "KIND@rank=R,step=S[,label=L][,ms=M]" as one word is wider
+    # than the help column of an 80-column `commscope run --help`, which cuts it
+    Opt("inject", MANY, None, "Inject a fault, repeatable: KIND@rank=R,step=S, optionally followed by "
+        ",label=L and ,ms=M, with KIND crash|hang|delay|desync (docs/faults.md).",
+        metavar="KIND@rank=R,step=S[,label=L][,ms=M]"),
     Opt("hang-timeout", float, 300.0, "Seconds a collective wait may block before the rank reports a hang "
         "and the run ends. Default: 300."),
 )
@@ -90,7 +93,10 @@ def add_to_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def to_argv(values: Mapping[str, Any]) -> list[str]:
-    """The trainer's command line for the given options (by dest); None, False and empty mean not given."""
+    """The trainer's command line for the given options (by dest); None, False and empty mean not given.
+    Each value is joined to its option (`--profile=-1:2`): argparse takes a separate value that starts
+    with `-` for an option of its own and refuses with "expected one argument", where the trainer's own
+    check says what a valid value is."""
     argv: list[str] = []
     for o in TRAINER_OPTIONS:
         v = values.get(o.dest)
@@ -99,8 +105,7 @@ def to_argv(values: Mapping[str, Any]) -> list[str]:
         if o.type == FLAG:
             argv.append(f"--{o.name}")
         elif o.type == MANY:
-            for item in v:
-                argv += [f"--{o.name}", item]
+            argv += [f"--{o.name}={item}" for item in v]
         else:
-            argv += [f"--{o.name}", str(v)]
+            argv.append(f"--{o.name}={v}")
     return argv

@@ -187,7 +187,8 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
     if end.signal:
         return "interrupted", f"interrupted by {signame(end.signal)} after {done}"
     if end.torchrun_code == 0 and statuses and all(s["ending"] == "completed" for s in statuses.values()):
-        return "completed", f"{len(statuses)} ranks completed {steps_done} steps"
+        n = len(statuses)
+        return "completed", f"{n} rank{'s' * (n != 1)} completed {steps_done} step{'s' * (steps_done != 1)}"
     by: dict[str, list[int]] = {}
     for r, s in statuses.items():
         by.setdefault(s["ending"], []).append(int(r))

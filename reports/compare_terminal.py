@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from commscope.analyze.compare_labels import CI_LEVEL
+from reports.tables import counted
 
 COLUMNS = [  # (frame column, header) in the record's order
     ("runs", "Runs"), ("time_mean", "Time μ"), ("time_std", "Time σ"), ("time_delta", "Time +/-"),
@@ -77,7 +78,7 @@ def label_deltas_text(table: pd.DataFrame, markdown: bool = False) -> str:
     head = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
     body = [[r["candidate"], r["label"], f"{r['base_ms']:.3f}", f"{r['cand_ms']:.3f}", f"{r['delta_ms']:+.3f}",
              UNDEFINED if math.isnan(r["ci_low"]) else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
-             f"{r['n_cand']} {r['unit']}", r["verdict"]]
+             counted(r["n_cand"], r["unit"].removesuffix("s")), r["verdict"]]  # unit: "runs"
             for r in table.to_dict("records")]
     if markdown:
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head),

@@ -1,6 +1,7 @@
-"""`commscope report`'s terminal output: the doctor's verdict line, top exposed labels, communication
-overlap per rank (on GPU traces HTA's rule beside the device-only number; without device kernels the
-recorded spans, and why the other two do not apply), host time at step boundaries, and what the input
+"""`commscope report`'s terminal output: the doctor's verdict line, top exposed labels (and the labels
+their queueing waits behind), communication overlap per rank (on GPU traces HTA's rule beside the
+device-only number; without device kernels the recorded spans, and why the other two do not apply), host
+time at step boundaries, and what the input
 cannot show (the document's `problems` and `notes`, the first few, each whole), and a note when HTA's
 analyses were asked for but HTA is not installed.
 
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from commscope.analyze.report_overview import queued_behind
 from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows, hta_note,
                                        undefined_overlap_note)
 from reports.tables import bandwidth, counted, fmt
@@ -31,6 +33,21 @@ def queued_pct(label: dict) -> str:
     if queued is None or not exposed:
         return "–"
     return pct(100.0 * min(max(float(queued), 0.0), float(exposed)) / float(exposed))
+
+
+def queued_behind_line(ranked: list[tuple[str, dict]]) -> str | None:
+    """Which labels the rows' `queued %` waits behind (their `queued_behind_ms`, through
+    report_overview.queued_behind, the page's bullets' reading): the cause of the wait, which the share
+    alone does not name. None when no row queued."""
+    parts = []
+    for lab, v in ranked:
+        q = queued_behind(v.get("queued_behind_ms"))
+        if q is None:
+            continue
+        named = ", ".join(f"{k} {fmt(x)}" for k, x in q.named)
+        more = f", {counted(q.more, 'more label')} {fmt(q.more_ms)}" if q.more else ""
+        parts.append(f"{lab} behind {named}{more}")
+    return "queued behind (ms per rank): " + "; ".join(parts) if parts else None
 
 
 CAVEATS_SHOWN = 6  # problems and notes printed under the tables; the rest are counted
@@ -88,6 +105,9 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
         t.add_row(lab, fmt(v.get("op")), fmt(v.get("count")), fmt(v.get("exposed_ms")), queued_pct(v),
                   fmt(v.get("mean_ms")), pct(v.get("hidden_pct")), bandwidth(v.get("busbw_gbps")))
     console.print(t)
+    behind = queued_behind_line(ranked)
+    if behind:
+        console.print(behind, highlight=False, markup=False, overflow="fold")
     rows = comm_overlap_rows(summary)
     shown = rows
     if len(rows) > TERMINAL_RANKS:  # a thousand rows would bury the rest: the ranks to look at first

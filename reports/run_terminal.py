@@ -63,12 +63,14 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict) ->
     t.add_row("steps", f"{len(losses)} / {summary['steps']}")
     if losses:
         t.add_row("loss", f"{losses[0]:.4f} → {losses[-1]:.4f}")
+    # The step times are rank 0's (its progress records): named so, as `report` and `doctor` give other
+    # figures for the same run (every rank's mean, the median of the judged steps).
     if stats:
-        t.add_row("mean step time", f"{stats['mean_ms']:.1f} ms" + (" (excluding step 0)" if stats["excludes_step0"] else ""))
+        t.add_row("rank 0's mean step", f"{stats['mean_ms']:.1f} ms" + (" (excluding step 0)" if stats["excludes_step0"] else ""))
     if summary["tokens_per_s"]:
         t.add_row("tokens/s", f"{summary['tokens_per_s']:,.0f}")
     if "median_ms" in stats:
-        t.add_row("median step", f"{stats['median_ms']:.1f} ms, {stats['median_tokens_per_s']:,.0f} tokens/s")
+        t.add_row("rank 0's median step", f"{stats['median_ms']:.1f} ms, {stats['median_tokens_per_s']:,.0f} tokens/s")
     by_status: dict[str, list[str]] = {}
     for r, s in summary["ranks"].items():
         by_status.setdefault(s, []).append(r)

@@ -85,7 +85,7 @@ def render_top_waiting(ctx) -> str | None:
     why = {r["rank"]: "; ".join(r["why"]) for r in ctx.representative}
     rows = [{**s, "in_timeline": why.get(int(s["rank"]), "")} for s in ctx.top_waiting]
     return (f'<p class="note">The {len(rows)} ranks whose late arrivals made the others wait longest '
-            "(wait caused: the others' waiting summed over the collectives the rank came last to; score: its "
-            "share of all waiting). In the timeline: why a rank is drawn there.</p>"
+            "(wait caused: the others' waiting summed over the collectives the rank came last to, and its "
+            "share of all waiting caused). In the timeline: why a rank is drawn there.</p>"
             + tables.records_table(rows, ["rank", "wait_caused_ms", "score", "times_last", "last_share",
                                           "in_timeline"], table_id="top-waiting-table"))

@@ -180,9 +180,10 @@ def render_steps(ctx: ReportContext) -> str | None:
         out.append('<h3>Host time at step boundaries</h3><p class="note">gap: from one step\'s end to the next '
                    "one's start; start delay: from a step's start to its first compute. Neither is inside "
                    "compute, and after a step-end synchronization (a recorder's, a loss read) the device has "
-                   "nothing queued there: host_pct is their share of the wall time (docs/analysis.md). Steps "
-                   "of the profiler window and the step after it (the trace's export) are left out "
-                   "(excluded_steps): their boundary time is the profiler's.</p>"
+                   f"nothing queued there: &ldquo;{html.escape(tables.humanize('host_pct'))}&rdquo; is their "
+                   "share of the wall time (docs/analysis.md). Steps of the profiler window and the step after "
+                   f"it (the trace's export) are left out (&ldquo;{html.escape(tables.humanize('excluded_steps'))}"
+                   "&rdquo;): their boundary time is the profiler's.</p>"
                    + which + tables.records_table(bounds, table_id="step-boundaries"))
     steps, which = listed(ctx, steps)
     out.append(which + tables.records_table(steps, table_id="steps-table"))
@@ -213,12 +214,26 @@ def render_hta_views(ctx: ReportContext) -> str | None:
     return "\n".join(parts) if parts else None
 
 
+# HTA's results keyed by rank (a mapping of rank → value, or of rank → row): shown as tables with a rank
+# column, so the value's key names its header and unit ("Idle time (%)"), not the rank ("0").
+HTA_BY_RANK = {"hta_comm_overlap_pct_by_rank": "hta_comm_overlap_pct_from_hta", "temporal_breakdown": None}
+
+
+def _by_rank_rows(by_rank: dict, column: str | None) -> list[dict]:
+    """{rank: value} as rows {"rank", column: value}; {rank: {...}} as rows {"rank", ...}."""
+    def rank(r):
+        return int(r) if str(r).isdigit() else r
+    return [{"rank": rank(r), **(v if isinstance(v, dict) else {column: v})} for r, v in by_rank.items()]
+
+
 def render_hta(ctx: ReportContext) -> str:
     hta = ctx.summary.get("hta")
     if not hta:
         return '<p class="empty">HTA was not run or produced nothing for this input.</p>'
     shown = {k for k, _, _ in HTA_VIEWS}
-    return tables.nested({k: v for k, v in hta.items() if k not in shown or k == "kernel_breakdown"})
+    rest = {k: (_by_rank_rows(v, HTA_BY_RANK[k]) if k in HTA_BY_RANK and isinstance(v, dict) and v else v)
+            for k, v in hta.items() if k not in shown or k == "kernel_breakdown"}
+    return tables.nested(rest)
 
 
 def render_config(ctx: ReportContext) -> str:

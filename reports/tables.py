@@ -9,7 +9,9 @@ parentheses (`gap_median_ms` → "Gap median (ms)"; HEADERS names the columns th
 such as `hidden_pct` → "Hidden by compute (%)"; the raw key stays in the header's `data-key`), and so are
 the keys of key/value tables and the headings of nested data where they are snake_case names (`key_text`;
 names from the trace itself, such as `deviceProperties`, paths and ranks stay as they are); percentages
-(`*_pct*`) print with one decimal ("<0.1" for tiny non-zero ones); identifiers
+(`*_pct*`, HTA's `*_pctg` and `percentage`) print with one decimal ("<0.1" for tiny non-zero ones), and so
+do the shares the document keeps as fractions of 1 (FRACTIONS: `last_share`, `score`), shown as
+percentages like every other share on the page while `data-value` keeps the document's fraction; identifiers
 and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain integers; other integers, and whole counts or byte sizes that arrive as floats, get thousands separators;
 bandwidths (`*_gbps`) with 3 significant digits in fixed notation ("<0.001" below a thousandth of a
 GB/s, `bandwidth`, the terminal's format too); other floats print with 3 decimals ("<0.001" for tiny
@@ -34,11 +36,12 @@ def _is_num(v: Any) -> bool:
 
 ID_KEYS = {"rank", "step", "seq", "pid", "tid", "stream", "group", "correlation", "micro_step", "position",
            "key", "last_rank", "flow", "steps_selected", "world_size", "ranks"}
-UNITS = {"ms": "ms", "us": "µs", "ns": "ns", "pct": "%", "pp": "pp", "gbps": "GB/s", "s": "s", "mb": "MB",
-         "gb": "GB"}
+UNITS = {"ms": "ms", "us": "µs", "ns": "ns", "pct": "%", "pctg": "%", "pp": "pp", "gbps": "GB/s", "s": "s",
+         "mb": "MB", "gb": "GB"}
 HEADERS = {  # where the generic rule would say less than the column means
     "op": "Op", "count": "Calls (all ranks)", "count_per_rank": "Calls per rank", "bytes": "Bytes per call",
     "bytes_per_rank": "Bytes per rank", "mean_ms": "Mean duration (ms)", "exposed_ms": "Exposed per rank (ms)",
+    "exposed_in_steps_ms": "Exposed inside the steps, per rank (ms)",
     "hidden_pct": "Hidden by compute (%)", "busbw_gbps": "Bus bandwidth (GB/s)",
     # the per-rank communication overlaps (docs/analysis.md, "The quantities"): one word, three rules
     "hta_comm_overlap_pct": "Comm overlap, HTA's rule (%)",
@@ -46,7 +49,10 @@ HEADERS = {  # where the generic rule would say less than the column means
     "device_comm_overlap_pct": "Comm overlap, device only (%)",
     "recorded_comm_overlap_pct": "Comm overlap, recorded spans (%)",
     "diff_pp": "commscope − HTA (pp)",
-    "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last", "last_share": "Last share",
+    "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last",
+    "last_share": "Last (% of its collectives)", "score": "Share of all waiting caused (%)",
+    "hta_comm_overlap_pct_by_rank": "Comm overlap by rank, computed by HTA",
+    "pct_of_peak": "Achieved (% of peak)", "percentage": "Share of kernel time (%)",
     "wait_caused_ms": "Wait caused (ms)", "host_pct": "Host time (% of wall)",
     "queued_behind_ms": "Queued behind, by label (ms)",
     "pct_of_median_step": "% of median step",
@@ -55,6 +61,9 @@ HEADERS = {  # where the generic rule would say less than the column means
     "files": "Trace file by rank",
 }
 
+
+# Shares the document keeps as fractions of 1 (summarize()'s stragglers): displayed as percentages.
+FRACTIONS = {"last_share", "score"}
 
 COUNT_WORDS = ("bytes", "count", "calls", "kernels", "runs", "steps", "collectives", "times_last")
 
@@ -70,7 +79,9 @@ def is_id(key: Any) -> bool:
 
 
 def is_pct(key: Any) -> bool:
-    return "pct" in str(key).lower().split("_")
+    """Percentages: `*_pct*` keys, and HTA's `*_pctg` and `percentage`."""
+    words = str(key).lower().split("_")
+    return "pct" in words or "pctg" in words or words == ["percentage"]
 
 
 SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
@@ -88,8 +99,8 @@ def humanize(key: Any) -> str:
     k = str(key)
     if k in HEADERS:
         return HEADERS[k]
-    if "(" in k or " " in k:  # already prose (HTA's "sum (us)")
-        k = k.replace("(us)", "(µs)")
+    if "(" in k or " " in k:  # already prose (HTA's "sum (us)", "idle_time(us)")
+        k = re.sub(r"\s*\(", " (", k.replace("_", " ").replace("(us)", "(µs)"))
         return k[:1].upper() + k[1:]
     words = k.split("_")
     unit = UNITS.get(words[-1].lower()) if len(words) > 1 else None
@@ -129,9 +140,17 @@ def bandwidth(v: Any) -> str:
     return f"{r:,.{digits}f}"
 
 
+def _pct_text(x: float) -> str:
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    if x != 0 and abs(x) < 0.05:
+        return "<0.1" if x > 0 else ">−0.1"
+    return f"{x:,.1f}"
+
+
 def fmt(v: Any, key: Any = None) -> str:
     """Display format (module docstring): ids plain, other integers with separators, bandwidths 3
-    significant digits, percentages 1 decimal, other floats 3 decimals."""
+    significant digits, percentages (and FRACTIONS, as percentages) 1 decimal, other floats 3 decimals."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if isinstance(v, (bool, np.bool_)):
@@ -139,6 +158,8 @@ def fmt(v: Any, key: Any = None) -> str:
     ident = key is not None and is_id(key)
     if key is not None and str(key).endswith("_gbps") and _is_num(v):
         return bandwidth(v)
+    if key is not None and str(key) in FRACTIONS and _is_num(v):
+        return _pct_text(100.0 * float(v))
     if isinstance(v, (int, np.integer)):
         return str(int(v)) if ident else f"{int(v):,}"
     if isinstance(v, (float, np.floating)):
@@ -150,9 +171,7 @@ def fmt(v: Any, key: Any = None) -> str:
         if key is not None and is_count(key) and x.is_integer() and abs(x) < 1e15:
             return f"{int(x):,}"
         if key is not None and is_pct(key):
-            if x != 0 and abs(x) < 0.05:
-                return "<0.1" if x > 0 else ">−0.1"
-            return f"{x:,.1f}"
+            return _pct_text(x)
         if x != 0 and abs(x) < 0.0005:
             return "<0.001" if x > 0 else ">−0.001"
         return f"{x:,.3f}"

@@ -413,12 +413,12 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     if not len(flagged):
         top = per.sort_values("lost_ns", ascending=False).head(1)
         worst = (f"; the most any rank made the others wait in a step: rank {int(top['rank'].iloc[0])}, "
-                 f"{top['lost_ns'].iloc[0] / 1e6:.1f} ms in step {int(top['step'].iloc[0])} "
+                 f"{top['lost_ns'].iloc[0] / 1e6:,.1f} ms in step {int(top['step'].iloc[0])} "
                  f"({top['pct'].iloc[0]:.1f} % of the median step)" if len(top) else "")
         return Diagnosis("ok", sources=src, details=details, summary=(
             f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
-            f"{int_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:.1f} ms of waiting per "
-            f"step{_bar_text(how, f'{median_step / 1e6:.1f} ms median step{scope}')}{worst}."))
+            f"{int_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:,.1f} ms of waiting per "
+            f"step{_bar_text(how, f'{median_step / 1e6:,.1f} ms median step{scope}')}{worst}."))
     totals = flagged.groupby("rank")["wait_caused_ns"].sum().sort_values(ascending=False, kind="stable")
     culprits = [int(r) for r, w in totals.items() if w >= 0.5 * totals.iloc[0]]
     worst = culprits[0]
@@ -466,12 +466,12 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     return Diagnosis(
         "straggler", culprits, label=top["label"], step=top["step"], sequence=top["sequence"], group=top["group"],
         evidence=evidence, sources=src, confidence=p["confidence"], details=details,
-        summary=(f"straggler: {who} made the other ranks wait {mean_lost:.1f} ms each "
-                 f"({p['mean_pct_of_median_step']:.1f} % of the {median_step / 1e6:.1f} ms median step{scope}) "
+        summary=(f"straggler: {who} made the other ranks wait {mean_lost:,.1f} ms each "
+                 f"({p['mean_pct_of_median_step']:.1f} % of the {median_step / 1e6:,.1f} ms median step{scope}) "
                  f"{when}; "
-                 f"{p['waiting_caused_ms']:.1f} ms of waiting in all; most at '{top['label']}' (step {top['step']}, seq "
-                 f"{top['sequence']}, {top['mean_wait_ms']:.1f} ms per waiting rank). Confidence {p['confidence']} "
-                 f"({why}); found by arrival ({arrivals}), bar {how['ms']:.1f} ms per step{_bar_text(how)}."))
+                 f"{p['waiting_caused_ms']:,.1f} ms of waiting in all; most at '{top['label']}' (step {top['step']}, seq "
+                 f"{top['sequence']}, {top['mean_wait_ms']:,.1f} ms per waiting rank). Confidence {p['confidence']} "
+                 f"({why}); found by arrival ({arrivals}), bar {how['ms']:,.1f} ms per step{_bar_text(how)}."))
 
 
 def _one_rank(trace: Trace, src: list[str]) -> Diagnosis:

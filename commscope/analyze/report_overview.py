@@ -3,9 +3,11 @@ each is listed, and the ranks × steps heatmap of exposed communication.
 
 `highlights(summary, diagnosis)` reads summarize()'s document (and the doctor's verdict) and picks what a
 reader should look at first:
-- labels: the most exposed (summary `exposed_ms`, per rank), each with its share of the step time, how much
-  of it compute hid (`hidden_pct`), how much is queueing behind earlier collectives of its group and
-  behind which labels (`queued_ms`, `queued_behind_ms`), and the rank where it is most exposed;
+- labels: the most exposed (summary `exposed_ms`, per rank), each with its share of the step time (of
+  the part launched inside the steps, `exposed_in_steps_ms`: what lies outside every step is no step
+  time), how much of it compute hid (`hidden_pct`), how much is queueing behind earlier collectives of
+  its group and behind which labels (`queued_ms`, `queued_behind_ms`), and the rank where it is most
+  exposed;
 - ranks: the stragglers that made others wait (skew.stragglers: `times_last`, `wait_caused_ms`) and the
   rank with the most exposed communication;
 - headline: exposed communication as a share of all step time, over all ranks and steps, and the mean
@@ -78,17 +80,50 @@ def _f(v: Any) -> float | None:
 BEHIND_NAMED = 3  # labels named in a queueing line; the rest are summed
 
 
-def _behind(by_label: Any) -> str:
-    """' (behind attn: 2,541.000 ms, ...)': the labels a label's queueing was charged to (summary
-    `queued_behind_ms`, most first), the cause of its wait rather than the wait; '' without them."""
+@dataclass
+class QueuedBehind:
+    """The labels a label's queueing was charged to (summary `queued_behind_ms`): the cause of its wait
+    rather than the wait. `named`: the BEHIND_NAMED most, (label, ms) most first; the rest counted and summed."""
+    named: list[tuple[str, float]]
+    more: int = 0
+    more_ms: float = 0.0
+
+
+def queued_behind(by_label: Any) -> QueuedBehind | None:
+    """`queued_behind_ms` of a label split into the labels named and the rest; None without any."""
     items = [(str(k), x) for k, x in ((k, _f(x)) for k, x in (by_label or {}).items()) if x]
     if not items:
-        return ""
+        return None
     items.sort(key=lambda kv: -kv[1])
-    named = ", ".join(f"{k}: {x:,.3f} ms" for k, x in items[:BEHIND_NAMED])
     rest = items[BEHIND_NAMED:]
-    more = (f", {len(rest)} more label(s): {sum(x for _, x in rest):,.3f} ms" if rest else "")
+    return QueuedBehind(items[:BEHIND_NAMED], len(rest), float(sum(x for _, x in rest)))
+
+
+def _behind(by_label: Any) -> str:
+    """' (behind attn: 2,541.000 ms, ...)' (queued_behind); '' without them."""
+    q = queued_behind(by_label)
+    if q is None:
+        return ""
+    named = ", ".join(f"{k}: {x:,.3f} ms" for k, x in q.named)
+    more = f", {q.more} more label(s): {q.more_ms:,.3f} ms" if q.more else ""
     return f" (behind {named}{more})"
+
+
+def _step_share(ms: float, label: dict, per_rank_step_ms: float) -> list[str]:
+    """The label's share of the step time, from the part of its exposed time launched inside the steps
+    (summary `exposed_in_steps_ms`; a document without it: all of `exposed_ms`): its collectives outside
+    every step spend no step time, so relating them to it would overstate the share, or invent one."""
+    inside = _f(label.get("exposed_in_steps_ms"))
+    inside = ms if inside is None else inside
+    op = label.get("op") or "collective"
+    if inside <= 0:
+        return ["all of it outside every step (launched before the first step or after the last): not part "
+                "of the step time"]
+    line = f"{100 * inside / per_rank_step_ms:.1f}% of the step time per rank is spent waiting on this {op}"
+    outside = ms - inside
+    if outside >= 0.0005:  # the document's precision: 4 decimals
+        line += f" ({inside:,.3f} ms inside the steps; {outside:,.3f} ms outside every step)"
+    return [line]
 
 
 def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights:
@@ -113,8 +148,7 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
             continue
         why = []
         if per_rank_step_ms > 0:
-            why.append(f"{100 * ms / per_rank_step_ms:.1f}% of the step time per rank is spent waiting on this "
-                       f"{v.get('op') or 'collective'}")
+            why += _step_share(ms, v, per_rank_step_ms)
         hidden = _f(v.get("hidden_pct"))
         if hidden is not None:
             why.append("compute never hides it (0% hidden)" if hidden == 0 else

@@ -5,7 +5,8 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
 {"schema_version": SCHEMA_VERSION,
  "ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
  "steps_selected": [a, b] | null, "problems": [...],
- "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives…)
+ "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives,
+                                             an oversubscribed CPU run…)
  "duration_basis": "device kernel (trace)" | ...   what every mean_ms below measures (exposure.duration_basis)
  per-rank communication overlap (analyze.timeline), by input: GPU traces carry
  "hta_comm_overlap_pct_by_rank": {"0": ..}     HTA's get_comm_comp_overlap rule (host launch ops count as compute)
@@ -13,7 +14,7 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
  and inputs without device kernels (CPU traces, run directories without a profiler trace) carry instead
  "recorded_comm_overlap_pct_by_rank": {"0": ..}  the recorded collective spans against the compute set
  "labels": {"<label>": {"op", "label_source", "count", "count_per_rank", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms",
-                         "hidden_pct", "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..},
+                         "exposed_in_steps_ms", "hidden_pct", "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..},
                          "own_exposed_ms", "queued_ms", "queue_charged_ms", "attributed_exposed_ms",
                                              the queueing split (exposure.label_queueing), and with it
                          "queued_behind_ms": {"<earlier label>": ..}}},  whose queue `queued_ms` was spent in
@@ -41,7 +42,7 @@ Per label (see docs/analysis.md): `count` collectives over all ranks (an integer
 over the ranks that have the label,
 `bytes` full-array bytes of one call (median), `bytes_per_rank` total per rank (mean), `mean_ms` mean
 duration (measured as `duration_basis` says), `exposed_ms` exposed time per rank (mean over ranks),
-`hidden_pct` share of all its duration on all ranks that the ranks' compute covered (exposure.hidden_ns), bandwidths bytes-weighted with the
+`exposed_in_steps_ms` the part of it launched inside the steps (exposed_in_steps), `hidden_pct` share of all its duration on all ranks that the ranks' compute covered (exposure.hidden_ns), bandwidths bytes-weighted with the
 min-across-ranks transfer time.
 """
 from __future__ import annotations
@@ -59,7 +60,8 @@ from commscope.util.num import rounded, sig, whole
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
 # 5: labels' queued_behind_ms and wake_delay_ms; unknown busbw and exposure are null; the doctor's pct_of_median_step
-SCHEMA_VERSION = 5
+# 6: labels' exposed_in_steps_ms
+SCHEMA_VERSION = 6
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
@@ -115,12 +117,37 @@ def queued_behind(trace: Trace, table: pd.DataFrame, comp: dict) -> dict[str, di
     return out
 
 
+def exposed_in_steps(table: pd.DataFrame, steps: pd.DataFrame) -> dict[str, float]:
+    """Per label, `exposed_in_steps_ms`: the exposed time of its collectives launched inside a step that
+    has a step row ((rank, step) of `steps`), as `exposed_ms` a per-rank total over the known ones, mean
+    over the ranks with the label. The part of `exposed_ms` that the per-step figures (steps,
+    heatmap, headline share) can hold: a collective launched before the first recorded step or after the
+    last (step -1 on a Kineto trace, a partial step of a crashed rank) is outside every step's time."""
+    if not len(table):
+        return {}
+    rank = pd.to_numeric(table["rank"], errors="coerce").fillna(-1).to_numpy(np.int64)
+    step = pd.to_numeric(table["step"], errors="coerce").fillna(-1).to_numpy(np.int64)
+    if len(steps):
+        rows = pd.MultiIndex.from_arrays([pd.to_numeric(steps["rank"]).to_numpy(np.int64),
+                                          pd.to_numeric(steps["step"]).to_numpy(np.int64)])
+        inside = pd.MultiIndex.from_arrays([rank, step]).isin(rows)
+    else:
+        inside = np.zeros(len(table), dtype=bool)
+    exposed = table["exposed_ns"].to_numpy(np.float64)
+    ns = pd.Series(np.where(inside, exposed, np.where(np.isnan(exposed), np.nan, 0.0)), index=table.index)
+    per_rank = ns.groupby([table["label"].astype(str), rank]).sum(min_count=1) / 1e6
+    return {str(k): float(v) for k, v in per_rank.groupby(level=0).mean().items()}
+
+
 def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
-                  behind: dict[str, dict[str, float]] | None = None) -> dict[str, dict]:
+                  behind: dict[str, dict[str, float]] | None = None,
+                  in_steps: dict[str, float] | None = None) -> dict[str, dict]:
     """The document's `labels` (module docstring); `behind`: queued_behind(), the labels each one's
-    `queued_ms` was spent behind (`queued_behind_ms`, beside the queueing split)."""
+    `queued_ms` was spent behind (`queued_behind_ms`, beside the queueing split); `in_steps`:
+    exposed_in_steps(), the part of each label's exposed time inside the steps."""
     out: dict[str, dict] = {}
     behind = behind or {}
+    in_steps = in_steps or {}
     totals = exposure.label_totals(table)
     # Per label, positions into whole columns taken once as numpy arrays: sub-frames and pandas reductions
     # per label cost ~10× the arithmetic. The reductions are pandas' own (see _mean, _median).
@@ -148,6 +175,9 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
             "bytes_per_rank": whole(float(_mean(pr_bytes[pr]))),
             "mean_ms": rounded(tot["mean_ms"][t]),
             "exposed_ms": rounded(_mean(exposed)),
+            # unknown where exposed_ms is: the in-step part of an unknown total is not known either
+            "exposed_in_steps_ms": (None if np.isnan(_mean(exposed)) else
+                                    rounded(in_steps.get(str(label), math.nan))),
             "hidden_pct": rounded(tot["hidden_pct"][t], 2),
             "algbw_gbps": sig(tot["algbw_gbps"][t]),
             "busbw_gbps": sig(tot["busbw_gbps"][t]),
@@ -205,7 +235,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "notes": evidence_notes(tr),
         "duration_basis": exposure.duration_basis(table),
         **comm_overlaps(tr, ov),
-        "labels": label_summary(table, per_rank, queued_behind(tr, table, comp)),
+        "labels": label_summary(table, per_rank, queued_behind(tr, table, comp), exposed_in_steps(table, tr.steps)),
         "stragglers": [{"rank": int(r.rank), "times_last": int(r.times_last), "last_share": rounded(r.last_share),
                         "wait_caused_ms": rounded(r.wait_caused_ns / 1e6), "score": rounded(r.score)}
                        for r in strag.itertuples()],
@@ -246,7 +276,8 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
 
 def evidence_notes(trace: Trace) -> list[str]:
     """What the input cannot tell, one sentence each: the figures that are left out or limited because
-    ranks, collectives, sizes, steps or device activity are missing from it."""
+    ranks, collectives, sizes, steps or device activity are missing from it, or because a CPU run had
+    more ranks on a host than cores (oversubscribed_hosts)."""
     notes = []
     ranks, ws = list(trace.ranks), int(trace.world_size)
     c = trace.collectives
@@ -267,8 +298,9 @@ def evidence_notes(trace: Trace) -> list[str]:
         outside = int((pd.to_numeric(c["step"], errors="coerce").fillna(-1) < 0).sum())
         if outside and len(trace.steps):
             notes.append(f"{outside} of {len(c)} collectives fall outside every step window (launched before the "
-                         "first profiled step or after the last): the per-label figures include them; placement and "
-                         "the per-step figures (headline share, heatmap, steps) do not.")
+                         "first profiled step or after the last): the per-label figures include them; placement, "
+                         "the per-step figures (headline share, heatmap, steps) and a label's share of the step "
+                         "time do not.")
         unpaired = int(c["group"].astype(str).str.contains(" (unpaired, rank ", regex=False).sum())
         if unpaired:
             notes.append(f"{unpaired} collectives could not be paired across ranks (op, dtype or size differ "
@@ -286,7 +318,28 @@ def evidence_notes(trace: Trace) -> list[str]:
     if assumed:
         notes.append(f"Rank(s) {', '.join(map(str, assumed))} assumed: the trace names no rank (no distributedInfo "
                      "and none in the file name).")
+    crowded = oversubscribed_hosts(trace)
+    if crowded:
+        # the host is named where the run spans several
+        several = len({str(m.get("hostname")) for m in (trace.config.get("meta") or {}).values()}) > 1
+        where = "; ".join(f"{n} CPU ranks on {cores} CPU core{'s' * (cores != 1)}" + (f" of {host}" if several else "")
+                          for host, n, cores in crowded)
+        notes.append(f"Oversubscribed CPU run: {where}. The ranks took turns on the cores, so its step times and "
+                     "communication waits (exposed communication, skew, stragglers) measure the OS scheduler as "
+                     "much as the program; a run with at most one rank per core times the training itself.")
     return notes
+
+
+def oversubscribed_hosts(trace: Trace) -> list[tuple[str, int, int]]:
+    """(host, CPU ranks, cores) for each host of a run directory whose CPU ranks outnumber the cores
+    they could run on (meta.json's `hostname`, `device` and `cpu_cores`, the fewest any of its ranks had);
+    [] where meta.json does not record the cores."""
+    hosts: dict[str, list[int]] = {}
+    for m in (trace.config.get("meta") or {}).values() if trace.source == "run" else ():
+        cores = m.get("cpu_cores")
+        if str(m.get("device") or "").split(":")[0] == "cpu" and isinstance(cores, int) and cores >= 1:
+            hosts.setdefault(str(m.get("hostname") or "?"), []).append(cores)
+    return [(host, len(cores), min(cores)) for host, cores in sorted(hosts.items()) if len(cores) > min(cores)]
 
 
 def arrival_lateness(trace: Trace) -> dict:

@@ -72,7 +72,9 @@ def scheduler_option():
 
 LABEL_MAP_HELP = ("A JSON file {\"label\": \\[bytes, ...]}: a collective that has only its generic name (no "
                   "commscope.label scope, no Python stack) and whose full-array bytes are listed takes that "
-                  "label. commscope.size_labels(model.named_parameters()) makes one (docs/traces.md).")
+                  "label. commscope.size_labels() makes one from model.named_parameters() (docs/traces.md).")
+# (the call is split in two names: as one 47-character word it is cut with an ellipsis in an 80-column
+# help box, whose help column is narrower than that)
 
 
 def label_map_option():

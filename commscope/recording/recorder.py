@@ -55,6 +55,7 @@ from commscope.recording.timing import CudaClock, GpuStamp
 from commscope.recording.watchdog import write_inflight
 from commscope.rundir import write_config, write_status
 from commscope.rundir.schema import EVENTS, KINETO_TRACE, META, SCHEMA_VERSION, rank_dir_name
+from commscope.util.cpus import usable_cores
 from commscope.util.step_range import parse_step_range
 
 MODES = ("light", "full")
@@ -253,6 +254,8 @@ class Recorder(NullRecorder):
                 "backend": self.backend,
                 "device": str(self.device),
                 "torch": torch.__version__,
+                # with the ranks per host, tells a reader whether a CPU run's ranks had to take turns
+                "cpu_cores": usable_cores(),
                 "mode": self.mode,
                 "clock": self.clock.as_dict(),
                 "started_ns": self._started + self._shift,  # on the common axis, like every *_ns

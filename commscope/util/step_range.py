@@ -25,7 +25,7 @@ def parse_step_range(spec: str | tuple[int, int] | None, option: str, *, closed:
     else:
         first, stop = (int(x) for x in spec)
     if first < 0 or stop <= first:
-        raise UserError(f"profile steps must satisfy 0 <= first < stop, got {first}:{stop}")
+        raise UserError(f"{option} must be a window START:STOP with 0 <= START < STOP, got {first}:{stop}")
     return first, stop
 
 

@@ -77,12 +77,13 @@ def test_summary_table_gives_the_median_step_beside_the_mean():
     summary = {"status": "completed", "world_size": 1, "device": "cuda", "backend": "nccl", "preset": "speedrun",
                "steps": 5, "losses": [11.5, 9.0, 8.0, 7.0, 6.0], "step_times_ms": times,
                "tokens_per_s": tokens * 4 / (sum(times[1:]) / 1e3), "ranks": {"0": "completed"},
-               "message": "1 ranks completed 5 steps"}
+               "message": "1 rank completed 5 steps"}
     con = Console(record=True, width=200)
     print_run_summary(con, summary, "/tmp/x", step_stats(summary))
     text = con.export_text()
-    assert "90.8 ms (excluding step 0)" in text  # the mean, pulled up by the slow step
-    assert f"81.5 ms, {tokens / 0.0815:,.0f} tokens/s" in text  # median of 80, 81, 82, 120
+    # rank 0's figures (its progress records), named so: report and doctor give every rank's
+    assert "rank 0's mean step   │ 90.8 ms (excluding step 0)" in text  # the mean, pulled up by the slow step
+    assert f"rank 0's median step │ 81.5 ms, {tokens / 0.0815:,.0f} tokens/s" in text  # median of 80, 81, 82, 120
 
 
 def _st(status, error=None, last_step=0, ending=None, ended_ns=None):
@@ -92,6 +93,7 @@ def _st(status, error=None, last_step=0, ending=None, ended_ns=None):
 def test_verdict_names_the_rank_behind_the_ending_not_its_victims():
     ok = {"0": _st("completed", ending="completed"), "1": _st("completed", ending="completed")}
     assert verdict(ok, JobEnd(0), 5, 5) == ("completed", "2 ranks completed 5 steps")
+    assert verdict({"0": ok["0"]}, JobEnd(0), 1, 1) == ("completed", "1 rank completed 1 step")
     assert verdict(ok, JobEnd(1), 5, 5)[0] == "failed"  # the launcher's exit code counts too
     assert verdict(ok, JobEnd(1, signal=2), 4, 200) == ("interrupted", "interrupted by SIGINT after 4/200 steps")
     assert exit_code("interrupted", JobEnd(1, signal=2)) == 130 and exit_code("interrupted", JobEnd(1, signal=15)) == 143

@@ -108,3 +108,17 @@ def test_piped_output_is_140_columns_unless_the_user_sets_columns(monkeypatch):
     assert output_console().width == 140 and output_console(piped_width=160).width == 160
     monkeypatch.setenv("COLUMNS", "100")
     assert output_console().width == 100 and output_console(piped_width=160).width == 100
+
+
+@pytest.mark.parametrize("command", ["run", "report", "doctor", "hooks", "layout", "compare", "plan", "export"])
+def test_help_at_80_columns_prints_every_word_whole(capsys, monkeypatch, command):
+    """rich cuts a word wider than the help column with an ellipsis: an example call or a syntax
+    (`commscope.size_labels(...)`, `KIND@rank=R,...`) must break into words that fit."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")
+    code, out, _err = run_main(capsys, command, "--help")
+    assert code == 0 and "--help" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out
+    if command in ("report", "doctor", "export", "layout"):
+        assert "commscope.size_labels() makes" in out and "model.named_parameters()" in " ".join(out.split())

@@ -11,6 +11,7 @@ from commscope.cli import app
 from commscope.errors import UserError
 from commscope.analyze.compare_labels import BOUNDARY_LABEL, STEP_LABEL, compare_labels, run_samples
 from rundirs import write_run
+from reports.compare_terminal import label_deltas_text
 
 MS = 1_000_000
 
@@ -93,6 +94,8 @@ def test_too_few_runs_give_no_ci(tmp_path, runs):
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)["labels"]
     assert {r["verdict"] for r in rows} == {"too few runs"} and all(r["ci_low"] is None for r in rows)
+    over = label_deltas_text(t).splitlines()[1].split("  ")
+    assert ("1 run" if runs == 1 else f"{runs} runs") in [c.strip() for c in over]
 
 
 @pytest.mark.parametrize("n", ["0", "1", "-5", "999"])

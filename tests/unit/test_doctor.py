@@ -144,6 +144,11 @@ def test_the_wording_says_the_waiting_is_over_the_late_steps_only(run):
     assert d.details["persistence"]["2"]["max_bar_multiple"] == pytest.approx(2.0)  # 0.2 ms against 0.1 ms
 
 
+def test_the_verdict_writes_thousands_with_separators_as_the_page_around_it_does(run):
+    d = diagnose_path(str(run), straggler_ms=1500)
+    assert d.verdict == "ok" and "straggler bar 1,500.0 ms of waiting per step" in d.summary
+
+
 def test_one_stall_far_over_the_bar_rates_high_an_episode_near_it_low(tmp_path):
     """Persistence alone would call a single stall, one step of many, `low`; one of at least 5× the bar
     (healthy runs stay under 1×) is unmistakable and rates `high`, saying why."""

@@ -1,5 +1,6 @@
 """Float options of plan, layout, doctor and compare refuse NaN and ±inf in one line (exit 2), before any
-input is read; plan's --world-size is capped at the reading commands' COMMSCOPE_MAX_WORLD_SIZE."""
+input is read; plan's --world-size is capped at the reading commands' COMMSCOPE_MAX_WORLD_SIZE; `run`
+refuses an empty --out and a profiler window below step 0 in one line, before anything is written."""
 from __future__ import annotations
 
 import time
@@ -74,3 +75,33 @@ def test_plan_world_size_limit_follows_the_environment(capsys, monkeypatch):
     assert code == 2 and "refusing at the limit of 16 ranks (set COMMSCOPE_MAX_WORLD_SIZE=N" in out.err
     code, out = _run(capsys, ["plan", "--world-size", "16", "--json"])
     assert code == 0, out.err
+
+
+def test_run_refuses_an_empty_out_instead_of_writing_the_default_folder(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    code, out = _run(capsys, ["run", "--out=", "--nproc", "1", "--steps", "1"])
+    assert code == 2 and out.err.splitlines() == [
+        "commscope: error: --out is empty: give the run directory, or leave --out out for "
+        "runs/<timestamp>-<preset>-<world size>"]
+    assert list(tmp_path.iterdir()) == []  # no runs/<timestamp>
+
+
+@pytest.mark.parametrize("argv", [["--profile", "-1:2"], ["--profile=-1:2"], ["--profile", "-3"]])
+def test_run_says_what_a_profiler_window_must_be(capsys, tmp_path, argv):
+    # argparse would take a separate "-1:2" for an option ("expected one argument"): the value reaches the
+    # trainer's own check, which says what the window must be
+    out_dir = tmp_path / "r"
+    code, out = _run(capsys, ["run", "--nproc", "1", "--steps", "3", "--out", str(out_dir), *argv])
+    got = argv[-1].split("=")[-1]
+    want = f"{got}:{int(got) + 1}" if ":" not in got else got
+    assert code == 2 and out.err.splitlines() == [
+        f"commscope: error: --profile must be a window START:STOP with 0 <= START < STOP, got {want}"]
+    assert not out_dir.exists()
+
+
+def test_run_joins_each_forwarded_value_to_its_option():
+    from instrumented_model.options import to_argv
+
+    assert to_argv({"profile": "-1:2", "inject": ["crash@rank=0,step=1", "-x"], "compile": True, "seed": 0,
+                    "lr": None}) == ["--seed=0", "--compile", "--profile=-1:2", "--inject=crash@rank=0,step=1",
+                                     "--inject=-x"]

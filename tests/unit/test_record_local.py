@@ -13,6 +13,7 @@ from commscope.errors import UserError
 from commscope.recording import NullRecorder, Recorder, record
 from commscope.recording.clock import offset_bounds
 from commscope.recording.collective import comm_size, op_name
+from commscope.util.cpus import usable_cores
 from commscope.util.step_range import parse_step_range
 from fake_cuda import FakeCudaEvent, use_fake_cuda
 
@@ -67,6 +68,7 @@ def test_hook_order_is_autograd_order_last_layer_first(tmp_path):
     assert status == {"status": "completed", "error": None, "last_step": 1}
     meta = orjson.loads((tmp_path / "rank0" / "meta.json").read_bytes())
     assert meta["schema_version"] == 1 and meta["clock"]["offset_ns"] == 0 and meta["world_size"] == 1
+    assert meta["cpu_cores"] == usable_cores() >= 1  # what a report needs to tell an oversubscribed CPU run
 
 
 def test_exception_in_step_keeps_finished_steps_and_partial_records(tmp_path):

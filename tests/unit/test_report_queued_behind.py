@@ -1,8 +1,11 @@
 """The summary names the labels a collective queued behind (the cause of its wait), and the page's
-bullets say it in plain words."""
+bullets and the terminal's top-exposed table say it in plain words."""
 import pytest
 
+from rich.console import Console
+
 from commscope.analyze.report_overview import _behind, highlights
+from reports.report_terminal import print_report_summary, queued_behind_line
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
 from paths import TESTS
@@ -41,3 +44,20 @@ def test_several_culprits_most_first_the_rest_summed():
     assert _behind({"a": 5.0, "b": 4.0, "c": 3.0, "d": 2.0, "e": 1.0}) == (
         " (behind a: 5.000 ms, b: 4.000 ms, c: 3.000 ms, 2 more label(s): 3.000 ms)")
     assert _behind({}) == "" and _behind(None) == "" and _behind({"a": 0.0}) == ""
+
+
+def test_terminal_names_what_the_queued_share_waits_behind(doc):
+    con = Console(record=True, width=200)
+    print_report_summary(doc, con)
+    text = con.export_text()
+    assert ("queued behind (ms per rank): scalars behind attn 139.229; smear_gate behind ve0 43.643; "
+            "lm_head behind ve2 10.398\n") in text
+    assert text.index("Top exposed collectives") < text.index("queued behind (ms per rank)")
+
+
+def test_terminal_line_names_three_labels_and_counts_the_rest():
+    rows = [("x", {"queued_behind_ms": {"a": 5.0, "b": 4.0, "c": 3.0, "d": 2.0, "e": 1.0}}),
+            ("y", {"queued_behind_ms": {}}), ("z", {"queued_behind_ms": {"a": 0.25}}), ("w", {})]
+    assert queued_behind_line(rows) == ("queued behind (ms per rank): x behind a 5.000, b 4.000, c 3.000, "
+                                        "2 more labels 3.000; z behind a 0.250")
+    assert queued_behind_line([("y", {"queued_behind_ms": {}}), ("w", {})]) is None

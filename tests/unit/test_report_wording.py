@@ -45,3 +45,12 @@ def test_one_file_per_rank_is_listed_once_in_the_run_configuration():
     """`files` names each rank's trace; `rank_files` appears only where a rank has several (profiling cycles)."""
     tr = load_path(str(TESTS / "data" / "hta-testdata" / "trace_filter"))
     assert set(tr.config["files"]) == {0, 1} and "rank_files" not in tr.config
+
+
+def test_an_unknown_queued_share_is_the_dash_every_unknown_cell_shows():
+    from reports.report_terminal import queued_pct
+    from reports.tables import fmt
+
+    assert queued_pct({"queued_ms": None, "exposed_ms": 1.0}) == fmt(None) == "–"
+    assert queued_pct({"queued_ms": 0.0, "exposed_ms": 0.0}) == "–" and queued_pct({}) == "–"
+    assert queued_pct({"queued_ms": 0.5, "exposed_ms": 2.0}) == "25.0"
