@@ -1,7 +1,7 @@
 """The report's first section: `commscope doctor`'s verdict (ok / crash / hang / desync / straggler /
 interrupted / insufficient).
 
-Renders `ctx.diagnosis` (a `commscope.analyze.doctor.Diagnosis`: the report command's, made with the run's
+Renders `ctx.diagnosis` (a `commscope.analyze.diagnosis.Diagnosis`: the report command's, made with the run's
 watchdog/inflight reports, or report_context's verdict on the loaded frames alone). For a straggler: the
 waiting per judged step, the collective instances it is based on, and a link to the timeline when the
 steps are in the page's timeline window (else the `--steps` that draws them); when the loader met problems,

@@ -2,7 +2,7 @@
 instances it is based on, the Flight Recorder's second opinion, the faults the run was started with and the
 loader's problems (the first few, each whole, as `report` prints them).
 
-Renders a `commscope.analyze.doctor.Diagnosis` as it is; every string in it comes from the analysis and is
+Renders a `commscope.analyze.diagnosis.Diagnosis` as it is; every string in it comes from the analysis and is
 escaped, so rank lists like [0, 1] are never read as rich markup.
 """
 from __future__ import annotations

@@ -78,7 +78,7 @@ BOUNDARY_PCT = 2.0  # host time at step boundaries worth a line in the terminal 
 
 
 def print_doctor_line(diagnosis, console: Console) -> None:
-    """The doctor's one-line verdict above the tables (commscope.analyze.doctor.Diagnosis.summary)."""
+    """The doctor's one-line verdict above the tables (commscope.analyze.diagnosis.Diagnosis.summary)."""
     console.print(f"[bold]doctor:[/] {escape(diagnosis.summary)}", highlight=False)
 
 

@@ -42,7 +42,7 @@ class ReportContext:
     trace: Any                       # commscope.load.Trace
     summary: dict                    # commscope.analyze.summary.summarize(trace, steps)
     window: tuple[int, int] | None   # steps [lo, hi) drawn in the timeline (None = all)
-    diagnosis: Any = None            # commscope.analyze.doctor.Diagnosis, or the exception diagnosing raised
+    diagnosis: Any = None            # commscope.analyze.diagnosis.Diagnosis, or the exception diagnosing raised
     timeline: TimelineBars | Exception | None = None
     layout: Any = None               # LayoutReport, None (no profiled ops or kernels) or an exception
     layout_groups: pd.DataFrame | None = None  # layout_report.grouped(layout.findings)

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from commscope.analyze import doctor
+from commscope.analyze import doctor, doctor_straggler
+from commscope.analyze.diagnosis import VERDICTS
 from commscope.analyze.doctor import diagnose_path
 from commscope.load.flight_recorder import read_flight_recorder
 from commscope.errors import UserError
@@ -166,8 +167,8 @@ def test_one_stall_far_over_the_bar_rates_high_an_episode_near_it_low(tmp_path):
     d = diagnose_path(str(tmp_path / "run2"))
     assert (d.verdict, d.confidence) == ("straggler", "low")
     assert "Confidence low (an episode: 1 of 5 judged steps, at most 3.0× the bar)" in d.summary
-    assert doctor._confidence(1, 39, 12.5) == "high" and doctor._confidence(1, 39, 4.9) == "low"
-    assert doctor._confidence(3, 4, 1.1) == "high" and doctor._confidence(1, 2, 1.1) == "medium"
+    assert doctor_straggler._confidence(1, 39, 12.5) == "high" and doctor_straggler._confidence(1, 39, 4.9) == "low"
+    assert doctor_straggler._confidence(3, 4, 1.1) == "high" and doctor_straggler._confidence(1, 2, 1.1) == "medium"
 
 
 def cpu_run(tmp_path, steps=(0, 1, 2)):
@@ -353,7 +354,7 @@ def test_backend_timeout_without_records_is_a_hang_without_culprit(run):
 def test_failure_without_evidence_is_insufficient(run):
     put(run, 1, "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15", "last_step": 2})
     d = diagnose_path(str(run))
-    assert (d.verdict, d.culprit_ranks) == ("insufficient", []) and "failed" not in doctor.VERDICTS
+    assert (d.verdict, d.culprit_ranks) == ("insufficient", []) and "failed" not in VERDICTS
 
 
 def test_a_user_interrupt_is_interrupted_not_a_crash(run):

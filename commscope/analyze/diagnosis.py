@@ -1,0 +1,43 @@
+"""`Diagnosis`: the doctor's verdict on a run — which of VERDICTS, who, where, and the evidence — as every
+rule of commscope.analyze.doctor (and of its straggler rule, analyze.doctor_straggler) returns it and the
+renderers (reports/doctor_terminal.py, reports/doctor_section.py) print it. A plain record: it holds
+what the rules found and computes nothing."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+VERDICTS = ("ok", "crash", "hang", "straggler", "desync", "interrupted", "insufficient")
+
+
+@dataclass
+class Diagnosis:
+    verdict: str
+    culprit_ranks: list[int] = field(default_factory=list)
+    label: str | None = None
+    step: int | None = None
+    sequence: int | None = None
+    group: str | None = None
+    summary: str = ""
+    evidence: list[dict] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)
+    second_opinion: dict | None = None  # the Flight Recorder's own verdict, when dumps exist
+    confidence: str | None = None  # straggler: high | medium | low (docs/faults.md)
+    details: dict | None = None    # straggler, ok: thresholds, judged steps, persistence, the instances
+    problems: list[str] = field(default_factory=list)  # the loader's (Trace.problems), as `report` lists them
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def iso_ns(ns: Any) -> int | None:
+    """A time as the evidence holds it: integer ns, None where unknown."""
+    return None if ns is None or pd.isna(ns) else int(ns)
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """Ranks as the verdicts name them: "1,3"."""
+    return ",".join(str(r) for r in ranks)

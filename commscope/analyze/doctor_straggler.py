@@ -1,0 +1,234 @@
+"""The doctor's straggler rule (rule 7 of commscope.analyze.doctor, checked when no crash, hang, desync
+or missing rank explains the run): `check_straggler(trace)` gives the straggler verdict, or the ok /
+insufficient one that says what was judged.
+
+Who made whom wait comes from analyze.waiting (the same `instances` as the report's straggler table), on
+device-side arrivals where the trace has them, else on host launch times. A step is judged unless it is
+noise (warm-up, the profiler window or its export). In a judged step a rank is flagged when the others
+waited for it at least the bar: a share of the run's median step (STRAGGLER_PCT_DEVICE for device-timed
+arrivals, STRAGGLER_PCT_HOST for host-timed ones, whose speed varies with OS scheduling), or an absolute
+`straggler_ms`, and never below three times the ranks' clock-alignment error. The culprits are the
+flagged ranks that caused at least half as much waiting as the worst; the confidence says how persistent
+(most judged steps) or how far over the bar (STRAGGLER_MARGIN_HIGH) that was. docs/faults.md has the
+measurements behind the bars.
+
+Invariants: a pure function of the trace's frames; the evidence lists at most MAX_INSTANCES collectives
+per flagged (step, rank) and MAX_INSTANCES_TOTAL in all, so a long run's verdict stays small.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze import skew, waiting
+from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
+from commscope.load.frames import Trace
+from commscope.rundir.schema import EVENTS
+from commscope.util.ranges import int_ranges
+
+# Default bars for the waiting a rank causes in one step, as a share (%) of the run's median step time.
+# Device-timed arrivals (GPU kernels) vary by well under a percent between healthy ranks; host-timed ones
+# (CPU ranks) vary with OS scheduling: healthy 2- and 4-rank runs on a 2-core machine showed a rank making
+# the others wait up to ~62 % of the median step in one step (docs/faults.md).
+STRAGGLER_PCT_DEVICE = 10.0
+STRAGGLER_PCT_HOST = 100.0
+# A step in which a rank caused at least this many times the bar of waiting is unmistakable on its own:
+# healthy runs stay under the bar (CPU ranks: at most 0.62× it in docs/faults.md's 16 runs; GPU ranks: about
+# 0.1×), so one such stall rates confidence high even when it happened once (an episode, not persistent).
+STRAGGLER_MARGIN_HIGH = 5.0
+MAX_INSTANCES = 20  # per flagged (step, rank) in the evidence: the ones that caused the most waiting
+MAX_INSTANCES_TOTAL = 200  # and in all, so a long run's evidence stays small
+
+
+def _bar(inst: pd.DataFrame, trace: Trace, straggler_ms: float | None, straggler_pct: float | None,
+         median_step_ns: float) -> tuple[float, dict]:
+    """The least waiting (ns, mean per waiting rank) in one step that is evidence, and how it was set."""
+    host = bool(len(inst)) and bool((inst["timing"] == "host").any())
+    err = max((m.get("clock", {}).get("error_ns", 0) or 0 for m in trace.config.get("meta", {}).values()), default=0)
+    if straggler_ms is not None:
+        bar, how = straggler_ms * 1e6, {"kind": "absolute", "ms": straggler_ms}
+    else:
+        pct = straggler_pct if straggler_pct is not None else (STRAGGLER_PCT_HOST if host else STRAGGLER_PCT_DEVICE)
+        bar = pct / 100 * median_step_ns
+        how = {"kind": "relative", "pct_of_median_step": pct, "arrivals": "host" if host else "device"}
+    how["clock_error_ms"] = float(err) / 1e6
+    bar = max(bar, 3 * float(err))  # arrivals compared across ranks are only as good as their clocks
+    how["ms"] = bar / 1e6
+    return bar, how
+
+
+def _confidence(flagged: int, judged: int, margin: float = 0.0) -> str:
+    """`margin`: the most waiting the culprit caused in one step, as a multiple of the bar."""
+    if flagged >= 2 and 2 * flagged >= judged:
+        return "high"  # persistent: most judged steps, and more than one
+    if margin >= STRAGGLER_MARGIN_HIGH:
+        return "high"  # unmistakable: far beyond what healthy runs show, even once
+    if 2 * flagged >= judged:
+        return "medium"  # as persistent as the data can show (one or two judged steps)
+    return "low"  # an episode: fewer than half of the judged steps, none far over the bar
+
+
+def _instance_records(inst: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
+    out = []
+    for r in inst.itertuples():
+        ls = launches.get((r.group, r.seq))
+        out.append({"group": str(r.group), "sequence": int(r.seq), "label": r.label, "op": r.op, "step": int(r.step),
+                    "ranks": int(r.n_ranks), "last_rank": int(r.last_rank), "first_arrival_ns": iso_ns(r.first_ns),
+                    "last_arrival_ns": iso_ns(r.last_ns), "arrival_skew_ms": r.skew_ns / 1e6,
+                    "waiting_caused_ms": r.wait_caused_ns / 1e6, "mean_wait_ms": r.lost_ns / 1e6,
+                    "arrival": r.timing,
+                    # host side, for reference: when the hosts queued it (on GPUs long before the device ran it)
+                    "launch_skew_ms": None if ls is None else ls[0] / 1e6,
+                    "launched_last_rank": None if ls is None else ls[1]})
+    return out
+
+
+def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggler_pct: float | None = None,
+                    warmup_steps: int = waiting.WARMUP_STEPS) -> Diagnosis:
+    """The straggler verdict, or the ok/insufficient one that says what was judged (module docstring)."""
+    inst = waiting.instances(trace.collectives)
+    noise = waiting.noise_steps(trace, warmup_steps)
+    times = waiting.step_times(trace.steps)
+    judged_steps = [int(s) for s in times.index if int(s) not in noise]
+    src = [EVENTS if trace.source == "run" else "trace"]
+    excluded = {str(k): v for k, v in sorted(noise.items())}
+    if trace.world_size == 1:
+        return _one_rank(trace, src)
+    if not judged_steps or not len(inst):
+        why = ("no collective reached by every member" if not len(inst) else
+               "no step left to judge" + (f" (excluded: {_noise_text(noise)})" if noise else " (no steps)"))
+        return Diagnosis("insufficient", sources=src, details={"excluded_steps": excluded}, summary=(
+            f"insufficient: no crash, hang or desync found in {trace.world_size} rank(s), but stragglers cannot "
+            f"be judged: {why}."))
+    # The yardstick: the median over every step outside the profiler window, warm-up included, so that
+    # with few steps the straggler's own (lengthened) step does not set the bar it is judged by.
+    median_steps = [int(s) for s in times.index if noise.get(int(s)) in (None, "warm-up")]
+    median_step = float(np.median(times.loc[median_steps]))
+    scope = _median_scope(median_steps, {s: why for s, why in noise.items() if s in times.index})
+    inst = inst[pd.to_numeric(inst["step"], errors="coerce").isin(judged_steps)]
+    bar, how = _bar(inst, trace, straggler_ms, straggler_pct, median_step)
+    per = waiting.by_step(inst)
+    per["pct"] = 100 * per["lost_ns"] / median_step
+    flagged = per[per["lost_ns"] >= bar]
+    details = {"threshold": how, "median_step_ms": median_step / 1e6, "median_step_steps": median_steps,
+               "judged_steps": judged_steps, "excluded_steps": excluded}
+    if not len(flagged):
+        top = per.sort_values("lost_ns", ascending=False).head(1)
+        worst = (f"; the most any rank made the others wait in a step: rank {int(top['rank'].iloc[0])}, "
+                 f"{top['lost_ns'].iloc[0] / 1e6:,.1f} ms in step {int(top['step'].iloc[0])} "
+                 f"({top['pct'].iloc[0]:.1f} % of the median step)" if len(top) else "")
+        return Diagnosis("ok", sources=src, details=details, summary=(
+            f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
+            f"{int_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:,.1f} ms of waiting per "
+            f"step{_bar_text(how, f'{median_step / 1e6:,.1f} ms median step{scope}')}{worst}."))
+    totals = flagged.groupby("rank")["wait_caused_ns"].sum().sort_values(ascending=False, kind="stable")
+    culprits = [int(r) for r, w in totals.items() if w >= 0.5 * totals.iloc[0]]
+    worst = culprits[0]
+    mine = flagged[flagged["rank"].isin(culprits)].sort_values(["step", "rank"])
+    launches = {(g, q): (sk, int(lr)) for g, q, sk, lr in skew.launch_skew(trace.collectives)[
+        ["group", "seq", "skew_ns", "last_rank"]].itertuples(index=False)}
+    evidence, based_on = [], []
+    for r in mine.itertuples():
+        evidence.append({"rank": int(r.rank), "step": int(r.step), "instances": int(r.instances),
+                         "waiting_caused_ms": r.wait_caused_ns / 1e6, "mean_wait_ms": r.lost_ns / 1e6,
+                         "pct_of_median_step": r.pct, "step_ms": float(times.loc[r.step]) / 1e6})
+        rows = inst[(inst["step"] == r.step) & (inst["last_rank"] == r.rank) & (inst["wait_caused_ns"] > 0)]
+        based_on += _instance_records(rows.sort_values("wait_caused_ns", ascending=False).head(MAX_INSTANCES),
+                                      launches)
+    based_on = sorted(based_on, key=lambda b: -b["waiting_caused_ms"])[:MAX_INSTANCES_TOTAL]
+    persistence = {}
+    for c in culprits:
+        f = mine[mine["rank"] == c]
+        margin = float(f["lost_ns"].max()) / bar if bar > 0 else float("inf")
+        persistence[str(c)] = {"steps": [int(x) for x in f["step"]], "judged_steps": len(judged_steps),
+                               "share_of_judged_steps": len(f) / len(judged_steps),
+                               "mean_pct_of_median_step": float(f["pct"].mean()),
+                               "max_pct_of_median_step": float(f["pct"].max()),
+                               "waiting_caused_ms": float(totals.loc[c]) / 1e6, "max_bar_multiple": margin,
+                               "confidence": _confidence(len(f), len(judged_steps), margin)}
+    top = max((b for b in based_on if b["last_rank"] == worst), key=lambda b: b["waiting_caused_ms"])
+    p = persistence[str(worst)]
+    others = [r for r in totals.index if int(r) not in culprits]
+    details.update(persistence=persistence, labels=list(dict.fromkeys(b["label"] for b in sorted(
+        based_on, key=lambda b: -b["waiting_caused_ms"]))), instances=based_on,
+        also_late={str(int(r)): float(totals.loc[r]) / 1e6 for r in others})
+    who = f"rank {worst}" if len(culprits) == 1 else f"ranks {ranks_text(culprits)} (worst: rank {worst})"
+    arrivals = ("NCCL kernel / CUDA event starts on the device" if how.get("arrivals") != "host" else
+                "launch calls, each after the group's previous collective")
+    mean_lost = float(mine.loc[mine["rank"] == worst, "lost_ns"].mean()) / 1e6
+    n, judged = len(p["steps"]), len(judged_steps)
+    # the waiting is averaged over the steps where the culprit was late, not over every judged step
+    when = (f"in the 1 step where it was late (step {p['steps'][0]}, of {judged} judged)" if n == 1 else
+            f"on average over the {n} steps where it was late ({int_ranges(p['steps'])}, of {judged} judged)")
+    why = ("persistent: most judged steps" if n >= 2 and 2 * n >= judged else
+           f"one stall {p['max_bar_multiple']:.1f}× the bar, far beyond healthy noise"
+           if p["max_bar_multiple"] >= STRAGGLER_MARGIN_HIGH else
+           "as persistent as so few judged steps can show" if 2 * n >= judged else
+           f"an episode: {n} of {judged} judged steps, at most {p['max_bar_multiple']:.1f}× the bar")
+    return Diagnosis(
+        "straggler", culprits, label=top["label"], step=top["step"], sequence=top["sequence"], group=top["group"],
+        evidence=evidence, sources=src, confidence=p["confidence"], details=details,
+        summary=(f"straggler: {who} made the other ranks wait {mean_lost:,.1f} ms each "
+                 f"({p['mean_pct_of_median_step']:.1f} % of the {median_step / 1e6:,.1f} ms median step{scope}) "
+                 f"{when}; "
+                 f"{p['waiting_caused_ms']:,.1f} ms of waiting in all; most at '{top['label']}' (step {top['step']}, seq "
+                 f"{top['sequence']}, {top['mean_wait_ms']:,.1f} ms per waiting rank). Confidence {p['confidence']} "
+                 f"({why}); found by arrival ({arrivals}), bar {how['ms']:,.1f} ms per step{_bar_text(how)}."))
+
+
+def _one_rank(trace: Trace, src: list[str]) -> Diagnosis:
+    """The verdict on a job of one rank: ok, unless nothing was recorded, or the world size is only the
+    count of traces read ("taken as 1") while the trace shows communication, the sign of a job with peers
+    whose traces are missing. The GPUs listed in deviceProperties alone are no such sign: it lists every
+    device the process could see, on an 8-GPU machine also for a one-GPU job."""
+    recorded = {"steps": len(trace.steps), "collectives": len(trace.collectives), "kernels": len(trace.kernels),
+                "compute": len(trace.compute), "regions": len(trace.regions)}
+    if not any(recorded.values()):
+        return Diagnosis("insufficient", sources=src, details={"recorded": recorded}, summary=(
+            "insufficient: nothing recorded: the input holds no steps, collectives, kernels or ops, so there is "
+            "nothing to judge."))
+    guessed = trace.config.get("world_size_from") == "ranks read"
+    devices = trace.config.get("deviceProperties")
+    n_dev = len(devices) if isinstance(devices, list) else 0
+    on = f" on a machine with {n_dev} GPUs (deviceProperties)" if n_dev > 1 else ""
+    if guessed and len(trace.collectives):
+        return Diagnosis("insufficient", sources=src,
+                         details={"world_size": "unknown", "collectives": len(trace.collectives), "devices": n_dev},
+                         summary=(
+            f"insufficient: the job's world size is unknown (no distributedInfo, no process-group sizes; taken "
+            f"as 1 from the one trace read), but this rank ran {len(trace.collectives)} collective(s){on}: a job "
+            "that communicates has peers, and without their traces who waited for whom cannot be judged. Load "
+            "every rank's trace, recorded with a process group (distributedInfo) or named rank<N>."))
+    if guessed:
+        return Diagnosis("ok", sources=src, details={"world_size": "unknown", "devices": n_dev}, summary=(
+            "ok: one trace read, with no collectives and no distributedInfo (world size unknown, taken as 1): "
+            "nothing shows a job of several ranks, and with one rank nobody waits for anybody, so there is no "
+            "straggler or desync to find."))
+    return Diagnosis("ok", sources=src, summary="ok: no crash or hang in the job's one rank; with one rank "
+                     "nobody waits for anybody, so there is no straggler or desync to find.")
+
+
+def _bar_text(how: dict, median: str = "") -> str:
+    """`median`: what the median step is ("41.8 ms median step of steps 10-11"), where the text has not
+    said it yet."""
+    if how["kind"] != "relative":
+        return " (--straggler-ms)"
+    return f" ({how['pct_of_median_step']:g} % of the {median or 'median step'})"
+
+
+def _median_scope(steps: list[int], noise: dict[int, str]) -> str:
+    """Which steps the median step time covers (`noise`: the recorded steps left out, with why), for the
+    verdict's text: `run`, `report` and `compare` print other step-time figures of the same run."""
+    left = {s: why for s, why in noise.items() if why != "warm-up"}
+    return f" of steps {int_ranges(steps)}" + (f", not {_noise_text(left)}" if left else "")
+
+
+def _noise_text(noise: dict[int, str]) -> str:
+    by: dict[str, list[int]] = {}
+    for s, why in sorted(noise.items()):
+        by.setdefault(why, []).append(s)
+    return ", ".join(f"{int_ranges(v)} {k}" for k, v in by.items())
+
+
+def _excluded_text(noise: dict[int, str]) -> str:
+    return f" (not judged: {_noise_text(noise)})" if noise else ""
