@@ -24,7 +24,7 @@ import pandas as pd
 from commscope.analyze.contention import CONTENTION_COLUMNS, device_limits, find_sm_contention
 from commscope.analyze.layout import FINDING_COLUMNS, SLOWDOWN_FLAG, find_layout_mismatches, severity
 from commscope.analyze.layout_kernels import UNLINKED, kernel_layout_evidence
-from commscope.load.kineto_events import NOT_A_SHAPE
+from commscope.load.kineto_values import NOT_A_SHAPE
 
 JSON_FINDING_KEYS = ["op", "kernel", "dims", "strides", "duration_us", "achieved_gbps", "peak_gbps",
                      "est_saving_us", "where", "confidence", "deliberate", "rank", "pct_of_peak", "peak_source",

@@ -32,7 +32,8 @@ import pandas as pd
 
 from commscope.load import kineto_comms
 from commscope.load.device_steps import device_steps
-from commscope.load.kineto_events import check_shapes, check_values, read_events
+from commscope.load.kineto_events import read_events
+from commscope.load.kineto_values import check_shapes, check_values
 from commscope.load.files import gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, match_positions, ns_array
 

@@ -122,7 +122,7 @@ def _events(dims=None, strides=None, types=None, grid=None):
     ("x", False), (7, False), ([{"a": 1}], False),
 ])
 def test_shapes_beyond_the_limits_or_of_the_wrong_types_are_unknown(dims, ok):
-    from commscope.load.kineto_events import check_shapes
+    from commscope.load.kineto_values import check_shapes
 
     ev = _events(dims=dims)
     check_shapes(ev)
@@ -131,7 +131,7 @@ def test_shapes_beyond_the_limits_or_of_the_wrong_types_are_unknown(dims, ok):
 
 
 def test_types_and_launch_shapes_are_checked_too():
-    from commscope.load.kineto_events import check_shapes
+    from commscope.load.kineto_values import check_shapes
 
     ev = _events(dims=[[2]], strides=[[10 ** 400]], types=5, grid=[10 ** 30, 1, 1])
     check_shapes(ev)
@@ -164,7 +164,8 @@ def test_a_shape_longer_than_the_cap_is_never_decoded(tmp_path):
     """The typed reader leaves a shape's text beyond MAX_SHAPE_BYTES undecoded: reading a trace whose one
     op has 4 M dimensions (8 MB of text) allocates little beyond the file's bytes, where decoding it
     builds a 32 MB list (and a copy of its text)."""
-    from commscope.load.kineto_events import check_shapes, check_values, read_events
+    from commscope.load.kineto_events import read_events
+    from commscope.load.kineto_values import check_shapes, check_values
 
     p = tmp_path / "rank0.json"
     _one_op_trace(p, b"[[" + b",".join([b"1"] * 4_000_000) + b"]]")
@@ -182,7 +183,8 @@ def test_a_shape_longer_than_the_cap_is_never_decoded(tmp_path):
 
 
 def test_numbers_beyond_float_range_in_times_are_dropped():
-    from commscope.load.kineto_events import Events, check_values
+    from commscope.load.kineto_events import Events
+    from commscope.load.kineto_values import check_values
 
     ev = Events()
     ev.a_name, ev.a_tid, ev.a_ts, ev.a_dur = ["a", "b"], [1, 1], [1.0, 10 ** 400], [1.0, -10 ** 400]
