@@ -53,7 +53,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import exposure, lateness, placement, representative, skew, step_gaps, timeline, waiting
+from commscope.analyze import (exposure, lateness, placement, regions, representative, skew, step_gaps, timeline,
+                               waiting)
 from commscope.load.frames import Trace, origin_ns
 from commscope.util.num import rounded, sig, whole
 
@@ -288,8 +289,10 @@ def evidence_notes(trace: Trace) -> list[str]:
     if len(ranks) == 1:
         notes.append("One rank: no cross-rank comparison (arrival skew, stragglers, desync) is possible.")
     if not len(c):
-        notes.append("No collectives in this trace (no NCCL/RCCL kernels, record_param_comms or gloo ops): "
-                     "communication figures (labels, overlap, skew) are empty.")
+        what = ("no collective records in events.jsonl: record each with rec.collective" if trace.source == "run"
+                else "no NCCL/RCCL kernels, record_param_comms or gloo ops")
+        notes.append(f"No collectives in this trace ({what}): communication figures (labels, overlap, skew) "
+                     "are empty.")
     else:
         unknown = int(pd.to_numeric(c["bytes"], errors="coerce").isna().sum())
         if unknown:
@@ -305,6 +308,7 @@ def evidence_notes(trace: Trace) -> list[str]:
         if unpaired:
             notes.append(f"{unpaired} collectives could not be paired across ranks (op, dtype or size differ "
                          "at the same group and sequence): they take no part in skew or stragglers.")
+        notes += _recording_notes(trace)
     if not len(trace.steps):
         notes.append("No ProfilerStep annotations: per-step breakdowns and step gaps are empty.")
     if trace.source == "kineto" and not len(trace.kernels):
@@ -340,6 +344,29 @@ def oversubscribed_hosts(trace: Trace) -> list[tuple[str, int, int]]:
         if str(m.get("device") or "").split(":")[0] == "cpu" and isinstance(cores, int) and cores >= 1:
             hosts.setdefault(str(m.get("hostname") or "?"), []).append(cores)
     return [(host, len(cores), min(cores)) for host, cores in sorted(hosts.items()) if len(cores) > min(cores)]
+
+
+def _recording_notes(trace: Trace) -> list[str]:
+    """What a run directory's records leave the figures unable to tell: collectives nobody waited on
+    through their handle, and host work in regions that do not count as compute (analyze.regions)."""
+    if trace.source != "run":
+        return []
+    notes = []
+    c = trace.collectives
+    unwaited = int((c["wait_ns"].isna() & c["end_ns"].notna()).sum())
+    if unwaited:
+        notes.append(f"{unwaited} of {len(c)} collectives were never waited on through their handle "
+                     "(handle.wait()): their exposed time is taken as 0. If the program blocked on them another "
+                     "way (DDP waits for its buckets inside backward: see docs/recording.md, \"DDP\"), that "
+                     "wait counts as whatever region it fell in.")
+    leaves = regions.uncounted_leaf_regions(trace)
+    if len(leaves):
+        shown = ", ".join(f"'{n}' ×{k}" for n, k in zip(leaves["name"][:5], leaves["count"][:5]))
+        more = f" and {len(leaves) - 5} more" if len(leaves) > 5 else ""
+        notes.append(f"Regions not counted as compute: {shown}{more}. Only forward, backward, update:* and "
+                     "compute:* regions, or rec.region(name, compute=True), are compute: the time in these counts "
+                     "as neither compute nor communication (overlap, hidden % and the steps' compute share).")
+    return notes
 
 
 def arrival_lateness(trace: Trace) -> dict:

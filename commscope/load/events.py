@@ -46,14 +46,14 @@ _INT64_MAX = 2 ** 63 - 1
 _COUNTER_MAX = 2 ** 53 - 1
 
 # Field types: "ns" (time, int64), "int" (int64 counter), "num" (finite number), "str" (string; a
-# group's name may also be written as a number), "scalar" (any string or number).
+# group's name may also be written as a number), "scalar" (any string or number), "bool" (true or false).
 _KINDS: dict[str, dict[str, str]] = {
     "step": {"step": "int", "start_ns": "ns", "end_ns": "ns", "loss": "num"},
     "collective": {"step": "int", "label": "str", "phase": "str", "op": "str", "bytes": "num", "dtype": "str",
                    "group": "str", "group_size": "int", "seq": "int", "call_ns": "ns", "return_ns": "ns",
                    "wait_ns": "ns", "wait_end_ns": "ns", "start_ns": "ns", "end_ns": "ns", "stream": "scalar",
                    "timing": "str"},
-    "region": {"step": "int", "micro_step": "int", "name": "str", "start_ns": "ns", "end_ns": "ns"},
+    "region": {"step": "int", "micro_step": "int", "name": "str", "start_ns": "ns", "end_ns": "ns", "compute": "bool"},
     "hook": {"step": "int", "micro_step": "int", "label": "str", "position": "int", "t_ns": "ns"},
 }
 FRAME_OF = {"step": "steps", "collective": "collectives", "region": "regions", "hook": "hooks"}
@@ -80,6 +80,8 @@ def _field_type(name: str, t: str) -> Any:
         return Annotated[float, msgspec.Meta(ge=_MIN[name])] if name in _MIN else float
     if t == "str":
         return Union[str, int] if name == "group" else str
+    if t == "bool":
+        return bool
     return Union[str, int, float]
 
 
@@ -160,6 +162,10 @@ def _check(rec: dict, kind: str, rank: int) -> tuple:
                 v = str(v)
             if type(v) is not str:
                 raise _Reject(f"{f} is not a string", f"{f}={_short(v)}")
+            row[f] = v
+        elif t == "bool":
+            if type(v) is not bool:
+                raise _Reject(f"{f} is not true or false", f"{f}={_short(v)}")
             row[f] = v
         else:
             if type(v) not in (str, int, float):
@@ -323,7 +329,7 @@ class EventColumns:
                 continue  # not in events.jsonl (frame() fills it)
             t = "int" if col == "rank" else _KINDS[kind][col]
             a = (np.concatenate([p[kind][col] for p in self.parts]) if self.parts else
-                 np.zeros(0, dtype=object if t in ("str", "scalar") else np.float64 if t == "num" else np.int64))
+                 np.zeros(0, dtype=object if t in ("str", "scalar", "bool") else np.float64 if t == "num" else np.int64))
             if t in ("ns", "int"):
                 missing = a == NA
                 if t == "ns":

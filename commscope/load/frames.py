@@ -29,7 +29,7 @@ COLUMNS: dict[str, list[str]] = {
                     "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns", "stream",
                     "timing", "label_source"],
     "compute": ["rank", "step", "name", "start_ns", "end_ns", "stream", "kind"],
-    "regions": ["rank", "step", "micro_step", "name", "start_ns", "end_ns"],
+    "regions": ["rank", "step", "micro_step", "name", "start_ns", "end_ns", "compute"],
     "hooks": ["rank", "step", "micro_step", "label", "position", "t_ns"],
     "ops": ["rank", "name", "start_ns", "end_ns", "tid", "external_id", "dims", "strides", "dtypes",
             "kernel_names", "kernel_ns", "kernel_dur_ns", "grids"],

@@ -25,7 +25,8 @@ from commscope.rundir import check_doc, rank_dirs
 from commscope.rundir.schema import RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, WATCHDOG
 from commscope.util.ranges import int_ranges
 
-# Regions that are computation; containers (optimizer, opt.phase*) also hold communication waits.
+# Regions that are computation unless their record says otherwise (`compute`); containers (optimizer,
+# opt.phase*) also hold communication waits.
 _COMPUTE_NAMES = ("forward", "backward")
 _COMPUTE_PREFIXES = ("update:", "compute:")
 
@@ -49,7 +50,16 @@ def _regular_or_problem(path: str, rank: int, problems: list[str]) -> bool:
 
 
 def is_compute_region(name: str) -> bool:
+    """Whether a region of this name is computation when its record does not say (no `compute` key)."""
     return name in _COMPUTE_NAMES or name.startswith(_COMPUTE_PREFIXES)
+
+
+def compute_mask(regions) -> np.ndarray:
+    """Per region: its record's `compute` (rec.region(name, compute=...)) where given, else by its name."""
+    by_name = regions["name"].map(is_compute_region).to_numpy(dtype=bool)
+    said = regions["compute"].to_numpy(dtype=object) if "compute" in regions else np.full(len(regions), None)
+    given = np.array([v is True or v is False for v in said], dtype=bool)
+    return np.where(given, said == True, by_name)  # noqa: E712 (object array: elementwise, not identity)
 
 
 def read_rank_folder(d: str) -> dict:
@@ -176,7 +186,7 @@ def _fill_from_records(trace: Trace, events: EventColumns) -> None:
     trace.collectives = c.sort_values(["rank", "call_ns"], kind="stable").reset_index(drop=True)
     reg = events.frame("region")
     trace.regions = reg.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
-    comp = reg[reg["name"].map(is_compute_region).astype(bool)] if len(reg) else reg
+    comp = reg[compute_mask(reg)] if len(reg) else reg
     trace.compute = frame("compute", comp.assign(stream=np.nan, kind="region")[
         ["rank", "step", "name", "start_ns", "end_ns", "stream", "kind"]] if len(comp) else None)
     trace.hooks = events.frame("hook")

@@ -1,0 +1,57 @@
+"""Which recorded regions a run's compute figures leave out, and could be meant as compute.
+
+A run directory's compute set (hidden %, communication overlap, per-step compute) is made of its
+compute regions: `forward`, `backward`, `update:*`, `compute:*`, or any region recorded with
+`rec.region(name, compute=True)` (commscope.load.rundir.compute_mask). Other regions are containers —
+`optimizer`, `opt.phase1` — that hold communication launches and waits, and are rightly not compute.
+`uncounted_leaf_regions(trace)` finds the regions that are neither: not counted, yet enclosing no other
+region and no collective launch or wait of their rank. Such a region is host work the figures treat as
+idle time (a user's `rec.region("compute_overlap")`, or an `optimizer` region around `opt.step()` only),
+which the report names so the user can rename it or pass `compute=True`.
+
+Invariants: a pure function of the trace's frames; empty for traces that are not run directories (their
+compute comes from kernels and ops, not regions).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from commscope.load.frames import Trace
+from commscope.load.rundir import compute_mask
+
+
+def _within(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per span [start, end]: how many of the sorted `points` lie inside it."""
+    return np.searchsorted(points, ends, side="right") - np.searchsorted(points, starts, side="left")
+
+
+def uncounted_leaf_regions(trace: Trace) -> pd.DataFrame:
+    """name, count (over ranks and steps) of the regions not counted as compute that enclose no other
+    region and no collective launch or wait of their rank; most frequent first."""
+    empty = pd.DataFrame({"name": pd.Series(dtype=object), "count": pd.Series(dtype=np.int64)})
+    reg = trace.regions
+    if trace.source != "run" or not len(reg):
+        return empty
+    reg = reg[reg["end_ns"].notna()]
+    counted = compute_mask(reg)
+    c = trace.collectives
+    names: list[str] = []
+    for rank, r in reg.groupby("rank", sort=False):
+        mine = ~counted[reg["rank"].to_numpy() == rank]
+        if not mine.any():
+            continue
+        starts = r["start_ns"].to_numpy(np.int64)
+        ends = r["end_ns"].to_numpy(np.int64)
+        cr = c[c["rank"] == rank]
+        # a collective's launch and its wait both mark a span that holds communication
+        comm = np.sort(np.concatenate([cr[col].dropna().to_numpy(np.int64) for col in ("call_ns", "wait_ns")]
+                                      if len(cr) else [np.empty(0, np.int64)]))
+        s, e = starts[mine], ends[mine]
+        inner = _within(np.sort(starts), s, e) - 1  # itself is among the starts it encloses
+        leaf = (inner == 0) & (_within(comm, s, e) == 0)
+        names += r["name"].to_numpy(dtype=object)[mine][leaf].tolist()
+    if not names:
+        return empty
+    counts = pd.Series(names, dtype=object).value_counts()
+    return pd.DataFrame({"name": counts.index.astype(object), "count": counts.to_numpy(np.int64)})

@@ -1,0 +1,65 @@
+"""Which regions of a run directory are compute: by name (forward, backward, update:*, compute:*) unless
+the record says `"compute": true|false` (rec.region(name, compute=...)); and the report's notes on what
+the records leave unknown: host work in regions that do not count (analyze.regions), collectives never
+waited on through their handle."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from commscope.analyze.regions import uncounted_leaf_regions
+from commscope.analyze.summary import evidence_notes, summarize
+from commscope.load.rundir import load
+from paths import TESTS
+
+SRC = TESTS / "data" / "cpurun-hooks-gloo2"
+
+
+def edited(tmp_path, *subs: tuple[str, str]):
+    d = tmp_path / "run"
+    shutil.copytree(SRC, d)
+    for rank in (0, 1):
+        f = d / f"rank{rank}" / "events.jsonl"
+        text = f.read_text()
+        for pattern, repl in subs:
+            text = re.sub(pattern, repl, text)
+        f.write_text(text)
+    return load(str(d))
+
+
+def test_the_reference_run_has_no_uncounted_leaf_region_and_no_recording_note():
+    trace = load(str(SRC))
+    assert len(uncounted_leaf_regions(trace)) == 0
+    assert not any("Regions not counted" in n or "never waited" in n for n in evidence_notes(trace))
+
+
+def test_a_renamed_leaf_region_is_named_and_compute_true_counts_it_again(tmp_path):
+    base = load(str(SRC))
+    renamed = edited(tmp_path, (r'"name":"update:attn"', '"name":"my_update"'))
+    u = uncounted_leaf_regions(renamed)
+    assert u.to_dict("records") == [{"name": "my_update", "count": 6}]  # 3 steps × 2 ranks
+    assert len(renamed.compute) == len(base.compute) - 6
+    note = next(n for n in evidence_notes(renamed) if n.startswith("Regions not counted as compute"))
+    assert "'my_update' ×6" in note and "compute=True" in note
+    flagged = edited(tmp_path / "b", (r'"name":"update:attn",', '"name":"my_update","compute":true,'))
+    assert len(flagged.compute) == len(base.compute) and len(uncounted_leaf_regions(flagged)) == 0
+    a, b = summarize(base, with_hta=False), summarize(flagged, with_hta=False)
+    assert [s["compute_ms"] for s in a["steps"]] == [s["compute_ms"] for s in b["steps"]]
+
+
+def test_compute_false_takes_a_named_region_out_and_a_non_boolean_is_a_problem(tmp_path):
+    base = load(str(SRC))
+    off = edited(tmp_path, (r'"name":"forward",', '"name":"forward","compute":false,'))
+    assert len(off.compute) == len(base.compute) - 6 and "forward" not in set(off.compute["name"])
+    bad = edited(tmp_path / "b", (r'"name":"forward",', '"name":"forward","compute":"yes",'))
+    assert any("compute is not true or false" in p for p in bad.problems)
+    assert len(bad.regions) == len(base.regions) - 6  # those records are left out, and said so
+
+
+def test_collectives_never_waited_on_are_counted_in_a_note(tmp_path):
+    t = edited(tmp_path, (r'("label":"scalars".*?)"wait_ns":\d+,"wait_end_ns":\d+', r'\1"wait_ns":null,"wait_end_ns":null'))
+    note = next(n for n in evidence_notes(t) if "never waited on" in n)
+    assert note.startswith(f"6 of {len(t.collectives)} collectives were never waited on")
+    assert summarize(t, with_hta=False)["labels"]["scalars"]["exposed_ms"] == 0.0
