@@ -9,12 +9,15 @@ Recorder's collectives as a second, independent source, analyzed on their own (t
 count every NCCL collective, not the recorder's).
 
 Rules, checked in this order (the first that holds is the verdict):
-1. interrupted: the run's summary.json (or a rank's status) says the user stopped it; what the ranks did
-   while being stopped is a consequence, not a fault.
-2. crash: a rank left no status.json (killed: os._exit, SIGKILL, abort) while others did, or a rank failed
-   with its own error rather than as a consequence of a peer (teardown, closed connection, timeout).
-3. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype; the
-   culprits are the ranks that differ from the majority.
+1. interrupted: the run's summary.json (or a rank's status, or a KeyboardInterrupt that ended a rank) says
+   the user stopped it; what the ranks did while being stopped is a consequence, not a fault.
+2. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype; the
+   culprits are the ranks that differ from the majority. Checked before crash: a backend may abort a rank
+   on the mismatch (gloo does), and the mismatch, not the abort, is the fault.
+3. crash: a rank left no status.json (killed: os._exit, SIGKILL, abort) while others did, or a rank failed
+   with its own error rather than as a consequence of a peer (teardown, closed connection, timeout). Not
+   when every rank that failed gave up waiting (a timeout): the silent ranks were alive then, and the
+   launcher killed them afterwards; that is rule 4's hang.
 4. hang: the first (group, seq) that some members launched and others did not; the culprits are the ranks
    that never launched it (found by *absence*).
    Insufficient instead when such a rank's records are incomplete (`incomplete_ranks`: the loader ignored
@@ -23,12 +26,14 @@ Rules, checked in this order (the first that holds is the verdict):
    collective is unknown.
 6. hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
    culprits; anything else lacks the evidence).
-7. straggler (analyze.doctor_straggler): by analyze.waiting (who made whom wait, on device-side arrivals): in a step that is not
-   noise (warm-up, profiler window or export), a rank made the others wait at least the bar — a share of
+7. straggler (analyze.doctor_straggler): by analyze.waiting (who made whom wait, on device-side
+   arrivals): in a step that is not noise (warm-up, profiler window or export), a rank made the others wait at least the bar — a share of
    the run's median step time (10 % when arrivals are device-timed, 100 % when they are host launch times
    of CPU ranks, whose speed varies with OS scheduling), or --straggler-ms. The culprits are the ranks
    that caused at least half as much of that waiting as the worst; the verdict says in how many of the
    judged steps it happened, the share of the step, and a confidence.
+A rank's status "exited" (a recording script that ended without closing its Recorder, and without an
+unhandled exception) counts as ended without a fault of its own; the loader lists it among the problems.
 The loader's problems (Trace.problems) go with every verdict (`Diagnosis.problems`).
 Otherwise ok (saying what was judged), or insufficient when no step or complete collective was left to judge.
 A job of one rank is ok (nobody waits for anybody), except when nothing was recorded, or when its world size
@@ -55,6 +60,11 @@ from commscope.util.ranges import int_ranges
 from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import EVENTS, STATUS, SUMMARY
 
+# Statuses of a rank that ended without a failure of its own: "exited" is a recording script that ended
+# without closing its Recorder (and without an unhandled exception): its records are all there.
+ENDED = ("completed", "exited")
+# A peer's error that says it waited for this long: the rank it waited on was alive, not launching.
+_TIMED_OUT = re.compile(r"timed out|timeout|hang watchdog", re.I)
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
 # backend or our watchdog timed out waiting.
 _CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connection|Broken pipe|timed out|timeout|"
@@ -72,7 +82,7 @@ def _unrecorded(trace: Trace) -> list[int]:
     """Ranks that say they completed but left no record the loader could read (their events.jsonl missing
     or unreadable: a problem of that rank): absence of their collectives is no evidence of anything."""
     seen = set(trace.steps["rank"].astype(int)) | set(trace.collectives["rank"].astype(int))
-    return sorted(r for r, st in _statuses(trace).items() if st.get("status") == "completed" and r not in seen)
+    return sorted(r for r, st in _statuses(trace).items() if st.get("status") in ENDED and r not in seen)
 
 
 def incomplete_ranks(trace: Trace) -> dict[int, list[str]]:
@@ -82,7 +92,7 @@ def incomplete_ranks(trace: Trace) -> dict[int, list[str]]:
     by), or their status says "completed" at a later step than their last recorded one. The absence of a
     collective in such a rank's records is no evidence that it never launched it."""
     statuses = _statuses(trace)
-    completed = {r for r, s in statuses.items() if s.get("status") == "completed"}
+    completed = {r for r, s in statuses.items() if s.get("status") in ENDED}
     out: dict[int, list[str]] = {}
     # what the loader lost of each rank's log (commscope.load.events.read_rank's "lost")
     for key, lost in (trace.config.get("lost_records") or {}).items():
@@ -127,9 +137,13 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
                                     "last_finished_step": _last_step(trace, r)} for r in stopped],
                          summary=f"hang: rank(s) {ranks_text(stopped)} stopped (SIGSTOP) and never resumed; commscope run "
                                  f"killed it after the hang timeout. Last finished step {_last_step(trace, stopped[0])}.")
-    own = [r for r, s in statuses.items()
-           if s.get("status") not in ("completed", None) and s.get("error")
-           and not _CONSEQUENCE.search(str(s.get("error")))]
+    failed = {r: s for r, s in statuses.items() if s.get("status") not in (*ENDED, None)}
+    own = [r for r, s in failed.items() if s.get("error") and not _CONSEQUENCE.search(str(s.get("error")))]
+    if silent and not own and failed and all(_TIMED_OUT.search(str(s.get("error"))) for s in failed.values()):
+        # The others gave up waiting (a timeout), so the silent ranks were alive then, not launching: a
+        # launcher stops every rank once one fails, and a rank stopped in a collective's C++ wait is killed
+        # without writing its status. That is a hang (found by absence), not a crash.
+        return None
     culprits = silent or sorted(own)
     if not culprits:
         return None
@@ -144,7 +158,7 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
             ev["last_step_end_ns"] = iso_ns(s["end_ns"].max())
         evidence.append(ev)
     for r, s in sorted(statuses.items()):
-        if r not in culprits and s.get("status") != "completed":
+        if r not in culprits and s.get("status") not in ENDED:
             evidence.append({"rank": r, "status": s.get("status"), "error": s.get("error"),
                              "last_finished_step": _last_step(trace, r), "role": "affected"})
     how = f"left no {STATUS} (ended abruptly: killed, aborted or os._exit)" if silent else \
@@ -268,8 +282,9 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
 def check_interrupted(trace: Trace) -> Diagnosis | None:
     summary = trace.config.get("summary") or {}
     statuses = _statuses(trace)
-    if summary.get("status") != "interrupted" and not any(s.get("status") == "interrupted"
-                                                           for s in statuses.values()):
+    if summary.get("status") != "interrupted" and not any(
+            s.get("status") == "interrupted" or str(s.get("error") or "").startswith("KeyboardInterrupt")
+            for s in statuses.values()):
         return None
     ranks = sorted(set(trace.ranks) | set(statuses))
     evidence = [{"rank": r, "status": statuses.get(r, {}).get("status"), "error": statuses.get(r, {}).get("error"),
@@ -303,7 +318,7 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
 def check_unexplained(trace: Trace) -> Diagnosis | None:
     """Ranks failed but no rule above found why (e.g. --trace off: no launch records). A backend timeout
     still says "hang", without culprits; anything else is "insufficient": the evidence is missing."""
-    bad = {r: s for r, s in _statuses(trace).items() if s.get("status") not in ("completed", None)}
+    bad = {r: s for r, s in _statuses(trace).items() if s.get("status") not in (*ENDED, None)}
     if not bad:
         return None
     timed = sorted(r for r, s in bad.items() if re.search(r"timed out|hang watchdog", str(s.get("error")), re.I))
@@ -332,7 +347,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     faults = faults or FaultEvidence()
     lt = launch_table(trace.collectives, faults.inflight)
     src = f"{EVENTS} + watchdog/inflight reports" if trace.source == "run" else "trace"
-    d = (check_interrupted(trace) or check_crash(trace, faults) or check_desync(lt, src)
+    d = (check_interrupted(trace) or check_desync(lt, src) or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_unexplained(trace)
          or check_straggler(trace, straggler_ms=straggler_ms, straggler_pct=straggler_pct,
                             warmup_steps=warmup_steps))

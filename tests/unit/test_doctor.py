@@ -452,3 +452,45 @@ def test_the_loader_returns_fault_evidence_as_frames_and_never_fails_on_it(run):
     assert "rank_0" in f.error and len(f.reports) == len(f.inflight) == 0
     with pytest.raises(UserError, match="rank_0"):
         diagnose_path(str(run))
+
+
+def test_a_silent_rank_the_others_timed_out_waiting_for_hung_and_did_not_crash(run):
+    # a user script under torchrun: rank 2 stalled before seq 9; the others launched it and gave up waiting
+    # (a backend timeout), then the launcher killed rank 2, stuck in C++, before it wrote a status
+    os.remove(run / "rank2" / "status.json")
+    for r in (0, 1, 3):
+        put(run, r, "inflight.json", {"schema_version": 1, "rank": r, "inflight": [inflight(r, 9, "attn")]})
+        put(run, r, "status.json", {"status": "failed", "last_step": 2, "error": (
+            "RuntimeError: [gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv")})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.label, d.sequence) == ("hang", [2], "attn", 9)
+    # the same silence with a peer that saw the connection close is a crash: the rank died first
+    put(run, 1, "status.json", {"status": "failed", "last_step": 2,
+                                "error": "DistBackendError: Connection closed by peer"})
+    assert (diagnose_path(str(run)).verdict, diagnose_path(str(run)).culprit_ranks) == ("crash", [2])
+
+
+def test_a_desync_the_backend_aborted_a_rank_on_is_a_desync_not_a_crash(run):
+    for r in range(4):
+        op = "broadcast" if r == 1 else "reduce_scatter"
+        put(run, r, "inflight.json", {"schema_version": 1, "rank": r, "inflight": [inflight(r, 9, "attn", op=op)]})
+    os.remove(run / "rank0" / "status.json")  # gloo aborted it (SIGABRT) on the mismatch
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.sequence) == ("desync", [1], 9)
+
+
+def test_a_script_that_never_closed_its_recorder_exited_without_a_fault(run):
+    for r in range(4):
+        put(run, r, "status.json", {"status": "exited", "error": "process exited without Recorder.close()",
+                                    "last_step": 2})
+    d = diagnose_path(str(run))
+    assert d.verdict == "ok" and d.culprit_ranks == []
+    assert "rank 0: exited: process exited without Recorder.close()" in d.problems
+
+
+def test_a_keyboard_interrupt_without_a_launcher_summary_is_interrupted(run):
+    os.remove(run / "summary.json")  # a script run by torchrun itself: no commscope launcher
+    for r in range(4):
+        put(run, r, "status.json", {"status": "failed", "error": "KeyboardInterrupt: ", "last_step": 2})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("interrupted", [])
