@@ -5,6 +5,10 @@ contributes one (time, loss) pair:
 - run dir: time = total train time = sum(step_times_ms) / 1000 s, loss = the last step's loss; beside
   them its step count and the configuration that sets how much work a step is (WORK_KEYS, from
   config.json's `args` and summary.json's world size), which commscope.analyze.compare checks agree.
+  A run directory without summary.json (written by a training script through `commscope.record`, not by
+  `commscope run`) is a run when every rank's status.json says it ended ("completed", or "exited": it
+  never closed its Recorder): its step times and losses are rank 0's step records (`st.loss`), its world
+  size rank 0's meta.json.
 Runs that did not finish are listed in `Group.skipped` with the reason and never used.
 A group is named after its folder; `unique_names` lengthens names that two groups share (a/r1, b/r1)
 with their parent folders, so every column and JSON entry names one group.
@@ -18,8 +22,8 @@ from pathlib import Path
 from commscope.errors import UserError
 from commscope.load.files import read_json
 from commscope.load.speedrun_log import parse_log
-from commscope.rundir import check_doc
-from commscope.rundir.schema import CONFIG, SUMMARY
+from commscope.rundir import check_doc, rank_dirs
+from commscope.rundir.schema import CONFIG, EVENTS, META, STATUS, SUMMARY
 
 LOG_SUFFIXES = (".txt", ".log")
 
@@ -87,6 +91,44 @@ def _read_run_dir(path: Path) -> RunResult | str:
     return RunResult(path, "run", math.fsum(times) / 1000.0, float(loss), len(times), _work(path, summary))
 
 
+def _read_recorded_run(path: Path) -> RunResult | str:
+    """A run directory a training script wrote through commscope.record (no summary.json) → its result
+    from rank 0's step records, or why it cannot be used."""
+    from commscope.load.events import read_rank  # msgspec and numpy: only for runs that need it
+
+    ranks = rank_dirs(str(path))
+    for r in sorted(ranks):
+        try:
+            st = read_json(str(Path(ranks[r]) / STATUS)) if (Path(ranks[r]) / STATUS).exists() else None
+        except UserError as e:
+            return f"unreadable: {e}"
+        status = st.get("status") if isinstance(st, dict) else None
+        if status is None:
+            return f"incomplete: rank {r} has no {STATUS} (still running, or killed)"
+        if status not in ("completed", "exited"):
+            return f"incomplete: rank {r} status {status!r}"
+    if 0 not in ranks or not (Path(ranks[0]) / EVENTS).exists():
+        return f"incomplete: no rank0/{EVENTS}"
+    try:
+        steps = read_rank(str(Path(ranks[0]) / EVENTS), 0, f"rank0/{EVENTS}")["cols"]["step"]
+    except UserError as e:
+        return f"unreadable: {e}"
+    order = steps["step"].argsort(kind="stable")
+    times = [(int(e) - int(s)) / 1e6 for s, e in zip(steps["start_ns"][order], steps["end_ns"][order])]
+    losses = [float(x) for x in steps["loss"][order]]
+    if not times:
+        return f"incomplete: rank 0 recorded no step in {EVENTS}"
+    if not math.isfinite(losses[-1]):
+        return "incomplete: rank 0's last step has no loss (set st.loss in rec.step)"
+    try:
+        meta = read_json(str(Path(ranks[0]) / META)) if (Path(ranks[0]) / META).exists() else {}
+    except UserError:
+        meta = {}
+    world = meta.get("world_size") if isinstance(meta, dict) else None
+    return RunResult(path, "run", math.fsum(times) / 1000.0, losses[-1], len(times),
+                     _work(path, {"world_size": world if isinstance(world, int) else len(ranks)}))
+
+
 def _work(path: Path, summary: dict) -> dict:
     """WORK_KEYS of a run directory: config.json's `args` (a run without a readable one, e.g. recorded by
     another script through commscope.record, has None there) and summary.json's world size."""
@@ -106,16 +148,19 @@ def load_group(path: str | Path) -> Group:
     if not path.is_dir():
         raise UserError(f"{path}: not a directory (expected a folder of runs or logs)")
     group = Group(path.resolve().name, path)
-    if (path / SUMMARY).exists():
+    if (path / SUMMARY).exists() or rank_dirs(str(path)):
         entries = [path]
     else:
         entries = sorted(p for p in path.iterdir() if not p.name.startswith("."))
     for entry in entries:
         if entry.is_dir():
-            if not (entry / SUMMARY).exists():
-                group.skipped.append((entry, f"incomplete: no {SUMMARY} (run never finished?)"))
+            if (entry / SUMMARY).exists():
+                res = _read_run_dir(entry)
+            elif rank_dirs(str(entry)):
+                res = _read_recorded_run(entry)
+            else:
+                group.skipped.append((entry, f"not a run: no {SUMMARY} and no rank folders"))
                 continue
-            res = _read_run_dir(entry)
         elif entry.suffix in LOG_SUFFIXES:
             log = parse_log(entry)
             res = (RunResult(entry, "log", log.train_time_s, log.val_loss) if log.complete

@@ -1,0 +1,60 @@
+"""`commscope compare` reads run directories a training script wrote through commscope.record (no
+summary.json): a run when every rank's status says it ended, its time and loss from rank 0's step
+records; any other ending is skipped with the reason."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pytest
+
+from commscope.errors import UserError
+from commscope.load.run_groups import load_group
+from paths import TESTS
+
+SRC = TESTS / "data" / "cpurun-hooks-gloo2"
+
+
+def recorded(tmp_path, name="r1"):
+    d = tmp_path / name
+    shutil.copytree(SRC, d)
+    (d / "summary.json").unlink()  # what commscope.record leaves: no launcher, no summary
+    return d
+
+
+def test_a_recorded_run_is_timed_by_rank_0s_step_records(tmp_path):
+    d = recorded(tmp_path)
+    steps = [json.loads(x) for x in (d / "rank0" / "events.jsonl").read_text().splitlines() if '"kind":"step"' in x]
+    g = load_group(d)
+    (run,) = g.runs
+    assert run.steps == 3 and run.loss == steps[-1]["loss"] == json.loads((SRC / "summary.json").read_text())["losses"][-1]
+    assert run.time_s == pytest.approx(math.fsum((s["end_ns"] - s["start_ns"]) / 1e6 for s in steps) / 1000, rel=1e-12)
+    assert run.work["world_size"] == 2 and run.work["preset"] == "tiny"  # meta.json's size, config.json's args
+
+
+def test_a_folder_of_recorded_runs_is_a_group_and_unfinished_ones_are_skipped_with_why(tmp_path):
+    group = tmp_path / "g"
+    group.mkdir()
+    recorded(group, "ok")
+    recorded(group, "exited")
+    for r in (0, 1):
+        (group / "exited" / f"rank{r}" / "status.json").write_text(json.dumps(
+            {"status": "exited", "error": "process exited without Recorder.close()", "last_step": 2}))
+    failed = recorded(group, "failed")
+    (failed / "rank1" / "status.json").write_text(json.dumps({"status": "failed", "error": "x", "last_step": 1}))
+    (recorded(group, "running") / "rank0" / "status.json").unlink()
+    g = load_group(group)
+    assert sorted(r.path.name for r in g.runs) == ["exited", "ok"]
+    assert {p.name: why for p, why in g.skipped} == {
+        "failed": "incomplete: rank 1 status 'failed'",
+        "running": "incomplete: rank 0 has no status.json (still running, or killed)"}
+
+
+def test_a_recorded_run_without_losses_says_what_to_record(tmp_path):
+    d = recorded(tmp_path)
+    for r in (0, 1):
+        f = d / f"rank{r}" / "events.jsonl"
+        f.write_text("".join(x.replace('"loss":', '"was_loss":') + "\n" for x in f.read_text().splitlines()))
+    with pytest.raises(UserError, match=r"rank 0's last step has no loss \(set st.loss in rec.step\)"):
+        load_group(d)
