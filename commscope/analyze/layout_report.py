@@ -101,7 +101,8 @@ def device_name(config: dict) -> str | None:
 
 
 NO_PROFILE_NOTE = ("No profiler trace in this run directory (recorded without --profile): layout mismatches and "
-                   "SM contention are read from one; record with `commscope run --profile START:STOP`.")
+                   "SM contention are read from one; record with `commscope run --profile START:STOP`, or "
+                   "`commscope.record(..., profile_steps=\"START:STOP\")` in your own script.")
 OUTSIDE_STEPS_NOTE = ("The run's profiler trace covers none of the selected steps: layout mismatches and SM "
                       "contention are read from it; choose --steps inside the profiled window.")
 

@@ -21,7 +21,7 @@ from commscope.load.files import is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import has_run_marker, is_run_dir, rank_dirs
-from commscope.rundir.schema import CONFIG, SUMMARY
+from commscope.rundir.schema import CONFIG, META, RANK_DIR, SUMMARY
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,
@@ -41,6 +41,11 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise UserError(f"{path} does not exist")
+    parent = os.path.dirname(path)
+    if os.path.isdir(path) and RANK_DIR.match(os.path.basename(path)) and is_run_dir(parent) and \
+            os.path.isfile(os.path.join(path, META)):
+        # one rank's folder read as traces would report its meta.json "not a chrome trace"
+        raise UserError(f"{path} is one rank's folder of the run directory {parent}: pass the run directory")
     beside = _traces_beside_a_config(path)
     if os.path.isdir(path) and is_run_dir(path) and not beside:
         trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers, scheduler=scheduler,

@@ -69,7 +69,8 @@ def test_run_without_profile_is_read_with_a_note(tmp_path, monkeypatch):
     assert doc["findings"] == [] and doc["unflagged"] == [] and doc["contention"] == []
     assert doc["notes"] == ["No profiler trace in this run directory (recorded without --profile): layout "
                             "mismatches and SM contention are read from one; record with `commscope run --profile "
-                            "START:STOP`."]
+                            "START:STOP`, or `commscope.record(..., profile_steps=\"START:STOP\")` in your own "
+                            "script."]
     monkeypatch.setenv("COLUMNS", "300")
     code, out, err = invoke(["layout", str(run)])
     assert code == 0 and err == "", err

@@ -137,3 +137,14 @@ def test_report_steps_labels_the_doctor_verdict_as_the_whole_run(tmp_path):
     text = invoke("report", TESTS / "data" / "modded-nanogpt-8xh100", "--steps", "11:12", "--no-hta", "-o", out)
     assert " ".join(text.split()).startswith("doctor: (whole run, not only the selected step 11) straggler: rank 1")
     assert "(whole run, not only the selected step 11)" in out.read_text()
+
+
+def test_a_rank_folder_passed_for_its_run_directory_is_named_as_such(tmp_path):
+    from bad_inputs import invoke as run_cli
+
+    run = tmp_path / "run"
+    shutil.copytree(TESTS / "data" / "cpurun-hooks-gloo2", run)
+    for command in (["report", "--json"], ["doctor"], ["export", "--perfetto", str(tmp_path / "x.json")]):
+        code, out, err = run_cli([command[0], str(run / "rank1"), *command[1:]])
+        assert code == 2 and err == (f"commscope: error: {run / 'rank1'} is one rank's folder of the run "
+                                     f"directory {run}: pass the run directory\n"), err
