@@ -291,8 +291,11 @@ def evidence_notes(trace: Trace) -> list[str]:
     if not len(c):
         what = ("no collective records in events.jsonl: record each with rec.collective" if trace.source == "run"
                 else "no NCCL/RCCL kernels, record_param_comms or gloo ops")
+        seen = trace.config.get("profiler_collectives") or 0
+        read = (f" The rank folders' profiler traces hold {seen} collective(s): copy each rank's trace.json.gz "
+                "into one folder as rank<N>.json.gz and report that folder to read them." if seen else "")
         notes.append(f"No collectives in this trace ({what}): communication figures (labels, overlap, skew) "
-                     "are empty.")
+                     f"are empty.{read}")
     else:
         unknown = int(pd.to_numeric(c["bytes"], errors="coerce").isna().sum())
         if unknown:

@@ -164,6 +164,8 @@ def _attach_kineto(trace: Trace, kparts: list, kfiles: dict, with_ops: bool, wor
     kernels = concat_parts(kparts, "kernels")
     if kernels is not None:
         trace.kernels = kernels
+    # collectives the profiler saw, for the note on a run whose events.jsonl records none (summary.py)
+    trace.config["profiler_collectives"] = sum(len(p["collectives"]) for p in kparts if p.get("collectives") is not None)
     if kfiles:
         attach_ops(trace, kparts, list(kfiles.values()), with_ops, workers, scheduler=scheduler)
         if not with_ops:  # a rank's profiler trace is the one in its folder

@@ -63,3 +63,15 @@ def test_collectives_never_waited_on_are_counted_in_a_note(tmp_path):
     note = next(n for n in evidence_notes(t) if "never waited on" in n)
     assert note.startswith(f"6 of {len(t.collectives)} collectives were never waited on")
     assert summarize(t, with_hta=False)["labels"]["scalars"]["exposed_ms"] == 0.0
+
+
+def test_a_run_whose_records_hold_no_collective_points_at_its_profiler_traces(tmp_path):
+    d = tmp_path / "run"
+    shutil.copytree(TESTS / "data" / "layout" / "standard", d)
+    for f in d.glob("rank*/events.jsonl"):  # a script that labelled its collectives but never recorded them
+        f.write_text("".join(x + "\n" for x in f.read_text().splitlines() if '"kind":"collective"' not in x))
+    t = load(str(d))
+    assert len(t.collectives) == 0 and t.config["profiler_collectives"] > 0
+    note = next(n for n in evidence_notes(t) if n.startswith("No collectives"))
+    assert f"profiler traces hold {t.config['profiler_collectives']} collective(s)" in note
+    assert "profiler traces hold" not in " ".join(evidence_notes(load(str(SRC))))
