@@ -84,10 +84,11 @@ def _mean(v: np.ndarray) -> float:
     return np.where(ok, v, 0).sum(dtype=np.float64) / np.float64(n) if n else np.nan
 
 
-def _median(v: np.ndarray) -> float:
-    """pandas' Series.median (skipping NaN)."""
-    v = v[~np.isnan(v)]
-    return np.median(v) if len(v) else np.nan
+def _low_median(v: np.ndarray) -> float:
+    """The lower median (skipping NaN): a value of `v` itself, so a label whose calls move two sizes
+    gives one of them, not their mean (a size no call moved)."""
+    v = np.sort(v[~np.isnan(v)])
+    return v[(len(v) - 1) // 2] if len(v) else np.nan
 
 
 def queued_behind(trace: Trace, table: pd.DataFrame, comp: dict) -> dict[str, dict[str, float]]:
@@ -151,7 +152,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
     in_steps = in_steps or {}
     totals = exposure.label_totals(table)
     # Per label, positions into whole columns taken once as numpy arrays: sub-frames and pandas reductions
-    # per label cost ~10× the arithmetic. The reductions are pandas' own (see _mean, _median).
+    # per label cost ~10× the arithmetic. The reductions are pandas' own (_mean) or a value of the data (_low_median).
     rows_of = per_rank.groupby("label", sort=False).indices
     ops = table["op"].astype(str).to_numpy(dtype=object)
     sources = table["label_source"].astype(str).to_numpy(dtype=object)
@@ -172,7 +173,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
             "label_source": "+".join(dict.fromkeys(sources[idx])),  # recorder, scope, stack, size or name
             "count": int(pr_count[pr].sum()) if len(pr) else 0,
             "count_per_rank": rounded(float(_mean(pr_count[pr]))) if len(pr) else 0.0,
-            "bytes": whole(float(_median(sizes[idx]))),
+            "bytes": whole(float(_low_median(sizes[idx]))),
             "bytes_per_rank": whole(float(_mean(pr_bytes[pr]))),
             "mean_ms": rounded(tot["mean_ms"][t]),
             "exposed_ms": rounded(_mean(exposed)),

@@ -45,3 +45,14 @@ def test_collective_table_names_them_and_leaves_named_labels_alone(runs):
     table = exposure.collective_table(trace)
     assert (table["label"] == NO_LABEL).sum() == 6 and table["label"].notna().all()
     assert (table["label"] == "attn").sum() == (trace.collectives["label"] == "attn").sum()
+
+
+def test_a_label_of_two_sizes_reports_a_size_one_of_its_calls_moved(runs, tmp_path):
+    d = tmp_path / "run"
+    shutil.copytree(runs[2], d)
+    # the unlabelled all_reduces move 36 bytes (3 a rank); rank 0's move 12: the two middle sizes differ
+    f = d / "rank0" / "events.jsonl"
+    f.write_text("".join(x.replace('"bytes":36', '"bytes":12') + "\n" if '"label":null' in x else x + "\n"
+                         for x in f.read_text().splitlines()))
+    # a median taken as the mean of the middle two (24) is a size no call moved
+    assert summarize(load(str(d)), with_hta=False)["labels"][NO_LABEL]["bytes"] == 12
