@@ -28,3 +28,12 @@ def size_labels(named_parameters, group=None, element_size=None):
     from commscope.recording.label import size_labels as _size_labels
 
     return _size_labels(named_parameters, group=group, element_size=element_size)
+
+
+def ddp_comm_hook(rec, label="ddp_bucket", phase="allreduce"):
+    """`model.register_comm_hook(state=None, hook=commscope.ddp_comm_hook(rec))`: DDP averages each gradient
+    bucket as torch's `allreduce_hook` does, recorded through `rec` with the time backward() blocks on it.
+    Same as `commscope.recording.ddp_comm_hook` (docs/recording.md, "DDP"), imported on first call."""
+    from commscope.recording.ddp import ddp_comm_hook as _ddp_comm_hook
+
+    return _ddp_comm_hook(rec, label=label, phase=phase)

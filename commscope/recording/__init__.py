@@ -5,6 +5,7 @@ same interface); both are context managers that close with the rank's status. Se
 Only the names a training script needs are exported here; the machinery (clock alignment, profiler
 window, TermGuard, watchdog) is imported from its own module by the code that uses it."""
 from commscope.recording.api import CollectiveHandle, NullRecorder, StepInfo
+from commscope.recording.ddp import ddp_comm_hook
 from commscope.recording.recorder import Recorder, record
 
-__all__ = ["CollectiveHandle", "NullRecorder", "Recorder", "StepInfo", "record"]
+__all__ = ["CollectiveHandle", "NullRecorder", "Recorder", "StepInfo", "ddp_comm_hook", "record"]
