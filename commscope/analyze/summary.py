@@ -361,8 +361,8 @@ def _recording_notes(trace: Trace) -> list[str]:
     if unwaited:
         notes.append(f"{unwaited} of {len(c)} collectives were never waited on through their handle "
                      "(handle.wait()): their exposed time is taken as 0. If the program blocked on them another "
-                     "way (DDP waits for its buckets inside backward: see docs/recording.md, \"DDP\"), that "
-                     "wait counts as whatever region it fell in.")
+                     "way (DDP waits for its buckets inside backward: record them with commscope.ddp_comm_hook, "
+                     "docs/recording.md), that wait counts as whatever region it fell in.")
     leaves = regions.uncounted_leaf_regions(trace)
     if len(leaves):
         shown = ", ".join(f"'{n}' ×{k}" for n, k in zip(leaves["name"][:5], leaves["count"][:5]))
