@@ -13,10 +13,11 @@ import sys
 
 import orjson
 import pandas as pd
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from commscope.analyze.compare_labels import CI_LEVEL
+from reports.console import at_least
 from reports.tables import counted
 
 COLUMNS = [  # (frame column, header) in the record's order
@@ -65,11 +66,12 @@ def raw_samples_text(groups) -> str:
 
 def comparison_table(table: pd.DataFrame, target_loss: float) -> Table:
     t = Table(title=f"Time in s; p: one-sided t-test of losses < {target_loss}; Time p: Welch, candidate faster")
-    t.add_column("")
+    # a group's name is its folder's: it folds within its column (never markup), the numbers keep their width
+    t.add_column("", overflow="fold")
     for _, h in COLUMNS:
-        t.add_column(h, justify="right")
+        t.add_column(h, justify="right", no_wrap=True)
     for r in table.to_dict("records"):
-        t.add_row(r["name"], *(_fmt(r[c], c) for c, _ in COLUMNS))
+        t.add_row(Text(r["name"]), *(_fmt(r[c], c) for c, _ in COLUMNS))
     return t
 
 
@@ -120,7 +122,7 @@ def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: 
                      warnings=()) -> None:
     """The terminal output: table, raw samples, skipped runs, per-label deltas, slower candidates; the
     warnings (groups that may not compare like for like) on stderr, so a --markdown table stays clean."""
-    console = Console(width=max(Console().width, 120))
+    console = at_least(120)
     if markdown:
         print(comparison_markdown(table))
     else:

@@ -2,12 +2,15 @@
 scatter_order, with the ranks / micro-steps whose order differs from the most common one marked.
 
 Renders a `commscope.analyze.hooks_order.HookOrders` as it is (groups, reference order and consistency come
-from the analysis); `_members` only words where an order was seen.
+from the analysis); `_members` only words where an order was seen. The labels are the user's parameter
+names: they reach rich as Text (never markup), and fold within their columns rather than push the
+position column out.
 """
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from commscope.analyze.hooks_order import HookOrders, OrderGroup
 
@@ -49,30 +52,30 @@ def title(orders: HookOrders) -> str:
 def print_hook_orders(orders: HookOrders, console: Console) -> None:
     groups = orders.groups
     ref = orders.reference
-    console.print(title(orders), highlight=False)
+    console.print(Text(title(orders)), highlight=False)
     table = Table()
-    table.add_column("#", justify="right")
+    table.add_column("#", justify="right", no_wrap=True)
     if orders.scatter_order:
-        table.add_column("scatter_order", style="cyan")
+        table.add_column("scatter_order", style="cyan", overflow="fold")
     for i, g in enumerate(groups):
         head = _members(g, orders)
-        table.add_column(head if i == 0 else f"[bold red]differs[/] {head}")
+        table.add_column(Text(head) if i == 0 else Text.assemble(("differs", "bold red"), " ", head), overflow="fold")
     depth = max([len(g.order) for g in groups] + [len(orders.scatter_order)])
     for pos in range(depth):
         row = [str(pos)]
         if orders.scatter_order:
-            row.append(orders.scatter_order[pos] if pos < len(orders.scatter_order) else "")
+            row.append(Text(orders.scatter_order[pos] if pos < len(orders.scatter_order) else ""))
         for i, g in enumerate(groups):
             label = g.order[pos] if pos < len(g.order) else "—"
             differs = i > 0 and (pos >= len(ref) or ref[pos] != label)
-            row.append(f"[bold red]{label}[/]" if differs else label)
+            row.append(Text(label, style="bold red" if differs else ""))
         table.add_row(*row)
     console.print(table)
     if orders.consistent:
-        console.print("[green]The order is the same on every rank and micro-step.[/]")
+        console.print(Text("The order is the same on every rank and micro-step.", style="green"))
     else:
-        console.print(f"[bold red]{len(groups)} different orders:[/] ranks/steps whose order differs from the "
-                      "most common one are marked; with hook-launched collectives this is a launch-order "
-                      "mismatch across ranks.")
+        console.print(Text.assemble((f"{len(groups)} different orders:", "bold red"), " ranks/steps whose order "
+                                    "differs from the most common one are marked; with hook-launched collectives "
+                                    "this is a launch-order mismatch across ranks."))
     if orders.scatter_order and ref and ref != orders.scatter_order[: len(ref)]:
         console.print("scatter_order (launch order of the reduces) differs from the gradient-ready order.")

@@ -142,8 +142,8 @@ def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> Non
     if not report.checked:
         pass  # nothing was looked for: the report's note says why
     elif not len(groups):
-        console.print("[green]No layout findings.[/green]" if len(report.unflagged)
-                      else "[green]No layout mismatches found.[/green]")
+        console.print(Text("No layout findings." if len(report.unflagged) else "No layout mismatches found.",
+                           style="green"))
     else:
         rows, wheres = [], []
         for _, r in groups.iterrows():

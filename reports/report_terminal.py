@@ -12,8 +12,8 @@ command uses stderr when stdout is reserved, e.g. never mixes with --json).
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from commscope.analyze.report_overview import queued_behind
 from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows, hta_note,
@@ -50,6 +50,12 @@ def queued_behind_line(ranked: list[tuple[str, dict]]) -> str | None:
     return "queued behind (ms per rank): " + "; ".join(parts) if parts else None
 
 
+def styled_head(head: str, text: str, style: str = "bold") -> Text:
+    """`head` in `style`, then `text` as the characters it holds: a Text, never markup, since `text` holds
+    labels, paths and error messages (a "[/a]" in them would otherwise end the output with MarkupError)."""
+    return Text.assemble((head, style), " ", text)
+
+
 CAVEATS_SHOWN = 6  # problems and notes printed under the tables; the rest are counted
 
 
@@ -58,7 +64,7 @@ def print_caveat_lines(items: list[tuple[str, str]], console: Console, more: str
     printed whole, wrapped at word boundaries: a caveat cut mid-sentence loses the part that says what to
     do about it. `doctor` prints its loading problems with it too."""
     for kind, text in items[:CAVEATS_SHOWN]:
-        console.print(f"[bold]{kind}:[/] {escape(text)}", highlight=False, overflow="fold")
+        console.print(styled_head(f"{kind}:", text), highlight=False, overflow="fold")
     if len(items) > CAVEATS_SHOWN:
         console.print(f"… {len(items) - CAVEATS_SHOWN} {more}, see --json", highlight=False)
 
@@ -71,7 +77,7 @@ def print_caveats(summary: dict, console: Console) -> None:
     print_caveat_lines(items, console)
     hta = hta_note(summary)  # outside the cap: the one caveat about this machine, not the input
     if hta:
-        console.print(f"[bold]note:[/] {escape(hta)}", highlight=False, overflow="fold")
+        console.print(styled_head("note:", hta), highlight=False, overflow="fold")
 
 
 BOUNDARY_PCT = 2.0  # host time at step boundaries worth a line in the terminal summary (% of wall time)
@@ -79,7 +85,7 @@ BOUNDARY_PCT = 2.0  # host time at step boundaries worth a line in the terminal 
 
 def print_doctor_line(diagnosis, console: Console) -> None:
     """The doctor's one-line verdict above the tables (commscope.analyze.diagnosis.Diagnosis.summary)."""
-    console.print(f"[bold]doctor:[/] {escape(diagnosis.summary)}", highlight=False)
+    console.print(styled_head("doctor:", diagnosis.summary), highlight=False)
 
 
 TERMINAL_RANKS = 16  # above, the per-rank overlap table lists the representative ranks only
@@ -92,17 +98,20 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     # The ranking is by exposed time, which on run directories is mostly queueing behind earlier collectives
     # for small late labels: "queued %" says how much of each row is that rather than its own transfer.
     # Two-line headers and no outer edge: with label names and "reduce_scatter+all_gather" whole, the eight
-    # columns fit a 100-column terminal without cutting a number.
+    # columns fit a 100-column terminal without cutting a number. A longer name (a HuggingFace parameter
+    # path is 70 characters) folds within its column instead: rich narrows only the columns that may wrap,
+    # so the op's and the numbers' columns are no_wrap and keep their full width, and a label is never cut.
     t = Table(title=f"Top exposed collectives ({counted(len(labels), 'label')}, {counted(summary.get('ranks'), 'rank')})",
               show_edge=False, pad_edge=False,
               caption=f"mean ms: {summary.get('duration_basis') or 'no durations'}; queued %: share of the "
                       "exposed time spent behind earlier collectives of its process group (the rest is its "
                       "own); hidden %: share of the duration compute hid")
-    for col, just in (("label", "left"), ("op", "left"), ("calls", "right"), ("exposed\nms/rank", "right"),
-                      ("queued\n%", "right"), ("mean\nms", "right"), ("hidden\n%", "right"), ("busbw\nGB/s", "right")):
-        t.add_column(col, justify=just, no_wrap=col in ("label", "op"))  # names must stay whole
+    t.add_column("label", overflow="fold")
+    t.add_column("op", no_wrap=True)  # an op name is short, and whole it reads at a glance
+    for col in ("calls", "exposed\nms/rank", "queued\n%", "mean\nms", "hidden\n%", "busbw\nGB/s"):
+        t.add_column(col, justify="right", no_wrap=True)
     for lab, v in ranked:
-        t.add_row(lab, fmt(v.get("op")), fmt(v.get("count")), fmt(v.get("exposed_ms")), queued_pct(v),
+        t.add_row(Text(lab), Text(fmt(v.get("op"))), fmt(v.get("count")), fmt(v.get("exposed_ms")), queued_pct(v),
                   fmt(v.get("mean_ms")), pct(v.get("hidden_pct")), bandwidth(v.get("busbw_gbps")))
     console.print(t)
     behind = queued_behind_line(ranked)
@@ -128,12 +137,19 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
         note = undefined_overlap_note(summary)
         if note:
             console.print(note)
-    bounds = [b for b in summary.get("step_boundaries") or [] if (b.get("host_pct") or 0) >= BOUNDARY_PCT]
+    every = summary.get("step_boundaries") or []
+    bounds = [b for b in every if (b.get("host_pct") or 0) >= BOUNDARY_PCT]
     many = len(bounds) > TERMINAL_RANKS
+    # the ranks left out are counted in the caption: a table of 3 ranks must not read as "3 ranks measured"
+    unknown = sum(1 for b in every if b.get("host_pct") is None)
+    small = len(every) - len(bounds) - unknown
+    hidden = ([f"{counted(small, 'rank')} under {BOUNDARY_PCT:g} % of wall time"] if small else []) + \
+             ([f"{counted(unknown, 'rank')} without a step period"] if unknown else [])
     bounds = sorted(bounds, key=lambda x: -x["host_pct"])[:TERMINAL_RANKS] if many else bounds
     if bounds:
         b = Table(title="Host time at step boundaries",
                   caption=(f"the {TERMINAL_RANKS} ranks with the most; " if many else "") +
+                          (f"not shown: {', '.join(hidden)} (every rank: --json); " if hidden else "") +
                           "gap: one step's end to the next one's start; start delay: a step's start to its first "
                           "compute. After a step-end sync the device has nothing queued there.")
         for col in ("rank", "host % of wall", "gap median ms", "gap max ms", "start delay median ms"):

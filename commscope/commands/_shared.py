@@ -54,8 +54,10 @@ def progress_columns() -> list:
     never "0/None"), time elapsed."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    return [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn()]
+    # the description holds the file being read: a name like "[/a]" is not markup (TextColumn parses its
+    # own text as markup whatever the console says)
+    return [TextColumn("{task.description}", style="progress.description", markup=False), BarColumn(),
+            MofNCompleteColumn(), TimeElapsedColumn()]
 
 
 SCHEDULER_HELP = ("A Dask scheduler (tcp://HOST:8786): each rank's files are parsed by that cluster's workers, "
@@ -111,14 +113,14 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, schedule
                        with_ops_up_to: int | None = None):
     """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts); the
     per-rank stage on the Dask cluster at `scheduler` when given; `with_ops`, `with_ops_up_to`: load_path's."""
-    from rich.console import Console
     from rich.progress import Progress
 
     from commscope.load import load_path
+    from reports.console import plain_console
 
     if not path.exists():
         raise UserError(f"{path} does not exist")
-    console = Console(stderr=True)
+    console = plain_console(stderr=True)
     if quiet or not console.is_terminal:  # no bar (and no stray blank line) when stderr is a file or pipe
         return load_path(path, with_ops=with_ops, scheduler=scheduler, with_ops_up_to=with_ops_up_to)
     with Progress(*progress_columns(), console=console, transient=True) as bar:
@@ -135,23 +137,26 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, schedule
 def status(message: str, quiet: bool):
     """A spinner with `message` on stderr while a long step without a count runs (HTA's analyses); nothing
     when quiet or when stderr is not a terminal."""
-    from rich.console import Console
+    from rich.text import Text
 
-    console = Console(stderr=True)
+    from reports.console import plain_console
+
+    console = plain_console(stderr=True)
     if quiet or not console.is_terminal:
         yield
         return
-    with console.status(message):
+    with console.status(Text(message)):  # a str would be read as markup by the spinner itself
         yield
 
 
 def output_console(piped_width: int = 140):
     """The console a command prints its tables to. Piped or logged output without COLUMNS gets
     `piped_width` columns, not rich's 80, which would cut label and kernel names; a COLUMNS the user set
-    is kept (rich reads it), as is a terminal's own width."""
-    from rich.console import Console
+    is kept (rich reads it), as is a terminal's own width. Markup and emoji codes are off
+    (reports.console): what it prints holds the user's labels and paths."""
+    from reports.console import plain_console
 
-    console = Console()
+    console = plain_console()
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=piped_width)
+        console = plain_console(width=piped_width)
     return console

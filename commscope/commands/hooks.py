@@ -45,8 +45,7 @@ def register(app: typer.Typer) -> None:
         if json:
             typer.echo(orjson.dumps(orders.to_json()).decode())
         else:
-            from rich.console import Console
-
+            from reports.console import plain_console
             from reports.hooks_terminal import print_hook_orders
 
-            print_hook_orders(orders, Console())
+            print_hook_orders(orders, plain_console())

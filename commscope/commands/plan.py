@@ -15,7 +15,6 @@ from pathlib import Path
 
 import orjson
 import typer
-from rich.console import Console
 
 from commscope.commands._shared import require_finite
 from commscope.errors import UserError
@@ -90,9 +89,10 @@ def plan_cmd(
     if as_json:
         sys.stdout.write(orjson.dumps(plan, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
+        from reports.console import at_least
         from reports.plan_terminal import print_plan
 
-        print_plan(plan, Console(width=max(Console().width, 120)))
+        print_plan(plan, at_least(120))
 
 
 def register(app: typer.Typer) -> None:
