@@ -152,7 +152,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     """Run the reference trainer on `topology`; return the summary (also written to OUT/summary.json).
     Raises UserError before anything starts for a bad option or an --out that may not be used, and at
     the end when the run directory could not be written (the summary is printed first)."""
-    console = console or Console()
+    console = console or Console(emoji=False)  # a rank's error text is printed: ":x:" stays text
     if out is not None and not out.strip():  # `--out=` names no folder: not the default's runs/<timestamp>
         raise UserError("--out is empty: give the run directory, or leave --out out for "
                         "runs/<timestamp>-<preset>-<world size>")
