@@ -20,6 +20,7 @@ model = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(), torch.nn.
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 data = torch.Generator().manual_seed(dist.get_rank())  # each rank its own batches
 with commscope.record(args.out) as rec:  # on exit: status.json says completed, or the exception
+    rec.handle_signals()  # torchrun's teardown (another rank failed) is this rank's status, not a crash
     rec.watch(dict(model.named_parameters()))  # when each gradient is ready: `commscope hooks`
     for step in range(args.steps):
         with rec.step(step) as st:

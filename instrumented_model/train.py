@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from commscope.errors import UserError
+from commscope.recording.termguard import Terminated
 from commscope.rundir import write_config, write_status
 from commscope.rundir.schema import PROGRESS, STATUS, rank_dir_name
 from instrumented_model import faults, options
@@ -166,11 +167,6 @@ def progress(record: dict, out: str) -> None:
     # one write with its newline: print() writes the end apart, a second write under PYTHONUNBUFFERED
     sys.stdout.write(PROGRESS_PREFIX + line)
     sys.stdout.flush()
-
-
-class Terminated(Exception):
-    """A signal in END_SIGNALS: torch.distributed.run tearing the job down (another rank failed, the user
-    interrupted the job), or the kernel saying torchrun died."""
 
 
 def _on_sigterm(signum, frame):

@@ -48,5 +48,6 @@ def use_fake_cuda(monkeypatch) -> None:
 
     monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
     monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)
+    monkeypatch.setattr(timing.torch.cuda, "is_available", lambda: True)  # Recorder refuses cuda without it
     FakeCudaEvent.created = FakeCudaEvent.syncs = 0
     FakeCudaEvent.stuck = False

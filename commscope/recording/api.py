@@ -6,8 +6,13 @@ wait). Keeping the two behind one interface means a training loop has a single c
 traced or not, so tracing cannot change what is computed.
 
 Both are context managers: `with commscope.record(...) as rec:` closes the recorder on the way out, with
-status "completed" or, when an exception leaves the block, "failed" and "<ExceptionType>: <message>" (the
-trainer's wording for status.json, docs/run_format.md).
+status "completed"; "interrupted" when a KeyboardInterrupt leaves the block (the user stopped it); else,
+when an exception leaves it, "failed" and "<ExceptionType>: <message>" (the trainer's wording for
+status.json, docs/run_format.md). `end_status` is that rule, shared with the recorder's interpreter-exit
+path.
+
+`StepInfo` checks what the loop assigns, in both implementations, so a script that runs untraced also
+runs traced: `loss` and `tokens` are numbers, `extra` never names a field of the step record.
 
 Invariants: `collective()` always launches with `async_op=True` and returns a handle whose `wait()` must
 be called exactly once; `step()` contexts do not nest; `close()` is idempotent.
@@ -15,9 +20,11 @@ be called exactly once; `step()` contexts do not nest; `close()` is idempotent.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+import numbers
+import signal
+from typing import Any, Callable, Iterable, Iterator
 
+import torch
 import torch.distributed as dist
 
 # Function → normalized op name. Bytes follow the nccl-tests convention (full-array size).
@@ -37,14 +44,101 @@ for _fn, _name in (("reduce_scatter_single", "reduce_scatter"), ("all_gather_sin
         OP_NAMES[getattr(dist, _fn)] = _name
 
 
-@dataclass
-class StepInfo:
-    """Filled in by the training loop inside `with rec.step(s) as st:`."""
+# The fields of a step record (docs/run_format.md): `st.extra` adds keys to that record, never these.
+STEP_FIELDS = frozenset(("kind", "rank", "step", "loss", "tokens", "start_ns", "end_ns"))
 
-    step: int
-    loss: float | None = None
-    tokens: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+
+def _check_extra_key(key: Any) -> None:
+    if not isinstance(key, str):
+        raise ValueError(f"st.extra keys are strings (JSON object keys), got {key!r}")
+    if key in STEP_FIELDS:
+        raise ValueError(f"st.extra[{key!r}] would overwrite the step record's own field {key!r}; "
+                         f"use another key (the record's fields: {', '.join(sorted(STEP_FIELDS))})")
+
+
+class StepExtra(dict):
+    """`st.extra`: a dict that refuses, at assignment, keys that are fields of the step record, so the
+    error points at the line that set it."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__()
+        self.update(*args, **kwargs)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        _check_extra_key(key)
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        new = dict(*args, **kwargs)
+        for key in new:  # all or nothing
+            _check_extra_key(key)
+        super().update(new)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def __ior__(self, other: Any) -> "StepExtra":
+        self.update(other)
+        return self
+
+
+def _is_number(value: Any) -> bool:
+    # bool is an int to Python but no loss or token count; a one-element tensor is read at the step end
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, numbers.Real):
+        return True
+    return isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex()
+
+
+class StepInfo:
+    """Filled in by the training loop inside `with rec.step(s) as st:`: `loss` (a number or a one-element
+    tensor), `tokens` (a number), `extra` (more keys for the step record). Each is checked where it is
+    assigned (ValueError)."""
+
+    __slots__ = ("step", "loss", "tokens", "extra")
+
+    def __init__(self, step: int, loss: Any = None, tokens: Any = None, extra: dict[str, Any] | None = None):
+        self.step = step
+        self.loss = loss
+        self.tokens = tokens
+        self.extra = {} if extra is None else extra
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("loss", "tokens"):
+            if value is not None and not _is_number(value):
+                raise ValueError(f"st.{name} must be a number, got {value!r}")
+        elif name == "extra":
+            if not isinstance(value, dict):
+                raise ValueError(f"st.extra must be a dict, got {value!r}")
+            value = StepExtra(value)
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"StepInfo(step={self.step}, loss={self.loss!r}, tokens={self.tokens!r}, extra={dict(self.extra)!r})"
+
+
+def check_label(label: Any) -> None:
+    """A collective's label: a non-empty string, or None for an unlabelled collective."""
+    if label is not None and (not isinstance(label, str) or not label):
+        raise ValueError(f"label must be a non-empty string, or None for an unlabelled collective; got {label!r}")
+
+
+def check_compute(compute: Any) -> None:
+    if compute is not None and not isinstance(compute, bool):
+        raise ValueError(f"compute must be True, False or None (count by the region's name); got {compute!r}")
+
+
+def end_status(exc: BaseException | None) -> tuple[str, str | None]:
+    """(status, error) for a rank whose recording ends with `exc` (None: no exception)."""
+    # sys.exit(0) is a normal end of the script, not a failure of the rank.
+    if exc is None or (isinstance(exc, SystemExit) and exc.code in (0, None)):
+        return "completed", None
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", "KeyboardInterrupt"
+    return "failed", f"{type(exc).__name__}: {exc}"
 
 
 class CollectiveHandle:
@@ -72,6 +166,9 @@ class NullRecorder:
     def watch(self, named_params: dict) -> None:
         """Register post-accumulate-grad hooks on every labelled parameter (label → Parameter)."""
 
+    def handle_signals(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGHUP), grace_s: float = 2.0) -> None:
+        """Turn the signals a launcher ends ranks with into a status (the Recorder's); records nothing here."""
+
     def unwatch(self) -> None:
         """Remove the hooks `watch` registered."""
 
@@ -83,11 +180,12 @@ class NullRecorder:
         yield StepInfo(step)
 
     @contextlib.contextmanager
-    def region(self, name: str) -> Iterator[None]:
+    def region(self, name: str, compute: bool | None = None) -> Iterator[None]:
         yield
 
-    def collective(self, fn: Callable, *args: Any, label: str, phase: str, **kwargs: Any) -> CollectiveHandle:
+    def collective(self, fn: Callable, *args: Any, label: str | None, phase: str, **kwargs: Any) -> CollectiveHandle:
         """Launch `fn(*args, async_op=True, **kwargs)` (a torch.distributed collective)."""
+        check_label(label)
         return CollectiveHandle(fn(*args, async_op=True, **kwargs))
 
     def inflight_snapshot(self) -> list[dict]:
@@ -101,8 +199,4 @@ class NullRecorder:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        # sys.exit(0) inside the block is a normal end of the script, not a failure of the rank.
-        if exc is None or (isinstance(exc, SystemExit) and exc.code in (0, None)):
-            self.close("completed")
-        else:
-            self.close("failed", f"{type(exc).__name__}: {exc}")
+        self.close(*end_status(exc))

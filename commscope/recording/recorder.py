@@ -34,8 +34,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import numbers
 import os
+import signal
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -46,15 +49,17 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import torch
 import torch.distributed as dist
 
-from commscope.recording.api import CollectiveHandle, NullRecorder, StepInfo
+from commscope.recording.api import CollectiveHandle, NullRecorder, StepInfo, check_compute, check_label, end_status
 from commscope.recording.clock import ClockSync, align_clocks, epoch_base_ns
 from commscope.recording.collective import GroupInfo, comm_size, op_name
 from commscope.recording.profiler_window import ProfilerWindow
 from commscope.recording.sink import EventSink, write_json_atomic
+from commscope.recording.termguard import TermGuard, raise_terminated, signal_words
 from commscope.recording.timing import CudaClock, GpuStamp
 from commscope.recording.watchdog import write_inflight
 from commscope.rundir import write_config, write_status
-from commscope.rundir.schema import EVENTS, KINETO_TRACE, META, SCHEMA_VERSION, rank_dir_name
+from commscope.rundir.schema import (EVENTS, INFLIGHT, KINETO_TRACE, META, SCHEMA_VERSION, STATUS, WATCHDOG,
+                                     rank_dir_name)
 from commscope.util.cpus import usable_cores
 from commscope.util.step_range import parse_step_range
 
@@ -69,6 +74,10 @@ _profiling = torch.autograd._profiler_enabled
 # The time fields of each record kind (docs/run_format.md); duration_ns is a duration, not a time.
 _REGION_TIMES = ("start_ns", "end_ns")  # also the only fields of any record that may hold a GpuStamp
 _COLLECTIVE_TIMES = ("call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns")
+# The files a recording leaves in its rank folder: one of them there means the folder holds a recording.
+RECORDING_FILES = (EVENTS, STATUS, META, WATCHDOG, INFLIGHT, KINETO_TRACE)
+EXITED_ERROR = "process exited without Recorder.close()"
+CLOSED = "the recorder is closed"
 
 
 class _Collective:
@@ -169,6 +178,7 @@ class Recorder(NullRecorder):
         align: bool = True,
         flush: str = "step",
     ):
+        # Everything is checked before the rank folder is created: a refused Recorder leaves nothing behind.
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         if flush not in FLUSH_MODES:
@@ -182,10 +192,18 @@ class Recorder(NullRecorder):
             raise RuntimeError(f"Recorder(world_size={world_size}) needs torch.distributed initialized first "
                                "(dist.init_process_group)")
         self.rank, self.world_size, self.mode = int(rank), int(world_size), mode
-        self.device = torch.device(device)
+        self.device = _checked_device(device)
+        window = _profile_window(profile_steps) or (DEFAULT_FULL_WINDOW if mode == "full" else None)
         self.backend = backend or (dist.get_backend() if distributed else "none")
         self.rank_dir = self.run_dir / rank_dir_name(self.rank)
+        old = [n for n in RECORDING_FILES if (self.rank_dir / n).exists()]
+        if old:
+            # Appending to it would mix two runs' records (and a stale watchdog.json or trace.json.gz would
+            # pass for this run's); replacing it would destroy a run nobody asked to remove.
+            raise RuntimeError(f"{str(self.rank_dir)!r} already holds a recording ({', '.join(old)}); record "
+                               "into a new run directory")
         self.rank_dir.mkdir(parents=True, exist_ok=True)
+        self._closed = False
 
         self._cuda = CudaClock(self.device) if self.device.type == "cuda" else None
         self._timing = "cuda_event" if self._cuda is not None else "wall"
@@ -214,7 +232,10 @@ class Recorder(NullRecorder):
         self.last_step: int | None = None
         self._close_lock = threading.Lock()  # the main thread, the watchdog and TermGuard may all close
         self._close_done = threading.Event()
-        window = parse_step_range(profile_steps, "profile_steps", closed=True) or (DEFAULT_FULL_WINDOW if mode == "full" else None)
+        self._recorded_steps: set[int] = set()
+        self._watched: set[str] = set()
+        self._guard: TermGuard | None = None
+        self._old_handlers: dict[int, Any] = {}
         self._window = (
             ProfilerWindow(window, self.rank_dir / KINETO_TRACE, cuda=self._cuda is not None, with_stack=with_stack)
             if window
@@ -267,17 +288,26 @@ class Recorder(NullRecorder):
             write_config(self.run_dir, config)
 
     def watch(self, named_params: Mapping[str, torch.nn.Parameter] | Iterable[tuple[str, Any]]) -> None:
-        items = named_params.items() if isinstance(named_params, Mapping) else named_params
-        for label, param in items:
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        items = list(named_params.items() if isinstance(named_params, Mapping) else named_params)
+        seen = set(self._watched)
+        for label, param in items:  # all checked before any hook is registered
             if not (isinstance(param, torch.Tensor) and param.is_leaf and param.requires_grad):
                 raise ValueError(f"watch(): {label!r} is not a leaf tensor that requires grad")
+            if label in seen:  # a second hook would record every firing twice
+                raise ValueError(f"watch(): {label!r} is already watched")
+            seen.add(label)
+        for label, param in items:
             self._hook_handles.append(param.register_post_accumulate_grad_hook(self._hook_for(label)))
+        self._watched = seen
 
     def unwatch(self) -> None:
         """Remove every hook `watch` registered (the parameters keep training, unrecorded)."""
         for h in self._hook_handles:
             h.remove()
         self._hook_handles.clear()
+        self._watched.clear()
 
     def _hook_for(self, label: str) -> Callable[[torch.Tensor], None]:
         buf = self._hook_buf
@@ -297,8 +327,10 @@ class Recorder(NullRecorder):
     def _cur_step(self) -> int:
         return -1 if self._step is None else self._step
 
-    def region(self, name: str) -> "_Region":
-        return _Region(self, {
+    def region(self, name: str, compute: bool | None = None) -> "_Region":
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        rec = {
             "kind": "region",
             "rank": self.rank,
             "step": self._cur_step(),
@@ -307,9 +339,16 @@ class Recorder(NullRecorder):
             "start_ns": None,
             "end_ns": None,
             "timing": self._timing,
-        })
+        }
+        if compute is not None:
+            check_compute(compute)
+            rec["compute"] = compute
+        return _Region(self, rec)
 
-    def collective(self, fn: Callable, *args: Any, label: str, phase: str, **kwargs: Any) -> CollectiveHandle:
+    def collective(self, fn: Callable, *args: Any, label: str | None, phase: str, **kwargs: Any) -> CollectiveHandle:
+        if self._closed:  # raising, not skipping: the caller's collective must never silently not run
+            raise RuntimeError(CLOSED)
+        check_label(label)
         op = op_name(fn)
         gname, gsize = self._groups(kwargs.get("group"))
         seq = self._seq[gname]
@@ -381,8 +420,15 @@ class Recorder(NullRecorder):
     # ---- steps -------------------------------------------------------------------------------
     @contextlib.contextmanager
     def step(self, step: int) -> Iterator[StepInfo]:
+        if self._closed:
+            raise RuntimeError(CLOSED)
         if self._step is not None:
             raise RuntimeError(f"Recorder.step({step}) inside step {self._step}: step contexts do not nest")
+        if step in self._recorded_steps:
+            # readers key a rank's records by step: a second step 0 would be dropped as a duplicate
+            raise RuntimeError(f"step {step} was already recorded by this rank; step numbers must be unique "
+                               "across the run (count steps across epochs)")
+        self._recorded_steps.add(int(step))
         self._step, self._micro, self._pos = int(step), 0, 0
         info = StepInfo(int(step))
         if self._cuda is not None:
@@ -407,7 +453,7 @@ class Recorder(NullRecorder):
                 "loss": None if info.loss is None else float(info.loss),
                 "start_ns": start + self._shift,
                 "end_ns": end + self._shift,
-                "tokens": info.tokens,
+                "tokens": _plain_number(info.tokens),
                 **info.extra,
             }
             if self._overlap:
@@ -535,13 +581,78 @@ class Recorder(NullRecorder):
             snap.append(row)
         return snap
 
+    # ---- signals -----------------------------------------------------------------------------
+    def handle_signals(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGHUP), grace_s: float = 2.0) -> None:
+        """Turn `signals` (torchrun's teardown sends SIGTERM) into this rank's status: a handler raising
+        `Terminated("terminated by signal 15 (SIGTERM)")` on the main thread, plus a TermGuard that closes
+        the recorder ("failed", "... while blocked in C++ ...") and exits 128 + signum when the main thread
+        sits in C++ (a collective's wait) and cannot run the handler. `close()` stops the guard and puts
+        the previous handlers back. Main thread only (Python's rule for signal handlers)."""
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("handle_signals() must be called from the main thread (Python runs signal "
+                               "handlers there only)")
+        if self._guard is not None:
+            raise RuntimeError("handle_signals() was already called for this recorder")
+        sigs = tuple(signals) if not isinstance(signals, int) else (signals,)
+        if not sigs:
+            raise ValueError("handle_signals(): signals is empty")
+        for sig in sigs:
+            if sig in (signal.SIGKILL, signal.SIGSTOP) or not _is_signal(sig):
+                raise ValueError(f"handle_signals(): {sig!r} is not a signal that can be handled")
+        if isinstance(grace_s, bool) or not isinstance(grace_s, numbers.Real) or not grace_s >= 0:
+            raise ValueError(f"handle_signals(): grace_s must be a number of seconds >= 0, got {grace_s!r}")
+        for sig in sigs:
+            self._old_handlers[sig] = signal.signal(sig, raise_terminated)
+        self._guard = TermGuard(self._on_stuck, grace_s=float(grace_s), signals=sigs).start()
+
+    def _on_stuck(self, signum: int) -> None:
+        """TermGuard's thread: the main thread did not get to its own cleanup within the grace time."""
+        error = f"Terminated: {signal_words(signum)} while blocked in C++ (e.g. a collective's wait)"
+        print(f"commscope: rank {self.rank}: {error}", file=sys.stderr, flush=True)
+        self._close("failed", error, 10.0)
+
+    def _release_signals(self) -> list[int]:
+        """Main thread, at close: stop the guard, put the previous handlers back. A signal arriving while the
+        recorder writes its last words is held back and returned, to be raised once they are written."""
+        held: list[int] = []
+        if self._guard is None or threading.current_thread() is not threading.main_thread():
+            return held  # signal handlers and the wakeup fd can only be changed on the main thread
+        guard, self._guard = self._guard, None
+        for sig in self._old_handlers:
+            signal.signal(sig, lambda signum, frame: held.append(signum))
+        guard.stop()
+        return held
+
+    def _restore_handlers(self, held: list[int]) -> None:
+        old, self._old_handlers = self._old_handlers, {}
+        for sig, handler in old.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for sig in dict.fromkeys(held):
+            signal.raise_signal(sig)
+
+    # ---- end ---------------------------------------------------------------------------------
     def close(self, status: str = "completed", error: str | None = None, wait_s: float = 10.0) -> None:
         """Flush, stop the profiler window, remove hooks, write status.json (and, on an abnormal end,
-        inflight.json). The first caller does it; a caller on another thread meanwhile waits up to `wait_s`
-        for status.json to be written, so whoever exits next finds it there."""
+        inflight.json); stop `handle_signals`' guard and restore the handlers it replaced. The first caller
+        does it; a caller on another thread meanwhile waits up to `wait_s` for status.json to be written,
+        so whoever exits next finds it there."""
+        guard = self._guard
+        if guard is not None and not guard.claim("close", wait_s):
+            return  # the guard's thread closes (claim waited for it) and ends the process
+        held = self._release_signals() if self._old_handlers else []
+        try:
+            self._close(status, error, wait_s)
+        finally:
+            if self._old_handlers and threading.current_thread() is threading.main_thread():
+                self._restore_handlers(held)
+
+    def _close(self, status: str, error: str | None, wait_s: float) -> None:
         if not self._close_lock.acquire(blocking=False):
             self._close_done.wait(wait_s)
             return
+        self._closed = True
         try:
             if status != "completed":
                 write_inflight(self, error)  # how far this rank got, for `commscope doctor`
@@ -554,10 +665,60 @@ class Recorder(NullRecorder):
             self._sink.close()
             write_status(self.rank_dir, status, error, -1 if self.last_step is None else self.last_step)
             self._close_done.set()
+            note = self._window.close_note(self.last_step) if self._window is not None else None
+            if note:
+                print(note, file=sys.stderr, flush=True)
 
     def _at_exit(self) -> None:
-        if not self._close_lock.locked():  # nobody has closed (or is closing) the recorder
-            self.close("failed", "process exited without Recorder.close()")
+        if self._close_lock.locked():  # somebody has closed (or is closing) the recorder
+            return
+        # Python sets sys.last_value (3.12: also sys.last_exc) for an unhandled exception before atexit
+        # handlers run; a plain end of the script, sys.exit() or os._exit-free shutdown leaves none.
+        exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if isinstance(exc, BaseException):
+            self.close(*end_status(exc))
+        else:
+            # The script may have finished all it meant to or stopped early with sys.exit: not knowable here.
+            self.close("exited", EXITED_ERROR)
+
+
+def _is_signal(sig: Any) -> bool:
+    try:
+        signal.Signals(sig)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _plain_number(value: Any) -> Any:
+    """`st.tokens` as JSON writes it (a one-element tensor or a numpy scalar as int/float)."""
+    if value is None or value.__class__ is int or value.__class__ is float:
+        return value
+    value = value.item() if isinstance(value, torch.Tensor) else value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def _checked_device(device: Any) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device {device!r} is not a torch device ({e})") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: CUDA is not available here (torch {torch.__version__}); use "
+                         "device=\"cpu\"")
+    return dev
+
+
+def _profile_window(spec: Any) -> tuple[int, int] | None:
+    """`profile_steps` → (first, stop): "5:8", (5, 8), or an int N for the one step N:N+1."""
+    if spec is None or isinstance(spec, str):
+        return parse_step_range(spec, "profile_steps", closed=True)
+    if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
+        return parse_step_range(str(int(spec)), "profile_steps", closed=True)
+    if (isinstance(spec, (tuple, list)) and len(spec) == 2
+            and all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in spec)):
+        return parse_step_range((int(spec[0]), int(spec[1])), "profile_steps", closed=True)
+    raise ValueError(f"profile_steps must be a step N, a window \"START:STOP\" or a tuple (START, STOP); got {spec!r}")
 
 
 TRACE_MODES = ("off", *MODES)

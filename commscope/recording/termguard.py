@@ -12,6 +12,10 @@ at a socket pair and starts the thread. On SIGTERM the thread gives the main thr
 its own cleanup and `claim()` it; if it has not, the thread claims it, calls `on_stuck(signum)` (write
 in-flight collectives and a "failed" status) and ends the process with 128 + signum.
 
+`Recorder.handle_signals()` is the one-call use of it: a Python handler raising `Terminated` plus a guard
+whose stuck path closes the recorder. `Terminated`'s message says "terminated by signal N (NAME)", the
+wording `commscope doctor` reads as the consequence of another rank's fault rather than a fault of its own.
+
 Invariants: exactly one of the main thread and the guard thread runs the cleanup (`claim()` is
 first-come); the guard never touches the process unless a signal it watches arrived; `stop()` restores
 the previous wakeup fd.
@@ -26,6 +30,25 @@ import threading
 import time
 import traceback
 from typing import Callable
+
+
+class Terminated(Exception):
+    """A signal that ends the process (torch.distributed.run tearing the job down because another rank
+    failed, the user interrupting the job, the kernel saying the launcher died), raised on the main thread
+    by the handler `Recorder.handle_signals()` installs."""
+
+
+def signal_words(signum: int) -> str:
+    """"terminated by signal 15 (SIGTERM)"."""
+    try:
+        return f"terminated by signal {signum} ({signal.Signals(signum).name})"
+    except ValueError:
+        return f"terminated by signal {signum}"
+
+
+def raise_terminated(signum: int, frame: object) -> None:
+    """A Python signal handler: `Terminated("terminated by signal 15 (SIGTERM)")` on the main thread."""
+    raise Terminated(signal_words(signum))
 
 
 class TermGuard:

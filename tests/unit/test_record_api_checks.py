@@ -1,0 +1,276 @@
+"""The recording API refuses what would write a wrong or mixed-up run: reserved st.extra keys, repeated step
+numbers, a rank folder that already holds a recording, bad arguments (before any folder exists), use after
+close, duplicate watches, non-numeric losses, empty labels; and it writes what it is told: region compute
+flags, interrupted status, a one-step profile window, notes on windows that did not run."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import orjson
+import pytest
+import torch
+
+import commscope
+from commscope.recording import NullRecorder, Recorder, StepInfo
+from paths import ROOT
+
+
+def read(path):
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def status(run, rank=0):
+    return orjson.loads((run / f"rank{rank}" / "status.json").read_bytes())
+
+
+@pytest.mark.parametrize("key", ["kind", "rank", "step", "loss", "tokens", "start_ns", "end_ns"])
+def test_extra_keys_that_are_step_fields_are_refused_where_they_are_set(tmp_path, key):
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    with rec.step(0) as st:
+        st.extra["lr"] = 0.1
+        with pytest.raises(ValueError, match=f"st.extra\\['{key}'\\] would overwrite the step record's own field"):
+            st.extra[key] = "oops"
+        with pytest.raises(ValueError, match=f"'{key}'"):
+            st.extra.update({"ok": 1, key: 99})
+        with pytest.raises(ValueError, match=f"'{key}'"):
+            st.extra = {key: 7}
+        st.loss = 2.5
+    rec.close()
+    (step,) = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "step"]
+    assert step["kind"] == "step" and step["rank"] == 0 and step["step"] == 0 and step["loss"] == 2.5
+    assert isinstance(step["end_ns"], int) and step["lr"] == 0.1 and "ok" not in step
+
+
+def test_loss_and_tokens_must_be_numbers(tmp_path):
+    for info in (StepInfo(0), NullRecorder().step(0).__enter__()):
+        with pytest.raises(ValueError, match="st.loss must be a number, got 'abc'"):
+            info.loss = "abc"
+        with pytest.raises(ValueError, match="st.tokens must be a number, got \\[1, 2\\]"):
+            info.tokens = [1, 2]
+        with pytest.raises(ValueError, match="st.loss must be a number, got True"):
+            info.loss = True
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    with rec.step(0) as st:
+        st.loss = torch.tensor(1.5)
+        st.tokens = torch.tensor(4096)
+    rec.close()
+    (step,) = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "step"]
+    assert step["loss"] == 1.5 and step["tokens"] == 4096 and isinstance(step["tokens"], int)
+
+
+def test_a_step_number_recorded_twice_is_refused_at_entry(tmp_path):
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    for epoch in range(2):
+        for i in range(2):
+            if epoch == 0:
+                with rec.step(i):
+                    pass
+            else:
+                with pytest.raises(RuntimeError, match="^step 0 was already recorded by this rank; step numbers "
+                                                       "must be unique across the run \\(count steps across "
+                                                       "epochs\\)$"):
+                    with rec.step(i):
+                        pass
+                break
+    rec.close()
+    assert [e["step"] for e in read(tmp_path / "rank0" / "events.jsonl")] == [0, 1]
+
+
+@pytest.mark.parametrize("leftover", ["events.jsonl", "status.json", "meta.json", "watchdog.json", "inflight.json",
+                                      "trace.json.gz"])
+def test_a_rank_folder_holding_a_recording_is_refused_before_anything_is_written(tmp_path, leftover):
+    (tmp_path / "rank0").mkdir()
+    (tmp_path / "rank0" / leftover).write_bytes(b"{}")
+    with pytest.raises(RuntimeError, match="rank0' already holds a recording .*record into a new run directory"):
+        Recorder(tmp_path, rank=0, world_size=1)
+    assert os.listdir(tmp_path / "rank0") == [leftover]
+    Recorder(tmp_path, rank=1, world_size=2, align=False).close()  # another rank's folder is free
+    (tmp_path / "empty" / "rank0").mkdir(parents=True)  # what the reference trainer creates first
+    Recorder(tmp_path / "empty", rank=0, world_size=1).close()
+
+
+def test_a_second_recording_into_the_same_run_directory_is_refused(tmp_path):
+    with commscope.record(tmp_path) as rec:
+        with rec.step(0):
+            pass
+    with pytest.raises(RuntimeError, match="already holds a recording"):
+        commscope.record(tmp_path)
+    assert status(tmp_path)["status"] == "completed"
+
+
+def test_bad_arguments_raise_valueerror_and_leave_no_rank_folder(tmp_path):
+    bad = [
+        ({"device": "cuda"} if not torch.cuda.is_available() else {"device": "nonsense"}, "device"),
+        ({"device": "nonsense"}, "device 'nonsense' is not a torch device"),
+        ({"profile_steps": "8:5"}, "profile_steps"),
+        ({"profile_steps": 2.5}, "profile_steps must be a step N"),
+        ({"profile_steps": -1}, "profile_steps"),
+        ({"mode": "loud"}, "mode must be one of"),
+        ({"flush": "never"}, "flush must be one of"),
+    ]
+    for kwargs, message in bad:
+        with pytest.raises(ValueError, match=message):
+            Recorder(tmp_path / "run", rank=0, world_size=1, **kwargs)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_without_cuda_is_refused_at_construction(tmp_path):
+    with pytest.raises(ValueError, match="device 'cuda': CUDA is not available"):
+        commscope.record(tmp_path, device="cuda")
+    assert not tmp_path.joinpath("rank0").exists()
+
+
+def test_an_int_profile_steps_is_that_one_step(tmp_path, gloo1):
+    import torch.distributed as dist
+
+    rec = Recorder(tmp_path, rank=0, world_size=1, profile_steps=1)
+    assert (rec._window.first, rec._window.stop) == (1, 2)
+    for s in range(3):
+        with rec.step(s):
+            rec.collective(dist.all_reduce, torch.ones(4), label="g", phase="p").wait()
+    rec.close()
+    assert (tmp_path / "rank0" / "trace.json.gz").exists()
+
+
+def notes(capfd):
+    return [line for line in capfd.readouterr().err.splitlines() if line.startswith("commscope:")]  # not Kineto's
+
+
+def test_a_window_that_never_ran_or_ended_early_says_so_once_at_close(tmp_path, capfd):
+    rec = Recorder(tmp_path / "never", rank=0, world_size=1, profile_steps="5:8")
+    for s in range(3):
+        with rec.step(s):
+            pass
+    capfd.readouterr()
+    rec.close()
+    rec.close()
+    assert notes(capfd) == ["commscope: profile_steps 5:8 never ran: the last step was 2; no trace.json.gz was written"]
+    assert not (tmp_path / "never" / "rank0" / "trace.json.gz").exists()
+
+    rec = Recorder(tmp_path / "early", rank=0, world_size=1, profile_steps="1:8")
+    for s in range(3):
+        with rec.step(s):
+            pass
+    rec.close()
+    assert notes(capfd) == ["commscope: profile_steps 1:8 ended early: the last step was 2; trace.json.gz holds steps 1:3"]
+
+    rec = Recorder(tmp_path / "whole", rank=0, world_size=1, profile_steps="1:2")
+    for s in range(3):
+        with rec.step(s):
+            pass
+    rec.close()
+    assert notes(capfd) == []
+
+
+def test_a_closed_recorder_refuses_use_and_close_stays_idempotent(tmp_path, gloo1):
+    import torch.distributed as dist
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    rec.close()
+    rec.close("failed", "late")
+    p = torch.nn.Parameter(torch.ones(2))
+    t = torch.ones(4)
+    for use in (lambda: rec.step(0).__enter__(), lambda: rec.region("forward"),
+                lambda: rec.collective(dist.all_reduce, t, label="g", phase="p"), lambda: rec.watch({"p": p})):
+        with pytest.raises(RuntimeError, match="^the recorder is closed$"):
+            use()
+    assert status(tmp_path) == {"status": "completed", "error": None, "last_step": -1}
+    assert torch.equal(t, torch.ones(4))
+
+
+def test_watching_a_label_twice_is_refused_and_registers_nothing(tmp_path):
+    a, b = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(2))
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    rec.watch({"a": a})
+    with pytest.raises(ValueError, match="watch\\(\\): 'a' is already watched"):
+        rec.watch([("b", b), ("a", a)])
+    with pytest.raises(ValueError, match="'c' is already watched"):
+        rec.watch([("c", b), ("c", b)])
+    with rec.step(0):
+        ((a + b).sum()).backward()
+    rec.unwatch()
+    rec.watch({"a": a})  # unwatched labels may be watched again
+    rec.close()
+    hooks = [e["label"] for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "hook"]
+    assert hooks == ["a"]
+
+
+def test_empty_labels_are_refused_and_none_is_an_unlabelled_collective(tmp_path, gloo1):
+    import torch.distributed as dist
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    t = torch.ones(4)
+    for r in (rec, NullRecorder()):
+        with pytest.raises(ValueError, match="label must be a non-empty string, or None for an unlabelled "
+                                             "collective; got ''"):
+            r.collective(dist.all_reduce, t, label="", phase="p")
+        with pytest.raises(ValueError, match="got 3"):
+            r.collective(dist.all_reduce, t, label=3, phase="p")
+    with rec.step(0):
+        rec.collective(dist.all_reduce, t, label=None, phase="p").wait()
+    rec.close()
+    (coll,) = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "collective"]
+    assert coll["label"] is None
+    for name in (None, ""):
+        with pytest.raises(ValueError, match="a label is a non-empty string"):
+            commscope.label(name)
+
+
+def test_region_compute_is_written_only_when_given(tmp_path):
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    with rec.step(0):
+        with rec.region("forward"):
+            pass
+        with rec.region("overlap_matmul", compute=True):
+            pass
+        with rec.region("compute:io", compute=False):
+            pass
+        with pytest.raises(ValueError, match="compute must be True, False or None"):
+            rec.region("x", compute="yes")
+    with NullRecorder().region("x", compute=True):
+        pass
+    rec.close()
+    regions = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "region"]
+    assert [(r["name"], r.get("compute", "absent")) for r in regions] == [
+        ("forward", "absent"), ("overlap_matmul", True), ("compute:io", False)]
+
+
+def test_keyboard_interrupt_leaving_the_block_is_interrupted(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with commscope.record(tmp_path) as rec:
+            with rec.step(0):
+                pass
+            raise KeyboardInterrupt
+    assert status(tmp_path) == {"status": "interrupted", "error": "KeyboardInterrupt", "last_step": 0}
+
+
+TWO_PROFILERS = textwrap.dedent("""
+    import sys, torch, commscope
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with commscope.record(sys.argv[1], trace="full") as rec:
+            for s in range(4):
+                with rec.step(s):
+                    with rec.region("forward"):
+                        torch.ones(8).sum()
+    prof.export_chrome_trace(sys.argv[1] + "-user.json")
+    print("done")
+""")
+
+
+def test_a_running_user_profiler_skips_the_window_with_one_warning(tmp_path):
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-c", TWO_PROFILERS, str(out)], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("commscope:")]
+    assert warnings == ["commscope: warning: a torch.profiler is already running at step 1; profile_steps 1:3 is "
+                        "skipped (torch runs one profiler at a time): read that profiler's own trace "
+                        "(`commscope report` reads a folder of Kineto traces)"]
+    assert not (out / "rank0" / "trace.json.gz").exists()
+    assert status(out)["status"] == "completed"
+    assert (tmp_path / "run-user.json").stat().st_size > 0
