@@ -54,7 +54,7 @@ from commscope.recording.clock import ClockSync, align_clocks, epoch_base_ns
 from commscope.recording.collective import GroupInfo, comm_size, op_name
 from commscope.recording.profiler_window import ProfilerWindow
 from commscope.recording.sink import EventSink, write_json_atomic
-from commscope.recording.termguard import TermGuard, raise_terminated, signal_words
+from commscope.recording.termguard import SignalHandling, signal_words
 from commscope.recording.timing import CudaClock, GpuStamp
 from commscope.recording.watchdog import write_inflight
 from commscope.rundir import write_config, write_status
@@ -234,8 +234,7 @@ class Recorder(NullRecorder):
         self._close_done = threading.Event()
         self._recorded_steps: set[int] = set()
         self._watched: set[str] = set()
-        self._guard: TermGuard | None = None
-        self._old_handlers: dict[int, Any] = {}
+        self._signals: SignalHandling | None = None  # handle_signals()
         self._window = (
             ProfilerWindow(window, self.rank_dir / KINETO_TRACE, cuda=self._cuda is not None, with_stack=with_stack)
             if window
@@ -586,26 +585,13 @@ class Recorder(NullRecorder):
         """Turn `signals` (torchrun's teardown sends SIGTERM) into this rank's status: a handler raising
         `Terminated("terminated by signal 15 (SIGTERM)")` on the main thread, plus a TermGuard that closes
         the recorder ("failed", "... while blocked in C++ ...") and exits 128 + signum when the main thread
-        sits in C++ (a collective's wait) and cannot run the handler. `close()` stops the guard and puts
-        the previous handlers back. Main thread only (Python's rule for signal handlers)."""
+        sits in C++ (a collective's wait) and cannot run the handler (termguard.SignalHandling). `close()`
+        stops the guard and puts the previous handlers back. Main thread only."""
         if self._closed:
             raise RuntimeError(CLOSED)
-        if threading.current_thread() is not threading.main_thread():
-            raise RuntimeError("handle_signals() must be called from the main thread (Python runs signal "
-                               "handlers there only)")
-        if self._guard is not None:
+        if self._signals is not None:
             raise RuntimeError("handle_signals() was already called for this recorder")
-        sigs = tuple(signals) if not isinstance(signals, int) else (signals,)
-        if not sigs:
-            raise ValueError("handle_signals(): signals is empty")
-        for sig in sigs:
-            if sig in (signal.SIGKILL, signal.SIGSTOP) or not _is_signal(sig):
-                raise ValueError(f"handle_signals(): {sig!r} is not a signal that can be handled")
-        if isinstance(grace_s, bool) or not isinstance(grace_s, numbers.Real) or not grace_s >= 0:
-            raise ValueError(f"handle_signals(): grace_s must be a number of seconds >= 0, got {grace_s!r}")
-        for sig in sigs:
-            self._old_handlers[sig] = signal.signal(sig, raise_terminated)
-        self._guard = TermGuard(self._on_stuck, grace_s=float(grace_s), signals=sigs).start()
+        self._signals = SignalHandling(self._on_stuck, signals, grace_s)
 
     def _on_stuck(self, signum: int) -> None:
         """TermGuard's thread: the main thread did not get to its own cleanup within the grace time."""
@@ -613,40 +599,21 @@ class Recorder(NullRecorder):
         print(f"commscope: rank {self.rank}: {error}", file=sys.stderr, flush=True)
         self._close("failed", error, 10.0)
 
-    def _release_signals(self) -> list[int]:
-        """Main thread, at close: stop the guard, put the previous handlers back. A signal arriving while the
-        recorder writes its last words is held back and returned, to be raised once they are written."""
-        held: list[int] = []
-        if self._guard is None or threading.current_thread() is not threading.main_thread():
-            return held  # signal handlers and the wakeup fd can only be changed on the main thread
-        guard, self._guard = self._guard, None
-        for sig in self._old_handlers:
-            signal.signal(sig, lambda signum, frame: held.append(signum))
-        guard.stop()
-        return held
-
-    def _restore_handlers(self, held: list[int]) -> None:
-        old, self._old_handlers = self._old_handlers, {}
-        for sig, handler in old.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        for sig in dict.fromkeys(held):
-            signal.raise_signal(sig)
-
     # ---- end ---------------------------------------------------------------------------------
     def close(self, status: str = "completed", error: str | None = None, wait_s: float = 10.0) -> None:
         """Flush, stop the profiler window, remove hooks, write status.json (and, on an abnormal end,
         inflight.json); stop `handle_signals`' guard and restore the handlers it replaced. The first caller
         does it; a caller on another thread meanwhile waits up to `wait_s` for status.json to be written,
         so whoever exits next finds it there."""
-        guard = self._guard
-        if guard is not None and not guard.claim("close", wait_s):
+        sh = self._signals
+        if sh is not None and not sh.claim(wait_s):
             return  # the guard's thread closes (claim waited for it) and ends the process
-        held = self._release_signals() if self._old_handlers else []
+        released = sh is not None and sh.release()
         try:
             self._close(status, error, wait_s)
         finally:
-            if self._old_handlers and threading.current_thread() is threading.main_thread():
-                self._restore_handlers(held)
+            if released:
+                sh.restore()
 
     def _close(self, status: str, error: str | None, wait_s: float) -> None:
         if not self._close_lock.acquire(blocking=False):
@@ -680,14 +647,6 @@ class Recorder(NullRecorder):
         else:
             # The script may have finished all it meant to or stopped early with sys.exit: not knowable here.
             self.close("exited", EXITED_ERROR)
-
-
-def _is_signal(sig: Any) -> bool:
-    try:
-        signal.Signals(sig)
-    except (ValueError, TypeError):
-        return False
-    return True
 
 
 def _plain_number(value: Any) -> Any:

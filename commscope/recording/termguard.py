@@ -12,8 +12,8 @@ at a socket pair and starts the thread. On SIGTERM the thread gives the main thr
 its own cleanup and `claim()` it; if it has not, the thread claims it, calls `on_stuck(signum)` (write
 in-flight collectives and a "failed" status) and ends the process with 128 + signum.
 
-`Recorder.handle_signals()` is the one-call use of it: a Python handler raising `Terminated` plus a guard
-whose stuck path closes the recorder. `Terminated`'s message says "terminated by signal N (NAME)", the
+`SignalHandling` is the one-call use of it (`Recorder.handle_signals()`): a Python handler raising
+`Terminated` plus a guard whose stuck path closes the recorder, undone again at close. `Terminated`'s message says "terminated by signal N (NAME)", the
 wording `commscope doctor` reads as the consequence of another rank's fault rather than a fault of its own.
 
 Invariants: exactly one of the main thread and the guard thread runs the cleanup (`claim()` is
@@ -22,6 +22,7 @@ the previous wakeup fd.
 """
 from __future__ import annotations
 
+import numbers
 import os
 import signal
 import socket
@@ -29,7 +30,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 
 class Terminated(Exception):
@@ -118,3 +119,58 @@ class TermGuard:
             sys.stderr.flush()
             self._exit(128 + hit)
             return
+
+
+def _is_signal(sig: Any) -> bool:
+    try:
+        signal.Signals(sig)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+class SignalHandling:
+    """`signals` (torchrun's teardown sends SIGTERM) turned into an end the recorder can write: on the main
+    thread a handler raising `Terminated`, and a TermGuard calling `on_stuck(signum)` (then exiting
+    128 + signum) when the main thread sits in C++ and cannot run it. `release()` and `restore()` undo it
+    around the recorder's close. Main thread only (Python's rule for signal handlers)."""
+
+    def __init__(self, on_stuck: Callable[[int], None], signals: Iterable[int] | int, grace_s: float):
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("handle_signals() must be called from the main thread (Python runs signal "
+                               "handlers there only)")
+        sigs = (signals,) if isinstance(signals, int) else tuple(signals)
+        if not sigs:
+            raise ValueError("handle_signals(): signals is empty")
+        for sig in sigs:
+            if sig in (signal.SIGKILL, signal.SIGSTOP) or not _is_signal(sig):
+                raise ValueError(f"handle_signals(): {sig!r} is not a signal that can be handled")
+        if isinstance(grace_s, bool) or not isinstance(grace_s, numbers.Real) or not grace_s >= 0:
+            raise ValueError(f"handle_signals(): grace_s must be a number of seconds >= 0, got {grace_s!r}")
+        self._old: dict[int, Any] = {sig: signal.signal(sig, raise_terminated) for sig in sigs}
+        self._guard: TermGuard | None = TermGuard(on_stuck, grace_s=float(grace_s), signals=sigs).start()
+        self._held: list[int] = []
+
+    def claim(self, wait_s: float) -> bool:
+        """Whether the caller may close; False when the guard's thread closes instead (and ends the process)."""
+        return self._guard is None or self._guard.claim("close", wait_s)
+
+    def release(self) -> bool:
+        """Main thread, at close: stop the guard and hold back signals until `restore()`, so one arriving
+        while the recorder writes its last words cannot cut them short. False on another thread, where
+        signal handlers and the wakeup fd cannot be changed (nothing is done)."""
+        if self._guard is None or threading.current_thread() is not threading.main_thread():
+            return False
+        guard, self._guard = self._guard, None
+        for sig in self._old:
+            signal.signal(sig, lambda signum, frame: self._held.append(signum))
+        guard.stop()
+        return True
+
+    def restore(self) -> None:
+        """Put the handlers back that were there before, then raise the signals held back meanwhile."""
+        old, self._old = self._old, {}
+        for sig, handler in old.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for sig in dict.fromkeys(self._held):
+            signal.raise_signal(sig)
