@@ -57,14 +57,19 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
     table.add_column("#", justify="right", no_wrap=True)
     if orders.scatter_order:
         table.add_column("scatter_order", style="cyan", overflow="fold")
+    if orders.launch_order:
+        rank, step = orders.launch_where
+        table.add_column(Text(f"reduces launched (rank {rank}, step {step})"), style="magenta", overflow="fold")
     for i, g in enumerate(groups):
         head = _members(g, orders)
         table.add_column(Text(head) if i == 0 else Text.assemble(("differs", "bold red"), " ", head), overflow="fold")
-    depth = max([len(g.order) for g in groups] + [len(orders.scatter_order)])
+    depth = max([len(g.order) for g in groups] + [len(orders.scatter_order), len(orders.launch_order)])
     for pos in range(depth):
         row = [str(pos)]
         if orders.scatter_order:
             row.append(Text(orders.scatter_order[pos] if pos < len(orders.scatter_order) else ""))
+        if orders.launch_order:
+            row.append(Text(orders.launch_order[pos] if pos < len(orders.launch_order) else ""))
         for i, g in enumerate(groups):
             label = g.order[pos] if pos < len(g.order) else "—"
             differs = i > 0 and (pos >= len(ref) or ref[pos] != label)
@@ -77,5 +82,16 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
         console.print(Text.assemble((f"{len(groups)} different orders:", "bold red"), " ranks/steps whose order "
                                     "differs from the most common one are marked; with hook-launched collectives "
                                     "this is a launch-order mismatch across ranks."))
-    if orders.scatter_order and ref and ref != orders.scatter_order[: len(ref)]:
-        console.print("scatter_order (launch order of the reduces) differs from the gradient-ready order.")
+    ready = orders.launched_in_ready_order
+    how = f" (comm_schedule {orders.comm_schedule})" if orders.comm_schedule else ""
+    if ready is not None and len(ready) == len(orders.launch_labels):
+        console.print(Text(f"The reduces were launched in gradient-ready order{how}: each as soon as its "
+                           "gradient was complete."))
+    elif ready is not None:
+        others = [x for x in orders.launch_labels if x not in set(ready)]
+        console.print(Text(f"The reduces were launched in another order than the gradients became ready{how}. "
+                           f"In gradient-ready order: {', '.join(ready)} ({len(ready)} of "
+                           f"{len(orders.launch_labels)}); out of that order: {', '.join(others)}."))
+    elif orders.scatter_order and ref and ref != orders.scatter_order[: len(ref)]:
+        console.print(Text("scatter_order (the explicit schedule's launch order of the reduces) differs from the "
+                           "gradient-ready order."))

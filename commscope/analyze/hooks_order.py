@@ -5,6 +5,11 @@ Why it matters: with hook-driven communication the firing order *is* the launch 
 and NCCL needs every rank to launch collectives of one communicator in the same order; with the explicit
 schedule it shows how far the fixed scatter_order is from the order in which gradients are ready.
 
+Beside them, `launch_order`: the order in which the gradient reductions (phase "reduce" or "allreduce")
+were really launched, on the lowest rank in its last recorded step, and the run's `comm_schedule` (the
+reference trainer's): under "hooks" the Adam labels launch from these hooks as their gradients become
+ready, so scatter_order is not their launch order; the recorded one says what happened either way.
+
 Invariant: an order is a list of labels sorted by the recorded `position` (the hook's count within its
 micro-step); the reference order is the most common one, ties broken by first occurrence.
 """
@@ -32,6 +37,32 @@ class HookOrders:
     world_size: int
     orders: dict[int, list[dict]]  # rank → [{"step", "micro_step", "order"}] in (step, micro_step) order
     scatter_order: list[str]
+    launch_order: list[str] = field(default_factory=list)  # recorded reduce launches (module docstring)
+    launch_where: tuple[int, int] | None = None  # (rank, step) the launch order was read on
+    comm_schedule: str | None = None  # config.json's args.comm_schedule, when the run says
+
+    @property
+    def launched_in_ready_order(self) -> list[str] | None:
+        """The most labels launched in the order their gradients became ready: the longest common
+        subsequence of `launch_order` and the reference order, over the labels both hold (all of them when
+        the reduces follow the hooks); None when fewer than two labels are in both."""
+        common = set(self.launch_order) & set(self.reference)
+        if len(common) < 2:
+            return None
+        a = [x for x in self.launch_order if x in common]
+        b = [x for x in self.reference if x in common]
+        # a few dozen labels at most: the quadratic table is nothing
+        best = [[[] for _ in range(len(b) + 1)] for _ in range(len(a) + 1)]
+        for i in range(len(a) - 1, -1, -1):
+            for j in range(len(b) - 1, -1, -1):
+                best[i][j] = ([a[i], *best[i + 1][j + 1]] if a[i] == b[j] else
+                              max(best[i + 1][j], best[i][j + 1], key=len))
+        return best[0][0]
+
+    @property
+    def launch_labels(self) -> list[str]:
+        """The labels of `launch_order` that also fired a hook (the ones an order can be compared on)."""
+        return [x for x in self.launch_order if x in set(self.reference)]
 
     @property
     def groups(self) -> list[OrderGroup]:
@@ -60,6 +91,10 @@ class HookOrders:
             "orders": {str(r): self.orders[r] for r in sorted(self.orders)},
             "consistent": self.consistent,
             "scatter_order": self.scatter_order,
+            "launch_order": self.launch_order,
+            "launched_in_ready_order": self.launched_in_ready_order,
+            "launch_order_rank_step": list(self.launch_where) if self.launch_where else None,
+            "comm_schedule": self.comm_schedule,
         }
 
 
@@ -84,7 +119,30 @@ def hook_orders_from_trace(trace) -> HookOrders:
         orders.setdefault(int(rank), []).append(
             {"step": int(step), "micro_step": _opt_int(g["micro_step"].iloc[0]), "order": list(g["label"])})
     cfg = trace.config.get("config", {}) if isinstance(trace.config, dict) else {}
-    return HookOrders(trace.world_size, orders, list(cfg.get("scatter_order") or []))
+    args = cfg.get("args") if isinstance(cfg.get("args"), dict) else {}
+    launch, where = _launch_order(trace)
+    schedule = args.get("comm_schedule")
+    return HookOrders(trace.world_size, orders, list(cfg.get("scatter_order") or []), launch, where,
+                      schedule if isinstance(schedule, str) else None)
+
+
+REDUCE_PHASES = ("reduce", "allreduce")
+
+
+def _launch_order(trace) -> tuple[list[str], tuple[int, int] | None]:
+    """Labels in the order their gradient reductions were launched (first launch of each), on the lowest
+    rank in its last recorded step; ([], None) when nothing was recorded."""
+    c = trace.collectives
+    if not len(c):
+        return [], None
+    c = c[c["phase"].isin(REDUCE_PHASES) & c["label"].notna() & (c["step"] >= 0)]
+    if not len(c):
+        return [], None
+    rank = int(c["rank"].min())
+    mine = c[c["rank"] == rank]
+    step = int(mine["step"].max())
+    mine = mine[mine["step"] == step].sort_values("call_ns", kind="stable")
+    return list(dict.fromkeys(str(x) for x in mine["label"])), (rank, step)
 
 
 def load_hook_orders(path: str | os.PathLike) -> HookOrders:

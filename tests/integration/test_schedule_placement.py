@@ -68,3 +68,19 @@ def test_compare_shows_the_move_per_label(runs):
         assert row["metric"] == "start_vs_backward_end_ms" and row["base_ms"] > 0 > row["cand_ms"]
         assert row["delta_ms"] == pytest.approx(row["cand_ms"] - row["base_ms"])
         assert row["verdict"] == "too few runs"  # one run a side: means and Δ, no CI
+
+
+def test_hooks_shows_the_recorded_launch_order_of_each_schedule(runs):
+    docs = {}
+    for schedule, run in runs.items():
+        r = commscope("hooks", str(run), "--json")
+        assert r.returncode == 0, r.stderr[-2000:]
+        docs[schedule] = json.loads(r.stdout)
+    x, h = docs["explicit"], docs["hooks"]
+    assert (x["comm_schedule"], h["comm_schedule"]) == ("explicit", "hooks")
+    # explicit: the reduces go out in scatter_order (embed rides on lm_head's reduce while tied)
+    assert x["launch_order"] == [lab for lab in x["scatter_order"] if lab != "embed"]
+    # hooks: the Adam labels go out as their gradients become ready, so the gates lead, unlike scatter_order
+    assert h["launch_order"] != x["launch_order"] and h["launch_order"][0] in EARLY
+    assert set(EARLY) <= set(h["launched_in_ready_order"])
+    assert len(h["launched_in_ready_order"]) > len(x["launched_in_ready_order"])
