@@ -35,8 +35,8 @@ def plan_cmd(
     run: Path = typer.Argument(None, help="With --cost measured: the run directory whose update timings calibrate the cost."),
     preset: str = typer.Option(None, help="Model preset of the reference trainer. Default: the run's preset with "
                                "--cost measured, else speedrun."),
-    world_size: int = typer.Option(8, help="Number of data-parallel ranks (at most COMMSCOPE_MAX_WORLD_SIZE, "
-                                   "default 16384)."),
+    world_size: int = typer.Option(None, help="Number of data-parallel ranks (at most COMMSCOPE_MAX_WORLD_SIZE, "
+                                   "default 16384). Default: the run's with --cost measured, else 8."),
     cost: str = typer.Option("flops", help="Balancing cost: numel | flops | measured (then give RUN)."),
     alpha: float = typer.Option(1.0, help="alpha_lpt blend: 0 = even split (bank geometry), 1 = fill deficits."),
     tp: int = typer.Option(None, help="Also plan tensor-parallel micro-groups for T-way sharded matrices."),
@@ -52,6 +52,11 @@ def plan_cmd(
         raise UserError("give a RUN directory exactly when --cost measured")
     for value, option in ((alpha, "--alpha"), (capacity_mb, "--capacity-mb"), (tflops, "--tflops")):
         require_finite(value, option)
+    calib = _trainer().calibrate(str(run)) if cost == "measured" else None
+    # a measured run is planned as it ran unless another world size is named, as its preset is
+    world_size = world_size if world_size is not None else (calib or {}).get("world_size") or 8
+    if world_size < 1:
+        raise UserError(f"--world-size must be at least 1, got {world_size}")
     if world_size > WORLD_SIZE.value():  # the reading commands' limit: planning time grows faster than linearly
         raise WORLD_SIZE.refuse(f"--world-size {world_size} is too large")
     if not 0.0 <= alpha <= 1.0:
@@ -62,7 +67,6 @@ def plan_cmd(
         raise UserError(f"--capacity-mb {capacity_mb} is too large to count in bytes")
     if tp is not None and (tp < 1 or world_size % tp):
         raise UserError(f"--tp must divide the world size {world_size}, got {tp}")
-    calib = _trainer().calibrate(str(run)) if cost == "measured" else None
     # the run's timings are of its own preset's shapes: plan that preset unless another is named
     preset = preset or (calib or {}).get("preset") or "speedrun"
     matrices = _trainer().preset_matrices(preset, world_size)

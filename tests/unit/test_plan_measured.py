@@ -76,6 +76,19 @@ def test_cli_measured_plans_the_runs_own_preset_when_none_is_named():
     assert json.loads(res.output)["preset"] == "tiny"
 
 
+def test_cli_measured_plans_the_runs_own_world_size_when_none_is_named():
+    from paths import TESTS
+
+    run = str(TESTS / "data" / "cpurun-hooks-gloo2")  # 2 ranks
+    res = CliRunner().invoke(app, ["plan", run, "--cost", "measured", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["world_size"] == doc["measured"]["run_world_size"] == 2
+    res = CliRunner().invoke(app, ["plan", run, "--cost", "measured", "--world-size", "4", "--json"])
+    assert json.loads(res.output)["world_size"] == 4  # a named world size still wins
+    assert json.loads(CliRunner().invoke(app, ["plan", "--preset", "tiny", "--json"]).output)["world_size"] == 8
+
+
 def test_no_update_regions_is_a_user_error(tmp_path):
     r = make_run(tmp_path / "r", {0: {"other": [1.0]}})
     with pytest.raises(UserError, match="no update"):
