@@ -19,12 +19,21 @@ window.csData = (function () {
   };
 })();
 
-// Zoom the timeline to [x0, x1] ms and bring it into view.
-function csZoom(x0, x1) {
-  var pad = 0.02 * (x1 - x0);
-  if (!document.getElementById("timeline-plot")) return;
+// Zoom the timeline to [x0, x1] ms (steps lo..hi) and bring it into view. The timeline's step dropdown
+// (reports/timeline.py) then names that step, or no entry for a range of steps: it must not go on
+// naming a step the figure no longer shows.
+function csZoom(x0, x1, lo, hi) {
+  var pad = 0.02 * (x1 - x0), plot = document.getElementById("timeline-plot");
+  if (!plot) return;
   window.csPlotly.then(function (Plotly) {
-    Plotly.relayout(document.getElementById("timeline-plot"), {"xaxis.range": [x0 - pad, x1 + pad], "xaxis.autorange": false});
+    var update = {"xaxis.range": [x0 - pad, x1 + pad], "xaxis.autorange": false};
+    var menus = (plot.layout || {}).updatemenus;
+    if (menus && menus.length && lo !== undefined) {
+      var want = lo === hi ? "step " + lo : null, active = -1;
+      menus[0].buttons.forEach(function (b, i) { if (b.label === want) active = i; });
+      update["updatemenus[0].active"] = active;
+    }
+    Plotly.relayout(plot, update);
   });
   document.getElementById("timeline").scrollIntoView();
 }
@@ -56,8 +65,17 @@ document.addEventListener("DOMContentLoaded", function () {
     table.querySelectorAll("td.sel").forEach(function (c) { c.classList.remove("sel"); });
     td.classList.add("sel");
     note.textContent = describe(td) + ": shown in the timeline below.";
-    csZoom(x0, x1);
+    var s = td.dataset.s.split(":");
+    csZoom(x0, x1, +s[0], +s[1] - 1);
   });
+  // A link to the page with #step=N opens step N as a click on its first heatmap cell does.
+  function fromHash() {
+    var m = /(?:^#|&)step=(\d+)/.exec(location.hash);
+    var td = m && table.querySelector('td.cell[data-s="' + m[1] + ":" + (+m[1] + 1) + '"]');
+    if (td) (window.csPlotly || Promise.resolve()).then(function () { td.click(); });  // once plotly is in
+  }
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
 });
 
 // ---- at scale: the heatmap as a canvas, one row per rank -----------------------------------------------
@@ -136,7 +154,7 @@ document.addEventListener("DOMContentLoaded", function () {
       if (sel) csShowRank(d.ranks[i]);
       if (w) {
         note.textContent = describe(i, j) + ": shown in the timeline below.";
-        csZoom(w[0], w[1]);
+        csZoom(w[0], w[1], col[0], col[1]);
       } else {
         note.textContent = describe(i, j) + ". These steps are not drawn in the timeline: run the report again " +
           "with --steps " + col[0] + ":" + (col[1] + 1) + ".";

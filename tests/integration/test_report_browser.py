@@ -88,6 +88,24 @@ def test_demo_like_page_in_headless_chromium(tmp_path):
     assert len(set(re.findall(r'class="legendtext"[^>]*>([^<]+)<', timeline))) >= 13
 
 
+def test_a_heatmap_cell_opens_its_step_and_the_step_dropdown_names_it(tmp_path):
+    """#step=N opens step N as a click on its heatmap cell does: the timeline zooms to it and the timeline's
+    step dropdown names that step, not the one it showed before."""
+    page = make_page(tmp_path, DATA / "cpurun-hooks-gloo2", "steps", "--no-hta")
+
+    def header(dom: str) -> str:
+        i = dom.index('class="updatemenu-header-group"')
+        return re.search(r'data-unformatted="([^"]*)"', dom[i:]).group(1)
+
+    plain = chromium(tmp_path, "plain", "--dump-dom", page.as_uri())
+    assert header(plain.stdout) == "all steps (0–2)"
+    for step in (2, 1):
+        proc = chromium(tmp_path, f"step{step}", "--dump-dom", f"{page.as_uri()}#step={step}")
+        assert proc.returncode == 0 and console_errors(proc.stderr) == []
+        assert header(proc.stdout) == f"step {step}"
+        assert f"rank 0, step {step}: exposed" in proc.stdout and "shown in the timeline below" in proc.stdout
+
+
 def test_8xh100_page_in_headless_chromium(tmp_path):
     pytest.importorskip("hta")
     page = make_page(tmp_path, DATA / "modded-nanogpt-8xh100", "h100")
