@@ -12,6 +12,9 @@ Layout of the output
   complete slices on one (pid, tid) overlap — Perfetto drops or mis-nests partially overlapping slices;
 - every collective slice carries label, phase, op, bytes, dtype, group, seq and its host-side times in
   `args`;
+- collectives a hung or failed run left in flight (watchdog.json / inflight.json) are drawn from their
+  launch to the rank's last sign of life (the watchdog firing, else its latest record) on an
+  `in flight (never completed)` track;
 - one collective call across ranks (the same (group, seq): commscope.analyze.flows) is linked by flow
   arrows (flow v1 events `s` → `t` … → `f`), so clicking a slice in Perfetto follows the call to every
   other rank. The chain runs in the order the ranks' slices start: an arrow goes from one rank's slice to
@@ -244,6 +247,8 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
 
                 em.slices("comm", f"comm {label}", start[rows], end[rows], make, "comm", member)
 
+        _emit_inflight(trace, int(rank), t0, em)
+
         hooks = _rank_frame(getattr(trace, "hooks", None), rank)
         if len(hooks):
             tid = em.track("hooks", "hooks")
@@ -253,6 +258,53 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
                       "args": {"label": h.label, "position": _num(h.position), "step": _num(h.step),
                                "micro_step": _num(h.micro_step)}})
     _flow_events(flow_slices, emit)
+
+
+def _rank_end_ns(trace: Any, rank: int) -> int | None:
+    """The last time a rank is known to have been alive: its watchdog's firing, else its latest record."""
+    faults = getattr(trace, "faults", None)
+    if faults is not None and len(faults.reports):
+        r = faults.reports
+        fired = pd.to_numeric(r.loc[(r["rank"] == rank) & (r["kind"] == "watchdog"), "fired_ns"], errors="coerce")
+        if fired.notna().any():
+            return int(fired.max())
+    times = []
+    for frame, cols in (("collectives", ("end_ns", "wait_end_ns", "call_ns")), ("steps", ("end_ns",)),
+                        ("regions", ("end_ns",)), ("hooks", ("t_ns",))):
+        df = _rank_frame(getattr(trace, frame, None), rank)
+        times += [pd.to_numeric(df[c], errors="coerce").max() for c in cols if len(df) and c in df]
+    if faults is not None and len(faults.inflight):
+        mine = faults.inflight[faults.inflight["rank"] == rank]
+        times += [pd.to_numeric(mine[c], errors="coerce").max() for c in ("call_ns", "wait_ns") if len(mine)]
+    times = [t for t in times if not pd.isna(t)]
+    return int(max(times)) if times else None
+
+
+def _emit_inflight(trace: Any, rank: int, t0: int, em: "_Emitter") -> None:
+    """A run that hung or failed left the collectives still in flight in watchdog.json / inflight.json
+    (docs/faults.md): each is drawn from its launch to the rank's last sign of life (`_rank_end_ns`) on an
+    `in flight (never completed)` track, so the export shows where every rank was stuck."""
+    faults = getattr(trace, "faults", None)
+    if faults is None or not len(faults.inflight):
+        return
+    fl = faults.inflight
+    fl = fl[(fl["rank"] == rank) & ~fl["finished"].astype(bool)].drop_duplicates(["group", "seq"])
+    end = _rank_end_ns(trace, rank)
+    if not len(fl) or end is None:
+        return
+    starts = rel(fl["call_ns"], t0)
+    ends = np.full(len(fl), (end - t0) / 1.0)
+    cols = {k: _col(fl[k]) for k in ("label", "op", "bytes", "dtype", "group", "group_size", "seq", "step",
+                                     "call_ns", "wait_ns", "source") if k in fl}
+    fired = bool(len(faults.reports)) and bool(((faults.reports["rank"] == rank) &
+                                                (faults.reports["kind"] == "watchdog")).any())
+
+    def make(i: int) -> tuple[str, dict]:
+        args = {k: _num(v[i]) for k, v in cols.items()}
+        args["until"] = "the hang watchdog fired" if fired else "the rank's last record"
+        return f"{shown_label(cols['label'][i])}:{cols['op'][i]} (in flight)", args
+
+    em.slices("comm", "in flight (never completed)", starts, ends, make, "inflight")
 
 
 # A collective slice's args: the record's fields, those the frame has.

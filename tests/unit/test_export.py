@@ -110,3 +110,50 @@ def test_perfetto_trace_processor_reads_expected_slices(tmp_path):
     finally:
         tp.close()
     assert (df["track"] == "comm attn").sum() == 4 and df["name"].str.startswith("step").sum() == 4
+
+
+def test_collectives_left_in_flight_are_drawn_until_the_rank_was_last_alive(tmp_path):
+    """A hang's evidence (watchdog.json, inflight.json) is in the export: each collective still in flight,
+    once per (group, seq) however many files list it, from its launch to the watchdog's firing (or, on a
+    rank without a watchdog, to its latest record)."""
+    import json
+
+    from commscope.load import load_path
+    from report_trace import write_run_dir
+
+    run = tmp_path / "run"
+    write_run_dir(make_trace(ranks=(0, 1), steps=(0, 1), style="run"), run)
+    trace = load_path(str(run))
+    last = {r: int(trace.collectives.loc[trace.collectives["rank"] == r, "end_ns"].max()) for r in (0, 1)}
+    fired = last[0] + 5_000_000_000
+
+    def row(rank, seq, label):
+        return {"kind": "collective", "rank": rank, "step": 2, "label": label, "phase": "reduce",
+                "op": "reduce_scatter", "bytes": 1024, "dtype": "float32", "group": "0", "group_size": 2,
+                "seq": seq, "call_ns": last[rank] + 1000 * seq, "return_ns": last[rank] + 1000 * seq + 5,
+                "wait_ns": None, "wait_end_ns": None}
+
+    rows0 = [row(0, 90, "attn"), row(0, 91, "mlp")]
+    (run / "rank0" / "watchdog.json").write_text(json.dumps(
+        {"schema_version": 1, "rank": 0, "world_size": 2, "timeout_s": 5, "fired_ns": fired,
+         "waiting_on": rows0[0], "inflight": rows0, "last_step": 1, "stacks": {}}))
+    (run / "rank0" / "inflight.json").write_text(json.dumps({"schema_version": 1, "rank": 0, "inflight": rows0}))
+    (run / "rank1" / "inflight.json").write_text(json.dumps({"schema_version": 1, "rank": 1,
+                                                              "inflight": [row(1, 90, "attn")]}))
+    trace = load_path(str(run))
+    # rank 1's latest record: the end of anything it recorded (here its last step or region), after its launch
+    latest1 = max(int(f.loc[f["rank"] == 1, c].max()) for f, c in
+                  ((trace.steps, "end_ns"), (trace.regions, "end_ns"), (trace.collectives, "end_ns")) if len(f))
+    assert latest1 > last[1] + 90_000
+    doc = build_perfetto(trace)
+    check_no_overlap(doc)
+    t0 = doc["otherData"]["t0_ns"]
+    got = sorted((e["pid"], e["args"]["seq"], e["name"], e["ts"], round(e["ts"] + e["dur"], 3), e["args"]["until"])
+                 for e in doc["traceEvents"] if e.get("cat") == "inflight")
+    us = lambda ns: round((ns - t0) / 1e3, 3)  # noqa: E731
+    assert got == [
+        (0, 90, "attn:reduce_scatter (in flight)", us(last[0] + 90_000), us(fired), "the hang watchdog fired"),
+        (0, 91, "mlp:reduce_scatter (in flight)", us(last[0] + 91_000), us(fired), "the hang watchdog fired"),
+        (1, 90, "attn:reduce_scatter (in flight)", us(last[1] + 90_000), us(latest1), "the rank's last record")]
+    names = thread_names(doc)
+    assert any(n == "in flight (never completed)" for n in names.values())
