@@ -96,8 +96,22 @@ def _nested_hint(path: str) -> str:
 
 def load_kineto_files(files: list[str], path: str, progress: Progress | None = None,
                       workers: int | None = None, with_ops: bool = False, scheduler: Any = None) -> Trace:
-    with parse_files(files, with_ops=with_ops, progress=progress, workers=workers, scheduler=scheduler) as parts:
-        return _assemble(parts, files, path, workers, with_ops, scheduler)
+    # In a folder, a JSON file that is no trace (hparams.json beside rank0.json) is skipped and said, not
+    # fatal: any profiler output loads. Given alone, or where no file of the folder is a trace, it is the
+    # error.
+    folder = os.path.isdir(path)
+    with parse_files(files, with_ops=with_ops, progress=progress, workers=workers, scheduler=scheduler,
+                     skip_non_traces=folder) as parts:
+        skipped = [p for p in parts if "skipped" in p]
+        if skipped:
+            parts = [p for p in parts if "skipped" not in p]
+            if not parts:
+                more = len(skipped) - 1
+                raise UserError(skipped[0]["error"] + (f"; {path} holds no chrome trace (its {more} other "
+                                                       "file(s) are none either)" if more else ""))
+        trace = _assemble(parts, files, path, workers, with_ops, scheduler)
+    trace.problems[:0] = [p["skipped"] for p in skipped]
+    return trace
 
 
 # With several profiling windows (files) per rank, window k's collectives are numbered from k·SEQ_STRIDE:
