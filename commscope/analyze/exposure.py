@@ -37,9 +37,10 @@ directory's `"label": null`, takes labels.NO_LABEL: every per-label figure count
   any later collective of the group: launch order is completion order); each instant of it is charged to the
   head of the queue then, the earliest such collective, whose `queue_charged_ns` it adds to.
   `own_exposed_ns = exposed_ns − queued_ns`. Per rank, Σ own + Σ charged = Σ exposed: nothing is lost or
-  counted twice. On kernel-timed traces a collective's kernel starts after its predecessors on the
-  communication stream ended, so `queued_ns` is ~0 there; the split matters where the exposed time is a
-  blocked host wait (run directories).
+  counted twice. A collective whose start is its measured execution start (timing `kernel`, `gloo_thread`:
+  Kineto traces) is never queued: its exposed spans lie in its own execution, the queueing before it, and
+  an earlier collective in flight then ran beside it, not ahead of it. The split matters where the exposed
+  time is a blocked host wait (run directories).
 """
 from __future__ import annotations
 
@@ -212,6 +213,10 @@ def _spans(start, end, wait, until, waited, todo, comp: iv.Intervals) -> list[li
     return out
 
 
+# timings whose start is the collective's own execution start (a kernel, a gloo worker thread's execution)
+EXECUTION_TIMED = ("kernel", "gloo_thread")
+
+
 def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int,
                 pairs: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(queued_ns, queue_charged_ns) per row of the collectives `c` (module docstring). `comp`: per rank
@@ -228,6 +233,11 @@ def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int,
     wait, wait_end = rel(c["wait_ns"], o), rel(c["wait_end_ns"], o)
     waited, _, todo = _exposure_rule(c, x_start, x_end, wait, wait_end)
     wait_end = exposed_until(c, wait_end, x_end)
+    # Exposure of a collective with a measured execution start counts from that start, and whatever queue
+    # delayed it lies before: an earlier collective still in flight during its exposed spans ran at the same
+    # time, not ahead of it (gloo runs a group's collectives on a pool of worker threads; a gloo trace with
+    # several groups cannot tell them apart; NCCL's point-to-point ops have streams of their own).
+    executed = c["timing"].isin(EXECUTION_TIMED).to_numpy(bool) & ~np.isnan(x_start)
     for (rank, _), pos in c.iloc[idx].groupby(["rank", "group"], sort=False, dropna=False).indices.items():
         rows = idx[pos]
         rows = rows[np.argsort(seq[rows], kind="stable")]
@@ -239,8 +249,9 @@ def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int,
         # The bounded ends are nondecreasing: the collectives still in flight at t are a suffix.
         e = np.minimum.accumulate(end[rows][::-1])[::-1]
         bl, el = b.tolist(), e.tolist()
+        ran = executed[rows]
         for j, sp in enumerate(spans):
-            if not sp or j == 0:
+            if not sp or j == 0 or ran[j]:
                 continue
             for i in range(int(np.searchsorted(e[:j], sp[0][0], side="right")), j):
                 n, sp = _take(sp, bl[i], el[i])

@@ -32,7 +32,7 @@ import pandas as pd
 
 from commscope.load import kineto_comms
 from commscope.load.device_steps import device_steps
-from commscope.load.kineto_events import read_events
+from commscope.load.kineto_events import NotATrace, read_events
 from commscope.load.kineto_values import check_shapes, check_values
 from commscope.load.files import gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, match_positions, ns_array
@@ -85,6 +85,15 @@ def parse_file(path: str, with_ops: bool = False) -> dict:
             # after the collector is re-enabled (~0.1 s per file); freeze moves them out of its reach
             gc.freeze()
         return out
+
+
+def parse_file_or_skip(path: str, with_ops: bool = False) -> dict:
+    """parse_file, or `{"skipped": line}` where the file is no chrome trace (kineto_events.NotATrace): one
+    parse either way, so a large stray file in a folder of traces is read once."""
+    try:
+        return parse_file(path, with_ops)
+    except NotATrace as e:
+        return {"skipped": e.skip_line, "error": str(e)}
 
 
 def parse_ops(path: str) -> pd.DataFrame:

@@ -18,6 +18,12 @@ launches, and a `gloo:<op>` event on a gloo worker thread executes (including th
 are not linked, so each launch is paired, in launch order, with the earliest unpaired later execution of
 a compatible op (reduce_scatter executes as `gloo:all_reduce`) whose tensor size agrees.
 
+gloo's ops name no process group: their group is pg_config's one group, else (several groups, or no
+pg_config) the stand-in `gloo`, numbered as one group in launch order. The worker threads do not tell the
+groups apart: each group runs its gloo work on a pool of threads (2 by default) that the trace does not tie
+to the group, and a group's collectives alternate between them (tests/data/gloo2). The loader says where
+pg_config lists several groups (loader._gloo_groups_unknown).
+
 Group size: the collective's `Group size` arg where recorded, else its group's `pg_size` in
 distributedInfo.pg_config, else the world size for the default group "0"; gloo's ops name no group, so
 theirs is the one `pg_size` all of pg_config's groups share; unknown (NaN) otherwise.
@@ -205,6 +211,9 @@ def _dims_size(dims, types) -> tuple[int | None, str | None]:
 
 
 DEFAULT_GROUP = "0"  # the default process group's name in `Process Group Name` and pg_config's `pg_name`
+# gloo collectives' group where pg_config does not name exactly one: their `c10d::` ops name none, and a
+# group's gloo work runs on a pool of worker threads (2 by default) that nothing in the trace ties to it
+GLOO_GROUP = "gloo"
 
 
 def _group_size(group: str, pgs: dict, di: dict) -> float:
@@ -375,7 +384,7 @@ def _gloo(rank, di, pgs, ops_all, op_args, problems) -> list[dict]:
     ex_numel = [sum(_numels(d)) if d else None for d in ex["dims"]]
     used = np.zeros(len(ex), dtype=bool)
     ex_start = ex["start_ns"].to_numpy()
-    group = next(iter(pgs)) if len(pgs) == 1 else "gloo"
+    group = next(iter(pgs)) if len(pgs) == 1 else GLOO_GROUP
     # gloo's ops name no process group: its size is known where every group of pg_config has the same one
     sizes = {p.get("pg_size") for p in pgs.values()}
     gsize = _group_size(group, pgs, di) if group in pgs else (sizes.pop() if len(sizes) == 1 else np.nan)

@@ -75,6 +75,15 @@ class Events:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
 
 
+class NotATrace(UserError):
+    """A file whose content is no chrome trace (not JSON, or JSON without a `traceEvents` list): in a folder
+    of traces the loader skips it with `skip_line`, where a lone file is an error."""
+
+    def __init__(self, path: str, what: str):
+        super().__init__(f"{path} {what}")
+        self.skip_line = f"{path}: {what.removeprefix('is ')}; skipped"
+
+
 def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
     """Events of the trace whose bytes are `raw`; `with_ops` also fills `o_strides` / `o_types`."""
     # the typed decoder skips fields it does not read without checking their text: JSON is UTF-8, and a
@@ -83,13 +92,13 @@ def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise UserError(f"{path} is not UTF-8 text") from None
+            raise NotATrace(path, "is not UTF-8 text") from None
     try:
         doc = (_SHAPE_DOC if with_ops else _DOC).decode(raw)
     except msgspec.DecodeError:  # includes ValidationError: not the shape the typed reader expects
         return _generic(path, raw)
     except RecursionError:  # arrays or objects nested deeper than any decoder's stack: no trace is like that
-        raise UserError(f"{path} nests JSON arrays or objects too deeply to be a chrome trace") from None
+        raise NotATrace(path, "nests JSON arrays or objects too deeply to be a chrome trace") from None
     ev = _check_header(path, doc.traceEvents, doc.distributedInfo, doc.baseTimeNanoseconds,
                        doc.deviceProperties)
     ev.doc = doc
@@ -102,7 +111,7 @@ def _check_header(path: str, events: Any, di: Any, base: Any, props: Any) -> Eve
     """The header fields, typed: `distributedInfo` an object (else empty: kineto.parse_file then takes the
     rank from the file name), `baseTimeNanoseconds` a finite number (else 0, and the reason is kept)."""
     if not isinstance(events, list):
-        raise UserError(f"{path} is not a chrome trace (no traceEvents list)")
+        raise NotATrace(path, "is not a chrome trace (no traceEvents list)")
     ev = Events()
     if di is not None and not isinstance(di, dict):
         ev.drop("distributedInfo is not an object (ignored)")
@@ -369,7 +378,8 @@ def _decode_lenient(path: str, raw: bytes) -> Any:
         try:
             return json.loads(raw.decode("utf-8"))
         except (ValueError, RecursionError):  # not UTF-8 JSON even so: decode_json's message stands
-            raise err from None
+            msg = str(err)
+            raise NotATrace(path, msg[len(path) + 1:] if msg.startswith(f"{path} ") else msg) from None
 
 
 def _generic(path: str, raw: bytes) -> Events:
@@ -378,7 +388,7 @@ def _generic(path: str, raw: bytes) -> Events:
     missing; either way the reason is counted in `Events.dropped` (never folded into figures)."""
     doc = _decode_lenient(path, raw)
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise UserError(f"{path} is not a chrome trace (no traceEvents list)")
+        raise NotATrace(path, "is not a chrome trace (no traceEvents list)")
     ev = _check_header(path, doc["traceEvents"], doc.get("distributedInfo"), doc.get("baseTimeNanoseconds"),
                        doc.get("deviceProperties"))
     ev.doc = doc

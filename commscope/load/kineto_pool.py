@@ -79,10 +79,14 @@ def concat_parts(parts: list, key: str) -> pd.DataFrame | None:
 
 
 def parse_files(files: list[str], *, with_ops: bool, progress: Progress | None = None,
-                workers: int | None = None, scheduler: Any = None) -> contextlib.AbstractContextManager[list]:
+                workers: int | None = None, scheduler: Any = None,
+                skip_non_traces: bool = False) -> contextlib.AbstractContextManager[list]:
     """Per-rank parts of `files` (kineto.parse_file), with the `ops` frame when `with_ops`: a context
-    manager (see `parsing`); on the Dask cluster at `scheduler` when one is given (commscope.load.engine)."""
-    fn = functools.partial(kineto.parse_file, with_ops=True) if with_ops else kineto.parse_file
+    manager (see `parsing`); on the Dask cluster at `scheduler` when one is given (commscope.load.engine).
+    `skip_non_traces`: a file that is no chrome trace gives `{"skipped": line, "error": message}`
+    (kineto.parse_file_or_skip) instead of raising."""
+    parse = kineto.parse_file_or_skip if skip_non_traces else kineto.parse_file
+    fn = functools.partial(parse, with_ops=True) if with_ops else parse
     if scheduler is not None:
         from commscope.load.engine import map_files
 

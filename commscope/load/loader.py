@@ -19,6 +19,7 @@ from commscope.errors import UserError
 from commscope.load import rundir
 from commscope.load.files import is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
+from commscope.load.kineto_comms import GLOO_GROUP
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import has_run_marker, is_run_dir, rank_dirs
 from commscope.rundir.schema import CONFIG, META, RANK_DIR, SUMMARY
@@ -95,8 +96,22 @@ def _nested_hint(path: str) -> str:
 
 def load_kineto_files(files: list[str], path: str, progress: Progress | None = None,
                       workers: int | None = None, with_ops: bool = False, scheduler: Any = None) -> Trace:
-    with parse_files(files, with_ops=with_ops, progress=progress, workers=workers, scheduler=scheduler) as parts:
-        return _assemble(parts, files, path, workers, with_ops, scheduler)
+    # In a folder, a JSON file that is no trace (hparams.json beside rank0.json) is skipped and said, not
+    # fatal: any profiler output loads. Given alone, or where no file of the folder is a trace, it is the
+    # error.
+    folder = os.path.isdir(path)
+    with parse_files(files, with_ops=with_ops, progress=progress, workers=workers, scheduler=scheduler,
+                     skip_non_traces=folder) as parts:
+        skipped = [p for p in parts if "skipped" in p]
+        if skipped:
+            parts = [p for p in parts if "skipped" not in p]
+            if not parts:
+                more = len(skipped) - 1
+                raise UserError(skipped[0]["error"] + (f"; {path} holds no chrome trace (its {more} other "
+                                                       "file(s) are none either)" if more else ""))
+        trace = _assemble(parts, files, path, workers, with_ops, scheduler)
+    trace.problems[:0] = [p["skipped"] for p in skipped]
+    return trace
 
 
 # With several profiling windows (files) per rank, window k's collectives are numbered from k·SEQ_STRIDE:
@@ -145,6 +160,7 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     # sampled ranks' windows, and pairing such members would invent desyncs and stragglers.
     if "collectives" in frames and len(ranks) < ws:
         frames["collectives"] = _pair(frames["collectives"], problems)
+    _gloo_groups_unknown(merged, problems)
     rank_files = {p["rank"]: p["files"] for p in merged}
     first = merged[0]
     trace = Trace(source="kineto", path=path, world_size=ws, backend=first["backend"],
@@ -171,6 +187,28 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     if extra is not None:
         trace.extra["hta_cpu_stream_ops"] = extra
     return trace
+
+
+def _gloo_groups_unknown(merged: list, problems: list[str]) -> None:
+    """One line where ranks' gloo collectives share the stand-in group `gloo` (kineto_comms: their `c10d::`
+    ops name no process group) while their pg_config lists several groups: which group each ran on is not
+    in the trace (a group's gloo work runs on a pool of worker threads the trace does not tie to it)."""
+    hit, names = [], set()
+    for p in merged:
+        pgs = (p["info"]["distributedInfo"] or {}).get("pg_config") if isinstance(
+            p["info"]["distributedInfo"], dict) else None
+        groups = {str(g.get("pg_name")) for g in pgs if isinstance(g, dict)} if isinstance(pgs, list) else set()
+        c = p["collectives"]
+        if len(groups) > 1 and len(c) and (c["group"].astype(str) == GLOO_GROUP).any():
+            hit.append(p["rank"])
+            names |= groups
+    if hit:
+        shown = ", ".join(sorted(names)[:8]) + (f", … ({len(names)} in all)" if len(names) > 8 else "")
+        problems.append(f"rank(s) {_short(hit)}: gloo collectives name no process group and pg_config lists "
+                        f"{len(names)} groups ({shown}): which group each ran on is unknown, so they are numbered as one "
+                        f"group '{GLOO_GROUP}' in launch order, and pairing across ranks by that number may mix "
+                        "groups (ranks launching them in different orders, groups of different members); none "
+                        "is counted as queued behind another (each one's exposed time is its own execution)")
 
 
 def _short(ranks: list[int]) -> str:

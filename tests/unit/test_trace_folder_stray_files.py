@@ -1,0 +1,115 @@
+"""A JSON file in a folder of traces that is no chrome trace (hparams.json beside rank0.json) is skipped
+with one problem line; only where nothing in the folder is a trace, or the file is given alone, is it an
+error."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from commscope.errors import UserError
+from commscope.load import kineto_events, load_path
+from paths import TESTS
+
+GLOO = os.path.join(TESTS, "data", "gloo2")
+ROOT = os.path.dirname(str(TESTS))
+
+
+def _folder(tmp_path, stray: dict[str, bytes], traces: bool = True) -> str:
+    d = tmp_path / "run"
+    d.mkdir()
+    if traces:
+        for r in (0, 1):
+            shutil.copy(os.path.join(GLOO, f"rank{r}.json"), d / f"rank{r}.json")
+    for name, data in stray.items():
+        (d / name).write_bytes(data)
+    return str(d)
+
+
+STRAYS = {
+    "hparams.json": (b'{"lr": 0.1}', "not a chrome trace (no traceEvents list)"),
+    "list.json": (b"[1, 2]", "not a chrome trace (no traceEvents list)"),
+    "events.json": (b'{"traceEvents": {"a": 1}}', "not a chrome trace (no traceEvents list)"),
+    "notes.json": (b"lr=0.1\n", "not valid JSON"),
+    "empty.json": (b"", "empty"),
+    "latin1.json": (b'{"name": "caf\xe9"}', "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRAYS))
+def test_a_stray_file_is_skipped_with_one_line(tmp_path, name):
+    data, why = STRAYS[name]
+    d = _folder(tmp_path, {name: data})
+    tr = load_path(d, workers=1)
+    assert tr.ranks == [0, 1] and len(tr.collectives) == 18  # the traces load whole
+    lines = [p for p in tr.problems if name in p]
+    assert len(lines) == 1
+    assert lines[0].startswith(f"{os.path.join(d, name)}: {why}") and lines[0].endswith("; skipped")
+    assert os.path.join(d, name) not in tr.config["files"].values()
+
+
+def test_several_strays_each_have_a_line_and_parallel_parsing_agrees(tmp_path):
+    d = _folder(tmp_path, {n: STRAYS[n][0] for n in ("hparams.json", "list.json", "notes.json")})
+    one, pool = load_path(d, workers=1), load_path(d, workers=2)
+    for tr in (one, pool):
+        skipped = [p for p in tr.problems if p.endswith("; skipped")]
+        assert len(skipped) == 3 and tr.ranks == [0, 1]
+    assert one.problems == pool.problems
+
+
+def test_the_lazy_ops_pass_leaves_the_stray_out(tmp_path):
+    d = _folder(tmp_path, {"hparams.json": STRAYS["hparams.json"][0]})
+    tr = load_path(d, workers=1)
+    assert len(tr.ops) and set(tr.ops["rank"]) == {0, 1}
+
+
+def test_a_folder_without_any_trace_is_still_an_error(tmp_path):
+    d = _folder(tmp_path, {"hparams.json": b'{"lr": 0.1}', "list.json": b"[1]"}, traces=False)
+    with pytest.raises(UserError, match="not a chrome trace") as e:
+        load_path(d, workers=1)
+    assert "\n" not in str(e.value) and "holds no chrome trace" in str(e.value)
+
+
+def test_a_lone_folder_file_keeps_its_message(tmp_path):
+    d = _folder(tmp_path, {"rank0.json": b"[1, 2]"}, traces=False)
+    with pytest.raises(UserError) as e:
+        load_path(d, workers=1)
+    assert str(e.value) == f"{os.path.join(d, 'rank0.json')} is not a chrome trace (no traceEvents list)"
+
+
+def test_a_file_given_alone_is_an_error(tmp_path):
+    d = _folder(tmp_path, {"hparams.json": b'{"lr": 0.1}'})
+    with pytest.raises(UserError, match="is not a chrome trace"):
+        load_path(os.path.join(d, "hparams.json"), workers=1)
+
+
+def test_a_large_stray_is_decoded_once(tmp_path, monkeypatch):
+    # memory stays bounded by one decode: the skip comes from the parse itself, not a sniff before it
+    d = _folder(tmp_path, {"big.json": json.dumps({"rows": list(range(200_000))}).encode()})
+    calls = []
+    real = kineto_events.read_events
+
+    def counting(path, raw, with_ops):
+        calls.append(os.path.basename(path))
+        return real(path, raw, with_ops)
+
+    monkeypatch.setattr("commscope.load.kineto.read_events", counting)
+    tr = load_path(d, workers=1)
+    assert calls.count("big.json") == 1 and any(p.endswith("big.json: not a chrome trace (no traceEvents list); "
+                                                            "skipped") for p in tr.problems)
+
+
+def test_doctor_cli_reads_the_folder(tmp_path):
+    d = _folder(tmp_path, {"hparams.json": b'{"lr": 0.1}'})
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    r = subprocess.run([sys.executable, "-m", "commscope", "doctor", d], capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"{os.path.join(d, 'hparams.json')}: not a chrome trace (no traceEvents list); skipped" in r.stdout + r.stderr
+    (tmp_path / "x").mkdir()
+    empty = _folder(tmp_path / "x", {"hparams.json": b'{"lr": 0.1}'}, traces=False)
+    r = subprocess.run([sys.executable, "-m", "commscope", "doctor", empty], capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path), timeout=300)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "not a chrome trace" in r.stderr
