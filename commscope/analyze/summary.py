@@ -260,7 +260,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "representative_ranks": reps,  # analyze.representative
         # every rank's collectives up to PLACEMENT_ALL_RANKS ranks; above, the representative ranks' only
         "placement_ranks": "all" if every_rank else [r["rank"] for r in reps],
-        "placement": placement.records(placement.placement(tr, placed)),  # analyze.placement
+        "placement": placement.records(placement.placement(tr, placed, comp)),  # analyze.placement
         # how the windows of the per-step rows were found (load.device_steps): (rank, step) windows per basis
         "step_windows": {str(b): int(n) for b, n in br["basis"].value_counts().sort_index().items()},
     }
