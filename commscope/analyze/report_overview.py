@@ -11,8 +11,11 @@ reader should look at first:
 - ranks: the stragglers that made others wait (skew.stragglers: `times_last`, `wait_caused_ms`) and the
   rank with the most exposed communication;
 - headline: exposed communication as a share of all step time, over all ranks and steps, and the mean
-  step time with the ranks and steps it is over (every step of the summary, warm-up included unless
-  --steps left it out; the doctor leaves warm-up out, so its median step differs).
+  step time with the ranks and steps it is over (`step_scope`: every step of the summary, warm-up
+  included unless --steps left it out; the doctor leaves warm-up out, so its median step differs), both
+  without the profiler's steps (summary `profiler_steps`: a --profile window and the step after it, the
+  trace export, whose host time is the profiler's), unless every step is one of them. The per-step rows,
+  the heatmap and the labels' share of the step time keep every step.
 `heatmap(summary, trace, bars)` pivots the step breakdown's `exposed_comm_ms` into ranks × steps (steps
 binned into at most `max_cols` columns of consecutive steps, mean per step) and gives each cell the
 time range of that rank's steps on the timeline's axis (ms since TimelineBars.t0), or None when the
@@ -30,6 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from commscope.analyze.step_gaps import step_list
+
 
 # A label's queueing is worth a line of its own when it is at least this share of its exposed time.
 QUEUED_SHARE = 0.5
@@ -46,8 +51,8 @@ class Finding:
 class Highlights:
     verdict: str                       # the doctor's verdict ("ok", "straggler", ...) or "unknown"
     verdict_summary: str
-    exposed_pct: float | None          # Σ exposed_comm_ms / Σ step_ms over all (rank, step), percent
-    step_ms_mean: float | None         # mean step_ms over all (rank, step): every step, warm-up included
+    exposed_pct: float | None          # Σ exposed_comm_ms / Σ step_ms over the (rank, step) rows counted, percent
+    step_ms_mean: float | None         # mean step_ms over the same rows: warm-up included, profiler steps not
     n_steps: int
     n_ranks: int
     labels: list[Finding]
@@ -58,6 +63,11 @@ class Highlights:
     # labels with collectives whose exposed time is unknown (no end time in the trace): the headline share
     # and the "nothing exposed" statements are then not known either
     exposed_unknown: list[str] = field(default_factory=list)
+    # the steps exposed_pct and step_ms_mean leave out, with why ("profiler window", "profiler export")
+    steps_left_out: dict[int, str] = field(default_factory=dict)
+    # what step_ms_mean and exposed_pct are over, to print beside them: " (over 2 ranks, steps 0–5, not
+    # 2–4: profiler window and its export; step 0 included)"
+    step_scope: str = ""
 
 
 @dataclass
@@ -126,14 +136,49 @@ def _step_share(ms: float, label: dict, per_rank_step_ms: float) -> list[str]:
     return [line]
 
 
+def left_out_steps(summary: dict, steps: pd.DataFrame) -> dict[int, str]:
+    """The steps the headline aggregates leave out (summary `profiler_steps`), with why; none when they
+    are every step with a row (nothing would be left to average)."""
+    prof = {int(k): str(v) for k, v in (summary.get("profiler_steps") or {}).items()}
+    if not len(steps) or set(steps["step"].astype(int)) <= set(prof):
+        return {}
+    return {s: why for s, why in sorted(prof.items()) if s in set(steps["step"].astype(int))}
+
+
+def step_scope(step_range: tuple[int, int] | None, step_ranks: int, selected: bool,
+               left_out: dict[int, str]) -> str:
+    """Highlights.step_scope: the ranks and steps the headline's mean step and share are over, and the
+    steps they leave out and why."""
+    if step_range is None:
+        return ""
+    a, b = step_range
+    steps = f"step {a}" if a == b else f"steps {a}–{b}"
+    ranks = f"{step_ranks} rank" + ("" if step_ranks == 1 else "s")
+    if left_out:
+        whys = list(dict.fromkeys(left_out.values()))
+        why = ("profiler window and its export" if whys == ["profiler window", "profiler export"] else
+               " and ".join(whys))
+        steps += f", not {step_list(left_out)}: {why}"
+    if selected:
+        return f" (over {ranks}, {steps} selected)"
+    # step 0 carries one-time costs (compilation, allocator warm-up) that the doctor's median leaves out
+    sep = "; " if left_out else ", "
+    return f" (over {ranks}, {steps}" + (f"{sep}step 0 included)" if a == 0 and b > 0 else ")")
+
+
 def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights:
     steps = pd.DataFrame(summary.get("steps") or [])
+    left_out = left_out_steps(summary, steps)
     if len(steps):
         step_sum = pd.to_numeric(steps["step_ms"], errors="coerce").sum()
-        exposed = pd.to_numeric(steps["exposed_comm_ms"], errors="coerce")
+        # the headline's rows: the profiler's steps time the profiler (left_out_steps)
+        counted = steps[~steps["step"].astype(int).isin(list(left_out))]
+        counted_sum = pd.to_numeric(counted["step_ms"], errors="coerce").sum()
+        exposed = pd.to_numeric(counted["exposed_comm_ms"], errors="coerce")
         # a step holding a collective of unknown exposure has no exposed total: no share rather than a low one
-        exposed_pct = float(100 * exposed.sum() / step_sum) if step_sum > 0 and not exposed.isna().any() else None
-        step_mean = _f(pd.to_numeric(steps["step_ms"], errors="coerce").mean())
+        exposed_pct = (float(100 * exposed.sum() / counted_sum) if counted_sum > 0 and not exposed.isna().any()
+                       else None)
+        step_mean = _f(pd.to_numeric(counted["step_ms"], errors="coerce").mean())
         n_steps = int(steps["step"].nunique())
         per_rank_step_ms = float(step_sum / max(steps["rank"].nunique(), 1))
         step_range, step_ranks = (int(steps["step"].min()), int(steps["step"].max())), int(steps["rank"].nunique())
@@ -202,7 +247,8 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
                       exposed_unknown=unknown,
                       n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks,
                       step_range=step_range, step_ranks=step_ranks,
-                      steps_selected=bool(summary.get("steps_selected")))
+                      steps_selected=bool(summary.get("steps_selected")), steps_left_out=left_out,
+                      step_scope=step_scope(step_range, step_ranks, bool(summary.get("steps_selected")), left_out))
 
 
 def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 60) -> Heatmap | None:
