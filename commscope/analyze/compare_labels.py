@@ -15,8 +15,11 @@ commscope.analyze.exposure.collective_table) one sample per step is taken:
   negative: inside it), mean over its collectives in the step, averaged over ranks. Only steps with a
   known end of backward give samples; a run without them gives none (no zeros are made up).
 The first step of a run is dropped when there are more (warm-up, allocator, autotuning); it has no
-boundary sample anyway. Steps of the profiler window and the one after it (the trace's export) give no
-boundary sample: their boundary time is the profiler's (step_gaps' `excluded`).
+boundary sample anyway. Steps of the profiler window and the one after it (the trace's export,
+step_gaps.profiler_steps, the steps the report's headline leaves out) give no sample of any kind: the
+profiler's start-up and export are host time of the profiler's (`--profile 2:4` on the tiny preset: step 2
+~1,000 ms against ~80 ms, which made a profiled run's (step time) +190 ms against an unprofiled one),
+unless they are every step of the run. The frame's `attrs["notes"]` names, per run, the steps left out.
 
 Confidence intervals: the difference of means (candidate − baseline) with scipy.stats.bootstrap
 (percentile, fixed seed), resampling runs (each run's mean over its steps: steps within a run are not
@@ -57,13 +60,16 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
     """One run → rows (step, label, ms): per-step exposed ms per label plus STEP_LABEL and BOUNDARY_LABEL rows."""
     from commscope.analyze.exposure import collective_table
     from commscope.analyze.placement import placement
-    from commscope.analyze.step_gaps import step_gaps
+    from commscope.analyze.step_gaps import profiler_steps, step_gaps
     from commscope.load import load_path
 
     trace = load_path(str(run_dir))
     steps = trace.steps
     if steps.empty:
         raise UserError(f"{run_dir}: no finished steps recorded")
+    prof = profiler_steps(trace)
+    present = set(steps["step"].astype(int))
+    prof = {} if present <= set(prof) else {s: why for s, why in prof.items() if s in present}
     step_ms = ((steps["end_ns"] - steps["start_ns"]) / 1e6).groupby(steps["step"]).mean()
     table = collective_table(trace)
     coll = table[table["step"] >= 0]
@@ -81,9 +87,12 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
     place["label"] = place["label"].astype(str) + PLACEMENT_SUFFIX
     out = pd.concat([exposed, pd.DataFrame({"step": step_ms.index, "label": STEP_LABEL, "ms": step_ms.values}),
                      pd.DataFrame({"step": boundary.index, "label": BOUNDARY_LABEL, "ms": boundary.values}), place])
+    out = out[~out["step"].astype(int).isin(list(prof))]  # the profiler's time (module docstring)
     if out["step"].nunique() > 1:
         out = out[out["step"] != out["step"].min()]
-    return out.reset_index(drop=True)
+    out = out.reset_index(drop=True)
+    out.attrs["left_out"] = prof
+    return out
 
 
 def _samples(group: list[pd.DataFrame], label: str) -> np.ndarray:
@@ -117,6 +126,11 @@ def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 200
         raise UserError(f"--n-boot must be at least {MIN_RESAMPLES} (a percentile CI from fewer resamples "
                         f"moves with the seed), got {n_boot}")
     loaded = [[run_samples(p) for p in runs] for runs in groups]
+    from commscope.analyze.step_gaps import profiler_steps_text
+
+    notes = [f"{name if Path(p).name == name else f'{name}, run {Path(p).name}'}: steps {profiler_steps_text(df.attrs['left_out'])} give no sample (the "
+             "profiler's start-up and trace export)"
+             for name, runs, dfs in zip(names, groups, loaded) for p, df in zip(runs, dfs) if df.attrs.get("left_out")]
     all_labels = {lab for g in loaded for df in g for lab in df["label"].unique()} - set(METRICS)
     labels = sorted(lab for lab in all_labels if metric_of(lab) != PLACEMENT_METRIC)
     placed = sorted(lab for lab in all_labels if metric_of(lab) == PLACEMENT_METRIC)
@@ -136,4 +150,6 @@ def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 200
                          "delta_ms": float(c.mean() - b.mean()), "ci_low": lo, "ci_high": hi,
                          "unit": "runs", "n_base": len(b), "n_cand": len(c),
                          "verdict": verdict})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs["notes"] = notes  # for the renderer to print under the table
+    return out

@@ -4,8 +4,15 @@ Why: what makes a collective exposed is usually where it starts. A reduce-scatte
 backward kernel has nothing left to hide behind; one launched from a gradient hook inside the backward
 pass can run under the remaining backward compute. `placement(trace, table)` lists, per (rank, step), the
 collectives in launch order with their label, bytes, start relative to the end of backward (negative:
-inside it), duration, exposed time (and its queueing split, analyze.exposure) and the compute they
-overlapped.
+inside it), duration, exposed time (and its queueing split, analyze.exposure), hidden time and the compute
+they overlapped.
+
+Hidden time is exposure.collective_table's `hidden_ns`, and the overlapped names are measured against the
+same compute set (exposure.compute_sets: compute regions and ops minus the blocked waits): a wait on a
+collective inside a `backward` region (DDP blocks on its buckets there) is no compute, so a collective
+is not hidden by the time its own rank spent waiting on it or another one. With the waits counted as
+compute, placement said DDP's buckets were hidden for their whole duration while the label table said
+12 %, and hidden + exposed exceeded the duration.
 
 End of backward per (rank, step), the first rule that applies (`backward_end_source`):
 1. `backward region`: the latest end of a region named `backward` in the step (run directories: the
@@ -36,6 +43,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from commscope.analyze import exposure
+from commscope.analyze import intervals as iv
 from commscope.analyze.exposure import collective_table
 from commscope.load.frames import Trace, origin_ns, rel
 from commscope.util.num import rounded, whole
@@ -109,25 +118,26 @@ def _compute_names(trace: Trace) -> tuple[np.ndarray, pd.Index]:
     return pd.factorize(trace.compute["name"].astype(str), sort=False)
 
 
-def _overlapped(trace: Trace, coll: pd.DataFrame, o: int, factorized: tuple[np.ndarray, pd.Index] | None = None
-                ) -> tuple[np.ndarray, list[list[str]]]:
-    """Per collective: ms of its [start, end) covered by its rank's compute events, and the names of the
-    compute events that overlap it most (summed per name, short_name).
+def _overlapped(trace: Trace, coll: pd.DataFrame, o: int, factorized: tuple[np.ndarray, pd.Index] | None = None,
+                comp: dict[int, iv.Intervals] | None = None) -> list[list[str]]:
+    """Per collective: the names of the compute events that overlap its [start, end) most (summed per
+    name, short_name), each event's overlap taken inside its rank's compute set (`comp`, ns since `o`,
+    exposure.to_rel of exposure.compute_sets; computed if None): the part of a `backward` region spent
+    blocked in a wait hides nothing, so it names nothing.
 
-    Vectorized per rank: the covered time from the union of the rank's compute (intervals.covered); the
-    names from every (collective, compute event) pair that can overlap, found by two searchsorted calls
+    Vectorized per rank: every (collective, compute event) pair that can overlap, found by two searchsorted calls
     over the events sorted by start (those starting before the collective ends, from the first whose
     running maximum end passes its start). Pairs are made in blocks of at most _PAIR_BLOCK, so memory
     stays bounded when one long compute event makes every later collective a candidate of it.
     `factorized`: _compute_names(trace), if already computed."""
     n = len(coll)
-    hidden = np.zeros(n)
     names: list[list[str]] = [[] for _ in range(n)]
-    comp = trace.compute
+    comp, sets = trace.compute, comp
     if not n or not len(comp):
-        return hidden, names
+        return names
     c_rank = comp["rank"].to_numpy()
     c_s, c_e = rel(comp["start_ns"], o), rel(comp["end_ns"], o)
+    sets = exposure._compute_sets_rel(trace, o) if sets is None else sets
     codes, uniques = _compute_names(trace) if factorized is None else factorized
     start = np.where(coll["start_ns"].isna(), rel(coll["call_ns"], o), rel(coll["start_ns"], o))
     end = rel(coll["end_ns"], o)
@@ -136,22 +146,20 @@ def _overlapped(trace: Trace, coll: pd.DataFrame, o: int, factorized: tuple[np.n
     hits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (collective, name code, overlap) pairs
     held = 0
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    from commscope.analyze import intervals as iv
-
     for r in np.unique(q_rank[ok]):
         qi = np.flatnonzero(ok & (q_rank == r))
         ci = np.flatnonzero((c_rank == r) & (c_e > c_s))
         if not len(ci):
             continue
         ci = ci[np.argsort(c_s[ci], kind="stable")]
-        hidden[qi] = iv.covered(start[qi], end[qi], (c_s[ci], c_e[ci])) / 1e6
+        rset = sets.get(int(r), iv.empty())
         lo = np.searchsorted(np.maximum.accumulate(c_e[ci]), start[qi], side="right")
         hi = np.searchsorted(c_s[ci], end[qi], side="left")
         cnt = np.maximum(hi - lo, 0)
         for block in np.array_split(np.arange(len(qi)), max(1, int(cnt.sum()) // _PAIR_BLOCK + 1)):
             which, pos = iv.expand(lo[block], hi[block])
             q, c = qi[block][which], ci[pos]
-            ov = np.minimum(c_e[c], end[q]) - np.maximum(c_s[c], start[q])
+            ov = iv.covered(np.maximum(c_s[c], start[q]), np.minimum(c_e[c], end[q]), rset)
             hit = ov > 0
             if hit.any():
                 hits.append((q[hit], codes[c[hit]], ov[hit]))
@@ -167,7 +175,7 @@ def _overlapped(trace: Trace, coll: pd.DataFrame, o: int, factorized: tuple[np.n
             if code not in short:
                 short[code] = short_name(str(uniques[code]))
             names[j].append(short[code])
-    return hidden, names
+    return names
 
 
 def _most_overlapped(hits: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -187,10 +195,13 @@ def _most_overlapped(hits: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> t
 _PAIR_BLOCK = 2_000_000  # (collective, compute event) pairs made at once
 
 
-def placement(trace: Trace, table: pd.DataFrame | None = None) -> pd.DataFrame:
+def placement(trace: Trace, table: pd.DataFrame | None = None,
+              comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
     """One row per collective with a step (COLUMNS), ordered by rank, step and launch order. `table`:
-    exposure.collective_table(trace), if already computed."""
-    table = collective_table(trace) if table is None else table
+    exposure.collective_table(trace, comp), if already computed; `comp`: exposure.compute_sets(trace),
+    the compute set `table` was computed against, if already computed."""
+    comp = exposure.compute_sets(trace) if comp is None else comp
+    table = collective_table(trace, comp) if table is None else table
     t = table[table["step"] >= 0] if len(table) else table
     if not len(t):
         return pd.DataFrame(columns=COLUMNS)
@@ -206,7 +217,8 @@ def placement(trace: Trace, table: pd.DataFrame | None = None) -> pd.DataFrame:
     found = [ends.get((int(r), int(s)), (np.nan, None)) for r, s in zip(t["rank"], t["step"])]
     bw = np.array([f[0] for f in found], dtype=np.float64)  # exact: a difference of ints first
     t = t.assign(source=[f[1] for f in found])
-    hidden, overlapped = _overlapped(trace, t, o, factorized)
+    overlapped = _overlapped(trace, t, o, factorized, exposure.to_rel(comp, o))
+    hidden = t["hidden_ns"].to_numpy(np.float64) / 1e6  # the table's: one definition (module docstring)
     out = pd.DataFrame({
         "rank": t["rank"].astype(int), "step": t["step"].astype(int),
         "seq": t.groupby(["rank", "step"]).cumcount().to_numpy(), "group": t["group"],

@@ -8,11 +8,20 @@ reader should look at first:
   time), how much of it compute hid (`hidden_pct`), how much is queueing behind earlier collectives of
   its group and behind which labels (`queued_ms`, `queued_behind_ms`), and the rank where it is most
   exposed;
+- cause: the label most responsible for the exposed time (summary `attributed_exposed_ms`: its own
+  exposure plus the queueing it caused later collectives of its group) when it is not the most exposed
+  one: a straggler's delayed collective is hardly exposed itself, the next collective of its group waits
+  behind it and tops the list (a 1,500 ms delay of ve0 on rank 1: smear_gate 784 ms per rank exposed, all
+  of it queued behind ve0, itself exposed 0.2 ms). `cause_sentence` words it; the most exposed label's
+  bullets carry it too;
 - ranks: the stragglers that made others wait (skew.stragglers: `times_last`, `wait_caused_ms`) and the
   rank with the most exposed communication;
 - headline: exposed communication as a share of all step time, over all ranks and steps, and the mean
-  step time with the ranks and steps it is over (every step of the summary, warm-up included unless
-  --steps left it out; the doctor leaves warm-up out, so its median step differs).
+  step time with the ranks and steps it is over (`step_scope`: every step of the summary, warm-up
+  included unless --steps left it out; the doctor leaves warm-up out, so its median step differs), both
+  without the profiler's steps (summary `profiler_steps`: a --profile window and the step after it, the
+  trace export, whose host time is the profiler's), unless every step is one of them. The per-step rows,
+  the heatmap and the labels' share of the step time keep every step.
 `heatmap(summary, trace, bars)` pivots the step breakdown's `exposed_comm_ms` into ranks × steps (steps
 binned into at most `max_cols` columns of consecutive steps, mean per step) and gives each cell the
 time range of that rank's steps on the timeline's axis (ms since TimelineBars.t0), or None when the
@@ -30,6 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from commscope.analyze.step_gaps import step_list
+
 
 # A label's queueing is worth a line of its own when it is at least this share of its exposed time.
 QUEUED_SHARE = 0.5
@@ -46,8 +57,8 @@ class Finding:
 class Highlights:
     verdict: str                       # the doctor's verdict ("ok", "straggler", ...) or "unknown"
     verdict_summary: str
-    exposed_pct: float | None          # Σ exposed_comm_ms / Σ step_ms over all (rank, step), percent
-    step_ms_mean: float | None         # mean step_ms over all (rank, step): every step, warm-up included
+    exposed_pct: float | None          # Σ exposed_comm_ms / Σ step_ms over the (rank, step) rows counted, percent
+    step_ms_mean: float | None         # mean step_ms over the same rows: warm-up included, profiler steps not
     n_steps: int
     n_ranks: int
     labels: list[Finding]
@@ -58,6 +69,13 @@ class Highlights:
     # labels with collectives whose exposed time is unknown (no end time in the trace): the headline share
     # and the "nothing exposed" statements are then not known either
     exposed_unknown: list[str] = field(default_factory=list)
+    # the label most responsible for the exposed time where it is not the most exposed (cause_sentence)
+    cause: Finding | None = None
+    # the steps exposed_pct and step_ms_mean leave out, with why ("profiler window", "profiler export")
+    steps_left_out: dict[int, str] = field(default_factory=dict)
+    # what step_ms_mean and exposed_pct are over, to print beside them: " (over 2 ranks, steps 0–5, not
+    # 2–4: profiler window and its export; step 0 included)"
+    step_scope: str = ""
 
 
 @dataclass
@@ -126,14 +144,80 @@ def _step_share(ms: float, label: dict, per_rank_step_ms: float) -> list[str]:
     return [line]
 
 
+def left_out_steps(summary: dict, steps: pd.DataFrame) -> dict[int, str]:
+    """The steps the headline aggregates leave out (summary `profiler_steps`), with why; none when they
+    are every step with a row (nothing would be left to average)."""
+    prof = {int(k): str(v) for k, v in (summary.get("profiler_steps") or {}).items()}
+    if not len(steps) or set(steps["step"].astype(int)) <= set(prof):
+        return {}
+    return {s: why for s, why in sorted(prof.items()) if s in set(steps["step"].astype(int))}
+
+
+def step_scope(step_range: tuple[int, int] | None, step_ranks: int, selected: bool,
+               left_out: dict[int, str]) -> str:
+    """Highlights.step_scope: the ranks and steps the headline's mean step and share are over, and the
+    steps they leave out and why."""
+    if step_range is None:
+        return ""
+    a, b = step_range
+    steps = f"step {a}" if a == b else f"steps {a}–{b}"
+    ranks = f"{step_ranks} rank" + ("" if step_ranks == 1 else "s")
+    if left_out:
+        whys = list(dict.fromkeys(left_out.values()))
+        why = ("profiler window and its export" if whys == ["profiler window", "profiler export"] else
+               " and ".join(whys))
+        steps += f", not {step_list(left_out)}: {why}"
+    if selected:
+        return f" (over {ranks}, {steps} selected)"
+    # step 0 carries one-time costs (compilation, allocator warm-up) that the doctor's median leaves out
+    sep = "; " if left_out else ", "
+    return f" (over {ranks}, {steps}" + (f"{sep}step 0 included)" if a == 0 and b > 0 else ")")
+
+
+def cause(summary: dict) -> Finding | None:
+    """The label with the most `attributed_exposed_ms` (own exposure plus the queueing it caused), as a
+    Finding (exposed_ms: that attributed time per rank; why: cause_sentence), when it is not the most
+    exposed label and caused exposure of others; None otherwise (the list's top is its own cause)."""
+    labels = summary.get("labels") or {}
+    if not labels:
+        return None
+    most = max(labels, key=lambda k: _f(labels[k].get("exposed_ms")) or 0.0)
+    by = max(labels, key=lambda k: _f(labels[k].get("attributed_exposed_ms")) or 0.0)
+    v = labels[by]
+    attributed, charged = _f(v.get("attributed_exposed_ms")) or 0.0, _f(v.get("queue_charged_ms")) or 0.0
+    if by == most or charged <= 0 or attributed <= (_f(labels[most].get("attributed_exposed_ms")) or 0.0):
+        return None
+    return Finding(str(by), attributed, [cause_sentence(summary, str(by), str(most))])
+
+
+def cause_sentence(summary: dict, by: str, most: str) -> str:
+    """'most of it is caused by ve0 (784.549 ms per rank attributed: its own exposure 0.209 ms plus the
+    waits queued behind it 784.340 ms)': "most of it" where over half of the most exposed label's exposed
+    time queued behind `by`, else "the label most responsible for exposed time is ve0 (…)"."""
+    labels = summary.get("labels") or {}
+    v, top = labels.get(by) or {}, labels.get(most) or {}
+    attributed = _f(v.get("attributed_exposed_ms")) or 0.0
+    own, charged = _f(v.get("own_exposed_ms")) or 0.0, _f(v.get("queue_charged_ms")) or 0.0
+    behind = _f((top.get("queued_behind_ms") or {}).get(by)) or 0.0
+    lead = ("most of it is caused by" if behind > 0.5 * (_f(top.get("exposed_ms")) or 0.0) else
+            "the label most responsible for exposed time is")
+    return (f"{lead} {by} ({attributed:,.3f} ms per rank attributed: its own exposure {own:,.3f} ms plus the "
+            f"waits queued behind it {charged:,.3f} ms)")
+
+
 def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights:
     steps = pd.DataFrame(summary.get("steps") or [])
+    left_out = left_out_steps(summary, steps)
     if len(steps):
         step_sum = pd.to_numeric(steps["step_ms"], errors="coerce").sum()
-        exposed = pd.to_numeric(steps["exposed_comm_ms"], errors="coerce")
+        # the headline's rows: the profiler's steps time the profiler (left_out_steps)
+        counted = steps[~steps["step"].astype(int).isin(list(left_out))]
+        counted_sum = pd.to_numeric(counted["step_ms"], errors="coerce").sum()
+        exposed = pd.to_numeric(counted["exposed_comm_ms"], errors="coerce")
         # a step holding a collective of unknown exposure has no exposed total: no share rather than a low one
-        exposed_pct = float(100 * exposed.sum() / step_sum) if step_sum > 0 and not exposed.isna().any() else None
-        step_mean = _f(pd.to_numeric(steps["step_ms"], errors="coerce").mean())
+        exposed_pct = (float(100 * exposed.sum() / counted_sum) if counted_sum > 0 and not exposed.isna().any()
+                       else None)
+        step_mean = _f(pd.to_numeric(counted["step_ms"], errors="coerce").mean())
         n_steps = int(steps["step"].nunique())
         per_rank_step_ms = float(step_sum / max(steps["rank"].nunique(), 1))
         step_range, step_ranks = (int(steps["step"].min()), int(steps["step"].max())), int(steps["rank"].nunique())
@@ -171,14 +255,27 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
             # the verdict, whole, heads the page: a pointer, not its text a second time
             why.append(f"the doctor's verdict ({diagnosis.verdict}) is mostly about this label")
         labels.append(Finding(str(lab), ms, why))
+    culprit = cause(summary)
+    if culprit is not None and labels and labels[0].name == str(ranked[0][0]):
+        # the first label read is the victim: its cause goes right under its share of the step time
+        labels[0].why[1:1] = culprit.why
     ranks = []
     stragglers = [s for s in summary.get("stragglers") or [] if (_f(s.get("wait_caused_ms")) or 0) > 0]
     n_coll = (summary.get("skew") or {}).get("collectives")
+    # The stragglers' waits are over every step of the summary, warm-up and profiler steps included; the
+    # doctor's "ms of waiting in all" is over the steps it judges only, so the two totals differ: say which.
+    over = ("" if step_range is None else
+            f" over {'the selected ' if summary.get('steps_selected') else 'all '}steps "
+            f"{step_range[0]}–{step_range[1]}" if step_range[0] != step_range[1] else f" over step {step_range[0]}")
+    judged = (getattr(diagnosis, "details", None) or {}).get("judged_steps") if diagnosis is not None else None
+    doctor = (f"; the doctor's total is over the steps it judges, {step_list(judged)}" if judged else
+              "; the doctor's total is over the steps it judges only")
     for s in stragglers[:top]:
         why = [f"arrives last in {s.get('times_last')}" + (f" of {n_coll}" if n_coll else "") +
                " collectives it shares with other ranks",
-               f"the other ranks wait {_f(s.get('wait_caused_ms')) or 0:,.3f} ms for it in total "
-               f"({100 * (_f(s.get('score')) or 0):.0f}% of all such waiting)"]
+               f"the other ranks wait {_f(s.get('wait_caused_ms')) or 0:,.3f} ms for it in total{over} "
+               f"({100 * (_f(s.get('score')) or 0):.0f}% of all such waiting"
+               + (f"{doctor})" if over else ")")]
         ranks.append(Finding(f"rank {s.get('rank')}", _f(s.get("wait_caused_ms")), why))
     if len(steps):
         per_rank = steps.groupby("rank")["exposed_comm_ms"].sum()
@@ -202,7 +299,8 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
                       exposed_unknown=unknown,
                       n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks,
                       step_range=step_range, step_ranks=step_ranks,
-                      steps_selected=bool(summary.get("steps_selected")))
+                      steps_selected=bool(summary.get("steps_selected")), steps_left_out=left_out, cause=culprit,
+                      step_scope=step_scope(step_range, step_ranks, bool(summary.get("steps_selected")), left_out))
 
 
 def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 60) -> Heatmap | None:

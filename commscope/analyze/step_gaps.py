@@ -46,12 +46,35 @@ PROFILER_WINDOW, PROFILER_EXPORT = "profiler window", "profiler export"
 
 
 def profiler_steps(trace: Trace) -> dict[int, str]:
-    """The steps whose boundary time is the profiler's (module docstring, `excluded`), with why."""
+    """The steps whose time is the profiler's (module docstring, `excluded`), with why: the one definition
+    the step boundaries, the report's headline aggregates (summary `profiler_steps`) and compare's
+    per-step samples leave out."""
     win = profiler_window(trace)
     if win is None:
         return {}
     first, stop = win
     return {**{s: PROFILER_WINDOW for s in range(first, stop)}, stop: PROFILER_EXPORT}
+
+
+def step_list(steps) -> str:
+    """Steps as runs of consecutive numbers: [2, 3, 4, 7] → "2–4, 7"."""
+    runs: list[list[int]] = []
+    for x in sorted(set(int(v) for v in steps)):
+        if runs and x == runs[-1][1] + 1:
+            runs[-1][1] = x
+        else:
+            runs.append([x, x])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
+
+
+def profiler_steps_text(excluded: dict[int, str]) -> str:
+    """profiler_steps() in words: "2–3 (profiler window) and 4 (profiler export)"."""
+    parts = []
+    for why in (PROFILER_WINDOW, PROFILER_EXPORT):
+        steps = [s for s, w in excluded.items() if w == why]
+        if steps:
+            parts.append(f"{step_list(steps)} ({why})")
+    return " and ".join(parts)
 
 
 def _first_compute(qs: np.ndarray, qe: np.ndarray, comp: iv.Intervals) -> np.ndarray:

@@ -26,6 +26,9 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
             "gap_before_ms", "start_delay_ms"}],          the last two: analyze.step_gaps (null for a rank's first step)
  "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct",
                       "excluded_steps"}],  over the steps outside the profiler window and its export
+ "profiler_steps": {"<step>": "profiler window" | "profiler export"}   the steps of a run's --profile window
+                                             and the one after it (step_gaps.profiler_steps), which `steps`
+                                             lists but the headline's mean step and exposed share leave out
  "arrival_lateness": {"arrivals": n, "quantiles": [{"quantile", "lateness_ms"}], "histogram": [{"lo_ms",
                        "hi_ms", "arrivals", "share", "ranks", "worst_rank", "worst_ms", "worst_step", "worst_label"}]}
                                              how late each member of a collective instance arrived (analyze.lateness)
@@ -62,7 +65,8 @@ from commscope.util.num import rounded, sig, whole
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
 # 5: labels' queued_behind_ms and wake_delay_ms; unknown busbw and exposure are null; the doctor's pct_of_median_step
 # 6: labels' exposed_in_steps_ms
-SCHEMA_VERSION = 6
+# 7: profiler_steps (the steps the headline aggregates and compare's samples leave out)
+SCHEMA_VERSION = 7
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
@@ -227,6 +231,8 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     gaps = step_gaps.step_gaps(tr, comp)
     before = {(int(r.rank), int(r.step)): (r.gap_ns, r.start_delay_ns) for r in gaps.itertuples()}
     reps = representative.representative_ranks(strag, br, tr.ranks)
+    # the profiler's steps among those with rows: only the aggregates leave them out, `steps` keeps them
+    prof = {s: why for s, why in step_gaps.profiler_steps(tr).items() if s in set(br["step"].astype(int))}
     every_rank = len(tr.ranks) <= PLACEMENT_ALL_RANKS
     placed = table if every_rank else table[representative.among(table["rank"].to_numpy(), reps)]
     doc: dict[str, Any] = {
@@ -234,7 +240,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
         "source": tr.source, "backend": tr.backend,
         "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": list(tr.problems),
-        "notes": evidence_notes(tr),
+        "notes": evidence_notes(tr) + profiler_notes(prof, br),
         "duration_basis": exposure.duration_basis(table),
         **comm_overlaps(tr, ov),
         "labels": label_summary(table, per_rank, queued_behind(tr, table, comp), exposed_in_steps(table, tr.steps)),
@@ -256,11 +262,12 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                              "gap_max_ms": rounded(r.gap_max_ms), "start_delay_median_ms": rounded(r.start_delay_median_ms),
                              "host_pct": rounded(r.host_pct, 2), "excluded_steps": int(r.excluded_steps)}
                             for r in step_gaps.gap_summary(gaps).itertuples()],
+        "profiler_steps": {str(s): why for s, why in sorted(prof.items())},
         "arrival_lateness": arrival_lateness(tr),  # analyze.lateness
         "representative_ranks": reps,  # analyze.representative
         # every rank's collectives up to PLACEMENT_ALL_RANKS ranks; above, the representative ranks' only
         "placement_ranks": "all" if every_rank else [r["rank"] for r in reps],
-        "placement": placement.records(placement.placement(tr, placed)),  # analyze.placement
+        "placement": placement.records(placement.placement(tr, placed, comp)),  # analyze.placement
         # how the windows of the per-step rows were found (load.device_steps): (rank, step) windows per basis
         "step_windows": {str(b): int(n) for b, n in br["basis"].value_counts().sort_index().items()},
     }
@@ -274,6 +281,26 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     else:
         doc["hta"] = {"status": "skipped", "reason": "not requested"}
     return doc
+
+
+def profiler_notes(prof: dict[int, str], br: pd.DataFrame) -> list[str]:
+    """The caveat for the profiler's steps (`profiler_steps`), with their mean step against the others',
+    or none. The profiler's start-up and its trace export cost host time that is no training: with
+    `--profile 2:4` on the tiny preset step 2 took ~1,000 ms against ~80 ms, which made the headline's
+    mean step 3× the others'. Every step being the profiler's leaves nothing to compare: then none is left
+    out (report_overview.highlights) and the note says so."""
+    if not prof or not len(br):
+        return []
+    step_ms = pd.to_numeric(br["step_ns"], errors="coerce") / 1e6
+    inside = br["step"].astype(int).isin(list(prof)).to_numpy()
+    which = step_gaps.profiler_steps_text(prof)
+    if inside.all():
+        return [f"Every step is the profiler's ({which}): the mean step and the exposed share include the "
+                "profiler's start-up and trace export."]
+    return [f"Steps {which} are left out of the headline's mean step and exposed share and of compare's "
+            f"per-step samples: the profiler starting, recording and writing its trace takes host time there "
+            f"(mean step {step_ms[inside].mean():,.3f} ms against {step_ms[~inside].mean():,.3f} ms over the "
+            "other steps). The per-step rows (`steps`, the heatmap) keep them."]
 
 
 def evidence_notes(trace: Trace) -> list[str]:
