@@ -40,20 +40,6 @@ def _scale(x: float) -> tuple[str, str]:
     return f"rgb({rgb[0]},{rgb[1]},{rgb[2]})", "#000" if light else "#fff"
 
 
-def _step_scope(h) -> str:
-    """What the headline's mean step is over, beside it: other commands print other step times (the
-    doctor's median leaves warm-up out)."""
-    if h.step_range is None:
-        return ""
-    a, b = h.step_range
-    steps = f"step {a}" if a == b else f"steps {a}–{b}"
-    ranks = f"{h.step_ranks} rank" + ("" if h.step_ranks == 1 else "s")
-    if h.steps_selected:
-        return f" (over {ranks}, {steps} selected)"
-    # step 0 carries one-time costs (compilation, allocator warm-up) that the doctor's median leaves out
-    return f" (over {ranks}, {steps}" + (", step 0 included)" if a == 0 and b > 0 else ")")
-
-
 CAVEATS_ON_PAGE = 12  # problems and notes in the box under the headline; the rest are counted
 
 
@@ -87,7 +73,7 @@ def render_summary(ctx) -> str:
            f'{html.escape(said)}</p>']
     facts = [counted(h.n_ranks, "rank"), counted(h.n_steps, "step")]
     if h.step_ms_mean is not None:
-        facts.append(f"mean step {fmt(h.step_ms_mean)} ms" + _step_scope(h))
+        facts.append(f"mean step {fmt(h.step_ms_mean)} ms" + h.step_scope)  # what it is over (the analysis')
     if h.exposed_pct is not None:
         facts.append(f"<b>exposed communication {h.exposed_pct:.1f}% of step time</b>")
     elif h.exposed_unknown:

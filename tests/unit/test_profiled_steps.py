@@ -88,3 +88,15 @@ def test_compare_step_time_leaves_the_profiler_steps_out(tmp_path):
     assert step["cand_ms"] == pytest.approx(100.0, abs=1e-3) and step["delta_ms"] == pytest.approx(0.0, abs=1e-3)
     assert df.attrs["notes"] == ["cand: steps 2–3 (profiler window) and 4 (profiler export) give no sample "
                                  "(the profiler's start-up and trace export)"]
+
+
+def test_the_page_and_terminal_headline_say_which_steps_the_mean_leaves_out(tmp_path, monkeypatch):
+    from bad_inputs import invoke
+
+    path = run(tmp_path / "p", "2:4")
+    page = tmp_path / "p.html"
+    code, out, err = invoke(["report", str(path), "--no-hta", "-o", str(page)])
+    assert code == 0, err
+    html = page.read_text()
+    assert ("mean step 100.000 ms (over 2 ranks, steps 0–5, not 2–4: profiler window and its export; step 0 "
+            "included)") in html
