@@ -83,6 +83,12 @@ def _columns(rows: list[dict], keys: list[str] | None = None) -> list[Col]:
     return cols
 
 
+def _instances_caption(left_out: list[str]) -> str:
+    """What the instances' columns mean, for those shown."""
+    host = [h for h in ("launch skew", "launched last") if not any(x.startswith(h) for x in left_out)]
+    return "last rank: the last to arrive" + (f"; {' and '.join(host)}: host side, for reference" if host else "") + "."
+
+
 def _verdict_line(d) -> Text:
     """The verdict word once, in its colour: the summary already starts with it ("straggler: rank 1 …")."""
     style = f"bold {COLOURS.get(d.verdict, 'red')}"
@@ -112,8 +118,7 @@ def print_doctor_verdict(d, console: Console) -> None:
         shown = sorted(inst, key=lambda i: -i["waiting_caused_ms"])[:SHOWN_INSTANCES]
         print_fitted(console, _columns(shown, INSTANCE_KEYS),
                      title=f"The {len(shown)} collective instances that caused the most waiting (of {len(inst)})",
-                     caption="last rank: the last to arrive; launch skew and launched last: host side, for "
-                             "reference.")
+                     caption=_instances_caption)
         if det.get("also_late"):
             console.print(Text("also over the bar, with less than half the worst's waiting: " + ", ".join(
                 f"rank {r} ({ms:,.1f} ms)" for r, ms in det["also_late"].items())), highlight=False)

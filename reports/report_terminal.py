@@ -19,7 +19,7 @@ from commscope.analyze.report_overview import queued_behind
 from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows, hta_note,
                                        undefined_overlap_note)
 from reports.tables import bandwidth, counted, fmt
-from reports.widths_terminal import Col, fit, print_fitted
+from reports.widths_terminal import Col, print_fitted
 
 
 def pct(v) -> str:
@@ -109,14 +109,17 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     cols = [Col(h, [r[i] for r in rows], numbers=numbers, drop=drop, name=h.removesuffix(" GB/s"),
                 whole=h == "op")
             for i, (h, numbers, drop) in enumerate(heads)]
-    left_out = fit(cols, console.width, edge=False)[1]
-    notes = [f"mean ms: {summary.get('duration_basis') or 'no durations'}"]
-    if "queued %" not in left_out:
-        notes.append("queued %: share of the exposed time spent behind earlier collectives of its process group "
-                     "(the rest is its own)")
-    if "hidden %" not in left_out:
-        notes.append("hidden %: share of the duration compute hid")
-    print_fitted(console, cols, edge=False, caption="; ".join(notes) + ".",
+
+    def caption(left_out: list[str]) -> str:  # the columns shown, explained
+        notes = [f"mean ms: {summary.get('duration_basis') or 'no durations'}"]
+        if "queued %" not in left_out:
+            notes.append("queued %: share of the exposed time spent behind earlier collectives of its process "
+                         "group (the rest is its own)")
+        if "hidden %" not in left_out:
+            notes.append("hidden %: share of the duration compute hid")
+        return "; ".join(notes) + "."
+
+    print_fitted(console, cols, edge=False, caption=caption,
                  title=f"Top exposed collectives ({counted(len(labels), 'label')}, {counted(summary.get('ranks'), 'rank')})")
     behind = queued_behind_line(ranked)
     if behind:
@@ -127,9 +130,11 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
         reps = {str(x["rank"]) for x in summary.get("representative_ranks") or []}
         shown = [row for row in rows if str(row["rank"]) in reps]
     if rows:
-        r = Table(title="Communication overlap by rank", min_width=32,  # one column: keep the title whole
-                  caption=None if shown is rows else f"the {len(shown)} representative ranks of {len(rows)}; "
-                  "every rank: --json and the HTML page")
+        r = Table(title="Communication overlap by rank", min_width=32)  # one column: keep the title whole
+        # captions print as left-aligned paragraphs under the tables: rich centres a caption on the table's
+        # width, which wraps a long one into centred orphan lines
+        caption = None if shown is rows else (f"the {len(shown)} representative ranks of {len(rows)}; every rank: "
+                                              "--json and the HTML page")
         r.add_column("rank", justify="right")
         cols = [k for k in rows[0] if k != "rank"]
         for k in cols:
@@ -137,6 +142,8 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
         for row in shown:
             r.add_row(str(row["rank"]), *(pct(row[k]) for k in cols))
         console.print(r)
+        if caption:
+            console.print(Text(caption, style="dim"), highlight=False)
         console.print(comm_overlap_note(summary), highlight=False)  # as wide as the console, not the table
         note = undefined_overlap_note(summary)
         if note:
@@ -151,15 +158,16 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
              ([f"{counted(unknown, 'rank')} without a step period"] if unknown else [])
     bounds = sorted(bounds, key=lambda x: -x["host_pct"])[:TERMINAL_RANKS] if many else bounds
     if bounds:
-        b = Table(title="Host time at step boundaries",
-                  caption=(f"the {TERMINAL_RANKS} ranks with the most; " if many else "") +
-                          (f"not shown: {', '.join(hidden)} (every rank: --json); " if hidden else "") +
-                          "gap: one step's end to the next one's start; start delay: a step's start to its first "
-                          "compute. After a step-end sync the device has nothing queued there.")
+        b = Table(title="Host time at step boundaries")
+        caption = ((f"the {TERMINAL_RANKS} ranks with the most; " if many else "") +
+                   (f"not shown: {', '.join(hidden)} (every rank: --json); " if hidden else "") +
+                   "gap: one step's end to the next one's start; start delay: a step's start to its first "
+                   "compute. After a step-end sync the device has nothing queued there.")
         for col in ("rank", "host % of wall", "gap median ms", "gap max ms", "start delay median ms"):
             b.add_column(col, justify="right")
         for x in bounds:
             b.add_row(str(x["rank"]), pct(x["host_pct"]), fmt(x["gap_median_ms"]), fmt(x["gap_max_ms"]),
                       fmt(x["start_delay_median_ms"]))
         console.print(b)
+        console.print(Text(caption, style="dim"), highlight=False)
     print_caveats(summary, console)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass, field
+from typing import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -108,12 +109,14 @@ def stacked(cols: list[Col], console: Console, indent: str = "  ") -> None:
                               highlight=False, overflow="fold")
 
 
-def print_fitted(console: Console, cols: list[Col], title: str | None = None, caption: str | None = None,
-                 edge: bool = True, **table_kwargs) -> None:
-    """`cols` as a fitted table (or stacked lines) under `title`, then `caption` with the columns left out
-    named in it, each a left-aligned paragraph as wide as the console: a centred caption under a narrow
-    table wrapped into orphan lines."""
+def print_fitted(console: Console, cols: list[Col], title: str | None = None,
+                 caption: str | Callable[[list[str]], str] | None = None, edge: bool = True, **table_kwargs) -> None:
+    """`cols` as a fitted table (or stacked lines) under `title`, then `caption` (or `caption(left_out)`, so
+    it explains only the columns shown) with the columns left out named after it, each a left-aligned
+    paragraph as wide as the console: a centred caption under a narrow table wrapped into orphan lines."""
     table, left_out = fit(cols, console.width, edge=edge, **table_kwargs)
+    if callable(caption):
+        caption = caption(left_out)
     if title:
         console.print(Text(title, style="bold"), highlight=False)
     if table is None:
