@@ -13,12 +13,14 @@ import sys
 
 import orjson
 import pandas as pd
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from commscope.analyze.compare_labels import CI_LEVEL
-from reports.console import at_least
+from reports.console import plain_console
 from reports.tables import counted
+from reports.widths_terminal import Col, fit, print_fitted
 
 COLUMNS = [  # (frame column, header) in the record's order
     ("runs", "Runs"), ("time_mean", "Time μ"), ("time_std", "Time σ"), ("time_delta", "Time +/-"),
@@ -64,24 +66,49 @@ def raw_samples_text(groups) -> str:
     return "\n".join(lines)
 
 
-def comparison_table(table: pd.DataFrame, target_loss: float) -> Table:
-    t = Table(title=f"Time in s; p: one-sided t-test of losses < {target_loss}; Time p: Welch, candidate faster")
-    # a group's name is its folder's: it folds within its column (never markup), the numbers keep their width
-    t.add_column("", overflow="fold")
-    for _, h in COLUMNS:
-        t.add_column(h, justify="right", no_wrap=True)
-    for r in table.to_dict("records"):
-        t.add_row(Text(r["name"]), *(_fmt(r[c], c) for c, _ in COLUMNS))
-    return t
+def comparison_columns(table: pd.DataFrame) -> list[Col]:
+    """The A/B table's columns for the terminal (reports.widths_terminal): the group's name and the means
+    always stay; at a narrow width the σs go first, then the loss columns' deltas and p."""
+    drops = {"runs": 0, "time_mean": 0, "time_std": 3, "time_delta": 1, "time_p": 1, "loss_mean": 0,
+             "loss_std": 4, "loss_delta": 2, "loss_p": 2}
+    records = table.to_dict("records")
+    # a group's name is its folder's: it wraps within its column (never markup), the numbers keep their width
+    return [Col("", [Text(r["name"]) for r in records], drop=0, name="group")] + [
+        Col(h, [_fmt(r[c], c) for r in records], numbers=True, drop=drops[c]) for c, h in COLUMNS]
+
+
+COMPARISON_TITLE = "Time in s; p: one-sided t-test of losses < {}; Time p: Welch, candidate faster"
+
+
+def comparison_table(table: pd.DataFrame, target_loss: float, width: int = 200) -> Table | None:
+    """The A/B table fitted to `width` (None where even its essential columns do not fit)."""
+    return fit(comparison_columns(table), width, title=COMPARISON_TITLE.format(target_loss))[0]
+
+
+LABEL_HEADS = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
+
+
+def _label_rows(table: pd.DataFrame) -> list[list[str]]:
+    return [[r["candidate"], r["label"], f"{r['base_ms']:.3f}", f"{r['cand_ms']:.3f}", f"{r['delta_ms']:+.3f}",
+             UNDEFINED if math.isnan(r["ci_low"]) else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
+             counted(r["n_cand"], r["unit"].removesuffix("s")), r["verdict"]]  # unit: "runs"
+            for r in table.to_dict("records")]
+
+
+def label_deltas_columns(table: pd.DataFrame) -> list[Col]:
+    """compare_labels()' frame as terminal columns: a label such as "attn_gate_bank (start − backward end)"
+    wraps between its words; the CI and the run count go first at a narrow width, the candidate's name
+    (one per row, often the same) before them."""
+    rows = _label_rows(table)
+    numbers = {"base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI"}
+    drops = {"candidate": 5 if table["candidate"].nunique() == 1 else 0, f"{CI_LEVEL:.0%} CI": 2, "over": 3}
+    return [Col(h, [Text(r[i]) if h in ("candidate", "label") else r[i] for r in rows], numbers=h in numbers,
+                drop=drops.get(h, 0)) for i, h in enumerate(LABEL_HEADS)]
 
 
 def label_deltas_text(table: pd.DataFrame, markdown: bool = False) -> str:
     """compare_labels()' frame as aligned plain text (or markdown): one row per (candidate, label)."""
-    head = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
-    body = [[r["candidate"], r["label"], f"{r['base_ms']:.3f}", f"{r['cand_ms']:.3f}", f"{r['delta_ms']:+.3f}",
-             UNDEFINED if math.isnan(r["ci_low"]) else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
-             counted(r["n_cand"], r["unit"].removesuffix("s")), r["verdict"]]  # unit: "runs"
-            for r in table.to_dict("records")]
+    head, body = LABEL_HEADS, _label_rows(table)
     if markdown:
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
                           *("| " + " | ".join(row) + " |" for row in body)])
@@ -119,26 +146,35 @@ def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, 
 
 def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: bool, labels: pd.DataFrame | None,
                      labels_error: str | None, slower: list[str], fail_if_slower: float | None,
-                     warnings=()) -> None:
+                     warnings=(), console: Console | None = None) -> None:
     """The terminal output: table, raw samples, skipped runs, per-label deltas, slower candidates; the
-    warnings (groups that may not compare like for like) on stderr, so a --markdown table stays clean."""
-    console = at_least(120)
+    warnings (groups that may not compare like for like) on stderr, so a --markdown table stays clean.
+    Everything but the markdown (which a README takes as it is) is wrapped to the console's width."""
+    console = console or plain_console()
+
+    def line(text: str) -> None:
+        console.print(Text(text), highlight=False, overflow="fold")
+
     if markdown:
         print(comparison_markdown(table))
     else:
-        console.print(comparison_table(table, target_loss))
-    print()
-    print(raw_samples_text(groups))
+        print_fitted(console, comparison_columns(table), title=COMPARISON_TITLE.format(target_loss))
+    console.print()
+    for text in raw_samples_text(groups).splitlines():
+        line(text)
     for g in groups:
         for p, why in g.skipped:
-            print(f"skipped {g.name}/{p.name}: {why}")
+            line(f"skipped {g.name}/{p.name}: {why}")
     if labels is not None and not labels.empty:
-        print()
-        print(LABEL_DELTAS_CAPTION)
-        print(label_deltas_text(labels, markdown=markdown))
+        console.print()
+        if markdown:
+            print(LABEL_DELTAS_CAPTION)
+            print(label_deltas_text(labels, markdown=True))
+        else:
+            print_fitted(console, label_deltas_columns(labels), title=LABEL_DELTAS_CAPTION)
     if labels_error is not None:
-        print(f"per-label comparison skipped: {labels_error}")
+        line(f"per-label comparison skipped: {labels_error}")
     for name in slower:
-        print(f"{name} is slower than {groups[0].name} (Welch one-sided p < {fail_if_slower})")
+        line(f"{name} is slower than {groups[0].name} (Welch one-sided p < {fail_if_slower})")
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)

@@ -19,6 +19,7 @@ from commscope.analyze.report_overview import queued_behind
 from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows, hta_note,
                                        undefined_overlap_note)
 from reports.tables import bandwidth, counted, fmt
+from reports.widths_terminal import Col, print_fitted
 
 
 def pct(v) -> str:
@@ -94,26 +95,32 @@ TERMINAL_RANKS = 16  # above, the per-rank overlap table lists the representativ
 def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     labels = summary.get("labels") or {}
     ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
-    # the duration's basis differs by input (a device kernel, or launch to completion): say which it is here
     # The ranking is by exposed time, which on run directories is mostly queueing behind earlier collectives
-    # for small late labels: "queued %" says how much of each row is that rather than its own transfer.
-    # Two-line headers and no outer edge: with label names and "reduce_scatter+all_gather" whole, the eight
-    # columns fit a 100-column terminal without cutting a number. A longer name (a HuggingFace parameter
-    # path is 70 characters) folds within its column instead: rich narrows only the columns that may wrap,
-    # so the op's and the numbers' columns are no_wrap and keep their full width, and a label is never cut.
-    t = Table(title=f"Top exposed collectives ({counted(len(labels), 'label')}, {counted(summary.get('ranks'), 'rank')})",
-              show_edge=False, pad_edge=False,
-              caption=f"mean ms: {summary.get('duration_basis') or 'no durations'}; queued %: share of the "
-                      "exposed time spent behind earlier collectives of its process group (the rest is its "
-                      "own); hidden %: share of the duration compute hid")
-    t.add_column("label", overflow="fold")
-    t.add_column("op", no_wrap=True)  # an op name is short, and whole it reads at a glance
-    for col in ("calls", "exposed\nms/rank", "queued\n%", "mean\nms", "hidden\n%", "busbw\nGB/s"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for lab, v in ranked:
-        t.add_row(Text(lab), Text(fmt(v.get("op"))), fmt(v.get("count")), fmt(v.get("exposed_ms")), queued_pct(v),
-                  fmt(v.get("mean_ms")), pct(v.get("hidden_pct")), bandwidth(v.get("busbw_gbps")))
-    console.print(t)
+    # for small late labels: "queued %" says how much of each row is that rather than its own transfer; the
+    # caption says which duration "mean ms" is (a device kernel, or launch to completion).
+    # Each column is as wide as its longest number or word (reports.widths_terminal): at 80 columns rich
+    # alone printed the label one letter per line, or left it out and cut the numbers ("768.6…"). Where
+    # even that does not fit, the figures a reader needs least here go first (busbw, then hidden %, then
+    # queued %), named in the caption; the label and the exposed time always stay.
+    rows = [(Text(lab), fmt(v.get("op")), fmt(v.get("count")), fmt(v.get("exposed_ms")), queued_pct(v),
+             fmt(v.get("mean_ms")), pct(v.get("hidden_pct")), bandwidth(v.get("busbw_gbps"))) for lab, v in ranked]
+    heads = [("label", False, 0), ("op", False, 1), ("calls", True, 2), ("exposed ms/rank", True, 0),
+             ("queued %", True, 3), ("mean ms", True, 2), ("hidden %", True, 4), ("busbw GB/s", True, 5)]
+    cols = [Col(h, [r[i] for r in rows], numbers=numbers, drop=drop, name=h.removesuffix(" GB/s"),
+                whole=h == "op")
+            for i, (h, numbers, drop) in enumerate(heads)]
+
+    def caption(left_out: list[str]) -> str:  # the columns shown, explained
+        notes = [f"mean ms: {summary.get('duration_basis') or 'no durations'}"]
+        if "queued %" not in left_out:
+            notes.append("queued %: share of the exposed time spent behind earlier collectives of its process "
+                         "group (the rest is its own)")
+        if "hidden %" not in left_out:
+            notes.append("hidden %: share of the duration compute hid")
+        return "; ".join(notes) + "."
+
+    print_fitted(console, cols, edge=False, caption=caption,
+                 title=f"Top exposed collectives ({counted(len(labels), 'label')}, {counted(summary.get('ranks'), 'rank')})")
     behind = queued_behind_line(ranked)
     if behind:
         console.print(behind, highlight=False, markup=False, overflow="fold")
@@ -123,9 +130,11 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
         reps = {str(x["rank"]) for x in summary.get("representative_ranks") or []}
         shown = [row for row in rows if str(row["rank"]) in reps]
     if rows:
-        r = Table(title="Communication overlap by rank", min_width=32,  # one column: keep the title whole
-                  caption=None if shown is rows else f"the {len(shown)} representative ranks of {len(rows)}; "
-                  "every rank: --json and the HTML page")
+        r = Table(title="Communication overlap by rank", min_width=32)  # one column: keep the title whole
+        # captions print as left-aligned paragraphs under the tables: rich centres a caption on the table's
+        # width, which wraps a long one into centred orphan lines
+        caption = None if shown is rows else (f"the {len(shown)} representative ranks of {len(rows)}; every rank: "
+                                              "--json and the HTML page")
         r.add_column("rank", justify="right")
         cols = [k for k in rows[0] if k != "rank"]
         for k in cols:
@@ -133,6 +142,8 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
         for row in shown:
             r.add_row(str(row["rank"]), *(pct(row[k]) for k in cols))
         console.print(r)
+        if caption:
+            console.print(Text(caption, style="dim"), highlight=False)
         console.print(comm_overlap_note(summary), highlight=False)  # as wide as the console, not the table
         note = undefined_overlap_note(summary)
         if note:
@@ -147,15 +158,16 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
              ([f"{counted(unknown, 'rank')} without a step period"] if unknown else [])
     bounds = sorted(bounds, key=lambda x: -x["host_pct"])[:TERMINAL_RANKS] if many else bounds
     if bounds:
-        b = Table(title="Host time at step boundaries",
-                  caption=(f"the {TERMINAL_RANKS} ranks with the most; " if many else "") +
-                          (f"not shown: {', '.join(hidden)} (every rank: --json); " if hidden else "") +
-                          "gap: one step's end to the next one's start; start delay: a step's start to its first "
-                          "compute. After a step-end sync the device has nothing queued there.")
+        b = Table(title="Host time at step boundaries")
+        caption = ((f"the {TERMINAL_RANKS} ranks with the most; " if many else "") +
+                   (f"not shown: {', '.join(hidden)} (every rank: --json); " if hidden else "") +
+                   "gap: one step's end to the next one's start; start delay: a step's start to its first "
+                   "compute. After a step-end sync the device has nothing queued there.")
         for col in ("rank", "host % of wall", "gap median ms", "gap max ms", "start delay median ms"):
             b.add_column(col, justify="right")
         for x in bounds:
             b.add_row(str(x["rank"]), pct(x["host_pct"]), fmt(x["gap_median_ms"]), fmt(x["gap_max_ms"]),
                       fmt(x["start_delay_median_ms"]))
         console.print(b)
+        console.print(Text(caption, style="dim"), highlight=False)
     print_caveats(summary, console)

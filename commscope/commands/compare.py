@@ -42,6 +42,8 @@ def compare_cmd(
     table = compare_groups(groups, target_loss)
     warnings = comparability_warnings(groups) + precision_warnings(groups)
     slower = slower_candidates(table, fail_if_slower) if fail_if_slower is not None else []
+    if fail_if_slower is not None:
+        _say_where_the_gate_cannot_fire(groups, table)
     labels, labels_error = None, None
     if all(g.run_dirs for g in groups):
         from commscope.analyze.compare_labels import compare_labels  # needs the loader; logs never do
@@ -53,10 +55,32 @@ def compare_cmd(
         sys.stdout.write(comparison_json(groups, table, target_loss, fail_if_slower, slower, labels,
                                          labels_error, warnings).decode() + "\n")
     else:
+        from commscope.commands._shared import output_console
+
         print_comparison(groups, table, target_loss, markdown, labels, labels_error, slower, fail_if_slower,
-                         warnings)
+                         warnings, console=output_console(piped_width=160))
     if slower:
         raise typer.Exit(1)
+
+
+def _say_where_the_gate_cannot_fire(groups, table) -> None:
+    """One stderr line naming the candidates whose Welch test is undefined: the gate cannot fire for them
+    (docs/compare.md), and exit 0 alone would read as "not slower"."""
+    import math
+
+    runs = dict(zip(table["name"], table["runs"]))
+    base = groups[0].name
+    why = []
+    for name, p in zip(table["name"].iloc[1:], table["slower_p"].iloc[1:]):
+        if not (isinstance(p, float) and math.isnan(p)):
+            continue
+        if min(runs[base], runs[name]) < 2:
+            why.append(f"{name}: too few runs ({base} has {runs[base]}, {name} {runs[name]}; the test needs at least "
+                       "two runs a side)")
+        else:
+            why.append(f"{name}: no spread in the times on either side")
+    if why:
+        print("--fail-if-slower: the gate could not be evaluated for " + "; ".join(why) + ".", file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:

@@ -35,8 +35,9 @@ def register(app: typer.Typer) -> None:
         scheduler: Optional[str] = scheduler_option(),
         label_map: Optional[Path] = label_map_option(),
     ) -> None:
-        """Diagnose a run: ok, crash, hang, straggler, desync, interrupted or insufficient, with culprit ranks and
-        evidence."""
+        """Diagnose a run: what went wrong, which ranks, and the evidence.
+
+        The verdict is one of ok, crash, hang, straggler, desync, interrupted or insufficient."""
         import orjson
 
         from commscope.analyze.doctor import diagnose_trace

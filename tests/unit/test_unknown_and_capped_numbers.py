@@ -189,9 +189,9 @@ def test_doctor_names_the_share_of_the_median_step_and_its_steps():
     console = Console(record=True, width=250)
     print_doctor_verdict(d, console)
     text = console.export_text()
-    header = next(line for line in text.splitlines() if "waiting_caused_ms" in line and "step_ms" in line)
-    assert [c.strip() for c in header.strip("┃ ").split("┃")] == [
-        "rank", "step", "instances", "waiting_caused_ms", "mean_wait_ms", "% of median step", "step_ms"]
+    header = next(line for line in text.splitlines() if "waiting caused (ms)" in line and "step time (ms)" in line)
+    assert [c.strip() for c in header.strip("┃ ").split("┃")] == [  # headers in words: the step's own time
+        "rank", "step", "collectives", "waiting caused (ms)", "mean wait (ms)", "% of median step", "step time (ms)"]
     page = render_doctor(SimpleNamespace(diagnosis=d, window=None, trace=trace))
     assert '<th data-key="pct_of_median_step">% of median step</th>' in page
     assert "median step (41.8 ms), not of the step&#x27;s own time" in page or \
