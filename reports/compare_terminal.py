@@ -30,10 +30,10 @@ COLUMNS = [  # (frame column, header) in the record's order
 
 
 UNDEFINED = "–"  # an undefined statistic in the table (and the label deltas' missing CI)
-LABEL_DELTAS_CAPTION = ("Per label, ms per step (mean over ranks, a run's first step left out): a label's exposed "
-                        "communication; (step time): the step; (step boundary): host time at the step's start, "
-                        "outside a profiler window and the step after it (the profiler's own time); "
-                        "'<label> (start − backward end)': where its collectives start (docs/compare.md).")
+LABEL_DELTAS_CAPTION = ("Per label, ms per step (mean over ranks; a run's first step, its profiler window and the "
+                        "step after it, the trace export, left out): a label's exposed communication; (step time): "
+                        "the step; (step boundary): host time at the step's start; '<label> (start − backward "
+                        "end)': where its collectives start (docs/compare.md).")
 
 
 def _fmt(v, column: str = "") -> str:
@@ -139,6 +139,7 @@ def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, 
         })
     if labels is not None:
         out["labels"] = labels.to_dict("records")
+        out["labels_notes"] = list(labels.attrs.get("notes") or [])  # the steps each run gave no sample
     if labels_error is not None:
         out["labels_error"] = labels_error
     return orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
@@ -172,6 +173,8 @@ def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: 
             print(label_deltas_text(labels, markdown=True))
         else:
             print_fitted(console, label_deltas_columns(labels), title=LABEL_DELTAS_CAPTION)
+        for note in labels.attrs.get("notes") or []:
+            line(f"note: {note}")
     if labels_error is not None:
         line(f"per-label comparison skipped: {labels_error}")
     for name in slower:

@@ -54,7 +54,9 @@ def register(app: typer.Typer) -> None:
                                    with_ops_up_to=PAGE_ALL_RANKS)
         trace = apply_label_map(trace, sizes)
         window = resolve_steps(trace, window)
-        with status("analyzing" + (" (HTA's analyses take a few seconds)" if hta else ""), quiet=as_json):
+        # HTA reads device kernels only: on a CPU trace it is skipped, and saying it takes seconds would mislead
+        with status("analyzing" + (" (HTA's analyses take a few seconds)" if hta and len(trace.kernels) else ""),
+                    quiet=as_json):
             summary = summarize(trace, steps=window, with_hta=hta)
         if as_json:  # summarize()'s document only (no doctor verdict)
             typer.echo(orjson.dumps(summary, option=JSON_OPTS | orjson.OPT_INDENT_2).decode())

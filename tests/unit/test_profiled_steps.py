@@ -100,3 +100,22 @@ def test_the_page_and_terminal_headline_say_which_steps_the_mean_leaves_out(tmp_
     html = page.read_text()
     assert ("mean step 100.000 ms (over 2 ranks, steps 0–5, not 2–4: profiler window and its export; step 0 "
             "included)") in html
+
+
+def test_compare_says_which_steps_of_which_run_gave_no_sample(tmp_path, monkeypatch):
+    import json
+
+    from bad_inputs import invoke
+
+    base, cand = run(tmp_path / "base", None, slow_step=None), run(tmp_path / "cand", "2:4")
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = invoke(["compare", str(base), str(cand)])
+    assert code == 0, err
+    notes = [ln for ln in out.splitlines() if ln.startswith("note: ")]
+    assert len(notes) == 1 and notes[0].startswith("note: cand: steps 2–3 (profiler window) and 4 (profiler export) "
+                                                   "give no sample")
+    code, out, err = invoke(["compare", str(base), str(cand), "--json"])
+    doc = json.loads(out)
+    assert doc["labels_notes"] == [notes[0].removeprefix("note: ")]
+    step = next(r for r in doc["labels"] if r["label"] == STEP_LABEL)
+    assert step["cand_ms"] == pytest.approx(100.0, abs=1e-6)  # the 1,000 ms profiled step left out
