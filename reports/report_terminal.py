@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from commscope.analyze.report_overview import queued_behind
+from commscope.analyze.report_overview import cause, queued_behind
 from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows, hta_note,
                                        undefined_overlap_note)
 from reports.tables import bandwidth, counted, fmt
@@ -124,6 +124,9 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     behind = queued_behind_line(ranked)
     if behind:
         console.print(behind, highlight=False, markup=False, overflow="fold")
+    caused = cause(summary)  # the label the top of the list waits for, when it is not the top itself
+    if caused is not None and ranked:
+        console.print(Text(f"{ranked[0][0]}: {caused.why[0]}"), highlight=False)
     rows = comm_overlap_rows(summary)
     shown = rows
     if len(rows) > TERMINAL_RANKS:  # a thousand rows would bury the rest: the ranks to look at first

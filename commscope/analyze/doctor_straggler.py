@@ -169,7 +169,7 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
         "straggler", culprits, label=top["label"], step=top["step"], sequence=top["sequence"], group=top["group"],
         evidence=evidence, sources=src, confidence=p["confidence"], details=details,
         summary=(f"straggler: {who} made the other ranks wait {mean_lost:,.1f} ms each "
-                 f"({p['mean_pct_of_median_step']:.1f} % of the {median_step / 1e6:,.1f} ms median step{scope}) "
+                 f"({p['mean_pct_of_median_step']:,.1f} % of the {median_step / 1e6:,.1f} ms median step{scope}) "
                  f"{when}; "
                  f"{p['waiting_caused_ms']:,.1f} ms of waiting in all; most at '{top['label']}' (step {top['step']}, seq "
                  f"{top['sequence']}, {top['mean_wait_ms']:,.1f} ms per waiting rank). Confidence {p['confidence']} "

@@ -67,3 +67,14 @@ def test_the_stragglers_total_says_which_steps_it_covers():
     why = highlights({**summary, "steps_selected": [2, 6]}).ranks[0].why
     assert why[1] == ("the other ranks wait 1,519.710 ms for it in total over the selected steps 0–5 (97% of "
                       "all such waiting; the doctor's total is over the steps it judges only)")
+
+
+def test_the_terminal_names_the_cause_under_the_table(tmp_path, monkeypatch):
+    from bad_inputs import invoke
+
+    monkeypatch.setenv("COLUMNS", "160")
+    code, out, err = invoke(["report", str(straggler_run(tmp_path)), "--no-hta", "-o", str(tmp_path / "p.html")])
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert ("smear_gate: most of it is caused by ve0 (90.000 ms per rank attributed: its own exposure 0.000 ms "
+            "plus the waits queued behind it 90.000 ms)") in flat
