@@ -189,7 +189,9 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
             print_run_note(console, note)
         if oversubscribed:
             print_run_note(console, oversubscribed)
-        if summary["status"] not in ("completed", "interrupted") and not end.storage_error:
+        # a failed run, or a drill (--inject) that completed: what the doctor makes of it is the point
+        failed = summary["status"] not in ("completed", "interrupted")
+        if (failed or (args.inject and summary["status"] == "completed")) and not end.storage_error:
             print_run_verdict(console, out, _diagnose(out))
         claim.settle(had_step=bool(summary["losses"]))
         for note in claim.notes:

@@ -83,11 +83,14 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict) ->
 
 
 def print_run_verdict(console: Console, out: str, diagnosis) -> None:
-    """`commscope doctor`'s one-paragraph verdict on a failed run, or a note saying why there is none
-    (`diagnosis` is then the error the doctor raised)."""
+    """`commscope doctor`'s one-paragraph verdict on a failed run or a drill (--inject), or a note saying
+    why there is none (`diagnosis` is then the error the doctor raised). The verdict word is printed once:
+    the summary starts with it."""
     if isinstance(diagnosis, Exception):
         console.print(f"commscope doctor could not diagnose {out}: {diagnosis}", highlight=False)
         return
     culprits = ",".join(map(str, diagnosis.culprit_ranks)) or "-"
-    console.print(f"[bold red]{diagnosis.verdict}[/] (culprit rank(s) {culprits}): {escape(diagnosis.summary)} "
+    said = diagnosis.summary.removeprefix(f"{diagnosis.verdict}: ")
+    color = "green" if diagnosis.verdict == "ok" else "bold red"
+    console.print(f"[{color}]{diagnosis.verdict}[/] (culprit rank(s) {culprits}): {escape(said)} "
                   f"Details: [bold]commscope doctor {out}[/]", highlight=False)

@@ -23,12 +23,17 @@ HANG_S = 5.0
 BOUND_S = HANG_S + 3 + 10 + 15
 
 
+PRINTED: dict[str, str] = {}  # what the last drill printed, by its run directory
+
+
 def drill(tmp_path, *inject, steps=3, hang=60.0, nproc=4):
     out = tmp_path / "run"
     argv = ["--steps", str(steps), "--hang-timeout", str(hang)]
     for spec in inject:
         argv += ["--inject", spec]
-    summary = launch_training(argv, Topology(nproc), str(out), console=Console(file=io.StringIO()))
+    text = io.StringIO()
+    summary = launch_training(argv, Topology(nproc), str(out), console=Console(file=text, width=400))
+    PRINTED[str(out)] = text.getvalue()
     return out, summary, time.time_ns()
 
 
@@ -96,6 +101,12 @@ def test_delay_is_a_straggler_by_the_waiting_it_caused(tmp_path):
     assert d.evidence[0]["step"] == 1 and d.evidence[0]["mean_wait_ms"] >= 1400, why(out, d)
     assert d.details["persistence"]["3"]["steps"] == [1]
     assert_healthy_data(out, [0, 1, 2, 3], 3)
+    # a drill that completed still says what the doctor makes of it, the verdict word once
+    printed = " ".join(PRINTED[str(out)].split())
+    said = printed[printed.index("straggler (culprit rank(s) 3): "):]
+    assert said.split("Details:")[0].count("straggler") == 1, said  # the verdict word once
+    assert said.startswith("straggler (culprit rank(s) 3): rank 3 made the other ranks wait")
+    assert f"Details: commscope doctor {out}" in said
 
 
 def test_desync_wrong_op_names_the_rank(tmp_path):
