@@ -58,11 +58,8 @@ from commscope.analyze.launches import launch_table
 from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
 from commscope.load.frames import FaultEvidence, Trace
-from commscope.rundir.schema import EVENTS, STATUS, SUMMARY
+from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, STATUS, SUMMARY
 
-# Statuses of a rank that ended without a failure of its own: "exited" is a recording script that ended
-# without closing its Recorder (and without an unhandled exception): its records are all there.
-ENDED = ("completed", "exited")
 # A peer's error that says it waited for this long: the rank it waited on was alive, not launching.
 _TIMED_OUT = re.compile(r"timed out|timeout|hang watchdog", re.I)
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the

@@ -37,6 +37,7 @@ import pandas as pd
 from commscope.analyze import exposure
 from commscope.analyze import intervals as iv
 from commscope.analyze.waiting import profiler_window
+from commscope.util.ranges import int_ranges
 from commscope.load.frames import Trace, origin_ns, rel
 
 GAP_COLS = ["rank", "step", "gap_ns", "start_delay_ns", "period_ns", "host_pct", "excluded"]
@@ -57,14 +58,8 @@ def profiler_steps(trace: Trace) -> dict[int, str]:
 
 
 def step_list(steps) -> str:
-    """Steps as runs of consecutive numbers: [2, 3, 4, 7] → "2–4, 7"."""
-    runs: list[list[int]] = []
-    for x in sorted(set(int(v) for v in steps)):
-        if runs and x == runs[-1][1] + 1:
-            runs[-1][1] = x
-        else:
-            runs.append([x, x])
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
+    """Steps as runs of consecutive numbers, as the page writes them: [2, 3, 4, 7] → "2–4, 7"."""
+    return int_ranges({int(v) for v in steps}, sep=", ", dash="–")
 
 
 def profiler_steps_text(excluded: dict[int, str]) -> str:

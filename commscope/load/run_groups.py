@@ -23,7 +23,7 @@ from commscope.errors import UserError
 from commscope.load.files import read_json
 from commscope.load.speedrun_log import parse_log
 from commscope.rundir import check_doc, rank_dirs
-from commscope.rundir.schema import CONFIG, EVENTS, META, STATUS, SUMMARY
+from commscope.rundir.schema import CONFIG, ENDED_STATUSES, EVENTS, META, STATUS, SUMMARY
 
 LOG_SUFFIXES = (".txt", ".log")
 
@@ -105,7 +105,7 @@ def _read_recorded_run(path: Path) -> RunResult | str:
         status = st.get("status") if isinstance(st, dict) else None
         if status is None:
             return f"incomplete: rank {r} has no {STATUS} (still running, or killed)"
-        if status not in ("completed", "exited"):
+        if status not in ENDED_STATUSES:
             return f"incomplete: rank {r} status {status!r}"
     if 0 not in ranks or not (Path(ranks[0]) / EVENTS).exists():
         return f"incomplete: no rank0/{EVENTS}"

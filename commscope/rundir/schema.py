@@ -26,6 +26,9 @@ RANK_DIR = re.compile(r"^rank(\d+)$")
 META = "meta.json"  # written once at start, after clock alignment
 EVENTS = "events.jsonl"  # append-only records, one step at a time
 STATUS = "status.json"  # written when the rank ends
+# status.json values of a rank that ended without a fault of its own: "exited" is a recording script that
+# ended without closing its Recorder (and without an unhandled exception); its records are all there
+ENDED_STATUSES = ("completed", "exited")
 WATCHDOG = "watchdog.json"  # only when the hang watchdog fired
 INFLIGHT = "inflight.json"  # only on an abnormal end with collectives still in flight
 KINETO_TRACE = "trace.json.gz"  # only with --profile: the profiler window's Kineto trace
