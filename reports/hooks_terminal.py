@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from commscope.analyze.hooks_order import HookOrders, OrderGroup
+from commscope.util.text import counted
 
 
 def _members(group: OrderGroup, orders: HookOrders) -> str:
@@ -29,10 +30,6 @@ def _members(group: OrderGroup, orders: HookOrders) -> str:
     return "; ".join(parts)
 
 
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
-
-
 def title(orders: HookOrders) -> str:
     """What was recorded, per rank: "40 micro-steps on each of 8 ranks" (a rank's count, not the sum over
     ranks); the count of each rank when they differ; "of W" when fewer than the world's ranks recorded."""
@@ -42,9 +39,9 @@ def title(orders: HookOrders) -> str:
     counts = set(per_rank.values())
     if k == 1:
         (rank, n), = per_rank.items()
-        return f"Hook firing order: {_n(n, 'micro-step')} on rank {rank}" + (f" (1 of {world} ranks)" if of_world else "")
+        return f"Hook firing order: {counted(n, 'micro-step')} on rank {rank}" + (f" (1 of {world} ranks)" if of_world else "")
     if len(counts) == 1:
-        return f"Hook firing order: {_n(counts.pop(), 'micro-step')} on each of {k}{of_world} ranks"
+        return f"Hook firing order: {counted(counts.pop(), 'micro-step')} on each of {k}{of_world} ranks"
     each = ", ".join(f"rank {r} {n}" for r, n in per_rank.items())
     return f"Hook firing order, {k}{of_world} ranks; micro-steps per rank: {each}"
 
@@ -82,16 +79,15 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
         console.print(Text.assemble((f"{len(groups)} different orders:", "bold red"), " ranks/steps whose order "
                                     "differs from the most common one are marked; with hook-launched collectives "
                                     "this is a launch-order mismatch across ranks."))
-    ready = orders.launched_in_ready_order
+    ready, others = orders.launched_in_ready_order, orders.out_of_ready_order
     how = f" (comm_schedule {orders.comm_schedule})" if orders.comm_schedule else ""
-    if ready is not None and len(ready) == len(orders.launch_labels):
+    if ready is not None and not others:
         console.print(Text(f"The reduces were launched in gradient-ready order{how}: each as soon as its "
                            "gradient was complete."))
     elif ready is not None:
-        others = [x for x in orders.launch_labels if x not in set(ready)]
         console.print(Text(f"The reduces were launched in another order than the gradients became ready{how}. "
                            f"In gradient-ready order: {', '.join(ready)} ({len(ready)} of "
-                           f"{len(orders.launch_labels)}); out of that order: {', '.join(others)}."))
+                           f"{len(ready) + len(others)}); out of that order: {', '.join(others)}."))
     elif orders.scatter_order and ref and ref != orders.scatter_order[: len(ref)]:
         console.print(Text("scatter_order (the explicit schedule's launch order of the reduces) differs from the "
                            "gradient-ready order."))

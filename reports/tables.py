@@ -29,6 +29,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from commscope.util.text import counted  # noqa: F401 (the renderers import it from here)
+
 
 def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
@@ -109,15 +111,6 @@ def humanize(key: Any) -> str:
     text = " ".join(words)
     text = text[:1].upper() + text[1:]
     return f"{text} ({unit})" if unit else text
-
-
-def counted(n: Any, noun: str) -> str:
-    """`1 rank`, `2 ranks`, `? ranks` (n unknown): a count with its noun in the right number."""
-    try:
-        k = int(n)
-    except (TypeError, ValueError):
-        return f"? {noun}s"
-    return f"{k} {noun}" + ("" if k == 1 else "s")
 
 
 def bandwidth(v: Any) -> str:

@@ -60,16 +60,14 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
     """One run → rows (step, label, ms): per-step exposed ms per label plus STEP_LABEL and BOUNDARY_LABEL rows."""
     from commscope.analyze.exposure import collective_table
     from commscope.analyze.placement import placement
-    from commscope.analyze.step_gaps import profiler_steps, step_gaps
+    from commscope.analyze.step_gaps import left_out, profiler_steps, step_gaps
     from commscope.load import load_path
 
     trace = load_path(str(run_dir))
     steps = trace.steps
     if steps.empty:
         raise UserError(f"{run_dir}: no finished steps recorded")
-    prof = profiler_steps(trace)
-    present = set(steps["step"].astype(int))
-    prof = {} if present <= set(prof) else {s: why for s, why in prof.items() if s in present}
+    prof = left_out(profiler_steps(trace), steps["step"])
     step_ms = ((steps["end_ns"] - steps["start_ns"]) / 1e6).groupby(steps["step"]).mean()
     table = collective_table(trace)
     coll = table[table["step"] >= 0]

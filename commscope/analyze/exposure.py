@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze import intervals as iv
-from commscope.analyze.labels import NO_LABEL
+from commscope.analyze.labels import NO_LABEL, missing_labels
 from commscope.load.frames import Trace, origin_ns, rel
 
 
@@ -287,7 +287,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     already computed."""
     c = trace.collectives.copy()
     if "label" in c:
-        missing = (c["label"].isna() | (c["label"] == "")).to_numpy(dtype=bool)
+        missing = missing_labels(c["label"])
         if missing.any():
             c.loc[missing, "label"] = NO_LABEL
     if not len(c):

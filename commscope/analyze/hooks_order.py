@@ -62,7 +62,14 @@ class HookOrders:
     @property
     def launch_labels(self) -> list[str]:
         """The labels of `launch_order` that also fired a hook (the ones an order can be compared on)."""
-        return [x for x in self.launch_order if x in set(self.reference)]
+        ready = set(self.reference)  # grouping every rank's orders once, not once per label
+        return [x for x in self.launch_order if x in ready]
+
+    @property
+    def out_of_ready_order(self) -> list[str]:
+        """The compared labels not in `launched_in_ready_order`, in launch order."""
+        kept = set(self.launched_in_ready_order or ())
+        return [x for x in self.launch_labels if x not in kept]
 
     @property
     def groups(self) -> list[OrderGroup]:

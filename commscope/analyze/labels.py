@@ -40,6 +40,11 @@ def shown_label(v) -> str:
     return v if isinstance(v, str) else str(v)
 
 
+def missing_labels(labels: pd.Series) -> np.ndarray:
+    """Per row, whether the collective has no label (shown_label's rule, over a whole column)."""
+    return (labels.isna() | (labels == "")).to_numpy(dtype=bool)
+
+
 def _listed(labels: list[str], sep: str = ", ") -> str:
     """The first NOTE_LABELS of `labels` (each cut to NOTE_LABEL_CHARS) joined by `sep`, and how many more
     there are."""

@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze.step_gaps import step_list
+from commscope.analyze.step_gaps import left_out, step_list
+from commscope.util.text import counted
 
 
 # A label's queueing is worth a line of its own when it is at least this share of its exposed time.
@@ -148,9 +149,7 @@ def left_out_steps(summary: dict, steps: pd.DataFrame) -> dict[int, str]:
     """The steps the headline aggregates leave out (summary `profiler_steps`), with why; none when they
     are every step with a row (nothing would be left to average)."""
     prof = {int(k): str(v) for k, v in (summary.get("profiler_steps") or {}).items()}
-    if not len(steps) or set(steps["step"].astype(int)) <= set(prof):
-        return {}
-    return {s: why for s, why in sorted(prof.items()) if s in set(steps["step"].astype(int))}
+    return left_out(prof, steps["step"]) if len(steps) else {}
 
 
 def step_scope(step_range: tuple[int, int] | None, step_ranks: int, selected: bool,
@@ -161,7 +160,7 @@ def step_scope(step_range: tuple[int, int] | None, step_ranks: int, selected: bo
         return ""
     a, b = step_range
     steps = f"step {a}" if a == b else f"steps {a}–{b}"
-    ranks = f"{step_ranks} rank" + ("" if step_ranks == 1 else "s")
+    ranks = counted(step_ranks, "rank")
     if left_out:
         whys = list(dict.fromkeys(left_out.values()))
         why = ("profiler window and its export" if whys == ["profiler window", "profiler export"] else

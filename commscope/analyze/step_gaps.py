@@ -57,6 +57,15 @@ def profiler_steps(trace: Trace) -> dict[int, str]:
     return {**{s: PROFILER_WINDOW for s in range(first, stop)}, stop: PROFILER_EXPORT}
 
 
+def left_out(prof: dict[int, str], present) -> dict[int, str]:
+    """The profiler's steps (`prof`, profiler_steps) among the `present` ones that aggregates leave out,
+    with why; none when they are every present step (nothing would be left to average)."""
+    present = {int(s) for s in present}
+    if not present or present <= set(prof):
+        return {}
+    return {s: why for s, why in sorted(prof.items()) if s in present}
+
+
 def step_list(steps) -> str:
     """Steps as runs of consecutive numbers, as the page writes them: [2, 3, 4, 7] → "2–4, 7"."""
     return int_ranges({int(v) for v in steps}, sep=", ", dash="–")

@@ -60,6 +60,7 @@ from commscope.analyze import (exposure, lateness, placement, regions, represent
                                waiting)
 from commscope.load.frames import Trace, origin_ns
 from commscope.util.num import rounded, sig, whole
+from commscope.util.text import counted
 
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
@@ -357,7 +358,7 @@ def evidence_notes(trace: Trace) -> list[str]:
     if crowded:
         # the host is named where the run spans several
         several = len({str(m.get("hostname")) for m in (trace.config.get("meta") or {}).values()}) > 1
-        where = "; ".join(f"{n} CPU ranks on {cores} CPU core{'s' * (cores != 1)}" + (f" of {host}" if several else "")
+        where = "; ".join(f"{n} CPU ranks on {counted(cores, 'CPU core')}" + (f" of {host}" if several else "")
                           for host, n, cores in crowded)
         notes.append(f"Oversubscribed CPU run: {where}. The ranks took turns on the cores, so its step times and "
                      "communication waits (exposed communication, skew, stragglers) measure the OS scheduler as "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -27,3 +28,12 @@ def printable(s: str | os.PathLike) -> str:
     if isinstance(text, bytes):
         text = os.fsdecode(text)
     return _SURROGATE.sub(_shown, text)
+
+
+def counted(n: Any, noun: str) -> str:
+    """`1 rank`, `2 ranks`, `? ranks` (n unknown): a count with its noun in the right number."""
+    try:
+        k = int(n)
+    except (TypeError, ValueError):
+        return f"? {noun}s"
+    return f"{k} {noun}" + ("" if k == 1 else "s")
