@@ -260,14 +260,15 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
     _flow_events(flow_slices, emit)
 
 
-def _rank_end_ns(trace: Any, rank: int) -> int | None:
-    """The last time a rank is known to have been alive: its watchdog's firing, else its latest record."""
+def _rank_end_ns(trace: Any, rank: int, fired: bool) -> int | None:
+    """The last time a rank is known to have been alive: its watchdog's firing (`fired`), else its latest
+    record."""
     faults = getattr(trace, "faults", None)
-    if faults is not None and len(faults.reports):
+    if fired:
         r = faults.reports
-        fired = pd.to_numeric(r.loc[(r["rank"] == rank) & (r["kind"] == "watchdog"), "fired_ns"], errors="coerce")
-        if fired.notna().any():
-            return int(fired.max())
+        at = pd.to_numeric(r.loc[(r["rank"] == rank) & (r["kind"] == "watchdog"), "fired_ns"], errors="coerce")
+        if at.notna().any():
+            return int(at.max())
     times = []
     for frame, cols in (("collectives", ("end_ns", "wait_end_ns", "call_ns")), ("steps", ("end_ns",)),
                         ("regions", ("end_ns",)), ("hooks", ("t_ns",))):
@@ -289,15 +290,14 @@ def _emit_inflight(trace: Any, rank: int, t0: int, em: "_Emitter") -> None:
         return
     fl = faults.inflight
     fl = fl[(fl["rank"] == rank) & ~fl["finished"].astype(bool)].drop_duplicates(["group", "seq"])
-    end = _rank_end_ns(trace, rank)
+    fired = rank in faults.ranks("watchdog")
+    end = _rank_end_ns(trace, rank, fired)
     if not len(fl) or end is None:
         return
     starts = rel(fl["call_ns"], t0)
     ends = np.full(len(fl), (end - t0) / 1.0)
     cols = {k: _col(fl[k]) for k in ("label", "op", "bytes", "dtype", "group", "group_size", "seq", "step",
                                      "call_ns", "wait_ns", "source") if k in fl}
-    fired = bool(len(faults.reports)) and bool(((faults.reports["rank"] == rank) &
-                                                (faults.reports["kind"] == "watchdog")).any())
 
     def make(i: int) -> tuple[str, dict]:
         args = {k: _num(v[i]) for k, v in cols.items()}

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from commscope.analyze.diagnosis import ranks_text
 from commscope.util.ranges import int_ranges
 
 
@@ -79,7 +80,7 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict) ->
     console.print(t)
     if not ok:
         console.print(f"output of all ranks: {os.path.join(out, 'launcher.log')}")
-    console.print(f"next: [bold]commscope report {out}[/]")
+    console.print(f"next: [bold]commscope report {escape(out)}[/]")
 
 
 def print_run_verdict(console: Console, out: str, diagnosis) -> None:
@@ -87,10 +88,10 @@ def print_run_verdict(console: Console, out: str, diagnosis) -> None:
     why there is none (`diagnosis` is then the error the doctor raised). The verdict word is printed once:
     the summary starts with it."""
     if isinstance(diagnosis, Exception):
-        console.print(f"commscope doctor could not diagnose {out}: {diagnosis}", highlight=False)
+        console.print(f"commscope doctor could not diagnose {escape(out)}: {escape(str(diagnosis))}", highlight=False)
         return
-    culprits = ",".join(map(str, diagnosis.culprit_ranks)) or "-"
+    culprits = ranks_text(diagnosis.culprit_ranks) or "-"
     said = diagnosis.summary.removeprefix(f"{diagnosis.verdict}: ")
     color = "green" if diagnosis.verdict == "ok" else "bold red"
     console.print(f"[{color}]{diagnosis.verdict}[/] (culprit rank(s) {culprits}): {escape(said)} "
-                  f"Details: [bold]commscope doctor {out}[/]", highlight=False)
+                  f"Details: [bold]commscope doctor {escape(out)}[/]", highlight=False)
