@@ -318,7 +318,7 @@ def check_unexplained(trace: Trace) -> Diagnosis | None:
     bad = {r: s for r, s in _statuses(trace).items() if s.get("status") not in (*ENDED, None)}
     if not bad:
         return None
-    timed = sorted(r for r, s in bad.items() if re.search(r"timed out|hang watchdog", str(s.get("error")), re.I))
+    timed = sorted(r for r, s in bad.items() if _TIMED_OUT.search(str(s.get("error"))))
     verdict = "hang" if timed else "insufficient"
     first = bad[min(bad)]
     mode = ((trace.config.get("config") or {}).get("args") or {}).get("trace")

@@ -19,7 +19,6 @@ import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from commscope.errors import UserError
 
