@@ -4,7 +4,7 @@
 #   OUT=/some/folder bash bench/gpu_suite.sh [bench|runs|all] [STEP ...]
 #
 # Groups (each fits in 10 minutes; on a runner with a 10-minute limit run `bench` and `runs` separately):
-#   bench: env, pytest (CUDA kernel/model/fused-optimizer tests), bench_transpose, bench_transpose_tiles, bench_head_layout,
+#   bench: env, pytest (CUDA kernel/model/fused-optimizer tests; the recording API on NCCL), bench_transpose, bench_transpose_tiles, bench_head_layout,
 #          bench_loss_kernels, bench_optimizer, bench_polar_express,
 #          bench_record_overhead (eager and compiled FP8 head, flush step and overlap), bench_record_calls, layout_cases, bench_throughput (eager + torch.compile), bench_step_kernels, bench_host
 #   runs:  env, commscope run at ws 1 (NCCL, profiled) + report/hooks/layout on it, a compiled FP8-head run
@@ -98,6 +98,8 @@ if [[ $GROUP == bench || $GROUP == all ]]; then
     # commscope's layout rule against measured slowdowns: every case ≥ 1.3× its aligned twin must be flagged
     step layout_cases 120 "python3 bench/layout_cases.py --device $DEV --out $R"
     step pytest_cuda 240 "python3 -m pytest -q -p no:cacheprovider tests/gpu/test_kernels.py tests/unit/test_model.py tests/gpu/test_fused_optimizer.py tests/gpu/test_softcap_ce.py tests/gpu/test_fp8_head.py tests/gpu/test_host_transfer.py tests/integration/test_run.py::test_untraced_run_reads_each_loss_one_step_late_with_the_same_values"
+    # the recording API on NCCL: DDP hook (bitwise), flush="overlap", side-stream regions, SIGTERM
+    step pytest_record_nccl 200 "python3 -m pytest -q -p no:cacheprovider tests/gpu/test_record_nccl.py"
     step bench_transpose 90 "python3 bench/bench_transpose.py --device $DEV --out $R"
     step bench_transpose_tiles 100 "python3 bench/bench_transpose_tiles.py --device $DEV --out $R --budget-s 75"
     step bench_head_layout 90 "python3 bench/bench_head_layout.py --device $DEV --out $R"
