@@ -183,7 +183,7 @@ def test_doctor_hang_prints_no_epoch_times_and_booleans_as_words(run4, capsys, m
             "waiting_on": rows[0], "inflight": rows, "last_step": 2, "stacks": {}})
         write_json(run4 / f"rank{r}" / "status.json", {"status": "failed", "error": "hang watchdog: waited",
                                                        "last_step": 2})
-    write_json(run4 / "rank2" / "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15",
+    write_json(run4 / "rank2" / "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)",
                                                 "last_step": 2})
     d = _json(capsys, monkeypatch, "doctor", run4)
     assert d["verdict"] == "hang" and any(k.endswith("_ns") for e in d["evidence"] for k in e)
@@ -193,7 +193,7 @@ def test_doctor_hang_prints_no_epoch_times_and_booleans_as_words(run4, capsys, m
     heads = check_doctor_table(text, "Evidence", "rank", shown)
     assert "launched" in heads and not any("ns" in h.split() for h in heads)
     # the error, whole, under the table
-    assert "rank 2's error: Terminated: terminated by signal 15" in " ".join(text.split())
+    assert "rank 2's error: Terminated: terminated by signal 15 (SIGTERM)" in " ".join(text.split())
 
 
 @pytest.mark.parametrize("width", WIDTHS)
