@@ -11,7 +11,8 @@ so finally blocks run (parse workers reaped, temporary folders removed), and the
 128 + the signal after one stderr line. When stdout's reader goes away early (`commscope plan | head`),
 the command ends quietly with 141 (128 + SIGPIPE), as a tool killed by SIGPIPE does.
 
-Only typer's public API is used: the parser's exception classes are found through `typer.BadParameter`'s
+Only typer's public API is used (`typer.core`'s command classes are its documented way to customise a
+command, here to show flags without a `<bool>` type in help): the parser's exception classes are found through `typer.BadParameter`'s
 bases, so the CLI works whether typer brings the click package or its own copy of it.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sys
 import threading
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from commscope import __version__, commands
 from commscope.errors import UserError
@@ -48,13 +50,40 @@ def command_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_"))
 
 
+def _flags_without_type(params: list) -> list:
+    """`params` with every flag's metavar set to nothing (unless it names one): typer's help shows a flag's
+    type as `<bool>` beside it, a value the flag never takes (`--json <bool>`, `--help <bool>`); a flag
+    reads as its name (or its pair, `--hta / --no-hta`) alone."""
+    for p in params:
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    """A command whose help shows its flags without a type (`_flags_without_type`)."""
+
+    def get_params(self, ctx):
+        return _flags_without_type(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    """The top-level command (`--version`, `--help`), its flags shown without a type."""
+
+    def get_params(self, ctx):
+        return _flags_without_type(super().get_params(ctx))
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The typer app with every command, or with command `only` alone."""
     new = typer.Typer(name="commscope", help="Profile and debug communication in distributed PyTorch training.",
-                      no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                      no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, cls=_Group)
     new.callback()(_options)
     for name in [only] if only else command_names():
         importlib.import_module(f"commscope.commands.{name}").register(new)
+    for info in new.registered_commands:
+        if info.cls in (None, TyperCommand):  # typer's default class; a command's own stays
+            info.cls = _Command
     return new
 
 

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from commscope.errors import UserError
-from commscope.recording.termguard import Terminated
+from commscope.recording.api import end_status
+from commscope.recording.termguard import Terminated, raise_terminated, signal_words
 from commscope.rundir import write_config, write_status
 from commscope.rundir.schema import PROGRESS, STATUS, rank_dir_name
 from instrumented_model import faults, options
@@ -46,8 +47,11 @@ MAX_HANG_TIMEOUT_S = 7 * 86400  # a week: beyond it a timeout is no longer a han
 MAX_SEED = 2**32 - 1  # numpy's SeedSequence and torch.manual_seed both take it
 LOSS_LABEL = "loss"  # the metric all_reduce; with the parameter labels, every label --inject can name
 # Signals that end a rank: torchrun passes on what the launcher got (SIGINT, SIGTERM, SIGHUP), and the
-# kernel sends SIGTERM when torchrun dies (instrumented_model.job). Each leaves a status.
+# kernel sends SIGTERM when torchrun dies (instrumented_model.job). Each leaves a status, in the recording
+# API's words (commscope.recording.api.end_status): SIGINT is Ctrl-C, a KeyboardInterrupt, status
+# "interrupted"; SIGTERM and SIGHUP raise Terminated ("terminated by signal 15 (SIGTERM)"), status "failed".
 END_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_HANDLERS = {signal.SIGINT: signal.default_int_handler}  # the others: termguard.raise_terminated
 
 
 class _Parser(argparse.ArgumentParser):
@@ -167,10 +171,6 @@ def progress(record: dict, out: str) -> None:
     # one write with its newline: print() writes the end apart, a second write under PYTHONUNBUFFERED
     sys.stdout.write(PROGRESS_PREFIX + line)
     sys.stdout.flush()
-
-
-def _on_sigterm(signum, frame):
-    raise Terminated(f"terminated by signal {signum}")
 
 
 @dataclass
@@ -422,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   world_size=int(os.environ.get("WORLD_SIZE", "1")))
     rank = run.rank
     for sig in END_SIGNALS:
-        signal.signal(sig, _on_sigterm)
+        signal.signal(sig, _HANDLERS.get(sig, raise_terminated))
     die_with_parent()  # after the handlers: a torchrun already gone ends this rank with a status
     try:
         args = parse_args(argv)
@@ -430,11 +430,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UserError, OSError, Terminated) as e:
         print(f"commscope: error: rank {rank}: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C before the rank has a folder: nothing to leave a status in
+        return 128 + signal.SIGINT
 
     def stuck(signum: int) -> None:  # a signal while the main thread sits in a collective's C++ wait
-        error = f"Terminated: terminated by signal {signum} while blocked in C++ (e.g. a collective's wait)"
+        # the status the main thread would have written, in the words of the recording API's guard
+        status, error = end_status(KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signal_words(signum)))
+        error = f"{error} while blocked in C++ (e.g. a collective's wait)"
         print(f"commscope: rank {rank}: {error}", file=sys.stderr)
-        finish(args, run, "failed", error)
+        finish(args, run, status, error)
 
     guard = TermGuard(stuck, signals=END_SIGNALS).start()
     status, error, code = "completed", None, 0
@@ -445,8 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The launcher's SIGTERM (sent to all ranks when one fails) must not cut this cleanup short and
         # leave no status.json (doctor would read that as a crash); SIGKILL still ends a stuck cleanup.
         _ignore(END_SIGNALS)
-        status, code = "failed", 2 if isinstance(e, UserError) else 1
-        error = f"{type(e).__name__}: {e}"
+        status, error = end_status(e)  # Ctrl-C: "interrupted", as a script recording through commscope.record
+        code = 2 if isinstance(e, UserError) else 1
         if not isinstance(e, (UserError, Terminated, KeyboardInterrupt)):
             traceback.print_exc()
         else:

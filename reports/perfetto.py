@@ -13,8 +13,8 @@ Layout of the output
 - every collective slice carries label, phase, op, bytes, dtype, group, seq and its host-side times in
   `args`;
 - collectives a hung or failed run left in flight (watchdog.json / inflight.json) are drawn from their
-  launch to the rank's last sign of life (the watchdog firing, else its latest record) on an
-  `in flight (never completed)` track;
+  launch to the rank's last sign of life (the watchdog firing, else its latest record; both computed by
+  commscope.analyze.left_in_flight) on an `in flight (never completed)` track;
 - one collective call across ranks (the same (group, seq): commscope.analyze.flows) is linked by flow
   arrows (flow v1 events `s` → `t` … → `f`), so clicking a slice in Perfetto follows the call to every
   other rank. The chain runs in the order the ranks' slices start: an arrow goes from one rank's slice to
@@ -56,6 +56,7 @@ import pandas as pd
 from commscope.analyze.exposure import collective_span
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.labels import shown_label
+from commscope.analyze.left_in_flight import left_in_flight
 from commscope.util.atomic import check_output, output_stream, own_trace
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes
@@ -186,7 +187,7 @@ def _other_data(trace: Any, t0: int) -> dict:
             "path": printable(str(getattr(trace, "path", "")))}
 
 
-def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
+def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: pd.DataFrame) -> None:
     """Every event of the document for `trace`, in the document's order, one at a time to `emit`: each
     rank's tracks and slices (rank by rank), then the flow events."""
     all_coll = trace.collectives
@@ -247,7 +248,7 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
 
                 em.slices("comm", f"comm {label}", start[rows], end[rows], make, "comm", member)
 
-        _emit_inflight(trace, int(rank), t0, em)
+        _emit_inflight(in_flight, int(rank), t0, em)
 
         hooks = _rank_frame(getattr(trace, "hooks", None), rank)
         if len(hooks):
@@ -260,42 +261,18 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None]) -> None:
     _flow_events(flow_slices, emit)
 
 
-def _rank_end_ns(trace: Any, rank: int, fired: bool) -> int | None:
-    """The last time a rank is known to have been alive: its watchdog's firing (`fired`), else its latest
-    record."""
-    faults = getattr(trace, "faults", None)
-    if fired:
-        r = faults.reports
-        at = pd.to_numeric(r.loc[(r["rank"] == rank) & (r["kind"] == "watchdog"), "fired_ns"], errors="coerce")
-        if at.notna().any():
-            return int(at.max())
-    times = []
-    for frame, cols in (("collectives", ("end_ns", "wait_end_ns", "call_ns")), ("steps", ("end_ns",)),
-                        ("regions", ("end_ns",)), ("hooks", ("t_ns",))):
-        df = _rank_frame(getattr(trace, frame, None), rank)
-        times += [pd.to_numeric(df[c], errors="coerce").max() for c in cols if len(df) and c in df]
-    if faults is not None and len(faults.inflight):
-        mine = faults.inflight[faults.inflight["rank"] == rank]
-        times += [pd.to_numeric(mine[c], errors="coerce").max() for c in ("call_ns", "wait_ns") if len(mine)]
-    times = [t for t in times if not pd.isna(t)]
-    return int(max(times)) if times else None
-
-
-def _emit_inflight(trace: Any, rank: int, t0: int, em: "_Emitter") -> None:
-    """A run that hung or failed left the collectives still in flight in watchdog.json / inflight.json
-    (docs/faults.md): each is drawn from its launch to the rank's last sign of life (`_rank_end_ns`) on an
-    `in flight (never completed)` track, so the export shows where every rank was stuck."""
-    faults = getattr(trace, "faults", None)
-    if faults is None or not len(faults.inflight):
+def _emit_inflight(in_flight: pd.DataFrame, rank: int, t0: int, em: "_Emitter") -> None:
+    """The collectives a hung or failed run left in flight (commscope.analyze.left_in_flight), each drawn
+    from its launch to its rank's last sign of life (`until_ns`) on an `in flight (never completed)`
+    track, so the export shows where every rank was stuck."""
+    if not len(in_flight):
         return
-    fl = faults.inflight
-    fl = fl[(fl["rank"] == rank) & ~fl["finished"].astype(bool)].drop_duplicates(["group", "seq"])
-    fired = rank in faults.ranks("watchdog")
-    end = _rank_end_ns(trace, rank, fired)
-    if not len(fl) or end is None:
+    fl = in_flight[in_flight["rank"] == rank]
+    if not len(fl):
         return
+    fired = bool(fl["watchdog_fired"].iloc[0])
     starts = rel(fl["call_ns"], t0)
-    ends = np.full(len(fl), (end - t0) / 1.0)
+    ends = (fl["until_ns"].to_numpy(np.int64) - t0) / 1.0
     cols = {k: _col(fl[k]) for k in ("label", "op", "bytes", "dtype", "group", "group_size", "seq", "step",
                                      "call_ns", "wait_ns", "source") if k in fl}
 
@@ -312,12 +289,18 @@ _COLL_ARGS = ("label", "phase", "op", "bytes", "dtype", "group", "group_size", "
               "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns")
 
 
-def build_perfetto(trace: Any) -> dict:
+def _in_flight_of(trace: Any, in_flight: pd.DataFrame | None) -> pd.DataFrame:
+    """The in-flight collectives to draw: those given, else commscope.analyze.left_in_flight's."""
+    return left_in_flight(trace) if in_flight is None else in_flight
+
+
+def build_perfetto(trace: Any, in_flight: pd.DataFrame | None = None) -> dict:
     """The Chrome-JSON document (dict) for `trace`, all in memory; see the module docstring for the track
-    layout. `write_perfetto` writes the same document without building it."""
+    layout. `in_flight` is commscope.analyze.left_in_flight(trace), computed here when not given.
+    `write_perfetto` writes the same document without building it."""
     t0 = _t0(trace)
     events: list[dict] = []
-    _emit_events(trace, t0, events.append)
+    _emit_events(trace, t0, events.append, _in_flight_of(trace, in_flight))
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
     return {"otherData": _other_data(trace, t0), "traceEvents": events, "displayTimeUnit": "ns"}
 
@@ -357,30 +340,32 @@ class _ChunkWriter:
         self.first = False
 
 
-def _write_document(trace: Any, f: BinaryIO) -> None:
+def _write_document(trace: Any, f: BinaryIO, in_flight: pd.DataFrame) -> None:
     """The document build_perfetto returns, byte for byte as orjson.dumps writes it, streamed to `f`."""
     t0 = _t0(trace)
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
     f.write(b'{"otherData":' + orjson.dumps(_other_data(trace, t0), option=_OPTS) + b',"traceEvents":[')
     w = _ChunkWriter(f)
-    _emit_events(trace, t0, w)
+    _emit_events(trace, t0, w, in_flight)
     w.flush()
     f.write(b'],"displayTimeUnit":"ns"}')
 
 
-def write_perfetto(trace: Any, out: str | Path) -> Path:
+def write_perfetto(trace: Any, out: str | Path, in_flight: pd.DataFrame | None = None) -> Path:
     """Write the trace's document to `out` atomically under commscope's output rule (check_output: never
     into the trace's input directory, an existing file only when it is a trace commscope wrote), gzip
     when the name ends in `.gz`; an unwritable or refused path is one UserError line. The events are
     encoded and written CHUNK_EVENTS at a time (and compressed as they go), so the export's memory beyond
-    the loaded trace stays bounded; a failure or a signal mid-write leaves no partial file."""
+    the loaded trace stays bounded; a failure or a signal mid-write leaves no partial file. `in_flight` as
+    for build_perfetto."""
     out = Path(out)
     path = getattr(trace, "path", None)
     check_output(out, str(path) if path else None, own_trace)
+    in_flight = _in_flight_of(trace, in_flight)
     with output_stream(out) as f:
         if out.name.endswith(".gz"):
             with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) as g:
-                _write_document(trace, g)
+                _write_document(trace, g, in_flight)
         else:
-            _write_document(trace, f)
+            _write_document(trace, f, in_flight)
     return out

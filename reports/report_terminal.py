@@ -5,6 +5,9 @@ time at step boundaries, and what the input
 cannot show (the document's `problems` and `notes`, the first few, each whole), and a note when HTA's
 analyses were asked for but HTA is not installed.
 
+Every table is fitted to the terminal's width (reports.widths_terminal.print_fitted): no number or key
+word is cut, and a column left out for width is named under its table.
+
 Why: the first answer (which collective is exposed, where) should not need a browser. Rendered from the
 same summarize() document as the HTML and --json, so all three agree. Writes to the given Console (the
 command uses stderr when stdout is reserved, e.g. never mixes with --json).
@@ -12,7 +15,6 @@ command uses stderr when stdout is reserved, e.g. never mixes with --json).
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from commscope.analyze.report_overview import cause, queued_behind
@@ -133,20 +135,14 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
         reps = {str(x["rank"]) for x in summary.get("representative_ranks") or []}
         shown = [row for row in rows if str(row["rank"]) in reps]
     if rows:
-        r = Table(title="Communication overlap by rank", min_width=32)  # one column: keep the title whole
-        # captions print as left-aligned paragraphs under the tables: rich centres a caption on the table's
-        # width, which wraps a long one into centred orphan lines
-        caption = None if shown is rows else (f"the {len(shown)} representative ranks of {len(rows)}; every rank: "
-                                              "--json and the HTML page")
-        r.add_column("rank", justify="right")
-        cols = [k for k in rows[0] if k != "rank"]
-        for k in cols:
-            r.add_column(f"{COMM_OVERLAP_NAMES[k + '_by_rank']} %", justify="right")
-        for row in shown:
-            r.add_row(str(row["rank"]), *(pct(row[k]) for k in cols))
-        console.print(r)
-        if caption:
-            console.print(Text(caption, style="dim"), highlight=False)
+        # every column a number: the rank and each overlap kept whole at any width (reports.widths_terminal)
+        keys = [k for k in rows[0] if k != "rank"]
+        cols = [Col("rank", [str(row["rank"]) for row in shown], numbers=True)]
+        cols += [Col(f"{COMM_OVERLAP_NAMES[k + '_by_rank']} %", [pct(row[k]) for row in shown], numbers=True)
+                 for k in keys]
+        print_fitted(console, cols, title="Communication overlap by rank",
+                     caption=None if shown is rows else (f"the {len(shown)} representative ranks of {len(rows)}; "
+                                                         "every rank: --json and the HTML page"))
         console.print(comm_overlap_note(summary), highlight=False)  # as wide as the console, not the table
         note = undefined_overlap_note(summary)
         if note:
@@ -161,16 +157,20 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
              ([f"{counted(unknown, 'rank')} without a step period"] if unknown else [])
     bounds = sorted(bounds, key=lambda x: -x["host_pct"])[:TERMINAL_RANKS] if many else bounds
     if bounds:
-        b = Table(title="Host time at step boundaries")
-        caption = ((f"the {TERMINAL_RANKS} ranks with the most; " if many else "") +
-                   (f"not shown: {', '.join(hidden)} (every rank: --json); " if hidden else "") +
-                   "gap: one step's end to the next one's start; start delay: a step's start to its first "
-                   "compute. After a step-end sync the device has nothing queued there.")
-        for col in ("rank", "host % of wall", "gap median ms", "gap max ms", "start delay median ms"):
-            b.add_column(col, justify="right")
-        for x in bounds:
-            b.add_row(str(x["rank"]), pct(x["host_pct"]), fmt(x["gap_median_ms"]), fmt(x["gap_max_ms"]),
-                      fmt(x["start_delay_median_ms"]))
-        console.print(b)
-        console.print(Text(caption, style="dim"), highlight=False)
+        # where even the numbers' widths do not fit, the start delay goes first, then the largest gap
+        cols = [Col("rank", [str(x["rank"]) for x in bounds], numbers=True),
+                Col("host % of wall", [pct(x["host_pct"]) for x in bounds], numbers=True),
+                Col("gap median ms", [fmt(x["gap_median_ms"]) for x in bounds], numbers=True),
+                Col("gap max ms", [fmt(x["gap_max_ms"]) for x in bounds], numbers=True, drop=1),
+                Col("start delay median ms", [fmt(x["start_delay_median_ms"]) for x in bounds], numbers=True,
+                    drop=2)]
+
+        def boundary_caption(left_out: list[str]) -> str:  # the columns shown, explained
+            return ((f"the {TERMINAL_RANKS} ranks with the most; " if many else "") +
+                    (f"not shown: {', '.join(hidden)} (every rank: --json); " if hidden else "") +
+                    "gap: one step's end to the next one's start" +
+                    ("" if "start delay median ms" in left_out else "; start delay: a step's start to its first "
+                     "compute") + ". After a step-end sync the device has nothing queued there.")
+
+        print_fitted(console, cols, title="Host time at step boundaries", caption=boundary_caption)
     print_caveats(summary, console)

@@ -10,8 +10,9 @@ A test is undefined, and its p NaN, with fewer than 2 runs on a side or no sprea
 losses; identical times on both sides): t would be ±inf and p an artefact of 0/0, not evidence. Values
 identical to within float precision (`_flat`: every value within 10 ε of the mean, scipy's own test for
 catastrophic cancellation) count as no spread: the variance scipy computes from them is rounding noise.
-`precision_warnings(groups)` names the tests left undefined for that reason (the exactly identical case
-needs no sentence), and scipy's own warning about it is not printed.
+One function decides whether a test is undefined and why (`undefined_test`); the p and
+`precision_warnings(groups)`, which names the tests left undefined by float rounding (the exactly
+identical case needs no sentence), both follow it. scipy's own warning about it is not printed.
 `slower_p` (Welch, alternative "candidate slower") backs `--fail-if-slower`.
 
 `comparability_warnings(groups)`: why the table may compare unlike runs. Time is a run's summed step time,
@@ -74,32 +75,49 @@ def _quiet(test):
         return test()
 
 
+# Why a t-test is left undefined (`undefined_test`): one decision, which both the p (NaN) and
+# precision_warnings' sentence follow.
+TOO_FEW_RUNS = "too few runs"      # fewer than 2 runs on a side
+NO_SPREAD = "no spread"            # every value exactly identical, on every side
+ROUNDING = "float rounding"        # values that differ only within float precision (`_flat`)
+
+
+def undefined_test(*sides: list[float]) -> str | None:
+    """Why a t-test of `sides` (one sample, or Welch's two) is undefined: TOO_FEW_RUNS, NO_SPREAD or
+    ROUNDING; None when it is defined. Welch's test needs a spread on at least one side, so it is
+    undefined only when every side is flat."""
+    if any(len(xs) < 2 for xs in sides):
+        return TOO_FEW_RUNS
+    if not all(_flat(xs) for xs in sides):
+        return None
+    return NO_SPREAD if all(statistics.stdev(xs) == 0 for xs in sides) else ROUNDING
+
+
 def _welch(a: list[float], b: list[float], alternative: str) -> float:
-    """p of Welch's t-test of mean(a) vs mean(b); NaN when either side has fewer than 2 runs or neither
-    side has a spread (`_flat`)."""
-    if len(a) < 2 or len(b) < 2 or (_flat(a) and _flat(b)):
+    """p of Welch's t-test of mean(a) vs mean(b); NaN when `undefined_test(a, b)` says why."""
+    if undefined_test(a, b):
         return math.nan
     return float(_quiet(lambda: _stats().ttest_ind(a, b, equal_var=False, alternative=alternative)).pvalue)
 
 
 def _loss_p(losses: list[float], target: float) -> float:
-    """One-sample t-test p (module docstring); NaN with < 2 runs or losses without a spread (`_flat`)."""
-    if len(losses) < 2 or _flat(losses):
+    """One-sample t-test p (module docstring); NaN when `undefined_test(losses)` says why."""
+    if undefined_test(losses):
         return math.nan
     return float(_quiet(lambda: _stats().ttest_1samp(losses, target, alternative="less")).pvalue)
 
 
 def precision_warnings(groups: list[Group]) -> list[str]:
-    """One sentence per test left undefined because its values differ only by float rounding (`_flat`, not
-    exactly identical): the table's empty p is then explained, not mistaken for missing runs."""
+    """One sentence per test that `undefined_test` leaves undefined for ROUNDING (values that differ only
+    by float rounding, not exactly identical): the table's empty p is then explained, not mistaken for
+    missing runs."""
     out = []
     base = groups[0] if groups else None
     for i, g in enumerate(groups):
-        if i and len(g.times) > 1 and len(base.times) > 1 and _flat(g.times) and _flat(base.times) \
-                and not (statistics.stdev(g.times) == 0 and statistics.stdev(base.times) == 0):
+        if i and undefined_test(g.times, base.times) == ROUNDING:
             out.append(f"the times of {g.name} and {base.name} differ only by float rounding within each group: "
                        "Time p is left out (a t-test on rounding noise is not evidence).")
-        if len(g.losses) > 1 and _flat(g.losses) and statistics.stdev(g.losses) != 0:
+        if undefined_test(g.losses) == ROUNDING:
             out.append(f"the losses of {g.name} differ only by float rounding: its loss p is left out (a t-test "
                        "on rounding noise is not evidence).")
     return out

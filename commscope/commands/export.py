@@ -1,6 +1,7 @@
 """`commscope export RUN_OR_TRACE_DIR --perfetto out.json`: all ranks merged into one Perfetto trace.
 
-A thin wrapper: load (commscope.load), convert and write (reports.perfetto), print the path. The output
+A thin wrapper: load (commscope.load), find the collectives a hang left in flight and each rank's last
+sign of life (commscope.analyze.left_in_flight), convert and write (reports.perfetto), print the path. The output
 is checked before loading (commscope.util.atomic.check_output): an existing file is replaced only when it
 is a trace commscope wrote (docs/analysis.md, "Output files"). Running out of memory while loading or
 writing is one error line (exit 2) and leaves no partial output.
@@ -32,6 +33,7 @@ def register(app: typer.Typer) -> None:
         from commscope.util.text import printable
         from commscope.commands._shared import (apply_label_map, load_with_progress, parse_steps, read_label_map,
                                                resolve_steps)
+        from commscope.analyze.left_in_flight import left_in_flight
         from reports.perfetto import write_perfetto
 
         if perfetto is None:
@@ -46,7 +48,7 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"out of memory while loading {printable(path)}; free memory or raise the "
                             "process's memory limit, or export fewer ranks' traces") from None
         try:
-            write_perfetto(trace, perfetto)  # removes its temporary file on any failure
+            write_perfetto(trace, perfetto, left_in_flight(trace))  # removes its temporary file on any failure
         except MemoryError:
             raise UserError(f"out of memory while writing the Perfetto trace {printable(perfetto)} (nothing "
                             "written); free memory, or export fewer steps (--steps) or ranks") from None

@@ -22,7 +22,7 @@ from pathlib import Path
 from commscope.errors import UserError
 from commscope.load.files import read_json
 from commscope.load.speedrun_log import parse_log
-from commscope.rundir import check_doc, rank_dirs
+from commscope.rundir import check_doc, rank_dirs, read_status
 from commscope.rundir.schema import CONFIG, ENDED_STATUSES, EVENTS, META, STATUS, SUMMARY
 
 LOG_SUFFIXES = (".txt", ".log")
@@ -98,11 +98,14 @@ def _read_recorded_run(path: Path) -> RunResult | str:
 
     ranks = rank_dirs(str(path))
     for r in sorted(ranks):
+        where = Path(ranks[r]) / STATUS
+        if where.exists() and not where.is_file():  # a FIFO would block the reader, a folder cannot be read
+            return f"unreadable: rank {r} {STATUS} is not a regular file"
         try:
-            st = read_json(str(Path(ranks[r]) / STATUS)) if (Path(ranks[r]) / STATUS).exists() else None
-        except UserError as e:
-            return f"unreadable: {e}"
-        status = st.get("status") if isinstance(st, dict) else None
+            st = read_status(ranks[r])
+        except ValueError as e:  # not JSON, not an object, a field of the wrong type
+            return f"unreadable: rank {r} {str(e).removeprefix('unreadable ')}"
+        status = st["status"] if st is not None else None
         if status is None:
             return f"incomplete: rank {r} has no {STATUS} (still running, or killed)"
         if status not in ENDED_STATUSES:

@@ -99,7 +99,7 @@ def test_verdict_names_the_rank_behind_the_ending_not_its_victims():
     assert exit_code("interrupted", JobEnd(1, signal=2)) == 130 and exit_code("interrupted", JobEnd(1, signal=15)) == 143
     assert exit_code("completed", JobEnd(0)) == 0 and exit_code("hung", JobEnd(1)) == 1
     assert exit_code("failed", JobEnd(1, storage_error="full")) == 2
-    term = "Terminated: terminated by signal 15"
+    term = "Terminated: terminated by signal 15 (SIGTERM)"
     mixed = {"0": _st("failed", term, 3, "signalled"), "1": _st("failed", "RuntimeError: boom", 2, "error"),
              "2": _st("crashed", "no status.json", None, "no-status")}
     assert verdict(mixed, JobEnd(1), 3, 10)[0] == "crashed"

@@ -263,7 +263,7 @@ def test_sigkill_of_the_launcher_takes_torchrun_and_the_ranks_with_it(tmp_path):
     assert run.leftovers(run_id) == []
     assert time.time() - t0 < FAULT_BOUND_S
     for r in (0, 1):  # the ranks got SIGTERM from the kernel when torchrun went, and said so
-        assert run.status(r)["error"] == "Terminated: terminated by signal 15"
+        assert run.status(r)["error"] == "Terminated: terminated by signal 15 (SIGTERM)"
 
 
 @pytest.mark.slow
@@ -295,8 +295,8 @@ def test_sigterm_of_one_rank_names_that_rank(tmp_path):
     os.kill(run.rank_pid(1), signal.SIGTERM)
     assert run.end(t0) == 1
     s = run.summary()
-    assert s["status"] == "failed" and s["message"].startswith("failed: rank 1 ended first (Terminated: terminated by signal 15)")
-    assert run.status(1)["error"] == "Terminated: terminated by signal 15"
+    assert s["status"] == "failed" and s["message"].startswith("failed: rank 1 ended first (Terminated: terminated by signal 15 (SIGTERM))")
+    assert run.status(1)["error"] == "Terminated: terminated by signal 15 (SIGTERM)"
     assert run.leftovers(run_id) == []
 
 

@@ -122,3 +122,33 @@ def test_help_at_80_columns_prints_every_word_whole(capsys, monkeypatch, command
     assert "…" not in out
     if command in ("report", "doctor", "export", "layout"):
         assert "commscope.size_labels() makes" in out and "model.named_parameters()" in " ".join(out.split())
+
+
+def _option_rows(out: str) -> dict[str, str]:
+    """The help's option rows, each option name → the rest of its first line (the type column, then help)."""
+    rows = {}
+    for line in out.splitlines():
+        cells = line.strip("│ ").split()
+        if cells and cells[0].startswith("--"):
+            rows[cells[0]] = " ".join(cells[1:])
+    return rows
+
+
+@pytest.mark.parametrize("argv", [[], *([c] for c in ["run", "report", "doctor", "hooks", "layout", "compare", "plan",
+                                                      "export"])])
+def test_help_shows_flags_without_a_type(capsys, monkeypatch, argv):
+    """A flag takes no value: its row is its name (or its --x / --no-x pair) and its help, never a `<bool>`;
+    an option that takes a value keeps its type."""
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("TERM", "dumb")
+    code, out, _err = run_main(capsys, *argv, "--help")
+    assert code == 0
+    rows = _option_rows(out)
+    assert rows["--help"] == "Show this message and exit."
+    assert "<bool>" not in out and "<>" not in out
+    if argv == ["report"]:
+        assert rows["--json"].startswith("Print the summary as JSON")
+        assert rows["--hta"].startswith("--no-hta Run HTA's analyses")
+        assert rows["--steps"].startswith("<str> Steps A <= step < B")
+    if argv == []:
+        assert rows["--version"] == "Print commscope's version and exit."

@@ -58,3 +58,31 @@ def test_a_recorded_run_without_losses_says_what_to_record(tmp_path):
         f.write_text("".join(x.replace('"loss":', '"was_loss":') + "\n" for x in f.read_text().splitlines()))
     with pytest.raises(UserError, match=r"rank 0's last step has no loss \(set st.loss in rec.step\)"):
         load_group(d)
+
+
+@pytest.mark.parametrize("content, why", [
+    ("{not json", "unreadable: rank 1 status.json (Expecting property name"),
+    ('{"status": 3, "error": null, "last_step": 1}', "unreadable: rank 1 status.json (status.json: status is 3, "
+                                                      "expected a string)"),
+    ('["completed"]', "unreadable: rank 1 status.json (status.json is not a JSON object)"),
+    ('{"error": null, "last_step": 1}', "unreadable: rank 1 status.json (status.json has no status)"),
+])
+def test_a_broken_status_is_one_reason_naming_the_rank_never_a_traceback(tmp_path, content, why):
+    group = tmp_path / "g"
+    group.mkdir()
+    recorded(group, "ok")
+    (recorded(group, "broken") / "rank1" / "status.json").write_text(content)
+    g = load_group(group)
+    assert [r.path.name for r in g.runs] == ["ok"]
+    ((path, reason),) = g.skipped
+    assert path.name == "broken" and reason.startswith(why), reason
+
+
+def test_a_status_that_is_not_a_file_is_skipped_without_reading_it(tmp_path):
+    import os
+
+    d = recorded(tmp_path)
+    (d / "rank0" / "status.json").unlink()
+    os.mkfifo(d / "rank0" / "status.json")  # opening it would block
+    with pytest.raises(UserError, match=r"no usable runs \(r1: unreadable: rank 0 status.json is not a regular file\)"):
+        load_group(d)

@@ -116,3 +116,41 @@ def test_losses_that_differ_only_by_rounding_give_no_loss_p_and_the_cli_says_why
     assert res.exit_code == 0, res.stderr
     assert any("differ only by float rounding" in w for w in json.loads(res.stdout)["warnings"])
     assert "RuntimeWarning" not in res.stderr
+
+
+SAMPLES = {"one run": [1.0], "identical": [1.0, 1.0, 1.0], "rounded": ROUNDED, "rounded x2": [2 * x for x in ROUNDED],
+           "spread": [0.40, 0.41, 0.42], "identical 0.3": [0.3, 0.3]}
+
+
+def test_undefined_test_names_the_reason():
+    from commscope.analyze.compare import NO_SPREAD, ROUNDING, TOO_FEW_RUNS, undefined_test
+
+    assert undefined_test([1.0]) == undefined_test([1.0, 2.0], [3.0]) == TOO_FEW_RUNS
+    assert undefined_test([1.0, 1.0]) == undefined_test([1.0, 1.0], [2.0, 2.0]) == NO_SPREAD
+    assert undefined_test(ROUNDED) == undefined_test(ROUNDED, [0.3, 0.3]) == ROUNDING
+    assert undefined_test([0.40, 0.41]) is None and undefined_test([0.40, 0.41], ROUNDED) is None
+
+
+def test_every_empty_p_is_the_one_decision_and_only_rounding_is_warned():
+    """Over every pair of samples, as times and as losses: a p is NaN exactly when undefined_test gives a
+    reason, and precision_warnings has a sentence for that test exactly when the reason is ROUNDING."""
+    import itertools
+    import math
+    import warnings
+
+    from commscope.analyze.compare import ROUNDING, compare_groups, precision_warnings, undefined_test
+
+    for (na, ta), (nb, tb) in itertools.product(SAMPLES.items(), repeat=2):
+        a = _group("a", ta, [3.0 + x for x in ta])
+        b = _group("b", tb, [3.0 + x for x in tb])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            table = compare_groups([a, b])
+        said = precision_warnings([a, b])
+        why_t = undefined_test(b.times, a.times)
+        assert math.isnan(table.loc[1, "time_p"]) == math.isnan(table.loc[1, "slower_p"]) == (why_t is not None), (na, nb)
+        assert any(s.startswith("the times of b and a") for s in said) == (why_t == ROUNDING), (na, nb)
+        for i, g in enumerate((a, b)):
+            why_l = undefined_test(g.losses)
+            assert math.isnan(table.loc[i, "loss_p"]) == (why_l is not None), (na, nb, g.name)
+            assert any(s.startswith(f"the losses of {g.name} ") for s in said) == (why_l == ROUNDING), (na, nb)

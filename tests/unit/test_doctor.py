@@ -222,7 +222,7 @@ def test_crash_is_the_rank_without_status(run):
 
 def test_a_rank_failing_on_its_own_is_a_crash(run):
     put(run, 2, "status.json", {"status": "failed", "error": "RuntimeError: CUDA out of memory", "last_step": 2})
-    put(run, 0, "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15", "last_step": 2})
+    put(run, 0, "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)", "last_step": 2})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks) == ("crash", [2])
 
@@ -251,13 +251,13 @@ def test_hang_finds_the_rank_that_never_launched(run):
     for r in (0, 1, 3):
         put(run, r, "watchdog.json", watchdog(r, [inflight(r, 9, "attn"), inflight(r, 10, "mlp", wait=False)]))
         put(run, r, "status.json", {"status": "failed", "error": "hang watchdog: waited", "last_step": 2})
-    put(run, 2, "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15", "last_step": 2})
+    put(run, 2, "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)", "last_step": 2})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks, d.label, d.step, d.sequence, d.group) == ("hang", [2], "attn", 3, 9, "0")
     missing = [e for e in d.evidence if not e["launched"]]
     assert missing == [{"rank": 2, "launched": False, "last_launched_seq": 8, "last_launched_label": "scalars",
                         "last_launch_ns": missing[0]["last_launch_ns"], "status": "failed",
-                        "error": "Terminated: terminated by signal 15"}]
+                        "error": "Terminated: terminated by signal 15 (SIGTERM)"}]
     # an inflight.json of the torn-down rank moves the point of divergence: it did launch 9, not 10
     put(run, 2, "inflight.json", {"schema_version": 1, "rank": 2, "inflight": [inflight(2, 9, "attn", wait=False)]})
     d = diagnose_path(str(run))
@@ -352,17 +352,17 @@ def test_backend_timeout_without_records_is_a_hang_without_culprit(run):
 
 
 def test_failure_without_evidence_is_insufficient(run):
-    put(run, 1, "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15", "last_step": 2})
+    put(run, 1, "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)", "last_step": 2})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks) == ("insufficient", []) and "failed" not in VERDICTS
 
 
 def test_a_user_interrupt_is_interrupted_not_a_crash(run):
     # Ctrl-C: the launcher writes status "interrupted"; one rank was killed before writing its status,
-    # the others report the teardown
+    # the others got the SIGINT (the trainer's status, in the recording API's words)
     os.remove(run / "rank3" / "status.json")
     for r in (0, 1, 2):
-        put(run, r, "status.json", {"status": "failed", "error": "KeyboardInterrupt", "last_step": 2})
+        put(run, r, "status.json", {"status": "interrupted", "error": "KeyboardInterrupt", "last_step": 2})
     s = json.loads((run / "summary.json").read_text())
     write_json(run / "summary.json", {**s, "status": "interrupted", "exit_code": 130,
                                       "message": "interrupted by the user after 3/10 steps"})
@@ -488,9 +488,13 @@ def test_a_script_that_never_closed_its_recorder_exited_without_a_fault(run):
     assert "rank 0: exited: process exited without Recorder.close()" in d.problems
 
 
-def test_a_keyboard_interrupt_without_a_launcher_summary_is_interrupted(run):
+@pytest.mark.parametrize("status", [
+    {"status": "interrupted", "error": "KeyboardInterrupt"},  # commscope.record's and the trainer's words
+    {"status": "failed", "error": "KeyboardInterrupt: "},  # a script that writes its own status
+])
+def test_a_keyboard_interrupt_without_a_launcher_summary_is_interrupted(run, status):
     os.remove(run / "summary.json")  # a script run by torchrun itself: no commscope launcher
     for r in range(4):
-        put(run, r, "status.json", {"status": "failed", "error": "KeyboardInterrupt: ", "last_step": 2})
+        put(run, r, "status.json", {**status, "last_step": 2})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks) == ("interrupted", [])

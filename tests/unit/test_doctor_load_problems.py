@@ -135,7 +135,7 @@ def hung_run(tmp_path):
                    "timeout_s": 3, "fired_ns": 1, "waiting_on": row, "inflight": [row], "last_step": 2, "stacks": {}})
         write_json(run / f"rank{r}" / "status.json", {"status": "failed", "error": "hang watchdog: waited",
                                                       "last_step": 2})
-    write_json(run / "rank2" / "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15",
+    write_json(run / "rank2" / "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)",
                                                "last_step": 2})
     return run
 

@@ -58,12 +58,12 @@ def test_writer_never_holds_more_than_a_chunk_of_events(tmp_path, monkeypatch, s
         state["encoded"] += len(events)
         return encode(events)
 
-    def counting_emit_events(trace, t0, emit):
+    def counting_emit_events(trace, t0, emit, *rest):
         def counted(ev):
             state["emitted"] += 1
             emit(ev)
             state["worst"] = max(state["worst"], state["emitted"] - state["encoded"])
-        emit_events(trace, t0, counted)
+        emit_events(trace, t0, counted, *rest)
 
     monkeypatch.setattr(perfetto, "_encode_chunk", counting_encode)
     monkeypatch.setattr(perfetto, "_emit_events", counting_emit_events)

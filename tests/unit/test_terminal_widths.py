@@ -183,7 +183,7 @@ def test_doctor_hang_prints_no_epoch_times_and_booleans_as_words(run4, capsys, m
             "waiting_on": rows[0], "inflight": rows, "last_step": 2, "stacks": {}})
         write_json(run4 / f"rank{r}" / "status.json", {"status": "failed", "error": "hang watchdog: waited",
                                                        "last_step": 2})
-    write_json(run4 / "rank2" / "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15",
+    write_json(run4 / "rank2" / "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)",
                                                 "last_step": 2})
     d = _json(capsys, monkeypatch, "doctor", run4)
     assert d["verdict"] == "hang" and any(k.endswith("_ns") for e in d["evidence"] for k in e)
@@ -193,7 +193,7 @@ def test_doctor_hang_prints_no_epoch_times_and_booleans_as_words(run4, capsys, m
     heads = check_doctor_table(text, "Evidence", "rank", shown)
     assert "launched" in heads and not any("ns" in h.split() for h in heads)
     # the error, whole, under the table
-    assert "rank 2's error: Terminated: terminated by signal 15" in " ".join(text.split())
+    assert "rank 2's error: Terminated: terminated by signal 15 (SIGTERM)" in " ".join(text.split())
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -284,3 +284,66 @@ def test_compare_says_when_the_gate_cannot_be_evaluated(tmp_path, capsys, monkey
     base, cand = _groups(tmp_path / "more", runs=3)
     out, err = _cli(capsys, monkeypatch, 80, "compare", base, cand, "--fail-if-slower", "0.05")
     assert "could not be evaluated" not in err
+
+
+# ---- report: overlap and step-boundary tables ----------------------------------------------------------------
+def _boundary_run(path):
+    from rundirs import write_run
+    from test_load_rundir import _two_step_records
+
+    write_run(str(path), {r: _two_step_records(r) for r in (0, 1)}, world_size=2,
+              summary={"status": "completed", "backend": "gloo", "device": "cpu", "steps": 2},
+              config={"args": {"preset": "tiny"}}, meta={"backend": "gloo", "device": "cpu"})
+    return path
+
+
+BOUNDARY_HEADS = {"rank": "rank", "host % of wall": "host_pct", "gap median ms": "gap_median_ms",
+                  "gap max ms": "gap_max_ms", "start delay median ms": "start_delay_median_ms"}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_report_overlap_and_step_boundary_tables_fit(tmp_path, capsys, monkeypatch, width):
+    """Both tables are fitted like the others: the title a left-aligned line of its own, every header
+    whole words, every number the --json figure, whole; no line wider than the terminal."""
+    run = _boundary_run(tmp_path / "run")
+    doc = _json(capsys, monkeypatch, "report", run, "--no-hta")
+    text, _ = _cli(capsys, monkeypatch, width, "report", run, "-o", tmp_path / "r.html", "--no-hta")
+    assert_fits(text, width)
+    lines = text.splitlines()
+    for title in ("Communication overlap by rank", "Host time at step boundaries"):
+        assert title in lines, text  # not centred over the table
+    heads, rows = table(text, "Communication overlap by rank", "rank")
+    assert heads == ["rank", "recorded spans %"]
+    overlap = doc["recorded_comm_overlap_pct_by_rank"]
+    assert [r["rank"] for r in rows] == [[str(k)] for k in overlap]
+    for row, v in zip(rows, overlap.values()):
+        assert_number(row["recorded spans %"], v)
+    heads, rows = table(text, "Host time at step boundaries", "rank")
+    assert heads == list(BOUNDARY_HEADS)  # 5 short numbers fit at 80 columns: nothing left out
+    assert len(rows) == len(doc["step_boundaries"]) == 2
+    for row, b in zip(rows, doc["step_boundaries"]):
+        for head, cell in row.items():
+            assert_number(cell, b[BOUNDARY_HEADS[head]])
+
+
+def test_step_boundary_table_leaves_columns_out_rather_than_cut_a_number():
+    """Where the figures are too wide for every column, the start delay goes first, named under the
+    table; the numbers shown are whole."""
+    from rich.console import Console
+
+    from reports.report_terminal import print_report_summary
+
+    def rank(r):
+        return {"rank": r, "steps": 3, "gap_median_ms": 123456.789, "gap_max_ms": 1234567.891,
+                "start_delay_median_ms": 23456.5, "host_pct": 30.0}
+
+    con = Console(record=True, width=50)
+    print_report_summary({"labels": {}, "ranks": 1024, "step_boundaries": [rank(1000), rank(1001)]}, con)
+    text = con.export_text()
+    assert_fits(text, 50)
+    heads, rows = table(text, "Host time at step boundaries", "rank")
+    assert heads == ["rank", "host % of wall", "gap median ms", "gap max ms"]
+    assert [(r["gap median ms"], r["gap max ms"]) for r in rows] == [(["123,456.789"], ["1,234,567.891"])] * 2
+    tail = " ".join(text[text.index("Host time at step boundaries"):].split())
+    assert "not shown at this width: start delay median ms; --json has every figure." in tail
+    assert "start delay:" not in tail  # the caption explains only the columns shown
