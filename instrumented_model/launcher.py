@@ -184,7 +184,10 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
                 except OSError as e:  # the first cause (a rank's write) explains more than this one
                     end.storage_error = end.storage_error or f"{out}: cannot write summary.json ({e.strerror or e})"
                     summary = build_summary(out, args, topology.world_size, ranks, end, prog)
-        print_run_summary(console, summary, out, step_stats(summary))
+        # Settled first: a replacing run with no step moves its files out of `out` (the replaced run is
+        # back there), and every path printed below must name the folder that holds this run's files.
+        here = claim.settle(had_step=bool(summary["losses"]))
+        print_run_summary(console, summary, here, step_stats(summary))
         for note in job.notes:
             print_run_note(console, note)
         if oversubscribed:
@@ -192,8 +195,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         # a failed run, or a drill (--inject) that completed: what the doctor makes of it is the point
         failed = summary["status"] not in ("completed", "interrupted")
         if (failed or (args.inject and summary["status"] == "completed")) and not end.storage_error:
-            print_run_verdict(console, out, _diagnose(out))
-        claim.settle(had_step=bool(summary["losses"]))
+            print_run_verdict(console, here, _diagnose(here))
         for note in claim.notes:
             print_run_note(console, note)
     except BaseException:

@@ -47,9 +47,9 @@ TRAINER_OPTIONS: tuple[Opt, ...] = (
     Opt("seed", int, 0, "Seed of the initial parameters and synthetic data. Default: 0."),
     Opt("batch-size", int, None, "Global batch in sequences. Default: 16 (tiny), 24 per rank (speedrun)."),
     Opt("grad-accum", int, 1, "Micro-steps per step. Default: 1."),
-    Opt("lr", float, None, "NorMuon learning rate."),
-    Opt("adam-lr", float, None, "Adam learning rate."),
-    Opt("wd", float, None, "Weight decay."),
+    Opt("lr", float, None, "NorMuon learning rate. Default: 0.02."),
+    Opt("adam-lr", float, None, "Adam learning rate. Default: 0.008."),
+    Opt("wd", float, None, "Weight decay. Default: 0.01."),
     Opt("head-layout", str, "transposed", "transposed | standard LM head storage. Default: transposed.",
         ("transposed", "standard")),
     Opt("compile", FLAG, False, "torch.compile the model (GPU speed; the first steps pay for compilation)."),
@@ -57,23 +57,23 @@ TRAINER_OPTIONS: tuple[Opt, ...] = (
     Opt("fp32-residual", FLAG, False, "Keep the residual stream fp32 under CUDA autocast (default bf16, as "
         "the record)."),
     Opt("comm-schedule", str, "explicit", "explicit | hooks. Default: explicit.", ("explicit", "hooks")),
-    Opt("scatter-order", str, None, "Comma list of the 13 labels: order of gradient reduces."),
-    Opt("work-order", str, None, "Comma list of the 13 labels: order of optimizer updates."),
-    Opt("split-step", int, None, "Step at which embed and lm_head are untied."),
+    Opt("scatter-order", str, None, "Comma list of the 13 labels: order of gradient reduces. Default: the param table's."),
+    Opt("work-order", str, None, "Comma list of the 13 labels: order of optimizer updates. Default: the param table's."),
+    Opt("split-step", int, None, "Step at which embed and lm_head are untied. Default: never (tied throughout)."),
     Opt("optimizer-partition", str, "bank", "bank | alpha-lpt: who updates each NorMuon matrix (docs/plan.md). "
         "Default: bank.", ("bank", "alpha-lpt")),
     Opt("data", str, None, "Glob of modded-nanogpt .bin shards. Default: synthetic tokens."),
     Opt("trace", str, "light", "off | light | full. Default: light.", TRACE_MODES),
-    Opt("profile", str, None, "torch.profiler window START:STOP (steps; STOP at most --steps)."),
+    Opt("profile", str, None, "torch.profiler window START:STOP (steps; STOP at most --steps). Default: none."),
     Opt("with-stack", FLAG, False, "Python stacks in the profiler window."),
     Opt("flush", str, "step", "step | overlap: when a step's records are written. step: at the step end "
         "(a killed rank keeps every finished step). overlap (CUDA): when the next step's first region ends, "
         "hidden behind its GPU work; a SIGKILL then may lose the last step. Default: step.", ("step", "overlap")),
-    # the help spells the optional fields out: "KIND@rank=R,step=S[,label=L][,ms=M]" as one word is wider
+    # the help spells the optional fields out: "KIND@rank=R,step=S[,label=L][,ms=M][,how=op|size]" as one word is wider
     # than the help column of an 80-column `commscope run --help`, which cuts it
     Opt("inject", MANY, None, "Inject a fault, repeatable: KIND@rank=R,step=S, optionally followed by "
-        ",label=L and ,ms=M, with KIND crash|hang|delay|desync (docs/faults.md).",
-        metavar="KIND@rank=R,step=S[,label=L][,ms=M]"),
+        ",label=L, ,ms=M (delay) and ,how=op|size (desync), with KIND crash|hang|delay|desync (docs/faults.md).",
+        metavar="KIND@rank=R,step=S[,label=L][,ms=M][,how=op|size]"),
     Opt("hang-timeout", float, 300.0, "Seconds a collective wait may block before the rank reports a hang "
         "and the run ends. Default: 300."),
 )

@@ -15,7 +15,8 @@ what is there:
 Then the run marker (`commscope-run.json`, with the new run id) is written before anything else. When
 the new run has its first step, `first_step()` deletes the moved-aside run; a new run that ends without
 a step (a crash at start-up, Ctrl-C) gives the folder back to the old run in `settle()`, so replacing a
-good run with a broken one loses nothing. A launcher killed with SIGKILL before the first step leaves
+good run with a broken one loses nothing; the broken run's own files move into
+`DIR/.commscope-unfinished-<run id>/`, where `commscope doctor` reads why it failed. A launcher killed with SIGKILL before the first step leaves
 the old run in `.commscope-previous-<id>/`, where nothing reads it and nothing deletes it.
 
 Every failure to create or write the folder (read-only, not a directory, disk full) is one UserError
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_run_marker, write_run_marker
 from commscope.rundir.schema import (CONFIG, FLIGHT_RECORDER_DIR, LAUNCHER_LOG, PREVIOUS_RUN_PREFIX, PROGRESS, RANK_DIR,
+                                     UNFINISHED_RUN_PREFIX,
                                      RUN_MARKER, SUMMARY)
 
 # The file names a run owns in its folder; the marker moves last, so a move cut short is resumed by the
@@ -79,17 +81,24 @@ class OutDir:
             self.notes.append("the replaced run was deleted after this run's first step")
             self.aside = None
 
-    def settle(self, had_step: bool) -> None:
-        """At the end of the run: delete the replaced run if the new one has a step, else put it back (the
-        new run's own files go: it has nothing to show but its failure, already reported)."""
+    def settle(self, had_step: bool, keep: bool = True) -> str:
+        """At the end of the run: delete the replaced run if the new one has a step, else put it back. The
+        new run's own files then move into `DIR/.commscope-unfinished-<run id>/` (`keep`), the evidence of
+        why it finished no step (`commscope doctor` reads them there), or go (`keep=False`: a run that never
+        started has none). Returns the folder that holds this run's files now."""
         if self.aside is None:
-            return
+            return self.path
         if had_step:
             self.first_step()
-            return
+            return self.path
+        kept = os.path.join(self.path, UNFINISHED_RUN_PREFIX + self.run_id) if keep else None
+        if kept is not None:
+            os.mkdir(kept)
         for n in _run_entries(self.path):
             p = os.path.join(self.path, n)
-            if os.path.isdir(p) and not os.path.islink(p):
+            if kept is not None:
+                os.rename(p, os.path.join(kept, n))
+            elif os.path.isdir(p) and not os.path.islink(p):
                 shutil.rmtree(p, ignore_errors=True)
             else:
                 with contextlib.suppress(OSError):
@@ -98,7 +107,12 @@ class OutDir:
             os.rename(os.path.join(self.aside, n), os.path.join(self.path, n))
         os.rmdir(self.aside)
         self.aside = None
-        self.notes.append("this run finished no step: the run it was to replace is back in place")
+        if kept is None:
+            self.notes.append("this run finished no step: the run it was to replace is back in place")
+            return self.path
+        self.notes.append(f"this run finished no step: the run it was to replace is back in place, and this "
+                          f"run's files are in {kept}")
+        return kept
 
     def release(self) -> None:
         if self.lock_fd is not None:
@@ -109,7 +123,7 @@ class OutDir:
         """The run never started (a bad option, an error before launch): undo the claim."""
         restored = self.aside is not None  # then the marker in place is the old run's again
         with contextlib.suppress(OSError):
-            self.settle(had_step=False)
+            self.settle(had_step=False, keep=False)
         if self.created:
             shutil.rmtree(self.path, ignore_errors=True)
         elif self.wrote_marker and not restored:

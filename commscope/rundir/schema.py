@@ -14,6 +14,8 @@ SCHEMA_VERSION = 1  # of the run directory and every file in it; readers accept 
 # RUN/
 RUN_MARKER = "commscope-run.json"  # written first: says the folder is a commscope run, and which one
 PREVIOUS_RUN_PREFIX = ".commscope-previous-"  # RUN/.commscope-previous-<run id>/: a run being replaced
+# RUN/.commscope-unfinished-<run id>/: a replacing run that finished no step (the replaced run is back in RUN)
+UNFINISHED_RUN_PREFIX = ".commscope-unfinished-"
 SUMMARY = "summary.json"  # the launcher's verdict and rank 0's losses and step times
 CONFIG = "config.json"  # the trainer's configuration, written by rank 0
 LAUNCHER_LOG = "launcher.log"  # stdout/stderr of torch.distributed.run

@@ -276,8 +276,17 @@ def check_output(out: str | os.PathLike, src: str | os.PathLike | None,
     if not o.parent.is_dir():
         raise UserError(f"output directory {printable(o.parent)} does not exist")
     if st is not None and ours is not None and not ours(out):
+        other = next((what for own, what in _OUTPUT_KINDS if own is not ours and own(out)), None)
+        if other is not None:
+            this = dict((own, what) for own, what in _OUTPUT_KINDS).get(ours, "file")
+            raise UserError(f"refusing to replace {shown}: it is {other} commscope wrote, not {this}; keep it and "
+                            "choose another output")
         raise UserError(f"refusing to replace {shown}: it exists and commscope did not write it; "
                         "remove it or choose another output")
+
+
+# The outputs a command replaces only when commscope wrote them, each as its refusal names it.
+_OUTPUT_KINDS = ((own_page, "an HTML report"), (own_trace, "a Perfetto trace"))
 
 
 def _resolve(p: str | os.PathLike) -> Path:

@@ -191,13 +191,19 @@ def test_overwrite_moves_the_old_run_aside_until_the_first_step(tmp_path):
     assert sorted(os.listdir(old)) == [".commscope-previous-r1", "commscope-run.json", "report.html"]
     (old / "rank0").mkdir()  # the new run's files
     (old / "summary.json").write_text('{"status": "crashed"}')
-    out.settle(had_step=False)  # a new run with no step gives the folder back to the old one
-    assert sorted(os.listdir(old)) == ["commscope-run.json", "rank0", "report.html", "summary.json"]
+    # a new run with no step gives the folder back to the old one and keeps its own files beside it
+    assert out.settle(had_step=False) == str(old / ".commscope-unfinished-r2")
+    assert sorted(os.listdir(old)) == [".commscope-unfinished-r2", "commscope-run.json", "rank0", "report.html",
+                                       "summary.json"]
+    kept = old / ".commscope-unfinished-r2"
+    assert sorted(os.listdir(kept)) == ["commscope-run.json", "rank0", "summary.json"]
+    assert json.loads((kept / "commscope-run.json").read_text())["run_id"] == "r2"
+    assert "crashed" in (kept / "summary.json").read_text()
     assert json.loads((old / "commscope-run.json").read_text())["run_id"] == "r1"
     assert (old / "rank0" / "events.jsonl").exists() and "completed" in (old / "summary.json").read_text()
     out = _claim(old, overwrite=True, run_id="r3")
     out.first_step()
-    assert sorted(os.listdir(old)) == ["commscope-run.json", "report.html"]
+    assert sorted(os.listdir(old)) == [".commscope-unfinished-r2", "commscope-run.json", "report.html"]
     assert json.loads((old / "commscope-run.json").read_text())["run_id"] == "r3"
 
 

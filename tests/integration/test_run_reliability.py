@@ -243,8 +243,11 @@ def test_signal_to_the_launcher_ends_the_whole_job_and_a_second_run_is_locked_ou
     s = run.summary()
     assert (s["status"], s["exit_code"]) == ("interrupted", code)
     assert s["message"].startswith(f"interrupted by {signal.Signals(sig).name} after ") and len(s["losses"]) >= 1
+    # Ctrl-C reaches the ranks as a KeyboardInterrupt (the user stopped them), SIGTERM as the signal itself
+    want = (("interrupted", "KeyboardInterrupt") if sig == signal.SIGINT else
+            ("failed", "Terminated: terminated by signal 15 (SIGTERM)"))
     for r in (0, 1):
-        assert "terminated by signal" in run.status(r)["error"]
+        assert (run.status(r)["status"], run.status(r)["error"]) == want
     assert run.leftovers(run_id) == [] and second.leftovers(run_id) == []
 
 
@@ -356,13 +359,25 @@ def test_overwrite_keeps_the_old_run_until_the_new_one_has_a_step(tmp_path):
     # a replacement that dies before its first step gives the folder back to the old run
     broken = Run(tmp_path, out, "--overwrite", "--inject", "crash@rank=1,step=0", steps=2, name="broken")
     assert broken.proc.wait(timeout=180) == 1, broken.text()
-    assert "the run it was to replace is back in place" in broken.stdout.read_text()
-    assert snapshot(out) == {**first_files, "report.html": snapshot(out)["report.html"]} and first.run_id() == first_id
+    said = " ".join(broken.stdout.read_text().split())  # the terminal may wrap a long line at any space
+    assert "the run it was to replace is back in place" in said
+    # its own files wait beside it, and every path it printed names them, not the run given back
+    (kept,) = out.glob(".commscope-unfinished-*")
+    assert {p.name for p in kept.iterdir()} >= {"commscope-run.json", "launcher.log", "summary.json", "rank0", "rank1"}
+    assert f"output of all ranks: {kept / 'launcher.log'}" in said
+    assert f"commscope doctor {kept}" in said and f"commscope report {kept}" in said
+    assert f"commscope doctor {out} " not in said + " " and f"commscope report {out} " not in said + " "
+    doctor = subprocess.run([sys.executable, "-m", "commscope", "doctor", str(kept), "--json"], capture_output=True,
+                            text=True, timeout=120)
+    assert doctor.returncode == 0 and json.loads(doctor.stdout)["verdict"] == "crash", doctor.stderr
+    assert json.loads(doctor.stdout)["culprit_ranks"] == [1]
+    now = {k: v for k, v in snapshot(out).items() if not k.startswith(kept.name)}
+    assert now == {**first_files, "report.html": now["report.html"]} and first.run_id() == first_id
     # a replacement that has a step replaces it for good
     second = Run(tmp_path, out, "--overwrite", steps=2, name="second")
     assert second.proc.wait(timeout=180) == 0, second.text()
     assert second.run_id() != first_id and second.summary()["status"] == "completed"
-    assert sorted(p.name for p in out.iterdir()) == ["commscope-run.json", "config.json", "launcher.log",
+    assert sorted(p.name for p in out.iterdir()) == [kept.name, "commscope-run.json", "config.json", "launcher.log",
                                                     "progress.jsonl", "rank0", "rank1", "report.html", "summary.json"]
     assert (out / "report.html").read_text() == "mine"
     assert not temp_files(out)

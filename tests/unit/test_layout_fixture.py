@@ -163,3 +163,25 @@ def test_terminal_tables_fit_the_width_and_never_cut_the_place(report, width):
     assert "ew<128, 4, …>" in text or "elementwise_kernel<128, 4, …>" in text
     if width >= 140:  # room for the full op and kernel names
         assert "CUDAFunctor_add<c10::BFloat16>" in text and "elementwise_kernel<128, 4, …>" in text
+
+
+def test_all_eight_ranks_give_the_figures_docs_layout_md_quotes():
+    """docs/layout.md, "What it reports on the inputs we have": every figure there, from all 8 ranks."""
+    rep = layout_report(load_path(FIXTURE))
+    f = rep.findings
+    high, low = f[f["confidence"] == "high"], f[f["confidence"] == "low"]
+    assert dict(high.groupby("op").size()) == {"aten::add_": 8, "aten::copy_": 8}
+    adds, copies = high[high["op"] == "aten::add_"], high[high["op"] == "aten::copy_"]
+    assert round(adds["duration_us"].mean(), 1) == 333.2 and round(copies["duration_us"].mean(), 1) == 299.0
+    assert set(high["peak_gbps"].round()) == {3188}
+    assert round(adds["achieved_gbps"].mean()) == 696 and round(copies["achieved_gbps"].mean()) == 517
+    assert len(low) == 8 and (round(low["slowdown"].min(), 1), round(low["slowdown"].max(), 1)) == (4.3, 4.6)
+    c = rep.contention
+    assert len(c) == 9 and int(c["separable"].sum()) == 5
+    before = c[~c["separable"]]
+    assert sorted(before["rank"]) == [0, 4, 5, 6] and set(before["step"]) == {-1}
+    assert round(before["duration_us"].max()) == 803
+    rank1_rs = c[(c["rank"] == 1) & c["separable"]].sort_values("duration_us").iloc[-1]
+    assert (round(rank1_rs["duration_us"]), round(rank1_rs["alone_us"])) == (420, 228)
+    sep = c[c["separable"]]
+    assert (round(sep["attributable_us"].min()), round(sep["attributable_us"].max())) == (36, 192)

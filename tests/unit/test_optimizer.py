@@ -40,6 +40,14 @@ def test_param_table_matches_the_record():
     assert betas["lm_head"] == betas["embed"] == (0.5, 0.95) and betas["attn"] is None
 
 
+def test_param_table_rows_have_the_keys_docs_run_format_md_lists():
+    for label, spec in PARAM_TABLE.items():
+        row = spec.row(label)
+        assert list(row) == ["label", "optim", "comms", "adam_betas", "lr_mul", "wd_mul", "matrix"]
+        assert row["optim"] in ("normuon", "adam") and row["comms"] in ("sharded", "replicated")
+        assert (row["adam_betas"] is None) == (row["optim"] == "normuon") and row["matrix"] in ("last2", "square")
+
+
 def test_bank_matrix_views():
     D = 8
     assert PARAM_TABLE["attn"].matrix_view((10, 4 * D, D)) == (40, D, D)

@@ -105,3 +105,21 @@ def test_run_joins_each_forwarded_value_to_its_option():
     assert to_argv({"profile": "-1:2", "inject": ["crash@rank=0,step=1", "-x"], "compile": True, "seed": 0,
                     "lr": None}) == ["--seed=0", "--compile", "--profile=-1:2", "--inject=crash@rank=0,step=1",
                                      "--inject=-x"]
+
+
+def test_run_help_states_the_trainers_own_defaults_for_options_it_forwards_only_when_given():
+    """`--lr`, `--adam-lr`, `--wd` are not forwarded unless given (the optimizer keeps its own default), so the
+    help's "Default:" must be the optimizer's: read from its signature, not from a copy."""
+    import inspect
+
+    from instrumented_model.optimizer import NorMuonAndAdam
+    from instrumented_model.options import TRAINER_OPTIONS
+
+    params = inspect.signature(NorMuonAndAdam.__init__).parameters
+    helps = {o.name: o.help for o in TRAINER_OPTIONS}
+    for name in ("lr", "adam-lr", "wd"):
+        assert helps[name].endswith(f"Default: {params[name.replace('-', '_')].default}."), name
+    assert params["split_step"].default is None and "Default: never" in helps["split-step"]
+    assert all(o.default is not None or "Default:" in o.help for o in TRAINER_OPTIONS
+               if o.type not in ("flag", "many")), \
+        [o.name for o in TRAINER_OPTIONS if o.default is None and "Default:" not in o.help and o.type != "flag"]

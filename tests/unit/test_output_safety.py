@@ -297,3 +297,15 @@ def test_a_collective_without_a_label_exports_on_its_own_track(tmp_path, capsys)
     unlabelled = [e for e in doc["traceEvents"] if e.get("cat") == "comm" and e["pid"] == 1
                   and e["args"].get("label") is None]
     assert unlabelled and all(e["name"].startswith("(no label):") for e in unlabelled)
+
+
+def test_a_commscope_output_of_the_other_kind_is_named_as_such(tmp_path, capsys):
+    page, trace = tmp_path / "page.html", tmp_path / "t.json"
+    assert _report(capsys, page)[0] == 0 and own_page(page)
+    assert _export(capsys, trace)[0] == 0 and own_trace(trace)
+    before = page.read_bytes(), trace.read_bytes()
+    _one_error(_export(capsys, page), f"refusing to replace {page}: it is an HTML report commscope wrote, "
+                                      "not a Perfetto trace")
+    _one_error(_report(capsys, trace), f"refusing to replace {trace}: it is a Perfetto trace commscope wrote, "
+                                       "not an HTML report")
+    assert (page.read_bytes(), trace.read_bytes()) == before
