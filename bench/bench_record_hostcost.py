@@ -104,6 +104,7 @@ def main() -> None:
     torch.set_num_threads(1)
     timing.torch.cuda.Event = FakeCudaEvent  # this process never touches real CUDA
     timing.torch.cuda.current_stream = lambda device=None: _STREAM
+    torch.cuda.is_available = lambda: True  # the Recorder accepts device="cuda" only where CUDA is
     with single_rank_group(torch.device("cpu")):  # gloo: the recorder's collectives run for real
         params = {lb: torch.zeros(4, requires_grad=True) for lb in LABELS}
         grads = {lb: torch.zeros(4) for lb in LABELS}

@@ -398,3 +398,17 @@ def test_memory_bench_pads_the_traces_and_gets_one_answer_under_either_parse_bud
     doc = json.loads((tmp_path / "kineto" / "rank0.json").read_text())
     assert sum(e.get("tid") == 987654 for e in doc["traceEvents"]) == 5000
     assert abs(r["events_jsonl_bytes"] - 2 * 2**20) < 40_000 and (tmp_path / "out.perfetto.json.gz").stat().st_size > 0
+
+
+@pytest.mark.parametrize("flush", ["step", "overlap"])
+def test_hostcost_runs_the_cuda_branch_with_fake_events(flush):
+    """bench_record_hostcost.py stands a fake CUDA in for the recorder's CUDA branch on a CPU machine: one
+    event recorded per region end and collective end, one anchor per step, one synchronize per step, each
+    event resolved once, and pooled (no new event per step once warm)."""
+    p = subprocess.run([sys.executable, str(BENCH / "bench_record_hostcost.py"), "--steps", "6", "--warmup", "2",
+                        "--flush", flush], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    calls = next(line for line in p.stdout.splitlines() if line.startswith("CUDA event calls per step"))
+    # 20 regions and 14 collectives, two stamps each, plus the step's anchor; every stamp but the anchor resolved
+    assert "record 69," in calls and "elapsed_time 68" in calls and "synchronize 1," in calls, calls
+    assert "create 0," in calls or "create 1," in calls, calls
