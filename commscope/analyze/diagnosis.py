@@ -9,6 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from commscope.util.ranges import int_ranges
+
 VERDICTS = ("ok", "crash", "hang", "straggler", "desync", "interrupted", "insufficient")
 
 
@@ -39,5 +41,6 @@ def iso_ns(ns: Any) -> int | None:
 
 
 def ranks_text(ranks: list[int]) -> str:
-    """Ranks as the verdicts name them: "1,3"."""
-    return ",".join(str(r) for r in ranks)
+    """Ranks as the verdicts name them: "1,3", consecutive ones as a range ("0-899,901-1023") and at most
+    16 runs, so a verdict stays one readable line at any world size."""
+    return int_ranges(ranks, most=16)

@@ -57,6 +57,7 @@ from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
 from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
+from commscope.util.text import grouped_by_rank
 from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, STATUS, SUMMARY
 
@@ -359,7 +360,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
             d = second
     args = (trace.config.get("config") or {}).get("args") or {}
     d.injected = list(args.get("inject") or [])
-    d.problems = [str(p) for p in trace.problems]
+    d.problems = grouped_by_rank([str(p) for p in trace.problems])
     return d
 
 

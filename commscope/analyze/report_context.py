@@ -4,7 +4,8 @@
 the first screen's highlights and the ranks × steps heatmap (analyze.report_overview), the timeline
 window and its bars (analyze.timeline_bars), the layout findings (analyze.layout_report,
 grouped like the terminal table; None when the input has no profiled ops or kernels) and, unless the
-caller already has one, the doctor's verdict on the loaded frames (analyze.doctor.diagnose).
+caller already has one, the doctor's verdict on the loaded frames and the run's fault evidence
+(analyze.doctor.diagnose_trace, as `commscope report` gives it).
 
 At scale (more than PAGE_ALL_RANKS ranks) a page cannot draw or list every rank. The context then also
 holds what summarizes the ranks: the distribution of arrival lateness (analyze.lateness), the TOP_WAITING
@@ -29,6 +30,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from commscope.analyze.diagnosis import Diagnosis
+from commscope.analyze.representative import with_culprits
 from commscope.analyze.timeline_bars import TimelineBars, select_window, timeline_bars
 
 # Up to this many ranks the page draws every rank's timeline rows and lists every rank in its per-rank
@@ -58,6 +61,14 @@ class ReportContext:
     listed_ranks: list[int] | None = None  # ranks per-rank tables list (None: every rank)
 
 
+def fault_step(diagnosis: Any) -> int | None:
+    """The step a verdict points at (a hang, crash, desync or straggler's worst step), for the timeline
+    window; None for ok, insufficient or interrupted, or a verdict without a step."""
+    if not isinstance(diagnosis, Diagnosis) or diagnosis.verdict in ("ok", "insufficient", "interrupted"):
+        return None
+    return None if diagnosis.step is None or diagnosis.step < 0 else int(diagnosis.step)
+
+
 def _attempt(fn: Callable, *args, **kwargs) -> Any:
     try:
         return fn(*args, **kwargs)
@@ -77,13 +88,13 @@ def _layout(trace: Any) -> tuple[Any, pd.DataFrame | None]:
 def report_context(trace: Any, summary: dict, steps: tuple[int, int] | None = None, diagnosis: Any = None, *,
                    with_layout: bool = True) -> ReportContext:
     """The report's inputs for `trace`; `steps`: the --steps window (None: a few steps around the middle
-    of a long run, else all), `diagnosis`: the caller's doctor verdict (None: diagnose the frames),
+    of a long run, else all), `diagnosis`: the caller's doctor verdict (None: diagnose the frames and fault evidence),
     `with_layout=False` leaves the layout section out (its analysis is the slowest on large traces)."""
-    from commscope.analyze.doctor import diagnose
+    from commscope.analyze.doctor import diagnose_trace
 
-    window = select_window(trace, steps)
     if diagnosis is None:
-        diagnosis = _attempt(diagnose, trace)
+        diagnosis = _attempt(diagnose_trace, trace, tolerate_bad_files=True, selected=steps)
+    window = select_window(trace, steps, focus=fault_step(diagnosis))
     layout_ranks = None
     if len(trace.ranks) > PAGE_ALL_RANKS:  # layout comes from code, the same on every rank: a few ranks tell
         layout_ranks = [r["rank"] for r in summary.get("representative_ranks") or []] or [min(trace.ranks)]
@@ -114,6 +125,8 @@ def _at_scale(ctx: ReportContext, steps: tuple[int, int] | None) -> None:
     reps = ctx.summary.get("representative_ranks")
     if not reps:  # a summary without them (not summarize()'s): the lowest rank, as representative_ranks does
         reps = [{"rank": int(min(ctx.trace.ranks)), "why": ["lowest rank"]}]
+    if isinstance(ctx.diagnosis, Diagnosis):  # the ranks the verdict blames come first: the page's point
+        reps = with_culprits(reps, ctx.diagnosis.verdict, ctx.diagnosis.culprit_ranks)
     ctx.representative = reps
     if isinstance(ctx.timeline, TimelineBars):
         ctx.drawn = ctx.timeline.subset([r["rank"] for r in reps])

@@ -54,3 +54,16 @@ def representative_ranks(stragglers: pd.DataFrame, breakdown: pd.DataFrame, rank
 def among(ranks: np.ndarray, chosen: list[dict]) -> np.ndarray:
     """Mask of `ranks` (an array of rank numbers) that are among `chosen` (representative_ranks' list)."""
     return np.isin(ranks, [c["rank"] for c in chosen])
+
+
+def with_culprits(reps: list[dict], verdict: str, culprits: list[int], most: int = 8) -> list[dict]:
+    """`reps` with the doctor's culprit ranks first (why: "the doctor's <verdict> culprit"), each once,
+    at most `most` ranks: a hung rank that made nobody wait in a finished step is otherwise in no list."""
+    why = f"the doctor's {verdict} culprit"
+    out = {int(r): [why] for r in culprits[:most]}
+    for r in reps:
+        if r["rank"] in out:
+            out[r["rank"]] = out[r["rank"]] + list(r["why"])
+        elif len(out) < most:
+            out[r["rank"]] = list(r["why"])
+    return [{"rank": r, "why": why_r} for r, why_r in out.items()]

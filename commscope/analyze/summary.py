@@ -51,6 +51,7 @@ min-across-ranks transfer time.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -60,7 +61,8 @@ from commscope.analyze import (exposure, lateness, placement, regions, represent
                                waiting)
 from commscope.load.frames import Trace, origin_ns
 from commscope.util.num import rounded, sig, whole
-from commscope.util.text import counted
+from commscope.util.ranges import int_ranges
+from commscope.util.text import counted, grouped_by_rank
 
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
@@ -240,7 +242,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "schema_version": SCHEMA_VERSION,
         "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
         "source": tr.source, "backend": tr.backend,
-        "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": list(tr.problems),
+        "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": grouped_by_rank(tr.problems),
         "notes": evidence_notes(tr) + profiler_notes(prof, br),
         "duration_basis": exposure.duration_basis(table),
         **comm_overlaps(tr, ov),
@@ -352,18 +354,34 @@ def evidence_notes(trace: Trace) -> list[str]:
                      "for communication overlap, do not apply; the overlap by rank is over the recorded spans.")
     assumed = [r for r, how in (trace.config.get("rank_from") or {}).items() if how == "assumed"]
     if assumed:
-        notes.append(f"Rank(s) {', '.join(map(str, assumed))} assumed: the trace names no rank (no distributedInfo "
+        notes.append(f"Rank(s) {int_ranges(assumed, sep=', ', most=16)} assumed: the trace names no rank (no distributedInfo "
                      "and none in the file name).")
     crowded = oversubscribed_hosts(trace)
     if crowded:
         # the host is named where the run spans several
         several = len({str(m.get("hostname")) for m in (trace.config.get("meta") or {}).values()}) > 1
-        where = "; ".join(f"{n} CPU ranks on {counted(cores, 'CPU core')}" + (f" of {host}" if several else "")
-                          for host, n, cores in crowded)
+        alike: dict[tuple[int, int], list[str]] = {}  # hosts with the same ranks and cores: one clause each
+        for host, n, cores in crowded:
+            alike.setdefault((n, cores), []).append(host)
+        where = "; ".join(f"{n} CPU ranks on {counted(cores, 'CPU core')}" + (_hosts_text(hosts) if several else "")
+                          for (n, cores), hosts in alike.items())
         notes.append(f"Oversubscribed CPU run: {where}. The ranks took turns on the cores, so its step times and "
                      "communication waits (exposed communication, skew, stragglers) measure the OS scheduler as "
                      "much as the program; a run with at most one rank per core times the training itself.")
     return notes
+
+
+def _hosts_text(hosts: list[str], most: int = 3) -> str:
+    """" of node0", or " on each of 128 hosts (node0, node1, node2, …, node127)": a note stays one line."""
+    if len(hosts) == 1:
+        return f" of {hosts[0]}"
+    names = hosts if len(hosts) <= most + 1 else [*hosts[:most], "…", hosts[-1]]
+    return f" on each of {len(hosts)} hosts ({', '.join(names)})"
+
+
+def _natural(name: str) -> list:
+    """Sort key: node2 before node10."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
 def oversubscribed_hosts(trace: Trace) -> list[tuple[str, int, int]]:
@@ -375,7 +393,8 @@ def oversubscribed_hosts(trace: Trace) -> list[tuple[str, int, int]]:
         cores = m.get("cpu_cores")
         if str(m.get("device") or "").split(":")[0] == "cpu" and isinstance(cores, int) and cores >= 1:
             hosts.setdefault(str(m.get("hostname") or "?"), []).append(cores)
-    return [(host, len(cores), min(cores)) for host, cores in sorted(hosts.items()) if len(cores) > min(cores)]
+    return [(host, len(cores), min(cores)) for host, cores in sorted(hosts.items(), key=lambda h: _natural(h[0]))
+            if len(cores) > min(cores)]
 
 
 def _recording_notes(trace: Trace) -> list[str]:

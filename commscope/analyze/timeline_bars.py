@@ -25,6 +25,8 @@ Invariant: pure function of the trace's frames; the trace is not modified.
 """
 from __future__ import annotations
 
+import bisect
+
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,18 +41,22 @@ from commscope.load.frames import rel
 
 
 def select_window(trace: Any, steps: tuple[int, int] | None, default_steps: int = 3,
-                  max_full_steps: int = 6) -> tuple[int, int] | None:
-    """Steps to draw, half-open [lo, hi) like Trace.select_steps. Explicit `steps` wins; otherwise a few
-    steps around the middle when the trace has more than `max_full_steps` steps (long timelines stay
-    readable), else None = everything."""
+                  max_full_steps: int = 6, focus: int | None = None) -> tuple[int, int] | None:
+    """Steps to draw, half-open [lo, hi) like Trace.select_steps. Explicit `steps` wins; otherwise, when the
+    trace has more than `max_full_steps` steps (long timelines stay readable), a few steps around `focus`
+    (the step the doctor's verdict names: a hang or crash is where a reader must look; it may be a step
+    no rank finished, drawn up to it) or, without one, around the middle; else None = everything."""
     if steps is not None:
         return steps
     known = sorted(int(s) for s in trace.steps["step"].unique() if s >= 0) if len(trace.steps) else []
     if len(known) <= max_full_steps:
         return None
-    first = max(0, len(known) // 2 - default_steps // 2)
+    at = len(known) // 2 if focus is None else bisect.bisect_left(known, focus)
+    first = min(max(0, at - default_steps // 2), len(known) - default_steps)
     chosen = known[first:first + default_steps]
-    return (chosen[0], chosen[-1] + 1)
+    if focus is None:
+        return (chosen[0], chosen[-1] + 1)
+    return (min(chosen[0], focus), max(chosen[-1], focus) + 1)
 
 
 def _in_window(df: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:

@@ -37,3 +37,39 @@ def counted(n: Any, noun: str) -> str:
     except (TypeError, ValueError):
         return f"? {noun}s"
     return f"{k} {noun}" + ("" if k == 1 else "s")
+
+
+_RANK_LINE = re.compile(r"rank (\d+): (.*)", re.S)
+
+
+def grouped_by_rank(lines: list[str], most: int = 16) -> list[str]:
+    """Per-rank lines ("rank 3: failed: …") that say the same of several ranks as one line ("ranks 0-2,4:
+    failed: …"), at the place of the first; the rank's own folder in a path (`rank3/`) counts as the same
+    text (`rank<N>/`). Other lines stay as they are, in order: at a thousand ranks a list of problems
+    stays a few lines."""
+    from commscope.util.ranges import int_ranges
+
+    groups: dict[str, list[int]] = {}
+    order: list[str | tuple[str]] = []
+    for line in lines:
+        m = _RANK_LINE.fullmatch(line)
+        if m is None:
+            order.append((line,))
+            continue
+        rank = int(m.group(1))
+        text = m.group(2).replace(f"rank{rank}/", "rank<N>/")
+        if text not in groups:
+            groups[text] = []
+            order.append(text)
+        groups[text].append(rank)
+    out = []
+    for item in order:
+        if isinstance(item, tuple):
+            out.append(item[0])
+            continue
+        ranks = groups[item]
+        if len(ranks) == 1:
+            out.append(f"rank {ranks[0]}: " + item.replace("rank<N>/", f"rank{ranks[0]}/"))
+        else:
+            out.append(f"ranks {int_ranges(ranks, most=most)}: {item}")
+    return out

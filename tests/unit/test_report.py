@@ -158,6 +158,15 @@ def test_select_window_default_middle_and_explicit():
     assert select_window(make_trace(), None) is None
 
 
+def test_select_window_around_the_step_a_verdict_names():
+    tr = make_trace(steps=tuple(range(10)))
+    assert select_window(tr, None, focus=5) == (4, 7)
+    assert select_window(tr, None, focus=0) == (0, 3)
+    assert select_window(tr, None, focus=9) == (7, 10)
+    assert select_window(tr, None, focus=12) == (7, 13)  # a step no rank finished: drawn up to it
+    assert select_window(tr, (2, 4), focus=9) == (2, 4)  # an explicit window wins
+
+
 def test_timeline_rows_and_lanes():
     from reports.timeline import BAR
 

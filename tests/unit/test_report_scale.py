@@ -17,6 +17,7 @@ from commscope.analyze.summary import summarize
 from commscope.load import load_path
 from reports.page import render_html
 from reports.timeline_ranks import UNIT_NS
+from paths import TESTS
 from scale_jobs import scale_job
 from test_report import parse, value
 
@@ -126,3 +127,23 @@ def test_config_lists_are_cut_at_scale():
     full, cut = nested(cfg), nested(cfg, limit=16)
     assert full.count("rank99.json") == 1 and "rank99.json" not in cut and "… 84 more" in cut
     assert full.count("<tr>") > 100 and cut.count("<tr>") < 40 and "84 more entries" in cut
+
+
+def test_a_hung_rank_is_drawn_first_and_the_timeline_reaches_the_hang(tmp_path):
+    """A hung rank made nobody wait in a finished step, so no number picks it: the doctor's culprit leads the
+    representative ranks, and the timeline window ends at the step it hung in, not in the middle."""
+    from scale_jobs import gen_job
+
+    truth = gen_job.generate(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / "hang", 40, steps=12, hang=33,
+                             at_step=10)
+    tr = load_path(truth["job"])
+    doc = summarize(tr, with_hta=False)
+    ctx = report_context(tr, doc)
+    assert ctx.diagnosis.verdict == "hang" and ctx.diagnosis.culprit_ranks == [33]
+    assert ctx.representative[0] == {"rank": 33, "why": ["the doctor's hang culprit"]}
+    assert 33 in [r["rank"] for r in ctx.representative] and 33 in ctx.listed_ranks
+    lo, hi = ctx.window
+    assert lo <= 10 < hi and hi - lo <= 4
+    assert ctx.drawn.ranks[0].rank == 33
+    # the verdict names the ranks as ranges: one short line at any world size
+    assert "rank(s) 0-32,34-39 launched" in ctx.diagnosis.summary

@@ -37,3 +37,15 @@ def test_at_most_most_ranks():
     br = _breakdown({r: (100e6 + r, 1e6 * r) for r in range(8)})
     reps = representative_ranks(strag, br, list(range(8)), most=3)
     assert [r["rank"] for r in reps] == [0, 1, 2]  # the three worst stragglers fill it
+
+
+def test_the_doctors_culprits_lead_each_once():
+    from commscope.analyze.representative import with_culprits
+
+    reps = [{"rank": 5, "why": ["made the others wait 3.0 ms (last 2×)"]}, {"rank": 7, "why": ["median total step time"]}]
+    assert with_culprits(reps, "hang", [7, 900]) == [
+        {"rank": 7, "why": ["the doctor's hang culprit", "median total step time"]},
+        {"rank": 900, "why": ["the doctor's hang culprit"]},
+        {"rank": 5, "why": ["made the others wait 3.0 ms (last 2×)"]}]
+    assert [r["rank"] for r in with_culprits(reps, "crash", list(range(20)), most=4)] == [0, 1, 2, 3]
+    assert with_culprits(reps, "ok", []) == reps

@@ -94,3 +94,18 @@ def test_meta_cpu_cores_must_be_a_positive_integer(tmp_path):
 
     with pytest.raises(UserError, match="cpu_cores.*an integer >= 1"):
         load_path(str(_run_dir(tmp_path / "run", 2, {"device": "cpu", "cpu_cores": 0})))
+
+
+def test_hosts_alike_are_one_clause_in_natural_order(tmp_path):
+    import json
+
+    from commscope.analyze.summary import evidence_notes
+    from commscope.load import load_path
+
+    run = _run_dir(tmp_path / "run", 24, {"device": "cpu", "cpu_cores": 1})
+    for r in range(24):  # 12 hosts node0..node11 with 2 ranks on 1 core each
+        meta = run / f"rank{r}" / "meta.json"
+        meta.write_text(json.dumps({**json.loads(meta.read_text()), "hostname": f"node{r // 2}"}))
+    note = next(n for n in evidence_notes(load_path(str(run))) if n.startswith("Oversubscribed"))
+    assert note.startswith("Oversubscribed CPU run: 2 CPU ranks on 1 CPU core on each of 12 hosts "
+                           "(node0, node1, node2, …, node11). The ranks took turns")
