@@ -20,7 +20,8 @@ one; only times (and the planted fault) change.
 - Straggler (`--straggler R`): rank R stalls `--delay-ms` just before launching the chosen collective
   (`--at-step`, `--at-index`: the K-th collective of that step); everything it does afterwards is late by
   that much. The other ranks wait inside that collective (its end moves by the delay) and run on behind
-  it. Run directories: every later step of every rank moves by the delay. Kineto: the others' device
+  it. Run directories: the others' recorded wait in it blocks the delay longer (their exposed
+  communication), and every later step of every rank moves by the delay. Kineto: the others' device
   timeline moves; their hosts run ahead asynchronously and do not.
 - Desync (`--desync R`): rank R's chosen collective moves twice the bytes of the others'.
 - Hang (`--hang R`): rank R never launches the chosen collective and stops there. Run directories: the
@@ -217,7 +218,10 @@ def gen_rundir(src: Path, out: Path, ranks: int, steps: int, f: Faults) -> dict:
     delay = int(f.delay_ms * 1e6) if f.straggler is not None else 0
     # the straggler is late from its launch of the chosen collective; the others from that collective's end
     strag_cut = [out_time(t["call_ns"], step_of(at_step), at_step) for t in target]
-    peer_cut = [out_time(t.get("wait_end_ns") or t["end_ns"], step_of(at_step), at_step) for t in target]
+    # and their wait in it: what comes after the wait's start moves, the wait's start does not, so their
+    # blocked wait grows by the delay (their exposed communication, as a real straggler's peers show)
+    peer_cut = [out_time(t.get("wait_ns") or t["end_ns"], step_of(at_step), at_step) for t in target]
+    peer_end = [out_time(t["end_ns"], step_of(at_step), at_step) for t in target]
 
     out.mkdir(parents=True, exist_ok=True)
     cache: dict = {}
@@ -234,8 +238,11 @@ def gen_rundir(src: Path, out: Path, ranks: int, steps: int, f: Faults) -> dict:
         fmt, base, sidx, (slots, inflight) = cache[(ti, variant)]
         v = base + late[r, sidx]
         if delay:
-            cut = strag_cut[ti] if r == f.straggler else peer_cut[ti]
-            v = v + delay * ((sidx > at_step) | ((sidx == at_step) & (base >= cut)))
+            if r == f.straggler:
+                moved = base >= strag_cut[ti]
+            else:  # after the wait's start, and the collective's own end (it may precede the wait)
+                moved = (base > peer_cut[ti]) | (base == peer_end[ti])
+            v = v + delay * ((sidx > at_step) | ((sidx == at_step) & moved))
         kinds, idx = slots
         vals = np.where(kinds == 0, r, v[idx] if len(v) else 0)
         d = out / f"rank{r}"

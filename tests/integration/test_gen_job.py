@@ -38,6 +38,14 @@ def test_run_dir_job_repeats_the_template_and_plants_the_straggler(tmp_path):
     assert x[7] - others.max() > 0.5 * s["delay_ms"] * 1e6  # late by the stall, beyond every other rank
     d = diagnose_path(truth["job"])
     assert (d.verdict, d.culprit_ranks, d.sequence, d.step) == ("straggler", [7], s["seq"], 3)
+    # the others wait for it inside that collective: their exposed communication in step 3 grows by the stall
+    from commscope.analyze.summary import summarize
+
+    steps = summarize(t, with_hta=False)["steps"]
+    exposed = {(r["rank"], r["step"]): r["exposed_comm_ms"] for r in steps}
+    for r in range(12):
+        if r != 7:
+            assert exposed[(r, 3)] - exposed[(r, 2)] > 0.8 * s["delay_ms"], r
 
 
 def test_run_dir_hang_is_found_by_absence(tmp_path):
