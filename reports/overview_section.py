@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from commscope.analyze.summary import hta_note
-from reports.tables import counted, fmt
+from reports.tables import counted, fmt, step_words
 from reports.timeline import label_colors
 
 # cividis, 6 stops (plotly.colors.sequential.Cividis, thinned): dark blue → yellow, monotone in lightness
@@ -47,8 +47,8 @@ def render_caveats(summary: dict) -> str | None:
     """The box under the headline: what the figures above cannot conclude (the document's `notes`), what
     went wrong while loading (`problems`, also listed under Run facts) and whether HTA's analyses were left
     out for want of HTA. They qualify every number of the page, so they sit where it is read first."""
-    items = [("note", str(n)) for n in summary.get("notes") or []]
-    items += [("problem while loading", str(p)) for p in summary.get("problems") or []]
+    items = [("note", step_words(str(n))) for n in summary.get("notes") or []]
+    items += [("problem while loading", step_words(str(p))) for p in summary.get("problems") or []]
     hta = hta_note(summary)
     if hta:
         items.append(("note", hta))
@@ -74,7 +74,9 @@ def render_summary(ctx) -> str:
     facts = [counted(h.n_ranks, "rank"), counted(h.n_steps, "step")]
     if h.step_ms_mean is not None:
         facts.append(f"mean step {fmt(h.step_ms_mean)} ms" + h.step_scope)  # what it is over (the analysis')
-    if h.exposed_pct is not None:
+    if not ctx.summary.get("labels") and not h.exposed_unknown:
+        facts.append("<b>no collectives in this input</b>")
+    elif h.exposed_pct is not None:
         facts.append(f"<b>exposed communication {h.exposed_pct:.1f}% of step time</b>")
     elif h.exposed_unknown:
         facts.append("<b>exposed communication unknown</b>")
@@ -112,9 +114,9 @@ def _ms(a: np.ndarray) -> list:
 def _legend(top: float, known: int) -> str:
     """The colour ramp and its range; without a known cell (exposure unknown everywhere) it says so."""
     if not known:
-        return "no cell has a known exposed time."
-    return (f'<span class="ramp" style="background:linear-gradient(to right,{_scale(0)[0]},{_scale(0.5)[0]},'
-            f'{_scale(1)[0]})"></span> 0 … {fmt(top)} ms')
+        return "No cell has a known exposed time."
+    return (f'<span class="legend" id="heatmap-legend"><span class="ramp" style="background:linear-gradient('
+            f'to right,{_scale(0)[0]},{_scale(0.5)[0]},{_scale(1)[0]})"></span> 0 … {fmt(top)} ms</span>')
 
 
 def render_heatmap_canvas(ctx, hm) -> str:

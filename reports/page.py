@@ -62,7 +62,7 @@ table.heatmap td.cell{cursor:pointer;text-align:right;font-variant-numeric:tabul
 table.heatmap.dense td.cell{min-width:10px;padding:3px 2px;height:16px} table.heatmap.dense th{padding:3px 2px;font-size:11px}
 table.heatmap th.drawn{background:#cfe0f3} table.heatmap td.sel{outline:3px solid #d62728;outline-offset:-3px} table.heatmap td.na{color:#aaa}
 .heatmap-box{overflow:auto;max-height:1080px;max-width:100%} #heatmap-canvas{cursor:pointer}
-.ramp{display:inline-block;width:120px;height:10px;vertical-align:middle;margin:0 4px;border:1px solid #ccc}
+.legend{white-space:nowrap;display:inline-block} .ramp{display:inline-block;width:120px;height:10px;vertical-align:middle;margin:0 4px;border:1px solid #ccc}
 details{margin-top:10px;border-top:1px solid #e3e3e3;padding-top:6px}
 details>summary{cursor:pointer;font-size:16px;font-weight:600;padding:2px 0}
 dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 12px;font-size:13px} dl.facts dd{margin:0}
@@ -112,14 +112,25 @@ def data_html(obj, script_id: str) -> str:
             f'{base64.b64encode(raw).decode("ascii")}</script>')
 
 
+# Every figure's plotly.js config (4.x names): no "Share chart..." mode bar button, which uploads the
+# chart to Plotly Cloud; the page shows a run's data and sends nothing anywhere.
+PRIVATE_CONFIG = {"showSendToCloud": False, "modeBarButtonsToRemove": ["sendChartToCloud"]}
+
+
 def figure_html(fig, div_id: str, config: dict | None = None) -> str:
-    """A plotly figure as a div plus the call that draws it once plotly.js is loaded."""
+    """A plotly figure as a div plus the call that draws it once plotly.js is loaded, under `config`
+    joined with PRIVATE_CONFIG (which a caller's config cannot undo)."""
     import orjson
+
+    config = dict(config or {})
+    config["modeBarButtonsToRemove"] = sorted(set(config.get("modeBarButtonsToRemove", []))
+                                              | set(PRIVATE_CONFIG["modeBarButtonsToRemove"]))
+    config["showSendToCloud"] = False
 
     spec = fig.to_json().replace("</", "<\\/")  # a "</script>" inside a hover text must not end the script
     height = fig.layout.height or 450
     return (f'<div id="{div_id}" class="plotly-graph-div" style="height:{int(height)}px;width:100%"></div>'
-            f'<script>csPlot("{div_id}", {spec}, {orjson.dumps(config or {}).decode()});</script>')
+            f'<script>csPlot("{div_id}", {spec}, {orjson.dumps(config).decode()});</script>')
 
 
 def _section(sec, ctx: ReportContext) -> tuple[str, str] | None:

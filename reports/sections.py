@@ -14,6 +14,7 @@ Invariant: renderers only render; numbers come from the `commscope.analyze.repor
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -71,7 +72,7 @@ def render_overview(ctx: ReportContext) -> str:
             out.append(f'<p class="note">{html.escape(note)}</p>')
     if t.problems:
         out.append('<h3>Problems while loading</h3><ul class="problems">' +
-                   "".join(f"<li>{html.escape(str(p))}</li>" for p in t.problems) + "</ul>")
+                   "".join(f"<li>{html.escape(tables.step_words(str(p)))}</li>" for p in t.problems) + "</ul>")
     return "\n".join(out)
 
 
@@ -80,10 +81,9 @@ def render_timeline(ctx: ReportContext) -> str:
 
     if isinstance(ctx.timeline, Exception):
         raise ctx.timeline
-    fig = timeline_figure(ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline,
-                          cpu_threads=cpu_threads(ctx))
-    shown = "all steps" if ctx.window is None else f"steps {ctx.window[0]}–{ctx.window[1] - 1}"
-    note = (f'<p class="note">{shown}. Per rank: one grey row per compute stream (hover: its kernels), one comm row '
+    bars = ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline
+    fig = timeline_figure(bars, cpu_threads=cpu_threads(ctx))
+    note = (f'<p class="note" id="timeline-caption">{drawn_steps(bars, ctx.window)} Per rank: one grey row per compute stream (hover: its kernels), one comm row '
             'with each collective coloured by label, split into lanes where collectives overlap; <b>hatched with a '
             'black outline</b>: the exposed part, which compute does not hide. Diamonds: gradient-hook firings. '
             'Yellow bands: time between two steps. The legend entry "one call across ranks" links each collective '
@@ -94,6 +94,19 @@ def render_timeline(ctx: ReportContext) -> str:
     if ctx.at_scale and ctx.drawn is not None:
         return rank_picker(ctx) + note + plot
     return note + plot
+
+
+def drawn_steps(bars, window) -> str:
+    """The caption's first sentence: which steps the figure draws. It stays true while the step menu or
+    a heatmap cell zooms the figure to one step, and says so where the input marks no steps at all."""
+    marks = bars.step_marks
+    if not len(marks):
+        return "The input marks no steps: the figure draws all of its time."
+    lo, hi = int(marks["step"].min()), int(marks["step"].max())
+    steps = f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
+    which = f"every step of the input ({steps})" if window is None else steps
+    zoom = "" if lo == hi else "; the step menu or a heatmap cell zooms to one of them"
+    return f"The figure draws {which}{zoom}."
 
 
 def cpu_threads(ctx: ReportContext) -> bool:
@@ -133,7 +146,14 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
     out = ['<p class="note">Calls: all ranks together; exposed: per rank (mean over the ranks with the label); '
            'bytes per call: full-array bytes of one call (median); bytes per rank: total; mean duration: '
            f'{html.escape(basis)}; hidden by compute: share of the duration over all ranks; bandwidths '
-           'bytes-weighted (docs/analysis.md).</p>',
+           'bytes-weighted (docs/analysis.md). Calls per rank: the mean of each rank\'s calls over the ranks '
+           'with the label, a fraction where ranks made different numbers. The queueing split (per rank, as '
+           'exposed): queued is the part of the exposed time spent behind earlier collectives of the same '
+           'process group (a group runs them in launch order); own exposed the rest; queue charged the other '
+           'labels\' queued time spent behind this one; attributed exposed = own exposed + queue charged, the '
+           'stall the label is responsible for; queued behind, by label splits queued by the label it waited '
+           'behind; wake delay: a blocked wait\'s time after the collective had completed (host-timed runs). '
+           'Hover a column header for its definition.</p>',
            tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels-table")]
     keep = None if ctx.listed_ranks is None else {str(r) for r in ctx.listed_ranks}
     for col in dict_cols:
@@ -236,9 +256,22 @@ def render_hta(ctx: ReportContext) -> str:
     return tables.nested(rest)
 
 
+def setting(v):
+    """A configuration value for the page: a small non-zero float (below 0.1: an Adam eps of 1e-08, a
+    learning rate of 0.0036) with 6 significant digits, where the page's 3 decimals would print "<0.001"
+    or drop its digits; containers entry by entry; anything else as it is, formatted as every number."""
+    if isinstance(v, float) and math.isfinite(v) and 0 < abs(v) < 0.1:
+        return f"{v:.6g}"
+    if isinstance(v, dict):
+        return {k: setting(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [setting(x) for x in v]
+    return v
+
+
 def render_config(ctx: ReportContext) -> str:
     # at scale a run's configuration holds per-rank entries (files, status) by the thousand
-    return tables.nested(ctx.trace.config or {}, limit=CONFIG_ITEMS if ctx.at_scale else None)
+    return tables.nested(setting(ctx.trace.config or {}), limit=CONFIG_ITEMS if ctx.at_scale else None)
 
 
 SECTIONS: list[Section] = [

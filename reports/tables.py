@@ -61,8 +61,44 @@ HEADERS = {  # where the generic rule would say less than the column means
     "max_hta_comm_overlap_diff_pp": "Largest |commscope − HTA| comm overlap (pp)",
     "world_size_from": "World size taken from", "rank_from": "Rank taken from", "rank_files": "Trace files by rank",
     "files": "Trace file by rank",
+    # keys of the run configuration (config.json, summary.json) that carry no unit suffix
+    "hang_timeout": "Hang timeout (s)", "tokens_per_s": "Tokens per second",
 }
 
+# A column's definition, the header's tooltip (title) wherever the key heads a table column; the
+# quantities are those of docs/analysis.md ("The quantities"), per rank means over the ranks with the label.
+COLUMN_HELP = {
+    "label": "The collective's label: the name of what it communicates (Label source says where the name comes from).",
+    "op": "The collective operation(s) of the label.",
+    "count": "Calls of the label, counted over all ranks together.",
+    "count_per_rank": "Calls per rank: the mean over the ranks with the label of each rank's calls; a fraction "
+                      "where ranks made different numbers of calls.",
+    "bytes": "Full-array bytes of one call (the lower median over its calls).",
+    "bytes_per_rank": "Bytes of all the label's calls of one rank (mean over the ranks with the label).",
+    "mean_ms": "Mean duration of one call, measured as the caption says.",
+    "exposed_ms": "Exposed per rank: the time a rank waits on the label's collectives that compute does not "
+                  "hide (total per rank, mean over the ranks with the label).",
+    "exposed_in_steps_ms": "The part of Exposed per rank from collectives launched inside a step.",
+    "hidden_pct": "Share of the label's duration, over all ranks, that the ranks' compute covered.",
+    "busbw_gbps": "Bus bandwidth: algorithm bandwidth times the nccl-tests factor of the op and group size "
+                  "(bytes-weighted).",
+    "algbw_gbps": "Algorithm bandwidth: bytes / transfer time, the transfer time being the shortest duration "
+                  "over the ranks of one call (bytes-weighted).",
+    "label_source": "Where the label's name comes from: recorder, scope, stack, size or name.",
+    "own_exposed_ms": "Own exposed: the exposed time not spent behind earlier collectives of its process group "
+                      "(Exposed per rank − Queued).",
+    "queued_ms": "Queued: the part of Exposed per rank spent waiting behind earlier collectives of the same "
+                 "process group still in flight (a group runs its collectives in launch order); 0 where the "
+                 "start is a measured execution start (Kineto).",
+    "queue_charged_ms": "Queue charged: the exposed time of later collectives of other labels spent queued "
+                        "behind this label's collectives.",
+    "wake_delay_ms": "Wake delay: the rest of a blocked wait after the collective had completed (the caller "
+                     "waking up); host-timed run directories only, not part of Exposed.",
+    "attributed_exposed_ms": "Attributed exposed: the stall this label is responsible for, Own exposed + "
+                             "Queue charged.",
+    "queued_behind_ms": "Queued behind, by label: Queued split by the label each instant of it waited behind "
+                        "(adds up to Queued).",
+}
 
 # Shares the document keeps as fractions of 1 (summarize()'s stragglers): displayed as percentages.
 FRACTIONS = {"last_share", "score"}
@@ -87,6 +123,17 @@ def is_pct(key: Any) -> bool:
 
 
 SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
+
+
+# The loader's and analyses' step −1: an event no step of the trace holds (no ProfilerStep annotations, a
+# collective launched before the profiling window). Said in words wherever the page quotes their text.
+STEP_MINUS_ONE = re.compile(r"\bget step [−-]1\b|\bstep [−-]1\b")
+
+
+def step_words(text: str) -> str:
+    """`text` with "step −1" said as what it means: outside every step."""
+    return STEP_MINUS_ONE.sub(lambda m: "are outside every step" if m.group(0).startswith("get")
+                              else "outside every step", text)
 
 
 def key_text(key: Any) -> str:
@@ -194,6 +241,14 @@ def cell(v: Any, tag: str = "td", key: Any = None) -> str:
     return f"<{tag}>{html.escape(text)}</{tag}>"
 
 
+def header_cell(key: Any) -> str:
+    """A column header: the humanized key, the raw key in data-key, its COLUMN_HELP as the tooltip."""
+    k = str(key)
+    tip = COLUMN_HELP.get(k)
+    title = f' title="{html.escape(tip)}"' if tip else ""
+    return f'<th data-key="{html.escape(k)}"{title}>{html.escape(humanize(k))}</th>'
+
+
 def records_table(records: Iterable[Mapping[str, Any]], columns: list[str] | None = None, table_id: str | None = None,
                   caption: str | None = None) -> str:
     """An HTML table of `records` (list of dicts); columns default to the union of keys in first-seen order."""
@@ -205,7 +260,7 @@ def records_table(records: Iterable[Mapping[str, Any]], columns: list[str] | Non
     if not records:
         return '<p class="empty">(none)</p>'
     ident = f' id="{html.escape(table_id)}"' if table_id else ""
-    head = "".join(f'<th data-key="{html.escape(str(c))}">{html.escape(humanize(c))}</th>' for c in columns)
+    head = "".join(header_cell(c) for c in columns)
     body = "\n".join("<tr>" + "".join(cell(r.get(c), key=c) for c in columns) + "</tr>" for r in records)
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return (f'<div class="scroll"><table{ident}>{cap}<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>'

@@ -13,7 +13,7 @@ default, links one collective call across ranks (the same (group, seq): analyze.
 Why bars (plotly `Bar`, horizontal, `base` = start): hover works anywhere on a bar, and bar fills take
 patterns. They are SVG, so the number of bars is bounded upstream: compute arrives merged per (rank,
 stream) row (commscope.analyze.timeline_bars), a block keeping the names of its costliest kernels.
-Launch → start (queued) time is not drawn, only said in the hover: thin lines across whole steps made
+Launch → start time is not drawn, only said in the hover ("launch to start"): thin lines across whole steps made
 communication look always active. Times on the x axis are milliseconds since the window start; data goes
 to plotly as numpy arrays (embedded as binary).
 
@@ -39,10 +39,12 @@ COMPUTE_COLOR = "#c8c8c8"
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
            "#332288", "#117733", "#882255", "#999933", "#44AA99", "#DDCC77", "#AA4499", "#6699CC", "#661100"]
 ROW_H = 22        # px per row
-# customdata: rank, step, seq, bytes, running ms, exposed ms, queued ms (launch → start)
+# customdata: rank, step, seq, bytes, running ms, exposed ms, launch → start ms. The last is the host's
+# launch to the collective's start, named apart from the labels table's "Queued" (exposed time spent behind
+# earlier collectives of its group: analyze.exposure.queue_split), a different quantity.
 COLL_HOVER = ("<b>LABEL</b> · %{text}<br>rank %{customdata[0]} · step %{customdata[1]} · seq %{customdata[2]}"
-              "<br>bytes %{customdata[3]:d}<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
-              "<br>queued %{customdata[6]:.3f} ms before it started<extra></extra>")
+              "<br>%{customdata[3]:,d} bytes<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
+              "<br>launch to start %{customdata[6]:.3f} ms<extra></extra>")
 BAR = 0.72        # bar thickness, in rows
 # the exposed overlay: transparent fill, black outline and hatch
 EXPOSED_MARKER = dict(color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=1.5),

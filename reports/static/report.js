@@ -38,6 +38,24 @@ function csZoom(x0, x1, lo, hi) {
   document.getElementById("timeline").scrollIntoView();
 }
 
+// Say `text` in `el` (a note under a figure) and bring it into view: a link whose fragment the page
+// cannot follow says why where the reader lands.
+function csSay(el, text) {
+  if (!el) return;
+  el.textContent = text;
+  el.scrollIntoView({block: "center"});
+}
+
+// Set name=value among the page's fragment parameters (value null: drop it), keeping the others, without
+// scrolling or firing hashchange: the address bar then links to what the page shows.
+function csSetHashParam(name, value) {
+  var parts = location.hash.replace(/^#/, "").split("&").filter(function (p) {
+    return p.indexOf("=") > 0 && p.indexOf(name + "=") !== 0;
+  });
+  if (value !== null) parts.push(name + "=" + encodeURIComponent(value));
+  history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname + location.search);
+}
+
 document.addEventListener("DOMContentLoaded", function () {
   var table = document.getElementById("heatmap-table");
   if (!table) return;
@@ -68,11 +86,25 @@ document.addEventListener("DOMContentLoaded", function () {
     var s = td.dataset.s.split(":");
     csZoom(x0, x1, +s[0], +s[1] - 1);
   });
-  // A link to the page with #step=N opens step N as a click on its first heatmap cell does.
+  // A link to the page with #step=N opens step N as a click on its first heatmap cell (the first cell of
+  // the column holding it) does; a step the page cannot open is said in the heatmap's note, scrolled to.
   function fromHash() {
-    var m = /(?:^#|&)step=(\d+)/.exec(location.hash);
-    var td = m && table.querySelector('td.cell[data-s="' + m[1] + ":" + (+m[1] + 1) + '"]');
-    if (td) (window.csPlotly || Promise.resolve()).then(function () { td.click(); });  // once plotly is in
+    var m = /(?:^#|&)step=([^&]*)/.exec(location.hash);
+    if (!m) return;
+    var v = decodeURIComponent(m[1]), note = document.getElementById("heatmap-note");
+    var cells = Array.prototype.slice.call(table.querySelectorAll("td.cell"));
+    var bounds = cells.map(function (c) { var s = c.dataset.s.split(":"); return [+s[0], +s[1] - 1]; });
+    var lo = Math.min.apply(null, bounds.map(function (b) { return b[0]; }));
+    var hi = Math.max.apply(null, bounds.map(function (b) { return b[1]; }));
+    var range = cells.length ? " (steps " + lo + "–" + hi + ")" : "";
+    if (!/^\d+$/.test(v)) return csSay(note, "#step=" + v + " is not a step: give a whole number" + range + ".");
+    var k = bounds.findIndex(function (b) { return b[0] <= +v && +v <= b[1]; });
+    if (k < 0) return csSay(note, "#step=" + v + ": the heatmap has no step " + v + range + ".");
+    var td = cells[k];
+    (window.csPlotly || Promise.resolve()).then(function () {  // once plotly is in
+      td.click();
+      if (td.dataset.x0 === undefined || !window.Plotly) csSay(note, "#step=" + v + ": " + note.textContent);
+    });
   }
   window.addEventListener("hashchange", fromHash);
   fromHash();
@@ -86,9 +118,21 @@ document.addEventListener("DOMContentLoaded", function () {
   csData("heatmap-gz").then(function (d) {
     var nr = d.ranks.length, nc = d.columns.length;
     var rowH = Math.max(1, Math.min(12, Math.floor(720 / nr))), colW = Math.max(6, Math.min(28, Math.floor(1100 / nc)));
-    var left = 52, top = 22, right = 150;
+    var left = 52, top = 22, right = 150, labelH = 12;
+    var rowOf = {};
+    d.ranks.forEach(function (r, i) { rowOf[r] = i; });
+    // the representative ranks' markers, top to bottom; a label goes at its row or, where rows are a pixel
+    // or two apart (hundreds of ranks), labelH below the one above it, a line leading from its row
+    var marks = d.marked.filter(function (m) { return rowOf[m.rank] !== undefined; })
+      .sort(function (a, b) { return rowOf[a.rank] - rowOf[b.rank]; });
+    var below = -Infinity;
+    marks.forEach(function (m) {
+      m.y = top + (rowOf[m.rank] + 0.5) * rowH;
+      m.labelY = Math.max(m.y, below + labelH);
+      below = m.labelY;
+    });
     canvas.width = left + nc * colW + right;
-    canvas.height = top + nr * rowH + 4;
+    canvas.height = Math.max(top + nr * rowH + 4, below + labelH / 2 + 2);
     var g = canvas.getContext("2d");
     function colour(v) {  // reports/overview_section.py _scale: light = little exposure (reversed cividis)
       var x = d.top > 0 ? Math.min(Math.max(v / d.top, 0), 1) : 0, t = 1 - x, n = d.cividis.length - 1;
@@ -118,16 +162,17 @@ document.addEventListener("DOMContentLoaded", function () {
     var everyC = Math.ceil(28 / colW);  // step labels on top, 28 px apart at least
     for (var j = 0; j < nc; j += everyC) g.fillText(String(d.columns[j][0]), left + (j + 0.5) * colW, top - 6);
     g.textAlign = "left";
-    var rowOf = {};
-    d.ranks.forEach(function (r, i) { rowOf[r] = i; });
-    d.marked.forEach(function (m) {  // the representative ranks, marked on the right
-      var i = rowOf[m.rank];
-      if (i === undefined) return;
-      var y = top + (i + 0.5) * rowH, x = left + nc * colW + 3;
+    marks.forEach(function (m) {  // the representative ranks, marked on the right
+      var y = m.y, x = left + nc * colW + 3;
       g.fillStyle = "#b00020";
+      g.strokeStyle = "#b00020";
       g.beginPath(); g.moveTo(x, y); g.lineTo(x + 7, y - 4); g.lineTo(x + 7, y + 4); g.fill();
-      g.fillText("r" + m.rank, x + 10, y + 4);
+      if (m.labelY !== y) {
+        g.beginPath(); g.moveTo(x + 7, y); g.lineTo(x + 12, m.labelY); g.stroke();
+      }
+      g.fillText("r" + m.rank, x + 14, m.labelY + 4);
     });
+    canvas.dataset.labelY = marks.map(function (m) { return m.rank + ":" + m.labelY; }).join(" ");
     var win = {};
     d.win.forEach(function (w) { win[w[0]] = [w[1], w[2]]; });
     function cellAt(ev) {
@@ -151,7 +196,10 @@ document.addEventListener("DOMContentLoaded", function () {
       if (!c) return;
       var i = c[0], j = c[1], w = win[i * nc + j], col = d.columns[j];
       var sel = document.getElementById("rank-select");
-      if (sel) csShowRank(d.ranks[i]);
+      if (sel) {
+        csShowRank(d.ranks[i]);
+        csSetHashParam("rank", String(d.ranks[i]));
+      }
       if (w) {
         note.textContent = describe(i, j) + ": shown in the timeline below.";
         csZoom(w[0], w[1], col[0], col[1]);
@@ -160,6 +208,29 @@ document.addEventListener("DOMContentLoaded", function () {
           "with --steps " + col[0] + ":" + (col[1] + 1) + ".";
       }
     });
+    // A link with #step=N zooms the timeline to step N as a click on its column does, for the drawn ranks
+    // (the first representative rank's row, else any row the timeline draws there); otherwise it says why.
+    function stepFromHash() {
+      var m = /(?:^#|&)step=([^&]*)/.exec(location.hash);
+      if (!m) return;
+      var v = decodeURIComponent(m[1]), lo = d.columns[0][0], hi = d.columns[nc - 1][1];
+      var range = " (steps " + lo + "–" + hi + ")";
+      if (!/^\d+$/.test(v)) return csSay(note, "#step=" + v + " is not a step: give a whole number" + range + ".");
+      var j = d.columns.findIndex(function (c) { return c[0] <= +v && +v <= c[1]; });
+      if (j < 0) return csSay(note, "#step=" + v + ": the heatmap has no step " + v + range + ".");
+      var rows = marks.map(function (mk) { return rowOf[mk.rank]; }).concat(d.ranks.map(function (_, i) { return i; }));
+      var i = rows.find(function (i) { return win[i * nc + j]; }), col = d.columns[j];
+      var steps = col[0] === col[1] ? "step " + col[0] : "steps " + col[0] + "–" + col[1];
+      if (i === undefined) {
+        return csSay(note, "#step=" + v + ": " + steps + " not drawn in the timeline: run the report again with " +
+          "--steps " + col[0] + ":" + (col[1] + 1) + ".");
+      }
+      var w = win[i * nc + j];
+      note.textContent = steps + ": shown in the timeline below.";
+      csZoom(w[0], w[1], col[0], col[1]);
+    }
+    window.addEventListener("hashchange", stepFromHash);
+    stepFromHash();
   }).catch(function (e) { note.textContent = "The heatmap needs a browser with DecompressionStream: " + e; });
 });
 
@@ -353,15 +424,25 @@ document.addEventListener("DOMContentLoaded", function () {
       sel.appendChild(o);
     });
     sel.disabled = false;
-    sel.addEventListener("change", function () { csShowRank(sel.value === "" ? null : +sel.value); });
-    function fromHash() {  // a link to the page with #rank=N shows rank N; anything else after rank= is said
+    sel.addEventListener("change", function () {  // the address then links to the rank shown
+      csShowRank(sel.value === "" ? null : +sel.value);
+      csSetHashParam("rank", sel.value === "" ? null : sel.value);
+    });
+    // A link to the page with #rank=N shows rank N and scrolls to the timeline; anything else after rank=
+    // is said beside the selector, scrolled to.
+    function fromHash() {
       var m = /(?:^#|&)rank=([^&]*)/.exec(location.hash);
       if (!m) return;
-      var v = decodeURIComponent(m[1]);
-      if (/^\d+$/.test(v)) return csShowRank(+v);
+      var v = decodeURIComponent(m[1]), said = document.getElementById("rank-shown");
+      if (/^\d+$/.test(v)) {
+        return csShowRank(+v).then(function () {
+          if (d.ranks.indexOf(+v) >= 0) document.getElementById("timeline").scrollIntoView();
+          else csSay(said, said.textContent);  // the job has no such rank
+        });
+      }
       return csShowRank(null).then(function () {
-        document.getElementById("rank-shown").textContent = "#rank=" + v + " is not a rank: give a whole number " +
-          "from " + d.ranks[0] + " to " + d.ranks[d.ranks.length - 1] + " (#rank=" + d.ranks[0] + ").";
+        csSay(said, "#rank=" + v + " is not a rank: give a whole number " +
+          "from " + d.ranks[0] + " to " + d.ranks[d.ranks.length - 1] + " (#rank=" + d.ranks[0] + ").");
       });
     }
     window.addEventListener("hashchange", fromHash);

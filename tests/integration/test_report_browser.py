@@ -104,6 +104,11 @@ def test_a_heatmap_cell_opens_its_step_and_the_step_dropdown_names_it(tmp_path):
         assert proc.returncode == 0 and console_errors(proc.stderr) == []
         assert header(proc.stdout) == f"step {step}"
         assert f"rank 0, step {step}: exposed" in proc.stdout and "shown in the timeline below" in proc.stdout
+    # a fragment the page cannot follow says why, as #rank=abc does
+    for frag, said in (("step=abc", "#step=abc is not a step: give a whole number (steps 0–2)."),
+                       ("step=99", "#step=99: the heatmap has no step 99 (steps 0–2).")):
+        proc = chromium(tmp_path, frag, "--dump-dom", f"{page.as_uri()}#{frag}")
+        assert console_errors(proc.stderr) == [] and said in proc.stdout, frag
 
 
 def test_8xh100_page_in_headless_chromium(tmp_path):

@@ -56,6 +56,18 @@ def test_chosen_rank_gets_the_flow_lines(tmp_path):
                       ("999", "the job has no rank 999 (ranks 0–39)")):
         proc = chromium(tmp_path, f"bad-{bad}", "--dump-dom", f"{page.as_uri()}#rank={bad}")
         assert console_errors(proc.stderr) == [] and said in proc.stdout and 'data-shown-rank=""' in proc.stdout
+    # #step=N on the canvas heatmap zooms the timeline as a click on that step's column does; what the page
+    # cannot follow is said in the heatmap's note
+    step = int(ctx.drawn.step_marks["step"].min())
+    for frag, said in ((f"step={step}", f"step {step}: shown in the timeline below."),
+                       ("step=abc", "#step=abc is not a step: give a whole number"),
+                       ("step=999", "#step=999: the heatmap has no step 999")):
+        proc = chromium(tmp_path, f"frag-{frag}", "--dump-dom", f"{page.as_uri()}#{frag}")
+        assert console_errors(proc.stderr) == [] and said in proc.stdout, frag
+    # the representative ranks' labels beside the canvas never draw over each other
+    label_y = re.search(r'id="heatmap-canvas"[^>]*data-label-y="([^"]+)"', plain).group(1)
+    ys = [float(p.split(":")[1]) for p in label_y.split()]
+    assert len(ys) >= 2 and all(b - a >= 12 for a, b in zip(ys, ys[1:]))
     # a link to a collapsed section opens it
     proc = chromium(tmp_path, "open-labels", "--dump-dom", f"{page.as_uri()}#labels")
     assert re.search(r'<details id="labels" open', proc.stdout)

@@ -23,7 +23,7 @@ def test_a_one_rank_host_only_page_counts_in_the_singular_and_says_the_heatmap_h
     ctx = report_context(tr, summarize(tr, with_hta=False), with_layout=False)
     assert '<p class="headline">1 rank · 1 step · ' in render_summary(ctx)
     heatmap = render_heatmap(ctx)
-    assert "no cell has a known exposed time." in heatmap and "0 … 0.000 ms" not in heatmap
+    assert "No cell has a known exposed time." in heatmap and "0 … 0.000 ms" not in heatmap
 
 
 def test_bullets_use_thousands_separators_and_point_at_the_verdict():

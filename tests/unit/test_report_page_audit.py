@@ -1,0 +1,144 @@
+"""The page's privacy, words and column meanings: no figure offers plotly's upload to Plotly Cloud, step −1
+is said as what it means, the layout device on a GPU trace without its model's name, configuration values
+with their digits and units, every column of "Collectives by label" defined, the timeline hover's
+launch-to-start time named apart from the table's Queued, and captions that stay true."""
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze.report_context import report_context
+from commscope.analyze.summary import summarize
+from commscope.load import load_path
+from paths import TESTS
+from report_trace import make_trace, write_run_dir
+from reports.layout_section import CONTENTION_NOTE, contention_row, device_text
+from reports.page import PLOTLY_JS, render_html
+from reports.sections import drawn_steps, render_config, render_collectives_by_label
+from reports.tables import COLUMN_HELP, humanize, step_words
+from reports.timeline import COLL_HOVER
+
+DATA = TESTS / "data"
+
+
+def run_page(tmp_path, trace=None) -> tuple[object, str]:
+    """The loaded hand-built run (report_trace) and its page."""
+    write_run_dir(trace if trace is not None else make_trace(style="run"), tmp_path / "run")
+    tr = load_path(str(tmp_path / "run"))
+    return tr, render_html(report_context(tr, summarize(tr, with_hta=False), with_layout=False))
+
+
+def figure_configs(page: str) -> dict[str, dict]:
+    """Each csPlot call's figure id and config (its last argument) in the written page."""
+    out = {}
+    for m in re.finditer(r'csPlot\("([^"]+)", ', page):
+        end = page.index(");</script>", m.end())
+        config = page[page.rindex("}, {", m.end(), end) + 3:end] if "}, {" in page[m.end():end] else "{}"
+        out[m.group(1)] = json.loads(config)
+    return out
+
+
+def test_no_figure_offers_the_upload_to_plotly_cloud(tmp_path):
+    _, page = run_page(tmp_path)
+    configs = figure_configs(page)
+    assert "timeline-plot" in configs
+    for div, config in configs.items():
+        assert config["showSendToCloud"] is False, div
+        assert "sendChartToCloud" in config["modeBarButtonsToRemove"], div
+        assert config["displaylogo"] is False
+    # the names are plotly.js 4.x's, as the embedded bundle spells them: a newer bundle renaming them
+    # would leave the button on
+    bundle = PLOTLY_JS.read_text(encoding="utf-8")
+    assert "showSendToCloud:{valType:\"boolean\",dflt:!0}" in bundle
+    assert "showSendToCloud&&G.push(\"sendChartToCloud\")" in bundle
+    assert re.search(r'\.sendChartToCloud=\{name:"sendChartToCloud"', bundle)
+
+
+def test_step_minus_one_is_said_in_words():
+    assert step_words("rank 0: no ProfilerStep annotations (events get step −1)") == \
+        "rank 0: no ProfilerStep annotations (events are outside every step)"
+    assert step_words("step -10 and step 1") == "step -10 and step 1"
+    base = dict(rank=1, label="g", op="all_reduce", bytes=1024, duration_us=400.0, alone_us=200.0, inflation=2.0,
+                overlap_us=300.0, kernel="k", kernel_blocks=5000, capacity_blocks=2112)
+    outside = contention_row(pd.Series(dict(base, step=-1, attributable_us=np.nan, separable=False,
+                                            evidence="not separable: 1 of 2 ranks in the trace")), str)
+    assert outside["step"] == "outside every step" and outside["attributable_us"] == "not separable"
+    assert outside["evidence"] == "1 of 2 ranks in the trace"
+    inside = contention_row(pd.Series(dict(base, step=11, attributable_us=191.55, separable=True,
+                                           evidence="same rank alone")), str)
+    assert inside["step"] == 11 and inside["attributable_us"] == 191.55
+    assert "“outside every step”" in CONTENTION_NOTE.replace("&ldquo;", "“").replace("&rdquo;", "”")
+    assert "&ldquo;not separable&rdquo;" in CONTENTION_NOTE and "Inflation".lower() in CONTENTION_NOTE
+
+
+def test_the_gloo_page_quotes_the_loader_without_step_minus_one():
+    tr = load_path(str(DATA / "gloo2"))
+    assert any("step −1" in str(p) for p in tr.problems)
+    page = render_html(report_context(tr, summarize(tr, with_hta=False), with_layout=False))
+    assert "step −1" not in page and "(events are outside every step)" in page
+
+
+def test_a_gpu_trace_without_its_model_is_a_gpu():
+    tr = load_path(str(DATA / "hta-testdata" / "trace_filter"))
+    assert tr.device == "cuda" and len(tr.kernels)
+    assert device_text(None, tr) == "GPU (model unknown)"
+    assert device_text("NVIDIA H100 80GB HBM3", tr) == "NVIDIA H100 80GB HBM3"
+    assert device_text(None, SimpleNamespace(device="cpu", kernels=pd.DataFrame())) == "CPU"
+    page = render_html(report_context(tr, summarize(tr, with_hta=False)))
+    assert "Device: GPU (model unknown)." in page and "CPU / unknown" not in page
+
+
+def test_configuration_values_keep_their_digits_and_units():
+    ctx = SimpleNamespace(at_scale=False, trace=SimpleNamespace(config={
+        "args": {"adam_eps": 1e-08, "lr": 0.0036, "hang_timeout": 300.0}, "tokens_per_s": 6330.04}))
+    html = render_config(ctx)
+    assert ">1e-08<" in html and ">0.0036<" in html and "&lt;0.001" not in html
+    assert ">Hang timeout (s)<" in html and ">300.000<" in html
+    assert ">Tokens per second<" in html and "Tokens per (s)" not in html
+    assert humanize("tokens_per_s") == "Tokens per second"
+
+
+def test_every_label_column_is_defined_and_the_hover_names_launch_to_start_apart():
+    tr = load_path(str(DATA / "cpurun-hooks-gloo2"))
+    ctx = report_context(tr, summarize(tr, with_hta=False), with_layout=False)
+    html = render_collectives_by_label(ctx)
+    table = html[html.index('id="labels-table"'):html.index("</thead>", html.index('id="labels-table"'))]
+    heads = re.findall(r'<th data-key="([^"]+)"( title="[^"]+")?>', table)
+    assert len(heads) >= 15 and [k for k, t in heads if not t] == []
+    assert {"queued_ms", "queue_charged_ms", "wake_delay_ms", "attributed_exposed_ms",
+            "queued_behind_ms"} <= {k for k, _ in heads} <= set(COLUMN_HELP)
+    for words in ("queued is the part of the exposed time spent behind earlier collectives",
+                  "attributed exposed = own exposed + queue charged", "wake delay", "queued behind, by label",
+                  "Calls per rank: the mean of each rank's calls"):
+        assert words in html.replace("&#x27;", "'"), words
+    # the hover's launch → start time is another quantity than the table's Queued
+    assert "queued" not in COLL_HOVER.lower() and "launch to start %{customdata[6]:.3f} ms" in COLL_HOVER
+    assert "%{customdata[3]:,d} bytes" in COLL_HOVER
+
+
+def test_timeline_caption_names_the_drawn_steps_and_never_all_steps_alone(tmp_path):
+    marks = lambda steps: SimpleNamespace(step_marks=pd.DataFrame({"step": steps}))  # noqa: E731
+    assert drawn_steps(marks([0, 1, 2]), None) == (
+        "The figure draws every step of the input (steps 0–2); the step menu or a heatmap cell zooms to one of them.")
+    assert drawn_steps(marks([5, 6]), (5, 7)).startswith("The figure draws steps 5–6;")
+    assert drawn_steps(marks([5]), (5, 6)) == "The figure draws step 5."
+    assert drawn_steps(marks([]), None) == "The input marks no steps: the figure draws all of its time."
+    _, page = run_page(tmp_path)
+    assert '<p class="note" id="timeline-caption">The figure draws every step of the input (steps 0–1)' in page
+    assert "all steps." not in page
+
+
+def test_headline_without_collectives_and_the_legend_stays_with_its_ramp(tmp_path):
+    quiet = make_trace(style="run")
+    quiet.collectives = quiet.collectives.iloc[0:0]
+    _, page = run_page(tmp_path / "quiet", quiet)
+    headline = re.search(r'<p class="headline">(.*?)</p>', page).group(1)
+    assert "no collectives in this input" in headline and "% of step time" not in headline
+    _, page = run_page(tmp_path / "busy")
+    assert re.search(r'<span class="legend" id="heatmap-legend"><span class="ramp"[^>]*></span> 0 … [0-9.]+ ms</span>',
+                     page)
+    assert ".legend{white-space:nowrap" in page
