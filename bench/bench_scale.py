@@ -10,7 +10,8 @@ bench/gen_job.py writes a job with a planted straggler, then this script runs, e
   two ways: the largest single process (`ru_maxrss` of the command's process and its waited-for
   descendants, read by a small wrapper process: see RUSAGE_WRAPPER) and the whole process tree (RSS of the child and all its
   descendants summed, sampled every 50 ms with psutil: the loaders' worker pools run beside the parent);
-- `commscope doctor` on a second job of the same size with a planted desync;
+- `commscope doctor` on a second job of the same size with a planted desync, and `report --json` and
+  `doctor` on a third with a planted hang (every rank's watchdog evidence, collectives queued behind it);
 - on Kineto jobs, a process that only constructs HTA's `TraceAnalysis(trace_dir=JOB)` (HTA reads Kineto
   traces only: there is no HTA row for run directories).
 doctor's verdict is checked against the generator's ground truth (verdict, culprit rank, group, seq).
@@ -108,7 +109,8 @@ def commscope_cmd() -> list[str]:
 
 
 def run_case(fmt: str, n: int, work: Path, timeout: float, hta: bool, skip: set, log,
-             only: tuple = ("report", "doctor", "hta_construct", "doctor_desync")) -> dict:
+             only: tuple = ("report", "doctor", "hta_construct", "doctor_desync", "report_hang",
+                            "doctor_hang")) -> dict:
     case = {"format": fmt, "ranks": n}
     job = work / f"{fmt}-{n}"
     t = time.perf_counter()
@@ -139,24 +141,30 @@ def run_case(fmt: str, n: int, work: Path, timeout: float, hta: bool, skip: set,
             + (" TIMEOUT" if m["timed_out"] else "") + (f"  {m['check']['verdict']} found={m['check']['found']}"
                                                         if "check" in m else ""))
     shutil.rmtree(job, ignore_errors=True)
-    # the desync check: a second job of the same size
-    if "doctor_desync" not in only:
-        return case
-    if (fmt, "doctor_desync") in skip or (fmt, "doctor") in skip:
-        case["doctor_desync"] = {"skipped": "doctor ran past the timeout at this or a smaller size"}
-        return case
-    truth = gen_job.generate(SOURCES[fmt], job, n, 40, desync=n // 3)
-    m = measure(cmds["doctor"], timeout)
-    out = m.pop("stdout")
-    if m["timed_out"]:
-        skip.add((fmt, "doctor_desync"))
-    else:
-        m["check"] = check(out, truth, "desync")
-    case["doctor_desync"] = m
-    case["truth"]["desync"] = truth["desync"]
-    log(f"{fmt} {n:>5} {'doctor desync':<14} {m['wall_s']:>8.2f} s  {m['max_rss_mb'] or 0:>7.0f} MB"
-        + (" TIMEOUT" if m["timed_out"] else f"  {m['check']['verdict']} found={m['check']['found']}"))
-    shutil.rmtree(job, ignore_errors=True)
+    # the other planted faults, each a job of the same size: a desync (doctor), a hang (report and doctor:
+    # the hung job carries every rank's fault evidence and a queue of collectives behind the hang)
+    for fault, planted, names in (("desync", {"desync": n // 3}, ("doctor_desync",)),
+                                  ("hang", {"hang": n // 3}, ("report_hang", "doctor_hang"))):
+        names = [x for x in names if x in only]
+        if not names:
+            continue
+        truth = gen_job.generate(SOURCES[fmt], job, n, 40, **planted)
+        case["truth"][fault] = truth[fault]
+        for name in names:
+            if (fmt, name) in skip or (fmt, name.split("_")[0]) in skip:
+                case[name] = {"skipped": f"{name.split('_')[0]} ran past the timeout at this or a smaller size"}
+                continue
+            m = measure(cmds[name.split("_")[0]], timeout)
+            out = m.pop("stdout")
+            if m["timed_out"]:
+                skip.add((fmt, name))
+            elif name.startswith("doctor"):
+                m["check"] = check(out, truth, fault)
+            case[name] = m
+            log(f"{fmt} {n:>5} {name.replace('_', ' '):<14} {m['wall_s']:>8.2f} s  {m['max_rss_mb'] or 0:>7.0f} MB"
+                + (" TIMEOUT" if m["timed_out"] else f"  {m['check']['verdict']} found={m['check']['found']}"
+                   if "check" in m else ""))
+        shutil.rmtree(job, ignore_errors=True)
     return case
 
 
@@ -173,8 +181,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--formats", default="run,kineto")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds per command and size")
     ap.add_argument("--hta-sizes", default="8,64,256", help="sizes at which HTA's TraceAnalysis is timed")
-    ap.add_argument("--commands", default="report,doctor,hta_construct,doctor_desync",
-                    help="which of report, doctor, hta_construct, doctor_desync to run")
+    ap.add_argument("--commands", default="report,doctor,hta_construct,doctor_desync,report_hang,doctor_hang",
+                    help="which of report, doctor, hta_construct, doctor_desync, report_hang, doctor_hang to run")
     ap.add_argument("--json", dest="json_out")
     ap.add_argument("--work", help="where the generated jobs go (default: a temporary directory)")
     a = ap.parse_args(argv)

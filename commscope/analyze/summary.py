@@ -109,8 +109,10 @@ def queued_behind(trace: Trace, table: pd.DataFrame, comp: dict) -> dict[str, di
     queued = table["queued_ns"].to_numpy(np.float64) > 0
     if not queued.any():
         return {}
-    queue = (table["rank"].astype(str) + "\0" + table["group"].astype(str)).to_numpy()
-    sub = table[np.isin(queue, queue[queued])]
+    # the (rank, group) queues as integer codes: np.isin over strings compares every pair (minutes at
+    # 1024 ranks), over integers it sorts
+    queue, _ = pd.factorize(table["rank"].astype(str) + "\0" + table["group"].astype(str))
+    sub = table[np.isin(queue, np.unique(queue[queued]))]
     o = origin_ns(trace)
     pairs: list[tuple[int, int, float]] = []
     exposure.queue_split(sub, exposure.to_rel(comp, o), o, pairs)
