@@ -70,9 +70,10 @@ def render_overview(ctx: ReportContext) -> str:
         note = undefined_overlap_note(s)
         if note:
             out.append(f'<p class="note">{html.escape(note)}</p>')
-    if t.problems:
+    problems = s.get("problems") or []  # summarize()'s: what several ranks share is one line
+    if problems:
         out.append('<h3>Problems while loading</h3><ul class="problems">' +
-                   "".join(f"<li>{html.escape(tables.step_words(str(p)))}</li>" for p in t.problems) + "</ul>")
+                   "".join(f"<li>{html.escape(tables.step_words(str(p)))}</li>" for p in problems) + "</ul>")
     return "\n".join(out)
 
 

@@ -24,6 +24,8 @@ commscope.analyze.timeline_bars.TimelineBars.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -42,7 +44,8 @@ ROW_H = 22        # px per row
 # customdata: rank, step, seq, bytes, running ms, exposed ms, launch → start ms. The last is the host's
 # launch to the collective's start, named apart from the labels table's "Queued" (exposed time spent behind
 # earlier collectives of its group: analyze.exposure.queue_split), a different quantity.
-COLL_HOVER = ("<b>LABEL</b> · %{text}<br>rank %{customdata[0]} · step %{customdata[1]} · seq %{customdata[2]}"
+# The step is said in the text ("step 5", or "outside every step" for step −1), the one field that is words.
+COLL_HOVER = ("<b>LABEL</b> · %{text} · seq %{customdata[2]}"
               "<br>%{customdata[3]:,d} bytes<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
               "<br>launch to start %{customdata[6]:.3f} ms<extra></extra>")
 BAR = 0.72        # bar thickness, in rows
@@ -57,6 +60,11 @@ FLOW_LINE = dict(color="#444", width=1)
 def label_colors(labels: list[str]) -> dict[str, str]:
     """A stable label → colour map (sorted labels, one palette), shared by bars and hook markers."""
     return {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(sorted(set(labels)))}
+
+
+def step_text(step: Any) -> str:
+    """A collective's step as its hover says it: "step 5", or "outside every step" (step −1)."""
+    return "outside every step" if step is None or pd.isna(step) or int(step) < 0 else f"step {int(step)}"
 
 
 def ms(v: float) -> str:
@@ -165,7 +173,7 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
             queued = start - launch if not np.isnan(launch) and launch < start else 0.0
             phase = "" if r.phase is None or pd.isna(r.phase) else f" · {r.phase}"
             per_label.setdefault(lab, _Bars()).add(
-                start, end, y, lane_h * 0.9, f"{r.op}{phase} · group {r.group}",
+                start, end, y, lane_h * 0.9, f"{r.op}{phase} · group {r.group}<br>rank {rb.rank} · {step_text(r.step)}",
                 (rb.rank, r.step, r.seq, np.nan if pd.isna(r.bytes) else float(r.bytes), (end - start) / 1e6,
                  rb.exposed_ns[j] / 1e6, queued / 1e6))
             for a, b in rb.exposed[j]:

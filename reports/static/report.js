@@ -282,7 +282,8 @@ function csRankTraces(d, style, r, y0, known) {
     var b = per[lab] || (per[lab] = {base: [], x: [], y: [], width: [], text: [], customdata: []});
     var phase = o.phase[j] < 0 ? "" : " · " + str[o.phase[j]];
     b.base.push(s * U); b.x.push(o.d[j] * U); b.y.push(y); b.width.push(laneH * 0.9);
-    b.text.push(str[o.op[j]] + phase + " · group " + (o.group[j] < 0 ? "" : str[o.group[j]]));
+    b.text.push(str[o.op[j]] + phase + " · group " + (o.group[j] < 0 ? "" : str[o.group[j]]) + "<br>rank " + r +
+                " · " + (o.step[j] === null || o.step[j] < 0 ? "outside every step" : "step " + o.step[j]));
     b.customdata.push([r, o.step[j], o.seq[j], o.bytes[j] === null ? NaN : o.bytes[j], o.d[j] * U, exposed * U,
                        o.q[j] * U]);
   }

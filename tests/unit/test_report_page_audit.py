@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -142,3 +143,12 @@ def test_headline_without_collectives_and_the_legend_stays_with_its_ramp(tmp_pat
     assert re.search(r'<span class="legend" id="heatmap-legend"><span class="ramp"[^>]*></span> 0 … [0-9.]+ ms</span>',
                      page)
     assert ".legend{white-space:nowrap" in page
+
+
+def test_a_collectives_hover_says_its_step_in_words():
+    from reports.timeline import COLL_HOVER, step_text
+
+    assert (step_text(5), step_text(-1), step_text(None)) == ("step 5", "outside every step", "outside every step")
+    assert "customdata[1]" not in COLL_HOVER  # the step is in the text, never the raw number
+    js = (Path(__file__).resolve().parents[2] / "reports" / "static" / "report.js").read_text()
+    assert '"outside every step" : "step " + o.step[j]' in js  # ranks drawn on demand say it alike
