@@ -26,7 +26,8 @@ one; only times (and the planted fault) change.
 - Desync (`--desync R`): rank R's chosen collective moves twice the bytes of the others'.
 - Hang (`--hang R`): rank R never launches the chosen collective and stops there. Run directories: the
   others launch it, their watchdog fires (watchdog.json lists it in flight), every status is "failed"
-  and summary.json says "hung". Kineto: rank R's trace ends there (events from that point on dropped).
+  and summary.json says "hung". Kineto: rank R's trace ends there (events from that point on dropped, the
+  host ranges open there, its ProfilerStep among them, end there).
 
 Speed and memory: each template rank's whole output file is turned once into a `%`-format string whose
 slots are the times (and the rank); a rank is then one numpy computation of its slot values and one
@@ -422,6 +423,9 @@ def gen_kineto(src: Path, out: Path, ranks: int, f: Faults) -> dict:
         shift = np.where(gpu2, gpu_shift, cpu_shift)
         s = t.start + shift[:n]
         e = t.end + shift[n:]
+        if variant == "hang":  # the trace stops at the cut: a host range open there (its ProfilerStep) ends there
+            cut = t.start[li] + shift[li]
+            e = np.where(~t.gpu & (s < cut) & (e > cut), cut, e)
         # arrival jitter: NCCL kernels start late, end as before
         u = np.minimum(rng.exponential(jitter_ns / 4 or 1, n), (e - s) / 2) if jitter_ns else np.zeros(n)
         s = np.where(t.nccl, s + u, s)

@@ -53,6 +53,7 @@ import pandas as pd
 
 from commscope.analyze import waiting
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
+from commscope.analyze.doctor_cut import check_trace_cut
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
 from commscope.errors import UserError
@@ -346,7 +347,8 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     lt = launch_table(trace.collectives, faults.inflight)
     src = f"{EVENTS} + watchdog/inflight reports" if trace.source == "run" else "trace"
     d = (check_interrupted(trace) or check_desync(lt, src) or check_crash(trace, faults)
-         or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_unexplained(trace)
+         or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)
+         or check_unexplained(trace)
          or check_straggler(trace, straggler_ms=straggler_ms, straggler_pct=straggler_pct,
                             warmup_steps=warmup_steps))
     if faults.ranks("flight_recorder"):
