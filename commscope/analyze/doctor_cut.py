@@ -8,11 +8,15 @@ step. So a rank whose trace has step N but stops launching inside it, while ever
 launch more collectives of the same process group in that same step, stopped there: hung (or crashed), or
 its trace was cut short. The trace alone cannot tell those apart, and the summary says so.
 
+Why a missing launch inside a covered step is evidence: a collective whose kernel ran after the profiler
+stopped keeps its row (its `record_param_comms` op is in the window, its times unknown: load.kineto_comms),
+and the window's start only shifts which kernels of collectives launched before it appear; neither takes
+launches out of a step the trace has.
+
 Invariants: pure function of the launch table and the trace's steps; fires only when every rank of the job
 is present, the cut ranks are fewer than half the group, every other member launched each missing
-collective, those collectives belong to a step the cut rank's own trace has, and that step is shorter on
-the cut rank than on any other (`_shortest`): a collective whose kernel ran after the profiler stopped is
-missing from a step that still runs its whole length, and is no stop.
+collective (at least two: one record short is too little to tell a stop from a lost record), and those
+collectives belong to a step the cut rank's own trace has.
 """
 from __future__ import annotations
 
@@ -20,28 +24,6 @@ import pandas as pd
 
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.load.frames import Trace
-
-
-def _host_span(steps: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Each step row's host start and end (the ProfilerStep range; device windows where no host range)."""
-    start, end = steps["start_ns"], steps["end_ns"]
-    if "host_start_ns" in steps:
-        start = steps["host_start_ns"].fillna(start)
-        end = steps["host_end_ns"].fillna(end)
-    return pd.to_numeric(start, errors="coerce"), pd.to_numeric(end, errors="coerce")
-
-
-def _shortest(steps: pd.DataFrame, rank: int, step: int) -> bool:
-    """Whether `rank`'s step `step` (its host ProfilerStep range) is shorter than every other rank's: its
-    trace stops inside the step. A collective whose kernel ran after the profiler stopped is missing from a
-    step that still runs its whole length, and host timelines differ by milliseconds from rank to rank, so
-    a launch's offset within the step says less than the step's own end."""
-    start, end = _host_span(steps)
-    at = (steps["step"] == step).to_numpy()
-    length = (end - start)[at]
-    ranks = steps["rank"][at].astype(int).to_numpy()
-    own, others = length[ranks == rank], length[ranks != rank]
-    return bool(len(own) and len(others) and float(own.iloc[0]) < float(others.min()))
 
 
 def check_trace_cut(lt: pd.DataFrame, trace: Trace) -> Diagnosis | None:
@@ -66,8 +48,8 @@ def check_trace_cut(lt: pd.DataFrame, trace: Trace) -> Diagnosis | None:
             step = None if pd.isna(first["step"]) else int(first["step"])
             if step is None or step not in steps_of.get(rank, set()):
                 continue  # the rank's trace does not cover that step: a window edge, not a stop
-            if not _shortest(trace.steps, rank, step):
-                continue  # its step runs its course: a record lost at the window's end, not a stop
+            if after["seq"].nunique() < 2:
+                continue  # one record short: too little to tell a stop from a lost record
             key = (int(first["seq"]), str(group), int(rank))
             if best is None or key < best[0]:
                 best = (key, first, int(mine), top, int(after["seq"].nunique()))

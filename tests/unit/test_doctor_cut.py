@@ -13,7 +13,7 @@ from scale_jobs import gen_job
 H100 = TESTS / "data" / "modded-nanogpt-8xh100"
 
 
-@pytest.mark.parametrize("ranks, hung", [(8, 3), (16, 13)])
+@pytest.mark.parametrize("ranks, hung", [(8, 2), (8, 3), (16, 13)])
 def test_a_rank_whose_trace_stops_inside_a_step_is_the_hang(tmp_path, ranks, hung):
     truth = gen_job.generate(H100, tmp_path / "k", ranks, hang=hung)
     d = diagnose_trace(load_path(truth["job"]))
