@@ -36,21 +36,29 @@ def uncounted_leaf_regions(trace: Trace) -> pd.DataFrame:
     reg = reg[reg["end_ns"].notna()]
     counted = compute_mask(reg)
     c = trace.collectives
+    # Regions and communication points sorted by rank once, each rank then a slice of both: no per-rank
+    # scan of the whole frames (1024 ranks × 2 M records would be billions of comparisons).
+    order = np.argsort(reg["rank"].to_numpy(np.int64), kind="stable")
+    r_rank = reg["rank"].to_numpy(np.int64)[order]
+    starts, ends = reg["start_ns"].to_numpy(np.int64)[order], reg["end_ns"].to_numpy(np.int64)[order]
+    mine_all, name_all = ~counted[order], reg["name"].to_numpy(dtype=object)[order]
+    c_rank = np.concatenate([c["rank"].to_numpy(np.int64)] * 2)  # a launch and a wait both hold comm
+    c_t = np.concatenate([c[col].to_numpy(np.float64) for col in ("call_ns", "wait_ns")])
+    known = ~np.isnan(c_t)
+    c_order = np.lexsort((c_t[known], c_rank[known]))
+    c_rank, c_t = c_rank[known][c_order], c_t[known][c_order].astype(np.int64)
     names: list[str] = []
-    for rank, r in reg.groupby("rank", sort=False):
-        mine = ~counted[reg["rank"].to_numpy() == rank]
+    for rank in np.unique(r_rank):
+        a, b = np.searchsorted(r_rank, [rank, rank + 1])
+        mine = mine_all[a:b]
         if not mine.any():
             continue
-        starts = r["start_ns"].to_numpy(np.int64)
-        ends = r["end_ns"].to_numpy(np.int64)
-        cr = c[c["rank"] == rank]
-        # a collective's launch and its wait both mark a span that holds communication
-        comm = np.sort(np.concatenate([cr[col].dropna().to_numpy(np.int64) for col in ("call_ns", "wait_ns")]
-                                      if len(cr) else [np.empty(0, np.int64)]))
-        s, e = starts[mine], ends[mine]
-        inner = _within(np.sort(starts), s, e) - 1  # itself is among the starts it encloses
-        leaf = (inner == 0) & (_within(comm, s, e) == 0)
-        names += r["name"].to_numpy(dtype=object)[mine][leaf].tolist()
+        st, en = starts[a:b], ends[a:b]
+        ca, cb = np.searchsorted(c_rank, [rank, rank + 1])
+        s, e = st[mine], en[mine]
+        inner = _within(np.sort(st), s, e) - 1  # itself is among the starts it encloses
+        leaf = (inner == 0) & (_within(c_t[ca:cb], s, e) == 0)
+        names += name_all[a:b][mine][leaf].tolist()
     if not names:
         return empty
     counts = pd.Series(names, dtype=object).value_counts()
