@@ -131,10 +131,24 @@ def _col(s: pd.Series) -> Any:
     return s.to_numpy() if isinstance(s.dtype, np.dtype) else s.array
 
 
-def _rank_frame(df: pd.DataFrame | None, rank: int) -> pd.DataFrame:
-    if df is None or len(df) == 0:
-        return pd.DataFrame()
-    return df[df["rank"] == rank]
+_PLAIN = (int, str, bool, type(None))
+
+
+def _json_values(s: pd.Series) -> list:
+    """Column `s` as the JSON values `_num` gives its cells, converted once: a slice's args then look each
+    value up instead of converting it (at 1024 ranks, 17 M conversions through pandas' scalar access)."""
+    a = s.to_numpy() if isinstance(s.dtype, np.dtype) else s.array.to_numpy(dtype=object, na_value=None)
+    return [v if v.__class__ in _PLAIN else _num(v) for v in a.tolist()]
+
+
+class _ByRank:
+    """A frame's rows of each rank, split once (a scan of the whole frame per rank costs ranks × rows)."""
+
+    def __init__(self, df: pd.DataFrame | None):
+        self.parts = dict(iter(df.groupby("rank", sort=False))) if df is not None and len(df) else {}
+
+    def __call__(self, rank: int) -> pd.DataFrame:
+        return self.parts.get(rank, pd.DataFrame())
 
 
 def _t0(trace: Any) -> int:
@@ -193,19 +207,22 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: p
     all_coll = trace.collectives
     flow_of = pd.Series(instance_ids(all_coll), index=all_coll.index) if len(all_coll) else pd.Series(dtype=int)
     flow_slices: dict[int, list[_FlowMember]] = {}
+    steps_of, compute_of = _ByRank(trace.steps), _ByRank(trace.compute)
+    regions_of, coll_of, hooks_of = _ByRank(getattr(trace, "regions", None)), _ByRank(all_coll), _ByRank(
+        getattr(trace, "hooks", None))
     for rank in trace.ranks:
         em = _Emitter(int(rank), emit)
         emit({"ph": "M", "name": "process_name", "pid": em.rank, "tid": 0, "args": {"name": f"rank {rank}"}})
         emit({"ph": "M", "name": "process_sort_index", "pid": em.rank, "tid": 0, "args": {"sort_index": em.rank}})
 
-        st = _rank_frame(trace.steps, rank)
+        st = steps_of(rank)
         if len(st):
             step_no, loss = _col(st["step"]), _col(st["loss"])
             em.slices("steps", "steps", rel(st["start_ns"], t0), rel(st["end_ns"], t0),
                       lambda i: (f"step {int(step_no[i])}", {"step": int(step_no[i]), "loss": _num(loss[i])}),
                       "step")
 
-        comp = _rank_frame(trace.compute, rank)
+        comp = compute_of(rank)
         if len(comp):
             streams = comp["stream"].astype("object").where(comp["stream"].notna(), None)
             for stream in sorted(set(streams), key=lambda x: (x is None, str(x))):
@@ -219,18 +236,18 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: p
                           lambda i, n=names, k=kinds, s=steps: (str(n[i]), {"kind": _num(k[i]), "step": _num(s[i])}),
                           "compute")
 
-        reg = _rank_frame(getattr(trace, "regions", None), rank)
+        reg = regions_of(rank)
         if len(reg):
             rnames, rsteps, micro = _col(reg["name"]), _col(reg["step"]), _col(reg["micro_step"])
             em.slices("regions", "regions", rel(reg["start_ns"], t0), rel(reg["end_ns"], t0),
                       lambda i: (str(rnames[i]), {"step": _num(rsteps[i]), "micro_step": _num(micro[i])}),
                       "region")
 
-        coll = _rank_frame(trace.collectives, rank)
+        coll = coll_of(rank)
         if len(coll):
             _, start, end = collective_span(coll, t0)
             keys = [k for k in _COLL_ARGS if k in coll.columns]
-            cols = {k: _col(coll[k]) for k in keys}
+            cols = {k: _json_values(coll[k]) for k in keys}
             ops = _col(coll["op"])
             names = np.array([shown_label(lab) for lab in coll["label"]], dtype=object)
             for label in sorted(set(names)):
@@ -239,7 +256,7 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: p
 
                 def make(i: int, rows=rows, label=label) -> tuple[str, dict]:
                     r = rows[i]
-                    return f"{label}:{ops[r]}", {k: _num(cols[k][r]) for k in keys}
+                    return f"{label}:{ops[r]}", {k: cols[k][r] for k in keys}
 
                 def member(i: int, ev: dict, flows=flows, rank=int(rank)) -> None:
                     if flows[i] >= 0:
@@ -250,7 +267,7 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: p
 
         _emit_inflight(in_flight, int(rank), t0, em)
 
-        hooks = _rank_frame(getattr(trace, "hooks", None), rank)
+        hooks = hooks_of(rank)
         if len(hooks):
             tid = em.track("hooks", "hooks")
             for h in hooks.itertuples(index=False):
