@@ -2,9 +2,10 @@
 
 Recorded by torch.profiler on CPU here (`record_*`): one process without a process group (plain export,
 or tensorboard_trace_handler with several profiling cycles, with and without record_shapes/with_stack),
-and gloo jobs of 1, 2 and 4 ranks (forked processes: no second torch import). Made from those or from
-the GPU traces in tests/data by editing a copy (`trim_*`): missing or partial distributedInfo, a partial
-set of ranks, older formats without record_param_comms sizes, ROCm names, and values of the wrong type.
+and gloo jobs of 1, 2 and 4 ranks (spawned processes: each imports torch afresh; a fork of a process whose
+torch runs threads does not survive reliably). Made from those or from the GPU traces in tests/data by
+editing a copy (`trim_*`): missing or partial distributedInfo, a partial set of ranks, older formats
+without record_param_comms sizes, ROCm names, and values of the wrong type.
 
 Every builder writes a folder (or file) under `root` and returns its path; nothing in tests/data changes.
 """
@@ -89,7 +90,7 @@ def _gloo_rank(rank: int, world: int, init: str, out: str, handler: bool, record
 
 def record_gloo(root: Path, world: int, *, handler: bool = False, record_shapes: bool = True,
                 with_stack: bool = False) -> Path:
-    """A gloo job of `world` forked ranks; `handler`: tensorboard_trace_handler (2 cycles per rank, default
+    """A gloo job of `world` spawned ranks; `handler`: tensorboard_trace_handler (2 cycles per rank, default
     worker names), else `rank<r>.json` per rank."""
     import torch.multiprocessing as mp
 
@@ -97,8 +98,10 @@ def record_gloo(root: Path, world: int, *, handler: bool = False, record_shapes:
 
     root.mkdir(parents=True, exist_ok=True)
     init = f"tcp://127.0.0.1:{free_port()}"
+    # spawned, not forked: a child forked from a process whose torch already runs threads can crash inside
+    # torch (a SIGSEGV in the profiler's stack capture was seen on a loaded 2-core machine)
     mp.start_processes(_gloo_rank, args=(world, init, str(root), handler, record_shapes, with_stack),
-                       nprocs=world, start_method="fork")
+                       nprocs=world, start_method="spawn")
     return root
 
 
