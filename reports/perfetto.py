@@ -217,9 +217,9 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: p
 
         st = steps_of(rank)
         if len(st):
-            step_no, loss = _col(st["step"]), _col(st["loss"])
+            step_no, loss = _col(st["step"]), _json_values(st["loss"])
             em.slices("steps", "steps", rel(st["start_ns"], t0), rel(st["end_ns"], t0),
-                      lambda i: (f"step {int(step_no[i])}", {"step": int(step_no[i]), "loss": _num(loss[i])}),
+                      lambda i: (f"step {int(step_no[i])}", {"step": int(step_no[i]), "loss": loss[i]}),
                       "step")
 
         comp = compute_of(rank)
@@ -231,16 +231,16 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: p
                 thread = "kind" in sub and bool((sub["kind"] == "cpu_op").all())
                 label = ("compute" if stream is None else f"compute (CPU thread {stream})" if thread
                          else f"compute stream {stream}")
-                names, kinds, steps = _col(sub["name"]), _col(sub["kind"]), _col(sub["step"])
+                names, kinds, steps = _col(sub["name"]), _json_values(sub["kind"]), _json_values(sub["step"])
                 em.slices("compute", label, rel(sub["start_ns"], t0), rel(sub["end_ns"], t0),
-                          lambda i, n=names, k=kinds, s=steps: (str(n[i]), {"kind": _num(k[i]), "step": _num(s[i])}),
+                          lambda i, n=names, k=kinds, s=steps: (str(n[i]), {"kind": k[i], "step": s[i]}),
                           "compute")
 
         reg = regions_of(rank)
         if len(reg):
-            rnames, rsteps, micro = _col(reg["name"]), _col(reg["step"]), _col(reg["micro_step"])
+            rnames, rsteps, micro = _col(reg["name"]), _json_values(reg["step"]), _json_values(reg["micro_step"])
             em.slices("regions", "regions", rel(reg["start_ns"], t0), rel(reg["end_ns"], t0),
-                      lambda i: (str(rnames[i]), {"step": _num(rsteps[i]), "micro_step": _num(micro[i])}),
+                      lambda i: (str(rnames[i]), {"step": rsteps[i], "micro_step": micro[i]}),
                       "region")
 
         coll = coll_of(rank)
@@ -290,11 +290,12 @@ def _emit_inflight(in_flight: pd.DataFrame, rank: int, t0: int, em: "_Emitter") 
     fired = bool(fl["watchdog_fired"].iloc[0])
     starts = rel(fl["call_ns"], t0)
     ends = (fl["until_ns"].to_numpy(np.int64) - t0) / 1.0
-    cols = {k: _col(fl[k]) for k in ("label", "op", "bytes", "dtype", "group", "group_size", "seq", "step",
-                                     "call_ns", "wait_ns", "source") if k in fl}
+    cols = {k: _col(fl[k]) for k in ("label", "op")}
+    values = {k: _json_values(fl[k]) for k in ("label", "op", "bytes", "dtype", "group", "group_size", "seq",
+                                               "step", "call_ns", "wait_ns", "source") if k in fl}
 
     def make(i: int) -> tuple[str, dict]:
-        args = {k: _num(v[i]) for k, v in cols.items()}
+        args = {k: v[i] for k, v in values.items()}
         args["until"] = "the hang watchdog fired" if fired else "the rank's last record"
         return f"{shown_label(cols['label'][i])}:{cols['op'][i]} (in flight)", args
 
