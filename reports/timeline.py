@@ -33,6 +33,7 @@ import plotly.graph_objects as go
 
 from commscope.analyze.layout_report import short_kernel
 from commscope.analyze.timeline_bars import TimelineBars
+from reports.tables import byte_size
 
 EXPOSED_COLOR = "#000000"
 GAP_COLOR = "#f2c14e"  # time between two steps
@@ -47,9 +48,10 @@ COMM_ROW_MAX_PX = 320  # a comm row's lanes grow to this thickness (40 lanes of 
 # customdata: rank, step, seq, bytes, running ms, exposed ms, launch → start ms. The last is the host's
 # launch to the collective's start, named apart from the labels table's "Queued" (exposed time spent behind
 # earlier collectives of its group: analyze.exposure.queue_split), a different quantity.
-# The step is said in the text ("step 5", or "outside every step" for step −1), the one field that is words.
+# The step is said in the text ("step 5", or "outside every step" for step −1), the one field that is words;
+# the bytes in the hovertext, in the page's one byte format (reports.tables.byte_size).
 COLL_HOVER = ("<b>LABEL</b> · %{text} · seq %{customdata[2]}"
-              "<br>%{customdata[3]:,d} bytes<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
+              "<br>%{hovertext}<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
               "<br>launch to start %{customdata[6]:.3f} ms<extra></extra>")
 BAR = 0.72        # bar thickness, in rows
 # the exposed overlay: transparent fill, black outline and hatch
@@ -83,13 +85,14 @@ def _kernel_text(names: list[tuple[str, int, float]], n: int) -> str:
 
 class _Bars:
     """Horizontal bars collected one by one, handed to plotly as arrays. `data`: per bar, numbers for the
-    hover template (binary customdata, much smaller than a string per bar)."""
+    hover template (binary customdata, much smaller than a string per bar); `hover`: per bar, a second text."""
 
     def __init__(self) -> None:
-        self.base, self.length, self.y, self.width, self.text, self.data = [], [], [], [], [], []
+        self.base, self.length, self.y, self.width, self.text, self.data, self.hover = [], [], [], [], [], [], []
 
     def add(self, start_ns: float, end_ns: float, y: float, width: float, text: str = "",
-            data: tuple = ()) -> None:
+            data: tuple = (), hover: str = "") -> None:
+        self.hover.append(hover)
         self.base.append(start_ns / 1e6)
         self.length.append((end_ns - start_ns) / 1e6)
         self.y.append(y)
@@ -105,6 +108,8 @@ class _Bars:
             return go.Bar(**arrays, hoverinfo="skip", **kw)
         if self.data and self.data[0]:
             arrays["customdata"] = np.asarray(self.data, np.float64)
+        if any(self.hover):
+            arrays["hovertext"] = self.hover
         return go.Bar(**arrays, text=self.text, textposition="none", hovertemplate=template, **kw)
 
 
@@ -204,7 +209,7 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
             per_label.setdefault(lab, _Bars()).add(
                 start, end, y, lane_h * 0.9, f"{r.op}{phase} · group {r.group}<br>rank {rb.rank} · {step_text(r.step)}",
                 (rb.rank, r.step, r.seq, np.nan if pd.isna(r.bytes) else float(r.bytes), (end - start) / 1e6,
-                 rb.exposed_ns[j] / 1e6, queued / 1e6))
+                 rb.exposed_ns[j] / 1e6, queued / 1e6), byte_size(r.bytes if not pd.isna(r.bytes) else None))
             for a, b in rb.exposed[j]:
                 exposed.add(a, b, y, lane_h * 0.9)
         for h, t in zip(rb.hooks.itertuples(index=False), rb.hook_t):

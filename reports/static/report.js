@@ -288,18 +288,19 @@ function csRankTraces(d, style, r, y0, known) {
       at += o.ed[e0];
       exposed += o.ed[e0];
     }
-    var b = per[lab] || (per[lab] = {base: [], x: [], y: [], width: [], text: [], customdata: []});
+    var b = per[lab] || (per[lab] = {base: [], x: [], y: [], width: [], text: [], customdata: [], hovertext: []});
     var phase = o.phase[j] < 0 ? "" : " · " + str[o.phase[j]];
     b.base.push(s * U); b.x.push(o.d[j] * U); b.y.push(y); b.width.push(laneH * 0.9);
     b.text.push(str[o.op[j]] + phase + " · group " + (o.group[j] < 0 ? "" : str[o.group[j]]) + "<br>rank " + r +
                 " · " + (o.step[j] === null || o.step[j] < 0 ? "outside every step" : "step " + o.step[j]));
+    b.hovertext.push(csBytes(o.bytes[j]));
     b.customdata.push([r, o.step[j], o.seq[j], o.bytes[j] === null ? NaN : o.bytes[j], o.d[j] * U, exposed * U,
                        o.q[j] * U]);
   }
   Object.keys(per).sort().forEach(function (lab) {
     var b = per[lab];
     out.push({type: "bar", orientation: "h", base: b.base, x: b.x, y: b.y, width: b.width, text: b.text,
-              customdata: b.customdata, textposition: "none", name: lab, legendgroup: lab,
+              customdata: b.customdata, hovertext: b.hovertext, textposition: "none", name: lab, legendgroup: lab,
               showlegend: !known[lab], hovertemplate: style.coll_hover.replace("LABEL", lab),
               marker: {color: style.colors[lab], line: {width: 0}}});
     known[lab] = true;
@@ -347,6 +348,18 @@ document.addEventListener("DOMContentLoaded", function () {
     gd.on("plotly_afterplot", function () { csKeepRowPx(gd); });  // a resized window re-wraps the legend
   });
 });
+
+// A byte count as reports/tables.py byte_size writes it: decimal units, 3 significant digits, "–" unknown.
+function csBytes(v) {
+  if (v === null || v === undefined || isNaN(v)) return "–";
+  if (!isFinite(v)) return "∞";
+  if (Math.abs(v) < 999.5) return Math.round(v) + " B";
+  var units = ["k", "M", "G", "T", "P", "E"], p = Math.min(Math.floor(Math.floor(Math.log10(Math.abs(v))) / 3), units.length);
+  var m = +(v / Math.pow(1000, p)).toPrecision(3);
+  if (Math.abs(m) >= 1000 && p < units.length) { p += 1; m = +(v / Math.pow(1000, p)).toPrecision(3); }
+  var digits = Math.max(0, 2 - Math.floor(Math.log10(Math.abs(m))));
+  return m.toFixed(digits) + " " + units[p - 1] + "B";
+}
 
 function csOr(x) { return x === null ? "–" : x; }
 
