@@ -288,7 +288,7 @@ def test_heatmap_bins_long_runs_and_marks_steps_outside_the_timeline():
 def test_number_formats_and_headers():
     from reports.tables import fmt, humanize
 
-    assert fmt(11751, "pid") == "11751" and fmt(11751.0, "pid") == "11751" and fmt(11751, "bytes") == "11,751"
+    assert fmt(11751, "pid") == "11751" and fmt(11751.0, "pid") == "11751" and fmt(11751, "bytes") == "11.8 kB"  # byte sizes: tables.byte_size
     assert fmt(1.07e-06) == "<0.001" and fmt(0.001) == "0.001" and fmt(15.0) == "15.000" and fmt(15) == "15"
     assert fmt(1765622428292846145, "start_ns") == "1765622428292846145"
     assert humanize("gap_median_ms") == "Gap median (ms)" and humanize("hidden_pct") == "Hidden by compute (%)"
