@@ -12,7 +12,10 @@ names from the trace itself, such as `deviceProperties`, paths and ranks stay as
 (`*_pct*`, HTA's `*_pctg` and `percentage`) print with one decimal ("<0.1" for tiny non-zero ones), and so
 do the shares the document keeps as fractions of 1 (FRACTIONS: `last_share`, `score`), shown as
 percentages like every other share on the page while `data-value` keeps the document's fraction; identifiers
-and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain integers; other integers, and whole counts or byte sizes that arrive as floats, get thousands separators;
+and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain integers; byte sizes (BYTE_KEYS,
+`*_bytes`) in decimal units with 3 significant digits (`byte_size`: "512 B", "4.10 kB", "1.05 MB", the
+one byte format of the page, its timeline hovers included); other integers, and whole counts that arrive
+as floats, get thousands separators;
 bandwidths (`*_gbps`) with 3 significant digits in fixed notation ("<0.001" below a thousandth of a
 GB/s, `bandwidth`, the terminal's format too); other floats print with 3 decimals ("<0.001" for tiny
 non-zero values). Tables sit in a horizontally scrolling box, so a wide one never widens the page.
@@ -103,12 +106,43 @@ COLUMN_HELP = {
 # Shares the document keeps as fractions of 1 (summarize()'s stragglers): displayed as percentages.
 FRACTIONS = {"last_share", "score"}
 
+# Byte sizes: summarize()'s and the layout analysis' keys, and the byte sizes of Kineto's deviceProperties.
+BYTE_KEYS = {"bytes", "bytes_per_rank", "totalGlobalMem", "sharedMemPerBlock", "sharedMemPerBlockOptin",
+             "sharedMemPerMultiprocessor"}
+BYTE_PREFIXES = ("k", "M", "G", "T", "P", "E")
+
 COUNT_WORDS = ("bytes", "count", "calls", "kernels", "runs", "steps", "collectives", "times_last")
 
 
 def is_count(key: Any) -> bool:
     """Counts and byte sizes, which arrive as floats (means, medians) but are whole when integral."""
     return any(w in str(key).lower() for w in COUNT_WORDS)
+
+
+def is_bytes(key: Any) -> bool:
+    k = str(key)
+    return k in BYTE_KEYS or k.endswith("_bytes")
+
+
+def byte_size(v: Any) -> str:
+    """A byte count in decimal (SI) units, 1 kB = 1000 B, as the page's bandwidths count GB/s (1e9 B/s):
+    whole bytes below 1000 ("512 B"), else 3 significant digits ("4.10 kB", "1.05 MB", "268 MB", "80.0 GB");
+    "–" when unknown. reports/static/report.js csBytes writes the same text for the rows it draws."""
+    if v is None or isinstance(v, bool):
+        return "–"
+    x = float(v)
+    if math.isnan(x):
+        return "–"
+    if math.isinf(x):
+        return "∞"
+    if abs(x) < 999.5:
+        return f"{x:.0f} B"
+    p = min(int(math.log10(abs(x)) // 3), len(BYTE_PREFIXES))
+    m = float(f"{x / 1000 ** p:.3g}")
+    if abs(m) >= 1000 and p < len(BYTE_PREFIXES):  # 999,999 B is 1.00 MB, not 1000 kB
+        p, m = p + 1, float(f"{x / 1000 ** (p + 1):.3g}")
+    digits = max(0, 2 - math.floor(math.log10(abs(m))))
+    return f"{m:.{digits}f} {BYTE_PREFIXES[p - 1]}B"
 
 
 def is_id(key: Any) -> bool:
@@ -198,6 +232,8 @@ def fmt(v: Any, key: Any = None) -> str:
     ident = key is not None and is_id(key)
     if key is not None and str(key).endswith("_gbps") and _is_num(v):
         return bandwidth(v)
+    if key is not None and is_bytes(key) and _is_num(v):
+        return byte_size(v)
     if key is not None and str(key) in FRACTIONS and _is_num(v):
         return _pct_text(100.0 * float(v))
     if isinstance(v, (int, np.integer)):

@@ -3,8 +3,9 @@
 Rows, top to bottom, per rank: one `rN compute sS` row per stream the rank computes on (merged blocks
 named by their kernels; on a trace without device kernels the rows are CPU threads, `rN compute (CPU
 thread T)`), then one `rN comm` row: every collective is a bar coloured by its label; where
-collectives run at the same time the row splits into lanes inside its own height, so 8 ranks × 13 labels
-still fit one screen. A collective's exposed part is overlaid with a black hatch and outline, which reads
+collectives run at the same time the row splits into lanes, and the row grows with its lanes (`comm_row_span`):
+each lane keeps LANE_PX px up to COMM_ROW_MAX_PX px of lanes, so 13 overlapping labels stay 13 readable lanes
+and the page scrolls past a tall figure; only past 40 lanes do lanes get thinner. A collective's exposed part is overlaid with a black hatch and outline, which reads
 on every label colour. Gradient-hook firings are diamonds along the top of the comm row, in their label's
 colour and legend group (a legend entry of their own only for a label without collectives). Step starts are
 dotted vertical lines; the first rank's time between two steps is a yellow band. A legend entry, off by
@@ -32,6 +33,7 @@ import plotly.graph_objects as go
 
 from commscope.analyze.layout_report import short_kernel
 from commscope.analyze.timeline_bars import TimelineBars
+from reports.tables import byte_size
 
 EXPOSED_COLOR = "#000000"
 GAP_COLOR = "#f2c14e"  # time between two steps
@@ -40,13 +42,16 @@ COMPUTE_COLOR = "#c8c8c8"
 # muted and dark hues that none of them repeats; 16 colours before one repeats.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
            "#332288", "#117733", "#882255", "#999933", "#44AA99", "#DDCC77", "#AA4499", "#6699CC", "#661100"]
-ROW_H = 22        # px per row
+ROW_H = 22        # px per row (a comm row: per row it spans, comm_row_span)
+LANE_PX = 8       # px of a comm row's bar thickness per lane, at least (the bar itself: 90 % of it)
+COMM_ROW_MAX_PX = 320  # a comm row's lanes grow to this thickness (40 lanes of LANE_PX), then get thinner
 # customdata: rank, step, seq, bytes, running ms, exposed ms, launch → start ms. The last is the host's
 # launch to the collective's start, named apart from the labels table's "Queued" (exposed time spent behind
 # earlier collectives of its group: analyze.exposure.queue_split), a different quantity.
-# The step is said in the text ("step 5", or "outside every step" for step −1), the one field that is words.
+# The step is said in the text ("step 5", or "outside every step" for step −1), the one field that is words;
+# the bytes in the hovertext, in the page's one byte format (reports.tables.byte_size).
 COLL_HOVER = ("<b>LABEL</b> · %{text} · seq %{customdata[2]}"
-              "<br>%{customdata[3]:,d} bytes<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
+              "<br>%{hovertext}<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
               "<br>launch to start %{customdata[6]:.3f} ms<extra></extra>")
 BAR = 0.72        # bar thickness, in rows
 # the exposed overlay: transparent fill, black outline and hatch
@@ -80,13 +85,14 @@ def _kernel_text(names: list[tuple[str, int, float]], n: int) -> str:
 
 class _Bars:
     """Horizontal bars collected one by one, handed to plotly as arrays. `data`: per bar, numbers for the
-    hover template (binary customdata, much smaller than a string per bar)."""
+    hover template (binary customdata, much smaller than a string per bar); `hover`: per bar, a second text."""
 
     def __init__(self) -> None:
-        self.base, self.length, self.y, self.width, self.text, self.data = [], [], [], [], [], []
+        self.base, self.length, self.y, self.width, self.text, self.data, self.hover = [], [], [], [], [], [], []
 
     def add(self, start_ns: float, end_ns: float, y: float, width: float, text: str = "",
-            data: tuple = ()) -> None:
+            data: tuple = (), hover: str = "") -> None:
+        self.hover.append(hover)
         self.base.append(start_ns / 1e6)
         self.length.append((end_ns - start_ns) / 1e6)
         self.y.append(y)
@@ -102,6 +108,8 @@ class _Bars:
             return go.Bar(**arrays, hoverinfo="skip", **kw)
         if self.data and self.data[0]:
             arrays["customdata"] = np.asarray(self.data, np.float64)
+        if any(self.hover):
+            arrays["hovertext"] = self.hover
         return go.Bar(**arrays, text=self.text, textposition="none", hovertemplate=template, **kw)
 
 
@@ -133,14 +141,38 @@ def compute_row_name(rank: int, stream: str | None, cpu_threads: bool = False) -
     return f"r{rank} compute (CPU thread {stream})" if cpu_threads else f"r{rank} compute s{stream}"
 
 
-def row_layout(bars: TimelineBars, cpu_threads: bool = False) -> list[tuple[str, int, str | None]]:
-    """The rows top to bottom: (name, rank, stream or "comm")."""
+def comm_row_span(n_lanes: int) -> float:
+    """A comm row's height in rows of ROW_H px: one, or as many as give each of its `n_lanes` lanes LANE_PX
+    px of the row's bar thickness (BAR of the row), up to COMM_ROW_MAX_PX px of lanes. reports/static/report.js
+    (csRowSpan) sizes the rows it adds at scale by the same rule, from timeline_ranks.style's numbers."""
+    return max(1.0, min(max(int(n_lanes), 1) * LANE_PX, COMM_ROW_MAX_PX) / (BAR * ROW_H))
+
+
+def row_layout(bars: TimelineBars, cpu_threads: bool = False) -> list[tuple[str, int, str | None, float]]:
+    """The rows top to bottom: (name, rank, stream or "comm", height in rows)."""
     rows = []
     for rb in bars.ranks:
         for cr in rb.compute:
-            rows.append((compute_row_name(rb.rank, cr.stream, cpu_threads), rb.rank, cr.stream))
-        rows.append((f"r{rb.rank} comm", rb.rank, "comm"))
+            rows.append((compute_row_name(rb.rank, cr.stream, cpu_threads), rb.rank, cr.stream, 1.0))
+        rows.append((f"r{rb.rank} comm", rb.rank, "comm", comm_row_span(rb.n_lanes)))
     return rows
+
+
+def row_centres(spans: list[float]) -> tuple[list[float], float]:
+    """Each row's y centre, rows stacked top down from y = -0.5 (a row of height one is centred on a whole
+    number, as plotly's bar `width` counts in y units), and the y of the last row's bottom edge."""
+    top, centres = -0.5, []
+    for h in spans:
+        centres.append(top + h / 2)
+        top += h
+    return centres, top
+
+
+def figure_height(total_span: float) -> int:
+    """The figure's height in px for rows of `total_span` rows in all: ROW_H px a row plus the margins.
+    Where the browser's margins come out larger (a legend wrapping on a narrow window), the page's script
+    grows the figure until a row has ROW_H px again (report.js csKeepRowPx, reading layout.meta.row_px)."""
+    return int(round(ROW_H * total_span)) + 200
 
 
 def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
@@ -149,7 +181,8 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
     t0 = bars.t0
     colors = label_colors(bars.labels)
     rows = row_layout(bars, cpu_threads)
-    y_of = {(rank, key): i for i, (_, rank, key) in enumerate(rows)}
+    centres, bottom = row_centres([r[3] for r in rows])
+    y_of = {(rank, key): y for (_, rank, key, _), y in zip(rows, centres)}
     compute, exposed = _Bars(), _Bars()
     per_label: dict[str, _Bars] = {}
     hooks: dict[str, tuple[list, list, list]] = {}
@@ -163,25 +196,26 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
                 compute.add(a, b, y, BAR, f"<b>{where}</b>: {int(n)} {what} in {ms((b - a) / 1e6)}<br>"
                                           + _kernel_text(names, int(n)))
         yc = y_of[(rb.rank, "comm")]
-        lane_h = BAR / max(rb.n_lanes, 1)
+        bar = BAR * comm_row_span(rb.n_lanes)  # the comm row's bar thickness, in y units
+        lane_h = bar / max(rb.n_lanes, 1)
         for j, r in enumerate(rb.coll.itertuples(index=False)):
             if not rb.drawn[j]:
                 continue
             lab = str(r.label)
-            y = yc - BAR / 2 + lane_h * (rb.lanes[j] + 0.5)
+            y = yc - bar / 2 + lane_h * (rb.lanes[j] + 0.5)
             start, end, launch = rb.start[j], rb.end[j], rb.launch[j]
             queued = start - launch if not np.isnan(launch) and launch < start else 0.0
             phase = "" if r.phase is None or pd.isna(r.phase) else f" · {r.phase}"
             per_label.setdefault(lab, _Bars()).add(
                 start, end, y, lane_h * 0.9, f"{r.op}{phase} · group {r.group}<br>rank {rb.rank} · {step_text(r.step)}",
                 (rb.rank, r.step, r.seq, np.nan if pd.isna(r.bytes) else float(r.bytes), (end - start) / 1e6,
-                 rb.exposed_ns[j] / 1e6, queued / 1e6))
+                 rb.exposed_ns[j] / 1e6, queued / 1e6), byte_size(r.bytes if not pd.isna(r.bytes) else None))
             for a, b in rb.exposed[j]:
                 exposed.add(a, b, y, lane_h * 0.9)
         for h, t in zip(rb.hooks.itertuples(index=False), rb.hook_t):
             hx, hy, ht = hooks.setdefault(str(h.label), ([], [], []))
             hx.append(t / 1e6)
-            hy.append(yc - BAR / 2)
+            hy.append(yc - bar / 2)
             ht.append(f"hook {h.label}<br>rank {rb.rank} · step {h.step} · micro-step {h.micro_step} · "
                       f"position {h.position}")
 
@@ -219,11 +253,11 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
             shapes.append(dict(type="rect", xref="x", yref="paper", x0=(gap_from - t0) / 1e6, x1=x, y0=0, y1=1,
                                fillcolor=GAP_COLOR, opacity=0.35, line=dict(width=0), layer="below"))
     _add_step_selector(fig, bars.step_marks, t0, every_step=bars.window is None)
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=[r[0] for r in rows],
-                     range=[len(rows) - 0.5, -0.5], zeroline=False, showgrid=False, fixedrange=True)
+    fig.update_yaxes(tickmode="array", tickvals=centres, ticktext=[r[0] for r in rows],
+                     range=[bottom, -0.5], zeroline=False, showgrid=False, fixedrange=True)
     fig.update_xaxes(title_text="ms since window start", zeroline=False)
-    fig.update_layout(height=ROW_H * len(rows) + 200, margin=dict(l=130, r=20, t=60, b=110), barmode="overlay",
+    fig.update_layout(height=figure_height(bottom + 0.5), margin=dict(l=130, r=20, t=60, b=110), barmode="overlay",
                       template="plotly_white", hovermode="closest", dragmode="zoom", shapes=shapes,
                       annotations=notes, bargap=0, legend=dict(orientation="h", x=0, yref="container", y=0.005, yanchor="bottom"),
-                      hoverlabel=dict(align="left"))
+                      hoverlabel=dict(align="left"), meta=dict(row_px=ROW_H))
     return fig

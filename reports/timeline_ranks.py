@@ -37,8 +37,8 @@ import pandas as pd
 
 from commscope.analyze.layout_report import short_kernel
 from commscope.analyze.timeline_bars import TimelineBars
-from reports.timeline import (BAR, COLL_HOVER, COMPUTE_COLOR, EXPOSED_MARKER, FLOW_LINE, FLOW_NAME, HOOK_MARKER, ROW_H,
-                              label_colors)
+from reports.timeline import (BAR, COLL_HOVER, COMM_ROW_MAX_PX, COMPUTE_COLOR, EXPOSED_MARKER, FLOW_LINE, FLOW_NAME,
+                              HOOK_MARKER, LANE_PX, ROW_H, label_colors)
 
 UNIT_NS = 1000
 
@@ -166,7 +166,8 @@ def _flow_points(bars: TimelineBars) -> dict:
 
 def style(bars: TimelineBars, cpu_threads: bool = False) -> dict:
     """The figure's styles (reports.timeline), for the rows report.js draws: one colour map for the page,
-    and whether compute rows are CPU threads (named as timeline.compute_row_name names them)."""
-    return {"row_h": ROW_H, "bar": BAR, "compute_color": COMPUTE_COLOR, "exposed_marker": EXPOSED_MARKER,
+    and whether compute rows are CPU threads (named as timeline.compute_row_name names them); `lane_px` and
+    `comm_row_max_px` size a comm row by its lanes as timeline.comm_row_span does."""
+    return {"row_h": ROW_H, "bar": BAR, "lane_px": LANE_PX, "comm_row_max_px": COMM_ROW_MAX_PX, "compute_color": COMPUTE_COLOR, "exposed_marker": EXPOSED_MARKER,
             "hook_marker": HOOK_MARKER, "colors": label_colors(bars.labels), "coll_hover": COLL_HOVER,
             "flow_name": FLOW_NAME, "flow_line": FLOW_LINE, "cpu_threads": cpu_threads}

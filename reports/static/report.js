@@ -235,8 +235,15 @@ document.addEventListener("DOMContentLoaded", function () {
 });
 
 // ---- at scale: any rank's rows, added below the representative ones ------------------------------------
+// A comm row's height in rows for its lanes: reports/timeline.py comm_row_span's rule, so an added rank's
+// lanes keep the px the figure's own ranks' lanes have.
+function csRowSpan(style, lanes) {
+  return Math.max(1, Math.min(Math.max(lanes, 1) * style.lane_px, style.comm_row_max_px) / (style.bar * style.row_h));
+}
+
 // The rows of rank r as plotly traces, from the compact document (reports/timeline_ranks.py), with the
-// styles of reports/timeline.py; y0: the first row's index. Returns {traces, rows: [row names]}.
+// styles of reports/timeline.py; y0: the y of the first row's top edge. Returns {traces, rows: [row names],
+// ys: [their centres], bottom: the y of the last row's bottom edge, laneH: a lane's thickness in y units}.
 function csRankTraces(d, style, r, y0, known) {
   var i = d.index[r], U = d.unit_ns / 1e6, out = [], rows = [], str = d.strings;
   var c = d.compute, k0 = d.off.compute[i], k1 = d.off.compute[i + 1], n0 = d.off.names[i];
@@ -255,7 +262,7 @@ function csRankTraces(d, style, r, y0, known) {
       listed += c.nk[n0];
     }
     var where = "rank " + r + (stream === null ? "" : (style.cpu_threads ? " CPU thread " : " stream ") + stream);
-    cb.base.push(s * U); cb.x.push(c.d[k] * U); cb.y.push(y0 + rowOf[c.row[k]]); cb.width.push(style.bar);
+    cb.base.push(s * U); cb.x.push(c.d[k] * U); cb.y.push(y0 + 0.5 + rowOf[c.row[k]]); cb.width.push(style.bar);
     cb.text.push("<b>" + where + "</b>: " + c.k[k] + (style.cpu_threads ? " op(s)" : " kernel(s)") + " in " +
                  (c.d[k] * U).toFixed(3) + " ms<br>" +
                  names.join("<br>") + (c.k[k] > listed ? "<br>+" + (c.k[k] - listed) + " more" : ""));
@@ -265,32 +272,35 @@ function csRankTraces(d, style, r, y0, known) {
               textposition: "none", hovertemplate: "%{text}<extra></extra>", name: "compute", showlegend: false,
               marker: {color: style.compute_color, line: {width: 0}}});
   }
-  var yc = y0 + rows.length, lanes = d.lanes[i], laneH = style.bar / Math.max(lanes, 1);
+  var lanes = d.lanes[i], span = csRowSpan(style, lanes), bar = style.bar * span;
+  var yc = y0 + rows.length + span / 2, laneH = bar / Math.max(lanes, 1);
+  var ys = rows.map(function (_, k) { return y0 + 0.5 + k; }).concat([yc]);
   rows.push("r" + r + " comm");
   var o = d.coll, j0 = d.off.coll[i], j1 = d.off.coll[i + 1], e0 = d.off.spans[i], per = {};
   var ex = {base: [], x: [], y: [], width: []};
   s = 0;
   for (var j = j0; j < j1; j++) {
     s += o.s[j];
-    var lab = str[o.label[j]], y = yc - style.bar / 2 + laneH * (o.lane[j] + 0.5), exposed = 0, at = s;
+    var lab = str[o.label[j]], y = yc - bar / 2 + laneH * (o.lane[j] + 0.5), exposed = 0, at = s;
     for (var m = 0; m < o.ne[j]; m++, e0++) {  // each span from the previous one's end (the first: the bar's start)
       at += o.es[e0];
       ex.base.push(at * U); ex.x.push(o.ed[e0] * U); ex.y.push(y); ex.width.push(laneH * 0.9);
       at += o.ed[e0];
       exposed += o.ed[e0];
     }
-    var b = per[lab] || (per[lab] = {base: [], x: [], y: [], width: [], text: [], customdata: []});
+    var b = per[lab] || (per[lab] = {base: [], x: [], y: [], width: [], text: [], customdata: [], hovertext: []});
     var phase = o.phase[j] < 0 ? "" : " · " + str[o.phase[j]];
     b.base.push(s * U); b.x.push(o.d[j] * U); b.y.push(y); b.width.push(laneH * 0.9);
     b.text.push(str[o.op[j]] + phase + " · group " + (o.group[j] < 0 ? "" : str[o.group[j]]) + "<br>rank " + r +
                 " · " + (o.step[j] === null || o.step[j] < 0 ? "outside every step" : "step " + o.step[j]));
+    b.hovertext.push(csBytes(o.bytes[j]));
     b.customdata.push([r, o.step[j], o.seq[j], o.bytes[j] === null ? NaN : o.bytes[j], o.d[j] * U, exposed * U,
                        o.q[j] * U]);
   }
   Object.keys(per).sort().forEach(function (lab) {
     var b = per[lab];
     out.push({type: "bar", orientation: "h", base: b.base, x: b.x, y: b.y, width: b.width, text: b.text,
-              customdata: b.customdata, textposition: "none", name: lab, legendgroup: lab,
+              customdata: b.customdata, hovertext: b.hovertext, textposition: "none", name: lab, legendgroup: lab,
               showlegend: !known[lab], hovertemplate: style.coll_hover.replace("LABEL", lab),
               marker: {color: style.colors[lab], line: {width: 0}}});
     known[lab] = true;
@@ -304,7 +314,7 @@ function csRankTraces(d, style, r, y0, known) {
   for (var q = h0; q < h1; q++) {
     s += h.t[q];
     var hl = str[h.label[q]], hk = hooks[hl] || (hooks[hl] = {x: [], y: [], text: []});
-    hk.x.push(s * U); hk.y.push(yc - style.bar / 2);
+    hk.x.push(s * U); hk.y.push(yc - bar / 2);
     hk.text.push("hook " + hl + "<br>rank " + r + " · step " + csOr(h.step[q]) + " · micro-step " + csOr(h.micro[q]) +
                  " · position " + csOr(h.pos[q]));
   }
@@ -315,7 +325,40 @@ function csRankTraces(d, style, r, y0, known) {
               showlegend: !known[hl], marker: marker});
     known[hl] = true;
   });
-  return {traces: out, rows: rows};
+  return {traces: out, rows: rows, ys: ys, bottom: yc + span / 2, laneH: laneH};
+}
+
+// Grow the timeline until each of its rows has layout.meta.row_px px (reports/timeline.py figure_height):
+// the figure's height leaves room for its margins as plotly.py sets them, and plotly widens them where the
+// legend wraps on a narrow window, taking that room from the rows (a comm row's lanes with it).
+function csKeepRowPx(gd) {
+  var fl = gd._fullLayout, want = ((gd.layout || {}).meta || {}).row_px;
+  if (!fl || !want || !fl.yaxis || !fl.yaxis._length) return Promise.resolve();
+  var r = fl.yaxis.range, need = Math.ceil(want * Math.abs(r[0] - r[1]) - fl.yaxis._length);
+  if (need < 1) return Promise.resolve();
+  var height = fl.height + need;
+  gd.style.height = height + "px";
+  return window.Plotly.relayout(gd, {height: height});
+}
+document.addEventListener("DOMContentLoaded", function () {
+  var gd = document.getElementById("timeline-plot"), drawn = window.csDrawn && window.csDrawn["timeline-plot"];
+  if (!gd || !drawn) return;
+  drawn.then(function () {
+    csKeepRowPx(gd);
+    gd.on("plotly_afterplot", function () { csKeepRowPx(gd); });  // a resized window re-wraps the legend
+  });
+});
+
+// A byte count as reports/tables.py byte_size writes it: decimal units, 3 significant digits, "–" unknown.
+function csBytes(v) {
+  if (v === null || v === undefined || isNaN(v)) return "–";
+  if (!isFinite(v)) return "∞";
+  if (Math.abs(v) < 999.5) return Math.round(v) + " B";
+  var units = ["k", "M", "G", "T", "P", "E"], p = Math.min(Math.floor(Math.floor(Math.log10(Math.abs(v))) / 3), units.length);
+  var m = +(v / Math.pow(1000, p)).toPrecision(3);
+  if (Math.abs(m) >= 1000 && p < units.length) { p += 1; m = +(v / Math.pow(1000, p)).toPrecision(3); }
+  var digits = Math.max(0, 2 - Math.floor(Math.log10(Math.abs(m))));
+  return m.toFixed(digits) + " " + units[p - 1] + "B";
 }
 
 function csOr(x) { return x === null ? "–" : x; }
@@ -367,25 +410,33 @@ window.csShowRank = function (r) {
   var gd = document.getElementById("timeline-plot");
   if (!sel || !gd) return Promise.resolve();
   sel.value = r === null ? "" : String(r);
+  // the choice as an attribute too: a saved or dumped page (and its tests) shows which rank is chosen
+  Array.prototype.forEach.call(sel.options, function (o) { o.toggleAttribute("selected", o.value === sel.value); });
   return Promise.all([csData("rank-rows-gz"), csData("timeline-style"), window.csDrawn["timeline-plot"]])
     .then(function (all) {
       var d = all[0].index ? all[0] : csIndex(all[0]), style = all[1];
-      var st = gd.csShown || (gd.csShown = {traces: 0, base: gd.layout.yaxis.tickvals.length,
-                                            ticks: gd.layout.yaxis.ticktext.slice(), height: gd.layout.height});
+      var st = gd.csShown || (gd.csShown = {traces: 0, vals: gd.layout.yaxis.tickvals.slice(),
+                                            ticks: gd.layout.yaxis.ticktext.slice(),
+                                            bottom: gd.layout.yaxis.range[0], height: gd.layout.height});
       var added = st.traces, first = gd.data.length - added;
       var gone = added ? Plotly.deleteTraces(gd, Array.from({length: added}, function (_, k) { return first + k; })) : null;
       st.traces = 0;
       gd.dataset.shownFlows = "";
-      var ticks = st.ticks, height = st.height, drawnAlready = r !== null && st.ticks.indexOf("r" + r + " comm") >= 0;
+      gd.dataset.shownLanePx = "";
+      var ticks = st.ticks, vals = st.vals, bottom = st.bottom, laneH = null, height = st.height, drawnAlready = r !== null && st.ticks.indexOf("r" + r + " comm") >= 0;
       return Promise.resolve(gone).then(function () {
         if (r !== null && d.index[r] !== undefined) {
           var known = {};
           gd.data.forEach(function (t) { if (t.showlegend !== false && t.legendgroup) known[t.legendgroup] = true; });
           // a drawn rank has its rows already: only its flow lines are added
-          var made = drawnAlready ? {traces: [], rows: []} : csRankTraces(d, style, r, st.base, known);
+          var made = drawnAlready ? {traces: [], rows: [], ys: [], bottom: st.bottom, laneH: null}
+                                  : csRankTraces(d, style, r, st.bottom, known);
           ticks = st.ticks.concat(made.rows);
+          vals = st.vals.concat(made.ys);
+          bottom = made.bottom;
+          laneH = made.laneH;
           var yOf = {};
-          ticks.forEach(function (tick, k) { var m = /^r(\d+) comm$/.exec(tick); if (m) yOf[+m[1]] = k; });
+          ticks.forEach(function (tick, k) { var m = /^r(\d+) comm$/.exec(tick); if (m) yOf[+m[1]] = vals[k]; });
           var lines = csFlowLines(d, yOf, r), name = style.flow_name + ": rank " + r;
           if (lines.n) {
             made.traces.push({type: "scatter", mode: "lines", x: lines.x, y: lines.y, name: name, visible: true,
@@ -393,7 +444,7 @@ window.csShowRank = function (r) {
           }
           gd.dataset.shownFlows = String(lines.n);
           st.traces = made.traces.length;
-          height = st.height + style.row_h * made.rows.length;
+          height = st.height + Math.round(style.row_h * (bottom - st.bottom));
           said.textContent = "rank " + r + (drawnAlready ? " is one of the drawn ranks" : ": the last rows of the figure") +
             (lines.n ? "; the lines \"" + name + "\" link its " + lines.n + " calls shared with the " +
              (drawnAlready ? "other " : "") + "drawn ranks." : ".");
@@ -405,8 +456,13 @@ window.csShowRank = function (r) {
       }).then(function () {
         gd.style.height = height + "px";
         gd.dataset.shownRank = st.traces ? String(r) : "";
-        return Plotly.relayout(gd, {"yaxis.tickvals": ticks.map(function (_, k) { return k; }), "yaxis.ticktext": ticks,
-                                    "yaxis.range": [ticks.length - 0.5, -0.5], height: height});
+        return Plotly.relayout(gd, {"yaxis.tickvals": vals, "yaxis.ticktext": ticks,
+                                    "yaxis.range": [bottom, -0.5], height: height});
+      }).then(function () { return csKeepRowPx(gd); }).then(function () {
+        // the added rank's lane thickness as drawn, in px (the plot area's px per y unit): what the page
+        // promises (reports/timeline.py LANE_PX), said where a test or a reader can check it
+        var ya = gd._fullLayout && gd._fullLayout.yaxis;
+        if (laneH !== null && st.traces && ya) gd.dataset.shownLanePx = (laneH * ya._length / (bottom + 0.5)).toFixed(1);
       });
     });
 };

@@ -71,3 +71,36 @@ def test_chosen_rank_gets_the_flow_lines(tmp_path):
     # a link to a collapsed section opens it
     proc = chromium(tmp_path, "open-labels", "--dump-dom", f"{page.as_uri()}#labels")
     assert re.search(r'<details id="labels" open', proc.stdout)
+
+
+def test_rank_in_the_address_is_chosen_drawn_and_keeps_readable_lanes(tmp_path):
+    """#rank=5 chooses rank 5 in the selector (its option carries `selected`), draws its rows last with each
+    lane of its comm row at least reports.timeline.LANE_PX px tall as laid out (report.js writes the
+    measured px in data-shown-lane-px); #rank=abc chooses none and says why beside the selector."""
+    from reports.timeline import LANE_PX
+
+    job = scale_job(tmp_path, ranks=40, straggler=29)["job"]
+    tr = load_path(job)
+    ctx = report_context(tr, summarize(tr, with_hta=False))
+    assert 5 not in [rb.rank for rb in ctx.drawn.ranks]  # else the page has nothing to add
+    lanes = next(rb.n_lanes for rb in ctx.timeline.ranks if rb.rank == 5)
+    assert lanes >= 10  # the recorded run's 13 labels overlap: a comm row of 22 px would give < 2 px a lane
+    page = tmp_path / "scale.html"
+    res = CliRunner().invoke(app, ["report", job, "-o", str(page), "--no-hta"])
+    assert res.exit_code == 0, res.output
+    proc = chromium(tmp_path, "rank5", "--dump-dom", f"{page.as_uri()}#rank=5")
+    assert proc.returncode == 0 and console_errors(proc.stderr) == [], proc.stderr[-2000:]
+    dom = proc.stdout
+    assert re.findall(r'<option value="(\d*)" selected', dom) == ["5"]
+    tag = re.search(r'<div id="timeline-plot"[^>]*>', dom).group(0)
+    assert 'data-shown-rank="5"' in tag
+    assert float(re.search(r'data-shown-lane-px="([\d.]+)"', tag).group(1)) >= LANE_PX
+    ticks = re.findall(r'class="ytick"><text[^>]*>(r\d+ \w+)</text>', dom[dom.index('id="timeline-plot"'):])
+    assert ticks[-1] == "r5 comm" and "rank 5: the last rows of the figure" in dom
+    proc = chromium(tmp_path, "rank-abc", "--dump-dom", f"{page.as_uri()}#rank=abc")
+    assert proc.returncode == 0 and console_errors(proc.stderr) == [], proc.stderr[-2000:]
+    dom = proc.stdout
+    assert re.findall(r'<option value="(\d*)" selected', dom) == [""]
+    assert 'data-shown-rank=""' in dom and 'data-shown-lane-px="' not in dom.replace('data-shown-lane-px=""', "")
+    said = re.search(r'<span id="rank-shown">([^<]*)</span>', dom).group(1)
+    assert said == "#rank=abc is not a rank: give a whole number from 0 to 39 (#rank=0)."

@@ -168,7 +168,7 @@ def test_select_window_around_the_step_a_verdict_names():
 
 
 def test_timeline_rows_and_lanes():
-    from reports.timeline import BAR
+    from reports.timeline import BAR, comm_row_span
 
     fig = timeline_figure(timeline_bars(make_trace(), window=(1, 2)))
     # one compute row per stream, one comm row per rank: lanes live inside the comm row
@@ -185,9 +185,9 @@ def test_timeline_rows_and_lanes():
     # customdata: rank, step, seq, bytes, running, exposed, queued; rank 0 launched 10 µs before the start
     cd = np.asarray(attn.customdata)
     assert cd[:, 0].tolist() == [0, 1] and cd[:, 6] == pytest.approx([0.01, 0.0]) and cd[:, 5] == pytest.approx([0.05, 0.05])
-    # scalars overlaps mlp: the comm row splits into two lanes, each half the bar thickness
+    # scalars overlaps mlp: the comm row splits into two lanes, each half the row's bar thickness
     mlp, scalars = (next(t for t in fig.data if t.name == n) for n in ("mlp", "scalars"))
-    assert set(np.asarray(mlp.width).round(4)) == {round(BAR / 2 * 0.9, 4)}
+    assert set(np.asarray(mlp.width).round(4)) == {round(BAR * comm_row_span(2) / 2 * 0.9, 4)}
     assert np.all(np.asarray(mlp.y) != np.asarray(scalars.y))
     # the exposed overlay: hatched, outlined, hover passes through to the bar below
     ex = next(t for t in fig.data if t.name == "exposed (hatched)")
@@ -288,7 +288,7 @@ def test_heatmap_bins_long_runs_and_marks_steps_outside_the_timeline():
 def test_number_formats_and_headers():
     from reports.tables import fmt, humanize
 
-    assert fmt(11751, "pid") == "11751" and fmt(11751.0, "pid") == "11751" and fmt(11751, "bytes") == "11,751"
+    assert fmt(11751, "pid") == "11751" and fmt(11751.0, "pid") == "11751" and fmt(11751, "bytes") == "11.8 kB"  # byte sizes: tables.byte_size
     assert fmt(1.07e-06) == "<0.001" and fmt(0.001) == "0.001" and fmt(15.0) == "15.000" and fmt(15) == "15"
     assert fmt(1765622428292846145, "start_ns") == "1765622428292846145"
     assert humanize("gap_median_ms") == "Gap median (ms)" and humanize("hidden_pct") == "Hidden by compute (%)"

@@ -118,7 +118,7 @@ def test_every_label_column_is_defined_and_the_hover_names_launch_to_start_apart
         assert words in html.replace("&#x27;", "'"), words
     # the hover's launch → start time is another quantity than the table's Queued
     assert "queued" not in COLL_HOVER.lower() and "launch to start %{customdata[6]:.3f} ms" in COLL_HOVER
-    assert "%{customdata[3]:,d} bytes" in COLL_HOVER
+    assert "<br>%{hovertext}<br>" in COLL_HOVER  # the bytes, as reports.tables.byte_size writes them
 
 
 def test_timeline_caption_names_the_drawn_steps_and_never_all_steps_alone(tmp_path):
