@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing.connection as mp_connection
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,8 @@ def _rank_worker(conn) -> None:
             conn.send(traceback.format_exc())
 
 
+LAUNCH_TIMEOUT_S = 600  # far above any optimizer test's few seconds, far below CI's limit
+
 # (process, connection) of each spawned worker, kept for the session
 _workers: list[tuple[Any, Any]] = []
 
@@ -155,11 +158,15 @@ def run_gloo_ranks(body, world_size: int, out_dir) -> list:
         conn.send((rank, body, world_size, port, str(out_dir)))
     pending = dict(enumerate(ranks))
     errors: dict[int, str] = {}
+    deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     while pending:
         # after a failure, the others get a moment to report theirs: the first in is often only a peer's
         # "connection closed", the cause is another rank's
+        left = deadline - time.monotonic()
         if not mp_connection.wait([w for proc, conn in pending.values() for w in (conn, proc.sentinel)],
-                                  timeout=1.0 if errors else None):
+                                  timeout=1.0 if errors else max(left, 0.0)):
+            if not errors:  # a rank stuck in a collective would otherwise hang the whole test session
+                errors.update({r: f"no result within {LAUNCH_TIMEOUT_S} s (hung)" for r in pending})
             break
         for rank, (proc, conn) in list(pending.items()):
             if conn.poll():  # a result, or the end of the pipe of a process that died
