@@ -3,12 +3,17 @@ dims that split over 1, 2 and 4 ranks) and a deterministic quadratic loss per sa
 of SAMPLES samples can be divided over any world size and micro-step count and still average to the same
 gradient. Keeps optimizer tests independent of instrumented_model's GPT, and fast.
 
-Also the launcher the multi-rank optimizer tests share (`run_gloo_ranks`).
+Also the launcher the multi-rank optimizer tests share (`run_gloo_ranks`: gloo ranks on spawned worker
+processes that the test session reuses).
 """
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.connection as mp_connection
+import time
+import traceback
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -87,7 +92,6 @@ class ListRecorder(NullRecorder):
         return super().collective(fn, *args, label=label, phase=phase, **kwargs)
 
 
-
 def _rank_main(rank: int, body, world_size: int, port: int, out_dir: str) -> None:
     torch.set_num_threads(1)  # several ranks share 2 cores: intra-op threads would only contend
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
@@ -97,15 +101,87 @@ def _rank_main(rank: int, body, world_size: int, port: int, out_dir: str) -> Non
         dist.destroy_process_group()
 
 
+def _rank_worker(conn) -> None:
+    """A spawned process that runs one rank per task it receives, until the parent goes away. Reused
+    across launches so that the session pays torch's import (seconds per process on 2 cores) once per
+    worker rather than once per rank of every launch."""
+    while True:
+        try:
+            task = conn.recv()  # unpickling imports `body`'s module
+        except EOFError:
+            return
+        try:
+            _rank_main(*task)
+            conn.send(None)
+        except BaseException:  # noqa: BLE001 - every failure goes back to the parent, which raises it
+            conn.send(traceback.format_exc())
+
+
+LAUNCH_TIMEOUT_S = 600  # far above any optimizer test's few seconds, far below CI's limit
+
+# (process, connection) of each spawned worker, kept for the session
+_workers: list[tuple[Any, Any]] = []
+
+
+def _stop_workers() -> None:
+    """Kill every worker: after a failed launch, ranks may be blocked in a collective that never ends."""
+    for proc, conn in _workers:
+        proc.kill()
+        proc.join()
+        conn.close()
+    _workers.clear()
+
+
 def run_gloo_ranks(body, world_size: int, out_dir) -> list:
-    """Run `body(rank, world_size)` on `world_size` forked gloo CPU ranks (free port, process group set
-    up and torn down around it) and return the ranks' results in rank order.
+    """Run `body(rank, world_size)` on `world_size` spawned gloo CPU ranks (free port, process group set
+    up and torn down around it) and return the ranks' results in rank order. `body` is pickled by name:
+    a module-level function of an importable module (a test module is one).
 
     Results come back through torch.save files in `out_dir` so that the assertions run in the parent,
-    where pytest reports them; a rank that raises makes this raise. One launcher for every multi-rank
-    optimizer test, so a fix to the spawning (threads, start method, teardown) reaches them all.
+    where pytest reports them; a rank that raises or dies makes this raise, after every worker is killed.
+    One launcher for every multi-rank optimizer test, so a fix to the spawning (threads, start method,
+    teardown) reaches them all.
     """
-    # fork: children inherit the imported torch (a fresh import costs seconds per rank on 2 cores)
-    mp.start_processes(_rank_main, args=(body, world_size, free_port(), str(out_dir)), nprocs=world_size,
-                       join=True, start_method="fork")
+    # spawned, not forked: a child forked from a process whose torch already runs threads (the test
+    # session's) can crash inside torch; a SIGSEGV was seen on a loaded 2-core machine (tests/trace_corpus.py)
+    ctx = mp.get_context("spawn")
+    _workers[:] = [(proc, conn) for proc, conn in _workers if proc.is_alive()]
+    while len(_workers) < world_size:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_rank_worker, args=(child,), name=f"gloo-rank-worker{len(_workers)}", daemon=True)
+        proc.start()
+        child.close()
+        _workers.append((proc, parent))
+    port = free_port()
+    ranks = _workers[:world_size]
+    for rank, (_, conn) in enumerate(ranks):
+        conn.send((rank, body, world_size, port, str(out_dir)))
+    pending = dict(enumerate(ranks))
+    errors: dict[int, str] = {}
+    deadline = time.monotonic() + LAUNCH_TIMEOUT_S
+    while pending:
+        # after a failure, the others get a moment to report theirs: the first in is often only a peer's
+        # "connection closed", the cause is another rank's
+        left = deadline - time.monotonic()
+        if not mp_connection.wait([w for proc, conn in pending.values() for w in (conn, proc.sentinel)],
+                                  timeout=1.0 if errors else max(left, 0.0)):
+            if not errors:  # a rank stuck in a collective would otherwise hang the whole test session
+                errors.update({r: f"no result within {LAUNCH_TIMEOUT_S} s (hung)" for r in pending})
+            break
+        for rank, (proc, conn) in list(pending.items()):
+            if conn.poll():  # a result, or the end of the pipe of a process that died
+                try:
+                    error = conn.recv()
+                except EOFError:
+                    error = f"the process died (exit code {proc.exitcode})"
+            elif not proc.is_alive():
+                error = f"the process died (exit code {proc.exitcode})"
+            else:
+                continue
+            del pending[rank]
+            if error is not None:
+                errors[rank] = error
+    if errors:
+        _stop_workers()
+        raise RuntimeError("\n".join(f"rank {r} of {world_size} failed:\n{e}" for r, e in sorted(errors.items())))
     return [torch.load(Path(out_dir) / f"rank{r}.pt", weights_only=False) for r in range(world_size)]

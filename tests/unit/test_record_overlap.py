@@ -113,10 +113,10 @@ def test_a_stuck_gpu_costs_a_bounded_wait_at_an_abnormal_close_and_keeps_the_hos
     """The set-aside step's stamps never pass (a peer died inside a collective): close("failed") must not
     synchronize with them (it would hang); after a bounded wait it writes the step record and every
     record whose stamps are known, and drops only the regions the GPU never reached."""
-    import commscope.recording.recorder as recorder
+    import commscope.recording.steps as steps
 
     use_fake_cuda(monkeypatch)
-    monkeypatch.setattr(recorder, "_BEHIND_WAIT_S", 0.05)
+    monkeypatch.setattr(steps, "_BEHIND_WAIT_S", 0.05)
     rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo", flush="overlap")
     model = model3()
     train(rec, [0], model)

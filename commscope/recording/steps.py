@@ -1,0 +1,191 @@
+"""Steps and their write: the `step()` context, and how a step's buffered records are resolved onto the
+common time axis and appended to events.jsonl in one write (`step` records, docs/run_format.md).
+
+`StepWriting` is one part of `Recorder` (commscope/recording/recorder.py assembles the parts). Inside a
+step the hot path (regions.py, inflight.py, hooks.py) only buffers: host times are raw local
+`perf_counter_ns`, device times unresolved CUDA stamps (timing.py). When the step's records are written,
+every stamp is resolved, moved onto the common axis (local + epoch base + clock offset: `_shift`) and
+the records go to the sink (sink.py) in one append, ending with the step record.
+
+When a step's records are written (`flush=`): "step" (the default) writes them before the step context
+returns, after the step's natural sync with the GPU idle, so the write is exposed in the step time.
+"overlap" (CUDA only) sets them aside at the step end (`_behind`) and writes them when the next step's
+first region ends, when the host has launched that region's kernels and the GPU is busy with them, so
+the write hides behind GPU work; it is also written by the next step end, `close()`, an exception
+leaving a step, the hang watchdog and TermGuard. What "overlap" gives up: a rank killed by SIGKILL (or a
+hard crash) between a step's end and the next region's end loses that step's records.
+
+Invariants: no device synchronization inside a step, except that "overlap" synchronizes with the
+previous step's last stamps, which the GPU has passed; with flush="step", a step's records are written
+before the step context returns (a later crash cannot lose them); a collective whose completion is
+unknown is kept pending, never written half-known; step numbers are unique per recorder and step
+contexts do not nest.
+"""
+from __future__ import annotations
+
+import contextlib
+import numbers
+import time
+from typing import Any, Iterator
+
+import torch
+
+from commscope.recording.api import StepInfo
+from commscope.recording.closing import CLOSED
+from commscope.recording.inflight import PendingCollective
+from commscope.recording.timing import GpuStamp
+
+# flush="overlap" on an abnormal end: how long to wait for the GPU to pass the set-aside step's stamps
+_BEHIND_WAIT_S = 2.0
+_perf = time.perf_counter_ns
+# The time fields of each record kind (docs/run_format.md); duration_ns is a duration, not a time.
+_REGION_TIMES = ("start_ns", "end_ns")  # also the only fields of any record that may hold a GpuStamp
+_COLLECTIVE_TIMES = ("call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns")
+
+
+class StepWriting:
+    """`step()` and the write of buffered records. State: `_step`, `last_step`, `_recorded_steps`,
+    `_pending` (region dicts and `PendingCollective` entries not yet written), `_overlap`, `_behind`."""
+
+    def _init_steps(self, flush: str) -> None:
+        # On CPU there is no GPU work to hide a write behind: "overlap" writes at the step end there too.
+        self._overlap = flush == "overlap" and self._cuda is not None
+        # flush="overlap": (records, hook tuples, the stream tails to settle, step record) set aside at the
+        # last step end and not written yet
+        self._behind: tuple | None = None
+        self._pending: list[Any] = []
+        self._step: int | None = None
+        self.last_step: int | None = None
+        self._recorded_steps: set[int] = set()
+
+    def _cur_step(self) -> int:
+        return -1 if self._step is None else self._step
+
+    @contextlib.contextmanager
+    def step(self, step: int) -> Iterator[StepInfo]:
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        if self._step is not None:
+            raise RuntimeError(f"Recorder.step({step}) inside step {self._step}: step contexts do not nest")
+        if step in self._recorded_steps:
+            # readers key a rank's records by step: a second step 0 would be dropped as a duplicate
+            raise RuntimeError(f"step {step} was already recorded by this rank; step numbers must be unique "
+                               "across the run (count steps across epochs)")
+        self._recorded_steps.add(int(step))
+        self._step, self._micro, self._pos = int(step), 0, 0
+        info = StepInfo(int(step))
+        if self._cuda is not None:
+            self._cuda.new_anchor()
+        start = _perf()
+        try:
+            with contextlib.ExitStack() as stack:
+                if self._window is not None:
+                    stack.enter_context(self._window.step(step))
+                yield info
+                end = _perf()  # before the window's export, which is not part of the step
+        except BaseException:
+            with contextlib.suppress(Exception):  # never mask the training error with a recording one
+                self._write_behind(blocking=False)
+                self._flush(blocking=False)
+            raise
+        else:
+            step_rec = {
+                "kind": "step",
+                "rank": self.rank,
+                "step": info.step,
+                "loss": None if info.loss is None else float(info.loss),
+                "start_ns": start + self._shift,
+                "end_ns": end + self._shift,
+                "tokens": _plain_number(info.tokens),
+                **info.extra,
+            }
+            if self._overlap:
+                self._write_behind()  # the step before, if no region of this one ended (no regions)
+                hooks = self._hook_buf[:]
+                del self._hook_buf[:]  # in place: the hooks' closures append to this list
+                self._behind = (self._pending, hooks, self._cuda.take_tails(), step_rec)
+                self._pending = []
+            else:
+                self._flush(blocking=True, tail=step_rec)
+            self.last_step = info.step
+        finally:
+            self._step = None
+
+    def _passed(self, rec: dict) -> bool:
+        """Whether the GPU has passed every CUDA stamp of `rec` (non-blocking)."""
+        return all(self._cuda.ready(rec[k]) for k in _REGION_TIMES if rec[k].__class__ is GpuStamp)
+
+    def _on_axis(self, rec: dict, keys: tuple[str, ...]) -> dict:
+        """Move `rec`'s time fields onto the common axis; CUDA stamps must be passed (settled/ready)."""
+        shift = self._shift
+        for key in keys:
+            val = rec[key]
+            if val is None:
+                continue
+            if val.__class__ is GpuStamp:
+                rec[key] = self._cuda.host_ns(val) + shift
+            else:
+                rec[key] = val + shift
+        return rec
+
+    def _resolve(self, items: list[Any], blocking: bool) -> tuple[list[dict], list[Any]]:
+        """(finished records on the common axis, unfinished collectives to keep) of pending `items`."""
+        cuda = self._cuda
+        out: list[dict] = []
+        keep: list[Any] = []
+        on_axis = self._on_axis
+        for item in items:
+            if item.__class__ is PendingCollective:
+                if self._finish_collective(item, blocking):
+                    out.append(on_axis(item.rec, _COLLECTIVE_TIMES))
+                else:
+                    keep.append(item)
+            elif blocking or cuda is None or self._passed(item):
+                out.append(on_axis(item, _REGION_TIMES))
+        return out, keep
+
+    def _hook_records(self, hooks: list[tuple]) -> list[dict]:
+        shift, rank = self._shift, self.rank
+        return [
+            {"kind": "hook", "rank": rank, "step": -1 if s is None else s, "micro_step": m,
+             "label": label, "position": pos, "t_ns": t + shift}
+            for s, m, label, pos, t in hooks
+        ]
+
+    def _flush(self, *, blocking: bool, tail: dict | None = None) -> None:
+        """Write every finished record (plus `tail`) in one append; keep unfinished collectives."""
+        if blocking and self._cuda is not None:
+            self._cuda.settle()  # one synchronize per stamped stream, instead of one per event
+        out, self._pending = self._resolve(self._pending, blocking)
+        hooks = self._hook_buf[:]
+        del self._hook_buf[:]
+        out += self._hook_records(hooks)
+        if tail is not None:
+            out.append(tail)
+        self._sink.append(out)
+
+    def _write_behind(self, blocking: bool = True) -> None:
+        """flush="overlap": write the records set aside at the last step end (nothing if none are).
+        `blocking=False` (an abnormal end, where the GPU may never pass them) waits for them a bounded time,
+        then writes only what the GPU has passed."""
+        behind, self._behind = self._behind, None  # taken once, whichever thread gets here first
+        if behind is None:
+            return
+        items, hooks, tails, step_rec = behind
+        if blocking:
+            self._cuda.settle(tails)  # that step's last stamps only, never this step's newer ones
+        else:
+            blocking = self._cuda.passed_within(tails, _BEHIND_WAIT_S)
+        out, keep = self._resolve(items, blocking)
+        self._pending[:0] = keep  # collectives still running rejoin, ahead of this step's records
+        out += self._hook_records(hooks)
+        out.append(step_rec)
+        self._sink.append(out)
+
+
+def _plain_number(value: Any) -> Any:
+    """`st.tokens` as JSON writes it (a one-element tensor or a numpy scalar as int/float)."""
+    if value is None or value.__class__ is int or value.__class__ is float:
+        return value
+    value = value.item() if isinstance(value, torch.Tensor) else value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
