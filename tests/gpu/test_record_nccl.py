@@ -28,7 +28,9 @@ STEPS = 4
 
 
 def _torchrun(tmp_path, mode, check=True):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NCCL_NVLS_ENABLE": "0"}
+    # the repository first, then whatever the caller's path holds (wheels installed to a --target folder)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "NCCL_NVLS_ENABLE": "0"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--master-port", "0",
            "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", __file__, mode, str(tmp_path)]
     p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
