@@ -47,7 +47,8 @@ def _records(run):
 def test_ddp_hook_on_nccl_matches_ddp_bitwise_and_records_each_bucket(tmp_path):
     _torchrun(tmp_path, "ddp")
     result = json.loads((tmp_path / "ddp.json").read_text())
-    assert result["compared"] == 3 * STEPS * 2 * 4  # setups x steps x variants x parameters
+    assert result["params"] == 6  # _net(): three Linear layers, each a weight and a bias
+    assert result["compared"] == 3 * STEPS * 2 * result["params"]  # setups x steps x variants x parameters
     assert result["mismatches"] == []
     recs = _records(tmp_path / "run")
     colls = [r for r in recs if r["kind"] == "collective"]
@@ -118,7 +119,8 @@ def _ddp(out):
     from commscope.recording import ddp_comm_hook
 
     mismatches, compared, step_no = [], 0, 0
-    param_bytes = sum(p.numel() * p.element_size() for p in _net().parameters())
+    params = list(_net().parameters())
+    param_bytes = sum(p.numel() * p.element_size() for p in params)
     with commscope.record(out / "run", device="cuda") as rec:
         for setup, kw in {"plain": {}, "no_sync": {}, "bucket_view": {"gradient_as_bucket_view": True}}.items():
             models = {}
@@ -150,7 +152,7 @@ def _ddp(out):
                                 mismatches.append([setup, step, variant, i])
                 step_no += 1
     (out / "ddp.json").write_text(json.dumps({"compared": compared, "mismatches": mismatches,
-                                              "param_bytes": param_bytes}))
+                                              "params": len(params), "param_bytes": param_bytes}))
 
 
 def _flush(out):
