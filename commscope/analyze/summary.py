@@ -4,7 +4,7 @@ Every quantity is defined once, in docs/analysis.md ("The quantities"). Shape (a
 in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
 {"schema_version": SCHEMA_VERSION,
  "ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
- "steps_selected": [a, b] | null, "problems": [...],
+ "steps_selected": [a, b] | null, "problems": [...]   the loader's, several ranks' same line as one (analyze.problems)
  "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives,
                                              an oversubscribed CPU run…)
  "duration_basis": "device kernel (trace)" | ...   what every mean_ms below measures (exposure.duration_basis)
@@ -59,10 +59,11 @@ import pandas as pd
 
 from commscope.analyze import (exposure, lateness, placement, regions, representative, skew, step_gaps, timeline,
                                waiting)
+from commscope.analyze.problems import loading_problems
 from commscope.load.frames import Trace, origin_ns
 from commscope.util.num import rounded, sig, whole
 from commscope.util.ranges import int_ranges
-from commscope.util.text import counted, grouped_by_rank
+from commscope.util.text import counted
 
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
@@ -244,7 +245,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "schema_version": SCHEMA_VERSION,
         "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
         "source": tr.source, "backend": tr.backend,
-        "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": grouped_by_rank(tr.problems),
+        "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": loading_problems(tr),
         "notes": evidence_notes(tr) + profiler_notes(prof, br),
         "duration_basis": exposure.duration_basis(table),
         **comm_overlaps(tr, ov),
