@@ -5,6 +5,7 @@ job's ground truth, and a command that timed out on the straggler job skips the 
 `measure` is replaced by a recorder (no process is started); the jobs are generated for real, 4 ranks."""
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from paths import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
-import bench_scale  # noqa: E402
+bench_scale = importlib.import_module("bench_scale")
 
 
 def _fake_measure(calls: list):
