@@ -44,6 +44,19 @@ HTA_CONSTRUCT = ("import os, logging; os.environ['HTA_DISABLE_NS_ROUNDING'] = '1
                  "from hta.trace_analysis import TraceAnalysis\nimport sys; TraceAnalysis(trace_dir=sys.argv[1])")
 
 
+# The cases on jobs with a planted fault other than the straggler: case name → the fault the job carries
+# (gen_job.generate's keyword), the command it times (a key of run_case's `cmds`, whose timeout also skips
+# this case at larger sizes), whether doctor's answer is checked against the ground truth, and its log label.
+# Cases of one fault share a job, generated once, in this order.
+FAULT_CASES = {
+    "doctor_desync": {"fault": "desync", "command": "doctor", "checked": True, "label": "doctor desync"},
+    "report_hang": {"fault": "hang", "command": "report", "checked": False, "label": "report hang"},
+    "doctor_hang": {"fault": "hang", "command": "doctor", "checked": True, "label": "doctor hang"},
+}
+# Every case, in the order run_case runs them: those on the straggler job, then FAULT_CASES.
+CASES = ("report", "doctor", "hta_construct", *FAULT_CASES)
+
+
 # Linux keeps a process's RSS high-water mark across exec: a child forked from this (large) process would
 # report this process's peak as its own. A small wrapper process runs the command and reports its rusage.
 RUSAGE_WRAPPER = ("import resource, subprocess, sys\nrc = subprocess.call(sys.argv[2:])\n"
@@ -109,8 +122,7 @@ def commscope_cmd() -> list[str]:
 
 
 def run_case(fmt: str, n: int, work: Path, timeout: float, hta: bool, skip: set, log,
-             only: tuple = ("report", "doctor", "hta_construct", "doctor_desync", "report_hang",
-                            "doctor_hang")) -> dict:
+             only: tuple = CASES) -> dict:
     case = {"format": fmt, "ranks": n}
     job = work / f"{fmt}-{n}"
     t = time.perf_counter()
@@ -141,27 +153,28 @@ def run_case(fmt: str, n: int, work: Path, timeout: float, hta: bool, skip: set,
             + (" TIMEOUT" if m["timed_out"] else "") + (f"  {m['check']['verdict']} found={m['check']['found']}"
                                                         if "check" in m else ""))
     shutil.rmtree(job, ignore_errors=True)
-    # the other planted faults, each a job of the same size: a desync (doctor), a hang (report and doctor:
-    # the hung job carries every rank's fault evidence and a queue of collectives behind the hang)
-    for fault, planted, names in (("desync", {"desync": n // 3}, ("doctor_desync",)),
-                                  ("hang", {"hang": n // 3}, ("report_hang", "doctor_hang"))):
-        names = [x for x in names if x in only]
+    # the other planted faults (FAULT_CASES), each a job of the same size: a desync, a hang (the hung job
+    # carries every rank's fault evidence and a queue of collectives behind the hang)
+    faults = dict.fromkeys(spec["fault"] for spec in FAULT_CASES.values())
+    for fault in faults:
+        names = [name for name, spec in FAULT_CASES.items() if spec["fault"] == fault and name in only]
         if not names:
             continue
-        truth = gen_job.generate(SOURCES[fmt], job, n, 40, **planted)
+        truth = gen_job.generate(SOURCES[fmt], job, n, 40, **{fault: n // 3})
         case["truth"][fault] = truth[fault]
         for name in names:
-            if (fmt, name) in skip or (fmt, name.split("_")[0]) in skip:
-                case[name] = {"skipped": f"{name.split('_')[0]} ran past the timeout at this or a smaller size"}
+            spec = FAULT_CASES[name]
+            if (fmt, name) in skip or (fmt, spec["command"]) in skip:
+                case[name] = {"skipped": f"{spec['command']} ran past the timeout at this or a smaller size"}
                 continue
-            m = measure(cmds[name.split("_")[0]], timeout)
+            m = measure(cmds[spec["command"]], timeout)
             out = m.pop("stdout")
             if m["timed_out"]:
                 skip.add((fmt, name))
-            elif name.startswith("doctor"):
+            elif spec["checked"]:
                 m["check"] = check(out, truth, fault)
             case[name] = m
-            log(f"{fmt} {n:>5} {name.replace('_', ' '):<14} {m['wall_s']:>8.2f} s  {m['max_rss_mb'] or 0:>7.0f} MB"
+            log(f"{fmt} {n:>5} {spec['label']:<14} {m['wall_s']:>8.2f} s  {m['max_rss_mb'] or 0:>7.0f} MB"
                 + (" TIMEOUT" if m["timed_out"] else f"  {m['check']['verdict']} found={m['check']['found']}"
                    if "check" in m else ""))
         shutil.rmtree(job, ignore_errors=True)
@@ -181,8 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--formats", default="run,kineto")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds per command and size")
     ap.add_argument("--hta-sizes", default="8,64,256", help="sizes at which HTA's TraceAnalysis is timed")
-    ap.add_argument("--commands", default="report,doctor,hta_construct,doctor_desync,report_hang,doctor_hang",
-                    help="which of report, doctor, hta_construct, doctor_desync, report_hang, doctor_hang to run")
+    ap.add_argument("--commands", default=",".join(CASES), help=f"which of {', '.join(CASES)} to run")
     ap.add_argument("--json", dest="json_out")
     ap.add_argument("--work", help="where the generated jobs go (default: a temporary directory)")
     a = ap.parse_args(argv)

@@ -13,8 +13,8 @@ Layout of the output
 - every collective slice carries label, phase, op, bytes, dtype, group, seq and its host-side times in
   `args`;
 - collectives a hung or failed run left in flight (watchdog.json / inflight.json) are drawn from their
-  launch to the rank's last sign of life (the watchdog firing, else its latest record; both computed by
-  commscope.analyze.left_in_flight) on an `in flight (never completed)` track;
+  launch to the rank's last sign of life (the watchdog firing, else its latest record) on an `in flight
+  (never completed)` track; the caller passes them in, computed by commscope.analyze.left_in_flight;
 - one collective call across ranks (the same (group, seq): commscope.analyze.flows) is linked by flow
   arrows (flow v1 events `s` → `t` … → `f`), so clicking a slice in Perfetto follows the call to every
   other rank. The chain runs in the order the ranks' slices start: an arrow goes from one rank's slice to
@@ -56,7 +56,6 @@ import pandas as pd
 from commscope.analyze.exposure import collective_span
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.labels import shown_label
-from commscope.analyze.left_in_flight import left_in_flight
 from commscope.util.atomic import check_output, output_stream, own_trace
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes
@@ -307,18 +306,13 @@ _COLL_ARGS = ("label", "phase", "op", "bytes", "dtype", "group", "group_size", "
               "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns")
 
 
-def _in_flight_of(trace: Any, in_flight: pd.DataFrame | None) -> pd.DataFrame:
-    """The in-flight collectives to draw: those given, else commscope.analyze.left_in_flight's."""
-    return left_in_flight(trace) if in_flight is None else in_flight
-
-
-def build_perfetto(trace: Any, in_flight: pd.DataFrame | None = None) -> dict:
+def build_perfetto(trace: Any, in_flight: pd.DataFrame) -> dict:
     """The Chrome-JSON document (dict) for `trace`, all in memory; see the module docstring for the track
-    layout. `in_flight` is commscope.analyze.left_in_flight(trace), computed here when not given.
-    `write_perfetto` writes the same document without building it."""
+    layout. `in_flight` is commscope.analyze.left_in_flight(trace): the renderer draws it and never
+    computes it. `write_perfetto` writes the same document without building it."""
     t0 = _t0(trace)
     events: list[dict] = []
-    _emit_events(trace, t0, events.append, _in_flight_of(trace, in_flight))
+    _emit_events(trace, t0, events.append, in_flight)
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
     return {"otherData": _other_data(trace, t0), "traceEvents": events, "displayTimeUnit": "ns"}
 
@@ -369,7 +363,7 @@ def _write_document(trace: Any, f: BinaryIO, in_flight: pd.DataFrame) -> None:
     f.write(b'],"displayTimeUnit":"ns"}')
 
 
-def write_perfetto(trace: Any, out: str | Path, in_flight: pd.DataFrame | None = None) -> Path:
+def write_perfetto(trace: Any, out: str | Path, in_flight: pd.DataFrame) -> Path:
     """Write the trace's document to `out` atomically under commscope's output rule (check_output: never
     into the trace's input directory, an existing file only when it is a trace commscope wrote), gzip
     when the name ends in `.gz`; an unwritable or refused path is one UserError line. The events are
@@ -379,7 +373,6 @@ def write_perfetto(trace: Any, out: str | Path, in_flight: pd.DataFrame | None =
     out = Path(out)
     path = getattr(trace, "path", None)
     check_output(out, str(path) if path else None, own_trace)
-    in_flight = _in_flight_of(trace, in_flight)
     with output_stream(out) as f:
         if out.name.endswith(".gz"):
             with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) as g:

@@ -1,9 +1,11 @@
 """Per-label exposed communication and step time of commscope run groups, with bootstrap CIs.
 
-`compare_labels(groups, names)` returns one row per (candidate, label); reports.compare_terminal renders it.
+`run_samples(trace)` takes one loaded run's samples; `compare_labels(groups, names)` compares groups of them
+and returns one row per (candidate, label); reports.compare_terminal renders it. The caller loads the runs
+(commscope.commands.compare, with commscope.load.load_path): nothing here reads a file.
 
-For every run (loaded with commscope.load.load_path, collectives scored by
-commscope.analyze.exposure.collective_table) one sample per step is taken:
+For every run (collectives scored by commscope.analyze.exposure.collective_table) one sample per step is
+taken:
 - `step_ms`: the step's duration averaged over ranks;
 - `exposed_ms` of a label: the label's exposed communication time in that step, summed over the
   label's collectives on a rank and averaged over ranks (0 when the label has none in that step).
@@ -34,6 +36,7 @@ whether moving helped).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,17 +59,17 @@ def metric_of(label: str) -> str:
     return METRICS.get(label, "exposed_ms")
 
 
-def run_samples(run_dir: Path) -> pd.DataFrame:
-    """One run → rows (step, label, ms): per-step exposed ms per label plus STEP_LABEL and BOUNDARY_LABEL rows."""
+def run_samples(trace: Any) -> pd.DataFrame:
+    """One loaded run (a commscope.load.Trace) → rows (step, label, ms): per-step exposed ms per label plus
+    STEP_LABEL and BOUNDARY_LABEL rows. `attrs`: `left_out` (the profiler's steps, which give no sample)
+    and `run` (the run's folder name, by which compare_labels' notes name it)."""
     from commscope.analyze.exposure import collective_table
     from commscope.analyze.placement import placement
     from commscope.analyze.step_gaps import left_out, profiler_steps, step_gaps
-    from commscope.load import load_path
 
-    trace = load_path(str(run_dir))
     steps = trace.steps
     if steps.empty:
-        raise UserError(f"{run_dir}: no finished steps recorded")
+        raise UserError(f"{trace.path}: no finished steps recorded")
     prof = left_out(profiler_steps(trace), steps["step"])
     step_ms = ((steps["end_ns"] - steps["start_ns"]) / 1e6).groupby(steps["step"]).mean()
     table = collective_table(trace)
@@ -90,6 +93,7 @@ def run_samples(run_dir: Path) -> pd.DataFrame:
         out = out[out["step"] != out["step"].min()]
     out = out.reset_index(drop=True)
     out.attrs["left_out"] = prof
+    out.attrs["run"] = Path(str(trace.path)).name
     return out
 
 
@@ -118,23 +122,27 @@ def _ci(cand: np.ndarray, base: np.ndarray, n_boot: int) -> tuple[float, float]:
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def compare_labels(groups: list[list[Path]], names: list[str], n_boot: int = 2000) -> pd.DataFrame:
-    """Rows per (candidate, label): base/cand means, delta, CI, resampled unit, verdict."""
+def compare_labels(groups: list[list[pd.DataFrame]], names: list[str], n_boot: int = 2000) -> pd.DataFrame:
+    """Rows per (candidate, label): base/cand means, delta, CI, resampled unit, verdict. `groups`: per group
+    (the baseline first, then the candidates, named `names`), its runs' run_samples."""
     if n_boot < MIN_RESAMPLES:
         raise UserError(f"--n-boot must be at least {MIN_RESAMPLES} (a percentile CI from fewer resamples "
                         f"moves with the seed), got {n_boot}")
-    loaded = [[run_samples(p) for p in runs] for runs in groups]
     from commscope.analyze.step_gaps import profiler_steps_text
 
-    notes = [f"{name if Path(p).name == name else f'{name}, run {Path(p).name}'}: steps {profiler_steps_text(df.attrs['left_out'])} give no sample (the "
+    def run_name(name: str, df: pd.DataFrame) -> str:
+        run = df.attrs.get("run", "")
+        return name if run == name else f"{name}, run {run}"
+
+    notes = [f"{run_name(name, df)}: steps {profiler_steps_text(df.attrs['left_out'])} give no sample (the "
              "profiler's start-up and trace export)"
-             for name, runs, dfs in zip(names, groups, loaded) for p, df in zip(runs, dfs) if df.attrs.get("left_out")]
-    all_labels = {lab for g in loaded for df in g for lab in df["label"].unique()} - set(METRICS)
+             for name, dfs in zip(names, groups) for df in dfs if df.attrs.get("left_out")]
+    all_labels = {lab for g in groups for df in g for lab in df["label"].unique()} - set(METRICS)
     labels = sorted(lab for lab in all_labels if metric_of(lab) != PLACEMENT_METRIC)
     placed = sorted(lab for lab in all_labels if metric_of(lab) == PLACEMENT_METRIC)
     rows = []
-    base = loaded[0]
-    for name, cand in zip(names[1:], loaded[1:]):
+    base = groups[0]
+    for name, cand in zip(names[1:], groups[1:]):
         for label in [STEP_LABEL, BOUNDARY_LABEL, *labels, *placed]:
             b, c = _samples(base, label), _samples(cand, label)
             if not len(b) or not len(c):

@@ -29,7 +29,7 @@ class Diagnosis:
     second_opinion: dict | None = None  # the Flight Recorder's own verdict, when dumps exist
     confidence: str | None = None  # straggler: high | medium | low (docs/faults.md)
     details: dict | None = None    # straggler, ok: thresholds, judged steps, persistence, the instances
-    problems: list[str] = field(default_factory=list)  # the loader's (Trace.problems), as `report` lists them
+    problems: list[str] = field(default_factory=list)  # analyze.problems.loading_problems, as `report` lists them
 
     def to_json(self) -> dict:
         return asdict(self)

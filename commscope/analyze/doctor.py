@@ -34,7 +34,8 @@ Rules, checked in this order (the first that holds is the verdict):
    judged steps it happened, the share of the step, and a confidence.
 A rank's status "exited" (a recording script that ended without closing its Recorder, and without an
 unhandled exception) counts as ended without a fault of its own; the loader lists it among the problems.
-The loader's problems (Trace.problems) go with every verdict (`Diagnosis.problems`).
+The loader's problems go with every verdict (`Diagnosis.problems`), as analyze.problems lists them for the
+report too.
 Otherwise ok (saying what was judged), or insufficient when no step or complete collective was left to judge.
 A job of one rank is ok (nobody waits for anybody), except when nothing was recorded, or when its world size
 is unknown (Kineto traces without distributedInfo or process-group sizes: "taken as 1") and the trace holds
@@ -56,9 +57,9 @@ from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
+from commscope.analyze.problems import loading_problems
 from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
-from commscope.util.text import grouped_by_rank
 from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, STATUS, SUMMARY
 
@@ -362,7 +363,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
             d = second
     args = (trace.config.get("config") or {}).get("args") or {}
     d.injected = list(args.get("inject") or [])
-    d.problems = grouped_by_rank([str(p) for p in trace.problems])
+    d.problems = loading_problems(trace)
     return d
 
 

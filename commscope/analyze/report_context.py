@@ -10,7 +10,9 @@ caller already has one, the doctor's verdict on the loaded frames and the run's 
 At scale (more than PAGE_ALL_RANKS ranks) a page cannot draw or list every rank. The context then also
 holds what summarizes the ranks: the distribution of arrival lateness (analyze.lateness), the TOP_WAITING
 ranks that made the others wait most (summarize()'s stragglers, from waiting.by_rank), the representative
-ranks (summarize()'s, from analyze.representative) whose bars the timeline draws (`drawn`), and the ranks
+ranks (summarize()'s, from analyze.representative) with the doctor's culprits first
+(representative.culprits_first, as `report --json`'s `representative_ranks_culprits_first` lists them)
+whose bars the timeline draws (`drawn`), and the ranks
 per-rank tables list (`listed_ranks`: the representative ones and the top waiting ones). `timeline` keeps
 every rank's bars: the page carries them compactly so that any rank can be shown on demand. The layout
 section then covers the representative ranks (`layout_ranks`; a layout mismatch comes from the code, the
@@ -31,7 +33,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from commscope.analyze.diagnosis import Diagnosis
-from commscope.analyze.representative import with_culprits
+from commscope.analyze.representative import culprits_first
 from commscope.analyze.timeline_bars import TimelineBars, select_window, timeline_bars
 
 # Up to this many ranks the page draws every rank's timeline rows and lists every rank in its per-rank
@@ -54,7 +56,7 @@ class ReportContext:
     heatmap: Any = None              # report_overview.Heatmap, None (no steps) or the exception it raised
     # at scale only (more than PAGE_ALL_RANKS ranks; module docstring)
     at_scale: bool = False
-    representative: list[dict] = field(default_factory=list)  # [{"rank", "why"}], analyze.representative
+    representative: list[dict] = field(default_factory=list)  # [{"rank", "why"}], representative.culprits_first
     drawn: TimelineBars | None = None  # the representative ranks' bars, which the timeline figure draws
     lateness: Any = None             # (lateness.histogram, lateness.quantiles) frames, or the exception
     top_waiting: list[dict] = field(default_factory=list)  # summarize()'s stragglers, the TOP_WAITING first
@@ -122,11 +124,9 @@ def _lateness(trace: Any, steps: tuple[int, int] | None) -> tuple[pd.DataFrame, 
 def _at_scale(ctx: ReportContext, steps: tuple[int, int] | None) -> None:
     """The summaries of the ranks a page at scale shows instead of every rank (module docstring)."""
     ctx.at_scale = True
-    reps = ctx.summary.get("representative_ranks")
-    if not reps:  # a summary without them (not summarize()'s): the lowest rank, as representative_ranks does
-        reps = [{"rank": int(min(ctx.trace.ranks)), "why": ["lowest rank"]}]
-    if isinstance(ctx.diagnosis, Diagnosis):  # the ranks the verdict blames come first: the page's point
-        reps = with_culprits(reps, ctx.diagnosis.verdict, ctx.diagnosis.culprit_ranks)
+    # the ranks the verdict blames come first: the page's point. The same function, given the same verdict,
+    # makes summarize()'s `representative_ranks_culprits_first`, so the page and report --json agree.
+    reps = culprits_first(ctx.summary.get("representative_ranks") or [], ctx.trace.ranks, ctx.diagnosis)
     ctx.representative = reps
     if isinstance(ctx.timeline, TimelineBars):
         ctx.drawn = ctx.timeline.subset([r["rank"] for r in reps])

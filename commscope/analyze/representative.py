@@ -5,6 +5,8 @@ slow" is a handful of ranks chosen by the numbers: the ranks that made the other
 the rank with the most exposed communication, and for contrast the rank of median and of least step time.
 `representative_ranks(stragglers, breakdown, ranks)` picks them; reports draw their timelines and `report
 --json` lists their collectives' placement when the job has more ranks than a page can show.
+`culprits_first(reps, ranks, diagnosis)` puts the doctor's culprit ranks before them: the order in which the
+page draws them at scale and `report --json` lists them (`representative_ranks_culprits_first`).
 
 Invariants: pure function of its frames; ranks appear once each (the first reason that picked them, the
 others appended), in the order of the reasons below; at most `most` ranks; a job with no steps or no
@@ -12,8 +14,12 @@ collectives still gets its lowest rank.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
+
+from commscope.analyze.diagnosis import Diagnosis
 
 STRAGGLERS = 3  # top ranks by waiting caused: the first screen's "Ranks to look at" lists as many (report_overview)
 
@@ -67,3 +73,14 @@ def with_culprits(reps: list[dict], verdict: str, culprits: list[int], most: int
         elif len(out) < most:
             out[r["rank"]] = list(r["why"])
     return [{"rank": r, "why": why_r} for r, why_r in out.items()]
+
+
+def culprits_first(reps: list[dict], ranks: list[int], diagnosis: Any) -> list[dict]:
+    """The representative ranks as the report shows them: `reps` (representative_ranks' list; the lowest
+    of `ranks` when empty, as representative_ranks picks it) with the culprit ranks of `diagnosis` first
+    (with_culprits). Anything but a Diagnosis (None, or the exception diagnosing raised) blames no rank."""
+    if not reps and len(ranks):
+        reps = [{"rank": int(min(ranks)), "why": ["lowest rank"]}]
+    if isinstance(diagnosis, Diagnosis):
+        return with_culprits(reps, diagnosis.verdict, diagnosis.culprit_ranks)
+    return [{"rank": int(r["rank"]), "why": list(r["why"])} for r in reps]

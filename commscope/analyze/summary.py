@@ -4,7 +4,7 @@ Every quantity is defined once, in docs/analysis.md ("The quantities"). Shape (a
 in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
 {"schema_version": SCHEMA_VERSION,
  "ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
- "steps_selected": [a, b] | null, "problems": [...],
+ "steps_selected": [a, b] | null, "problems": [...]   the loader's, several ranks' same line as one (analyze.problems)
  "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives,
                                              an oversubscribed CPU run…)
  "duration_basis": "device kernel (trace)" | ...   what every mean_ms below measures (exposure.duration_basis)
@@ -33,6 +33,9 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
                        "hi_ms", "arrivals", "share", "ranks", "worst_rank", "worst_ms", "worst_step", "worst_label"}]}
                                              how late each member of a collective instance arrived (analyze.lateness)
  "representative_ranks": [{"rank", "why": [...]}]  the ranks to look at first (analyze.representative)
+ "representative_ranks_culprits_first": [{"rank", "why": [...]}]  the same with the doctor's culprit ranks
+                                             first, in the order the page draws them at scale
+                                             (representative.culprits_first; no culprits without a verdict)
  "placement_ranks": "all" | [ranks]          whose collectives `placement` lists: all up to PLACEMENT_ALL_RANKS
                                              ranks, the representative ones above (a note says so)
  "placement": [{"rank", "step", "seq", "label", "op", "bytes", "start_vs_backward_end_ms", "exposed_ms", ...}],
@@ -59,17 +62,19 @@ import pandas as pd
 
 from commscope.analyze import (exposure, lateness, placement, regions, representative, skew, step_gaps, timeline,
                                waiting)
+from commscope.analyze.problems import loading_problems
 from commscope.load.frames import Trace, origin_ns
 from commscope.util.num import rounded, sig, whole
 from commscope.util.ranges import int_ranges
-from commscope.util.text import counted, grouped_by_rank
+from commscope.util.text import counted
 
 # The document's version, raised whenever a key is added with a new meaning, removed or renamed, so that a
 # script reading `report --json` can tell which names it holds. A document without the field is version 1.
 # 5: labels' queued_behind_ms and wake_delay_ms; unknown busbw and exposure are null; the doctor's pct_of_median_step
 # 6: labels' exposed_in_steps_ms
 # 7: profiler_steps (the steps the headline aggregates and compare's samples leave out)
-SCHEMA_VERSION = 7
+# 8: representative_ranks_culprits_first (the doctor's culprits before the representative ranks)
+SCHEMA_VERSION = 8
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
@@ -222,8 +227,11 @@ def _boundary(gap_and_delay: tuple[float, float] | None) -> dict:
     return {"gap_before_ms": rounded(gap / 1e6), "start_delay_ms": rounded(delay / 1e6)}
 
 
-def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool = True) -> dict:
-    """The report document for `trace` (optionally restricted to steps a ≤ s < b)."""
+def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool = True,
+              diagnosis: Any = None) -> dict:
+    """The report document for `trace` (optionally restricted to steps a ≤ s < b). `diagnosis`: the doctor's
+    verdict the report shows beside it (analyze.doctor.diagnose_trace), whose culprit ranks lead
+    `representative_ranks_culprits_first`; None names no culprit."""
     tr = trace.select_steps(steps)
     comp = exposure.compute_sets(tr)
     table = exposure.collective_table(tr, comp)
@@ -244,7 +252,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "schema_version": SCHEMA_VERSION,
         "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
         "source": tr.source, "backend": tr.backend,
-        "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": grouped_by_rank(tr.problems),
+        "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": loading_problems(tr),
         "notes": evidence_notes(tr) + profiler_notes(prof, br),
         "duration_basis": exposure.duration_basis(table),
         **comm_overlaps(tr, ov),
@@ -270,6 +278,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "profiler_steps": {str(s): why for s, why in sorted(prof.items())},
         "arrival_lateness": arrival_lateness(tr),  # analyze.lateness
         "representative_ranks": reps,  # analyze.representative
+        "representative_ranks_culprits_first": representative.culprits_first(reps, tr.ranks, diagnosis),
         # every rank's collectives up to PLACEMENT_ALL_RANKS ranks; above, the representative ranks' only
         "placement_ranks": "all" if every_rank else [r["rank"] for r in reps],
         "placement": placement.records(placement.placement(tr, placed, comp)),  # analyze.placement

@@ -46,9 +46,13 @@ def compare_cmd(
         _say_where_the_gate_cannot_fire(groups, table)
     labels, labels_error = None, None
     if all(g.run_dirs for g in groups):
-        from commscope.analyze.compare_labels import compare_labels  # needs the loader; logs never do
+        from commscope.analyze.compare_labels import compare_labels, run_samples
+        from commscope.load import load_path  # run directories only: logs never need the loader
+
         try:
-            labels = compare_labels([g.run_dirs for g in groups], [g.name for g in groups], n_boot=n_boot)
+            # one run loaded at a time: only its samples are kept
+            samples = [[run_samples(load_path(str(p))) for p in g.run_dirs] for g in groups]
+            labels = compare_labels(samples, [g.name for g in groups], n_boot=n_boot)
         except UserError as e:  # the table above stands on summary.json alone; say why labels are missing
             labels_error = str(e)
     if as_json:

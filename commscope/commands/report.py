@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         """Analyze a run or trace folder: HTML report with timeline and tables, terminal summary, or JSON."""
         import orjson
 
+        from commscope.analyze.doctor import diagnose_trace
         from commscope.analyze.report_context import PAGE_ALL_RANKS
         from commscope.analyze.summary import summarize
 
@@ -57,17 +58,17 @@ def register(app: typer.Typer) -> None:
         # HTA reads device kernels only: on a CPU trace it is skipped, and saying it takes seconds would mislead
         with status("analyzing" + (" (HTA's analyses take a few seconds)" if hta and len(trace.kernels) else ""),
                     quiet=as_json):
-            summary = summarize(trace, steps=window, with_hta=hta)
-        if as_json:  # summarize()'s document only (no doctor verdict)
+            # at the top of the page and the terminal; judged on the whole run, and labelled so under --steps.
+            # One verdict for the document and the page, so both put the same culprit ranks first.
+            diagnosis = diagnose_trace(trace, tolerate_bad_files=True, selected=window)
+            summary = summarize(trace, steps=window, with_hta=hta, diagnosis=diagnosis)
+        if as_json:  # summarize()'s document only (the verdict's culprits in it, not the verdict)
             typer.echo(orjson.dumps(summary, option=JSON_OPTS | orjson.OPT_INDENT_2).decode())
             return
-        from commscope.analyze.doctor import diagnose_trace
         from commscope.analyze.report_context import report_context
         from reports.page import write_report
         from reports.report_terminal import print_doctor_line, print_report_summary
 
-        # at the top of the page and the terminal; judged on the whole run, and labelled so under --steps
-        diagnosis = diagnose_trace(trace, tolerate_bad_files=True, selected=window)
         with status("writing the report", quiet=False):
             write_report(report_context(trace, summary, window, diagnosis), out)
         console = output_console()

@@ -108,10 +108,11 @@ def test_gz_export_when_the_name_says_so(run_dir, tmp_path):
 
 def test_perfetto_flows_link_one_call_across_ranks(run_dir):
     from commscope.load import load_path
+    from commscope.analyze.left_in_flight import left_in_flight
     from reports.perfetto import build_perfetto
 
     tr = load_path(run_dir)
-    doc = build_perfetto(tr)
+    doc = build_perfetto(tr, left_in_flight(tr))
     slices = {(e["pid"], e["tid"], e["args"].get("seq")): e for e in doc["traceEvents"]
               if e["ph"] == "X" and e.get("cat") == "comm"}
     flows = {}

@@ -10,10 +10,16 @@ from typer.testing import CliRunner
 from commscope.cli import app
 from commscope.errors import UserError
 from commscope.analyze.compare_labels import BOUNDARY_LABEL, STEP_LABEL, compare_labels, run_samples
+from commscope.load import load_path
 from rundirs import write_run
 from reports.compare_terminal import label_deltas_text
 
 MS = 1_000_000
+
+
+def samples_of(*groups) -> list[list]:
+    """compare_labels' input for groups of run folders: each run loaded, as `commscope compare` loads it."""
+    return [[run_samples(load_path(str(p))) for p in runs] for runs in groups]
 
 
 def make_run(path: Path, exposed: dict, step_ms: list[float], world_size: int = 2, status="completed",
@@ -57,7 +63,7 @@ def _groups(tmp_path, runs=5):
 
 def test_run_samples_drop_warmup_and_average_ranks(tmp_path):
     r = make_run(tmp_path / "r", {"attn": [9, 2.0, 3.0]}, [50, 10, 12], world_size=2)
-    s = run_samples(r)
+    s = run_samples(load_path(str(r)))
     assert sorted(s["step"].unique()) == [1, 2]
     got = {(row.step, row.label): row.ms for row in s.itertuples()}
     # epoch-ns timestamps pass through float64 in the loader (NaN-able columns): 256 ns resolution
@@ -68,7 +74,7 @@ def test_run_samples_drop_warmup_and_average_ranks(tmp_path):
 
 def test_verdicts_over_runs(tmp_path):
     base, cand = _groups(tmp_path)
-    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=1000)
+    t = compare_labels(samples_of(sorted(base.iterdir()), sorted(cand.iterdir())), ["base", "cand"], n_boot=1000)
     by = {r["label"]: r for r in t.to_dict("records")}
     assert by["attn"]["verdict"] == "better" and by["attn"]["ci_high"] < 0
     # per-run means of steps 1..3: base attn (2.0+2.1+1.9)/3 + small per-run offsets
@@ -87,7 +93,7 @@ def test_too_few_runs_give_no_ci(tmp_path, runs):
     """Below 5 runs a side the bootstrap is silent: no CI, verdict "too few runs", the means still given
     (with 2 runs a side it used to call the step time worse while Welch said not slower)."""
     base, cand = _groups(tmp_path, runs=runs)
-    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=1000)
+    t = compare_labels(samples_of(sorted(base.iterdir()), sorted(cand.iterdir())), ["base", "cand"], n_boot=1000)
     assert set(t["verdict"]) == {"too few runs"} and t["ci_low"].isna().all() and t["ci_high"].isna().all()
     assert set(t["n_cand"]) == {runs} and t["delta_ms"].notna().all()
     res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--json"])
@@ -135,10 +141,10 @@ def test_step_boundary_gaps_are_compared_like_a_label(tmp_path):
     for i in range(5):
         make_run(base / f"r{i}", {"attn": [1, 1, 1, 1]}, [20, 10, 10, 10], gap_ms=3.0 + 0.1 * i)
         make_run(cand / f"r{i}", {"attn": [1, 1, 1, 1]}, [20, 10, 10, 10], gap_ms=0.5 + 0.1 * i)
-    s = run_samples(base / "r0")
+    s = run_samples(load_path(str(base / "r0")))
     got = s[s["label"] == BOUNDARY_LABEL].set_index("step")["ms"]
     assert got.index.tolist() == [1, 2, 3] and got.tolist() == pytest.approx([3.0] * 3, abs=1e-3)
-    t = compare_labels([sorted(base.iterdir()), sorted(cand.iterdir())], ["base", "cand"], n_boot=1000)
+    t = compare_labels(samples_of(sorted(base.iterdir()), sorted(cand.iterdir())), ["base", "cand"], n_boot=1000)
     row = t[t["label"] == BOUNDARY_LABEL].iloc[0]
     assert row["metric"] == "boundary_ms" and row["verdict"] == "better"
     assert row["base_ms"] == pytest.approx(3.2, abs=1e-3) and row["delta_ms"] == pytest.approx(-2.5, abs=1e-3)
@@ -152,7 +158,7 @@ def test_the_profiler_windows_boundary_gives_no_boundary_sample():
     from commscope.analyze.compare_labels import BOUNDARY_LABEL, STEP_LABEL
     from paths import TESTS
 
-    s = run_samples(TESTS / "data" / "layout" / "standard")
+    s = run_samples(load_path(str(TESTS / "data" / "layout" / "standard")))
     bounds = s[s["label"] == BOUNDARY_LABEL]
     assert bounds["step"].tolist() == [1, 2] and bounds["ms"].max() < 100
     assert s[s["label"] == STEP_LABEL]["step"].tolist() == [1, 2]

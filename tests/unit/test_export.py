@@ -15,6 +15,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from commscope.analyze.left_in_flight import left_in_flight
 from commscope.errors import UserError
 from reports.perfetto import build_perfetto, write_perfetto
 from commscope.load.frames import rel
@@ -45,7 +46,7 @@ def test_rel_keeps_nanoseconds_on_epoch_axis():
 
 def test_export_structure_counts_and_args():
     tr = make_trace()
-    doc = build_perfetto(tr)
+    doc = build_perfetto(tr, left_in_flight(tr))
     ev = doc["traceEvents"]
     procs = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
     assert procs == {0: "rank 0", 1: "rank 1"}
@@ -73,12 +74,12 @@ def test_overlapping_collectives_of_one_label_get_extra_lanes(tmp_path):
     extra["end_ns"] = T + 450 * US
     extra["seq"] = 99
     tr.collectives = pd.concat([c, extra], ignore_index=True)
-    doc = build_perfetto(tr)
+    doc = build_perfetto(tr, left_in_flight(tr))
     names = thread_names(doc)
     assert "comm attn #2" in {v for (p, _), v in names.items() if p == 0}
     assert "comm attn #2" not in {v for (p, _), v in names.items() if p == 1}
     check_no_overlap(doc)
-    out = write_perfetto(tr, tmp_path / "t.json")
+    out = write_perfetto(tr, tmp_path / "t.json", left_in_flight(tr))
     assert orjson.loads(out.read_bytes()) == orjson.loads(orjson.dumps(doc))
 
 
@@ -86,9 +87,9 @@ def test_write_refuses_input_directory(tmp_path):
     tr = make_trace()
     tr.path = str(tmp_path)
     with pytest.raises(UserError, match="inside the input directory"):
-        write_perfetto(tr, tmp_path / "out.json")
+        write_perfetto(tr, tmp_path / "out.json", left_in_flight(tr))
     tr.path = None  # a trace built in memory has no input directory to protect
-    assert write_perfetto(tr, tmp_path / "out.json").is_file()
+    assert write_perfetto(tr, tmp_path / "out.json", left_in_flight(tr)).is_file()
 
 
 def _trace_processor_bin() -> str | None:
@@ -103,7 +104,8 @@ def test_perfetto_trace_processor_reads_expected_slices(tmp_path):
     tp_module = pytest.importorskip("perfetto.trace_processor", reason="the perfetto package is not a test dependency")
     TraceProcessor, TraceProcessorConfig = tp_module.TraceProcessor, tp_module.TraceProcessorConfig
 
-    out = write_perfetto(make_trace(), tmp_path / "t.json")
+    tr = make_trace()
+    out = write_perfetto(tr, tmp_path / "t.json", left_in_flight(tr))
     tp = TraceProcessor(trace=str(out), config=TraceProcessorConfig(bin_path=_trace_processor_bin()))
     try:
         df = tp.query("select s.name, t.name as track from slice s join thread_track t on s.track_id = t.id").as_pandas_dataframe()
@@ -145,7 +147,7 @@ def test_collectives_left_in_flight_are_drawn_until_the_rank_was_last_alive(tmp_
     latest1 = max(int(f.loc[f["rank"] == 1, c].max()) for f, c in
                   ((trace.steps, "end_ns"), (trace.regions, "end_ns"), (trace.collectives, "end_ns")) if len(f))
     assert latest1 > last[1] + 90_000
-    doc = build_perfetto(trace)
+    doc = build_perfetto(trace, left_in_flight(trace))
     check_no_overlap(doc)
     t0 = doc["otherData"]["t0_ns"]
     got = sorted((e["pid"], e["args"]["seq"], e["name"], e["ts"], round(e["ts"] + e["dur"], 3), e["args"]["until"])

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 import reports.perfetto as perfetto
+from commscope.analyze.left_in_flight import left_in_flight
 from commscope.load.loader import load_path
 from cli_result import run_main
 from paths import TESTS
@@ -19,7 +20,7 @@ INPUTS = [TESTS / "data" / "gloo2", TESTS / "data" / "cpurun-hooks-gloo2"]
 
 
 def _whole(trace) -> bytes:
-    return orjson.dumps(perfetto.build_perfetto(trace), option=orjson.OPT_SERIALIZE_NUMPY)
+    return orjson.dumps(perfetto.build_perfetto(trace, left_in_flight(trace)), option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 @pytest.mark.parametrize("src", INPUTS + [TESTS / "data" / "modded-nanogpt-8xh100"], ids=lambda p: p.name)
@@ -27,7 +28,7 @@ def _whole(trace) -> bytes:
 def test_streamed_file_is_the_whole_document_byte_for_byte(tmp_path, src, name):
     trace = load_path(str(src))
     expected = _whole(trace)
-    out = perfetto.write_perfetto(trace, tmp_path / name)
+    out = perfetto.write_perfetto(trace, tmp_path / name, left_in_flight(trace))
     data = out.read_bytes()
     if name.endswith(".gz"):
         assert data[:2] == b"\x1f\x8b"
@@ -67,7 +68,7 @@ def test_writer_never_holds_more_than_a_chunk_of_events(tmp_path, monkeypatch, s
 
     monkeypatch.setattr(perfetto, "_encode_chunk", counting_encode)
     monkeypatch.setattr(perfetto, "_emit_events", counting_emit_events)
-    out = perfetto.write_perfetto(trace, tmp_path / "t.json")
+    out = perfetto.write_perfetto(trace, tmp_path / "t.json", left_in_flight(trace))
 
     n = len(expected["traceEvents"])
     assert state["emitted"] == state["encoded"] == n

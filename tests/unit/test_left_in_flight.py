@@ -65,3 +65,18 @@ def test_the_export_draws_the_in_flight_frame_it_is_given(tmp_path):
     got = [(e["pid"], e["args"]["seq"], round(e["ts"] + e["dur"], 3)) for e in doc["traceEvents"]
            if e.get("cat") == "inflight"]
     assert got == [(0, 90, round((fired + 2_000_000 - t0) / 1e3, 3)), (0, 91, round((fired + 2_000_000 - t0) / 1e3, 3))]
+
+
+def test_the_export_never_computes_what_was_left_in_flight(tmp_path):
+    """The renderer draws only the frame the caller gives: an empty one leaves a hung run's export without
+    an in-flight track, and leaving the frame out is an error rather than a computation in reports/."""
+    import pytest
+
+    trace, _, _ = _hung_run(tmp_path)
+    assert len(left_in_flight(trace)) == 3
+    doc = build_perfetto(trace, left_in_flight(trace).iloc[:0])
+    assert [e for e in doc["traceEvents"] if e.get("cat") == "inflight"] == []
+    assert "in flight (never completed)" not in {e["args"]["name"] for e in doc["traceEvents"]
+                                                 if e["ph"] == "M" and e["name"] == "thread_name"}
+    with pytest.raises(TypeError):
+        build_perfetto(trace)  # type: ignore[call-arg]

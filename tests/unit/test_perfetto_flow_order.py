@@ -2,6 +2,7 @@
 start, the chain ending at the rank that started last."""
 from collections import defaultdict
 
+from commscope.analyze.left_in_flight import left_in_flight
 from commscope.load import load_path
 from paths import TESTS
 from reports.perfetto import build_perfetto
@@ -19,7 +20,8 @@ def _flows_and_slices(doc):
 
 
 def test_flow_arrows_never_point_back_in_time_on_a_run_dir():
-    doc = build_perfetto(load_path(str(TESTS / "data" / "cpurun-hooks-gloo2")))
+    trace = load_path(str(TESTS / "data" / "cpurun-hooks-gloo2"))
+    doc = build_perfetto(trace, left_in_flight(trace))
     flows, slices = _flows_and_slices(doc)
     assert len(flows) == 57  # calls seen on both ranks of the run
     ends_on_rank = defaultdict(int)
@@ -39,7 +41,8 @@ def test_flow_arrows_never_point_back_in_time_on_a_run_dir():
 
 
 def test_flow_chains_across_eight_gpus_run_forward():
-    doc = build_perfetto(load_path(str(TESTS / "data" / "modded-nanogpt-8xh100")))
+    trace = load_path(str(TESTS / "data" / "modded-nanogpt-8xh100"))
+    doc = build_perfetto(trace, left_in_flight(trace))
     flows, _ = _flows_and_slices(doc)
     steps = [(a["ts"], b["ts"]) for evs in flows.values() for a, b in zip(evs, evs[1:])]
     assert len(steps) == 357
@@ -50,7 +53,8 @@ def test_flow_chains_across_eight_gpus_run_forward():
 
 
 def test_cpu_trace_compute_tracks_are_named_as_threads():
-    doc = build_perfetto(load_path(str(TESTS / "data" / "gloo2")))
+    trace = load_path(str(TESTS / "data" / "gloo2"))
+    doc = build_perfetto(trace, left_in_flight(trace))
     names = sorted({e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"
                     and e["args"]["name"].startswith("compute")})
     assert names == ["compute (CPU thread 11735)", "compute (CPU thread 11736)"]

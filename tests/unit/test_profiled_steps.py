@@ -80,10 +80,10 @@ def test_a_run_profiled_throughout_keeps_its_steps(tmp_path):
 def test_compare_step_time_leaves_the_profiler_steps_out(tmp_path):
     base = run(tmp_path / "base", None, slow_step=None)
     cand = run(tmp_path / "cand", "2:4")
-    samples = run_samples(cand)
+    samples = run_samples(load_path(str(cand)))
     assert sorted(samples["step"].unique()) == [1, 5]  # 0: warm-up; 2–4: the profiler's
     assert samples.attrs["left_out"] == {2: "profiler window", 3: "profiler window", 4: "profiler export"}
-    df = compare_labels([[base], [cand]], ["base", "cand"])
+    df = compare_labels([[run_samples(load_path(str(r)))] for r in (base, cand)], ["base", "cand"])
     step = df[df["label"] == STEP_LABEL].iloc[0]
     assert step["cand_ms"] == pytest.approx(100.0, abs=1e-3) and step["delta_ms"] == pytest.approx(0.0, abs=1e-3)
     assert df.attrs["notes"] == ["cand: steps 2–3 (profiler window) and 4 (profiler export) give no sample "

@@ -13,6 +13,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from commscope.analyze.left_in_flight import left_in_flight
 from commscope.analyze.summary import summarize
 from commscope.cli import app
 from commscope.errors import UserError
@@ -165,7 +166,7 @@ def test_fixture_report_size_and_export(fixture_trace, tmp_path):
     assert p.external == [] and "Timeline" in p.h2
     assert table_values(p.tables["labels-table"]) == comparable(
         orjson.loads(orjson.dumps(summary["labels"], option=orjson.OPT_SERIALIZE_NUMPY)))
-    doc = build_perfetto(tr)
+    doc = build_perfetto(tr, left_in_flight(tr))
     check_no_overlap(doc)
     procs = {e["pid"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
     assert procs == set(range(8))
