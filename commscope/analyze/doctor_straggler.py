@@ -10,9 +10,7 @@ arrivals, STRAGGLER_PCT_HOST for host-timed ones, whose speed varies with OS sch
 below STRAGGLER_FLOOR_MS_HOST), or the user's `straggler_pct` / `straggler_ms`, and never below three
 times the ranks' clock-alignment error. The culprits are the flagged ranks that caused at least half as
 much waiting as the worst; the confidence says how persistent (most judged steps) or how far over the bar
-(STRAGGLER_MARGIN_HIGH) that was. Where the default share of the median step sets the bar on host-timed
-arrivals, lone episodes (each flagged rank over the bar in one step, under STRAGGLER_MARGIN_HIGH times it,
-in fewer than half the judged steps) are noted in an ok verdict instead. docs/faults.md has the measurements behind the bars.
+(STRAGGLER_MARGIN_HIGH) that was. docs/faults.md has the measurements behind the bars.
 
 Invariants: a pure function of the trace's frames; the evidence lists at most MAX_INSTANCES collectives
 per flagged (step, rank) and MAX_INSTANCES_TOTAL in all, so a long run's verdict stays small.
@@ -31,8 +29,7 @@ from commscope.util.ranges import int_ranges
 # Default bars for the waiting a rank causes in one step, as a share (%) of the run's median step time.
 # Device-timed arrivals (GPU kernels) vary by well under a percent between healthy ranks; host-timed ones
 # (CPU ranks) vary with OS scheduling: healthy 2- and 4-rank tiny-preset runs on a busy 2-core machine
-# showed a rank making the others wait up to 0.97x the median step in one step (docs/faults.md), which is
-# why a lone step over this bar is no straggler (_lone_episodes).
+# showed a rank making the others wait up to 0.97x the median step in one step (docs/faults.md).
 STRAGGLER_PCT_DEVICE = 10.0
 STRAGGLER_PCT_HOST = 100.0
 # A share of a millisecond step is below what OS scheduling alone costs a host-timed arrival on a loaded
@@ -74,26 +71,6 @@ def _bar(inst: pd.DataFrame, trace: Trace, straggler_ms: float | None, straggler
         bar, how["set_by"] = 3 * float(err), "clock-alignment error"
     how["ms"] = bar / 1e6
     return bar, how
-
-
-def _lone_episodes(flagged: pd.DataFrame, bar: float, judged: int, how: dict) -> dict | None:
-    """When the default share of the median step set the bar on host-timed arrivals, and every flagged
-    rank was over it in a single step, under STRAGGLER_MARGIN_HIGH times it, in fewer than half the judged
-    steps (what `_confidence` rates low): those steps per rank (step, mean wait ms, bar multiple); else
-    None. A loaded host delays a healthy rank by about a whole step now and then (docs/faults.md: up to
-    0.97x the 100 % bar in the project's own tiny runs), so that bar has no margin over noise for one step;
-    a stall repeated or far over it still is a straggler. The host floor, where it sets the bar, has its
-    margin built in, and a bar the user gives is judged as given."""
-    if how["set_by"] != "share of median step" or how.get("arrivals") != "host":
-        return None
-    out = {}
-    for rank, f in flagged.groupby("rank"):
-        margin = float(f["lost_ns"].max()) / bar if bar > 0 else float("inf")
-        if len(f) != 1 or _confidence(1, judged, margin) != "low":
-            return None
-        out[str(int(rank))] = {"step": int(f["step"].iloc[0]), "mean_wait_ms": float(f["lost_ns"].iloc[0]) / 1e6,
-                               "max_bar_multiple": margin}
-    return out
 
 
 def _confidence(flagged: int, judged: int, margin: float = 0.0) -> str:
@@ -151,25 +128,15 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     flagged = per[per["lost_ns"] >= bar]
     details = {"threshold": how, "median_step_ms": median_step / 1e6, "median_step_steps": median_steps,
                "judged_steps": judged_steps, "excluded_steps": excluded}
-    episodes = _lone_episodes(flagged, bar, len(judged_steps), how) if len(flagged) else None
-    if not len(flagged) or episodes:
+    if not len(flagged):
         top = per.sort_values("lost_ns", ascending=False).head(1)
         worst = (f"; the most any rank made the others wait in a step: rank {int(top['rank'].iloc[0])}, "
                  f"{top['lost_ns'].iloc[0] / 1e6:,.1f} ms in step {int(top['step'].iloc[0])} "
                  f"({top['pct'].iloc[0]:.1f} % of the median step)" if len(top) else "")
-        note = ""
-        if episodes:
-            details["host_episodes"] = episodes
-            over = max(e["max_bar_multiple"] for e in episodes.values())
-            steps = sorted({e["step"] for e in episodes.values()})
-            note = (f"; rank(s) {ranks_text([int(r) for r in episodes])} over the bar in one step each (step(s) "
-                    f"{int_ranges(steps)} of {len(judged_steps)} judged, at most {over:.1f}× the bar): on host-timed "
-                    f"arrivals such a lone step under {STRAGGLER_MARGIN_HIGH:g}× the bar is OS scheduling noise, "
-                    "not a straggler")
         return Diagnosis("ok", sources=src, details=details, summary=(
             f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
             f"{int_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:,.1f} ms of waiting per "
-            f"step{_bar_text(how, f'{median_step / 1e6:,.1f} ms median step{scope}')}{worst}{note}."))
+            f"step{_bar_text(how, f'{median_step / 1e6:,.1f} ms median step{scope}')}{worst}."))
     totals = flagged.groupby("rank")["wait_caused_ns"].sum().sort_values(ascending=False, kind="stable")
     culprits = [int(r) for r, w in totals.items() if w >= 0.5 * totals.iloc[0]]
     worst = culprits[0]
