@@ -16,7 +16,7 @@ from commscope.analyze.diagnosis import VERDICTS
 from commscope.analyze.doctor import diagnose_path
 from commscope.load.flight_recorder import read_flight_recorder
 from commscope.errors import UserError
-from report_trace import make_trace, write_run_dir
+from report_trace import T, make_trace, write_run_dir
 from rundirs import write_json
 from paths import TESTS
 
@@ -171,42 +171,104 @@ def test_one_stall_far_over_the_bar_rates_high_an_episode_near_it_low(tmp_path):
     assert doctor_straggler._confidence(3, 4, 1.1) == "high" and doctor_straggler._confidence(1, 2, 1.1) == "medium"
 
 
-def cpu_run(tmp_path, steps=(0, 1, 2)):
+def stretched(trace, k):
+    """The hand-built trace with every time k× as far from its start: steps of k ms instead of 1 ms."""
+    for df in (trace.steps, trace.compute, trace.collectives, trace.regions, trace.hooks):
+        for c in [c for c in df.columns if c.endswith("_ns")]:
+            df[c] = T + (df[c] - T) * k
+    return trace
+
+
+def cpu_run(tmp_path, steps=(0, 1, 2), step_ms=1, ranks=(0, 1, 2, 3), name="cpu"):
     """The hand-built run as a CPU (gloo) run records it: no device start, launches are the arrivals."""
-    path = tmp_path / "cpu"
-    write_run_dir(make_trace(ranks=(0, 1, 2, 3), steps=steps, style="run"), path)
-    for r in range(4):
+    path = tmp_path / name
+    write_run_dir(stretched(make_trace(ranks=ranks, steps=steps, style="run"), step_ms), path)
+    for r in ranks:
         rewrite(path, r, lambda x: {**x, "timing": "wall", "start_ns": None} if x["kind"] == "collective" else x)
     return path
 
 
 def test_cpu_late_burst_is_charged_once(tmp_path):
-    path = cpu_run(tmp_path)
-    # rank 3 sleeps 1.5 ms before step 1's mlp and launches it and everything after it late
-    shift(path, 3, {4, 5}, "call_ns", 1_500_000)
+    path = cpu_run(tmp_path, step_ms=100)  # steps long enough that the share, not the host floor, sets the bar
+    # rank 3 sleeps 150 ms before step 1's mlp and launches it and everything after it late
+    shift(path, 3, {4, 5}, "call_ns", 150 * MS)
     d = diagnose_path(str(path))
     assert (d.verdict, d.culprit_ranks, d.label, d.step, d.sequence) == ("straggler", [3], "mlp", 1, 4)
     assert d.details["threshold"]["arrivals"] == "host"
+    assert d.details["threshold"]["set_by"] == "share of median step" and d.details["threshold"]["ms"] == 100
     waits = {i["sequence"]: i["waiting_caused_ms"] for i in d.details["instances"]}
-    # mlp: ranks 0-2 launched at 810 µs + 0/10/20 µs lag, rank 3 at 830 + 1500 µs
-    assert waits[4] == pytest.approx(3 * 1530 / 1000 - (0.0 + 0.01 + 0.02), abs=1e-9)
+    # mlp: ranks 0-2 launched at 81 ms + 0/1/2 ms lag, rank 3 at 83 + 150 ms
+    assert waits[4] == pytest.approx(100 * (3 * 1530 / 1000 - (0.0 + 0.01 + 0.02)), abs=1e-6)
     # scalars, launched right after: the others could not start it before mlp's last arrival either
-    assert 5 not in waits or waits[5] == pytest.approx(0.0, abs=0.1)
+    assert 5 not in waits or waits[5] == pytest.approx(0.0, abs=10)
     # 150 % of the median step: over the 100 % bar of host-timed arrivals; 50 % would not be
-    shift(path, 3, {4, 5}, "call_ns", -1_000_000)
+    shift(path, 3, {4, 5}, "call_ns", -100 * MS)
     assert diagnose_path(str(path)).verdict == "ok"
 
 
+def plain_loop_run(tmp_path, late_ms, name="cpu"):
+    """A run like examples/plain_loop.py: 2 CPU ranks, steps 0-4 of 7 ms; in step 4 rank 0 launches its
+    collectives from mlp on `late_ms` late, so rank 1 waits about that long for it."""
+    path = cpu_run(tmp_path, steps=tuple(range(5)), step_ms=7, ranks=(0, 1), name=name)
+    shift(path, 0, {13, 14}, "call_ns", late_ms * MS)  # its mlp and everything after it
+    return path
+
+
+def test_host_bar_has_a_floor_above_os_scheduling_noise(tmp_path):
+    """18 ms of waiting in one step of 7 ms median steps: what a loaded machine's scheduler alone does to a
+    healthy CPU rank (docs/faults.md), 2.6× the 100 % share: under the host floor, so ok, naming the floor."""
+    d = diagnose_path(str(plain_loop_run(tmp_path, 18)))
+    assert (d.verdict, d.culprit_ranks) == ("ok", []), d.summary
+    th = d.details["threshold"]
+    assert (th["set_by"], th["ms"], th["host_floor_ms"], th["arrivals"]) == (
+        "host scheduling floor", doctor_straggler.STRAGGLER_FLOOR_MS_HOST, 50.0, "host")
+    assert th["pct_of_median_step"] == 100
+    assert ("straggler bar 50.0 ms of waiting per step (the 50 ms floor of host-timed arrivals, above OS "
+            "scheduling noise; 100 % of the 7.0 ms median step of steps 0-4 is less); the most any rank made "
+            "the others wait in a step: rank 0, 18.1 ms in step 4") in d.summary
+    # a bar the user gives wins: the floor calibrates only the default
+    d = diagnose_path(str(plain_loop_run(tmp_path, 18, "pct")), straggler_pct=100)
+    assert (d.verdict, d.culprit_ranks, d.step) == ("straggler", [0], 4)
+    assert d.details["threshold"]["set_by"] == "--straggler-pct" and d.details["threshold"]["ms"] == pytest.approx(7)
+    assert "host_floor_ms" not in d.details["threshold"]
+    d = diagnose_path(str(plain_loop_run(tmp_path, 18, "ms")), straggler_ms=10)
+    assert (d.verdict, d.culprit_ranks, d.details["threshold"]["set_by"]) == ("straggler", [0], "--straggler-ms")
+    assert d.summary.endswith("bar 10.0 ms per step (--straggler-ms).")
+
+
+def test_a_host_stall_far_over_scheduling_noise_is_a_straggler(tmp_path):
+    d = diagnose_path(str(plain_loop_run(tmp_path, 200)))
+    assert (d.verdict, d.culprit_ranks, d.step) == ("straggler", [0], 4), d.summary
+    assert d.confidence == "low"  # one step of four, 4× the bar: an episode, but well beyond the noise
+    assert d.evidence[0]["mean_wait_ms"] == pytest.approx(200, abs=0.5)
+    assert d.details["threshold"]["set_by"] == "host scheduling floor"
+    assert d.summary.endswith("bar 50.0 ms per step (the 50 ms floor of host-timed arrivals, above OS scheduling "
+                              "noise; 100 % of the median step is less).")
+
+
+def test_device_timed_bar_has_no_host_floor(tmp_path):
+    """GPU arrivals keep the 10 % share however short the step: 0.3 ms in 1 ms steps, once in five, is a
+    straggler (low confidence), with no floor."""
+    path = tmp_path / "run"
+    write_run_dir(make_trace(ranks=(0, 1, 2, 3), steps=tuple(range(6)), style="run"), path)
+    shift(path, 3, {7}, "start_ns", 300_000)
+    d = diagnose_path(str(path))
+    assert (d.verdict, d.culprit_ranks, d.confidence) == ("straggler", [3], "low")
+    th = d.details["threshold"]
+    assert (th["set_by"], th["arrivals"], th["ms"]) == ("share of median step", "device", pytest.approx(0.1))
+    assert "host_floor_ms" not in th
+
+
 def test_profiler_window_and_its_export_are_not_judged(tmp_path):
-    path = cpu_run(tmp_path, steps=(0, 1, 2, 3, 4))
+    path = cpu_run(tmp_path, steps=(0, 1, 2, 3, 4), step_ms=100)
     cfg = json.loads((path / "config.json").read_text())
     write_json(path / "config.json", {**cfg, "args": {**cfg.get("args", {}), "profile": "1:3"}})
-    shift(path, 3, {10, 11}, "call_ns", 2_000_000)  # step 3: right after the export
+    shift(path, 3, {10, 11}, "call_ns", 200 * MS)  # step 3: right after the export
     d = diagnose_path(str(path))
     assert d.verdict == "ok" and d.details["judged_steps"] == [4]
     assert d.details["excluded_steps"] == {"0": "warm-up", "1": "profiler window", "2": "profiler window",
                                            "3": "profiler export"}
-    shift(path, 3, {13, 14}, "call_ns", 2_000_000)  # step 4 is judged
+    shift(path, 3, {13, 14}, "call_ns", 200 * MS)  # step 4 is judged
     assert diagnose_path(str(path)).culprit_ranks == [3]
 
 
