@@ -27,7 +27,7 @@ shares, not the overhead itself).
 its sync to behind the next step's first region (the breakdown's "flush" then times the step end alone).
 
 Run: python bench/bench_record_overhead.py [--device cuda] [--workload trainer|linear] [--variant compile-fp8-head]
-     [--flush overlap] [--rounds 20]
+     [--flush overlap] [--split-hooks] [--rounds 20]
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def measure(args: argparse.Namespace, device: torch.device, backend: str):
         light = Recorder(tmp, rank=0, world_size=1, device=device, backend=backend, flush=args.flush)
         try:
             timings = _interleave(args, light, params, one_step, cuda)
-            step0 = (args.warmup + args.rounds * args.steps_per_round) * 3
+            step0 = (args.warmup + args.rounds * args.steps_per_round) * len(timings[3])  # after every mode's steps
             breakdown = recorder_breakdown(light, params, one_step, step0, args.breakdown_steps, cuda)
         finally:
             light.close()
@@ -190,14 +190,19 @@ def records_per_step(run_dir: str) -> dict[str, float]:
     return {k: n / max(len(steps), 1) for k, n in sorted(counts.items())}
 
 
+# light recording of everything but the gradient hooks (no watch()): with --split-hooks, what hooks cost
+LIGHT_NO_HOOKS = "light, no hooks"
+
+
 def _interleave(args, light, params, one_step, cuda: bool):
     """The warmup blocks, then `args.rounds` rounds of every mode in rotating order (see measure)."""
     plain = NullRecorder()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
 
     def run_block(mode: str, n: int, step0: int) -> tuple[list[float], list[float]]:
-        rec = light if mode == "light" else plain
-        rec.watch(params)
+        rec = light if mode.startswith("light") else plain
+        if mode != LIGHT_NO_HOOKS:
+            rec.watch(params)
         ctx = profile(activities=acts, record_shapes=True) if mode == "profiler" else contextlib.nullcontext()
         wall, cpu = [], []
         with ctx:
@@ -218,7 +223,7 @@ def _interleave(args, light, params, one_step, cuda: bool):
         return wall, cpu
 
     stop_s: list[float] = []
-    modes = ["plain", "light", "profiler"]
+    modes = ["plain", "light", "profiler"] + ([LIGHT_NO_HOOKS] if args.split_hooks else [])
     step = 0
     for mode in modes:
         run_block(mode, args.warmup, step)
@@ -229,7 +234,7 @@ def _interleave(args, light, params, one_step, cuda: bool):
     ratios = {(c, m): [] for c in ("wall", "cpu") for m in modes}
     for r in range(args.rounds):
         med = {}
-        for mode in modes[r % 3:] + modes[: r % 3]:
+        for mode in modes[r % len(modes):] + modes[: r % len(modes)]:
             wall, cpu = run_block(mode, args.steps_per_round, step)
             step += args.steps_per_round
             for c, t in (("wall", wall), ("cpu", cpu)):
@@ -256,6 +261,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--flush", choices=("step", "overlap"), default="step",
                     help="light recording's flush= (overlap: a step's records are written behind the next step's "
                          "first region, on CUDA)")
+    ap.add_argument("--split-hooks", action="store_true",
+                    help=f"add a mode '{LIGHT_NO_HOOKS}': light recording without watch(), so the gradient "
+                         "hooks' share of the cost is the difference")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--steps-per-round", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=5)
@@ -274,6 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     print("## Recording overhead\n")
     variant_flag = f" --variant {args.variant}" if args.workload == "trainer" and args.variant != "eager" else ""
     variant_flag += f" --flush {args.flush}" if args.flush != "step" else ""
+    variant_flag += " --split-hooks" if args.split_hooks else ""
     shape = (f"reference trainer, {args.variant}, preset {args.preset}, {args.seqs} sequences per step"
              if args.workload == "trainer"
              else f"Linear chain, dim {args.dim}, batch {args.batch}, grad-accum {args.grad_accum}")
