@@ -195,9 +195,13 @@ def _flow_events(slices: dict[int, list[_FlowMember]], emit: Callable[[dict], No
 
 
 def _other_data(trace: Any, t0: int) -> dict:
+    """The document's otherData: the producer marker first (own_trace reads it from the first bytes), the
+    time origin, and what the loader could not read (`problems`, as `report` lists them: a trace missing a
+    rank must say so where it is opened, not only in the terminal that wrote it)."""
     return {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
             "source": printable(str(getattr(trace, "source", ""))),
-            "path": printable(str(getattr(trace, "path", "")))}
+            "path": printable(str(getattr(trace, "path", ""))),
+            "problems": [printable(str(p)) for p in getattr(trace, "problems", None) or []]}
 
 
 def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: pd.DataFrame) -> None:
