@@ -17,6 +17,14 @@ from commscope.commands._shared import (apply_label_map, label_map_option, outpu
                                        require_finite, scheduler_option)
 
 
+def _json_default(v):
+    """What orjson cannot write itself: pandas' missing integer (pd.NA, from the nullable Int64 launch
+    columns the evidence is read from) is null like a missing float; anything else its str()."""
+    import pandas as pd
+
+    return None if v is pd.NA else str(v)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor(
@@ -64,7 +72,7 @@ def register(app: typer.Typer) -> None:
         d = diagnose_trace(trace, straggler_ms=straggler_ms, straggler_pct=straggler_pct, warmup_steps=warmup_steps)
         if as_json:
             typer.echo(orjson.dumps(d.to_json(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
-                                    default=str).decode())
+                                    default=_json_default).decode())
             return
         console = output_console(piped_width=160)
         print_doctor_verdict(d, console)
