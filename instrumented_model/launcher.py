@@ -187,7 +187,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         # Settled first: a replacing run with no step moves its files out of `out` (the replaced run is
         # back there), and every path printed below must name the folder that holds this run's files.
         here = claim.settle(had_step=bool(summary["losses"]))
-        print_run_summary(console, summary, here, step_stats(summary))
+        print_run_summary(console, summary, here, step_stats(summary, args.profile))
         for note in job.notes:
             print_run_note(console, note)
         if oversubscribed:
