@@ -190,8 +190,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         print_run_summary(console, summary, here, step_stats(summary, args.profile))
         for note in job.notes:
             print_run_note(console, note)
-        if oversubscribed:
-            print_run_note(console, oversubscribed)
+        # the oversubscription warning was printed once at launch (stderr); the report repeats it from meta.json
         # a failed run, or a drill (--inject) that completed: what the doctor makes of it is the point
         failed = summary["status"] not in ("completed", "interrupted")
         if (failed or (args.inject and summary["status"] == "completed")) and not end.storage_error:
