@@ -187,11 +187,10 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         # Settled first: a replacing run with no step moves its files out of `out` (the replaced run is
         # back there), and every path printed below must name the folder that holds this run's files.
         here = claim.settle(had_step=bool(summary["losses"]))
-        print_run_summary(console, summary, here, step_stats(summary))
+        print_run_summary(console, summary, here, step_stats(summary, args.profile))
         for note in job.notes:
             print_run_note(console, note)
-        if oversubscribed:
-            print_run_note(console, oversubscribed)
+        # the oversubscription warning was printed once at launch (stderr); the report repeats it from meta.json
         # a failed run, or a drill (--inject) that completed: what the doctor makes of it is the point
         failed = summary["status"] not in ("completed", "interrupted")
         if (failed or (args.inject and summary["status"] == "completed")) and not end.storage_error:

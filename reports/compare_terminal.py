@@ -48,11 +48,12 @@ def _fmt(v, column: str = "") -> str:
 
 
 def comparison_markdown(table: pd.DataFrame) -> str:
-    """The README-ready markdown table of compare_groups()' frame, in the records' own format (a tiny p is
-    0.0000 there, as the published tables print it; the terminal table says <0.0001)."""
+    """The README-ready markdown table of compare_groups()' frame, in the records' columns, each cell as the
+    terminal table prints it (`_fmt`: a p below 0.00005 is <0.0001, never 0.0000, which would claim a
+    p of exactly zero in a README)."""
     head = "| | " + " | ".join(h for _, h in COLUMNS) + " |"
     sep = "|" + "---|" * (len(COLUMNS) + 1)
-    rows = ["| " + r["name"] + " | " + " | ".join(_fmt(r[c]) for c, _ in COLUMNS) + " |"
+    rows = ["| " + r["name"] + " | " + " | ".join(_fmt(r[c], c) for c, _ in COLUMNS) + " |"
             for r in table.to_dict("records")]
     return "\n".join([head, sep, *rows])
 

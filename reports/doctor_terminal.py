@@ -12,6 +12,7 @@ printed: they mean nothing to a reader without the other end of the interval, an
 """
 from __future__ import annotations
 
+import pandas as pd
 from rich.console import Console
 from rich.text import Text
 
@@ -39,6 +40,8 @@ COLUMNS = {
 }
 # numbers that name something (a rank, a step): no thousands separator, which would read as a rank list
 IDS = {"rank", "step", "sequence", "last_rank", "launched_last_rank", "last_finished_step", "last_launched_seq"}
+# counts: a whole float (a frame's float64 bytes) prints as the integer it is, 393,216 not 393,216.0
+COUNTS = {"bytes", "records", "instances"}
 # free text that may run to several lines (an exception's message): printed under the table, whole
 BELOW = ("error",)
 MISSING = "–"
@@ -53,7 +56,7 @@ def number_text(v, key: str = "") -> str:
     % with one decimal as the verdict's prose has them (three where that would print a small value as 0)."""
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and key in IDS):
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and key in IDS | COUNTS):
         return str(int(v)) if key in IDS else f"{int(v):,}"
     if v != v:  # NaN
         return MISSING
@@ -61,7 +64,7 @@ def number_text(v, key: str = "") -> str:
 
 
 def _cell(v, key: str) -> str:
-    if v is None:
+    if v is None or v is pd.NA:  # pd.NA: a missing value of a nullable integer column (bytes)
         return MISSING
     if isinstance(v, bool) or _number(v):
         return number_text(v, key)

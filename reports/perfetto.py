@@ -57,6 +57,7 @@ from commscope.analyze.exposure import collective_span
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.labels import shown_label
 from commscope.util.atomic import check_output, output_stream, own_trace
+from commscope.util.num import whole
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes
 from commscope.load.frames import rel
@@ -133,10 +134,18 @@ def _col(s: pd.Series) -> Any:
 _PLAIN = (int, str, bool, type(None))
 
 
+# Columns that count something: whole numbers in JSON (36, not 36.0), though the collectives frame holds
+# bytes as float64 (NaN where a Kineto collective has no size).
+_COUNTS = ("bytes",)
+
+
 def _json_values(s: pd.Series) -> list:
     """Column `s` as the JSON values `_num` gives its cells, converted once: a slice's args then look each
-    value up instead of converting it (at 1024 ranks, 17 M conversions through pandas' scalar access)."""
+    value up instead of converting it (at 1024 ranks, 17 M conversions through pandas' scalar access).
+    A _COUNTS column's whole floats become ints."""
     a = s.to_numpy() if isinstance(s.dtype, np.dtype) else s.array.to_numpy(dtype=object, na_value=None)
+    if s.name in _COUNTS:
+        return [v if v.__class__ in _PLAIN else whole(_num(v)) for v in a.tolist()]
     return [v if v.__class__ in _PLAIN else _num(v) for v in a.tolist()]
 
 
@@ -195,9 +204,13 @@ def _flow_events(slices: dict[int, list[_FlowMember]], emit: Callable[[dict], No
 
 
 def _other_data(trace: Any, t0: int) -> dict:
+    """The document's otherData: the producer marker first (own_trace reads it from the first bytes), the
+    time origin, and what the loader could not read (`problems`, as `report` lists them: a trace missing a
+    rank must say so where it is opened, not only in the terminal that wrote it)."""
     return {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
             "source": printable(str(getattr(trace, "source", ""))),
-            "path": printable(str(getattr(trace, "path", "")))}
+            "path": printable(str(getattr(trace, "path", ""))),
+            "problems": [printable(str(p)) for p in getattr(trace, "problems", None) or []]}
 
 
 def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: pd.DataFrame) -> None:

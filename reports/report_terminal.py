@@ -62,14 +62,16 @@ def styled_head(head: str, text: str, style: str = "bold") -> Text:
 CAVEATS_SHOWN = 6  # problems and notes printed under the tables; the rest are counted
 
 
-def print_caveat_lines(items: list[tuple[str, str]], console: Console, more: str = "more") -> None:
-    """(kind, text) caveats, the first CAVEATS_SHOWN of them, then how many more --json holds. Each is
-    printed whole, wrapped at word boundaries: a caveat cut mid-sentence loses the part that says what to
-    do about it. `doctor` prints its loading problems with it too."""
+def print_caveat_lines(items: list[tuple[str, str]], console: Console, more: str = "more",
+                       where: str = "see --json") -> None:
+    """(kind, text) caveats, the first CAVEATS_SHOWN of them, then how many more there are and `where`
+    they all are (--json for report and doctor; export's trace holds them). Each is printed whole, wrapped
+    at word boundaries: a caveat cut mid-sentence loses the part that says what to do about it. `doctor`
+    and `export` print their loading problems with it too."""
     for kind, text in items[:CAVEATS_SHOWN]:
         console.print(styled_head(f"{kind}:", text), highlight=False, overflow="fold")
     if len(items) > CAVEATS_SHOWN:
-        console.print(f"… {len(items) - CAVEATS_SHOWN} {more}, see --json", highlight=False)
+        console.print(f"… {len(items) - CAVEATS_SHOWN} {more}, {where}", highlight=False)
 
 
 def print_caveats(summary: dict, console: Console) -> None:

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from commscope.analyze.diagnosis import ranks_text
+from commscope.analyze.step_gaps import PROFILER_EXPORT, PROFILER_WINDOW, step_list
 from commscope.util.ranges import int_ranges
 
 
@@ -53,8 +54,23 @@ def print_run_note(console: Console, note: str) -> None:
     console.print(f"note: {escape(note)}", highlight=False)
 
 
+def _left_out(stats: dict) -> str:
+    """The steps the mean step leaves out, in words: " (excluding step 0, and steps 5–8: profiler window
+    and its export)", " (excluding step 0)"; "" when none. The profiler's steps are left out only beside
+    step 0 (step_stats keeps a lone step)."""
+    if not stats.get("excludes_step0"):
+        return ""
+    prof = stats.get("profiler_steps") or {}
+    if not prof:
+        return " (excluding step 0)"
+    whys = list(dict.fromkeys(prof.values()))
+    why = "profiler window and its export" if whys == [PROFILER_WINDOW, PROFILER_EXPORT] else " and ".join(whys)
+    return f" (excluding step 0, and step{'s' if len(prof) > 1 else ''} {step_list(prof)}: {why})"
+
+
 def print_run_summary(console: Console, summary: dict, out: str, stats: dict) -> None:
-    """The summary table; `stats` is the launcher's step-time figures (run_summary.step_stats)."""
+    """The summary table; `stats` is the launcher's step-time figures (run_summary.step_stats): the mean
+    and median step and the tokens/s shown over the steps it keeps."""
     ok = summary["status"] == "completed"
     t = Table(title=f"commscope run: [{'green' if ok else 'red'}]{summary['status']}[/]", show_header=False)
     t.add_column(style="bold")
@@ -66,10 +82,13 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict) ->
         t.add_row("loss", f"{losses[0]:.4f} → {losses[-1]:.4f}")
     # The step times are rank 0's (its progress records): named so, as `report` and `doctor` give other
     # figures for the same run (every rank's mean, the median of the judged steps).
+    # Both leave out step 0 and the profiler's steps (run_summary.step_stats), which the label names: the
+    # report's headline leaves out the same profiler steps.
     if stats:
-        t.add_row("rank 0's mean step", f"{stats['mean_ms']:.1f} ms" + (" (excluding step 0)" if stats["excludes_step0"] else ""))
-    if summary["tokens_per_s"]:
-        t.add_row("tokens/s", f"{summary['tokens_per_s']:,.0f}")
+        t.add_row("rank 0's mean step", f"{stats['mean_ms']:.1f} ms{_left_out(stats)}")
+    tps = stats.get("tokens_per_s", summary["tokens_per_s"]) if stats else summary["tokens_per_s"]
+    if tps:
+        t.add_row("tokens/s", f"{tps:,.0f}")
     if "median_ms" in stats:
         t.add_row("rank 0's median step", f"{stats['median_ms']:.1f} ms, {stats['median_tokens_per_s']:,.0f} tokens/s")
     by_status: dict[str, list[str]] = {}

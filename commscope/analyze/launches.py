@@ -12,6 +12,14 @@ import pandas as pd
 from commscope.load.frames import LAUNCH_COLUMNS
 
 
+def _counts(b: pd.Series) -> pd.Series:
+    """The collectives' byte counts (float64: a Kineto collective without a size is NaN) as nullable
+    Int64 like the fault evidence's, so the table and the evidence drawn from it keep integers
+    (393216, not 393216.0); a column with a fractional value, which no reader produces, stays float."""
+    b = pd.to_numeric(b, errors="coerce")
+    return b.astype("Int64") if (b.dropna() % 1 == 0).all() else b.astype(float)
+
+
 def launch_table(collectives: pd.DataFrame, inflight: pd.DataFrame) -> pd.DataFrame:
     c = collectives
     parts = []
@@ -19,7 +27,7 @@ def launch_table(collectives: pd.DataFrame, inflight: pd.DataFrame) -> pd.DataFr
         parts.append(pd.DataFrame({
             "rank": c["rank"].astype(int), "group": c["group"].astype(str), "group_size": c["group_size"],
             "seq": c["seq"].astype(int),
-            "label": c["label"], "op": c["op"], "bytes": c["bytes"].astype(float), "dtype": c["dtype"],
+            "label": c["label"], "op": c["op"], "bytes": _counts(c["bytes"]), "dtype": c["dtype"],
             "step": c["step"], "call_ns": c["call_ns"], "wait_ns": c["wait_ns"], "finished": True,
             "source": "events"}))
     if len(inflight):

@@ -37,7 +37,9 @@ def last_alive_ns(trace: Any, rank: int, fired: bool) -> int | None:
     faults = getattr(trace, "faults", None)
     if fired:
         r = faults.reports
-        at = pd.to_numeric(r.loc[(r["rank"] == rank) & (r["kind"] == "watchdog"), "fired_ns"], errors="coerce")
+        # nullable integers: a report without fired_ns would make the column float64, 256 ns steps
+        at = pd.to_numeric(r.loc[(r["rank"] == rank) & (r["kind"] == "watchdog"), "fired_ns"], errors="coerce",
+                           dtype_backend="numpy_nullable")
         if at.notna().any():
             return int(at.max())
     times = []

@@ -50,7 +50,13 @@ def profiler_steps(trace: Trace) -> dict[int, str]:
     """The steps whose time is the profiler's (module docstring, `excluded`), with why: the one definition
     the step boundaries, the report's headline aggregates (summary `profiler_steps`) and compare's
     per-step samples leave out."""
-    win = profiler_window(trace)
+    return window_steps(profiler_window(trace))
+
+
+def window_steps(win: tuple[int, int] | None) -> dict[int, str]:
+    """The profiler's steps of a --profile window [first, stop): the window's own and the step after it
+    (the trace's export), with why; none without a window. `commscope run`'s summary leaves out the same
+    steps, from its --profile."""
     if win is None:
         return {}
     first, stop = win

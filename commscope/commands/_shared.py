@@ -149,14 +149,15 @@ def status(message: str, quiet: bool):
         yield
 
 
-def output_console(piped_width: int = 140):
-    """The console a command prints its tables to. Piped or logged output without COLUMNS gets
-    `piped_width` columns, not rich's 80, which would cut label and kernel names; a COLUMNS the user set
-    is kept (rich reads it), as is a terminal's own width. Markup and emoji codes are off
-    (reports.console): what it prints holds the user's labels and paths."""
+def output_console(piped_width: int = 140, stderr: bool = False):
+    """The console a command prints its tables to (`stderr`: its caveats beside a stdout it keeps for
+    one result). Piped or logged output without COLUMNS gets `piped_width` columns, not rich's 80, which
+    would cut label and kernel names; a COLUMNS the user set is kept (rich reads it), as is a terminal's
+    own width. Markup and emoji codes are off (reports.console): what it prints holds the user's labels
+    and paths."""
     from reports.console import plain_console
 
-    console = plain_console()
+    console = plain_console(stderr=stderr)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = plain_console(width=piped_width)
+        console = plain_console(width=piped_width, stderr=stderr)
     return console

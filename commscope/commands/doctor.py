@@ -17,6 +17,19 @@ from commscope.commands._shared import (apply_label_map, label_map_option, outpu
                                        require_finite, scheduler_option)
 
 
+# commscope.analyze.doctor_straggler.STRAGGLER_FLOOR_MS_HOST, written out: importing it would load pandas
+# for --help (tests/unit/test_cli.py checks both stay equal)
+STRAGGLER_FLOOR_HELP = "50 ms"
+
+
+def _json_default(v):
+    """What orjson cannot write itself: pandas' missing integer (pd.NA, from the nullable Int64 launch
+    columns the evidence is read from) is null like a missing float; anything else its str()."""
+    import pandas as pd
+
+    return None if v is pd.NA else str(v)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor(
@@ -28,7 +41,8 @@ def register(app: typer.Typer) -> None:
             "(on average per waiting rank) in one step. Default: a share of the median step (--straggler-pct)."),
         straggler_pct: Optional[float] = typer.Option(
             None, "--straggler-pct", help="Straggler bar as a % of the run's median step time (default 10 for "
-            "device-timed arrivals, i.e. GPUs; 100 for CPU ranks, whose speed varies with OS scheduling)."),
+            "device-timed arrivals, i.e. GPUs; 100 for CPU (host-timed) ranks, whose speed varies with OS "
+            f"scheduling, and then never below {STRAGGLER_FLOOR_HELP}; a % given here has no floor)."),
         warmup_steps: Optional[int] = typer.Option(None, "--warmup-steps", show_default=False,
                                                    help="Training steps numbered below this are warm-up: not "
                                                    "judged for stragglers. Default: 1."),
@@ -64,7 +78,7 @@ def register(app: typer.Typer) -> None:
         d = diagnose_trace(trace, straggler_ms=straggler_ms, straggler_pct=straggler_pct, warmup_steps=warmup_steps)
         if as_json:
             typer.echo(orjson.dumps(d.to_json(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
-                                    default=str).decode())
+                                    default=_json_default).decode())
             return
         console = output_console(piped_width=160)
         print_doctor_verdict(d, console)

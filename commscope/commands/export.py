@@ -1,7 +1,10 @@
 """`commscope export RUN_OR_TRACE_DIR --perfetto out.json`: all ranks merged into one Perfetto trace.
 
 A thin wrapper: load (commscope.load), find the collectives a hang left in flight and each rank's last
-sign of life (commscope.analyze.left_in_flight), convert and write (reports.perfetto), print the path. The output
+sign of life (commscope.analyze.left_in_flight), convert and write (reports.perfetto), print the path. What
+the loader could not read (a corrupt or missing rank, an empty trace) is printed on stderr as `doctor`
+prints it (`problem while loading: …`, reports.report_terminal.print_caveat_lines) and kept in the trace's
+otherData.problems: a trace that lacks a rank says so, though it still exits 0 like `report`. The output
 is checked before loading (commscope.util.atomic.check_output): an existing file is replaced only when it
 is a trace commscope wrote (docs/analysis.md, "Output files"). Running out of memory while loading or
 writing is one error line (exit 2) and leaves no partial output.
@@ -13,8 +16,10 @@ from typing import Optional
 
 import typer
 
-from commscope.commands._shared import label_map_option, scheduler_option
+from commscope.commands._shared import label_map_option, output_console, scheduler_option
 from commscope.errors import UserError
+
+PIPED_PROBLEM_WIDTH = 4000  # wide enough that no problem line (a path and a reason) wraps in a log
 
 
 def register(app: typer.Typer) -> None:
@@ -52,4 +57,11 @@ def register(app: typer.Typer) -> None:
         except MemoryError:
             raise UserError(f"out of memory while writing the Perfetto trace {printable(perfetto)} (nothing "
                             "written); free memory, or export fewer steps (--steps) or ranks") from None
+        if trace.problems:  # stderr: stdout stays the one line naming the trace
+            from reports.report_terminal import print_caveat_lines
+
+            # piped, one unwrapped line per problem, as a log is searched
+            print_caveat_lines([("problem while loading", str(p)) for p in trace.problems],
+                               output_console(piped_width=PIPED_PROBLEM_WIDTH, stderr=True),
+                               more="more problem(s)", where="all in the trace's otherData.problems")
         typer.echo(f"perfetto trace: {printable(perfetto)} (open in https://ui.perfetto.dev or chrome://tracing)")

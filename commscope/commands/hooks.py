@@ -17,6 +17,9 @@ from commscope.commands.run import launcher
 from commscope.errors import UserError
 
 
+DEFAULT_NPROC = 2  # ranks of the capture run: the fewest that show hook orders side by side
+
+
 def capture_run(out: Path, nproc: int = 2, steps: int = 2, grad_accum: int = 2, extra: list[str] | None = None) -> None:
     """A short traced run of the reference trainer into `out` (the launcher `commscope run` uses, quietly)."""
     from rich.console import Console
@@ -31,14 +34,18 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def hooks(
         run: Optional[Path] = typer.Argument(None, help="Run directory. Omitted: record a short run first."),
-        nproc: int = typer.Option(2, "--nproc", help="Ranks of the capture run (without RUN)."),
+        nproc: Optional[int] = typer.Option(None, "--nproc", show_default=False,
+                                            help="Ranks of the capture run (without RUN; default 2)."),
         json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     ) -> None:
         """Show the gradient-hook firing order per rank next to the optimizer's scatter_order."""
+        if run is not None and nproc is not None:  # a recorded run has its ranks: --nproc would be ignored
+            raise UserError("--nproc sets the ranks of the capture run, which is made only without RUN; "
+                            "drop --nproc or RUN")
         if run is None:
             with tempfile.TemporaryDirectory(prefix="commscope-hooks-") as tmp:
                 out = Path(tmp) / "run"
-                capture_run(out, nproc=nproc)
+                capture_run(out, nproc=DEFAULT_NPROC if nproc is None else nproc)
                 orders = load_hook_orders(out)
         else:
             orders = load_hook_orders(run)

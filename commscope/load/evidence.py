@@ -15,7 +15,7 @@ import pandas as pd
 from commscope.errors import UserError
 from commscope.load import flight_recorder
 from commscope.load.files import read_json
-from commscope.load.frames import EVIDENCE_COLUMNS, LAUNCH_COLUMNS, FaultEvidence
+from commscope.load.frames import EVIDENCE_COLUMNS, FaultEvidence
 from commscope.rundir import flight_recorder_files
 from commscope.rundir.schema import INFLIGHT, WATCHDOG
 
@@ -62,7 +62,7 @@ def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
     return FaultEvidence(
         reports=pd.DataFrame({c: pd.Series([r[c] for r in reports], dtype=object) for c in EVIDENCE_COLUMNS["reports"]})
         if reports else FaultEvidence().reports,
-        inflight=pd.DataFrame(rows, columns=LAUNCH_COLUMNS),
+        inflight=flight_recorder.launch_frame(rows),
         flight_recorder=flight_recorder.launch_frame(fr_rows))
 
 
@@ -78,7 +78,7 @@ def _inflight_rows(rank: int, doc: dict, source: str) -> list[dict]:
                 raise TypeError(f"{f} is {str(r.get(f))[:40]!r}")
         rows.append({"rank": rank, "group": str(r.get("group")), "group_size": r.get("group_size"),
                      "seq": r["seq"],
-                     "label": r.get("label"), "op": r.get("op"), "bytes": float(r.get("bytes") or 0),
+                     "label": r.get("label"), "op": r.get("op"), "bytes": int(r.get("bytes") or 0),
                      "dtype": r.get("dtype"), "step": r.get("step"), "call_ns": r.get("call_ns"),
                      "wait_ns": r.get("wait_ns"), "finished": False, "source": source})
     return rows
@@ -96,6 +96,7 @@ def _opt_str(v) -> bool:
 _INFLIGHT_FIELDS = {
     "seq": _opt_int(0), "group": lambda v: v is None or type(v) in (str, int), "group_size": _opt_int(1),
     "label": _opt_str, "op": _opt_str, "dtype": _opt_str, "step": _opt_int(-1),
-    "bytes": lambda v: v is None or type(v) in (int, float) and 0 <= v < 2 ** 63,
+    # a whole float (36.0) is a count a JSON writer spelled as a float; 36.5 bytes is not a count
+    "bytes": lambda v: v is None or (type(v) is int or type(v) is float and v.is_integer()) and 0 <= v < 2 ** 63,
     "call_ns": _opt_int(-2 ** 63 + 1), "wait_ns": _opt_int(-2 ** 63 + 1),
 }

@@ -76,7 +76,7 @@ def launch_rows(rank: int, doc: dict) -> list[dict]:
         rows.append({
             "rank": rank, "group": str(group), "group_size": None,
             "seq": seq, "label": name, "op": name,
-            "bytes": float(total_numel(_shapes(e.get("input_sizes")))), "dtype": ",".join(dtypes),
+            "bytes": total_numel(_shapes(e.get("input_sizes"))), "dtype": ",".join(dtypes),
             "step": None, "call_ns": created, "wait_ns": None,
             "finished": e.get("state") == "completed", "source": "flight_recorder"})
     return rows
@@ -94,5 +94,16 @@ def _shapes(shapes: Any) -> list:
     return shapes
 
 
+# The launch columns that hold integers. Each may be missing in some rows (a report without wait_ns, a
+# dump without a step), which would make pandas infer float64 — 256 ns steps at today's epoch ns, and
+# byte counts printed as 393216.0 — so they are built as nullable Int64 from the files' Python ints
+# (docs/frames.md: `_ns` columns are never float).
+INT_LAUNCH_COLUMNS = ("group_size", "seq", "bytes", "step", "call_ns", "wait_ns")
+
+
 def launch_frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=LAUNCH_COLUMNS)
+    """Launch rows (LAUNCH_COLUMNS) as a frame, INT_LAUNCH_COLUMNS exact as nullable Int64."""
+    df = pd.DataFrame(rows, columns=LAUNCH_COLUMNS)
+    for c in INT_LAUNCH_COLUMNS:
+        df[c] = pd.array([r[c] for r in rows], dtype="Int64")
+    return df

@@ -1,0 +1,94 @@
+"""`commscope export` says what the loader could not read: a corrupt rank file, a missing rank folder and an
+empty trace each print report's `problem while loading: …` lines on stderr (stdout keeps its one line naming
+the trace) and the same problems go into the trace's otherData.problems; the export still exits 0, like
+`report`, since the ranks it read are drawn."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import orjson
+
+from cli_result import run_main
+from commscope.load import load_path
+from paths import TESTS
+from reports.report_terminal import CAVEATS_SHOWN
+
+GLOO2_TRACES = TESTS / "data" / "gloo2"  # two ranks' Kineto traces
+GLOO2_RUN = TESTS / "data" / "cpurun-hooks-gloo2"  # a completed 2-rank run directory
+
+
+def export(capsys, src, out):
+    code, cap = run_main(capsys, "export", src, "--perfetto", out)
+    return code, cap.out, cap.err, orjson.loads(out.read_bytes())
+
+
+def stdout_line(out) -> str:
+    return f"perfetto trace: {out} (open in https://ui.perfetto.dev or chrome://tracing)\n"
+
+
+def test_a_truncated_rank_file_is_said_on_stderr_and_in_other_data(tmp_path, capsys):
+    src = tmp_path / "traces"
+    src.mkdir()
+    shutil.copy(GLOO2_TRACES / "rank0.json", src)
+    (src / "rank1.json").write_bytes((GLOO2_TRACES / "rank1.json").read_bytes()[:30_000])
+    out = tmp_path / "t.json"
+    code, stdout, stderr, doc = export(capsys, src, out)
+    assert code == 0
+    assert stdout == stdout_line(out)
+    lines = stderr.splitlines()
+    assert len(lines) == 4  # then two the intact rank's trace has of its own (no ProfilerStep, gloo groups)
+    assert lines[0].startswith(f"problem while loading: {src / 'rank1.json'}: not valid JSON (truncated or corrupt:")
+    assert lines[0].endswith("; skipped")
+    assert lines[1] == "problem while loading: no trace for rank(s) [1] of 2"
+    assert doc["otherData"]["problems"] == [ln.removeprefix("problem while loading: ") for ln in lines]
+    assert doc["otherData"]["problems"] == load_path(str(src)).problems
+    assert sorted({e["pid"] for e in doc["traceEvents"]}) == [0]  # the rank it read is drawn
+
+
+def test_a_missing_rank_folder_is_said(tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(GLOO2_RUN, run)
+    shutil.rmtree(run / "rank1")
+    out = tmp_path / "t.json"
+    code, stdout, stderr, doc = export(capsys, run, out)
+    assert code == 0
+    assert stdout == stdout_line(out)
+    assert "problem while loading: no folder for rank(s) [1] of 2\n" in stderr
+    assert "no folder for rank(s) [1] of 2" in doc["otherData"]["problems"]
+    assert stderr == "".join(f"problem while loading: {p}\n" for p in doc["otherData"]["problems"])
+
+
+def test_an_empty_trace_is_said(tmp_path, capsys):
+    src = tmp_path / "empty.json"
+    src.write_text(json.dumps({"traceEvents": []}))
+    out = tmp_path / "t.json"
+    code, stdout, stderr, doc = export(capsys, src, out)
+    assert code == 0
+    assert stdout == stdout_line(out)
+    assert stderr.splitlines() == [f"problem while loading: {p}" for p in load_path(str(src)).problems]
+    assert f"problem while loading: {src}: no distributedInfo (recorded without a process group)" in stderr
+    assert doc["otherData"]["problems"] == load_path(str(src)).problems
+
+
+def test_a_clean_input_prints_no_problem(tmp_path, capsys):
+    out = tmp_path / "t.json"
+    code, stdout, stderr, doc = export(capsys, GLOO2_RUN, out)
+    assert (code, stdout, stderr, doc["otherData"]["problems"]) == (0, stdout_line(out), "", [])
+
+
+def test_many_problems_are_capped_on_stderr_and_all_kept_in_the_trace(tmp_path, capsys):
+    """CAVEATS_SHOWN lines, then how many more and where they are: the trace holds them all (export has no
+    --json)."""
+    src = tmp_path / "traces"
+    src.mkdir()
+    shutil.copy(GLOO2_TRACES / "rank0.json", src)
+    for i in range(1, 8):  # seven corrupt files, a problem each, and three others
+        (src / f"rank{i}.json").write_text("{")
+    out = tmp_path / "t.json"
+    code, _, stderr, doc = export(capsys, src, out)
+    problems = doc["otherData"]["problems"]
+    assert code == 0 and len(problems) == 10
+    assert sum("not valid JSON" in p for p in problems) == 7  # the world size (2) is rank 0's
+    assert stderr.splitlines() == [f"problem while loading: {p}" for p in problems[:CAVEATS_SHOWN]] + [
+        f"… {10 - CAVEATS_SHOWN} more problem(s), all in the trace's otherData.problems"]
