@@ -94,7 +94,7 @@ def _no_folder(trace: Trace) -> list[int]:
     return sorted(int(r) for r in trace.config.get("missing_rank_folders") or [])
 
 
-def launcher_says(trace: Trace, ranks: list[int]) -> str:
+def _launcher_says(trace: Trace, ranks: list[int]) -> str:
     """What the run's summary.json (the launcher's view, written after every rank ended) says of `ranks`,
     as a clause: "; summary.json says rank(s) 2 completed", or "" when it names none of them."""
     said: dict[str, list[int]] = {}
@@ -160,7 +160,8 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     watchdog = set(faults.ranks("watchdog"))
     # A rank without a folder left no records at all: its missing status.json is missing with them, no sign
     # that it ended abruptly (check_insufficient names it).
-    present = [r for r in ranks if r not in set(_no_folder(trace))]
+    absent = set(_no_folder(trace))
+    present = [r for r in ranks if r not in absent]
     silent = [r for r in present if r not in statuses and r not in watchdog]
     if silent and len(silent) == len(present) and not trace.config.get("summary"):
         return Diagnosis("insufficient", summary=(
@@ -258,13 +259,14 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
     if not len(lt) or trace.source not in ("run", "flight_recorder"):
         return None
     best = None
+    unknown = set(_unrecorded(trace)) | set(_no_folder(trace))  # no records of theirs to find an absence in
     for group, g in lt.groupby("group"):
         members = set(g["rank"].astype(int))
         sizes = pd.to_numeric(g["group_size"], errors="coerce").dropna()
         if len(sizes) and int(sizes.max()) == trace.world_size:
             # the whole world: a rank that left no record at all (killed early) is still a member
             members |= set(range(trace.world_size))
-        members -= set(_unrecorded(trace)) | set(_no_folder(trace))
+        members -= unknown
         launched = g.groupby("seq")["rank"].agg(lambda r: set(int(x) for x in r))
         for seq, have in launched.sort_index().items():
             missing = sorted(members - have)
@@ -357,7 +359,7 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
             "launcher_status": {str(r): ((trace.config.get("summary") or {}).get("ranks") or {}).get(str(r))
                                 for r in absent}}, summary=(
             f"insufficient: the run directory has no folder for rank(s) {ranks_text(absent)} of the job's "
-            f"{trace.world_size}{launcher_says(trace, absent)}. Their records are missing, which is no sign of a "
+            f"{trace.world_size}{_launcher_says(trace, absent)}. Their records are missing, which is no sign of a "
             "crash or hang, and without them who came last to a collective is unknown: no hang, desync or "
             "straggler can be judged on them. Copy the whole run directory for a verdict."))
     return Diagnosis("insufficient", sources=[EVENTS if trace.source == "run" else "trace"],
