@@ -31,6 +31,14 @@ def _span(lo: int, hi: int) -> str:
     return str(lo) if hi == lo + 1 else f"{lo}–{hi - 1}"
 
 
+def _worded(row: dict) -> dict:
+    """An evidence row with a rank that finished no step said in words ("none"): its null there is an
+    answer, not an unknown ("–"), and never a sentinel step."""
+    if "last_finished_step" in row and row["last_finished_step"] is None:
+        return {**row, "last_finished_step": "none"}
+    return row
+
+
 def render_doctor(ctx) -> str | None:
     d = ctx.diagnosis
     if isinstance(d, Exception):
@@ -52,7 +60,7 @@ def render_doctor(ctx) -> str | None:
                    f"See it in {_timeline_link(ctx, steps)}: the other ranks' collectives start early and wait "
                    "for the culprit's.</p>")
     if d.evidence:
-        out.append(tables.records_table(d.evidence, table_id="doctor-evidence"))
+        out.append(tables.records_table([_worded(e) for e in d.evidence], table_id="doctor-evidence"))
     if d.verdict == "straggler" and det.get("instances"):
         out.append("<h3>Collective instances it is based on</h3><p class=\"note\">launch_skew: when the hosts "
                    "queued it (host side, for reference).</p>" +

@@ -45,6 +45,9 @@ COUNTS = {"bytes", "records", "instances"}
 # free text that may run to several lines (an exception's message): printed under the table, whole
 BELOW = ("error",)
 MISSING = "–"
+# what a null says where it is an answer, not an unknown: a rank that finished no step (its JSON has null,
+# never a sentinel step such as -1)
+NULL_WORDS = {"last_finished_step": "none"}
 
 
 def _number(v) -> bool:
@@ -65,7 +68,7 @@ def number_text(v, key: str = "") -> str:
 
 def _cell(v, key: str) -> str:
     if v is None or v is pd.NA:  # pd.NA: a missing value of a nullable integer column (bytes)
-        return MISSING
+        return NULL_WORDS.get(key, MISSING)
     if isinstance(v, bool) or _number(v):
         return number_text(v, key)
     return " ".join(str(v).split()) if key in ("why", "status") else str(v)
@@ -73,7 +76,8 @@ def _cell(v, key: str) -> str:
 
 def _shown_keys(rows: list[dict], keys: list[str] | None) -> list[str]:
     keys = keys or list(dict.fromkeys(k for e in rows for k in e))
-    return [k for k in keys if not k.endswith("_ns") and k not in BELOW and any(e.get(k) is not None for e in rows)]
+    return [k for k in keys if not k.endswith("_ns") and k not in BELOW and
+            any(e.get(k) is not None or (k in NULL_WORDS and k in e) for e in rows)]
 
 
 def _columns(rows: list[dict], keys: list[str] | None = None) -> list[Col]:

@@ -14,22 +14,27 @@ Rules, checked in this order (the first that holds is the verdict):
 2. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype; the
    culprits are the ranks that differ from the majority. Checked before crash: a backend may abort a rank
    on the mismatch (gloo does), and the mismatch, not the abort, is the fault.
-3. crash: a rank left no status.json (killed: os._exit, SIGKILL, abort) while others did, or a rank failed
-   with its own error rather than as a consequence of a peer (teardown, closed connection, timeout). Not
-   when every rank that failed gave up waiting (a timeout): the silent ranks were alive then, and the
-   launcher killed them afterwards; that is rule 4's hang.
+3. crash: a rank whose folder holds records left no status.json (killed: os._exit, SIGKILL, abort) while
+   others did, or a rank failed with its own error rather than as a consequence of a peer (teardown, closed
+   connection, timeout). Not when every rank that failed gave up waiting (a timeout): the silent ranks were
+   alive then, and the launcher killed them afterwards; that is rule 4's hang. Not for a rank without a
+   folder: none of its records were read, which says nothing of how it ended (rule 5).
 4. hang: the first (group, seq) that some members launched and others did not; the culprits are the ranks
    that never launched it (found by *absence*).
    Insufficient instead when such a rank's records are incomplete (`incomplete_ranks`: the loader ignored
    some, or its status says "completed" while its log is torn or ends early): its launch may be among them.
-5. insufficient: ranks of the job are missing from the data (a partial trace set), so who came last to a
-   collective is unknown.
+5. insufficient: ranks of the job are missing from the data (a partial trace set, or a run directory
+   without a rank's folder: the summary names them and what summary.json says of them), so who came last
+   to a collective is unknown. A rank without a folder takes no part in rule 4 either: absence in records
+   that were never read is no evidence.
 6. hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
    culprits; anything else lacks the evidence).
 7. straggler (analyze.doctor_straggler): by analyze.waiting (who made whom wait, on device-side
    arrivals): in a step that is not noise (warm-up, profiler window or export), a rank made the others wait at least the bar — a share of
    the run's median step time (10 % when arrivals are device-timed, 100 % when they are host launch times
-   of CPU ranks, whose speed varies with OS scheduling), or --straggler-ms. The culprits are the ranks
+   of CPU ranks, whose speed varies with OS scheduling), or --straggler-ms. On host-timed arrivals the
+   default bar is never below 50 ms (doctor_straggler.STRAGGLER_FLOOR_MS_HOST), above what OS scheduling
+   alone costs a rank on a busy machine. The culprits are the ranks
    that caused at least half as much of that waiting as the worst; the verdict says in how many of the
    judged steps it happened, the share of the step, and a confidence.
 A rank's status "exited" (a recording script that ended without closing its Recorder, and without an
@@ -37,6 +42,8 @@ unhandled exception) counts as ended without a fault of its own; the loader list
 The loader's problems go with every verdict (`Diagnosis.problems`), as analyze.problems lists them for the
 report too.
 Otherwise ok (saying what was judged), or insufficient when no step or complete collective was left to judge.
+No verdict shows a "last finished step" of a rank that finished none as a number: its evidence holds null
+and its text says "none".
 A job of one rank is ok (nobody waits for anybody), except when nothing was recorded, or when its world size
 is unknown (Kineto traces without distributedInfo or process-group sizes: "taken as 1") and the trace holds
 collectives: then it is insufficient, since a job that communicates has peers whose traces are missing.
@@ -78,6 +85,32 @@ def _statuses(trace: Trace) -> dict[int, dict]:
     return {int(r): s for r, s in trace.config.get("status", {}).items()}
 
 
+def _no_folder(trace: Trace) -> list[int]:
+    """Ranks of a run directory that have no rank folder (the loader's `missing_rank_folders`): none of their
+    records were read, so neither their absence from a collective nor their missing status.json is
+    evidence of how they ended."""
+    if trace.source != "run":
+        return []
+    return sorted(int(r) for r in trace.config.get("missing_rank_folders") or [])
+
+
+def _launcher_says(trace: Trace, ranks: list[int]) -> str:
+    """What the run's summary.json (the launcher's view, written after every rank ended) says of `ranks`,
+    as a clause: "; summary.json says rank(s) 2 completed", or "" when it names none of them."""
+    said: dict[str, list[int]] = {}
+    for r in ranks:
+        st = ((trace.config.get("summary") or {}).get("ranks") or {}).get(str(r))
+        if isinstance(st, str):
+            said.setdefault(st, []).append(r)
+    return "".join(f"; {SUMMARY} says rank(s) {ranks_text(rs)} {st}" for st, rs in said.items())
+
+
+def _finished_text(step: int | None) -> str:
+    """A rank's last finished step as a verdict's sentence says it: "last finished step 3." or, when it
+    finished none, "it finished no step." (its evidence holds null there, never a sentinel)."""
+    return "it finished no step." if step is None else f"last finished step {step}."
+
+
 def _unrecorded(trace: Trace) -> list[int]:
     """Ranks that say they completed but left no record the loader could read (their events.jsonl missing
     or unreadable: a problem of that rank): absence of their collectives is no evidence of anything."""
@@ -103,17 +136,19 @@ def incomplete_ranks(trace: Trace) -> dict[int, list[str]]:
         if lost.get("torn") and r in completed:
             out.setdefault(r, []).append(f"its {EVENTS} is torn (its last line is cut off)")
     for r in sorted(completed):
-        said = statuses[r].get("last_step")
-        if type(said) is int and _last_step(trace, r) < said:
-            out.setdefault(r, []).append(f"its {STATUS} says it completed step {said} but its {EVENTS} ends at "
-                                         f"step {_last_step(trace, r)}")
+        said, last = statuses[r].get("last_step"), _last_step(trace, r)
+        if type(said) is int and said >= 0 and (last is None or last < said):
+            ends = f"ends at step {last}" if last is not None else "holds no finished step"
+            out.setdefault(r, []).append(f"its {STATUS} says it completed step {said} but its {EVENTS} {ends}")
     return dict(sorted(out.items()))
 
 
-def _last_step(trace: Trace, rank: int) -> int:
+def _last_step(trace: Trace, rank: int) -> int | None:
+    """The rank's last finished step; None when it finished none (never a sentinel such as -1, which a
+    reader would take for a step)."""
     s = trace.steps
-    s = s[s["rank"] == rank] if len(s) else s
-    return int(s["step"].max()) if len(s) else -1
+    s = s[(s["rank"] == rank) & (s["step"] >= 0)] if len(s) else s
+    return int(s["step"].max()) if len(s) else None
 
 
 def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
@@ -123,8 +158,12 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     ranks = sorted(set(range(trace.world_size)))
     # A rank whose watchdog fired reported already; if it then has no status it was killed in teardown.
     watchdog = set(faults.ranks("watchdog"))
-    silent = [r for r in ranks if r not in statuses and r not in watchdog]
-    if silent and len(silent) == len(ranks) and not trace.config.get("summary"):
+    # A rank without a folder left no records at all: its missing status.json is missing with them, no sign
+    # that it ended abruptly (check_insufficient names it).
+    absent = set(_no_folder(trace))
+    present = [r for r in ranks if r not in absent]
+    silent = [r for r in present if r not in statuses and r not in watchdog]
+    if silent and len(silent) == len(present) and not trace.config.get("summary"):
         return Diagnosis("insufficient", summary=(
             f"insufficient: no rank has finished or reported (no {STATUS}, no {SUMMARY}): the run is still "
             "going, or the whole job was killed at once"), sources=[STATUS])
@@ -136,7 +175,7 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
                          evidence=[{"rank": r, "status": statuses[r].get("status"), "error": statuses[r].get("error"),
                                     "last_finished_step": _last_step(trace, r)} for r in stopped],
                          summary=f"hang: rank(s) {ranks_text(stopped)} stopped (SIGSTOP) and never resumed; commscope run "
-                                 f"killed it after the hang timeout. Last finished step {_last_step(trace, stopped[0])}.")
+                                 "killed it after the hang timeout. " + _finished_text(_last_step(trace, stopped[0])).capitalize())
     failed = {r: s for r, s in statuses.items() if s.get("status") not in (*ENDED, None)}
     own = [r for r, s in failed.items() if s.get("error") and not _CONSEQUENCE.search(str(s.get("error")))]
     if silent and not own and failed and all(_TIMED_OUT.search(str(s.get("error"))) for s in failed.values()):
@@ -165,7 +204,7 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
         f"failed with its own error: {statuses[culprits[0]].get('error')}"
     last = evidence[0]["last_finished_step"]
     return Diagnosis("crash", culprits, step=last, evidence=evidence, sources=[STATUS, EVENTS],
-                     summary=f"crash: rank(s) {ranks_text(culprits)} {how}; last finished step {last}.")
+                     summary=f"crash: rank(s) {ranks_text(culprits)} {how}; {_finished_text(last)}")
 
 
 def _first_mismatch(lt: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series] | None:
@@ -220,13 +259,14 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
     if not len(lt) or trace.source not in ("run", "flight_recorder"):
         return None
     best = None
+    unknown = set(_unrecorded(trace)) | set(_no_folder(trace))  # no records of theirs to find an absence in
     for group, g in lt.groupby("group"):
         members = set(g["rank"].astype(int))
         sizes = pd.to_numeric(g["group_size"], errors="coerce").dropna()
         if len(sizes) and int(sizes.max()) == trace.world_size:
             # the whole world: a rank that left no record at all (killed early) is still a member
             members |= set(range(trace.world_size))
-        members -= set(_unrecorded(trace))
+        members -= unknown
         launched = g.groupby("seq")["rank"].agg(lambda r: set(int(x) for x in r))
         for seq, have in launched.sort_index().items():
             missing = sorted(members - have)
@@ -289,10 +329,14 @@ def check_interrupted(trace: Trace) -> Diagnosis | None:
     ranks = sorted(set(trace.ranks) | set(statuses))
     evidence = [{"rank": r, "status": statuses.get(r, {}).get("status"), "error": statuses.get(r, {}).get("error"),
                  "last_finished_step": _last_step(trace, r)} for r in ranks]
-    last = min((e["last_finished_step"] for e in evidence), default=-1)
+    done = [e["last_finished_step"] for e in evidence]
+    last = None if None in done or not done else min(done)
     how = f" ({summary['message']})" if summary.get("message") else ""
+    none = [e["rank"] for e in evidence if e["last_finished_step"] is None]
+    reached = (f"every rank finished step {last}" if last is not None else
+               "no rank finished a step" if len(none) == len(done) else f"rank(s) {ranks_text(none)} finished no step")
     return Diagnosis("interrupted", [], step=last, evidence=evidence, sources=[SUMMARY, STATUS],
-                     summary=(f"interrupted: the run was stopped by the user{how}; every rank finished step {last}. "
+                     summary=(f"interrupted: the run was stopped by the user{how}; {reached}. "
                               "What the ranks did while being stopped is not judged as a fault."))
 
 
@@ -308,6 +352,16 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
             "be judged on them."))
     if not missing:
         return None
+    absent = [r for r in _no_folder(trace) if r in missing]
+    if absent:
+        return Diagnosis("insufficient", sources=[EVENTS, SUMMARY], details={
+            "missing_ranks": missing, "ranks": list(trace.ranks), "no_folder_ranks": absent,
+            "launcher_status": {str(r): ((trace.config.get("summary") or {}).get("ranks") or {}).get(str(r))
+                                for r in absent}}, summary=(
+            f"insufficient: the run directory has no folder for rank(s) {ranks_text(absent)} of the job's "
+            f"{trace.world_size}{_launcher_says(trace, absent)}. Their records are missing, which is no sign of a "
+            "crash or hang, and without them who came last to a collective is unknown: no hang, desync or "
+            "straggler can be judged on them. Copy the whole run directory for a verdict."))
     return Diagnosis("insufficient", sources=[EVENTS if trace.source == "run" else "trace"],
                      details={"missing_ranks": missing, "ranks": list(trace.ranks)}, summary=(
         f"insufficient: the data has {len(trace.ranks)} of the job's {trace.world_size} ranks (missing: "

@@ -5,8 +5,9 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
 {"schema_version": SCHEMA_VERSION,
  "ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
  "steps_selected": [a, b] | null, "problems": [...]   the loader's, several ranks' same line as one (analyze.problems)
- "notes": [...]                              what this input cannot show (missing ranks, one rank, no collectives,
-                                             an oversubscribed CPU run…)
+ "notes": [...]                              what this input cannot show (missing ranks, ranks whose records cover
+                                             fewer steps than the others' (analyze.step_coverage), one rank, no
+                                             collectives, an oversubscribed CPU run…)
  "duration_basis": "device kernel (trace)" | ...   what every mean_ms below measures (exposure.duration_basis)
  per-rank communication overlap (analyze.timeline), by input: GPU traces carry
  "hta_comm_overlap_pct_by_rank": {"0": ..}     HTA's get_comm_comp_overlap rule (host launch ops count as compute)
@@ -60,8 +61,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import (exposure, lateness, placement, regions, representative, skew, step_gaps, timeline,
-                               waiting)
+from commscope.analyze import (exposure, lateness, placement, regions, representative, skew, step_coverage, step_gaps,
+                               timeline, waiting)
 from commscope.analyze.problems import loading_problems
 from commscope.load.frames import Trace, origin_ns
 from commscope.util.num import rounded, sig, whole
@@ -319,8 +320,8 @@ def profiler_notes(prof: dict[int, str], br: pd.DataFrame) -> list[str]:
 
 def evidence_notes(trace: Trace) -> list[str]:
     """What the input cannot tell, one sentence each: the figures that are left out or limited because
-    ranks, collectives, sizes, steps or device activity are missing from it, or because a CPU run had
-    more ranks on a host than cores (oversubscribed_hosts)."""
+    ranks, collectives, sizes, steps (of every rank, or of some ranks: step_coverage) or device activity are
+    missing from it, or because a CPU run had more ranks on a host than cores (oversubscribed_hosts)."""
     notes = []
     ranks, ws = list(trace.ranks), int(trace.world_size)
     c = trace.collectives
@@ -356,6 +357,8 @@ def evidence_notes(trace: Trace) -> list[str]:
         notes += _recording_notes(trace)
     if not len(trace.steps):
         notes.append("No ProfilerStep annotations: per-step breakdowns and step gaps are empty.")
+    # ranks whose records stop early (a cut events.jsonl, a crashed rank): their figures count fewer steps
+    notes += step_coverage.coverage_notes(trace.steps, ranks)
     if trace.source == "kineto" and not len(trace.kernels):
         # deviceProperties lists the GPUs the process saw: a host-side trace of a GPU job, not a CPU job
         gpus = len(trace.config.get("deviceProperties") or [])

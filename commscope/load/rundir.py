@@ -144,7 +144,10 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                           "status": {str(r): s for r, s in statuses.items()},
                           # the ranks whose events.jsonl lost records (events.read_rank's "lost"): the doctor
                           # takes no absence in them for evidence
-                          "lost_records": {str(r): v for r, v in sorted(events.lost.items())}},
+                          "lost_records": {str(r): v for r, v in sorted(events.lost.items())},
+                          # ranks of the job without a folder: nothing of theirs was read, so the doctor takes
+                          # neither their missing status.json nor their absence from a collective for evidence
+                          "missing_rank_folders": missing},
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
     _fill_from_records(trace, events)
