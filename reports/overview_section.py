@@ -99,9 +99,20 @@ def render_summary(ctx) -> str:
                 "" if unknown else '<p class="empty">No exposed communication.</p>') + unknown + "</div>")
     items = "".join(f"<li><b>{html.escape(f.name)}</b><ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in f.why)
                     + "</ul></li>" for f in h.ranks)
-    cols.append('<div><h3>Ranks to look at</h3>' + (f'<ol id="top-ranks">{items}</ol>' if items else
-                ('<p class="empty">No straggler; which rank\'s communication is exposed is unknown.</p>' if h.exposed_unknown
-                 else '<p class="empty">No rank stands out: no straggler, no exposed communication.</p>')) + "</div>")
+    # where nobody could be judged (a partial trace set), "no straggler" would claim a measurement: the
+    # reason is said instead, and the rest speaks of exposed communication only
+    reason = ctx.summary.get("stragglers_reason")
+    if items:
+        body = f'<ol id="top-ranks">{items}</ol>'
+    elif reason:
+        body = ('<p class="empty">Which rank\'s communication is exposed is unknown.</p>' if h.exposed_unknown
+                else '<p class="empty">No rank stands out by its exposed communication.</p>')
+    else:
+        body = ('<p class="empty">No straggler; which rank\'s communication is exposed is unknown.</p>'
+                if h.exposed_unknown else '<p class="empty">No rank stands out: no straggler, no exposed communication.</p>')
+    unjudged = (f'<p class="empty" id="stragglers-unjudged-summary">Who made whom wait {html.escape(reason)}.</p>'
+                if reason else "")
+    cols.append('<div><h3>Ranks to look at</h3>' + unjudged + body + "</div>")
     out.append('<div class="cols">' + "".join(cols) + "</div>")
     return "\n".join(out)
 

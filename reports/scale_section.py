@@ -80,6 +80,8 @@ def render_lateness(ctx) -> str | None:
 def render_top_waiting(ctx) -> str | None:
     if not ctx.at_scale:
         return None
+    if ctx.summary.get("stragglers_reason"):  # nobody judged: "no rank made the others wait" is unmeasured
+        return f'<p class="empty">Who made whom wait {html.escape(ctx.summary["stragglers_reason"])}.</p>'
     if not ctx.top_waiting:
         return '<p class="empty">No rank made the others wait.</p>'
     why = {r["rank"]: "; ".join(r["why"]) for r in ctx.representative}

@@ -29,6 +29,9 @@ from reports.scale_section import render_lateness, render_top_waiting
 LABEL_COLUMNS = ["op", "count", "bytes", "mean_ms", "exposed_ms", "hidden_pct", "busbw_gbps"]
 # Per-label fields keyed by other labels, not ranks: one cell each ("attn: 119.047"), not a table by rank.
 BY_LABEL_FIELDS = {"queued_behind_ms"}
+# Per-label reasons, not numbers: said once in a note under the table, where a column would repeat the
+# sentence on every row.
+NOTE_FIELDS = {"bandwidth_withheld"}
 CONFIG_ITEMS = 16  # at scale: entries shown per list or mapping of the run configuration
 
 
@@ -138,7 +141,7 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
     for v in labels.values():
         for k, x in v.items():
             target = dict_cols if isinstance(x, dict) and k not in BY_LABEL_FIELDS else scalar_cols
-            if k not in LABEL_COLUMNS and k not in scalar_cols + dict_cols:
+            if k not in LABEL_COLUMNS and k not in NOTE_FIELDS and k not in scalar_cols + dict_cols:
                 target.append(k)
     scalars = {lab: {k: x for k, x in v.items() if not isinstance(x, dict) or k in BY_LABEL_FIELDS}
                for lab, v in labels.items()}
@@ -156,6 +159,7 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
            'behind; wake delay: a blocked wait\'s time after the collective had completed (host-timed runs). '
            'Hover a column header for its definition.</p>',
            tables.keyed_table(scalars, "label", LABEL_COLUMNS + scalar_cols, "labels-table")]
+    out += withheld_notes(labels)
     keep = None if ctx.listed_ranks is None else {str(r) for r in ctx.listed_ranks}
     for col in dict_cols:
         title = tables.humanize(col)
@@ -164,6 +168,17 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
                    tables.keyed_table({lab: {r: x for r, x in (v.get(col) or {}).items() if keep is None or r in keep}
                                        for lab, v in labels.items()}, "label", table_id=f"labels-{col}"))
     return "\n".join(out)
+
+
+def withheld_notes(labels: dict[str, dict]) -> list[str]:
+    """One note per distinct reason (summarize()'s `bandwidth_withheld`) naming the labels whose
+    bandwidth cells show a dash for it: a dash alone reads as "size unknown"."""
+    by_why: dict[str, list[str]] = {}
+    for lab, v in labels.items():
+        if v.get("bandwidth_withheld"):
+            by_why.setdefault(str(v["bandwidth_withheld"]), []).append(str(lab))
+    return [f'<p class="note bandwidth-withheld">Bandwidth withheld for {html.escape(", ".join(labs))} (a dash '
+            f"in the table): {html.escape(why)}.</p>" for why, labs in by_why.items()]
 
 
 # summarize()'s `skew` and `launch_skew`: spreads over collective instances, not durations
@@ -175,6 +190,12 @@ def render_stragglers(ctx: ReportContext) -> str:
            "members, each rank's arrival is when it became ready on the device (GPU: its NCCL kernel's start; "
            "CPU: its launch, not before the group's previous collective); the last one made the others wait. "
            "The doctor's straggler verdict reads the same numbers, leaving out warm-up and profiler steps.</p>"]
+    reason = ctx.summary.get("stragglers_reason")
+    if reason:
+        # nobody was judged: the sentence replaces the tables, whose zeros would read as measured
+        out.append(f'<p class="empty" id="stragglers-unjudged">Stragglers, arrival skew and launch skew '
+                   f"{html.escape(reason)}.</p>")
+        return "\n".join(out)
     if ctx.summary.get("skew"):
         out.append("<h3>Arrival skew</h3>" + tables.scalar_table(ctx.summary["skew"], table_id="skew",
                                                                  labels=SKEW_LABELS))

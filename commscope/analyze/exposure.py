@@ -27,6 +27,10 @@ directory's `"label": null`, takes labels.NO_LABEL: every per-label figure count
 - `hidden_pct`: hidden share of the duration, 100 · hidden_ns / duration.
 - `transfer_ns`: the minimum `duration_ns` over the ranks of the same (group, seq): the one rank that
   arrived last did not wait, so its time is closest to the pure transfer time (nccl-tests convention).
+  NaN (with the bandwidths below) where a member of the group is absent from the input
+  (`group_complete` False, skew.complete): the last arriver may be the absent one, and then every
+  present duration includes waiting for it (one rank of the 8×H100 fixture reads 76 GB/s busbw where
+  the eight give 286). `bandwidth_withheld` says which labels lost their bandwidth so, and why.
 - `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
   the op and group size n: all_reduce 2(n−1)/n; reduce_scatter, all_gather, all_to_all (n−1)/n; else 1.
   NaN (unknown) where n is unknown, and where n = 1 (bus_factor).
@@ -49,6 +53,7 @@ import pandas as pd
 
 from commscope.analyze import intervals as iv
 from commscope.analyze.labels import NO_LABEL, missing_labels
+from commscope.analyze.skew import complete_rows, ranks_present
 from commscope.load.frames import Trace, origin_ns, rel
 
 
@@ -295,6 +300,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
                     "queue_charged_ns", "own_exposed_ns",
                     "transfer_ns", "algbw_gbps", "busbw_gbps"):
             c[col] = pd.Series(dtype=np.float64)
+        c["group_complete"] = pd.Series(dtype=bool)
         return c
     o = origin_ns(trace)
     comp = _compute_sets_rel(trace, o) if comp is None else to_rel(comp, o)
@@ -325,12 +331,45 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     c["queued_ns"], c["queue_charged_ns"] = queue_split(c, comp, o)
     c.loc[c["exposed_ns"].isna(), "queued_ns"] = np.nan  # part of an exposed time that is unknown
     c["own_exposed_ns"] = c["exposed_ns"] - c["queued_ns"]
-    c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min")
+    # the transfer time needs the last arriver, whose duration alone holds no waiting: only an instance
+    # with every member present is sure to have it
+    c["group_complete"] = complete_rows(c)
+    c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min").where(c["group_complete"])
     with np.errstate(invalid="ignore", divide="ignore"):
         c["algbw_gbps"] = np.where(c["transfer_ns"] > 0, c["bytes"].astype(np.float64) / c["transfer_ns"], np.nan)
     factors = np.array([bus_factor(o_, n) for o_, n in zip(c["op"], c["group_size"].astype(np.float64))])
     c["busbw_gbps"] = c["algbw_gbps"] * factors
     return c
+
+
+def bandwidth_withheld(table: pd.DataFrame, n_present: int, world_size: int) -> dict[str, str]:
+    """Per label whose bandwidth is withheld, why: it has collectives of known size, and none of them has
+    every member of its group in the input (`group_complete`), so no transfer time is known. A label with
+    some complete collectives keeps the bandwidth over those and is not listed; a label of unknown sizes
+    has no bandwidth for that reason, not this one. `n_present` of the job's `world_size` ranks are in
+    the input."""
+    if not len(table) or "group_complete" not in table:
+        return {}
+    sized = pd.to_numeric(table["bytes"], errors="coerce").notna().to_numpy()
+    done = table["group_complete"].to_numpy(bool)
+    labels = table["label"].astype(str).to_numpy(dtype=object)
+    lacking = set(labels[sized]) - set(labels[sized & done])
+    why = (f"no collective of the label has every member of its group in the input"
+           f"{ranks_present(n_present, world_size)}, so the shortest duration over the ranks present "
+           "includes waiting for the absent ones")
+    return {lab: why for lab in sorted(lacking)}
+
+
+def bandwidth_notes(withheld: dict[str, str], n_present: int, world_size: int) -> list[str]:
+    """The report's note naming the labels whose bandwidth is withheld (bandwidth_withheld), or none: the
+    tables show a dash there, as for any unknown number, and the note says it is no unknown size."""
+    if not withheld:
+        return []
+    names = list(withheld)
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return [f"Bandwidth withheld for {shown}: none of {'its' if len(names) == 1 else 'their'} collectives has "
+            f"every member of its group in the input{ranks_present(n_present, world_size)}, so the shortest "
+            "duration over the ranks present includes waiting for the absent ones."]
 
 
 def _hidden(c: pd.DataFrame, ranks: np.ndarray, span_start: np.ndarray, end: np.ndarray, dur: np.ndarray,

@@ -15,14 +15,18 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
  and inputs without device kernels (CPU traces, run directories without a profiler trace) carry instead
  "recorded_comm_overlap_pct_by_rank": {"0": ..}  the recorded collective spans against the compute set
  "labels": {"<label>": {"op", "label_source", "count", "count_per_rank", "bytes", "bytes_per_rank", "mean_ms", "exposed_ms",
-                         "exposed_in_steps_ms", "hidden_pct", "algbw_gbps", "busbw_gbps", "exposed_ms_by_rank": {"0": ..},
+                         "exposed_in_steps_ms", "hidden_pct", "algbw_gbps", "busbw_gbps",
+                         "bandwidth_withheld": why the bandwidths are null | null (exposure.bandwidth_withheld),
+                         "exposed_ms_by_rank": {"0": ..},
                          "own_exposed_ms", "queued_ms", "queue_charged_ms", "attributed_exposed_ms",
                                              the queueing split (exposure.label_queueing), and with it
                          "queued_behind_ms": {"<earlier label>": ..}}},  whose queue `queued_ms` was spent in
- "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...]   worst first
-                                             analyze.waiting: who made whom wait (device-side arrivals)
+ "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...] | null   worst first
+                                             analyze.waiting: who made whom wait (device-side arrivals);
+                                             null where no collective instance is complete, and
+ "stragglers_reason": "cannot be judged: ..." | null   says why (waiting.unjudged)
  "skew": {"collectives": n, "mean_ms", "max_ms"},        arrival skew of the same instances
- "launch_skew": {"collectives": n, "mean_ms", "max_ms"}, host side: spread of the launch calls
+ "launch_skew": {"collectives": n, "mean_ms", "max_ms"}, host side: spread of the launch calls (complete instances)
  "steps": [{"rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", ...,
             "gap_before_ms", "start_delay_ms"}],          the last two: analyze.step_gaps (null for a rank's first step)
  "step_boundaries": [{"rank", "steps", "gap_median_ms", "gap_max_ms", "start_delay_median_ms", "host_pct",
@@ -75,7 +79,9 @@ from commscope.util.text import counted
 # 6: labels' exposed_in_steps_ms
 # 7: profiler_steps (the steps the headline aggregates and compare's samples leave out)
 # 8: representative_ranks_culprits_first (the doctor's culprits before the representative ranks)
-SCHEMA_VERSION = 8
+# 9: stragglers null with stragglers_reason where nobody can be judged; labels' bandwidth_withheld, and
+#    bandwidths and launch_skew over the collectives with every member of their group present only
+SCHEMA_VERSION = 9
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
@@ -158,13 +164,16 @@ def exposed_in_steps(table: pd.DataFrame, steps: pd.DataFrame) -> dict[str, floa
 
 def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
                   behind: dict[str, dict[str, float]] | None = None,
-                  in_steps: dict[str, float] | None = None) -> dict[str, dict]:
+                  in_steps: dict[str, float] | None = None, withheld: dict[str, str] | None = None
+                  ) -> dict[str, dict]:
     """The document's `labels` (module docstring); `behind`: queued_behind(), the labels each one's
     `queued_ms` was spent behind (`queued_behind_ms`, beside the queueing split); `in_steps`:
-    exposed_in_steps(), the part of each label's exposed time inside the steps."""
+    exposed_in_steps(), the part of each label's exposed time inside the steps; `withheld`:
+    exposure.bandwidth_withheld(), why a label's bandwidths are null."""
     out: dict[str, dict] = {}
     behind = behind or {}
     in_steps = in_steps or {}
+    withheld = withheld or {}
     totals = exposure.label_totals(table)
     # Per label, positions into whole columns taken once as numpy arrays: sub-frames and pandas reductions
     # per label cost ~10× the arithmetic. The reductions are pandas' own (_mean) or a value of the data (_low_median).
@@ -198,6 +207,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
             "hidden_pct": rounded(tot["hidden_pct"][t], 2),
             "algbw_gbps": sig(tot["algbw_gbps"][t]),
             "busbw_gbps": sig(tot["busbw_gbps"][t]),
+            "bandwidth_withheld": withheld.get(str(label)),
             "exposed_ms_by_rank": {str(r): rounded(v) for r, v in zip(pr_rank[pr].tolist(), exposed.tolist())},
             **{k: rounded(v) for k, v in queueing.get(str(label), {}).items()},
         }
@@ -240,6 +250,8 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     sk = waiting.instances(table)  # who made whom wait: the model the doctor's straggler verdict reads
     strag = waiting.by_rank(sk, tr.ranks)
     launch = skew.launch_skew(table)
+    unjudged = waiting.unjudged(sk, table, len(tr.ranks), int(tr.world_size))  # None where sk has instances
+    withheld = exposure.bandwidth_withheld(table, len(tr.ranks), int(tr.world_size))
     ov = timeline.comm_overlap_by_rank(tr, hta_like=True, comp=comp)
     br = timeline.step_breakdown(tr, comp)
     gaps = step_gaps.step_gaps(tr, comp)
@@ -254,13 +266,16 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
         "source": tr.source, "backend": tr.backend,
         "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": loading_problems(tr),
-        "notes": evidence_notes(tr) + profiler_notes(prof, br),
+        "notes": evidence_notes(tr) + profiler_notes(prof, br) + waiting.unjudged_notes(unjudged, len(tr.ranks), len(table))
+                 + exposure.bandwidth_notes(withheld, len(tr.ranks), int(tr.world_size)),
         "duration_basis": exposure.duration_basis(table),
         **comm_overlaps(tr, ov),
-        "labels": label_summary(table, per_rank, queued_behind(tr, table, comp), exposed_in_steps(table, tr.steps)),
-        "stragglers": [{"rank": int(r.rank), "times_last": int(r.times_last), "last_share": rounded(r.last_share),
-                        "wait_caused_ms": rounded(r.wait_caused_ns / 1e6), "score": rounded(r.score)}
-                       for r in strag.itertuples()],
+        "labels": label_summary(table, per_rank, queued_behind(tr, table, comp), exposed_in_steps(table, tr.steps),
+                                withheld),
+        "stragglers": None if unjudged else [
+            {"rank": int(r.rank), "times_last": int(r.times_last), "last_share": rounded(r.last_share),
+             "wait_caused_ms": rounded(r.wait_caused_ns / 1e6), "score": rounded(r.score)} for r in strag.itertuples()],
+        "stragglers_reason": unjudged,
         "skew": {"collectives": int(len(sk)), "mean_ms": rounded(sk["skew_ns"].mean() / 1e6) if len(sk) else None,
                  "max_ms": rounded(sk["skew_ns"].max() / 1e6) if len(sk) else None},
         "launch_skew": {"collectives": int(len(launch)),
@@ -326,9 +341,9 @@ def evidence_notes(trace: Trace) -> list[str]:
     ranks, ws = list(trace.ranks), int(trace.world_size)
     c = trace.collectives
     if len(ranks) < ws:
-        notes.append(f"Partial: {len(ranks)} of the job's {ws} ranks are present. Skew, stragglers and transfer "
-                     "times (min over ranks) cover only these; a late, missing or desynchronized rank among "
-                     "the others cannot be seen.")
+        notes.append(f"Partial: {len(ranks)} of the job's {ws} ranks are present. Skew, stragglers and "
+                     "bandwidths count only the collectives whose group's members are all among these; a late, "
+                     "missing or desynchronized rank among the others cannot be seen.")
     if len(ranks) == 1:
         notes.append("One rank: no cross-rank comparison (arrival skew, stragglers, desync) is possible.")
     if not len(c):

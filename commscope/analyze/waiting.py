@@ -17,7 +17,9 @@ Per instance (`instances`, complete ones only: every member of the group present
 ("device" or "host"). Per rank (`by_rank`, the report's straggler table): times_last, last_share,
 wait_caused_ns, score = its share of all waiting caused. Per (step, last rank) (`by_step`, the evidence the
 doctor judges): instances, wait_caused_ns, lost_ns. Per member of each instance (`lateness`): how late it
-arrived after the first, the input of analyze.lateness's distribution. `noise_steps`: the steps whose waiting is no ground
+arrived after the first, the input of analyze.lateness's distribution. `unjudged`: why nobody can be
+judged where no instance is complete (a partial trace set, one rank, no collectives), the sentence shown
+in place of an empty straggler table. `noise_steps`: the steps whose waiting is no ground
 for a verdict (warm-up, profiler window and export).
 
 Invariant: frames in, frames out; the straggler verdict (analyze.doctor), the report's table
@@ -28,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from commscope.analyze.skew import SKEW_COLS, arrival_order, spread
+from commscope.analyze.skew import SKEW_COLS, arrival_order, complete, missing_members, spread
 from commscope.load.frames import Trace
 from commscope.util.step_range import parse_step_range
 
@@ -62,18 +64,8 @@ def instances(collectives: pd.DataFrame) -> pd.DataFrame:
     host = pd.MultiIndex.from_arrays([out["group"].to_numpy(), out["seq"].to_numpy()]).isin(host_keys)
     out["lost_ns"] = out["wait_caused_ns"] / (out["n_ranks"] - 1)
     out["timing"] = np.where(host, "host", "device")
-    out = out[_complete(collectives, out["group"], out["seq"], out["n_ranks"].to_numpy())].reset_index(drop=True)
+    out = out[complete(collectives, out["group"], out["seq"], out["n_ranks"].to_numpy())].reset_index(drop=True)
     return out[INSTANCE_COLS]
-
-
-def _complete(collectives: pd.DataFrame, group, seq, n_ranks: np.ndarray) -> np.ndarray:
-    """Per instance (group, seq) seen on `n_ranks` ranks: True where every member of its group is there.
-    An instance some of whose members are not in the data (a partial trace set, kernels queued before a
-    profiler window on some ranks only) has no known last arrival: it is no evidence of anything."""
-    size = pd.to_numeric(collectives["group_size"], errors="coerce").groupby(
-        [collectives["group"], collectives["seq"]]).max()
-    want = size.reindex(pd.MultiIndex.from_arrays([group, seq])).to_numpy(np.float64)
-    return np.isnan(want) | (n_ranks >= want)
 
 
 def lateness(collectives: pd.DataFrame) -> pd.DataFrame:
@@ -88,7 +80,7 @@ def lateness(collectives: pd.DataFrame) -> pd.DataFrame:
     n = end - start + 1
     seq = collectives["seq"].to_numpy()
     group = collectives["group"].array.take(rows[start])
-    keep = (n >= 2) & _complete(collectives, group, seq[rows[start]], n)
+    keep = (n >= 2) & complete(collectives, group, seq[rows[start]], n)
     member = np.repeat(keep, n)
     first = np.repeat(t[start], n)
     at = rows[member]
@@ -99,10 +91,13 @@ def lateness(collectives: pd.DataFrame) -> pd.DataFrame:
 
 
 def by_rank(inst: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
-    """Per rank: how often it was last, and the waiting it caused (worst first)."""
-    base = pd.DataFrame({"rank": list(ranks)})
+    """Per rank: how often it was last, and the waiting it caused (worst first). No rows without an
+    instance: then nobody can be judged, and a row of zeros would read as "measured: made nobody wait"
+    (`unjudged` says why instead)."""
     if not len(inst):
-        return base.assign(times_last=0, last_share=np.nan, wait_caused_ns=0.0, score=np.nan)[RANK_COLS]
+        return pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("rank", "times_last") else np.float64)
+                             for c in RANK_COLS})
+    base = pd.DataFrame({"rank": list(ranks)})
     # per rank by counting in numpy, memory O(ranks + instances) (the waits are whole ns in float64, far
     # below 2⁵³: their sums are exact in any order, so equal to a groupby's)
     last, wait = inst["last_rank"].to_numpy(), inst["wait_caused_ns"].to_numpy(np.float64)
@@ -115,6 +110,32 @@ def by_rank(inst: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
     out = pd.DataFrame({"rank": r, "times_last": times_last, "last_share": times_last / len(inst),
                         "wait_caused_ns": caused, "score": caused / total if total > 0 else 0.0})
     return out.sort_values(["score", "times_last"], ascending=False).reset_index(drop=True)
+
+
+def unjudged(inst: pd.DataFrame, collectives: pd.DataFrame, n_present: int, world_size: int) -> str | None:
+    """Why nobody can be judged (who made whom wait, arrival and launch skew), or None where `inst`
+    (instances(collectives)) holds an instance. `n_present` of the job's `world_size` ranks are in the
+    input. The sentence replaces the straggler table wherever it is shown, so that its zeros only ever
+    mean "measured zero"."""
+    if len(inst):
+        return None
+    if not len(collectives):
+        return "cannot be judged: the input holds no collectives"
+    seen = collectives[collectives["group"].notna() & collectives["seq"].notna()]
+    n = seen.groupby(["group", "seq"])["rank"].nunique()
+    if len(n) and not complete(seen, n.index.get_level_values(0), n.index.get_level_values(1), n.to_numpy()).any():
+        return f"cannot be judged: {missing_members(n_present, world_size)}"
+    return "cannot be judged: no collective has a known arrival on two or more ranks"
+
+
+def unjudged_notes(reason: str | None, n_present: int, n_collectives: int) -> list[str]:
+    """The report's note for `unjudged`'s reason, or none: the terminal shows no straggler table, so the
+    note is where it reads that nobody was judged. None either where the report's notes say it already
+    (one rank: no cross-rank comparison; no collectives at all), so the caveats a terminal prints hold
+    no sentence twice."""
+    if not reason or n_present <= 1 or not n_collectives:
+        return []
+    return [f"Stragglers, arrival skew and launch skew {reason}."]
 
 
 def by_step(inst: pd.DataFrame) -> pd.DataFrame:

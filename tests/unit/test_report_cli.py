@@ -18,6 +18,7 @@ from commscope.analyze.summary import summarize
 from commscope.cli import app
 from commscope.errors import UserError
 from reports.perfetto import build_perfetto
+from reports.sections import NOTE_FIELDS
 from commscope.load import load_path
 from report_trace import make_trace, write_run_dir
 from test_export import check_no_overlap
@@ -41,11 +42,13 @@ def table_values(table) -> dict:
 
 def comparable(labels: dict) -> dict:
     """summarize()'s label dict as the main table shows it: numbers as floats, missing values as the '–'
-    text; per-rank dicts are separate tables, dicts by label (`queued_behind_ms`) one cell of text."""
+    text; per-rank dicts are separate tables, dicts by label (`queued_behind_ms`) one cell of text, reasons
+(`bandwidth_withheld`) a note under the table."""
     out = {}
     for lab, v in labels.items():
         out[lab] = {k: (float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else
-                        "–" if x is None or x != x else str(x)) for k, x in v.items() if not isinstance(x, dict)}
+                        "–" if x is None or x != x else str(x)) for k, x in v.items()
+                    if not isinstance(x, dict) and k not in NOTE_FIELDS}  # reasons: a note under the table
         if "queued_behind_ms" in v:
             out[lab]["queued_behind_ms"] = ", ".join(f"{k}: {x:,.3f}" for k, x in v["queued_behind_ms"].items()) or "–"
     return out

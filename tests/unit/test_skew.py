@@ -1,6 +1,7 @@
 """skew.spread (the numpy core of waiting.instances and skew.launch_skew) and waiting.by_rank against their
 pandas groupby definition, on random collective tables with missing arrivals, groups, seqs and labels,
-single-rank collectives, float seqs and host-timed rows floored at the group's earlier instances."""
+single-rank collectives, float seqs, host-timed rows floored at the group's earlier instances, and group
+sizes some instances lack members of (launch skew leaves those out)."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -39,13 +40,18 @@ def reference_skew(collectives: pd.DataFrame, at: str) -> pd.DataFrame:
     after_first = out["since_sum"] - out["n_ranks"] * out["since_min"]
     out["wait_caused_ns"] = (out["n_ranks"] * (out["last_ns"] - out["first_ns"]) - after_first).astype(np.float64)
     out["last_rank"] = out["last_rank"].astype(np.int64)
+    if at == "launch":  # launch skew keeps the instances with every member of the group present
+        size = collectives.groupby(["group", "seq"])["group_size"].max()
+        want = size.reindex(pd.MultiIndex.from_arrays([out["group"], out["seq"]])).to_numpy(np.float64)
+        out = out[np.isnan(want) | (out["n_ranks"].to_numpy() >= want)]
     return out[skew.SKEW_COLS].reset_index(drop=True)
 
 
 def reference_stragglers(sk: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
     base = pd.DataFrame({"rank": list(ranks)})
-    if not len(sk):
-        return base.assign(times_last=0, last_share=np.nan, wait_caused_ns=0.0, score=np.nan)[waiting.RANK_COLS]
+    if not len(sk):  # nobody judged: no rows (waiting.unjudged says why)
+        return pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("rank", "times_last") else np.float64)
+                             for c in waiting.RANK_COLS})
     g = sk.groupby("last_rank")
     out = base.assign(times_last=base["rank"].map(g.size()).fillna(0).astype(np.int64),
                       wait_caused_ns=base["rank"].map(g["wait_caused_ns"].sum()).fillna(0.0))
@@ -65,7 +71,9 @@ def _table(rng: np.random.Generator, n: int) -> pd.DataFrame:
         "rank": rng.integers(0, 4, n),
         "call_ns": pd.arrays.IntegerArray(call, rng.random(n) < 0.1),
         "start_ns": pd.arrays.IntegerArray(call + rng.integers(0, 5000, n), rng.random(n) < 0.2),
-        "timing": rng.choice(["kernel", "gloo_thread", "wall"], size=n)})
+        "timing": rng.choice(["kernel", "gloo_thread", "wall"], size=n),
+        # unknown (complete), or a size some instances reach and others do not
+        "group_size": rng.choice([np.nan, 2.0, 3.0], size=n)})
     if rng.random() < 0.05:
         df["group"] = pd.array([None] * n, dtype="str")
     if rng.random() < 0.3:  # run directories can hold a float seq with gaps
