@@ -206,7 +206,7 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
     if by.get("error"):
         r = min(by["error"])
         s = statuses[str(r)]
-        return "failed", f"failed: rank {r} failed after step {s.get('last_step')}: {s.get('error')}"
+        return "failed", f"failed: rank {r} failed {_after_step(s)}: {s.get('error')}"
     if end.torchrun_code < 0:
         return "failed", (f"failed: torch.distributed.run was killed by {signame(-end.torchrun_code)} after {done}; "
                           "its ranks were terminated")
@@ -224,9 +224,15 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
         if by.get(kind):
             first = min(by[kind], key=lambda r: (statuses[str(r)]["ended_ns"] or 0, r))
             s = statuses[str(first)]
-            return "failed", (f"failed: rank {first} ended first ({s.get('error')}) after step {s.get('last_step')}; "
+            return "failed", (f"failed: rank {first} ended first ({s.get('error')}) {_after_step(s)}; "
                               "torch.distributed.run then stopped the others")
     return "failed", f"failed: torch.distributed.run exited {end.torchrun_code} after {done}"
+
+
+def _after_step(status: dict) -> str:
+    """When a rank ended, in words: a status's last_step is -1 (or missing) when it finished no step."""
+    last = status.get("last_step")
+    return f"after step {last}" if isinstance(last, int) and last >= 0 else "before finishing any step"
 
 
 def exit_code(status: str, end: JobEnd) -> int:
