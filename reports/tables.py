@@ -126,17 +126,23 @@ def is_bytes(key: Any) -> bool:
     return k in BYTE_KEYS or k.endswith("_bytes")
 
 
-def byte_size(v: Any) -> str:
-    """A byte count in decimal (SI) units, 1 kB = 1000 B, as the page's bandwidths count GB/s (1e9 B/s):
-    whole bytes below 1000 ("512 B"), else 3 significant digits ("4.10 kB", "1.05 MB", "268 MB", "80.0 GB");
-    "–" when unknown. reports/static/report.js csBytes writes the same text for the rows it draws."""
+def _finite(v: Any) -> float | str:
+    """`v` as a float, or the text that stands for it when it is no finite number: "–" unknown, "∞"."""
     if v is None or isinstance(v, bool):
         return "–"
     x = float(v)
     if math.isnan(x):
         return "–"
-    if math.isinf(x):
-        return "∞"
+    return "∞" if math.isinf(x) else x
+
+
+def byte_size(v: Any) -> str:
+    """A byte count in decimal (SI) units, 1 kB = 1000 B, as the page's bandwidths count GB/s (1e9 B/s):
+    whole bytes below 1000 ("512 B"), else 3 significant digits ("4.10 kB", "1.05 MB", "268 MB", "80.0 GB");
+    "–" when unknown. reports/static/report.js csBytes writes the same text for the rows it draws."""
+    x = _finite(v)
+    if isinstance(x, str):
+        return x
     if abs(x) < 999.5:
         return f"{x:.0f} B"
     p = min(int(math.log10(abs(x)) // 3), len(BYTE_PREFIXES))
@@ -200,13 +206,9 @@ def bandwidth(v: Any) -> str:
     """GB/s, for the page and the terminal alike: 3 significant digits without scientific notation
     (0.00525, 0.045, 288, 1,230); "<0.001" below that (gloo moving a few bytes: the figure says nothing
     but "tiny", and the exact value stays in the page's data-value and --json); "–" when unknown."""
-    if v is None or isinstance(v, bool):
-        return "–"
-    x = float(v)
-    if math.isnan(x):
-        return "–"
-    if math.isinf(x):
-        return "∞"
+    x = _finite(v)
+    if isinstance(x, str):
+        return x
     if x == 0:
         return "0"
     if abs(x) < 0.001:
