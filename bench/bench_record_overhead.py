@@ -11,8 +11,7 @@ Two workloads (`--workload`):
   `--grad-accum`): one all_reduce per label in scatter order, waited in reverse with an `update:<label>`
   region each. Recording costs are per event, so this isolates them from the model.
 Hooks are registered only while light blocks run (`Recorder.watch` / `unwatch`), so plain and profiler
-steps carry no recording work at all. `--hooks-every N` watches with `every=N`: the light steps register
-hooks only on the steps whose number is a multiple of N (the step numbers run on across blocks).
+steps carry no recording work at all.
 
 Modes are interleaved: each round runs `--steps-per-round` steps of every mode, in a rotating order, so
 drift in machine load hits all modes alike. Reported, for wall time and for process CPU time (all
@@ -28,7 +27,7 @@ shares, not the overhead itself).
 its sync to behind the next step's first region (the breakdown's "flush" then times the step end alone).
 
 Run: python bench/bench_record_overhead.py [--device cuda] [--workload trainer|linear] [--variant compile-fp8-head]
-     [--flush overlap] [--split-hooks] [--hooks-every 10] [--rounds 20]
+     [--flush overlap] [--split-hooks] [--rounds 20]
 """
 from __future__ import annotations
 
@@ -124,14 +123,13 @@ def measure(args: argparse.Namespace, device: torch.device, backend: str):
         try:
             timings = _interleave(args, light, params, one_step, cuda)
             step0 = (args.warmup + args.rounds * args.steps_per_round) * len(timings[3])  # after every mode's steps
-            breakdown = recorder_breakdown(light, params, one_step, step0, args.breakdown_steps, cuda,
-                                           args.hooks_every)
+            breakdown = recorder_breakdown(light, params, one_step, step0, args.breakdown_steps, cuda)
         finally:
             light.close()
         return timings + (records_per_step(tmp), breakdown)
 
 
-def recorder_breakdown(light, params, one_step, step0: int, n: int, cuda: bool, every: int = 1) -> dict:
+def recorder_breakdown(light, params, one_step, step0: int, n: int, cuda: bool) -> dict:
     """{"flush_ms": median wall ms of the step-end flush, "functions": [(name, calls per step, µs per step
     under cProfile)]} over `n` light steps: first the flush alone, timed around Recorder._flush (with
     flush="overlap" on CUDA: around Recorder._write_behind, the same work run behind the next step's first
@@ -149,7 +147,7 @@ def recorder_breakdown(light, params, one_step, step0: int, n: int, cuda: bool, 
         finally:
             flush_ns.append(time.perf_counter_ns() - t0)
 
-    light.watch(params, every=every)
+    light.watch(params)
     setattr(light, timed, timed_flush)
     try:
         for i in range(n):
@@ -204,7 +202,7 @@ def _interleave(args, light, params, one_step, cuda: bool):
     def run_block(mode: str, n: int, step0: int) -> tuple[list[float], list[float]]:
         rec = light if mode.startswith("light") else plain
         if mode != LIGHT_NO_HOOKS:
-            rec.watch(params, every=args.hooks_every)
+            rec.watch(params)
         ctx = profile(activities=acts, record_shapes=True) if mode == "profiler" else contextlib.nullcontext()
         wall, cpu = [], []
         with ctx:
@@ -266,8 +264,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--split-hooks", action="store_true",
                     help=f"add a mode '{LIGHT_NO_HOOKS}': light recording without watch(), so the gradient "
                          "hooks' share of the cost is the difference")
-    ap.add_argument("--hooks-every", type=int, default=1, metavar="N",
-                    help="light blocks watch(params, every=N): gradient hooks only on steps that are multiples of N")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--steps-per-round", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=5)
@@ -287,7 +283,6 @@ def main(argv: list[str] | None = None) -> None:
     variant_flag = f" --variant {args.variant}" if args.workload == "trainer" and args.variant != "eager" else ""
     variant_flag += f" --flush {args.flush}" if args.flush != "step" else ""
     variant_flag += " --split-hooks" if args.split_hooks else ""
-    variant_flag += f" --hooks-every {args.hooks_every}" if args.hooks_every != 1 else ""
     shape = (f"reference trainer, {args.variant}, preset {args.preset}, {args.seqs} sequences per step"
              if args.workload == "trainer"
              else f"Linear chain, dim {args.dim}, batch {args.batch}, grad-accum {args.grad_accum}")

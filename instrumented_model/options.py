@@ -71,8 +71,6 @@ TRAINER_OPTIONS: tuple[Opt, ...] = (
         "hidden behind its GPU work; a SIGKILL then may lose the last step. Default: step.", ("step", "overlap")),
     # the help spells the optional fields out: "KIND@rank=R,step=S[,label=L][,ms=M][,how=op|size]" as one word is wider
     # than the help column of an 80-column `commscope run --help`, which cuts it
-    Opt("hooks-every", int, 1, "Record the gradient-hook order on every Nth step only (steps 0, N, 2N, ...; "
-        "the other steps run without hooks, the bulk of light recording's cost). Default: 1.", metavar="N"),
     Opt("inject", MANY, None, "Inject a fault, repeatable: KIND@rank=R,step=S, optionally followed by "
         ",label=L, ,ms=M (delay) and ,how=op|size (desync), with KIND crash|hang|delay|desync (docs/faults.md).",
         metavar="KIND@rank=R,step=S[,label=L][,ms=M][,how=op|size]"),

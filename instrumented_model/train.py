@@ -112,7 +112,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
         raise UserError("--fp8-head needs --device cuda (FP8 matmuls and the fused loss kernels run on the GPU)")
     if args.backend == "nccl" and args.device != "cuda":
         raise UserError("--backend nccl needs --device cuda (gloo runs on CPU)")
-    for name in ("steps", "grad_accum", "hooks_every"):
+    for name in ("steps", "grad_accum"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.batch_size is None:
@@ -334,7 +334,7 @@ def train(args: argparse.Namespace, run: RankRun) -> None:
     rec = start_recording(args, run, device)
     cfg = make_config(args.preset, run.world_size)
     params, forward, opt = build_model(args, cfg, run, device, rec)
-    rec.watch(params, every=args.hooks_every)
+    rec.watch(params)
     if run.rank == 0:
         config = {"args": vars(args), "model": cfg.to_dict(), "world_size": run.world_size, **opt.config()}
         write_config(args.out, config)  # also with --trace off, when no recorder writes it

@@ -30,22 +30,6 @@ def _members(group: OrderGroup, orders: HookOrders) -> str:
     return "; ".join(parts)
 
 
-def _ordinal(n: int) -> str:
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
-
-
-def sampled(orders: HookOrders) -> str:
-    """"Hook order from steps 0, 10, 20 (every 10th step)." for a run that recorded hooks on every Nth step
-    only (a long list keeps its first and last steps, so the line fits a terminal); "" for a run that
-    recorded them on every step."""
-    if not orders.hooks_every:
-        return ""
-    steps = orders.steps
-    shown = ", ".join(map(str, steps)) if len(steps) <= 8 else (
-        ", ".join(map(str, steps[:3])) + ", …, " + ", ".join(map(str, steps[-2:])))
-    return f"Hook order from steps {shown} (every {_ordinal(orders.hooks_every)} step)."
-
-
 def title(orders: HookOrders) -> str:
     """What was recorded, per rank: "40 micro-steps on each of 8 ranks" (a rank's count, not the sum over
     ranks); the count of each rank when they differ; "of W" when fewer than the world's ranks recorded."""
@@ -66,8 +50,6 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
     groups = orders.groups
     ref = orders.reference
     console.print(Text(title(orders)), highlight=False)
-    if orders.hooks_every:  # the steps between the sampled ones ran without hooks: not missing data
-        console.print(Text(sampled(orders)), highlight=False)
     table = Table()
     table.add_column("#", justify="right", no_wrap=True)
     if orders.scatter_order:

@@ -10,10 +10,6 @@ were really launched, on the lowest rank in its last recorded step, and the run'
 reference trainer's): under "hooks" the Adam labels launch from these hooks as their gradients become
 ready, so scatter_order is not their launch order; the recorded one says what happened either way.
 
-Sampled runs: a recorder that watched with `every=N` > 1 (meta.json's `hooks_every`) recorded hooks only
-on the steps that are multiples of N; `steps` lists the steps that hold hook records, and the orders are
-compared over those alone.
-
 Invariant: an order is a list of labels sorted by the recorded `position` (the hook's count within its
 micro-step); the reference order is the most common one, ties broken by first occurrence.
 """
@@ -43,12 +39,6 @@ class HookOrders:
     launch_order: list[str] = field(default_factory=list)  # recorded reduce launches (module docstring)
     launch_where: tuple[int, int] | None = None  # (rank, step) the launch order was read on
     comm_schedule: str | None = None  # config.json's args.comm_schedule, when the run says
-    hooks_every: int | None = None  # meta.json's hooks_every: hooks recorded on every Nth step (None: every step)
-
-    @property
-    def steps(self) -> list[int]:
-        """The steps that hold hook records, on any rank."""
-        return sorted({e["step"] for entries in self.orders.values() for e in entries})
 
     @property
     def launched_in_ready_order(self) -> list[str] | None:
@@ -111,8 +101,6 @@ class HookOrders:
             "launched_in_ready_order": self.launched_in_ready_order,
             "launch_order_rank_step": list(self.launch_where) if self.launch_where else None,
             "comm_schedule": self.comm_schedule,
-            "hooks_every": self.hooks_every,
-            "steps": self.steps,
         }
 
 
@@ -141,15 +129,7 @@ def hook_orders_from_trace(trace) -> HookOrders:
     launch, where = _launch_order(trace)
     schedule = args.get("comm_schedule")
     return HookOrders(trace.world_size, orders, list(cfg.get("scatter_order") or []), launch, where,
-                      schedule if isinstance(schedule, str) else None, _hooks_every(trace))
-
-
-def _hooks_every(trace) -> int | None:
-    """The largest `hooks_every` (N > 1) in the ranks' meta.json: hook order was sampled every Nth step."""
-    metas = trace.config.get("meta", {}) if isinstance(trace.config, dict) else {}
-    found = [m.get("hooks_every") for m in metas.values() if isinstance(m, dict)]
-    found = [int(n) for n in found if isinstance(n, int) and not isinstance(n, bool) and n > 1]
-    return max(found) if found else None
+                      schedule if isinstance(schedule, str) else None)
 
 
 REDUCE_PHASES = ("reduce", "allreduce")

@@ -126,15 +126,6 @@ def check_label(label: Any) -> None:
         raise ValueError(f"label must be a non-empty string, or None for an unlabelled collective; got {label!r}")
 
 
-def check_every(every: Any) -> int:
-    """`watch(..., every=N)`: a positive integer (checked untraced too, so a script that runs untraced also
-    runs traced)."""
-    if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
-        raise ValueError(f"watch(): every must be a positive integer (hook order is recorded on the steps that "
-                         f"are multiples of it); got {every!r}")
-    return int(every)
-
-
 def check_compute(compute: Any) -> None:
     if compute is not None and not isinstance(compute, bool):
         raise ValueError(f"compute must be True, False or None (count by the region's name); got {compute!r}")
@@ -172,10 +163,8 @@ class NullRecorder:
     def write_config(self, config: dict) -> None:
         pass
 
-    def watch(self, named_params: dict, every: int = 1) -> None:
-        """Register post-accumulate-grad hooks on every labelled parameter (label → Parameter); with
-        `every=N` > 1 only for the steps whose number is a multiple of N."""
-        check_every(every)
+    def watch(self, named_params: dict) -> None:
+        """Register post-accumulate-grad hooks on every labelled parameter (label → Parameter)."""
 
     def handle_signals(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGHUP), grace_s: float = 2.0) -> None:
         """Turn the signals a launcher ends ranks with into a status (the Recorder's); records nothing here."""

@@ -168,8 +168,6 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
                 "mode": self.mode,
                 "clock": self.clock.as_dict(),
                 "started_ns": self._started + self._shift,  # on the common axis, like every *_ns
-                # watch(every=N > 1): hook records exist only on steps that are multiples of N
-                **({"hooks_every": self._hooks_every} if (self._hooks_every or 1) > 1 else {}),
             },
         )
 

@@ -73,7 +73,6 @@ class StepWriting:
                                "across the run (count steps across epochs)")
         self._recorded_steps.add(int(step))
         self._step, self._micro, self._pos = int(step), 0, 0
-        self._arm_hooks(self._step)  # watch(every=N): this step's hooks, when it is sampled (hooks.py)
         info = StepInfo(int(step))
         if self._cuda is not None:
             self._cuda.new_anchor()
@@ -110,7 +109,6 @@ class StepWriting:
                 self._flush(blocking=True, tail=step_rec)
             self.last_step = info.step
         finally:
-            self._disarm_hooks()  # after the write: the hooks' firings of this step are all buffered by now
             self._step = None
 
     def _passed(self, rec: dict) -> bool:

@@ -25,7 +25,7 @@ FLIGHT_RECORDER_PREFIX = "rank_"  # FLIGHT_RECORDER_DIR/rank_<R>
 
 # RUN/rank<R>/
 RANK_DIR = re.compile(r"^rank(\d+)$")
-META = "meta.json"  # written at start, after clock alignment (rewritten by watch(every=N > 1))
+META = "meta.json"  # written once at start, after clock alignment
 EVENTS = "events.jsonl"  # append-only records, one step at a time
 STATUS = "status.json"  # written when the rank ends
 # status.json values of a rank that ended without a fault of its own: "exited" is a recording script that

@@ -111,37 +111,3 @@ def test_capture_run_of_reference_trainer_has_every_label_once_per_micro_step():
         assert [(e["step"], e["micro_step"]) for e in entries] == [(0, 0), (0, 1), (1, 0), (1, 1)]
         for e in entries:
             assert sorted(e["order"]) == sorted(LABELS)
-
-
-def test_sampled_run_names_its_steps(tmp_path):
-    """`Recorder.watch(..., every=2)`: hooks only on steps 0, 2, 4; `commscope hooks` names them."""
-    for rank in range(2):
-        rec = Recorder(tmp_path, rank=rank, world_size=2, align=False)
-        params = {k: torch.nn.Parameter(torch.ones(2)) for k in "abc"}
-        rec.watch(params, every=2)
-        for s in range(6):
-            with rec.step(s):
-                (params["a"] * params["b"] * params["c"]).sum().backward()
-        rec.close()
-    ho = load_hook_orders(tmp_path)
-    assert ho.hooks_every == 2 and ho.steps == [0, 2, 4] and ho.consistent
-    assert "Hook order from steps 0, 2, 4 (every 2nd step)." in cli(tmp_path)
-
-
-@pytest.mark.slow
-def test_commscope_run_hooks_every_2_records_and_shows_the_sampled_steps(tmp_path):
-    """`commscope run --hooks-every 2`: the reference trainer records hook order on steps 0, 2, 4 only, and
-    `commscope hooks` prints that order and names those steps."""
-    pytest.importorskip("instrumented_model.train")
-    out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "commscope", "run", "--nproc", "1", "--steps", "6",
-                           "--hooks-every", "2", "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert orjson.loads((out / "rank0" / "meta.json").read_bytes())["hooks_every"] == 2
-    assert orjson.loads((out / "config.json").read_bytes())["args"]["hooks_every"] == 2
-    j = orjson.loads(cli(out, "--json"))
-    assert j["hooks_every"] == 2 and j["steps"] == [0, 2, 4]
-    assert [e["step"] for e in j["orders"]["0"]] == [0, 2, 4]
-    assert all(sorted(e["order"]) == sorted(LABELS) for e in j["orders"]["0"])
-    text = cli(out)
-    assert "Hook order from steps 0, 2, 4 (every 2nd step)." in text and "lm_head" in text
