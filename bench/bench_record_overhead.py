@@ -289,8 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Machine: {machine(device)}. `python bench/bench_record_overhead.py --device {args.device} --workload "
           f"{args.workload}{variant_flag}` ({shape}, {args.rounds} rounds × {args.steps_per_round} steps per mode, "
           f"interleaved{'' if cuda else ', 1 intra-op thread'}).\n")
-    # The mean over every step as well: with --hooks-every N one light step in N carries the hooks, which a
-    # median leaves out; the mean ratio is the amortized cost.
+    # The mean over every step as well: a cost paid on some steps only (a recompile, a periodic write) is
+    # left out by the median; the mean ratio is the amortized cost.
     print("| mode | median step wall (ms) | wall ratio to plain | median step CPU (ms) | CPU ratio to plain "
           "| mean wall ratio | mean CPU ratio |")
     print("|---|---|---|---|---|---|---|")
