@@ -6,6 +6,8 @@ paths (on a CPU machine in Triton's interpreter). Helpers shared by all three (p
 live in tests/ itself, which pytest puts on sys.path with this file."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -31,6 +33,16 @@ def gloo1():
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_rank_workers_outlive_their_module():
+    """The optimizer tests' gloo rank workers (optim_fakes.run_gloo_ranks) are reused within a module and
+    ended with it, so no test of another module sees them among its process's children."""
+    yield
+    fakes = sys.modules.get("optim_fakes")
+    if fakes is not None:
+        fakes.stop_workers()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -119,7 +119,8 @@ def _rank_worker(conn) -> None:
 
 LAUNCH_TIMEOUT_S = 600  # far above any optimizer test's few seconds, far below CI's limit
 
-# (process, connection) of each spawned worker, kept for the session
+# (process, connection) of each spawned worker, kept until the test module that started them ends
+# (tests/conftest.py calls stop_workers then: other modules assert that no child process is left)
 _workers: list[tuple[Any, Any]] = []
 
 
@@ -129,6 +130,17 @@ def _stop_workers() -> None:
         proc.kill()
         proc.join()
         conn.close()
+    _workers.clear()
+
+
+def stop_workers() -> None:
+    """End every idle worker: closing its pipe ends its loop (EOFError); one that does not end is killed."""
+    for proc, conn in _workers:
+        conn.close()
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
     _workers.clear()
 
 
