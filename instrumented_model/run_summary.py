@@ -27,6 +27,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from commscope.errors import UserError
 from commscope.util.atomic import write_json_atomic
 from commscope.rundir import read_status
 from commscope.rundir.schema import PROGRESS, SCHEMA_VERSION, STATUS, SUMMARY, WATCHDOG, rank_dir_name
@@ -284,7 +285,7 @@ def step_stats(summary: dict, profile: str | None = None) -> dict:
     steps = list(range(len(times)))[1:] or [0]  # progress records hold steps 0, 1, ... in order
     try:
         prof = window_steps(parse_step_range(profile, "--profile", closed=True))
-    except Exception:  # noqa: BLE001 - the launcher checked --profile; an odd one leaves nothing out
+    except UserError:  # the launcher checked --profile already; an odd one leaves nothing out
         prof = {}
     left = {s: why for s, why in sorted(prof.items()) if s in steps}
     if len(left) < len(steps):

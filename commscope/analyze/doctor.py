@@ -94,14 +94,20 @@ def _no_folder(trace: Trace) -> list[int]:
     return sorted(int(r) for r in trace.config.get("missing_rank_folders") or [])
 
 
+def _launcher_status(trace: Trace, ranks: list[int]) -> dict[str, object]:
+    """Per rank of `ranks`, its status in the run's summary.json (the launcher's view, written after every
+    rank ended), or None where it names none."""
+    said = (trace.config.get("summary") or {}).get("ranks") or {}
+    return {str(r): said.get(str(r)) for r in ranks}
+
+
 def _launcher_says(trace: Trace, ranks: list[int]) -> str:
-    """What the run's summary.json (the launcher's view, written after every rank ended) says of `ranks`,
-    as a clause: "; summary.json says rank(s) 2 completed", or "" when it names none of them."""
+    """What summary.json says of `ranks` (_launcher_status), as a clause: "; summary.json says rank(s) 2
+    completed", or "" when it names none of them."""
     said: dict[str, list[int]] = {}
-    for r in ranks:
-        st = ((trace.config.get("summary") or {}).get("ranks") or {}).get(str(r))
+    for r, st in _launcher_status(trace, ranks).items():
         if isinstance(st, str):
-            said.setdefault(st, []).append(r)
+            said.setdefault(st, []).append(int(r))
     return "".join(f"; {SUMMARY} says rank(s) {ranks_text(rs)} {st}" for st, rs in said.items())
 
 
@@ -356,8 +362,7 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
     if absent:
         return Diagnosis("insufficient", sources=[EVENTS, SUMMARY], details={
             "missing_ranks": missing, "ranks": list(trace.ranks), "no_folder_ranks": absent,
-            "launcher_status": {str(r): ((trace.config.get("summary") or {}).get("ranks") or {}).get(str(r))
-                                for r in absent}}, summary=(
+            "launcher_status": _launcher_status(trace, absent)}, summary=(
             f"insufficient: the run directory has no folder for rank(s) {ranks_text(absent)} of the job's "
             f"{trace.world_size}{_launcher_says(trace, absent)}. Their records are missing, which is no sign of a "
             "crash or hang, and without them who came last to a collective is unknown: no hang, desync or "

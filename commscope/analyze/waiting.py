@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from commscope.analyze.skew import SKEW_COLS, arrival_order, complete, missing_members, spread
+from commscope.analyze.skew import SKEW_COLS, arrival_order, complete, complete_rows, missing_members, spread
 from commscope.load.frames import Trace
 from commscope.util.step_range import parse_step_range
 
@@ -121,9 +121,8 @@ def unjudged(inst: pd.DataFrame, collectives: pd.DataFrame, n_present: int, worl
         return None
     if not len(collectives):
         return "cannot be judged: the input holds no collectives"
-    seen = collectives[collectives["group"].notna() & collectives["seq"].notna()]
-    n = seen.groupby(["group", "seq"])["rank"].nunique()
-    if len(n) and not complete(seen, n.index.get_level_values(0), n.index.get_level_values(1), n.to_numpy()).any():
+    keyed = (collectives["group"].notna() & collectives["seq"].notna()).any()
+    if keyed and not complete_rows(collectives).any():
         return f"cannot be judged: {missing_members(n_present, world_size)}"
     return "cannot be judged: no collective has a known arrival on two or more ranks"
 
