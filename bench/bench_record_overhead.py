@@ -190,8 +190,15 @@ def records_per_step(run_dir: str) -> dict[str, float]:
     return {k: n / max(len(steps), 1) for k, n in sorted(counts.items())}
 
 
-# light recording of everything but the gradient hooks (no watch()): with --split-hooks, what hooks cost
+# With --split-hooks, two more modes say what the gradient hooks cost and whose cost it is:
+# light recording of everything but the hooks (no watch()), and plain steps with a no-op Python
+# post-accumulate-grad hook per label (torch's cost of calling any Python hook, none of the recorder's).
 LIGHT_NO_HOOKS = "light, no hooks"
+PLAIN_NOOP_HOOKS = "plain, no-op hooks"
+
+
+def _noop_hook(_param) -> None:
+    return None
 
 
 def _interleave(args, light, params, one_step, cuda: bool):
@@ -203,6 +210,8 @@ def _interleave(args, light, params, one_step, cuda: bool):
         rec = light if mode.startswith("light") else plain
         if mode != LIGHT_NO_HOOKS:
             rec.watch(params)
+        noop = ([p.register_post_accumulate_grad_hook(_noop_hook) for p in params.values()]
+                if mode == PLAIN_NOOP_HOOKS else [])
         ctx = profile(activities=acts, record_shapes=True) if mode == "profiler" else contextlib.nullcontext()
         wall, cpu = [], []
         with ctx:
@@ -218,12 +227,14 @@ def _interleave(args, light, params, one_step, cuda: bool):
                 cpu.append(time.process_time() - c0)
             t_stop = time.perf_counter()
         rec.unwatch()
+        for h in noop:
+            h.remove()
         if mode == "profiler":  # stop(): the profiler's deferred post-processing of the block's events
             stop_s.append((time.perf_counter() - t_stop) / n)
         return wall, cpu
 
     stop_s: list[float] = []
-    modes = ["plain", "light", "profiler"] + ([LIGHT_NO_HOOKS] if args.split_hooks else [])
+    modes = ["plain", "light", "profiler"] + ([LIGHT_NO_HOOKS, PLAIN_NOOP_HOOKS] if args.split_hooks else [])
     step = 0
     for mode in modes:
         run_block(mode, args.warmup, step)
@@ -262,8 +273,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="light recording's flush= (overlap: a step's records are written behind the next step's "
                          "first region, on CUDA)")
     ap.add_argument("--split-hooks", action="store_true",
-                    help=f"add a mode '{LIGHT_NO_HOOKS}': light recording without watch(), so the gradient "
-                         "hooks' share of the cost is the difference")
+                    help=f"add two modes: '{LIGHT_NO_HOOKS}' (light recording without watch(), so the gradient "
+                         f"hooks' share of the cost is the difference) and '{PLAIN_NOOP_HOOKS}' (plain steps with "
+                         "a no-op Python hook per label: torch's cost of any Python hook)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--steps-per-round", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=5)
@@ -300,6 +312,11 @@ def main(argv: list[str] | None = None) -> None:
         cells += [f"{statistics.fmean(per_mode[(c, mode)]) / statistics.fmean(per_mode[(c, 'plain')]):.4f}"
                   for c in ("wall", "cpu")]
         print(f"| {mode} | " + " | ".join(cells) + " |")
+    if "compile" in getattr(args, "variant", ""):
+        # A guard on the parameters' hooks would recompile or re-dispatch when a block adds or removes them.
+        stats = torch._dynamo.utils.counters["stats"]
+        print(f"\ntorch.compile over the whole run: {stats.get('unique_graphs', 0)} graphs compiled, "
+              f"{sum(torch._dynamo.utils.counters['recompiles'].values())} recompiles.")
     print(f"\ntorch.profiler also defers work to its stop() (outside the step times above): "
           f"{1e3 * statistics.median(stop_s):.3f} ms per profiled step (median over blocks), not counting export.")
     extra_cpu_ms = 1e3 * (statistics.median(per_mode[("cpu", "light")]) - statistics.median(per_mode[("cpu", "plain")]))
