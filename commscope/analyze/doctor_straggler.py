@@ -130,9 +130,17 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
                "judged_steps": judged_steps, "excluded_steps": excluded}
     if not len(flagged):
         top = per.sort_values("lost_ns", ascending=False).head(1)
-        worst = (f"; the most any rank made the others wait in a step: rank {int(top['rank'].iloc[0])}, "
-                 f"{top['lost_ns'].iloc[0] / 1e6:,.1f} ms in step {int(top['step'].iloc[0])} "
-                 f"({top['pct'].iloc[0]:.1f} % of the median step)" if len(top) else "")
+        worst = ""
+        if len(top):
+            # How close a healthy run came to the bar: what says whether the bar has margin over noise.
+            most = {"rank": int(top["rank"].iloc[0]), "step": int(top["step"].iloc[0]),
+                    "mean_wait_ms": float(top["lost_ns"].iloc[0]) / 1e6,
+                    "pct_of_median_step": float(top["pct"].iloc[0]),
+                    "bar_multiple": float(top["lost_ns"].iloc[0]) / bar if bar > 0 else None}
+            details["most_waiting"] = most
+            worst = (f"; the most any rank made the others wait in a step: rank {most['rank']}, "
+                     f"{most['mean_wait_ms']:,.1f} ms in step {most['step']} "
+                     f"({most['pct_of_median_step']:.1f} % of the median step)")
         return Diagnosis("ok", sources=src, details=details, summary=(
             f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
             f"{int_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:,.1f} ms of waiting per "

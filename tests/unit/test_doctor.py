@@ -226,6 +226,11 @@ def test_host_bar_has_a_floor_above_os_scheduling_noise(tmp_path):
     assert ("straggler bar 50.0 ms of waiting per step (the 50 ms floor of host-timed arrivals, above OS "
             "scheduling noise; 100 % of the 7.0 ms median step of steps 0-4 is less); the most any rank made "
             "the others wait in a step: rank 0, 18.1 ms in step 4") in d.summary
+    most = d.details["most_waiting"]  # the same figure, machine-readable: the margin a healthy run leaves
+    assert (most["rank"], most["step"]) == (0, 4)
+    assert most["mean_wait_ms"] == pytest.approx(18.1, abs=0.1)
+    assert most["bar_multiple"] == pytest.approx(most["mean_wait_ms"] / 50.0)
+    assert most["pct_of_median_step"] == pytest.approx(100 * most["mean_wait_ms"] / 7.0, rel=0.02)
     # a bar the user gives wins: the floor calibrates only the default
     d = diagnose_path(str(plain_loop_run(tmp_path, 18, "pct")), straggler_pct=100)
     assert (d.verdict, d.culprit_ranks, d.step) == ("straggler", [0], 4)
