@@ -71,17 +71,18 @@ def bus_factor(op: str, n: float) -> float:
 
 
 def _compute_sets_rel(trace: Trace, o: int) -> dict[int, iv.Intervals]:
-    # Whole columns are converted once and split per rank with numpy masks: filtering the frames per rank
-    # copied every column (names included) once per rank.
+    # Whole columns are converted once and split per rank by row positions (iv.rows_by_rank): filtering
+    # the frames per rank copied every column (names included) once per rank.
     c = trace.compute
     c_rank, c_start, c_end = c["rank"].to_numpy(), rel(c["start_ns"], o), rel(c["end_ns"], o)
     w_rank, w_start, w_end = blocked_spans(trace.collectives, o)
+    c_rows, w_rows = iv.rows_by_rank(c_rank), iv.rows_by_rank(w_rank)
     out = {}
     for rank in trace.ranks:
-        m = c_rank == rank
+        m = c_rows.get(rank, iv.NO_ROWS)
         comp = iv.merge(c_start[m], c_end[m])
-        wm = w_rank == rank
-        if wm.any():
+        wm = w_rows.get(rank)
+        if wm is not None:
             comp = iv.subtract(comp, (w_start[wm], w_end[wm]))
         out[rank] = comp
     return out
@@ -287,9 +288,11 @@ def _take(spans: list[tuple[float, float]], lo: float, hi: float) -> tuple[float
     return taken, rest
 
 
-def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
+def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None,
+                     queue_pairs: list | None = None) -> pd.DataFrame:
     """`trace.collectives` plus the columns in the module docstring. `comp`: compute_sets(trace), if
-    already computed."""
+    already computed. `queue_pairs`: if a list, queue_split's charges are appended to it as (queued row,
+    charged row, ns), rows as positions in the table (what summary.queued_behind reads)."""
     c = trace.collectives.copy()
     if "label" in c:
         missing = missing_labels(c["label"])
@@ -314,8 +317,9 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     exposed[waited] = (until - wait)[waited]  # clipped at 0 below: completed before the wait began
     exposed[unwaited] = 0.0  # run-dir collectives never waited on (the recorder saw no wait) block nothing
     ranks = c["rank"].to_numpy()
-    for rank in np.unique(ranks[todo]):
-        rows = np.flatnonzero(todo & (ranks == rank))
+    todo_rows = np.flatnonzero(todo)
+    for rank, pos in iv.rows_by_rank(ranks[todo_rows]).items():
+        rows = todo_rows[pos]
         qs, qe = start[rows], end[rows]
         exposed[rows] = (qe - qs) - iv.covered(qs, qe, comp.get(int(rank), iv.empty()))
     c["exposed_ns"] = np.clip(exposed, 0.0, None)
@@ -328,7 +332,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None) 
     c["hidden_ns"] = _hidden(c, ranks, span_start, end, dur, comp)
     with np.errstate(invalid="ignore", divide="ignore"):
         c["hidden_pct"] = np.where(dur > 0, 100.0 * np.minimum(c["hidden_ns"], dur) / dur, np.nan)
-    c["queued_ns"], c["queue_charged_ns"] = queue_split(c, comp, o)
+    c["queued_ns"], c["queue_charged_ns"] = queue_split(c, comp, o, queue_pairs)
     c.loc[c["exposed_ns"].isna(), "queued_ns"] = np.nan  # part of an exposed time that is unknown
     c["own_exposed_ns"] = c["exposed_ns"] - c["queued_ns"]
     # the transfer time needs the last arriver, whose duration alone holds no waiting: only an instance
@@ -382,8 +386,9 @@ def _hidden(c: pd.DataFrame, ranks: np.ndarray, span_start: np.ndarray, end: np.
     with np.errstate(invalid="ignore"):
         hidden = dur - np.minimum(c["exposed_ns"].to_numpy(np.float64), dur)
     recorded = c["timing"].isin(["wall", "cuda_event"]).to_numpy() & (dur > 0)
-    for rank in np.unique(ranks[recorded]):
-        rows = np.flatnonzero(recorded & (ranks == rank))
+    rec_rows = np.flatnonzero(recorded)
+    for rank, pos in iv.rows_by_rank(ranks[rec_rows]).items():
+        rows = rec_rows[pos]
         hidden[rows] = iv.covered(span_start[rows], end[rows], comp.get(int(rank), iv.empty()))
     return hidden
 

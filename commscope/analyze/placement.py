@@ -87,14 +87,16 @@ def backward_ends(trace: Trace, factorized: tuple[np.ndarray, pd.Index] | None =
     on_gpu = len(k) > 0 and "launch_ns" in k
     if on_gpu and len(bw):
         k = k[~k["is_comm"].astype(bool) & k["launch_ns"].notna()]
-        k_rank, k_launch, k_end = k["rank"].to_numpy(), k["launch_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
+        k_rows = iv.rows_by_rank(k["rank"].to_numpy())
+        k_launch, k_end = k["launch_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
     for (rank, step), g in bw.groupby(["rank", "step"]):
         end = int(g["end_ns"].max())
         if on_gpu:
-            m = k_rank == rank
-            inside = np.zeros(int(m.sum()), dtype=bool)
+            m = k_rows.get(rank, iv.NO_ROWS)
+            launch = k_launch[m]
+            inside = np.zeros(len(m), dtype=bool)
             for s, e in zip(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)):
-                inside |= (k_launch[m] >= s) & (k_launch[m] < e)
+                inside |= (launch >= s) & (launch < e)
             if inside.any():
                 end = int(k_end[m][inside].max())
         rows[(int(rank), int(step))] = (end, "backward region")
@@ -146,9 +148,12 @@ def _overlapped(trace: Trace, coll: pd.DataFrame, o: int, factorized: tuple[np.n
     hits: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (collective, name code, overlap) pairs
     held = 0
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    for r in np.unique(q_rank[ok]):
-        qi = np.flatnonzero(ok & (q_rank == r))
-        ci = np.flatnonzero((c_rank == r) & (c_e > c_s))
+    ok_rows = np.flatnonzero(ok)
+    nonempty = np.flatnonzero(c_e > c_s)
+    c_rows = iv.rows_by_rank(c_rank[nonempty])
+    for r, at in iv.rows_by_rank(q_rank[ok_rows]).items():
+        qi = ok_rows[at]
+        ci = nonempty[c_rows.get(r, iv.NO_ROWS)]
         if not len(ci):
             continue
         ci = ci[np.argsort(c_s[ci], kind="stable")]

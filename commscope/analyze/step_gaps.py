@@ -111,9 +111,10 @@ def step_gaps(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.D
     s_start, s_end = rel(st["start_ns"], o), rel(st["end_ns"], o)
     noise = profiler_steps(trace)
     parts = []
+    step_rows = iv.rows_by_rank(s_rank)
     for rank in trace.ranks:
-        m = s_rank == rank
-        if m.sum() < 2:
+        m = step_rows.get(rank, iv.NO_ROWS)
+        if len(m) < 2:
             continue
         qs, qe, steps = s_start[m], s_end[m], s_step[m]
         first = _first_compute(qs, qe, comp.get(rank, iv.empty()))

@@ -68,7 +68,7 @@ import pandas as pd
 from commscope.analyze import (exposure, lateness, placement, regions, representative, skew, step_coverage, step_gaps,
                                timeline, waiting)
 from commscope.analyze.problems import loading_problems
-from commscope.load.frames import Trace, origin_ns
+from commscope.load.frames import Trace
 from commscope.util.num import rounded, sig, whole
 from commscope.util.ranges import int_ranges
 from commscope.util.text import counted
@@ -110,27 +110,14 @@ def _low_median(v: np.ndarray) -> float:
     return v[(len(v) - 1) // 2] if len(v) else np.nan
 
 
-def queued_behind(trace: Trace, table: pd.DataFrame, comp: dict) -> dict[str, dict[str, float]]:
+def queued_behind(table: pd.DataFrame, pairs: list[tuple[int, int, float]]) -> dict[str, dict[str, float]]:
     """Per label that queued, the labels it queued behind: {label: {earlier label: ms}}, most first, each a
     per-rank total averaged over the ranks that have the queued label (as its `queued_ms`, which they add
-    up to). The charges are exposure.queue_split's, taken again with their pairs on the (rank, group)
-    queues where a collective queued (queues are independent; the others hold no charge). `comp`: the
-    compute sets (absolute ns) `table` was computed against."""
-    if not len(table) or "queued_ns" not in table:
-        return {}
-    queued = table["queued_ns"].to_numpy(np.float64) > 0
-    if not queued.any():
-        return {}
-    # the (rank, group) queues as integer codes: np.isin over strings compares every pair (minutes at
-    # 1024 ranks), over integers it sorts
-    queue, _ = pd.factorize(table["rank"].astype(str) + "\0" + table["group"].astype(str))
-    sub = table[np.isin(queue, np.unique(queue[queued]))]
-    o = origin_ns(trace)
-    pairs: list[tuple[int, int, float]] = []
-    exposure.queue_split(sub, exposure.to_rel(comp, o), o, pairs)
+    up to). `pairs`: exposure.queue_split's charges (queued row, charged row, ns) over `table`, as
+    collective_table(queue_pairs=...) gives them with the table."""
     if not pairs:
         return {}
-    labels = sub["label"].astype(str).to_numpy()
+    labels = table["label"].astype(str).to_numpy()
     victim, culprit, ns = (np.array(x) for x in zip(*pairs))
     ms = pd.Series(ns / 1e6).groupby([labels[victim], labels[culprit]]).sum()
     ranks = table.groupby(table["label"].astype(str))["rank"].nunique()
@@ -245,7 +232,8 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     `representative_ranks_culprits_first`; None names no culprit."""
     tr = trace.select_steps(steps)
     comp = exposure.compute_sets(tr)
-    table = exposure.collective_table(tr, comp)
+    queue_pairs: list[tuple[int, int, float]] = []
+    table = exposure.collective_table(tr, comp, queue_pairs)
     per_rank = exposure.label_stats(table)
     sk = waiting.instances(table)  # who made whom wait: the model the doctor's straggler verdict reads
     strag = waiting.by_rank(sk, tr.ranks)
@@ -270,7 +258,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                  + exposure.bandwidth_notes(withheld, len(tr.ranks), int(tr.world_size)),
         "duration_basis": exposure.duration_basis(table),
         **comm_overlaps(tr, ov),
-        "labels": label_summary(table, per_rank, queued_behind(tr, table, comp), exposed_in_steps(table, tr.steps),
+        "labels": label_summary(table, per_rank, queued_behind(table, queue_pairs), exposed_in_steps(table, tr.steps),
                                 withheld),
         "stragglers": None if unjudged else [
             {"rank": int(r.rank), "times_last": int(r.times_last), "last_share": rounded(r.last_share),

@@ -38,20 +38,15 @@ BREAKDOWN_COLS = ["rank", "step", "start_ns", "end_ns", "step_ns", "compute_ns",
 def comm_sets(trace: Trace, o: int) -> dict[int, iv.Intervals]:
     """Per rank, the normalized set of time its communication was in flight (ns since `o`)."""
     c = trace.collectives
-    c_rank = c["rank"].to_numpy()
     _, start, end = collective_span(c, o)
-    out = {}
-    for rank in trace.ranks:
-        m = c_rank == rank
-        out[rank] = iv.merge(start[m], end[m])
-    return out
+    return iv.merge_by_rank(c["rank"].to_numpy(), start, end, trace.ranks)
 
 
 def _exposed_sets(trace: Trace, comp: dict, comm: dict, o: int) -> dict[int, iv.Intervals]:
     if trace.source != "run":
         return {rank: iv.subtract(comm[rank], comp[rank]) for rank in trace.ranks}
     w_rank, w_start, w_end = wait_spans(trace.collectives, o)
-    return {rank: iv.merge(w_start[w_rank == rank], w_end[w_rank == rank]) for rank in trace.ranks}
+    return iv.merge_by_rank(w_rank, w_start, w_end, trace.ranks)
 
 
 def step_breakdown(trace: Trace, comp: dict | None = None) -> pd.DataFrame:
@@ -68,9 +63,10 @@ def step_breakdown(trace: Trace, comp: dict | None = None) -> pd.DataFrame:
     s_basis = steps["basis"].to_numpy(dtype=object) if "basis" in steps else np.full(len(steps), "host", object)
     cols: dict[str, list] = {c: [] for c in BREAKDOWN_COLS[:8]}
     basis: list = []
+    step_rows = iv.rows_by_rank(s_rank)
     for rank in trace.ranks:
-        m = s_rank == rank
-        if not m.any():
+        m = step_rows.get(rank)
+        if m is None:
             continue
         qs, qe = s_qs[m], s_qe[m]
         c_ns = iv.covered(qs, qe, comp[rank])
@@ -116,26 +112,28 @@ def comm_overlap_by_rank(trace: Trace, hta_like: bool = True, comp: dict | None 
     o = origin_ns(trace)
     comp_fallback = None if gpu else (_compute_sets_rel(trace, o) if comp is None else to_rel(comp, o))
     comm_fallback = None if gpu else comm_sets(trace, o)
-    if gpu:  # whole columns once, then numpy masks per rank (see exposure._compute_sets_rel)
-        k_rank, k_start, k_end = k["rank"].to_numpy(), k["start_ns"].to_numpy(), k["end_ns"].to_numpy()
+    if gpu:  # whole columns once, then each rank's rows by position (see exposure._compute_sets_rel)
+        k_start, k_end = k["start_ns"].to_numpy(), k["end_ns"].to_numpy()
         k_comm, k_comp = k["is_comm"].to_numpy(bool), k["hta_compute"].to_numpy(bool)
+        k_rows = iv.rows_by_rank(k["rank"].to_numpy())
         if extra is not None:
-            x_rank, x_start, x_end = extra["rank"].to_numpy(), extra["start_ns"].to_numpy(), extra["end_ns"].to_numpy()
+            x_start, x_end = extra["start_ns"].to_numpy(), extra["end_ns"].to_numpy()
+            x_rows = iv.rows_by_rank(extra["rank"].to_numpy())
     for rank in trace.ranks:
         if gpu:
-            sel = k_rank == rank
+            sel = k_rows.get(rank, iv.NO_ROWS)
             if hta_like:
                 cut = cutoff.get(rank)
                 if cut is None:
-                    sel[:] = False
+                    sel = iv.NO_ROWS
                 else:  # launched before the cutoff; unknown launches (NaN) never are
-                    idx = np.flatnonzero(sel)
-                    sel[idx] = rel(k["launch_ns"].array[idx], cut) < 0
-            comm = iv.merge(k_start[sel & k_comm], k_end[sel & k_comm])
-            cs, ce = k_start[sel & k_comp], k_end[sel & k_comp]
+                    sel = sel[rel(k["launch_ns"].array[sel], cut) < 0]
+            comm = iv.merge(k_start[sel[k_comm[sel]]], k_end[sel[k_comm[sel]]])
+            cs, ce = k_start[sel[k_comp[sel]]], k_end[sel[k_comp[sel]]]
             if extra is not None:
                 cut = cutoff.get(rank)
-                x = (x_rank == rank) & (x_start < (cut if cut is not None else -1))
+                xr = x_rows.get(rank, iv.NO_ROWS)
+                x = xr[x_start[xr] < (cut if cut is not None else -1)]
                 cs = np.concatenate([cs, x_start[x]])
                 ce = np.concatenate([ce, x_end[x]])
             comp = iv.merge(cs, ce)

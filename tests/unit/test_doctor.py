@@ -215,8 +215,9 @@ def plain_loop_run(tmp_path, late_ms, name="cpu"):
 
 
 def test_host_bar_has_a_floor_above_os_scheduling_noise(tmp_path):
-    """18 ms of waiting in one step of 7 ms median steps: what a loaded machine's scheduler alone does to a
-    healthy CPU rank (docs/faults.md), 2.6× the 100 % share: under the host floor, so ok, naming the floor."""
+    """18 ms of waiting in one step of 7 ms median steps, 2.6× the 100 % share: the kind of stall a loaded
+    machine's scheduler alone gives a healthy CPU rank (docs/faults.md), under the host floor, so ok,
+    naming the floor."""
     d = diagnose_path(str(plain_loop_run(tmp_path, 18)))
     assert (d.verdict, d.culprit_ranks) == ("ok", []), d.summary
     th = d.details["threshold"]
