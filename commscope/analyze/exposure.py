@@ -48,6 +48,8 @@ directory's `"label": null`, takes labels.NO_LABEL: every per-label figure count
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 import pandas as pd
 
@@ -203,9 +205,10 @@ def _spans(start, end, wait, until, waited, todo, comp: iv.Intervals) -> list[li
     of `collective_table` on a trace of a few thousand collectives. Each piece is the same max/min of the
     same values as intervals.subtract of the row alone, so the spans are equal to the last bit."""
     out: list[list[tuple[float, float]]] = [[] for _ in range(len(start))]
-    for j in np.flatnonzero(waited).tolist():
-        if until[j] > wait[j]:
-            out[j] = [(wait[j], until[j])]
+    with np.errstate(invalid="ignore"):
+        w = np.flatnonzero(waited & (until > wait))
+    for j, s, e in zip(w.tolist(), wait[w].tolist(), until[w].tolist()):
+        out[j] = [(s, e)]
     rows = np.flatnonzero(todo & (end > start))
     if not len(rows):
         return out
@@ -259,7 +262,7 @@ def queue_split(c: pd.DataFrame, comp: dict[int, iv.Intervals], o: int,
         for j, sp in enumerate(spans):
             if not sp or j == 0 or ran[j]:
                 continue
-            for i in range(int(np.searchsorted(e[:j], sp[0][0], side="right")), j):
+            for i in range(bisect.bisect_right(el, sp[0][0], 0, j), j):
                 n, sp = _take(sp, bl[i], el[i])
                 if n > 0:
                     queued[rows[j]] += n
