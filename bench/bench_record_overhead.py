@@ -13,8 +13,9 @@ Two workloads (`--workload`):
 Hooks are registered only while light blocks run (`Recorder.watch` / `unwatch`), so plain and profiler
 steps carry no recording work at all.
 
-Modes are interleaved: each round runs `--steps-per-round` steps of every mode, in a rotating order, so
-drift in machine load hits all modes alike. Reported, for wall time and for process CPU time (all
+Modes are interleaved: each round runs `--steps-per-round` steps of every mode, in an order shuffled per
+round (seeded), so drift in machine load hits all modes alike and no mode always follows the same one (a
+block can leave state behind for the next: the profiler's freed buffers, a hook registration). Reported, for wall time and for process CPU time (all
 threads; robust to other load on a shared CPU machine): median step time per mode and the median over
 rounds of (mode median / plain median) within the round. Then where light recording's cost goes: the
 records it wrote per step, by kind, and the extra process CPU time per step divided by them (host µs
@@ -37,6 +38,7 @@ import collections
 import contextlib
 import json
 import pstats
+import random
 import statistics
 import tempfile
 import time
@@ -202,7 +204,7 @@ def _noop_hook(_param) -> None:
 
 
 def _interleave(args, light, params, one_step, cuda: bool):
-    """The warmup blocks, then `args.rounds` rounds of every mode in rotating order (see measure)."""
+    """The warmup blocks, then `args.rounds` rounds of every mode in a shuffled order (see measure)."""
     plain = NullRecorder()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
 
@@ -242,10 +244,11 @@ def _interleave(args, light, params, one_step, cuda: bool):
     # (clock, mode) → step times / per-round ratios; "cpu" is process CPU time (all threads), which a
     # loaded shared machine disturbs far less than wall time.
     per_mode = {(c, m): [] for c in ("wall", "cpu") for m in modes}
+    order = random.Random(0)
     ratios = {(c, m): [] for c in ("wall", "cpu") for m in modes}
     for r in range(args.rounds):
         med = {}
-        for mode in modes[r % len(modes):] + modes[: r % len(modes)]:
+        for mode in order.sample(modes, len(modes)):
             wall, cpu = run_block(mode, args.steps_per_round, step)
             step += args.steps_per_round
             for c, t in (("wall", wall), ("cpu", cpu)):
