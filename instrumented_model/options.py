@@ -64,8 +64,6 @@ TRAINER_OPTIONS: tuple[Opt, ...] = (
         "Default: bank.", ("bank", "alpha-lpt")),
     Opt("data", str, None, "Glob of modded-nanogpt .bin shards. Default: synthetic tokens."),
     Opt("trace", str, "light", "off | light | full. Default: light.", TRACE_MODES),
-    Opt("no-hook-order", FLAG, False, "Record no gradient-hook order (no post-accumulate-grad hooks): on a "
-        "compiled GPU step they are most of light recording's cost (docs/benchmarks.md)."),
     Opt("profile", str, None, "torch.profiler window START:STOP (steps; STOP at most --steps). Default: none."),
     Opt("with-stack", FLAG, False, "Python stacks in the profiler window."),
     Opt("flush", str, "step", "step | overlap: when a step's records are written. step: at the step end "

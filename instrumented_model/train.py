@@ -334,8 +334,7 @@ def train(args: argparse.Namespace, run: RankRun) -> None:
     rec = start_recording(args, run, device)
     cfg = make_config(args.preset, run.world_size)
     params, forward, opt = build_model(args, cfg, run, device, rec)
-    if not args.no_hook_order:  # the hooks cost the step more than every other record (docs/benchmarks.md)
-        rec.watch(params)
+    rec.watch(params)
     if run.rank == 0:
         config = {"args": vars(args), "model": cfg.to_dict(), "world_size": run.world_size, **opt.config()}
         write_config(args.out, config)  # also with --trace off, when no recorder writes it

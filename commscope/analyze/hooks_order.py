@@ -117,8 +117,7 @@ def hook_orders_from_trace(trace) -> HookOrders:
         raise UserError(f"{trace.path} is a Kineto trace; hook order is only recorded in commscope run directories")
     if len(hooks) == 0:
         raise UserError(f"{trace.path} has no hook records (commscope run records them with --trace light or "
-                        "full, unless --no-hook-order; a script using commscope.record, with "
-                        "rec.watch(labelled_params))")
+                        "full; a script using commscope.record, with rec.watch(labelled_params))")
     orders: dict[int, list[dict]] = {}
     df = hooks.assign(micro_key=hooks["micro_step"].fillna(-1)).sort_values(
         ["rank", "step", "micro_key", "position"], kind="stable")

@@ -90,9 +90,8 @@ def test_errors_are_one_line(tmp_path):
     with rec.step(0):
         pass
     rec.close()
-    with pytest.raises(UserError, match=r"no hook records \(commscope run records them with --trace light or full, "
-                                        r"unless --no-hook-order; a script using commscope.record, with "
-                                        r"rec.watch\(labelled_params\)\)"):
+    with pytest.raises(UserError, match=r"no hook records \(commscope run records them with --trace light or full; "
+                                        r"a script using commscope.record, with rec.watch\(labelled_params\)\)"):
         load_hook_orders(tmp_path / "nohooks")
     proc = subprocess.run([sys.executable, "-m", "commscope", "hooks", str(tmp_path / "nohooks")],
                           capture_output=True, text=True, timeout=120)
