@@ -106,10 +106,35 @@ def test_exposed_spans_of_many_rows_equal_each_row_subtracted_alone(rows, comp_r
     got = _spans(start, end, wait, wait_end, waited, todo, comp)
     for j in range(n):
         if waited[j]:
-            want = [(wait[j], wait_end[j])] if wait_end[j] > wait[j] else []
+            want = [(float(wait[j]), float(wait_end[j]))] if wait_end[j] > wait[j] else []
         elif todo[j]:
             s, e = iv.subtract((start[j:j + 1], end[j:j + 1]), comp)
             want = list(zip(s.tolist(), e.tolist()))
         else:
             want = []
         assert got[j] == want and [type(v) for p in got[j] for v in p] == [type(v) for p in want for v in p]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=40), st.lists(st.integers(0, 8), max_size=8))
+def test_rows_by_rank_is_the_per_rank_mask_in_one_sort(rank_col, asked):
+    """Each rank's positions are exactly np.flatnonzero(rank_col == rank), in row order; a rank with no
+    rows is absent; merge_by_rank is merge over those rows, an empty set for a rank without rows."""
+    r = np.array(rank_col, dtype=np.int64)
+    rows = iv.rows_by_rank(r)
+    assert sorted(rows) == sorted(set(rank_col))
+    for rank in set(rank_col):
+        assert rows[rank].tolist() == np.flatnonzero(r == rank).tolist()
+        assert rows[np.int64(rank)] is rows[rank]  # a numpy integer finds the same rows
+    starts = np.arange(len(r), dtype=np.int64) * 3 % 17
+    ends = starts + 2
+    merged = iv.merge_by_rank(r, starts, ends, asked)
+    assert list(merged) == list(dict.fromkeys(asked))
+    for rank in asked:
+        assert pairs(merged[rank]) == pairs(iv.merge(starts[r == rank], ends[r == rank]))
+
+
+def test_rows_by_rank_of_float_ranks_and_of_nothing():
+    rows = iv.rows_by_rank(np.array([2.0, 1.0, 2.0]))
+    assert {k: v.tolist() for k, v in rows.items()} == {1.0: [1], 2.0: [0, 2]} and rows.get(2) is rows[2.0]
+    assert iv.rows_by_rank(np.array([], dtype=np.int64)) == {}

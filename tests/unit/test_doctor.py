@@ -9,7 +9,10 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
+import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from commscope.analyze import doctor, doctor_straggler
 from commscope.analyze.diagnosis import VERDICTS
@@ -566,3 +569,15 @@ def test_a_keyboard_interrupt_without_a_launcher_summary_is_interrupted(run, sta
         put(run, r, "status.json", {**status, "last_step": 2})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks) == ("interrupted", [])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from([1.0, 2.0, np.nan]),
+                          st.sampled_from(["x", "y"])), max_size=30))
+def test_tuple_codes_number_tuples_as_factorizing_them_does(rows):
+    """doctor._tuple_codes gives equal tuples equal codes, in order of first appearance, missing values
+    equal to each other: what pd.factorize of the tuples (a MultiIndex) gives."""
+    cols = [np.array([r[i] for r in rows], dtype=object if i != 1 else np.float64) for i in range(3)]
+    got = doctor._tuple_codes(*cols)
+    want = pd.factorize(pd.MultiIndex.from_arrays(cols))[0] if rows else np.zeros(0, dtype=np.int64)
+    assert got.tolist() == want.tolist()
