@@ -6,10 +6,35 @@ paths (on a CPU machine in Triton's interpreter). Helpers shared by all three (p
 live in tests/ itself, which pytest puts on sys.path with this file."""
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 import torch
+
+
+def _import_triton_interpreted() -> None:
+    """Triton decides when `triton.language` is imported whether its own library functions (`tl.sum`, ...)
+    are interpreted or compiled. A test that turns on the interpreter (TRITON_INTERPRET=1, triton_device
+    below) can only call them if that import happened under the interpreter, so on a machine without a GPU
+    it happens here, first, whatever test would import triton first; the variable is then restored, and no
+    process the tests start inherits it."""
+    if torch.cuda.is_available():
+        return
+    before = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton.language  # noqa: F401
+    except ImportError:  # triton is optional outside the test extra: the Triton tests skip themselves
+        pass
+    finally:
+        if before is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = before
+
+
+_import_triton_interpreted()
 
 
 @pytest.fixture
