@@ -349,6 +349,10 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None,
     return c
 
 
+# why a bandwidth over an incomplete group would mislead: the label's reason and the report's note end alike
+_WITHHELD_BECAUSE = "so the shortest duration over the ranks present includes waiting for the absent ones"
+
+
 def bandwidth_withheld(table: pd.DataFrame, n_present: int, world_size: int) -> dict[str, str]:
     """Per label whose bandwidth is withheld, why: it has collectives of known size, and none of them has
     every member of its group in the input (`group_complete`), so no transfer time is known. A label with
@@ -362,8 +366,7 @@ def bandwidth_withheld(table: pd.DataFrame, n_present: int, world_size: int) -> 
     labels = table["label"].astype(str).to_numpy(dtype=object)
     lacking = set(labels[sized]) - set(labels[sized & done])
     why = (f"no collective of the label has every member of its group in the input"
-           f"{ranks_present(n_present, world_size)}, so the shortest duration over the ranks present "
-           "includes waiting for the absent ones")
+           f"{ranks_present(n_present, world_size)}, {_WITHHELD_BECAUSE}")
     return {lab: why for lab in sorted(lacking)}
 
 
@@ -375,8 +378,7 @@ def bandwidth_notes(withheld: dict[str, str], n_present: int, world_size: int) -
     names = list(withheld)
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     return [f"Bandwidth withheld for {shown}: none of {'its' if len(names) == 1 else 'their'} collectives has "
-            f"every member of its group in the input{ranks_present(n_present, world_size)}, so the shortest "
-            "duration over the ranks present includes waiting for the absent ones."]
+            f"every member of its group in the input{ranks_present(n_present, world_size)}, {_WITHHELD_BECAUSE}."]
 
 
 def _hidden(c: pd.DataFrame, ranks: np.ndarray, span_start: np.ndarray, end: np.ndarray, dur: np.ndarray,
