@@ -9,6 +9,7 @@ cores), for a folder of traces and for a run directory's profiler traces alike.
 """
 from __future__ import annotations
 
+import collections
 import os
 from typing import Any
 
@@ -313,10 +314,14 @@ def _pair(c: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
         if len(rows) < 2:
             continue
         sig = [(op[i], None if np.isnan(size[i]) else float(size[i]), dt[i]) for i in rows]
-        if all(_agree(sig[0], s) for s in sig[1:]) and all(_agree(a, b) for a in sig for b in sig):
+        # over the distinct signatures (a few) with their counts: all pairs of members is O(members²),
+        # seconds per load at a thousand ranks
+        count = collections.Counter(sig)
+        if all(_agree(a, b) for a in count for b in count):
             continue
         # the signature most members agree with (members agreeing with several count for each)
-        support = [sum(_agree(a, b) for b in sig) for a in sig]
+        agreeing = {a: sum(n for b, n in count.items() if _agree(a, b)) for a in count}
+        support = [agreeing[a] for a in sig]
         best = max(support)
         leaders = {sig[i] for i, n in enumerate(support) if n == best}
         keep = sig[support.index(best)] if len(leaders) == 1 else None
