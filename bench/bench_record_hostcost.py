@@ -9,8 +9,11 @@ per resolve, ~1-3 µs each).
 Per step, at the event density of bench_record_overhead.py / the reference trainer (26 hooks, 20
 regions, 14 collectives on a 1-rank gloo group): `in_step` is the host time the recorder adds inside the
 step (the GPU is ahead there, so on a GPU-bound step it is hidden), `flush` the wall and main-thread CPU time from the step's
-body end to the step context's return (resolve events, common axis, encode, write): on a GPU it runs
-after the step's sync, when the GPU is idle, so it is fully exposed in the step time.
+body end to the step context's return (resolve the events left, common axis, encode, write): on a GPU it
+runs after the step's sync, when the GPU is idle, so it is fully exposed in the step time. With the
+default flush="step" the records the GPU has passed are resolved and encoded at each region's end, inside
+the step: with this instant fake GPU that is every record but those after the last region, the best
+case; on a real GPU, what it has passed by then.
 
 With `--flush overlap` the write of each step moves into the next step's first region: `flush` is then the
 step end alone and the write is part of `in_step` (on a GPU it runs while the GPU works).

@@ -141,6 +141,10 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
         atexit.register(lambda: (r := ref()) is not None and r._at_exit())
 
     def align_clocks(self, group: Any = None) -> None:
+        if self._step is not None:
+            # records resolved so far in the step are on the old axis already (steps.py resolves early)
+            raise RuntimeError(f"align_clocks() inside step {self._step}: a step's records share one time "
+                               "axis; align between steps")
         gloo = "gloo" in str(self.backend) or self._cuda is None
         self.clock = align_clocks(
             group,

@@ -7,8 +7,9 @@ start and end are stamps of the recorder's clock: CUDA events on the current str
 step writer (steps.py) resolves and writes; under a running profiler the region is also a
 `record_function` range of the same name.
 
-Why the end of a region also writes the previous step under `flush="overlap"`: the region's kernels are
-launched by then, so the write runs while the GPU is busy with them (steps.py).
+Why the end of a region also writes the previous step under `flush="overlap"`, and under `flush="step"`
+resolves what the GPU has passed so far: the region's kernels are launched by then, so that work runs
+while the GPU is busy with them (steps.py).
 
 Invariants: a region's record is queued also when its body raises; the `record_function` range is
 opened only while a profiler runs (it costs ~15 µs even when none does).
@@ -51,6 +52,8 @@ class _Region:
             self._prof.__exit__(*exc)
         if recorder._behind is not None:  # flush="overlap": the previous step, now that the GPU has work
             recorder._write_behind()
+        elif recorder._early:  # flush="step": what the GPU has passed, while the host is ahead of it
+            recorder._advance()
 
 
 class Regions:

@@ -36,8 +36,14 @@ class EventSink:
         self._dirty = threading.Event()
         threading.Thread(target=self._fsync_loop, name="commscope-fsync", daemon=True).start()
 
-    def append(self, records: Iterable[dict]) -> None:
-        lines = list(map(_encode, records))
+    @staticmethod
+    def encode(records: Iterable[dict]) -> list[bytes]:
+        """The lines `append` would write for `records` (encode now, write later with `append(..., lines)`)."""
+        return list(map(_encode, records))
+
+    def append(self, records: Iterable[dict], lines: list[bytes] | None = None) -> None:
+        """Write `lines` (already encoded records), then `records`, in one write."""
+        lines = (lines or []) + list(map(_encode, records))
         if not lines or self._fd is None:
             return
         data = b"\n".join(lines) + b"\n"  # one join: no per-line concatenation

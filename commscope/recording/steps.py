@@ -8,7 +8,11 @@ every stamp is resolved, moved onto the common axis (local + epoch base + clock 
 the records go to the sink (sink.py) in one append, ending with the step record.
 
 When a step's records are written (`flush=`): "step" (the default) writes them before the step context
-returns, after the step's natural sync with the GPU idle, so the write is exposed in the step time.
+returns, after the step's natural sync with the GPU idle, so what is left to do then is exposed in the
+step time. On CUDA it is kept small by resolving early: at each region's end (`_advance`), the pending
+records at the front whose stamps the GPU has already passed (a non-blocking query) are resolved and
+encoded, and the hook records with them, while the host is ahead of the GPU and the work hides behind
+the GPU's queue; the step end resolves the rest and writes all of the step's lines in one write.
 "overlap" (CUDA only) sets them aside at the step end (`_behind`) and writes them when the next step's
 first region ends, when the host has launched that region's kernels and the GPU is busy with them, so
 the write hides behind GPU work; it is also written by the next step end, `close()`, an exception
@@ -17,9 +21,10 @@ hard crash) between a step's end and the next region's end loses that step's rec
 
 Invariants: no device synchronization inside a step, except that "overlap" synchronizes with the
 previous step's last stamps, which the GPU has passed; with flush="step", a step's records are written
-before the step context returns (a later crash cannot lose them); a collective whose completion is
-unknown is kept pending, never written half-known; step numbers are unique per recorder and step
-contexts do not nest.
+before the step context returns (a later crash cannot lose them), in one write with its records resolved
+early; a collective whose completion is unknown is kept pending, never written half-known; a record
+leaves the pending list before it is resolved, so it is never resolved (shifted onto the axis) twice;
+step numbers are unique per recorder and step contexts do not nest.
 """
 from __future__ import annotations
 
@@ -53,6 +58,10 @@ class StepWriting:
         # flush="overlap": (records, hook tuples, the stream tails to settle, step record) set aside at the
         # last step end and not written yet
         self._behind: tuple | None = None
+        # flush="step" on CUDA: resolve records inside the step once the GPU has passed them (`_advance`);
+        # `_lines` holds them encoded until the step's write.
+        self._early = flush == "step" and self._cuda is not None
+        self._lines: list[bytes] = []
         self._pending: list[Any] = []
         self._step: int | None = None
         self.last_step: int | None = None
@@ -101,9 +110,7 @@ class StepWriting:
             }
             if self._overlap:
                 self._write_behind()  # the step before, if no region of this one ended (no regions)
-                hooks = self._hook_buf[:]
-                del self._hook_buf[:]  # in place: the hooks' closures append to this list
-                self._behind = (self._pending, hooks, self._cuda.take_tails(), step_rec)
+                self._behind = (self._pending, self._take_hooks(), self._cuda.take_tails(), step_rec)
                 self._pending = []
             else:
                 self._flush(blocking=True, tail=step_rec)
@@ -111,9 +118,36 @@ class StepWriting:
         finally:
             self._step = None
 
+    def _advance(self) -> None:
+        """flush="step" on CUDA, at a region's end: resolve and encode the pending records at the front that
+        the GPU has passed (a finished collective, a region), stopping at the first it has not, and the
+        hook records so far; their lines wait in `_lines` for the step's write."""
+        pending = self._pending
+        passed = self._passed
+        n = 0
+        for item in pending:
+            if item.__class__ is PendingCollective:
+                if not (item.done and passed(item.rec)):
+                    break
+            elif not passed(item):
+                break
+            n += 1
+        if not n and not self._hook_buf:
+            return
+        items = pending[:n]
+        del pending[:n]  # out of the list before they change: a signal now loses them, never shifts them twice
+        hooks = self._take_hooks()
+        out, keep = self._resolve(items, blocking=True)  # every stamp in `items` is passed: nothing waits
+        pending[:0] = keep
+        out += self._hook_records(hooks)
+        self._lines += self._sink.encode(out)
+
     def _passed(self, rec: dict) -> bool:
-        """Whether the GPU has passed every CUDA stamp of `rec` (non-blocking)."""
-        return all(self._cuda.ready(rec[k]) for k in _REGION_TIMES if rec[k].__class__ is GpuStamp)
+        """Whether the GPU has passed every CUDA stamp of `rec` (non-blocking; the end first: when it is not
+        passed, one query says so)."""
+        ready = self._cuda.ready
+        end, start = rec["end_ns"], rec["start_ns"]
+        return (end.__class__ is not GpuStamp or ready(end)) and (start.__class__ is not GpuStamp or ready(start))
 
     def _on_axis(self, rec: dict, keys: tuple[str, ...]) -> dict:
         """Move `rec`'s time fields onto the common axis; CUDA stamps must be passed (settled/ready)."""
@@ -144,6 +178,15 @@ class StepWriting:
                 out.append(on_axis(item, _REGION_TIMES))
         return out, keep
 
+    def _take_hooks(self) -> list[tuple]:
+        """The hook tuples buffered so far, removed from `_hook_buf` in place (the hooks' closures append to
+        that list); only the first len() of them, so a hook firing meanwhile on the autograd thread stays."""
+        buf = self._hook_buf
+        n = len(buf)
+        hooks = buf[:n]
+        del buf[:n]
+        return hooks
+
     def _hook_records(self, hooks: list[tuple]) -> list[dict]:
         shift, rank = self._shift, self.rank
         return [
@@ -156,13 +199,14 @@ class StepWriting:
         """Write every finished record (plus `tail`) in one append; keep unfinished collectives."""
         if blocking and self._cuda is not None:
             self._cuda.settle()  # one synchronize per stamped stream, instead of one per event
-        out, self._pending = self._resolve(self._pending, blocking)
-        hooks = self._hook_buf[:]
-        del self._hook_buf[:]
-        out += self._hook_records(hooks)
+        items, self._pending = self._pending, []  # taken before they change (see _advance)
+        lines, self._lines = self._lines, []
+        out, keep = self._resolve(items, blocking)
+        self._pending[:0] = keep
+        out += self._hook_records(self._take_hooks())
         if tail is not None:
             out.append(tail)
-        self._sink.append(out)
+        self._sink.append(out, lines)
 
     def _write_behind(self, blocking: bool = True) -> None:
         """flush="overlap": write the records set aside at the last step end (nothing if none are).

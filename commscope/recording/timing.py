@@ -9,7 +9,9 @@ previous step's sync has drained the queue, so the GPU passes it (almost) when t
 Resolution is bulk: `settle()` synchronizes once per stream that was stamped (the last event recorded
 on it: a stream passes its events in order), after which every earlier stamp's `elapsed_time` is ready
 without a per-event synchronize. The step end is the trainer's sync point, so `settle()` costs one driver
-call per stream and never waits in practice.
+call per stream and never waits in practice. A stamp the GPU has already passed can be resolved sooner,
+on its own: `ready()` asks without waiting (steps.py resolves a step's records that way while the step
+runs, so the step end has little left to do).
 
 A stamp's host cost is on the training step's critical path wherever the step is launch-bound, so the
 stamp path does only what it must: `torch.cuda.current_stream()` builds a new Stream object on every call
@@ -72,6 +74,7 @@ def _current_stream(device: Any) -> Any:
 class Anchor:
     event: Any
     host_ns: int  # local perf_counter ns when the anchor was recorded
+    passed: bool = False  # the GPU is known to have passed `event` (set by CudaClock.ready, never unset)
 
 
 class GpuStamp:
@@ -148,4 +151,11 @@ class CudaClock:
         return anchor.host_ns + round(anchor.event.elapsed_time(ev) * 1e6)
 
     def ready(self, stamp: GpuStamp) -> bool:
+        """Whether the GPU has passed `stamp` and its anchor, so `host_ns(stamp)` needs no wait (non-blocking:
+        one event query, plus one per anchor until it is seen passed)."""
+        anchor = stamp.anchor
+        if not anchor.passed:
+            if not anchor.event.query():
+                return False
+            anchor.passed = True
         return bool(stamp.event.query())
