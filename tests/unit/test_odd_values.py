@@ -10,6 +10,8 @@ import shutil
 import tracemalloc
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bad_inputs import invoke
 from paths import TESTS
@@ -198,3 +200,12 @@ def test_element_counts_and_json_ints_of_odd_values():
     assert largest_numel([[None, 5], [[1, 2]], [2, 3], [True, 9]]) == 6  # only lists of integers are tensors
     assert whole(4e30) == 4e30 and isinstance(whole(4e30), float)  # beyond int64: stays a float in JSON
     assert whole(77266944.0) == 77266944 and isinstance(whole(77266944.0), int)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.00005, -0.00005, 1.23455, 2.5e-5])))
+def test_rounded_floats_is_rounded_of_each_value(xs):
+    from commscope.util.num import rounded, rounded_floats
+
+    assert rounded_floats(xs) == [rounded(x) for x in xs]
+    assert rounded_floats(xs, 2) == [rounded(x, 2) for x in xs]
