@@ -47,7 +47,7 @@ from commscope.analyze import exposure
 from commscope.analyze import intervals as iv
 from commscope.analyze.exposure import collective_table
 from commscope.load.frames import Trace, origin_ns, rel
-from commscope.util.num import rounded_floats, whole
+from commscope.util.num import rounded_floats, whole, whole_floats
 
 BACKWARD_NAME = re.compile(r"autograd::engine::evaluate_function|Backward|backward|(?:^|_)bwd(?:_|$)")
 MAX_OVERLAPPED = 3  # compute names listed per collective, most overlap first
@@ -89,17 +89,25 @@ def backward_ends(trace: Trace, factorized: tuple[np.ndarray, pd.Index] | None =
         k = k[~k["is_comm"].astype(bool) & k["launch_ns"].notna()]
         k_rows = iv.rows_by_rank(k["rank"].to_numpy())
         k_launch, k_end = k["launch_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
-    for (rank, step), g in bw.groupby(["rank", "step"]):
-        end = int(g["end_ns"].max())
+    if len(bw):
+        # one groupby for every (rank, step): iterating pandas groups cost ~60 µs each (2,560 at 64 ranks)
+        grouped = bw.groupby(["rank", "step"])
+        ends = grouped["end_ns"].max()
         if on_gpu:
-            m = k_rows.get(rank, iv.NO_ROWS)
-            launch = k_launch[m]
-            inside = np.zeros(len(m), dtype=bool)
-            for s, e in zip(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)):
-                inside |= (launch >= s) & (launch < e)
-            if inside.any():
-                end = int(k_end[m][inside].max())
-        rows[(int(rank), int(step))] = (end, "backward region")
+            at = grouped.indices
+            b_start, b_end = bw["start_ns"].to_numpy(np.int64), bw["end_ns"].to_numpy(np.int64)
+        for (rank, step), end in ends.items():
+            end = int(end)
+            if on_gpu:
+                m = k_rows.get(rank, iv.NO_ROWS)
+                launch = k_launch[m]
+                inside = np.zeros(len(m), dtype=bool)
+                g = at[(rank, step)]
+                for s, e in zip(b_start[g], b_end[g]):
+                    inside |= (launch >= s) & (launch < e)
+                if inside.any():
+                    end = int(k_end[m][inside].max())
+            rows[(int(rank), int(step))] = (end, "backward region")
     h = trace.hooks
     if len(h):
         for (rank, step), t in h[h["step"] >= 0].groupby(["rank", "step"])["t_ns"].max().items():
@@ -252,9 +260,12 @@ def records(df: pd.DataFrame) -> list[dict]:
         if k in ("rank", "step", "seq"):
             cols.append(v.to_numpy(np.int64).tolist())
         elif k == "group_seq":
-            cols.append([None if pd.isna(x) else int(x) for x in v.tolist()])
+            cols.append(v.tolist() if v.dtype.kind in "iu" else
+                        [None if x != x else int(x) for x in v.tolist()] if v.dtype.kind == "f" else
+                        [None if pd.isna(x) else int(x) for x in v.tolist()])
         elif k == "bytes":
-            cols.append(v.tolist() if v.dtype.kind in "iu" else [whole(x) for x in v.tolist()])
+            cols.append(v.tolist() if v.dtype.kind in "iu" else whole_floats(v.tolist()) if v.dtype.kind == "f"
+                        else [whole(x) for x in v.tolist()])
         elif k.endswith("_ms"):
             cols.append(rounded_floats(v.to_numpy(np.float64).tolist()))
         elif k == "overlapped":

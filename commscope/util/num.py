@@ -43,6 +43,18 @@ def whole(x: Any) -> Any:
     return int(r) if isinstance(r, float) and r.is_integer() and abs(r) < 2 ** 63 else r  # JSON's int64
 
 
+def whole_floats(values: Sequence[float]) -> list:
+    """`[whole(x) for x in values]` for a column of Python floats, without two calls per value."""
+    out = []
+    for x in values:
+        if x - x:  # NaN or ±inf
+            out.append(None)
+            continue
+        r = round(x, 4)
+        out.append(int(r) if r.is_integer() and abs(r) < 2 ** 63 else r)
+    return out
+
+
 def sig(x: Any, digits: int = 4) -> Any:
     """`x` rounded to `digits` significant digits: bandwidths span GB/s on NVLink down to a few MB/s on
     gloo with tiny tensors, where a fixed two decimals would print 0."""

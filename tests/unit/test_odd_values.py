@@ -204,8 +204,11 @@ def test_element_counts_and_json_ints_of_odd_values():
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.00005, -0.00005, 1.23455, 2.5e-5])))
-def test_rounded_floats_is_rounded_of_each_value(xs):
-    from commscope.util.num import rounded, rounded_floats
+def test_rounded_floats_and_whole_floats_are_rounded_and_whole_of_each_value(xs):
+    from commscope.util.num import rounded, rounded_floats, whole, whole_floats
 
     assert rounded_floats(xs) == [rounded(x) for x in xs]
     assert rounded_floats(xs, 2) == [rounded(x, 2) for x in xs]
+    wf = whole_floats(xs + [4e30, 77266944.0, 2.0 ** 63, 3.00001])
+    assert wf == [whole(x) for x in xs + [4e30, 77266944.0, 2.0 ** 63, 3.00001]]
+    assert [type(v) for v in wf] == [type(whole(x)) for x in xs + [4e30, 77266944.0, 2.0 ** 63, 3.00001]]
