@@ -137,12 +137,15 @@ def recorder_breakdown(light, params, one_step, step0: int, n: int, cuda: bool) 
     flush="overlap" on CUDA: around Recorder._write_behind, the same work run behind the next step's first
     region), then cProfile on the recorder's functions (commscope/recording/) and the calls they make into torch."""
     if n <= 0:
-        return {"flush_ms": None, "functions": []}
+        return {"flush_ms": None, "early": None, "left": None, "functions": []}
     flush_ns: list[int] = []
+    split: list[tuple[int, int]] = []  # flush="step": (records resolved inside the step, left to its end)
     timed = "_write_behind" if light._overlap else "_flush"
     inner = getattr(light, timed)
 
     def timed_flush(*a, **kw):
+        if timed == "_flush":
+            split.append((len(light._lines), len(light._pending) + len(light._hook_buf) + 1))  # + the step record
         t0 = time.perf_counter_ns()
         try:
             return inner(*a, **kw)
@@ -176,6 +179,8 @@ def recorder_breakdown(light, params, one_step, step0: int, n: int, cuda: bool) 
                 per_fn.append((f"{fn} (from the recorder)", sum(c for c, _ in from_us), sum(t for _, t in from_us)))
     per_fn.sort(key=lambda r: -r[2])
     return {"flush_ms": statistics.median(flush_ns) / 1e6,
+            "early": statistics.median(e for e, _ in split) if split else None,
+            "left": statistics.median(lf for _, lf in split) if split else None,
             "functions": [(name, calls / n, 1e6 * t / n) for name, calls, t in per_fn]}
 
 
@@ -344,8 +349,12 @@ def main(argv: list[str] | None = None) -> None:
         where = ("written behind the next step's first region" if args.flush == "overlap" and cuda
                  else "after the step's sync, so exposed whole")
         print(f"\nThe step's write ({where}): {breakdown['flush_ms']:.3f} ms per step "
-              f"(median of {args.breakdown_steps}). Host time of the recorder under cProfile, per step "
-              f"({args.breakdown_steps} steps; cProfile inflates every call):\n")
+              f"(median of {args.breakdown_steps}).")
+        if breakdown["early"] is not None:
+            print(f"Records resolved inside the step (at region ends, once the GPU had passed them): "
+                  f"{breakdown['early']:.0f}; left to the step end: {breakdown['left']:.0f} (medians).")
+        print(f"Host time of the recorder under cProfile, per step ({args.breakdown_steps} steps; cProfile "
+              "inflates every call):\n")
         print("| function | calls per step | µs per step (cProfile) |")
         print("|---|---|---|")
         for name, calls, us in shown:

@@ -323,6 +323,10 @@ def test_record_overhead_interleaves_modes_and_normalizes_to_plain(capsys, workl
     cost = next(line for line in out.splitlines() if line.startswith("Where light recording's cost goes"))
     assert ("13.0 hook" if workload == "trainer" else "26.0 hook") in cost and "1.0 step" in cost
     assert workload == "trainer" or "14.0 collective" in cost
+    # on CPU no record is resolved inside the step: the step end has every record of the step
+    total = float(cost.split(": ")[1].split(" records")[0])
+    split = next(line for line in out.splitlines() if line.startswith("Records resolved inside the step"))
+    assert split.endswith(f": 0; left to the step end: {total:.0f} (medians).")
 
 
 def test_polar_express_bench_times_both_banks_and_derives_bandwidth(tmp_path):
