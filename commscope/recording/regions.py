@@ -52,7 +52,10 @@ class _Region:
             self._prof.__exit__(*exc)
         if recorder._behind is not None:  # flush="overlap": the previous step, now that the GPU has work
             recorder._write_behind()
-        elif recorder._early:  # flush="step": what the GPU has passed, while the host is ahead of it
+        elif recorder._early and recorder._step is not None:
+            # flush="step": what the GPU has passed, while the host is ahead of it. Inside a step only: a
+            # record outside one waits for the next write, where it is moved onto the axis of that moment
+            # (align_clocks() may change it between steps).
             recorder._advance()
 
 

@@ -22,14 +22,18 @@ hard crash) between a step's end and the next region's end loses that step's rec
 Invariants: no device synchronization inside a step, except that "overlap" synchronizes with the
 previous step's last stamps, which the GPU has passed; with flush="step", a step's records are written
 before the step context returns (a later crash cannot lose them), in one write with its records resolved
-early; a collective whose completion is unknown is kept pending, never written half-known; a record
-leaves the pending list before it is resolved, so it is never resolved (shifted onto the axis) twice;
-step numbers are unique per recorder and step contexts do not nest.
+early (inside the step only: a record made outside a step is moved onto the axis at the next write,
+after any align_clocks()); a collective whose completion is unknown is kept pending, never written
+half-known; a record leaves the pending list before it is resolved, under `_write_lock` (the watchdog
+and TermGuard write from their own threads), so it is never resolved (shifted onto the axis) twice, and
+an interrupted resolve loses at most the record in hand; step numbers are unique per recorder and step
+contexts do not nest.
 """
 from __future__ import annotations
 
 import contextlib
 import numbers
+import threading
 import time
 from typing import Any, Iterator
 
@@ -62,6 +66,11 @@ class StepWriting:
         # `_lines` holds them encoded until the step's write.
         self._early = flush == "step" and self._cuda is not None
         self._lines: list[bytes] = []
+        # Held while records leave `_pending` and are resolved (`_advance`, `_flush`, `_write_behind`): the
+        # hang watchdog and TermGuard write from their own threads while the main thread may be resolving,
+        # and a record resolved by both would be shifted onto the axis twice. Never held across a wait on
+        # the GPU (settle() runs before it is taken), so a stuck GPU never blocks the other threads' write.
+        self._write_lock = threading.Lock()
         self._pending: list[Any] = []
         self._step: int | None = None
         self.last_step: int | None = None
@@ -122,25 +131,25 @@ class StepWriting:
         """flush="step" on CUDA, at a region's end: resolve and encode the pending records at the front that
         the GPU has passed (a finished collective, a region), stopping at the first it has not, and the
         hook records so far; their lines wait in `_lines` for the step's write."""
-        pending = self._pending
-        passed = self._passed
-        n = 0
-        for item in pending:
-            if item.__class__ is PendingCollective:
-                if not (item.done and passed(item.rec)):
+        with self._write_lock:
+            pending = self._pending
+            passed = self._passed
+            n = 0
+            for item in pending:
+                if item.__class__ is PendingCollective:
+                    if not (item.done and passed(item.rec)):
+                        break
+                elif not passed(item):
                     break
-            elif not passed(item):
-                break
-            n += 1
-        if not n and not self._hook_buf:
-            return
-        items = pending[:n]
-        del pending[:n]  # out of the list before they change: a signal now loses them, never shifts them twice
-        hooks = self._take_hooks()
-        out, keep = self._resolve(items, blocking=True)  # every stamp in `items` is passed: nothing waits
-        pending[:0] = keep
-        out += self._hook_records(hooks)
-        self._lines += self._sink.encode(out)
+                n += 1
+            if not n and not self._hook_buf:
+                return
+            items = pending[:n]
+            del pending[:n]  # out of the list before they change (see _resolve)
+            out, keep = self._resolve(items, blocking=True)  # every stamp in `items` is passed: nothing waits
+            pending[:0] = keep
+            out += self._hook_records(self._take_hooks())
+            self._lines += self._sink.encode(out)
 
     def _passed(self, rec: dict) -> bool:
         """Whether the GPU has passed every CUDA stamp of `rec` (non-blocking; the end first: when it is not
@@ -163,19 +172,31 @@ class StepWriting:
         return rec
 
     def _resolve(self, items: list[Any], blocking: bool) -> tuple[list[dict], list[Any]]:
-        """(finished records on the common axis, unfinished collectives to keep) of pending `items`."""
+        """(finished records on the common axis, unfinished collectives to keep) of `items`, which the caller
+        has taken out of `_pending`: resolving changes a record in place, so a record still pending could
+        be resolved (shifted onto the axis) a second time by a later write.
+
+        Interrupted (a signal's exception on the main thread, a CUDA error), it keeps what it can: the
+        records resolved so far join `_lines` for the next write, the ones not reached go back to
+        `_pending`, and only the one in hand, possibly half moved onto the axis, is lost."""
         cuda = self._cuda
         out: list[dict] = []
         keep: list[Any] = []
         on_axis = self._on_axis
-        for item in items:
-            if item.__class__ is PendingCollective:
-                if self._finish_collective(item, blocking):
-                    out.append(on_axis(item.rec, _COLLECTIVE_TIMES))
-                else:
-                    keep.append(item)
-            elif blocking or cuda is None or self._passed(item):
-                out.append(on_axis(item, _REGION_TIMES))
+        i = 0
+        try:
+            for i, item in enumerate(items):
+                if item.__class__ is PendingCollective:
+                    if self._finish_collective(item, blocking):
+                        out.append(on_axis(item.rec, _COLLECTIVE_TIMES))
+                    else:
+                        keep.append(item)
+                elif blocking or cuda is None or self._passed(item):
+                    out.append(on_axis(item, _REGION_TIMES))
+        except BaseException:
+            self._lines += self._sink.encode(out)
+            self._pending[:0] = keep + items[i + 1:]
+            raise
         return out, keep
 
     def _take_hooks(self) -> list[tuple]:
@@ -199,14 +220,15 @@ class StepWriting:
         """Write every finished record (plus `tail`) in one append; keep unfinished collectives."""
         if blocking and self._cuda is not None:
             self._cuda.settle()  # one synchronize per stamped stream, instead of one per event
-        items, self._pending = self._pending, []  # taken before they change (see _advance)
-        lines, self._lines = self._lines, []
-        out, keep = self._resolve(items, blocking)
-        self._pending[:0] = keep
-        out += self._hook_records(self._take_hooks())
-        if tail is not None:
-            out.append(tail)
-        self._sink.append(out, lines)
+        with self._write_lock:
+            items, self._pending = self._pending, []  # taken before they change (see _resolve)
+            out, keep = self._resolve(items, blocking)
+            self._pending[:0] = keep
+            out += self._hook_records(self._take_hooks())
+            if tail is not None:
+                out.append(tail)
+            lines, self._lines = self._lines, []  # after _resolve: if it is interrupted they wait for close
+            self._sink.append(out, lines)
 
     def _write_behind(self, blocking: bool = True) -> None:
         """flush="overlap": write the records set aside at the last step end (nothing if none are).
@@ -220,11 +242,12 @@ class StepWriting:
             self._cuda.settle(tails)  # that step's last stamps only, never this step's newer ones
         else:
             blocking = self._cuda.passed_within(tails, _BEHIND_WAIT_S)
-        out, keep = self._resolve(items, blocking)
-        self._pending[:0] = keep  # collectives still running rejoin, ahead of this step's records
-        out += self._hook_records(hooks)
-        out.append(step_rec)
-        self._sink.append(out)
+        with self._write_lock:
+            out, keep = self._resolve(items, blocking)
+            self._pending[:0] = keep  # collectives still running rejoin, ahead of this step's records
+            out += self._hook_records(hooks)
+            out.append(step_rec)
+            self._sink.append(out)
 
 
 def _plain_number(value: Any) -> Any:

@@ -126,3 +126,187 @@ def test_align_clocks_inside_a_step_is_refused(tmp_path, monkeypatch):
         with rec.step(4):
             rec.align_clocks()
     rec.close("failed", "test")
+
+
+def key(r):
+    k = r["kind"]
+    if k == "collective":
+        return (k, r["group"], r["seq"])
+    if k == "hook":
+        return (k, r["step"], r["micro_step"], r["label"])
+    if k == "region":
+        return (k, r["step"], r["micro_step"], r["name"])
+    return (k, r["step"])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_gpu_catching_up_at_random_points_writes_each_record_once_on_the_axis(tmp_path, monkeypatch, gloo1, seed):
+    """Nested regions, regions outside steps, 1-2 micro-steps with hooks, collectives waited in the next
+    step, and a lagging GPU that passes a random number of queued events at random points."""
+    import random
+
+    rnd = random.Random(seed)
+    use_fake_cuda(monkeypatch)
+    FakeCudaEvent.lag = True
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
+    model = model3()
+    rec.watch({f"l{i}": m.weight for i, m in enumerate(model)})
+
+    def maybe():
+        if rnd.random() < 0.4:
+            FakeCudaEvent.catch_up(rnd.randint(0, len(FakeCudaEvent.queued)))
+
+    carry, regions, outside, micro = [], 0, 0, 0
+    for s in range(6):
+        if rnd.random() < 0.3:
+            with rec.region(f"outside{s}"):
+                maybe()
+            outside += 1
+        with rec.step(s) as st:
+            n_micro = rnd.choice([1, 2])
+            micro += n_micro
+            regions += 3 * n_micro + 2
+            for m in range(n_micro):
+                rec.set_micro_step(m)
+                with rec.region("fwd"):
+                    maybe()
+                    with rec.region("inner"):
+                        loss = model(torch.ones(2, 8)).sum()
+                    maybe()
+                with rec.region("bwd"):
+                    loss.backward()
+                maybe()
+            rec.set_micro_step(None)
+            for h in carry:
+                h.wait()
+            carry = []
+            with rec.region("opt"):
+                for i, m in enumerate(model):
+                    h = rec.collective(dist.all_reduce, m.weight.grad, label=f"l{i}", phase="reduce")
+                    maybe()
+                    carry.append(h) if rnd.random() < 0.3 else h.wait()
+            with rec.region("after"):
+                maybe()
+            model.zero_grad()
+            st.loss = 1.0
+    for h in carry:
+        h.wait()
+    rec.close()
+    recs = records(tmp_path)
+    keys = [key(r) for r in recs]
+    assert len(keys) == len(set(keys))  # each record once
+    kinds = [r["kind"] for r in recs]
+    assert (kinds.count("collective"), kinds.count("step"), kinds.count("region"), kinds.count("hook")) == (
+        18, 6, regions + outside, 3 * micro)
+    steps = {r["step"]: r for r in recs if r["kind"] == "step"}
+    lo, hi = min(r["start_ns"] for r in steps.values()), max(r["end_ns"] for r in steps.values())
+    pos = {k: i for i, k in enumerate(keys)}
+    for r in recs:
+        times = [r[k] for k in TIMES if r.get(k) is not None]
+        assert all(isinstance(t, int) and lo - 10**10 <= t <= hi + 10**10 for t in times), r  # shifted once
+        if r["kind"] in ("region", "hook") and r["step"] in steps:
+            st = steps[r["step"]]
+            assert all(st["start_ns"] <= t <= st["end_ns"] for t in times), r
+            assert pos[key(r)] < pos[("step", r["step"])]  # the step record after its regions and hooks
+
+
+def test_an_interrupted_step_end_keeps_what_was_resolved_and_shifts_nothing_twice(tmp_path, monkeypatch, gloo1):
+    """A signal's exception (here KeyboardInterrupt) inside the step end's resolve: the records resolved
+    inside the step are still written (by close); only the record in hand is lost."""
+    use_fake_cuda(monkeypatch)
+    FakeCudaEvent.lag = True
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
+    real = rec._cuda.host_ns
+    calls = []
+
+    def host_ns(stamp):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(stamp)
+
+    with pytest.raises(KeyboardInterrupt):
+        with rec.step(0):
+            for n in ("a", "b", "c"):
+                with rec.region(n):
+                    pass
+                FakeCudaEvent.catch_up()
+            with rec.region("last"):  # not passed at its end: left to the step end
+                pass
+            with rec.region("later"):
+                pass
+            assert len(rec._lines) == 3
+            rec._cuda.host_ns = host_ns
+    rec._cuda.host_ns = real
+    rec.close("failed", "interrupted")
+    recs = records(tmp_path)
+    assert [r["name"] for r in recs] == ["a", "b", "c", "later"]  # "last" was in hand
+    assert all(abs(r["start_ns"] - recs[0]["start_ns"]) < 10**10 for r in recs)
+
+
+def test_a_region_outside_steps_is_put_on_the_axis_of_its_write(tmp_path, monkeypatch, gloo1):
+    """Between steps align_clocks() may move the axis: a record made outside a step waits for the next
+    write and is moved onto the axis then, as the step's own records are."""
+    import dataclasses
+
+    import commscope.recording.recorder as recorder
+
+    use_fake_cuda(monkeypatch)
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo", align=False)
+    with rec.step(0):
+        with rec.region("a"):
+            pass
+    with rec.region("eval"):  # outside a step, before the re-alignment
+        pass
+    real = recorder.align_clocks
+    monkeypatch.setattr(recorder, "align_clocks",
+                        lambda *a, **k: dataclasses.replace(real(*a, **k), offset_ns=5 * 10**9))
+    rec.align_clocks()
+    with rec.step(1):
+        with rec.region("b"):
+            pass
+    rec.close()
+    t = {r.get("name"): r["start_ns"] for r in records(tmp_path) if r["kind"] == "region"}
+    assert t["b"] - t["eval"] < 10**9 and t["eval"] - t["a"] > 4 * 10**9  # eval on the new axis, as b
+
+
+def test_a_close_from_another_thread_during_a_region_end_shifts_nothing_twice(tmp_path, monkeypatch, gloo1):
+    """The hang watchdog (or TermGuard) closes the recorder from its own thread while the main thread
+    resolves at a region's end: one of them resolves each record. The interleaving that would shift a
+    record twice is forced: the main thread, inside its resolve, lets the other thread start closing and
+    waits (up to 0.5 s) for it to have moved a record onto the axis; that thread then waits for the main
+    thread to finish its region end before it writes."""
+    import threading
+
+    use_fake_cuda(monkeypatch)
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
+    with rec.step(0):
+        with rec.region("a"):
+            pass
+    closer = threading.Thread(target=rec.close, args=("failed", "hang"), name="watchdog")
+    moved_one, main_done = threading.Event(), threading.Event()
+    real_on_axis, real_ready = rec._on_axis, rec._cuda.ready
+
+    def on_axis(r, keys):
+        out = real_on_axis(r, keys)
+        if threading.current_thread() is closer:
+            moved_one.set()
+            main_done.wait(5)
+        return out
+
+    def ready(stamp):
+        if threading.current_thread() is threading.main_thread() and closer.ident is None:
+            closer.start()
+            moved_one.wait(0.5)  # without the write lock the closer resolves "b" here
+        return real_ready(stamp)
+
+    rec._on_axis, rec._cuda.ready = on_axis, ready
+    with rec.step(1):
+        with rec.region("b"):
+            pass
+        main_done.set()
+    closer.join(10)
+    recs = records(tmp_path)
+    step0 = next(r for r in recs if r["kind"] == "step")
+    assert sorted(r["name"] for r in recs if r["kind"] == "region") == ["a", "b"]
+    assert all(abs(r["start_ns"] - step0["start_ns"]) < 10**10 for r in recs)  # none shifted twice
