@@ -46,6 +46,8 @@ from commscope.recording.timing import GpuStamp
 
 # flush="overlap" on an abnormal end: how long to wait for the GPU to pass the set-aside step's stamps
 _BEHIND_WAIT_S = 2.0
+# how long a write waits for another thread's (milliseconds in practice; see StepWriting._writing)
+_LOCK_WAIT_S = 5.0
 _perf = time.perf_counter_ns
 # The time fields of each record kind (docs/run_format.md); duration_ns is a duration, not a time.
 _REGION_TIMES = ("start_ns", "end_ns")  # also the only fields of any record that may hold a GpuStamp
@@ -130,8 +132,11 @@ class StepWriting:
     def _advance(self) -> None:
         """flush="step" on CUDA, at a region's end: resolve and encode the pending records at the front that
         the GPU has passed (a finished collective, a region), stopping at the first it has not, and the
-        hook records so far; their lines wait in `_lines` for the step's write."""
-        with self._write_lock:
+        hook records so far; their lines wait in `_lines` for the step's write. Skipped while another
+        thread writes (it takes these records)."""
+        if not self._write_lock.acquire(blocking=False):
+            return
+        try:
             pending = self._pending
             passed = self._passed
             n = 0
@@ -150,6 +155,8 @@ class StepWriting:
             pending[:0] = keep
             out += self._hook_records(self._take_hooks())
             self._lines += self._sink.encode(out)
+        finally:
+            self._write_lock.release()
 
     def _passed(self, rec: dict) -> bool:
         """Whether the GPU has passed every CUDA stamp of `rec` (non-blocking; the end first: when it is not
@@ -199,6 +206,17 @@ class StepWriting:
             raise
         return out, keep
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """`_write_lock` for a write, waited for a bounded time: a lock left held (a signal's exception
+        between its acquire and the block that releases it) must cost a delay, never a hung close."""
+        got = self._write_lock.acquire(timeout=_LOCK_WAIT_S)
+        try:
+            yield
+        finally:
+            if got:
+                self._write_lock.release()
+
     def _take_hooks(self) -> list[tuple]:
         """The hook tuples buffered so far, removed from `_hook_buf` in place (the hooks' closures append to
         that list); only the first len() of them, so a hook firing meanwhile on the autograd thread stays."""
@@ -220,7 +238,7 @@ class StepWriting:
         """Write every finished record (plus `tail`) in one append; keep unfinished collectives."""
         if blocking and self._cuda is not None:
             self._cuda.settle()  # one synchronize per stamped stream, instead of one per event
-        with self._write_lock:
+        with self._writing():
             items, self._pending = self._pending, []  # taken before they change (see _resolve)
             out, keep = self._resolve(items, blocking)
             self._pending[:0] = keep
@@ -242,7 +260,7 @@ class StepWriting:
             self._cuda.settle(tails)  # that step's last stamps only, never this step's newer ones
         else:
             blocking = self._cuda.passed_within(tails, _BEHIND_WAIT_S)
-        with self._write_lock:
+        with self._writing():
             out, keep = self._resolve(items, blocking)
             self._pending[:0] = keep  # collectives still running rejoin, ahead of this step's records
             out += self._hook_records(hooks)

@@ -310,3 +310,18 @@ def test_a_close_from_another_thread_during_a_region_end_shifts_nothing_twice(tm
     step0 = next(r for r in recs if r["kind"] == "step")
     assert sorted(r["name"] for r in recs if r["kind"] == "region") == ["a", "b"]
     assert all(abs(r["start_ns"] - step0["start_ns"]) < 10**10 for r in recs)  # none shifted twice
+
+
+def test_a_write_lock_left_held_delays_close_a_bounded_time_and_skips_region_end_resolves(tmp_path, monkeypatch, gloo1):
+    import commscope.recording.steps as steps
+
+    use_fake_cuda(monkeypatch)
+    monkeypatch.setattr(steps, "_LOCK_WAIT_S", 0.05)
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
+    rec._write_lock.acquire()  # as if a signal's exception had struck between its acquire and release
+    with rec.step(0):
+        with rec.region("a"):
+            pass
+        assert rec._lines == [] and len(rec._pending) == 1  # the region end did not resolve
+    rec.close()
+    assert [r["kind"] for r in records(tmp_path)] == ["region", "step"]
