@@ -5,7 +5,8 @@ recorded:
 - `ddp_comm_hook` on NCCL: gradients bitwise those of DDP's default and of torch's allreduce_hook (plain,
   no_sync, gradient_as_bucket_view); one CUDA-event-timed record per bucket, waited inside backward.
 - `flush="overlap"` writes the same records as `flush="step"` (every step, the last one at close), each
-  with CUDA-event times in order.
+  with CUDA-event times in order; `flush="step"` resolves the records the GPU has passed at the next
+  region end, inside the step.
 - A region entered on a side stream is stamped on that stream: its recorded duration is the GPU time of the
   work queued there, not the microseconds the host spent in the `with` block.
 - `handle_signals()` with NCCL: SIGTERM mid-run ends the rank with status "failed" naming the signal, and
@@ -78,6 +79,14 @@ def test_overlap_flush_writes_what_step_flush_writes(tmp_path):
         status = json.loads((tmp_path / flush / "rank0" / "status.json").read_text())
         assert status["status"] == "completed"
     assert shapes["step"] == shapes["overlap"]
+    # flush="step" resolved the regions the GPU had passed at the next region end, inside the step
+    early = json.loads((tmp_path / "early.json").read_text())["early"]
+    assert 2 <= early <= 4, early
+    steps = {r["step"]: r for r in _records(tmp_path / "step") if r["kind"] == "step"}
+    for r in _records(tmp_path / "step"):
+        if r["kind"] == "region":  # on the common axis once: inside its step (give or take the anchor's ms)
+            st = steps[r["step"]]
+            assert st["start_ns"] - 5_000_000 <= r["start_ns"] <= r["end_ns"] <= st["end_ns"] + 5_000_000, r
 
 
 def test_side_stream_region_times_the_side_streams_work(tmp_path):
@@ -161,6 +170,7 @@ def _flush(out):
 
     from commscope.recording import Recorder
 
+    early = None
     for flush in ("step", "overlap"):
         net = _net()
         rec = Recorder(out / flush, rank=0, world_size=1, device="cuda", flush=flush)
@@ -170,13 +180,18 @@ def _flush(out):
                     loss = net(torch.randn(256, 64, device="cuda")).square().mean()
                 with rec.region("backward"):
                     loss.backward()
+                if flush == "step" and step == 1:
+                    torch.cuda.synchronize()  # the GPU has passed forward and backward: the next region end resolves them
                 grads = torch.cat([p.grad.flatten() for p in net.parameters()])
                 with rec.region("update"):
                     h = rec.collective(dist.all_reduce, grads, label="grads", phase="all_reduce")
                     h.wait()
                     net.zero_grad()
+                if flush == "step" and step == 1:
+                    early = len(rec._lines)
                 st.loss = loss.detach()
         rec.close()
+    (out / "early.json").write_text(json.dumps({"early": early}))
 
 
 def _stream(out):
