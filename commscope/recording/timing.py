@@ -4,7 +4,9 @@ On CPU a stamp is just `perf_counter_ns()`. On CUDA it is an event recorded on t
 its time is only known once the GPU has passed it, so stamps are resolved in bulk at the end of a step
 (the step's natural sync point: the trainer has already read the loss there). An event's host time is
 `anchor_host_ns + anchor.elapsed_time(event)`: the anchor is an event recorded at step start, when the
-previous step's sync has drained the queue, so the GPU passes it (almost) when the host records it.
+previous step's sync has drained the queue, so the GPU passes it (almost) when the host records it; the
+garbage collector is off between the anchor's record and the host clock read, whose gap shifts every
+time of the step.
 
 Resolution is bulk: `settle()` synchronizes once per stream that was stamped (the last event recorded
 on it: a stream passes its events in order), after which every earlier stamp's `elapsed_time` is ready
@@ -25,6 +27,7 @@ have been resolved.
 from __future__ import annotations
 
 import functools
+import gc
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
@@ -106,9 +109,19 @@ class CudaClock:
     def new_anchor(self) -> Anchor:
         ev = self._event()
         stream = self._stream()
-        ev.record(stream)
+        # Every CUDA time of the step is this host time plus GPU time since the anchor: a garbage collection
+        # between the record and the clock read would shift them all by its pause (tens of ms in a large
+        # process), so none may run there.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            ev.record(stream)
+            host_ns = time.perf_counter_ns()
+        finally:
+            if collecting:
+                gc.enable()
         self._tails[id(stream)] = (stream, ev)
-        self.anchor = Anchor(ev, time.perf_counter_ns())
+        self.anchor = Anchor(ev, host_ns)
         return self.anchor
 
     def stamp(self) -> GpuStamp:
