@@ -16,6 +16,7 @@ class FakeCudaEvent:
 
     created = 0
     syncs = 0
+    queries = 0
     stuck = False
     lag = False
     queued: list = []  # recorded under `lag`, not passed yet, in record order
@@ -33,6 +34,7 @@ class FakeCudaEvent:
             FakeCudaEvent.queued.append(self)
 
     def query(self):
+        FakeCudaEvent.queries += 1
         return self.passed
 
     def synchronize(self):
@@ -65,6 +67,6 @@ def use_fake_cuda(monkeypatch) -> None:
     monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
     monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)
     monkeypatch.setattr(timing.torch.cuda, "is_available", lambda: True)  # Recorder refuses cuda without it
-    FakeCudaEvent.created = FakeCudaEvent.syncs = 0
+    FakeCudaEvent.created = FakeCudaEvent.syncs = FakeCudaEvent.queries = 0
     FakeCudaEvent.stuck = FakeCudaEvent.lag = False
     FakeCudaEvent.queued = []

@@ -159,11 +159,17 @@ class StepWriting:
             self._write_lock.release()
 
     def _passed(self, rec: dict) -> bool:
-        """Whether the GPU has passed every CUDA stamp of `rec` (non-blocking; the end first: when it is not
-        passed, one query says so)."""
+        """Whether the GPU has passed every CUDA stamp of `rec` (non-blocking). The end first: when it is not
+        passed, one query says so; when it is, a start recorded before it on the same stream is passed too
+        (in a region and in a collective the start is stamped first), so one query says that as well."""
         ready = self._cuda.ready
         end, start = rec["end_ns"], rec["start_ns"]
-        return (end.__class__ is not GpuStamp or ready(end)) and (start.__class__ is not GpuStamp or ready(start))
+        if end.__class__ is GpuStamp:
+            if not ready(end):
+                return False
+            if start.__class__ is GpuStamp and start.stream is end.stream and start.stream is not None:
+                return True
+        return start.__class__ is not GpuStamp or ready(start)
 
     def _on_axis(self, rec: dict, keys: tuple[str, ...]) -> dict:
         """Move `rec`'s time fields onto the common axis; CUDA stamps must be passed (settled/ready)."""

@@ -81,13 +81,15 @@ class Anchor:
 
 
 class GpuStamp:
-    """A CUDA event and the anchor it will be measured from."""
+    """A CUDA event, the anchor it will be measured from, and the stream it was recorded on (a stream
+    passes its events in order: a stamp recorded before a passed one on the same stream is passed too)."""
 
-    __slots__ = ("event", "anchor")
+    __slots__ = ("event", "anchor", "stream")
 
-    def __init__(self, event: Any, anchor: Anchor):
+    def __init__(self, event: Any, anchor: Anchor, stream: Any = None):
         self.event = event
         self.anchor = anchor
+        self.stream = stream
 
 
 class CudaClock:
@@ -131,7 +133,7 @@ class CudaClock:
         stream = self._stream()
         ev.record(stream)
         self._tails[id(stream)] = (stream, ev)
-        return GpuStamp(ev, anchor)
+        return GpuStamp(ev, anchor, stream)
 
     def take_tails(self) -> dict[int, tuple[Any, Any]]:
         """The streams' last stamps so far, for a later `settle(tails)`; stamps after this are not in it."""

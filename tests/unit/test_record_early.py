@@ -359,3 +359,31 @@ def test_no_garbage_collection_runs_between_the_anchor_and_its_host_time(tmp_pat
     finally:
         gc.enable()
     rec.close()
+
+
+@pytest.mark.parametrize("end_stream, queries", [("main", 3), ("side", 4)])
+def test_a_passed_end_vouches_for_a_start_on_its_stream_only(tmp_path, monkeypatch, gloo1, end_stream, queries):
+    """A stream passes its events in order: once a region's end is passed, its start, stamped before it on
+    the same stream, is too, and is not queried; a start on another stream is."""
+    import commscope.recording.timing as timing
+
+    use_fake_cuda(monkeypatch)
+    streams = {"main": object(), "side": object()}
+    current = ["main"]
+    monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: streams[current[0]])
+    monkeypatch.setattr(timing.torch._C, "_cuda_getCurrentStream", None, raising=False)
+    FakeCudaEvent.lag = True
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
+    with rec.step(0):
+        with rec.region("a"):
+            current[0] = end_stream
+        current[0] = "main"
+        FakeCudaEvent.catch_up()
+        FakeCudaEvent.queries = 0
+        with rec.region("b"):  # recorded after the catch-up: not passed at its end
+            pass
+        # the anchor, a's end (and a's start if on another stream), then b's end, which stops the scan
+        assert FakeCudaEvent.queries == queries
+        assert len(rec._lines) == 1
+    rec.close()
+    assert [r["name"] for r in records(tmp_path) if r["kind"] == "region"] == ["a", "b"]
