@@ -25,9 +25,11 @@ before the step context returns (a later crash cannot lose them), in one write w
 early (inside the step only: a record made outside a step is moved onto the axis at the next write,
 after any align_clocks()); a collective whose completion is unknown is kept pending, never written
 half-known; a record leaves the pending list before it is resolved, under `_write_lock` (the watchdog
-and TermGuard write from their own threads), so it is never resolved (shifted onto the axis) twice, and
-an interrupted resolve loses at most the record in hand; step numbers are unique per recorder and step
-contexts do not nest.
+and TermGuard write from their own threads), so it is never resolved (shifted onto the axis) twice; a
+write interrupted by a signal's exception loses at most what it holds in hand (a record half moved onto
+the axis, hooks being turned into records, the step record's line), keeps what it resolved for the next
+write, and writes nothing twice; step records are encoded before the lock is taken; step numbers are
+unique per recorder and step contexts do not nest.
 """
 from __future__ import annotations
 
@@ -61,13 +63,15 @@ class StepWriting:
     def _init_steps(self, flush: str) -> None:
         # On CPU there is no GPU work to hide a write behind: "overlap" writes at the step end there too.
         self._overlap = flush == "overlap" and self._cuda is not None
-        # flush="overlap": (records, hook tuples, the stream tails to settle, step record) set aside at the
+        # flush="overlap": (records, hook tuples, the stream tails to settle, step record line) set aside at the
         # last step end and not written yet
         self._behind: tuple | None = None
         # flush="step" on CUDA: resolve records inside the step once the GPU has passed them (`_advance`);
         # `_lines` holds them encoded until the step's write.
         self._early = flush == "step" and self._cuda is not None
         self._lines: list[bytes] = []
+        # records already on the axis whose write was interrupted (a signal's exception): the next write's
+        self._resolved: list[dict] = []
         # Held while records leave `_pending` and are resolved (`_advance`, `_flush`, `_write_behind`): the
         # hang watchdog and TermGuard write from their own threads while the main thread may be resolving,
         # and a record resolved by both would be shifted onto the axis twice. Never held across a wait on
@@ -119,12 +123,15 @@ class StepWriting:
                 "tokens": _plain_number(info.tokens),
                 **info.extra,
             }
+            # encoded here, outside the write lock: an `extra` value orjson turns into text (a CUDA tensor's
+            # str()) may wait for the GPU
+            step_line = self._sink.encode([step_rec])
             if self._overlap:
                 self._write_behind()  # the step before, if no region of this one ended (no regions)
-                self._behind = (self._pending, self._take_hooks(), self._cuda.take_tails(), step_rec)
+                self._behind = (self._pending, self._take_hooks(), self._cuda.take_tails(), step_line)
                 self._pending = []
             else:
-                self._flush(blocking=True, tail=step_rec)
+                self._flush(blocking=True, tail=step_line)
             self.last_step = info.step
         finally:
             self._step = None
@@ -153,8 +160,12 @@ class StepWriting:
             del pending[:n]  # out of the list before they change (see _resolve)
             out, keep = self._resolve(items, blocking=True)  # every stamp in `items` is passed: nothing waits
             pending[:0] = keep
-            out += self._hook_records(self._take_hooks())
-            self._lines += self._sink.encode(out)
+            try:
+                out += self._hook_records(self._take_hooks())
+                self._lines += self._sink.encode(out)
+            except BaseException:
+                self._resolved += out
+                raise
         finally:
             self._write_lock.release()
 
@@ -190,7 +201,7 @@ class StepWriting:
         be resolved (shifted onto the axis) a second time by a later write.
 
         Interrupted (a signal's exception on the main thread, a CUDA error), it keeps what it can: the
-        records resolved so far join `_lines` for the next write, the ones not reached go back to
+        records resolved so far join `_resolved` for the next write, the ones not reached go back to
         `_pending`, and only the one in hand, possibly half moved onto the axis, is lost."""
         cuda = self._cuda
         out: list[dict] = []
@@ -207,7 +218,7 @@ class StepWriting:
                 elif blocking or cuda is None or self._passed(item):
                     out.append(on_axis(item, _REGION_TIMES))
         except BaseException:
-            self._lines += self._sink.encode(out)
+            self._resolved += out
             self._pending[:0] = keep + items[i + 1:]
             raise
         return out, keep
@@ -240,19 +251,31 @@ class StepWriting:
             for s, m, label, pos, t in hooks
         ]
 
-    def _flush(self, *, blocking: bool, tail: dict | None = None) -> None:
-        """Write every finished record (plus `tail`) in one append; keep unfinished collectives."""
+    def _flush(self, *, blocking: bool, tail: list[bytes] | None = None) -> None:
+        """Write every finished record (then `tail`, the step record's line) in one append; keep unfinished
+        collectives."""
         if blocking and self._cuda is not None:
             self._cuda.settle()  # one synchronize per stamped stream, instead of one per event
         with self._writing():
             items, self._pending = self._pending, []  # taken before they change (see _resolve)
             out, keep = self._resolve(items, blocking)
             self._pending[:0] = keep
-            out += self._hook_records(self._take_hooks())
-            if tail is not None:
-                out.append(tail)
-            lines, self._lines = self._lines, []  # after _resolve: if it is interrupted they wait for close
-            self._sink.append(out, lines)
+            self._write(out, self._take_hooks(), tail)
+
+    def _write(self, out: list[dict], hooks: list[tuple], tail: list[bytes] | None) -> None:
+        """Append the lines resolved early, the records left from an interrupted write, `out`, `hooks`'
+        records and `tail`, in one write. Interrupted before the write (a signal's exception), it leaves
+        the resolved records for the next one (`_lines`, `_resolved`) and loses only what is in hand (the
+        hooks being turned into records, `tail`); nothing is written twice."""
+        records = self._resolved + out
+        try:
+            records += self._hook_records(hooks)
+            lines = self._lines + self._sink.encode(records) + (tail or [])
+        except BaseException:
+            self._resolved = records
+            raise
+        self._lines, self._resolved = [], []
+        self._sink.append((), lines)
 
     def _write_behind(self, blocking: bool = True) -> None:
         """flush="overlap": write the records set aside at the last step end (nothing if none are).
@@ -261,17 +284,24 @@ class StepWriting:
         behind, self._behind = self._behind, None  # taken once, whichever thread gets here first
         if behind is None:
             return
-        items, hooks, tails, step_rec = behind
+        items, hooks, tails, step_line = behind
         if blocking:
             self._cuda.settle(tails)  # that step's last stamps only, never this step's newer ones
         else:
-            blocking = self._cuda.passed_within(tails, _BEHIND_WAIT_S)
+            self._cuda.passed_within(tails, _BEHIND_WAIT_S)
         with self._writing():
-            out, keep = self._resolve(items, blocking)
+            # Not blocking: the step's regions are passed now, but a collective of it may have been waited
+            # in this step, after any stamp `tails` holds; it waits, pending, until the GPU passes its end.
+            try:
+                out, keep = self._resolve(items, blocking=False)
+            except BaseException:
+                # the set-aside step finished: its hooks and its step record wait for the next write (the
+                # step record then precedes some of its records in the file; readers key records by step)
+                self._resolved += self._hook_records(hooks)
+                self._lines += step_line
+                raise
             self._pending[:0] = keep  # collectives still running rejoin, ahead of this step's records
-            out += self._hook_records(hooks)
-            out.append(step_rec)
-            self._sink.append(out)
+            self._write(out, hooks, step_line)
 
 
 def _plain_number(value: Any) -> Any:

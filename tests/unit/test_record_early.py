@@ -387,3 +387,111 @@ def test_a_passed_end_vouches_for_a_start_on_its_stream_only(tmp_path, monkeypat
         assert len(rec._lines) == 1
     rec.close()
     assert [r["name"] for r in records(tmp_path) if r["kind"] == "region"] == ["a", "b"]
+
+
+def test_an_interrupted_step_end_encode_keeps_the_steps_records_for_close(tmp_path, monkeypatch, gloo1):
+    import commscope.recording.sink as sink
+
+    use_fake_cuda(monkeypatch)
+    FakeCudaEvent.lag = True
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
+    real = sink._encode
+    with pytest.raises(KeyboardInterrupt):
+        with rec.step(0):
+            for n in ("a", "b", "c"):
+                with rec.region(n):
+                    pass
+                FakeCudaEvent.catch_up()
+            with rec.region("last"):
+                pass
+            assert len(rec._lines) == 3
+            calls = []
+
+            def encode(*a, **k):  # the step record's line, then the step end's records: interrupted there
+                calls.append(1)
+                if len(calls) == 2:
+                    raise KeyboardInterrupt
+                return real(*a, **k)
+
+            monkeypatch.setattr(sink, "_encode", encode)
+    assert len(calls) == 2
+    monkeypatch.setattr(sink, "_encode", real)
+    rec.close("failed", "interrupted")
+    recs = records(tmp_path)
+    assert sorted(r["name"] for r in recs if r["kind"] == "region") == ["a", "b", "c", "last"]
+    assert all(abs(r["start_ns"] - recs[0]["start_ns"]) < 10**10 for r in recs)
+
+
+def test_an_interrupted_overlap_write_keeps_the_finished_steps_record_and_hooks(tmp_path, monkeypatch, gloo1):
+    use_fake_cuda(monkeypatch)
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo", flush="overlap")
+    model = model3()
+    rec.watch({f"l{i}": m.weight for i, m in enumerate(model)})
+    with rec.step(0) as st:
+        for n in ("a", "b", "c"):
+            with rec.region(n):
+                if n == "a":
+                    model(torch.ones(2, 8)).sum().backward()
+        st.loss = 1.0
+    real, calls = rec._cuda.host_ns, []
+
+    def host_ns(stamp):
+        calls.append(1)
+        if len(calls) == 3:  # b's start: step 0 is being written at step 1's first region end
+            raise KeyboardInterrupt
+        return real(stamp)
+
+    rec._cuda.host_ns = host_ns
+    with pytest.raises(KeyboardInterrupt):
+        with rec.step(1):
+            with rec.region("d"):
+                pass
+    rec._cuda.host_ns = real
+    rec.close("failed", "interrupted")
+    recs = records(tmp_path)
+    assert [r["step"] for r in recs if r["kind"] == "step"] == [0]  # the finished step's record
+    assert sorted(r["label"] for r in recs if r["kind"] == "hook") == ["l0", "l1", "l2"]
+    assert sorted((r["step"], r["name"]) for r in recs if r["kind"] == "region") == [(0, "a"), (0, "c"), (1, "d")]
+
+
+def test_the_step_record_is_encoded_outside_the_write_lock(tmp_path, monkeypatch, gloo1):
+    """An `extra` value orjson turns into text (a CUDA tensor's str() waits for the GPU) must not hold the
+    lock the watchdog's write waits for."""
+    use_fake_cuda(monkeypatch)
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
+    held = []
+
+    class Slow:
+        def __str__(self):
+            held.append(rec._write_lock.locked())
+            return "slow"
+
+    with rec.step(0) as st:
+        with rec.region("a"):
+            pass
+        st.extra["norm"] = Slow()
+    rec.close()
+    assert held == [False]
+    assert [r.get("norm") for r in records(tmp_path) if r["kind"] == "step"] == ["slow"]
+
+
+def test_overlap_keeps_a_collective_waited_in_the_next_step_until_the_gpu_passes_its_end(tmp_path, monkeypatch, gloo1):
+    """Launched in step 0, waited in step 1 before any region of it ends: writing step 0 at that region's
+    end must not resolve the collective's end, stamped in step 1 after the stamps it settled."""
+    use_fake_cuda(monkeypatch)
+    FakeCudaEvent.lag = True
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo", flush="overlap")
+    t = torch.ones(4)
+    with rec.step(0):
+        with rec.region("a"):
+            h = rec.collective(dist.all_reduce, t, label="x", phase="p")
+    with rec.step(1):
+        h.wait()
+        with rec.region("b"):  # writes step 0; the collective's end is not passed
+            pass
+        assert [r["kind"] for r in records(tmp_path)] == ["region", "step"]
+    FakeCudaEvent.catch_up()
+    rec.close()
+    recs = records(tmp_path)
+    coll = [r for r in recs if r["kind"] == "collective"]
+    assert len(coll) == 1 and coll[0]["start_ns"] <= coll[0]["end_ns"]
