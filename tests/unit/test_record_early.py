@@ -216,6 +216,31 @@ def test_a_gpu_catching_up_at_random_points_writes_each_record_once_on_the_axis(
             assert pos[key(r)] < pos[("step", r["step"])]  # the step record after its regions and hooks
 
 
+def three_early_then(rec, *left):
+    """Inside a step with a lagging GPU: regions a, b, c, each passed by the next region end (resolved
+    early), then regions `left`, which the GPU has not passed."""
+    for n in ("a", "b", "c"):
+        with rec.region(n):
+            pass
+        FakeCudaEvent.catch_up()
+    for n in left:
+        with rec.region(n):
+            pass
+    assert len(rec._lines) == 3
+
+
+def interrupting(fn, at_call):
+    """`fn`, raising KeyboardInterrupt (as a signal's exception would) at its `at_call`-th call."""
+    def wrapped(*a, **k):
+        wrapped.calls.append(1)
+        if len(wrapped.calls) == at_call:
+            raise KeyboardInterrupt
+        return fn(*a, **k)
+
+    wrapped.calls = []
+    return wrapped
+
+
 def test_an_interrupted_step_end_keeps_what_was_resolved_and_shifts_nothing_twice(tmp_path, monkeypatch, gloo1):
     """A signal's exception (here KeyboardInterrupt) inside the step end's resolve: the records resolved
     inside the step are still written (by close); only the record in hand is lost."""
@@ -223,26 +248,10 @@ def test_an_interrupted_step_end_keeps_what_was_resolved_and_shifts_nothing_twic
     FakeCudaEvent.lag = True
     rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
     real = rec._cuda.host_ns
-    calls = []
-
-    def host_ns(stamp):
-        calls.append(1)
-        if len(calls) == 1:
-            raise KeyboardInterrupt
-        return real(stamp)
-
     with pytest.raises(KeyboardInterrupt):
         with rec.step(0):
-            for n in ("a", "b", "c"):
-                with rec.region(n):
-                    pass
-                FakeCudaEvent.catch_up()
-            with rec.region("last"):  # not passed at its end: left to the step end
-                pass
-            with rec.region("later"):
-                pass
-            assert len(rec._lines) == 3
-            rec._cuda.host_ns = host_ns
+            three_early_then(rec, "last", "later")
+            rec._cuda.host_ns = interrupting(real, at_call=1)
     rec._cuda.host_ns = real
     rec.close("failed", "interrupted")
     recs = records(tmp_path)
@@ -396,25 +405,12 @@ def test_an_interrupted_step_end_encode_keeps_the_steps_records_for_close(tmp_pa
     FakeCudaEvent.lag = True
     rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
     real = sink._encode
+    encode = interrupting(real, at_call=2)  # the step record's line, then the step end's records: there
     with pytest.raises(KeyboardInterrupt):
         with rec.step(0):
-            for n in ("a", "b", "c"):
-                with rec.region(n):
-                    pass
-                FakeCudaEvent.catch_up()
-            with rec.region("last"):
-                pass
-            assert len(rec._lines) == 3
-            calls = []
-
-            def encode(*a, **k):  # the step record's line, then the step end's records: interrupted there
-                calls.append(1)
-                if len(calls) == 2:
-                    raise KeyboardInterrupt
-                return real(*a, **k)
-
+            three_early_then(rec, "last")
             monkeypatch.setattr(sink, "_encode", encode)
-    assert len(calls) == 2
+    assert encode.calls == [1, 1]
     monkeypatch.setattr(sink, "_encode", real)
     rec.close("failed", "interrupted")
     recs = records(tmp_path)
@@ -433,15 +429,9 @@ def test_an_interrupted_overlap_write_keeps_the_finished_steps_record_and_hooks(
                 if n == "a":
                     model(torch.ones(2, 8)).sum().backward()
         st.loss = 1.0
-    real, calls = rec._cuda.host_ns, []
-
-    def host_ns(stamp):
-        calls.append(1)
-        if len(calls) == 3:  # b's start: step 0 is being written at step 1's first region end
-            raise KeyboardInterrupt
-        return real(stamp)
-
-    rec._cuda.host_ns = host_ns
+    real = rec._cuda.host_ns
+    # the 3rd call is b's start: step 0 is being written at step 1's first region end
+    rec._cuda.host_ns = interrupting(real, at_call=3)
     with pytest.raises(KeyboardInterrupt):
         with rec.step(1):
             with rec.region("d"):
