@@ -38,12 +38,11 @@ class EventSink:
 
     @staticmethod
     def encode(records: Iterable[dict]) -> list[bytes]:
-        """The lines `append` would write for `records` (encode now, write later with `append(..., lines)`)."""
+        """The lines of `records` for `append` (encoded as they are resolved, written once per step)."""
         return list(map(_encode, records))
 
-    def append(self, records: Iterable[dict], lines: list[bytes] | None = None) -> None:
-        """Write `lines` (already encoded records), then `records`, in one write."""
-        lines = (lines or []) + list(map(_encode, records))
+    def append(self, lines: list[bytes]) -> None:
+        """Write `lines` (`encode`'s) in one write."""
         if not lines or self._fd is None:
             return
         data = b"\n".join(lines) + b"\n"  # one join: no per-line concatenation

@@ -275,7 +275,7 @@ class StepWriting:
             self._resolved = records
             raise
         self._lines, self._resolved = [], []
-        self._sink.append((), lines)
+        self._sink.append(lines)
 
     def _write_behind(self, blocking: bool = True) -> None:
         """flush="overlap": write the records set aside at the last step end (nothing if none are).
