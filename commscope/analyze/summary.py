@@ -69,7 +69,7 @@ from commscope.analyze import (exposure, lateness, placement, regions, represent
                                timeline, waiting)
 from commscope.analyze.problems import loading_problems
 from commscope.load.frames import Trace
-from commscope.util.num import rounded, sig, whole
+from commscope.util.num import rounded, rounded_floats, sig, whole
 from commscope.util.ranges import int_ranges
 from commscope.util.text import counted
 
@@ -219,10 +219,27 @@ def comm_overlaps(trace: Trace, hta_rule: pd.DataFrame) -> dict[str, dict]:
             DEVICE_COMM_OVERLAP: _by_rank(timeline.comm_overlap_by_rank(trace, hta_like=False))}
 
 
-def _boundary(gap_and_delay: tuple[float, float] | None) -> dict:
-    """A step's gap_before_ms / start_delay_ms (analyze.step_gaps); null for a rank's first step."""
-    gap, delay = gap_and_delay or (math.nan, math.nan)
-    return {"gap_before_ms": rounded(gap / 1e6), "start_delay_ms": rounded(delay / 1e6)}
+def _step_rows(br: pd.DataFrame, gaps: pd.DataFrame) -> list[dict]:
+    """`report --json`'s `steps`: a row per (rank, step) of `br` (timeline.step_breakdown) with its
+    gap_before_ms / start_delay_ms from `gaps` (step_gaps.step_gaps; null for a rank's first step). Built
+    column by column, as `placement.records`: at 256 ranks × 40 steps a conversion per cell dominated."""
+    if br.empty:
+        return []
+    keys = ["rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", "exposed_comm_pct",
+            "idle_pct", "gap_before_ms", "start_delay_ms"]
+    g = gaps.drop_duplicates(["rank", "step"], keep="last").set_index(["rank", "step"])
+    at = pd.MultiIndex.from_arrays([br["rank"].astype(np.int64), br["step"].astype(np.int64)])
+    g = g.reindex(at)  # rows of br without a gap (a rank's first step): NaN
+
+    def ms(v: Any) -> list:
+        return rounded_floats((np.asarray(v, dtype=np.float64) / 1e6).tolist())
+
+    cols = [br["rank"].to_numpy(np.int64).tolist(), br["step"].to_numpy(np.int64).tolist(),
+            ms(br["step_ns"]), ms(br["compute_ns"]), ms(br["exposed_comm_ns"]), ms(br["idle_ns"]),
+            *(rounded_floats(br[c].to_numpy(np.float64).tolist(), 2)
+              for c in ("compute_pct", "exposed_comm_pct", "idle_pct")),
+            ms(g["gap_ns"]), ms(g["start_delay_ns"])]
+    return [dict(zip(keys, row)) for row in zip(*cols)]
 
 
 def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool = True,
@@ -243,7 +260,6 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     ov = timeline.comm_overlap_by_rank(tr, hta_like=True, comp=comp)
     br = timeline.step_breakdown(tr, comp)
     gaps = step_gaps.step_gaps(tr, comp)
-    before = {(int(r.rank), int(r.step)): (r.gap_ns, r.start_delay_ns) for r in gaps.itertuples()}
     reps = representative.representative_ranks(strag, br, tr.ranks)
     # the profiler's steps among those with rows: only the aggregates leave them out, `steps` keeps them
     prof = {s: why for s, why in step_gaps.profiler_steps(tr).items() if s in set(br["step"].astype(int))}
@@ -269,12 +285,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "launch_skew": {"collectives": int(len(launch)),
                         "mean_ms": rounded(launch["skew_ns"].mean() / 1e6) if len(launch) else None,
                         "max_ms": rounded(launch["skew_ns"].max() / 1e6) if len(launch) else None},
-        "steps": [{"rank": int(r.rank), "step": int(r.step), "step_ms": rounded(r.step_ns / 1e6),
-                   "compute_ms": rounded(r.compute_ns / 1e6), "exposed_comm_ms": rounded(r.exposed_comm_ns / 1e6),
-                   "idle_ms": rounded(r.idle_ns / 1e6), "compute_pct": rounded(r.compute_pct, 2),
-                   "exposed_comm_pct": rounded(r.exposed_comm_pct, 2), "idle_pct": rounded(r.idle_pct, 2),
-                   **_boundary(before.get((int(r.rank), int(r.step))))}
-                  for r in br.itertuples()],
+        "steps": _step_rows(br, gaps),
         "step_boundaries": [{"rank": int(r.rank), "steps": int(r.steps), "gap_median_ms": rounded(r.gap_median_ms),
                              "gap_max_ms": rounded(r.gap_max_ms), "start_delay_median_ms": rounded(r.start_delay_median_ms),
                              "host_pct": rounded(r.host_pct, 2), "excluded_steps": int(r.excluded_steps)}
