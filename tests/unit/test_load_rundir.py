@@ -151,6 +151,19 @@ def test_torn_last_line_is_ignored(tmp_path):
     assert any("torn" in p for p in tr.problems)
 
 
+def test_zero_padded_rank_folders_are_not_ranks(tmp_path):
+    """A stray `rank01/` (empty) and `rank001/` (a copy of rank 1 with its events cut) beside `rank1/`: the
+    recorder writes ranks without leading zeros, so neither is a second rank 1 replacing the real one."""
+    import shutil
+
+    d = make_run(str(tmp_path / "r"))
+    os.mkdir(os.path.join(d, "rank01"))
+    shutil.copytree(os.path.join(d, "rank1"), os.path.join(d, "rank001"))
+    open(os.path.join(d, "rank001", "events.jsonl"), "w").close()
+    tr = load_path(d)
+    assert tr.ranks == [0, 1] and tr.problems == [] and len(tr.collectives) == 6
+
+
 def test_rank_without_events_is_a_problem_not_a_failure(tmp_path):
     tr = load_path(make_run(str(tmp_path / "r"), ranks=(0, 1, 2), world_size=4, skip_events=(2,)))
     assert tr.ranks == [0, 1] and tr.world_size == 4
