@@ -30,6 +30,7 @@ from typing import Any, Optional, Union
 import msgspec
 
 from commscope.errors import UserError
+from commscope.util.atomic import TRACE_PRODUCER
 from commscope.load.files import decode_json
 from commscope.load.kineto_values import MAX_SHAPE_BYTES, is_int, is_num
 from commscope.load.stack_labels import PY_CAT, user_frame
@@ -88,6 +89,8 @@ def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
     """Events of the trace whose bytes are `raw`; `with_ops` also fills `o_strides` / `o_types`."""
     # the typed decoder skips fields it does not read without checking their text: JSON is UTF-8, and a
     # file that is not is refused whole (isascii is a fast scan; only other text is decoded to check it)
+    if raw[:256].lstrip().startswith(TRACE_PRODUCER):  # `commscope export --perfetto` writes otherData first
+        raise NotATrace(path, "is a trace commscope exported (export --perfetto), not a profiler's trace")
     if not raw.isascii():
         try:
             raw.decode("utf-8")

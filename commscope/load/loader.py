@@ -281,7 +281,9 @@ def _world_size(parts: list, ranks: list[int], path: str, problems: list[str]) -
         ws = declared.pop()
         bad = [r for r in ranks if r >= ws]
         if bad:
-            raise UserError(f"rank(s) {bad[:8]} outside world_size {ws} in {path}")
+            files = [os.path.basename(p["info"]["file"]) for p in parts if p["rank"] in bad]
+            raise UserError(f"rank(s) {bad[:8]} outside world_size {ws} in {path} (from "
+                            f"{', '.join(files[:4])}{' …' if len(files) > 4 else ''})")
         return ws, "distributedInfo"
     inferred = [p["world_size"] for p in parts if p["world_size"] is not None]
     least = max(len(ranks), max(ranks) + 1)

@@ -113,3 +113,23 @@ def test_doctor_cli_reads_the_folder(tmp_path):
     r = subprocess.run([sys.executable, "-m", "commscope", "doctor", empty], capture_output=True, text=True, env=env,
                        cwd=str(tmp_path), timeout=300)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "not a chrome trace" in r.stderr
+
+
+def test_a_trace_commscope_exported_is_skipped_in_a_folder_and_refused_alone(tmp_path):
+    """`commscope export --perfetto` written into (or copied beside) a folder of traces is a chrome trace
+    too, with no rank of its own: read as one it took a rank past the world size and the whole folder was
+    refused. It is skipped with one line, plain or gzip; given alone it is the error."""
+    d = _folder(tmp_path, {})
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    for name in ("merged.json", "merged.json.gz"):
+        r = subprocess.run([sys.executable, "-m", "commscope", "export", os.path.join(d, "rank1.json"),
+                            "--perfetto", os.path.join(d, name)], capture_output=True, text=True, env=env,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+    tr = load_path(d, workers=1)
+    assert tr.ranks == [0, 1] and tr.world_size == 2 and len(tr.collectives) == 18
+    lines = [p for p in tr.problems if "commscope exported" in p]
+    assert lines == [f"{os.path.join(d, n)}: a trace commscope exported (export --perfetto), not a profiler's "
+                     "trace; skipped" for n in ("merged.json", "merged.json.gz")]
+    with pytest.raises(UserError, match="merged.json is a trace commscope exported"):
+        load_path(os.path.join(d, "merged.json"), workers=1)
