@@ -18,7 +18,7 @@ gen_job = importlib.import_module("gen_job")
 
 def test_layout_of_the_representative_ranks_at_scale(tmp_path):
     n = PAGE_ALL_RANKS + 4
-    truth = gen_job.generate(TESTS / "data" / "modded-nanogpt-8xh100", tmp_path / "k", n, straggler=25)
+    truth = gen_job.generate(TESTS / "data" / "modded-nanogpt-8xh100", tmp_path / "k", n, straggler=n - 7)
     trace = load_path(truth["job"], with_ops=True)
     doc = summarize(trace, with_hta=False)
     reps = [r["rank"] for r in doc["representative_ranks"]]

@@ -43,16 +43,28 @@ def ticks(page: str) -> list[str]:
 
 
 def test_at_the_threshold_every_rank_is_drawn(tmp_path):
-    assert PAGE_ALL_RANKS == 32
-    tr, doc, ctx, page = page_of(tmp_path, PAGE_ALL_RANKS, straggler=5)
+    n = PAGE_ALL_RANKS
+    tr, doc, ctx, page = page_of(tmp_path, n, straggler=5)
     assert not ctx.at_scale and ctx.drawn is None and ctx.listed_ranks is None
-    assert ticks(page) == [f"r{r} {row}" for r in range(32) for row in ("compute", "comm")]
-    assert page.count('class="cell"') == 32 * 4  # the heatmap table: a cell per rank and step
+    assert ticks(page) == [f"r{r} {row}" for r in range(n) for row in ("compute", "comm")]
+    assert page.count('class="cell"') == n * 4  # the heatmap table: a cell per rank and step
     p = parse(page)
     assert "Arrival lateness" not in p.h2 and "Ranks that made the others wait" not in p.h2
     body = page[page.index("<body>"):]  # (report.js, in the head, names them all)
     assert 'id="rank-select"' not in body and "rank-rows-gz" not in body and "heatmap-canvas" not in body
-    assert {int(value(r[0])) for r in p.tables["steps-table"][1:]} == set(range(32))  # every rank listed
+    assert {int(value(r[0])) for r in p.tables["steps-table"][1:]} == set(range(n))  # every rank listed
+
+
+def test_the_page_keeps_its_weight_budget_on_both_sides_of_the_threshold(tmp_path):
+    """The heaviest page that draws every rank (PAGE_ALL_RANKS ranks, 40 steps as bench_scale's jobs) and
+    the lightest that summarizes (one rank more) both stay within the 1.5 MB of the 2-rank page."""
+    sizes = {}
+    for n in (PAGE_ALL_RANKS, PAGE_ALL_RANKS + 1):
+        tr = load_path(scale_job(tmp_path, ranks=n, straggler=5, steps=40)["job"])
+        ctx = report_context(tr, summarize(tr, with_hta=False))
+        assert ctx.at_scale == (n > PAGE_ALL_RANKS)
+        sizes[n] = len(render_html(ctx).encode())
+    assert max(sizes.values()) <= 1.5e6, sizes
 
 
 def test_above_the_threshold_summarizes_the_ranks(tmp_path):
