@@ -2,7 +2,7 @@
 recording API's profile window.
 
 `A:B` means steps A ≤ step < B (Python's slice convention, as Trace.select_steps); `A` means just step A;
-`A:` and `:B` leave that end open. A closed range (`closed=True`, the profiler window, which is exported
+`A:` and `:B` leave that end open; `:` selects nothing out, as no range. A closed range (`closed=True`, the profiler window, which is exported
 when its last step ends) needs both ends and a first step ≥ 0, and may also be given as a tuple
 `(first, stop)`. Errors are UserErrors naming the option, so every caller reports a bad range the same way.
 """
@@ -17,6 +17,8 @@ def parse_step_range(spec: str | tuple[int, int] | None, option: str, *, closed:
     ends are ints and 0 <= A < B."""
     if isinstance(spec, str) or spec is None:
         window = _parse_text(spec, option)
+        if not closed and window == (None, None):
+            return None  # ":" leaves both ends open: every step and what lies outside them, as no range
         if not closed or window is None:
             return window
         if None in window:

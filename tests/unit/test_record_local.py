@@ -129,7 +129,7 @@ def test_profile_steps_parse_and_refuse_bad_windows():
         window("5:3")
     with pytest.raises(UserError):
         window("a:b")
-    for open_end in ("5:", ":8", "-2:3"):  # the window needs both ends, from step 0 on
+    for open_end in ("5:", ":8", ":", "-2:3"):  # the window needs both ends, from step 0 on
         with pytest.raises(UserError):
             window(open_end)
     assert window("5:8") == (5, 8) and window("4") == (4, 5) and window((2, 3)) == (2, 3)

@@ -331,6 +331,7 @@ def test_resolve_steps_closes_open_ends_and_refuses_empty():
 def test_parse_steps_and_output_checks(tmp_path):
     assert parse_steps("3:5") == (3, 5) and parse_steps("4") == (4, 5)
     assert parse_steps(":5") == (None, 5) and parse_steps("2:") == (2, None) and parse_steps(None) is None
+    assert parse_steps(":") is None and parse_steps(" : ") is None  # both ends open: no range at all
     for bad in ("a:b", "5:3", "3:3", "1:2:3"):
         with pytest.raises(UserError):
             parse_steps(bad)
