@@ -11,6 +11,7 @@ is shown in place by the page, like any failing section.
 from __future__ import annotations
 
 import html
+import shlex
 
 from reports import tables
 
@@ -23,7 +24,7 @@ def _timeline_link(ctx, steps: list[int]) -> str:
     lo, hi = min(steps), max(steps) + 1
     if ctx.window is None or (ctx.window[0] <= lo and hi <= ctx.window[1]):
         return f'<a href="#timeline">the timeline</a> (step {html.escape(_span(lo, hi))})'
-    return (f"the timeline of <code>commscope report {html.escape(str(ctx.trace.path))} --steps {lo}:{hi}</code> "
+    return (f"the timeline of <code>commscope report {html.escape(shlex.quote(str(ctx.trace.path)))} --steps {lo}:{hi}</code> "
             f"(this page draws steps {ctx.window[0]}–{ctx.window[1] - 1})")
 
 

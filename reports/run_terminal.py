@@ -5,6 +5,7 @@ summary.json document with its step statistics, the doctor's diagnosis) and comp
 from __future__ import annotations
 
 import os
+import shlex
 
 from rich.console import Console
 from rich.markup import escape
@@ -99,7 +100,7 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict) ->
     console.print(t)
     if not ok:
         console.print(f"output of all ranks: {os.path.join(out, 'launcher.log')}")
-    console.print(f"next: [bold]commscope report {escape(out)}[/]")
+    console.print(f"next: [bold]commscope report {escape(shlex.quote(out))}[/]")  # pasted into a shell as is
 
 
 def print_run_verdict(console: Console, out: str, diagnosis) -> None:
@@ -113,4 +114,4 @@ def print_run_verdict(console: Console, out: str, diagnosis) -> None:
     said = diagnosis.summary.removeprefix(f"{diagnosis.verdict}: ")
     color = "green" if diagnosis.verdict == "ok" else "bold red"
     console.print(f"[{color}]{diagnosis.verdict}[/] (culprit rank(s) {culprits}): {escape(said)} "
-                  f"Details: [bold]commscope doctor {escape(out)}[/]", highlight=False)
+                  f"Details: [bold]commscope doctor {escape(shlex.quote(out))}[/]", highlight=False)

@@ -62,3 +62,30 @@ def test_every_step_the_profilers_keeps_them_all():
     st = step_stats(summary(times), "1:3")
     assert st["profiler_steps"] == {} and st["mean_ms"] == 1000.0
     assert "(excluding step 0)" in table(st, summary(times))
+
+
+def test_the_next_command_quotes_a_path_a_shell_would_split():
+    import shlex
+
+    from reports.run_terminal import print_run_verdict
+
+    out = "/tmp/runs/prof ü [1]"
+    con = Console(record=True, width=200)
+    print_run_summary(con, summary(), out, step_stats(summary()))
+    print_run_verdict(con, out, RuntimeError("no verdict"))
+    text = con.export_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("next: "))
+    assert shlex.split(line.removeprefix("next: ")) == ["commscope", "report", out]  # one argument, as given
+
+
+def test_the_doctor_details_command_quotes_the_path():
+    import shlex
+    from types import SimpleNamespace
+
+    from reports.run_terminal import print_run_verdict
+
+    out = "/tmp/runs/a b"
+    con = Console(record=True, width=200)
+    print_run_verdict(con, out, SimpleNamespace(culprit_ranks=[1], summary="ok: fine.", verdict="ok"))
+    said = con.export_text()
+    assert shlex.split(said[said.index("Details: ") + 9:].strip()) == ["commscope", "doctor", out]
