@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from commscope.errors import UserError
 from commscope.util.atomic import JSON_OPTS, check_output, own_page
 from commscope.util.text import printable
 from commscope.commands._shared import (apply_label_map, default_output, label_map_option, load_with_progress,
@@ -42,6 +43,8 @@ def register(app: typer.Typer) -> None:
         from commscope.analyze.report_context import PAGE_ALL_RANKS
         from commscope.analyze.summary import summarize
 
+        if as_json and output is not None:  # else -o would be dropped without a word
+            raise UserError("--json prints the document on stdout and writes no page: give --json or -o, not both")
         window = parse_steps(steps)
         sizes = read_label_map(label_map)
         out = None

@@ -88,6 +88,13 @@ def test_outputs_that_cannot_be_written_are_one_line(run_dir, tmp_path):
     one_line_exit_2(run_cli("export", run_dir, "--perfetto", "/proc/x.json"), "cannot write /proc/x.json")
 
 
+def test_json_and_an_output_page_are_refused_together(run_dir, tmp_path):
+    """--json prints the document and writes no page: an -o beside it would be dropped without a word."""
+    one_line_exit_2(run_cli("report", run_dir, "--json", "-o", tmp_path / "r.html", "--no-hta"),
+                    "give --json or -o, not both")
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_steps_error_echoes_what_was_typed(run_dir, tmp_path):
     one_line_exit_2(run_cli("report", run_dir, "--steps", "20:", "-o", tmp_path / "r.html", "--no-hta"),
                     "--steps 20: selects none", "(0…2)")
