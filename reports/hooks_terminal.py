@@ -32,18 +32,20 @@ def _members(group: OrderGroup, orders: HookOrders) -> str:
 
 def title(orders: HookOrders) -> str:
     """What was recorded, per rank: "40 micro-steps on each of 8 ranks" (a rank's count, not the sum over
-    ranks); the count of each rank when they differ; "of W" when fewer than the world's ranks recorded."""
+    ranks; "steps" without gradient accumulation, HookOrders.unit); the count of each rank when they differ;
+    "of W" when fewer than the world's ranks recorded."""
+    unit = orders.unit
     per_rank = {r: len(v) for r, v in sorted(orders.orders.items())}
     k, world = len(per_rank), orders.world_size
     of_world = f" of {world}" if k < world else ""
     counts = set(per_rank.values())
     if k == 1:
         (rank, n), = per_rank.items()
-        return f"Hook firing order: {counted(n, 'micro-step')} on rank {rank}" + (f" (1 of {world} ranks)" if of_world else "")
+        return f"Hook firing order: {counted(n, unit)} on rank {rank}" + (f" (1 of {world} ranks)" if of_world else "")
     if len(counts) == 1:
-        return f"Hook firing order: {counted(counts.pop(), 'micro-step')} on each of {k}{of_world} ranks"
+        return f"Hook firing order: {counted(counts.pop(), unit)} on each of {k}{of_world} ranks"
     each = ", ".join(f"rank {r} {n}" for r, n in per_rank.items())
-    return f"Hook firing order, {k}{of_world} ranks; micro-steps per rank: {each}"
+    return f"Hook firing order, {k}{of_world} ranks; {unit}s per rank: {each}"
 
 
 def print_hook_orders(orders: HookOrders, console: Console) -> None:
@@ -74,7 +76,7 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
         table.add_row(*row)
     console.print(table)
     if orders.consistent:
-        console.print(Text("The order is the same on every rank and micro-step.", style="green"))
+        console.print(Text(f"The order is the same on every rank and {orders.unit}.", style="green"))
     else:
         console.print(Text.assemble((f"{len(groups)} different orders:", "bold red"), " ranks/steps whose order "
                                     "differs from the most common one are marked; with hook-launched collectives "

@@ -41,6 +41,16 @@ class HookOrders:
     comm_schedule: str | None = None  # config.json's args.comm_schedule, when the run says
 
     @property
+    def unit(self) -> str:
+        """What one order is of: "micro-step" where some rank's step holds more than one (gradient
+        accumulation), else "step" (one backward per step: saying micro-steps would suggest accumulation)."""
+        for entries in self.orders.values():
+            steps = [e["step"] for e in entries]
+            if len(set(steps)) < len(steps) or any(e.get("micro_step") not in (None, 0) for e in entries):
+                return "micro-step"
+        return "step"
+
+    @property
     def launched_in_ready_order(self) -> list[str] | None:
         """The most labels launched in the order their gradients became ready: the longest common
         subsequence of `launch_order` and the reference order, over the labels both hold (all of them when

@@ -19,4 +19,4 @@ def test_nproc_with_a_run_is_refused_in_one_line(capsys):
 def test_a_run_without_nproc_is_shown(capsys):
     code, cap = run_main(capsys, "hooks", RUN)
     assert (code, cap.err) == (0, "")
-    assert cap.out.splitlines()[0] == "Hook firing order: 3 micro-steps on each of 2 ranks"
+    assert cap.out.splitlines()[0] == "Hook firing order: 3 steps on each of 2 ranks"
