@@ -417,7 +417,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     `straggler_ms` (absolute) or `straggler_pct` (of the median step) replace the default straggler bar;
     `warmup_steps`: training steps below this number are not judged for stragglers."""
     faults = faults or FaultEvidence()
-    lt = launch_table(trace.collectives, faults.inflight)
+    lt = launch_table(trace.collectives, faults.inflight, "events" if trace.source == "run" else "trace")
     src = f"{EVENTS} + watchdog/inflight reports" if trace.source == "run" else "trace"
     d = (check_interrupted(trace) or check_desync(lt, src) or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)

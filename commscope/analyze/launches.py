@@ -20,7 +20,10 @@ def _counts(b: pd.Series) -> pd.Series:
     return b.astype("Int64") if (b.dropna() % 1 == 0).all() else b.astype(float)
 
 
-def launch_table(collectives: pd.DataFrame, inflight: pd.DataFrame) -> pd.DataFrame:
+def launch_table(collectives: pd.DataFrame, inflight: pd.DataFrame, source: str = "events") -> pd.DataFrame:
+    """One row per (rank, group, seq) launched: from `collectives` (`source` names where they come from:
+    "events" for a run directory's records, "trace" for a profiler trace's) and from `inflight` (the
+    watchdog/inflight reports, their own source); a finished row wins where both hold the launch."""
     c = collectives
     parts = []
     if len(c):
@@ -29,7 +32,7 @@ def launch_table(collectives: pd.DataFrame, inflight: pd.DataFrame) -> pd.DataFr
             "seq": c["seq"].astype(int),
             "label": c["label"], "op": c["op"], "bytes": _counts(c["bytes"]), "dtype": c["dtype"],
             "step": c["step"], "call_ns": c["call_ns"], "wait_ns": c["wait_ns"], "finished": True,
-            "source": "events"}))
+            "source": source}))
     if len(inflight):
         parts.append(inflight)
     if not parts:

@@ -581,3 +581,19 @@ def test_tuple_codes_number_tuples_as_factorizing_them_does(rows):
     got = doctor._tuple_codes(*cols)
     want = pd.factorize(pd.MultiIndex.from_arrays(cols))[0] if rows else np.zeros(0, dtype=np.int64)
     assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("template, source", [("cpurun-hooks-gloo2", "events"), ("modded-nanogpt-8xh100", "trace")])
+def test_desync_evidence_names_where_each_launch_was_read(tmp_path, template, source):
+    """A desync's evidence rows say where each launch comes from: a run directory's records ("events"), a
+    profiler trace ("trace"), as the verdict's `sources` does."""
+    import importlib
+
+    from paths import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    gen_job = importlib.import_module("gen_job")
+    truth = gen_job.generate(TESTS / "data" / template, tmp_path / "j", 4, steps=4, desync=1)
+    d = diagnose_path(truth["job"])
+    assert (d.verdict, d.culprit_ranks, d.sequence) == ("desync", [1], truth["desync"]["seq"])
+    assert {e["source"] for e in d.evidence} == {source} and len(d.evidence) == 4
