@@ -262,13 +262,15 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
     stragglers = [s for s in summary.get("stragglers") or [] if (_f(s.get("wait_caused_ms")) or 0) > 0]
     n_coll = (summary.get("skew") or {}).get("collectives")
     # The stragglers' waits are over every step of the summary, warm-up and profiler steps included; the
-    # doctor's "ms of waiting in all" is over the steps it judges only, so the two totals differ: say which.
+    # doctor's totals ("ms of waiting in all", "also over the bar") count only the judged steps in which
+    # the rank was over the straggler bar, so the two totals differ: say which.
     over = ("" if step_range is None else
             f" over {'the selected ' if summary.get('steps_selected') else 'all '}steps "
             f"{step_range[0]}–{step_range[1]}" if step_range[0] != step_range[1] else f" over step {step_range[0]}")
     judged = (getattr(diagnosis, "details", None) or {}).get("judged_steps") if diagnosis is not None else None
-    doctor = (f"; the doctor's total is over the steps it judges, {step_list(judged)}" if judged else
-              "; the doctor's total is over the steps it judges only")
+    doctor = (f"; the doctor's totals count only the steps it judges, {step_list(judged)}, in which a rank "
+              "was over its straggler bar" if judged else
+              "; the doctor's totals count only the steps it judges in which a rank was over its straggler bar")
     for s in stragglers[:top]:
         why = [f"arrives last in {s.get('times_last')}" + (f" of {n_coll}" if n_coll else "") +
                " collectives it shares with other ranks",

@@ -63,10 +63,12 @@ def test_the_stragglers_total_says_which_steps_it_covers():
                                 details={"judged_steps": [1, 2, 3, 4, 5]})
     why = highlights(summary, diagnosis).ranks[0].why
     assert why[1] == ("the other ranks wait 1,519.710 ms for it in total over all steps 0–5 (97% of all such "
-                      "waiting; the doctor's total is over the steps it judges, 1–5)")
+                      "waiting; the doctor's totals count only the steps it judges, 1–5, in which a rank was over its "
+                      "straggler bar)")
     why = highlights({**summary, "steps_selected": [2, 6]}).ranks[0].why
     assert why[1] == ("the other ranks wait 1,519.710 ms for it in total over the selected steps 0–5 (97% of "
-                      "all such waiting; the doctor's total is over the steps it judges only)")
+                      "all such waiting; the doctor's totals count only the steps it judges in which a rank was over "
+                      "its straggler bar)")
 
 
 def test_the_terminal_names_the_cause_under_the_table(tmp_path, monkeypatch):
