@@ -187,7 +187,7 @@ def gen_rundir(src: Path, out: Path, ranks: int, steps: int, f: Faults) -> dict:
                 if variant == "hang" and (i > at_step or (i == at_step and (first >= cut or r["kind"] == "step"))):
                     continue
                 if variant == "hang-peer" and (i > at_step or (i == at_step and (first >= cut or r["kind"] == "step"))):
-                    if r is target[ti]:  # launched, never finished: only in the watchdog's report
+                    if r is target[ti] and i == at_step:  # launched, never finished: the watchdog's report
                         inflight.append({**{kk: o[kk] for kk in ("label", "phase", "op", "bytes", "dtype", "group",
                                                                   "group_size", "seq")},
                                          "step": i, "call_ns": out_time(r["call_ns"], s, i),
@@ -273,7 +273,9 @@ def gen_rundir(src: Path, out: Path, ranks: int, steps: int, f: Faults) -> dict:
     losses = [float(r["loss"]) for i in range(n_done) for r in by[0][step_of(i)] if r["kind"] == "step"]
     summary = dict(tsummary, schema_version=1, world_size=ranks, steps=steps,
                    status="hung" if hung else "completed", losses=losses,
-                   step_times_ms=[(span[step_of(i)] + gap) / 1e6 for i in range(n_done)],
+                   # rank 0's steps: the straggler's stall lengthens the chosen step on every rank
+                   step_times_ms=[(span[step_of(i)] + gap + (delay if i == at_step else 0)) / 1e6
+                                  for i in range(n_done)],
                    ranks={str(r): "failed" if hung else "completed" for r in range(ranks)},
                    exit_code=1 if hung else 0,
                    message=f"synthetic {ranks}-rank job from {src.name} (bench/gen_job.py)")

@@ -46,13 +46,22 @@ def test_run_dir_job_repeats_the_template_and_plants_the_straggler(tmp_path):
     for r in range(12):
         if r != 7:
             assert exposed[(r, 3)] - exposed[(r, 2)] > 0.8 * s["delay_ms"], r
+    # summary.json's step times (what `compare` reads) carry the stall in that step, and only there
+    clean = gen_job.generate(DATA / "cpurun-hooks-gloo2", tmp_path / "c", 12, steps=7, at_step=3)
+    times = [json.loads((Path(j).parent / "job" / "summary.json").read_text())["step_times_ms"]
+             for j in (truth["job"], clean["job"])]
+    assert [round(a - b, 6) for a, b in zip(*times)] == [0, 0, 0, round(s["delay_ms"], 6), 0, 0, 0]
 
 
 def test_run_dir_hang_is_found_by_absence(tmp_path):
-    truth = gen_job.generate(DATA / "cpurun-hooks-gloo2", tmp_path / "j", 9, steps=4, hang=4, at_step=2)
+    truth = gen_job.generate(DATA / "cpurun-hooks-gloo2", tmp_path / "j", 9, steps=7, hang=4, at_step=2)
     d = diagnose_path(truth["job"])
     h = truth["hang"]
     assert (d.verdict, d.culprit_ranks, d.group, d.sequence) == ("hang", [4], h["group"], h["seq"])
+    # each peer's watchdog holds the one collective it waits in, not its template's later repeats
+    for r in (0, 8):
+        wd = json.loads((Path(truth["job"]) / f"rank{r}" / "watchdog.json").read_text())
+        assert [(x["step"], x["seq"]) for x in wd["inflight"]] == [(2, h["seq"])]
 
 
 def test_kineto_job_desync_and_jitter(tmp_path):
