@@ -69,6 +69,16 @@ PARSE_BYTES = Limit("COMMSCOPE_MAX_PARSE_MB", 4096, "MiB", 2 ** 20)
 PARSE_FACTOR = 6
 
 
+LIMITS = (TRACE_BYTES, DOC_BYTES, GZIP_RATIO, EVENTS, LINE_BYTES, WORLD_SIZE, PARSE_BYTES)
+
+
+def check_environment() -> None:
+    """Refuse a malformed COMMSCOPE_MAX_* variable before reading anything: a limit is read only where an
+    input needs it, and one set wrong must not pass on an input that happens not to."""
+    for limit in LIMITS:
+        limit.value()
+
+
 def parse_cost(path: str) -> int:
     """The estimated peak memory, in bytes, of parsing the file at `path`: PARSE_FACTOR × its size after
     gunzip, at most TRACE_BYTES (a larger file is refused when read). A .gz file's size after gunzip is

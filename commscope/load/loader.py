@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.errors import UserError
-from commscope.load import rundir
+from commscope.load import limits, rundir
 from commscope.load.files import is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
 from commscope.load.kineto_comms import GLOO_GROUP
@@ -40,6 +40,7 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     ops, above only a few ranks'). `scheduler` (a Dask scheduler address, Client or cluster) runs the
     per-rank stage on that cluster instead (commscope.load.engine).
     """
+    limits.check_environment()
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise UserError(f"{path} does not exist")

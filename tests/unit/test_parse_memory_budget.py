@@ -14,6 +14,7 @@ import pytest
 
 from commscope.errors import UserError
 from commscope.load import forked, kineto_pool, limits
+from commscope.load import load_path
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 MiB = 2 ** 20
@@ -115,6 +116,18 @@ def test_the_budget_is_read_from_its_variable(monkeypatch):
     monkeypatch.setenv("COMMSCOPE_MAX_PARSE_MB", "lots")
     with pytest.raises(UserError, match="COMMSCOPE_MAX_PARSE_MB='lots' is not a whole number"):
         limits.PARSE_BYTES.value()
+
+
+@pytest.mark.parametrize("limit", limits.LIMITS, ids=lambda lim: lim.env)
+@pytest.mark.parametrize("raw", ["abc", "0", "-3"])
+def test_a_malformed_limit_is_refused_on_every_input(monkeypatch, limit, raw):
+    """Each variable is checked before anything is read, also where the input never needs its limit (a
+    Kineto folder never reads COMMSCOPE_MAX_EVENTS, a run directory never COMMSCOPE_MAX_TRACE_MB)."""
+    monkeypatch.setenv(limit.env, raw)
+    for path in (DATA / "gloo2", DATA / "cpurun-hooks-gloo2"):
+        with pytest.raises(UserError, match=f"^{limit.env}='{raw}' (is not a whole number|must be at least 1)$"):
+            load_path(str(path), workers=1)
+    assert set(limits.LIMITS) == {v for v in vars(limits).values() if isinstance(v, limits.Limit)}
 
 
 def test_kineto_files_are_parsed_under_the_budget(monkeypatch):
