@@ -26,6 +26,7 @@ limits.EVENTS records in a run (or in one rank) is refused with one line naming 
 """
 from __future__ import annotations
 
+import json
 import math
 from typing import Annotated, Any, Union
 
@@ -102,11 +103,24 @@ _GROUP, _SEQ = _INDEX["collective"]["group"], _INDEX["collective"]["seq"]
 
 def _decode(line: bytes) -> Any:
     """A typed Struct when msgspec accepts the line as one of our kinds, else the plain JSON value (raises
-    orjson's error for a line that is not JSON: iter_jsonl's torn or corrupt line)."""
+    orjson's error for a line that is not JSON: iter_jsonl's torn or corrupt line). A number JSON's grammar
+    allows but a double cannot hold (1.5e400) is infinite, so its record is left out as a number that is
+    not finite, as 1e23 ns is as out of range, instead of the whole run refused as corrupt."""
     try:
         return _DECODER.decode(line)
     except msgspec.DecodeError:
-        return orjson.loads(line)
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            try:  # the stdlib reads 1.5e400 as inf; NaN / Infinity are no JSON and stay refused
+                return json.loads(line, parse_constant=_no_constant)
+            except (ValueError, RecursionError):
+                pass
+            raise
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 class _Reject(Exception):

@@ -259,3 +259,24 @@ def test_step_gaps_are_for_run_directories_only():
     assert step_gaps(tr).empty
     tr.source = "run"  # the same frames as a run directory: the 0.2 ms gap before step 1 is measured
     assert step_gaps(tr).set_index(["rank", "step"]).loc[(0, 1), "gap_ns"] == 200 * US
+
+
+def test_a_number_past_a_double_leaves_its_record_out_and_no_json_stays_refused(tmp_path):
+    """1.5e400 is a JSON number (a double cannot hold it): its record is left out like any number out of
+    range, and the run loads. NaN and Infinity are no JSON: mid-file, such a line is corruption, as before."""
+    d = make_run(str(tmp_path / "r"))
+    path = os.path.join(d, "rank1", "events.jsonl")
+    lines = open(path, "rb").read().split(b"\n")
+    i = next(k for k, ln in enumerate(lines) if b'"kind": "collective"' in ln or b'"kind":"collective"' in ln)
+    rec = json.loads(lines[i])
+    huge = json.dumps(rec).replace(f'"end_ns": {rec["end_ns"]}', '"end_ns": 1.5e400').encode()
+    with open(path, "wb") as f:
+        f.write(b"\n".join(lines[:i] + [huge] + lines[i + 1:]))
+    tr = load_path(d)
+    assert len(tr.collectives) == 5 and tr.ranks == [0, 1]
+    assert any(f"line {i + 1}: end_ns=inf" in p for p in tr.problems)
+    for literal in (b"NaN", b"Infinity"):
+        with open(path, "wb") as f:
+            f.write(b"\n".join(lines[:i] + [huge.replace(b"1.5e400", literal)] + lines[i + 1:]))
+        with pytest.raises(UserError, match=f"line {i + 1} is not valid JSON"):
+            load_path(d)
