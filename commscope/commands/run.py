@@ -24,10 +24,16 @@ _LAUNCHER_HEAD = (
 )
 _LAUNCHER_TAIL = (
     ("nnodes", int, typer.Option(1, help="Number of nodes (torch.distributed.run).")),
-    ("node_rank", Optional[int], typer.Option(None, help="This node's rank with --master-addr (torch.distributed.run).")),
-    ("rdzv_endpoint", Optional[str], typer.Option(None, help="HOST:PORT of the c10d rendezvous for several nodes.")),
-    ("master_addr", Optional[str], typer.Option(None, help="Static rendezvous address (with --node-rank).")),
-    ("master_port", Optional[int], typer.Option(None, help="Static rendezvous port.")),
+    ("node_rank", Optional[int], typer.Option(None, help="This node's rank with --master-addr (torch.distributed.run). "
+                                              "Default: none (one node; with --rdzv-endpoint the rendezvous "
+                                              "assigns it).")),
+    ("rdzv_endpoint", Optional[str], typer.Option(None, help="HOST:PORT of the c10d rendezvous for several nodes. "
+                                                  "Default: none (one node: a standalone rendezvous on a free "
+                                                  "local port).")),
+    ("master_addr", Optional[str], typer.Option(None, help="Static rendezvous address (with --node-rank). Default: "
+                                                "none; 127.0.0.1 where only --master-port is given.")),
+    ("master_port", Optional[int], typer.Option(None, help="Static rendezvous port. Default: none; 29500 where only "
+                                                "--master-addr is given.")),
 )
 
 

@@ -152,3 +152,16 @@ def test_help_shows_flags_without_a_type(capsys, monkeypatch, argv):
         assert rows["--steps"].startswith("<str> Steps A <= step < B")
     if argv == []:
         assert rows["--version"] == "Print commscope's version and exit."
+
+
+def test_every_run_option_that_takes_a_value_says_its_default(capsys, monkeypatch):
+    """README: `commscope run --help` gives every option and its default. A flag is off unless given and
+    `--inject` is repeatable (none by default); every option that takes a value names its default."""
+    monkeypatch.setenv("COLUMNS", "400")
+    monkeypatch.setenv("TERM", "dumb")
+    code, out, _err = run_main(capsys, "run", "--help")
+    assert code == 0
+    rows = _option_rows(out)
+    takes_value = {k: v for k, v in rows.items() if v.startswith("<") and k != "--inject"}
+    assert {"--master-addr", "--master-port", "--node-rank", "--rdzv-endpoint", "--nproc"} <= set(takes_value)
+    assert [k for k, v in takes_value.items() if "default" not in v.lower()] == []
