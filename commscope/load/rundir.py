@@ -19,17 +19,33 @@ from commscope.load.evidence import read_fault_evidence
 from commscope.load import limits
 from commscope.load.engine import map_files
 from commscope.load.events import EventColumns, read_rank
-from commscope.load.files import is_regular, read_json
+from commscope.load.files import is_regular, is_trace_file, read_json
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import check_doc, rank_dirs
-from commscope.rundir.schema import RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, WATCHDOG
+from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER, STATUS, SUMMARY,
+                                     WATCHDOG)
 from commscope.util.ranges import int_ranges
 
 # Regions that are computation unless their record says otherwise (`compute`); containers (optimizer,
 # opt.phase*) also hold communication waits.
 _COMPUTE_NAMES = ("forward", "backward")
 _COMPUTE_PREFIXES = ("update:", "compute:")
+
+
+def _stray_traces(path: str) -> list[str]:
+    """A problem line for each profiler trace put at the top of a run directory: the loader reads a run's
+    traces from rank<N>/trace.json.gz only, and leaving one out unsaid would look like it was read."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return []
+    # by name, nothing opened: a gzip JSON or a name with "trace" in it (torch.profiler's *.pt.trace.json);
+    # the run's own documents and a user's notes (hparams.json) are not traces
+    return [f"{os.path.join(path, n)}: not read (a run directory's profiler traces are rank<N>/{KINETO_TRACE}; "
+            f"a folder holding only traces is read as Kineto traces)"
+            for n in names if is_trace_file(n) and n not in (SUMMARY, CONFIG, RUN_MARKER)
+            and (n.endswith(".gz") or "trace" in n.lower())]
 
 
 def _optional_json(path: str, name: str) -> dict | None:
@@ -102,7 +118,7 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
         raise UserError(f"{path} is a run directory without rank*/ folders: nothing was recorded")
     if max(dirs) >= max_ws:  # before anything is sized by it: an empty rank99999999999/ allocates nothing
         raise limits.WORLD_SIZE.refuse(f"{path}: rank folder rank{max(dirs)} is beyond the largest world size")
-    problems: list[str] = []
+    problems: list[str] = _stray_traces(path)
     events = EventColumns()
     metas: dict[int, dict] = {}
     statuses: dict[int, dict] = {}

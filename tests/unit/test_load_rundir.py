@@ -280,3 +280,17 @@ def test_a_number_past_a_double_leaves_its_record_out_and_no_json_stays_refused(
             f.write(b"\n".join(lines[:i] + [huge.replace(b"1.5e400", literal)] + lines[i + 1:]))
         with pytest.raises(UserError, match=f"line {i + 1} is not valid JSON"):
             load_path(d)
+
+
+def test_a_profiler_trace_at_the_top_of_a_run_is_said_not_read(tmp_path):
+    """The run's traces are rank<N>/trace.json.gz: one dropped beside the rank folders is not read, and a
+    problem line says so; the run's own documents and a user's notes raise none."""
+    d = make_run(str(tmp_path / "r"))
+    for name in ("worker0.pt.trace.json", "rank1.json.gz", "hparams.json"):
+        open(os.path.join(d, name), "w").write("{}")
+    tr = load_path(d)
+    said = [p for p in tr.problems if "not read" in p]
+    assert said == [f"{os.path.join(d, n)}: not read (a run directory's profiler traces are rank<N>/trace.json.gz; "
+                    "a folder holding only traces is read as Kineto traces)" for n in ("rank1.json.gz",
+                                                                                      "worker0.pt.trace.json")]
+    assert len(tr.collectives) == 6
