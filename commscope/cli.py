@@ -259,10 +259,20 @@ def _run(argv: list[str] | None) -> None:
         sys.exit(128 + e.signum)
 
 
+_HELP = {"--help", "-h", "--version"}  # asking how to call commscope needs no limit
+
+
 def _dispatch(argv: list[str] | None) -> None:
+    args = sys.argv[1:] if argv is None else argv
     try:
+        if not _HELP & set(args):
+            # a malformed COMMSCOPE_MAX_* is refused before any input is read, on every command: each limit
+            # is read only where an input needs it, and compare reads summaries before any load
+            from commscope.load.limits import check_environment
+
+            check_environment()
         # standalone_mode=False lets usage errors reach us instead of click printing its usage box.
-        rc = _app_for(sys.argv[1:] if argv is None else argv)(args=argv, standalone_mode=False)
+        rc = _app_for(args)(args=argv, standalone_mode=False)
     except UserError as e:
         _fail(str(e))
     except _UsageError as e:
@@ -279,7 +289,7 @@ def _dispatch(argv: list[str] | None) -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except MemoryError:  # the command's own objects are freed by now: one line, not a traceback
-        cmd = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), "")
+        cmd = next((a for a in args if not a.startswith("-")), "")
         _fail(f"out of memory while running commscope {cmd}; free memory or give it fewer or smaller inputs")
     except (KeyboardInterrupt, typer.Abort):
         _say("commscope: aborted")

@@ -147,3 +147,16 @@ def test_kineto_files_are_parsed_under_the_budget(monkeypatch):
     assert [sorted(p) for p in tight] == [sorted(p) for p in free]
     for a, b in zip(free, tight):
         assert all(a[k].equals(b[k]) for k in a if hasattr(a[k], "equals"))
+
+
+@pytest.mark.parametrize("argv", [["compare", "RUN", "RUN"], ["report", "RUN", "--json", "--no-hta"], ["doctor", "RUN"]])
+def test_every_command_refuses_a_malformed_limit_before_reading(monkeypatch, argv):
+    """compare reads the runs' summaries before loading them: the limit is still checked first, in one line,
+    and help stays available with the variable set wrong."""
+    from bad_inputs import invoke
+
+    monkeypatch.setenv("COMMSCOPE_MAX_EVENTS", "abc")
+    code, out, err = invoke([str(DATA / "cpurun-hooks-gloo2") if a == "RUN" else a for a in argv])
+    assert (code, out, err) == (2, "", "commscope: error: COMMSCOPE_MAX_EVENTS='abc' is not a whole number\n")
+    code, out, _ = invoke([argv[0], "--help"])
+    assert code == 0 and "Usage" in out
