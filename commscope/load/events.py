@@ -103,20 +103,42 @@ _GROUP, _SEQ = _INDEX["collective"]["group"], _INDEX["collective"]["seq"]
 
 def _decode(line: bytes) -> Any:
     """A typed Struct when msgspec accepts the line as one of our kinds, else the plain JSON value (raises
-    orjson's error for a line that is not JSON: iter_jsonl's torn or corrupt line). A number JSON's grammar
-    allows but a double cannot hold (1.5e400) is infinite, so its record is left out as a number that is
-    not finite, as 1e23 ns is as out of range, instead of the whole run refused as corrupt."""
+    orjson's error for a line that is not JSON: iter_jsonl's torn or corrupt line). A line that is JSON but
+    holds a number no double can hold (1.5e400) is an `_Overflow`: read_rank leaves that record out, as it
+    does any record with a value out of range, where the file stays readable."""
     try:
         return _DECODER.decode(line)
     except msgspec.DecodeError:
         try:
             return orjson.loads(line)
-        except orjson.JSONDecodeError:
-            try:  # the stdlib reads 1.5e400 as inf; NaN / Infinity are no JSON and stay refused
-                return json.loads(line, parse_constant=_no_constant)
-            except (ValueError, RecursionError):
-                pass
-            raise
+        except orjson.JSONDecodeError as e:
+            if "number is infinity" not in str(e):
+                raise
+            over = _overflow(line)
+            if over is None:
+                raise
+            return over
+
+
+class _Overflow:
+    """An events.jsonl line that is a JSON object but holds a number beyond a double's range."""
+
+    def __init__(self, kind: Any, fields: list[str]):
+        self.kind, self.fields = kind, fields
+
+
+def _overflow(line: bytes) -> _Overflow | None:
+    """The `_Overflow` of `line`, or None where it is no JSON object on its own terms: strict UTF-8 without
+    lone surrogates (orjson's rules, which the stdlib reader is looser about) and no NaN / Infinity."""
+    try:
+        value = json.loads(line.decode("utf-8"), parse_constant=_no_constant)
+        orjson.dumps(value)  # refuses the lone surrogates ("\ud800") that orjson.loads would have refused
+    except (ValueError, RecursionError, orjson.JSONEncodeError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    infinite = [k for k, v in value.items() if isinstance(v, float) and math.isinf(v)]
+    return _Overflow(value.get("kind"), infinite)
 
 
 def _no_constant(name: str) -> Any:
@@ -242,6 +264,11 @@ def read_rank(path: str, rank: int, label: str) -> dict:
             read += 1
             if read > cap:
                 raise limits.EVENTS.refuse(f"{path}: too many events.jsonl records in this run")
+            if type(rec) is _Overflow:
+                if type(rec.kind) is str and rec.kind in _KINDS:  # another kind is not ours to judge
+                    _count(causes, (rec.kind, "a number beyond a double's range"), lineno,
+                           ", ".join(f"{f}=inf" for f in rec.fields) or "inside a nested value")
+                continue
             kind = _KIND_OF.get(type(rec))
             row = _fast(rec, kind, rank) if kind is not None else None
             try:

@@ -274,11 +274,22 @@ def test_a_number_past_a_double_leaves_its_record_out_and_no_json_stays_refused(
         f.write(b"\n".join(lines[:i] + [huge] + lines[i + 1:]))
     tr = load_path(d)
     assert len(tr.collectives) == 5 and tr.ranks == [0, 1]
-    assert any(f"line {i + 1}: end_ns=inf" in p for p in tr.problems)
-    for literal in (b"NaN", b"Infinity"):
+    assert f"rank 1: events.jsonl: ignored 1 collective record: a number beyond a double's range (line {i + 1}: " \
+           "end_ns=inf)" in tr.problems
+    # in a field that is no time (the stream), the record is left out all the same, never kept as inf
+    other = json.dumps({**rec, "stream": 0}).replace('"stream": 0', '"stream": -1.5e400').encode()
+    with open(path, "wb") as f:
+        f.write(b"\n".join(lines[:i] + [other] + lines[i + 1:]))
+    tr = load_path(d)
+    assert len(tr.collectives) == 5 and any(f"line {i + 1}: stream=inf" in p for p in tr.problems)
+    # what orjson refuses stays refused, however the number reads: no JSON constants, no broken UTF-8
+    for bad, why in ((huge.replace(b"1.5e400", b"NaN"), "not valid JSON"),
+                     (huge.replace(b"1.5e400", b"Infinity"), "not valid JSON"),
+                     (huge.replace(b'"float32"', b'"\\ud800"'), "not valid JSON"),
+                     (huge.replace(b'"float32"', b'"\xed\xa0\x80"'), "not UTF-8")):
         with open(path, "wb") as f:
-            f.write(b"\n".join(lines[:i] + [huge.replace(b"1.5e400", literal)] + lines[i + 1:]))
-        with pytest.raises(UserError, match=f"line {i + 1} is not valid JSON"):
+            f.write(b"\n".join(lines[:i] + [bad] + lines[i + 1:]))
+        with pytest.raises(UserError, match=f"line {i + 1} is {why}"):
             load_path(d)
 
 
