@@ -31,6 +31,7 @@ import msgspec
 
 from commscope.errors import UserError
 from commscope.util.atomic import TRACE_PRODUCER
+from commscope.util.text import printable
 from commscope.load.files import decode_json
 from commscope.load.kineto_values import MAX_SHAPE_BYTES, is_int, is_num
 from commscope.load.stack_labels import PY_CAT, user_frame
@@ -82,7 +83,8 @@ class NotATrace(UserError):
 
     def __init__(self, path: str, what: str):
         super().__init__(f"{path} {what}")
-        self.skip_line = f"{path}: {what.removeprefix('is ')}; skipped"
+        # a problem line reaches report --json: a file name's undecodable bytes as \xNN, not lone surrogates
+        self.skip_line = f"{printable(path)}: {what.removeprefix('is ')}; skipped"
 
 
 def read_events(path: str, raw: bytes, with_ops: bool) -> Events:

@@ -26,6 +26,7 @@ from commscope.rundir import check_doc, rank_dirs
 from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER, STATUS, SUMMARY,
                                      WATCHDOG)
 from commscope.util.ranges import int_ranges
+from commscope.util.text import printable
 
 # Regions that are computation unless their record says otherwise (`compute`); containers (optimizer,
 # opt.phase*) also hold communication waits.
@@ -34,18 +35,30 @@ _COMPUTE_PREFIXES = ("update:", "compute:")
 
 
 def _stray_traces(path: str) -> list[str]:
-    """A problem line for each profiler trace put at the top of a run directory: the loader reads a run's
-    traces from rank<N>/trace.json.gz only, and leaving one out unsaid would look like it was read."""
+    """A problem line for each entry of a run directory that looks like rank data but is not read: a
+    profiler trace at the top (the loader reads a run's traces from rank<N>/trace.json.gz only) and a
+    folder named like a rank that is none (`rank01/`, `rank1 copy/`). Left out unsaid, either would look read."""
     try:
-        names = sorted(os.listdir(path))
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
     except OSError:
         return []
-    # by name, nothing opened: a gzip JSON or a name with "trace" in it (torch.profiler's *.pt.trace.json);
-    # the run's own documents and a user's notes (hparams.json) are not traces
-    return [f"{os.path.join(path, n)}: not read (a run directory's profiler traces are rank<N>/{KINETO_TRACE}; "
-            f"a folder holding only traces is read as Kineto traces)"
-            for n in names if is_trace_file(n) and n not in (SUMMARY, CONFIG, RUN_MARKER)
-            and (n.endswith(".gz") or "trace" in n.lower())]
+    out = []
+    for e in entries:
+        name, at = e.name, printable(os.path.join(path, e.name))
+        try:
+            is_dir, is_file = e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)
+        except OSError:
+            continue
+        # by name, nothing opened: a gzip JSON or a name with "trace" in it (torch.profiler's *.pt.trace.json);
+        # the run's own documents and a user's notes (hparams.json) are not traces
+        if is_file and is_trace_file(name) and name not in (SUMMARY, CONFIG, RUN_MARKER) \
+                and (name.endswith(".gz") or "trace" in name.lower()):
+            out.append(f"{at}: not read (a run directory's profiler traces are rank<N>/{KINETO_TRACE}; "
+                       "a folder holding only traces is read as Kineto traces)")
+        elif is_dir and name.startswith("rank") and not RANK_DIR.match(name) and name[4:5].isdigit():
+            out.append(f"{at}/: not read as a rank (rank folders are rank<N>, N in decimal without leading "
+                       "zeros)")
+    return out
 
 
 def _optional_json(path: str, name: str) -> dict | None:

@@ -24,9 +24,10 @@ FLIGHT_RECORDER_DIR = "flight_recorder"  # NCCL Flight Recorder dumps (docs/faul
 FLIGHT_RECORDER_PREFIX = "rank_"  # FLIGHT_RECORDER_DIR/rank_<R>
 
 # RUN/rank<R>/
-# the rank in decimal without leading zeros, as the recorder writes it: a stray `rank01/` beside `rank1/` is
-# another folder, not a second rank 1 that would replace the first
-RANK_DIR = re.compile(r"^rank(0|[1-9]\d*)$")
+# the rank in ASCII decimal without leading zeros, as the recorder writes it, and nothing after it (`\Z`, not
+# `$`, which also matches before a final newline): a stray `rank01/` or `rank1\n/` beside `rank1/` is another
+# folder, not a second rank 1 that would replace the first
+RANK_DIR = re.compile(r"^rank(0|[1-9][0-9]*)\Z")
 META = "meta.json"  # written once at start, after clock alignment
 EVENTS = "events.jsonl"  # append-only records, one step at a time
 STATUS = "status.json"  # written when the rank ends

@@ -151,17 +151,26 @@ def test_torn_last_line_is_ignored(tmp_path):
     assert any("torn" in p for p in tr.problems)
 
 
-def test_zero_padded_rank_folders_are_not_ranks(tmp_path):
-    """A stray `rank01/` (empty) and `rank001/` (a copy of rank 1 with its events cut) beside `rank1/`: the
-    recorder writes ranks without leading zeros, so neither is a second rank 1 replacing the real one."""
+@pytest.mark.parametrize("order", [sorted, lambda names: sorted(names, reverse=True)])
+def test_zero_padded_rank_folders_are_not_ranks(tmp_path, monkeypatch, order):
+    """Stray folders beside `rank1/`: `rank01/` (empty), `rank001/` (a copy of rank 1 with its events cut),
+    `rank1` + newline, `rank1` + an Arabic-Indic zero. The recorder writes ranks in ASCII decimal without
+    leading zeros, so none is a second rank 1 (or a rank 10) replacing the real one, in either listing order;
+    each is said not read."""
     import shutil
 
     d = make_run(str(tmp_path / "r"))
     os.mkdir(os.path.join(d, "rank01"))
     shutil.copytree(os.path.join(d, "rank1"), os.path.join(d, "rank001"))
     open(os.path.join(d, "rank001", "events.jsonl"), "w").close()
+    for stray in ("rank1\n", "rank1\u0660"):
+        os.mkdir(os.path.join(d, stray))
+    listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda p=".": order(listdir(p)))
     tr = load_path(d)
-    assert tr.ranks == [0, 1] and tr.problems == [] and len(tr.collectives) == 6
+    assert tr.ranks == [0, 1] and len(tr.collectives) == 6
+    said = sorted(p for p in tr.problems if "not read as a rank" in p)
+    assert len(said) == 4 and tr.problems == [p for p in tr.problems if "not read as a rank" in p]
 
 
 def test_rank_without_events_is_a_problem_not_a_failure(tmp_path):
@@ -299,9 +308,15 @@ def test_a_profiler_trace_at_the_top_of_a_run_is_said_not_read(tmp_path):
     d = make_run(str(tmp_path / "r"))
     for name in ("worker0.pt.trace.json", "rank1.json.gz", "hparams.json"):
         open(os.path.join(d, name), "w").write("{}")
+    os.mkdir(os.path.join(d, "old.json.gz"))  # a folder, whatever its name: no trace
+    open(os.fsencode(os.path.join(d, "tr")) + b"\xffce.json.gz", "w").write("{}")  # a name that is no UTF-8
     tr = load_path(d)
     said = [p for p in tr.problems if "not read" in p]
     assert said == [f"{os.path.join(d, n)}: not read (a run directory's profiler traces are rank<N>/trace.json.gz; "
-                    "a folder holding only traces is read as Kineto traces)" for n in ("rank1.json.gz",
+                    "a folder holding only traces is read as Kineto traces)" for n in ("rank1.json.gz", "tr\\xffce.json.gz",
                                                                                       "worker0.pt.trace.json")]
     assert len(tr.collectives) == 6
+    doc = summarize(tr, with_hta=False)
+    import orjson
+
+    assert orjson.loads(orjson.dumps(doc))["problems"][:3] == said  # report --json can carry every line
