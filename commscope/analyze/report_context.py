@@ -39,7 +39,7 @@ from commscope.analyze.timeline_bars import TimelineBars, select_window, timelin
 # Up to this many ranks the page draws every rank's timeline rows and lists every rank in its per-rank
 # tables (8 ranks × 2 rows fill a screen); above, it summarizes the ranks. The bound is the page's weight:
 # every rank drawn costs ~50 kB of timeline and steps table at 40 steps, so a 16-rank page weighs about
-# 1.45 MB, within the 1.5 MB of the 2-rank page, where drawing 32 ranks weighs 2.3 MB against the 1.0 MB
+# 1.45 MB, within the 1.5 MB budget of the 2-rank page, where drawing 32 ranks weighs 2.3 MB against 1.0 MB
 # of the page that summarizes (tests/unit/test_report_scale.py weighs both sides of the bound).
 PAGE_ALL_RANKS = 16
 TOP_WAITING = 10  # ranks in the page's table of waiting caused, at scale

@@ -222,7 +222,8 @@ def comm_overlaps(trace: Trace, hta_rule: pd.DataFrame) -> dict[str, dict]:
 def _step_rows(br: pd.DataFrame, gaps: pd.DataFrame) -> list[dict]:
     """`report --json`'s `steps`: a row per (rank, step) of `br` (timeline.step_breakdown) with its
     gap_before_ms / start_delay_ms from `gaps` (step_gaps.step_gaps; null for a rank's first step). Built
-    column by column, as `placement.records`: at 256 ranks × 40 steps a conversion per cell dominated."""
+    column by column, as `placement.records`: at 256 ranks × 40 steps a conversion per cell would cost
+    ~100k calls of `rounded`."""
     if br.empty:
         return []
     keys = ["rank", "step", "step_ms", "compute_ms", "exposed_comm_ms", "idle_ms", "compute_pct", "exposed_comm_pct",

@@ -282,7 +282,8 @@ def _world_size(parts: list, ranks: list[int], path: str, problems: list[str]) -
         ws = declared.pop()
         bad = [r for r in ranks if r >= ws]
         if bad:
-            files = [os.path.basename(p["info"]["file"]) for p in parts if p["rank"] in bad]
+            outside = set(bad)
+            files = [os.path.basename(p["info"]["file"]) for p in parts if p["rank"] in outside]
             raise UserError(f"rank(s) {bad[:8]} outside world_size {ws} in {path} (from "
                             f"{', '.join(files[:4])}{' …' if len(files) > 4 else ''})")
         return ws, "distributedInfo"

@@ -2,9 +2,9 @@
 recording API's profile window.
 
 `A:B` means steps A ≤ step < B (Python's slice convention, as Trace.select_steps); `A` means just step A;
-`A:` and `:B` leave that end open; `:` selects nothing out, as no range. A closed range (`closed=True`, the profiler window, which is exported
-when its last step ends) needs both ends and a first step ≥ 0, and may also be given as a tuple
-`(first, stop)`. Errors are UserErrors naming the option, so every caller reports a bad range the same way.
+`A:` and `:B` leave that end open; `:` selects nothing out, as no range. A closed range (`closed=True`,
+the profiler window, which is exported when its last step ends) needs both ends and a first step ≥ 0, and
+may also be given as a tuple `(first, stop)`. Errors are UserErrors naming the option, so every caller reports a bad range the same way.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The timeline's comm rows grow with their lanes: 13 labels whose collectives run at the same time are
-13 lanes of at least reports.timeline.LANE_PX px each, in the plotly figure (≤ 32 ranks, and the
+13 lanes of at least reports.timeline.LANE_PX px each, in the plotly figure (≤ PAGE_ALL_RANKS ranks, and the
 representative ranks at scale) and in the rows report.js adds at scale (csRowSpan, run here in node where
 it is installed; tests/integration/test_report_browser_flows.py measures them in Chromium).
 

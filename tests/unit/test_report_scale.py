@@ -57,7 +57,7 @@ def test_at_the_threshold_every_rank_is_drawn(tmp_path):
 
 def test_the_page_keeps_its_weight_budget_on_both_sides_of_the_threshold(tmp_path):
     """The heaviest page that draws every rank (PAGE_ALL_RANKS ranks, 40 steps as bench_scale's jobs) and
-    the lightest that summarizes (one rank more) both stay within the 1.5 MB of the 2-rank page."""
+    the lightest that summarizes (one rank more) both stay within the 1.5 MB budget of the 2-rank page."""
     sizes = {}
     for n in (PAGE_ALL_RANKS, PAGE_ALL_RANKS + 1):
         tr = load_path(scale_job(tmp_path, ranks=n, straggler=5, steps=40)["job"])
