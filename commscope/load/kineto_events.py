@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 import msgspec
 
 from commscope.errors import UserError
-from commscope.util.atomic import TRACE_PRODUCER
+from commscope.util.atomic import exported_trace
 from commscope.util.text import printable
 from commscope.load.files import decode_json
 from commscope.load.kineto_values import MAX_SHAPE_BYTES, is_int, is_num
@@ -91,7 +91,7 @@ def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
     """Events of the trace whose bytes are `raw`; `with_ops` also fills `o_strides` / `o_types`."""
     # the typed decoder skips fields it does not read without checking their text: JSON is UTF-8, and a
     # file that is not is refused whole (isascii is a fast scan; only other text is decoded to check it)
-    if raw[:256].lstrip().startswith(TRACE_PRODUCER):  # `commscope export --perfetto` writes otherData first
+    if exported_trace(raw):  # `commscope export --perfetto`'s output: a whole job's trace, no rank's
         raise NotATrace(path, "is a trace commscope exported (export --perfetto), not a profiler's trace")
     if not raw.isascii():
         try:

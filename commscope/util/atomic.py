@@ -193,6 +193,14 @@ def own_trace(path: str | os.PathLike) -> bool:
     return tail is not None and _LEGACY_TRACE_TAIL.search(tail) is not None
 
 
+def exported_trace(doc: bytes) -> bool:
+    """Whether `doc`, a whole trace document in memory (inflated), is one commscope exported: its marker
+    first, or at its end for a trace of an older commscope (the same tests as `own_trace`, on bytes)."""
+    if doc[:HEAD_BYTES].lstrip().startswith(TRACE_PRODUCER):
+        return True
+    return doc.startswith(b'{"traceEvents":[') and _LEGACY_TRACE_TAIL.search(doc[-_TAIL_BYTES:]) is not None
+
+
 _TAIL_BYTES = 65536
 # How far an older commscope's gzip trace is inflated looking for its marker: the default per-file trace
 # limit (COMMSCOPE_MAX_TRACE_MB, 1 GiB). A constant here, so the file-writing utilities need nothing of

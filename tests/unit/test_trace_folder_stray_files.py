@@ -133,3 +133,19 @@ def test_a_trace_commscope_exported_is_skipped_in_a_folder_and_refused_alone(tmp
                      "trace; skipped" for n in ("merged.json", "merged.json.gz")]
     with pytest.raises(UserError, match="merged.json is a trace commscope exported"):
         load_path(os.path.join(d, "merged.json"), workers=1)
+
+
+def test_a_trace_an_older_commscope_exported_is_skipped_too(tmp_path):
+    """An older commscope wrote otherData last, after every event: recognised at the document's end, as
+    own_trace recognises it before replacing one, plain or gzip."""
+    import gzip
+
+    events = b",".join(b'{"ph":"X","name":"op %d","pid":0,"tid":1,"ts":%d.5,"dur":1.0}' % (i, i) for i in range(3000))
+    doc = (b'{"traceEvents":[' + events + b'],"displayTimeUnit":"ns","otherData":{"producer":"commscope",'
+           b'"t0_ns":12,"world_size":2,"source":"kineto","path":"x"}}')
+    d = _folder(tmp_path, {"old.json": doc, "old2.json.gz": gzip.compress(doc)})
+    tr = load_path(d, workers=1)
+    assert tr.ranks == [0, 1] and tr.world_size == 2 and len(tr.collectives) == 18
+    assert [p for p in tr.problems if "commscope exported" in p] == [
+        f"{os.path.join(d, n)}: a trace commscope exported (export --perfetto), not a profiler's trace; skipped"
+        for n in ("old.json", "old2.json.gz")]
