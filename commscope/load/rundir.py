@@ -34,7 +34,7 @@ _COMPUTE_NAMES = ("forward", "backward")
 _COMPUTE_PREFIXES = ("update:", "compute:")
 
 
-def _stray_traces(path: str) -> list[str]:
+def _unread_entries(path: str) -> list[str]:
     """A problem line for each entry of a run directory that looks like rank data but is not read: a
     profiler trace at the top (the loader reads a run's traces from rank<N>/trace.json.gz only) and a
     folder named like a rank that is none (`rank01/`, `rank1 copy/`). Left out unsaid, either would look read."""
@@ -131,7 +131,7 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
         raise UserError(f"{path} is a run directory without rank*/ folders: nothing was recorded")
     if max(dirs) >= max_ws:  # before anything is sized by it: an empty rank99999999999/ allocates nothing
         raise limits.WORLD_SIZE.refuse(f"{path}: rank folder rank{max(dirs)} is beyond the largest world size")
-    problems: list[str] = _stray_traces(path)
+    problems: list[str] = _unread_entries(path)
     events = EventColumns()
     metas: dict[int, dict] = {}
     statuses: dict[int, dict] = {}

@@ -185,20 +185,24 @@ def own_trace(path: str | os.PathLike) -> bool:
                 head = f.read(HEAD_BYTES)
         except (OSError, EOFError, zlib.error):
             return False
+    return _marked(head, lambda: _gzip_tail(path) if gz else _plain_tail(path))
+
+
+def exported_trace(doc: bytes) -> bool:
+    """Whether `doc`, a whole trace document in memory (inflated), is one commscope exported (`own_trace`'s
+    test, on bytes)."""
+    return _marked(doc[:HEAD_BYTES], lambda: doc[-_TAIL_BYTES:])
+
+
+def _marked(head: bytes, tail: Callable[[], bytes | None]) -> bool:
+    """Whether a trace whose first bytes are `head` carries commscope's marker: first, or (a trace of an
+    older commscope) in its last bytes, `tail()`, read only for a document that starts with its events."""
     if head.lstrip().startswith(TRACE_PRODUCER):
         return True
     if not head.startswith(b'{"traceEvents":['):
         return False
-    tail = _gzip_tail(path) if gz else _plain_tail(path)
-    return tail is not None and _LEGACY_TRACE_TAIL.search(tail) is not None
-
-
-def exported_trace(doc: bytes) -> bool:
-    """Whether `doc`, a whole trace document in memory (inflated), is one commscope exported: its marker
-    first, or at its end for a trace of an older commscope (the same tests as `own_trace`, on bytes)."""
-    if doc[:HEAD_BYTES].lstrip().startswith(TRACE_PRODUCER):
-        return True
-    return doc.startswith(b'{"traceEvents":[') and _LEGACY_TRACE_TAIL.search(doc[-_TAIL_BYTES:]) is not None
+    last = tail()
+    return last is not None and _LEGACY_TRACE_TAIL.search(last) is not None
 
 
 _TAIL_BYTES = 65536
