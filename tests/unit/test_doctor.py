@@ -587,12 +587,8 @@ def test_tuple_codes_number_tuples_as_factorizing_them_does(rows):
 def test_desync_evidence_names_where_each_launch_was_read(tmp_path, template, source):
     """A desync's evidence rows say where each launch comes from: a run directory's records ("events"), a
     profiler trace ("trace"), as the verdict's `sources` does."""
-    import importlib
+    from scale_jobs import gen_job
 
-    from paths import ROOT
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    gen_job = importlib.import_module("gen_job")
     truth = gen_job.generate(TESTS / "data" / template, tmp_path / "j", 4, steps=4, desync=1)
     d = diagnose_path(truth["job"])
     assert (d.verdict, d.culprit_ranks, d.sequence) == ("desync", [1], truth["desync"]["seq"])
