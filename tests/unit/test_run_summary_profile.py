@@ -67,12 +67,9 @@ def test_every_step_the_profilers_keeps_them_all():
 def test_the_next_command_quotes_a_path_a_shell_would_split():
     import shlex
 
-    from reports.run_terminal import print_run_verdict
-
     out = "/tmp/runs/prof ü [1]"
     con = Console(record=True, width=200)
     print_run_summary(con, summary(), out, step_stats(summary()))
-    print_run_verdict(con, out, RuntimeError("no verdict"))
     text = con.export_text()
     line = next(ln for ln in text.splitlines() if ln.startswith("next: "))
     assert shlex.split(line.removeprefix("next: ")) == ["commscope", "report", out]  # one argument, as given
