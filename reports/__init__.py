@@ -14,8 +14,7 @@ Naming:
   page's script at scale), `tables` (HTML tables from plain data), `static/` (the inlined plotly.js basic
   bundle, MIT, and the page's own script);
 - `perfetto`: the Chrome-JSON trace of `commscope export --perfetto`.
-"""
-from reports.page import render_html, write_report
-from reports.sections import SECTIONS, Section
 
-__all__ = ["render_html", "write_report", "SECTIONS", "Section"]
+The package itself imports nothing: a command that only prints (`reports.console`, a `*_terminal`
+module) does not pay for the page's modules and plotly.
+"""

@@ -264,13 +264,20 @@ def records(df: pd.DataFrame) -> list[dict]:
                         [None if x != x else int(x) for x in v.tolist()] if v.dtype.kind == "f" else
                         [None if pd.isna(x) else int(x) for x in v.tolist()])
         elif k == "bytes":
-            cols.append(v.tolist() if v.dtype.kind in "iu" else whole_floats(v.tolist()) if v.dtype.kind == "f"
-                        else [whole(x) for x in v.tolist()])
+            cols.append(v.tolist() if v.dtype.kind in "iu" else
+                        whole_floats(v.to_numpy(np.float64)) if v.dtype.kind == "f" else [whole(x) for x in v.tolist()])
         elif k.endswith("_ms"):
-            cols.append(rounded_floats(v.to_numpy(np.float64).tolist()))
+            cols.append(rounded_floats(v.to_numpy(np.float64)))
         elif k == "overlapped":
             cols.append(v.tolist())
         else:  # group, label, phase, op, start_basis, backward_end_source: a string or null
-            cols.append([None if x is None or x is pd.NA or (isinstance(x, float) and np.isnan(x)) else str(x)
-                         for x in v.tolist()])
+            cols.append(_strings(v))
     return [dict(zip(keys, row)) for row in zip(*cols)]
+
+
+def _strings(v: pd.Series) -> list:
+    """A column as str or None (None, NaN, pd.NA): each distinct value converted once (a column holds a
+    few dozen distinct labels or ops over ~10⁵ rows at 64 ranks)."""
+    codes, uniques = pd.factorize(v, use_na_sentinel=True)
+    table = np.array([str(u) for u in uniques] + [None], dtype=object)  # code -1 (missing) → the last: None
+    return table[codes].tolist()

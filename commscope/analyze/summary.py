@@ -233,11 +233,11 @@ def _step_rows(br: pd.DataFrame, gaps: pd.DataFrame) -> list[dict]:
     g = g.reindex(at)  # rows of br without a gap (a rank's first step): NaN
 
     def ms(v: Any) -> list:
-        return rounded_floats((np.asarray(v, dtype=np.float64) / 1e6).tolist())
+        return rounded_floats(np.asarray(v, dtype=np.float64) / 1e6)
 
     cols = [br["rank"].to_numpy(np.int64).tolist(), br["step"].to_numpy(np.int64).tolist(),
             ms(br["step_ns"]), ms(br["compute_ns"]), ms(br["exposed_comm_ns"]), ms(br["idle_ns"]),
-            *(rounded_floats(br[c].to_numpy(np.float64).tolist(), 2)
+            *(rounded_floats(br[c].to_numpy(np.float64), 2)
               for c in ("compute_pct", "exposed_comm_pct", "idle_pct")),
             ms(g["gap_ns"]), ms(g["start_delay_ns"])]
     return [dict(zip(keys, row)) for row in zip(*cols)]

@@ -212,3 +212,26 @@ def test_rounded_floats_and_whole_floats_are_rounded_and_whole_of_each_value(xs)
     wf = whole_floats(xs + [4e30, 77266944.0, 2.0 ** 63, 3.00001])
     assert wf == [whole(x) for x in xs + [4e30, 77266944.0, 2.0 ** 63, 3.00001]]
     assert [type(v) for v in wf] == [type(whole(x)) for x in xs + [4e30, 77266944.0, 2.0 ** 63, 3.00001]]
+
+
+def test_rounded_floats_equal_pythons_round_bit_for_bit_near_halves_and_at_the_fast_paths_bounds():
+    """rounded_floats rounds in numpy where it can prove the result is Python's: values a hair either side
+    of a half at 4 and 2 decimals, exact ties, the 2**31 bound of the fast path, signed zeros, subnormals."""
+    import struct
+
+    import numpy as np
+
+    from commscope.util.num import rounded, rounded_floats
+
+    rng = np.random.default_rng(7)
+    k = rng.integers(-10 ** 9, 10 ** 9, 20000)
+    near = np.concatenate([(k + h) / 1e4 for h in (0.5, 0.5 - 1e-9, 0.5 + 1e-9, 0.49999, 0.50001)]
+                          + [(k[:2000] + 0.5) / 1e2, k[:2000] / 2.0 ** 12])
+    edges = np.array([2.0 ** 31 / 1e4 - 1e-5, 2.0 ** 31 / 1e4 + 1e-5, 0.03125, -0.03125, -0.0, 0.0, -1e-9,
+                      5e-324, -5e-324, 1e308, -1e308, 2.675, 214748.36475, np.nan, np.inf, -np.inf])
+    xs = np.concatenate([near, edges, rng.uniform(-1e6, 1e6, 20000), rng.uniform(-1e15, 1e15, 5000)])
+    bits = lambda v: None if v is None else struct.pack("d", v)  # noqa: E731 - -0.0 and 0.0 differ here
+    for nd in (4, 2, 0):
+        got = rounded_floats(xs, nd)
+        assert all(type(v) in (float, type(None)) for v in got)
+        assert [bits(v) for v in got] == [bits(rounded(float(x), nd)) for x in xs]
