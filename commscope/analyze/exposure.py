@@ -33,7 +33,7 @@ directory's `"label": null`, takes labels.NO_LABEL: every per-label figure count
   the eight give 286). `bandwidth_withheld` says which labels lost their bandwidth so, and why.
 - `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
   the op and group size n: all_reduce 2(n−1)/n; reduce_scatter, all_gather, all_to_all (n−1)/n; else 1.
-  NaN (unknown) where n is unknown, and where n = 1 (bus_factor).
+  NaN (unknown) where n is unknown, and where n = 1 (bus_factors).
 - Queueing (`queue_split`): a process group runs its collectives one after another in launch order, so
   part of a collective's exposed time can be spent waiting for *earlier* collectives of the same group on
   the same rank to finish. `queued_ns` is the part of its exposed spans during which an earlier one
@@ -59,17 +59,19 @@ from commscope.analyze.skew import complete_rows, ranks_present
 from commscope.load.frames import Trace, origin_ns, rel
 
 
-def bus_factor(op: str, n: float) -> float:
-    """nccl-tests' bus bandwidth factor of `op` in a group of `n` ranks; NaN where `n` is unknown, and at
-    n = 1, where no byte crosses between ranks (nccl-tests' factors give 0 for all_reduce and the like, 1
-    for broadcast: a number that reads as a link's speed without any link in use)."""
-    if not n or n != n or n <= 1:
-        return np.nan
-    if op == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if op in ("reduce_scatter", "all_gather", "all_to_all"):
-        return (n - 1) / n
-    return 1.0
+def bus_factors(op: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Per collective, nccl-tests' bus bandwidth factor of its `op` in a group of `n` ranks: 2(n-1)/n for
+    all_reduce, (n-1)/n for reduce_scatter, all_gather and all_to_all, 1 for the rest; NaN where `n` is
+    unknown, and at n = 1, where no byte crosses between ranks (nccl-tests' factors give 0 for all_reduce
+    and the like, 1 for broadcast: a number that reads as a link's speed without any link in use).
+    Vectorized: ~10⁶ collectives at 1024 ranks."""
+    op = np.asarray(op, dtype=object)
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(op == "all_reduce", 2.0 * (n - 1) / n,
+                       np.where(np.isin(op, ["reduce_scatter", "all_gather", "all_to_all"]), (n - 1) / n, 1.0))
+    out[~(n > 1)] = np.nan  # NaN compares False
+    return out
 
 
 def _compute_sets_rel(trace: Trace, o: int) -> dict[int, iv.Intervals]:
@@ -344,8 +346,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None,
     c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min").where(c["group_complete"])
     with np.errstate(invalid="ignore", divide="ignore"):
         c["algbw_gbps"] = np.where(c["transfer_ns"] > 0, c["bytes"].astype(np.float64) / c["transfer_ns"], np.nan)
-    factors = np.array([bus_factor(o_, n) for o_, n in zip(c["op"], c["group_size"].astype(np.float64))])
-    c["busbw_gbps"] = c["algbw_gbps"] * factors
+    c["busbw_gbps"] = c["algbw_gbps"] * bus_factors(c["op"].to_numpy(object), c["group_size"].astype(np.float64))
     return c
 
 

@@ -60,9 +60,13 @@ def test_kineto_group_size_fallbacks():
 
 
 def test_busbw_is_null_in_a_group_of_one():
-    assert math.isnan(exposure.bus_factor("all_reduce", 1)) and math.isnan(exposure.bus_factor("broadcast", 1))
-    assert math.isnan(exposure.bus_factor("all_reduce", np.nan))
-    assert exposure.bus_factor("all_reduce", 2) == 1.0 and exposure.bus_factor("all_gather", 4) == 0.75
+    f = exposure.bus_factors(
+        np.array(["all_reduce", "broadcast", "all_reduce", "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                  "broadcast", np.nan, None, "all_reduce", "all_reduce"], dtype=object),
+        np.array([1, 1, np.nan, 2, 4, 8, 3, 5, 4, 4, 0, 7], dtype=np.float64))
+    assert np.isnan(f[:3]).all() and np.isnan(f[10])  # n = 1, unknown n, n = 0: no bus factor
+    assert f[3:10].tolist() == [1.0, 0.75, 7 / 8, 2 / 3, 1.0, 1.0, 1.0]  # an unknown op counts as 1, like broadcast
+    assert f[11] == 2.0 * 6 / 7  # the same float as nccl-tests' 2(n-1)/n computed in Python
     labels = summarize(load_path(str(DATA / "layout_h200" / "standard")), with_hta=False)["labels"]
     assert labels["mlp"]["algbw_gbps"] == 16.7 and labels["mlp"]["busbw_gbps"] is None
     assert all(v["busbw_gbps"] is None for v in labels.values())
