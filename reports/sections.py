@@ -91,7 +91,9 @@ def render_timeline(ctx: ReportContext) -> str:
             'with each collective coloured by label, split into lanes where collectives overlap; <b>hatched with a '
             'black outline</b>: the exposed part, which compute does not hide. Diamonds: gradient-hook firings. '
             'Yellow bands: time between two steps. The legend entry "one call across ranks" links each collective '
-            'call across ranks. Drag to zoom, double-click to reset; <code>--steps A:B</code> draws other steps.</p>')
+            'call across ranks. A collective\'s hover gives its launch to start time, "–" where the input does '
+            'not record the launch or the execution start (a run timed on the CPU: its bars start at the launch). '
+            'Drag to zoom, double-click to reset; <code>--steps A:B</code> draws other steps.</p>')
     from reports.page import figure_html
 
     plot = figure_html(fig, "timeline-plot", {"displaylogo": False, "responsive": True, "scrollZoom": True})

@@ -45,14 +45,15 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 ROW_H = 22        # px per row (a comm row: per row it spans, comm_row_span)
 LANE_PX = 8       # px of a comm row's bar thickness per lane, at least (the bar itself: 90 % of it)
 COMM_ROW_MAX_PX = 320  # a comm row's lanes grow to this thickness (40 lanes of LANE_PX), then get thinner
-# customdata: rank, step, seq, bytes, running ms, exposed ms, launch → start ms. The last is the host's
-# launch to the collective's start, named apart from the labels table's "Queued" (exposed time spent behind
-# earlier collectives of its group: analyze.exposure.queue_split), a different quantity.
-# The step is said in the text ("step 5", or "outside every step" for step −1), the one field that is words;
-# the bytes in the hovertext, in the page's one byte format (reports.tables.byte_size).
+# customdata: rank, step, seq, bytes, running ms, exposed ms. The step is said in the text ("step 5", or
+# "outside every step" for step −1); the hovertext holds the bytes, in the page's one byte format
+# (reports.tables.byte_size), then the host's launch to the collective's start (launch_to_start), named
+# apart from the labels table's "Queued" (exposed time spent behind earlier collectives of its group:
+# analyze.exposure.queue_split), a different quantity. It is text, not a number, because it is often
+# unknown: a run directory timed on the CPU records no execution start, and its bar starts at the launch.
 COLL_HOVER = ("<b>LABEL</b> · %{text} · seq %{customdata[2]}"
-              "<br>%{hovertext}<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms"
-              "<br>launch to start %{customdata[6]:.3f} ms<extra></extra>")
+              "<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms<br>%{hovertext}<extra></extra>")
+L2S_UNKNOWN = "launch to start –"  # the page's mark of an unknown; the timeline caption says why
 BAR = 0.72        # bar thickness, in rows
 # the exposed overlay: transparent fill, black outline and hatch
 EXPOSED_MARKER = dict(color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=1.5),
@@ -74,6 +75,14 @@ def step_text(step: Any) -> str:
 
 def ms(v: float) -> str:
     return f"{v:.3f} ms"
+
+
+def launch_to_start(launch_ns: float, start_ns: float) -> str:
+    """The hover's launch → start line; L2S_UNKNOWN where either end is not recorded (NaN). A start before
+    the launch (clocks of two threads) reads as 0."""
+    if np.isnan(launch_ns) or np.isnan(start_ns):
+        return L2S_UNKNOWN
+    return f"launch to start {ms(max(start_ns - launch_ns, 0.0) / 1e6)}"
 
 
 def _kernel_text(names: list[tuple[str, int, float]], n: int) -> str:
@@ -203,13 +212,14 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
                 continue
             lab = str(r.label)
             y = yc - bar / 2 + lane_h * (rb.lanes[j] + 0.5)
-            start, end, launch = rb.start[j], rb.end[j], rb.launch[j]
-            queued = start - launch if not np.isnan(launch) and launch < start else 0.0
+            start, end = rb.start[j], rb.end[j]
             phase = "" if r.phase is None or pd.isna(r.phase) else f" · {r.phase}"
             per_label.setdefault(lab, _Bars()).add(
                 start, end, y, lane_h * 0.9, f"{r.op}{phase} · group {r.group}<br>rank {rb.rank} · {step_text(r.step)}",
                 (rb.rank, r.step, r.seq, np.nan if pd.isna(r.bytes) else float(r.bytes), (end - start) / 1e6,
-                 rb.exposed_ns[j] / 1e6, queued / 1e6), byte_size(r.bytes if not pd.isna(r.bytes) else None))
+                 rb.exposed_ns[j] / 1e6),
+                byte_size(r.bytes if not pd.isna(r.bytes) else None) + "<br>"
+                + launch_to_start(rb.launch[j], rb.measured_start[j]))
             for a, b in rb.exposed[j]:
                 exposed.add(a, b, y, lane_h * 0.9)
         for h, t in zip(rb.hooks.itertuples(index=False), rb.hook_t):

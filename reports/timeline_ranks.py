@@ -16,7 +16,7 @@ rank's (`n`: how many a rank has):
 - `lanes`: per rank, the lanes of its comm row;
 - `compute`: merged blocks row by row (`row`: the stream), `k` kernels each, `nn` names kept per block
   (`name`, `nk` kernels, `nd` busy time), long kernel names shortened as the figure's hover does;
-- `coll`: the drawn collectives: `q` queued time (launch → start), `label`, `lane`, `step`, `seq`,
+- `coll`: the drawn collectives: `q` launch → start (null where either is not recorded), `label`, `lane`, `step`, `seq`,
   `bytes` (null: unknown), `op`, `phase`, `group`, `ne` exposed spans each (`es`: from the bar's start
   for the first, from the previous span's end for the others; `ed` long; spans shorter than a unit are
   left out, as they add nothing at this resolution);
@@ -38,7 +38,7 @@ import pandas as pd
 from commscope.analyze.layout_report import short_kernel
 from commscope.analyze.timeline_bars import TimelineBars
 from reports.timeline import (BAR, COLL_HOVER, COMM_ROW_MAX_PX, COMPUTE_COLOR, EXPOSED_MARKER, FLOW_LINE, FLOW_NAME,
-                              HOOK_MARKER, LANE_PX, ROW_H, label_colors)
+                              HOOK_MARKER, L2S_UNKNOWN, LANE_PX, ROW_H, label_colors)
 
 UNIT_NS = 1000
 
@@ -112,12 +112,13 @@ def rank_rows(bars: TimelineBars) -> dict:
         comp["s"] += _delta(np.concatenate(starts)) if starts else []
         drawn = np.flatnonzero(rb.drawn)
         s, e = _units(rb.start[drawn]), _units(rb.end[drawn])
-        launch, start = rb.launch[drawn], rb.start[drawn]
-        queued = np.where(~np.isnan(launch) & (launch < start), start - np.nan_to_num(launch), 0.0)
+        launch, start = rb.launch[drawn], rb.measured_start[drawn]
+        known = ~(np.isnan(launch) | np.isnan(start))  # else the hover says L2S_UNKNOWN (timeline.launch_to_start)
+        queued = np.where(known, np.maximum(np.nan_to_num(start) - np.nan_to_num(launch), 0.0), 0.0)
         coll["n"].append(len(drawn))
         coll["s"] += _delta(s)
         coll["d"] += (e - s).tolist()
-        coll["q"] += _units(queued).tolist()
+        coll["q"] += [q if k else None for q, k in zip(_units(queued).tolist(), known.tolist())]
         coll["lane"] += rb.lanes[drawn].astype(np.int64).tolist()
         if len(drawn):
             for k in cols:
@@ -169,5 +170,5 @@ def style(bars: TimelineBars, cpu_threads: bool = False) -> dict:
     and whether compute rows are CPU threads (named as timeline.compute_row_name names them); `lane_px` and
     `comm_row_max_px` size a comm row by its lanes as timeline.comm_row_span does."""
     return {"row_h": ROW_H, "bar": BAR, "lane_px": LANE_PX, "comm_row_max_px": COMM_ROW_MAX_PX, "compute_color": COMPUTE_COLOR, "exposed_marker": EXPOSED_MARKER,
-            "hook_marker": HOOK_MARKER, "colors": label_colors(bars.labels), "coll_hover": COLL_HOVER,
+            "hook_marker": HOOK_MARKER, "colors": label_colors(bars.labels), "coll_hover": COLL_HOVER, "l2s_unknown": L2S_UNKNOWN,
             "flow_name": FLOW_NAME, "flow_line": FLOW_LINE, "cpu_threads": cpu_threads}

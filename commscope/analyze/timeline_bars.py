@@ -121,8 +121,9 @@ class RankBars:
     compute: list[ComputeRow]                            # one row per stream, by stream
     coll: pd.DataFrame                                   # the rank's collectives in the window
     launch: np.ndarray
-    start: np.ndarray
+    start: np.ndarray                                    # the bar's start: the execution start, else the launch
     end: np.ndarray
+    measured_start: np.ndarray                           # the execution start where recorded, else NaN
     drawn: np.ndarray                                    # start and end known: the collective has a bar
     lanes: np.ndarray                                    # lane of each bar (0 for rows without one)
     n_lanes: int
@@ -216,7 +217,9 @@ def _rank_bars(rank: int, rows: list[ComputeRow], cc: pd.DataFrame, rh: pd.DataF
     if drawn.any():
         lanes[drawn] = assign_lanes(start[drawn], end[drawn])
     exposed = exposed_intervals(cc, comp_set, t0) if len(cc) else []
-    return RankBars(rank=rank, compute=rows, coll=cc, launch=launch, start=start, end=end, drawn=drawn,
+    measured = rel(cc["start_ns"], t0) if len(cc) else np.zeros(0)
+    return RankBars(rank=rank, compute=rows, coll=cc, launch=launch, start=start, end=end,
+                    measured_start=measured, drawn=drawn,
                     lanes=lanes, n_lanes=int(lanes.max()) + 1 if len(lanes) else 1, exposed=exposed,
                     exposed_ns=[sum(b - a for a, b in x) for x in exposed], hooks=rh,
                     hook_t=[int(t) - t0 for t in rh["t_ns"]] if len(rh) else [])

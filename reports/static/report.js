@@ -293,9 +293,10 @@ function csRankTraces(d, style, r, y0, known) {
     b.base.push(s * U); b.x.push(o.d[j] * U); b.y.push(y); b.width.push(laneH * 0.9);
     b.text.push(str[o.op[j]] + phase + " · group " + (o.group[j] < 0 ? "" : str[o.group[j]]) + "<br>rank " + r +
                 " · " + (o.step[j] === null || o.step[j] < 0 ? "outside every step" : "step " + o.step[j]));
-    b.hovertext.push(csBytes(o.bytes[j]));
-    b.customdata.push([r, o.step[j], o.seq[j], o.bytes[j] === null ? NaN : o.bytes[j], o.d[j] * U, exposed * U,
-                       o.q[j] * U]);
+    // the same lines as timeline.py's hovertext: bytes, then launch → start (null: not recorded)
+    b.hovertext.push(csBytes(o.bytes[j]) + "<br>" + (o.q[j] === null ? style.l2s_unknown
+                                                      : "launch to start " + (o.q[j] * U).toFixed(3) + " ms"));
+    b.customdata.push([r, o.step[j], o.seq[j], o.bytes[j] === null ? NaN : o.bytes[j], o.d[j] * U, exposed * U]);
   }
   Object.keys(per).sort().forEach(function (lab) {
     var b = per[lab];

@@ -182,9 +182,10 @@ def test_timeline_rows_and_lanes():
     # window = step 1 only: one bar per rank, in ms since window start (T + 1 ms), 0.2 ms long, hover anywhere
     assert list(attn.base) == pytest.approx([0.3, 0.3]) and list(attn.x) == pytest.approx([0.2, 0.2])
     assert attn.type == "bar" and attn.orientation == "h" and "%{customdata[5]:.3f}" in attn.hovertemplate
-    # customdata: rank, step, seq, bytes, running, exposed, queued; rank 0 launched 10 µs before the start
+    # customdata: rank, step, seq, bytes, running, exposed; rank 0 launched 10 µs before the start
     cd = np.asarray(attn.customdata)
-    assert cd[:, 0].tolist() == [0, 1] and cd[:, 6] == pytest.approx([0.01, 0.0]) and cd[:, 5] == pytest.approx([0.05, 0.05])
+    assert cd[:, 0].tolist() == [0, 1] and cd[:, 5] == pytest.approx([0.05, 0.05])
+    assert [t.split("<br>")[1] for t in attn.hovertext] == ["launch to start 0.010 ms", "launch to start 0.000 ms"]
     # scalars overlaps mlp: the comm row splits into two lanes, each half the row's bar thickness
     mlp, scalars = (next(t for t in fig.data if t.name == n) for n in ("mlp", "scalars"))
     assert set(np.asarray(mlp.width).round(4)) == {round(BAR * comm_row_span(2) / 2 * 0.9, 4)}

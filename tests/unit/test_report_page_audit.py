@@ -117,8 +117,34 @@ def test_every_label_column_is_defined_and_the_hover_names_launch_to_start_apart
                   "Calls per rank: the mean of each rank's calls"):
         assert words in html.replace("&#x27;", "'"), words
     # the hover's launch → start time is another quantity than the table's Queued
-    assert "queued" not in COLL_HOVER.lower() and "launch to start %{customdata[6]:.3f} ms" in COLL_HOVER
-    assert "<br>%{hovertext}<br>" in COLL_HOVER  # the bytes, as reports.tables.byte_size writes them
+    assert "queued" not in COLL_HOVER.lower() and "<br>%{hovertext}<extra>" in COLL_HOVER
+
+
+def test_the_hover_says_launch_to_start_is_not_recorded_where_the_execution_start_is_unknown(tmp_path):
+    """A run directory timed on the CPU records launches and ends, no execution start: its bars start at
+    the launch, and "launch to start 0.000 ms" would state an unknown as a zero. Both renderings (the page's
+    figure and the compact rows report.js draws at scale) say so; a Kineto trace's kernels say the time."""
+    from reports.timeline import L2S_UNKNOWN, launch_to_start, timeline_figure
+    from reports.timeline_ranks import rank_rows
+
+    assert launch_to_start(1e6, 3.5e6) == "launch to start 2.500 ms" and launch_to_start(3e6, 1e6).endswith(" 0.000 ms")
+    assert launch_to_start(np.nan, 1e6) == launch_to_start(1e6, np.nan) == L2S_UNKNOWN
+    for path, known in ((DATA / "cpurun-hooks-gloo2", False), (DATA / "modded-nanogpt-8xh100", True)):
+        tr = load_path(str(path))
+        bars = report_context(tr, summarize(tr, with_hta=False), with_layout=False).timeline
+        texts = [t for tr_ in timeline_figure(bars).data if tr_.hovertemplate and "running" in tr_.hovertemplate
+                 for t in tr_.hovertext]
+        assert len(texts) > 20 and all(t.count("<br>") == 1 for t in texts)
+        q = rank_rows(bars)["coll"]["q"]
+        # unknown exactly where the launch or the execution start is missing (Kineto: kernels whose launch
+        # the trace does not hold, 189 of the fixture's 413)
+        unknown = sum(int((np.isnan(rb.launch) | np.isnan(rb.measured_start))[rb.drawn].sum()) for rb in bars.ranks)
+        assert len(q) == len(texts) and sum(v is None for v in q) == sum(L2S_UNKNOWN in t for t in texts) == unknown
+        if known:
+            assert 0 < unknown < len(q) / 2
+            assert max(float(t.split("launch to start ")[1].split(" ms")[0]) for t in texts if L2S_UNKNOWN not in t) > 0.01
+        else:
+            assert all(t.endswith(L2S_UNKNOWN) for t in texts) and set(q) == {None}
 
 
 def test_timeline_caption_names_the_drawn_steps_and_never_all_steps_alone(tmp_path):
