@@ -337,9 +337,17 @@ function csKeepRowPx(gd) {
   if (!fl || !want || !fl.yaxis || !fl.yaxis._length) return Promise.resolve();
   var r = fl.yaxis.range, need = Math.ceil(want * Math.abs(r[0] - r[1]) - fl.yaxis._length);
   if (need < 1) return Promise.resolve();
-  var height = fl.height + need;
+  // at least 2 px: autosize (csHeight) ignores a change of 1 px, and the figure would be asked again forever
+  return csHeight(gd, fl.height + Math.max(need, 2));
+}
+
+// Give the figure `height` px (and the layout changes of `update`) while its width keeps following the
+// page: plotly's relayout of `height` turns autosize off and pins the width where it is, so a window
+// narrowed or widened afterwards would leave the plot at its old width. The height goes on the div, and
+// autosize reads both sizes from the div.
+function csHeight(gd, height, update) {
   gd.style.height = height + "px";
-  return window.Plotly.relayout(gd, {height: height});
+  return window.Plotly.relayout(gd, Object.assign({autosize: true}, update || {}));
 }
 document.addEventListener("DOMContentLoaded", function () {
   var gd = document.getElementById("timeline-plot"), drawn = window.csDrawn && window.csDrawn["timeline-plot"];
@@ -418,7 +426,7 @@ window.csShowRank = function (r) {
       var d = all[0].index ? all[0] : csIndex(all[0]), style = all[1];
       var st = gd.csShown || (gd.csShown = {traces: 0, vals: gd.layout.yaxis.tickvals.slice(),
                                             ticks: gd.layout.yaxis.ticktext.slice(),
-                                            bottom: gd.layout.yaxis.range[0], height: gd.layout.height});
+                                            bottom: gd.layout.yaxis.range[0], height: gd._fullLayout.height});
       var added = st.traces, first = gd.data.length - added;
       var gone = added ? Plotly.deleteTraces(gd, Array.from({length: added}, function (_, k) { return first + k; })) : null;
       st.traces = 0;
@@ -455,10 +463,8 @@ window.csShowRank = function (r) {
           d.ranks.indexOf(r) < 0 ? "the job has no rank " + r + " (ranks " + d.ranks[0] + "–" +
           d.ranks[d.ranks.length - 1] + ")." : "rank " + r + " has no rows in these steps.";
       }).then(function () {
-        gd.style.height = height + "px";
         gd.dataset.shownRank = st.traces ? String(r) : "";
-        return Plotly.relayout(gd, {"yaxis.tickvals": vals, "yaxis.ticktext": ticks,
-                                    "yaxis.range": [bottom, -0.5], height: height});
+        return csHeight(gd, height, {"yaxis.tickvals": vals, "yaxis.ticktext": ticks, "yaxis.range": [bottom, -0.5]});
       }).then(function () { return csKeepRowPx(gd); }).then(function () {
         // the added rank's lane thickness as drawn, in px (the plot area's px per y unit): what the page
         // promises (reports/timeline.py LANE_PX), said where a test or a reader can check it

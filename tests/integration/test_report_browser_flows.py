@@ -104,3 +104,45 @@ def test_rank_in_the_address_is_chosen_drawn_and_keeps_readable_lanes(tmp_path):
     assert 'data-shown-rank=""' in dom and 'data-shown-lane-px="' not in dom.replace('data-shown-lane-px=""', "")
     said = re.search(r'<span id="rank-shown">([^<]*)</span>', dom).group(1)
     assert said == "#rank=abc is not a rank: give a whole number from 0 to 39 (#rank=0)."
+
+
+HARNESS = """<!doctype html><html><body style="margin:0">
+<iframe id="f" src="PAGE" style="width:1920px;height:900px;border:0"></iframe><pre id="out">pending</pre>
+<script>
+// Load the page at 1920 px with a rank chosen, then narrow its window to 800 px: the plot must follow.
+var f = document.getElementById("f"), narrowed = false;
+function sizes(gd) { return {plot: gd._fullLayout.width, box: gd.clientWidth, page: f.contentDocument.documentElement.scrollWidth}; }
+function poll() {
+  var d = f.contentDocument, gd = d && d.getElementById("timeline-plot");
+  if (!gd || !gd._fullLayout || gd.dataset.shownRank !== "RANK") return setTimeout(poll, 100);
+  if (narrowed) return;
+  narrowed = true;
+  var wide = sizes(gd);
+  f.style.width = "800px";
+  // headless Chromium under a virtual time budget may not deliver the frame's resize event itself
+  setTimeout(function () { f.contentWindow.dispatchEvent(new Event("resize")); }, 200);
+  setTimeout(function () { document.getElementById("out").textContent = JSON.stringify({wide: wide, narrow: sizes(gd)}); }, 2000);
+}
+poll();
+</script></body></html>"""
+
+
+def test_the_timeline_keeps_following_the_window_width_after_a_rank_is_chosen(tmp_path):
+    """plotly's relayout of a height pins the plot's width (autosize off): the page sets heights on the
+    figure's div and lets autosize read both sizes, so a window narrowed after a rank was chosen still
+    narrows the plot instead of leaving a 1600 px plot in a 752 px box."""
+    import json
+
+    job = scale_job(tmp_path, ranks=40, straggler=29)["job"]
+    page = tmp_path / "scale.html"
+    res = CliRunner().invoke(app, ["report", job, "-o", str(page), "--no-hta"])
+    assert res.exit_code == 0, res.output
+    harness = tmp_path / "harness.html"
+    harness.write_text(HARNESS.replace("PAGE", page.as_uri() + "#rank=3").replace("RANK", "3"))
+    proc = chromium(tmp_path, "resize", "--allow-file-access-from-files", "--window-size=1940,1000", "--dump-dom",
+                    harness.as_uri())
+    assert console_errors(proc.stderr) == []
+    out = json.loads(re.search(r'<pre id="out">([^<]*)</pre>', proc.stdout).group(1))
+    assert out["wide"]["plot"] > 1500 and out["wide"]["plot"] == out["wide"]["box"]
+    assert out["narrow"]["box"] < 800 and out["narrow"]["plot"] == out["narrow"]["box"], out
+    assert out["narrow"]["page"] <= 800  # nothing wider than the window: no sideways scrolling
