@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from commscope.analyze.diagnosis import Diagnosis, ranks_text
 from commscope.analyze.step_gaps import left_out, step_list
 from commscope.util.text import counted
 
@@ -204,6 +205,34 @@ def cause_sentence(summary: dict, by: str, most: str) -> str:
             f"waits queued behind it {charged:,.3f} ms)")
 
 
+CULPRITS_LISTED = 3  # the doctor's culprit ranks listed one by one in "Ranks to look at"; the rest on one line
+
+
+def _culprits_first(ranks: list[Finding], diagnosis: Any) -> list[Finding]:
+    """`ranks` with the doctor's culprit ranks first, in its order: a hung, crashed or desynchronized rank
+    may cause no measured waiting and expose nothing (a hang leaves its peers' waits unfinished), yet it
+    is the first rank to look at. A culprit already listed moves up and gains the verdict's line."""
+    if not isinstance(diagnosis, Diagnosis) or not diagnosis.culprit_ranks:
+        return ranks
+    at = diagnosis.label if diagnosis.label else None
+    where = "" if at is None else f" ({at}" + ("" if diagnosis.step is None or diagnosis.step < 0 else
+                                                f", step {diagnosis.step}") + ")"
+    line = f"the doctor's {diagnosis.verdict} culprit{where}"  # the words of representative.culprits_first
+    by_name = {f.name: f for f in ranks}
+    first = []
+    culprits = list(diagnosis.culprit_ranks)
+    for r in culprits[:CULPRITS_LISTED]:
+        f = by_name.pop(f"rank {r}", None) or Finding(f"rank {r}", None, [])
+        f.why.insert(0, line)
+        first.append(f)
+    rest = culprits[CULPRITS_LISTED:]
+    if rest:  # one line for the others: a hang may name hundreds of ranks that never launched
+        for r in rest:
+            by_name.pop(f"rank {r}", None)
+        first.append(Finding(f"{counted(len(rest), 'more rank')}: {ranks_text(rest)}", None, [line]))
+    return first + [f for f in ranks if f.name in by_name]
+
+
 def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights:
     steps = pd.DataFrame(summary.get("steps") or [])
     left_out = left_out_steps(summary, steps)
@@ -289,6 +318,7 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
                 ranks[listed.index(f"rank {r}")].why += why
             else:
                 ranks.append(Finding(f"rank {r}", float(per_rank.max()), why))
+    ranks = _culprits_first(ranks, diagnosis)
     if diagnosis is None or isinstance(diagnosis, Exception):
         verdict, vsum = "unknown", (f"diagnosis failed: {diagnosis}" if diagnosis is not None else "not diagnosed")
     else:
