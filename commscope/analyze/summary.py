@@ -42,7 +42,7 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
                                              first, in the order the page draws them at scale
                                              (representative.culprits_first; no culprits without a verdict)
  "placement_ranks": "all" | [ranks]          whose collectives `placement` lists: all up to PLACEMENT_ALL_RANKS
-                                             ranks, the representative ones above (a note says so)
+                                             ranks, the representative ones above
  "placement": [{"rank", "step", "seq", "label", "op", "bytes", "start_vs_backward_end_ms", "exposed_ms", ...}],
                                              per collective in launch order (analyze.placement)
  "step_windows": {"launch-correlation": n, ...}  the per-step rows' windows by basis: device time on GPU
@@ -301,9 +301,6 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         # how the windows of the per-step rows were found (load.device_steps): (rank, step) windows per basis
         "step_windows": {str(b): int(n) for b, n in br["basis"].value_counts().sort_index().items()},
     }
-    if not every_rank:
-        doc["notes"].append(f"{len(tr.ranks)} ranks: `placement` lists the collectives of the representative "
-                            f"ranks {doc['placement_ranks']} only (all ranks up to {PLACEMENT_ALL_RANKS}).")
     if with_hta:
         from commscope.analyze import hta_bridge  # HTA is optional and slow: only touched when asked for
 
