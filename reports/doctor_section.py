@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import shlex
 
+from commscope.analyze.diagnosis import evidence_tables
 from reports import tables
 
 COLOURS = {"ok": "#2a7a2a", "insufficient": "#8a6d00", "interrupted": "#8a6d00"}
@@ -61,7 +62,12 @@ def render_doctor(ctx) -> str | None:
                    f"See it in {_timeline_link(ctx, steps)}: the other ranks' collectives start early and wait "
                    "for the culprit's.</p>")
     if d.evidence:
-        out.append(tables.records_table([_worded(e) for e in d.evidence], table_id="doctor-evidence"))
+        groups, origin = evidence_tables([_worded(e) for e in d.evidence])
+        if origin is not None:
+            out.append('<p class="note">Times (<code>_ms</code>) are ms since the earliest time in this evidence; '
+                       "<code>commscope doctor --json</code> gives them as ns on the trace's clock.</p>")
+        for i, rows in enumerate(groups):
+            out.append(tables.records_table(rows, table_id="doctor-evidence" + (f"-{i + 1}" if i else "")))
     if d.verdict == "straggler" and det.get("instances"):
         out.append("<h3>Collective instances it is based on</h3><p class=\"note\">launch_skew: when the hosts "
                    "queued it (host side, for reference).</p>" +

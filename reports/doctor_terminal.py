@@ -135,5 +135,7 @@ def print_doctor_verdict(d, console: Console) -> None:
     if d.injected:
         console.print(Text(f"(this run was started with --inject {', '.join(d.injected)}; not used for the "
                            "verdict)"), highlight=False)
-    print_caveat_lines([("problem while loading", str(p)) for p in getattr(d, "problems", None) or []], console,
-                       more="more problem(s)")
+    reports = getattr(d, "run_reports", None) or []
+    print_caveat_lines([("the run reports", str(p)) for p in reports]
+                       + [("problem while loading", str(p)) for p in getattr(d, "problems", None) or []], console,
+                       more="more line(s)" if reports else "more problem(s)")

@@ -45,9 +45,11 @@ CAVEATS_ON_PAGE = 12  # problems and notes in the box under the headline; the re
 
 def render_caveats(summary: dict) -> str | None:
     """The box under the headline: what the figures above cannot conclude (the document's `notes`), what
-    went wrong while loading (`problems`, also listed under Run facts) and whether HTA's analyses were left
+    the run's own files say of ranks that did not complete (`run_reports`), what went wrong while loading
+    (`problems`, also listed under Run facts) and whether HTA's analyses were left
     out for want of HTA. They qualify every number of the page, so they sit where it is read first."""
     items = [("note", step_words(str(n))) for n in summary.get("notes") or []]
+    items += [("the run reports", step_words(str(p))) for p in summary.get("run_reports") or []]
     items += [("problem while loading", step_words(str(p))) for p in summary.get("problems") or []]
     hta = hta_note(summary)
     if hta:
@@ -122,26 +124,28 @@ def _ms(a: np.ndarray) -> list:
     return [None if math.isnan(x) else x for x in np.round(a.astype(np.float64), 3).ravel().tolist()]
 
 
-def _legend(top: float, known: int) -> str:
-    """The colour ramp and its range; without a known cell (exposure unknown everywhere) it says so."""
+def _legend(hm, known: int) -> str:
+    """The colour ramp and its range, and the cells above it (report_overview.colour_top); without a known
+    cell (exposure unknown everywhere) it says so."""
     if not known:
         return "No cell has a known exposed time."
+    above = (f"; {hm.above_scale} cell(s) above it, up to {fmt(hm.max_ms)} ms, take its darkest colour"
+             if hm.above_scale else "")
     return (f'<span class="legend" id="heatmap-legend"><span class="ramp" style="background:linear-gradient('
-            f'to right,{_scale(0)[0]},{_scale(0.5)[0]},{_scale(1)[0]})"></span> 0 … {fmt(top)} ms</span>')
+            f'to right,{_scale(0)[0]},{_scale(0.5)[0]},{_scale(1)[0]})"></span> 0 … {fmt(hm.scale_ms)} ms{above}</span>')
 
 
 def render_heatmap_canvas(ctx, hm) -> str:
     from reports.page import data_html
 
     finite = hm.exposed_ms[~np.isnan(hm.exposed_ms)]
-    top = float(finite.max()) if finite.size else 0.0
     win = [[i * len(hm.columns) + j, round(w[0], 4), round(w[1], 4)]
            for i, row in enumerate(hm.window_ms) for j, w in enumerate(row) if w is not None]
     data = {"ranks": hm.ranks, "columns": [list(c) for c in hm.columns], "exposed": _ms(hm.exposed_ms),
-            "step_ms": _ms(hm.step_ms), "top": top, "win": win,
+            "step_ms": _ms(hm.step_ms), "top": hm.scale_ms, "win": win,
             "marked": [{"rank": r["rank"], "why": "; ".join(r["why"])} for r in ctx.representative],
             "cividis": [list(c) for c in CIVIDIS]}  # report.js maps a cell onto it as _scale does
-    legend = _legend(top, finite.size)
+    legend = _legend(hm, finite.size)
     binned = len(hm.columns) != len({s for c in hm.columns for s in c}) and not all(c[0] == c[1] for c in hm.columns)
     return ('<p class="note">Exposed communication per rank (a row each, ' + f"{len(hm.ranks)} ranks" +
             ") and step (ms; the time a rank waits on collectives that compute does not hide" +
@@ -174,7 +178,7 @@ def render_heatmap(ctx) -> str | None:
     if ctx.at_scale:
         return render_heatmap_canvas(ctx, hm)
     finite = hm.exposed_ms[~np.isnan(hm.exposed_ms)]
-    top = float(finite.max()) if finite.size else 0.0
+    top = hm.scale_ms
     show_numbers = len(hm.columns) <= 16
     # the columns whose cells open in the timeline: those it draws (a cell there carries its window)
     drawn = [any(row[j] is not None for row in hm.window_ms) for j in range(len(hm.columns))]
@@ -189,14 +193,14 @@ def render_heatmap(ctx) -> str | None:
             if math.isnan(v):
                 cells.append(f'<td class="na" title="rank {rank}, {steps}: no data">–</td>')
                 continue
-            bg, fg = _scale(v / top if top > 0 else 0.0)
+            bg, fg = _scale(min(v / top, 1.0) if top > 0 else 0.0)
             win = hm.window_ms[i][j]
             where = f' data-x0="{win[0]:.4f}" data-x1="{win[1]:.4f}"' if win is not None else ""
             text = fmt(v) if show_numbers else ""
             cells.append(f'<td class="cell" style="background:{bg};color:{fg}" data-r="{rank}" data-s="{lo}:{hi + 1}" '
                          f'data-value="{float(v)!r}" data-step-ms="{float(st)!r}"{where}>{text}</td>')
         rows.append(f'<tr><th>r{rank}</th>{"".join(cells)}</tr>')
-    legend = _legend(top, finite.size)
+    legend = _legend(hm, finite.size)
     return ('<p class="note">Exposed communication per rank and step (ms; the time a rank waits on '
             'collectives that compute does not hide' + ("" if len(hm.columns) == len({s for c in hm.columns for s in c})
             or all(c[0] == c[1] for c in hm.columns) else "; a column covers several steps: mean per step") +

@@ -75,9 +75,11 @@ def print_caveat_lines(items: list[tuple[str, str]], console: Console, more: str
 
 
 def print_caveats(summary: dict, console: Console) -> None:
-    """What the input cannot show: the document's `problems` (the loader's), then its `notes` (the
+    """What the input cannot show: the document's `run_reports` (ranks that did not complete), its
+    `problems` (the loader's), then its `notes` (the
     analysis'), through print_caveat_lines; a missing HTA after them, outside the cap."""
-    items = [("problem", str(p)) for p in summary.get("problems") or []]
+    items = [("the run reports", str(p)) for p in summary.get("run_reports") or []]
+    items += [("problem", str(p)) for p in summary.get("problems") or []]
     items += [("note", str(n)) for n in summary.get("notes") or []]
     print_caveat_lines(items, console)
     hta = hta_note(summary)  # outside the cap: the one caveat about this machine, not the input

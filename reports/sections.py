@@ -73,6 +73,10 @@ def render_overview(ctx: ReportContext) -> str:
         note = undefined_overlap_note(s)
         if note:
             out.append(f'<p class="note">{html.escape(note)}</p>')
+    reports = s.get("run_reports") or []  # how ranks that did not complete ended, as the run's files say
+    if reports:
+        out.append('<h3>Ranks that did not complete</h3><ul class="problems">' +
+                   "".join(f"<li>{html.escape(tables.step_words(str(p)))}</li>" for p in reports) + "</ul>")
     problems = s.get("problems") or []  # summarize()'s: what several ranks share is one line
     if problems:
         out.append('<h3>Problems while loading</h3><ul class="problems">' +

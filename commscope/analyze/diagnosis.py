@@ -30,6 +30,7 @@ class Diagnosis:
     confidence: str | None = None  # straggler: high | medium | low (docs/faults.md)
     details: dict | None = None    # straggler, ok: thresholds, judged steps, persistence, the instances
     problems: list[str] = field(default_factory=list)  # analyze.problems.loading_problems, as `report` lists them
+    run_reports: list[str] = field(default_factory=list)  # analyze.problems.run_reports, as `report` lists them
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -44,3 +45,20 @@ def ranks_text(ranks: list[int]) -> str:
     """Ranks as the verdicts name them: "1,3", consecutive ones as a range ("0-899,901-1023") and at most
     16 runs, so a verdict stays one readable line at any world size."""
     return int_ranges(ranks, most=16)
+
+
+def evidence_tables(evidence: list[dict]) -> tuple[list[list[dict]], int | None]:
+    """A verdict's evidence as a page shows it: rows of the same fields together (a hang's culprits, which
+    never launched the collective, apart from the ranks waiting in it, so no table is half empty), in the
+    order the rows come, and every `*_ns` time (absolute ns on the trace's clock) as `*_ms` since the
+    earliest of them: epoch nanoseconds read as nothing. Returns the tables and that origin (None: no time)."""
+    times = [v for e in evidence for k, v in e.items() if k.endswith("_ns") and isinstance(v, int)]
+    origin = min(times) if times else None
+    groups: dict[tuple, list[dict]] = {}
+    for e in evidence:
+        row = {(k[:-3] + "_ms" if k.endswith("_ns") else k):
+               (round((v - origin) / 1e6, 3) if k.endswith("_ns") and isinstance(v, int) else v)
+               for k, v in e.items()}
+        groups.setdefault(tuple(row), []).append(row)
+    return list(groups.values()), origin
+

@@ -38,7 +38,7 @@ Rules, checked in this order (the first that holds is the verdict):
    that caused at least half as much of that waiting as the worst; the verdict says in how many of the
    judged steps it happened, the share of the step, and a confidence.
 A rank's status "exited" (a recording script that ended without closing its Recorder, and without an
-unhandled exception) counts as ended without a fault of its own; the loader lists it among the problems.
+unhandled exception) counts as ended without a fault of its own; `run_reports` lists it (analyze.problems).
 The loader's problems go with every verdict (`Diagnosis.problems`), as analyze.problems lists them for the
 report too.
 Otherwise ok (saying what was judged), or insufficient when no step or complete collective was left to judge.
@@ -65,7 +65,7 @@ from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
-from commscope.analyze.problems import loading_problems
+from commscope.analyze.problems import loading_problems, run_reports
 from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
 from commscope.load.frames import FaultEvidence, Trace
@@ -316,11 +316,7 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
     wd = faults.reports[faults.reports["kind"] == "watchdog"]
     fired_ns = dict(zip(wd["rank"].astype(int), wd["fired_ns"]))
     fired = faults.ranks("watchdog")
-    evidence = []
-    for _, r in rows.sort_values("rank").iterrows():
-        evidence.append({"rank": int(r["rank"]), "launched": True, "finished": bool(r["finished"]),
-                         "call_ns": iso_ns(r["call_ns"]), "wait_ns": iso_ns(r["wait_ns"]),
-                         "watchdog_fired_ns": fired_ns.get(int(r["rank"])), "source": r["source"]})
+    evidence = []  # the culprits (never launched it) first, then the ranks waiting in it
     for m in missing:
         mine = lt[(lt["rank"] == m) & (lt["group"] == group)].sort_values("seq")
         last = mine.iloc[-1] if len(mine) else None
@@ -330,6 +326,10 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
                          "last_launch_ns": None if last is None else iso_ns(last["call_ns"]),
                          "status": _statuses(trace).get(m, {}).get("status"),
                          "error": _statuses(trace).get(m, {}).get("error")})
+    for _, r in rows.sort_values("rank").iterrows():
+        evidence.append({"rank": int(r["rank"]), "launched": True, "finished": bool(r["finished"]),
+                         "call_ns": iso_ns(r["call_ns"]), "wait_ns": iso_ns(r["wait_ns"]),
+                         "watchdog_fired_ns": fired_ns.get(int(r["rank"])), "source": r["source"]})
     wd_note = f"; the hang watchdog fired on rank(s) {ranks_text(fired)}" if fired else ""
     return Diagnosis(
         "hang", missing, label=first["label"], step=step, sequence=seq, group=group, evidence=evidence,
@@ -436,6 +436,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     args = (trace.config.get("config") or {}).get("args") or {}
     d.injected = list(args.get("inject") or [])
     d.problems = loading_problems(trace)
+    d.run_reports = run_reports(trace)
     return d
 
 

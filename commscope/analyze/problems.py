@@ -1,6 +1,9 @@
 """`loading_problems(trace)`: the loader's problems (Trace.problems) as every output lists them — the
 report document's `problems` (analyze.summary) and the doctor's `Diagnosis.problems` (analyze.doctor)
 both take this list, so `report --json` and `doctor --json` name the same problems in the same words.
+`run_reports(trace)`: likewise, what the run's own files say of ranks that did not complete (`run_reports`
+in both documents), kept apart from the problems: a rank that failed is the run's outcome, not a file
+commscope could not read.
 
 What several ranks share is one line ("ranks 0-2,4: …", commscope.util.text.grouped_by_rank), at the
 place of its first rank's line; other lines keep their order. At a thousand ranks the list stays a few
@@ -12,6 +15,23 @@ from __future__ import annotations
 
 from commscope.load.frames import Trace
 from commscope.util.text import grouped_by_rank
+
+
+def run_reports(trace: Trace) -> list[str]:
+    """What a run directory's own files say of how its ranks ended, where a rank did not complete: its
+    status.json status and error, and that its hang watchdog fired, grouped by rank as the problems are.
+    These are the run's outcome, not problems reading it: the figures of a rank that failed or hung stop
+    where it did, which is why every output lists them beside the problems."""
+    lines = []
+    statuses = (getattr(trace, "config", None) or {}).get("status") or {}  # a Kineto trace's config has none
+    for r in sorted(statuses, key=int):
+        st = statuses[r] or {}
+        if st.get("status") not in (None, "completed"):
+            lines.append(f"rank {r}: {st.get('status')}" + (f": {st['error']}" if st.get("error") else ""))
+    faults = getattr(trace, "faults", None)
+    if faults is not None and len(faults.reports):
+        lines += [f"rank {r}: the hang watchdog fired" for r in faults.ranks("watchdog")]
+    return grouped_by_rank(lines)
 
 
 def loading_problems(trace: Trace) -> list[str]:

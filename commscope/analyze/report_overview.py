@@ -87,6 +87,26 @@ class Heatmap:
     exposed_ms: np.ndarray                # ranks × columns, mean exposed ms per step (NaN: no step there)
     step_ms: np.ndarray                   # ranks × columns, mean step ms
     window_ms: list[list[tuple[float, float] | None]]  # per cell: its steps on the timeline axis, or None
+    scale_ms: float = 0.0                 # the colour ramp's top (colour_top); cells above it take its colour
+    above_scale: int = 0                  # cells above scale_ms (0: the ramp spans every cell)
+    max_ms: float = 0.0                   # the largest known cell
+
+
+SCALE_QUANTILE = 0.95  # the ramp tops out here when the largest cells are outliers (colour_top)
+OUTLIER_FACTOR = 3.0
+
+
+def colour_top(values: np.ndarray) -> float:
+    """The top of a heatmap's colour ramp over its known cells: the largest, unless it is more than
+    OUTLIER_FACTOR × the SCALE_QUANTILE quantile, and then that quantile. One step in which every rank
+    waited on a straggler (1.5 s against tens of ms elsewhere) would otherwise give every other cell the
+    palest colour, and a rank that is late every step by a little would not show; the cells above the top
+    take its colour and the legend says how many there are and how large."""
+    v = values[~np.isnan(values)]
+    if not v.size:
+        return 0.0
+    top, q = float(v.max()), float(np.quantile(v, SCALE_QUANTILE))
+    return q if q > 0 and top > OUTLIER_FACTOR * q else top
 
 
 def _f(v: Any) -> float | None:
@@ -364,5 +384,8 @@ def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 
         span = sel.groupby(["i", "j"]).agg(lo=("lo", "min"), hi=("hi", "max")).dropna()
         for (i, j), lo, hi in zip(span.index, span["lo"].to_numpy(), span["hi"].to_numpy()):
             win[i][j] = ((int(lo) - bars.t0) / 1e6, (int(hi) - bars.t0) / 1e6)
+    scale = colour_top(exposed)
+    known_cells = exposed[~np.isnan(exposed)]
     return Heatmap(ranks=ranks, columns=[(c[0], c[-1]) for c in cols], exposed_ms=exposed, step_ms=step_ms,
-                   window_ms=win)
+                   window_ms=win, scale_ms=scale, above_scale=int((known_cells > scale).sum()),
+                   max_ms=float(known_cells.max()) if known_cells.size else 0.0)

@@ -5,6 +5,8 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
 {"schema_version": SCHEMA_VERSION,
  "ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
  "steps_selected": [a, b] | null, "problems": [...]   the loader's, several ranks' same line as one (analyze.problems)
+ "run_reports": [...]                        ranks that did not complete, as the run's status.json and watchdog.json
+                                             say (analyze.problems.run_reports)
  "notes": [...]                              what this input cannot show (missing ranks, ranks whose records cover
                                              fewer steps than the others' (analyze.step_coverage), one rank, no
                                              collectives, an oversubscribed CPU run…)
@@ -67,7 +69,7 @@ import pandas as pd
 
 from commscope.analyze import (exposure, lateness, placement, regions, representative, skew, step_coverage, step_gaps,
                                timeline, waiting)
-from commscope.analyze.problems import loading_problems
+from commscope.analyze.problems import loading_problems, run_reports
 from commscope.load.frames import Trace
 from commscope.util.num import rounded, rounded_floats, sig, whole
 from commscope.util.ranges import int_ranges
@@ -81,7 +83,8 @@ from commscope.util.text import counted
 # 8: representative_ranks_culprits_first (the doctor's culprits before the representative ranks)
 # 9: stragglers null with stragglers_reason where nobody can be judged; labels' bandwidth_withheld, and
 #    bandwidths and launch_skew over the collectives with every member of their group present only
-SCHEMA_VERSION = 9
+# 10: run_reports (ranks that did not complete, as the run's files say), no longer among the problems
+SCHEMA_VERSION = 10
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
@@ -271,6 +274,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
         "source": tr.source, "backend": tr.backend,
         "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": loading_problems(tr),
+        "run_reports": run_reports(tr),
         "notes": evidence_notes(tr) + profiler_notes(prof, br) + waiting.unjudged_notes(unjudged, len(tr.ranks), len(table))
                  + exposure.bandwidth_notes(withheld, len(tr.ranks), int(tr.world_size)),
         "duration_basis": exposure.duration_basis(table),

@@ -23,8 +23,7 @@ from commscope.load.files import is_regular, is_trace_file, read_json
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import check_doc, rank_dirs
-from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER, STATUS, SUMMARY,
-                                     WATCHDOG)
+from commscope.rundir.schema import RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER, STATUS, SUMMARY
 from commscope.util.ranges import int_ranges
 from commscope.util.text import printable
 
@@ -104,11 +103,9 @@ def read_rank_folder(d: str) -> dict:
     meta = _optional_json(os.path.join(d, META), META)
     if meta is not None and meta.get("rank", rank) != rank:
         raise UserError(f"{d}/{META} says rank {meta.get('rank')}, folder says rank {rank}")
+    # how the rank ended (status.json, watchdog.json) is the run's outcome, not a problem reading it: the
+    # statuses go to trace.config["status"] and the watchdog to trace.faults (analyze.problems.run_reports)
     st = _optional_json(os.path.join(d, STATUS), STATUS)
-    if st is not None and st.get("status") not in (None, "completed"):
-        problems.append(f"rank {rank}: {st.get('status')}" + (f": {st['error']}" if st.get("error") else ""))
-    if os.path.isfile(os.path.join(d, WATCHDOG)):
-        problems.append(f"rank {rank}: the hang watchdog fired (see {d}/{WATCHDOG})")
     ev = os.path.join(d, EVENTS)
     events = None
     if _regular_or_problem(ev, rank, problems):

@@ -46,3 +46,4 @@ def test_many_culprits_take_one_line_after_the_first_few_and_other_verdicts_chan
     assert out[2].why == ["the doctor's hang culprit (attn, step 3)", "arrives last"]
     assert _culprits_first(listed, Diagnosis("ok")) == listed
     assert _culprits_first(listed, RuntimeError("diagnosis failed")) == listed
+
