@@ -117,8 +117,14 @@ document.addEventListener("DOMContentLoaded", function () {
   var note = document.getElementById("heatmap-note");
   csData("heatmap-gz").then(function (d) {
     var nr = d.ranks.length, nc = d.columns.length;
-    var rowH = Math.max(1, Math.min(12, Math.floor(720 / nr))), colW = Math.max(6, Math.min(28, Math.floor(1100 / nc)));
-    var left = 52, top = 22, right = 150, labelH = 12;
+    var left = 52, top = 22, right = 150, labelH = 12, box = canvas.parentElement;
+    // columns as wide as the box allows (6 to 28 px; under 6 px the box scrolls), so the marks on the
+    // right stay in view on a narrow window; redrawn when a resized window changes that width
+    function fitCol() {
+      var avail = Math.min(1100, (box.clientWidth || 1100 + left + right) - left - right);
+      return Math.max(6, Math.min(28, Math.floor(avail / nc)));
+    }
+    var rowH = Math.max(1, Math.min(12, Math.floor(720 / nr))), colW = fitCol();
     var rowOf = {};
     d.ranks.forEach(function (r, i) { rowOf[r] = i; });
     // the representative ranks' markers, top to bottom; a label goes at its row or, where rows are a pixel
@@ -131,48 +137,56 @@ document.addEventListener("DOMContentLoaded", function () {
       m.labelY = Math.max(m.y, below + labelH);
       below = m.labelY;
     });
-    canvas.width = left + nc * colW + right;
-    canvas.height = Math.max(top + nr * rowH + 4, below + labelH / 2 + 2);
-    var g = canvas.getContext("2d");
-    function colour(v) {  // reports/overview_section.py _scale: light = little exposure (reversed cividis)
-      var x = d.top > 0 ? Math.min(Math.max(v / d.top, 0), 1) : 0, t = 1 - x, n = d.cividis.length - 1;
-      var pos = t * n, i = Math.min(Math.floor(pos), n - 1), f = pos - i, a = d.cividis[i], b = d.cividis[i + 1];
-      return "rgb(" + [0, 1, 2].map(function (k) { return Math.round(a[k] + (b[k] - a[k]) * f); }).join(",") + ")";
-    }
-    var img = g.createImageData(nc * colW, nr * rowH);
-    for (var i = 0; i < nr; i++) {
-      for (var j = 0; j < nc; j++) {
-        var v = d.exposed[i * nc + j], rgb = v === null ? [238, 238, 238] :
-          colour(v).slice(4, -1).split(",").map(Number);
-        for (var y = i * rowH; y < (i + 1) * rowH; y++) {
-          for (var x = j * colW; x < (j + 1) * colW; x++) {
-            var p = 4 * (y * nc * colW + x);
-            img.data[p] = rgb[0]; img.data[p + 1] = rgb[1]; img.data[p + 2] = rgb[2]; img.data[p + 3] = 255;
+    function draw() {
+      canvas.width = left + nc * colW + right;
+      canvas.height = Math.max(top + nr * rowH + 4, below + labelH / 2 + 2);
+      var g = canvas.getContext("2d");
+      function colour(v) {  // reports/overview_section.py _scale: light = little exposure (reversed cividis)
+        var x = d.top > 0 ? Math.min(Math.max(v / d.top, 0), 1) : 0, t = 1 - x, n = d.cividis.length - 1;
+        var pos = t * n, i = Math.min(Math.floor(pos), n - 1), f = pos - i, a = d.cividis[i], b = d.cividis[i + 1];
+        return "rgb(" + [0, 1, 2].map(function (k) { return Math.round(a[k] + (b[k] - a[k]) * f); }).join(",") + ")";
+      }
+      var img = g.createImageData(nc * colW, nr * rowH);
+      for (var i = 0; i < nr; i++) {
+        for (var j = 0; j < nc; j++) {
+          var v = d.exposed[i * nc + j], rgb = v === null ? [238, 238, 238] :
+            colour(v).slice(4, -1).split(",").map(Number);
+          for (var y = i * rowH; y < (i + 1) * rowH; y++) {
+            for (var x = j * colW; x < (j + 1) * colW; x++) {
+              var p = 4 * (y * nc * colW + x);
+              img.data[p] = rgb[0]; img.data[p + 1] = rgb[1]; img.data[p + 2] = rgb[2]; img.data[p + 3] = 255;
+            }
           }
         }
       }
+      g.putImageData(img, left, top);
+      g.font = "11px system-ui, sans-serif";
+      g.fillStyle = "#444";
+      g.textAlign = "right";
+      var every = Math.max(1, Math.ceil(nr / 16));  // rank labels on the left
+      for (var i = 0; i < nr; i += every) g.fillText("r" + d.ranks[i], left - 4, top + i * rowH + Math.max(rowH, 9));
+      g.textAlign = "center";
+      var everyC = Math.ceil(28 / colW);  // step labels on top, 28 px apart at least
+      for (var j = 0; j < nc; j += everyC) g.fillText(String(d.columns[j][0]), left + (j + 0.5) * colW, top - 6);
+      g.textAlign = "left";
+      marks.forEach(function (m) {  // the representative ranks, marked on the right
+        var y = m.y, x = left + nc * colW + 3;
+        g.fillStyle = "#b00020";
+        g.strokeStyle = "#b00020";
+        g.beginPath(); g.moveTo(x, y); g.lineTo(x + 7, y - 4); g.lineTo(x + 7, y + 4); g.fill();
+        if (m.labelY !== y) {
+          g.beginPath(); g.moveTo(x + 7, y); g.lineTo(x + 12, m.labelY); g.stroke();
+        }
+        g.fillText("r" + m.rank, x + 14, m.labelY + 4);
+      });
+      canvas.dataset.labelY = marks.map(function (m) { return m.rank + ":" + m.labelY; }).join(" ");
     }
-    g.putImageData(img, left, top);
-    g.font = "11px system-ui, sans-serif";
-    g.fillStyle = "#444";
-    g.textAlign = "right";
-    var every = Math.max(1, Math.ceil(nr / 16));  // rank labels on the left
-    for (var i = 0; i < nr; i += every) g.fillText("r" + d.ranks[i], left - 4, top + i * rowH + Math.max(rowH, 9));
-    g.textAlign = "center";
-    var everyC = Math.ceil(28 / colW);  // step labels on top, 28 px apart at least
-    for (var j = 0; j < nc; j += everyC) g.fillText(String(d.columns[j][0]), left + (j + 0.5) * colW, top - 6);
-    g.textAlign = "left";
-    marks.forEach(function (m) {  // the representative ranks, marked on the right
-      var y = m.y, x = left + nc * colW + 3;
-      g.fillStyle = "#b00020";
-      g.strokeStyle = "#b00020";
-      g.beginPath(); g.moveTo(x, y); g.lineTo(x + 7, y - 4); g.lineTo(x + 7, y + 4); g.fill();
-      if (m.labelY !== y) {
-        g.beginPath(); g.moveTo(x + 7, y); g.lineTo(x + 12, m.labelY); g.stroke();
-      }
-      g.fillText("r" + m.rank, x + 14, m.labelY + 4);
+    draw();
+    var resizing = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(resizing);
+      resizing = setTimeout(function () { var w = fitCol(); if (w !== colW) { colW = w; draw(); } }, 150);
     });
-    canvas.dataset.labelY = marks.map(function (m) { return m.rank + ":" + m.labelY; }).join(" ");
     var win = {};
     d.win.forEach(function (w) { win[w[0]] = [w[1], w[2]]; });
     function cellAt(ev) {

@@ -146,3 +146,17 @@ def test_the_timeline_keeps_following_the_window_width_after_a_rank_is_chosen(tm
     assert out["wide"]["plot"] > 1500 and out["wide"]["plot"] == out["wide"]["box"]
     assert out["narrow"]["box"] < 800 and out["narrow"]["plot"] == out["narrow"]["box"], out
     assert out["narrow"]["page"] <= 800  # nothing wider than the window: no sideways scrolling
+
+
+def test_the_heatmap_fits_a_narrow_window(tmp_path):
+    """At scale the heatmap is a canvas; its columns narrow to the window (down to 6 px), so the
+    representative ranks marked on its right stay in view at 800 px instead of 1282 px of canvas."""
+    job = scale_job(tmp_path, ranks=40, straggler=29, steps=40)["job"]
+    page = tmp_path / "scale.html"
+    assert CliRunner().invoke(app, ["report", job, "-o", str(page), "--no-hta"]).exit_code == 0
+    widths = {}
+    for w in (800, 1920):
+        proc = chromium(tmp_path, f"heat-{w}", f"--window-size={w},1000", "--dump-dom", page.as_uri())
+        assert console_errors(proc.stderr) == []
+        widths[w] = int(re.search(r'<canvas id="heatmap-canvas"[^>]*\bwidth="(\d+)"', proc.stdout).group(1))
+    assert widths[800] <= 800 - 40 and widths[1920] > widths[800]
