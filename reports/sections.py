@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from commscope.analyze.layout_report import short_kernel
 from commscope.analyze.report_context import ReportContext
 from commscope.analyze.summary import comm_overlap_note, comm_overlap_rows, undefined_overlap_note
 from reports import tables
@@ -256,6 +257,8 @@ def render_hta_views(ctx: ReportContext) -> str | None:
         v = hta.get(key)
         if not v:
             continue
+        if key == "top_kernels":  # a CUTLASS template name runs to ~1,500 characters: its short form, as the timeline's
+            v = [{**r, "name": short_kernel(str(r["name"]))} if len(str(r.get("name", ""))) > 60 else r for r in v]
         body = (tables.records_table(v["kernel_types"], table_id="hta-kernel-types") if key == "kernel_breakdown"
                 else tables.records_table(v, table_id=f"hta-{key}"))
         parts.append(f'<h3>{html.escape(title)}</h3><p class="note">{html.escape(note)}</p>{body}')

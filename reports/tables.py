@@ -10,7 +10,7 @@ such as `hidden_pct` → "Hidden by compute (%)"; the raw key stays in the heade
 the keys of key/value tables and the headings of nested data where they are snake_case names (`key_text`;
 names from the trace itself, such as `deviceProperties`, paths and ranks stay as they are); percentages
 (`*_pct*`, HTA's `*_pctg` and `percentage`) print with one decimal ("<0.1" for tiny non-zero ones), and so
-do the shares the document keeps as fractions of 1 (FRACTIONS: `last_share`, `score`), shown as
+do the shares the document keeps as fractions of 1 (FRACTIONS: `last_share`, `score`, HTA's `idle_time_ratio`), shown as
 percentages like every other share on the page while `data-value` keeps the document's fraction; identifiers
 and timestamps (rank, step, seq, pid, stream, …, `*_ns`) print as plain integers; byte sizes (BYTE_KEYS,
 `*_bytes`) in decimal units with 3 significant digits (`byte_size`: "512 B", "4.10 kB", "1.05 MB", the
@@ -56,6 +56,7 @@ HEADERS = {  # where the generic rule would say less than the column means
     "diff_pp": "commscope − HTA (pp)",
     "algbw_gbps": "Algorithm bandwidth (GB/s)", "times_last": "Times last",
     "last_share": "Last (% of its collectives)", "score": "Share of all waiting caused (%)",
+    "idle_time_ratio": "Share of the idle time (%)",
     "hta_comm_overlap_pct_by_rank": "Comm overlap by rank, computed by HTA",
     "pct_of_peak": "Achieved (% of peak)", "percentage": "Share of kernel time (%)",
     "wait_caused_ms": "Wait caused (ms)", "host_pct": "Host time (% of wall)",
@@ -106,7 +107,7 @@ COLUMN_HELP = {
 }
 
 # Shares the document keeps as fractions of 1 (summarize()'s stragglers): displayed as percentages.
-FRACTIONS = {"last_share", "score"}
+FRACTIONS = {"last_share", "score", "idle_time_ratio"}  # the last: HTA's idle time breakdown
 
 # Byte sizes: summarize()'s and the layout analysis' keys, and the byte sizes of Kineto's deviceProperties.
 BYTE_KEYS = {"bytes", "bytes_per_rank", "totalGlobalMem", "sharedMemPerBlock", "sharedMemPerBlockOptin",

@@ -97,6 +97,7 @@ def run_hta(files: dict[int, str]) -> dict:
             types, per_kernel = ta.get_gpu_kernel_breakdown(visualize=False)
             top = per_kernel.groupby("name")["sum (us)"].sum().sort_values(ascending=False).head(10) \
                 if "sum (us)" in per_kernel.columns else None
+            types = types.rename(columns={"sum": "sum (us)"})  # HTA's kernel type sums are µs, as its per-kernel "sum (us)"
             return {"kernel_types": [{k: rounded_float(v) for k, v in row.items()} for row in types.to_dict("records")],
                     "top_kernels_us": {str(k): rounded_float(v) for k, v in top.items()} if top is not None else None}
 
@@ -123,6 +124,9 @@ def run_hta(files: dict[int, str]) -> dict:
             df = df.copy()
             df.columns = [" ".join(str(x) for x in c if x != "queue_length") if isinstance(c, tuple) else str(c)
                           for c in df.columns]
+            df = df.rename(columns={"count": "samples"})  # describe()'s count: queue length samples of one stream
+            if "samples" in df:
+                df["samples"] = df["samples"].astype("int64")
             return records(df.reset_index())
 
         def launch_delay():

@@ -146,4 +146,4 @@ def test_sigkill_of_one_rank_leaves_a_reportable_run(tmp_path):
     from commscope.analyze.summary import summarize
 
     doc = summarize(load_path(str(out)), with_hta=False)
-    assert doc["world_size"] == 2 and any("rank 0" in p for p in doc["problems"])
+    assert doc["world_size"] == 2 and any("rank 0" in p for p in doc["run_reports"])  # it ended failed: the run's outcome
