@@ -93,8 +93,8 @@ def render_timeline(ctx: ReportContext) -> str:
     bars = ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline
     fig = timeline_figure(bars, cpu_threads=cpu_threads(ctx))
     note = (f'<p class="note" id="timeline-caption">{drawn_steps(bars, ctx.window)} Per rank: one grey row per compute stream (hover: its kernels), one comm row '
-            'with each collective coloured by label, split into lanes where collectives overlap; <b>hatched with a '
-            'black outline</b>: the exposed part, which compute does not hide. Diamonds: gradient-hook firings. '
+            'with each collective coloured by label, split into lanes where collectives overlap; <b>hatched in '
+            'black</b>: the exposed part, which compute does not hide. Diamonds: gradient-hook firings. '
             'Yellow bands: time between two steps. The legend entry "one call across ranks" links each collective '
             'call across ranks. A collective\'s hover gives its launch to start time, "–" where the input does '
             'not record the launch or the execution start (a run timed on the CPU: its bars start at the launch). '

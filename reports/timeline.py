@@ -5,7 +5,7 @@ named by their kernels; on a trace without device kernels the rows are CPU threa
 thread T)`), then one `rN comm` row: every collective is a bar coloured by its label; where
 collectives run at the same time the row splits into lanes, and the row grows with its lanes (`comm_row_span`):
 each lane keeps LANE_PX px up to COMM_ROW_MAX_PX px of lanes, so 13 overlapping labels stay 13 readable lanes
-and the page scrolls past a tall figure; only past 40 lanes do lanes get thinner. A collective's exposed part is overlaid with a black hatch and outline, which reads
+and the page scrolls past a tall figure; only past 40 lanes do lanes get thinner. A collective's exposed part is overlaid with a black hatch, which reads
 on every label colour. Gradient-hook firings are diamonds along the top of the comm row, in their label's
 colour and legend group (a legend entry of their own only for a label without collectives). Step starts are
 dotted vertical lines; the first rank's time between two steps is a yellow band. A legend entry, off by
@@ -55,8 +55,9 @@ COLL_HOVER = ("<b>LABEL</b> · %{text} · seq %{customdata[2]}"
               "<br>running %{customdata[4]:.3f} ms<br>exposed %{customdata[5]:.3f} ms<br>%{hovertext}<extra></extra>")
 L2S_UNKNOWN = "launch to start –"  # the page's mark of an unknown; the timeline caption says why
 BAR = 0.72        # bar thickness, in rows
-# the exposed overlay: transparent fill, black outline and hatch
-EXPOSED_MARKER = dict(color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=1.5),
+# the exposed overlay: transparent fill and a black hatch, no outline: on a GPU step's many sub-millisecond
+# collectives the outlines alone filled the bars black and hid their labels' colours
+EXPOSED_MARKER = dict(color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=0),
                       pattern=dict(shape="x", fgcolor=EXPOSED_COLOR, size=5, solidity=0.35))
 HOOK_MARKER = dict(symbol="diamond", size=8, line=dict(color="#000", width=0.5))  # plus the label's colour
 FLOW_NAME = "one call across ranks"  # the legend entry of the lines linking one collective call across ranks
