@@ -47,7 +47,7 @@ from __future__ import annotations
 import gzip
 import math
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Sequence
 
 import numpy as np
 import orjson
@@ -203,14 +203,16 @@ def _flow_events(slices: dict[int, list[_FlowMember]], emit: Callable[[dict], No
             emit(fe)
 
 
-def _other_data(trace: Any, t0: int) -> dict:
+def _other_data(trace: Any, t0: int, run_reports: Sequence[str] = ()) -> dict:
     """The document's otherData: the producer marker first (own_trace reads it from the first bytes), the
-    time origin, and what the loader could not read (`problems`, as `report` lists them: a trace missing a
-    rank must say so where it is opened, not only in the terminal that wrote it)."""
+    time origin, what the loader could not read (`problems`, as `report` lists them: a trace missing a
+    rank must say so where it is opened, not only in the terminal that wrote it) and the ranks that did
+    not complete (`run_reports`, analyze.problems.run_reports, as `report` lists them)."""
     return {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
             "source": printable(str(getattr(trace, "source", ""))),
             "path": printable(str(getattr(trace, "path", ""))),
-            "problems": [printable(str(p)) for p in getattr(trace, "problems", None) or []]}
+            "problems": [printable(str(p)) for p in getattr(trace, "problems", None) or []],
+            "run_reports": [printable(str(p)) for p in run_reports]}
 
 
 def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: pd.DataFrame) -> None:
@@ -319,7 +321,7 @@ _COLL_ARGS = ("label", "phase", "op", "bytes", "dtype", "group", "group_size", "
               "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns")
 
 
-def build_perfetto(trace: Any, in_flight: pd.DataFrame) -> dict:
+def build_perfetto(trace: Any, in_flight: pd.DataFrame, run_reports: Sequence[str] = ()) -> dict:
     """The Chrome-JSON document (dict) for `trace`, all in memory; see the module docstring for the track
     layout. `in_flight` is commscope.analyze.left_in_flight(trace): the renderer draws it and never
     computes it. `write_perfetto` writes the same document without building it."""
@@ -327,7 +329,7 @@ def build_perfetto(trace: Any, in_flight: pd.DataFrame) -> dict:
     events: list[dict] = []
     _emit_events(trace, t0, events.append, in_flight)
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
-    return {"otherData": _other_data(trace, t0), "traceEvents": events, "displayTimeUnit": "ns"}
+    return {"otherData": _other_data(trace, t0, run_reports), "traceEvents": events, "displayTimeUnit": "ns"}
 
 
 # Events encoded and written together: the writer holds at most this many events (as dicts, then as JSON)
@@ -365,31 +367,31 @@ class _ChunkWriter:
         self.first = False
 
 
-def _write_document(trace: Any, f: BinaryIO, in_flight: pd.DataFrame) -> None:
+def _write_document(trace: Any, f: BinaryIO, in_flight: pd.DataFrame, run_reports: Sequence[str] = ()) -> None:
     """The document build_perfetto returns, byte for byte as orjson.dumps writes it, streamed to `f`."""
     t0 = _t0(trace)
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
-    f.write(b'{"otherData":' + orjson.dumps(_other_data(trace, t0), option=_OPTS) + b',"traceEvents":[')
+    f.write(b'{"otherData":' + orjson.dumps(_other_data(trace, t0, run_reports), option=_OPTS) + b',"traceEvents":[')
     w = _ChunkWriter(f)
     _emit_events(trace, t0, w, in_flight)
     w.flush()
     f.write(b'],"displayTimeUnit":"ns"}')
 
 
-def write_perfetto(trace: Any, out: str | Path, in_flight: pd.DataFrame) -> Path:
+def write_perfetto(trace: Any, out: str | Path, in_flight: pd.DataFrame, run_reports: Sequence[str] = ()) -> Path:
     """Write the trace's document to `out` atomically under commscope's output rule (check_output: never
     into the trace's input directory, an existing file only when it is a trace commscope wrote), gzip
     when the name ends in `.gz`; an unwritable or refused path is one UserError line. The events are
     encoded and written CHUNK_EVENTS at a time (and compressed as they go), so the export's memory beyond
-    the loaded trace stays bounded; a failure or a signal mid-write leaves no partial file. `in_flight` as
-    for build_perfetto."""
+    the loaded trace stays bounded; a failure or a signal mid-write leaves no partial file. `in_flight` and
+    `run_reports` as for build_perfetto."""
     out = Path(out)
     path = getattr(trace, "path", None)
     check_output(out, str(path) if path else None, own_trace)
     with output_stream(out) as f:
         if out.name.endswith(".gz"):
             with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) as g:
-                _write_document(trace, g, in_flight)
+                _write_document(trace, g, in_flight, run_reports)
         else:
-            _write_document(trace, f, in_flight)
+            _write_document(trace, f, in_flight, run_reports)
     return out

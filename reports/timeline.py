@@ -56,7 +56,7 @@ COLL_HOVER = ("<b>LABEL</b> · %{text} · seq %{customdata[2]}"
 L2S_UNKNOWN = "launch to start –"  # the page's mark of an unknown; the timeline caption says why
 BAR = 0.72        # bar thickness, in rows
 # the exposed overlay: transparent fill and a black hatch, no outline: on a GPU step's many sub-millisecond
-# collectives the outlines alone filled the bars black and hid their labels' colours
+# collectives outlines alone would fill the bars black and hide their labels' colours
 EXPOSED_MARKER = dict(color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=0),
                       pattern=dict(shape="x", fgcolor=EXPOSED_COLOR, size=5, solidity=0.35))
 HOOK_MARKER = dict(symbol="diamond", size=8, line=dict(color="#000", width=0.5))  # plus the label's colour

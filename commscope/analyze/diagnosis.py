@@ -5,6 +5,7 @@ what the rules found and computes nothing."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from numbers import Integral
 from typing import Any
 
 import pandas as pd
@@ -52,13 +53,16 @@ def evidence_tables(evidence: list[dict]) -> tuple[list[list[dict]], int | None]
     never launched the collective, apart from the ranks waiting in it, so no table is half empty), in the
     order the rows come, and every `*_ns` time (absolute ns on the trace's clock) as `*_ms` since the
     earliest of them: epoch nanoseconds read as nothing. Returns the tables and that origin (None: no time)."""
-    times = [v for e in evidence for k, v in e.items() if k.endswith("_ns") and isinstance(v, int)]
+    def timed(k: str, v: Any) -> bool:
+        return k.endswith("_ns") and isinstance(v, Integral) and not isinstance(v, bool)
+
+    times = [int(v) for e in evidence for k, v in e.items() if timed(k, v)]
     origin = min(times) if times else None
     groups: dict[tuple, list[dict]] = {}
     for e in evidence:
-        row = {(k[:-3] + "_ms" if k.endswith("_ns") else k):
-               (round((v - origin) / 1e6, 3) if k.endswith("_ns") and isinstance(v, int) else v)
-               for k, v in e.items()}
+        # a key is renamed only with its value converted; a time unknown (None) reads "–" under either name
+        row = {(k[:-3] + "_ms" if timed(k, v) or (k.endswith("_ns") and v is None) else k):
+               (round((int(v) - origin) / 1e6, 3) if timed(k, v) else v) for k, v in e.items()}
         groups.setdefault(tuple(row), []).append(row)
     return list(groups.values()), origin
 

@@ -28,9 +28,8 @@ def run_reports(trace: Trace) -> list[str]:
         st = statuses[r] or {}
         if st.get("status") not in (None, "completed"):
             lines.append(f"rank {r}: {st.get('status')}" + (f": {st['error']}" if st.get("error") else ""))
-    faults = getattr(trace, "faults", None)
-    if faults is not None and len(faults.reports):
-        lines += [f"rank {r}: the hang watchdog fired" for r in faults.ranks("watchdog")]
+    config = getattr(trace, "config", None) or {}
+    lines += [f"rank {r}: the hang watchdog fired (see rank{r}/watchdog.json)" for r in config.get("watchdog_ranks") or []]
     return grouped_by_rank(lines)
 
 

@@ -14,8 +14,8 @@ reader should look at first:
   behind it and tops the list (a 1,500 ms delay of ve0 on rank 1: smear_gate 784 ms per rank exposed, all
   of it queued behind ve0, itself exposed 0.2 ms). `cause_sentence` words it; the most exposed label's
   bullets carry it too;
-- ranks: the stragglers that made others wait (skew.stragglers: `times_last`, `wait_caused_ms`) and the
-  rank with the most exposed communication;
+- ranks: the doctor's culprit ranks first (_culprits_first), then the stragglers that made others wait
+  (skew.stragglers: `times_last`, `wait_caused_ms`) and the rank with the most exposed communication;
 - headline: exposed communication as a share of all step time, over all ranks and steps, and the mean
   step time with the ranks and steps it is over (`step_scope`: every step of the summary, warm-up
   included unless --steps left it out; the doctor leaves warm-up out, so its median step differs), both
@@ -243,8 +243,7 @@ def _culprits_first(ranks: list[Finding], diagnosis: Any) -> list[Finding]:
     culprits = list(diagnosis.culprit_ranks)
     for r in culprits[:CULPRITS_LISTED]:
         f = by_name.pop(f"rank {r}", None) or Finding(f"rank {r}", None, [])
-        f.why.insert(0, line)
-        first.append(f)
+        first.append(Finding(f.name, f.exposed_ms, [line, *f.why]))
     rest = culprits[CULPRITS_LISTED:]
     if rest:  # one line for the others: a hang may name hundreds of ranks that never launched
         for r in rest:

@@ -83,7 +83,8 @@ from commscope.util.text import counted
 # 8: representative_ranks_culprits_first (the doctor's culprits before the representative ranks)
 # 9: stragglers null with stragglers_reason where nobody can be judged; labels' bandwidth_withheld, and
 #    bandwidths and launch_skew over the collectives with every member of their group present only
-# 10: run_reports (ranks that did not complete, as the run's files say), no longer among the problems
+# 10: run_reports (ranks that did not complete, as the run's files say), no longer among the problems;
+#     hta.kernel_breakdown.kernel_types[].sum is "sum (us)", hta.queue_length[].count is "samples"
 SCHEMA_VERSION = 10
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two

@@ -4,7 +4,9 @@ A thin wrapper: load (commscope.load), find the collectives a hang left in fligh
 sign of life (commscope.analyze.left_in_flight), convert and write (reports.perfetto), print the path. What
 the loader could not read (a corrupt or missing rank, an empty trace) is printed on stderr as `doctor`
 prints it (`problem while loading: …`, reports.report_terminal.print_caveat_lines) and kept in the trace's
-otherData.problems: a trace that lacks a rank says so, though it still exits 0 like `report`. The output
+otherData.problems: a trace that lacks a rank says so, though it still exits 0 like `report`; the ranks
+that did not complete (`the run reports: …`, commscope.analyze.problems.run_reports) likewise, in
+otherData.run_reports. The output
 is checked before loading (commscope.util.atomic.check_output): an existing file is replaced only when it
 is a trace commscope wrote (docs/analysis.md, "Output files"). Running out of memory while loading or
 writing is one error line (exit 2) and leaves no partial output.
@@ -39,6 +41,7 @@ def register(app: typer.Typer) -> None:
         from commscope.commands._shared import (apply_label_map, load_with_progress, parse_steps, read_label_map,
                                                resolve_steps)
         from commscope.analyze.left_in_flight import left_in_flight
+        from commscope.analyze.problems import run_reports
         from reports.perfetto import write_perfetto
 
         if perfetto is None:
@@ -53,15 +56,19 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"out of memory while loading {printable(path)}; free memory or raise the "
                             "process's memory limit, or export fewer ranks' traces") from None
         try:
-            write_perfetto(trace, perfetto, left_in_flight(trace))  # removes its temporary file on any failure
+            reports = run_reports(trace)
+            write_perfetto(trace, perfetto, left_in_flight(trace), reports)  # removes its temporary file on any failure
         except MemoryError:
             raise UserError(f"out of memory while writing the Perfetto trace {printable(perfetto)} (nothing "
                             "written); free memory, or export fewer steps (--steps) or ranks") from None
-        if trace.problems:  # stderr: stdout stays the one line naming the trace
+        if trace.problems or reports:  # stderr: stdout stays the one line naming the trace
             from reports.report_terminal import print_caveat_lines
 
             # piped, one unwrapped line per problem, as a log is searched
-            print_caveat_lines([("problem while loading", str(p)) for p in trace.problems],
+            print_caveat_lines([("the run reports", str(p)) for p in reports]
+                               + [("problem while loading", str(p)) for p in trace.problems],
                                output_console(piped_width=PIPED_PROBLEM_WIDTH, stderr=True),
-                               more="more problem(s)", where="all in the trace's otherData.problems")
+                               more="more line(s)" if reports else "more problem(s)",
+                               where="all in the trace's otherData (run_reports, problems)" if reports else
+                               "all in the trace's otherData.problems")
         typer.echo(f"perfetto trace: {printable(perfetto)} (open in https://ui.perfetto.dev or chrome://tracing)")

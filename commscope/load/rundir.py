@@ -23,7 +23,8 @@ from commscope.load.files import is_regular, is_trace_file, read_json
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import check_doc, rank_dirs
-from commscope.rundir.schema import RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER, STATUS, SUMMARY
+from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER, STATUS, SUMMARY,
+                                     WATCHDOG)
 from commscope.util.ranges import int_ranges
 from commscope.util.text import printable
 
@@ -103,16 +104,19 @@ def read_rank_folder(d: str) -> dict:
     meta = _optional_json(os.path.join(d, META), META)
     if meta is not None and meta.get("rank", rank) != rank:
         raise UserError(f"{d}/{META} says rank {meta.get('rank')}, folder says rank {rank}")
-    # how the rank ended (status.json, watchdog.json) is the run's outcome, not a problem reading it: the
-    # statuses go to trace.config["status"] and the watchdog to trace.faults (analyze.problems.run_reports)
+    # how the rank ended (status.json, watchdog.json) is the run's outcome, not a problem reading it: it goes
+    # to trace.config ("status", "watchdog_ranks"; analyze.problems.run_reports). The watchdog counts as fired
+    # where its file exists, whether or not its report parses (load.evidence says when one does not).
     st = _optional_json(os.path.join(d, STATUS), STATUS)
+    watchdog = os.path.isfile(os.path.join(d, WATCHDOG))
     ev = os.path.join(d, EVENTS)
     events = None
     if _regular_or_problem(ev, rank, problems):
         events = read_rank(ev, rank, EVENTS)
     elif not os.path.lexists(ev):
         problems.append(f"rank {rank}: no {EVENTS}")
-    return {"rank": rank, "meta": meta, "status": st, "events": events, "problems": problems, "path": ev}
+    return {"rank": rank, "meta": meta, "status": st, "watchdog": watchdog, "events": events, "problems": problems,
+            "path": ev}
 
 
 def load(path: str, progress=None, with_ops: bool = False, workers: int | None = None,
@@ -132,6 +136,7 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     events = EventColumns()
     metas: dict[int, dict] = {}
     statuses: dict[int, dict] = {}
+    watchdog: list[int] = []
     no_data: set[int] = set()
     kfiles = {r: os.path.join(d, KINETO_TRACE) for r, d in sorted(dirs.items())  # profiler traces
               if _regular_or_problem(os.path.join(d, KINETO_TRACE), r, problems)}
@@ -145,6 +150,8 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
             metas[rank] = f["meta"]
         if f["status"] is not None:
             statuses[rank] = f["status"]
+        if f.get("watchdog"):
+            watchdog.append(rank)
         problems += f["problems"]
         if f["events"] is None:
             no_data.add(rank)
@@ -172,6 +179,7 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                   config={"summary": summary or {}, "config": config or {},
                           "meta": {str(r): m for r, m in metas.items()},
                           "status": {str(r): s for r, s in statuses.items()},
+                          "watchdog_ranks": sorted(watchdog),  # whose rank<N>/watchdog.json exists
                           # the ranks whose events.jsonl lost records (events.read_rank's "lost"): the doctor
                           # takes no absence in them for evidence
                           "lost_records": {str(r): v for r, v in sorted(events.lost.items())},
@@ -185,6 +193,8 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                      progress=(lambda j, _n: progress(len(dirs) + j, total)) if progress else None) as kparts:
         _attach_kineto(trace, kparts, kfiles, with_ops, workers, scheduler)
     trace.faults = read_fault_evidence(path, dirs)
+    if trace.faults.error:  # the evidence of every rank is dropped with it: say so wherever problems are listed
+        trace.problems.append(f"fault evidence not read: {trace.faults.error}")
     return trace
 
 

@@ -61,8 +61,9 @@ def test_other_hta_analyses_present(both):
 
 
 def test_hta_views_for_the_page(both):
-    """HTA's per-kernel, idle time, queue length and launch delay frames arrive as HTA made them, and the
-    page renders them (reports.sections.render_hta_views)."""
+    """HTA's per-kernel, idle time, queue length and launch delay frames arrive with HTA's values, two keys
+    named for what they hold (kernel types' `sum (us)`, the queue's `samples`), and the page renders them
+    (reports.sections.render_hta_views)."""
     from commscope.analyze.report_context import report_context
     from reports.sections import render_hta_views
 
@@ -78,7 +79,9 @@ def test_hta_views_for_the_page(both):
             ratios = [r["idle_time_ratio"] for r in idle if r["rank"] == rank and r["stream"] == stream]
             assert sum(ratios) == pytest.approx(1.0, abs=0.02)
     assert {r["rank"] for r in hta["queue_length"]} == set(range(8))
-    assert all(r["max"] >= r["mean"] >= 0 for r in hta["queue_length"])
+    assert all(r["max"] >= r["mean"] >= 0 and isinstance(r["samples"], int) and r["samples"] > 0
+               for r in hta["queue_length"])
+    assert all("sum (us)" in r and "sum" not in r for r in hta["kernel_breakdown"]["kernel_types"])
     delay = hta["launch_delay"]
     assert [r["rank"] for r in delay] == list(range(8))
     assert all(r["kernels"] > 0 and r["max (us)"] >= r["p95 (us)"] >= r["median (us)"] for r in delay)

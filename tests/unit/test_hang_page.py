@@ -25,7 +25,7 @@ def test_ranks_that_did_not_complete_are_run_reports_not_loading_problems(tmp_pa
     assert doc["problems"] == []
     assert doc["run_reports"] == ["ranks 0-4,6-11: failed: hang watchdog: collective did not finish within 600 s",
                                   "rank 5: failed: terminated by signal SIGTERM (the launcher stopped the job)",
-                                  "ranks 0-4,6-11: the hang watchdog fired"]  # by rank, one line for the same words
+                                  "ranks 0-4,6-11: the hang watchdog fired (see rank<N>/watchdog.json)"]  # one line for the same words
     code, out = run_main(capsys, "doctor", job, "--json")
     d = json.loads(out.out)
     assert d["verdict"] == "hang" and d["problems"] == [] and d["run_reports"] == doc["run_reports"]
@@ -59,3 +59,38 @@ def test_the_hang_evidence_puts_the_culprit_first_in_a_table_of_its_own_in_ms(tm
     assert first < html.index('id="doctor-evidence-2"')
     assert re.search(r"<td[^>]*>5</td>", html[first:html.index("</table>", first)])
     assert "1796" not in html[first:html.index("</table>", html.index('id="doctor-evidence-2"'))]  # no epoch ns
+
+
+def test_a_malformed_watchdog_report_still_counts_as_fired_and_is_a_problem(tmp_path, capsys):
+    """The watchdog fired wherever its file exists, whether or not its report parses; a report that does
+    not parse drops the fault evidence of every rank, which `problems` says."""
+    job = hung_job(tmp_path)
+    (tmp_path / "h" / "job" / "rank0" / "watchdog.json").write_text('{"fired_ns": "x"}')
+    code, out = run_main(capsys, "report", job, "--json", "--no-hta")
+    assert code == 0, out.err
+    doc = json.loads(out.out)
+    assert "ranks 0-4,6-11: the hang watchdog fired (see rank<N>/watchdog.json)" in doc["run_reports"]
+    assert len(doc["problems"]) == 1 and doc["problems"][0].startswith("fault evidence not read: ")
+    assert "watchdog.json" in doc["problems"][0]
+
+
+def test_export_carries_the_run_reports(tmp_path, capsys):
+    job = hung_job(tmp_path)
+    out_file = tmp_path / "t.json"
+    code, out = run_main(capsys, "export", job, "--perfetto", out_file)
+    assert code == 0, out.err
+    other = json.loads(out_file.read_text())["otherData"]
+    assert other["problems"] == [] and other["run_reports"][1].startswith("rank 5: failed: terminated by signal")
+    assert "the run reports: rank 5: failed: terminated by signal" in out.err
+
+
+def test_evidence_tables_convert_any_integer_time_and_rename_only_what_they_convert():
+    import numpy as np
+
+    ev = [{"rank": 1, "call_ns": np.int64(2_000_000_000), "wait_ns": None},
+          {"rank": 2, "call_ns": 1_000_000_000, "wait_ns": 1_500_000_000},
+          {"rank": 3, "call_ns": "unknown", "launched": True}]
+    tables, origin = evidence_tables(ev)
+    assert origin == 1_000_000_000
+    assert tables[0] == [{"rank": 1, "call_ms": 1000.0, "wait_ms": None}, {"rank": 2, "call_ms": 0.0, "wait_ms": 500.0}]
+    assert tables[1] == [{"rank": 3, "call_ns": "unknown", "launched": True}]  # not a time: its name stays

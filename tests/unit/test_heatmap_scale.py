@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def test_the_heatmaps_colour_ramp_tops_out_below_an_outlier_step_and_says_so():
     """One step in which every rank waited on a straggler (1.5 s) against ~10 ms elsewhere: with the ramp
-    up to the largest cell every other cell took the palest colour. The ramp tops at the 95th percentile
+    up to the largest cell every other cell would take the palest colour. The ramp tops at the 95th percentile
     then, and the legend counts the cells above it; without outliers it spans every cell."""
     import numpy as np
 

@@ -1,6 +1,6 @@
 """The first screen's "Ranks to look at" starts with the doctor's culprit ranks. A hung rank causes no
 measured waiting (its peers' waits never finish) and may expose nothing, so a list built from waiting
-caused and exposed time alone left it out, beside a verdict that names it. Jobs from bench/gen_job.py
+caused and exposed time alone would leave it out, beside a verdict that names it. Jobs from bench/gen_job.py
 (tests/scale_jobs.py) with a planted hang, desync or straggler."""
 from __future__ import annotations
 
@@ -47,3 +47,11 @@ def test_many_culprits_take_one_line_after_the_first_few_and_other_verdicts_chan
     assert _culprits_first(listed, Diagnosis("ok")) == listed
     assert _culprits_first(listed, RuntimeError("diagnosis failed")) == listed
 
+
+
+def test_culprits_first_leaves_its_input_as_it_was():
+    listed = [Finding("rank 2", 5.0, ["arrives last"])]
+    d = Diagnosis("hang", culprit_ranks=[2], label="attn", step=3)
+    once, twice = _culprits_first(listed, d), _culprits_first(listed, d)
+    assert once == twice and listed == [Finding("rank 2", 5.0, ["arrives last"])]
+    assert once[0].why == ["the doctor's hang culprit (attn, step 3)", "arrives last"]

@@ -190,7 +190,7 @@ def test_timeline_rows_and_lanes():
     mlp, scalars = (next(t for t in fig.data if t.name == n) for n in ("mlp", "scalars"))
     assert set(np.asarray(mlp.width).round(4)) == {round(BAR * comm_row_span(2) / 2 * 0.9, 4)}
     assert np.all(np.asarray(mlp.y) != np.asarray(scalars.y))
-    # the exposed overlay: hatched, no outline (it blackened short bars), hover passes through to the bar below
+    # the exposed overlay: hatched, no outline (it would blacken short bars), hover passes through to the bar below
     ex = next(t for t in fig.data if t.name == "exposed (hatched)")
     assert ex.marker.pattern.shape == "x" and ex.marker.line.width == 0 and ex.hoverinfo == "skip"
     assert sum(ex.x) == pytest.approx(2 * (0.05 + 0.08 + 0.02), abs=1e-6)  # attn gap, mlp and scalars whole
