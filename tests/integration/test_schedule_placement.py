@@ -19,6 +19,10 @@ EARLY = ("smear_gate", "skip_gate", "x0_lambdas", "attn_gate_bank", "ve_gate_ban
 # every label the hooks schedule launches from a gradient hook; NorMuon banks and the "loss" metric keep
 # their place, so their start moves only by timing noise and the test makes no claim about them
 HOOKED = [label for label, spec in PARAM_TABLE.items() if spec.optim == "adam"]
+# ... but lm_head: while the embeddings are tied (every step of these 6-step runs), its reduce carries
+# embed's gradient, complete only at the end of backward, so neither schedule can launch it earlier and
+# its start differs between the two runs by timing noise alone (13.2 against 13.0 ms after backward's end)
+MOVED = [label for label in HOOKED if label != "lm_head"]
 
 
 def commscope(*args: str) -> subprocess.CompletedProcess:
@@ -52,9 +56,9 @@ def test_hooks_move_the_adam_reduces_into_backward(runs):
     mh = h.groupby("label")["start_vs_backward_end_ms"].mean()
     for label in EARLY:
         assert mx[label] > 0 > mh[label], (label, mx[label], mh[label])
-    # every hooked label starts earlier relative to backward's end, and the same collectives are listed
-    hooked = mx.index.intersection(HOOKED)
-    assert len(hooked) >= len(EARLY) + 2, hooked  # the gates and at least the head and one value embed
+    # every hooked label that can move starts earlier relative to backward's end; the same collectives are listed
+    hooked = mx.index.intersection(MOVED)
+    assert len(hooked) >= len(EARLY) + 2, hooked  # the gates, the scalars and at least one value embed
     assert (mh.reindex(hooked) < mx.reindex(hooked)).all(), pd.concat([mx, mh], axis=1)
     assert sorted(x.groupby("label").size().items()) == sorted(h.groupby("label").size().items())
 
