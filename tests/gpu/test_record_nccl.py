@@ -33,6 +33,7 @@ def _torchrun(tmp_path, mode, check=True):
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PYTHONPATH": path, "NCCL_NVLS_ENABLE": "0"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--master-port", "0",
+           "--log-dir", str(tmp_path / f"logs-{mode}"),  # else a /tmp/torchelastic_* folder is left per launch
            "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", __file__, mode, str(tmp_path)]
     p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     if check:

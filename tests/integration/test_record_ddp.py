@@ -20,7 +20,8 @@ STEPS = 4
 
 def _torchrun(args, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+    # --log-dir: without it torch.distributed.run leaves a /tmp/torchelastic_* folder behind per launch
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--log-dir", str(tmp_path / "logs"),
            "--master-port", "0", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", *map(str, args)]
     p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

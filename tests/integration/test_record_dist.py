@@ -92,7 +92,9 @@ WORKER = textwrap.dedent("""
 
 
 def torchrun(script: Path, out: Path, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess:
+    # --log-dir beside the run: without it torch.distributed.run leaves a /tmp/torchelastic_* folder behind
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+           "--log-dir", str(out.parent / f"{out.name}-logs"),
            "--master-port", str(free_port()), str(script), "--out", str(out), *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)

@@ -96,7 +96,7 @@ def test_torchrun_teardown_of_a_stalled_rank_leaves_terminated_status(tmp_path):
     script, out = tmp_path / "stall.py", tmp_path / "run"
     script.write_text(STALL)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-           str(free_port()), str(script), str(out)]
+           str(free_port()), "--log-dir", str(tmp_path / "logs"), str(script), str(out)]  # no /tmp/torchelastic_*
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=ENV, cwd=ROOT)
     assert r.returncode != 0
     s0, s1 = status(out, 0), status(out, 1)
