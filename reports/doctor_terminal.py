@@ -16,7 +16,7 @@ import pandas as pd
 from rich.console import Console
 from rich.text import Text
 
-from reports.report_terminal import print_caveat_lines
+from reports.report_terminal import print_outcome_and_problems
 from reports.widths_terminal import Col, print_fitted
 
 COLOURS = {"ok": "green", "insufficient": "yellow", "interrupted": "yellow"}
@@ -135,7 +135,4 @@ def print_doctor_verdict(d, console: Console) -> None:
     if d.injected:
         console.print(Text(f"(this run was started with --inject {', '.join(d.injected)}; not used for the "
                            "verdict)"), highlight=False)
-    reports = getattr(d, "run_reports", None) or []
-    print_caveat_lines([("the run reports", str(p)) for p in reports]
-                       + [("problem while loading", str(p)) for p in getattr(d, "problems", None) or []], console,
-                       more="more line(s)" if reports else "more problem(s)")
+    print_outcome_and_problems(getattr(d, "run_reports", None) or [], getattr(d, "problems", None) or [], console)

@@ -74,6 +74,15 @@ def print_caveat_lines(items: list[tuple[str, str]], console: Console, more: str
         console.print(f"… {len(items) - CAVEATS_SHOWN} {more}, {where}", highlight=False)
 
 
+def print_outcome_and_problems(run_reports: list, problems: list, console: Console,
+                               where: str = "see --json") -> None:
+    """`doctor`'s and `export`'s caveats: the ranks that did not complete ("the run reports: …"), then
+    what the loader could not read ("problem while loading: …"), through print_caveat_lines."""
+    print_caveat_lines([("the run reports", str(p)) for p in run_reports]
+                       + [("problem while loading", str(p)) for p in problems], console,
+                       more="more line(s)" if run_reports else "more problem(s)", where=where)
+
+
 def print_caveats(summary: dict, console: Console) -> None:
     """What the input cannot show: the document's `run_reports` (ranks that did not complete), its
     `problems` (the loader's), then its `notes` (the

@@ -234,9 +234,8 @@ def _culprits_first(ranks: list[Finding], diagnosis: Any) -> list[Finding]:
     is the first rank to look at. A culprit already listed moves up and gains the verdict's line."""
     if not isinstance(diagnosis, Diagnosis) or not diagnosis.culprit_ranks:
         return ranks
-    at = diagnosis.label if diagnosis.label else None
-    where = "" if at is None else f" ({at}" + ("" if diagnosis.step is None or diagnosis.step < 0 else
-                                                f", step {diagnosis.step}") + ")"
+    where = "" if not diagnosis.label else f" ({diagnosis.label}" + (
+        "" if diagnosis.step is None or diagnosis.step < 0 else f", step {diagnosis.step}") + ")"
     line = f"the doctor's {diagnosis.verdict} culprit{where}"  # the words of representative.culprits_first
     by_name = {f.name: f for f in ranks}
     first = []

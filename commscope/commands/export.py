@@ -3,7 +3,7 @@
 A thin wrapper: load (commscope.load), find the collectives a hang left in flight and each rank's last
 sign of life (commscope.analyze.left_in_flight), convert and write (reports.perfetto), print the path. What
 the loader could not read (a corrupt or missing rank, an empty trace) is printed on stderr as `doctor`
-prints it (`problem while loading: …`, reports.report_terminal.print_caveat_lines) and kept in the trace's
+prints it (`problem while loading: …`, reports.report_terminal.print_outcome_and_problems) and kept in the trace's
 otherData.problems: a trace that lacks a rank says so, though it still exits 0 like `report`; the ranks
 that did not complete (`the run reports: …`, commscope.analyze.problems.run_reports) likewise, in
 otherData.run_reports. The output
@@ -62,13 +62,11 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"out of memory while writing the Perfetto trace {printable(perfetto)} (nothing "
                             "written); free memory, or export fewer steps (--steps) or ranks") from None
         if trace.problems or reports:  # stderr: stdout stays the one line naming the trace
-            from reports.report_terminal import print_caveat_lines
+            from reports.report_terminal import print_outcome_and_problems
 
             # piped, one unwrapped line per problem, as a log is searched
-            print_caveat_lines([("the run reports", str(p)) for p in reports]
-                               + [("problem while loading", str(p)) for p in trace.problems],
-                               output_console(piped_width=PIPED_PROBLEM_WIDTH, stderr=True),
-                               more="more line(s)" if reports else "more problem(s)",
-                               where="all in the trace's otherData (run_reports, problems)" if reports else
-                               "all in the trace's otherData.problems")
+            print_outcome_and_problems(reports, trace.problems,
+                                       output_console(piped_width=PIPED_PROBLEM_WIDTH, stderr=True),
+                                       where="all in the trace's otherData (run_reports, problems)" if reports
+                                       else "all in the trace's otherData.problems")
         typer.echo(f"perfetto trace: {printable(perfetto)} (open in https://ui.perfetto.dev or chrome://tracing)")
