@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from commscope.analyze.layout_report import short_kernel
+from commscope.analyze.layout_report import readable_kernel
 from commscope.analyze.report_context import ReportContext
 from commscope.analyze.summary import comm_overlap_note, comm_overlap_rows, undefined_overlap_note
 from reports import tables
@@ -74,14 +74,13 @@ def render_overview(ctx: ReportContext) -> str:
         note = undefined_overlap_note(s)
         if note:
             out.append(f'<p class="note">{html.escape(note)}</p>')
-    reports = s.get("run_reports") or []  # how ranks that did not complete ended, as the run's files say
-    if reports:
-        out.append('<h3>Ranks that did not complete</h3><ul class="problems">' +
-                   "".join(f"<li>{html.escape(tables.step_words(str(p)))}</li>" for p in reports) + "</ul>")
-    problems = s.get("problems") or []  # summarize()'s: what several ranks share is one line
-    if problems:
-        out.append('<h3>Problems while loading</h3><ul class="problems">' +
-                   "".join(f"<li>{html.escape(tables.step_words(str(p)))}</li>" for p in problems) + "</ul>")
+    # how ranks that did not complete ended, as the run's files say; what the loader could not read. Both
+    # summarize()'s: what several ranks share is one line
+    for title, key in (("Ranks that did not complete", "run_reports"), ("Problems while loading", "problems")):
+        lines = s.get(key) or []
+        if lines:
+            out.append(f'<h3>{title}</h3><ul class="problems">' +
+                       "".join(f"<li>{html.escape(tables.step_words(str(p)))}</li>" for p in lines) + "</ul>")
     return "\n".join(out)
 
 
@@ -257,8 +256,8 @@ def render_hta_views(ctx: ReportContext) -> str | None:
         v = hta.get(key)
         if not v:
             continue
-        if key == "top_kernels":  # a CUTLASS template name runs to ~1,500 characters: its short form, as the timeline's
-            v = [{**r, "name": short_kernel(str(r["name"]))} if len(str(r.get("name", ""))) > 60 else r for r in v]
+        if key == "top_kernels":  # the kernels' names as the timeline shows them
+            v = [{**r, "name": readable_kernel(str(r["name"]))} if "name" in r else r for r in v]
         body = (tables.records_table(v["kernel_types"], table_id="hta-kernel-types") if key == "kernel_breakdown"
                 else tables.records_table(v, table_id=f"hta-{key}"))
         parts.append(f'<h3>{html.escape(title)}</h3><p class="note">{html.escape(note)}</p>{body}')

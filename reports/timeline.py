@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from commscope.analyze.layout_report import short_kernel
+from commscope.analyze.layout_report import readable_kernel
 from commscope.analyze.timeline_bars import TimelineBars
 from reports.tables import byte_size
 
@@ -87,7 +87,7 @@ def launch_to_start(launch_ns: float, start_ns: float) -> str:
 
 
 def _kernel_text(names: list[tuple[str, int, float]], n: int) -> str:
-    listed = "<br>".join(f"{short_kernel(name) if len(name) > 60 else name} ×{k} ({ns / 1e6:.3f} ms)"
+    listed = "<br>".join(f"{readable_kernel(name)} ×{k} ({ns / 1e6:.3f} ms)"
                          for name, k, ns in names)
     more = n - sum(k for _, k, _ in names)
     return listed + (f"<br>+{more} more" if more > 0 else "")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from commscope.analyze.layout_report import short_kernel
+from commscope.analyze.layout_report import readable_kernel
 from commscope.analyze.timeline_bars import TimelineBars
 from reports.timeline import (BAR, COLL_HOVER, COMM_ROW_MAX_PX, COMPUTE_COLOR, EXPOSED_MARKER, FLOW_LINE, FLOW_NAME,
                               HOOK_MARKER, L2S_UNKNOWN, LANE_PX, ROW_H, label_colors)
@@ -104,7 +104,7 @@ def rank_rows(bars: TimelineBars) -> dict:
             for names in cr.names:
                 comp["nn"].append(len(names))
                 for kernel, k, ns in names:
-                    comp["name"].append(name(short_kernel(kernel) if len(kernel) > 60 else kernel))
+                    comp["name"].append(name(readable_kernel(kernel)))
                     comp["nk"].append(int(k))
                     comp["nd"].append(int(round(ns / UNIT_NS)))
             n += len(s)

@@ -193,3 +193,9 @@ def short_kernel(name: str | None, width: int = 60) -> str:
     if len(base) > width:
         base = base.replace("elementwise_kernel", "ew")
     return base if len(base) <= width else base[:width - 1] + "…"
+
+
+def readable_kernel(name: str, width: int = 60) -> str:
+    """A kernel's name as the page shows it: whole up to `width` characters, else short_kernel's form (a
+    CUTLASS template name runs to ~1,500 characters)."""
+    return name if len(name) <= width else short_kernel(name, width)
