@@ -97,6 +97,7 @@ def render_timeline(ctx: ReportContext) -> str:
             'Yellow bands: time between two steps. The legend entry "one call across ranks" links each collective '
             'call across ranks. A collective\'s hover gives its launch to start time, "–" where the input does '
             'not record the launch or the execution start (a run timed on the CPU: its bars start at the launch). '
+            + stopped_note(bars) +
             'Drag to zoom, double-click to reset; <code>--steps A:B</code> draws other steps.</p>')
     from reports.page import figure_html
 
@@ -109,14 +110,36 @@ def render_timeline(ctx: ReportContext) -> str:
 def drawn_steps(bars, window) -> str:
     """The caption's first sentence: which steps the figure draws. It stays true while the step menu or
     a heatmap cell zooms the figure to one step, and says so where the input marks no steps at all."""
-    marks = bars.step_marks
-    if not len(marks):
+    unfinished = _unfinished(bars)
+    marked = list(bars.step_marks["step"]) + unfinished
+    if not marked:
         return "The input marks no steps: the figure draws all of its time."
-    lo, hi = int(marks["step"].min()), int(marks["step"].max())
+    lo, hi = int(min(marked)), int(max(marked))
     steps = f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
     which = f"every step of the input ({steps})" if window is None else steps
     zoom = "" if lo == hi else "; the step menu or a heatmap cell zooms to one of them"
     return f"The figure draws {which}{zoom}."
+
+
+def _unfinished(bars) -> list[int]:
+    u = getattr(bars, "unfinished", None)
+    return [] if u is None else [int(s) for s in u["step"]]
+
+
+def stopped_note(bars) -> str:
+    """The caption's words for a run that did not complete (analyze.timeline_inflight), where it shows one."""
+    stuck = any(rb.inflight is not None and len(rb.inflight) for rb in bars.ranks)
+    unfinished = _unfinished(bars)
+    out = ""
+    if stuck:
+        out += ('<b>Outlined in red, striped</b>: collectives that never completed, from their launch to their '
+                "rank's last sign of life or the figure's edge (the hover gives the whole time). A rank without "
+                "such a bar where the others have one did not leave that collective in flight: it may never have "
+                "launched it (the doctor's verdict says). ")
+    if unfinished:
+        out += (f'A red dotted line: a step with records but no end recorded ({", ".join(map(str, unfinished))}), '
+                "at its earliest record. ")
+    return out
 
 
 def cpu_threads(ctx: ReportContext) -> bool:

@@ -11,6 +11,11 @@ colour and legend group (a legend entry of their own only for a label without co
 dotted vertical lines; the first rank's time between two steps is a yellow band. A legend entry, off by
 default, links one collective call across ranks (the same (group, seq): analyze.flows).
 
+A run that did not complete (analyze.timeline_inflight): a collective left in flight is a bar in its
+label's colour with a red outline and red stripes, from its launch to the rank's last sign of life or the
+figure's right edge, whichever comes first (its hover gives the whole time); a step the first rank began
+but recorded no end of is a red dotted line at its earliest record, "step N · no end recorded".
+
 Why bars (plotly `Bar`, horizontal, `base` = start): hover works anywhere on a bar, and bar fills take
 patterns. They are SVG, so the number of bars is bounded upstream: compute arrives merged per (rank,
 stream) row (commscope.analyze.timeline_bars), a block keeping the names of its costliest kernels.
@@ -60,6 +65,11 @@ BAR = 0.72        # bar thickness, in rows
 EXPOSED_MARKER = dict(color="rgba(0,0,0,0)", line=dict(color=EXPOSED_COLOR, width=0),
                       pattern=dict(shape="x", fgcolor=EXPOSED_COLOR, size=5, solidity=0.35))
 HOOK_MARKER = dict(symbol="diamond", size=8, line=dict(color="#000", width=0.5))  # plus the label's colour
+INFLIGHT_COLOR = "#d62728"
+INFLIGHT_NAME = "never completed (in flight)"
+INFLIGHT_MARKER = dict(line=dict(color=INFLIGHT_COLOR, width=1.5),
+                       pattern=dict(shape="/", fgcolor=INFLIGHT_COLOR, size=6, solidity=0.3))
+UNFINISHED_STEP = "no end recorded"  # after "step N · " on the mark of a step begun but not ended
 FLOW_NAME = "one call across ranks"  # the legend entry of the lines linking one collective call across ranks
 FLOW_LINE = dict(color="#444", width=1)
 
@@ -84,6 +94,26 @@ def launch_to_start(launch_ns: float, start_ns: float) -> str:
     if np.isnan(launch_ns) or np.isnan(start_ns):
         return L2S_UNKNOWN
     return f"launch to start {ms(max(start_ns - launch_ns, 0.0) / 1e6)}"
+
+
+def _or(v: Any) -> str:
+    return "–" if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+
+
+def span_text(ns: float) -> str:
+    """A duration as the in-flight hover says it: seconds from 1 s, else milliseconds."""
+    return f"{ns / 1e9:.1f} s" if ns >= 1e9 else ms(ns / 1e6)
+
+
+def inflight_text(r: Any, rank: int, more: int) -> str:
+    """The hover of a collective left in flight (`r`: a row of RankBars.inflight)."""
+    until = "when the watchdog fired" if r.watchdog_fired else "at its rank's last record"
+    return (f"<b>{_or(r.label)}</b> · {_or(r.op)} · group {_or(r.group)} · seq {_or(r.seq)}<br>rank {rank} · "
+            f"{step_text(r.step)}"
+            f"<br><b>never completed</b>: still in flight {span_text(r.in_flight_ns)} after its launch, {until}"
+            + ("<br>(the bar stops at the figure's edge)" if r.cut else "")
+            + "<br>" + byte_size(None if pd.isna(r.bytes) else r.bytes)
+            + (f"<br>rank {rank} has {more} more in flight, not drawn" if more else ""))
 
 
 def _kernel_text(names: list[tuple[str, int, float]], n: int) -> str:
@@ -123,21 +153,31 @@ class _Bars:
         return go.Bar(**arrays, text=self.text, textposition="none", hovertemplate=template, **kw)
 
 
-def _add_step_selector(fig: go.Figure, steps: pd.DataFrame, t0: int, every_step: bool = True,
+def _step_spans(bars: TimelineBars, unfinished: pd.DataFrame) -> list[tuple[int, str, float, float]]:
+    """(step, menu entry, start ms, end ms) of each step marked, by start: the first rank's steps, and
+    those it recorded no end of, which reach the figure's right edge."""
+    t0 = bars.t0
+    out = [(int(s.step), f"step {s.step}", (int(s.start_ns) - t0) / 1e6, (int(s.end_ns) - t0) / 1e6)
+           for s in bars.step_marks.itertuples(index=False)]
+    out += [(int(s.step), f"step {s.step} ({UNFINISHED_STEP})", (int(s.start_ns) - t0) / 1e6, bars.t_end / 1e6)
+            for s in unfinished.itertuples(index=False)]
+    return sorted(out, key=lambda x: x[2])
+
+
+def _add_step_selector(fig: go.Figure, steps: list[tuple[int, str, float, float]], every_step: bool = True,
                        max_buttons: int = 40) -> None:
-    """`steps`: sorted by start. A dropdown that zooms the x axis to one step (the first rank's step bounds)
+    """`steps`: _step_spans'. A dropdown that zooms the x axis to one step (the first rank's step bounds)
     or back to every step drawn: the in-page step selector for traces with many steps (more steps: use
     --steps). `every_step`: the figure draws all of the trace's steps, else a window of them, which the
     first entry names so it is not read as the whole run."""
     if len(steps) < 2 or len(steps) > max_buttons:
         return
-    first, last = int(steps["step"].min()), int(steps["step"].max())
-    label = f"{'all' if every_step else 'drawn'} steps ({first}–{last})"
+    numbers = [step for step, _, _, _ in steps]
+    label = f"{'all' if every_step else 'drawn'} steps ({min(numbers)}–{max(numbers)})"
     buttons = [dict(label=label, method="relayout", args=[{"xaxis.autorange": True}])]
-    for s in steps.itertuples(index=False):
-        lo, hi = (int(s.start_ns) - t0) / 1e6, (int(s.end_ns) - t0) / 1e6
+    for _, name, lo, hi in steps:
         pad = 0.02 * (hi - lo)
-        buttons.append(dict(label=f"step {s.step}", method="relayout",
+        buttons.append(dict(label=name, method="relayout",
                             args=[{"xaxis.range": [lo - pad, hi + pad], "xaxis.autorange": False}]))
     fig.update_layout(updatemenus=[dict(type="dropdown", buttons=buttons, x=0, xanchor="left", y=1.0,
                                         yanchor="bottom", pad=dict(b=30), showactive=True)])
@@ -193,7 +233,9 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
     rows = row_layout(bars, cpu_threads)
     centres, bottom = row_centres([r[3] for r in rows])
     y_of = {(rank, key): y for (_, rank, key, _), y in zip(rows, centres)}
-    compute, exposed = _Bars(), _Bars()
+    compute, exposed, stuck = _Bars(), _Bars(), _Bars()
+    stuck_colors: list[str] = []
+    more = bars.inflight_more or {}
     per_label: dict[str, _Bars] = {}
     hooks: dict[str, tuple[list, list, list]] = {}
     for rb in bars.ranks:
@@ -223,6 +265,10 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
                 + launch_to_start(rb.launch[j], rb.measured_start[j]))
             for a, b in rb.exposed[j]:
                 exposed.add(a, b, y, lane_h * 0.9)
+        for r in (rb.inflight.itertuples(index=False) if rb.inflight is not None else ()):
+            stuck.add(r.start, r.end, yc - bar / 2 + lane_h * (r.lane + 0.5), lane_h * 0.9,
+                      inflight_text(r, rb.rank, more.get(rb.rank, 0)))
+            stuck_colors.append(colors[str(r.label)])
         for h, t in zip(rb.hooks.itertuples(index=False), rb.hook_t):
             hx, hy, ht = hooks.setdefault(str(h.label), ([], [], []))
             hx.append(t / 1e6)
@@ -239,6 +285,9 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
                                            marker=dict(color=colors[lab], line=dict(width=0))))
     if exposed.base:  # hover passes through to the collective's own bar, which states its exposed time
         fig.add_trace(exposed.trace(name="exposed (hatched)", marker=EXPOSED_MARKER))
+    if stuck.base:
+        fig.add_trace(stuck.trace("%{text}<extra></extra>", name=INFLIGHT_NAME, legendgroup=INFLIGHT_NAME,
+                                  marker=dict(INFLIGHT_MARKER, color=stuck_colors)))
     for lab in sorted(hooks):
         hx, hy, ht = hooks[lab]
         fig.add_trace(go.Scatter(x=np.asarray(hx, np.float64), y=np.asarray(hy, np.float64), hovertext=ht,
@@ -263,7 +312,14 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
         if gap_from is not None:
             shapes.append(dict(type="rect", xref="x", yref="paper", x0=(gap_from - t0) / 1e6, x1=x, y0=0, y1=1,
                                fillcolor=GAP_COLOR, opacity=0.35, line=dict(width=0), layer="below"))
-    _add_step_selector(fig, bars.step_marks, t0, every_step=bars.window is None)
+    unfinished = bars.unfinished if bars.unfinished is not None else pd.DataFrame(columns=["step", "start_ns"])
+    for s in unfinished.itertuples(index=False):
+        x = (int(s.start_ns) - t0) / 1e6
+        shapes.append(dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
+                           line=dict(color=INFLIGHT_COLOR, dash="dot", width=1)))
+        notes.append(dict(x=x, y=1, xref="x", yref="paper", text=f"step {s.step} · {UNFINISHED_STEP}",
+                          showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=11, color=INFLIGHT_COLOR)))
+    _add_step_selector(fig, _step_spans(bars, unfinished), every_step=bars.window is None)
     fig.update_yaxes(tickmode="array", tickvals=centres, ticktext=[r[0] for r in rows],
                      range=[bottom, -0.5], zeroline=False, showgrid=False, fixedrange=True)
     fig.update_xaxes(title_text="ms since window start", zeroline=False)

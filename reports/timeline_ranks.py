@@ -21,6 +21,10 @@ rank's (`n`: how many a rank has):
   for the first, from the previous span's end for the others; `ed` long; spans shorter than a unit are
   left out, as they add nothing at this resolution);
 - `hooks`: firings: `t`, `label`, `step`, `micro`, `pos`;
+- `inflight`: the collectives left in flight (analyze.timeline_inflight): `s` launch (delta-coded), `d` drawn
+  length, `lane`, `label`, `op`, `group`, `seq`, `step`, `bytes`, `t` the whole time in flight, `w` 1 where
+  the watchdog's firing ends it, `cut` 1 where the bar stops at the figure's edge; `more` per rank: how
+  many it has in flight that are not drawn;
 - `flows`: the rank's points of the lines linking one collective call across ranks (TimelineBars.flows):
   `f` the call's flow id, `t` its execution start on the rank, both delta-coded within the rank, by
   flow id. A rank added to the figure joins the lines of the calls it shares with the drawn ranks: per
@@ -38,7 +42,7 @@ import pandas as pd
 from commscope.analyze.layout_report import readable_kernel
 from commscope.analyze.timeline_bars import TimelineBars
 from reports.timeline import (BAR, COLL_HOVER, COMM_ROW_MAX_PX, COMPUTE_COLOR, EXPOSED_MARKER, FLOW_LINE, FLOW_NAME,
-                              HOOK_MARKER, L2S_UNKNOWN, LANE_PX, ROW_H, label_colors)
+                              HOOK_MARKER, INFLIGHT_MARKER, INFLIGHT_NAME, L2S_UNKNOWN, LANE_PX, ROW_H, label_colors)
 
 UNIT_NS = 1000
 
@@ -86,6 +90,7 @@ def rank_rows(bars: TimelineBars) -> dict:
            "coll": {k: [] for k in ("n", "s", "d", "q", "label", "lane", "step", "seq", "bytes", "op", "phase",
                                     "group", "ne", "es", "ed")},
            "hooks": {k: [] for k in ("n", "t", "label", "step", "micro", "pos")},
+           "inflight": _inflight(bars, name),
            "flows": _flow_points(bars)}
     comp, coll, hooks = doc["compute"], doc["coll"], doc["hooks"]
     # per column, the ranks' arrays: converted once, after the loop
@@ -148,6 +153,31 @@ def rank_rows(bars: TimelineBars) -> dict:
     return doc
 
 
+def _inflight(bars: TimelineBars, name: _Strings) -> dict:
+    """The `inflight` block (module docstring), in the order of `bars.ranks`."""
+    out = {k: [] for k in ("n", "more", "s", "d", "lane", "label", "op", "group", "seq", "step", "bytes", "t", "w",
+                           "cut")}
+    more = bars.inflight_more or {}
+    for rb in bars.ranks:
+        f = rb.inflight if rb.inflight is not None else pd.DataFrame(columns=["start", "end"])
+        s, e = _units(f["start"]), _units(f["end"])
+        out["n"].append(len(f))
+        out["more"].append(int(more.get(rb.rank, 0)))
+        out["s"] += _delta(s)
+        out["d"] += (e - s).tolist()
+        if not len(f):
+            continue
+        out["lane"] += f["lane"].astype(np.int64).tolist()
+        out["t"] += _units(f["in_flight_ns"]).tolist()
+        out["w"] += f["watchdog_fired"].astype(int).tolist()
+        out["cut"] += f["cut"].astype(int).tolist()
+        for k in ("label", "op", "group"):
+            out[k] += [name(v) for v in f[k]]
+        for k in ("seq", "step", "bytes"):
+            out[k] += _ints([f[k].to_numpy(dtype=object)])
+    return out
+
+
 def _flow_points(bars: TimelineBars) -> dict:
     """The `flows` block (module docstring): every rank's flow points, in the order of `bars.ranks`."""
     out = {"n": [], "f": [], "t": []}
@@ -171,4 +201,5 @@ def style(bars: TimelineBars, cpu_threads: bool = False) -> dict:
     `comm_row_max_px` size a comm row by its lanes as timeline.comm_row_span does."""
     return {"row_h": ROW_H, "bar": BAR, "lane_px": LANE_PX, "comm_row_max_px": COMM_ROW_MAX_PX, "compute_color": COMPUTE_COLOR, "exposed_marker": EXPOSED_MARKER,
             "hook_marker": HOOK_MARKER, "colors": label_colors(bars.labels), "coll_hover": COLL_HOVER, "l2s_unknown": L2S_UNKNOWN,
-            "flow_name": FLOW_NAME, "flow_line": FLOW_LINE, "cpu_threads": cpu_threads}
+            "flow_name": FLOW_NAME, "flow_line": FLOW_LINE, "cpu_threads": cpu_threads,
+            "inflight_marker": INFLIGHT_MARKER, "inflight_name": INFLIGHT_NAME}

@@ -19,7 +19,10 @@ Rules (the figure's legend explains them to the reader):
   ran no step's work), the host's step records elsewhere (after a step-end sync the device idles in a
   gap: analyze.step_gaps); compute rows and collectives are in the window by the step that launched them;
 - one collective instance across ranks (the same (group, seq) on two or more ranks, analyze.flows) is a
-  flow: its execution start on each rank, in rank order, for the lines that link them.
+  flow: its execution start on each rank, in rank order, for the lines that link them;
+- a run that did not complete: the collectives left in flight are bars in their rank's comm row, sharing
+  its lanes with the completed ones, and a step the first rank began but recorded no end of is marked at
+  its earliest record (analyze.timeline_inflight); `t_end` is the right edge of everything else drawn.
 
 Invariant: pure function of the trace's frames; the trace is not modified.
 """
@@ -37,6 +40,7 @@ from commscope.analyze import intervals as iv
 from commscope.analyze.exposure import collective_span, compute_sets, exposed_spans, to_rel
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.intervals import assign_lanes
+from commscope.analyze.timeline_inflight import inflight_bars, unfinished_steps
 from commscope.load.frames import rel
 
 
@@ -131,6 +135,8 @@ class RankBars:
     exposed_ns: list[float]                              # their summed length per collective
     hooks: pd.DataFrame                                  # the rank's hook firings in the window
     hook_t: list[int]                                    # firing times
+    inflight: pd.DataFrame | None = None                 # collectives left in flight (timeline_inflight.INFLIGHT_COLS
+                                                         # plus `lane`), by launch
 
 
 @dataclass
@@ -144,6 +150,9 @@ class TimelineBars:
     flows: pd.DataFrame | None = None  # flow, label, rank, t (ns since t0): one collective call's execution
                                        # start on each rank, by flow then rank (analyze.flows)
     window: tuple[int, int] | None = None
+    t_end: float = 0.0                 # ns since t0 of the right edge of what is drawn, in-flight bars aside
+    unfinished: pd.DataFrame | None = None  # the first rank's steps with records but no end: step, start_ns (absolute)
+    inflight_more: dict[int, int] | None = None  # per rank, its in-flight collectives in the window not drawn
 
     def subset(self, ranks: list[int]) -> "TimelineBars":
         """The same bars for `ranks` only, in that order (ranks without bars left out); flows keep the
@@ -209,20 +218,23 @@ def _compute_rows(comp: pd.DataFrame, t0: int, max_blocks: int) -> dict[int, lis
     return out
 
 
-def _rank_bars(rank: int, rows: list[ComputeRow], cc: pd.DataFrame, rh: pd.DataFrame, comp_set, t0: int
-               ) -> RankBars:
+def _rank_bars(rank: int, rows: list[ComputeRow], cc: pd.DataFrame, rh: pd.DataFrame, comp_set, t0: int,
+               stuck: pd.DataFrame) -> RankBars:
     launch, start, end = collective_span(cc, t0) if len(cc) else (np.zeros(0),) * 3
     drawn = ~(np.isnan(start) | np.isnan(end))
     lanes = np.zeros(len(cc), dtype=np.int64)
-    if drawn.any():
-        lanes[drawn] = assign_lanes(start[drawn], end[drawn])
+    # the in-flight bars share the lanes: one assignment over both, so that none covers another
+    both = assign_lanes(np.r_[start[drawn], stuck["start"].to_numpy(np.float64)],
+                        np.r_[end[drawn], stuck["end"].to_numpy(np.float64)])
+    lanes[drawn] = both[:int(drawn.sum())]
+    stuck = stuck.assign(lane=both[int(drawn.sum()):])
     exposed = exposed_intervals(cc, comp_set, t0) if len(cc) else []
     measured = rel(cc["start_ns"], t0) if len(cc) else np.zeros(0)
     return RankBars(rank=rank, compute=rows, coll=cc, launch=launch, start=start, end=end,
                     measured_start=measured, drawn=drawn,
-                    lanes=lanes, n_lanes=int(lanes.max()) + 1 if len(lanes) else 1, exposed=exposed,
+                    lanes=lanes, n_lanes=int(both.max()) + 1 if len(both) else 1, exposed=exposed,
                     exposed_ns=[sum(b - a for a, b in x) for x in exposed], hooks=rh,
-                    hook_t=[int(t) - t0 for t in rh["t_ns"]] if len(rh) else [])
+                    hook_t=[int(t) - t0 for t in rh["t_ns"]] if len(rh) else [], inflight=stuck)
 
 
 def _by_rank(df: pd.DataFrame) -> dict:
@@ -266,12 +278,26 @@ def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute
                (coll, "start_ns"), (comp, "start_ns"), (hooks, "t_ns")) if len(df)]
     t_cands = [int(t) for t in t_cands if not pd.isna(t)]
     t0 = min(t_cands) if t_cands else 0
+    t_end = _right_edge(steps, coll, comp, hooks, t0)
+    stuck, more = inflight_bars(trace, window, t0, t_end)
     comp_sets = compute_sets(trace)
     rows, coll_of, hooks_of = _compute_rows(comp, t0, max_compute_per_rank), _by_rank(coll), _by_rank(hooks)
+    stuck_of = _by_rank(stuck)
     ranks = [_rank_bars(rank, rows.get(rank, []), coll_of.get(rank, coll.iloc[:0]), hooks_of.get(rank, hooks.iloc[:0]),
-                        comp_sets.get(rank, iv.empty()), t0) for rank in trace.ranks]
+                        comp_sets.get(rank, iv.empty()), t0, stuck_of.get(rank, stuck.iloc[:0]))
+             for rank in trace.ranks]
     first_rank = steps[steps["rank"] == trace.ranks[0]] if len(steps) and trace.ranks else steps
     first_rank = first_rank.sort_values("start_ns") if len(first_rank) else first_rank
-    labels = list(coll["label"].astype(str)) + (list(hooks["label"].astype(str)) if len(hooks) else [])
+    labels = (list(coll["label"].astype(str)) + (list(hooks["label"].astype(str)) if len(hooks) else [])
+              + list(stuck["label"].astype(str)))
+    unfinished = unfinished_steps(trace, trace.ranks[0], window) if trace.ranks else None
     return TimelineBars(t0=t0, ranks=ranks, labels=labels, step_marks=first_rank,
-                        gap_before=_gap_before(first_rank), flows=_flows(coll, t0), window=window)
+                        gap_before=_gap_before(first_rank), flows=_flows(coll, t0), window=window, t_end=t_end,
+                        unfinished=unfinished, inflight_more=more)
+
+
+def _right_edge(steps: pd.DataFrame, coll: pd.DataFrame, comp: pd.DataFrame, hooks: pd.DataFrame, t0: int) -> float:
+    """ns since t0 of the latest end, completion or firing drawn (0.0 when nothing is)."""
+    ends = [np.nanmax(v, initial=-np.inf) for v in (rel(df[c], t0) for df, c in (
+        (steps, "end_ns"), (coll, "end_ns"), (comp, "end_ns"), (hooks, "t_ns")) if len(df) and c in df)]
+    return float(max([e for e in ends if np.isfinite(e)], default=0.0))

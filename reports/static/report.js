@@ -324,6 +324,29 @@ function csRankTraces(d, style, r, y0, known) {
     out.push({type: "bar", orientation: "h", base: ex.base, x: ex.x, y: ex.y, width: ex.width, hoverinfo: "skip",
               name: "exposed (hatched)", showlegend: false, marker: style.exposed_marker});
   }
+  var f = d.inflight, stuck = {base: [], x: [], y: [], width: [], text: [], color: []};
+  s = 0;
+  for (var g = d.off.inflight[i]; g < d.off.inflight[i + 1]; g++) {  // timeline.py inflight_text's words
+    s += f.s[g];
+    var fl = str[f.label[g]], ns = f.t[g] * d.unit_ns, more = f.more[i];
+    stuck.base.push(s * U); stuck.x.push(f.d[g] * U); stuck.y.push(yc - bar / 2 + laneH * (f.lane[g] + 0.5));
+    stuck.width.push(laneH * 0.9); stuck.color.push(style.colors[fl]);
+    stuck.text.push("<b>" + csStr(str, f.label[g]) + "</b> · " + csStr(str, f.op[g]) + " · group " + csStr(str, f.group[g]) +
+                    " · seq " + csOr(f.seq[g]) + "<br>rank " + r + " · " +
+                    (f.step[g] === null || f.step[g] < 0 ? "outside every step" : "step " + f.step[g]) +
+                    "<br><b>never completed</b>: still in flight " +
+                    (ns >= 1e9 ? (ns / 1e9).toFixed(1) + " s" : (ns / 1e6).toFixed(3) + " ms") + " after its launch, " +
+                    (f.w[g] ? "when the watchdog fired" : "at its rank's last record") +
+                    (f.cut[g] ? "<br>(the bar stops at the figure's edge)" : "") + "<br>" + csBytes(f.bytes[g]) +
+                    (more ? "<br>rank " + r + " has " + more + " more in flight, not drawn" : ""));
+  }
+  if (stuck.base.length) {
+    out.push({type: "bar", orientation: "h", base: stuck.base, x: stuck.x, y: stuck.y, width: stuck.width,
+              text: stuck.text, textposition: "none", hovertemplate: "%{text}<extra></extra>", name: style.inflight_name,
+              legendgroup: style.inflight_name, showlegend: !known[style.inflight_name],
+              marker: Object.assign({}, style.inflight_marker, {color: stuck.color})});
+    known[style.inflight_name] = true;
+  }
   var h = d.hooks, h0 = d.off.hooks[i], h1 = d.off.hooks[i + 1], hooks = {};
   s = 0;
   for (var q = h0; q < h1; q++) {
@@ -340,7 +363,8 @@ function csRankTraces(d, style, r, y0, known) {
               showlegend: !known[hl], marker: marker});
     known[hl] = true;
   });
-  return {traces: out, rows: rows, ys: ys, bottom: yc + span / 2, laneH: laneH};
+  return {traces: out, rows: rows, ys: ys, bottom: yc + span / 2, laneH: laneH,
+          inflight: d.off.inflight[i + 1] - d.off.inflight[i] + f.more[i]};
 }
 
 // Grow the timeline until each of its rows has layout.meta.row_px px (reports/timeline.py figure_height):
@@ -385,6 +409,7 @@ function csBytes(v) {
 }
 
 function csOr(x) { return x === null ? "–" : x; }
+function csStr(str, k) { return k < 0 ? "–" : str[k]; }
 
 // Per-rank offsets into the compact document's item lists.
 function csIndex(d) {
@@ -395,6 +420,7 @@ function csIndex(d) {
   c.n.forEach(function (n) { var t = 0; for (var e = k + n; k < e; k++) t += c.nn[k]; names.push(names[names.length - 1] + t); });
   o.n.forEach(function (n) { var t = 0; for (var e = j + n; j < e; j++) t += o.ne[j]; spans.push(spans[spans.length - 1] + t); });
   d.off = {compute: offsets(c.n), coll: offsets(o.n), hooks: offsets(d.hooks.n), flows: offsets(d.flows.n),
+           inflight: offsets(d.inflight.n),
            names: names, spans: spans};
   return d;
 }
@@ -468,8 +494,10 @@ window.csShowRank = function (r) {
           gd.dataset.shownFlows = String(lines.n);
           st.traces = made.traces.length;
           height = st.height + Math.round(style.row_h * (bottom - st.bottom));
+          var stuck = made.inflight ? "; it left " + made.inflight + " collective" + (made.inflight > 1 ? "s" : "") +
+            " in flight (outlined in red)" : "";
           said.textContent = "rank " + r + (drawnAlready ? " is one of the drawn ranks" : ": the last rows of the figure") +
-            (lines.n ? "; the lines \"" + name + "\" link its " + lines.n + " calls shared with the " +
+            stuck + (lines.n ? "; the lines \"" + name + "\" link its " + lines.n + " calls shared with the " +
              (drawnAlready ? "other " : "") + "drawn ranks." : ".");
           return made.traces.length ? Plotly.addTraces(gd, made.traces) : null;
         }

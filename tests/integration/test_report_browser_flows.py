@@ -16,7 +16,8 @@ from commscope.analyze.report_context import report_context
 from commscope.analyze.summary import summarize
 from commscope.cli import app
 from commscope.load import load_path
-from scale_jobs import scale_job
+from paths import TESTS
+from scale_jobs import gen_job, scale_job
 from test_report_browser import CHROMIUM, chromium, console_errors
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (apt-get install chromium)")
@@ -160,3 +161,29 @@ def test_the_heatmap_fits_a_narrow_window(tmp_path):
         assert console_errors(proc.stderr) == []
         widths[w] = int(re.search(r'<canvas id="heatmap-canvas"[^>]*\bwidth="(\d+)"', proc.stdout).group(1))
     assert widths[800] <= 800 - 40 and widths[1920] > widths[800]
+
+
+def test_a_chosen_rank_of_a_hung_job_shows_what_it_left_in_flight(tmp_path):
+    """A 40-rank job whose rank 17 never launches a collective of step 3: a rank chosen through the selector
+    gets its in-flight bar (outlined in red, in the legend once) and the sentence beside the selector counts
+    it; the culprit, drawn first, has none."""
+    from reports.timeline import INFLIGHT_NAME
+
+    truth = gen_job.generate(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / "h", 40, steps=6, hang=17)
+    tr = load_path(truth["job"])
+    ctx = report_context(tr, summarize(tr, with_hta=False))
+    drawn = [rb.rank for rb in ctx.drawn.ranks]
+    assert drawn[0] == 17 and len(ctx.drawn.ranks[0].inflight) == 0
+    chosen = next(r for r in range(40) if r not in drawn)
+    assert len(next(rb for rb in ctx.timeline.ranks if rb.rank == chosen).inflight) == 1
+    page = tmp_path / "hung.html"
+    res = CliRunner().invoke(app, ["report", truth["job"], "-o", str(page), "--no-hta"])
+    assert res.exit_code == 0, res.output
+    proc = chromium(tmp_path, "hung", "--dump-dom", f"{page.as_uri()}#rank={chosen}")
+    assert proc.returncode == 0 and console_errors(proc.stderr) == [], proc.stderr[-2000:]
+    dom = proc.stdout
+    said = re.search(r'<span id="rank-shown">([^<]*)</span>', dom).group(1)
+    assert said.startswith(f"rank {chosen}: the last rows of the figure; it left 1 collective in flight (outlined in red);")
+    legend = re.findall(r'class="legendtext"[^>]*>([^<]+)<', dom[dom.index('id="timeline-plot"'):])
+    assert legend.count(INFLIGHT_NAME) == 1
+    assert "step 3 · no end recorded" in dom and "Outlined in red, striped" in dom

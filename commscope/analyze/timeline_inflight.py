@@ -1,0 +1,98 @@
+"""What the timeline draws of a run that did not complete: the collectives left in flight, and the steps a
+rank began but recorded no end of.
+
+A hung or crashed run leaves collectives in flight (analyze.left_in_flight: launched, never seen to
+complete) and a step with records but no step record (a rank writes that record at the step's end). The
+timeline draws both where they happened, so that a reader of the steps before a hang sees which collective
+each rank is stuck in, and which rank never launched it (its comm row has no such bar):
+
+- `inflight_bars(trace, window, t0, t_end)`: the in-flight collectives whose step is in the window (any,
+  when the window is everything), at most IN_FLIGHT_DRAWN a rank, the oldest launches first (the oldest is
+  the one the later ones queue behind), as bars from the launch (`start`) to the rank's last sign of life.
+  A watchdog fires minutes after the launch, and a bar that long would squash every step drawn, so a bar
+  ends at `t_end` at most (the right edge of what else is drawn, plus IN_FLIGHT_PAD of the span, so that
+  it sticks out past everything that completed); `in_flight_ns` keeps the whole time for the hover and
+  `cut` says which bars were shortened. `more` counts, per rank, its in-flight collectives in the window
+  not drawn. A launch time not recorded leaves nothing to draw: counted in `more`.
+- `unfinished_steps(trace, rank, window)`: the steps >= 0 in the window for which `rank` has records
+  (collective and in-flight launches, compute, hook firings) but no step record, each with its earliest
+  record's time.
+
+Times are ns since the timeline's `t0`. Invariant: pure functions of the trace's frames.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from commscope.analyze.left_in_flight import left_in_flight
+from commscope.load.frames import rel
+
+IN_FLIGHT_DRAWN = 8    # in-flight collectives drawn per rank (the rest are counted): each takes a lane of its own
+IN_FLIGHT_PAD = 0.04   # how far past everything else drawn a shortened in-flight bar reaches, as a share of the span
+INFLIGHT_COLS = ["rank", "label", "op", "group", "seq", "step", "bytes", "start", "end", "in_flight_ns",
+                 "watchdog_fired", "cut"]
+
+
+def _in_window(steps: pd.Series, window: tuple[int, int] | None) -> np.ndarray:
+    if window is None:
+        return np.ones(len(steps), dtype=bool)
+    s = pd.to_numeric(steps, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    return (s >= window[0]) & (s < window[1])
+
+
+def inflight_bars(trace: Any, window: tuple[int, int] | None, t0: int, t_end: float
+                  ) -> tuple[pd.DataFrame, dict[int, int]]:
+    """(the drawn in-flight bars, INFLIGHT_COLS, by rank then launch; per rank, how many are not drawn)."""
+    fl = left_in_flight(trace)
+    if not len(fl):
+        return pd.DataFrame(columns=INFLIGHT_COLS), {}
+    fl = fl[_in_window(fl["step"], window)]
+    fl = fl.assign(start=rel(fl["call_ns"], t0), until=rel(fl["until_ns"], t0))
+    ranks = fl["rank"].astype(int)
+    # a launch time not recorded leaves nothing to draw: counted with the ones not drawn
+    fl = fl[~np.isnan(fl["start"].to_numpy(np.float64))].sort_values(["rank", "start"], kind="stable")
+    drawn = fl.groupby("rank", sort=False).head(IN_FLIGHT_DRAWN)
+    more = ranks.value_counts().sub(drawn["rank"].astype(int).value_counts(), fill_value=0)
+    start = drawn["start"].to_numpy(np.float64)
+    until = drawn["until"].to_numpy(np.float64)
+    edge = t_end + IN_FLIGHT_PAD * max(t_end, 0.0)
+    end = np.minimum(until, np.maximum(edge, start + IN_FLIGHT_PAD * max(t_end, 0.0)))
+    out = pd.DataFrame({
+        "rank": drawn["rank"].astype(int).to_numpy(), "label": drawn["label"].astype(object).to_numpy(),
+        "op": drawn["op"].astype(object).to_numpy(), "group": drawn["group"].astype(object).to_numpy(),
+        "seq": drawn["seq"].to_numpy(dtype=object), "step": drawn["step"].to_numpy(dtype=object),
+        "bytes": drawn["bytes"].to_numpy(dtype=object), "start": start, "end": end,
+        "in_flight_ns": until - start, "watchdog_fired": drawn["watchdog_fired"].to_numpy(bool),
+        "cut": end < until})
+    return out[INFLIGHT_COLS].reset_index(drop=True), {int(r): int(n) for r, n in sorted(more.items()) if n}
+
+
+# the frames and time columns whose rows say a rank was inside a step (the in-flight launches are added)
+_STEP_RECORDS = (("collectives", "call_ns"), ("compute", "start_ns"), ("hooks", "t_ns"))
+
+
+def unfinished_steps(trace: Any, rank: int, window: tuple[int, int] | None) -> pd.DataFrame:
+    """step, start_ns (absolute: the earliest record of the step): the steps in `window` that `rank` has
+    records of but no step record for, by step (module docstring)."""
+    done = trace.steps["step"][trace.steps["rank"] == rank] if len(trace.steps) else pd.Series([], dtype=int)
+    frames = [(getattr(trace, name, None), col) for name, col in _STEP_RECORDS]
+    faults = getattr(trace, "faults", None)
+    if faults is not None and len(faults.inflight):
+        frames.append((faults.inflight, "call_ns"))
+    parts = []
+    for df, col in frames:
+        if df is None or not len(df) or col not in df or "step" not in df:
+            continue
+        mine = df[df["rank"] == rank]
+        step = pd.to_numeric(mine["step"], errors="coerce")
+        keep = (step >= 0).to_numpy(bool) & _in_window(step, window) & ~step.isin(done).to_numpy(bool)
+        t = pd.to_numeric(mine[col], errors="coerce").astype("Int64")
+        if keep.any():
+            parts.append(pd.DataFrame({"step": step[keep].astype(int).to_numpy(), "start_ns": t[keep].array}))
+    if not parts:
+        return pd.DataFrame({"step": pd.Series([], dtype=int), "start_ns": pd.Series([], dtype="Int64")})
+    out = pd.concat(parts, ignore_index=True).dropna(subset=["start_ns"])
+    return out.groupby("step", as_index=False)["start_ns"].min().sort_values("step").reset_index(drop=True)

@@ -1,0 +1,139 @@
+"""A run that did not complete, on the timeline: the collectives left in flight are drawn in their rank's
+comm row (launch to the rank's last sign of life, cut at the figure's edge), the rank that never launched
+the hung collective has none, the step no rank ended is marked at its earliest record, and the compact
+rows the page's rank selector draws from carry the same bars. A 12-rank job from bench/gen_job.py whose
+rank 5 never launches a collective of step 3 (every other rank's watchdog fires 600 s later)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from commscope.analyze.timeline_bars import timeline_bars
+from commscope.analyze.timeline_inflight import IN_FLIGHT_DRAWN, IN_FLIGHT_PAD, unfinished_steps
+from commscope.load import load_path
+from paths import TESTS
+from reports.timeline import INFLIGHT_NAME, UNFINISHED_STEP, inflight_text, timeline_figure
+from reports.timeline_ranks import UNIT_NS, rank_rows
+from scale_jobs import gen_job
+
+HUNG = 5
+
+
+@pytest.fixture(scope="module")
+def hung(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hung")
+    truth = gen_job.generate(TESTS / "data" / "cpurun-hooks-gloo2", tmp / "h", 12, steps=6, hang=HUNG)
+    return truth, load_path(truth["job"])
+
+
+def watchdog_fired_ns(job: str, rank: int) -> int:
+    with open(f"{job}/rank{rank}/watchdog.json") as f:
+        return json.load(f)["fired_ns"]
+
+
+def test_every_rank_but_the_culprit_has_the_hung_collective_in_flight_to_the_edge(hung):
+    truth, tr = hung
+    bars = timeline_bars(tr, (1, 4))
+    edge = bars.t_end * (1 + IN_FLIGHT_PAD)
+    for rb in bars.ranks:
+        f = rb.inflight
+        if rb.rank == HUNG:
+            assert len(f) == 0
+            continue
+        assert len(f) == 1
+        row = f.iloc[0]
+        assert (row["label"], row["op"], row["group"], row["seq"], row["step"]) == (
+            truth["hang"]["label"], truth["hang"]["op"], truth["hang"]["group"], truth["hang"]["seq"], 3)
+        launch = tr.faults.inflight.query(f"rank == {rb.rank}")["call_ns"].iloc[0]
+        assert row["start"] == launch - bars.t0
+        # the whole time reaches the watchdog's firing; the bar stops just past everything else drawn
+        assert row["in_flight_ns"] == watchdog_fired_ns(truth["job"], rb.rank) - launch
+        assert row["in_flight_ns"] > 500e9 and bool(row["cut"]) and row["end"] == pytest.approx(edge)
+        # it shares the comm row's lanes: no completed bar of its lane overlaps it
+        same = rb.drawn & (rb.lanes == row["lane"])
+        assert not np.any((rb.start[same] < row["end"]) & (rb.end[same] > row["start"]))
+        assert rb.n_lanes > row["lane"]
+    assert bars.t_end == pytest.approx(max(float(np.nanmax(rb.end[rb.drawn])) for rb in bars.ranks), rel=0.05)
+
+
+def test_the_step_no_rank_ended_is_marked_at_its_earliest_record(hung):
+    _, tr = hung
+    bars = timeline_bars(tr, (1, 4))
+    assert list(bars.step_marks["step"]) == [1, 2]
+    u = bars.unfinished
+    first = []
+    for df, col in ((tr.collectives, "call_ns"), (tr.compute, "start_ns"), (tr.hooks, "t_ns")):
+        mine = df[(df["rank"] == 0) & (df["step"] == 3)]
+        first.append(int(mine[col].min()))
+    assert u["step"].tolist() == [3] and int(u["start_ns"].iloc[0]) == min(first)
+    assert unfinished_steps(tr, 0, (1, 3)).empty  # outside the window: not marked
+    assert timeline_bars(tr, (0, 3)).unfinished.empty
+    assert all(len(rb.inflight) == 0 for rb in timeline_bars(tr, (0, 3)).ranks)  # its step is not drawn
+
+
+def test_past_the_cap_in_flight_collectives_are_counted_not_drawn(tmp_path):
+    truth = gen_job.generate(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / "h", 4, steps=6, hang=1)
+    path = tmp_path / "h" / "job" / "rank0" / "watchdog.json"
+    doc = json.loads(path.read_text())
+    one = doc["inflight"][0]
+    doc["inflight"] += [dict(one, seq=one["seq"] + k, call_ns=one["call_ns"] + k * 1000) for k in range(1, 12)]
+    path.write_text(json.dumps(doc))
+    bars = timeline_bars(load_path(truth["job"]), (1, 4))
+    rb = bars.ranks[0]
+    assert len(rb.inflight) == IN_FLIGHT_DRAWN and bars.inflight_more == {0: 12 - IN_FLIGHT_DRAWN}
+    assert rb.inflight["seq"].tolist() == [one["seq"] + k for k in range(IN_FLIGHT_DRAWN)]  # the oldest
+    assert len(set(rb.inflight["lane"])) == IN_FLIGHT_DRAWN  # each in a lane of its own
+    assert f"rank 0 has {12 - IN_FLIGHT_DRAWN} more in flight, not drawn" in inflight_text(
+        next(rb.inflight.itertuples(index=False)), 0, bars.inflight_more[0])
+
+
+def test_the_figure_draws_them_and_says_what_they_are(hung):
+    truth, tr = hung
+    bars = timeline_bars(tr, (1, 4))
+    fig = timeline_figure(bars)
+    stuck = [t for t in fig.data if t.name == INFLIGHT_NAME]
+    assert len(stuck) == 1 and len(stuck[0].base) == 11
+    text = stuck[0].text[0]
+    assert text.startswith(f"<b>{truth['hang']['label']}</b> · all_reduce · group 0 · seq {truth['hang']['seq']}"
+                           "<br>rank 0 · step 3<br><b>never completed</b>: still in flight 600.")
+    assert " s after its launch, when the watchdog fired<br>(the bar stops at the figure's edge)<br>960 B" in text
+    notes = [a.text for a in fig.layout.annotations]
+    assert notes == ["step 1", "step 2", f"step 3 · {UNFINISHED_STEP}"]
+    menu = [b.label for b in fig.layout.updatemenus[0].buttons]
+    assert menu == ["drawn steps (1–3)", "step 1", "step 2", f"step 3 ({UNFINISHED_STEP})"]
+    lo, hi = fig.layout.updatemenus[0].buttons[-1].args[0]["xaxis.range"]
+    start = (int(bars.unfinished["start_ns"].iloc[0]) - bars.t0) / 1e6
+    assert lo < start < hi and hi == pytest.approx(bars.t_end / 1e6 + 0.02 * (bars.t_end / 1e6 - start))
+
+
+def test_the_compact_rows_carry_the_same_in_flight_bars(hung):
+    _, tr = hung
+    bars = timeline_bars(tr, (1, 4))
+    doc = rank_rows(bars)
+    f, strings = doc["inflight"], doc["strings"]
+    at = 0
+    for i, rb in enumerate(bars.ranks):
+        n = f["n"][i]
+        assert n == len(rb.inflight) and f["more"][i] == 0
+        starts = np.cumsum(f["s"][at:at + n])
+        want = np.rint(rb.inflight["start"].to_numpy(np.float64) / UNIT_NS)
+        assert starts.tolist() == want.tolist()
+        for j, row in enumerate(rb.inflight.itertuples(index=False)):
+            k = at + j
+            assert strings[f["label"][k]] == row.label and f["lane"][k] == row.lane and f["seq"][k] == row.seq
+            assert f["t"][k] == round(row.in_flight_ns / UNIT_NS) and f["w"][k] == 1 and f["cut"][k] == 1
+            assert f["d"][k] == int(np.rint(row.end / UNIT_NS) - np.rint(row.start / UNIT_NS))
+        at += n
+    assert at == len(f["s"]) == 11
+
+
+def test_a_run_that_completed_draws_nothing_of_the_kind(tmp_path):
+    tr = load_path(str(TESTS / "data" / "cpurun-hooks-gloo2"))
+    bars = timeline_bars(tr)
+    assert bars.unfinished.empty and bars.inflight_more == {}
+    assert all(len(rb.inflight) == 0 for rb in bars.ranks)
+    assert not [t for t in timeline_figure(bars).data if t.name == INFLIGHT_NAME]
+    assert isinstance(bars.unfinished, pd.DataFrame)
