@@ -387,12 +387,37 @@ function csHeight(gd, height, update) {
   gd.style.height = height + "px";
   return window.Plotly.relayout(gd, Object.assign({autosize: true}, update || {}));
 }
+// The step labels along the timeline's top edge (layout annotations, "step N"), where steps are close
+// together at the window's width, would print over each other: a label that would overlap one before it
+// moves up a line (STEP_LABEL_LINES lines fit under the step menu), and one that fits on no line is hidden
+// (its dotted line stays; zooming in gives it room again). Plotly redraws the labels on every relayout,
+// so this runs after each one. data-hidden-step-labels says how many are hidden.
+var STEP_LABEL_LINES = 2, STEP_LABEL_GAP_PX = 4, STEP_LABEL_LINE_PX = 13;
+function csSpreadStepLabels(gd) {
+  var labels = Array.prototype.filter.call(gd.querySelectorAll("g.annotation"), function (g) {
+    return /^step /.test(g.textContent);
+  });
+  labels.forEach(function (g) { g.removeAttribute("transform"); g.style.visibility = ""; });
+  var items = labels.map(function (g) { return {g: g, box: g.getBoundingClientRect()}; })
+    .sort(function (a, b) { return a.box.left - b.box.left; });
+  var ends = [], hidden = 0;
+  items.forEach(function (it) {
+    for (var line = 0; line < STEP_LABEL_LINES; line++) {
+      if (ends[line] === undefined || ends[line] + STEP_LABEL_GAP_PX <= it.box.left) break;
+    }
+    if (line === STEP_LABEL_LINES) { it.g.style.visibility = "hidden"; hidden++; return; }
+    ends[line] = it.box.right;
+    if (line) it.g.setAttribute("transform", "translate(0," + (-line * STEP_LABEL_LINE_PX) + ")");
+  });
+  gd.dataset.hiddenStepLabels = String(hidden);
+}
 document.addEventListener("DOMContentLoaded", function () {
   var gd = document.getElementById("timeline-plot"), drawn = window.csDrawn && window.csDrawn["timeline-plot"];
   if (!gd || !drawn) return;
   drawn.then(function () {
     csKeepRowPx(gd);
-    gd.on("plotly_afterplot", function () { csKeepRowPx(gd); });  // a resized window re-wraps the legend
+    csSpreadStepLabels(gd);
+    gd.on("plotly_afterplot", function () { csKeepRowPx(gd); csSpreadStepLabels(gd); });  // a resized window re-wraps the legend
   });
 });
 

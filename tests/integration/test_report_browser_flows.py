@@ -187,3 +187,27 @@ def test_a_chosen_rank_of_a_hung_job_shows_what_it_left_in_flight(tmp_path):
     legend = re.findall(r'class="legendtext"[^>]*>([^<]+)<', dom[dom.index('id="timeline-plot"'):])
     assert legend.count(INFLIGHT_NAME) == 1
     assert "step 3 · no end recorded" in dom and "Outlined in red, striped" in dom
+
+
+def test_step_labels_close_together_move_up_a_line_instead_of_printing_over_each_other(tmp_path):
+    """The 8×H100 traces with rank 3 stalled 800 ms in step 11: at 800 px steps 10 and 11 start ~40 px apart,
+    less than a label's width, so the second label moves up a line (report.js csSpreadStepLabels); none is
+    hidden. At 1920 px they fit side by side."""
+    truth = gen_job.generate(TESTS / "data" / "modded-nanogpt-8xh100", tmp_path / "k", 8, straggler=3, delay_ms=800)
+    page = tmp_path / "k.html"
+    res = CliRunner().invoke(app, ["report", truth["job"], "-o", str(page), "--no-hta"])
+    assert res.exit_code == 0, res.output
+
+    def labels(width: int) -> tuple[list[str | None], str]:
+        proc = chromium(tmp_path, f"w{width}", f"--window-size={width},1000", "--dump-dom", page.as_uri())
+        assert proc.returncode == 0 and console_errors(proc.stderr) == [], proc.stderr[-2000:]
+        dom = proc.stdout[proc.stdout.index('id="timeline-plot"'):]
+        tag = re.search(r'data-hidden-step-labels="(\d+)"', proc.stdout).group(1)
+        moved = [(re.search(r'transform="([^"]*)"', m.group(0)) or [None, None])[1]
+                 for m in re.finditer(r'<g class="annotation"[^>]*>', dom)]
+        return moved, tag
+
+    moved, hidden = labels(800)
+    assert moved == [None, "translate(0,-13)"] and hidden == "0"
+    moved, hidden = labels(1920)
+    assert moved == [None, None] and hidden == "0"
