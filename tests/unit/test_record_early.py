@@ -3,6 +3,8 @@ ends), so the step end has little left to do; what it writes is the same as when
 the step end, each record once, on the common axis."""
 from __future__ import annotations
 
+import time
+
 import orjson
 import pytest
 import torch
@@ -145,14 +147,20 @@ def key(r):
     return (k, r["step"])
 
 
+@pytest.mark.parametrize("resolver", [False, True], ids=["region-ends", "resolver-thread"])
 @pytest.mark.parametrize("seed", range(12))
-def test_a_gpu_catching_up_at_random_points_writes_each_record_once_on_the_axis(tmp_path, monkeypatch, gloo1, seed):
+def test_a_gpu_catching_up_at_random_points_writes_each_record_once_on_the_axis(tmp_path, monkeypatch, gloo1, seed,
+                                                                               resolver):
     """Nested regions, regions outside steps, 1-2 micro-steps with hooks, collectives waited in the next
-    step, and a lagging GPU that passes a random number of queued events at random points."""
+    step, and a lagging GPU that passes a random number of queued events at random points; with the
+    resolver thread also resolving at moments of its own (random pauses of the host give it turns)."""
     import random
+
+    import commscope.recording.steps as steps
 
     rnd = random.Random(seed)
     use_fake_cuda(monkeypatch)
+    monkeypatch.setattr(steps, "RESOLVER_THREAD", resolver)
     FakeCudaEvent.lag = True
     rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
     model = model3()
@@ -161,6 +169,8 @@ def test_a_gpu_catching_up_at_random_points_writes_each_record_once_on_the_axis(
     def maybe():
         if rnd.random() < 0.4:
             FakeCudaEvent.catch_up(rnd.randint(0, len(FakeCudaEvent.queued)))
+        if resolver and rnd.random() < 0.4:
+            time.sleep(rnd.choice([0.0, 0.001, 0.003]))
 
     carry, regions, outside, micro = [], 0, 0, 0
     for s in range(6):
