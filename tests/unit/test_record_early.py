@@ -3,8 +3,6 @@ ends), so the step end has little left to do; what it writes is the same as when
 the step end, each record once, on the common axis."""
 from __future__ import annotations
 
-import time
-
 import orjson
 import pytest
 import torch
@@ -147,20 +145,14 @@ def key(r):
     return (k, r["step"])
 
 
-@pytest.mark.parametrize("resolver", [False, True], ids=["region-ends", "resolver-thread"])
 @pytest.mark.parametrize("seed", range(12))
-def test_a_gpu_catching_up_at_random_points_writes_each_record_once_on_the_axis(tmp_path, monkeypatch, gloo1, seed,
-                                                                               resolver):
+def test_a_gpu_catching_up_at_random_points_writes_each_record_once_on_the_axis(tmp_path, monkeypatch, gloo1, seed):
     """Nested regions, regions outside steps, 1-2 micro-steps with hooks, collectives waited in the next
-    step, and a lagging GPU that passes a random number of queued events at random points; with the
-    resolver thread also resolving at moments of its own (random pauses of the host give it turns)."""
+    step, and a lagging GPU that passes a random number of queued events at random points."""
     import random
-
-    import commscope.recording.steps as steps
 
     rnd = random.Random(seed)
     use_fake_cuda(monkeypatch)
-    monkeypatch.setattr(steps, "RESOLVER_THREAD", resolver)
     FakeCudaEvent.lag = True
     rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
     model = model3()
@@ -169,8 +161,6 @@ def test_a_gpu_catching_up_at_random_points_writes_each_record_once_on_the_axis(
     def maybe():
         if rnd.random() < 0.4:
             FakeCudaEvent.catch_up(rnd.randint(0, len(FakeCudaEvent.queued)))
-        if resolver and rnd.random() < 0.4:
-            time.sleep(rnd.choice([0.0, 0.001, 0.003]))
 
     carry, regions, outside, micro = [], 0, 0, 0
     for s in range(6):
