@@ -26,12 +26,9 @@ shares, not the overhead itself).
 
 `--flush overlap` records the light steps with Recorder(flush="overlap"): each step's write moves from after
 its sync to behind the next step's first region (the breakdown's "flush" then times the step end alone).
-`--without-resolver` adds light steps of a second Recorder whose resolver thread is stopped (flush="step"
-on CUDA: records resolved at region ends and at the step end only), interleaved with the others, so the
-thread's worth is read side by side.
 
 Run: python bench/bench_record_overhead.py [--device cuda] [--workload trainer|linear] [--variant compile-fp8-head]
-     [--flush overlap] [--split-hooks] [--without-resolver] [--rounds 20]
+     [--flush overlap] [--split-hooks] [--rounds 20]
 """
 from __future__ import annotations
 
@@ -40,7 +37,6 @@ import cProfile
 import collections
 import contextlib
 import json
-import os
 import pstats
 import random
 import statistics
@@ -126,19 +122,12 @@ def measure(args: argparse.Namespace, device: torch.device, backend: str):
 
     with tempfile.TemporaryDirectory(prefix="commscope-bench-") as tmp:
         light = Recorder(tmp, rank=0, world_size=1, device=device, backend=backend, flush=args.flush)
-        inline = None
-        if args.without_resolver:
-            inline = Recorder(os.path.join(tmp, "inline"), rank=0, world_size=1, device=device, backend=backend,
-                              flush=args.flush)
-            inline._resolver_stop.set()  # resolution at region ends and the step end only
         try:
-            timings = _interleave(args, light, params, one_step, cuda, inline)
+            timings = _interleave(args, light, params, one_step, cuda)
             step0 = (args.warmup + args.rounds * args.steps_per_round) * len(timings[3])  # after every mode's steps
             breakdown = recorder_breakdown(light, params, one_step, step0, args.breakdown_steps, cuda)
         finally:
             light.close()
-            if inline is not None:
-                inline.close()
         return timings + (records_per_step(tmp), breakdown)
 
 
@@ -215,23 +204,19 @@ def records_per_step(run_dir: str) -> dict[str, float]:
 # post-accumulate-grad hook per label (torch's cost of calling any Python hook, none of the recorder's).
 LIGHT_NO_HOOKS = "light, no hooks"
 PLAIN_NOOP_HOOKS = "plain, no-op hooks"
-# With --without-resolver (flush="step" on CUDA), one more: light recording whose step records are resolved
-# at region ends and at the step end only, without the resolver thread that works during the step's sync.
-LIGHT_NO_RESOLVER = "light, no resolver thread"
 
 
 def _noop_hook(_param) -> None:
     return None
 
 
-def _interleave(args, light, params, one_step, cuda: bool, inline=None):
-    """The warmup blocks, then `args.rounds` rounds of every mode in a shuffled order (see measure);
-    `inline`: the Recorder of LIGHT_NO_RESOLVER."""
+def _interleave(args, light, params, one_step, cuda: bool):
+    """The warmup blocks, then `args.rounds` rounds of every mode in a shuffled order (see measure)."""
     plain = NullRecorder()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
 
     def run_block(mode: str, n: int, step0: int) -> tuple[list[float], list[float]]:
-        rec = inline if mode == LIGHT_NO_RESOLVER else light if mode.startswith("light") else plain
+        rec = light if mode.startswith("light") else plain
         if mode != LIGHT_NO_HOOKS:
             rec.watch(params)
         noop = ([p.register_post_accumulate_grad_hook(_noop_hook) for p in params.values()]
@@ -258,8 +243,7 @@ def _interleave(args, light, params, one_step, cuda: bool, inline=None):
         return wall, cpu
 
     stop_s: list[float] = []
-    modes = (["plain", "light", "profiler"] + ([LIGHT_NO_HOOKS, PLAIN_NOOP_HOOKS] if args.split_hooks else [])
-             + ([LIGHT_NO_RESOLVER] if inline is not None else []))
+    modes = ["plain", "light", "profiler"] + ([LIGHT_NO_HOOKS, PLAIN_NOOP_HOOKS] if args.split_hooks else [])
     step = 0
     for mode in modes:
         run_block(mode, args.warmup, step)
@@ -302,9 +286,6 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"add two modes: '{LIGHT_NO_HOOKS}' (light recording without watch(), so the gradient "
                          f"hooks' share of the cost is the difference) and '{PLAIN_NOOP_HOOKS}' (plain steps with "
                          "a no-op Python hook per label: torch's cost of any Python hook)")
-    ap.add_argument("--without-resolver", action="store_true",
-                    help=f"add the mode '{LIGHT_NO_RESOLVER}' (flush=step: the step's records resolved at region "
-                         "ends and the step end only), to weigh the resolver thread side by side")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--steps-per-round", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=5)

@@ -62,12 +62,8 @@ class FakeStream:
 
 def use_fake_cuda(monkeypatch) -> None:
     """Route the recorder's CUDA calls (commscope.recording.timing) to the fakes, counters reset."""
-    import commscope.recording.steps as steps
     import commscope.recording.timing as timing
 
-    # the resolver thread resolves at moments of its own: tests of the single-threaded order turn it on
-    # themselves (tests/unit/test_record_resolver.py)
-    monkeypatch.setattr(steps, "RESOLVER_THREAD", False)
     monkeypatch.setattr(timing.torch.cuda, "Event", FakeCudaEvent)
     monkeypatch.setattr(timing.torch.cuda, "current_stream", lambda device=None: FakeStream)
     monkeypatch.setattr(timing.torch.cuda, "is_available", lambda: True)  # Recorder refuses cuda without it

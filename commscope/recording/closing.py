@@ -78,7 +78,6 @@ class Closing:
             self._close_done.wait(wait_s)
             return
         self._closed = True
-        self._resolver_stop.set()  # steps.py's resolver thread: no step follows
         try:
             if status != "completed":
                 write_inflight(self, error)  # how far this rank got, for `commscope doctor`

@@ -9,13 +9,10 @@ the records go to the sink (sink.py) in one append, ending with the step record.
 
 When a step's records are written (`flush=`): "step" (the default) writes them before the step context
 returns, after the step's natural sync with the GPU idle, so what is left to do then is exposed in the
-step time. On CUDA it is kept small by resolving early (`_advance`): the pending records at the front
-whose stamps the GPU has already passed (a non-blocking query) are resolved and encoded, and the hook
-records with them, so that the step end resolves only the rest and writes all of the step's lines in one
-write. Early resolution runs at each region's end, while the host is ahead of the GPU and the work hides
-behind the GPU's queue, and on a resolver thread that polls every RESOLVE_POLL_S while a step runs: most
-of a compiled step's records are passed only while the host waits at the step's sync (the loss read),
-when the main thread holds no GIL and the thread's work costs the step nothing.
+step time. On CUDA it is kept small by resolving early: at each region's end (`_advance`), the pending
+records at the front whose stamps the GPU has already passed (a non-blocking query) are resolved and
+encoded, and the hook records with them, while the host is ahead of the GPU and the work hides behind
+the GPU's queue; the step end resolves the rest and writes all of the step's lines in one write.
 "overlap" (CUDA only) sets them aside at the step end (`_behind`) and writes them when the next step's
 first region ends, when the host has launched that region's kernels and the GPU is busy with them, so
 the write hides behind GPU work; it is also written by the next step end, `close()`, an exception
@@ -27,10 +24,8 @@ previous step's last stamps, which the GPU has passed; with flush="step", a step
 before the step context returns (a later crash cannot lose them), in one write with its records resolved
 early (inside the step only: a record made outside a step is moved onto the axis at the next write,
 after any align_clocks()); a collective whose completion is unknown is kept pending, never written
-half-known; a record leaves the pending list before it is resolved, under `_write_lock` (the watchdog,
-TermGuard and the resolver write or resolve from their own threads), so it is never resolved (shifted
-onto the axis) twice; the resolver resolves only inside a step (`_in_step`, checked under the lock, is
-cleared before the step's write), and a failure of it stops it, never the training; a
+half-known; a record leaves the pending list before it is resolved, under `_write_lock` (the watchdog
+and TermGuard write from their own threads), so it is never resolved (shifted onto the axis) twice; a
 write interrupted by a signal's exception loses at most what it holds in hand (a record half moved onto
 the axis, hooks being turned into records, the step record's line), keeps what it resolved for the next
 write, and writes nothing twice; step records are encoded before the lock is taken; step numbers are
@@ -42,7 +37,6 @@ import contextlib
 import numbers
 import threading
 import time
-import weakref
 from typing import Any, Iterator
 
 import torch
@@ -56,11 +50,6 @@ from commscope.recording.timing import GpuStamp
 _BEHIND_WAIT_S = 2.0
 # how long a write waits for another thread's (milliseconds in practice; see StepWriting._writing)
 _LOCK_WAIT_S = 5.0
-# flush="step" on CUDA: how often the resolver thread looks for records the GPU has passed, while a step runs
-RESOLVE_POLL_S = 0.0005
-# Whether a flush="step" CUDA Recorder starts the resolver thread. Off only where a test steps through the
-# single-threaded order of resolution (tests/fake_cuda.py use_fake_cuda; the resolver's own tests turn it on).
-RESOLVER_THREAD = True
 _perf = time.perf_counter_ns
 # The time fields of each record kind (docs/run_format.md); duration_ns is a duration, not a time.
 _REGION_TIMES = ("start_ns", "end_ns")  # also the only fields of any record that may hold a GpuStamp
@@ -80,11 +69,6 @@ class StepWriting:
         # flush="step" on CUDA: resolve records inside the step once the GPU has passed them (`_advance`);
         # `_lines` holds them encoded until the step's write.
         self._early = flush == "step" and self._cuda is not None
-        self._in_step = threading.Event()  # set while a step runs: the resolver thread's cue
-        self._resolver_stop = threading.Event()
-        if self._early and RESOLVER_THREAD:
-            threading.Thread(target=_resolve_while_in_step, args=(weakref.ref(self), self._in_step,
-                             self._resolver_stop), name="commscope-resolve", daemon=True).start()
         self._lines: list[bytes] = []
         # records already on the axis whose write was interrupted (a signal's exception): the next write's
         self._resolved: list[dict] = []
@@ -116,8 +100,6 @@ class StepWriting:
         info = StepInfo(int(step))
         if self._cuda is not None:
             self._cuda.new_anchor()
-        if self._early:
-            self._in_step.set()
         start = _perf()
         try:
             with contextlib.ExitStack() as stack:
@@ -126,7 +108,6 @@ class StepWriting:
                 yield info
                 end = _perf()  # before the window's export, which is not part of the step
         except BaseException:
-            self._in_step.clear()
             with contextlib.suppress(Exception):  # never mask the training error with a recording one
                 self._write_behind(blocking=False)
                 self._flush(blocking=False)
@@ -145,7 +126,6 @@ class StepWriting:
             # encoded here, outside the write lock: an `extra` value orjson turns into text (a CUDA tensor's
             # str()) may wait for the GPU
             step_line = self._sink.encode([step_rec])
-            self._in_step.clear()  # the resolver leaves the rest to this write
             if self._overlap:
                 self._write_behind()  # the step before, if no region of this one ended (no regions)
                 self._behind = (self._pending, self._take_hooks(), self._cuda.take_tails(), step_line)
@@ -154,20 +134,16 @@ class StepWriting:
                 self._flush(blocking=True, tail=step_line)
             self.last_step = info.step
         finally:
-            self._in_step.clear()
             self._step = None
 
-    def _advance(self, resolver: bool = False) -> None:
-        """flush="step" on CUDA, at a region's end or on the resolver thread (`resolver`): resolve and encode
-        the pending records at the front that the GPU has passed (a finished collective, a region), stopping
-        at the first it has not, and the hook records so far; their lines wait in `_lines` for the step's
-        write. Skipped while another thread writes or resolves (it takes these records), and on the
-        resolver thread once the step is over."""
+    def _advance(self) -> None:
+        """flush="step" on CUDA, at a region's end: resolve and encode the pending records at the front that
+        the GPU has passed (a finished collective, a region), stopping at the first it has not, and the
+        hook records so far; their lines wait in `_lines` for the step's write. Skipped while another
+        thread writes (it takes these records)."""
         if not self._write_lock.acquire(blocking=False):
             return
         try:
-            if resolver and not self._in_step.is_set():
-                return
             pending = self._pending
             passed = self._passed
             n = 0
@@ -326,28 +302,6 @@ class StepWriting:
                 raise
             self._pending[:0] = keep  # collectives still running rejoin, ahead of this step's records
             self._write(out, hooks, step_line)
-
-
-def _resolve_while_in_step(ref: "weakref.ref", in_step: threading.Event, stop: threading.Event) -> None:
-    """The resolver thread (module docstring): while a step runs, `_advance` every RESOLVE_POLL_S. It keeps
-    only a weak reference between steps, so a dropped Recorder is collected; a failure (a CUDA error the
-    main thread will meet too) ends the thread, leaving early resolution to the region ends."""
-    while not stop.is_set():
-        if not in_step.wait(timeout=1.0):
-            if ref() is None:
-                return
-            continue
-        recorder = ref()
-        if recorder is None:
-            return
-        try:
-            while in_step.is_set() and not stop.is_set():
-                time.sleep(RESOLVE_POLL_S)
-                recorder._advance(resolver=True)
-        except Exception:
-            return
-        finally:
-            del recorder
 
 
 def _plain_number(value: Any) -> Any:

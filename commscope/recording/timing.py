@@ -162,11 +162,8 @@ class CudaClock:
     def host_ns(self, stamp: GpuStamp) -> int:
         """Local perf_counter ns of a stamp the GPU has passed (after settle() or ready()); recycles it."""
         ev, anchor = stamp.event, stamp.anchor
-        ns = anchor.host_ns + round(anchor.event.elapsed_time(ev) * 1e6)
-        # into the pool only once read: the step writer's resolver thread calls this while the main thread
-        # stamps, and a stamp may take the event from the pool and record it again at once
         self._pool.append(ev)
-        return ns
+        return anchor.host_ns + round(anchor.event.elapsed_time(ev) * 1e6)
 
     def ready(self, stamp: GpuStamp) -> bool:
         """Whether the GPU has passed `stamp` and its anchor, so `host_ns(stamp)` needs no wait (non-blocking:

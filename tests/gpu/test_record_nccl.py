@@ -11,9 +11,6 @@ recorded:
   work queued there, not the microseconds the host spent in the `with` block.
 - `handle_signals()` with NCCL: SIGTERM mid-run ends the rank with status "failed" naming the signal, and
   every finished step's records are on disk.
-- `flush="step"`'s resolver thread: the records of a step whose host runs far ahead of its GPU are resolved
-  while the host waits at the step's sync, so the step end finds (almost) none left; without the thread it
-  finds them all.
 Skipped without CUDA."""
 import json
 import os
@@ -114,24 +111,6 @@ def test_sigterm_with_nccl_keeps_finished_steps_and_names_the_signal(tmp_path):
     assert len([r for r in recs if r["kind"] == "collective" and r["step"] == 2]) == 1
 
 
-def test_the_resolver_thread_resolves_while_the_host_waits_at_the_sync(tmp_path):
-    _torchrun(tmp_path, "resolver")
-    left = json.loads((tmp_path / "resolver.json").read_text())
-    # 12 regions and a collective a step; the first step is left out (cuBLAS's warm-up), and so is the
-    # flush of close(), which finds nothing either way
-    assert len(left["thread"]) == len(left["inline"]) == STEPS + 1
-    assert all(n <= 2 for n in left["thread"][1:STEPS]), left
-    assert all(n >= 10 for n in left["inline"][1:STEPS]), left
-    for run in ("thread", "inline"):
-        recs = _records(tmp_path / run)
-        assert len([r for r in recs if r["kind"] == "region"]) == 12 * STEPS
-        steps = {r["step"]: r for r in recs if r["kind"] == "step"}
-        for r in recs:
-            if r["kind"] == "region":
-                st = steps[r["step"]]
-                assert st["start_ns"] - 5_000_000 <= r["start_ns"] <= r["end_ns"] <= st["end_ns"] + 5_000_000, r
-
-
 # ---- rank script --------------------------------------------------------------------------------------------
 def _net():
     import torch
@@ -216,41 +195,6 @@ def _flush(out):
     (out / "early.json").write_text(json.dumps({"early": early}))
 
 
-def _resolver(out):
-    """Per run, how many records each step's end found pending: 12 regions of ~4 ms of GPU work each,
-    launched in well under a millisecond, then a collective and the loss read the host waits at."""
-    import torch
-    import torch.distributed as dist
-
-    from commscope.recording import Recorder
-
-    a = torch.randn(4096, 4096, device="cuda")
-    left = {}
-    for run in ("thread", "inline"):
-        rec = Recorder(out / run, rank=0, world_size=1, device="cuda")
-        if run == "inline":
-            rec._resolver_stop.set()
-        found = left[run] = []
-        real = rec._flush
-
-        def flush(_real=real, _rec=rec, _found=found, **kw):
-            _found.append(len(_rec._pending))
-            return _real(**kw)
-
-        rec._flush = flush
-        for step in range(STEPS):
-            with rec.step(step) as st:
-                for i in range(12):
-                    with rec.region(f"r{i}"):
-                        for _ in range(3):
-                            a = (a @ a) / 4096 ** 0.5
-                loss = a.square().mean()
-                rec.collective(dist.all_reduce, loss, label="loss", phase="metric").wait()
-                st.loss = loss.item()
-        rec.close()
-    (out / "resolver.json").write_text(json.dumps(left))
-
-
 def _stream(out):
     import torch
 
@@ -308,7 +252,6 @@ if __name__ == "__main__":
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
     try:
-        {"ddp": _ddp, "flush": _flush, "stream": _stream, "sigterm": _sigterm,
-         "resolver": _resolver}[sys.argv[1]](Path(sys.argv[2]))
+        {"ddp": _ddp, "flush": _flush, "stream": _stream, "sigterm": _sigterm}[sys.argv[1]](Path(sys.argv[2]))
     finally:
         dist.destroy_process_group()
