@@ -162,8 +162,11 @@ class CudaClock:
     def host_ns(self, stamp: GpuStamp) -> int:
         """Local perf_counter ns of a stamp the GPU has passed (after settle() or ready()); recycles it."""
         ev, anchor = stamp.event, stamp.anchor
+        ns = anchor.host_ns + round(anchor.event.elapsed_time(ev) * 1e6)
+        # into the pool only once read: the hang watchdog and TermGuard resolve from their own threads while
+        # the main thread may stamp, and a stamp takes an event from the pool and records it again at once
         self._pool.append(ev)
-        return anchor.host_ns + round(anchor.event.elapsed_time(ev) * 1e6)
+        return ns
 
     def ready(self, stamp: GpuStamp) -> bool:
         """Whether the GPU has passed `stamp` and its anchor, so `host_ns(stamp)` needs no wait (non-blocking:

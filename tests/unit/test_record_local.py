@@ -297,6 +297,26 @@ def test_cuda_event_path_resolves_on_the_common_axis(tmp_path, monkeypatch, gloo
         assert st["start_ns"] <= regs[0]["start_ns"] <= regs[0]["end_ns"] <= regs[1]["start_ns"] <= regs[1]["end_ns"] <= st["end_ns"]
 
 
+def test_an_event_goes_back_to_the_pool_only_once_it_is_read(monkeypatch):
+    """The watchdog and TermGuard resolve from their own threads while the main thread stamps: an event in
+    the pool may be taken and recorded again at once, so host_ns reads it first."""
+    from commscope.recording.timing import CudaClock
+
+    use_fake_cuda(monkeypatch)
+    clock = CudaClock(torch.device("cuda", 0))
+    stamp = clock.stamp()
+    seen = []
+    real = FakeCudaEvent.elapsed_time
+
+    def elapsed_time(self, end):
+        seen.append(end in clock._pool)
+        return real(self, end)
+
+    monkeypatch.setattr(FakeCudaEvent, "elapsed_time", elapsed_time)
+    clock.host_ns(stamp)
+    assert seen == [False] and clock._pool == [stamp.event]
+
+
 def test_close_from_two_threads_closes_once_and_the_second_caller_finds_the_status(tmp_path, monkeypatch):
     """The main thread, the watchdog and TermGuard may all close: the first caller writes (here slowly),
     the second waits until status.json is there instead of returning early; an abnormal end also leaves
