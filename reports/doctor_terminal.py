@@ -7,8 +7,10 @@ they reach rich as Text, never as markup (rank lists like [0, 1], a label "[/a]"
 they are). The tables are fitted by reports.widths_terminal: headers in words with units, numbers whole
 and with thousands separators, labels and ops never narrower than their longest word; the least useful
 columns are left out (and named) at narrow widths, and rows become "key: value" lines where even the
-essential columns do not fit. Times on the run's common axis (`*_ns`, 19-digit epoch values) are not
-printed: they mean nothing to a reader without the other end of the interval, and --json keeps them.
+essential columns do not fit. Times on the run's common axis (`*_ns`, 19-digit epoch values) mean nothing
+to a reader without the other end of the interval: the evidence shows them as ms since its earliest time,
+in the page's tables (diagnosis.evidence_tables: a hang's culprits apart from the ranks waiting), and
+--json keeps the ns.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pandas as pd
 from rich.console import Console
 from rich.text import Text
 
+from commscope.analyze.diagnosis import evidence_tables
 from reports.report_terminal import print_outcome_and_problems
 from reports.widths_terminal import Col, print_fitted
 
@@ -113,7 +116,14 @@ def print_doctor_verdict(d, console: Console) -> None:
                          caption="Waiting in ms per waiting rank; % of median step: of the run's median step; "
                                  "step time: the step's own.")
         else:
-            print_fitted(console, _columns(d.evidence), title="Evidence")
+            # the page's tables (doctor_section): rows of the same fields together, times in ms since the
+            # earliest, so the launches' and the watchdog's times read as numbers, not epoch nanoseconds
+            groups, origin = evidence_tables(d.evidence)
+            for i, rows in enumerate(groups):
+                last = i == len(groups) - 1
+                print_fitted(console, _columns(rows), title="Evidence" if i == 0 else None,
+                             caption="times (ms): since the earliest time in this evidence; doctor --json gives "
+                                     "them as ns on the trace's clock" if last and origin is not None else None)
         for e in d.evidence:
             for k in BELOW:
                 if e.get(k):

@@ -69,6 +69,11 @@ INFLIGHT_COLOR = "#d62728"
 INFLIGHT_NAME = "never completed (in flight)"
 INFLIGHT_MARKER = dict(line=dict(color=INFLIGHT_COLOR, width=1.5),
                        pattern=dict(shape="/", fgcolor=INFLIGHT_COLOR, size=6, solidity=0.3))
+# the legend's entry: one trace of no bars, white under the stripes (each label's bars are a trace of their
+# own in the label's colour: a bar pattern takes one background colour per trace)
+INFLIGHT_LEGEND = dict(INFLIGHT_MARKER, color="#ffffff")
+# at the end of a bar cut at the figure's edge: the collective went on past it
+CUT_MARKER = dict(symbol="triangle-right", size=9, color=INFLIGHT_COLOR)
 UNFINISHED_STEP = "no end recorded"  # after "step N · " on the mark of a step begun but not ended
 FLOW_NAME = "one call across ranks"  # the legend entry of the lines linking one collective call across ranks
 FLOW_LINE = dict(color="#444", width=1)
@@ -111,7 +116,7 @@ def inflight_text(r: Any, rank: int, more: int) -> str:
     return (f"<b>{_or(r.label)}</b> · {_or(r.op)} · group {_or(r.group)} · seq {_or(r.seq)}<br>rank {rank} · "
             f"{step_text(r.step)}"
             f"<br><b>never completed</b>: still in flight {span_text(r.in_flight_ns)} after its launch, {until}"
-            + ("<br>(the bar stops at the figure's edge)" if r.cut else "")
+            + ("<br>(cut at the figure's right edge ▶)" if r.cut else "")
             + "<br>" + byte_size(None if pd.isna(r.bytes) else r.bytes)
             + (f"<br>rank {rank} has {more} more in flight, not drawn" if more else ""))
 
@@ -155,26 +160,28 @@ class _Bars:
 
 def _step_spans(bars: TimelineBars, unfinished: pd.DataFrame) -> list[tuple[int, str, float, float]]:
     """(step, menu entry, start ms, end ms) of each step marked, by start: the first rank's steps, and
-    those it recorded no end of, which reach the figure's right edge."""
+    those it recorded no end of, which reach the figure's right edge (its in-flight bars with them)."""
     t0 = bars.t0
     out = [(int(s.step), f"step {s.step}", (int(s.start_ns) - t0) / 1e6, (int(s.end_ns) - t0) / 1e6)
            for s in bars.step_marks.itertuples(index=False)]
-    out += [(int(s.step), f"step {s.step} ({UNFINISHED_STEP})", (int(s.start_ns) - t0) / 1e6, bars.t_end / 1e6)
+    out += [(int(s.step), f"step {s.step} ({UNFINISHED_STEP})", (int(s.start_ns) - t0) / 1e6, bars.t_edge / 1e6)
             for s in unfinished.itertuples(index=False)]
     return sorted(out, key=lambda x: x[2])
 
 
 def _add_step_selector(fig: go.Figure, steps: list[tuple[int, str, float, float]], every_step: bool = True,
-                       max_buttons: int = 40) -> None:
+                       max_buttons: int = 40, x_range: list[float] | None = None) -> None:
     """`steps`: _step_spans'. A dropdown that zooms the x axis to one step (the first rank's step bounds)
     or back to every step drawn: the in-page step selector for traces with many steps (more steps: use
     --steps). `every_step`: the figure draws all of the trace's steps, else a window of them, which the
-    first entry names so it is not read as the whole run."""
+    first entry names so it is not read as the whole run. `x_range`: the whole figure's range where it is
+    set (bars cut at its edge), else autorange."""
     if len(steps) < 2 or len(steps) > max_buttons:
         return
     numbers = [step for step, _, _, _ in steps]
     label = f"{'all' if every_step else 'drawn'} steps ({min(numbers)}–{max(numbers)})"
-    buttons = [dict(label=label, method="relayout", args=[{"xaxis.autorange": True}])]
+    whole = {"xaxis.autorange": True} if x_range is None else {"xaxis.range": x_range, "xaxis.autorange": False}
+    buttons = [dict(label=label, method="relayout", args=[whole])]
     for _, name, lo, hi in steps:
         pad = 0.02 * (hi - lo)
         buttons.append(dict(label=name, method="relayout",
@@ -233,8 +240,9 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
     rows = row_layout(bars, cpu_threads)
     centres, bottom = row_centres([r[3] for r in rows])
     y_of = {(rank, key): y for (_, rank, key, _), y in zip(rows, centres)}
-    compute, exposed, stuck = _Bars(), _Bars(), _Bars()
-    stuck_colors: list[str] = []
+    compute, exposed = _Bars(), _Bars()
+    stuck: dict[str, _Bars] = {}
+    cut_x, cut_y = [], []
     more = bars.inflight_more or {}
     per_label: dict[str, _Bars] = {}
     hooks: dict[str, tuple[list, list, list]] = {}
@@ -266,9 +274,12 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
             for a, b in rb.exposed[j]:
                 exposed.add(a, b, y, lane_h * 0.9)
         for r in (rb.inflight.itertuples(index=False) if rb.inflight is not None else ()):
-            stuck.add(r.start, r.end, yc - bar / 2 + lane_h * (r.lane + 0.5), lane_h * 0.9,
-                      inflight_text(r, rb.rank, more.get(rb.rank, 0)))
-            stuck_colors.append(colors[str(r.label)])
+            y = yc - bar / 2 + lane_h * (r.lane + 0.5)
+            stuck.setdefault(str(r.label), _Bars()).add(r.start, r.end, y, lane_h * 0.9,
+                                                         inflight_text(r, rb.rank, more.get(rb.rank, 0)))
+            if r.cut:
+                cut_x.append(r.end / 1e6)
+                cut_y.append(y)
         for h, t in zip(rb.hooks.itertuples(index=False), rb.hook_t):
             hx, hy, ht = hooks.setdefault(str(h.label), ([], [], []))
             hx.append(t / 1e6)
@@ -285,9 +296,16 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
                                            marker=dict(color=colors[lab], line=dict(width=0))))
     if exposed.base:  # hover passes through to the collective's own bar, which states its exposed time
         fig.add_trace(exposed.trace(name="exposed (hatched)", marker=EXPOSED_MARKER))
-    if stuck.base:
-        fig.add_trace(stuck.trace("%{text}<extra></extra>", name=INFLIGHT_NAME, legendgroup=INFLIGHT_NAME,
-                                  marker=dict(INFLIGHT_MARKER, color=stuck_colors)))
+    if stuck:
+        fig.add_trace(go.Bar(orientation="h", x=[None], base=[None], y=[None], name=INFLIGHT_NAME,
+                             legendgroup=INFLIGHT_NAME, hoverinfo="skip", marker=INFLIGHT_LEGEND))
+        for lab in sorted(stuck):
+            fig.add_trace(stuck[lab].trace("%{text}<extra></extra>", name=INFLIGHT_NAME, legendgroup=INFLIGHT_NAME,
+                                           showlegend=False, marker=dict(INFLIGHT_MARKER, color=colors[lab])))
+    if cut_x:
+        fig.add_trace(go.Scatter(x=np.asarray(cut_x, np.float64), y=np.asarray(cut_y, np.float64), mode="markers",
+                                 name=INFLIGHT_NAME, legendgroup=INFLIGHT_NAME, showlegend=False, hoverinfo="skip",
+                                 marker=CUT_MARKER, cliponaxis=False))
     for lab in sorted(hooks):
         hx, hy, ht = hooks[lab]
         fig.add_trace(go.Scatter(x=np.asarray(hx, np.float64), y=np.asarray(hy, np.float64), hovertext=ht,
@@ -319,7 +337,12 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
                            line=dict(color=INFLIGHT_COLOR, dash="dot", width=1)))
         notes.append(dict(x=x, y=1, xref="x", yref="paper", text=f"step {s.step} · {UNFINISHED_STEP}",
                           showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=11, color=INFLIGHT_COLOR)))
-    _add_step_selector(fig, _step_spans(bars, unfinished), every_step=bars.window is None)
+    # bars cut at the edge end where the axis does (autorange would pad past them, and a cut bar would read
+    # as a collective that ended there); "all steps" and a double-click come back to this range
+    x_range = [-0.01 * bars.t_edge / 1e6, bars.t_edge / 1e6] if cut_x else None
+    _add_step_selector(fig, _step_spans(bars, unfinished), every_step=bars.window is None, x_range=x_range)
+    if x_range is not None:
+        fig.update_xaxes(range=x_range, autorange=False)
     fig.update_yaxes(tickmode="array", tickvals=centres, ticktext=[r[0] for r in rows],
                      range=[bottom, -0.5], zeroline=False, showgrid=False, fixedrange=True)
     fig.update_xaxes(title_text="ms since window start", zeroline=False)

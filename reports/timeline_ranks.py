@@ -41,8 +41,9 @@ import pandas as pd
 
 from commscope.analyze.layout_report import readable_kernel
 from commscope.analyze.timeline_bars import TimelineBars
-from reports.timeline import (BAR, COLL_HOVER, COMM_ROW_MAX_PX, COMPUTE_COLOR, EXPOSED_MARKER, FLOW_LINE, FLOW_NAME,
-                              HOOK_MARKER, INFLIGHT_MARKER, INFLIGHT_NAME, L2S_UNKNOWN, LANE_PX, ROW_H, label_colors)
+from reports.timeline import (BAR, COLL_HOVER, COMM_ROW_MAX_PX, COMPUTE_COLOR, CUT_MARKER, EXPOSED_MARKER, FLOW_LINE,
+                              FLOW_NAME, HOOK_MARKER, INFLIGHT_LEGEND, INFLIGHT_MARKER, INFLIGHT_NAME, L2S_UNKNOWN,
+                              LANE_PX, ROW_H, label_colors)
 
 UNIT_NS = 1000
 
@@ -202,4 +203,5 @@ def style(bars: TimelineBars, cpu_threads: bool = False) -> dict:
     return {"row_h": ROW_H, "bar": BAR, "lane_px": LANE_PX, "comm_row_max_px": COMM_ROW_MAX_PX, "compute_color": COMPUTE_COLOR, "exposed_marker": EXPOSED_MARKER,
             "hook_marker": HOOK_MARKER, "colors": label_colors(bars.labels), "coll_hover": COLL_HOVER, "l2s_unknown": L2S_UNKNOWN,
             "flow_name": FLOW_NAME, "flow_line": FLOW_LINE, "cpu_threads": cpu_threads,
-            "inflight_marker": INFLIGHT_MARKER, "inflight_name": INFLIGHT_NAME}
+            "inflight_marker": INFLIGHT_MARKER, "inflight_legend": INFLIGHT_LEGEND, "inflight_name": INFLIGHT_NAME,
+            "cut_marker": CUT_MARKER}

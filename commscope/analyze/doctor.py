@@ -65,6 +65,7 @@ from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
+from commscope.analyze.left_in_flight import last_region, last_region_text
 from commscope.analyze.problems import loading_problems, run_reports
 from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
@@ -193,7 +194,7 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     culprits = silent or sorted(own)
     if not culprits:
         return None
-    evidence = []
+    evidence, where = [], {}
     for r in culprits:
         last = _last_step(trace, r)
         ev = {"rank": r, "last_finished_step": last,
@@ -202,6 +203,8 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
         s = trace.steps[(trace.steps["rank"] == r)] if len(trace.steps) else trace.steps
         if len(s):
             ev["last_step_end_ns"] = iso_ns(s["end_ns"].max())
+        where[r] = last_region(trace, r)
+        ev.update(_region_evidence(where[r]))
         evidence.append(ev)
     for r, s in sorted(statuses.items()):
         if r not in culprits and s.get("status") not in ENDED:
@@ -211,7 +214,25 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
         f"failed with its own error: {statuses[culprits[0]].get('error')}"
     last = evidence[0]["last_finished_step"]
     return Diagnosis("crash", culprits, step=last, evidence=evidence, sources=[STATUS, EVENTS],
-                     summary=f"crash: rank(s) {ranks_text(culprits)} {how}; {_finished_text(last)}")
+                     summary=f"crash: rank(s) {ranks_text(culprits)} {how}; {_finished_text(last)}"
+                             + (_where_text(where)[2:].capitalize().join(" .") if _where_text(where) else ""))
+
+
+def _region_evidence(where: dict | None) -> dict:
+    """The evidence fields of left_in_flight.last_region's answer (none without one)."""
+    if where is None:
+        return {}
+    return {"last_region": where["path"], "last_region_step": where["step"],
+            "last_region_ms": round(where["duration_ms"], 3),
+            "last_region_typical_ms": None if where["typical_ms"] is None else round(where["typical_ms"], 3)}
+
+
+def _where_text(where: dict[int, dict | None]) -> str:
+    """"; rank 2 was last in region …" for the first culprit whose records end inside a region, else ""."""
+    for rank, w in where.items():
+        if w is not None:
+            return "; " + last_region_text(rank, w)
+    return ""
 
 
 def _tuple_codes(*cols: np.ndarray) -> np.ndarray:
@@ -317,6 +338,7 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
     fired_ns = dict(zip(wd["rank"].astype(int), wd["fired_ns"]))
     fired = faults.ranks("watchdog")
     evidence = []  # the culprits (never launched it) first, then the ranks waiting in it
+    where = {m: last_region(trace, m) for m in missing}
     for m in missing:
         mine = lt[(lt["rank"] == m) & (lt["group"] == group)].sort_values("seq")
         last = mine.iloc[-1] if len(mine) else None
@@ -324,6 +346,7 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
                          "last_launched_seq": None if last is None else int(last["seq"]),
                          "last_launched_label": None if last is None else last["label"],
                          "last_launch_ns": None if last is None else iso_ns(last["call_ns"]),
+                         **_region_evidence(where[m]),
                          "status": _statuses(trace).get(m, {}).get("status"),
                          "error": _statuses(trace).get(m, {}).get("error")})
     for _, r in rows.sort_values("rank").iterrows():
@@ -335,7 +358,8 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
         "hang", missing, label=first["label"], step=step, sequence=seq, group=group, evidence=evidence,
         sources=[source],
         summary=(f"hang: rank(s) {ranks_text(sorted(have))} launched {first['op']} '{first['label']}' (group {group}, "
-                 f"seq {seq}, step {step}) but rank(s) {ranks_text(missing)} never did (found by absence){wd_note}."))
+                 f"seq {seq}, step {step}) but rank(s) {ranks_text(missing)} never did (found by absence)"
+                 f"{_where_text(where)}{wd_note}."))
 
 
 def check_interrupted(trace: Trace) -> Diagnosis | None:

@@ -151,6 +151,8 @@ class TimelineBars:
                                        # start on each rank, by flow then rank (analyze.flows)
     window: tuple[int, int] | None = None
     t_end: float = 0.0                 # ns since t0 of the right edge of what is drawn, in-flight bars aside
+    t_edge: float = 0.0                # ns since t0 where the in-flight bars stop (timeline_inflight): the
+                                       # figure's right edge when one is cut there, else t_end
     unfinished: pd.DataFrame | None = None  # the first rank's steps with records but no end: step, start_ns (absolute)
     inflight_more: dict[int, int] | None = None  # per rank, its in-flight collectives in the window not drawn
 
@@ -279,7 +281,7 @@ def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute
     t_cands = [int(t) for t in t_cands if not pd.isna(t)]
     t0 = min(t_cands) if t_cands else 0
     t_end = _right_edge(steps, coll, comp, hooks, t0)
-    stuck, more = inflight_bars(trace, window, t0, t_end)
+    stuck, more, t_edge = inflight_bars(trace, window, t0, t_end)
     comp_sets = compute_sets(trace)
     rows, coll_of, hooks_of = _compute_rows(comp, t0, max_compute_per_rank), _by_rank(coll), _by_rank(hooks)
     stuck_of = _by_rank(stuck)
@@ -293,7 +295,7 @@ def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute
     unfinished = unfinished_steps(trace, trace.ranks[0], window) if trace.ranks else None
     return TimelineBars(t0=t0, ranks=ranks, labels=labels, step_marks=first_rank,
                         gap_before=_gap_before(first_rank), flows=_flows(coll, t0), window=window, t_end=t_end,
-                        unfinished=unfinished, inflight_more=more)
+                        t_edge=t_edge, unfinished=unfinished, inflight_more=more)
 
 
 def _right_edge(steps: pd.DataFrame, coll: pd.DataFrame, comp: pd.DataFrame, hooks: pd.DataFrame, t0: int) -> float:

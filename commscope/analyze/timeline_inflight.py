@@ -9,11 +9,12 @@ each rank is stuck in, and which rank never launched it (its comm row has no suc
 - `inflight_bars(trace, window, t0, t_end)`: the in-flight collectives whose step is in the window (any,
   when the window is everything), at most IN_FLIGHT_DRAWN a rank, the oldest launches first (the oldest is
   the one the later ones queue behind), as bars from the launch (`start`) to the rank's last sign of life.
-  A watchdog fires minutes after the launch, and a bar that long would squash every step drawn, so a bar
-  ends at `t_end` at most (the right edge of what else is drawn, plus IN_FLIGHT_PAD of the span, so that
-  it sticks out past everything that completed); `in_flight_ns` keeps the whole time for the hover and
-  `cut` says which bars were shortened. `more` counts, per rank, its in-flight collectives in the window
-  not drawn. A launch time not recorded leaves nothing to draw: counted in `more`.
+  A watchdog fires minutes after the launch, and a bar that long would squash every step drawn, so the
+  bars stop at `edge`, the figure's right edge: IN_FLIGHT_PAD of the span past `t_end` (the right edge of
+  what else is drawn), so that they stick out past everything that completed, and as far past the latest
+  launch; `in_flight_ns` keeps the whole time for the hover and `cut` says which bars stop at the edge.
+  `more` counts, per rank, its in-flight collectives in the window not drawn. A launch time not recorded
+  leaves nothing to draw: counted in `more`.
 - `unfinished_steps(trace, rank, window)`: the steps >= 0 in the window for which `rank` has records
   (collective and in-flight launches, compute, hook firings) but no step record, each with its earliest
   record's time.
@@ -44,11 +45,12 @@ def _in_window(steps: pd.Series, window: tuple[int, int] | None) -> np.ndarray:
 
 
 def inflight_bars(trace: Any, window: tuple[int, int] | None, t0: int, t_end: float
-                  ) -> tuple[pd.DataFrame, dict[int, int]]:
-    """(the drawn in-flight bars, INFLIGHT_COLS, by rank then launch; per rank, how many are not drawn)."""
+                  ) -> tuple[pd.DataFrame, dict[int, int], float]:
+    """(the drawn in-flight bars, INFLIGHT_COLS, by rank then launch; per rank, how many are not drawn; the
+    figure's right edge, ns since t0: `t_end` where no bar is drawn)."""
     fl = left_in_flight(trace)
     if not len(fl):
-        return pd.DataFrame(columns=INFLIGHT_COLS), {}
+        return pd.DataFrame(columns=INFLIGHT_COLS), {}, t_end
     fl = fl[_in_window(fl["step"], window)]
     fl = fl.assign(start=rel(fl["call_ns"], t0), until=rel(fl["until_ns"], t0))
     ranks = fl["rank"].astype(int)
@@ -58,8 +60,11 @@ def inflight_bars(trace: Any, window: tuple[int, int] | None, t0: int, t_end: fl
     more = ranks.value_counts().sub(drawn["rank"].astype(int).value_counts(), fill_value=0)
     start = drawn["start"].to_numpy(np.float64)
     until = drawn["until"].to_numpy(np.float64)
-    edge = t_end + IN_FLIGHT_PAD * max(t_end, 0.0)
-    end = np.minimum(until, np.maximum(edge, start + IN_FLIGHT_PAD * max(t_end, 0.0)))
+    counts = {int(r): int(n) for r, n in sorted(more.items()) if n}
+    if not len(drawn):
+        return pd.DataFrame(columns=INFLIGHT_COLS), counts, t_end
+    edge = max(t_end, float(start.max())) + IN_FLIGHT_PAD * max(t_end, 0.0)
+    end = np.minimum(until, edge)
     out = pd.DataFrame({
         "rank": drawn["rank"].astype(int).to_numpy(), "label": drawn["label"].astype(object).to_numpy(),
         "op": drawn["op"].astype(object).to_numpy(), "group": drawn["group"].astype(object).to_numpy(),
@@ -67,7 +72,7 @@ def inflight_bars(trace: Any, window: tuple[int, int] | None, t0: int, t_end: fl
         "bytes": drawn["bytes"].to_numpy(dtype=object), "start": start, "end": end,
         "in_flight_ns": until - start, "watchdog_fired": drawn["watchdog_fired"].to_numpy(bool),
         "cut": end < until})
-    return out[INFLIGHT_COLS].reset_index(drop=True), {int(r): int(n) for r, n in sorted(more.items()) if n}
+    return out[INFLIGHT_COLS].reset_index(drop=True), counts, edge
 
 
 # the frames and time columns whose rows say a rank was inside a step (the in-flight launches are added)

@@ -324,28 +324,41 @@ function csRankTraces(d, style, r, y0, known) {
     out.push({type: "bar", orientation: "h", base: ex.base, x: ex.x, y: ex.y, width: ex.width, hoverinfo: "skip",
               name: "exposed (hatched)", showlegend: false, marker: style.exposed_marker});
   }
-  var f = d.inflight, stuck = {base: [], x: [], y: [], width: [], text: [], color: []};
+  // the collectives left in flight: a trace per label in its colour, as timeline.py draws them, the legend's
+  // entry only where the figure has none yet, and a mark at the end of a bar cut at the figure's edge
+  var f = d.inflight, stuck = {}, cut = {x: [], y: []};
   s = 0;
   for (var g = d.off.inflight[i]; g < d.off.inflight[i + 1]; g++) {  // timeline.py inflight_text's words
     s += f.s[g];
-    var fl = str[f.label[g]], ns = f.t[g] * d.unit_ns, more = f.more[i];
-    stuck.base.push(s * U); stuck.x.push(f.d[g] * U); stuck.y.push(yc - bar / 2 + laneH * (f.lane[g] + 0.5));
-    stuck.width.push(laneH * 0.9); stuck.color.push(style.colors[fl]);
-    stuck.text.push("<b>" + csStr(str, f.label[g]) + "</b> · " + csStr(str, f.op[g]) + " · group " + csStr(str, f.group[g]) +
-                    " · seq " + csOr(f.seq[g]) + "<br>rank " + r + " · " +
-                    (f.step[g] === null || f.step[g] < 0 ? "outside every step" : "step " + f.step[g]) +
-                    "<br><b>never completed</b>: still in flight " +
-                    (ns >= 1e9 ? (ns / 1e9).toFixed(1) + " s" : (ns / 1e6).toFixed(3) + " ms") + " after its launch, " +
-                    (f.w[g] ? "when the watchdog fired" : "at its rank's last record") +
-                    (f.cut[g] ? "<br>(the bar stops at the figure's edge)" : "") + "<br>" + csBytes(f.bytes[g]) +
-                    (more ? "<br>rank " + r + " has " + more + " more in flight, not drawn" : ""));
+    var fl = str[f.label[g]], ns = f.t[g] * d.unit_ns, more = f.more[i], fy = yc - bar / 2 + laneH * (f.lane[g] + 0.5);
+    var sb = stuck[fl] || (stuck[fl] = {base: [], x: [], y: [], width: [], text: []});
+    sb.base.push(s * U); sb.x.push(f.d[g] * U); sb.y.push(fy); sb.width.push(laneH * 0.9);
+    if (f.cut[g]) { cut.x.push((s + f.d[g]) * U); cut.y.push(fy); }
+    sb.text.push("<b>" + csStr(str, f.label[g]) + "</b> · " + csStr(str, f.op[g]) + " · group " + csStr(str, f.group[g]) +
+                 " · seq " + csOr(f.seq[g]) + "<br>rank " + r + " · " +
+                 (f.step[g] === null || f.step[g] < 0 ? "outside every step" : "step " + f.step[g]) +
+                 "<br><b>never completed</b>: still in flight " +
+                 (ns >= 1e9 ? (ns / 1e9).toFixed(1) + " s" : (ns / 1e6).toFixed(3) + " ms") + " after its launch, " +
+                 (f.w[g] ? "when the watchdog fired" : "at its rank's last record") +
+                 (f.cut[g] ? "<br>(cut at the figure's right edge ▶)" : "") + "<br>" + csBytes(f.bytes[g]) +
+                 (more ? "<br>rank " + r + " has " + more + " more in flight, not drawn" : ""));
   }
-  if (stuck.base.length) {
-    out.push({type: "bar", orientation: "h", base: stuck.base, x: stuck.x, y: stuck.y, width: stuck.width,
-              text: stuck.text, textposition: "none", hovertemplate: "%{text}<extra></extra>", name: style.inflight_name,
-              legendgroup: style.inflight_name, showlegend: !known[style.inflight_name],
-              marker: Object.assign({}, style.inflight_marker, {color: stuck.color})});
+  var stuckLabels = Object.keys(stuck).sort();
+  if (stuckLabels.length && !known[style.inflight_name]) {
+    out.push({type: "bar", orientation: "h", x: [null], base: [null], y: [null], name: style.inflight_name,
+              legendgroup: style.inflight_name, hoverinfo: "skip", marker: style.inflight_legend});
     known[style.inflight_name] = true;
+  }
+  stuckLabels.forEach(function (lab) {
+    var sb = stuck[lab];
+    out.push({type: "bar", orientation: "h", base: sb.base, x: sb.x, y: sb.y, width: sb.width, text: sb.text,
+              textposition: "none", hovertemplate: "%{text}<extra></extra>", name: style.inflight_name,
+              legendgroup: style.inflight_name, showlegend: false,
+              marker: Object.assign({}, style.inflight_marker, {color: style.colors[lab]})});
+  });
+  if (cut.x.length) {
+    out.push({type: "scatter", mode: "markers", x: cut.x, y: cut.y, name: style.inflight_name, showlegend: false,
+              legendgroup: style.inflight_name, hoverinfo: "skip", cliponaxis: false, marker: style.cut_marker});
   }
   var h = d.hooks, h0 = d.off.hooks[i], h1 = d.off.hooks[i + 1], hooks = {};
   s = 0;

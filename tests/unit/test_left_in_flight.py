@@ -80,3 +80,56 @@ def test_the_export_never_computes_what_was_left_in_flight(tmp_path):
                                                  if e["ph"] == "M" and e["name"] == "thread_name"}
     with pytest.raises(TypeError):
         build_perfetto(trace)  # type: ignore[call-arg]
+
+
+def _regions(rows, finished):
+    """A trace stand-in of rank 0's regions (name, step, start ms, end ms) and its finished steps."""
+    import pandas as pd
+    from types import SimpleNamespace
+
+    ms = 1_000_000
+    regions = pd.DataFrame([{"rank": 0, "step": st, "micro_step": 0, "name": n, "start_ns": int(a * ms),
+                             "end_ns": int(b * ms), "compute": None} for n, st, a, b in rows])
+    steps = pd.DataFrame({"rank": [0] * len(finished), "step": finished})
+    return SimpleNamespace(regions=regions, steps=steps)
+
+
+def test_last_region_is_the_nest_open_when_the_records_end_with_its_usual_length():
+    from commscope.analyze.left_in_flight import last_region, last_region_text
+
+    rows = [("forward", s, 100 * s, 100 * s + 40) for s in range(4)]
+    rows += [("optimizer", s, 100 * s + 60, 100 * s + 70) for s in range(3)]
+    rows += [("opt.phase1", s, 100 * s + 61, 100 * s + 63) for s in range(3)]
+    # step 3: its optimizer never ended normally; the exception left opt.phase1, then optimizer, 13.8 s later
+    rows += [("optimizer", 3, 360, 360 + 13_800.02), ("opt.phase1", 3, 361, 360 + 13_800.01)]
+    where = last_region(_regions(rows, [0, 1, 2]), 0)
+    assert (where["path"], where["name"], where["step"]) == ("optimizer › opt.phase1", "opt.phase1", 3)
+    assert abs(where["duration_ms"] - 13_799.01) < 1e-6
+    assert where["typical_ms"] == 2.0
+    assert last_region_text(0, where) == ("rank 0 was last in region optimizer › opt.phase1 (step 3) for 13.8 s, "
+                                          "against 2 ms in its other steps")
+
+
+def test_regions_one_after_the_other_are_no_nest_and_a_finished_step_says_nothing():
+    from commscope.analyze.left_in_flight import last_region
+
+    # backward starts 0.1 ms after forward ends: forward was not open when the records end
+    rows = [("forward", 0, 0, 40), ("backward", 0, 40.1, 95)]
+    where = last_region(_regions(rows, []), 0)
+    assert (where["path"], where["typical_ms"]) == ("backward", None)
+    assert last_region(_regions(rows, [0]), 0) is None  # step 0 finished: its regions say nothing of the end
+    assert last_region(_regions([], []), 0) is None
+
+
+def test_the_doctor_names_where_the_culprit_was(tmp_path):
+    from commscope.analyze.doctor import diagnose_path
+    from paths import TESTS
+    from scale_jobs import gen_job
+
+    job = gen_job.generate(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / "h", 6, steps=6, hang=4)["job"]
+    d = diagnose_path(job)
+    assert d.verdict == "hang" and d.culprit_ranks == [4]
+    culprit = d.evidence[0]
+    assert culprit["rank"] == 4 and culprit["last_region"] == "optimizer" and culprit["last_region_step"] == 3
+    assert f"; rank 4 was last in region optimizer (step 3) for {culprit['last_region_ms']:.3g} ms" in d.summary
+    assert all("last_region" not in e for e in d.evidence[1:])  # the waiting ranks are in a collective

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from cli_result import run_main
+from commscope.analyze.diagnosis import evidence_tables
 from paths import TESTS
 from report_trace import make_trace, write_run_dir
 from rundirs import write_json
@@ -95,7 +96,12 @@ HEADS = {"rank": "rank", "step": "step", "instances": "collectives", "waiting_ca
          "arrival_skew_ms": "arrival skew (ms)", "launch_skew_ms": "launch skew (ms)",
          "launched_last_rank": "launched last", "last_finished_step": "last finished step", "status": "status",
          "role": "role", "launched": "launched", "finished": "finished", "source": "source",
-         "last_launched_seq": "last launched seq", "last_launched_label": "last launched label"}
+         "last_launched_seq": "last launched seq", "last_launched_label": "last launched label",
+         # times as the page shows them (diagnosis.evidence_tables): ms since the evidence's earliest
+         "last_launch_ms": "last launch (ms)", "call_ms": "call (ms)", "wait_ms": "wait (ms)",
+         "watchdog_fired_ms": "watchdog fired (ms)", "last_step_end_ms": "last step end (ms)",
+         "last_region": "last region", "last_region_step": "last region step", "last_region_ms": "last region (ms)",
+         "last_region_typical_ms": "last region typical (ms)"}
 HEAD_KEY = {head: key for key, head in HEADS.items()}
 INSTANCE_KEYS = ["step", "sequence", "label", "op", "last_rank", "waiting_caused_ms", "mean_wait_ms",
                  "arrival_skew_ms", "launch_skew_ms", "launched_last_rank"]
@@ -189,9 +195,15 @@ def test_doctor_hang_prints_no_epoch_times_and_booleans_as_words(run4, capsys, m
     assert d["verdict"] == "hang" and any(k.endswith("_ns") for e in d["evidence"] for k in e)
     text, _ = _cli(capsys, monkeypatch, width, "doctor", run4)
     assert_fits(text, width)
-    shown = [{k: v for k, v in e.items() if k != "error"} for e in d["evidence"]]
-    heads = check_doctor_table(text, "Evidence", "rank", shown)
+    # the page's tables: the culprit's first, under the title; the waiting ranks' next, times in ms
+    groups, _ = evidence_tables([{k: v for k, v in e.items() if k != "error"} for e in d["evidence"]])
+    assert [len(g) for g in groups] == [1, 3] and groups[0][0]["rank"] == 2
+    heads = check_doctor_table(text, "Evidence", "rank", groups[0])
     assert "launched" in heads and not any("ns" in h.split() for h in heads)
+    rest = text[text.index("Evidence"):]
+    second = rest[rest.index("┘") + 1:]  # after the culprit's table
+    heads, rows = table(second, "┏", "rank")
+    assert "watchdog fired (ms)" in heads and [r["rank"] for r in rows] == [["0"], ["1"], ["3"]]
     # the error, whole, under the table
     assert "rank 2's error: Terminated: terminated by signal 15 (SIGTERM)" in " ".join(text.split())
 
@@ -208,8 +220,8 @@ def test_doctor_crash_prints_no_last_step_end_ns(run4, capsys, monkeypatch, widt
     assert d["verdict"] == "crash" and "last_step_end_ns" in d["evidence"][0]
     text, _ = _cli(capsys, monkeypatch, width, "doctor", run4)
     assert_fits(text, width)
-    shown = [{k: v for k, v in e.items() if k != "error"} for e in d["evidence"]]
-    heads = check_doctor_table(text, "Evidence", "rank", shown)
+    groups, _ = evidence_tables([{k: v for k, v in e.items() if k != "error"} for e in d["evidence"]])
+    heads = check_doctor_table(text, "Evidence", "rank", groups[0])
     assert {"rank", "last finished step", "status"} <= set(heads)
     assert "Connection closed by peer" in " ".join(text.split())
 

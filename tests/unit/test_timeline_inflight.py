@@ -15,7 +15,7 @@ from commscope.analyze.timeline_bars import timeline_bars
 from commscope.analyze.timeline_inflight import IN_FLIGHT_DRAWN, IN_FLIGHT_PAD, unfinished_steps
 from commscope.load import load_path
 from paths import TESTS
-from reports.timeline import INFLIGHT_NAME, UNFINISHED_STEP, inflight_text, timeline_figure
+from reports.timeline import INFLIGHT_NAME, UNFINISHED_STEP, inflight_text, label_colors, timeline_figure
 from reports.timeline_ranks import UNIT_NS, rank_rows
 from scale_jobs import gen_job
 
@@ -37,7 +37,9 @@ def watchdog_fired_ns(job: str, rank: int) -> int:
 def test_every_rank_but_the_culprit_has_the_hung_collective_in_flight_to_the_edge(hung):
     truth, tr = hung
     bars = timeline_bars(tr, (1, 4))
-    edge = bars.t_end * (1 + IN_FLIGHT_PAD)
+    launches = [s for rb in bars.ranks for s in rb.inflight["start"]]
+    edge = max(bars.t_end, max(launches)) + IN_FLIGHT_PAD * bars.t_end
+    assert bars.t_edge == pytest.approx(edge)
     for rb in bars.ranks:
         f = rb.inflight
         if rb.rank == HUNG:
@@ -94,19 +96,27 @@ def test_the_figure_draws_them_and_says_what_they_are(hung):
     truth, tr = hung
     bars = timeline_bars(tr, (1, 4))
     fig = timeline_figure(bars)
-    stuck = [t for t in fig.data if t.name == INFLIGHT_NAME]
-    assert len(stuck) == 1 and len(stuck[0].base) == 11
-    text = stuck[0].text[0]
+    legend, stuck, cut = [t for t in fig.data if t.name == INFLIGHT_NAME]
+    # one legend entry of its own (white under the stripes: one label's colour would pass for that label's)
+    assert legend.showlegend is not False and legend.marker.color == "#ffffff" and list(legend.base) == [None]
+    assert stuck.showlegend is False and stuck.marker.color == label_colors(bars.labels)[truth["hang"]["label"]]
+    assert len(stuck.base) == 11 and isinstance(stuck.marker.color, str)  # one colour a trace: no array
+    # every bar is cut: it ends where the axis does, marked there
+    assert list(cut.x) == pytest.approx([bars.t_edge / 1e6] * 11) and cut.marker.symbol == "triangle-right"
+    assert list(fig.layout.xaxis.range) == pytest.approx([-0.01 * bars.t_edge / 1e6, bars.t_edge / 1e6])
+    text = stuck.text[0]
     assert text.startswith(f"<b>{truth['hang']['label']}</b> · all_reduce · group 0 · seq {truth['hang']['seq']}"
                            "<br>rank 0 · step 3<br><b>never completed</b>: still in flight 600.")
-    assert " s after its launch, when the watchdog fired<br>(the bar stops at the figure's edge)<br>960 B" in text
+    assert " s after its launch, when the watchdog fired<br>(cut at the figure's right edge ▶)<br>960 B" in text
     notes = [a.text for a in fig.layout.annotations]
     assert notes == ["step 1", "step 2", f"step 3 · {UNFINISHED_STEP}"]
-    menu = [b.label for b in fig.layout.updatemenus[0].buttons]
-    assert menu == ["drawn steps (1–3)", "step 1", "step 2", f"step 3 ({UNFINISHED_STEP})"]
-    lo, hi = fig.layout.updatemenus[0].buttons[-1].args[0]["xaxis.range"]
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["drawn steps (1–3)", "step 1", "step 2", f"step 3 ({UNFINISHED_STEP})"]
+    assert list(buttons[0].args[0]["xaxis.range"]) == list(fig.layout.xaxis.range)  # "all": back to the edge
+    lo, hi = buttons[-1].args[0]["xaxis.range"]
     start = (int(bars.unfinished["start_ns"].iloc[0]) - bars.t0) / 1e6
-    assert lo < start < hi and hi == pytest.approx(bars.t_end / 1e6 + 0.02 * (bars.t_end / 1e6 - start))
+    # the unfinished step reaches the in-flight bars' end
+    assert lo < start < hi and hi == pytest.approx(bars.t_edge / 1e6 + 0.02 * (bars.t_edge / 1e6 - start))
 
 
 def test_the_compact_rows_carry_the_same_in_flight_bars(hung):
