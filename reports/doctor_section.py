@@ -46,7 +46,8 @@ def render_doctor(ctx) -> str | None:
     if isinstance(d, Exception):
         raise d
     colour = COLOURS.get(d.verdict, "#b00020")
-    out = [f'<p><b style="color:{colour}">{html.escape(d.verdict.upper())}</b> {html.escape(d.summary)}</p>']
+    line = tables.verdict_line(d.verdict, d.summary).replace("<b>", f'<b style="color:{colour}">', 1)
+    out = [f"<p>{line}</p>"]
     det = d.details or {}
     problems = getattr(d, "problems", None) or []
     if problems:

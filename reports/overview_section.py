@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from commscope.analyze.summary import hta_note
-from reports.tables import counted, fmt, step_words
+from reports.tables import counted, fmt, step_words, verdict_line
 from reports.timeline import label_colors
 
 # cividis, 6 stops (plotly.colors.sequential.Cividis, thinned): dark blue → yellow, monotone in lightness
@@ -68,11 +68,7 @@ def render_summary(ctx) -> str:
     if isinstance(h, Exception):
         raise h
     ok = h.verdict == "ok"
-    said = h.verdict_summary
-    if said.lower().startswith(h.verdict.lower() + ":"):  # the doctor's summary starts with its verdict
-        said = said[len(h.verdict) + 1:].strip()
-    out = [f'<p class="verdict {"ok" if ok else "bad"}" id="verdict"><b>{html.escape(h.verdict.upper())}</b> '
-           f'{html.escape(said)}</p>']
+    out = [f'<p class="verdict {"ok" if ok else "bad"}" id="verdict">{verdict_line(h.verdict, h.verdict_summary)}</p>']
     facts = [counted(h.n_ranks, "rank"), counted(h.n_steps, "step")]
     if h.step_ms_mean is not None:
         facts.append(f"mean step {fmt(h.step_ms_mean)} ms" + h.step_scope)  # what it is over (the analysis')

@@ -179,6 +179,12 @@ def step_words(text: str) -> str:
                               else "outside every step", text)
 
 
+def verdict_line(verdict: str, summary: str) -> str:
+    """The verdict in capitals, then the doctor's summary without the "hang:" it starts with (HTML)."""
+    said = summary[len(verdict) + 1:].strip() if summary.lower().startswith(verdict.lower() + ":") else summary
+    return f"<b>{html.escape(verdict.upper())}</b> {html.escape(said)}"
+
+
 def key_text(key: Any) -> str:
     """A row key or heading as a reader's label: snake_case names humanized (`mean_ms` → "Mean (ms)"),
     anything else (a path, a rank, a camelCase name the trace itself uses) as it is."""

@@ -94,3 +94,15 @@ def test_evidence_tables_convert_any_integer_time_and_rename_only_what_they_conv
     assert origin == 1_000_000_000
     assert tables[0] == [{"rank": 1, "call_ms": 1000.0, "wait_ms": None}, {"rank": 2, "call_ms": 0.0, "wait_ms": 500.0}]
     assert tables[1] == [{"rank": 3, "call_ns": "unknown", "launched": True}]  # not a time: its name stays
+
+
+def test_the_verdict_word_is_said_once(tmp_path, capsys):
+    """The page's first screen and its doctor section both lead with the verdict in capitals, then the
+    summary without the "hang:" it starts with."""
+    job = hung_job(tmp_path)
+    page = tmp_path / "page.html"
+    run_main(capsys, "report", job, "--no-hta", "-o", page)
+    html = page.read_text()
+    lines = re.findall(r"<b[^>]*>HANG</b> ([^<]{0,40})", html)
+    assert len(lines) == 2 and all(line.startswith("rank(s) 0-4,6-11 launched") for line in lines)
+    assert "HANG</b> hang:" not in html
