@@ -116,6 +116,8 @@ def inflight_text(r: Any, rank: int, more: int) -> str:
     return (f"<b>{_or(r.label)}</b> · {_or(r.op)} · group {_or(r.group)} · seq {_or(r.seq)}<br>rank {rank} · "
             f"{step_text(r.step)}"
             f"<br><b>never completed</b>: still in flight {span_text(r.in_flight_ns)} after its launch, {until}"
+            + ("" if np.isnan(r.waited_after_ns) else
+               f"<br>its rank blocked waiting on it from {span_text(r.waited_after_ns)} after its launch")
             + ("<br>(cut at the figure's right edge ▶)" if r.cut else "")
             + "<br>" + byte_size(None if pd.isna(r.bytes) else r.bytes)
             + (f"<br>rank {rank} has {more} more in flight, not drawn" if more else ""))

@@ -13,8 +13,10 @@ each rank is stuck in, and which rank never launched it (its comm row has no suc
   bars stop at `edge`, the figure's right edge: IN_FLIGHT_PAD of the span past `t_end` (the right edge of
   what else is drawn), so that they stick out past everything that completed, and as far past the latest
   launch; `in_flight_ns` keeps the whole time for the hover and `cut` says which bars stop at the edge.
-  `more` counts, per rank, its in-flight collectives in the window not drawn. A launch time not recorded
-  leaves nothing to draw: counted in `more`.
+  `waited_after_ns`: how long after its launch the rank called wait() on it and blocked there (NaN: it
+  never waited on it; a rank blocks on one collective, often queued behind the one its peer never
+  launched). `more` counts, per rank, its in-flight collectives in the window not drawn. A launch time not
+  recorded leaves nothing to draw: counted in `more`.
 - `unfinished_steps(trace, rank, window)`: the steps >= 0 in the window for which `rank` has records
   (collective and in-flight launches, compute, hook firings) but no step record, each with its earliest
   record's time.
@@ -34,7 +36,7 @@ from commscope.load.frames import rel
 IN_FLIGHT_DRAWN = 8    # in-flight collectives drawn per rank (the rest are counted): each takes a lane of its own
 IN_FLIGHT_PAD = 0.04   # how far past everything else drawn a shortened in-flight bar reaches, as a share of the span
 INFLIGHT_COLS = ["rank", "label", "op", "group", "seq", "step", "bytes", "start", "end", "in_flight_ns",
-                 "watchdog_fired", "cut"]
+                 "waited_after_ns", "watchdog_fired", "cut"]
 
 
 def _in_window(steps: pd.Series, window: tuple[int, int] | None) -> np.ndarray:
@@ -52,7 +54,7 @@ def inflight_bars(trace: Any, window: tuple[int, int] | None, t0: int, t_end: fl
     if not len(fl):
         return pd.DataFrame(columns=INFLIGHT_COLS), {}, t_end
     fl = fl[_in_window(fl["step"], window)]
-    fl = fl.assign(start=rel(fl["call_ns"], t0), until=rel(fl["until_ns"], t0))
+    fl = fl.assign(start=rel(fl["call_ns"], t0), until=rel(fl["until_ns"], t0), wait=rel(fl["wait_ns"], t0))
     ranks = fl["rank"].astype(int)
     # a launch time not recorded leaves nothing to draw: counted with the ones not drawn
     fl = fl[~np.isnan(fl["start"].to_numpy(np.float64))].sort_values(["rank", "start"], kind="stable")
@@ -70,7 +72,8 @@ def inflight_bars(trace: Any, window: tuple[int, int] | None, t0: int, t_end: fl
         "op": drawn["op"].astype(object).to_numpy(), "group": drawn["group"].astype(object).to_numpy(),
         "seq": drawn["seq"].to_numpy(dtype=object), "step": drawn["step"].to_numpy(dtype=object),
         "bytes": drawn["bytes"].to_numpy(dtype=object), "start": start, "end": end,
-        "in_flight_ns": until - start, "watchdog_fired": drawn["watchdog_fired"].to_numpy(bool),
+        "in_flight_ns": until - start, "waited_after_ns": drawn["wait"].to_numpy(np.float64) - start,
+        "watchdog_fired": drawn["watchdog_fired"].to_numpy(bool),
         "cut": end < until})
     return out[INFLIGHT_COLS].reset_index(drop=True), counts, edge
 

@@ -337,9 +337,10 @@ function csRankTraces(d, style, r, y0, known) {
     sb.text.push("<b>" + csStr(str, f.label[g]) + "</b> · " + csStr(str, f.op[g]) + " · group " + csStr(str, f.group[g]) +
                  " · seq " + csOr(f.seq[g]) + "<br>rank " + r + " · " +
                  (f.step[g] === null || f.step[g] < 0 ? "outside every step" : "step " + f.step[g]) +
-                 "<br><b>never completed</b>: still in flight " +
-                 (ns >= 1e9 ? (ns / 1e9).toFixed(1) + " s" : (ns / 1e6).toFixed(3) + " ms") + " after its launch, " +
+                 "<br><b>never completed</b>: still in flight " + csSpan(ns) + " after its launch, " +
                  (f.w[g] ? "when the watchdog fired" : "at its rank's last record") +
+                 (f.wt[g] === null ? "" : "<br>its rank blocked waiting on it from " + csSpan(f.wt[g] * d.unit_ns) +
+                  " after its launch") +
                  (f.cut[g] ? "<br>(cut at the figure's right edge ▶)" : "") + "<br>" + csBytes(f.bytes[g]) +
                  (more ? "<br>rank " + r + " has " + more + " more in flight, not drawn" : ""));
   }
@@ -448,6 +449,8 @@ function csBytes(v) {
 
 function csOr(x) { return x === null ? "–" : x; }
 function csStr(str, k) { return k < 0 ? "–" : str[k]; }
+// A duration in ns as reports/timeline.py span_text says it: seconds from 1 s, else milliseconds.
+function csSpan(ns) { return ns >= 1e9 ? (ns / 1e9).toFixed(1) + " s" : (ns / 1e6).toFixed(3) + " ms"; }
 
 // Per-rank offsets into the compact document's item lists.
 function csIndex(d) {

@@ -135,6 +135,7 @@ def test_the_compact_rows_carry_the_same_in_flight_bars(hung):
             k = at + j
             assert strings[f["label"][k]] == row.label and f["lane"][k] == row.lane and f["seq"][k] == row.seq
             assert f["t"][k] == round(row.in_flight_ns / UNIT_NS) and f["w"][k] == 1 and f["cut"][k] == 1
+            assert f["wt"][k] is None  # gen_job's hung ranks never called wait() on it
             assert f["d"][k] == int(np.rint(row.end / UNIT_NS) - np.rint(row.start / UNIT_NS))
         at += n
     assert at == len(f["s"]) == 11
@@ -147,3 +148,23 @@ def test_a_run_that_completed_draws_nothing_of_the_kind(tmp_path):
     assert all(len(rb.inflight) == 0 for rb in bars.ranks)
     assert not [t for t in timeline_figure(bars).data if t.name == INFLIGHT_NAME]
     assert isinstance(bars.unfinished, pd.DataFrame)
+
+
+def test_the_collective_a_rank_blocked_in_says_so(hung, tmp_path):
+    """A rank blocks in wait() on one collective, often queued behind the one a peer never launched: its
+    hover says from when, in the figure and in the compact rows alike."""
+    truth, _ = hung
+    job = tmp_path / "job"
+    import shutil
+
+    shutil.copytree(truth["job"], job)
+    path = job / "rank0" / "watchdog.json"
+    doc = json.loads(path.read_text())
+    doc["inflight"][0]["wait_ns"] = doc["inflight"][0]["call_ns"] + 2_500_000
+    path.write_text(json.dumps(doc))
+    bars = timeline_bars(load_path(str(job)), (1, 4))
+    row = next(bars.ranks[0].inflight.itertuples(index=False))
+    assert row.waited_after_ns == 2_500_000
+    assert "<br>its rank blocked waiting on it from 2.500 ms after its launch<br>" in inflight_text(row, 0, 0)
+    assert all(np.isnan(rb.inflight["waited_after_ns"]).all() for rb in bars.ranks[1:])
+    assert rank_rows(bars)["inflight"]["wt"][0] == 2500
