@@ -128,7 +128,17 @@ def _legend(hm, known: int) -> str:
     above = (f"; {hm.above_scale} cell(s) above it, up to {fmt(hm.max_ms)} ms, take its darkest colour"
              if hm.above_scale else "")
     return (f'<span class="legend" id="heatmap-legend"><span class="ramp" style="background:linear-gradient('
-            f'to right,{_scale(0)[0]},{_scale(0.5)[0]},{_scale(1)[0]})"></span> 0 … {fmt(hm.scale_ms)} ms{above}</span>')
+            f'to right,{_scale(0)[0]},{_scale(0.5)[0]},{_scale(1)[0]})"></span> 0 … {fmt(hm.scale_ms)} ms{above}</span>'
+            + _no_end_note(hm))
+
+
+def _no_end_note(hm) -> str:
+    """The steps the heatmap has no column for although ranks began them (a run that stopped inside one)."""
+    if not hm.no_end:
+        return ""
+    steps = "; ".join(f"step {s} ({counted(n, 'rank')} began it)" for s, n in sorted(hm.no_end.items()))
+    return (f' <span id="heatmap-no-end">No column for {steps}: no rank recorded its end (the run stopped '
+            "inside it).</span>")
 
 
 def render_heatmap_canvas(ctx, hm) -> str:

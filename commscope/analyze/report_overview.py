@@ -41,6 +41,7 @@ import pandas as pd
 
 from commscope.analyze.diagnosis import Diagnosis, ranks_text
 from commscope.analyze.step_gaps import left_out, step_list
+from commscope.analyze.timeline_inflight import steps_without_end
 from commscope.util.text import counted
 
 
@@ -90,6 +91,8 @@ class Heatmap:
     scale_ms: float = 0.0                 # the colour ramp's top (colour_top); cells above it take its colour
     above_scale: int = 0                  # cells above scale_ms (0: the ramp spans every cell)
     max_ms: float = 0.0                   # the largest known cell
+    no_end: dict = field(default_factory=dict)  # step → ranks with records of it but no end (not a column:
+                                                # timeline_inflight.steps_without_end)
 
 
 SCALE_QUANTILE = 0.95  # the ramp tops out here when the largest cells are outliers (colour_top)
@@ -384,6 +387,8 @@ def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 
             win[i][j] = ((int(lo) - bars.t0) / 1e6, (int(hi) - bars.t0) / 1e6)
     scale = colour_top(exposed)
     known_cells = exposed[~np.isnan(exposed)]
+    no_end = steps_without_end(trace) if trace is not None else {}
     return Heatmap(ranks=ranks, columns=[(c[0], c[-1]) for c in cols], exposed_ms=exposed, step_ms=step_ms,
                    window_ms=win, scale_ms=scale, above_scale=int((known_cells > scale).sum()),
-                   max_ms=float(known_cells.max()) if known_cells.size else 0.0)
+                   max_ms=float(known_cells.max()) if known_cells.size else 0.0,
+                   no_end={s: n for s, n in no_end.items() if s not in set(known)})

@@ -19,7 +19,7 @@ each rank is stuck in, and which rank never launched it (its comm row has no suc
   recorded leaves nothing to draw: counted in `more`.
 - `unfinished_steps(trace, rank, window)`: the steps >= 0 in the window for which `rank` has records
   (collective and in-flight launches, compute, hook firings) but no step record, each with its earliest
-  record's time.
+  record's time; `steps_without_end(trace)`: the same over every rank at once, step → how many ranks.
 
 Times are ns since the timeline's `t0`. Invariant: pure functions of the trace's frames.
 """
@@ -104,3 +104,33 @@ def unfinished_steps(trace: Any, rank: int, window: tuple[int, int] | None) -> p
         return pd.DataFrame({"step": pd.Series([], dtype=int), "start_ns": pd.Series([], dtype="Int64")})
     out = pd.concat(parts, ignore_index=True).dropna(subset=["start_ns"])
     return out.groupby("step", as_index=False)["start_ns"].min().sort_values("step").reset_index(drop=True)
+
+
+def steps_without_end(trace: Any) -> dict[int, int]:
+    """Step → the number of ranks with records of it (module docstring's) but no step record of it. One
+    pass over whole columns: (rank, step) pairs as one integer each."""
+    done = trace.steps
+    frames = [(getattr(trace, name, None), col) for name, col in _STEP_RECORDS]
+    faults = getattr(trace, "faults", None)
+    if faults is not None and len(faults.inflight):
+        frames.append((faults.inflight, "call_ns"))
+    codes = []
+    for df, _ in frames:
+        if df is None or not len(df) or "step" not in df:
+            continue
+        step = pd.to_numeric(df["step"], errors="coerce").to_numpy(np.float64)
+        rank = pd.to_numeric(df["rank"], errors="coerce").to_numpy(np.float64)
+        ok = (step >= 0) & ~np.isnan(rank)
+        codes.append(np.unique(rank[ok].astype(np.int64) * _STEP_SPAN + step[ok].astype(np.int64)))
+    if not codes:
+        return {}
+    seen = np.unique(np.concatenate(codes))
+    if len(done):
+        ended = (pd.to_numeric(done["rank"]).to_numpy(np.int64) * _STEP_SPAN
+                 + pd.to_numeric(done["step"]).to_numpy(np.int64))
+        seen = seen[~np.isin(seen, ended)]
+    steps, counts = np.unique(seen % _STEP_SPAN, return_counts=True)
+    return {int(s): int(n) for s, n in zip(steps, counts)}
+
+
+_STEP_SPAN = 1 << 40  # rank * _STEP_SPAN + step: one integer per (rank, step); steps are below 2^40

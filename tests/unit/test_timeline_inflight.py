@@ -168,3 +168,19 @@ def test_the_collective_a_rank_blocked_in_says_so(hung, tmp_path):
     assert "<br>its rank blocked waiting on it from 2.500 ms after its launch<br>" in inflight_text(row, 0, 0)
     assert all(np.isnan(rb.inflight["waited_after_ns"]).all() for rb in bars.ranks[1:])
     assert rank_rows(bars)["inflight"]["wt"][0] == 2500
+
+
+def test_the_heatmap_says_which_step_it_has_no_column_for(hung, tmp_path, capsys):
+    from cli_result import run_main
+    from commscope.analyze.timeline_inflight import steps_without_end
+
+    truth, tr = hung
+    assert steps_without_end(tr) == {3: 12}  # every rank began step 3, none ended it
+    assert steps_without_end(load_path(str(TESTS / "data" / "cpurun-hooks-gloo2"))) == {}
+    page = tmp_path / "p.html"
+    code, out = run_main(capsys, "report", truth["job"], "--no-hta", "-o", page)
+    assert code == 0, out.err
+    html = page.read_text()
+    assert ('<span id="heatmap-no-end">No column for step 3 (12 ranks began it): no rank recorded its end (the run '
+            'stopped inside it).</span>') in html
+    assert "<th>3</th>" not in html[html.index('id="heatmap-table"'):]
