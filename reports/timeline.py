@@ -30,6 +30,7 @@ commscope.analyze.timeline_bars.TimelineBars.
 """
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import numpy as np
@@ -116,6 +117,7 @@ def inflight_text(r: Any, rank: int, more: int) -> str:
     return (f"<b>{_or(r.label)}</b> · {_or(r.op)} · group {_or(r.group)} · seq {_or(r.seq)}<br>rank {rank} · "
             f"{step_text(r.step)}"
             f"<br><b>never completed</b>: still in flight {span_text(r.in_flight_ns)} after its launch, {until}"
+            + (f"<br>its rank ended: {html.escape(r.ended)}" if r.ended and not r.watchdog_fired else "")
             + ("" if np.isnan(r.waited_after_ns) else
                f"<br>its rank blocked waiting on it from {span_text(r.waited_after_ns)} after its launch")
             + ("<br>(cut at the figure's right edge ▶)" if r.cut else "")

@@ -23,7 +23,8 @@ rank's (`n`: how many a rank has):
 - `hooks`: firings: `t`, `label`, `step`, `micro`, `pos`;
 - `inflight`: the collectives left in flight (analyze.timeline_inflight): `s` launch (delta-coded), `d` drawn
   length, `lane`, `label`, `op`, `group`, `seq`, `step`, `bytes`, `t` the whole time in flight, `wt` when
-  after its launch its rank blocked waiting on it (null: never), `w` 1 where the watchdog's firing ends it, `cut` 1 where the bar stops at the figure's edge; `more` per rank: how
+  after its launch its rank blocked waiting on it (null: never), `w` 1 where the watchdog's firing ends it,
+  `ended` how its rank ended (a string index, -1: not said), `cut` 1 where the bar stops at the figure's edge; `more` per rank: how
   many it has in flight that are not drawn;
 - `flows`: the rank's points of the lines linking one collective call across ranks (TimelineBars.flows):
   `f` the call's flow id, `t` its execution start on the rank, both delta-coded within the rank, by
@@ -157,7 +158,7 @@ def rank_rows(bars: TimelineBars) -> dict:
 def _inflight(bars: TimelineBars, name: _Strings) -> dict:
     """The `inflight` block (module docstring), in the order of `bars.ranks`."""
     out = {k: [] for k in ("n", "more", "s", "d", "lane", "label", "op", "group", "seq", "step", "bytes", "t", "wt",
-                           "w", "cut")}
+                           "w", "ended", "cut")}
     more = bars.inflight_more or {}
     for rb in bars.ranks:
         f = rb.inflight if rb.inflight is not None else pd.DataFrame(columns=["start", "end"])
@@ -174,7 +175,7 @@ def _inflight(bars: TimelineBars, name: _Strings) -> dict:
         out["wt"] += [None if np.isnan(w) else int(u) for w, u in zip(waited, _units(np.nan_to_num(waited)))]
         out["w"] += f["watchdog_fired"].astype(int).tolist()
         out["cut"] += f["cut"].astype(int).tolist()
-        for k in ("label", "op", "group"):
+        for k in ("label", "op", "group", "ended"):
             out[k] += [name(v) for v in f[k]]
         for k in ("seq", "step", "bytes"):
             out[k] += _ints([f[k].to_numpy(dtype=object)])

@@ -15,7 +15,9 @@ each rank is stuck in, and which rank never launched it (its comm row has no suc
   launch; `in_flight_ns` keeps the whole time for the hover and `cut` says which bars stop at the edge.
   `waited_after_ns`: how long after its launch the rank called wait() on it and blocked there (NaN: it
   never waited on it; a rank blocks on one collective, often queued behind the one its peer never
-  launched). `more` counts, per rank, its in-flight collectives in the window not drawn. A launch time not
+  launched). `ended`: how the rank ended where its status says (its error, the first ENDED_CHARS
+  characters; None without one): a collective aborted by a peer's death is in flight until then, not
+  hung. `more` counts, per rank, its in-flight collectives in the window not drawn. A launch time not
   recorded leaves nothing to draw: counted in `more`.
 - `unfinished_steps(trace, rank, window)`: the steps >= 0 in the window for which `rank` has records
   (collective and in-flight launches, compute, hook firings) but no step record, each with its earliest
@@ -36,7 +38,8 @@ from commscope.load.frames import rel
 IN_FLIGHT_DRAWN = 8    # in-flight collectives drawn per rank (the rest are counted): each takes a lane of its own
 IN_FLIGHT_PAD = 0.04   # how far past everything else drawn a shortened in-flight bar reaches, as a share of the span
 INFLIGHT_COLS = ["rank", "label", "op", "group", "seq", "step", "bytes", "start", "end", "in_flight_ns",
-                 "waited_after_ns", "watchdog_fired", "cut"]
+                 "waited_after_ns", "watchdog_fired", "ended", "cut"]
+ENDED_CHARS = 120  # of a rank's error, in `ended`
 
 
 def _in_window(steps: pd.Series, window: tuple[int, int] | None) -> np.ndarray:
@@ -74,12 +77,24 @@ def inflight_bars(trace: Any, window: tuple[int, int] | None, t0: int, t_end: fl
         "bytes": drawn["bytes"].to_numpy(dtype=object), "start": start, "end": end,
         "in_flight_ns": until - start, "waited_after_ns": drawn["wait"].to_numpy(np.float64) - start,
         "watchdog_fired": drawn["watchdog_fired"].to_numpy(bool),
+        "ended": [_ended(trace, int(r)) for r in drawn["rank"]],
         "cut": end < until})
     return out[INFLIGHT_COLS].reset_index(drop=True), counts, edge
 
 
 # the frames and time columns whose rows say a rank was inside a step (the in-flight launches are added)
 _STEP_RECORDS = (("collectives", "call_ns"), ("compute", "start_ns"), ("hooks", "t_ns"))
+
+
+def _ended(trace: Any, rank: int) -> str | None:
+    """`rank`'s error as its status.json says it (the loader's config["status"], keyed by rank as text)."""
+    statuses = (getattr(trace, "config", None) or {}).get("status") or {}
+    status = statuses.get(str(rank)) or statuses.get(rank) or {}
+    error = status.get("error") if isinstance(status, dict) else None
+    if not error:
+        return None
+    error = " ".join(str(error).split())
+    return error if len(error) <= ENDED_CHARS else error[:ENDED_CHARS - 1] + "…"
 
 
 def unfinished_steps(trace: Any, rank: int, window: tuple[int, int] | None) -> pd.DataFrame:

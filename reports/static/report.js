@@ -339,6 +339,7 @@ function csRankTraces(d, style, r, y0, known) {
                  (f.step[g] === null || f.step[g] < 0 ? "outside every step" : "step " + f.step[g]) +
                  "<br><b>never completed</b>: still in flight " + csSpan(ns) + " after its launch, " +
                  (f.w[g] ? "when the watchdog fired" : "at its rank's last record") +
+                 (f.ended[g] >= 0 && !f.w[g] ? "<br>its rank ended: " + csEscape(str[f.ended[g]]) : "") +
                  (f.wt[g] === null ? "" : "<br>its rank blocked waiting on it from " + csSpan(f.wt[g] * d.unit_ns) +
                   " after its launch") +
                  (f.cut[g] ? "<br>(cut at the figure's right edge ▶)" : "") + "<br>" + csBytes(f.bytes[g]) +
@@ -449,6 +450,10 @@ function csBytes(v) {
 
 function csOr(x) { return x === null ? "–" : x; }
 function csStr(str, k) { return k < 0 ? "–" : str[k]; }
+// Text as Python's html.escape writes it (a rank's error may hold "<" or "&").
+function csEscape(t) {
+  return t.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#x27;");
+}
 // A duration in ns as reports/timeline.py span_text says it: seconds from 1 s, else milliseconds.
 function csSpan(ns) { return ns >= 1e9 ? (ns / 1e9).toFixed(1) + " s" : (ns / 1e6).toFixed(3) + " ms"; }
 

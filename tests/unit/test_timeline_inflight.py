@@ -184,3 +184,20 @@ def test_the_heatmap_says_which_step_it_has_no_column_for(hung, tmp_path, capsys
     assert ('<span id="heatmap-no-end">No column for step 3 (12 ranks began it): no rank recorded its end (the run '
             'stopped inside it).</span>') in html
     assert "<th>3</th>" not in html[html.index('id="heatmap-table"'):]
+
+
+def test_a_collective_a_peer_death_aborted_says_how_its_rank_ended(hung):
+    """Where the watchdog did not fire, the bar ends at the rank's last record; the hover says how the
+    rank ended (its status's error, escaped: an error may hold "<"), in the figure and the compact rows."""
+    _, tr = hung
+    bars = timeline_bars(tr, (1, 4))
+    rb = bars.ranks[0]
+    assert rb.inflight["ended"].tolist() == ["hang watchdog: collective did not finish within 600 s"]
+    row = next(rb.inflight.itertuples(index=False))
+    assert "its rank ended" not in inflight_text(row, 0, 0)  # the watchdog's firing says it already
+    aborted = row._replace(watchdog_fired=False, ended="RuntimeError: Connection closed by peer <127.0.0.1> & co")
+    text = inflight_text(aborted, 0, 0)
+    assert ", at its rank's last record<br>its rank ended: RuntimeError: Connection closed by peer " \
+           "&lt;127.0.0.1&gt; &amp; co<br>" in text
+    doc = rank_rows(bars)
+    assert doc["strings"][doc["inflight"]["ended"][0]] == "hang watchdog: collective did not finish within 600 s"
