@@ -97,18 +97,21 @@ def _ended(trace: Any, rank: int) -> str | None:
     return error if len(error) <= ENDED_CHARS else error[:ENDED_CHARS - 1] + "…"
 
 
-def unfinished_steps(trace: Any, rank: int, window: tuple[int, int] | None) -> pd.DataFrame:
-    """step, start_ns (absolute: the earliest record of the step): the steps in `window` that `rank` has
-    records of but no step record for, by step (module docstring)."""
-    done = trace.steps["step"][trace.steps["rank"] == rank] if len(trace.steps) else pd.Series([], dtype=int)
+def _step_record_frames(trace: Any) -> list[tuple[pd.DataFrame, str]]:
+    """The frames (with their time column) whose rows say a rank was inside their step."""
     frames = [(getattr(trace, name, None), col) for name, col in _STEP_RECORDS]
     faults = getattr(trace, "faults", None)
     if faults is not None and len(faults.inflight):
         frames.append((faults.inflight, "call_ns"))
+    return [(df, col) for df, col in frames if df is not None and len(df) and col in df and "step" in df]
+
+
+def unfinished_steps(trace: Any, rank: int, window: tuple[int, int] | None) -> pd.DataFrame:
+    """step, start_ns (absolute: the earliest record of the step): the steps in `window` that `rank` has
+    records of but no step record for, by step (module docstring)."""
+    done = trace.steps["step"][trace.steps["rank"] == rank] if len(trace.steps) else pd.Series([], dtype=int)
     parts = []
-    for df, col in frames:
-        if df is None or not len(df) or col not in df or "step" not in df:
-            continue
+    for df, col in _step_record_frames(trace):
         mine = df[df["rank"] == rank]
         step = pd.to_numeric(mine["step"], errors="coerce")
         keep = (step >= 0).to_numpy(bool) & _in_window(step, window) & ~step.isin(done).to_numpy(bool)
@@ -123,29 +126,23 @@ def unfinished_steps(trace: Any, rank: int, window: tuple[int, int] | None) -> p
 
 def steps_without_end(trace: Any) -> dict[int, int]:
     """Step → the number of ranks with records of it (module docstring's) but no step record of it. One
-    pass over whole columns: (rank, step) pairs as one integer each."""
-    done = trace.steps
-    frames = [(getattr(trace, name, None), col) for name, col in _STEP_RECORDS]
-    faults = getattr(trace, "faults", None)
-    if faults is not None and len(faults.inflight):
-        frames.append((faults.inflight, "call_ns"))
-    codes = []
-    for df, _ in frames:
-        if df is None or not len(df) or "step" not in df:
-            continue
+    pass over whole columns: each (rank, step) pair one integer (the rank times the number of distinct
+    steps plus the step's code), exact whatever the steps' size."""
+    pairs = []
+    for df, _ in _step_record_frames(trace):
         step = pd.to_numeric(df["step"], errors="coerce").to_numpy(np.float64)
         rank = pd.to_numeric(df["rank"], errors="coerce").to_numpy(np.float64)
         ok = (step >= 0) & ~np.isnan(rank)
-        codes.append(np.unique(rank[ok].astype(np.int64) * _STEP_SPAN + step[ok].astype(np.int64)))
-    if not codes:
+        pairs.append((rank[ok].astype(np.int64), step[ok].astype(np.int64)))
+    if not pairs:
         return {}
-    seen = np.unique(np.concatenate(codes))
-    if len(done):
-        ended = (pd.to_numeric(done["rank"]).to_numpy(np.int64) * _STEP_SPAN
-                 + pd.to_numeric(done["step"]).to_numpy(np.int64))
-        seen = seen[~np.isin(seen, ended)]
-    steps, counts = np.unique(seen % _STEP_SPAN, return_counts=True)
-    return {int(s): int(n) for s, n in zip(steps, counts)}
-
-
-_STEP_SPAN = 1 << 40  # rank * _STEP_SPAN + step: one integer per (rank, step); steps are below 2^40
+    done = trace.steps
+    rank = np.concatenate([r for r, _ in pairs] + [pd.to_numeric(done["rank"]).to_numpy(np.int64)])
+    step = np.concatenate([s for _, s in pairs] + [pd.to_numeric(done["step"]).to_numpy(np.int64)])
+    codes, steps = pd.factorize(step)
+    key = rank * (len(steps) + 1) + codes
+    n_records = sum(len(r) for r, _ in pairs)
+    seen = np.unique(key[:n_records])
+    seen = seen[~np.isin(seen, key[n_records:])]
+    found, counts = np.unique(seen % (len(steps) + 1), return_counts=True)
+    return {int(steps[c]): int(n) for c, n in zip(found, counts)}
