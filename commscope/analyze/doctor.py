@@ -218,6 +218,24 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
                              + (_where_text(where)[2:].capitalize().join(" .") if _where_text(where) else ""))
 
 
+BLOCKED_PLACES = 2  # places named in a hang's summary where its waiting ranks were blocked (the rest counted)
+
+
+def _blocked_text(blocked: dict, ranks: list[int]) -> str:
+    """"; rank(s) 0-1,3 were blocked at optimizer.py:327 step: handle.wait()" (the watchdogs' main-thread
+    stacks, evidence.blocked_at), the places most ranks share first; "" where no report says."""
+    at: dict[str, list[int]] = {}
+    for r in ranks:
+        if blocked.get(r):
+            at.setdefault(blocked[r], []).append(r)
+    if not at:
+        return ""
+    places = sorted(at.items(), key=lambda kv: (-len(kv[1]), kv[1]))
+    said = "; ".join(f"rank(s) {ranks_text(rs)} were blocked at {place}" for place, rs in places[:BLOCKED_PLACES])
+    more = len(places) - BLOCKED_PLACES
+    return "; " + said + (f" (and {more} more place(s), in the evidence)" if more > 0 else "")
+
+
 def _region_evidence(where: dict | None) -> dict:
     """The evidence fields of left_in_flight.last_region's answer (none without one)."""
     if where is None:
@@ -336,6 +354,7 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
                      "loading."))
     wd = faults.reports[faults.reports["kind"] == "watchdog"]
     fired_ns = dict(zip(wd["rank"].astype(int), wd["fired_ns"]))
+    blocked = dict(zip(wd["rank"].astype(int), wd["blocked_at"])) if "blocked_at" in wd else {}
     fired = faults.ranks("watchdog")
     evidence = []  # the culprits (never launched it) first, then the ranks waiting in it
     where = {m: last_region(trace, m) for m in missing}
@@ -352,14 +371,15 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
     for _, r in rows.sort_values("rank").iterrows():
         evidence.append({"rank": int(r["rank"]), "launched": True, "finished": bool(r["finished"]),
                          "call_ns": iso_ns(r["call_ns"]), "wait_ns": iso_ns(r["wait_ns"]),
-                         "watchdog_fired_ns": fired_ns.get(int(r["rank"])), "source": r["source"]})
+                         "watchdog_fired_ns": fired_ns.get(int(r["rank"])),
+                         "blocked_at": blocked.get(int(r["rank"])), "source": r["source"]})
     wd_note = f"; the hang watchdog fired on rank(s) {ranks_text(fired)}" if fired else ""
     return Diagnosis(
         "hang", missing, label=first["label"], step=step, sequence=seq, group=group, evidence=evidence,
         sources=[source],
         summary=(f"hang: rank(s) {ranks_text(sorted(have))} launched {first['op']} '{first['label']}' (group {group}, "
                  f"seq {seq}, step {step}) but rank(s) {ranks_text(missing)} never did (found by absence)"
-                 f"{_where_text(where)}{wd_note}."))
+                 f"{_where_text(where)}{wd_note}{_blocked_text(blocked, sorted(have))}."))
 
 
 def check_interrupted(trace: Trace) -> Diagnosis | None:

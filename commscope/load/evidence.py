@@ -9,6 +9,7 @@ spoils only the commands that need it (`doctor` refuses, the HTML report goes on
 from __future__ import annotations
 
 import os
+import re
 
 import pandas as pd
 
@@ -16,6 +17,7 @@ from commscope.errors import UserError
 from commscope.load import flight_recorder
 from commscope.load.files import read_json
 from commscope.load.frames import EVIDENCE_COLUMNS, FaultEvidence
+from commscope.load.stack_labels import user_frame
 from commscope.rundir import flight_recorder_files
 from commscope.rundir.schema import INFLIGHT, WATCHDOG
 
@@ -43,9 +45,11 @@ def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
                 docs[kind][rank] = (p, doc)
     dumps = {rank: (p, flight_recorder.read_flight_recorder(p)) for rank, p in flight_recorder_files(run_dir).items()}
 
-    reports = [{"rank": rank, "kind": kind, "path": p, "fired_ns": doc.get("fired_ns") if kind == "watchdog" else None}
+    reports = [{"rank": rank, "kind": kind, "path": p, "fired_ns": doc.get("fired_ns") if kind == "watchdog" else None,
+                "blocked_at": blocked_at(doc.get("stacks")) if kind == "watchdog" else None}
                for kind, _ in _REPORT_FILES for rank, (p, doc) in docs[kind].items()]
-    reports += [{"rank": rank, "kind": "flight_recorder", "path": p, "fired_ns": None} for rank, (p, _) in dumps.items()]
+    reports += [{"rank": rank, "kind": "flight_recorder", "path": p, "fired_ns": None, "blocked_at": None}
+                for rank, (p, _) in dumps.items()]
     rows = []
     for kind, name in _REPORT_FILES:
         for rank, (p, doc) in docs[kind].items():
@@ -64,6 +68,30 @@ def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
         if reports else FaultEvidence().reports,
         inflight=flight_recorder.launch_frame(rows),
         flight_recorder=flight_recorder.launch_frame(fr_rows))
+
+
+# one frame of traceback.format_stack: '  File "/x/optimizer.py", line 327, in step\n    handle.wait()\n'
+_TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n?(?P<code>.*)$', re.S)
+
+
+def blocked_at(stacks: object) -> str | None:
+    """The innermost user-code frame of the main thread in a watchdog report's `stacks` (thread name →
+    traceback.format_stack lines), as `stack_labels.user_frame` names a frame, with its source line:
+    "optimizer.py:327 step: handle.wait()". None where the report holds no main thread or no user frame."""
+    if not isinstance(stacks, dict):
+        return None
+    main = next((v for k, v in stacks.items() if isinstance(k, str) and k.startswith("MainThread")), None)
+    if not isinstance(main, list):
+        return None
+    for entry in reversed(main):
+        m = _TB_FRAME.match(entry) if isinstance(entry, str) else None
+        if m is None:
+            continue
+        label = user_frame(f"{m['file']}({m['line']}): {m['func'].strip()}")
+        if label is not None:
+            code = " ".join(m["code"].split())
+            return f"{label}: {code}" if code else label
+    return None
 
 
 def _inflight_rows(rank: int, doc: dict, source: str) -> list[dict]:

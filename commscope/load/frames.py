@@ -44,8 +44,10 @@ LAUNCH_COLUMNS = ["rank", "group", "group_size", "seq", "label", "op", "bytes", 
                   "finished", "source"]
 EVIDENCE_COLUMNS: dict[str, list[str]] = {
     # one row per evidence file: kind "watchdog" | "inflight" | "flight_recorder"; fired_ns: the watchdog's
-    # firing time (None for the other kinds)
-    "reports": ["rank", "kind", "path", "fired_ns"],
+    # firing time (None for the other kinds); blocked_at: where the watchdog found the rank's main thread,
+    # its innermost user-code frame ("optimizer.py:327 step: handle.wait()"; None for the other kinds, or
+    # when the report holds no such frame)
+    "reports": ["rank", "kind", "path", "fired_ns", "blocked_at"],
     "inflight": LAUNCH_COLUMNS,
     "flight_recorder": LAUNCH_COLUMNS,
 }

@@ -133,3 +133,43 @@ def test_the_doctor_names_where_the_culprit_was(tmp_path):
     assert culprit["rank"] == 4 and culprit["last_region"] == "optimizer" and culprit["last_region_step"] == 3
     assert f"; rank 4 was last in region optimizer (step 3) for {culprit['last_region_ms']:.3g} ms" in d.summary
     assert all("last_region" not in e for e in d.evidence[1:])  # the waiting ranks are in a collective
+
+
+def _frame(path, line, func, code):
+    return f'  File "{path}", line {line}, in {func}\n    {code}\n'
+
+
+MAIN_STACK = [_frame("/home/u/train.py", 88, "<module>", "main()"),
+              _frame("/home/u/optim.py", 327, "step", "handle.wait()"),
+              _frame("/work/x/commscope/recording/inflight.py", 66, "wait", "super().wait()"),
+              _frame("/venv/lib/python3.11/site-packages/torch/distributed/c10d.py", 12, "wait", "self.work.wait()")]
+
+
+def test_blocked_at_is_the_main_threads_innermost_user_frame():
+    from commscope.load.evidence import blocked_at
+
+    watchdog = [_frame("/venv/lib/python3.11/threading.py", 1002, "_bootstrap", "self._bootstrap_inner()")]
+    stacks = {"commscope-watchdog (1)": watchdog, "MainThread (140)": MAIN_STACK}
+    assert blocked_at(stacks) == "optim.py:327 step: handle.wait()"
+    assert blocked_at({"MainThread (140)": MAIN_STACK[2:]}) is None  # library frames only
+    assert blocked_at({"commscope-watchdog (1)": MAIN_STACK}) is None  # no main thread
+    assert blocked_at(None) is None and blocked_at({"MainThread (1)": "x"}) is None and blocked_at([1]) is None
+
+
+def test_the_hang_verdict_says_where_the_waiting_ranks_were_blocked(tmp_path):
+    from commscope.analyze.doctor import diagnose_path
+    from paths import TESTS
+    from scale_jobs import gen_job
+
+    job = gen_job.generate(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / "h", 5, steps=6, hang=4)["job"]
+    for r in range(4):
+        path = tmp_path / "h" / "job" / f"rank{r}" / "watchdog.json"
+        doc = json.loads(path.read_text())
+        doc["stacks"] = {"MainThread (140)": MAIN_STACK if r < 3 else MAIN_STACK[:1]}
+        path.write_text(json.dumps(doc))
+    d = diagnose_path(job)
+    waiting = {e["rank"]: e.get("blocked_at") for e in d.evidence if e.get("launched") is True}
+    assert waiting == {0: "optim.py:327 step: handle.wait()", 1: "optim.py:327 step: handle.wait()",
+                       2: "optim.py:327 step: handle.wait()", 3: "train.py:88 <module>: main()"}
+    assert d.summary.endswith("; rank(s) 0-2 were blocked at optim.py:327 step: handle.wait(); rank(s) 3 were "
+                              "blocked at train.py:88 <module>: main().")
