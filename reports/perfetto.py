@@ -5,7 +5,8 @@ exposed communication at a glance, with commscope's labels attached to each slic
 
 Layout of the output
 - one process per rank (`pid` = rank, `process_name` "rank N", sorted by rank);
-- tracks (threads) per rank: `steps`, `compute stream <stream>` (kernels per CUDA stream), `compute (CPU
+- tracks (threads) per rank: `steps` (with a step the rank began but recorded no end of, from its earliest
+  to its latest record, "step N (no end recorded)", where the caller passes them: analyze.timeline_inflight.steps_begun), `compute stream <stream>` (kernels per CUDA stream), `compute (CPU
   thread <tid>)` (a CPU trace's top-level ops per thread) or `compute` (a run's regions),
   `regions`, `comm <label>` (one per collective label), `hooks` (instant events);
 - a track whose slices would overlap is split into extra lanes (`comm attn #2`, ...) so that no two
@@ -58,6 +59,9 @@ from commscope.analyze.flows import instance_ids
 from commscope.analyze.labels import shown_label
 from commscope.util.atomic import check_output, output_stream, own_trace
 from commscope.util.num import whole
+
+NO_END = "no end recorded"
+NO_END_WHY = "no step record: the run stopped inside this step; the slice spans the rank's records of it"
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes
 from commscope.load.frames import rel
@@ -215,13 +219,15 @@ def _other_data(trace: Any, t0: int, run_reports: Sequence[str] = ()) -> dict:
             "run_reports": [printable(str(p)) for p in run_reports]}
 
 
-def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: pd.DataFrame) -> None:
+def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: pd.DataFrame,
+                 begun: pd.DataFrame | None = None) -> None:
     """Every event of the document for `trace`, in the document's order, one at a time to `emit`: each
     rank's tracks and slices (rank by rank), then the flow events."""
     all_coll = trace.collectives
     flow_of = pd.Series(instance_ids(all_coll), index=all_coll.index) if len(all_coll) else pd.Series(dtype=int)
     flow_slices: dict[int, list[_FlowMember]] = {}
     steps_of, compute_of = _ByRank(trace.steps), _ByRank(trace.compute)
+    begun_of = _ByRank(begun)
     regions_of, coll_of, hooks_of = _ByRank(getattr(trace, "regions", None)), _ByRank(all_coll), _ByRank(
         getattr(trace, "hooks", None))
     for rank in trace.ranks:
@@ -229,12 +235,21 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: p
         emit({"ph": "M", "name": "process_name", "pid": em.rank, "tid": 0, "args": {"name": f"rank {rank}"}})
         emit({"ph": "M", "name": "process_sort_index", "pid": em.rank, "tid": 0, "args": {"sort_index": em.rank}})
 
-        st = steps_of(rank)
-        if len(st):
-            step_no, loss = _col(st["step"]), _json_values(st["loss"])
-            em.slices("steps", "steps", rel(st["start_ns"], t0), rel(st["end_ns"], t0),
-                      lambda i: (f"step {int(step_no[i])}", {"step": int(step_no[i]), "loss": loss[i]}),
-                      "step")
+        st, bg = steps_of(rank), begun_of(rank)
+        if len(st) or len(bg):
+            n, none = len(st), np.zeros(0)
+            step_no = np.r_[_col(st["step"]) if n else none, _col(bg["step"]) if len(bg) else none].astype(np.int64)
+            loss = _json_values(st["loss"]) if n else []
+
+            def step_slice(i: int) -> tuple[str, dict]:
+                if i < n:
+                    return f"step {step_no[i]}", {"step": int(step_no[i]), "loss": loss[i]}
+                return (f"step {step_no[i]} ({NO_END})", {"step": int(step_no[i]), "end": NO_END_WHY})
+
+            def times(col: str) -> np.ndarray:
+                return np.r_[rel(st[col], t0) if n else none, rel(bg[col], t0) if len(bg) else none]
+
+            em.slices("steps", "steps", times("start_ns"), times("end_ns"), step_slice, "step")
 
         comp = compute_of(rank)
         if len(comp):
@@ -321,13 +336,15 @@ _COLL_ARGS = ("label", "phase", "op", "bytes", "dtype", "group", "group_size", "
               "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns")
 
 
-def build_perfetto(trace: Any, in_flight: pd.DataFrame, run_reports: Sequence[str] = ()) -> dict:
+def build_perfetto(trace: Any, in_flight: pd.DataFrame, run_reports: Sequence[str] = (),
+                   begun: pd.DataFrame | None = None) -> dict:
     """The Chrome-JSON document (dict) for `trace`, all in memory; see the module docstring for the track
-    layout. `in_flight` is commscope.analyze.left_in_flight(trace): the renderer draws it and never
-    computes it. `write_perfetto` writes the same document without building it."""
+    layout. `in_flight` is commscope.analyze.left_in_flight(trace) and `begun` (optional)
+    commscope.analyze.timeline_inflight.steps_begun(trace): the renderer draws them and never computes
+    them. `write_perfetto` writes the same document without building it."""
     t0 = _t0(trace)
     events: list[dict] = []
-    _emit_events(trace, t0, events.append, in_flight)
+    _emit_events(trace, t0, events.append, in_flight, begun)
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
     return {"otherData": _other_data(trace, t0, run_reports), "traceEvents": events, "displayTimeUnit": "ns"}
 
@@ -367,31 +384,33 @@ class _ChunkWriter:
         self.first = False
 
 
-def _write_document(trace: Any, f: BinaryIO, in_flight: pd.DataFrame, run_reports: Sequence[str] = ()) -> None:
+def _write_document(trace: Any, f: BinaryIO, in_flight: pd.DataFrame, run_reports: Sequence[str] = (),
+                    begun: pd.DataFrame | None = None) -> None:
     """The document build_perfetto returns, byte for byte as orjson.dumps writes it, streamed to `f`."""
     t0 = _t0(trace)
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
     f.write(b'{"otherData":' + orjson.dumps(_other_data(trace, t0, run_reports), option=_OPTS) + b',"traceEvents":[')
     w = _ChunkWriter(f)
-    _emit_events(trace, t0, w, in_flight)
+    _emit_events(trace, t0, w, in_flight, begun)
     w.flush()
     f.write(b'],"displayTimeUnit":"ns"}')
 
 
-def write_perfetto(trace: Any, out: str | Path, in_flight: pd.DataFrame, run_reports: Sequence[str] = ()) -> Path:
+def write_perfetto(trace: Any, out: str | Path, in_flight: pd.DataFrame, run_reports: Sequence[str] = (),
+                   begun: pd.DataFrame | None = None) -> Path:
     """Write the trace's document to `out` atomically under commscope's output rule (check_output: never
     into the trace's input directory, an existing file only when it is a trace commscope wrote), gzip
     when the name ends in `.gz`; an unwritable or refused path is one UserError line. The events are
     encoded and written CHUNK_EVENTS at a time (and compressed as they go), so the export's memory beyond
     the loaded trace stays bounded; a failure or a signal mid-write leaves no partial file. `in_flight` and
-    `run_reports` as for build_perfetto."""
+    `run_reports` and `begun` as for build_perfetto."""
     out = Path(out)
     path = getattr(trace, "path", None)
     check_output(out, str(path) if path else None, own_trace)
     with output_stream(out) as f:
         if out.name.endswith(".gz"):
             with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) as g:
-                _write_document(trace, g, in_flight, run_reports)
+                _write_document(trace, g, in_flight, run_reports, begun)
         else:
-            _write_document(trace, f, in_flight, run_reports)
+            _write_document(trace, f, in_flight, run_reports, begun)
     return out

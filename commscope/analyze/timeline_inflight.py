@@ -19,9 +19,11 @@ each rank is stuck in, and which rank never launched it (its comm row has no suc
   characters; None without one): a collective aborted by a peer's death is in flight until then, not
   hung. `more` counts, per rank, its in-flight collectives in the window not drawn. A launch time not
   recorded leaves nothing to draw: counted in `more`.
-- `unfinished_steps(trace, rank, window)`: the steps >= 0 in the window for which `rank` has records
-  (collective and in-flight launches, compute, hook firings) but no step record, each with its earliest
-  record's time; `steps_without_end(trace)`: the same over every rank at once, step → how many ranks.
+- `steps_begun(trace)`: per rank, the steps >= 0 it has records of (collectives, in-flight launches,
+  compute, regions, hook firings) but no step record for, from its earliest record's start to its latest
+  record's end;
+  `unfinished_steps(trace, rank, window)`: those of one rank in the window; `steps_without_end(trace)`:
+  step → how many ranks began it so.
 
 Times are ns since the timeline's `t0`. Invariant: pure functions of the trace's frames.
 """
@@ -82,8 +84,10 @@ def inflight_bars(trace: Any, window: tuple[int, int] | None, t0: int, t_end: fl
     return out[INFLIGHT_COLS].reset_index(drop=True), counts, edge
 
 
-# the frames and time columns whose rows say a rank was inside a step (the in-flight launches are added)
-_STEP_RECORDS = (("collectives", "call_ns"), ("compute", "start_ns"), ("hooks", "t_ns"))
+# the frames whose rows say a rank was inside a step, with their start and end columns (the in-flight
+# launches are added, which have no end)
+_STEP_RECORDS = (("collectives", "call_ns", "end_ns"), ("compute", "start_ns", "end_ns"),
+                 ("regions", "start_ns", "end_ns"), ("hooks", "t_ns", None))
 
 
 def _ended(trace: Any, rank: int) -> str | None:
@@ -97,52 +101,62 @@ def _ended(trace: Any, rank: int) -> str | None:
     return error if len(error) <= ENDED_CHARS else error[:ENDED_CHARS - 1] + "…"
 
 
-def _step_record_frames(trace: Any) -> list[tuple[pd.DataFrame, str]]:
-    """The frames (with their time column) whose rows say a rank was inside their step."""
-    frames = [(getattr(trace, name, None), col) for name, col in _STEP_RECORDS]
+def _step_record_frames(trace: Any) -> list[tuple[pd.DataFrame, str, str | None]]:
+    """The frames (with their start and end columns) whose rows say a rank was inside their step."""
+    frames = [(getattr(trace, name, None), start, end) for name, start, end in _STEP_RECORDS]
     faults = getattr(trace, "faults", None)
     if faults is not None and len(faults.inflight):
-        frames.append((faults.inflight, "call_ns"))
-    return [(df, col) for df, col in frames if df is not None and len(df) and col in df and "step" in df]
+        frames.append((faults.inflight, "call_ns", None))
+    return [(df, start, end if end in df else None) for df, start, end in frames
+            if df is not None and len(df) and start in df and "step" in df]
+
+
+def steps_begun(trace: Any) -> pd.DataFrame:
+    """rank, step, start_ns, end_ns (absolute, Int64: its earliest record's start, its latest record's end): per rank, the
+    steps >= 0 it has records of (module docstring's) but no step record for, by rank then step. One pass
+    over whole columns: each (rank, step) pair one integer (the rank times the number of distinct steps
+    plus the step's code), exact whatever the steps' size."""
+    parts = []
+    for df, start_col, end_col in _step_record_frames(trace):
+        step = pd.to_numeric(df["step"], errors="coerce").to_numpy(np.float64)
+        rank = pd.to_numeric(df["rank"], errors="coerce").to_numpy(np.float64)
+        t = pd.to_numeric(df[start_col], errors="coerce").astype("Int64")
+        ok = (step >= 0) & ~np.isnan(rank) & ~t.isna().to_numpy(bool)
+        t = t.to_numpy(np.int64, na_value=0)
+        # a record's end where it has one (a region left 13 s after it began), else its one time
+        e = pd.to_numeric(df[end_col], errors="coerce").astype("Int64") if end_col else None
+        e = t if e is None else np.maximum(t, e.to_numpy(np.int64, na_value=np.iinfo(np.int64).min))
+        parts.append((rank[ok].astype(np.int64), step[ok].astype(np.int64), t[ok], e[ok]))
+    empty = pd.DataFrame({"rank": pd.Series([], dtype=np.int64), "step": pd.Series([], dtype=np.int64),
+                          "start_ns": pd.Series([], dtype="Int64"), "end_ns": pd.Series([], dtype="Int64")})
+    if not parts:
+        return empty
+    done = trace.steps
+    rank = np.concatenate([p[0] for p in parts])
+    step = np.concatenate([p[1] for p in parts])
+    t = np.concatenate([p[2] for p in parts])
+    te = np.concatenate([p[3] for p in parts])
+    d_rank, d_step = pd.to_numeric(done["rank"]).to_numpy(np.int64), pd.to_numeric(done["step"]).to_numpy(np.int64)
+    codes, steps = pd.factorize(np.concatenate([step, d_step]))
+    key = np.concatenate([rank, d_rank]) * (len(steps) + 1) + codes
+    begun = ~np.isin(key[:len(rank)], key[len(rank):])
+    if not begun.any():
+        return empty
+    g = pd.DataFrame({"rank": rank[begun], "step": step[begun], "t": t[begun], "te": te[begun]}
+                     ).groupby(["rank", "step"])
+    out = pd.concat([g["t"].min().rename("start_ns"), g["te"].max().rename("end_ns")], axis=1).reset_index()
+    return out.astype({"start_ns": "Int64", "end_ns": "Int64"}).sort_values(["rank", "step"]).reset_index(drop=True)
 
 
 def unfinished_steps(trace: Any, rank: int, window: tuple[int, int] | None) -> pd.DataFrame:
     """step, start_ns (absolute: the earliest record of the step): the steps in `window` that `rank` has
     records of but no step record for, by step (module docstring)."""
-    done = trace.steps["step"][trace.steps["rank"] == rank] if len(trace.steps) else pd.Series([], dtype=int)
-    parts = []
-    for df, col in _step_record_frames(trace):
-        mine = df[df["rank"] == rank]
-        step = pd.to_numeric(mine["step"], errors="coerce")
-        keep = (step >= 0).to_numpy(bool) & _in_window(step, window) & ~step.isin(done).to_numpy(bool)
-        t = pd.to_numeric(mine[col], errors="coerce").astype("Int64")
-        if keep.any():
-            parts.append(pd.DataFrame({"step": step[keep].astype(int).to_numpy(), "start_ns": t[keep].array}))
-    if not parts:
-        return pd.DataFrame({"step": pd.Series([], dtype=int), "start_ns": pd.Series([], dtype="Int64")})
-    out = pd.concat(parts, ignore_index=True).dropna(subset=["start_ns"])
-    return out.groupby("step", as_index=False)["start_ns"].min().sort_values("step").reset_index(drop=True)
+    b = steps_begun(trace)
+    b = b[(b["rank"] == rank).to_numpy(bool) & _in_window(b["step"], window)]
+    return b[["step", "start_ns"]].reset_index(drop=True)
 
 
 def steps_without_end(trace: Any) -> dict[int, int]:
-    """Step → the number of ranks with records of it (module docstring's) but no step record of it. One
-    pass over whole columns: each (rank, step) pair one integer (the rank times the number of distinct
-    steps plus the step's code), exact whatever the steps' size."""
-    pairs = []
-    for df, _ in _step_record_frames(trace):
-        step = pd.to_numeric(df["step"], errors="coerce").to_numpy(np.float64)
-        rank = pd.to_numeric(df["rank"], errors="coerce").to_numpy(np.float64)
-        ok = (step >= 0) & ~np.isnan(rank)
-        pairs.append((rank[ok].astype(np.int64), step[ok].astype(np.int64)))
-    if not pairs:
-        return {}
-    done = trace.steps
-    rank = np.concatenate([r for r, _ in pairs] + [pd.to_numeric(done["rank"]).to_numpy(np.int64)])
-    step = np.concatenate([s for _, s in pairs] + [pd.to_numeric(done["step"]).to_numpy(np.int64)])
-    codes, steps = pd.factorize(step)
-    key = rank * (len(steps) + 1) + codes
-    n_records = sum(len(r) for r, _ in pairs)
-    seen = np.unique(key[:n_records])
-    seen = seen[~np.isin(seen, key[n_records:])]
-    found, counts = np.unique(seen % (len(steps) + 1), return_counts=True)
-    return {int(steps[c]): int(n) for c, n in zip(found, counts)}
+    """Step → the number of ranks with records of it but no step record of it (steps_begun)."""
+    b = steps_begun(trace)
+    return {int(k): int(n) for k, n in b.groupby("step")["rank"].nunique().items()}

@@ -42,6 +42,7 @@ def register(app: typer.Typer) -> None:
                                                resolve_steps)
         from commscope.analyze.left_in_flight import left_in_flight
         from commscope.analyze.problems import run_reports
+        from commscope.analyze.timeline_inflight import steps_begun
         from reports.perfetto import write_perfetto
 
         if perfetto is None:
@@ -57,7 +58,8 @@ def register(app: typer.Typer) -> None:
                             "process's memory limit, or export fewer ranks' traces") from None
         try:
             reports = run_reports(trace)
-            write_perfetto(trace, perfetto, left_in_flight(trace), reports)  # removes its temporary file on any failure
+            write_perfetto(trace, perfetto, left_in_flight(trace), reports,  # removes its temporary file on any failure
+                           begun=steps_begun(trace))
         except MemoryError:
             raise UserError(f"out of memory while writing the Perfetto trace {printable(perfetto)} (nothing "
                             "written); free memory, or export fewer steps (--steps) or ranks") from None

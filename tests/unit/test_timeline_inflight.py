@@ -201,3 +201,25 @@ def test_a_collective_a_peer_death_aborted_says_how_its_rank_ended(hung):
            "&lt;127.0.0.1&gt; &amp; co<br>" in text
     doc = rank_rows(bars)
     assert doc["strings"][doc["inflight"]["ended"][0]] == "hang watchdog: collective did not finish within 600 s"
+
+
+def test_the_perfetto_export_has_a_slice_for_the_step_no_rank_ended(hung, tmp_path, capsys):
+    from cli_result import run_main
+    from commscope.analyze.timeline_inflight import steps_begun
+
+    truth, tr = hung
+    begun = steps_begun(tr)
+    assert begun["rank"].tolist() == list(range(12)) and set(begun["step"]) == {3}
+    assert (begun["end_ns"] > begun["start_ns"]).all()
+    out = tmp_path / "t.json"
+    code, res = run_main(capsys, "export", truth["job"], "--perfetto", out)
+    assert code == 0, res.err
+    doc = json.loads(out.read_text())
+    t0 = doc["otherData"]["t0_ns"]
+    got = {e["pid"]: e for e in doc["traceEvents"] if e.get("cat") == "step" and "no end" in e["name"]}
+    assert sorted(got) == list(range(12))
+    for row in begun.itertuples(index=False):
+        e = got[row.rank]
+        assert e["name"] == "step 3 (no end recorded)" and e["args"]["step"] == 3
+        assert e["ts"] == pytest.approx((row.start_ns - t0) / 1e3, abs=1e-3)
+        assert e["ts"] + e["dur"] == pytest.approx((row.end_ns - t0) / 1e3, abs=2e-3)
