@@ -387,7 +387,8 @@ def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 
             win[i][j] = ((int(lo) - bars.t0) / 1e6, (int(hi) - bars.t0) / 1e6)
     scale = colour_top(exposed)
     known_cells = exposed[~np.isnan(exposed)]
-    no_end = steps_without_end(trace) if trace is not None else {}
+    begun = getattr(bars, "begun", None) if not isinstance(bars, Exception) else None  # found once, by the timeline
+    no_end = steps_without_end(trace, begun) if trace is not None else {}
     return Heatmap(ranks=ranks, columns=[(c[0], c[-1]) for c in cols], exposed_ms=exposed, step_ms=step_ms,
                    window_ms=win, scale_ms=scale, above_scale=int((known_cells > scale).sum()),
                    max_ms=float(known_cells.max()) if known_cells.size else 0.0,

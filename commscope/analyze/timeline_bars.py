@@ -40,7 +40,7 @@ from commscope.analyze import intervals as iv
 from commscope.analyze.exposure import collective_span, compute_sets, exposed_spans, to_rel
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.intervals import assign_lanes
-from commscope.analyze.timeline_inflight import inflight_bars, unfinished_steps
+from commscope.analyze.timeline_inflight import inflight_bars, steps_begun, unfinished_steps
 from commscope.load.frames import rel
 
 
@@ -155,6 +155,7 @@ class TimelineBars:
                                        # figure's right edge when one is cut there, else t_end
     unfinished: pd.DataFrame | None = None  # the first rank's steps with records but no end: step, start_ns (absolute)
     inflight_more: dict[int, int] | None = None  # per rank, its in-flight collectives in the window not drawn
+    begun: pd.DataFrame | None = None  # the whole run's steps begun and never ended (timeline_inflight.steps_begun)
 
     def subset(self, ranks: list[int]) -> "TimelineBars":
         """The same bars for `ranks` only, in that order (ranks without bars left out); flows keep the
@@ -292,10 +293,11 @@ def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute
     first_rank = first_rank.sort_values("start_ns") if len(first_rank) else first_rank
     labels = (list(coll["label"].astype(str)) + (list(hooks["label"].astype(str)) if len(hooks) else [])
               + list(stuck["label"].astype(str)))
-    unfinished = unfinished_steps(trace, trace.ranks[0], window) if trace.ranks else None
+    begun = steps_begun(trace)
+    unfinished = unfinished_steps(trace, trace.ranks[0], window, begun) if trace.ranks else None
     return TimelineBars(t0=t0, ranks=ranks, labels=labels, step_marks=first_rank,
                         gap_before=_gap_before(first_rank), flows=_flows(coll, t0), window=window, t_end=t_end,
-                        t_edge=t_edge, unfinished=unfinished, inflight_more=more)
+                        t_edge=t_edge, unfinished=unfinished, inflight_more=more, begun=begun)
 
 
 def _right_edge(steps: pd.DataFrame, coll: pd.DataFrame, comp: pd.DataFrame, hooks: pd.DataFrame, t0: int) -> float:

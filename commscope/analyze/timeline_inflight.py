@@ -148,15 +148,17 @@ def steps_begun(trace: Any) -> pd.DataFrame:
     return out.astype({"start_ns": "Int64", "end_ns": "Int64"}).sort_values(["rank", "step"]).reset_index(drop=True)
 
 
-def unfinished_steps(trace: Any, rank: int, window: tuple[int, int] | None) -> pd.DataFrame:
+def unfinished_steps(trace: Any, rank: int, window: tuple[int, int] | None,
+                     begun: pd.DataFrame | None = None) -> pd.DataFrame:
     """step, start_ns (absolute: the earliest record of the step): the steps in `window` that `rank` has
-    records of but no step record for, by step (module docstring)."""
-    b = steps_begun(trace)
+    records of but no step record for, by step (module docstring); `begun`: steps_begun(trace) if known."""
+    b = steps_begun(trace) if begun is None else begun
     b = b[(b["rank"] == rank).to_numpy(bool) & _in_window(b["step"], window)]
     return b[["step", "start_ns"]].reset_index(drop=True)
 
 
-def steps_without_end(trace: Any) -> dict[int, int]:
-    """Step → the number of ranks with records of it but no step record of it (steps_begun)."""
-    b = steps_begun(trace)
+def steps_without_end(trace: Any, begun: pd.DataFrame | None = None) -> dict[int, int]:
+    """Step → the number of ranks with records of it but no step record of it (`begun`: steps_begun(trace)
+    if known)."""
+    b = steps_begun(trace) if begun is None else begun
     return {int(k): int(n) for k, n in b.groupby("step")["rank"].nunique().items()}
