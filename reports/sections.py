@@ -159,7 +159,10 @@ def rank_picker(ctx: ReportContext) -> str:
             '<p class="note"><label for="rank-select">Show any rank below them:</label> '
             '<select id="rank-select" disabled><option value="">loading…</option></select> '
             '<span id="rank-shown"></span></p>'
-            + data_html(rank_rows(ctx.timeline), "rank-rows-gz") + data_html(style(ctx.timeline, cpu_threads(ctx)), "timeline-style"))
+            + data_html(rank_rows(ctx.timeline), "rank-rows-gz")
+            # why each drawn rank is drawn, for the sentence beside the selector when one is chosen
+            + data_html({**style(ctx.timeline, cpu_threads(ctx)),
+                         "why": {str(r["rank"]): ", ".join(r["why"]) for r in ctx.representative}}, "timeline-style"))
 
 
 def render_collectives_by_label(ctx: ReportContext) -> str:

@@ -13,7 +13,8 @@ default, links one collective call across ranks (the same (group, seq): analyze.
 
 A run that did not complete (analyze.timeline_inflight): a collective left in flight is a bar in its
 label's colour with a red outline and red stripes, from its launch to the rank's last sign of life or the
-figure's right edge, whichever comes first (its hover gives the whole time); a step the first rank began
+figure's right edge, whichever comes first (a bar cut there ends where the x axis does, marked ▶; its hover
+gives the whole time); a step the first rank began
 but recorded no end of is a red dotted line at its earliest record, "step N · no end recorded".
 
 Why bars (plotly `Bar`, horizontal, `base` = start): hover works anywhere on a bar, and bar fills take

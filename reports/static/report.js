@@ -542,7 +542,9 @@ window.csShowRank = function (r) {
           height = st.height + Math.round(style.row_h * (bottom - st.bottom));
           var stuck = made.inflight ? "; it left " + made.inflight + " collective" + (made.inflight > 1 ? "s" : "") +
             " in flight (outlined in red)" : "";
-          said.textContent = "rank " + r + (drawnAlready ? " is one of the drawn ranks" : ": the last rows of the figure") +
+          var why = (style.why || {})[String(r)];
+          said.textContent = "rank " + r + (drawnAlready ? " is one of the drawn ranks" + (why ? " (" + why + ")" : "")
+                                                         : ": the last rows of the figure") +
             stuck + (lines.n ? "; the lines \"" + name + "\" link its " + lines.n + " calls shared with the " +
              (drawnAlready ? "other " : "") + "drawn ranks." : ".");
           return made.traces.length ? Plotly.addTraces(gd, made.traces) : null;

@@ -187,6 +187,11 @@ def test_a_chosen_rank_of_a_hung_job_shows_what_it_left_in_flight(tmp_path):
     legend = re.findall(r'class="legendtext"[^>]*>([^<]+)<', dom[dom.index('id="timeline-plot"'):])
     assert legend.count(INFLIGHT_NAME) == 1
     assert "step 3 · no end recorded" in dom and "Outlined in red, striped" in dom
+    # the culprit, drawn first: choosing it says why it is drawn
+    proc = chromium(tmp_path, "hung-17", "--dump-dom", f"{page.as_uri()}#rank=17")
+    assert proc.returncode == 0 and console_errors(proc.stderr) == [], proc.stderr[-2000:]
+    said = re.search(r'<span id="rank-shown">([^<]*)</span>', proc.stdout).group(1)
+    assert said.startswith("rank 17 is one of the drawn ranks (the doctor's hang culprit);"), said
 
 
 def test_step_labels_close_together_move_up_a_line_instead_of_printing_over_each_other(tmp_path):
