@@ -213,9 +213,10 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     how = f"left no {STATUS} (ended abruptly: killed, aborted or os._exit)" if silent else \
         f"failed with its own error: {statuses[culprits[0]].get('error')}"
     last = evidence[0]["last_finished_step"]
+    where_said = _where_text(where)[2:]  # a sentence of its own after "last finished step N."
     return Diagnosis("crash", culprits, step=last, evidence=evidence, sources=[STATUS, EVENTS],
                      summary=f"crash: rank(s) {ranks_text(culprits)} {how}; {_finished_text(last)}"
-                             + (_where_text(where)[2:].capitalize().join(" .") if _where_text(where) else ""))
+                             + (f" {where_said[:1].upper()}{where_said[1:]}." if where_said else ""))
 
 
 BLOCKED_PLACES = 2  # places named in a hang's summary where its waiting ranks were blocked (the rest counted)
