@@ -78,7 +78,7 @@ def last_region(trace: Any, rank: int) -> dict | None:
     start = pd.to_numeric(mine["start_ns"], errors="coerce")
     # the outermost region open at the end is the last to end (nested ones exit first); the ones inside it
     # that ended with it were open too
-    outer = int(end.to_numpy(np.float64).argmax())
+    outer = int(np.nanargmax(end.to_numpy(np.float64)))  # a region without an end is none to end last
     o_start, o_end = start.iloc[outer], end.iloc[outer]
     inside = ((start >= o_start) & (end <= o_end) & (end >= o_end - NESTED_EXIT_NS)).to_numpy(bool)
     open_ = mine[inside].assign(_s=start[inside]).sort_values("_s", kind="stable")

@@ -119,6 +119,10 @@ def test_regions_one_after_the_other_are_no_nest_and_a_finished_step_says_nothin
     assert (where["path"], where["typical_ms"]) == ("backward", None)
     assert last_region(_regions(rows, [0]), 0) is None  # step 0 finished: its regions say nothing of the end
     assert last_region(_regions([], []), 0) is None
+    torn = _regions(rows, [])
+    torn.regions["end_ns"] = torn.regions["end_ns"].astype("Int64")
+    torn.regions.loc[0, "end_ns"] = None  # a region whose end was never read is none to end last
+    assert last_region(torn, 0)["path"] == "backward"
 
 
 def test_the_doctor_names_where_the_culprit_was(tmp_path):
