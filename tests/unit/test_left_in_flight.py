@@ -145,7 +145,7 @@ def _frame(path, line, func, code):
 
 MAIN_STACK = [_frame("/home/u/train.py", 88, "<module>", "main()"),
               _frame("/home/u/optim.py", 327, "step", "handle.wait()"),
-              _frame("/work/x/commscope/recording/inflight.py", 66, "wait", "super().wait()"),
+              _frame("/srv/job/commscope/recording/inflight.py", 66, "wait", "super().wait()"),
               _frame("/venv/lib/python3.11/site-packages/torch/distributed/c10d.py", 12, "wait", "self.work.wait()")]
 
 
