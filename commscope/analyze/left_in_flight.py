@@ -33,32 +33,37 @@ _ALIVE_COLUMNS = (("collectives", ("end_ns", "wait_end_ns", "call_ns")), ("steps
                   ("regions", ("end_ns",)), ("hooks", ("t_ns",)))
 
 
-def _rank_rows(df: pd.DataFrame | None, rank: int) -> pd.DataFrame:
-    if df is None or len(df) == 0:
-        return pd.DataFrame()
-    return df[df["rank"] == rank]
+def _latest(df: pd.DataFrame | None, col: str) -> pd.Series:
+    """Per rank, the latest value of `col` in `df` (nullable integers: exact for epoch ns)."""
+    if df is None or not len(df) or col not in df:
+        return pd.Series(dtype="Int64")
+    t = pd.to_numeric(df[col], errors="coerce", dtype_backend="numpy_nullable")
+    return t.groupby(df["rank"].astype(int).to_numpy()).max().dropna()
+
+
+def _last_alive(trace: Any, fired: dict[int, bool]) -> dict[int, int | None]:
+    """last_alive_ns of each rank of `fired` (rank → whether its watchdog fired), every frame's column read
+    once: per-rank filters would read every record once per rank."""
+    faults = getattr(trace, "faults", None)
+    parts = [_latest(getattr(trace, frame, None), c) for frame, cols in _ALIVE_COLUMNS for c in cols]
+    if faults is not None and len(faults.inflight):
+        parts += [_latest(faults.inflight, c) for c in ("call_ns", "wait_ns")]
+    latest = pd.concat(parts).groupby(level=0).max() if parts else pd.Series(dtype="Int64")
+    at = pd.Series(dtype="Int64")
+    if faults is not None and any(fired.values()):
+        r = faults.reports
+        at = _latest(r[r["kind"] == "watchdog"], "fired_ns")
+    out = {}
+    for rank, f in fired.items():
+        t = at.get(rank) if f and rank in at.index else latest.get(rank) if rank in latest.index else None
+        out[rank] = None if t is None or pd.isna(t) else int(t)
+    return out
 
 
 def last_alive_ns(trace: Any, rank: int, fired: bool) -> int | None:
     """The last time `rank` is known to have been alive (module docstring): its watchdog's firing when
     `fired` and the report gives the time, else its latest record; None when it recorded nothing."""
-    faults = getattr(trace, "faults", None)
-    if fired:
-        r = faults.reports
-        # nullable integers: a report without fired_ns would make the column float64, 256 ns steps
-        at = pd.to_numeric(r.loc[(r["rank"] == rank) & (r["kind"] == "watchdog"), "fired_ns"], errors="coerce",
-                           dtype_backend="numpy_nullable")
-        if at.notna().any():
-            return int(at.max())
-    times = []
-    for frame, cols in _ALIVE_COLUMNS:
-        df = _rank_rows(getattr(trace, frame, None), rank)
-        times += [pd.to_numeric(df[c], errors="coerce").max() for c in cols if len(df) and c in df]
-    if faults is not None and len(faults.inflight):
-        mine = faults.inflight[faults.inflight["rank"] == rank]
-        times += [pd.to_numeric(mine[c], errors="coerce").max() for c in ("call_ns", "wait_ns") if len(mine)]
-    times = [t for t in times if not pd.isna(t)]
-    return int(max(times)) if times else None
+    return _last_alive(trace, {rank: fired})[rank]
 
 
 NESTED_EXIT_NS = 1_000_000  # regions left together by one exception (or one return) end within µs of each other
@@ -120,7 +125,7 @@ def left_in_flight(trace: Any) -> pd.DataFrame:
     fl = fl[~fl["finished"].astype(bool)].drop_duplicates(["rank", "group", "seq"])
     watchdog = set(faults.ranks("watchdog"))
     fired = {int(r): int(r) in watchdog for r in pd.unique(fl["rank"])}
-    until = {r: last_alive_ns(trace, r, f) for r, f in fired.items()}
+    until = _last_alive(trace, fired)
     ranks = fl["rank"].astype(int)
     fl = fl[ranks.map(lambda r: until[r] is not None).to_numpy(bool)].copy()
     fl["until_ns"] = pd.Series([until[int(r)] for r in fl["rank"]], index=fl.index, dtype="int64")

@@ -392,4 +392,4 @@ def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 
     return Heatmap(ranks=ranks, columns=[(c[0], c[-1]) for c in cols], exposed_ms=exposed, step_ms=step_ms,
                    window_ms=win, scale_ms=scale, above_scale=int((known_cells > scale).sum()),
                    max_ms=float(known_cells.max()) if known_cells.size else 0.0,
-                   no_end={s: n for s, n in no_end.items() if s not in set(known)})
+                   no_end={s: n for s, n in no_end.items() if s not in col_of})
