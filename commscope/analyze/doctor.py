@@ -203,7 +203,7 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
         s = trace.steps[(trace.steps["rank"] == r)] if len(trace.steps) else trace.steps
         if len(s):
             ev["last_step_end_ns"] = iso_ns(s["end_ns"].max())
-        where[r] = last_region(trace, r)
+        where[r] = last_region(trace, r) if len(where) < REGIONS_LOOKED_UP else None
         ev.update(_region_evidence(where[r]))
         evidence.append(ev)
     for r, s in sorted(statuses.items()):
@@ -219,6 +219,9 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
                              + (f" {where_said[:1].upper()}{where_said[1:]}." if where_said else ""))
 
 
+# culprits whose last region is looked up (each reads the regions frame once): a hang may name hundreds of
+# ranks that never launched, and the summary names one
+REGIONS_LOOKED_UP = 16
 BLOCKED_PLACES = 2  # places named in a hang's summary where its waiting ranks were blocked (the rest counted)
 
 
@@ -358,7 +361,7 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
     blocked = dict(zip(wd["rank"].astype(int), wd["blocked_at"])) if "blocked_at" in wd else {}
     fired = faults.ranks("watchdog")
     evidence = []  # the culprits (never launched it) first, then the ranks waiting in it
-    where = {m: last_region(trace, m) for m in missing}
+    where = {m: last_region(trace, m) if i < REGIONS_LOOKED_UP else None for i, m in enumerate(missing)}
     for m in missing:
         mine = lt[(lt["rank"] == m) & (lt["group"] == group)].sort_values("seq")
         last = mine.iloc[-1] if len(mine) else None
