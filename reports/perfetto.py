@@ -5,8 +5,9 @@ exposed communication at a glance, with commscope's labels attached to each slic
 
 Layout of the output
 - one process per rank (`pid` = rank, `process_name` "rank N", sorted by rank);
-- tracks (threads) per rank: `steps` (with a step the rank began but recorded no end of, from its earliest
-  to its latest record, "step N (no end recorded)", where the caller passes them: analyze.timeline_inflight.steps_begun), `compute stream <stream>` (kernels per CUDA stream), `compute (CPU
+- tracks (threads) per rank: `steps` (with a step the rank began but recorded no end of, from its
+  earliest to its latest record, "step N (no end recorded)", where the caller passes them:
+  analyze.timeline_inflight.steps_begun), `compute stream <stream>` (kernels per CUDA stream), `compute (CPU
   thread <tid>)` (a CPU trace's top-level ops per thread) or `compute` (a run's regions),
   `regions`, `comm <label>` (one per collective label), `hooks` (instant events);
 - a track whose slices would overlap is split into extra lanes (`comm attn #2`, ...) so that no two
@@ -57,10 +58,10 @@ import pandas as pd
 from commscope.analyze.exposure import collective_span
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.labels import shown_label
+from commscope.analyze.timeline_inflight import NO_END
 from commscope.util.atomic import check_output, output_stream, own_trace
 from commscope.util.num import whole
 
-NO_END = "no end recorded"
 NO_END_WHY = "no step record: the run stopped inside this step; the slice spans the rank's records of it"
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes

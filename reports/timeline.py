@@ -40,6 +40,7 @@ import plotly.graph_objects as go
 
 from commscope.analyze.layout_report import readable_kernel
 from commscope.analyze.timeline_bars import TimelineBars
+from commscope.analyze.timeline_inflight import NO_END
 from reports.tables import byte_size
 
 EXPOSED_COLOR = "#000000"
@@ -76,7 +77,7 @@ INFLIGHT_MARKER = dict(line=dict(color=INFLIGHT_COLOR, width=1.5),
 INFLIGHT_LEGEND = dict(INFLIGHT_MARKER, color="#ffffff")
 # at the end of a bar cut at the figure's edge: the collective went on past it
 CUT_MARKER = dict(symbol="triangle-right", size=9, color=INFLIGHT_COLOR)
-UNFINISHED_STEP = "no end recorded"  # after "step N · " on the mark of a step begun but not ended
+UNFINISHED_STEP = NO_END  # after "step N · " on the mark of a step begun but not ended
 FLOW_NAME = "one call across ranks"  # the legend entry of the lines linking one collective call across ranks
 FLOW_LINE = dict(color="#444", width=1)
 

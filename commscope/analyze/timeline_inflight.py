@@ -42,6 +42,7 @@ IN_FLIGHT_PAD = 0.04   # how far past everything else drawn a shortened in-fligh
 INFLIGHT_COLS = ["rank", "label", "op", "group", "seq", "step", "bytes", "start", "end", "in_flight_ns",
                  "waited_after_ns", "watchdog_fired", "ended", "cut"]
 ENDED_CHARS = 120  # of a rank's error, in `ended`
+NO_END = "no end recorded"  # how the page and the export name a step begun and never ended ("step 3 · no end recorded")
 
 
 def _in_window(steps: pd.Series, window: tuple[int, int] | None) -> np.ndarray:
