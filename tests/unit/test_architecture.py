@@ -53,3 +53,18 @@ def test_check_exit_code():
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "import_graph.py"), "--check"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+# The checkout's top level as docs/architecture.md lays it out; anything else tracked there is a stray
+# (a run directory or report written into the checkout and committed by mistake).
+TOP_LEVEL = {".ci", ".gitignore", "README.md", "pyproject.toml", "bench", "commscope", "docs", "examples",
+             "instrumented_model", "reports", "scripts", "tests"}
+
+
+def test_only_the_documented_layout_is_tracked_at_the_top_level():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        import pytest
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    tracked = {line.split("/", 1)[0] for line in listed.splitlines() if line}
+    assert tracked - TOP_LEVEL == set(), "tracked at the top level but not part of the layout"
