@@ -160,7 +160,7 @@ def rank_picker(ctx: ReportContext) -> str:
             '<select id="rank-select" disabled><option value="">loading…</option></select> '
             '<span id="rank-shown"></span></p>'
             + data_html(rank_rows(ctx.timeline), "rank-rows-gz")
-            # why each drawn rank is drawn, for the sentence beside the selector when one is chosen
+            # why each drawn rank is drawn: its option in the selector, and the sentence beside it when chosen
             + data_html({**style(ctx.timeline, cpu_threads(ctx)),
                          "why": {str(r["rank"]): ", ".join(r["why"]) for r in ctx.representative}}, "timeline-style"))
 

@@ -567,14 +567,17 @@ window.csShowRank = function (r) {
 document.addEventListener("DOMContentLoaded", function () {
   var sel = document.getElementById("rank-select");
   if (!sel) return;
-  csData("rank-rows-gz").then(function (d) {
+  Promise.all([csData("rank-rows-gz"), csData("timeline-style")]).then(function (got) {
+    var d = got[0], why = got[1].why || {};
     sel.innerHTML = "";
     var none = document.createElement("option");
     none.value = ""; none.textContent = "(none)";
     sel.appendChild(none);
+    // A drawn rank says why it is drawn (the doctor's culprits first), so a reader scanning a thousand
+    // options finds the ones the analysis singled out without leaving the list.
     d.ranks.forEach(function (r) {
       var o = document.createElement("option");
-      o.value = String(r); o.textContent = "rank " + r;
+      o.value = String(r); o.textContent = "rank " + r + (why[String(r)] ? " · drawn: " + why[String(r)] : "");
       sel.appendChild(o);
     });
     sel.disabled = false;

@@ -154,6 +154,10 @@ def test_page_at_scale_shows_a_chosen_rank(tmp_path):
             drawn = dom[dom.index(f'id="{plot}"'):]
             assert "js-plotly-plot" in drawn[:300] and "main-svg" in drawn
         assert dom.count("<option") == 41  # "(none)" and every rank, filled in by report.js
+        # the drawn ranks' options say why they are drawn, the others are plain
+        options = dict(re.findall(r'<option value="(\d+)"[^>]*>([^<]*)</option>', dom))
+        assert options[str(reps[0])].startswith(f"rank {reps[0]} · drawn: ") and options[str(chosen)] == f"rank {chosen}"
+        assert sum("· drawn: " in t for t in options.values()) == len(reps)
         assert re.search(r'<canvas id="heatmap-canvas" width="\d+" height="\d+"', dom)  # painted
     timeline = {k: d[d.index('id="timeline-plot"'):] for k, d in doms.items()}
     rows = {k: re.findall(r'class="ytick"><text[^>]*>(r\d+ \w+)</text>', t) for k, t in timeline.items()}
