@@ -344,8 +344,9 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
         notes.append(dict(x=x, y=1, xref="x", yref="paper", text=f"step {s.step} · {UNFINISHED_STEP}",
                           showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=11, color=INFLIGHT_COLOR)))
     # bars cut at the edge end where the axis does (autorange would pad past them, and a cut bar would read
-    # as a collective that ended there); "all steps" and a double-click come back to this range
-    x_range = [-0.01 * bars.t_edge / 1e6, bars.t_edge / 1e6] if cut_x else None
+    # as a collective that ended there); "all steps" and a double-click come back to this range. A rank the
+    # page's selector adds may have such bars when no drawn rank does: the axis ends at the edge then too.
+    x_range = [-0.01 * bars.t_edge / 1e6, bars.t_edge / 1e6] if cut_x or bars.cut_anywhere else None
     _add_step_selector(fig, _step_spans(bars, unfinished), every_step=bars.window is None, x_range=x_range)
     if x_range is not None:
         fig.update_xaxes(range=x_range, autorange=False)

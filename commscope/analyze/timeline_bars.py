@@ -153,6 +153,8 @@ class TimelineBars:
     t_end: float = 0.0                 # ns since t0 of the right edge of what is drawn, in-flight bars aside
     t_edge: float = 0.0                # ns since t0 where the in-flight bars stop (timeline_inflight): the
                                        # figure's right edge when one is cut there, else t_end
+    cut_anywhere: bool = False         # some rank's in-flight bar is cut at t_edge, drawn or not: a subset
+                                       # keeps it, so the page's axis ends there before any rank is added
     unfinished: pd.DataFrame | None = None  # the first rank's steps with records but no end: step, start_ns (absolute)
     inflight_more: dict[int, int] | None = None  # per rank, its in-flight collectives in the window not drawn
     begun: pd.DataFrame | None = None  # the whole run's steps begun and never ended (timeline_inflight.steps_begun)
@@ -297,7 +299,8 @@ def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute
     unfinished = unfinished_steps(trace, trace.ranks[0], window, begun) if trace.ranks else None
     return TimelineBars(t0=t0, ranks=ranks, labels=labels, step_marks=first_rank,
                         gap_before=_gap_before(first_rank), flows=_flows(coll, t0), window=window, t_end=t_end,
-                        t_edge=t_edge, unfinished=unfinished, inflight_more=more, begun=begun)
+                        t_edge=t_edge, cut_anywhere=bool(stuck["cut"].any()) if len(stuck) else False,
+                        unfinished=unfinished, inflight_more=more, begun=begun)
 
 
 def _right_edge(steps: pd.DataFrame, coll: pd.DataFrame, comp: pd.DataFrame, hooks: pd.DataFrame, t0: int) -> float:

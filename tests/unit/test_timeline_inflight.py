@@ -119,6 +119,18 @@ def test_the_figure_draws_them_and_says_what_they_are(hung):
     assert lo < start < hi and hi == pytest.approx(bars.t_edge / 1e6 + 0.02 * (bars.t_edge / 1e6 - start))
 
 
+def test_the_axis_ends_at_the_edge_when_only_a_rank_not_drawn_has_a_cut_bar(hung):
+    """At scale the page draws a few ranks and the selector adds any other: the hung rank alone has no
+    in-flight bar, yet the axis must already end at the edge, where the bars of a rank added later stop."""
+    _, tr = hung
+    bars = timeline_bars(tr, (1, 4))
+    alone = timeline_figure(bars.subset([HUNG]))
+    assert not [t for t in alone.data if t.name == INFLIGHT_NAME]
+    assert list(alone.layout.xaxis.range) == pytest.approx([-0.01 * bars.t_edge / 1e6, bars.t_edge / 1e6])
+    complete = timeline_bars(tr, (0, 3))  # no in-flight bar anywhere: autorange
+    assert not complete.cut_anywhere and timeline_figure(complete).layout.xaxis.range is None
+
+
 def test_the_compact_rows_carry_the_same_in_flight_bars(hung):
     _, tr = hung
     bars = timeline_bars(tr, (1, 4))
