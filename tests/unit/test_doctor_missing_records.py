@@ -129,6 +129,18 @@ def test_a_crash_before_the_first_finished_step_says_none_never_minus_one(run):
     assert "-1" not in text
 
 
+def test_the_crash_summary_names_the_last_region_as_recorded(run):
+    """The sentence after "it finished no step." starts with a capital and keeps the region's own case."""
+    finished_no_step(run)
+    p = run / "rank3" / "events.jsonl"
+    rows = [json.loads(x) for x in p.read_text().splitlines()]
+    p.write_text("".join(json.dumps({**r, "name": "Backward.QKV"} if r.get("name") == "backward" else r) + "\n"
+                         for r in rows))
+    d = diagnose_path(str(run))
+    assert d.verdict == "crash" and d.evidence[0]["last_region"] == "Backward.QKV"
+    assert "it finished no step. Rank 3 was last in region Backward.QKV (step 0) for " in d.summary
+
+
 def test_the_page_says_none_for_a_rank_that_finished_no_step(run):
     from reports.doctor_section import render_doctor
 
