@@ -73,13 +73,39 @@ from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, STATUS, SUMMARY
 
 # A peer's error that says it waited for this long: the rank it waited on was alive, not launching.
-_TIMED_OUT = re.compile(r"timed out|timeout|hang watchdog", re.I)
+_TIMED_OUT = re.compile(r"\b(?:timed out|timeout|hang watchdog)\b", re.I)
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
-# backend or our watchdog timed out waiting.
-_CONSEQUENCE = re.compile(r"Terminated|terminated by signal|hang watchdog|Connection|Broken pipe|timed out|timeout|"
-                          r"pair closure|"
-                          r"DistBackendError|DistNetworkError|ProcessGroup|peer|KeyboardInterrupt|gloo|NCCL|Socket|"
-                          r"Read error|Write error|recv|send", re.I)
+# backend or our watchdog timed out waiting. Whole words: "Unterminated string" or "'sender'" is no sign.
+_CONSEQUENCE = re.compile(r"\b(?:Terminated|terminated by signal|hang watchdog|Connection|Broken pipe|timed out|timeout|"
+                          r"pair closure|DistBackendError|DistNetworkError|DistStoreError|ProcessGroup\w*|peer|"
+                          r"KeyboardInterrupt|gloo|NCCL\w*|Socket|Read error|Write error|recv|send|"
+                          r"Connection(?:Reset|Refused|Aborted)?Error|BrokenPipeError|TimeoutError)\b", re.I)
+# Exception types a rank's own code raises (a bug, bad data, its own memory), whatever words their message
+# holds: "ValueError: bad timeout" is this rank's fault, not a peer's. The error reads "Type: message".
+_OWN_TYPES = frozenset({
+    "ArithmeticError", "AssertionError", "AttributeError", "FileNotFoundError", "FloatingPointError",
+    "ImportError", "IndexError", "IsADirectoryError", "JSONDecodeError", "KeyError", "LookupError", "MemoryError",
+    "ModuleNotFoundError", "NameError", "NotImplementedError", "OutOfMemoryError", "OverflowError",
+    "PermissionError", "RecursionError", "StopIteration", "TypeError", "UnboundLocalError",
+    "UnicodeDecodeError", "UnicodeEncodeError", "ValueError", "ZeroDivisionError"})
+_ERROR_TYPE = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\s*:")
+
+
+def _own_type(error: str) -> bool:
+    m = _ERROR_TYPE.match(error)
+    return bool(m) and m.group(1) in _OWN_TYPES
+
+
+def _consequence(error) -> bool:
+    """The error of a rank that was a victim of another's fault (docs/faults.md)."""
+    text = str(error)
+    return not _own_type(text) and bool(_CONSEQUENCE.search(text))
+
+
+def _timed_out(error) -> bool:
+    """The error of a rank that gave up waiting on a collective."""
+    text = str(error)
+    return not _own_type(text) and bool(_TIMED_OUT.search(text))
 
 
 # ---- rules ------------------------------------------------------------------------------------
@@ -185,8 +211,8 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
                          summary=f"hang: rank(s) {ranks_text(stopped)} stopped (SIGSTOP) and never resumed; commscope run "
                                  "killed it after the hang timeout. " + _finished_text(_last_step(trace, stopped[0])).capitalize())
     failed = {r: s for r, s in statuses.items() if s.get("status") not in (*ENDED, None)}
-    own = [r for r, s in failed.items() if s.get("error") and not _CONSEQUENCE.search(str(s.get("error")))]
-    if silent and not own and failed and all(_TIMED_OUT.search(str(s.get("error"))) for s in failed.values()):
+    own = [r for r, s in failed.items() if s.get("error") and not _consequence(s.get("error"))]
+    if silent and not own and failed and all(_timed_out(s.get("error")) for s in failed.values()):
         # The others gave up waiting (a timeout), so the silent ranks were alive then, not launching: a
         # launcher stops every rank once one fails, and a rank stopped in a collective's C++ wait is killed
         # without writing its status. That is a hang (found by absence), not a crash.
@@ -441,7 +467,7 @@ def check_unexplained(trace: Trace) -> Diagnosis | None:
     bad = {r: s for r, s in _statuses(trace).items() if s.get("status") not in (*ENDED, None)}
     if not bad:
         return None
-    timed = sorted(r for r, s in bad.items() if _TIMED_OUT.search(str(s.get("error"))))
+    timed = sorted(r for r, s in bad.items() if _timed_out(s.get("error")))
     verdict = "hang" if timed else "insufficient"
     first = bad[min(bad)]
     mode = ((trace.config.get("config") or {}).get("args") or {}).get("trace")

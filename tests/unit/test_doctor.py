@@ -298,6 +298,36 @@ def test_a_rank_failing_on_its_own_is_a_crash(run):
     assert (d.verdict, d.culprit_ranks) == ("crash", [2])
 
 
+@pytest.mark.parametrize("own", ["json.decoder.JSONDecodeError: Unterminated string starting at: line 1 column 9",
+                                 "KeyError: 'sender'", "ValueError: bad timeout_s", "ValueError: bad timeout 3",
+                                 "AssertionError: peer count 3 != 4"])
+def test_a_rank_failing_on_its_own_is_a_crash_whatever_words_its_error_holds(run, own):
+    """A consequence is matched as whole words and never in an error of a type a rank's own code raises."""
+    put(run, 2, "status.json", {"status": "failed", "error": own, "last_step": 2})
+    put(run, 0, "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)", "last_step": 2})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("crash", [2])
+
+
+@pytest.mark.parametrize("error, consequence, timed_out", [
+    ("Terminated: terminated by signal 15 (SIGTERM)", True, False),
+    ("hang watchdog: waited 10.0 s (> 10 s) on all_reduce", True, True),
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:5", True, False),
+    ("RuntimeError: [gloo] Application timeout caused pair closure", True, True),
+    ("torch.distributed.DistBackendError: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)",
+     True, True),
+    ("RuntimeError: Timed out waiting 1800000ms for recv operation to complete", True, True),
+    ("ConnectionResetError: [Errno 104] Connection reset by peer", True, False),
+    ("KeyboardInterrupt: ", True, False),
+    ("RuntimeError: CUDA out of memory", False, False),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", False, False),
+    ("json.decoder.JSONDecodeError: Unterminated string", False, False),
+    ("ValueError: bad timeout", False, False),
+])
+def test_which_errors_are_a_peers_doing(error, consequence, timed_out):
+    assert (doctor._consequence(error), doctor._timed_out(error)) == (consequence, timed_out)
+
+
 def test_a_rank_killed_after_sigstop_hung_the_job_and_gloo_timeouts_are_victims(run):
     put(run, 1, "status.json", {"status": "failed", "last_step": 1, "error": (
         "hung: stopped (SIGSTOP) for 6.1 s and never resumed (--hang-timeout 6 s); terminated by signal 9 "
