@@ -288,6 +288,11 @@ def _dispatch(argv: list[str] | None) -> None:
         _fail(e.format_message().replace("\n", " "))
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    except OSError as e:
+        if not e.filename or isinstance(e, BrokenPipeError):
+            raise
+        # a file or folder the system refuses (permissions, a vanished mount, a full disk): what and why
+        _fail(f"{e.filename}: {e.strerror or e}")
     except MemoryError:  # the command's own objects are freed by now: one line, not a traceback
         cmd = next((a for a in args if not a.startswith("-")), "")
         _fail(f"out of memory while running commscope {cmd}; free memory or give it fewer or smaller inputs")

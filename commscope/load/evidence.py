@@ -30,6 +30,8 @@ def read_fault_evidence(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidenc
         return _read(run_dir, rank_dirs)
     except UserError as e:
         return FaultEvidence(error=str(e))
+    except OSError as e:  # a report or the dumps' folder the system will not let us read
+        return FaultEvidence(error=f"{e.filename or run_dir}: {e.strerror or e}")
 
 
 def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:

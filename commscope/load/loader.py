@@ -82,6 +82,14 @@ def _traces_beside_a_config(path: str) -> list[str]:
     return [f for f in list_trace_files(path) if os.path.basename(f) != CONFIG]
 
 
+def _names(folder: str) -> list[str]:
+    """The entries of `folder`; none where it cannot be listed (a hint never fails the load)."""
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
 def _nested_hint(path: str) -> str:
     """"; traces one level down in SUB/: give that folder" when a subfolder holds them (TensorBoard's
     profiler plugin writes them to one folder per worker), else ""."""
@@ -89,7 +97,7 @@ def _nested_hint(path: str) -> str:
         subs = sorted(e.path for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
     except OSError:
         return ""
-    found = [d for d in subs if any(is_trace_file(n) for n in os.listdir(d))]
+    found = [d for d in subs if any(is_trace_file(n) for n in _names(d))]
     if not found:
         return ""
     more = f" (and {len(found) - 1} more folder(s))" if len(found) > 1 else ""

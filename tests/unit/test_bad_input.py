@@ -8,6 +8,7 @@ tests/test_bad_inputs_corpus.py.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -128,3 +129,35 @@ def test_json_and_flight_recorder_readers_only_ever_raise_user_error(tmp_path, d
             reader(str(p))
         except UserError as e:
             assert "\n" not in str(e)
+
+
+def _refusing(real, refused: Path):
+    """os.listdir that refuses `refused` as the system does a folder the user may not read (a test run as
+    root reads every folder whatever its mode, so the refusal is made here)."""
+    def listdir(path="."):
+        if Path(path) == refused:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+    return listdir
+
+
+def test_a_folder_the_system_refuses_is_one_line_never_a_traceback(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    shutil.copytree(TESTS / "data" / "cpurun-hooks-gloo2", run)
+    (run / "flight_recorder").mkdir()
+    monkeypatch.setattr(os, "listdir", _refusing(os.listdir, run / "flight_recorder"))
+    # doctor needs the fault evidence: it refuses, naming the folder; the report goes on without it
+    code, _, err = invoke(["doctor", str(run)])
+    assert (code, err) == (2, f"commscope: error: {run / 'flight_recorder'}: Permission denied\n")
+    code, out, err = invoke(["report", str(run), "--json", "--no-hta"])
+    assert code == 0 and json.loads(out)["problems"] == [
+        f"fault evidence not read: {run / 'flight_recorder'}: Permission denied"]
+    # a folder of no traces whose subfolder cannot be listed: the usual answer, the subfolder skipped
+    (tmp_path / "traces" / "sub").mkdir(parents=True)
+    monkeypatch.setattr(os, "listdir", _refusing(os.listdir, tmp_path / "traces" / "sub"))
+    code, _, err = invoke(["doctor", str(tmp_path / "traces")])
+    assert code == 2 and err.startswith(f"commscope: error: {tmp_path / 'traces'} holds no run directory")
+    # a refusal no check foresaw: the path and the system's reason, exit 2
+    monkeypatch.setattr(os, "listdir", _refusing(os.listdir, run))
+    code, _, err = invoke(["doctor", str(run)])
+    assert (code, err.count("\n"), "Traceback" in err) == (2, 1, False) and "Permission denied" in err
