@@ -43,6 +43,7 @@ import traceback
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator
 
+from commscope.errors import UserError
 from commscope.load.files import gc_paused
 
 try:
@@ -149,6 +150,20 @@ def _work(tasks: Any, out: Any, fn: Callable, items: list, init: Callable | None
     out.close()
 
 
+def _how_died(procs: list) -> str:
+    """" (killed by signal 9, SIGKILL)" for the first worker that ended abnormally, once reaped."""
+    for p in procs:
+        p.join(timeout=1.0)
+        code = p.exitcode
+        if code is not None and code < 0:
+            with contextlib.suppress(ValueError):
+                return f" (killed by signal {-code}, {signal.Signals(-code).name})"
+            return f" (killed by signal {-code})"
+        if code:
+            return f" (exit code {code})"
+    return ""
+
+
 @contextlib.contextmanager
 def run(fn: Callable, items: list, workers: int, progress: Callable[[int, int], None] | None = None,
         init: Callable | None = None, in_parent: bool = False, cost: Callable[[Any], int] | None = None,
@@ -201,7 +216,9 @@ def run(fn: Callable, items: list, workers: int, progress: Callable[[int, int], 
                 got.receive(live, timeout=0)
         while got.done < n:
             if got.died or not live:
-                raise RuntimeError(f"a parse worker died ({got.done} of {n} files done)")
+                raise UserError(f"a parse worker died{_how_died(procs)} after {got.done} of {n} files; a killed "
+                                "worker most often means the system ran out of memory: COMMSCOPE_MAX_PARSE_MB "
+                                "lowers how much is parsed at once")
             got.receive(live, timeout=None)
         if got.errors:
             err, tb = got.errors[min(got.errors)]

@@ -3,6 +3,7 @@
 same with the parent taking items too (`in_parent`)."""
 import multiprocessing as mp
 import os
+import signal
 import time
 
 import pytest
@@ -44,8 +45,20 @@ def test_the_first_failing_item_in_order_raises_with_the_workers_traceback():
 
 
 def test_a_worker_that_dies_is_an_error_not_a_hang():
-    with pytest.raises(RuntimeError, match="worker died"), forked.run(_die, [0, 1, 2, 3], 1):
+    with pytest.raises(UserError, match="worker died") as e, forked.run(_die, [0, 1, 2, 3], 1):
         pass
+    assert not mp.active_children()
+    assert "COMMSCOPE_MAX_PARSE_MB" in str(e.value)
+
+
+def _killed(x):
+    os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does
+
+
+def test_a_killed_worker_says_by_what_and_what_to_do():
+    with pytest.raises(UserError) as e, forked.run(_killed, [0, 1], 1):
+        pass
+    assert str(e.value).startswith("a parse worker died (killed by signal 9, SIGKILL) after 0 of 2 files; ")
     assert not mp.active_children()
 
 

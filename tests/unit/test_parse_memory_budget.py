@@ -86,7 +86,7 @@ def _die_on_2(x):
 
 def test_a_worker_that_dies_under_a_budget_is_an_error_not_a_hang():
     # item 2 never finishes: without the error the parent would wait for its memory forever
-    with pytest.raises(RuntimeError, match="worker died"), \
+    with pytest.raises(UserError, match=r"worker died \(exit code 3\) after"), \
             forked.run(_die_on_2, [1, 2, 3, 4], 2, cost=lambda x: 5, budget=10):
         pass
     assert not mp.active_children()
