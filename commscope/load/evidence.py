@@ -108,7 +108,7 @@ def _inflight_rows(rank: int, doc: dict, source: str) -> list[dict]:
                 raise TypeError(f"{f} is {str(r.get(f))[:40]!r}")
         rows.append({"rank": rank, "group": str(r.get("group")), "group_size": r.get("group_size"),
                      "seq": r["seq"],
-                     "label": r.get("label"), "op": r.get("op"), "bytes": int(r.get("bytes") or 0),
+                     "label": r.get("label"), "op": r.get("op"), "bytes": None if r.get("bytes") is None else int(r["bytes"]),
                      "dtype": r.get("dtype"), "step": r.get("step"), "call_ns": r.get("call_ns"),
                      "wait_ns": r.get("wait_ns"), "finished": False, "source": source})
     return rows

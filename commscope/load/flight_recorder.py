@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import pickle
 from typing import Any
 
@@ -21,7 +22,7 @@ import pandas as pd
 from commscope.errors import UserError
 from commscope.load import limits
 from commscope.load.files import read_bytes
-from commscope.load.frames import LAUNCH_COLUMNS
+from commscope.load.frames import LAUNCH_COLUMNS, dtype_size
 from commscope.util.num import total_numel
 
 # TorchScript's pickler (which writes Flight Recorder dumps) wraps typed lists in these helpers.
@@ -76,10 +77,21 @@ def launch_rows(rank: int, doc: dict) -> list[dict]:
         rows.append({
             "rank": rank, "group": str(group), "group_size": None,
             "seq": seq, "label": name, "op": name,
-            "bytes": total_numel(_shapes(e.get("input_sizes"))), "dtype": ",".join(dtypes),
+            "bytes": _input_bytes(_shapes(e.get("input_sizes")), dtypes), "dtype": ",".join(dtypes),
             "step": None, "call_ns": created, "wait_ns": None,
             "finished": e.get("state") == "completed", "source": "flight_recorder"})
     return rows
+
+
+def _input_bytes(shapes: list, dtypes: list[str]) -> int | None:
+    """Bytes of an entry's inputs: each input's elements × its dtype's size ("Float", "BFloat16": c10's
+    names); None (unknown) when a dtype is missing or not one commscope knows, never an element count."""
+    if len(dtypes) != len(shapes):
+        return None
+    sizes = [dtype_size(d) for d in dtypes]
+    if any(math.isnan(b) for b in sizes):
+        return None
+    return sum(total_numel([shape]) * int(b) for shape, b in zip(shapes, sizes))
 
 
 def _shapes(shapes: Any) -> list:

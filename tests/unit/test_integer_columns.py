@@ -85,11 +85,15 @@ def test_an_unknown_size_stays_null_in_the_export():
 
 def test_flight_recorder_rows_are_integers():
     entry = {"process_group": ("0", "default_pg"), "collective_seq_id": 7, "profiling_name": "nccl:all_reduce",
-             "time_created_ns": WAIT, "input_sizes": [[1024], [3]], "input_dtypes": ["Float"], "state": "scheduled",
-             "is_p2p": False}
-    df = launch_frame(launch_rows(0, {"entries": [entry]}))
+             "time_created_ns": WAIT, "input_sizes": [[1024], [3]], "input_dtypes": ["Float", "BFloat16"],
+             "state": "scheduled", "is_p2p": False}
+    # bytes are elements × each input's dtype size (4 B a Float, 2 B a BFloat16), never an element count;
+    # a dtype commscope does not know, or inputs without one each, leave the size unknown
+    unknown = [{**entry, "input_dtypes": ["Float", "QUInt4x2"]}, {**entry, "input_dtypes": ["Float"]}]
+    df = launch_frame(launch_rows(0, {"entries": [entry, *unknown]}))
     assert (df["bytes"].dtype, df["call_ns"].dtype, df["wait_ns"].dtype) == ("Int64", "Int64", "Int64")
-    assert (df["bytes"].iloc[0], df["call_ns"].iloc[0], df["seq"].iloc[0]) == (1027, WAIT, 7)
+    assert (df["bytes"].iloc[0], df["call_ns"].iloc[0], df["seq"].iloc[0]) == (1024 * 4 + 3 * 2, WAIT, 7)
+    assert df["bytes"].iloc[1:].isna().all()
     assert df["wait_ns"].isna().all() and df["step"].isna().all()
     assert len(launch_frame([])) == 0 and launch_frame([])["call_ns"].dtype == "Int64"
 
@@ -109,6 +113,17 @@ def test_a_whole_float_byte_count_in_a_report_is_read_as_an_int_and_a_fraction_r
     t = load_path(str(run2))
     assert len(t.faults.inflight) == 0
     assert t.faults.error == f"{run2 / 'rank1' / 'watchdog.json'} is not a commscope watchdog report (bytes is '36.5')"
+
+
+def test_an_unknown_size_in_a_report_stays_unknown_and_is_no_desync(tmp_path):
+    """A report that does not know a collective's size says null: read as 0 it would differ from the peers'
+    36 bytes at the same (group, seq) and read as a desync."""
+    from commscope.analyze.doctor import diagnose
+
+    run, _ = hung_run(tmp_path, rows1=[row(1, 90, nbytes=None)])
+    t = load_path(str(run))
+    assert t.faults.inflight["bytes"].tolist()[:2] == [36, 393216] and pd.isna(t.faults.inflight["bytes"].iloc[2])
+    assert diagnose(t).verdict != "desync"
 
 
 def test_doctor_prints_desync_byte_counts_as_integers(tmp_path, capsys):
