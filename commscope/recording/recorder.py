@@ -94,6 +94,13 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         if flush not in FLUSH_MODES:
             raise ValueError(f"flush must be one of {', '.join(FLUSH_MODES)}; got {flush!r}")
+        # readers know a rank by its folder rank<N>/ with 0 <= N < world_size: rank=-1 would write rank-1/,
+        # which no reader reads, and a rank past the world size makes the whole run unreadable
+        if not isinstance(world_size, numbers.Integral) or isinstance(world_size, bool) or world_size < 1:
+            raise ValueError(f"world_size must be a whole number >= 1; got {world_size!r}")
+        if not isinstance(rank, numbers.Integral) or isinstance(rank, bool) or not 0 <= rank < world_size:
+            raise ValueError(f"rank must be a whole number from 0 to world_size - 1 ({int(world_size) - 1}); "
+                             f"got {rank!r}")
         self.run_dir = Path(run_dir)
         if self.run_dir.exists() and not self.run_dir.is_dir():
             raise ValueError(f"run_dir {str(self.run_dir)!r} exists and is not a directory")

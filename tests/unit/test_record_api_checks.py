@@ -110,10 +110,15 @@ def test_bad_arguments_raise_valueerror_and_leave_no_rank_folder(tmp_path):
         ({"profile_steps": -1}, "profile_steps"),
         ({"mode": "loud"}, "mode must be one of"),
         ({"flush": "never"}, "flush must be one of"),
+        ({"rank": -1}, r"rank must be a whole number from 0 to world_size - 1 \(0\); got -1"),
+        ({"rank": 1}, r"rank must be .* got 1"),
+        ({"rank": 0.5}, r"rank must be .* got 0.5"),
+        ({"world_size": 0}, "world_size must be a whole number >= 1; got 0"),
+        ({"world_size": True}, "world_size must be a whole number >= 1; got True"),
     ]
     for kwargs, message in bad:
         with pytest.raises(ValueError, match=message):
-            Recorder(tmp_path / "run", rank=0, world_size=1, **kwargs)
+            Recorder(tmp_path / "run", **{"rank": 0, "world_size": 1, **kwargs})
     assert not (tmp_path / "run").exists()
 
 

@@ -91,7 +91,7 @@ def test_config_written_by_rank0_only(tmp_path):
     r0 = Recorder(tmp_path, rank=0, world_size=1)
     r0.write_config({"scatter_order": ["a", "b"]})
     r0.close()
-    r1 = Recorder(tmp_path / "other", rank=1, world_size=1)
+    r1 = Recorder(tmp_path / "other", rank=1, world_size=2, align=False)
     r1.write_config({"scatter_order": ["x"]})
     r1.close()
     assert orjson.loads((tmp_path / "config.json").read_bytes())["scatter_order"] == ["a", "b"]
