@@ -86,10 +86,16 @@ class Closing:
             self._write_behind(blocking=status == "completed")
             self._flush(blocking=status == "completed")
         finally:
-            self.unwatch()
-            self._sink.close()
-            write_status(self.rank_dir, status, error, -1 if self.last_step is None else self.last_step)
-            self._close_done.set()
+            # status.json is written whatever fails before it (a hook that will not come off, a closing
+            # write the disk refuses): without it doctor reads this rank as one that died
+            try:
+                self.unwatch()
+                self._sink.close()
+            finally:
+                try:
+                    write_status(self.rank_dir, status, error, -1 if self.last_step is None else self.last_step)
+                finally:
+                    self._close_done.set()
             note = self._window.close_note(self.last_step) if self._window is not None else None
             if note:
                 print(note, file=sys.stderr, flush=True)

@@ -69,6 +69,10 @@ class EventSink:
             return
         with self._lock:  # never close the fd under a running fsync
             fd, self._fd = self._fd, None
-            os.fsync(fd)
-            os.close(fd)
+            try:
+                os.fsync(fd)  # best effort, as in the fsync thread: the bytes are in the page cache
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
         self._dirty.set()  # wake the fsync thread so it sees the closed sink and exits

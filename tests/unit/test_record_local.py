@@ -1,6 +1,7 @@
 """Recorder in one process: hook order vs autograd order, regions, steps, crash safety, config/meta/status."""
 from __future__ import annotations
 
+import os
 import sys
 
 import orjson
@@ -383,3 +384,26 @@ def test_region_records_its_times_when_its_body_raises_also_under_the_profiler(t
     assert outer["start_ns"] <= inner["start_ns"] <= inner["end_ns"] <= outer["end_ns"]
     names = [e.name for e in prof.events()]
     assert names.count("outer") == 1 and names.count("inner") == 1  # the annotations closed too
+
+
+def test_status_is_written_when_the_closing_fsync_fails(tmp_path, monkeypatch):
+    """An fsync the disk refuses at close (EIO, or ENOSPC on NFS) must not cost status.json: without it
+    doctor reads the rank as one that died. The file is closed all the same."""
+    import errno
+
+    import commscope.recording.sink as sink
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    with rec.step(0):
+        pass
+    fd = rec._sink._fd
+
+    def refused(_):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(sink.os, "fsync", refused)
+    rec.close()
+    assert orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())["status"] == "completed"
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed
+    assert [orjson.loads(ln)["kind"] for ln in (tmp_path / "rank0" / "events.jsonl").read_bytes().splitlines()] == ["step"]
