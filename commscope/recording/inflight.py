@@ -16,14 +16,19 @@ caller, an upper bound on completion. NCCL's own kernel duration is added as `du
 `end_ns` is the Work future's completion callback time (the return of `wait()` for a Work without a
 future).
 
+A collective whose handle the caller drops without waiting (DDP's join path; a fire-and-forget launch) is
+written, with `wait_ns` and `end_ns` null, once the backend says its Work has finished (`is_completed()`,
+non-blocking): nobody can wait on it any more, and kept it would hold up every later record.
+
 Invariants: sequence numbers count this recorder's collectives per group from 0; a collective whose
 completion is unknown (failed ones included) stays in `inflight`, for the hang watchdog, and is never
-written half-known; the completion callback, on gloo's worker thread, only makes GIL-atomic assignments.
+written half-known (a dropped, finished one is known to have finished, at an unknown time); the completion callback, on gloo's worker thread, only makes GIL-atomic assignments.
 """
 from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections import defaultdict
 from typing import Any, Callable
 
@@ -40,13 +45,26 @@ _profiling = torch.autograd._profiler_enabled
 class PendingCollective:
     """One launched collective: its record (raw local times) plus what is needed to finish it."""
 
-    __slots__ = ("rec", "work", "waited", "done", "__weakref__")
+    __slots__ = ("rec", "work", "waited", "done", "handle", "__weakref__")
 
     def __init__(self, rec: dict, work: Any):
         self.rec = rec
         self.work = work
         self.waited = False
-        self.done = False  # completion time known (CPU callback fired / CUDA end event recorded)
+        self.done = False  # completion known (CPU callback fired / CUDA end event recorded / finished unwaited)
+        self.handle: Callable[[], Any] = _gone  # weak reference to the caller's handle, set by collective()
+
+
+def _gone() -> None:
+    return None
+
+
+def _completed(work: Any) -> bool:
+    """Whether the backend says `work` has finished (a non-blocking query); False when it cannot say."""
+    try:
+        return work is not None and bool(work.is_completed())
+    except Exception:  # a backend without the query: not known to be finished
+        return False
 
 
 class RecordedHandle(CollectiveHandle):
@@ -134,7 +152,9 @@ class Collectives:
             if not self._watch_completion(work, entry):
                 entry.work = work  # no future: wait() return is the completion time (see RecordedHandle)
         self._pending.append(entry)
-        return RecordedHandle(work, entry, self)
+        handle = RecordedHandle(work, entry, self)
+        entry.handle = weakref.ref(handle)
+        return handle
 
     def _watch_completion(self, work: Any, entry: PendingCollective) -> bool:
         # Some gloo works (e.g. reduce_scatter_tensor on torch 2.13) have no future: remember per op.
@@ -165,9 +185,22 @@ class Collectives:
 
         return on_done
 
+    def _known_done(self, entry: PendingCollective) -> bool:
+        """Whether `entry`'s completion is known: its wait() (CUDA) or completion callback (gloo) said so, or
+        nobody can wait on it any more (the caller dropped its handle without waiting: DDP's join path,
+        a fire-and-forget launch) and the backend says it finished. Such a record is written with no wait
+        and no end (docs/run_format.md); kept pending, it would hold up the early resolution of every
+        later record and read as a hang to the watchdog. A handle still held may yet be waited: kept."""
+        if entry.done:
+            return True
+        if not entry.waited and entry.handle() is None and _completed(entry.work):
+            entry.done = True
+        return entry.done
+
     def _finish_collective(self, entry: PendingCollective, blocking: bool) -> bool:
         """Resolve a collective's times; False if its completion is not known yet (keep it)."""
         rec = entry.rec
+        self._known_done(entry)
         if self._cuda is None:
             if not entry.done and entry.waited and blocking:
                 # wait() returned, so the future is complete; its callback may trail by microseconds.

@@ -149,7 +149,7 @@ class StepWriting:
             n = 0
             for item in pending:
                 if item.__class__ is PendingCollective:
-                    if not (item.done and passed(item.rec)):
+                    if not ((item.done or self._known_done(item)) and passed(item.rec)):
                         break
                 elif not passed(item):
                     break

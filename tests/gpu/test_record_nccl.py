@@ -9,6 +9,8 @@ recorded:
   region end, inside the step.
 - A region entered on a side stream is stamped on that stream: its recorded duration is the GPU time of the
   work queued there, not the microseconds the host spent in the `with` block.
+- A collective whose handle is dropped without `wait()` is written, with no wait and no end, once NCCL's
+  Work says it finished.
 - `handle_signals()` with NCCL: SIGTERM mid-run ends the rank with status "failed" naming the signal, and
   every finished step's records are on disk.
 Skipped without CUDA."""
@@ -98,6 +100,20 @@ def test_side_stream_region_times_the_side_streams_work(tmp_path):
     for r in side:
         ms = (r["end_ns"] - r["start_ns"]) / 1e6
         assert gpu_ms * 0.5 <= ms <= gpu_ms * 2 + 1, (ms, gpu_ms)
+
+
+def test_a_dropped_unwaited_nccl_collective_is_written_once_finished(tmp_path):
+    """A handle dropped without wait() (DDP's join path): written with no wait and no end once NCCL's Work
+    says it finished, so the rank's records keep resolving early and nothing stays in flight."""
+    _torchrun(tmp_path, "dropped")
+    result = json.loads((tmp_path / "dropped.json").read_text())
+    assert result["inflight_after_each_step"] == [0] * STEPS and result["early"] == [True] * STEPS
+    colls = [r for r in _records(tmp_path / "run") if r["kind"] == "collective"]
+    assert [(r["label"], r["step"]) for r in colls] == [(lab, s) for s in range(STEPS) for lab in ("dropped", "waited")]
+    for r in colls:
+        assert r["timing"] == "cuda_event" and r["call_ns"] <= r["start_ns"]
+        waited = r["label"] == "waited"
+        assert (r["wait_ns"] is not None, r["end_ns"] is not None) == (waited, waited)
 
 
 def test_sigterm_with_nccl_keeps_finished_steps_and_names_the_signal(tmp_path):
@@ -226,6 +242,32 @@ def _stream(out):
     (out / "stream.json").write_text(json.dumps({"gpu_ms": gpu_ms}))
 
 
+def _dropped(out):
+    import torch
+    import torch.distributed as dist
+
+    from commscope.recording import Recorder
+
+    rec = Recorder(out / "run", rank=0, world_size=1, device="cuda")
+    x = torch.ones(1 << 20, device="cuda")
+    inflight, early = [], []
+    for step in range(STEPS):
+        with rec.step(step):
+            with rec.region("launch"):
+                h = rec.collective(dist.all_reduce, x, label="dropped", phase="all_reduce")
+                h.work.wait()  # on the Work, as DDP's future does; commscope's handle is dropped unwaited
+                del h
+            torch.cuda.synchronize()
+            with rec.region("after"):
+                pass
+            early.append(bool(rec._lines))  # resolved at the region's end, inside the step
+            rec.collective(dist.all_reduce, x, label="waited", phase="all_reduce").wait()
+            torch.cuda.synchronize()
+        inflight.append(len(rec.inflight))
+    rec.close()
+    (out / "dropped.json").write_text(json.dumps({"inflight_after_each_step": inflight, "early": early}))
+
+
 def _sigterm(out):
     import torch
     import torch.distributed as dist
@@ -252,6 +294,6 @@ if __name__ == "__main__":
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
     try:
-        {"ddp": _ddp, "flush": _flush, "stream": _stream, "sigterm": _sigterm}[sys.argv[1]](Path(sys.argv[2]))
+        {"ddp": _ddp, "flush": _flush, "stream": _stream, "sigterm": _sigterm, "dropped": _dropped}[sys.argv[1]](Path(sys.argv[2]))
     finally:
         dist.destroy_process_group()
