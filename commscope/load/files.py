@@ -99,6 +99,15 @@ def is_regular(path: str) -> bool:
     raise UserError(f"{path} is {what}, not a file")
 
 
+class CorruptGzip(UserError):
+    """A .gz file cut short or damaged (an interrupted copy, a killed job): `what` says how. A folder of
+    traces skips such a file as it skips any other that is no trace."""
+
+    def __init__(self, path: str, what: str):
+        super().__init__(f"{path} {what}")
+        self.what = what
+
+
 def _open_regular(path: str):
     what = describe(path)
     if what == "missing":
@@ -130,7 +139,7 @@ def read_bytes(path: str, limit: Limit = limits.TRACE_BYTES) -> bytes:
         except InflateLimit as e:
             raise (limits.GZIP_RATIO if e.ratio else limit).refuse(f"{path} {e.what}") from None
         except _GZIP_ERRORS as e:
-            raise UserError(f"{path} is not a valid gzip file ({e})") from None
+            raise CorruptGzip(path, f"is not a valid gzip file ({e})") from None
     return raw
 
 

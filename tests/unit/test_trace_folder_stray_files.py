@@ -50,6 +50,21 @@ def test_a_stray_file_is_skipped_with_one_line(tmp_path, name):
     assert os.path.join(d, name) not in tr.config["files"].values()
 
 
+def test_a_gzip_cut_short_is_skipped_in_a_folder_and_an_error_alone(tmp_path):
+    """An interrupted copy or a killed job leaves a .json.gz without its end: the other ranks still load."""
+    import gzip
+
+    whole = gzip.compress(open(os.path.join(GLOO, "rank1.json"), "rb").read())
+    d = _folder(tmp_path, {"rank2.json.gz": whole[: len(whole) // 2]})
+    tr = load_path(d, workers=2)
+    assert tr.ranks == [0, 1] and len(tr.collectives) == 18
+    assert [p for p in tr.problems if "rank2" in p] == [
+        f"{os.path.join(d, 'rank2.json.gz')}: not a valid gzip file (compressed file ended before the "
+        "end-of-stream marker was reached); skipped"]
+    with pytest.raises(UserError, match="rank2.json.gz is not a valid gzip file"):
+        load_path(os.path.join(d, "rank2.json.gz"))
+
+
 def test_several_strays_each_have_a_line_and_parallel_parsing_agrees(tmp_path):
     d = _folder(tmp_path, {n: STRAYS[n][0] for n in ("hparams.json", "list.json", "notes.json")})
     one, pool = load_path(d, workers=1), load_path(d, workers=2)
