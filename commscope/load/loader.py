@@ -24,6 +24,7 @@ from commscope.load.kineto_comms import GLOO_GROUP
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import has_run_marker, is_run_dir, rank_dirs
 from commscope.rundir.schema import CONFIG, META, RANK_DIR, SUMMARY
+from commscope.util.ranges import int_ranges
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,
@@ -147,7 +148,7 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     missing = len(ranks) < ws
     if missing:
         absent = sorted(set(range(ws)) - set(ranks)) if ws <= 64 else None
-        problems.append(f"no trace for rank(s) {absent} of {ws}" if absent is not None else
+        problems.append(f"no trace for rank(s) {int_ranges(absent, sep=', ')} of {ws}" if absent is not None else
                         f"no trace for {ws - len(ranks)} of the job's {ws} ranks (ranks present: "
                         f"{_short(ranks)})")
     for p in merged:
@@ -292,7 +293,7 @@ def _world_size(parts: list, ranks: list[int], path: str, problems: list[str]) -
         if bad:
             outside = set(bad)
             files = [os.path.basename(p["info"]["file"]) for p in parts if p["rank"] in outside]
-            raise UserError(f"rank(s) {bad[:8]} outside world_size {ws} in {path} (from "
+            raise UserError(f"rank(s) {int_ranges(bad, sep=', ', most=8)} outside world_size {ws} in {path} (from "
                             f"{', '.join(files[:4])}{' …' if len(files) > 4 else ''})")
         return ws, "distributedInfo"
     inferred = [p["world_size"] for p in parts if p["world_size"] is not None]

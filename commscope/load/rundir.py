@@ -171,7 +171,7 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
         raise UserError(f"{path}: rank folder(s) [{outside}] outside world_size {ws}")
     missing = [r for r in range(ws) if r not in dirs]
     if missing:
-        problems.append(f"no folder for rank(s) [{int_ranges(missing, sep=', ', most=20)}] of {ws}")
+        problems.append(f"no folder for rank(s) {int_ranges(missing, sep=', ', most=20)} of {ws}")
     any_meta = next(iter(metas.values()), {})
     trace = Trace(source="run", path=path, world_size=ws,
                   backend=(summary or {}).get("backend", any_meta.get("backend")),

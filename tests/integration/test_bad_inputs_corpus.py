@@ -374,7 +374,7 @@ KINDS: dict[str, Kind] = {
     "world_size_at_limit": Kind(in_run(lambda r: [edit_json(r / f"rank{k}" / "meta.json", {"world_size": 16_384})
                                                   for k in (0, 1)] and edit_json(r / "summary.json",
                                                                                  {"world_size": 16_384})),
-                                "02", problem="no folder for rank(s) [2-16383]", big=True),
+                                "02", problem="no folder for rank(s) 2-16383", big=True),
 }
 
 

@@ -88,7 +88,7 @@ def test_partial_run_is_reported_with_what_is_missing(tmp_path):
 
     doc = json.loads(stdout)
     problems = " ".join(doc["problems"])
-    assert "torn last line" in problems and "rank(s) [1]" in problems
+    assert "torn last line" in problems and "rank(s) 1 of" in problems
     code, stdout, _ = invoke(["doctor", str(path), "--json"])
     assert code == 0 and json.loads(stdout)["verdict"] == "insufficient"  # no rank wrote a status, no summary
 

@@ -52,7 +52,7 @@ def test_a_missing_rank_folder_of_a_completed_run_is_insufficient_not_a_crash(ru
         "directory for a verdict.")
     assert d.details == {"missing_ranks": [2], "ranks": [0, 1, 3], "no_folder_ranks": [2],
                          "launcher_status": {"2": "completed"}}
-    assert d.problems == ["no folder for rank(s) [2] of 4"]
+    assert d.problems == ["no folder for rank(s) 2 of 4"]
 
 
 def test_without_a_launcher_word_the_missing_folder_is_still_insufficient(run):

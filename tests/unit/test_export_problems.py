@@ -40,7 +40,7 @@ def test_a_truncated_rank_file_is_said_on_stderr_and_in_other_data(tmp_path, cap
     assert len(lines) == 4  # then two the intact rank's trace has of its own (no ProfilerStep, gloo groups)
     assert lines[0].startswith(f"problem while loading: {src / 'rank1.json'}: not valid JSON (truncated or corrupt:")
     assert lines[0].endswith("; skipped")
-    assert lines[1] == "problem while loading: no trace for rank(s) [1] of 2"
+    assert lines[1] == "problem while loading: no trace for rank(s) 1 of 2"
     assert doc["otherData"]["problems"] == [ln.removeprefix("problem while loading: ") for ln in lines]
     assert doc["otherData"]["problems"] == load_path(str(src)).problems
     assert sorted({e["pid"] for e in doc["traceEvents"]}) == [0]  # the rank it read is drawn
@@ -54,8 +54,8 @@ def test_a_missing_rank_folder_is_said(tmp_path, capsys):
     code, stdout, stderr, doc = export(capsys, run, out)
     assert code == 0
     assert stdout == stdout_line(out)
-    assert "problem while loading: no folder for rank(s) [1] of 2\n" in stderr
-    assert "no folder for rank(s) [1] of 2" in doc["otherData"]["problems"]
+    assert "problem while loading: no folder for rank(s) 1 of 2\n" in stderr
+    assert "no folder for rank(s) 1 of 2" in doc["otherData"]["problems"]
     assert stderr == "".join(f"problem while loading: {p}\n" for p in doc["otherData"]["problems"])
 
 

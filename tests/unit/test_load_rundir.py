@@ -177,7 +177,7 @@ def test_rank_without_events_is_a_problem_not_a_failure(tmp_path):
     tr = load_path(make_run(str(tmp_path / "r"), ranks=(0, 1, 2), world_size=4, skip_events=(2,)))
     assert tr.ranks == [0, 1] and tr.world_size == 4
     assert any("rank 2: no events.jsonl" in p for p in tr.problems)
-    assert any("rank(s) [3]" in p for p in tr.problems)
+    assert any("rank(s) 3 of" in p for p in tr.problems)
 
 
 def test_steps_selection(tmp_path):
