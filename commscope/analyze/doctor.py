@@ -197,6 +197,10 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     absent = set(_no_folder(trace))
     present = [r for r in ranks if r not in absent]
     silent = [r for r in present if r not in statuses and r not in watchdog]
+    # summary.json (the launcher's, written after every rank ended) says a silent rank completed: its
+    # status.json is missing from the copy, no sign that it ended abruptly (the loader lists it as a problem)
+    launcher = _launcher_status(trace, silent)
+    silent = [r for r in silent if launcher[str(r)] != "completed"]
     if silent and len(silent) == len(present) and not trace.config.get("summary"):
         return Diagnosis("insufficient", summary=(
             f"insufficient: no rank has finished or reported (no {STATUS}, no {SUMMARY}): the run is still "

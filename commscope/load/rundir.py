@@ -172,6 +172,13 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     missing = [r for r in range(ws) if r not in dirs]
     if missing:
         problems.append(f"no folder for rank(s) {int_ranges(missing, sep=', ', most=20)} of {ws}")
+    # summary.json, written by the launcher after every rank ended, says a rank completed that has no
+    # status.json: the file went missing (a partial copy), which the doctor takes for no sign of a crash
+    said = (summary or {}).get("ranks") or {}
+    lost_status = [r for r in sorted(dirs) if r not in statuses and said.get(str(r)) == "completed"]
+    if lost_status:
+        problems.append(f"no {STATUS} for rank(s) {int_ranges(lost_status, sep=', ', most=20)}, which "
+                        f"{SUMMARY} says completed")
     any_meta = next(iter(metas.values()), {})
     trace = Trace(source="run", path=path, world_size=ws,
                   backend=(summary or {}).get("backend", any_meta.get("backend")),

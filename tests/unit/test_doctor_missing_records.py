@@ -75,12 +75,22 @@ def test_what_the_launcher_says_of_a_missing_rank_is_reported_not_judged(run):
 
 
 def test_a_rank_folder_with_records_but_no_status_is_still_a_crash(run):
-    with_launcher_ranks(run, {str(r): "completed" for r in range(4)})
+    with_launcher_ranks(run, {"0": "completed", "1": "completed", "2": "completed", "3": "crashed"}, "crashed")
     os.remove(run / "rank3" / "status.json")
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks, d.step) == ("crash", [3], 2)
     assert d.summary == ("crash: rank(s) 3 left no status.json (ended abruptly: killed, aborted or os._exit); "
                          "last finished step 2.")
+
+
+def test_a_status_lost_from_a_rank_the_launcher_saw_complete_is_no_crash(run):
+    """summary.json is written after every rank ended, from their status.json files: a rank it says completed
+    whose status.json is gone lost the file afterwards (a partial copy). Said as a problem, not judged."""
+    with_launcher_ranks(run, {str(r): "completed" for r in range(4)})
+    os.remove(run / "rank3" / "status.json")
+    d = diagnose_path(str(run))
+    assert d.verdict == "ok" and d.culprit_ranks == []
+    assert d.problems == ["no status.json for rank(s) 3, which summary.json says completed"]
 
 
 def test_a_real_crash_stays_a_crash_beside_a_missing_folder(run):
