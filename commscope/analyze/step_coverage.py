@@ -77,7 +77,8 @@ def coverage_notes(steps: pd.DataFrame, ranks) -> list[str]:
     if not short:
         return []
     named = list(short.items())[:GROUPS_NAMED]
-    parts = [f"{_ranks_text(rs)} records cover {_steps_text(list(s))} only ({len(s)} of {len(cov.steps)})"
+    parts = [f"{_ranks_text(rs)} records cover {_steps_text(list(s))}{' only' if s else ''} ({len(s)} of "
+             f"{len(cov.steps)})"
              for s, rs in named]
     rest = [r for _, rs in list(short.items())[GROUPS_NAMED:] for r in rs]
     if rest:

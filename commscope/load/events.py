@@ -305,6 +305,8 @@ def read_rank(path: str, rank: int, label: str) -> dict:
         problems.append(
             f"rank {rank}: {label}: ignored {n} {what}{'s' if n > 1 else ''}: {cause} "
             f"({'first at ' if n > 1 else ''}line {first}{': ' + detail if detail else ''})")
+    if not read and not torn:  # an empty log: a rank that ended before its first record, or a file lost
+        problems.append(f"rank {rank}: {label} holds no record")
     lost = [(n, cause) for (kind, cause), (n, _, _) in causes.items() if kind != "line"]
     return {"cols": cols, "read": read, "kept": kept, "problems": problems, "rank": rank,
             "lost": {"ignored": sum(n for n, _ in lost), "causes": list(dict.fromkeys(c for _, c in lost)),

@@ -180,6 +180,17 @@ def test_rank_without_events_is_a_problem_not_a_failure(tmp_path):
     assert any("rank(s) 3 of" in p for p in tr.problems)
 
 
+def test_an_empty_events_log_is_a_problem_and_its_rank_covers_no_step(tmp_path):
+    from commscope.analyze.step_coverage import coverage_notes
+
+    d = make_run(str(tmp_path / "r"))
+    open(os.path.join(d, "rank1", "events.jsonl"), "w").close()
+    tr = load_path(d)
+    assert "rank 1: events.jsonl holds no record" in tr.problems
+    note = coverage_notes(tr.steps, [0, 1])[0]
+    assert note.startswith("Rank 1's records cover no step (0 of ") and "no step only" not in note
+
+
 def test_steps_selection(tmp_path):
     tr = load_path(make_run(str(tmp_path / "r")), steps=(1, 2))
     assert len(tr.collectives) == 0 and len(tr.steps) == 0

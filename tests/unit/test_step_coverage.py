@@ -57,7 +57,7 @@ def test_a_present_rank_without_steps_is_short_and_equal_ranks_need_no_note():
     f = steps_frame({0: [0, 1], 1: [0, 1]})
     assert coverage_notes(f, [0, 1]) == []
     assert coverage_notes(steps_frame({}), [0, 1]) == []  # no steps at all: another note says so
-    assert coverage_notes(f, [0, 1, 2])[0].startswith("Rank 2's records cover no step only (0 of 2);")
+    assert coverage_notes(f, [0, 1, 2])[0].startswith("Rank 2's records cover no step (0 of 2);")
     # step -1 (records outside every step) is no step of a rank's coverage
     assert coverage_notes(steps_frame({0: [-1, 0, 1], 1: [0, 1]}), [0, 1]) == []
 
