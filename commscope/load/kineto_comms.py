@@ -45,6 +45,7 @@ import pandas as pd
 
 from commscope.load.frames import COLUMNS, assign_steps, dtype_size, frame, is_ns, normalize_op, ns_array, rel
 from commscope.load.stack_labels import user_frame
+from commscope.util.num import is_tensor_shape
 
 LABEL_PREFIX = "commscope:"
 COLLECTIVE_COLS = COLUMNS["collectives"]
@@ -156,11 +157,13 @@ _CHILDREN = ("nccl:", "rccl:")
 
 
 def _wrapper_names(rpc: pd.DataFrame, need: np.ndarray, ops_all: pd.DataFrame, op_args: list, ann: pd.DataFrame,
-                   ann_shapes: dict) -> dict:
-    """Row position in `rpc` → (collective name, `Input Dims`, `Input type` of the op or range that names
-    it), for the rows `need` (no `Collective name`): the innermost enclosing `c10d::<op>` / `nccl:<op>` op
+                   ann_shapes: dict, prefer_c10d: bool = False) -> dict:
+    """Row position in `rpc` → (collective name, `Input Dims`, `Input type`, start and end of the op or range
+    that names it), for the rows `need` (no `Collective name`): the innermost enclosing `c10d::<op>` / `nccl:<op>` op
     or range on its thread, else the first `nccl:<op>` op or range that starts inside it on that thread.
-    Their shapes size the collective where the `record_param_comms` op records none."""
+    Their shapes size the collective where the `record_param_comms` op records none. `prefer_c10d`: of the
+    enclosing ones, the innermost `c10d::<op>` where there is one (its arguments hold every tensor: an
+    all_gather's output too, where `nccl:<op>` records its input alone)."""
     parts = []
     for f, is_ops in ((ops_all, True), (ann, False)):
         if len(f):
@@ -178,18 +181,21 @@ def _wrapper_names(rpc: pd.DataFrame, need: np.ndarray, ops_all: pd.DataFrame, o
     w_s, w_e = wrap["start_ns"].to_numpy(), wrap["end_ns"].to_numpy()
     w_op, w_ann = wrap["op_row"].to_numpy(), wrap["ann_key"].to_numpy()
     w_child = np.array([n.startswith(_CHILDREN) for n in w_name], dtype=bool)
+    w_c10d = np.array([n.startswith("c10d::") for n in w_name], dtype=bool)
     r_tid, r_s, r_e = rpc["tid"].to_numpy(dtype=object), rpc["start_ns"].to_numpy(), rpc["end_ns"].to_numpy()
 
     def named(h: int) -> tuple:
         n = w_name[h]
         short = n.split("::", 1)[1] if "::" in n else n.split(":", 1)[1]
         if w_op[h] >= 0:
-            return short, ops_all["dims"].iat[w_op[h]], op_args[w_op[h]].get("Input type")
-        return (short, *ann_shapes.get(int(w_ann[h]), (None, None)))
+            return short, ops_all["dims"].iat[w_op[h]], op_args[w_op[h]].get("Input type"), int(w_s[h]), int(w_e[h])
+        return (short, *ann_shapes.get(int(w_ann[h]), (None, None)), int(w_s[h]), int(w_e[h]))
 
     for i in np.flatnonzero(need):
         same = w_tid == r_tid[i]
         hit = np.flatnonzero(same & (w_s <= r_s[i]) & (w_e >= r_s[i]))
+        if prefer_c10d and w_c10d[hit].any():
+            hit = hit[w_c10d[hit]]
         if len(hit):
             out[int(i)] = named(hit[np.argmax(w_s[hit])])
             continue
@@ -283,7 +289,7 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
     r_start, r_end, r_tid = rpc["start_ns"].tolist(), rpc["end_ns"].tolist(), rpc["tid"].tolist()
     impossible = 0
     for i, a in enumerate(rpc_args):
-        w_name, w_dims, w_types = wrapper.get(i, ("unknown", None, None))
+        w_name, w_dims, w_types = wrapper.get(i, ("unknown", None, None))[:3]
         name = str(a.get("Collective name", w_name))
         if name.lower() in _NOT_COLLECTIVES:
             continue
@@ -329,15 +335,55 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
                         "counted as collectives")
     default_group = next(iter(pgs)) if len(pgs) == 1 else None
     unowned = np.flatnonzero(owner < 0)
-    for name, stream, s_, e_ in zip(k["name"].to_numpy()[unowned].tolist(), k["stream"].to_numpy()[unowned].tolist(),
-                                    k["start_ns"].to_numpy()[unowned].tolist(),
-                                    k["end_ns"].to_numpy()[unowned].tolist()):
-        name = re.sub(r"^rccl", "nccl", name.split("(")[0], flags=re.I)
+    launched = _launch_wrappers(k, unowned, ops_all, op_args, annotations, ann_shapes)
+    for j, name, stream, s_, e_ in zip(unowned.tolist(), k["name"].to_numpy()[unowned].tolist(),
+                                       k["stream"].to_numpy()[unowned].tolist(),
+                                       k["start_ns"].to_numpy()[unowned].tolist(),
+                                       k["end_ns"].to_numpy()[unowned].tolist()):
         group = stream_group.get(stream, default_group or f"stream:{stream}")
-        rows.append(_row(op=normalize_op(name), group=group,
-                         group_size=_group_size(group, pgs, di),
-                         start_ns=s_, end_ns=e_, stream=stream, timing="kernel", _name=normalize_op(name)))
+        extra: dict = {}
+        if j in launched:
+            # launched inside a c10d::<op> / nccl:<op> that records no record_param_comms (some torch versions,
+            # some ops): that op names the collective, its shapes size it, its span is the launch call
+            w_name, w_dims, w_types, w_s, w_e = launched[j]
+            nel, dt = _largest_size(w_dims, w_types)
+            op = normalize_op(w_name)
+            extra = dict(bytes=nel * dtype_size(dt) if nel is not None else np.nan, dtype=dt, call_ns=w_s,
+                         return_ns=w_e)
+        else:  # its launch is not in the trace (before the profiling window) or nothing around it names it
+            op = normalize_op(re.sub(r"^rccl", "nccl", name.split("(")[0], flags=re.I))
+        rows.append(_row(op=op, group=group, group_size=_group_size(group, pgs, di), start_ns=s_, end_ns=e_,
+                         stream=stream, timing="kernel", _name=launched[j][0] if j in launched else op, **extra))
     return rows
+
+
+def _launch_wrappers(k: pd.DataFrame, rows: np.ndarray, ops_all: pd.DataFrame, op_args: list,
+                     annotations: pd.DataFrame, ann_shapes: dict) -> dict:
+    """Row of `k` (communication kernels with their launch, _with_launch) → the enclosing `c10d::<op>` /
+    `nccl:<op>` op or range of its launch (_wrapper_names' tuple), for the `rows` whose launch is known."""
+    ts = pd.to_numeric(k["ts_ns"], errors="coerce").to_numpy(np.float64)
+    rows = rows[~np.isnan(ts[rows])]
+    if not len(rows):
+        return {}
+    at = ts[rows].astype(np.int64)
+    calls = pd.DataFrame({"tid": k["tid"].to_numpy(dtype=object)[rows], "start_ns": at, "end_ns": at})
+    found = _wrapper_names(calls, np.ones(len(rows), dtype=bool), ops_all, op_args, annotations, ann_shapes,
+                           prefer_c10d=True)
+    return {int(rows[i]): w for i, w in found.items()}
+
+
+def _largest_size(dims, types) -> tuple[int | None, str | None]:
+    """Elements and dtype of the largest tensor among a c10d op's arguments: its output for an all_gather,
+    its input for a reduce_scatter, the one tensor of an all_reduce (nccl-tests' bytes of each); None where
+    no argument is a plain tensor shape."""
+    if not isinstance(dims, list):
+        return None, None
+    sizes = [math.prod(d) if is_tensor_shape(d) else -1 for d in dims]
+    if not sizes or max(sizes) <= 0:
+        return None, None
+    i = int(np.argmax(sizes))
+    dt = types[i] if isinstance(types, list) and i < len(types) and isinstance(types[i], str) else None
+    return sizes[i], (dt if not np.isnan(dtype_size(dt)) else None)
 
 
 def _with_launch(comm_k: pd.DataFrame, pos: np.ndarray, launches: pd.DataFrame) -> pd.DataFrame:

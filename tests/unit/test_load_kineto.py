@@ -309,3 +309,29 @@ def test_hta_trace_with_nccl_ranges_inside_record_param_comms():
     assert c["bytes"].tolist() == [8 * 1024 * 8816 * 4, 1002496 * 4, 15100250 * 4, 1024 * 4, 65687 * 4, 65687 * 4]
     assert c["dtype"].tolist() == ["float", "int", "int", "int", "int", "float"]
     assert any(": 6 record_param_comms op(s) name no collective" in p for p in t.problems)
+
+
+def test_a_kernel_launched_in_a_c10d_op_without_record_param_comms_is_that_op(tmp_path):
+    """Some torch versions launch a collective's kernel inside `c10d::_allgather_base_` ⊃ `nccl:_all_gather_base`
+    with no `record_param_comms` (HTA's trace_filter traces): the c10d op names it, its arguments size it
+    (an all_gather's output: 64 of the input's 16 elements here), its span is the launch call. A kernel whose
+    launch is not in the trace is still named from the kernel, launched before the window."""
+    import json
+
+    kernel = {"ph": "X", "cat": "kernel", "name": "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)",
+              "pid": 0, "tid": 203, "ts": 200, "dur": 40, "args": {"correlation": 5, "stream": 203, "device": 0}}
+    early = dict(kernel, ts=20, dur=10, args={"correlation": 3, "stream": 203, "device": 0})
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 120,
+              "dur": 5, "args": {"correlation": 5}}
+    c10d = {"ph": "X", "cat": "cpu_op", "name": "c10d::_allgather_base_", "pid": 1, "tid": 1, "ts": 100, "dur": 50,
+            "args": {"External id": 1, "Input Dims": [[64], [16], []], "Input type": ["signed char", "signed char", ""]}}
+    nccl = {"ph": "X", "cat": "user_annotation", "name": "nccl:_all_gather_base", "pid": 1, "tid": 1, "ts": 110,
+            "dur": 30, "args": {"External id": 2, "Input Dims": [[16]], "Input type": ["signed char"]}}
+    p = tmp_path / "rank0.json"
+    p.write_text(json.dumps({"traceEvents": [early, kernel, launch, c10d, nccl]}))
+    c = load_path(str(p), workers=1).collectives.sort_values("start_ns")
+    assert c["op"].tolist() == ["send", "all_gather"] and c["label"].tolist() == ["send", "_allgather_base_"]
+    assert pd.isna(c["bytes"].iloc[0]) and c["bytes"].iloc[1] == 64 and c["dtype"].iloc[1] == "signed char"
+    assert pd.isna(c["call_ns"].iloc[0]) and c["seq"].iloc[0] < 0 <= c["seq"].iloc[1]
+    t0 = int(c["start_ns"].iloc[1]) - 200_000  # µs in the trace, ns in the frames
+    assert (int(c["call_ns"].iloc[1]) - t0, int(c["return_ns"].iloc[1]) - t0) == (100_000, 150_000)
