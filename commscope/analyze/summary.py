@@ -349,7 +349,8 @@ def evidence_notes(trace: Trace) -> list[str]:
     if len(ranks) == 1:
         notes.append("One rank: no cross-rank comparison (arrival skew, stragglers, desync) is possible.")
     if not len(c):
-        what = ("no collective records in events.jsonl: record each with rec.collective" if trace.source == "run"
+        what = ("no collective records in events.jsonl: the run ended before its first collective, or its "
+                "script records none (rec.collective records one)" if trace.source == "run"
                 else "no NCCL/RCCL kernels, record_param_comms or gloo ops")
         seen = trace.config.get("profiler_collectives") or 0
         read = (f" The rank folders' profiler traces hold {seen} collective(s): copy each rank's trace.json.gz "
@@ -376,7 +377,9 @@ def evidence_notes(trace: Trace) -> list[str]:
                          "at the same group and sequence): they take no part in skew or stragglers.")
         notes += _recording_notes(trace)
     if not len(trace.steps):
-        notes.append("No ProfilerStep annotations: per-step breakdowns and step gaps are empty.")
+        notes.append("No step records (no rank finished a step): per-step breakdowns and step gaps are empty."
+                     if trace.source == "run" else
+                     "No ProfilerStep annotations: per-step breakdowns and step gaps are empty.")
     # ranks whose records stop early (a cut events.jsonl, a crashed rank): their figures count fewer steps
     notes += step_coverage.coverage_notes(trace.steps, ranks)
     if trace.source == "kineto" and not len(trace.kernels):

@@ -1,0 +1,33 @@
+"""The report's notes speak of the input it read: a run directory has step records, not ProfilerStep
+annotations, and a run of the reference trainer that ended before its first collective is not told to
+call rec.collective."""
+from __future__ import annotations
+
+import json
+
+from commscope.analyze.summary import summarize
+from commscope.load import load_path
+from report_trace import make_trace, write_run_dir
+
+
+def _run_without(tmp_path, kinds):
+    path = tmp_path / "run"
+    write_run_dir(make_trace(ranks=(0, 1), steps=(0, 1), style="run"), path)
+    for r in (0, 1):
+        p = path / f"rank{r}" / "events.jsonl"
+        rows = [ln for ln in p.read_text().splitlines() if json.loads(ln)["kind"] not in kinds]
+        p.write_text("".join(ln + "\n" for ln in rows))
+    return summarize(load_path(str(path)), with_hta=False)["notes"]
+
+
+def test_a_run_without_steps_says_no_rank_finished_a_step(tmp_path):
+    notes = _run_without(tmp_path, {"step"})
+    assert "No step records (no rank finished a step): per-step breakdowns and step gaps are empty." in notes
+    assert not any("ProfilerStep" in n for n in notes)
+
+
+def test_a_run_without_collectives_says_it_may_have_ended_before_one(tmp_path):
+    notes = _run_without(tmp_path, {"collective", "step"})
+    said = next(n for n in notes if n.startswith("No collectives in this trace"))
+    assert said.startswith("No collectives in this trace (no collective records in events.jsonl: the run ended "
+                           "before its first collective, or its script records none (rec.collective records one))")
