@@ -53,10 +53,13 @@ def calibrate(run_path: str) -> dict:
     from commscope.load import load_path  # the loader is only needed for this cost model
 
     trace = load_path(str(run_path))
+    if trace.source != "run":
+        raise UserError(f"{run_path} holds profiler traces: --cost measured needs a run directory of "
+                        "`commscope run` (its update:<label> regions time each matrix's update)")
     regions = trace.regions
     upd = regions[regions["name"].astype(str).str.startswith("update:")].copy()
     if upd.empty:
-        raise UserError(f"{run_path}: no update:<label> regions recorded (was the run traced?)")
+        raise UserError(f"{run_path}: no update:<label> regions recorded (a run with --trace off records none)")
     upd["label"] = upd["name"].str.slice(len("update:"))
     upd["ms"] = (upd["end_ns"] - upd["start_ns"]) / 1e6
     if upd["step"].nunique() > 1:

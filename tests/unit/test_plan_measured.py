@@ -93,3 +93,10 @@ def test_no_update_regions_is_a_user_error(tmp_path):
     r = make_run(tmp_path / "r", {0: {"other": [1.0]}})
     with pytest.raises(UserError, match="no update"):
         calibrate(str(r))
+
+
+def test_profiler_traces_are_no_run_directory_for_measured_costs():
+    from paths import TESTS
+
+    with pytest.raises(UserError, match=r"holds profiler traces: --cost measured needs a run directory of "):
+        calibrate(str(TESTS / "data" / "modded-nanogpt-8xh100"))
