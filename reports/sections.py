@@ -182,7 +182,7 @@ def render_collectives_by_label(ctx: ReportContext) -> str:
     out = ['<p class="note">Calls: all ranks together; exposed: per rank (mean over the ranks with the label); '
            'bytes per call: full-array bytes of one call (median); bytes per rank: total; mean duration: '
            f'{html.escape(basis)}; hidden by compute: share of the duration over all ranks; bandwidths '
-           'bytes-weighted (docs/analysis.md). Calls per rank: the mean of each rank\'s calls over the ranks '
+           'total bytes over total transfer time (docs/analysis.md). Calls per rank: the mean of each rank\'s calls over the ranks '
            'with the label, a fraction where ranks made different numbers. The queueing split (per rank, as '
            'exposed): queued is the part of the exposed time spent behind earlier collectives of the same '
            'process group (a group runs them in launch order); own exposed the rest; queue charged the other '

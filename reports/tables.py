@@ -85,10 +85,11 @@ COLUMN_HELP = {
     "exposed_in_steps_ms": "The part of Exposed per rank from collectives launched inside a step.",
     "hidden_pct": "Share of the label's duration, over all ranks, that the ranks' compute covered.",
     "busbw_gbps": "Bus bandwidth: algorithm bandwidth times the nccl-tests factor of the op and group size "
-                  "(bytes-weighted). A dash where the size or group size is unknown, or where no call of the "
-                  "label has every member of its group in the input (withheld: the note under the table).",
-    "algbw_gbps": "Algorithm bandwidth: bytes / transfer time, the transfer time being the shortest duration "
-                  "over the ranks of one call (bytes-weighted), over the calls with every member of their "
+                  "(total bus bytes over total transfer time). A dash where the size or group size is unknown, "
+                  "or where no call of the label has every member of its group in the input (withheld: the "
+                  "note under the table).",
+    "algbw_gbps": "Algorithm bandwidth: the label's total bytes over its total transfer time, a call's transfer "
+                  "time being its shortest duration over the ranks, over the calls with every member of their "
                   "group in the input.",
     "label_source": "Where the label's name comes from: recorder, scope, stack, size or name.",
     "own_exposed_ms": "Own exposed: the exposed time not spent behind earlier collectives of its process group "

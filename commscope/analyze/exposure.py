@@ -415,7 +415,8 @@ def group_rows(table: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.nda
 
 def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per group of `keys` (sorted): op, count, bytes, mean duration, exposed time, hidden % and
-    bytes-weighted algbw / busbw (over collectives with known bytes and transfer time).
+    algbw / busbw as total bytes over total transfer time (over collectives with known bytes and transfer
+    time: each call weighs by its transfer time, so the figure is what the label's bytes moved at overall).
 
     Columns are numpy; the sums are one pandas groupby-sum of a float matrix: its compensated (Kahan)
     summation is what makes them equal the per-column groupby sums this replaced (the bus-byte products

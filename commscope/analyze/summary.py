@@ -55,8 +55,8 @@ Per label (see docs/analysis.md): `count` collectives over all ranks (an integer
 over the ranks that have the label,
 `bytes` full-array bytes of one call (median), `bytes_per_rank` total per rank (mean), `mean_ms` mean
 duration (measured as `duration_basis` says), `exposed_ms` exposed time per rank (mean over ranks),
-`exposed_in_steps_ms` the part of it launched inside the steps (exposed_in_steps), `hidden_pct` share of all its duration on all ranks that the ranks' compute covered (exposure.hidden_ns), bandwidths bytes-weighted with the
-min-across-ranks transfer time.
+`exposed_in_steps_ms` the part of it launched inside the steps (exposed_in_steps), `hidden_pct` share of all its duration on all ranks that the ranks' compute covered (exposure.hidden_ns), bandwidths the label's total bytes over its total
+transfer time (the min-across-ranks duration of each call).
 """
 from __future__ import annotations
 
