@@ -59,7 +59,7 @@ def render_doctor(ctx) -> str | None:
         median = det.get("median_step_ms")
         of = f" ({median:.1f} ms)" if median is not None else ""
         out.append('<p class="note">Waiting caused per judged step; "% of median step" is a share of the run\'s '
-                   f"median step{of}, not of the step's own time beside it. "
+                   f"median step{of}, not of the step time beside it (that step's median over the ranks). "
                    f"See it in {_timeline_link(ctx, steps)}: the other ranks' collectives start early and wait "
                    "for the culprit's.</p>")
     if d.evidence:

@@ -28,7 +28,8 @@ INSTANCE_KEYS = ["step", "sequence", "label", "op", "last_rank", "waiting_caused
                  "arrival_skew_ms", "launch_skew_ms", "launched_last_rank"]
 SHOWN_INSTANCES = 10
 # key: (header, drop). drop 0: never left out; higher: left out first when the terminal is narrow. The
-# share is of the run's median step, not of the step's own time beside it, hence its header.
+# share is of the run's median step, not of the step's time beside it (that step's median over the ranks),
+# hence its header.
 COLUMNS = {
     "rank": ("rank", 0), "step": ("step", 0), "instances": ("collectives", 2),
     "waiting_caused_ms": ("waiting caused (ms)", 0), "mean_wait_ms": ("mean wait (ms)", 1),
@@ -114,7 +115,7 @@ def print_doctor_verdict(d, console: Console) -> None:
         if d.verdict == "straggler":
             print_fitted(console, _columns(d.evidence), title="Waiting caused per judged step",
                          caption="Waiting in ms per waiting rank; % of median step: of the run's median step; "
-                                 "step time: the step's own.")
+                                 "step time: that step's median over the ranks.")
         else:
             # the page's tables (doctor_section): rows of the same fields together, times in ms since the
             # earliest, so the launches' and the watchdog's times read as numbers, not epoch nanoseconds

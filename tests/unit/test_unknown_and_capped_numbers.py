@@ -194,12 +194,13 @@ def test_doctor_names_the_share_of_the_median_step_and_its_steps():
     print_doctor_verdict(d, console)
     text = console.export_text()
     header = next(line for line in text.splitlines() if "waiting caused (ms)" in line and "step time (ms)" in line)
-    assert [c.strip() for c in header.strip("┃ ").split("┃")] == [  # headers in words: the step's own time
+    assert [c.strip() for c in header.strip("┃ ").split("┃")] == [  # headers in words
         "rank", "step", "collectives", "waiting caused (ms)", "mean wait (ms)", "% of median step", "step time (ms)"]
     page = render_doctor(SimpleNamespace(diagnosis=d, window=None, trace=trace))
     assert '<th data-key="pct_of_median_step">% of median step</th>' in page
-    assert "median step (41.8 ms), not of the step&#x27;s own time" in page or \
-        "median step (41.8 ms), not of the step's own time" in page
+    assert "median step (41.8 ms), not of the step time beside it (that step&#x27;s median over the ranks)" in page \
+        or "median step (41.8 ms), not of the step time beside it (that step's median over the ranks)" in page
+    assert "step time: that step's median over the ranks." in text
 
 
 def test_doctor_median_step_says_which_steps_it_leaves_out():
