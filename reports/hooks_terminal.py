@@ -88,8 +88,9 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
                            "gradient was complete."))
     elif ready is not None:
         console.print(Text(f"The reduces were launched in another order than the gradients became ready{how}. "
-                           f"In gradient-ready order: {', '.join(ready)} ({len(ready)} of "
-                           f"{len(ready) + len(others)}); out of that order: {', '.join(others)}."))
+                           f"The most labels launched in the same relative order as their gradients became "
+                           f"ready: {', '.join(ready)} ({len(ready)} of {len(ready) + len(others)}, not "
+                           f"necessarily one after another); out of that order: {', '.join(others)}."))
     elif orders.scatter_order and ref and ref != orders.scatter_order[: len(ref)]:
         console.print(Text("scatter_order (the explicit schedule's launch order of the reduces) differs from the "
                            "gradient-ready order."))

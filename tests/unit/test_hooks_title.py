@@ -36,3 +36,21 @@ def test_cli_header_on_a_recorded_run(tmp_path):
     # 2 ranks, 3 steps of one backward each: 3 per rank, not 6
     assert out.splitlines()[0] == "Hook firing order: 3 steps on each of 2 ranks"
     assert "The order is the same on every rank and step." in out
+
+
+def test_the_ready_order_line_says_it_is_a_relative_order_not_a_run():
+    """Launched e, a, c, b, d against gradients ready a, b, c, d, e: a, b, d (or a, c, d) keep their
+    relative order without being adjacent in the launch order; the line says so."""
+    from rich.console import Console
+
+    from reports.hooks_terminal import print_hook_orders
+
+    orders = HookOrders(2, {r: [{"step": 0, "micro_step": 0, "order": list("abcde")}] for r in (0, 1)}, [],
+                        launch_order=list("eacbd"), launch_where=(0, 0))
+    console = Console(record=True, width=400)
+    print_hook_orders(orders, console)
+    text = " ".join(console.export_text().split())
+    ready = orders.launched_in_ready_order
+    assert len(ready) == 3 and ready[0] == "a" and ready[-1] == "d"
+    assert (f"The most labels launched in the same relative order as their gradients became ready: "
+            f"{', '.join(ready)} (3 of 5, not necessarily one after another); out of that order: ") in text
