@@ -28,22 +28,28 @@ def _within(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
 
 def uncounted_leaf_regions(trace: Trace) -> pd.DataFrame:
     """name, count (over ranks and steps) of the regions not counted as compute that enclose no other
-    region and no collective launch or wait of their rank; most frequent first."""
+    region and no collective launch or wait of their rank (the ones left in flight included); most frequent
+    first."""
     empty = pd.DataFrame({"name": pd.Series(dtype=object), "count": pd.Series(dtype=np.int64)})
     reg = trace.regions
     if trace.source != "run" or not len(reg):
         return empty
     reg = reg[reg["end_ns"].notna()]
     counted = compute_mask(reg)
-    c = trace.collectives
+    # the collectives, and those a hang or crash left in flight (watchdog.json, inflight.json: launched in
+    # the last step, never seen to complete, so not among the collectives): a region launching one holds comm
+    frames = [trace.collectives] + ([trace.faults.inflight] if trace.faults is not None else [])
+    frames = [f for f in frames if len(f)]
     # Regions and communication points sorted by rank once, each rank then a slice of both: no per-rank
     # scan of the whole frames (1024 ranks × 2 M records would be billions of comparisons).
     order = np.argsort(reg["rank"].to_numpy(np.int64), kind="stable")
     r_rank = reg["rank"].to_numpy(np.int64)[order]
     starts, ends = reg["start_ns"].to_numpy(np.int64)[order], reg["end_ns"].to_numpy(np.int64)[order]
     mine_all, name_all = ~counted[order], reg["name"].to_numpy(dtype=object)[order]
-    c_rank = np.concatenate([c["rank"].to_numpy(np.int64)] * 2)  # a launch and a wait both hold comm
-    c_t = np.concatenate([c[col].to_numpy(np.float64) for col in ("call_ns", "wait_ns")])
+    # a launch and a wait both hold comm
+    c_rank = np.concatenate([f["rank"].to_numpy(np.int64) for f in frames for _ in (0, 1)] or [np.zeros(0, np.int64)])
+    c_t = np.concatenate([pd.to_numeric(f[col], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+                          for f in frames for col in ("call_ns", "wait_ns")] or [np.zeros(0)])
     known = ~np.isnan(c_t)
     c_order = np.lexsort((c_t[known], c_rank[known]))
     c_rank, c_t = c_rank[known][c_order], c_t[known][c_order].astype(np.int64)

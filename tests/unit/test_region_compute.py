@@ -75,3 +75,25 @@ def test_a_run_whose_records_hold_no_collective_points_at_its_profiler_traces(tm
     note = next(n for n in evidence_notes(t) if n.startswith("No collectives"))
     assert f"profiler traces hold {t.config['profiler_collectives']} collective(s)" in note
     assert "profiler traces hold" not in " ".join(evidence_notes(load(str(SRC))))
+
+
+def test_a_region_whose_launches_were_left_in_flight_holds_comm(tmp_path):
+    """A hang leaves the last step's collectives in flight: they are in watchdog.json, not events.jsonl.
+    The region that launched them is no leaf for that: it held communication."""
+    import json
+
+    d = tmp_path / "run"
+    shutil.copytree(SRC, d)
+    f = d / "rank0" / "events.jsonl"
+    rows = [json.loads(ln) for ln in f.read_text().splitlines()]
+    phase = next(r for r in rows if r["kind"] == "region" and r["name"] == "opt.phase1" and r["step"] == 2)
+    inside = [r for r in rows if r["kind"] == "collective" and r["step"] == 2
+              and phase["start_ns"] <= r["call_ns"] <= phase["end_ns"]]
+    assert inside
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows if r not in inside))
+    assert uncounted_leaf_regions(load(str(d))).to_dict("records") == [{"name": "opt.phase1", "count": 1}]
+    hung = [{**r, "wait_ns": None, "end_ns": None} for r in inside]
+    (d / "rank0" / "watchdog.json").write_text(json.dumps({
+        "schema_version": 1, "rank": 0, "world_size": 2, "timeout_s": 10, "fired_ns": phase["end_ns"] + 10**10,
+        "waiting_on": hung[0], "inflight": hung, "last_step": 1, "stacks": {}}))
+    assert len(uncounted_leaf_regions(load(str(d)))) == 0
