@@ -74,13 +74,13 @@ document.addEventListener("DOMContentLoaded", function () {
     if (!td) return;
     var note = document.getElementById("heatmap-note");
     var plot = document.getElementById("timeline-plot");
+    table.querySelectorAll("td.sel").forEach(function (c) { c.classList.remove("sel"); });
     if (td.dataset.x0 === undefined || !plot || !window.Plotly) {
       note.textContent = describe(td) + ". Not drawn in the timeline: run the report again with --steps " +
         td.dataset.s + ".";
       return;
     }
     var x0 = parseFloat(td.dataset.x0), x1 = parseFloat(td.dataset.x1);
-    table.querySelectorAll("td.sel").forEach(function (c) { c.classList.remove("sel"); });
     td.classList.add("sel");
     note.textContent = describe(td) + ": shown in the timeline below.";
     var s = td.dataset.s.split(":");
@@ -433,8 +433,28 @@ document.addEventListener("DOMContentLoaded", function () {
     csKeepRowPx(gd);
     csSpreadStepLabels(gd);
     gd.on("plotly_afterplot", function () { csKeepRowPx(gd); csSpreadStepLabels(gd); });  // a resized window re-wraps the legend
+    gd.on("plotly_relayout", function (ev) { csFollowMenu(gd, ev); });
   });
 });
+
+// The step menu names what the figure shows: after a drag zoom, a pan or a double-click it names the entry
+// whose range the view now is (the whole figure after a reset), else none. A relayout that sets the menu
+// itself (csZoom, a click on an entry) is left alone.
+function csFollowMenu(gd, ev) {
+  var menus = gd.layout.updatemenus, xa = gd.layout.xaxis;
+  // plotly takes an entry's range array as the axis's own, and a drag zoom then changes it in place, which
+  // would change the entry too (choosing it again would go to the dragged range): the axis gets its copy
+  if (xa && xa.range) xa.range = xa.range.slice();
+  if (!menus || !menus.length || (ev && "updatemenus[0].active" in ev)) return;
+  var r = xa.range || [0, 0], tol = 1e-3 * (Math.abs(r[1] - r[0]) || 1), want = -1;
+  menus[0].buttons.forEach(function (b, i) {
+    var a = b.args[0], br = a["xaxis.range"];
+    if (want < 0 && (a["xaxis.autorange"] === true ? xa.autorange === true :
+                     br && Math.abs(br[0] - r[0]) <= tol && Math.abs(br[1] - r[1]) <= tol)) want = i;
+  });
+  var now = menus[0].active === undefined ? 0 : menus[0].active;
+  if (want !== now) Plotly.relayout(gd, {"updatemenus[0].active": want});
+}
 
 // A byte count as reports/tables.py byte_size writes it: decimal units, 3 significant digits, "–" unknown.
 function csBytes(v) {
