@@ -24,7 +24,8 @@ INSTANCE_COLUMNS = ["step", "sequence", "label", "op", "last_rank", "waiting_cau
 def _timeline_link(ctx, steps: list[int]) -> str:
     lo, hi = min(steps), max(steps) + 1
     if ctx.window is None or (ctx.window[0] <= lo and hi <= ctx.window[1]):
-        return f'<a href="#timeline">the timeline</a> (step {html.escape(_span(lo, hi))})'
+        # #step=N zooms the timeline to the step (report.js), where #timeline would only scroll to it
+        return f'<a href="#step={lo}">the timeline</a> (step {html.escape(_span(lo, hi))})'
     return (f"the timeline of <code>commscope report {html.escape(shlex.quote(str(ctx.trace.path)))} --steps {lo}:{hi}</code> "
             f"(this page draws steps {ctx.window[0]}–{ctx.window[1] - 1})")
 

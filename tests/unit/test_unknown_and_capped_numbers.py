@@ -201,6 +201,8 @@ def test_doctor_names_the_share_of_the_median_step_and_its_steps():
     assert "median step (41.8 ms), not of the step time beside it (that step&#x27;s median over the ranks)" in page \
         or "median step (41.8 ms), not of the step time beside it (that step's median over the ranks)" in page
     assert "step time: that step's median over the ranks." in text
+    # the link zooms the timeline to the culprit's step (report.js follows #step=N), not only scrolls
+    assert f'See it in <a href="#step={ev["step"]}">the timeline</a> (step {ev["step"]})' in page
 
 
 def test_doctor_median_step_says_which_steps_it_leaves_out():
