@@ -38,6 +38,22 @@ function csZoom(x0, x1, lo, hi) {
   document.getElementById("timeline").scrollIntoView();
 }
 
+// Step `v` from the timeline's own step menu, for a #step=N the heatmap has no column for (a step begun and
+// never ended: "step 3 (no end recorded)"): zoomed to as choosing that entry does; false where the menu
+// has no such entry.
+function csMenuStep(v, note) {
+  var plot = document.getElementById("timeline-plot"), menus = plot && plot.layout && plot.layout.updatemenus;
+  if (!menus || !menus.length || !window.Plotly) return false;
+  var k = menus[0].buttons.findIndex(function (b) { return b.label === "step " + v || b.label.indexOf("step " + v + " (") === 0; });
+  if (k < 0) return false;
+  var update = Object.assign({}, menus[0].buttons[k].args[0], {"updatemenus[0].active": k});
+  update["xaxis.range"] = update["xaxis.range"].slice();
+  Plotly.relayout(plot, update);
+  if (note) note.textContent = menus[0].buttons[k].label + ": no heatmap column (no rank ended it); shown in the timeline below.";
+  document.getElementById("timeline").scrollIntoView();
+  return true;
+}
+
 // Say `text` in `el` (a note under a figure) and bring it into view: a link whose fragment the page
 // cannot follow says why where the reader lands.
 function csSay(el, text) {
@@ -99,7 +115,11 @@ document.addEventListener("DOMContentLoaded", function () {
     var range = cells.length ? " (steps " + lo + "–" + hi + ")" : "";
     if (!/^\d+$/.test(v)) return csSay(note, "#step=" + v + " is not a step: give a whole number" + range + ".");
     var k = bounds.findIndex(function (b) { return b[0] <= +v && +v <= b[1]; });
-    if (k < 0) return csSay(note, "#step=" + v + ": the heatmap has no step " + v + range + ".");
+    if (k < 0) {
+      return ((window.csDrawn || {})["timeline-plot"] || Promise.resolve()).then(function () {
+        if (!csMenuStep(v, note)) csSay(note, "#step=" + v + ": the heatmap has no step " + v + range + ".");
+      });
+    }
     var td = cells[k];
     (window.csPlotly || Promise.resolve()).then(function () {  // once plotly is in
       td.click();
@@ -231,7 +251,11 @@ document.addEventListener("DOMContentLoaded", function () {
       var range = " (steps " + lo + "–" + hi + ")";
       if (!/^\d+$/.test(v)) return csSay(note, "#step=" + v + " is not a step: give a whole number" + range + ".");
       var j = d.columns.findIndex(function (c) { return c[0] <= +v && +v <= c[1]; });
-      if (j < 0) return csSay(note, "#step=" + v + ": the heatmap has no step " + v + range + ".");
+      if (j < 0) {
+        return ((window.csDrawn || {})["timeline-plot"] || Promise.resolve()).then(function () {
+          if (!csMenuStep(v, note)) csSay(note, "#step=" + v + ": the heatmap has no step " + v + range + ".");
+        });
+      }
       var rows = marks.map(function (mk) { return rowOf[mk.rank]; }).concat(d.ranks.map(function (_, i) { return i; }));
       var i = rows.find(function (i) { return win[i * nc + j]; }), col = d.columns[j];
       var steps = col[0] === col[1] ? "step " + col[0] : "steps " + col[0] + "–" + col[1];

@@ -192,6 +192,16 @@ def test_a_chosen_rank_of_a_hung_job_shows_what_it_left_in_flight(tmp_path):
     assert proc.returncode == 0 and console_errors(proc.stderr) == [], proc.stderr[-2000:]
     said = re.search(r'<span id="rank-shown">([^<]*)</span>', proc.stdout).group(1)
     assert said.startswith("rank 17 is one of the drawn ranks (the doctor's hang culprit);"), said
+    # the hung step has no heatmap column (no rank ended it), but the timeline draws it: #step=3 opens it
+    # there, as its menu entry does, on the canvas heatmap at scale and on the table one below it
+    small = gen_job.generate(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / "s", 4, steps=6, hang=2)
+    small_page = tmp_path / "hung4.html"
+    assert CliRunner().invoke(app, ["report", small["job"], "-o", str(small_page), "--no-hta"]).exit_code == 0
+    for name, p in (("canvas", page), ("table", small_page)):
+        proc = chromium(tmp_path, f"hung-step3-{name}", "--dump-dom", f"{p.as_uri()}#step=3")
+        assert proc.returncode == 0 and console_errors(proc.stderr) == [], proc.stderr[-2000:]
+        note = re.search(r'id="heatmap-note"[^>]*>([^<]*)<', proc.stdout).group(1)
+        assert note == "step 3 (no end recorded): no heatmap column (no rank ended it); shown in the timeline below.", (name, note)
 
 
 def test_step_labels_close_together_move_up_a_line_instead_of_printing_over_each_other(tmp_path):
