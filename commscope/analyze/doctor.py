@@ -69,6 +69,7 @@ from commscope.analyze.left_in_flight import last_region, last_region_text
 from commscope.analyze.problems import loading_problems, run_reports
 from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
+from commscope.load.evidence import collective_text
 from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, STATUS, SUMMARY
 
@@ -270,6 +271,24 @@ def _blocked_text(blocked: dict, ranks: list[int]) -> str:
     return "; " + said + (f" (and {more} more place(s), in the evidence)" if more > 0 else "")
 
 
+def _waiting_text(waiting: dict, ranks: list[int], group: str, seq: int) -> str:
+    """"; their watchdogs found rank(s) 0-1,3 waiting on all_reduce 'scalars' (group 0, seq 59), queued
+    behind seq 57" where the waiting ranks were blocked on another collective than the one never launched
+    (the run's reports name that one, the verdict the first collective missing), else "". A collective of
+    the same group launched after the missing one cannot run before it: it is queued behind it."""
+    on: dict[tuple, list[int]] = {}
+    for r in ranks:
+        w = waiting.get(r)
+        if isinstance(w, tuple) and (w[2], w[3]) != (group, seq):
+            on.setdefault(w, []).append(r)
+    if not on:
+        return ""
+    (what, rs), *more = sorted(on.items(), key=lambda kv: (-len(kv[1]), kv[1]))
+    behind = f", queued behind seq {seq}" if what[2] == group and what[3] > seq else ""
+    others = f" (and {len(more)} more collective(s), in the evidence)" if more else ""
+    return f"; their watchdogs found rank(s) {ranks_text(rs)} waiting on {collective_text(*what)}{behind}{others}"
+
+
 def _region_evidence(where: dict | None) -> dict:
     """The evidence fields of left_in_flight.last_region's answer (none without one)."""
     if where is None:
@@ -389,6 +408,7 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
     wd = faults.reports[faults.reports["kind"] == "watchdog"]
     fired_ns = dict(zip(wd["rank"].astype(int), wd["fired_ns"]))
     blocked = dict(zip(wd["rank"].astype(int), wd["blocked_at"])) if "blocked_at" in wd else {}
+    waiting = dict(zip(wd["rank"].astype(int), wd["waiting_on"])) if "waiting_on" in wd else {}
     fired = faults.ranks("watchdog")
     evidence = []  # the culprits (never launched it) first, then the ranks waiting in it
     where = {m: last_region(trace, m) if i < REGIONS_LOOKED_UP else None for i, m in enumerate(missing)}
@@ -413,7 +433,8 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
         sources=[source],
         summary=(f"hang: rank(s) {ranks_text(sorted(have))} launched {first['op']} '{first['label']}' (group {group}, "
                  f"seq {seq}, step {step}) but rank(s) {ranks_text(missing)} never did (found by absence)"
-                 f"{_where_text(where)}{wd_note}{_blocked_text(blocked, sorted(have))}."))
+                 f"{_where_text(where)}{wd_note}{_blocked_text(blocked, sorted(have))}"
+                 f"{_waiting_text(waiting, sorted(have), group, seq)}."))
 
 
 def check_interrupted(trace: Trace) -> Diagnosis | None:

@@ -48,10 +48,11 @@ def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
     dumps = {rank: (p, flight_recorder.read_flight_recorder(p)) for rank, p in flight_recorder_files(run_dir).items()}
 
     reports = [{"rank": rank, "kind": kind, "path": p, "fired_ns": doc.get("fired_ns") if kind == "watchdog" else None,
-                "blocked_at": blocked_at(doc.get("stacks")) if kind == "watchdog" else None}
+                "blocked_at": blocked_at(doc.get("stacks")) if kind == "watchdog" else None,
+                "waiting_on": _waiting_on(doc.get("waiting_on")) if kind == "watchdog" else None}
                for kind, _ in _REPORT_FILES for rank, (p, doc) in docs[kind].items()]
-    reports += [{"rank": rank, "kind": "flight_recorder", "path": p, "fired_ns": None, "blocked_at": None}
-                for rank, (p, _) in dumps.items()]
+    reports += [{"rank": rank, "kind": "flight_recorder", "path": p, "fired_ns": None, "blocked_at": None,
+                 "waiting_on": None} for rank, (p, _) in dumps.items()]
     rows = []
     for kind, name in _REPORT_FILES:
         for rank, (p, doc) in docs[kind].items():
@@ -74,6 +75,18 @@ def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
 
 # one frame of traceback.format_stack: '  File "/x/optimizer.py", line 327, in step\n    handle.wait()\n'
 _TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n?(?P<code>.*)$', re.S)
+
+
+def collective_text(op: object, label: object, group: object, seq: object) -> str:
+    """How a verdict names one collective: "all_reduce 'scalars' (group 0, seq 59)"."""
+    return f"{op} '{label}' (group {group}, seq {seq})"
+
+
+def _waiting_on(rec: object) -> tuple | None:
+    """The watchdog report's `waiting_on` record as (op, label, group, seq); None where it names none."""
+    if not isinstance(rec, dict) or type(rec.get("seq")) is not int or rec.get("group") is None:
+        return None
+    return (rec.get("op"), rec.get("label"), str(rec.get("group")), rec["seq"])
 
 
 def blocked_at(stacks: object) -> str | None:

@@ -46,8 +46,9 @@ EVIDENCE_COLUMNS: dict[str, list[str]] = {
     # one row per evidence file: kind "watchdog" | "inflight" | "flight_recorder"; fired_ns: the watchdog's
     # firing time (None for the other kinds); blocked_at: where the watchdog found the rank's main thread,
     # its innermost user-code frame ("optimizer.py:327 step: handle.wait()"; None for the other kinds, or
-    # when the report holds no such frame)
-    "reports": ["rank", "kind", "path", "fired_ns", "blocked_at"],
+    # when the report holds no such frame); waiting_on: the collective the watchdog found the rank waiting
+    # on, (op, label, group, seq) (None for the other kinds, or when the report names none)
+    "reports": ["rank", "kind", "path", "fired_ns", "blocked_at", "waiting_on"],
     "inflight": LAUNCH_COLUMNS,
     "flight_recorder": LAUNCH_COLUMNS,
 }

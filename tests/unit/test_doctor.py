@@ -347,6 +347,19 @@ def test_a_completed_rank_without_readable_events_is_insufficient_not_a_hang(run
     assert d.verdict == "insufficient" and "2" in d.summary and d.culprit_ranks == []
 
 
+def test_a_hang_says_which_later_collective_the_waiting_ranks_were_blocked_on(run):
+    """The run's reports name the collective the watchdog found each rank waiting on (seq 10); the verdict
+    names the first one rank 2 never launched (seq 9), and ties the two: 10 is queued behind 9."""
+    for r in (0, 1, 3):
+        rows = [inflight(r, 9, "attn", wait=False), inflight(r, 10, "mlp")]
+        put(run, r, "watchdog.json", {**watchdog(r, rows), "waiting_on": rows[1]})
+        put(run, r, "status.json", {"status": "failed", "error": "hang watchdog: waited", "last_step": 2})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.sequence) == ("hang", [2], 9)
+    assert d.summary.endswith("; their watchdogs found rank(s) 0-1,3 waiting on reduce_scatter 'mlp' (group 0, "
+                              "seq 10), queued behind seq 9.")
+
+
 def test_hang_finds_the_rank_that_never_launched(run):
     # seq 9 (step 3 attn) launched by 0, 1, 3 (their watchdogs fired); rank 2 stopped at seq 8
     for r in (0, 1, 3):
@@ -359,10 +372,16 @@ def test_hang_finds_the_rank_that_never_launched(run):
     assert missing == [{"rank": 2, "launched": False, "last_launched_seq": 8, "last_launched_label": "scalars",
                         "last_launch_ns": missing[0]["last_launch_ns"], "status": "failed",
                         "error": "Terminated: terminated by signal 15 (SIGTERM)"}]
+    # the waiting ranks were blocked on seq 9 itself: nothing more to say
+    assert "waiting on" not in d.summary
     # an inflight.json of the torn-down rank moves the point of divergence: it did launch 9, not 10
     put(run, 2, "inflight.json", {"schema_version": 1, "rank": 2, "inflight": [inflight(2, 9, "attn", wait=False)]})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks, d.label, d.sequence) == ("hang", [2], "mlp", 10)
+    # the watchdogs found the ranks waiting on seq 9 (launched before 10, waited on first): the verdict ties
+    # the collective never launched (10) to the one the run's reports name (9), not queued behind it
+    assert d.summary.endswith("; their watchdogs found rank(s) 0-1,3 waiting on reduce_scatter 'attn' "
+                              "(group 0, seq 9).")
 
 
 def test_desync_names_the_minority(run):
