@@ -161,18 +161,30 @@ def render_heatmap_canvas(ctx, hm) -> str:
             '<div class="heatmap-box"><canvas id="heatmap-canvas"></canvas></div>' + data_html(data, "heatmap-gz"))
 
 
-def _click_note(columns: list[tuple[int, int]], drawn: list[bool]) -> str:
-    """What a click on a cell does: open its steps in the timeline, for the columns the timeline draws."""
+def _steps_said(lo: int, hi: int) -> str:
+    return f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
+
+
+def _click_note(columns: list[tuple[int, int]], drawn: list[bool], window: tuple[int, int] | None = None) -> str:
+    """What a click on a cell does: open its steps in the timeline, for the columns the timeline draws
+    (wholly: a column of several steps that the window cuts is not shaded, though part of it is drawn)."""
     if all(drawn):
         return "click it to open its steps in the timeline."
-    steps = [s for c, d in zip(columns, drawn) if d for s in c]
+    steps = [s for c, d in zip(columns, drawn) if d for s in range(c[0], c[1] + 1)]
+    whole = f"the timeline draws {_steps_said(window[0], window[1] - 1)}" if window is not None else None
     if not steps:
+        if whole:
+            return (f"{whole}, which no column holds whole: <code>#step=N</code> in the address opens one of "
+                    "its steps; <code>--steps A:B</code> draws the steps you choose.")
         return ("the timeline draws none of these columns' steps; <code>--steps A:B</code> draws the steps "
                 "you choose.")
-    lo, hi = min(steps), max(steps)
-    which = f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
-    return (f"the timeline draws {which} (the shaded column headers): click a cell there to open it in the "
-            "timeline; <code>--steps A:B</code> draws other steps.")
+    which = _steps_said(min(steps), max(steps))
+    if whole is None or (window[0], window[1] - 1) == (min(steps), max(steps)):
+        return (f"the timeline draws {which} (the shaded column headers): click a cell there to open it in the "
+                "timeline; <code>--steps A:B</code> draws other steps.")
+    return (f"{whole}; the shaded column headers are the columns wholly inside it ({which}): click a cell there "
+            "to open it in the timeline, or give <code>#step=N</code> in the address for any step it draws; "
+            "<code>--steps A:B</code> draws other steps.")
 
 
 def render_heatmap(ctx) -> str | None:
@@ -210,7 +222,7 @@ def render_heatmap(ctx) -> str | None:
     return ('<p class="note">Exposed communication per rank and step (ms; the time a rank waits on '
             'collectives that compute does not hide' + ("" if len(hm.columns) == len({s for c in hm.columns for s in c})
             or all(c[0] == c[1] for c in hm.columns) else "; a column covers several steps: mean per step") +
-            '). Hover a cell for its numbers; ' + _click_note(hm.columns, drawn) +
+            '). Hover a cell for its numbers; ' + _click_note(hm.columns, drawn, ctx.window) +
             f' {legend}</p><p class="note" id="heatmap-note" style="min-height:2.6em"></p>'
             f'<div class="scroll"><table class="heatmap{"" if show_numbers else " dense"}" id="heatmap-table"><thead><tr><th>rank \\ step</th>{head}'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')

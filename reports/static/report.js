@@ -41,7 +41,7 @@ function csZoom(x0, x1, lo, hi) {
 // Step `v` from the timeline's own step menu, for a #step=N the heatmap has no column for (a step begun and
 // never ended: "step 3 (no end recorded)"): zoomed to as choosing that entry does; false where the menu
 // has no such entry.
-function csMenuStep(v, note) {
+function csMenuStep(v, note, said) {
   var plot = document.getElementById("timeline-plot"), menus = plot && plot.layout && plot.layout.updatemenus;
   if (!menus || !menus.length || !window.Plotly) return false;
   var k = menus[0].buttons.findIndex(function (b) { return b.label === "step " + v || b.label.indexOf("step " + v + " (") === 0; });
@@ -49,7 +49,8 @@ function csMenuStep(v, note) {
   var update = Object.assign({}, menus[0].buttons[k].args[0], {"updatemenus[0].active": k});
   update["xaxis.range"] = update["xaxis.range"].slice();
   Plotly.relayout(plot, update);
-  if (note) note.textContent = menus[0].buttons[k].label + ": no heatmap column (no rank ended it); shown in the timeline below.";
+  if (note) note.textContent = menus[0].buttons[k].label + (said || ": no heatmap column (no rank ended it)") +
+    "; shown in the timeline below.";
   document.getElementById("timeline").scrollIntoView();
   return true;
 }
@@ -121,7 +122,11 @@ document.addEventListener("DOMContentLoaded", function () {
       });
     }
     var td = cells[k];
-    (window.csPlotly || Promise.resolve()).then(function () {  // once plotly is in
+    ((window.csDrawn || {})["timeline-plot"] || Promise.resolve()).then(function () {  // once the timeline is in
+      // a column of several steps, or one the timeline draws only in part: the step itself from the
+      // timeline's menu, where it has one, rather than the whole column or a note to run again
+      if ((bounds[k][0] !== bounds[k][1] || td.dataset.x0 === undefined) &&
+          csMenuStep(v, note, " (in the heatmap's column of steps " + bounds[k][0] + "–" + bounds[k][1] + ")")) return;
       td.click();
       if (td.dataset.x0 === undefined || !window.Plotly) csSay(note, "#step=" + v + ": " + note.textContent);
     });
@@ -256,6 +261,15 @@ document.addEventListener("DOMContentLoaded", function () {
           if (!csMenuStep(v, note)) csSay(note, "#step=" + v + ": the heatmap has no step " + v + range + ".");
         });
       }
+      var col = d.columns[j];
+      if (col[0] !== col[1]) {  // the step itself from the timeline's menu, as on the table heatmap
+        return ((window.csDrawn || {})["timeline-plot"] || Promise.resolve()).then(function () {
+          if (!csMenuStep(v, note, " (in the heatmap's column of steps " + col[0] + "–" + col[1] + ")")) openColumn(j, v);
+        });
+      }
+      return openColumn(j, v);
+    }
+    function openColumn(j, v) {
       var rows = marks.map(function (mk) { return rowOf[mk.rank]; }).concat(d.ranks.map(function (_, i) { return i; }));
       var i = rows.find(function (i) { return win[i * nc + j]; }), col = d.columns[j];
       var steps = col[0] === col[1] ? "step " + col[0] : "steps " + col[0] + "–" + col[1];

@@ -171,3 +171,22 @@ def test_page_at_scale_shows_a_chosen_rank(tmp_path):
                     f"{page.as_uri()}#rank={chosen}")
     assert proc.returncode == 0 and shot.stat().st_size > 20_000, proc.stderr[-2000:]
     print(f"\nscreenshot of the 40-rank page with rank {chosen} chosen: {shot} ({page.stat().st_size} bytes page)")
+
+
+def test_a_step_in_a_binned_heatmap_column_opens_itself(tmp_path):
+    """8 ranks × 100 steps: a heatmap column holds two steps and the timeline draws steps 49–51, so the
+    column 48–49 is drawn only in part. #step=49 and #step=50 open the step itself, from the timeline's
+    menu, which then names it."""
+    from scale_jobs import gen_job
+
+    truth = gen_job.generate(DATA / "cpurun-hooks-gloo2", tmp_path / "g", 8, steps=100)
+    page = tmp_path / "binned.html"
+    res = CliRunner().invoke(app, ["report", truth["job"], "-o", str(page), "--no-hta"])
+    assert res.exit_code == 0, res.output
+    for step, column in ((49, "48–49"), (50, "50–51")):
+        proc = chromium(tmp_path, f"binned-{step}", "--dump-dom", f"{page.as_uri()}#step={step}")
+        assert proc.returncode == 0 and console_errors(proc.stderr) == [], proc.stderr[-2000:]
+        note = re.search(r'id="heatmap-note"[^>]*>([^<]*)<', proc.stdout).group(1)
+        assert note == f"step {step} (in the heatmap's column of steps {column}); shown in the timeline below."
+        menu = proc.stdout[proc.stdout.index('class="updatemenu-header-group"'):]
+        assert re.search(r'class="updatemenu-item-text"[^>]*>([^<]*)<', menu).group(1) == f"step {step}"

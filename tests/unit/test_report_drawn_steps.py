@@ -48,6 +48,24 @@ def test_heatmap_says_which_columns_open_in_the_timeline(ten_steps):
     assert {int(re.search(r'data-s="(\d+):', c).group(1)) for c in cells if "data-x0" in c} == {4, 5, 6}
 
 
+def test_a_binned_heatmap_says_the_timeline_draws_steps_a_column_holds_only_in_part():
+    """A column holds two steps past 60 steps: with steps 49–51 drawn, the column 48–49 is drawn only in part.
+    The caption says the steps the timeline draws, and which columns hold only them."""
+    from reports.overview_section import _click_note
+
+    columns = [(s, s + 1) for s in range(0, 100, 2)]
+    drawn = [c == (50, 51) for c in columns]
+    assert _click_note(columns, drawn, (49, 52)) == (
+        "the timeline draws steps 49–51; the shaded column headers are the columns wholly inside it (steps 50–51): "
+        "click a cell there to open it in the timeline, or give <code>#step=N</code> in the address for any step "
+        "it draws; <code>--steps A:B</code> draws other steps.")
+    assert _click_note(columns, [False] * 50, (49, 50)).startswith(
+        "the timeline draws step 49, which no column holds whole: <code>#step=N</code>")
+    # an unbinned heatmap's columns are its steps: said as before
+    assert _click_note([(s, s) for s in range(10)], [4 <= s < 7 for s in range(10)], (4, 7)).startswith(
+        "the timeline draws steps 4–6 (the shaded column headers)")
+
+
 def test_every_step_drawn(tmp_path):
     write_run_dir(make_trace(style="run", steps=(0, 1, 2)), tmp_path / "run")
     ctx = context(tmp_path / "run")
