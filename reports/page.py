@@ -65,7 +65,7 @@ table.heatmap th.drawn{background:#cfe0f3} table.heatmap td.sel{outline:3px soli
 .legend{white-space:nowrap;display:inline-block} .ramp{display:inline-block;width:120px;height:10px;vertical-align:middle;margin:0 4px;border:1px solid #ccc}
 details{margin-top:10px;border-top:1px solid #e3e3e3;padding-top:6px}
 details>summary{cursor:pointer;font-size:16px;font-weight:600;padding:2px 0}
-#rank-select{max-width:32em} dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 12px;font-size:13px} dl.facts dd{margin:0}
+#rank-select{max-width:32em}
 """
 
 

@@ -371,8 +371,3 @@ def nested(value: Any, depth: int = 0, limit: int | None = None) -> str:
         return f"<p>{html.escape(fmt(list(value)))}</p>" + more
     return f"<p>{html.escape(fmt(value))}</p>"
 
-
-def scalar_cells(mapping: Mapping[str, Any]) -> str:
-    """A flat dict as a compact definition list (key: value), for short fact blocks."""
-    return '<dl class="facts">' + "".join(f"<dt>{html.escape(humanize(k))}</dt><dd>{html.escape(fmt(v, k))}</dd>"
-                                          for k, v in mapping.items()) + "</dl>"

@@ -20,7 +20,7 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
                          "exposed_in_steps_ms", "hidden_pct", "algbw_gbps", "busbw_gbps",
                          "bandwidth_withheld": why the bandwidths are null | null (exposure.bandwidth_withheld),
                          "exposed_ms_by_rank": {"0": ..},
-                         "own_exposed_ms", "queued_ms", "queue_charged_ms", "attributed_exposed_ms",
+                         "own_exposed_ms", "queued_ms", "queue_charged_ms", "attributed_exposed_ms", "wake_delay_ms",
                                              the queueing split (exposure.label_queueing), and with it
                          "queued_behind_ms": {"<earlier label>": ..}}},  whose queue `queued_ms` was spent in
  "stragglers": [{"rank", "times_last", "last_share", "wait_caused_ms", "score"}, ...] | null   worst first

@@ -2,8 +2,8 @@
 
 Both readers (run directories and Kineto traces) build their frames through `frame()`, so every frame
 has every column in a fixed order even when empty, and analyzers never need to test for a column.
-Times are int64 nanoseconds on one common axis; optional times are float (NaN = missing) because
-pandas int64 has no missing value.
+Times are int64 nanoseconds on one common axis; a time column some rows lack is pandas' nullable Int64
+(<NA> = missing), never float: float64 resolves epoch nanoseconds only to 256 ns.
 
 A run's fault evidence (docs/faults.md) — the watchdog/inflight reports and NCCL Flight Recorder dumps
 it left — has its own frames (`FaultEvidence`, columns in EVIDENCE_COLUMNS): it is not on every rank and

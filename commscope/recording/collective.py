@@ -115,6 +115,15 @@ def comm_size(op: str, args: Sequence[Any], kwargs: dict, group_size: int) -> tu
     return nbytes, dtype
 
 
+def _group_name(pg: Any) -> str:
+    """The process group's name through torch's private lookup; where a torch lacks it, a name every
+    member computes alike: its global ranks."""
+    lookup = getattr(dist, "_get_process_group_name", None)
+    if lookup is not None:
+        return lookup(pg)
+    return "ranks:" + ",".join(map(str, dist.get_process_group_ranks(pg)))
+
+
 class GroupInfo:
     """Name and size of process groups, cached per group object (both are fixed for a group's life)."""
 
@@ -130,7 +139,7 @@ class GroupInfo:
             info = ("local", 1)
         else:
             pg = group if group is not None else dist.group.WORLD
-            name = getattr(pg, "group_name", None) or dist._get_process_group_name(pg)
+            name = getattr(pg, "group_name", None) or _group_name(pg)
             info = (str(name), dist.get_world_size(pg))
         self._cache[key] = (info, group)  # holding the group keeps its id from being reused
         return info

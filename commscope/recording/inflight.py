@@ -39,7 +39,8 @@ from commscope.recording.closing import CLOSED
 from commscope.recording.collective import GroupInfo, comm_size, op_name
 
 _perf = time.perf_counter_ns
-_profiling = torch.autograd._profiler_enabled
+# private torch API: without it, records are not named inside a torch.profiler window (nothing else changes)
+_profiling = getattr(torch.autograd, "_profiler_enabled", None) or (lambda: False)
 
 
 class PendingCollective:

@@ -45,7 +45,7 @@ class ProfilerWindow:
         """Wrap one training step: starts the profiler at the window's first step, ends after its last."""
         inside = self.first <= step < self.stop and not self.exported and not self.skipped
         if inside and self._prof is None:
-            if torch.autograd._profiler_enabled():
+            if getattr(torch.autograd, "_profiler_enabled", lambda: False)():  # private torch API
                 self.skipped = True
                 print(f"commscope: warning: a torch.profiler is already running at step {step}; profile_steps "
                       f"{self.spec} is skipped (torch runs one profiler at a time): read that profiler's own "

@@ -23,7 +23,8 @@ import torch
 from commscope.recording.api import check_compute
 from commscope.recording.closing import CLOSED
 
-_profiling = torch.autograd._profiler_enabled
+# private torch API: without it, records are not named inside a torch.profiler window (nothing else changes)
+_profiling = getattr(torch.autograd, "_profiler_enabled", None) or (lambda: False)
 
 
 class _Region:
