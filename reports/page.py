@@ -133,10 +133,11 @@ def figure_html(fig, div_id: str, config: dict | None = None) -> str:
             f'<script>csPlot("{div_id}", {spec}, {orjson.dumps(config).decode()});</script>')
 
 
-def _section(sec, ctx: ReportContext) -> tuple[str, str] | None:
+def _section(sec, ctx: ReportContext, failed: list[str]) -> tuple[str, str] | None:
     try:
         body = sec.render(ctx)
     except Exception as e:  # a failing section is reported in place, the rest of the page stays useful
+        failed.append(f"{sec.title}: {type(e).__name__}: {e}")  # and said by the command (never silent)
         body = (f'<p class="error">{html.escape(sec.title)} failed: {html.escape(type(e).__name__)}: '
                 f'{html.escape(str(e))}</p>')
     if body is None:
@@ -148,12 +149,14 @@ def _section(sec, ctx: ReportContext) -> tuple[str, str] | None:
                     '</details>')
 
 
-def render_html(ctx: ReportContext) -> str:
-    """The whole page as a string."""
+def render_html(ctx: ReportContext, failed: list[str] | None = None) -> str:
+    """The whole page as a string; `failed` gets "section: error" for each section that failed (its place
+    on the page says the error)."""
     title = f"commscope report — {Path(str(ctx.trace.path)).name}"
     parts, nav = [], []
+    failed = [] if failed is None else failed
     for sec in sorted(SECTIONS, key=lambda s: (not s.open, s.order)):
-        done = _section(sec, ctx)
+        done = _section(sec, ctx, failed)
         if done is None:
             continue
         nav.append(f'<a href="#{sec.id}">{html.escape(sec.title)}</a>')
@@ -169,12 +172,13 @@ def render_html(ctx: ReportContext) -> str:
     return printable(page)  # a file name's undecodable bytes as \xNN, wherever a section wrote it
 
 
-def write_report(ctx: ReportContext, out: str | Path) -> Path:
+def write_report(ctx: ReportContext, out: str | Path, failed: list[str] | None = None) -> Path:
     """Write the page to `out` atomically (a failed write leaves what was there and no partial file),
     under commscope's output rule (check_output: checked again here, since the analysis may have taken
-    minutes); an unwritable or refused path is one UserError line, not a traceback."""
+    minutes); an unwritable or refused path is one UserError line, not a traceback. `failed`: as
+    render_html's."""
     out = Path(out)
-    page = render_html(ctx).encode("utf-8")
+    page = render_html(ctx, failed).encode("utf-8")
     src = getattr(ctx.trace, "path", None)
     check_output(out, str(src) if src else None, own_page)
     write_output(out, page)

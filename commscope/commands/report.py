@@ -8,6 +8,7 @@ commscope.analyze.summary and .report_context; rendering: reports.page and repor
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -72,8 +73,12 @@ def register(app: typer.Typer) -> None:
         from reports.page import write_report
         from reports.report_terminal import print_doctor_line, print_report_summary
 
+        failed: list[str] = []
         with status("writing the report", quiet=False):
-            write_report(report_context(trace, summary, window, diagnosis), out)
+            write_report(report_context(trace, summary, window, diagnosis), out, failed)
+        for line in failed:  # the page says it in the section's place; a reader of the terminal is told too
+            print(f"commscope: warning: a section of the page failed, {line} (the rest of the page is whole; "
+                  "please report this with the input)", file=sys.stderr)
         console = output_console()
         print_doctor_line(diagnosis, console)
         print_report_summary(summary, console)

@@ -316,9 +316,30 @@ def test_failing_section_is_reported_in_place(monkeypatch):
         raise RuntimeError("analysis exploded")
 
     monkeypatch.setattr("reports.page.SECTIONS", SECTIONS + [Section("bad", "Broken", 60, boom)])
-    page = render_html(report_context(make_trace(), SUMMARY))
+    failed = []
+    page = render_html(report_context(make_trace(), SUMMARY), failed)
     assert "Broken failed: RuntimeError: analysis exploded" in page
     assert "Run configuration" in page
+    assert "Broken: RuntimeError: analysis exploded" in failed
+
+
+def test_a_failing_section_is_said_on_stderr_too(monkeypatch, tmp_path):
+    """The page shows the error in the section's place, exit code 0; the terminal's reader is told."""
+    import shutil
+
+    from bad_inputs import invoke
+    from paths import TESTS
+
+    def boom(ctx):
+        raise RuntimeError("analysis exploded")
+
+    monkeypatch.setattr("reports.page.SECTIONS", SECTIONS + [Section("bad", "Broken", 60, boom)])
+    run = tmp_path / "run"
+    shutil.copytree(TESTS / "data" / "cpurun-hooks-gloo2", run)
+    code, _, err = invoke(["report", str(run), "-o", str(tmp_path / "p.html"), "--no-hta"])
+    assert code == 0
+    assert ("commscope: warning: a section of the page failed, Broken: RuntimeError: analysis exploded (the "
+            "rest of the page is whole; please report this with the input)") in err
 
 
 def test_resolve_steps_closes_open_ends_and_refuses_empty():
