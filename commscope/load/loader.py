@@ -142,7 +142,7 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     by_rank: dict[int, list] = {}
     for p in parts:
         by_rank.setdefault(p["rank"], []).append(p)
-    merged = [_merge_windows(r, ps) for r, ps in sorted(by_rank.items())]
+    merged = [_merge_windows(r, ps, problems) for r, ps in sorted(by_rank.items())]
     ranks = [p["rank"] for p in merged]
     ws, ws_from = _world_size(parts, ranks, path, problems)
     missing = len(ranks) < ws
@@ -252,10 +252,18 @@ def _set_rank(part: dict, rank: int) -> None:
             df["rank"] = rank
 
 
-def _merge_windows(rank: int, parts: list) -> dict:
+def _merge_windows(rank: int, parts: list, problems: list[str]) -> dict:
     """The files of one rank as one part: profiling windows in time order, their collectives numbered
     per window (SEQ_STRIDE). Windows that overlap in time are not successive cycles of one process but
-    two traces claiming one rank: refused."""
+    two traces claiming one rank: refused. A file of the rank with no timed event (an empty profiling
+    cycle) has no window to place: left out, and said, where the rank has other files."""
+    timed = [p for p in parts if p["window"] is not None]
+    if timed and len(timed) < len(parts):
+        for p in parts:
+            if p["window"] is None:
+                problems.append(f"{p['info']['file']}: no timed event (an empty profiling cycle); left out, "
+                                f"rank {rank} has other files")
+        parts = timed
     parts = sorted(parts, key=lambda p: (p["window"] or (0, 0))[0])
     for a, b in zip(parts, parts[1:]):
         if a["window"] is None or b["window"] is None or b["window"][0] < a["window"][1]:

@@ -164,3 +164,17 @@ def test_a_trace_an_older_commscope_exported_is_skipped_too(tmp_path):
     assert [p for p in tr.problems if "commscope exported" in p] == [
         f"{os.path.join(d, n)}: a trace commscope exported (export --perfetto), not a profiler's trace; skipped"
         for n in ("old.json", "old2.json.gz")]
+
+
+def test_an_empty_profiling_cycle_beside_the_ranks_trace_is_left_out_not_fatal(tmp_path):
+    """A second file of rank 1 with no timed event (a profiling cycle that caught nothing) has no time
+    window: it is no second trace claiming the rank, so the folder loads, and the file is said."""
+    d = _folder(tmp_path, {})
+    doc = json.load(open(os.path.join(GLOO, "rank1.json")))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("ph") not in ("X", "i", "b", "e", "B", "E")]
+    empty = os.path.join(d, "rank1.cycle2.json")
+    with open(empty, "w") as f:
+        json.dump(doc, f)
+    tr = load_path(d, workers=1)
+    assert tr.ranks == [0, 1] and len(tr.collectives) == 18
+    assert f"{empty}: no timed event (an empty profiling cycle); left out, rank 1 has other files" in tr.problems
