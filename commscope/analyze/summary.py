@@ -309,7 +309,12 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     if with_hta:
         from commscope.analyze import hta_bridge  # HTA is optional and slow: only touched when asked for
 
-        doc["hta"] = hta_bridge.compare(tr, doc)
+        # HTA reads the whole files: beside it, commscope's overlaps of the whole trace too, never of the --steps
+        # window, or the difference would be the window's
+        whole = doc if steps is None else comm_overlaps(trace, timeline.comm_overlap_by_rank(trace, hta_like=True))
+        doc["hta"] = hta_bridge.compare(trace, whole)
+        if steps is not None and doc["hta"].get("overlap_comparison") is not None:
+            doc["hta"]["overlap_scope"] = "the whole trace (HTA reads whole files), not the --steps window"
     else:
         doc["hta"] = {"status": "skipped", "reason": "not requested"}
     return doc
