@@ -50,7 +50,7 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
             os.path.isfile(os.path.join(path, META)):
         # one rank's folder read as traces would report its meta.json "not a chrome trace"
         raise UserError(f"{path} is one rank's folder of the run directory {parent}: pass the run directory")
-    beside = _traces_beside_a_config(path)
+    beside, left_out = _traces_beside_run_files(path)
     if os.path.isdir(path) and is_run_dir(path) and not beside:
         trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers, scheduler=scheduler,
                             with_ops_up_to=with_ops_up_to)
@@ -68,19 +68,24 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
                                   with_ops=with_ops and (with_ops_up_to is None or len(files) <= with_ops_up_to),
                                   scheduler=scheduler)
         if beside:
-            trace.problems.append(f"{CONFIG} beside the traces is not a commscope run's (no {SUMMARY}, no "
-                                  f"rank*/ folders, no run marker): the folder is read as Kineto traces, "
-                                  f"{CONFIG} left out")
+            names = " and ".join(left_out)
+            trace.problems.append(f"{names} beside the traces {'is' if len(left_out) == 1 else 'are'} not a "
+                                  f"commscope run's (no rank*/ folders, no run marker): the folder is read as "
+                                  f"Kineto traces, {names} left out")
     return trace.select_steps(steps)
 
 
-def _traces_beside_a_config(path: str) -> list[str]:
-    """The Kineto traces of a folder that looks like a run only by a config.json (users keep one beside
-    their profiler output): those traces, config.json left out; [] for anything else."""
-    if not os.path.isdir(path) or has_run_marker(path) or os.path.isfile(os.path.join(path, SUMMARY)) \
-            or rank_dirs(path) or not os.path.isfile(os.path.join(path, CONFIG)):
-        return []
-    return [f for f in list_trace_files(path) if os.path.basename(f) != CONFIG]
+def _traces_beside_run_files(path: str) -> tuple[list[str], list[str]]:
+    """(the Kineto traces, the names left out) of a folder that looks like a run only by a config.json or a
+    summary.json (users keep them beside their profiler output: a training config, a metrics summary),
+    with no run marker and no rank folders; ([], []) for anything else, a run directory among them."""
+    if not os.path.isdir(path) or has_run_marker(path) or rank_dirs(path):
+        return [], []
+    named = [n for n in (CONFIG, SUMMARY) if os.path.isfile(os.path.join(path, n))]
+    if not named:
+        return [], []
+    traces = [f for f in list_trace_files(path) if os.path.basename(f) not in named]
+    return (traces, named) if traces else ([], [])
 
 
 def _names(folder: str) -> list[str]:

@@ -27,8 +27,26 @@ def test_a_config_json_beside_kineto_traces_does_not_make_a_run_directory(tmp_pa
     assert mixed.source == "kineto" and mixed.ranks == plain.ranks
     assert len(mixed.collectives) == len(plain.collectives) and len(mixed.kernels) == len(plain.kernels)
     assert [p for p in mixed.problems if p.startswith("config.json beside the traces")] == [
-        "config.json beside the traces is not a commscope run's (no summary.json, no rank*/ folders, no run "
-        "marker): the folder is read as Kineto traces, config.json left out"]
+        "config.json beside the traces is not a commscope run's (no rank*/ folders, no run marker): the folder "
+        "is read as Kineto traces, config.json left out"]
+
+
+@pytest.mark.parametrize("names", [["summary.json"], ["config.json", "summary.json"]])
+def test_a_summary_json_beside_kineto_traces_does_not_make_a_run_directory_either(tmp_path, names):
+    """A metrics summary.json is at least as common beside profiler output as a config.json."""
+    _copy_traces(tmp_path / "mixed")
+    for n in names:
+        (tmp_path / "mixed" / n).write_text('{"accuracy": 0.9}')
+    mixed = load_path(str(tmp_path / "mixed"))
+    assert mixed.source == "kineto" and mixed.ranks == load_path(str(TRACES)).ranks
+    said = " and ".join(names)
+    assert [p for p in mixed.problems if "beside the traces" in p] == [
+        f"{said} beside the traces {'is' if len(names) == 1 else 'are'} not a commscope run's (no rank*/ folders, "
+        f"no run marker): the folder is read as Kineto traces, {said} left out"]
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "summary.json").write_text('{"accuracy": 0.9}')
+    with pytest.raises(UserError, match="is a run directory without rank"):  # no traces beside it: an empty run directory
+        load_path(str(tmp_path / "alone"))
 
 
 def test_a_config_json_alone_is_still_an_empty_run_directory(tmp_path):
