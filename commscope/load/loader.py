@@ -23,7 +23,7 @@ from commscope.load.frames import COLUMNS, Trace
 from commscope.load.kineto_comms import GLOO_GROUP
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import has_run_marker, is_run_dir, rank_dirs
-from commscope.rundir.schema import CONFIG, META, RANK_DIR, SUMMARY
+from commscope.rundir.schema import CONFIG, EVENTS, META, RANK_DIR, STATUS, SUMMARY
 from commscope.util.ranges import int_ranges
 
 
@@ -51,6 +51,7 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
         # one rank's folder read as traces would report its meta.json "not a chrome trace"
         raise UserError(f"{path} is one rank's folder of the run directory {parent}: pass the run directory")
     beside, left_out = _traces_beside_run_files(path)
+    beside = beside or _traces_in_rank_folders(path)
     if os.path.isdir(path) and is_run_dir(path) and not beside:
         trace = rundir.load(path, progress=progress, with_ops=with_ops, workers=workers, scheduler=scheduler,
                             with_ops_up_to=with_ops_up_to)
@@ -67,12 +68,28 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
         trace = load_kineto_files(files, path, progress=progress, workers=workers,
                                   with_ops=with_ops and (with_ops_up_to is None or len(files) <= with_ops_up_to),
                                   scheduler=scheduler)
-        if beside:
+        if beside and left_out:
             names = " and ".join(left_out)
             trace.problems.append(f"{names} beside the traces {'is' if len(left_out) == 1 else 'are'} not a "
                                   f"commscope run's (no rank*/ folders, no run marker): the folder is read as "
                                   f"Kineto traces, {names} left out")
     return trace.select_steps(steps)
+
+
+# what a rank folder of the recorder holds besides its profiler trace
+RECORDER_FILES = (EVENTS, META, STATUS)
+
+def _traces_in_rank_folders(path: str) -> list[str]:
+    """The Kineto traces of a folder laid out as rank<N>/ subfolders of profiler output only (a natural
+    layout for per-rank traces: rank3/trace.json.gz) with nothing of a commscope run in it (no run marker,
+    summary.json or config.json; no rank folder holding a record of the recorder): [] for anything else."""
+    if not os.path.isdir(path) or has_run_marker(path) or any(
+            os.path.isfile(os.path.join(path, n)) for n in (CONFIG, SUMMARY)):
+        return []
+    dirs = rank_dirs(path)
+    if not dirs or any(os.path.exists(os.path.join(d, n)) for d in dirs.values() for n in RECORDER_FILES):
+        return []
+    return [f for d in sorted(dirs.values()) for f in list_trace_files(d)]
 
 
 def _traces_beside_run_files(path: str) -> tuple[list[str], list[str]]:

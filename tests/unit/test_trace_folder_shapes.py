@@ -60,3 +60,17 @@ def test_traces_one_folder_down_are_pointed_at(tmp_path):
     with pytest.raises(UserError) as e:
         load_path(str(tmp_path / "tb"))
     assert str(e.value).endswith("; traces one level down in worker1/: give that folder")
+
+
+def test_per_rank_folders_of_profiler_output_are_read_as_traces(tmp_path):
+    """rank<N>/trace.json.gz with nothing of a commscope run (a natural layout for per-rank profiler output)
+    is a folder of traces, not a run directory whose ranks wrote no events.jsonl; a rank folder holding a
+    recorder's file keeps the folder a run directory."""
+    plain = load_path(str(TRACES))
+    for r in plain.ranks:
+        (tmp_path / "job" / f"rank{r}").mkdir(parents=True)
+        shutil.copy(TRACES / f"rank{r}.json.gz", tmp_path / "job" / f"rank{r}" / "trace.json.gz")
+    tr = load_path(str(tmp_path / "job"))
+    assert tr.source == "kineto" and tr.ranks == plain.ranks and len(tr.collectives) == len(plain.collectives)
+    (tmp_path / "job" / "rank0" / "events.jsonl").write_text("")
+    assert load_path(str(tmp_path / "job")).source == "run"
