@@ -181,6 +181,11 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
                 "launch calls, each after the group's previous collective")
     mean_lost = float(mine.loc[mine["rank"] == worst, "lost_ns"].mean()) / 1e6
     n, judged = len(p["steps"]), len(judged_steps)
+    # with few steps the culprit's own lengthened steps weigh in the median it is measured against
+    own = [s for s in p["steps"] if s in median_steps]
+    if own and 2 * len(own) >= len(median_steps):
+        scope += (f", {'one' if len(own) == 1 else len(own)} of them the late step{'s' if len(own) > 1 else ''} "
+                  "itself, whose delay weighs in so short a median")
     # the waiting is averaged over the steps where the culprit was late, not over every judged step
     when = (f"in the 1 step where it was late (step {p['steps'][0]}, of {judged} judged)" if n == 1 else
             f"on average over the {n} steps where it was late ({int_ranges(p['steps'])}, of {judged} judged)")
@@ -256,7 +261,7 @@ def _noise_text(noise: dict[int, str]) -> str:
     by: dict[str, list[int]] = {}
     for s, why in sorted(noise.items()):
         by.setdefault(why, []).append(s)
-    return ", ".join(f"{int_ranges(v)} {k}" for k, v in by.items())
+    return ", ".join(f"{k} step{'s' if len(v) > 1 else ''} {int_ranges(v)}" for k, v in by.items())
 
 
 def _excluded_text(noise: dict[int, str]) -> str:
