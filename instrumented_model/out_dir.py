@@ -189,7 +189,7 @@ def _check_and_clear(out: OutDir, overwrite: bool, shared: bool) -> None:
     except ValueError as e:
         raise UserError(f"--out {path}: {e}; not replacing it (remove it yourself if it is a run)") from None
     if marker is None:
-        hint = " (a run of an older commscope, which wrote no marker, must be moved or removed by hand)" if rank_dirs(path) or SUMMARY in entries else ""
+        hint = " (a run directory without the run marker must be moved or removed by hand)" if rank_dirs(path) or SUMMARY in entries else ""
         raise UserError(f"--out {path} is not empty and holds no commscope run (no {RUN_MARKER}){hint}; "
                         "choose a new or empty directory")
     if shared:

@@ -128,7 +128,7 @@ def _legend(hm, known: int) -> str:
     above = (f"; {hm.above_scale} cell(s) above it, up to {fmt(hm.max_ms)} ms, take its darkest colour"
              if hm.above_scale else "")
     return (f'<span class="legend" id="heatmap-legend"><span class="ramp" style="background:linear-gradient('
-            f'to right,{_scale(0)[0]},{_scale(0.5)[0]},{_scale(1)[0]})"></span> 0 … {fmt(hm.scale_ms)} ms{above}</span>'
+            f'to right,{_scale(0)[0]},{_scale(0.5)[0]},{_scale(1)[0]})"></span> 0 … {fmt(hm.scale_ms)} ms{above}.</span>'
             + _no_end_note(hm))
 
 

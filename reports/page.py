@@ -48,7 +48,7 @@ h1{margin:14px 0 2px;font-size:22px} h2{font-size:18px;margin:0 0 6px} h3{font-s
 nav{margin:0 0 8px;font-size:13px} nav a{margin-right:12px}
 section{margin-top:18px} table{border-collapse:collapse;margin:6px 0;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:left} th{background:#f4f4f4;font-weight:600}
-td.num{text-align:right;font-variant-numeric:tabular-nums} .note{color:#555;font-size:13px;margin:4px 0}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap} .note{color:#555;font-size:13px;margin:4px 0}
 .empty{color:#888} .error{background:#fee;border:1px solid #d62728;padding:6px}
 .scroll{overflow-x:auto;max-width:100%}
 .verdict{font-size:16px;padding:8px 12px;border-radius:4px;margin:6px 0}

@@ -419,7 +419,7 @@ def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     time: each call weighs by its transfer time, so the figure is what the label's bytes moved at overall).
 
     Columns are numpy; the sums are one pandas groupby-sum of a float matrix: its compensated (Kahan)
-    summation is what makes them equal the per-column groupby sums this replaced (the bus-byte products
+    summation is what makes them equal per-column groupby sums (the bus-byte products
     are not whole numbers), and a mean is that sum over the count of values present, as groupby's mean."""
     group, first = group_rows(table, keys)
     n_groups, rows = len(first), group >= 0

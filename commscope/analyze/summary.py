@@ -179,7 +179,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
     no_rows = np.empty(0, dtype=np.intp)
     by_label = table.groupby("label", sort=False).indices
     queueing = exposure.label_queueing(table)
-    for label, idx in sorted(by_label.items(), key=lambda kv: kv[1][0]):  # first appearance, as before
+    for label, idx in sorted(by_label.items(), key=lambda kv: kv[1][0]):  # in order of first appearance
         pr = rows_of.get(label, no_rows)
         t = tot_at[label]
         exposed = pr_exposed[pr]

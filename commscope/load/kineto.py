@@ -305,7 +305,7 @@ def _no_hooks() -> pd.DataFrame:
 
 def column(values: list, ints: bool = False) -> list | np.ndarray:
     """`values` for a frame column: an int64 (bool) array when all are Python ints (bools), which is what
-    pandas infers from such a list, 5× slower; else the list itself, for pandas to infer as before.
+    pandas infers from such a list, 5× slower; else the list itself, for pandas to infer.
     `ints`: the reader guarantees Python ints only (Events.ints), so the type of each is not checked."""
     kinds = ({int} if values else set()) if ints else set(map(type, values))
     if kinds == {int}:

@@ -3,7 +3,7 @@ holds a run at all. Without pandas or torch, so the launcher (which watches a ru
 the same definitions as the loader.
 
 Two questions, two answers: `is_run_dir` (may a reading command treat this folder as a run?) accepts
-older runs written before the run marker existed (summary.json, config.json or rank<N>/); `has_run_marker`
+a run without the run marker by its summary.json, config.json or rank<N>/; `has_run_marker`
 (may `commscope run` replace what is in it?) accepts only a folder that says it is commscope's, so a
 Hugging Face checkpoint's config.json or a rank0/ of model shards is never taken for a run and deleted.
 """
@@ -31,8 +31,8 @@ def has_run_marker(path: str) -> bool:
 
 
 def is_run_dir(path: str) -> bool:
-    """True when reading commands may treat `path` as a run: it has the run marker, or (a run written
-    before the marker existed) a summary.json, a config.json or a rank folder."""
+    """True when reading commands may treat `path` as a run: it has the run marker, or (a run without the
+    marker) a summary.json, a config.json or a rank folder."""
     return (has_run_marker(path) or os.path.isfile(os.path.join(path, SUMMARY))
             or os.path.isfile(os.path.join(path, CONFIG)) or bool(rank_dirs(path)))
 

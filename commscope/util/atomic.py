@@ -143,11 +143,11 @@ def write_output(path: str | os.PathLike, data: bytes) -> None:
 # The markers commscope writes at the top of its outputs, and how an existing file is recognised as one.
 HEAD_BYTES = 4096
 PAGE_GENERATOR = '<meta name="generator" content="commscope">'  # reports.page: in the head
-# pages written before the generator tag: their fixed head up to the title
+# a page without the generator tag: recognised by its fixed head up to the title
 _LEGACY_PAGE = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
                 'content="width=device-width, initial-scale=1"><title>commscope report \u2014 ').encode()
 TRACE_PRODUCER = b'{"otherData":{"producer":"commscope"'  # reports.perfetto: the document's first key
-# traces written before otherData came first: it closed the document, after every event
+# the end-of-document layout of a trace: otherData closes the document, after every event
 _LEGACY_TRACE_TAIL = re.compile(rb'"otherData":\{"producer":"commscope","t0_ns":-?\d+,"world_size":')
 
 
@@ -176,7 +176,7 @@ def own_page(path: str | os.PathLike) -> bool:
 
 def own_trace(path: str | os.PathLike) -> bool:
     """Whether the file at `path` is a Perfetto trace commscope wrote, plain or gzip: its first key is
-    otherData with commscope as producer (a trace of an older commscope: otherData at the end)."""
+    otherData with commscope as producer (or, in the end-of-document layout, its last key)."""
     head = _head(path)
     gz = head.startswith(b"\x1f\x8b")
     if gz:
@@ -195,8 +195,8 @@ def exported_trace(doc: bytes) -> bool:
 
 
 def _marked(head: bytes, tail: Callable[[], bytes | None]) -> bool:
-    """Whether a trace whose first bytes are `head` carries commscope's marker: first, or (a trace of an
-    older commscope) in its last bytes, `tail()`, read only for a document that starts with its events."""
+    """Whether a trace whose first bytes are `head` carries commscope's marker: first, or (the end-of-document
+    layout) in its last bytes, `tail()`, read only for a document that starts with its events."""
     if head.lstrip().startswith(TRACE_PRODUCER):
         return True
     if not head.startswith(b'{"traceEvents":['):
@@ -206,9 +206,9 @@ def _marked(head: bytes, tail: Callable[[], bytes | None]) -> bool:
 
 
 _TAIL_BYTES = 65536
-# How far an older commscope's gzip trace is inflated looking for its marker: the default per-file trace
+# How far a gzip trace in the end-of-document layout is inflated looking for its marker: the default per-file trace
 # limit (COMMSCOPE_MAX_TRACE_MB, 1 GiB). A constant here, so the file-writing utilities need nothing of
-# commscope.load; a larger older trace is refused as not ours, which only asks the user to remove it.
+# commscope.load; a larger one is refused as not ours, which only asks the user to remove it.
 _LEGACY_GZIP_CAP = 2 ** 30
 
 

@@ -125,7 +125,7 @@ def test_a_trace_of_an_earlier_commscope_is_recognised(tmp_path):
 
 
 def _legacy_trace(n_events: int, producer: bytes = b"commscope") -> bytes:
-    """A trace as an older commscope wrote it: every event first, otherData closing the document (far past
+    """A trace in the end-of-document layout: every event first, otherData closing the document (far past
     the first 4 KiB, and past the last 64 KiB of the compressed file)."""
     events = b",".join(b'{"ph":"X","name":"op %d","pid":0,"tid":1,"ts":%d.5,"dur":1.0}' % (i * 7919 % 100003, i)
                        for i in range(n_events))

@@ -61,7 +61,7 @@ def test_a_binned_heatmap_says_the_timeline_draws_steps_a_column_holds_only_in_p
         "it draws; <code>--steps A:B</code> draws other steps.")
     assert _click_note(columns, [False] * 50, (49, 50)).startswith(
         "the timeline draws step 49, which no column holds whole: <code>#step=N</code>")
-    # an unbinned heatmap's columns are its steps: said as before
+    # an unbinned heatmap's columns are its steps: the shaded headers are the drawn steps
     assert _click_note([(s, s) for s in range(10)], [4 <= s < 7 for s in range(10)], (4, 7)).startswith(
         "the timeline draws steps 4–6 (the shaded column headers)")
 

@@ -166,7 +166,7 @@ def test_headline_without_collectives_and_the_legend_stays_with_its_ramp(tmp_pat
     headline = re.search(r'<p class="headline">(.*?)</p>', page).group(1)
     assert "no collectives in this input" in headline and "% of step time" not in headline
     _, page = run_page(tmp_path / "busy")
-    assert re.search(r'<span class="legend" id="heatmap-legend"><span class="ramp"[^>]*></span> 0 … [0-9.]+ ms</span>',
+    assert re.search(r'<span class="legend" id="heatmap-legend"><span class="ramp"[^>]*></span> 0 … [0-9.]+ ms\.</span>',
                      page)
     assert ".legend{white-space:nowrap" in page
 

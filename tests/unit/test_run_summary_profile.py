@@ -1,6 +1,6 @@
 """`commscope run`'s summary table leaves the profiler's steps (its --profile window and the step after
 it, the trace's export: the steps the report's headline leaves out) out of rank 0's mean and median step
-and the tokens/s beside them, and its label names them; step 0 stays out as before."""
+and the tokens/s beside them, and its label names them; step 0 stays out too."""
 from __future__ import annotations
 
 from rich.console import Console

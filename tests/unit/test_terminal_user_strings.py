@@ -1,7 +1,7 @@
 """Strings from the user's data reach the terminal as the characters they hold, and never cost a number.
 
-A run directory (tests/data/cpurun-hooks-gloo2, relabelled) whose labels hold rich markup ("w[/a]" used to
-end `report` with a MarkupError traceback, "[bold]x" printed bold), an emoji code ("enc:x:proj" printed
+A run directory (tests/data/cpurun-hooks-gloo2, relabelled) whose labels hold rich markup ("w[/a]" would end
+`report` with a MarkupError traceback if read as markup, "[bold]x" print bold), an emoji code ("enc:x:proj" printed
 ❌) and a 73-character HuggingFace parameter name (which squeezed every number of report's table to nothing
 at 100 columns). Rank 1 is made 5 s late at "enc:x:proj" in step 1, so that `doctor` names the label in its
 verdict. Each command runs in-process through commscope.cli.main at fixed terminal widths.

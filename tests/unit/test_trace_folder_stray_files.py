@@ -150,8 +150,8 @@ def test_a_trace_commscope_exported_is_skipped_in_a_folder_and_refused_alone(tmp
         load_path(os.path.join(d, "merged.json"), workers=1)
 
 
-def test_a_trace_an_older_commscope_exported_is_skipped_too(tmp_path):
-    """An older commscope wrote otherData last, after every event: recognised at the document's end, as
+def test_a_trace_commscope_exported_in_the_end_of_document_layout_is_skipped_too(tmp_path):
+    """A trace whose otherData comes last, after every event: recognised at the document's end, as
     own_trace recognises it before replacing one, plain or gzip."""
     import gzip
 
