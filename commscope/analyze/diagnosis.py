@@ -52,11 +52,16 @@ def evidence_tables(evidence: list[dict]) -> tuple[list[list[dict]], int | None]
     """A verdict's evidence as a page shows it: rows of the same fields together (a hang's culprits, which
     never launched the collective, apart from the ranks waiting in it, so no table is half empty), in the
     order the rows come, and every `*_ns` time (absolute ns on the trace's clock) as `*_ms` since the
-    earliest of them: epoch nanoseconds read as nothing. Returns the tables and that origin (None: no time)."""
+    earliest of them: epoch nanoseconds read as nothing. A lone time (one row, one time) would read 0 since
+    itself: its column is left out (doctor --json has it). Returns the tables and that origin (None: no time
+    shown)."""
     def timed(k: str, v: Any) -> bool:
         return k.endswith("_ns") and isinstance(v, Integral) and not isinstance(v, bool)
 
     times = [int(v) for e in evidence for k, v in e.items() if timed(k, v)]
+    if len(times) == 1:
+        evidence = [{k: v for k, v in e.items() if not k.endswith("_ns")} for e in evidence]
+        times = []
     origin = min(times) if times else None
     groups: dict[tuple, list[dict]] = {}
     for e in evidence:

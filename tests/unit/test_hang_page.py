@@ -106,3 +106,14 @@ def test_the_verdict_word_is_said_once(tmp_path, capsys):
     lines = re.findall(r"<b[^>]*>HANG</b> ([^<]{0,40})", html)
     assert len(lines) == 2 and all(line.startswith("rank(s) 0-4,6-11 launched") for line in lines)
     assert "HANG</b> hang:" not in html
+
+
+def test_a_lone_time_in_the_evidence_is_left_out_not_shown_as_zero():
+    """One crashed rank's evidence holds one time: since itself it would read 0.0 ms. Two times read apart."""
+    from commscope.analyze.diagnosis import evidence_tables
+
+    tables, origin = evidence_tables([{"rank": 1, "last_finished_step": 2, "last_step_end_ns": 10**18}])
+    assert (tables, origin) == ([[{"rank": 1, "last_finished_step": 2}]], None)
+    tables, origin = evidence_tables([{"rank": 1, "last_step_end_ns": 10**18},
+                                      {"rank": 2, "last_step_end_ns": 10**18 + 2_500_000}])
+    assert origin == 10**18 and [r["last_step_end_ms"] for r in tables[0]] == [0.0, 2.5]
