@@ -152,7 +152,7 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
     if unlinked:
         notes.append(f"{unlinked} kernel-only finding(s) have no place: their kernel is not linked to a cpu op "
                      f"with recorded shapes (no such op carries its External id: launched before the profiler saw its "
-                     f"op, or ids that do not link them), though {len(trace.ops)} cpu ops recorded shapes.")
+                     f"op, or ids that do not link them), though {len(trace.ops):,} cpu ops recorded shapes.")
     return LayoutReport(findings, contention if len(contention) else pd.DataFrame(columns=CONTENTION_COLUMNS),
                         name, notes, skipped, unflagged=unflagged)
 

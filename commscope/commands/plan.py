@@ -61,8 +61,9 @@ def plan_cmd(
         raise WORLD_SIZE.refuse(f"--world-size {world_size} is too large")
     if not 0.0 <= alpha <= 1.0:
         raise UserError(f"--alpha must be in [0, 1], got {alpha}")
-    if tflops <= 0 or bytes_per_element <= 0 or capacity_mb <= 0:
-        raise UserError("--tflops, --bytes-per-element and --capacity-mb must be positive")
+    for name, value in (("--tflops", tflops), ("--bytes-per-element", bytes_per_element), ("--capacity-mb", capacity_mb)):
+        if not value > 0:
+            raise UserError(f"{name} must be positive, got {value:g}")
     if not math.isfinite(capacity_mb * 2 ** 20):
         raise UserError(f"--capacity-mb {capacity_mb} is too large to count in bytes")
     if tp is not None and (tp < 1 or world_size % tp):

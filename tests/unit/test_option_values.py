@@ -123,3 +123,9 @@ def test_run_help_states_the_trainers_own_defaults_for_options_it_forwards_only_
     assert all(o.default is not None or "Default:" in o.help for o in TRAINER_OPTIONS
                if o.type not in ("flag", "many")), \
         [o.name for o in TRAINER_OPTIONS if o.default is None and "Default:" not in o.help and o.type != "flag"]
+
+
+@pytest.mark.parametrize("option", ["--tflops", "--bytes-per-element", "--capacity-mb"])
+def test_a_plan_size_that_is_not_positive_names_its_option_and_value(capsys, option):
+    code, out = _run(capsys, ["plan", option, "0"])
+    assert code == 2 and out.err.strip() == f"commscope: error: {option} must be positive, got 0"
