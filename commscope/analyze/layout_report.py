@@ -54,13 +54,16 @@ class LayoutReport:
 
 
 def _clean(d: dict) -> dict:
-    """JSON-safe values: numpy scalars → python, NaN → None."""
+    """JSON-safe values: numpy scalars → python, NaN and ±inf → None, a byte count as an integer (a float
+    column's 77266944.0 reads as a measurement, not a size)."""
     out = {}
     for k, v in d.items():
         if hasattr(v, "item") and not isinstance(v, (list, dict)):
             v = v.item()
-        if isinstance(v, float) and math.isnan(v):
+        if isinstance(v, float) and not math.isfinite(v):
             v = None
+        elif isinstance(v, float) and (k == "bytes" or k.endswith("_bytes")) and v.is_integer():
+            v = int(v)
         out[k] = v
     return out
 

@@ -121,6 +121,8 @@ def test_cli_json_shape(tmp_path):
     n = sum(transposed_grad_ops(0).values())  # rank 0: 1 add + 1 copy (high), then 1 kernel-only add (low)
     assert n == 2 and len(doc["findings"]) == n + 1
     assert [x["confidence"] for x in doc["findings"]] == ["high"] * n + ["low"]
+    # sizes are whole numbers, not a float column's 77266944.0
+    assert all(type(c["bytes"]) is int for c in doc["contention"] if c["bytes"] is not None) and doc["contention"]
 
 
 def test_cli_errors_are_one_line(tmp_path):
