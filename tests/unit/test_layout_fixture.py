@@ -121,8 +121,20 @@ def test_cli_json_shape(tmp_path):
     n = sum(transposed_grad_ops(0).values())  # rank 0: 1 add + 1 copy (high), then 1 kernel-only add (low)
     assert n == 2 and len(doc["findings"]) == n + 1
     assert [x["confidence"] for x in doc["findings"]] == ["high"] * n + ["low"]
-    # sizes are whole numbers, not a float column's 77266944.0
-    assert all(type(c["bytes"]) is int for c in doc["contention"] if c["bytes"] is not None) and doc["contention"]
+
+
+def test_cli_json_gives_byte_counts_as_integers():
+    """A collective's size in the contention rows is a whole number (its float column's 77266944.0 read as
+    a measurement)."""
+    from typer.testing import CliRunner
+
+    from commscope.cli import app
+
+    res = CliRunner().invoke(app, ["layout", str(FIXTURE), "--json"])
+    assert res.exit_code == 0, res.output
+    sizes = [c["bytes"] for c in json.loads(res.stdout)["contention"]]
+    known = [b for b in sizes if b is not None]  # a pre-window collective has no size
+    assert known and all(type(b) is int and b > 0 for b in known)
 
 
 def test_cli_errors_are_one_line(tmp_path):
