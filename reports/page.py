@@ -172,6 +172,11 @@ def render_html(ctx: ReportContext, failed: list[str] | None = None) -> str:
     return printable(page)  # a file name's undecodable bytes as \xNN, wherever a section wrote it
 
 
+# What a page is kept to (the weight of the 2-rank page with room for 16 ranks and 40 steps, docs/analysis.md
+# "Weight"): a page over it is still written, and the command says why it is heavy.
+PAGE_BUDGET_BYTES = 1_500_000
+
+
 def write_report(ctx: ReportContext, out: str | Path, failed: list[str] | None = None) -> Path:
     """Write the page to `out` atomically (a failed write leaves what was there and no partial file),
     under commscope's output rule (check_output: checked again here, since the analysis may have taken

@@ -70,15 +70,23 @@ def register(app: typer.Typer) -> None:
             typer.echo(orjson.dumps(summary, option=JSON_OPTS | orjson.OPT_INDENT_2).decode())
             return
         from commscope.analyze.report_context import report_context
-        from reports.page import write_report
+        from reports.page import PAGE_BUDGET_BYTES, write_report
         from reports.report_terminal import print_doctor_line, print_report_summary
 
         failed: list[str] = []
         with status("writing the report", quiet=False):
-            write_report(report_context(trace, summary, window, diagnosis), out, failed)
+            ctx = report_context(trace, summary, window, diagnosis)
+            written = write_report(ctx, out, failed)
         for line in failed:  # the page says it in the section's place; a reader of the terminal is told too
             print(f"commscope: warning: a section of the page failed, {line} (the rest of the page is whole; "
                   "please report this with the input)", file=sys.stderr)
+        size = written.stat().st_size
+        if size > PAGE_BUDGET_BYTES:  # the timeline's steps weigh most: say which, and how to draw fewer
+            drawn = f"steps {ctx.window[0]}–{ctx.window[1] - 1}" if ctx.window else "every step"
+            n_drawn = len(ctx.drawn.ranks) if ctx.drawn is not None else len(ctx.trace.ranks)
+            print(f"commscope: note: the page weighs {size / 1e6:.1f} MB, over the {PAGE_BUDGET_BYTES / 1e6:.1f} MB "
+                  f"a page is kept to: its timeline draws {drawn} of {n_drawn} rank(s); a narrower --steps A:B draws "
+                  "fewer", file=sys.stderr)
         console = output_console()
         print_doctor_line(diagnosis, console)
         print_report_summary(summary, console)

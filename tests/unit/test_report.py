@@ -457,3 +457,21 @@ def test_timeline_bands_the_time_between_steps():
     late = tr.steps["step"] == 1
     tr.steps.loc[late, "start_ns"] += 200 * US  # step 1 starts 0.2 ms after step 0 ended
     assert bands(timeline_figure(timeline_bars(tr))) == [pytest.approx((1.0, 1.2))]
+
+
+def test_a_page_over_its_budget_says_why_and_how_to_draw_less(monkeypatch, tmp_path):
+    import shutil
+
+    import reports.page
+    from bad_inputs import invoke
+    from paths import TESTS
+
+    run = tmp_path / "run"
+    shutil.copytree(TESTS / "data" / "cpurun-hooks-gloo2", run)
+    code, _, err = invoke(["report", str(run), "-o", str(tmp_path / "a.html"), "--no-hta"])
+    assert code == 0 and "note: the page weighs" not in err  # 0.65 MB: within the budget
+    monkeypatch.setattr(reports.page, "PAGE_BUDGET_BYTES", 100_000)
+    code, _, err = invoke(["report", str(run), "-o", str(tmp_path / "b.html"), "--no-hta", "--steps", "1:3"])
+    size = (tmp_path / "b.html").stat().st_size
+    assert code == 0 and (f"commscope: note: the page weighs {size / 1e6:.1f} MB, over the 0.1 MB a page is kept to: "
+                          "its timeline draws steps 1–2 of 2 rank(s); a narrower --steps A:B draws fewer") in err
