@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ranks", type=int, help="generate a job of this many ranks from SRC (bench/gen_job.py)")
     ap.add_argument("--straggler", type=int, help="with --ranks: the rank that stalls (default 2N/3 + 1)")
     ap.add_argument("--no-perfetto", action="store_true", help="skip the Perfetto document")
+    ap.add_argument("--hta", action="store_true", help="run HTA's analyses too (its views are on the page)")
     ap.add_argument("--every-rank-ops", action="store_true", help="parse every rank's ops while loading, "
                     "whatever the number of ranks (the cost the report avoids above PAGE_ALL_RANKS)")
     args = ap.parse_args(argv)
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         trace = load_path(copy, with_ops=True, with_ops_up_to=None if args.every_rank_ops else PAGE_ALL_RANKS)
         t_load = time.perf_counter() - t
         t = time.perf_counter()
-        summary = summarize(trace, with_hta=False)
+        summary = summarize(trace, with_hta=args.hta)
         t_sum = time.perf_counter() - t
         t = time.perf_counter()
         ctx = report_context(trace, summary)
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"input: {src}" + (f" → {args.ranks}-rank job" if args.ranks else "") +
           (", every rank's ops loaded" if args.every_rank_ops else "") +
           f" ({len(trace.ranks)} ranks, {len(trace.compute)} compute, {len(trace.collectives)} collectives)")
-    print(f"load {t_load:.2f} s, summarize (no HTA) {t_sum:.2f} s, report analyses {t_ctx:.2f} s, "
+    print(f"load {t_load:.2f} s, summarize ({'HTA' if args.hta else 'no HTA'}) {t_sum:.2f} s, report analyses {t_ctx:.2f} s, "
           f"HTML page {t_page:.2f} s" + (f", perfetto {t_pf:.2f} s" if t_pf is not None else "") +
           f"; peak RSS {rss:.0f} MB")
     print(f"HTML {size / 1e6:.3f} MB" + (f", perfetto JSON {len(perfetto) / 1e6:.2f} MB" if perfetto else ""))
