@@ -347,14 +347,25 @@ def check_desync(lt: pd.DataFrame, source: str) -> Diagnosis | None:
         g, sigs = found
         group, seq = g["group"].iloc[0], g["seq"].iloc[0]
         counts = sigs.value_counts()
-        majority = counts.index[0] if counts.iloc[0] > counts.iloc[1] else sigs.iloc[0]
-        culprits = sorted(int(r) for r, s in zip(g["rank"], sigs) if s != majority)
+        tie = counts.iloc[0] == counts.iloc[1]  # as many on two sides: no majority says which is wrong
+        majority = sigs.iloc[0] if tie else counts.index[0]
+        others = sorted(int(r) for r, s in zip(g["rank"], sigs) if s != majority)
         good = g[sigs == majority].iloc[0]
         evidence = [{"rank": int(r["rank"]), "op": r["op"], "bytes": r["bytes"], "dtype": r["dtype"],
                      "label": r["label"], "call_ns": iso_ns(r["call_ns"]), "finished": bool(r["finished"]),
                      "source": r["source"]} for _, r in g.iterrows()]
         step = None if pd.isna(good["step"]) else int(good["step"])
-        bad = g[g["rank"].isin(culprits)].iloc[0]
+        bad = g[g["rank"].isin(others)].iloc[0]
+        if tie:
+            side = sorted(int(r) for r, s in zip(g["rank"], sigs) if s == majority)
+            return Diagnosis(
+                "desync", [], label=good["label"], step=step, sequence=int(seq), group=str(group),
+                evidence=evidence, sources=[source],
+                summary=(f"desync: at group {group} seq {seq} ('{good['label']}', step {step}) rank(s) "
+                         f"{ranks_text(side)} launched {good['op']} of {_bytes(good['bytes'])} and rank(s) "
+                         f"{ranks_text(others)} launched {bad['op']} of {_bytes(bad['bytes'])}: as many on each "
+                         "side, so no majority says which side is wrong (no culprit named)."))
+        culprits = others
         return Diagnosis(
             "desync", culprits, label=good["label"], step=step, sequence=int(seq), group=str(group),
             evidence=evidence, sources=[source],

@@ -393,6 +393,18 @@ def test_desync_names_the_minority(run):
     assert "broadcast" in d.summary and "reduce_scatter" in d.summary
 
 
+def test_a_desync_with_as_many_on_each_side_names_no_culprit(run):
+    """Two ranks against two: no majority says which side launched the wrong collective."""
+    for r in range(4):
+        op = "broadcast" if r in (1, 3) else "reduce_scatter"
+        put(run, r, "watchdog.json", watchdog(r, [inflight(r, 9, "attn", op=op)]))
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.sequence) == ("desync", [], 9)
+    assert d.summary == ("desync: at group 0 seq 9 ('attn', step 3) rank(s) 0,2 launched reduce_scatter of "
+                         "8000000 bytes and rank(s) 1,3 launched broadcast of 8000000 bytes: as many on each "
+                         "side, so no majority says which side is wrong (no culprit named).")
+
+
 def fr_entry(seq, name="nccl:all_reduce", state="completed", n=1024):
     return {"record_id": seq, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": seq,
             "p2p_seq_id": 0, "op_id": seq, "profiling_name": name, "time_created_ns": 10 * seq,
