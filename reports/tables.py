@@ -351,6 +351,8 @@ def nested(value: Any, depth: int = 0, limit: int | None = None) -> str:
         if limit is not None:  # a long list of scalars prints whole otherwise
             scalars = {k: (list(v[:limit]) + [f"… {len(v) - limit:,} more"] if isinstance(v, (list, tuple))
                            and len(v) > limit else v) for k, v in scalars.items()}
+        # an empty list is an answer ("no watchdog fired"), not a blank cell
+        scalars = {k: "none" if isinstance(v, (list, tuple)) and not v else v for k, v in scalars.items()}
         parts = [scalar_table(scalars)] if scalars else []
         for k, v in value.items():
             if k in scalars:
@@ -359,7 +361,9 @@ def nested(value: Any, depth: int = 0, limit: int | None = None) -> str:
             if isinstance(v, Mapping) and v and all(isinstance(x, Mapping) for x in v.values()) and \
                     all(not isinstance(y, (Mapping, list)) for x in v.values() for y in x.values()):
                 rows = v if limit is None or len(v) <= limit else dict(list(v.items())[:limit])
-                parts.append(f"<h{h}>{html.escape(key_text(k))}</h{h}>" + keyed_table(rows, "key") +
+                # per-rank entries (status, meta) are keyed by rank numbers: the column says so
+                key = "rank" if all(str(x).isdigit() for x in rows) else "key"
+                parts.append(f"<h{h}>{html.escape(key_text(k))}</h{h}>" + keyed_table(rows, key) +
                              (f'<p class="note">… and {len(v) - limit:,} more entries, left out here.</p>'
                               if rows is not v else ""))
             else:

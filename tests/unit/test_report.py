@@ -475,3 +475,12 @@ def test_a_page_over_its_budget_says_why_and_how_to_draw_less(monkeypatch, tmp_p
     size = (tmp_path / "b.html").stat().st_size
     assert code == 0 and (f"commscope: note: the page weighs {size / 1e6:.1f} MB, over the 0.1 MB a page is kept to: "
                           "its timeline draws steps 1–2 of 2 rank(s); a narrower --steps A:B draws fewer") in err
+
+
+def test_run_configuration_says_none_for_an_empty_list_and_keys_per_rank_entries_by_rank():
+    from reports.tables import nested
+
+    page = nested({"watchdog_ranks": [], "status": {"0": {"status": "completed"}, "1": {"status": "failed"}}})
+    assert '<td data-key="watchdog_ranks">Watchdog ranks</td><td>none</td>' in page
+    assert '<th data-key="rank">Rank</th><th data-key="status">Status</th>' in page
+    assert '<th data-key="key">Key</th>' in nested({"pg": {"a": {"size": 2}}})  # other keys stay keys
