@@ -260,6 +260,12 @@ def render_steps(ctx: ReportContext) -> str | None:
                    "&rdquo;): their boundary time is the profiler's.</p>"
                    + which + tables.records_table(bounds, table_id="step-boundaries"))
     steps, which = listed(ctx, steps)
+    host = ("gap_before_ms", "start_delay_ms")
+    if steps and all(r.get(k) is None for r in steps for k in host):
+        # unknown in every row (a profiler trace has no host step records): said once, not a column of dashes
+        steps = [{k: v for k, v in r.items() if k not in host} for r in steps]
+        which += ('<p class="note">No gap before a step or delay to its first compute: they are measured '
+                  "between a run directory's host step records, which this input does not have.</p>")
     out.append(which + tables.records_table(steps, table_id="steps-table"))
     return "\n".join(out)
 

@@ -484,3 +484,19 @@ def test_run_configuration_says_none_for_an_empty_list_and_keys_per_rank_entries
     assert '<td data-key="watchdog_ranks">Watchdog ranks</td><td>none</td>' in page
     assert '<th data-key="rank">Rank</th><th data-key="status">Status</th>' in page
     assert '<th data-key="key">Key</th>' in nested({"pg": {"a": {"size": 2}}})  # other keys stay keys
+
+
+def test_the_step_table_of_a_trace_leaves_out_host_columns_it_cannot_fill():
+    from commscope.analyze.report_context import report_context as context
+    from commscope.analyze.summary import summarize
+    from commscope.load import load_path
+    from paths import TESTS
+    from reports.sections import render_steps
+
+    tr = load_path(str(TESTS / "data" / "modded-nanogpt-8xh100"))
+    page = render_steps(context(tr, summarize(tr, with_hta=False), with_layout=False))
+    table = page[page.index('id="steps-table"'):]
+    assert 'data-key="gap_before_ms"' not in table and "No gap before a step or delay to its first compute" in page
+    tr = load_path(str(TESTS / "data" / "cpurun-hooks-gloo2"))
+    page = render_steps(context(tr, summarize(tr, with_hta=False), with_layout=False))
+    assert 'data-key="gap_before_ms"' in page[page.index('id="steps-table"'):]
