@@ -23,8 +23,15 @@ window.csData = (function () {
 // (reports/timeline.py) then names that step, or no entry for a range of steps: it must not go on
 // naming a step the figure no longer shows.
 function csZoom(x0, x1, lo, hi) {
-  var pad = 0.02 * (x1 - x0), plot = document.getElementById("timeline-plot");
+  var plot = document.getElementById("timeline-plot");
   if (!plot) return;
+  // the step's mark sits at the first drawn rank's start; a window of a rank that started it later would
+  // leave the mark and its label out of view: the zoom reaches back to it
+  ((plot.layout || {}).annotations || []).forEach(function (a) {
+    var t = String(a.text || "");
+    if (lo !== undefined && (t === "step " + lo || t.indexOf("step " + lo + " ") === 0) && a.x < x0 && a.x > x0 - (x1 - x0)) x0 = a.x;
+  });
+  var pad = 0.02 * (x1 - x0);
   window.csPlotly.then(function (Plotly) {
     var update = {"xaxis.range": [x0 - pad, x1 + pad], "xaxis.autorange": false};
     var menus = (plot.layout || {}).updatemenus;
@@ -453,8 +460,10 @@ function csSpreadStepLabels(gd) {
   labels.forEach(function (g) { g.removeAttribute("transform"); g.style.visibility = ""; });
   var items = labels.map(function (g) { return {g: g, box: g.getBoundingClientRect()}; })
     .sort(function (a, b) { return a.box.left - b.box.left; });
-  var ends = [], hidden = 0;
+  var ends = [], hidden = 0, right = gd.getBoundingClientRect().right;
   items.forEach(function (it) {
+    // a label running past the figure's edge would be cut to another step's name ("step 2" of "step 21")
+    if (it.box.right > right) { it.g.style.visibility = "hidden"; hidden++; return; }
     for (var line = 0; line < STEP_LABEL_LINES; line++) {
       if (ends[line] === undefined || ends[line] + STEP_LABEL_GAP_PX <= it.box.left) break;
     }
