@@ -97,11 +97,24 @@ def check_doc(doc: Any, where: str, name: str) -> dict:
     return doc
 
 
+# A status.json is a few hundred bytes; one far larger is not one (and is not read whole into memory).
+STATUS_MAX_BYTES = 1 << 20
+
+
 def read_status(rank_dir: str) -> dict | None:
-    """A rank's status.json; None when there is none. Raises ValueError when it is there but unreadable."""
+    """A rank's status.json; None when there is none. Raises ValueError when it is there but unreadable:
+    not a regular file (a FIFO would block the read), over STATUS_MAX_BYTES, or not a status document."""
+    path = os.path.join(rank_dir, STATUS)
+    if not os.path.lexists(path):
+        return None
+    if not os.path.isfile(path):
+        raise ValueError(f"unreadable {STATUS} (not a regular file)")
     try:
-        with open(os.path.join(rank_dir, STATUS)) as f:
-            st = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read(STATUS_MAX_BYTES + 1)
+        if len(raw) > STATUS_MAX_BYTES:
+            raise ValueError(f"over {STATUS_MAX_BYTES >> 20} MiB")
+        st = json.loads(raw)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
