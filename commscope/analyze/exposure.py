@@ -297,7 +297,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None,
                      queue_pairs: list | None = None) -> pd.DataFrame:
     """`trace.collectives` plus the columns in the module docstring. `comp`: compute_sets(trace), if
     already computed. `queue_pairs`: if a list, queue_split's charges are appended to it as (queued row,
-    charged row, ns), rows as positions in the table (what summary.queued_behind reads)."""
+    charged row, ns), rows as positions in the table (what summary.queued_behind_by_label reads)."""
     c = trace.collectives.copy()
     if "label" in c:
         missing = missing_labels(c["label"])

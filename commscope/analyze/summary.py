@@ -114,7 +114,7 @@ def _low_median(v: np.ndarray) -> float:
     return v[(len(v) - 1) // 2] if len(v) else np.nan
 
 
-def queued_behind(table: pd.DataFrame, pairs: list[tuple[int, int, float]]) -> dict[str, dict[str, float]]:
+def queued_behind_by_label(table: pd.DataFrame, pairs: list[tuple[int, int, float]]) -> dict[str, dict[str, float]]:
     """Per label that queued, the labels it queued behind: {label: {earlier label: ms}}, most first, each a
     per-rank total averaged over the ranks that have the queued label (as its `queued_ms`, which they add
     up to). `pairs`: exposure.queue_split's charges (queued row, charged row, ns) over `table`, as
@@ -157,7 +157,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
                   behind: dict[str, dict[str, float]] | None = None,
                   in_steps: dict[str, float] | None = None, withheld: dict[str, str] | None = None
                   ) -> dict[str, dict]:
-    """The document's `labels` (module docstring); `behind`: queued_behind(), the labels each one's
+    """The document's `labels` (module docstring); `behind`: queued_behind_by_label(), the labels each one's
     `queued_ms` was spent behind (`queued_behind_ms`, beside the queueing split); `in_steps`:
     exposed_in_steps(), the part of each label's exposed time inside the steps; `withheld`:
     exposure.bandwidth_withheld(), why a label's bandwidths are null."""
@@ -280,7 +280,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                  + exposure.bandwidth_notes(withheld, len(tr.ranks), int(tr.world_size)),
         "duration_basis": exposure.duration_basis(table),
         **comm_overlaps(tr, ov),
-        "labels": label_summary(table, per_rank, queued_behind(table, queue_pairs), exposed_in_steps(table, tr.steps),
+        "labels": label_summary(table, per_rank, queued_behind_by_label(table, queue_pairs), exposed_in_steps(table, tr.steps),
                                 withheld),
         "stragglers": None if unjudged else [
             {"rank": int(r.rank), "times_last": int(r.times_last), "last_share": rounded(r.last_share),
