@@ -167,6 +167,8 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     merged = [_merge_windows(r, ps, problems) for r, ps in sorted(by_rank.items())]
     ranks = [p["rank"] for p in merged]
     ws, ws_from = _world_size(parts, ranks, path, problems)
+    if ws > limits.WORLD_SIZE.value():  # the same limit as a run directory's: analyses size frames by it
+        raise limits.WORLD_SIZE.refuse(f"{path}: world_size {ws:,} is beyond the largest world size")
     missing = len(ranks) < ws
     if missing:
         absent = sorted(set(range(ws)) - set(ranks)) if ws <= 64 else None

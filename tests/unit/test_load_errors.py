@@ -98,3 +98,20 @@ def test_deeply_nested_json_is_one_error_not_a_recursion_traceback(tmp_path):
     with pytest.raises(UserError, match="nests JSON arrays or objects too deeply"):
         load_path(str(path))
 
+
+
+def test_a_trace_claiming_a_world_beyond_the_limit_is_refused_as_a_run_directory_is(tmp_path, monkeypatch):
+    """distributedInfo.world_size 1,000,000: the analyses size frames by the world (the doctor lists every
+    missing rank); past COMMSCOPE_MAX_WORLD_SIZE it is refused with the setting that raises it."""
+    import json
+
+    from paths import TESTS
+
+    doc = json.loads((TESTS / "data" / "gloo2" / "rank0.json").read_text())
+    doc.setdefault("distributedInfo", {}).update(world_size=1_000_000, rank=0)
+    (tmp_path / "rank0.json").write_text(json.dumps(doc))
+    with pytest.raises(UserError, match=r"world_size 1,000,000 is beyond the largest world size; .*"
+                                         r"COMMSCOPE_MAX_WORLD_SIZE"):
+        load_path(str(tmp_path / "rank0.json"))
+    monkeypatch.setenv("COMMSCOPE_MAX_WORLD_SIZE", str(2_000_000))
+    assert load_path(str(tmp_path / "rank0.json")).world_size == 1_000_000
