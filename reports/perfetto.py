@@ -155,13 +155,17 @@ def _json_values(s: pd.Series) -> list:
 
 
 class _ByRank:
-    """A frame's rows of each rank, split once (a scan of the whole frame per rank costs ranks × rows)."""
+    """A frame's rows of each rank: their positions found once (a scan of the whole frame per rank costs
+    ranks × rows), each rank's rows taken when asked for, so that only one rank's copy is held at a time
+    (splitting the frame up front would hold a second copy of the whole trace)."""
 
     def __init__(self, df: pd.DataFrame | None):
-        self.parts = dict(iter(df.groupby("rank", sort=False))) if df is not None and len(df) else {}
+        self.df = df
+        self.rows = df.groupby("rank", sort=False).indices if df is not None and len(df) else {}
 
     def __call__(self, rank: int) -> pd.DataFrame:
-        return self.parts.get(rank, pd.DataFrame())
+        pos = self.rows.get(rank)
+        return self.df.iloc[pos] if pos is not None else pd.DataFrame()
 
 
 def _t0(trace: Any) -> int:
