@@ -23,7 +23,7 @@ from commscope.load.frames import COLUMNS, Trace
 from commscope.load.kineto_comms import GLOO_GROUP
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import has_run_marker, is_run_dir, rank_dirs
-from commscope.rundir.schema import CONFIG, EVENTS, META, RANK_DIR, STATUS, SUMMARY
+from commscope.rundir.schema import CONFIG, KINETO_TRACE, META, RANK_DIR, RECORDING_FILES, SUMMARY
 from commscope.util.ranges import int_ranges
 
 
@@ -76,9 +76,6 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     return trace.select_steps(steps)
 
 
-# what a rank folder of the recorder holds besides its profiler trace
-RECORDER_FILES = (EVENTS, META, STATUS)
-
 def _traces_in_rank_folders(path: str) -> list[str]:
     """The Kineto traces of a folder laid out as rank<N>/ subfolders of profiler output only (a natural
     layout for per-rank traces: rank3/trace.json.gz) with nothing of a commscope run in it (no run marker,
@@ -87,7 +84,8 @@ def _traces_in_rank_folders(path: str) -> list[str]:
             os.path.isfile(os.path.join(path, n)) for n in (CONFIG, SUMMARY)):
         return []
     dirs = rank_dirs(path)
-    if not dirs or any(os.path.exists(os.path.join(d, n)) for d in dirs.values() for n in RECORDER_FILES):
+    if not dirs or any(os.path.exists(os.path.join(d, n)) for d in dirs.values() for n in RECORDING_FILES
+                       if n != KINETO_TRACE):
         return []
     return [f for d in sorted(dirs.values()) for f in list_trace_files(d)]
 

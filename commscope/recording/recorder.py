@@ -48,7 +48,7 @@ from commscope.recording.sink import EventSink, write_json_atomic
 from commscope.recording.steps import StepWriting
 from commscope.recording.timing import CudaClock
 from commscope.rundir import write_config
-from commscope.rundir.schema import (EVENTS, INFLIGHT, KINETO_TRACE, META, SCHEMA_VERSION, STATUS, WATCHDOG,
+from commscope.rundir.schema import (EVENTS, KINETO_TRACE, META, RECORDING_FILES, SCHEMA_VERSION,
                                      rank_dir_name)
 from commscope.util.cpus import usable_cores
 from commscope.util.step_range import parse_step_range
@@ -58,8 +58,6 @@ FLUSH_MODES = ("step", "overlap")
 # `mode="full"` without explicit steps profiles steps 1..2: step 0 carries one-time warm-up costs.
 DEFAULT_FULL_WINDOW = (1, 3)
 _perf = time.perf_counter_ns
-# The files a recording leaves in its rank folder: one of them there means the folder holds a recording.
-RECORDING_FILES = (EVENTS, STATUS, META, WATCHDOG, INFLIGHT, KINETO_TRACE)
 
 
 def _local_rank() -> int:

@@ -37,6 +37,8 @@ ENDED_STATUSES = ("completed", "exited")
 WATCHDOG = "watchdog.json"  # only when the hang watchdog fired
 INFLIGHT = "inflight.json"  # only on an abnormal end with collectives still in flight
 KINETO_TRACE = "trace.json.gz"  # only with --profile: the profiler window's Kineto trace
+# The files a recording leaves in its rank folder: one of them there means the folder holds a recording.
+RECORDING_FILES = (EVENTS, STATUS, META, WATCHDOG, INFLIGHT, KINETO_TRACE)
 
 
 def rank_dir_name(rank: int) -> str:
