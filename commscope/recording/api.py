@@ -120,6 +120,11 @@ class StepInfo:
         return f"StepInfo(step={self.step}, loss={self.loss!r}, tokens={self.tokens!r}, extra={dict(self.extra)!r})"
 
 
+# Whether a torch.profiler is recording (a private torch API: without it, records are not named inside a
+# profiler window, and a profile window never finds another profiler running; nothing else changes).
+profiler_active = getattr(torch.autograd, "_profiler_enabled", None) or (lambda: False)
+
+
 def check_label(label: Any) -> None:
     """A collective's label: a non-empty string, or None for an unlabelled collective."""
     if label is not None and (not isinstance(label, str) or not label):

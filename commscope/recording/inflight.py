@@ -22,7 +22,8 @@ non-blocking): nobody can wait on it any more, and kept it would hold up every l
 
 Invariants: sequence numbers count this recorder's collectives per group from 0; a collective whose
 completion is unknown (failed ones included) stays in `inflight`, for the hang watchdog, and is never
-written half-known (a dropped, finished one is known to have finished, at an unknown time); the completion callback, on gloo's worker thread, only makes GIL-atomic assignments.
+written half-known (a dropped, finished one is known to have finished, at an unknown time); the
+completion callback, on gloo's worker thread, only makes GIL-atomic assignments.
 """
 from __future__ import annotations
 
@@ -34,13 +35,12 @@ from typing import Any, Callable
 
 import torch
 
-from commscope.recording.api import CollectiveHandle, check_label
+from commscope.recording.api import CollectiveHandle, check_label, profiler_active
 from commscope.recording.closing import CLOSED
 from commscope.recording.collective import GroupInfo, comm_size, op_name
 
 _perf = time.perf_counter_ns
-# private torch API: without it, records are not named inside a torch.profiler window (nothing else changes)
-_profiling = getattr(torch.autograd, "_profiler_enabled", None) or (lambda: False)
+_profiling = profiler_active
 
 
 class PendingCollective:

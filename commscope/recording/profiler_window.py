@@ -24,6 +24,8 @@ from typing import Iterator
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from commscope.recording.api import profiler_active
+
 
 class ProfilerWindow:
     def __init__(self, steps: tuple[int, int], out: Path, *, cuda: bool, with_stack: bool = False):
@@ -45,7 +47,7 @@ class ProfilerWindow:
         """Wrap one training step: starts the profiler at the window's first step, ends after its last."""
         inside = self.first <= step < self.stop and not self.exported and not self.skipped
         if inside and self._prof is None:
-            if getattr(torch.autograd, "_profiler_enabled", lambda: False)():  # private torch API
+            if profiler_active():
                 self.skipped = True
                 print(f"commscope: warning: a torch.profiler is already running at step {step}; profile_steps "
                       f"{self.spec} is skipped (torch runs one profiler at a time): read that profiler's own "

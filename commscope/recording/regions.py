@@ -20,11 +20,10 @@ from typing import Any
 
 import torch
 
-from commscope.recording.api import check_compute
+from commscope.recording.api import check_compute, profiler_active
 from commscope.recording.closing import CLOSED
 
-# private torch API: without it, records are not named inside a torch.profiler window (nothing else changes)
-_profiling = getattr(torch.autograd, "_profiler_enabled", None) or (lambda: False)
+_profiling = profiler_active
 
 
 class _Region:
