@@ -69,7 +69,6 @@ from commscope.analyze.left_in_flight import last_region, last_region_text
 from commscope.analyze.problems import loading_problems, run_reports
 from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
-from commscope.load.evidence import collective_text
 from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, STATUS, SUMMARY
 
@@ -97,16 +96,20 @@ def _own_type(error: str) -> bool:
     return bool(m) and m.group(1) in _OWN_TYPES
 
 
+def _says(pattern: re.Pattern, error) -> bool:
+    """Whether a rank's `error` says what `pattern` matches, and is not of a type its own code raises."""
+    text = str(error)
+    return not _own_type(text) and bool(pattern.search(text))
+
+
 def _consequence(error) -> bool:
     """The error of a rank that was a victim of another's fault (docs/faults.md)."""
-    text = str(error)
-    return not _own_type(text) and bool(_CONSEQUENCE.search(text))
+    return _says(_CONSEQUENCE, error)
 
 
 def _timed_out(error) -> bool:
     """The error of a rank that gave up waiting on a collective."""
-    text = str(error)
-    return not _own_type(text) and bool(_TIMED_OUT.search(text))
+    return _says(_TIMED_OUT, error)
 
 
 # ---- rules ------------------------------------------------------------------------------------
@@ -256,16 +259,27 @@ REGIONS_LOOKED_UP = 16
 BLOCKED_PLACES = 2  # places named in a hang's summary where its waiting ranks were blocked (the rest counted)
 
 
+def _ranks_by(value: dict, ranks: list[int]) -> list[tuple[Any, list[int]]]:
+    """`ranks` grouped by their `value` (rank → value; ranks without one left out), the values most ranks
+    share first."""
+    at: dict[Any, list[int]] = {}
+    for r in ranks:
+        if value.get(r):
+            at.setdefault(value[r], []).append(r)
+    return sorted(at.items(), key=lambda kv: (-len(kv[1]), kv[1]))
+
+
+def _collective_text(op: object, label: object, group: object, seq: object) -> str:
+    """How a verdict names one collective: "all_reduce 'scalars' (group 0, seq 59)"."""
+    return f"{op} '{label}' (group {group}, seq {seq})"
+
+
 def _blocked_text(blocked: dict, ranks: list[int]) -> str:
     """"; rank(s) 0-1,3 were blocked at optimizer.py:327 step: handle.wait()" (the watchdogs' main-thread
     stacks, evidence.blocked_at), the places most ranks share first; "" where no report says."""
-    at: dict[str, list[int]] = {}
-    for r in ranks:
-        if blocked.get(r):
-            at.setdefault(blocked[r], []).append(r)
-    if not at:
+    places = _ranks_by(blocked, ranks)
+    if not places:
         return ""
-    places = sorted(at.items(), key=lambda kv: (-len(kv[1]), kv[1]))
     said = "; ".join(f"rank(s) {ranks_text(rs)} were blocked at {place}" for place, rs in places[:BLOCKED_PLACES])
     more = len(places) - BLOCKED_PLACES
     return "; " + said + (f" (and {more} more place(s), in the evidence)" if more > 0 else "")
@@ -276,17 +290,14 @@ def _waiting_text(waiting: dict, ranks: list[int], group: str, seq: int) -> str:
     behind seq 57" where the waiting ranks were blocked on another collective than the one never launched
     (the run's reports name that one, the verdict the first collective missing), else "". A collective of
     the same group launched after the missing one cannot run before it: it is queued behind it."""
-    on: dict[tuple, list[int]] = {}
-    for r in ranks:
-        w = waiting.get(r)
-        if isinstance(w, tuple) and (w[2], w[3]) != (group, seq):
-            on.setdefault(w, []).append(r)
+    other = {r: w for r, w in waiting.items() if isinstance(w, tuple) and (w[2], w[3]) != (group, seq)}
+    on = _ranks_by(other, ranks)
     if not on:
         return ""
-    (what, rs), *more = sorted(on.items(), key=lambda kv: (-len(kv[1]), kv[1]))
+    (what, rs), *more = on
     behind = f", queued behind seq {seq}" if what[2] == group and what[3] > seq else ""
     others = f" (and {len(more)} more collective(s), in the evidence)" if more else ""
-    return f"; their watchdogs found rank(s) {ranks_text(rs)} waiting on {collective_text(*what)}{behind}{others}"
+    return f"; their watchdogs found rank(s) {ranks_text(rs)} waiting on {_collective_text(*what)}{behind}{others}"
 
 
 def _region_evidence(where: dict | None) -> dict:
@@ -356,22 +367,17 @@ def check_desync(lt: pd.DataFrame, source: str) -> Diagnosis | None:
                      "source": r["source"]} for _, r in g.iterrows()]
         step = None if pd.isna(good["step"]) else int(good["step"])
         bad = g[g["rank"].isin(others)].iloc[0]
+        where = f"desync: at group {group} seq {seq} ('{good['label']}', step {step}) rank(s) "
         if tie:
             side = sorted(int(r) for r, s in zip(g["rank"], sigs) if s == majority)
-            return Diagnosis(
-                "desync", [], label=good["label"], step=step, sequence=int(seq), group=str(group),
-                evidence=evidence, sources=[source],
-                summary=(f"desync: at group {group} seq {seq} ('{good['label']}', step {step}) rank(s) "
-                         f"{ranks_text(side)} launched {good['op']} of {_bytes(good['bytes'])} and rank(s) "
-                         f"{ranks_text(others)} launched {bad['op']} of {_bytes(bad['bytes'])}: as many on each "
-                         "side, so no majority says which side is wrong (no culprit named)."))
-        culprits = others
-        return Diagnosis(
-            "desync", culprits, label=good["label"], step=step, sequence=int(seq), group=str(group),
-            evidence=evidence, sources=[source],
-            summary=(f"desync: at group {group} seq {seq} ('{good['label']}', step {step}) rank(s) {ranks_text(culprits)} "
-                     f"launched {bad['op']} of {_bytes(bad['bytes'])} while the others launched {good['op']} of "
-                     f"{_bytes(good['bytes'])}."))
+            said = (f"{where}{ranks_text(side)} launched {good['op']} of {_bytes(good['bytes'])} and rank(s) "
+                    f"{ranks_text(others)} launched {bad['op']} of {_bytes(bad['bytes'])}: as many on each side, "
+                    "so no majority says which side is wrong (no culprit named).")
+        else:
+            said = (f"{where}{ranks_text(others)} launched {bad['op']} of {_bytes(bad['bytes'])} while the others "
+                    f"launched {good['op']} of {_bytes(good['bytes'])}.")
+        return Diagnosis("desync", [] if tie else others, label=good["label"], step=step, sequence=int(seq),
+                         group=str(group), evidence=evidence, sources=[source], summary=said)
     return None
 
 

@@ -77,11 +77,6 @@ def _read(run_dir: str, rank_dirs: dict[int, str]) -> FaultEvidence:
 _TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n?(?P<code>.*)$', re.S)
 
 
-def collective_text(op: object, label: object, group: object, seq: object) -> str:
-    """How a verdict names one collective: "all_reduce 'scalars' (group 0, seq 59)"."""
-    return f"{op} '{label}' (group {group}, seq {seq})"
-
-
 def _waiting_on(rec: object) -> tuple | None:
     """The watchdog report's `waiting_on` record as (op, label, group, seq); None where it names none."""
     if not isinstance(rec, dict) or type(rec.get("seq")) is not int or rec.get("group") is None:
