@@ -61,11 +61,11 @@ from commscope.analyze.labels import shown_label
 from commscope.analyze.timeline_inflight import NO_END
 from commscope.util.atomic import check_output, output_stream, own_trace
 from commscope.util.num import whole
-
-NO_END_WHY = "no step record: the run stopped inside this step; the slice spans the rank's records of it"
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes
 from commscope.load.frames import rel
+
+NO_END_WHY = "no step record: the run stopped inside this step; the slice spans the rank's records of it"
 
 # Stable tid blocks so tracks sort the same way in every process: steps, compute, regions, comm, hooks.
 _TID_BASE = {"steps": 1, "compute": 100, "regions": 300, "comm": 1000, "hooks": 5000}

@@ -212,8 +212,13 @@ def _dims_size(dims, types) -> tuple[int | None, str | None]:
     if not (isinstance(first, list) and first and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
                                                        for x in first)):
         return None, None
-    dt = types[0] if isinstance(types, list) and types and isinstance(types[0], str) else None
-    return math.prod(first), (dt if not np.isnan(dtype_size(dt)) else None)
+    return math.prod(first), _known_dtype(types, 0)
+
+
+def _known_dtype(types, i: int) -> str | None:
+    """The `i`-th `Input type` where it is a dtype commscope knows the size of, else None."""
+    dt = types[i] if isinstance(types, list) and i < len(types) and isinstance(types[i], str) else None
+    return dt if not np.isnan(dtype_size(dt)) else None
 
 
 DEFAULT_GROUP = "0"  # the default process group's name in `Process Group Name` and pg_config's `pg_name`
@@ -382,8 +387,7 @@ def _largest_size(dims, types) -> tuple[int | None, str | None]:
     if not sizes or max(sizes) <= 0:
         return None, None
     i = int(np.argmax(sizes))
-    dt = types[i] if isinstance(types, list) and i < len(types) and isinstance(types[i], str) else None
-    return sizes[i], (dt if not np.isnan(dtype_size(dt)) else None)
+    return sizes[i], _known_dtype(types, i)
 
 
 def _with_launch(comm_k: pd.DataFrame, pos: np.ndarray, launches: pd.DataFrame) -> pd.DataFrame:
