@@ -19,6 +19,18 @@ window.csData = (function () {
   };
 })();
 
+// Once the timeline is drawn (at once on a page without one).
+function csTimelineDrawn() {
+  return (window.csDrawn || {})["timeline-plot"] || Promise.resolve();
+}
+
+// Whether a step mark's or menu entry's text names step `v`: "step 3", "step 3 · no end recorded",
+// "step 3 (no end recorded)"; not "step 30".
+function csNamesStep(text, v) {
+  var t = String(text || ""), name = "step " + v;
+  return t === name || t.indexOf(name + " ") === 0;
+}
+
 // Zoom the timeline to [x0, x1] ms (steps lo..hi) and bring it into view. The timeline's step dropdown
 // (reports/timeline.py) then names that step, or no entry for a range of steps: it must not go on
 // naming a step the figure no longer shows.
@@ -28,8 +40,7 @@ function csZoom(x0, x1, lo, hi) {
   // the step's mark sits at the first drawn rank's start; a window of a rank that started it later would
   // leave the mark and its label out of view: the zoom reaches back to it
   ((plot.layout || {}).annotations || []).forEach(function (a) {
-    var t = String(a.text || "");
-    if (lo !== undefined && (t === "step " + lo || t.indexOf("step " + lo + " ") === 0) && a.x < x0 && a.x > x0 - (x1 - x0)) x0 = a.x;
+    if (lo !== undefined && csNamesStep(a.text, lo) && a.x < x0 && a.x > x0 - (x1 - x0)) x0 = a.x;
   });
   var pad = 0.02 * (x1 - x0);
   window.csPlotly.then(function (Plotly) {
@@ -51,7 +62,7 @@ function csZoom(x0, x1, lo, hi) {
 function csMenuStep(v, note, said) {
   var plot = document.getElementById("timeline-plot"), menus = plot && plot.layout && plot.layout.updatemenus;
   if (!menus || !menus.length || !window.Plotly) return false;
-  var k = menus[0].buttons.findIndex(function (b) { return b.label === "step " + v || b.label.indexOf("step " + v + " (") === 0; });
+  var k = menus[0].buttons.findIndex(function (b) { return csNamesStep(b.label, v); });
   if (k < 0) return false;
   var update = Object.assign({}, menus[0].buttons[k].args[0], {"updatemenus[0].active": k});
   update["xaxis.range"] = update["xaxis.range"].slice();
@@ -124,12 +135,12 @@ document.addEventListener("DOMContentLoaded", function () {
     if (!/^\d+$/.test(v)) return csSay(note, "#step=" + v + " is not a step: give a whole number" + range + ".");
     var k = bounds.findIndex(function (b) { return b[0] <= +v && +v <= b[1]; });
     if (k < 0) {
-      return ((window.csDrawn || {})["timeline-plot"] || Promise.resolve()).then(function () {
+      return csTimelineDrawn().then(function () {
         if (!csMenuStep(v, note)) csSay(note, "#step=" + v + ": the heatmap has no step " + v + range + ".");
       });
     }
     var td = cells[k];
-    ((window.csDrawn || {})["timeline-plot"] || Promise.resolve()).then(function () {  // once the timeline is in
+    csTimelineDrawn().then(function () {  // once the timeline is in
       // a column of several steps, or one the timeline draws only in part: the step itself from the
       // timeline's menu, where it has one, rather than the whole column or a note to run again
       if ((bounds[k][0] !== bounds[k][1] || td.dataset.x0 === undefined) &&
@@ -264,13 +275,13 @@ document.addEventListener("DOMContentLoaded", function () {
       if (!/^\d+$/.test(v)) return csSay(note, "#step=" + v + " is not a step: give a whole number" + range + ".");
       var j = d.columns.findIndex(function (c) { return c[0] <= +v && +v <= c[1]; });
       if (j < 0) {
-        return ((window.csDrawn || {})["timeline-plot"] || Promise.resolve()).then(function () {
+        return csTimelineDrawn().then(function () {
           if (!csMenuStep(v, note)) csSay(note, "#step=" + v + ": the heatmap has no step " + v + range + ".");
         });
       }
       var col = d.columns[j];
       if (col[0] !== col[1]) {  // the step itself from the timeline's menu, as on the table heatmap
-        return ((window.csDrawn || {})["timeline-plot"] || Promise.resolve()).then(function () {
+        return csTimelineDrawn().then(function () {
           if (!csMenuStep(v, note, " (in the heatmap's column of steps " + col[0] + "–" + col[1] + ")")) openColumn(j, v);
         });
       }
