@@ -5,8 +5,10 @@
 (instrumented_model.out_dir: a lock, the run marker, --overwrite), starts torch.distributed.run through
 `python -m instrumented_model.torchrun ... -m instrumented_model.train`, streams every output line into
 `launcher.log` while the live bar shows rank 0's `@@commscope` progress lines, and when the job ends has
-instrumented_model.run_summary build and write `summary.json` (docs/run_format.md). The terminal output
-is reports/run_terminal.py's; `commscope run` reaches this module through its command module only.
+instrumented_model.run_summary build and write `summary.json` (docs/run_format.md). What the user sees
+goes through a `RunView` that the caller passes: `commscope run`'s command module supplies the terminal
+one (reports/run_terminal.py's output, the doctor's verdict on a failed run), so the trainer neither
+renders nor analyzes, and reaches no module downstream of the run directory it writes.
 
 Invariants:
 - One process tree (instrumented_model.job): the launcher is a subreaper, every child dies with its
@@ -42,9 +44,9 @@ import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
+from typing import ContextManager, Protocol
 
 import psutil
-from rich.console import Console
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
@@ -52,9 +54,8 @@ from commscope.rundir.schema import EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
-from instrumented_model.run_summary import JobEnd, RunProgress, build_summary, step_stats, write_summary
+from instrumented_model.run_summary import JobEnd, RunProgress, build_summary, write_summary
 from instrumented_model.torchrun import LOG_DIR_ENV
-from reports.run_terminal import LiveProgress, print_run_dir, print_run_note, print_run_summary, print_run_verdict
 
 # After a signal to the launcher, or once torchrun has ended: the ranks' time to write their status and
 # exit before whatever is left is killed.
@@ -68,6 +69,52 @@ _LOG_DIR_PREFIX = "commscope-torchrun-"
 _STORAGE = {"28": "no space left on device", "30": "read-only file system", "122": "disk quota exceeded"}
 _STORAGE_LINE = re.compile(r"\[Errno (28|30|122)\]|(No space left on device|Read-only file system|Disk quota exceeded)")
 
+
+
+
+class StepProgress(Protocol):
+    """The live progress of a job: rank 0's step records, and other lines the ranks print for the user."""
+
+    def step(self, rec: dict) -> None: ...
+    def note(self, line: str) -> None: ...
+
+
+class RunView(Protocol):
+    """What the user sees of a launch. The launcher calls these in order: `run_dir`, `note`s and `warn`,
+    `progress` for the job's duration, then `summary` (with the --profile text, whose steps the figures
+    leave out), the launcher's `note`s, and `verdict` on a failed run or a drill (--inject)."""
+
+    def run_dir(self, out: str) -> None: ...
+    def note(self, text: str) -> None: ...
+    def warn(self, text: str) -> None: ...
+    def progress(self, total_steps: int) -> ContextManager[StepProgress]: ...
+    def summary(self, summary: dict, out: str, profile: str | None) -> None: ...
+    def verdict(self, out: str) -> None: ...
+
+
+class QuietView:
+    """A launch that shows nothing: `commscope hooks`' capture run, and library callers."""
+
+    def run_dir(self, out: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+    def warn(self, text: str) -> None:
+        pass
+
+    def progress(self, total_steps: int) -> ContextManager[StepProgress]:
+        return contextlib.nullcontext(self)
+
+    def step(self, rec: dict) -> None:
+        pass
+
+    def summary(self, summary: dict, out: str, profile: str | None) -> None:
+        pass
+
+    def verdict(self, out: str) -> None:
+        pass
 
 
 @dataclass
@@ -148,11 +195,11 @@ def oversubscription_note(device: str, nproc: int, cores: int) -> str | None:
 
 
 def launch_training(trainer_argv: list[str], topology: Topology, out: str | None,
-                    console: Console | None = None, *, overwrite: bool = False) -> dict:
+                    view: RunView | None = None, *, overwrite: bool = False) -> dict:
     """Run the reference trainer on `topology`; return the summary (also written to OUT/summary.json).
     Raises UserError before anything starts for a bad option or an --out that may not be used, and at
     the end when the run directory could not be written (the summary is printed first)."""
-    console = console or Console(emoji=False)  # a rank's error text is printed: ":x:" stays text
+    view = view or QuietView()
     if out is not None and not out.strip():  # `--out=` names no folder: not the default's runs/<timestamp>
         raise UserError("--out is empty: give the run directory, or leave --out out for "
                         "runs/<timestamp>-<preset>-<world size>")
@@ -163,17 +210,17 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     claim = out_dir.claim(out, overwrite=overwrite, run_id=run_id, shared=topology.nnodes > 1)
     started = False
     try:
-        print_run_dir(console, out)
+        view.run_dir(out)
         for note in claim.notes:
-            print_run_note(console, note)
+            view.note(note)
         claim.notes.clear()
         oversubscribed = oversubscription_note(args.device, topology.nproc, usable_cores())
-        if oversubscribed and not console.quiet:  # a quiet launch (hooks' capture run) reads no timings
-            print(f"commscope: warning: {oversubscribed}", file=sys.stderr, flush=True)
+        if oversubscribed:
+            view.warn(oversubscribed)
         _sweep_log_dirs()
         with _Signals() as sigs:
             started = True
-            end, prog, job = _run_job(out, args, torchrun_args, trainer_argv, run_id, claim, console, sigs)
+            end, prog, job = _run_job(out, args, torchrun_args, trainer_argv, run_id, claim, view, sigs)
             ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(rank_dirs(out))
             summary = build_summary(out, args, topology.world_size, ranks, end, prog)
             written = False
@@ -187,16 +234,16 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         # Settled first: a replacing run with no step moves its files out of `out` (the replaced run is
         # back there), and every path printed below must name the folder that holds this run's files.
         here = claim.settle(had_step=bool(summary["losses"]))
-        print_run_summary(console, summary, here, step_stats(summary, args.profile))
+        view.summary(summary, here, args.profile)
         for note in job.notes:
-            print_run_note(console, note)
+            view.note(note)
         # the oversubscription warning was printed once at launch (stderr); the report repeats it from meta.json
         # a failed run, or a drill (--inject) that completed: what the doctor makes of it is the point
         failed = summary["status"] not in ("completed", "interrupted")
         if (failed or (args.inject and summary["status"] == "completed")) and not end.storage_error:
-            print_run_verdict(console, here, _diagnose(here))
+            view.verdict(here)
         for note in claim.notes:
-            print_run_note(console, note)
+            view.note(note)
     except BaseException:
         if not started:  # Ctrl-C before the job began: as if this run had never claimed the folder
             claim.abandon()
@@ -210,7 +257,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
 
 
 def _run_job(out: str, args: argparse.Namespace, torchrun_args: list[str], trainer_argv: list[str], run_id: str,
-             claim: out_dir.OutDir, console: Console, sigs: "_Signals") -> tuple[JobEnd, RunProgress, Job]:
+             claim: out_dir.OutDir, view: RunView, sigs: "_Signals") -> tuple[JobEnd, RunProgress, Job]:
     """Start torchrun, supervise it to its end and until no process of the job is left; leave a status
     for every rank the launcher had to kill."""
     logdir = tempfile.mkdtemp(prefix=f"{_LOG_DIR_PREFIX}{os.getpid()}-")
@@ -221,7 +268,7 @@ def _run_job(out: str, args: argparse.Namespace, torchrun_args: list[str], train
     if args.backend == "nccl":
         env.update(flight_recorder_env(out, env))
     try:
-        end, prog, job = _supervise(cmd, env, out, console, args, claim, sigs, run_id)
+        end, prog, job = _supervise(cmd, env, out, view, args, claim, sigs, run_id)
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
     _write_last_words(out, job, prog)
@@ -300,7 +347,7 @@ class _Signals:
             self.job.kill_all(f"killed at once on a second {signame(signum)}")
 
 
-def _supervise(cmd: list[str], env: dict, out: str, console: Console, args: argparse.Namespace,
+def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argparse.Namespace,
                claim: out_dir.OutDir, sigs: _Signals, run_id: str) -> tuple[JobEnd, RunProgress, Job]:
     """Run the job, copying its output into OUT/launcher.log and rank 0's steps onto the live bar, while a
     monitor thread watches for faults and stopped ranks; return once no process of the job is left."""
@@ -318,7 +365,7 @@ def _supervise(cmd: list[str], env: dict, out: str, console: Console, args: argp
     monitor.start()
     code = None
     try:
-        with LiveProgress(console, total=args.steps) as live:
+        with view.progress(args.steps) as live:
             for line in proc.stdout:
                 log.write(line)
                 if storage is None and (m := _STORAGE_LINE.search(line)):
@@ -389,16 +436,6 @@ def _sweep_log_dirs() -> None:
         m = re.match(rf"{_LOG_DIR_PREFIX}(\d+)-", os.path.basename(d))
         if m and not psutil.pid_exists(int(m.group(1))):
             shutil.rmtree(d, ignore_errors=True)
-
-
-def _diagnose(out: str):
-    """`commscope doctor`'s diagnosis of a failed run, or the UserError saying why it cannot be made."""
-    from commscope.analyze.doctor import diagnose_path
-
-    try:
-        return diagnose_path(out)
-    except UserError as e:
-        return e
 
 
 def flight_recorder_env(out: str, env: dict) -> dict:

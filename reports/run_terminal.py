@@ -1,6 +1,7 @@
 """`commscope run`'s terminal output: the live training bar, the run summary table, the launcher's notes
-and a failed run's one-paragraph verdict. Each function renders what the launcher hands it (rank 0's progress records, the
-summary.json document with its step statistics, the doctor's diagnosis) and computes nothing but layout.
+and a failed run's one-paragraph verdict. Each function renders what the command layer's TerminalView
+(commscope/commands/_run_view.py) hands it as the launcher reports the job: rank 0's progress records, the
+summary.json document with its step statistics, the doctor's diagnosis. It computes nothing but layout.
 """
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def _left_out(stats: dict) -> str:
 
 
 def print_run_summary(console: Console, summary: dict, out: str, stats: dict) -> None:
-    """The summary table; `stats` is the launcher's step-time figures (run_summary.step_stats): the mean
+    """The summary table; `stats` is the step-time figures of commscope.analyze.run_step_stats: the mean
     and median step and the tokens/s shown over the steps it keeps."""
     ok = summary["status"] == "completed"
     t = Table(title=f"commscope run: [{'green' if ok else 'red'}]{summary['status']}[/]", show_header=False)
@@ -83,7 +84,7 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict) ->
         t.add_row("loss", f"{losses[0]:.4f} → {losses[-1]:.4f}")
     # The step times are rank 0's (its progress records): named so, as `report` and `doctor` give other
     # figures for the same run (every rank's mean, the median of the judged steps).
-    # Both leave out step 0 and the profiler's steps (run_summary.step_stats), which the label names: the
+    # Both leave out step 0 and the profiler's steps (run_step_stats), which the label names: the
     # report's headline leaves out the same profiler steps.
     if stats:
         t.add_row("rank 0's mean step", f"{stats['mean_ms']:.1f} ms{_left_out(stats)}")

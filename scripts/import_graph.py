@@ -12,7 +12,10 @@ renderers). The rules look at both kinds, where the one-way flow could otherwise
 Rules (docs/architecture.md):
 - no cycle between packages;
 - commscope never imports reports or instrumented_model, except in the command layer (commscope.cli, commscope.commands)
-  (the seam through which `commscope run`, `plan` and the renderers are reached).
+  (the seam through which `commscope run`, `plan` and the renderers are reached);
+- the trainer (instrumented_model) imports nothing downstream of the run directory it writes: not the
+  loader, the analyzers, the pipeline or the renderers (data flows one way; what `commscope run` shows is
+  the command layer's RunView).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TOP = ("commscope", "reports", "instrumented_model")
 COMMAND_LAYER = ("commscope.commands", "commscope.cli", "commscope.__main__")
+DOWNSTREAM = ("commscope.load", "commscope.analyze", "commscope.pipeline", "reports")
 
 
 def package_of(module: str) -> str:
@@ -89,6 +93,9 @@ def graph() -> tuple[dict[str, set[str]], dict[str, set[str]], list[str]]:
                 if src_mod.startswith("commscope") and not src_mod.startswith(COMMAND_LAYER) \
                         and target.split(".")[0] in ("reports", "instrumented_model"):
                     problems.append(f"{path.relative_to(ROOT)} imports {target} (only the command layer may)")
+                if src_pkg == "instrumented_model" and dst_pkg in DOWNSTREAM:
+                    problems.append(f"{path.relative_to(ROOT)} imports {target} (the trainer reaches nothing "
+                                    "downstream of the run directory)")
     problems += [f"import cycle: {' -> '.join(c)}" for c in cycles(edges)]
     for src in lazy:
         lazy[src] -= edges.get(src, set())

@@ -578,10 +578,3 @@ def diagnose_trace(trace: Trace, *, tolerate_bad_files: bool = False, selected: 
             span = f"step {lo}" if hi == lo + 1 else f"steps {lo}-{hi - 1}"
             d.summary = f"(whole run, not only the selected {span}) {d.summary}"
     return d
-
-
-def diagnose_path(path: str, scheduler: Any = None, **thresholds: Any) -> Diagnosis:
-    """diagnose_trace of the run or traces at `path` (loaded on the Dask cluster at `scheduler` if given)."""
-    from commscope.load import load_path
-
-    return diagnose_trace(load_path(path, scheduler=scheduler), **thresholds)

@@ -16,7 +16,6 @@ micro-step); the reference order is the most common one, ties broken by first oc
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -159,10 +158,3 @@ def _launch_order(trace) -> tuple[list[str], tuple[int, int] | None]:
     step = int(mine["step"].max())
     mine = mine[mine["step"] == step].sort_values("call_ns", kind="stable")
     return list(dict.fromkeys(str(x) for x in mine["label"])), (rank, step)
-
-
-def load_hook_orders(path: str | os.PathLike) -> HookOrders:
-    from commscope.load import load_path  # the general loader (docs/frames.md)
-
-    return hook_orders_from_trace(load_path(os.fspath(path)))
-

@@ -9,12 +9,12 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-import orjson
 import typer
 
-from commscope.analyze.hooks_order import load_hook_orders
+from commscope.pipeline import load_hook_orders
 from commscope.commands.run import launcher
 from commscope.errors import UserError
+from commscope.util.jsondoc import print_document
 
 
 DEFAULT_NPROC = 2  # ranks of the capture run: the fewest that show hook orders side by side
@@ -22,10 +22,8 @@ DEFAULT_NPROC = 2  # ranks of the capture run: the fewest that show hook orders 
 
 def capture_run(out: Path, nproc: int = 2, steps: int = 2, grad_accum: int = 2, extra: list[str] | None = None) -> None:
     """A short traced run of the reference trainer into `out` (the launcher `commscope run` uses, quietly)."""
-    from rich.console import Console
-
     argv = ["--steps", str(steps), "--grad-accum", str(grad_accum), *(extra or [])]
-    summary = launcher().launch_training(argv, launcher().Topology(nproc), str(out), console=Console(quiet=True))
+    summary = launcher().launch_training(argv, launcher().Topology(nproc), str(out), launcher().QuietView())
     if summary["status"] != "completed":
         raise UserError(f"capture run failed ({summary['status']}): {summary['message']}")
 
@@ -50,7 +48,7 @@ def register(app: typer.Typer) -> None:
         else:
             orders = load_hook_orders(run)
         if json:
-            typer.echo(orjson.dumps(orders.to_json()).decode())
+            print_document(orders.to_json())
         else:
             from reports.console import plain_console
             from reports.hooks_terminal import print_hook_orders

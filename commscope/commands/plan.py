@@ -4,20 +4,20 @@ Thin CLI over commscope.plan: builds the matrix list from the trainer's preset, 
 optionally calibrates the time model from a run (`--cost measured RUN`) and plans the tensor-parallel
 micro-groups (`--tp T`); renders a summary table and a per-rank bar chart per strategy, or JSON.
 
-The preset's shapes and the calibration come from the reference trainer, reached through `_trainer()`
-only: the trainer package is imported when a plan is made, never when commscope is imported.
+The matrix shapes of a preset or of a recorded run's model come from the reference trainer, reached
+through `_trainer()` only: the trainer package is imported when a plan is made, never when commscope is
+imported. The calibration itself is commscope.plan.calibrate's, on the run's regions frame.
 """
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
-import orjson
 import typer
 
 from commscope.commands._shared import require_finite
 from commscope.errors import UserError
+from commscope.util.jsondoc import print_document
 from commscope.load.limits import WORLD_SIZE
 from commscope.plan import DEFAULT_CAPACITY_BYTES, DEFAULT_TFLOPS, TimeModel, evaluate_strategy, make_plan, micro_groups
 
@@ -29,6 +29,22 @@ def _trainer():
     from instrumented_model import planning
 
     return planning
+
+
+def measured_calibration(run: str) -> dict:
+    """commscope.plan.calibrate of the run directory `run`, with its world size and preset (None if it names none)."""
+    from commscope.load import load_path
+    from commscope.plan.calibrate import calibrate
+    from commscope.plan.matrices import buckets
+
+    trace = load_path(run)
+    if trace.source != "run":
+        raise UserError(f"{run} holds profiler traces: --cost measured needs a run directory of "
+                        "`commscope run` (its update:<label> regions time each matrix's update)")
+    world_size = int(trace.world_size)
+    matrices = _trainer().run_matrices(trace.config, world_size, run)
+    return {**calibrate(trace.regions, buckets(matrices), world_size, run), "world_size": world_size,
+            "preset": _trainer().run_preset(trace.config)}
 
 
 def plan_cmd(
@@ -52,7 +68,7 @@ def plan_cmd(
         raise UserError("give a RUN directory exactly when --cost measured")
     for value, option in ((alpha, "--alpha"), (capacity_mb, "--capacity-mb"), (tflops, "--tflops")):
         require_finite(value, option)
-    calib = _trainer().calibrate(str(run)) if cost == "measured" else None
+    calib = measured_calibration(str(run)) if cost == "measured" else None
     # a measured run is planned as it ran unless another world size is named, as its preset is
     world_size = world_size if world_size is not None else (calib or {}).get("world_size") or 8
     if world_size < 1:
@@ -73,7 +89,9 @@ def plan_cmd(
     matrices = _trainer().preset_matrices(preset, world_size)
     time_model = TimeModel(tflops=tflops)
     if calib is not None:
-        _trainer().check_shapes(matrices, calib["ms_per_matrix"], str(run))
+        from commscope.plan.calibrate import check_shapes
+
+        check_shapes(matrices, calib["ms_per_matrix"], str(run))
         time_model = TimeModel(tflops=tflops, measured_ms=calib["ms_per_matrix"])
     plan = make_plan(matrices, world_size, cost=cost, alpha=alpha, time_model=time_model,
                      bytes_per_element=bytes_per_element)
@@ -92,7 +110,7 @@ def plan_cmd(
         plan["tp"] = micro_groups(matrices, tp, costs, time_model, bytes_per_element,
                                   int(capacity_mb * 2 ** 20))
     if as_json:
-        sys.stdout.write(orjson.dumps(plan, option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_document(plan)
     else:
         from reports.console import at_least
         from reports.plan_terminal import print_plan

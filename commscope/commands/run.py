@@ -72,7 +72,10 @@ def run(**values) -> None:
     topology = mod.Topology(nproc=values["nproc"], nnodes=values["nnodes"], node_rank=values["node_rank"],
                             rdzv_endpoint=values["rdzv_endpoint"], master_addr=values["master_addr"],
                             master_port=values["master_port"])
-    summary = mod.launch_training(to_argv(values), topology, values["out"], overwrite=values["overwrite"])
+    from commscope.commands._run_view import TerminalView
+
+    summary = mod.launch_training(to_argv(values), topology, values["out"], TerminalView(),
+                                  overwrite=values["overwrite"])
     if summary["exit_code"]:
         raise typer.Exit(summary["exit_code"])  # 1 failed, 128 + signal interrupted: summary.json's exit_code
 

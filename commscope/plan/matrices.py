@@ -14,7 +14,7 @@ Cost models (the unit each strategy balances):
 - flops: Polar Express (5 iterations) on the matrix made wide (r = min(m, n) rows, c = max columns):
   per iteration A = XXᵀ (2r²c), A² (2r³), (bA + cA²)X (2r²c), so 5·(4r²c + 2r³). Elementwise work
   (momentum, neuron normalization) is O(mn) and left out;
-- measured: per-matrix milliseconds calibrated from a run (instrumented_model.planning).
+- measured: per-matrix milliseconds calibrated from a run (commscope.plan.calibrate).
 """
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ import time
 import pytest
 from rich.console import Console
 
-from commscope.analyze.doctor import diagnose_path
+from commscope.commands._run_view import TerminalView
+from commscope.pipeline import diagnose_path
 from instrumented_model.launcher import Topology, launch_training
 from commscope.load import load_path
 
@@ -32,7 +33,7 @@ def drill(tmp_path, *inject, steps=3, hang=60.0, nproc=4):
     for spec in inject:
         argv += ["--inject", spec]
     text = io.StringIO()
-    summary = launch_training(argv, Topology(nproc), str(out), console=Console(file=text, width=400))
+    summary = launch_training(argv, Topology(nproc), str(out), view=TerminalView(Console(file=text, width=400)))
     PRINTED[str(out)] = text.getvalue()
     return out, summary, time.time_ns()
 
@@ -138,7 +139,7 @@ def test_sigkill_of_one_rank_leaves_a_reportable_run(tmp_path):
     t = threading.Thread(target=killer, daemon=True)
     t.start()
     summary = launch_training(["--steps", "200", "--hang-timeout", "60"], Topology(2), str(out),
-                              console=Console(file=io.StringIO()))
+                              view=TerminalView(Console(file=io.StringIO())))
     t.join(5)
     assert result.get("killed") and summary["status"] == "crashed" and summary["ranks"]["1"] == "crashed"
     d = diagnose_path(str(out))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from commscope.analyze.doctor import diagnose_path
+from commscope.pipeline import diagnose_path
 from commscope.load import load_path
 from paths import ROOT, TESTS
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from commscope.cli import app
 from commscope.errors import UserError
-from commscope.analyze.hooks_order import load_hook_orders
+from commscope.pipeline import load_hook_orders
 from commscope.commands.hooks import capture_run
 from commscope.recording import Recorder
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from commscope.analyze.doctor import diagnose_path
+from commscope.pipeline import diagnose_path
 
 pytestmark = pytest.mark.slow
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 from rich.console import Console
 
+from commscope.commands._run_view import TerminalView
 from commscope.errors import UserError
 from instrumented_model.launcher import Topology, launch_training
 from instrumented_model.out_dir import claim
@@ -69,7 +70,7 @@ def test_summary_progress_comes_from_rank0s_file_and_skips_a_torn_last_line(tmp_
 
 
 def test_summary_table_gives_the_median_step_beside_the_mean():
-    from instrumented_model.run_summary import step_stats
+    from commscope.analyze.run_step_stats import step_stats
     from reports.run_terminal import print_run_summary
 
     times = [5000.0, 80.0, 81.0, 82.0, 120.0]  # warm-up, three steady steps, one slow one
@@ -317,7 +318,7 @@ def test_more_cpu_ranks_than_cores_warns_and_still_completes(tmp_path, monkeypat
     monkeypatch.setattr(launcher, "usable_cores", lambda: 1)
     console = Console(file=io.StringIO(), width=400)
     out = tmp_path / "run"
-    summary = launch_training(["--device", "cpu", "--steps", "2"], Topology(2), str(out), console=console)
+    summary = launch_training(["--device", "cpu", "--steps", "2"], Topology(2), str(out), view=TerminalView(console))
     assert (summary["status"], summary["exit_code"]) == ("completed", 0)
     note = launcher.oversubscription_note("cpu", 2, 1)
     assert capsys.readouterr().err.count(note) == 1
@@ -332,7 +333,7 @@ def test_losses_agree_across_world_sizes(tmp_path):
     for n in (1, 2, 4):  # in-process launcher (the CLI wrapper is covered above): one torch import less
         out = tmp_path / f"ws{n}"
         s = launch_training(["--steps", "6", "--batch-size", "8", "--grad-accum", "2", "--trace", "off",
-                             "--seed", "7"], Topology(n), str(out), console=_quiet())
+                             "--seed", "7"], Topology(n), str(out), view=TerminalView(_quiet()))
         assert s["status"] == "completed", s["message"]
         assert _summary(out)["losses"] == s["losses"]
         losses[n] = s["losses"]
@@ -355,7 +356,7 @@ def test_untraced_run_reads_each_loss_one_step_late_with_the_same_values(tmp_pat
     for trace in ("off", "light"):
         out = tmp_path / trace
         s = launch_training(["--steps", "6", "--trace", trace, "--seed", "3", "--device", device,
-                             "--preset", "tiny"], Topology(1), str(out), console=_quiet())
+                             "--preset", "tiny"], Topology(1), str(out), view=TerminalView(_quiet()))
         assert s["status"] == "completed", s["message"]
         progress = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
         assert [r.get("step") for r in progress[1:]] == list(range(6))
@@ -388,7 +389,7 @@ def test_failing_rank_gives_failed_summary(tmp_path, trace):
     write_shard(str(tmp_path / "shard_000.bin"), np.concatenate([tokens, bad]))
     out = tmp_path / "run"
     launched = launch_training(["--steps", "5", "--trace", trace, "--data", str(tmp_path / "shard_*.bin")],
-                               Topology(2), str(out), console=_quiet())
+                               Topology(2), str(out), view=TerminalView(_quiet()))
     s = _summary(out)
     assert s == launched
     assert s["status"] == "failed" and s["exit_code"] != 0 and len(s["losses"]) == 2
@@ -410,6 +411,6 @@ def test_fp32_residual_flag_reaches_the_trainer_and_its_config(tmp_path):
     r = commscope("run", "--nproc", "1", "--steps", "1", "--trace", "off", "--fp32-residual", "--out", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((out / "config.json").read_text())["args"]["fp32_residual"] is True
-    s = launch_training(["--steps", "1", "--trace", "off"], Topology(1), str(tmp_path / "default"), console=_quiet())
+    s = launch_training(["--steps", "1", "--trace", "off"], Topology(1), str(tmp_path / "default"), view=TerminalView(_quiet()))
     assert s["status"] == "completed", s["message"]
     assert json.loads((tmp_path / "default" / "config.json").read_text())["args"]["fp32_residual"] is False

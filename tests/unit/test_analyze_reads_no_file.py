@@ -1,6 +1,7 @@
 """No analysis reads a file or prints (docs/architecture.md): no function of commscope/analyze calls the
 loader, open(), print() or a Path's readers and writers. The exceptions are listed here by name, each with
-why it stays, so a new one fails this test instead of slipping in."""
+why it stays, so a new one fails this test instead of slipping in. A path's analysis loads in
+commscope.pipeline, not here."""
 from __future__ import annotations
 
 import ast
@@ -10,10 +11,6 @@ from paths import ROOT
 CALLS = {"load_path", "open", "print", "input"}
 METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "load_path", "echo", "symlink", "mkdtemp"}
 KNOWN = {
-    # path → Diagnosis convenience, the entry instrumented_model/launcher.py calls after a run
-    ("doctor", "diagnose_path", "load_path"),
-    # path → HookOrders, documented in docs/recording.md as the library's entry point
-    ("hooks_order", "load_hook_orders", "load_path"),
     # HTA reads Kineto files itself: the bridge links them into a temporary folder of HTA's own
     ("hta_bridge", "run_hta", "mkdtemp"),
     ("hta_bridge", "_link", "symlink"),

@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from commscope.analyze import doctor, doctor_straggler
 from commscope.analyze.diagnosis import VERDICTS
-from commscope.analyze.doctor import diagnose_path
+from commscope.pipeline import diagnose_path
 from commscope.load.flight_recorder import read_flight_recorder
 from commscope.errors import UserError
 from report_trace import T, make_trace, write_run_dir

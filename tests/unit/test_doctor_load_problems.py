@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from commscope.analyze.doctor import Diagnosis, diagnose_path
+from commscope.analyze.doctor import Diagnosis
+from commscope.pipeline import diagnose_path
 from commscope.load import load_path
 from paths import TESTS
 from report_trace import make_trace, write_run_dir

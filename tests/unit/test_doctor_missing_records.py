@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from commscope.analyze.doctor import diagnose_path
+from commscope.pipeline import diagnose_path
 from report_trace import make_trace, write_run_dir
 from rundirs import write_json
 

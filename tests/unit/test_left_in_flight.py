@@ -126,7 +126,7 @@ def test_regions_one_after_the_other_are_no_nest_and_a_finished_step_says_nothin
 
 
 def test_the_doctor_names_where_the_culprit_was(tmp_path):
-    from commscope.analyze.doctor import diagnose_path
+    from commscope.pipeline import diagnose_path
     from paths import TESTS
     from scale_jobs import gen_job
 
@@ -161,7 +161,7 @@ def test_blocked_at_is_the_main_threads_innermost_user_frame():
 
 
 def test_the_hang_verdict_says_where_the_waiting_ranks_were_blocked(tmp_path):
-    from commscope.analyze.doctor import diagnose_path
+    from commscope.pipeline import diagnose_path
     from paths import TESTS
     from scale_jobs import gen_job
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from commscope.cli import app
 from commscope.errors import UserError
-from instrumented_model.planning import calibrate
+from commscope.commands.plan import measured_calibration as calibrate
 from rundirs import write_run
 
 MS = 1_000_000

@@ -6,6 +6,7 @@ import io
 import pytest
 from rich.console import Console
 
+from commscope.commands._run_view import TerminalView
 from instrumented_model import launcher
 from instrumented_model.launcher import Topology, launch_training, oversubscription_note
 
@@ -36,7 +37,7 @@ def test_launch_warns_once_on_stderr(tmp_path, monkeypatch, capsys, cores, quiet
     monkeypatch.setattr(launcher, "_sweep_log_dirs", _stop)
     with pytest.raises(_Stop):
         launch_training(["--device", "cpu"], Topology(2), str(tmp_path / "run"),
-                        console=Console(file=io.StringIO(), quiet=quiet))
+                        view=TerminalView(Console(file=io.StringIO(), quiet=quiet)))
     err = capsys.readouterr().err
     assert err == ("commscope: warning: 2 CPU ranks on 1 CPU core: the ranks take turns on the cores, so step "
                    "times and communication waits (exposed communication, skew) include CPU scheduling; --nproc 1 "

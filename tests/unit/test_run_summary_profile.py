@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from instrumented_model.run_summary import step_stats
+from commscope.analyze.run_step_stats import step_stats
 from reports.run_terminal import print_run_summary
 
 TOKENS = 1000  # per step
