@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import sys
 
-import orjson
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
@@ -118,7 +117,7 @@ def label_deltas_text(table: pd.DataFrame, markdown: bool = False) -> str:
 
 
 def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, labels_error=None,
-                    warnings=()) -> bytes:
+                    warnings=()) -> dict:
     """The --json document: every number of the table, the samples, step counts and skipped runs of each
     group, the per-label rows (or why they are missing) and `warnings`, why the groups may not compare like
     for like (commscope.analyze.compare.comparability_warnings)."""
@@ -143,7 +142,7 @@ def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, 
         out["labels_notes"] = list(labels.attrs.get("notes") or [])  # the steps each run gave no sample
     if labels_error is not None:
         out["labels_error"] = labels_error
-    return orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    return out
 
 
 def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: bool, labels: pd.DataFrame | None,

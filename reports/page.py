@@ -21,7 +21,7 @@ shows its undecodable bytes as `\\xff` (commscope.util.text.printable, applied o
 so every section writes paths as they are and the page always encodes.
 
 The head carries `<meta name="generator" content="commscope">`: the marker by which `report`
-recognises a page it wrote and may replace (commscope.util.atomic.check_output, own_page).
+recognises a page it wrote and may replace (commscope.util.outputs.check_output, own_page).
 
 Invariant: the bundle's version equals plotly.py's plotly.js version (tests/unit/test_report.py checks), so the
 figure JSON plotly.py writes is the one the bundle reads.
@@ -35,7 +35,7 @@ import html
 from pathlib import Path
 
 from commscope.analyze.report_context import ReportContext
-from commscope.util.atomic import PAGE_GENERATOR, check_output, own_page, write_output
+from commscope.util.outputs import PAGE_GENERATOR, check_output, own_page, write_output
 from commscope.util.text import printable
 from reports.sections import SECTIONS
 

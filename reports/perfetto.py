@@ -29,7 +29,7 @@ atomically (a failed write leaves what was there and no partial file), streaming
 written CHUNK_EVENTS at a time, so memory beyond the loaded trace stays bounded, and the bytes are those
 of one orjson.dumps of `build_perfetto`'s document. The document's first key is
 `otherData` (which Perfetto and chrome://tracing ignore) with `"producer": "commscope"`: the marker by
-which `export` recognises a trace it wrote and may replace (commscope.util.atomic.check_output, own_trace).
+which `export` recognises a trace it wrote and may replace (commscope.util.outputs.check_output, own_trace).
 
 A collective without a label (a run directory's record of `"label": null`) is drawn on the
 `comm (no label)` track (commscope.analyze.labels.NO_LABEL); its `args.label` stays null.
@@ -59,7 +59,7 @@ from commscope.analyze.exposure import collective_span
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.labels import shown_label
 from commscope.analyze.timeline_inflight import NO_END
-from commscope.util.atomic import check_output, output_stream, own_trace
+from commscope.util.outputs import check_output, output_stream, own_trace
 from commscope.util.num import whole
 from commscope.util.text import printable
 from commscope.analyze.intervals import assign_lanes

@@ -56,8 +56,10 @@ def compare_cmd(
         except UserError as e:  # the table above stands on summary.json alone; say why labels are missing
             labels_error = str(e)
     if as_json:
-        sys.stdout.write(comparison_json(groups, table, target_loss, fail_if_slower, slower, labels,
-                                         labels_error, warnings).decode() + "\n")
+        from commscope.util.jsondoc import print_document
+
+        print_document(comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, labels_error,
+                                       warnings))
     else:
         from commscope.commands._shared import output_console
 

@@ -15,19 +15,12 @@ import typer
 
 from commscope.commands._shared import (apply_label_map, label_map_option, output_console, read_label_map,
                                        require_finite, scheduler_option)
+from commscope.util.jsondoc import print_document
 
 
 # commscope.analyze.doctor_straggler.STRAGGLER_FLOOR_MS_HOST, written out: importing it would load pandas
 # for --help (tests/unit/test_cli.py checks both stay equal)
 STRAGGLER_FLOOR_HELP = "50 ms"
-
-
-def _json_default(v):
-    """What orjson cannot write itself: pandas' missing integer (pd.NA, from the nullable Int64 launch
-    columns the evidence is read from) is null like a missing float; anything else its str()."""
-    import pandas as pd
-
-    return None if v is pd.NA else str(v)
 
 
 def register(app: typer.Typer) -> None:
@@ -52,8 +45,6 @@ def register(app: typer.Typer) -> None:
         """Diagnose a run: what went wrong, which ranks, and the evidence.
 
         The verdict is one of ok, crash, hang, straggler, desync, interrupted or insufficient."""
-        import orjson
-
         from commscope.analyze.doctor import diagnose_trace
         from commscope.errors import UserError
         from reports.doctor_terminal import print_doctor_verdict
@@ -77,8 +68,7 @@ def register(app: typer.Typer) -> None:
         trace = apply_label_map(load_path(str(path), scheduler=scheduler), sizes)
         d = diagnose_trace(trace, straggler_ms=straggler_ms, straggler_pct=straggler_pct, warmup_steps=warmup_steps)
         if as_json:
-            typer.echo(orjson.dumps(d.to_json(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
-                                    default=_json_default).decode())
+            print_document(d.to_json())
             return
         console = output_console(piped_width=160)
         print_doctor_verdict(d, console)

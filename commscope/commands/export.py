@@ -7,7 +7,7 @@ prints it (`problem while loading: …`, reports.report_terminal.print_outcome_a
 otherData.problems: a trace that lacks a rank says so, though it still exits 0 like `report`; the ranks
 that did not complete (`the run reports: …`, commscope.analyze.problems.run_reports) likewise, in
 otherData.run_reports. The output
-is checked before loading (commscope.util.atomic.check_output): an existing file is replaced only when it
+is checked before loading (commscope.util.outputs.check_output): an existing file is replaced only when it
 is a trace commscope wrote (docs/analysis.md, "Output files"). Running out of memory while loading or
 writing is one error line (exit 2) and leaves no partial output.
 """
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         scheduler: Optional[str] = scheduler_option(),
     ) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
-        from commscope.util.atomic import check_output, own_trace
+        from commscope.util.outputs import check_output, own_trace
         from commscope.util.text import printable
         from commscope.commands._shared import (apply_label_map, load_with_progress, parse_steps, read_label_map,
                                                resolve_steps)

@@ -6,7 +6,6 @@ with a count and summed time; `--json` prints every execution, as docs/layout.md
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -14,6 +13,7 @@ import typer
 
 from commscope.commands._shared import label_map_option, require_finite, scheduler_option
 from commscope.errors import UserError
+from commscope.util.jsondoc import print_document
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         # tell the two apart).
         report = layout_report(trace, peak_gbps=peak_gbps, min_numel=min_numel, profiled=profiled)
         if as_json:
-            typer.echo(json.dumps(report.to_json(), indent=1, default=str))
+            print_document(report.to_json())
             return
         from reports.layout_terminal import print_layout_findings
 

@@ -3,7 +3,7 @@
 Loads a run directory or a folder of Kineto traces (with a progress bar), summarizes it, and writes one
 self-contained HTML report (default `./<input-name>-report.html`, never inside the input directory) plus a
 rich terminal summary; an existing output is replaced only when it is a page commscope wrote
-(commscope.util.atomic.check_output; docs/analysis.md, "Output files"); with --json prints only summarize()'s document on stdout. Analyses:
+(commscope.util.outputs.check_output; docs/analysis.md, "Output files"); with --json prints only summarize()'s document on stdout. Analyses:
 commscope.analyze.summary and .report_context; rendering: reports.page and reports.report_terminal.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Optional
 import typer
 
 from commscope.errors import UserError
-from commscope.util.atomic import JSON_OPTS, check_output, own_page
+from commscope.util.jsondoc import print_document
+from commscope.util.outputs import check_output, own_page
 from commscope.util.text import printable
 from commscope.commands._shared import (apply_label_map, default_output, label_map_option, load_with_progress,
                                        output_console, parse_steps, read_label_map, resolve_steps,
@@ -38,8 +39,6 @@ def register(app: typer.Typer) -> None:
         label_map: Optional[Path] = label_map_option(),
     ) -> None:
         """Analyze a run or trace folder: HTML report with timeline and tables, terminal summary, or JSON."""
-        import orjson
-
         from commscope.analyze.doctor import diagnose_trace
         from commscope.analyze.report_context import PAGE_ALL_RANKS
         from commscope.analyze.summary import summarize
@@ -67,7 +66,7 @@ def register(app: typer.Typer) -> None:
             diagnosis = diagnose_trace(trace, tolerate_bad_files=True, selected=window)
             summary = summarize(trace, steps=window, with_hta=hta, diagnosis=diagnosis)
         if as_json:  # summarize()'s document only (the verdict's culprits in it, not the verdict)
-            typer.echo(orjson.dumps(summary, option=JSON_OPTS | orjson.OPT_INDENT_2).decode())
+            print_document(summary)
             return
         from commscope.analyze.report_context import report_context
         from reports.page import PAGE_BUDGET_BYTES, write_report

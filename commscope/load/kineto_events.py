@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 import msgspec
 
 from commscope.errors import UserError
-from commscope.util.atomic import exported_trace
+from commscope.util.outputs import exported_trace
 from commscope.util.text import printable
 from commscope.load.files import decode_json
 from commscope.load.kineto_values import MAX_SHAPE_BYTES, is_int, is_num
@@ -83,8 +83,12 @@ class NotATrace(UserError):
 
     def __init__(self, path: str, what: str):
         super().__init__(f"{path} {what}")
+        self.path, self.what = path, what
         # a problem line reaches report --json: a file name's undecodable bytes as \xNN, not lone surrogates
         self.skip_line = f"{printable(path)}: {what.removeprefix('is ')}; skipped"
+
+    def __reduce__(self):  # a parse worker sends it to the parent: rebuilt from both arguments
+        return type(self), (self.path, self.what)
 
 
 def read_events(path: str, raw: bytes, with_ops: bool) -> Events:

@@ -18,7 +18,7 @@ from typing import Iterable
 
 import orjson
 
-from commscope.util.atomic import JSON_OPTS as _OPTS
+from commscope.util.jsondoc import JSON_OPTS as _OPTS
 from commscope.util.atomic import write_json_atomic  # noqa: F401  (re-exported: the recorder's small JSON files)
 
 

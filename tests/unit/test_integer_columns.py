@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import orjson
 import pandas as pd
 
@@ -153,7 +154,10 @@ def test_the_evidence_table_formats_counts_whole_and_missing_integers_as_a_dash(
     assert _cell(pd.NA, "bytes") == "–"
 
 
-def test_doctor_json_writes_a_missing_integer_as_null():
-    from commscope.commands.doctor import _json_default
+def test_json_documents_write_a_missing_integer_as_null():
+    """doctor --json's evidence is read from nullable Int64 columns: pandas' missing values are null, as
+    every --json document writes them (commscope.util.jsondoc)."""
+    from commscope.util.jsondoc import document
 
-    assert orjson.dumps({"bytes": pd.NA}, default=_json_default) == b'{"bytes":null}'
+    assert orjson.loads(document({"bytes": pd.NA, "t": pd.NaT, "n": np.int64(3), "x": float("nan")})) == {
+        "bytes": None, "t": None, "n": 3, "x": None}

@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from commscope.errors import UserError
-from commscope.util import atomic
-from commscope.util.atomic import check_output, own_page, own_trace
+from commscope.util import atomic, outputs
+from commscope.util.outputs import check_output, own_page, own_trace
 from commscope.util.text import printable
 from cli_result import run_main
 from paths import ROOT, TESTS
@@ -154,11 +154,11 @@ def test_a_gzip_trace_is_inflated_only_up_to_the_cap(tmp_path, monkeypatch):
     old = tmp_path / "old.json.gz"
     data = _legacy_trace(20_000)
     old.write_bytes(gzip.compress(data))
-    assert atomic._gzip_tail(old, cap=len(data)).endswith(b'"path":"x"}}')
-    assert atomic._gzip_tail(old, cap=len(data) - 1) is None  # stops there, unrecognised
-    monkeypatch.setattr(atomic, "_LEGACY_GZIP_CAP", 2 ** 20)  # the default cap own_trace inflates up to
+    assert outputs._gzip_tail(old, cap=len(data)).endswith(b'"path":"x"}}')
+    assert outputs._gzip_tail(old, cap=len(data) - 1) is None  # stops there, unrecognised
+    monkeypatch.setattr(outputs, "_LEGACY_GZIP_CAP", 2 ** 20)  # the default cap own_trace inflates up to
     assert len(data) > 2 ** 20 and not own_trace(old)
-    monkeypatch.setattr(atomic, "_LEGACY_GZIP_CAP", 2 * 2 ** 20)
+    monkeypatch.setattr(outputs, "_LEGACY_GZIP_CAP", 2 * 2 ** 20)
     assert own_trace(old)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from commscope.analyze.exposure import collective_table, compute_sets
-from commscope.util.atomic import check_output
+from commscope.util.outputs import check_output
 from commscope.commands._shared import parse_steps, resolve_steps
 from commscope.errors import UserError
 from commscope.analyze.intervals import assign_lanes
