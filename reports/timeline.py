@@ -96,12 +96,9 @@ def ms(v: float) -> str:
     return f"{v:.3f} ms"
 
 
-def launch_to_start(launch_ns: float, start_ns: float) -> str:
-    """The hover's launch → start line; L2S_UNKNOWN where either end is not recorded (NaN). A start before
-    the launch (clocks of two threads) reads as 0."""
-    if np.isnan(launch_ns) or np.isnan(start_ns):
-        return L2S_UNKNOWN
-    return f"launch to start {ms(max(start_ns - launch_ns, 0.0) / 1e6)}"
+def launch_to_start(queued_ns: float) -> str:
+    """The hover's launch → start line (timeline_bars.RankBars.queued); L2S_UNKNOWN where it is unknown (NaN)."""
+    return L2S_UNKNOWN if np.isnan(queued_ns) else f"launch to start {ms(queued_ns / 1e6)}"
 
 
 def _or(v: Any) -> str:
@@ -276,7 +273,7 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
                 (rb.rank, r.step, r.seq, np.nan if pd.isna(r.bytes) else float(r.bytes), (end - start) / 1e6,
                  rb.exposed_ns[j] / 1e6),
                 byte_size(r.bytes if not pd.isna(r.bytes) else None) + "<br>"
-                + launch_to_start(rb.launch[j], rb.measured_start[j]))
+                + launch_to_start(rb.queued[j]))
             for a, b in rb.exposed[j]:
                 exposed.add(a, b, y, lane_h * 0.9)
         for r in (rb.inflight.itertuples(index=False) if rb.inflight is not None else ()):

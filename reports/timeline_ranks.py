@@ -119,9 +119,9 @@ def rank_rows(bars: TimelineBars) -> dict:
         comp["s"] += _delta(np.concatenate(starts)) if starts else []
         drawn = np.flatnonzero(rb.drawn)
         s, e = _units(rb.start[drawn]), _units(rb.end[drawn])
-        launch, start = rb.launch[drawn], rb.measured_start[drawn]
-        known = ~(np.isnan(launch) | np.isnan(start))  # else the hover says L2S_UNKNOWN (timeline.launch_to_start)
-        queued = np.where(known, np.maximum(np.nan_to_num(start) - np.nan_to_num(launch), 0.0), 0.0)
+        queued = rb.queued[drawn]
+        known = ~np.isnan(queued)  # else the hover says L2S_UNKNOWN (timeline.launch_to_start)
+        queued = np.nan_to_num(queued)
         coll["n"].append(len(drawn))
         coll["s"] += _delta(s)
         coll["d"] += (e - s).tolist()

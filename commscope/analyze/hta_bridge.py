@@ -47,8 +47,102 @@ def trace_files(trace: Trace) -> dict[int, str]:
     return {int(r): f for r, f in trace.config.get("files", {}).items() if int(r) in trace.ranks}
 
 
+class _Session:
+    """One TraceAnalysis and the ranks it holds; its GPU kernel breakdown is computed once for the two
+    analyses that read it."""
+
+    def __init__(self, ta, ranks: list[int]):
+        self.ta, self.ranks = ta, ranks
+        self._breakdown = None
+
+    def kernel_breakdown(self):
+        if self._breakdown is None:
+            self._breakdown = self.ta.get_gpu_kernel_breakdown(visualize=False)
+        return self._breakdown
+
+
+def _records(df) -> list[dict]:
+    return [{str(k): (rounded_float(v) if isinstance(v, float) else v) for k, v in row.items()}
+            for row in df.to_dict("records")]
+
+
+def _overlap(h: _Session):
+    df = h.ta.get_comm_comp_overlap(visualize=False)
+    return {str(int(r)): rounded_float(v) for r, v in zip(df["rank"], df["comp_comm_overlap_pctg"])}
+
+
+def _temporal(h: _Session):
+    df = h.ta.get_temporal_breakdown(visualize=False)
+    return {str(int(row["rank"])): {k: rounded_float(v) for k, v in row.items() if k != "rank"}
+            for row in df.to_dict("records")}
+
+
+def _kernel_types(h: _Session):
+    types, per_kernel = h.kernel_breakdown()
+    top = per_kernel.groupby("name")["sum (us)"].sum().sort_values(ascending=False).head(10) \
+        if "sum (us)" in per_kernel.columns else None
+    types = types.rename(columns={"sum": "sum (us)"})  # HTA's kernel type sums are µs, as its per-kernel "sum (us)"
+    return {"kernel_types": [{k: rounded_float(v) for k, v in row.items()} for row in types.to_dict("records")],
+            "top_kernels_us": {str(k): rounded_float(v) for k, v in top.items()} if top is not None else None}
+
+
+def _top_kernels(h: _Session):
+    _, per = h.kernel_breakdown()
+    cols = [c for c in ("name", "kernel_type", "rank", "sum (us)", "mean (us)", "max (us)", "min (us)", "stddev")
+            if c in per.columns]
+    return _records(per.sort_values("sum (us)", ascending=False, kind="stable")[cols].head(40))
+
+
+def _idle(h: _Session):
+    df, _ = h.ta.get_idle_time_breakdown(ranks=h.ranks, visualize=False)
+    return _records(df.rename(columns={"idle_time": "idle_time (us)"}))
+
+
+def _queue(h: _Session):
+    df = h.ta.get_queue_length_summary(ranks=h.ranks)
+    if df is None:
+        return []
+    df = df.copy()
+    df.columns = [" ".join(str(x) for x in c if x != "queue_length") if isinstance(c, tuple) else str(c)
+                  for c in df.columns]
+    df = df.rename(columns={"count": "samples"})  # describe()'s count: queue length samples of one stream
+    if "samples" in df:
+        df["samples"] = df["samples"].astype("int64")
+    return _records(df.reset_index())
+
+
+def _launch_delay(h: _Session):
+    rows = []
+    for rank, df in sorted(h.ta.get_cuda_kernel_launch_stats(ranks=h.ranks, visualize=False).items()):
+        d = df["launch_delay"].describe(percentiles=[0.5, 0.95])
+        rows.append({"rank": int(rank), "kernels": int(d["count"]), "median (us)": rounded_float(d["50%"]),
+                     "p95 (us)": rounded_float(d["95%"]), "max (us)": rounded_float(d["max"])})
+    return rows
+
+
+# What commscope asks HTA, in this order: the result's key, and the function that asks it.
+ANALYSES = (
+    ("hta_comm_overlap_pct_by_rank", _overlap),
+    ("temporal_breakdown", _temporal),
+    ("kernel_breakdown", _kernel_types),
+    ("top_kernels", _top_kernels),
+    ("idle_time", _idle),
+    ("queue_length", _queue),
+    ("launch_delay", _launch_delay),
+)
+
+
+@contextlib.contextmanager
+def _hushed(sink: io.StringIO):
+    """HTA's prints, warnings and log lines go to `sink`: HTA 0.5.0 trips pandas 3 deprecations."""
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
 def run_hta(files: dict[int, str]) -> dict:
-    """HTA's analyses on `files` (linked into a temporary directory); each result or error keyed by analysis name."""
+    """HTA's analyses (ANALYSES) on `files` (linked into a temporary directory); each result or error keyed
+    by analysis name, with HTA's version and the time TraceAnalysis took to load the files."""
     out: dict[str, Any] = {"status": "ok", "errors": {}}
     os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
     try:
@@ -60,7 +154,7 @@ def run_hta(files: dict[int, str]) -> dict:
         return {"status": "unavailable",
                 "reason": f"HTA not importable ({type(e).__name__}: {e}); pip install 'commscope[hta]'"}
     tmp = tempfile.mkdtemp(prefix="commscope-hta-")
-    quiet = io.StringIO()
+    sink = io.StringIO()
     old_level = logging.root.level
     try:
         for r, f in files.items():
@@ -68,83 +162,18 @@ def run_hta(files: dict[int, str]) -> dict:
         logging.disable(logging.WARNING)
         t0 = time.perf_counter()
         try:
-            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with _hushed(sink):
                 ta = TraceAnalysis(trace_dir=tmp)
         except Exception as e:
             return {"status": "failed", "reason": f"TraceAnalysis failed: {type(e).__name__}: {e}"}
         out["construct_s"] = round(time.perf_counter() - t0, 3)
-
-        def attempt(name, fn):
+        session = _Session(ta, sorted(int(r) for r in files))
+        for name, ask in ANALYSES:
             try:
-                with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), \
-                        warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # HTA 0.5.0 trips pandas 3 deprecations
-                    out[name] = fn()
-            except Exception as e:
+                with _hushed(sink):
+                    out[name] = ask(session)
+            except Exception as e:  # one analysis failing leaves the others' results
                 out["errors"][name] = f"{type(e).__name__}: {e}"
-
-        def overlap():
-            df = ta.get_comm_comp_overlap(visualize=False)
-            return {str(int(r)): rounded_float(v) for r, v in zip(df["rank"], df["comp_comm_overlap_pctg"])}
-
-        def temporal():
-            df = ta.get_temporal_breakdown(visualize=False)
-            return {str(int(row["rank"])): {k: rounded_float(v) for k, v in row.items() if k != "rank"}
-                    for row in df.to_dict("records")}
-
-        def kernels():
-            types, per_kernel = ta.get_gpu_kernel_breakdown(visualize=False)
-            top = per_kernel.groupby("name")["sum (us)"].sum().sort_values(ascending=False).head(10) \
-                if "sum (us)" in per_kernel.columns else None
-            types = types.rename(columns={"sum": "sum (us)"})  # HTA's kernel type sums are µs, as its per-kernel "sum (us)"
-            return {"kernel_types": [{k: rounded_float(v) for k, v in row.items()} for row in types.to_dict("records")],
-                    "top_kernels_us": {str(k): rounded_float(v) for k, v in top.items()} if top is not None else None}
-
-        ranks = sorted(int(r) for r in files)
-
-        def records(df) -> list[dict]:
-            return [{str(k): (rounded_float(v) if isinstance(v, float) else v) for k, v in row.items()}
-                    for row in df.to_dict("records")]
-
-        def per_kernel():
-            _, per = ta.get_gpu_kernel_breakdown(visualize=False)
-            cols = [c for c in ("name", "kernel_type", "rank", "sum (us)", "mean (us)", "max (us)", "min (us)",
-                                "stddev") if c in per.columns]
-            return records(per.sort_values("sum (us)", ascending=False, kind="stable")[cols].head(40))
-
-        def idle():
-            df, _ = ta.get_idle_time_breakdown(ranks=ranks, visualize=False)
-            return records(df.rename(columns={"idle_time": "idle_time (us)"}))
-
-        def queue():
-            df = ta.get_queue_length_summary(ranks=ranks)
-            if df is None:
-                return []
-            df = df.copy()
-            df.columns = [" ".join(str(x) for x in c if x != "queue_length") if isinstance(c, tuple) else str(c)
-                          for c in df.columns]
-            df = df.rename(columns={"count": "samples"})  # describe()'s count: queue length samples of one stream
-            if "samples" in df:
-                df["samples"] = df["samples"].astype("int64")
-            return records(df.reset_index())
-
-        def launch_delay():
-            stats = ta.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
-            rows = []
-            for rank, df in sorted(stats.items()):
-                d = df["launch_delay"].describe(percentiles=[0.5, 0.95])
-                rows.append({"rank": int(rank), "kernels": int(d["count"]), "median (us)": rounded_float(d["50%"]),
-                             "p95 (us)": rounded_float(d["95%"]), "max (us)": rounded_float(d["max"])})
-            return rows
-
-        attempt("hta_comm_overlap_pct_by_rank", overlap)
-        attempt("temporal_breakdown", temporal)
-        attempt("kernel_breakdown", kernels)
-        attempt("top_kernels", per_kernel)
-        attempt("idle_time", idle)
-        attempt("queue_length", queue)
-        attempt("launch_delay", launch_delay)
     finally:
         logging.disable(logging.NOTSET)
         logging.root.setLevel(old_level)

@@ -128,6 +128,9 @@ class RankBars:
     start: np.ndarray                                    # the bar's start: the execution start, else the launch
     end: np.ndarray
     measured_start: np.ndarray                           # the execution start where recorded, else NaN
+    queued: np.ndarray                                   # launch → execution start, ns; NaN where either is not
+                                                         # recorded; a start before the launch (the clocks of
+                                                         # two threads) is 0
     drawn: np.ndarray                                    # start and end known: the collective has a bar
     lanes: np.ndarray                                    # lane of each bar (0 for rows without one)
     n_lanes: int
@@ -235,8 +238,10 @@ def _rank_bars(rank: int, rows: list[ComputeRow], cc: pd.DataFrame, rh: pd.DataF
     stuck = stuck.assign(lane=both[int(drawn.sum()):])
     exposed = exposed_intervals(cc, comp_set, t0) if len(cc) else []
     measured = rel(cc["start_ns"], t0) if len(cc) else np.zeros(0)
+    with np.errstate(invalid="ignore"):  # NaN stays NaN: an unknown end is an unknown wait
+        queued = np.maximum(measured - launch, 0.0)
     return RankBars(rank=rank, compute=rows, coll=cc, launch=launch, start=start, end=end,
-                    measured_start=measured, drawn=drawn,
+                    measured_start=measured, queued=queued, drawn=drawn,
                     lanes=lanes, n_lanes=int(both.max()) + 1 if len(both) else 1, exposed=exposed,
                     exposed_ns=[sum(b - a for a, b in x) for x in exposed], hooks=rh,
                     hook_t=[int(t) - t0 for t in rh["t_ns"]] if len(rh) else [], inflight=stuck)
