@@ -105,7 +105,10 @@ class CorruptGzip(UserError):
 
     def __init__(self, path: str, what: str):
         super().__init__(f"{path} {what}")
-        self.what = what
+        self.path, self.what = path, what
+
+    def __reduce__(self):  # a parse worker sends it to the parent: rebuilt from both arguments
+        return type(self), (self.path, self.what)
 
 
 def _open_regular(path: str):

@@ -37,6 +37,7 @@ import contextlib
 import functools
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import sys
 import traceback
@@ -136,6 +137,17 @@ def _bind_to_parent(parent: int, prctl: Callable | None, inherited: list) -> Non
         c.close()
 
 
+def _sendable(e: BaseException) -> BaseException:
+    """`e` if the parent can rebuild it from its pickle, else a RuntimeError with its type and message:
+    an exception whose constructor takes other arguments than its `args` would fail in the parent's
+    unpickling, as a traceback far from its cause."""
+    try:
+        pickle.loads(pickle.dumps(e))
+        return e
+    except Exception:  # noqa: BLE001 - any failure to round-trip
+        return RuntimeError(f"{type(e).__name__}: {e}")
+
+
 def _work(tasks: Any, out: Any, fn: Callable, items: list, init: Callable | None, parent: int,
           prctl: Callable | None, inherited: list) -> None:
     _bind_to_parent(parent, prctl, inherited)
@@ -145,7 +157,7 @@ def _work(tasks: Any, out: Any, fn: Callable, items: list, init: Callable | None
         try:
             out.send((i, fn(items[i]), None, None))
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
-            out.send((i, None, e, traceback.format_exc()))
+            out.send((i, None, _sendable(e), traceback.format_exc()))
     out.send(_BYE)
     out.close()
 

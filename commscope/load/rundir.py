@@ -196,9 +196,15 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
     _fill_from_records(trace, events)
+    # a rank's profiler trace that cannot be read (cut short by the kill that ended the run) is skipped and
+    # said: its events.jsonl, what the doctor reads, stands without it
     with parse_files(list(kfiles.values()), with_ops=with_ops, workers=workers, scheduler=scheduler,
-                     progress=(lambda j, _n: progress(len(dirs) + j, total)) if progress else None) as kparts:
-        _attach_kineto(trace, kparts, kfiles, with_ops, workers, scheduler)
+                     progress=(lambda j, _n: progress(len(dirs) + j, total)) if progress else None,
+                     skip_non_traces=True) as kparts:
+        skipped = {f for f, p in zip(kfiles.values(), kparts) if "skipped" in p}
+        trace.problems += [p["skipped"] for p in kparts if "skipped" in p]
+        kfiles = {r: f for r, f in kfiles.items() if f not in skipped}
+        _attach_kineto(trace, [p for p in kparts if "skipped" not in p], kfiles, with_ops, workers, scheduler)
     trace.faults = read_fault_evidence(path, dirs)
     if trace.faults.error:  # the evidence of every rank is dropped with it: say so wherever problems are listed
         trace.problems.append(f"fault evidence not read: {trace.faults.error}")
