@@ -20,6 +20,7 @@ be called exactly once; `step()` contexts do not nest; `close()` is idempotent.
 from __future__ import annotations
 
 import contextlib
+import re
 import numbers
 import signal
 from typing import Any, Callable, Iterable, Iterator
@@ -125,10 +126,37 @@ class StepInfo:
 profiler_active = getattr(torch.autograd, "_profiler_enabled", None) or (lambda: False)
 
 
+# What a name keeps in torch.profiler's trace: printable ASCII but '"' (written unescaped, it ends the
+# trace's JSON string early and leaves the file unreadable) and '\\' (written as '/'). The profiler writes
+# a name with any other character as "unknown" or drops the character, so the trace would not carry the
+# label the run directory does.
+_TRACEABLE = re.compile(r'[ !#-\[\]-~]*')
+_traceable: set[str] = set()  # names already checked, a set lookup on the hot path; at most _REMEMBERED
+_REMEMBERED = 4096
+TRACEABLE_RULE = "printable ASCII without '\"' or '\\'"
+
+
+def check_name(name: Any, what: str, empty: bool = False) -> None:
+    """ValueError unless `name` is a string that torch.profiler's trace keeps as it is (_TRACEABLE), and not
+    empty unless `empty`."""
+    if type(name) is str and name in _traceable:
+        return
+    if not isinstance(name, str) or not (name or empty):
+        raise ValueError(f"{what} must be a {'' if empty else 'non-empty '}string; got {name!r}")
+    if not _TRACEABLE.fullmatch(name):
+        raise ValueError(f"{what} must be {TRACEABLE_RULE}, as torch.profiler writes it into its trace "
+                         f"(it writes other characters as 'unknown' or drops them; a '\"' leaves the trace "
+                         f"unreadable); got {name!r}")
+    if len(_traceable) < _REMEMBERED:  # a script that makes a new name per call checks each one, bounded
+        _traceable.add(name)
+
+
 def check_label(label: Any) -> None:
-    """A collective's label: a non-empty string, or None for an unlabelled collective."""
+    """A collective's label: a non-empty string (check_name), or None for an unlabelled collective."""
     if label is not None and (not isinstance(label, str) or not label):
         raise ValueError(f"label must be a non-empty string, or None for an unlabelled collective; got {label!r}")
+    if label is not None:
+        check_name(label, "label")
 
 
 def check_compute(compute: Any) -> None:
@@ -186,11 +214,13 @@ class NullRecorder:
 
     @contextlib.contextmanager
     def region(self, name: str, compute: bool | None = None) -> Iterator[None]:
+        check_name(name, "a region's name")  # the same names as a recording's: a script runs with either
         yield
 
     def collective(self, fn: Callable, *args: Any, label: str | None, phase: str, **kwargs: Any) -> CollectiveHandle:
         """Launch `fn(*args, async_op=True, **kwargs)` (a torch.distributed collective)."""
         check_label(label)
+        check_name(phase, "phase", empty=True)
         return CollectiveHandle(fn(*args, async_op=True, **kwargs))
 
     def inflight_snapshot(self) -> list[dict]:

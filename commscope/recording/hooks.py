@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
+from commscope.recording.api import check_name
 from commscope.recording.closing import CLOSED
 
 _perf = time.perf_counter_ns
@@ -42,6 +43,7 @@ class HookOrder:
         items = list(named_params.items() if isinstance(named_params, Mapping) else named_params)
         seen = set(self._watched)
         for label, param in items:  # all checked before any hook is registered
+            check_name(label, "watch(): a label")
             if not (isinstance(param, torch.Tensor) and param.is_leaf and param.requires_grad):
                 raise ValueError(f"watch(): {label!r} is not a leaf tensor that requires grad")
             if label in seen:  # a second hook would record every firing twice

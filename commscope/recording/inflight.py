@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from commscope.recording.api import CollectiveHandle, check_label, profiler_active
+from commscope.recording.api import CollectiveHandle, check_label, check_name, profiler_active
 from commscope.recording.closing import CLOSED
 from commscope.recording.collective import GroupInfo, comm_size, op_name
 
@@ -116,6 +116,7 @@ class Collectives:
         if self._closed:  # raising, not skipping: the caller's collective must never silently not run
             raise RuntimeError(CLOSED)
         check_label(label)
+        check_name(phase, "phase", empty=True)
         op = op_name(fn)
         gname, gsize = self._groups(kwargs.get("group"))
         seq = self._seq[gname]

@@ -23,9 +23,11 @@ PREFIX = "commscope:"  # the loader's LABEL_PREFIX: the recorder's scopes and th
 
 def label(name: str):
     """A context manager (and decorator) that labels the collectives launched inside it `name`."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a label is a non-empty string, got {name!r}")
     from torch.profiler import record_function
+
+    from commscope.recording.api import check_name
+
+    check_name(name, "a label")
 
     return record_function(f"{PREFIX}{name}:")  # the empty phase keeps a ":" in `name` inside the label
 

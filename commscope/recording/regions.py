@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from commscope.recording.api import check_compute, profiler_active
+from commscope.recording.api import check_compute, check_name, profiler_active
 from commscope.recording.closing import CLOSED
 
 _profiling = profiler_active
@@ -65,6 +65,7 @@ class Regions:
     def region(self, name: str, compute: bool | None = None) -> _Region:
         if self._closed:
             raise RuntimeError(CLOSED)
+        check_name(name, "a region's name")
         rec = {
             "kind": "region",
             "rank": self.rank,

@@ -1,6 +1,7 @@
 """The recording API refuses what would write a wrong or mixed-up run: reserved st.extra keys, repeated step
 numbers, a rank folder that already holds a recording, bad arguments (before any folder exists), use after
-close, duplicate watches, non-numeric losses, empty labels; and it writes what it is told: region compute
+close, duplicate watches, non-numeric losses, empty labels and names the profiler's trace would not keep
+as given; and it writes what it is told: region compute
 flags, interrupted status, a one-step profile window, notes on windows that did not run."""
 from __future__ import annotations
 
@@ -221,8 +222,55 @@ def test_empty_labels_are_refused_and_none_is_an_unlabelled_collective(tmp_path,
     (coll,) = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "collective"]
     assert coll["label"] is None
     for name in (None, ""):
-        with pytest.raises(ValueError, match="a label is a non-empty string"):
+        with pytest.raises(ValueError, match="a label must be a non-empty string"):
             commscope.label(name)
+
+
+BAD_NAMES = ['a"b', "a\\b", "caf\u00e9", "a\tb", "a\nb"]
+
+
+def test_names_the_profiler_would_not_keep_are_refused_everywhere_the_recorder_takes_one(tmp_path, gloo1):
+    """torch.profiler writes a '"' into its JSON trace unescaped (the trace cannot be read), a '\\' as '/',
+    and a name with any character beyond printable ASCII as "unknown": a label, phase or region name the
+    trace would not carry as the run directory does is refused where it is given, recorded or not."""
+    import torch.distributed as dist
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    t = torch.ones(4, requires_grad=True)
+    for bad in BAD_NAMES:
+        for r in (rec, NullRecorder()):
+            with pytest.raises(ValueError, match="label must be printable ASCII without"):
+                r.collective(dist.all_reduce, torch.ones(2), label=bad, phase="p")
+            with pytest.raises(ValueError, match="phase must be printable ASCII without"):
+                r.collective(dist.all_reduce, torch.ones(2), label="x", phase=bad)
+            with pytest.raises(ValueError, match="a region's name must be printable ASCII without"):
+                with r.region(bad):
+                    pass
+        with pytest.raises(ValueError, match="watch\\(\\): a label must be printable ASCII without"):
+            rec.watch({bad: t})
+        with pytest.raises(ValueError, match="a label must be printable ASCII without"):
+            commscope.label(bad)
+    rec.close()
+    assert [e["kind"] for e in read(tmp_path / "rank0" / "events.jsonl")] == []  # nothing recorded meanwhile
+
+
+def test_every_accepted_name_reaches_the_profiler_trace_as_given(tmp_path, gloo1):
+    """The other side of the rule: printable ASCII, spaces, ':' and quotes but '"' included, is what the
+    Kineto trace holds and the loader reads back as the label."""
+    import torch.distributed as dist
+    from commscope.load import load_path
+
+    odd = "blocks.*.attn: q/k/v 'x' <1>"
+    rec = Recorder(tmp_path, rank=0, world_size=1, profile_steps="0:1")
+    with rec.step(0), rec.region(f"update:{odd}"):
+        rec.collective(dist.all_reduce, torch.ones(8), label=odd, phase="reduce").wait()
+    rec.close()
+    tr = load_path(str(tmp_path))
+    assert list(tr.collectives["label"]) == [odd] and set(tr.regions["name"]) == {f"update:{odd}"}
+    import gzip
+    doc = orjson.loads(gzip.decompress((tmp_path / "rank0" / "trace.json.gz").read_bytes()))
+    names = {e.get("name") for e in doc["traceEvents"]}
+    assert f"commscope:{odd}:reduce" in names and f"update:{odd}" in names
 
 
 def test_region_compute_is_written_only_when_given(tmp_path):
