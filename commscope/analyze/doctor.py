@@ -11,8 +11,9 @@ count every NCCL collective, not the recorder's).
 Rules, checked in this order (the first that holds is the verdict):
 1. interrupted: the run's summary.json (or a rank's status, or a KeyboardInterrupt that ended a rank) says
    the user stopped it; what the ranks did while being stopped is a consequence, not a fault.
-2. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype; the
-   culprits are the ranks that differ from the majority. Checked before crash: a backend may abort a rank
+2. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype, or in a run
+   directory under different labels (the caller's, at that call); the culprits are the ranks that differ
+   from the majority. Checked before crash: a backend may abort a rank
    on the mismatch (gloo does), and the mismatch, not the abort, is the fault.
 3. crash: a rank whose folder holds records left no status.json (killed: os._exit, SIGKILL, abort) while
    others did, or a rank failed with its own error rather than as a consequence of a peer (teardown, closed
@@ -329,10 +330,10 @@ def _tuple_codes(*cols: np.ndarray) -> np.ndarray:
     return code
 
 
-def _first_mismatch(lt: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series] | None:
+def _first_mismatch(lt: pd.DataFrame, by_label: bool) -> tuple[pd.DataFrame, pd.Series] | None:
     """The rows of the first (group, seq), in the order of `lt`, whose members' signatures (op, bytes,
-    dtype) differ, with each row's signature code; None when all agree. Vectorized: a 1024-rank job has
-    ~10⁶ rows and one bad key at most."""
+    dtype, and with `by_label` the label) differ, with each row's signature code; None when all agree.
+    Vectorized: a 1024-rank job has ~10⁶ rows and one bad key at most."""
     op = lt["op"].astype(str)
     size = pd.to_numeric(lt["bytes"], errors="coerce")
     # all_to_all with split sizes legitimately sends different byte counts per rank (e.g. the alpha-lpt
@@ -340,7 +341,10 @@ def _first_mismatch(lt: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series] | None:
     # agrees with an unknown size
     size = size.where((op != "all_to_all") & size.notna(), -1.0)
     dtype = lt["dtype"].astype(object).where(lt["dtype"].notna(), "").astype(str)
-    sig = _tuple_codes(op.to_numpy(), size.to_numpy(), dtype.to_numpy())
+    cols = [op.to_numpy(), size.to_numpy(), dtype.to_numpy()]
+    if by_label:
+        cols.append(lt["label"].astype(object).where(lt["label"].notna(), "").astype(str).to_numpy())
+    sig = _tuple_codes(*cols)
     key = _tuple_codes(lt["group"].astype(str).to_numpy(), lt["seq"].to_numpy())
     kinds = pd.Series(sig).groupby(key).nunique()
     bad = kinds.index[kinds.to_numpy() > 1]
@@ -350,10 +354,14 @@ def _first_mismatch(lt: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series] | None:
     return lt[rows], pd.Series(sig[rows], index=lt.index[rows])
 
 
-def check_desync(lt: pd.DataFrame, source: str) -> Diagnosis | None:
+def check_desync(lt: pd.DataFrame, source: str, by_label: bool = False) -> Diagnosis | None:
+    """The first (group, seq) whose ranks launched different collectives. `by_label`: a different label
+    is a different collective too, where the label is the one the caller passed at that call (a run
+    directory's records): two same-sized all_reduces swapped on one rank reduce different tensors
+    together, which op, size and dtype alone cannot show."""
     if not len(lt):
         return None
-    found = _first_mismatch(lt.sort_values(["seq", "rank"], kind="stable"))
+    found = _first_mismatch(lt.sort_values(["seq", "rank"], kind="stable"), by_label)
     if found is not None:
         g, sigs = found
         group, seq = g["group"].iloc[0], g["seq"].iloc[0]
@@ -368,14 +376,20 @@ def check_desync(lt: pd.DataFrame, source: str) -> Diagnosis | None:
         step = None if pd.isna(good["step"]) else int(good["step"])
         bad = g[g["rank"].isin(others)].iloc[0]
         where = f"desync: at group {group} seq {seq} ('{good['label']}', step {step}) rank(s) "
+        relabelled = _launched(good) == _launched(bad)  # the same op and size: only the label tells them apart
+        # the second side said of the same op and size: "it labelled 'mlp'"
+        said_again = (lambda row: f"it{_launched(row, True).removeprefix(_launched(row))}") if relabelled \
+            else _launched
+        why = ("; the same op and size under another label, so the ranks combine different tensors with nothing "
+               "to stop them" if relabelled else "")
         if tie:
             side = sorted(int(r) for r, s in zip(g["rank"], sigs) if s == majority)
-            said = (f"{where}{ranks_text(side)} launched {good['op']} of {_bytes(good['bytes'])} and rank(s) "
-                    f"{ranks_text(others)} launched {bad['op']} of {_bytes(bad['bytes'])}: as many on each side, "
-                    "so no majority says which side is wrong (no culprit named).")
+            said = (f"{where}{ranks_text(side)} launched {_launched(good, relabelled)} and rank(s) "
+                    f"{ranks_text(others)} launched {said_again(bad)}{why}: as many on each side, so no majority "
+                    "says which side is wrong (no culprit named).")
         else:
-            said = (f"{where}{ranks_text(others)} launched {bad['op']} of {_bytes(bad['bytes'])} while the others "
-                    f"launched {good['op']} of {_bytes(good['bytes'])}.")
+            said = (f"{where}{ranks_text(others)} launched {_launched(bad, relabelled)} while the others launched "
+                    f"{said_again(good)}{why}.")
         return Diagnosis("desync", [] if tie else others, label=good["label"], step=step, sequence=int(seq),
                          group=str(group), evidence=evidence, sources=[source], summary=said)
     return None
@@ -526,6 +540,13 @@ def _bytes(b: Any) -> str:
     return "? bytes" if b is None or pd.isna(b) else f"{int(b)} bytes"
 
 
+def _launched(row: Any, labelled: bool = False) -> str:
+    """What a launch table row launched, in words: "all_reduce of 8000 bytes", with its label if `labelled`."""
+    label = None if row["label"] is None or pd.isna(row["label"]) else row["label"]
+    named = f" labelled '{label}'" if label is not None else " unlabelled"
+    return f"{row['op']} of {_bytes(row['bytes'])}" + (named if labelled else "")
+
+
 # ---- entry points -----------------------------------------------------------------------------
 def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms: float | None = None,
              straggler_pct: float | None = None, warmup_steps: int = waiting.WARMUP_STEPS) -> Diagnosis:
@@ -535,7 +556,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     faults = faults or FaultEvidence()
     lt = launch_table(trace.collectives, faults.inflight, "events" if trace.source == "run" else "trace")
     src = f"{EVENTS} + watchdog/inflight reports" if trace.source == "run" else "trace"
-    d = (check_interrupted(trace) or check_desync(lt, src) or check_crash(trace, faults)
+    d = (check_interrupted(trace) or check_desync(lt, src, by_label=trace.source == "run") or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)
          or check_unexplained(trace)
          or check_straggler(trace, straggler_ms=straggler_ms, straggler_pct=straggler_pct,

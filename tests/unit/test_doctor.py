@@ -405,6 +405,24 @@ def test_a_desync_with_as_many_on_each_side_names_no_culprit(run):
                          "side, so no majority says which side is wrong (no culprit named).")
 
 
+def test_a_collective_launched_under_another_label_is_a_desync(run):
+    """Rank 1 swaps two same-sized reductions in step 1: at one (group, seq) it reduces 'mlp' where the
+    others reduce 'attn'. Op, bytes and dtype agree; the labels the callers passed do not, and the ranks
+    mix two gradients without an error from the backend."""
+    first = next(e for e in events(run, 0) if e["kind"] == "collective" and e["step"] == 1)
+    other = next(e["label"] for e in events(run, 0) if e["kind"] == "collective" and e["label"] != first["label"])
+    rewrite(run, 1, lambda e: {**e, "label": other} if e["kind"] == "collective" and e["seq"] == first["seq"]
+            and e["group"] == first["group"] else e)
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.label, d.step, d.sequence) == ("desync", [1], first["label"], 1,
+                                                                          first["seq"])
+    said = f"{first['op']} of {first['bytes']} bytes"
+    assert d.summary.endswith(f"rank(s) 1 launched {said} labelled '{other}' while the others launched it "
+                              f"labelled '{first['label']}'; the same op and size under another label, so the "
+                              "ranks combine different tensors with nothing to stop them.")
+    assert sorted(r["label"] for r in d.evidence) == sorted([first["label"]] * 3 + [other])
+
+
 def fr_entry(seq, name="nccl:all_reduce", state="completed", n=1024):
     return {"record_id": seq, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": seq,
             "p2p_seq_id": 0, "op_id": seq, "profiling_name": name, "time_created_ns": 10 * seq,
