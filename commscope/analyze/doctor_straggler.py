@@ -43,6 +43,15 @@ STRAGGLER_FLOOR_MS_HOST = 50.0
 # floor, in docs/faults.md's runs; GPU ranks: about 0.1×), so one such stall rates confidence high even when
 # it happened once (an episode, not persistent).
 STRAGGLER_MARGIN_HIGH = 5.0
+# Why the steps left out are no evidence either way, and what judges them, for the verdict that says a
+# rank made the others wait there past the bar.
+NOT_JUDGED = {
+    "warm-up": ("one-time costs (compilation, first allocations) fall unevenly on the ranks there",
+                "--warmup-steps judges fewer steps as warm-up"),
+    "profiler window": ("the profiler's own start and overhead delay the ranks there",
+                        "a run profiled in other steps judges it"),
+    "profiler export": ("each rank writes its trace there, at its own pace", "a run profiled in other steps judges it"),
+}
 MAX_INSTANCES = 20  # per flagged (step, rank) in the evidence: the ones that caused the most waiting
 MAX_INSTANCES_TOTAL = 200  # and in all, so a long run's evidence stays small
 
@@ -121,7 +130,9 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     median_steps = [int(s) for s in times.index if noise.get(int(s)) in (None, "warm-up")]
     median_step = float(np.median(times.loc[median_steps]))
     scope = _median_scope(median_steps, {s: why for s, why in noise.items() if s in times.index})
-    inst = inst[pd.to_numeric(inst["step"], errors="coerce").isin(judged_steps)]
+    steps_of = pd.to_numeric(inst["step"], errors="coerce")
+    unjudged = inst[steps_of.isin(list(noise))]
+    inst = inst[steps_of.isin(judged_steps)]
     bar, how = _bar(inst, trace, straggler_ms, straggler_pct, median_step)
     per = waiting.by_step(inst)
     per["pct"] = 100 * per["lost_ns"] / median_step
@@ -144,7 +155,8 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
         return Diagnosis("ok", sources=src, details=details, summary=(
             f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
             f"{int_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:,.1f} ms of waiting per "
-            f"step{_bar_text(how, f'{median_step / 1e6:,.1f} ms median step{scope}')}{worst}."))
+            f"step{_bar_text(how, f'{median_step / 1e6:,.1f} ms median step{scope}')}{worst}"
+            f"{_unjudged_text(unjudged, noise, bar, details)}."))
     totals = flagged.groupby("rank")["wait_caused_ns"].sum().sort_values(ascending=False, kind="stable")
     culprits = [int(r) for r, w in totals.items() if w >= 0.5 * totals.iloc[0]]
     worst = culprits[0]
@@ -235,6 +247,22 @@ def _one_rank(trace: Trace, src: list[str]) -> Diagnosis:
             "straggler or desync to find."))
     return Diagnosis("ok", sources=src, summary="ok: no crash or hang in the job's one rank; with one rank "
                      "nobody waits for anybody, so there is no straggler or desync to find.")
+
+
+def _unjudged_text(unjudged: pd.DataFrame, noise: dict[int, str], bar: float, details: dict) -> str:
+    """What the verdict cannot conclude: the most a rank made the others wait in a step left out, when it
+    is over the bar (also `details["unjudged_most_waiting"]`); "" otherwise. Such a step is no evidence
+    either way: the stall may be the rank's or the reason the step is left out."""
+    per = waiting.by_step(unjudged)
+    if not len(per) or float(per["lost_ns"].max()) < bar:
+        return ""
+    top = per.loc[per["lost_ns"].idxmax()]
+    step, rank, ms = int(top["step"]), int(top["rank"]), float(top["lost_ns"]) / 1e6
+    why = noise.get(step, "")
+    cause, judge = NOT_JUDGED.get(why, ("", ""))
+    details["unjudged_most_waiting"] = {"rank": rank, "step": step, "excluded": why, "mean_wait_ms": ms}
+    return (f"; not judged: in step {step} ({why}) rank {rank} made the others wait {ms:,.1f} ms, over the bar, "
+            f"but {cause}, so that step is no evidence either way ({judge})")
 
 
 def _bar_text(how: dict, median: str = "") -> str:

@@ -135,6 +135,28 @@ def test_persistent_straggler_has_high_confidence_and_shares_are_split(tmp_path)
     assert set(d.details["also_late"]) == set()  # rank 3 came last nowhere
 
 
+def test_a_stall_in_a_step_left_out_is_said_not_judged(tmp_path):
+    """Rank 2 stalls 300 µs before mlp in step 2, the profiler window (--profile 2:3): not judged, so the
+    verdict is ok, but it says that the step left out holds a stall over the bar and why it is no evidence,
+    rather than naming a lesser rank as the most any rank made the others wait."""
+    from commscope.rundir.schema import SCHEMA_VERSION
+
+    path = tmp_path / "run"
+    write_run_dir(make_trace(ranks=(0, 1, 2, 3), steps=(0, 1, 2, 3, 4), style="run"), path)
+    write_json(path / "config.json", {"schema_version": SCHEMA_VERSION, "args": {"profile": "2:3"}})
+    shift(path, 2, {7}, "start_ns", 300_000)
+    d = diagnose_path(str(path))
+    assert d.verdict == "ok" and d.details["judged_steps"] == [1, 4]
+    assert d.details["unjudged_most_waiting"] == {"rank": 2, "step": 2, "excluded": "profiler window",
+                                                  "mean_wait_ms": pytest.approx(0.3)}
+    assert d.summary.endswith("; not judged: in step 2 (profiler window) rank 2 made the others wait 0.3 ms, "
+                              "over the bar, but the profiler's own start and overhead delay the ranks there, so "
+                              "that step is no evidence either way (a run profiled in other steps judges it).")
+    shift(path, 2, {7}, "start_ns", -300_000)  # without the stall nothing is said of the steps left out
+    d = diagnose_path(str(path))
+    assert d.verdict == "ok" and "not judged: in step" not in d.summary and "unjudged_most_waiting" not in d.details
+
+
 def test_the_wording_says_the_waiting_is_over_the_late_steps_only(run):
     shift(run, 2, {4}, "start_ns", 200_000)
     d = diagnose_path(str(run))
