@@ -40,6 +40,7 @@ from commscope.load import limits
 from commscope.load.files import DUPLICATE, TORN, gc_paused, iter_jsonl
 from commscope.load.frames import COLUMNS, frame
 
+NONFINITE = ("nan", "inf", "-inf")  # a step's loss_nonfinite: Python's repr of a loss JSON cannot write
 NA = -2 ** 63  # int64 column slot for a missing value (never a valid value: checked on input)
 _INT64_MAX = 2 ** 63 - 1
 # Counters (steps, sequence numbers, positions, group sizes) stay exact as float64, which a counter column
@@ -49,7 +50,7 @@ _COUNTER_MAX = 2 ** 53 - 1
 # Field types: "ns" (time, int64), "int" (int64 counter), "num" (finite number), "str" (string; a
 # group's name may also be written as a number), "scalar" (any string or number), "bool" (true or false).
 _KINDS: dict[str, dict[str, str]] = {
-    "step": {"step": "int", "start_ns": "ns", "end_ns": "ns", "loss": "num"},
+    "step": {"step": "int", "start_ns": "ns", "end_ns": "ns", "loss": "num", "loss_nonfinite": "str"},
     "collective": {"step": "int", "label": "str", "phase": "str", "op": "str", "bytes": "num", "dtype": "str",
                    "group": "str", "group_size": "int", "seq": "int", "call_ns": "ns", "return_ns": "ns",
                    "wait_ns": "ns", "wait_end_ns": "ns", "start_ns": "ns", "end_ns": "ns", "stream": "scalar",
@@ -336,6 +337,11 @@ def _columns(kind: str, rank: int, rows: list[tuple]) -> dict[str, np.ndarray]:
             a = np.empty(n, dtype=object)
             a[:] = [seen.setdefault(v, v) for v in vals]
             out[f] = a
+    if kind == "step" and n:
+        # JSON has no NaN: a diverged loss is written as null beside "loss_nonfinite": "nan" (or "inf",
+        # "-inf"); the column holds the value the training loop saw
+        said = np.isin(out["loss_nonfinite"], list(NONFINITE))
+        out["loss"][said] = [float(v) for v in out["loss_nonfinite"][said]]
     return out
 
 

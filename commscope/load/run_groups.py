@@ -122,6 +122,8 @@ def _read_recorded_run(path: Path) -> RunResult | str:
     if not times:
         return f"incomplete: rank 0 recorded no step in {EVENTS}"
     if not math.isfinite(losses[-1]):
+        if isinstance(steps["loss_nonfinite"][order][-1], str):  # the loop set it: the run diverged
+            return f"diverged: rank 0's last step's loss is {losses[-1]}"
         return "incomplete: rank 0's last step has no loss (set st.loss in rec.step)"
     try:
         meta = read_json(str(Path(ranks[0]) / META)) if (Path(ranks[0]) / META).exists() else {}

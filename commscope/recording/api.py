@@ -46,7 +46,7 @@ for _fn, _name in (("reduce_scatter_single", "reduce_scatter"), ("all_gather_sin
 
 
 # The fields of a step record (docs/run_format.md): `st.extra` adds keys to that record, never these.
-STEP_FIELDS = frozenset(("kind", "rank", "step", "loss", "tokens", "start_ns", "end_ns"))
+STEP_FIELDS = frozenset(("kind", "rank", "step", "loss", "loss_nonfinite", "tokens", "start_ns", "end_ns"))
 
 
 def _check_extra_key(key: Any) -> None:

@@ -34,6 +34,7 @@ unique per recorder and step contexts do not nest.
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 import threading
 import time
@@ -113,16 +114,20 @@ class StepWriting:
                 self._flush(blocking=False)
             raise
         else:
+            loss = None if info.loss is None else float(info.loss)
             step_rec = {
                 "kind": "step",
                 "rank": self.rank,
                 "step": info.step,
-                "loss": None if info.loss is None else float(info.loss),
+                # JSON has no NaN: a diverged loss is null, and loss_nonfinite says what it was
+                "loss": loss if loss is None or math.isfinite(loss) else None,
                 "start_ns": start + self._shift,
                 "end_ns": end + self._shift,
                 "tokens": _plain_number(info.tokens),
                 **info.extra,
             }
+            if loss is not None and not math.isfinite(loss):
+                step_rec["loss_nonfinite"] = repr(loss)  # "nan", "inf", "-inf"
             # encoded here, outside the write lock: an `extra` value orjson turns into text (a CUDA tensor's
             # str()) may wait for the GPU
             step_line = self._sink.encode([step_rec])

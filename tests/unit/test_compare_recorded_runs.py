@@ -8,6 +8,7 @@ import math
 import shutil
 
 import pytest
+import torch
 
 from commscope.errors import UserError
 from commscope.load.run_groups import load_group
@@ -57,6 +58,26 @@ def test_a_recorded_run_without_losses_says_what_to_record(tmp_path):
         f = d / f"rank{r}" / "events.jsonl"
         f.write_text("".join(x.replace('"loss":', '"was_loss":') + "\n" for x in f.read_text().splitlines()))
     with pytest.raises(UserError, match=r"rank 0's last step has no loss \(set st.loss in rec.step\)"):
+        load_group(d)
+
+
+def test_a_recorded_run_whose_loss_diverged_says_so(tmp_path):
+    """A NaN loss is written as null beside loss_nonfinite (JSON has no NaN): compare tells a run that
+    diverged from one that recorded no loss, and the steps frame holds the NaN the loop saw."""
+    from commscope.load import load_path
+    from commscope.recording import Recorder
+
+    d = tmp_path / "nan"
+    rec = Recorder(d, rank=0, world_size=1)
+    for s, loss in enumerate((2.5, float("inf"), float("nan"))):
+        with rec.step(s) as st:
+            st.loss = torch.tensor(loss) if s == 2 else loss
+    rec.close()
+    steps = [json.loads(x) for x in (d / "rank0" / "events.jsonl").read_text().splitlines()]
+    assert [(r["loss"], r.get("loss_nonfinite")) for r in steps] == [(2.5, None), (None, "inf"), (None, "nan")]
+    loss = load_path(str(d)).steps["loss"].tolist()
+    assert loss[0] == 2.5 and loss[1] == math.inf and math.isnan(loss[2])
+    with pytest.raises(UserError, match=r"diverged: rank 0's last step's loss is nan"):
         load_group(d)
 
 

@@ -27,7 +27,7 @@ def status(run, rank=0):
     return orjson.loads((run / f"rank{rank}" / "status.json").read_bytes())
 
 
-@pytest.mark.parametrize("key", ["kind", "rank", "step", "loss", "tokens", "start_ns", "end_ns"])
+@pytest.mark.parametrize("key", ["kind", "rank", "step", "loss", "loss_nonfinite", "tokens", "start_ns", "end_ns"])
 def test_extra_keys_that_are_step_fields_are_refused_where_they_are_set(tmp_path, key):
     rec = Recorder(tmp_path, rank=0, world_size=1)
     with rec.step(0) as st:
