@@ -151,6 +151,17 @@ def check_name(name: Any, what: str, empty: bool = False) -> None:
         _traceable.add(name)
 
 
+STEP_MAX = 2 ** 53 - 1  # the loader keeps step numbers exact as float64 (a column with missing values)
+
+
+def check_step(step: Any) -> int:
+    """A step number as an int: a whole number (an int, a numpy integer; not a bool, float or string) in
+    0..STEP_MAX, else ValueError. Readers key a rank's records by step, and -1 means outside any step."""
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or not 0 <= step <= STEP_MAX:
+        raise ValueError(f"a step number must be a whole number in 0..2**53-1; got {step!r}")
+    return int(step)
+
+
 def check_label(label: Any) -> None:
     """A collective's label: a non-empty string (check_name), or None for an unlabelled collective."""
     if label is not None and (not isinstance(label, str) or not label):
@@ -210,7 +221,7 @@ class NullRecorder:
 
     @contextlib.contextmanager
     def step(self, step: int) -> Iterator[StepInfo]:
-        yield StepInfo(step)
+        yield StepInfo(check_step(step))
 
     @contextlib.contextmanager
     def region(self, name: str, compute: bool | None = None) -> Iterator[None]:

@@ -42,7 +42,7 @@ from typing import Any, Iterator
 
 import torch
 
-from commscope.recording.api import StepInfo
+from commscope.recording.api import StepInfo, check_step
 from commscope.recording.closing import CLOSED
 from commscope.recording.inflight import PendingCollective
 from commscope.recording.timing import GpuStamp
@@ -90,15 +90,16 @@ class StepWriting:
     def step(self, step: int) -> Iterator[StepInfo]:
         if self._closed:
             raise RuntimeError(CLOSED)
+        step = check_step(step)
         if self._step is not None:
             raise RuntimeError(f"Recorder.step({step}) inside step {self._step}: step contexts do not nest")
         if step in self._recorded_steps:
             # readers key a rank's records by step: a second step 0 would be dropped as a duplicate
             raise RuntimeError(f"step {step} was already recorded by this rank; step numbers must be unique "
                                "across the run (count steps across epochs)")
-        self._recorded_steps.add(int(step))
-        self._step, self._micro, self._pos = int(step), 0, 0
-        info = StepInfo(int(step))
+        self._recorded_steps.add(step)
+        self._step, self._micro, self._pos = step, 0, 0
+        info = StepInfo(step)
         if self._cuda is not None:
             self._cuda.new_anchor()
         start = _perf()

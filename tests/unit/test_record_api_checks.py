@@ -62,6 +62,23 @@ def test_loss_and_tokens_must_be_numbers(tmp_path):
     assert step["loss"] == 1.5 and step["tokens"] == 4096 and isinstance(step["tokens"], int)
 
 
+@pytest.mark.parametrize("bad", [1.5, "3", None, True, -1, 2 ** 53, torch.tensor(2)])
+def test_a_step_number_is_a_whole_number_the_loader_keeps_exact(tmp_path, bad):
+    """1.5 would be recorded as step 1, "3" as 3, 2**60 dropped by the loader as past 2**53, and -1 is
+    the loader's "outside any step": each is refused where it is given, recording or not."""
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    for r in (rec, NullRecorder()):
+        with pytest.raises(ValueError, match=r"a step number must be a whole number in 0..2\*\*53-1; got "):
+            with r.step(bad):
+                pass
+    import numpy as np
+    with rec.step(np.int64(7)) as st, NullRecorder().step(2 ** 53 - 1):
+        st.loss = 1.0
+    rec.close()
+    (step,) = read(tmp_path / "rank0" / "events.jsonl")
+    assert step["step"] == 7 and type(step["step"]) is int
+
+
 def test_a_step_number_recorded_twice_is_refused_at_entry(tmp_path):
     rec = Recorder(tmp_path, rank=0, world_size=1)
     for epoch in range(2):
