@@ -16,8 +16,8 @@ identical case needs no sentence), both follow it. scipy's own warning about it 
 `slower_p` (Welch, alternative "candidate slower") backs `--fail-if-slower`.
 
 `comparability_warnings(groups)`: why the table may compare unlike runs. Time is a run's summed step time,
-so run directories of different step counts, or of a different preset, batch size, gradient accumulation
-or world size (run_groups.WORK_KEYS), differ in work, not only in speed: each such difference, between the
+so run directories of different step counts, or of a different preset, batch size, gradient accumulation,
+world size or profiler window (run_groups.WORK_KEYS), differ in work, not only in speed: each such difference, between the
 groups or among one group's runs, is one sentence. Speedrun logs are not checked: their time is to a
 target loss, where fewer steps is an improvement the loss test guards.
 """
@@ -175,6 +175,8 @@ def comparability_warnings(groups: list[Group]) -> list[str]:
         ones = {name: vals[0] for name, vals in per_group.items() if len(vals) == 1}
         if len(set(map(str, ones.values()))) > 1 and set(ones.values()) != {"unknown"}:
             said = ", ".join(f"{name} {v}" for name, v in ones.items())
-            hint = " (Time is the sum of step times)" if what == "step count" else ""
+            hint = {"step count": " (Time is the sum of step times)",
+                    "profile": " (Time includes the profiler's steps: its start and trace export take seconds)"
+                    }.get(what, "")
             out.append(f"the groups differ in {what}: {said}; their Time +/- compares different work{hint}.")
     return out

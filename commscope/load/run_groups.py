@@ -23,7 +23,7 @@ from commscope.errors import UserError
 from commscope.load.files import read_json
 from commscope.load.speedrun_log import parse_log
 from commscope.rundir import check_doc, rank_dirs, read_status
-from commscope.rundir.schema import CONFIG, ENDED_STATUSES, EVENTS, META, STATUS, SUMMARY
+from commscope.rundir.schema import CONFIG, ENDED_STATUSES, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, rank_dir_name
 
 LOG_SUFFIXES = (".txt", ".log")
 
@@ -31,7 +31,7 @@ LOG_SUFFIXES = (".txt", ".log")
 # The trainer's options that change the work of a step (tokens per step, model size, ranks sharing it);
 # options such as the communication schedule or the orders change how it is done, which is what a
 # comparison is for.
-WORK_KEYS = ("preset", "batch_size", "grad_accum", "world_size")
+WORK_KEYS = ("preset", "batch_size", "grad_accum", "world_size", "profile")
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,12 @@ def _work(path: Path, summary: dict) -> dict:
     except (UserError, AttributeError):  # unreadable, or not an object: the work is unknown, not an error
         args = None
     args = args if isinstance(args, dict) else {}
-    return {k: summary.get("world_size") if k == "world_size" else args.get(k) for k in WORK_KEYS}
+    work = {k: summary.get("world_size") if k == "world_size" else args.get(k) for k in WORK_KEYS}
+    # the profiler's steps are in Time (its start and trace export take seconds): `commscope run`'s --profile,
+    # else whether rank 0 left a profiler trace (a script's profile_steps)
+    work["profile"] = args.get("profile") or (
+        "a profiler window" if (path / rank_dir_name(0) / KINETO_TRACE).exists() else "none")
+    return work
 
 
 def load_group(path: str | Path) -> Group:

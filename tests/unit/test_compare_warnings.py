@@ -1,5 +1,5 @@
 """`compare` says when its groups' times measure different work: run directories of different step
-counts or of a different preset, batch size, gradient accumulation or world size (between the groups or
+counts or of a different preset, batch size, gradient accumulation, world size or profiler window (between the groups or
 among one group's runs), on stderr and in --json's `warnings`; like runs get none."""
 import json
 
@@ -11,9 +11,10 @@ from commscope.load.run_groups import load_group
 from rundirs import write_run
 
 
-def run(path, steps, grad_accum=1, preset="tiny", world_size=2, config=True):
+def run(path, steps, grad_accum=1, preset="tiny", world_size=2, config=True, profile=None):
     times = [100.0 + i for i in range(steps)]
-    cfg = {"args": {"preset": preset, "batch_size": 16, "grad_accum": grad_accum, "comm_schedule": "explicit"}}
+    cfg = {"args": {"preset": preset, "batch_size": 16, "grad_accum": grad_accum, "comm_schedule": "explicit",
+                    "profile": profile}}
     return write_run(path, {}, world_size=world_size, config=cfg if config else None,
                      summary={"status": "completed", "step_times_ms": times, "losses": [3.0] * steps})
 
@@ -38,7 +39,24 @@ def test_runs_within_a_group_and_unknown_config(tmp_path):
     got = comparability_warnings([load_group(tmp_path / "a"), load_group(tmp_path / "b")])
     assert got[0] == "the runs of a differ in step count (40, 20): its Time mixes unlike runs."
     assert "the groups differ in preset: a tiny, b unknown; their Time +/- compares different work." in got
-    assert len(got) == 4  # step count within a; preset, batch size, grad accum unknown on b
+    assert len(got) == 4  # step count within a; preset, batch size, grad accum unknown on b (profile: none on both)
+
+
+def test_a_profiled_run_against_an_unprofiled_one_is_named(tmp_path):
+    """The profiler's steps are in Time (its start and export take seconds): a group profiled by
+    `commscope run --profile`, or by a script's profile_steps (a rank 0 profiler trace), against one that
+    is not compares the profiler, not only the training."""
+    run(tmp_path / "plain", 40)
+    run(tmp_path / "prof", 40, profile="5:7")
+    recorded = run(tmp_path / "script", 40, config=False)
+    (recorded / "rank0").mkdir()
+    (recorded / "rank0" / "trace.json.gz").write_bytes(b"")
+    groups = [load_group(tmp_path / n) for n in ("plain", "prof", "script")]
+    hint = "(Time includes the profiler's steps: its start and trace export take seconds)."
+    assert comparability_warnings(groups[:2]) == [
+        f"the groups differ in profile: plain none, prof 5:7; their Time +/- compares different work {hint}"]
+    assert f"the groups differ in profile: plain none, script a profiler window; their Time +/- compares " \
+           f"different work {hint}" in comparability_warnings([groups[0], groups[2]])
 
 
 def test_cli_prints_warnings_on_stderr_and_in_json(tmp_path):
