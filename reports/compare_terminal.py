@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from commscope.analyze.compare import DEFAULT_TARGET_LOSS
 from commscope.analyze.compare_labels import CI_LEVEL
 from reports.console import plain_console
 from reports.tables import counted
@@ -80,9 +81,16 @@ def comparison_columns(table: pd.DataFrame) -> list[Col]:
 COMPARISON_TITLE = "Time in s; p: one-sided t-test of losses < {}; Time p: Welch, candidate faster"
 
 
+def comparison_title(target_loss: float) -> str:
+    """The table's title; the default target is the speedrun's, which says nothing of another model's loss."""
+    said = f"{target_loss} (the speedrun's target; --target-loss sets yours)" if target_loss == DEFAULT_TARGET_LOSS \
+        else f"{target_loss}"
+    return COMPARISON_TITLE.format(said)
+
+
 def comparison_table(table: pd.DataFrame, target_loss: float, width: int = 200) -> Table | None:
     """The A/B table fitted to `width` (None where even its essential columns do not fit)."""
-    return fit(comparison_columns(table), width, title=COMPARISON_TITLE.format(target_loss))[0]
+    return fit(comparison_columns(table), width, title=comparison_title(target_loss))[0]
 
 
 LABEL_HEADS = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
@@ -159,7 +167,7 @@ def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: 
     if markdown:
         print(comparison_markdown(table))
     else:
-        print_fitted(console, comparison_columns(table), title=COMPARISON_TITLE.format(target_loss))
+        print_fitted(console, comparison_columns(table), title=comparison_title(target_loss))
     console.print()
     for text in raw_samples_text(groups).splitlines():
         line(text)

@@ -65,6 +65,10 @@ def test_cli_prints_warnings_on_stderr_and_in_json(tmp_path):
     assert res.exit_code == 0
     assert "warning: the groups differ in step count: run2 40, run2h 10" in res.stderr
     assert "warning: " not in res.stdout
+    # the default target is the speedrun's: the title says so, and not of a target the user gives
+    assert "losses < 3.28 (the speedrun's target; --target-loss sets yours)" in " ".join(res.stdout.split())
+    res = CliRunner().invoke(app, ["compare", str(a), str(b), "--target-loss", "3.5"])
+    assert "losses < 3.5;" in " ".join(res.stdout.split()) and "speedrun's target" not in res.stdout
     res = CliRunner().invoke(app, ["compare", str(a), str(b), "--json"])
     doc = json.loads(res.stdout)
     assert doc["warnings"][0].startswith("the groups differ in step count: run2 40, run2h 10")
