@@ -496,9 +496,9 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
     if unrecorded and not missing:
         return Diagnosis("insufficient", sources=[STATUS, EVENTS],
                          details={"unrecorded_ranks": unrecorded, "ranks": list(trace.ranks)}, summary=(
-            f"insufficient: rank(s) {ranks_text(unrecorded)} completed ({STATUS}) but left no readable {EVENTS} "
-            "(see the problems), so what they launched and when is unknown: no hang, desync or straggler can "
-            "be judged on them."))
+            f"insufficient: rank(s) {ranks_text(unrecorded)} completed ({STATUS}) but their {EVENTS} holds no "
+            "step or collective that could be read (empty, missing or damaged: see the problems), so what they "
+            "launched and when is unknown: no hang, desync or straggler can be judged on them."))
     if not missing:
         return None
     absent = [r for r in _no_folder(trace) if r in missing]

@@ -181,3 +181,15 @@ def test_an_interrupt_before_any_step_names_no_step(run):
     assert (d.verdict, d.step) == ("interrupted", None)
     assert "no rank finished a step" in d.summary
     assert [e["last_finished_step"] for e in d.evidence] == [None] * 4
+
+
+def test_a_rank_that_completed_with_an_empty_log_is_said_so(run):
+    """A rank whose script recorded no step (its events.jsonl exists and is empty) is not called unreadable:
+    the verdict says its log holds nothing to read, and the problems say which file."""
+    (run / "rank3" / "events.jsonl").write_text("")
+    write_json(run / "rank3" / "status.json", {"status": "completed", "error": None, "last_step": -1})
+    d = diagnose_path(str(run))
+    assert d.verdict == "insufficient" and d.details["unrecorded_ranks"] == [3]
+    assert d.summary.startswith("insufficient: rank(s) 3 completed (status.json) but their events.jsonl holds no "
+                                "step or collective that could be read (empty, missing or damaged: see the problems)")
+    assert "rank 3: events.jsonl holds no record" in d.problems
