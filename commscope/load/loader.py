@@ -152,6 +152,22 @@ SEQ_STRIDE = 1_000_000
 _RANK_FRAMES = ("steps", "collectives", "compute", "regions", "kernels", "ops", "hta_cpu_stream_ops")
 
 
+def _unknown_sizes_span_the_job(coll: pd.DataFrame, ws: int, present: int, problems: list[str]) -> None:
+    """With ranks of the job missing, a collective whose group size no trace records (no process-group
+    info: a `stream:<id>` group) may have members among them: its size is taken as the job's, so it has no
+    known last arrival (skew.complete). With every rank present no member can be missing, and an unknown
+    size stays unknown."""
+    unknown = pd.to_numeric(coll["group_size"], errors="coerce").isna().to_numpy()
+    if not unknown.any():
+        return
+    coll.loc[unknown, "group_size"] = ws
+    groups = sorted(coll.loc[unknown, "group"].astype(str).unique())
+    shown = ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
+    problems.append(f"{int(unknown.sum())} collective(s) of group(s) {shown} record no group size; with {present} "
+                    f"of the job's {ws} ranks in the input their members may be among the missing ranks, so they "
+                    f"are taken as spanning all {ws}: no arrival skew, straggler or bandwidth is judged on them")
+
+
 def _assemble(parts: list, files: list[str], path: str, workers: int | None, with_ops: bool,
               scheduler: Any = None) -> Trace:
     """One Trace of the per-file parts: ranks settled, the files of one rank merged (one per profiling
@@ -193,6 +209,7 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     # sampled ranks' windows, and pairing such members would invent desyncs and stragglers.
     if "collectives" in frames and len(ranks) < ws:
         frames["collectives"] = _pair(frames["collectives"], problems)
+        _unknown_sizes_span_the_job(frames["collectives"], ws, len(ranks), problems)
     _gloo_groups_unknown(merged, problems)
     rank_files = {p["rank"]: p["files"] for p in merged}
     first = merged[0]

@@ -35,8 +35,9 @@ def test_partial_trace_notes_and_problems_sit_under_the_headline():
     assert items[0] == "note: " + doc["notes"][0]
     assert items[0].startswith("note: Partial: 2 of the job's 128 ranks are present.")
     assert items[len(doc["notes"])] == "problem while loading: no trace for 126 of the job's 128 ranks (ranks present: 0, 1)"
-    # 4 notes (partial, unsized collectives, unpaired collectives, withheld bandwidth) and 2 problems
-    assert len(items) == len(doc["notes"]) + len(doc["problems"]) == 6
+    # 5 notes (partial, unsized collectives, unpaired collectives, no straggler judged, withheld bandwidth) and
+    # 3 problems (missing ranks, unpaired collectives, groups of unknown size taken as spanning the job)
+    assert len(items) == len(doc["notes"]) + len(doc["problems"]) == 8
 
 
 def test_collectives_outside_the_steps_are_said_on_the_first_screen():

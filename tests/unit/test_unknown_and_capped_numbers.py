@@ -59,6 +59,24 @@ def test_kineto_group_size_fallbacks():
     assert set(c.loc[c["group"].str.startswith("0"), "group_size"]) == {128}
 
 
+def test_a_group_of_unknown_size_in_a_partial_job_judges_nobody():
+    """trace_filter holds 2 of 128 ranks; its all_gathers outside any process group (group stream:203)
+    record no size. Counted as complete they gave a straggler and a bandwidth on two ranks of 128 that the
+    doctor called insufficient; their members may be among the missing ranks, so they are taken as
+    spanning the job, and the report withholds both, saying why."""
+    tr = load_path(str(DATA / "hta-testdata" / "trace_filter"))
+    c = tr.collectives
+    stream = c["group"].astype(str).str.startswith("stream:")
+    assert stream.sum() == 4 and set(c.loc[stream, "group_size"]) == {128}
+    assert ("4 collective(s) of group(s) stream:203 record no group size; with 2 of the job's 128 ranks in the "
+            "input their members may be among the missing ranks, so they are taken as spanning all 128: no arrival "
+            "skew, straggler or bandwidth is judged on them") in tr.problems
+    doc = summarize(tr, with_hta=False)
+    assert doc["stragglers"] is None and doc["stragglers_reason"].startswith("cannot be judged: no collective")
+    assert all(v["algbw_gbps"] is None for v in doc["labels"].values())
+    assert doc["labels"]["_allgather_base_"]["bandwidth_withheld"].startswith("no collective of the label has every")
+
+
 def test_busbw_is_null_in_a_group_of_one():
     f = exposure.bus_factors(
         np.array(["all_reduce", "broadcast", "all_reduce", "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
