@@ -20,6 +20,7 @@ import io
 import logging
 import os
 import shutil
+import signal
 import tempfile
 import time
 import warnings
@@ -140,6 +141,22 @@ def _hushed(sink: io.StringIO):
         yield
 
 
+# HTA parses ranks in a fork pool and stops it with SIGTERM. A worker inherits the CLI's Python handler for
+# SIGTERM, which runs only when the interpreter next checks for signals: a worker blocked in the pool's
+# queue lock was seen to outlive its SIGTERM, and the pool's join (and the command) then waited forever.
+# While HTA runs, a forked child takes the default action instead: the kernel ends it.
+_hta_forks = False
+
+
+def _child_stops_on_signals() -> None:
+    if _hta_forks:
+        for s in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_child_stops_on_signals)
+
+
 def run_hta(files: dict[int, str]) -> dict:
     """HTA's analyses (ANALYSES) on `files` (linked into a temporary directory); each result or error keyed
     by analysis name, with HTA's version and the time TraceAnalysis took to load the files."""
@@ -153,9 +170,11 @@ def run_hta(files: dict[int, str]) -> dict:
     except Exception as e:  # ImportError, or a broken HTA install
         return {"status": "unavailable",
                 "reason": f"HTA not importable ({type(e).__name__}: {e}); pip install 'commscope[hta]'"}
+    global _hta_forks
     tmp = tempfile.mkdtemp(prefix="commscope-hta-")
     sink = io.StringIO()
     old_level = logging.root.level
+    _hta_forks = True
     try:
         for r, f in files.items():
             _link(f, os.path.join(tmp, f"rank{r}" + (".json.gz" if f.endswith(".gz") else ".json")))
@@ -175,6 +194,7 @@ def run_hta(files: dict[int, str]) -> dict:
             except Exception as e:  # one analysis failing leaves the others' results
                 out["errors"][name] = f"{type(e).__name__}: {e}"
     finally:
+        _hta_forks = False
         logging.disable(logging.NOTSET)
         logging.root.setLevel(old_level)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,53 @@
+"""While HTA runs, a process it forks (its parse pool) ends on SIGTERM by the kernel's default action, not
+through the CLI's inherited Python handler: a pool worker blocked in its queue lock outlived the SIGTERM
+that HTA's pool sends to stop it, and `report` waited forever. Outside HTA a fork keeps the handler."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import sys
+import types
+
+import pytest
+
+from commscope.analyze import hta_bridge
+
+
+def _child_handler_is_default() -> bool:
+    ctx = mp.get_context("fork")
+    q = ctx.SimpleQueue()
+    p = ctx.Process(target=lambda: q.put(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL))
+    p.start()
+    p.join(30)
+    return q.get()
+
+
+class _FakeTraceAnalysis:
+    """Forks as HTA's parse pool does, and notes what SIGTERM does in the child."""
+
+    seen: list[bool] = []
+
+    def __init__(self, trace_dir: str):
+        _FakeTraceAnalysis.seen.append(_child_handler_is_default())
+
+
+@pytest.fixture
+def python_sigterm_handler():
+    def raise_(signum, frame):  # as commscope.cli installs while a command runs
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, raise_)
+    yield
+    signal.signal(signal.SIGTERM, old)
+
+
+def test_children_forked_while_hta_runs_end_on_sigterm(tmp_path, monkeypatch, python_sigterm_handler):
+    pytest.importorskip("hta")  # run_hta reads HTA's version before anything else
+    fake = types.ModuleType("hta.trace_analysis")
+    fake.TraceAnalysis = _FakeTraceAnalysis
+    monkeypatch.setitem(sys.modules, "hta.trace_analysis", fake)
+    (tmp_path / "rank0.json").write_text('{"traceEvents": []}')
+    _FakeTraceAnalysis.seen.clear()
+    res = hta_bridge.run_hta({0: str(tmp_path / "rank0.json")})
+    assert _FakeTraceAnalysis.seen == [True] and res["status"] == "partial"  # the fake has no analyses
+    assert not _child_handler_is_default()  # after HTA, a fork inherits the Python handler again
