@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import skew, waiting
+from commscope.analyze import clocks, skew, waiting
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.load.frames import Trace
 from commscope.rundir.schema import EVENTS
@@ -119,6 +119,11 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     excluded = {str(k): v for k, v in sorted(noise.items())}
     if trace.world_size == 1:
         return _one_rank(trace, src)
+    clock = clocks.disagreement(trace.collectives)
+    if clock:
+        return Diagnosis("insufficient", sources=src, details={"clock_offsets_ms": {str(r): ms for r, ms in clock.items()}},
+                         summary=(f"insufficient: no crash, hang or desync found in {trace.world_size} rank(s), but "
+                                  f"stragglers cannot be judged: {clocks.disagreement_text(clock)}."))
     if not judged_steps or not len(inst):
         why = ("no collective reached by every member" if not len(inst) else
                "no step left to judge" + (f" (excluded: {_noise_text(noise)})" if noise else " (no steps)"))

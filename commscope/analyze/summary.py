@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze import (exposure, lateness, placement, regions, representative, skew, step_coverage, step_gaps,
+from commscope.analyze import (clocks, exposure, lateness, placement, regions, representative, skew, step_coverage, step_gaps,
                                timeline, waiting)
 from commscope.analyze.problems import loading_problems, run_reports
 from commscope.load.frames import Trace
@@ -258,9 +258,13 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     table = exposure.collective_table(tr, comp, queue_pairs)
     per_rank = exposure.label_stats(table)
     sk = waiting.instances(table)  # who made whom wait: the model the doctor's straggler verdict reads
-    strag = waiting.by_rank(sk, tr.ranks)
     launch = skew.launch_skew(table)
-    unjudged = waiting.unjudged(sk, table, len(tr.ranks), int(tr.world_size))  # None where sk has instances
+    clock = clocks.disagreement(table)
+    if clock:  # arrivals across ranks would measure the clocks: nobody is judged, no skew is said
+        sk, launch = sk.iloc[:0], launch.iloc[:0]
+    strag = waiting.by_rank(sk, tr.ranks)
+    unjudged = (f"cannot be judged: {clocks.disagreement_text(clock)}" if clock else
+                waiting.unjudged(sk, table, len(tr.ranks), int(tr.world_size)))  # None where sk has instances
     withheld = exposure.bandwidth_withheld(table, len(tr.ranks), int(tr.world_size))
     ov = timeline.comm_overlap_by_rank(tr, hta_like=True, comp=comp)
     br = timeline.step_breakdown(tr, comp)
@@ -297,7 +301,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                              "host_pct": rounded(r.host_pct, 2), "excluded_steps": int(r.excluded_steps)}
                             for r in step_gaps.gap_summary(gaps).itertuples()],
         "profiler_steps": {str(s): why for s, why in sorted(prof.items())},
-        "arrival_lateness": arrival_lateness(tr),  # analyze.lateness
+        "arrival_lateness": arrival_lateness(tr, judged=clock is None),  # analyze.lateness
         "representative_ranks": reps,  # analyze.representative
         "representative_ranks_culprits_first": representative.culprits_first(reps, tr.ranks, diagnosis),
         # every rank's collectives up to PLACEMENT_ALL_RANKS ranks; above, the representative ranks' only
@@ -462,10 +466,13 @@ def _recording_notes(trace: Trace) -> list[str]:
     return notes
 
 
-def arrival_lateness(trace: Trace) -> dict:
+def arrival_lateness(trace: Trace, judged: bool = True) -> dict:
     """`report --json`'s `arrival_lateness`: the quantiles and the 1-2-5 histogram of how late each member
-    of a collective instance arrived after its first member (analyze.lateness), in ms."""
+    of a collective instance arrived after its first member (analyze.lateness), in ms; none where the
+    ranks' clocks disagree (`judged` False: analyze.clocks)."""
     late = waiting.lateness(trace.collectives)
+    if not judged:
+        late = late.iloc[:0]
     hist, q = lateness.histogram(late), lateness.quantiles(late)
     return {
         "arrivals": int(len(late)),
