@@ -65,6 +65,13 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
     pgs = {str(p.get("pg_name")): p for p in (di.get("pg_config") or []) if isinstance(p, dict)}
     is_rpc = ops_all["name"].to_numpy() == "record_param_comms"  # numpy: 5× less overhead than a Series ==
     comm_k = kernels[kernels["is_comm"]] if len(kernels) else kernels
+    if len(comm_k) and problems is not None:
+        unlinked = int((pd.to_numeric(comm_k["correlation"], errors="coerce").fillna(-1) < 0).sum())
+        if unlinked:
+            problems.append(f"{unlinked} of {len(comm_k)} communication kernels carry no "
+                            "args.correlation, so they cannot be linked to their launches: such a launch and its "
+                            "kernel may each count as a collective, and those collectives' counts, sizes and "
+                            "exposed times are not reliable")
     if is_rpc.any() or len(comm_k):
         comm_pos = launch_pos[kernels["is_comm"].to_numpy(bool)] if len(kernels) else launch_pos
         rows = _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations,
