@@ -201,8 +201,8 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     # with few steps the culprit's own lengthened steps weigh in the median it is measured against
     own = [s for s in p["steps"] if s in median_steps]
     if own and 2 * len(own) >= len(median_steps):
-        scope += (f", {'one' if len(own) == 1 else len(own)} of them the late step{'s' if len(own) > 1 else ''} "
-                  "itself, whose delay weighs in so short a median")
+        scope += (", one of them the late step itself, whose delay weighs in so short a median" if len(own) == 1 else
+                  f", {len(own)} of them the late steps themselves, whose delays weigh in so short a median")
     # the waiting is averaged over the steps where the culprit was late, not over every judged step
     when = (f"in the 1 step where it was late (step {p['steps'][0]}, of {judged} judged)" if n == 1 else
             f"on average over the {n} steps where it was late ({int_ranges(p['steps'])}, of {judged} judged)")

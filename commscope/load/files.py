@@ -137,6 +137,8 @@ def read_bytes(path: str, limit: Limit = limits.TRACE_BYTES) -> bytes:
     if len(raw) > cap:  # grew while being read
         raise limit.refuse(f"{path} is over the size limit")
     if path.endswith(".gz"):
+        if not raw:  # a file created and never written: said as a plain .json's would be
+            raise CorruptGzip(path, "is empty (0 bytes)")
         try:
             raw = gunzip(raw, max_bytes=cap)
         except InflateLimit as e:

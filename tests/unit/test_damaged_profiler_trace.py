@@ -70,3 +70,9 @@ def test_the_loaders_errors_survive_the_trip_from_a_worker():
 
     sent = _sendable(Odd(1, 2))
     assert type(sent) is RuntimeError and str(sent) == "Odd: 1/2"
+
+
+def test_an_empty_gzip_trace_is_said_to_be_empty(tmp_path, capsys):
+    (tmp_path / "rank0.json.gz").write_bytes(b"")
+    code, cap = run_main(capsys, "report", tmp_path / "rank0.json.gz", "--json", "--no-hta")
+    assert code == 2 and cap.err.strip().endswith("rank0.json.gz is empty (0 bytes)")
