@@ -169,7 +169,9 @@ def load_group(path: str | Path) -> Group:
             elif rank_dirs(str(entry)):
                 res = _read_recorded_run(entry)
             else:
-                group.skipped.append((entry, f"not a run: no {SUMMARY} and no rank folders"))
+                inner = any(p.suffix in LOG_SUFFIXES or (p / SUMMARY).exists() for p in _listed(entry))
+                group.skipped.append((entry, f"not a run: no {SUMMARY} and no rank folders" + (
+                    "; runs or logs one level down in it: give that folder" if inner else "")))
                 continue
         elif entry.suffix in LOG_SUFFIXES:
             log = parse_log(entry)
@@ -185,6 +187,14 @@ def load_group(path: str | Path) -> Group:
         why = "; ".join(f"{p.name}: {r}" for p, r in group.skipped) or "no run directories or *.txt/*.log logs"
         raise UserError(f"{path}: no usable runs ({why})")
     return group
+
+
+def _listed(folder: Path) -> list[Path]:
+    """The entries of `folder`, none where it cannot be listed (a hint is not worth an error)."""
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []
 
 
 def unique_names(groups: list[Group]) -> list[Group]:

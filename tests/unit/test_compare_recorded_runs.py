@@ -107,3 +107,10 @@ def test_a_status_that_is_not_a_file_is_skipped_without_reading_it(tmp_path):
     os.mkfifo(d / "rank0" / "status.json")  # opening it would block
     with pytest.raises(UserError, match=r"no usable runs \(r1: unreadable: rank 0 status.json is not a regular file\)"):
         load_group(d)
+
+
+def test_a_folder_of_log_folders_points_one_level_down():
+    """Given the parent of the groups, compare says where the runs are, as report does for traces."""
+    with pytest.raises(UserError, match=r"baseline: not a run: no summary.json and no rank folders; runs or logs "
+                                        r"one level down in it: give that folder"):
+        load_group(TESTS / "data" / "modded-nanogpt-logs")
