@@ -344,6 +344,30 @@ def profiler_notes(prof: dict[int, str], br: pd.DataFrame) -> list[str]:
             "other steps). The per-step rows (`steps`, the heatmap) keep them."]
 
 
+# A step's device window under this share of its host range: the step's figures measure a device that was
+# mostly idle while the host spent the step elsewhere (launching, loading data, Python).
+DEVICE_SHARE_NOTED = 0.01
+
+
+def _idle_device_notes(steps: pd.DataFrame) -> list[str]:
+    """The note for profiler steps whose device window (load.device_steps) covers under DEVICE_SHARE_NOTED of
+    their host range: their step time is the device's busy span, not what the step took."""
+    if not len(steps) or "host_start_ns" not in steps or steps["basis"].isna().all():
+        return []
+    dev = (steps["end_ns"].astype("float64") - steps["start_ns"].astype("float64")).to_numpy()
+    host = (steps["host_end_ns"].astype("float64") - steps["host_start_ns"].astype("float64")).to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        small = (steps["basis"] != "host").to_numpy() & (host > 0) & (dev < DEVICE_SHARE_NOTED * host)
+    if not small.any():
+        return []
+    i = int(np.flatnonzero(small)[0])
+    r, s = int(steps["rank"].iloc[i]), int(steps["step"].iloc[i])
+    return [f"{int(small.sum())} of {len(steps)} steps keep the device busy for under "
+            f"{DEVICE_SHARE_NOTED:.0%} of their host range (e.g. rank {r} step {s}: {dev[i] / 1e6:,.3f} ms of kernels "
+            f"in a {host[i] / 1e6:,.1f} ms step): their step times and breakdowns are the device's busy span, "
+            "while the host spent the step elsewhere (launching, loading data, Python)."]
+
+
 def evidence_notes(trace: Trace) -> list[str]:
     """What the input cannot tell, one sentence each: the figures that are left out or limited because
     ranks, collectives, sizes, steps (of every rank, or of some ranks: step_coverage) or device activity are
@@ -391,6 +415,7 @@ def evidence_notes(trace: Trace) -> list[str]:
                      "No ProfilerStep annotations: per-step breakdowns and step gaps are empty.")
     # ranks whose records stop early (a cut events.jsonl, a crashed rank): their figures count fewer steps
     notes += step_coverage.coverage_notes(trace.steps, ranks)
+    notes += _idle_device_notes(trace.steps)
     if trace.source == "kineto" and not len(trace.kernels):
         # deviceProperties lists the GPUs the process saw: a host-side trace of a GPU job, not a CPU job
         gpus = len(trace.config.get("deviceProperties") or [])

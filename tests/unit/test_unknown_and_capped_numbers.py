@@ -230,3 +230,14 @@ def test_doctor_median_step_says_which_steps_it_leaves_out():
     assert d.verdict == "ok" and d.details["median_step_steps"] == [0, 1, 2]
     # step 3 is the profiler window; the export step (4) was not recorded, so it is not named
     assert "(100 % of the 830.9 ms median step of steps 0-2, not profiler window step 3)" in d.summary
+
+
+def test_a_step_whose_device_idles_says_its_time_is_the_devices_busy_span():
+    """HTA's triton_example: one 1.8 µs kernel in a 13.3 s ProfilerStep. The step's device window is the
+    kernel, so its step time reads 0.002 ms; a note says that is the device's busy span, not the step."""
+    doc = summarize(load_path(str(DATA / "hta-testdata" / "triton_example")), with_hta=False)
+    assert doc["steps"][0]["step_ms"] < 0.01
+    assert ("1 of 1 steps keep the device busy for under 1% of their host range (e.g. rank 0 step 1: 0.002 ms of "
+            "kernels in a 13,336.3 ms step)") in " ".join(doc["notes"])
+    assert not [n for n in summarize(load_path(str(DATA / "modded-nanogpt-8xh100")), with_hta=False)["notes"]
+                if "keep the device busy" in n]
