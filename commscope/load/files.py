@@ -301,8 +301,9 @@ def is_trace_file(name: str) -> bool:
 
 
 def list_trace_files(path: str) -> list[str]:
-    """The Kineto traces (*.json, *.json.gz) in the folder `path`; UserError when `path` is not a folder
-    or a trace's name is on something that is not a file (a FIFO would block the reader)."""
+    """The Kineto traces (*.json, *.json.gz) in the folder `path`; UserError when `path` is not a folder. A
+    trace's name on something that is not a file (a dangling link, a FIFO) is listed: the parser skips it
+    with a problem line, without opening it, as it skips a damaged trace (kineto._parse)."""
     what = describe(path)
     if what != "a directory":
         raise UserError(f"{path} is {what or 'a file'}: not a run directory, a trace file or a folder of traces")
@@ -313,6 +314,6 @@ def list_trace_files(path: str) -> list[str]:
     out = []
     for n in names:
         p = os.path.join(path, n)
-        if is_trace_file(n) and describe(p) != "a directory" and is_regular(p):
+        if is_trace_file(n) and describe(p) not in ("a directory", "missing"):
             out.append(p)
     return out

@@ -249,8 +249,12 @@ KINDS: dict[str, Kind] = {
     "fifo_named_rank0_json": Kind(_fifo_input, "2", message="FIFO", compare="2"),
     "symlink_loop_input": Kind(lambda t: _link(t, "loop"), "2", compare="2"),
     "dangling_symlink_input": Kind(lambda t: _link(t, "dangling"), "2", compare="2"),
-    "trace_dir_fifo_rank0": Kind(lambda t: _trace_dir_with(t, "fifo"), "2", message="FIFO", compare="2"),
-    "trace_dir_loop_rank0": Kind(lambda t: _trace_dir_with(t, "loop"), "2", message="symlink loop", compare="2"),
+    # in a folder of traces, a trace's name on something that is no file is skipped unopened and said, as a
+    # damaged trace is: the other ranks' traces load
+    "trace_dir_fifo_rank0": Kind(lambda t: _trace_dir_with(t, "fifo"), "02", problem="rank0.json: a FIFO (named pipe), not a file; skipped", compare="2"),
+    "trace_dir_loop_rank0": Kind(lambda t: _trace_dir_with(t, "loop"), "02", problem="rank0.json: a symlink loop, not a file; skipped", compare="2"),
+    "trace_dir_dangling_rank0": Kind(lambda t: _trace_dir_with(t, "dangling"), "02",
+                                     problem="rank0.json: a symlink to a missing file, not a file; skipped", compare="2"),
     # files of a run directory that are not files
     "events_fifo": Kind(in_run(lambda r: replace_with(r / "rank0" / "events.jsonl", "fifo")), "02",
                         problem="events.jsonl is a FIFO"),
