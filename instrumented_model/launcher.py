@@ -70,8 +70,6 @@ _STORAGE = {"28": "no space left on device", "30": "read-only file system", "122
 _STORAGE_LINE = re.compile(r"\[Errno (28|30|122)\]|(No space left on device|Read-only file system|Disk quota exceeded)")
 
 
-
-
 class StepProgress(Protocol):
     """The live progress of a job: rank 0's step records, and other lines the ranks print for the user."""
 

@@ -43,11 +43,10 @@ STRAGGLER_FLOOR_MS_HOST = 50.0
 # floor, in docs/faults.md's runs; GPU ranks: about 0.1×), so one such stall rates confidence high even when
 # it happened once (an episode, not persistent).
 STRAGGLER_MARGIN_HIGH = 5.0
-# Why the steps left out are no evidence either way, and what judges them, for the verdict that says a
-# rank made the others wait there past the bar.
+# Why the profiler's steps are no evidence either way, and what judges them, for the verdict that says a
+# rank made the others wait there past the bar. (Warm-up is left out of it: a compiled run's first step
+# stalls ranks unevenly by design, and the summary already says it was not judged.)
 NOT_JUDGED = {
-    "warm-up": ("one-time costs (compilation, first allocations) fall unevenly on the ranks there",
-                "--warmup-steps judges fewer steps as warm-up"),
     "profiler window": ("the profiler's own start and overhead delay the ranks there",
                         "a run profiled in other steps judges it"),
     "profiler export": ("each rank writes its trace there, at its own pace", "a run profiled in other steps judges it"),
@@ -136,7 +135,7 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     median_step = float(np.median(times.loc[median_steps]))
     scope = _median_scope(median_steps, {s: why for s, why in noise.items() if s in times.index})
     steps_of = pd.to_numeric(inst["step"], errors="coerce")
-    unjudged = inst[steps_of.isin(list(noise))]
+    unjudged = inst[steps_of.isin([s for s in noise if noise[s] in NOT_JUDGED])]
     inst = inst[steps_of.isin(judged_steps)]
     bar, how = _bar(inst, trace, straggler_ms, straggler_pct, median_step)
     per = waiting.by_step(inst)
