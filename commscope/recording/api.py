@@ -97,9 +97,10 @@ def _is_number(value: Any) -> bool:
 class StepInfo:
     """Filled in by the training loop inside `with rec.step(s) as st:`: `loss` (a number or a one-element
     tensor), `tokens` (a number), `extra` (more keys for the step record). Each is checked where it is
-    assigned (ValueError)."""
+    assigned (ValueError); once the step has ended (`end()`, called as its `with` block exits) its record
+    is written, and setting one is a RuntimeError rather than a value silently never recorded."""
 
-    __slots__ = ("step", "loss", "tokens", "extra")
+    __slots__ = ("step", "loss", "tokens", "extra", "_ended")
 
     def __init__(self, step: int, loss: Any = None, tokens: Any = None, extra: dict[str, Any] | None = None):
         self.step = step
@@ -108,6 +109,9 @@ class StepInfo:
         self.extra = {} if extra is None else extra
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_ended", False):
+            raise RuntimeError(f"st.{name} set after step {self.step} ended: its record is written as the "
+                               "`with rec.step(...) as st:` block exits, so set it inside the block")
         if name in ("loss", "tokens"):
             if value is not None and not _is_number(value):
                 raise ValueError(f"st.{name} must be a number, got {value!r}")
@@ -116,6 +120,10 @@ class StepInfo:
                 raise ValueError(f"st.extra must be a dict, got {value!r}")
             value = StepExtra(value)
         object.__setattr__(self, name, value)
+
+    def end(self) -> None:
+        """The step's record is taken: later assignments raise."""
+        object.__setattr__(self, "_ended", True)
 
     def __repr__(self) -> str:
         return f"StepInfo(step={self.step}, loss={self.loss!r}, tokens={self.tokens!r}, extra={dict(self.extra)!r})"
@@ -221,7 +229,11 @@ class NullRecorder:
 
     @contextlib.contextmanager
     def step(self, step: int) -> Iterator[StepInfo]:
-        yield StepInfo(check_step(step))
+        info = StepInfo(check_step(step))
+        try:
+            yield info
+        finally:
+            info.end()  # as a recording's: a script runs the same with either
 
     @contextlib.contextmanager
     def region(self, name: str, compute: bool | None = None) -> Iterator[None]:

@@ -115,6 +115,7 @@ class StepWriting:
                 self._flush(blocking=False)
             raise
         else:
+            info.end()  # its fields are read now: a later assignment would be lost
             loss = None if info.loss is None else float(info.loss)
             step_rec = {
                 "kind": "step",

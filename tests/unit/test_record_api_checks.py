@@ -46,7 +46,8 @@ def test_extra_keys_that_are_step_fields_are_refused_where_they_are_set(tmp_path
 
 
 def test_loss_and_tokens_must_be_numbers(tmp_path):
-    for info in (StepInfo(0), NullRecorder().step(0).__enter__()):
+    null_step = NullRecorder().step(0)  # held open: leaving it ends the step, and then no field may be set
+    for info in (StepInfo(0), null_step.__enter__()):
         with pytest.raises(ValueError, match="st.loss must be a number, got 'abc'"):
             info.loss = "abc"
         with pytest.raises(ValueError, match="st.tokens must be a number, got \\[1, 2\\]"):
@@ -77,6 +78,21 @@ def test_a_step_number_is_a_whole_number_the_loader_keeps_exact(tmp_path, bad):
     rec.close()
     (step,) = read(tmp_path / "rank0" / "events.jsonl")
     assert step["step"] == 7 and type(step["step"]) is int
+
+
+def test_a_step_field_set_after_its_step_ended_is_refused_not_lost(tmp_path):
+    """The step record is written as the `with` block exits: a loss set after it would never be recorded,
+    so it raises (recorder and NullRecorder alike) and the record holds what was set inside."""
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    for r in (rec, NullRecorder()):
+        with r.step(0) as st:
+            st.loss = 1.5
+        for name, value in (("loss", 2.0), ("tokens", 8), ("extra", {"lr": 0.1})):
+            with pytest.raises(RuntimeError, match=f"st.{name} set after step 0 ended: its record is written"):
+                setattr(st, name, value)
+    rec.close()
+    (step,) = read(tmp_path / "rank0" / "events.jsonl")
+    assert step["loss"] == 1.5 and step["tokens"] is None
 
 
 def test_a_step_number_recorded_twice_is_refused_at_entry(tmp_path):
