@@ -8,13 +8,17 @@ synchronized, a trace whose times were shifted) ends every instance that much ea
 do. Who made whom wait compares arrivals across ranks, so on such clocks it measures the offset, not the
 ranks: a rank 50 ms ahead "makes the others wait" 50 ms at every collective.
 
-`end_offsets(collectives)`: per rank, how many complete device-timed instances of those ops it took part
-in and the median of (its end − the instance's median end), ms. `disagreement(collectives)`: the ranks
+`end_offsets(collectives)`: per rank, how many complete kernel-timed instances of those ops it took part
+in and the median of (its end − the instance's median end), ms; in a group of two the median of two ends
+is their mean, so there the offset is from the other member's end (each rank's is then the whole gap, and
+which of the two clocks is off cannot be told). `disagreement(collectives)`: the ranks
 whose median offset is CLOCK_OFFSET_MS or more, {rank: offset ms}, or None when the clocks agree or there
 is too little to tell (fewer than MIN_INSTANCES such instances). `disagreement_text`: the same in words.
 
-Invariant: device-timed ends only (timing `kernel` or `cuda_event`): a host-timed end is when that rank's
-wait returned, which differs by how long each rank waited.
+Invariant: kernel-timed ends only (the NCCL kernels of a profiler trace, timing `kernel`). A run
+directory's CUDA-event end (`cuda_event`) is an event on the caller's stream after its `wait()`, reached
+when that rank's stream gets there, later on a rank with more work queued before the wait; a host-timed
+end is when that rank's wait returned. Neither is when the collective itself ended.
 """
 from __future__ import annotations
 
@@ -38,14 +42,14 @@ def end_offsets(collectives: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "instances": pd.Series(dtype=np.int64),
                              "median_offset_ms": pd.Series(dtype=np.float64)})
     end = pd.to_numeric(c["end_ns"], errors="coerce").to_numpy(np.float64)
-    use = (c["timing"].isin(["kernel", "cuda_event"]).to_numpy() & c["op"].isin(SYMMETRIC).to_numpy()
-           & ~np.isnan(end))
+    use = (c["timing"].eq("kernel").to_numpy() & c["op"].isin(SYMMETRIC).to_numpy() & ~np.isnan(end))
     use[use] = complete_rows(c[use])
     if not use.any():
         return end_offsets(c.iloc[:0])
     sub = pd.DataFrame({"rank": c["rank"].to_numpy()[use], "group": c["group"].to_numpy()[use],
                         "seq": c["seq"].to_numpy()[use], "end": end[use]})
-    sub["offset"] = sub["end"] - sub.groupby(["group", "seq"])["end"].transform("median")
+    by = sub.groupby(["group", "seq"])["end"]
+    sub["offset"] = (sub["end"] - by.transform("median")) * np.where(by.transform("size") == 2, 2.0, 1.0)
     per = sub.groupby("rank")["offset"].agg(["size", "median"]).reset_index()
     return pd.DataFrame({"rank": per["rank"].astype(np.int64), "instances": per["size"].astype(np.int64),
                          "median_offset_ms": per["median"] / 1e6})

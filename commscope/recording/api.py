@@ -155,16 +155,20 @@ def check_name(name: Any, what: str, empty: bool = False) -> None:
         raise ValueError(f"{what} must be {TRACEABLE_RULE}, as torch.profiler writes it into its trace "
                          f"(it writes other characters as 'unknown' or drops them; a '\"' leaves the trace "
                          f"unreadable); got {name!r}")
-    if len(_traceable) < _REMEMBERED:  # a script that makes a new name per call checks each one, bounded
-        _traceable.add(name)
+    if name and len(_traceable) < _REMEMBERED:  # "" is not remembered: where it is allowed is the caller's
+        _traceable.add(name)                      # call; a new name per call is checked each time, bounded
 
 
 STEP_MAX = 2 ** 53 - 1  # the loader keeps step numbers exact as float64 (a column with missing values)
 
 
 def check_step(step: Any) -> int:
-    """A step number as an int: a whole number (an int, a numpy integer; not a bool, float or string) in
-    0..STEP_MAX, else ValueError. Readers key a rank's records by step, and -1 means outside any step."""
+    """A step number as an int: a whole number (an int, a numpy integer, a one-element integer tensor; not a
+    bool, float or string) in 0..STEP_MAX, else ValueError. Readers key a rank's records by step, and -1
+    means outside any step."""
+    if isinstance(step, torch.Tensor) and step.numel() == 1 and not (step.is_floating_point() or step.is_complex()
+                                                                      or step.dtype == torch.bool):
+        step = step.item()
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or not 0 <= step <= STEP_MAX:
         raise ValueError(f"a step number must be a whole number in 0..2**53-1; got {step!r}")
     return int(step)

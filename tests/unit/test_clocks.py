@@ -51,3 +51,22 @@ def test_an_offset_clock_is_said_and_nobody_is_judged(shifted):
     # the healthy fixture is still judged
     whole = summarize(load_path(str(FIXTURE)), with_hta=False)
     assert whole["stragglers"] and whole["skew"]["collectives"] > 0
+
+
+def _two_ranks(timing: str, gap_ns: int):
+    """Five all_reduces of a 2-rank group; rank 1's ends `gap_ns` after rank 0's."""
+    import pandas as pd
+
+    rows = [{"rank": r, "group": "0", "seq": q, "group_size": 2, "op": "all_reduce", "timing": timing,
+             "end_ns": 10 ** 15 + q * 10 ** 7 + r * gap_ns} for q in range(5) for r in (0, 1)]
+    return pd.DataFrame(rows)
+
+
+def test_in_a_group_of_two_the_offset_is_the_whole_gap_and_cuda_events_are_not_read():
+    """Of two ends the median is their mean: each rank's offset is from the other's end, so a 1.5 ms gap
+    is flagged (both named: which clock is off cannot be told). A run directory's CUDA-event end is an
+    event after the caller's wait, not the collective's end: it is never read as a clock."""
+    off = clocks.disagreement(_two_ranks("kernel", 1_500_000))
+    assert off == {0: pytest.approx(-1.5), 1: pytest.approx(1.5)}
+    assert clocks.disagreement(_two_ranks("kernel", 400_000)) is None
+    assert clocks.disagreement(_two_ranks("cuda_event", 50_000_000)) is None

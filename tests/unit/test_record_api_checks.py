@@ -63,7 +63,7 @@ def test_loss_and_tokens_must_be_numbers(tmp_path):
     assert step["loss"] == 1.5 and step["tokens"] == 4096 and isinstance(step["tokens"], int)
 
 
-@pytest.mark.parametrize("bad", [1.5, "3", None, True, -1, 2 ** 53, torch.tensor(2)])
+@pytest.mark.parametrize("bad", [1.5, "3", None, True, -1, 2 ** 53, torch.tensor(2.0), torch.tensor([1, 2])])
 def test_a_step_number_is_a_whole_number_the_loader_keeps_exact(tmp_path, bad):
     """1.5 would be recorded as step 1, "3" as 3, 2**60 dropped by the loader as past 2**53, and -1 is
     the loader's "outside any step": each is refused where it is given, recording or not."""
@@ -73,8 +73,9 @@ def test_a_step_number_is_a_whole_number_the_loader_keeps_exact(tmp_path, bad):
             with r.step(bad):
                 pass
     import numpy as np
-    with rec.step(np.int64(7)) as st, NullRecorder().step(2 ** 53 - 1):
+    with rec.step(np.int64(7)) as st, NullRecorder().step(2 ** 53 - 1), NullRecorder().step(torch.tensor(3)) as t:
         st.loss = 1.0
+        assert t.step == 3 and type(t.step) is int
     rec.close()
     (step,) = read(tmp_path / "rank0" / "events.jsonl")
     assert step["step"] == 7 and type(step["step"]) is int
@@ -285,6 +286,15 @@ def test_names_the_profiler_would_not_keep_are_refused_everywhere_the_recorder_t
             commscope.label(bad)
     rec.close()
     assert [e["kind"] for e in read(tmp_path / "rank0" / "events.jsonl")] == []  # nothing recorded meanwhile
+
+
+def test_an_empty_phase_leaves_empty_region_names_refused():
+    """A phase may be "" and a region name may not: the remembered names never let "" through."""
+    from commscope.recording.api import check_name
+
+    check_name("", "phase", empty=True)
+    with pytest.raises(ValueError, match="a region's name must be a non-empty string; got ''"):
+        check_name("", "a region's name")
 
 
 def test_every_accepted_name_reaches_the_profiler_trace_as_given(tmp_path, gloo1):
