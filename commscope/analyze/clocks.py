@@ -33,12 +33,13 @@ SYMMETRIC = ("all_reduce", "all_gather", "reduce_scatter")
 # median offsets: a clock offset, never a collective's own spread
 CLOCK_OFFSET_MS = 1.0
 MIN_INSTANCES = 3
+_NEEDED = ("rank", "group", "seq", "op", "timing", "end_ns")
 
 
 def end_offsets(collectives: pd.DataFrame) -> pd.DataFrame:
     """Per rank: `instances` and `median_offset_ms` (module docstring); no rows where nothing qualifies."""
     c = collectives
-    if not len(c):
+    if not len(c) or not set(_NEEDED) <= set(c.columns):  # a frame without end times says nothing of clocks
         return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "instances": pd.Series(dtype=np.int64),
                              "median_offset_ms": pd.Series(dtype=np.float64)})
     end = pd.to_numeric(c["end_ns"], errors="coerce").to_numpy(np.float64)

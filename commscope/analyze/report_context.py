@@ -118,12 +118,9 @@ def report_context(trace: Any, summary: dict, steps: tuple[int, int] | None = No
 
 
 def _lateness(trace: Any, steps: tuple[int, int] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from commscope.analyze import clocks, lateness, waiting
+    from commscope.analyze import lateness, waiting
 
-    coll = trace.select_steps(steps).collectives
-    late = waiting.lateness(coll)
-    if clocks.disagreement(coll):  # lateness across ranks would be the clocks' offset
-        late = late.iloc[:0]
+    late = waiting.lateness(trace.select_steps(steps).collectives)
     return lateness.histogram(late), lateness.quantiles(late)
 
 

@@ -258,13 +258,11 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     table = exposure.collective_table(tr, comp, queue_pairs)
     per_rank = exposure.label_stats(table)
     sk = waiting.instances(table)  # who made whom wait: the model the doctor's straggler verdict reads
-    launch = skew.launch_skew(table)
-    clock = clocks.disagreement(table)
-    if clock:  # arrivals across ranks would measure the clocks: nobody is judged, no skew is said
-        sk, launch = sk.iloc[:0], launch.iloc[:0]
     strag = waiting.by_rank(sk, tr.ranks)
-    unjudged = (f"cannot be judged: {clocks.disagreement_text(clock)}" if clock else
-                waiting.unjudged(sk, table, len(tr.ranks), int(tr.world_size)))  # None where sk has instances
+    unjudged = waiting.unjudged(sk, table, len(tr.ranks), int(tr.world_size))  # None where sk has instances
+    launch = skew.launch_skew(table)
+    if clocks.disagreement(table):  # launch calls are compared across ranks too: no launch skew either
+        launch = launch.iloc[:0]
     withheld = exposure.bandwidth_withheld(table, len(tr.ranks), int(tr.world_size))
     ov = timeline.comm_overlap_by_rank(tr, hta_like=True, comp=comp)
     br = timeline.step_breakdown(tr, comp)
@@ -301,7 +299,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
                              "host_pct": rounded(r.host_pct, 2), "excluded_steps": int(r.excluded_steps)}
                             for r in step_gaps.gap_summary(gaps).itertuples()],
         "profiler_steps": {str(s): why for s, why in sorted(prof.items())},
-        "arrival_lateness": arrival_lateness(tr, judged=clock is None),  # analyze.lateness
+        "arrival_lateness": arrival_lateness(tr),  # analyze.lateness
         "representative_ranks": reps,  # analyze.representative
         "representative_ranks_culprits_first": representative.culprits_first(reps, tr.ranks, diagnosis),
         # every rank's collectives up to PLACEMENT_ALL_RANKS ranks; above, the representative ranks' only
@@ -491,13 +489,10 @@ def _recording_notes(trace: Trace) -> list[str]:
     return notes
 
 
-def arrival_lateness(trace: Trace, judged: bool = True) -> dict:
+def arrival_lateness(trace: Trace) -> dict:
     """`report --json`'s `arrival_lateness`: the quantiles and the 1-2-5 histogram of how late each member
-    of a collective instance arrived after its first member (analyze.lateness), in ms; none where the
-    ranks' clocks disagree (`judged` False: analyze.clocks)."""
+    of a collective instance arrived after its first member (analyze.lateness), in ms."""
     late = waiting.lateness(trace.collectives)
-    if not judged:
-        late = late.iloc[:0]
     hist, q = lateness.histogram(late), lateness.quantiles(late)
     return {
         "arrivals": int(len(late)),

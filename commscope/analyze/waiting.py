@@ -23,13 +23,16 @@ in place of an empty straggler table. `noise_steps`: the steps whose waiting is 
 for a verdict (warm-up, profiler window and export).
 
 Invariant: frames in, frames out; the straggler verdict (analyze.doctor), the report's table
-(analyze.summary) and the doctor's evidence all read `instances`, so they cannot disagree.
+(analyze.summary) and the doctor's evidence all read `instances`, so they cannot disagree. Where the
+ranks' clocks disagree (analyze.clocks) `instances` and `lateness` are empty and `unjudged` says why:
+arrivals compared across ranks would measure the clocks, not the ranks.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from commscope.analyze import clocks
 from commscope.analyze.skew import SKEW_COLS, arrival_order, complete, complete_rows, missing_members, spread
 from commscope.load.frames import Trace
 from commscope.util.step_range import parse_step_range
@@ -54,10 +57,11 @@ def arrival(collectives: pd.DataFrame) -> pd.Series:
 
 
 def instances(collectives: pd.DataFrame) -> pd.DataFrame:
-    """One row per matched instance seen on ≥ 2 ranks, INSTANCE_COLS (module docstring)."""
+    """One row per matched instance seen on ≥ 2 ranks, INSTANCE_COLS (module docstring); none where the
+    ranks' clocks disagree (analyze.clocks): arrivals compared across ranks would measure the clocks."""
     dev = device_timed(collectives)
     out = spread(collectives, arrival(collectives), floor_rows=~dev)
-    if not len(out):
+    if not len(out) or clocks.disagreement(collectives):
         return pd.DataFrame(columns=INSTANCE_COLS)
     host_keys = pd.MultiIndex.from_arrays([collectives["group"].to_numpy()[~dev],
                                            collectives["seq"].to_numpy()[~dev]])
@@ -74,7 +78,7 @@ def lateness(collectives: pd.DataFrame) -> pd.DataFrame:
     instance, each by arrival."""
     dev = device_timed(collectives)
     rows, t, start, end = arrival_order(collectives, arrival(collectives), floor_rows=~dev)
-    if not len(rows):
+    if not len(rows) or clocks.disagreement(collectives):  # as `instances`
         return pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("rank", "lateness_ns") else object)
                              for c in LATENESS_COLS})
     n = end - start + 1
@@ -121,6 +125,9 @@ def unjudged(inst: pd.DataFrame, collectives: pd.DataFrame, n_present: int, worl
         return None
     if not len(collectives):
         return "cannot be judged: the input holds no collectives"
+    clock = clocks.disagreement(collectives)
+    if clock:
+        return f"cannot be judged: {clocks.disagreement_text(clock)}"
     keyed = (collectives["group"].notna() & collectives["seq"].notna()).any()
     if keyed and not complete_rows(collectives).any():
         return f"cannot be judged: {missing_members(n_present, world_size)}"
