@@ -377,19 +377,22 @@ def check_desync(lt: pd.DataFrame, source: str, by_label: bool = False) -> Diagn
         bad = g[g["rank"].isin(others)].iloc[0]
         where = f"desync: at group {group} seq {seq} ('{good['label']}', step {step}) rank(s) "
         relabelled = _launched(good) == _launched(bad)  # the same op and size: only the label tells them apart
-        # the second side said of the same op and size: "it labelled 'mlp'"
-        said_again = (lambda row: f"it{_launched(row, True).removeprefix(_launched(row))}") if relabelled \
-            else _launched
         why = ("; the same op and size under another label, so the ranks combine different tensors with nothing "
                "to stop them" if relabelled else "")
+
+        def first(row) -> str:  # the side said first names the op and size; the second, if the same, "it"
+            return _launched(row) + (_labelled(row) if relabelled else "")
+
+        def second(row) -> str:
+            return f"it{_labelled(row)}" if relabelled else _launched(row)
+
         if tie:
             side = sorted(int(r) for r, s in zip(g["rank"], sigs) if s == majority)
-            said = (f"{where}{ranks_text(side)} launched {_launched(good, relabelled)} and rank(s) "
-                    f"{ranks_text(others)} launched {said_again(bad)}{why}: as many on each side, so no majority "
-                    "says which side is wrong (no culprit named).")
+            said = (f"{where}{ranks_text(side)} launched {first(good)} and rank(s) {ranks_text(others)} launched "
+                    f"{second(bad)}{why}: as many on each side, so no majority says which side is wrong (no "
+                    "culprit named).")
         else:
-            said = (f"{where}{ranks_text(others)} launched {_launched(bad, relabelled)} while the others launched "
-                    f"{said_again(good)}{why}.")
+            said = f"{where}{ranks_text(others)} launched {first(bad)} while the others launched {second(good)}{why}."
         return Diagnosis("desync", [] if tie else others, label=good["label"], step=step, sequence=int(seq),
                          group=str(group), evidence=evidence, sources=[source], summary=said)
     return None
@@ -540,11 +543,15 @@ def _bytes(b: Any) -> str:
     return "? bytes" if b is None or pd.isna(b) else f"{int(b)} bytes"
 
 
-def _launched(row: Any, labelled: bool = False) -> str:
-    """What a launch table row launched, in words: "all_reduce of 8000 bytes", with its label if `labelled`."""
-    label = None if row["label"] is None or pd.isna(row["label"]) else row["label"]
-    named = f" labelled '{label}'" if label is not None else " unlabelled"
-    return f"{row['op']} of {_bytes(row['bytes'])}" + (named if labelled else "")
+def _launched(row: Any) -> str:
+    """What a launch table row launched, in words: "all_reduce of 8000 bytes"."""
+    return f"{row['op']} of {_bytes(row['bytes'])}"
+
+
+def _labelled(row: Any) -> str:
+    """" labelled 'mlp'", or " unlabelled"."""
+    label = row["label"]
+    return " unlabelled" if label is None or pd.isna(label) else f" labelled '{label}'"
 
 
 # ---- entry points -----------------------------------------------------------------------------
