@@ -39,8 +39,8 @@ from commscope.errors import UserError
 from commscope.load import limits
 from commscope.load.files import DUPLICATE, TORN, gc_paused, iter_jsonl
 from commscope.load.frames import COLUMNS, frame
+from commscope.rundir.schema import LOSS_NONFINITE
 
-NONFINITE = ("nan", "inf", "-inf")  # a step's loss_nonfinite: Python's repr of a loss JSON cannot write
 NA = -2 ** 63  # int64 column slot for a missing value (never a valid value: checked on input)
 _INT64_MAX = 2 ** 63 - 1
 # Counters (steps, sequence numbers, positions, group sizes) stay exact as float64, which a counter column
@@ -340,7 +340,7 @@ def _columns(kind: str, rank: int, rows: list[tuple]) -> dict[str, np.ndarray]:
     if kind == "step" and n:
         # JSON has no NaN: a diverged loss is written as null beside "loss_nonfinite": "nan" (or "inf",
         # "-inf"); the column holds the value the training loop saw
-        said = np.isin(out["loss_nonfinite"], list(NONFINITE))
+        said = np.isin(out["loss_nonfinite"], list(LOSS_NONFINITE))
         out["loss"][said] = [float(v) for v in out["loss_nonfinite"][said]]
     return out
 

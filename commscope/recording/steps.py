@@ -129,7 +129,7 @@ class StepWriting:
                 **info.extra,
             }
             if loss is not None and not math.isfinite(loss):
-                step_rec["loss_nonfinite"] = repr(loss)  # "nan", "inf", "-inf"
+                step_rec["loss_nonfinite"] = repr(loss)  # one of rundir.schema.LOSS_NONFINITE
             # encoded here, outside the write lock: an `extra` value orjson turns into text (a CUDA tensor's
             # str()) may wait for the GPU
             step_line = self._sink.encode([step_rec])

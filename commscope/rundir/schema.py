@@ -39,6 +39,9 @@ INFLIGHT = "inflight.json"  # only on an abnormal end with collectives still in 
 KINETO_TRACE = "trace.json.gz"  # only with --profile: the profiler window's Kineto trace
 # The files a recording leaves in its rank folder: one of them there means the folder holds a recording.
 RECORDING_FILES = (EVENTS, STATUS, META, WATCHDOG, INFLIGHT, KINETO_TRACE)
+# A step record's `loss_nonfinite`, beside `"loss": null` (JSON has no NaN): the loss the loop saw, as
+# Python's repr writes it
+LOSS_NONFINITE = ("nan", "inf", "-inf")
 
 
 def rank_dir_name(rank: int) -> str:
