@@ -177,6 +177,17 @@ def render_html(ctx: ReportContext, failed: list[str] | None = None) -> str:
 PAGE_BUDGET_BYTES = 1_500_000
 
 
+def weight_note(ctx: ReportContext, size: int) -> str | None:
+    """What the command says of a page of `size` bytes over PAGE_BUDGET_BYTES (the timeline's steps weigh
+    most: which it draws, and how to draw fewer); None within the budget."""
+    if size <= PAGE_BUDGET_BYTES:
+        return None
+    drawn = f"steps {ctx.window[0]}–{ctx.window[1] - 1}" if ctx.window else "every step"
+    n_drawn = len(ctx.drawn.ranks) if ctx.drawn is not None else len(ctx.trace.ranks)
+    return (f"the page weighs {size / 1e6:.1f} MB, over the {PAGE_BUDGET_BYTES / 1e6:.1f} MB a page is kept to: "
+            f"its timeline draws {drawn} of {n_drawn} rank(s); a narrower --steps A:B draws fewer")
+
+
 def write_report(ctx: ReportContext, out: str | Path, failed: list[str] | None = None) -> Path:
     """Write the page to `out` atomically (a failed write leaves what was there and no partial file),
     under commscope's output rule (check_output: checked again here, since the analysis may have taken

@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
             print_document(summary)
             return
         from commscope.analyze.report_context import report_context
-        from reports.page import PAGE_BUDGET_BYTES, write_report
+        from reports.page import weight_note, write_report
         from reports.report_terminal import print_doctor_line, print_report_summary
 
         failed: list[str] = []
@@ -79,13 +79,9 @@ def register(app: typer.Typer) -> None:
         for line in failed:  # the page says it in the section's place; a reader of the terminal is told too
             print(f"commscope: warning: a section of the page failed, {line} (the rest of the page is whole; "
                   "please report this with the input)", file=sys.stderr)
-        size = written.stat().st_size
-        if size > PAGE_BUDGET_BYTES:  # the timeline's steps weigh most: say which, and how to draw fewer
-            drawn = f"steps {ctx.window[0]}–{ctx.window[1] - 1}" if ctx.window else "every step"
-            n_drawn = len(ctx.drawn.ranks) if ctx.drawn is not None else len(ctx.trace.ranks)
-            print(f"commscope: note: the page weighs {size / 1e6:.1f} MB, over the {PAGE_BUDGET_BYTES / 1e6:.1f} MB "
-                  f"a page is kept to: its timeline draws {drawn} of {n_drawn} rank(s); a narrower --steps A:B draws "
-                  "fewer", file=sys.stderr)
+        heavy = weight_note(ctx, written.stat().st_size)
+        if heavy:
+            print(f"commscope: note: {heavy}", file=sys.stderr)
         console = output_console()
         print_doctor_line(diagnosis, console)
         print_report_summary(summary, console)
