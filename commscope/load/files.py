@@ -296,6 +296,14 @@ def _not_utf8(raw: bytes) -> bool:
         return True
 
 
+def entry_names(folder: str | os.PathLike) -> list[str]:
+    """The names in `folder`; none where it cannot be listed (for hints, which never fail a command)."""
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
 def is_trace_file(name: str) -> bool:
     return name.endswith(".json") or name.endswith(".json.gz")
 

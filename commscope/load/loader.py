@@ -18,7 +18,7 @@ import pandas as pd
 
 from commscope.errors import UserError
 from commscope.load import limits, rundir
-from commscope.load.files import is_trace_file, list_trace_files
+from commscope.load.files import entry_names, is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
 from commscope.load.kineto_comms import GLOO_GROUP
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
@@ -103,14 +103,6 @@ def _traces_beside_run_files(path: str) -> tuple[list[str], list[str]]:
     return (traces, named) if traces else ([], [])
 
 
-def _names(folder: str) -> list[str]:
-    """The entries of `folder`; none where it cannot be listed (a hint never fails the load)."""
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
-
-
 def _nested_hint(path: str) -> str:
     """"; traces one level down in SUB/: give that folder" when a subfolder holds them (TensorBoard's
     profiler plugin writes them to one folder per worker), else ""."""
@@ -118,7 +110,7 @@ def _nested_hint(path: str) -> str:
         subs = sorted(e.path for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
     except OSError:
         return ""
-    found = [d for d in subs if any(is_trace_file(n) for n in _names(d))]
+    found = [d for d in subs if any(is_trace_file(n) for n in entry_names(d))]
     if not found:
         return ""
     more = f" (and {len(found) - 1} more folder(s))" if len(found) > 1 else ""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commscope.errors import UserError
-from commscope.load.files import read_json
+from commscope.load.files import entry_names, read_json
 from commscope.load.speedrun_log import parse_log
 from commscope.rundir import check_doc, rank_dirs, read_status
 from commscope.rundir.schema import CONFIG, ENDED_STATUSES, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, rank_dir_name
@@ -169,7 +169,7 @@ def load_group(path: str | Path) -> Group:
             elif rank_dirs(str(entry)):
                 res = _read_recorded_run(entry)
             else:
-                inner = any(p.suffix in LOG_SUFFIXES or (p / SUMMARY).exists() for p in _listed(entry))
+                inner = any(p.suffix in LOG_SUFFIXES or (p / SUMMARY).exists() for p in map(entry.joinpath, entry_names(entry)))
                 group.skipped.append((entry, f"not a run: no {SUMMARY} and no rank folders" + (
                     "; runs or logs one level down in it: give that folder" if inner else "")))
                 continue
@@ -187,14 +187,6 @@ def load_group(path: str | Path) -> Group:
         why = "; ".join(f"{p.name}: {r}" for p, r in group.skipped) or "no run directories or *.txt/*.log logs"
         raise UserError(f"{path}: no usable runs ({why})")
     return group
-
-
-def _listed(folder: Path) -> list[Path]:
-    """The entries of `folder`, none where it cannot be listed (a hint is not worth an error)."""
-    try:
-        return list(folder.iterdir())
-    except OSError:
-        return []
 
 
 def unique_names(groups: list[Group]) -> list[Group]:
