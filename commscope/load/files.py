@@ -99,9 +99,10 @@ def is_regular(path: str) -> bool:
     raise UserError(f"{path} is {what}, not a file")
 
 
-class CorruptGzip(UserError):
-    """A .gz file cut short or damaged (an interrupted copy, a killed job): `what` says how. A folder of
-    traces skips such a file as it skips any other that is no trace."""
+class FileProblem(UserError):
+    """A file that cannot be read as what it should be: "`path` `what`" ("… is a FIFO (named pipe), not a
+    file"). A folder of traces skips such a file with a problem line (kineto.parse_file_or_skip); given
+    alone it is the error."""
 
     def __init__(self, path: str, what: str):
         super().__init__(f"{path} {what}")
@@ -111,12 +112,20 @@ class CorruptGzip(UserError):
         return type(self), (self.path, self.what)
 
 
+class CorruptGzip(FileProblem):
+    """A .gz file cut short, damaged or empty (an interrupted copy, a killed job): `what` says how."""
+
+
+class NotAFile(FileProblem):
+    """A name on something that is not a regular file (a FIFO would block the reader, a dangling link)."""
+
+
 def _open_regular(path: str):
     what = describe(path)
     if what == "missing":
         raise UserError(f"{path} does not exist")
     if what is not None:
-        raise UserError(f"{path} is {what}, not a file")
+        raise NotAFile(path, f"is {what}, not a file")
     try:
         return open(path, "rb")
     except OSError as e:

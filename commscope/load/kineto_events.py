@@ -32,7 +32,7 @@ import msgspec
 from commscope.errors import UserError
 from commscope.util.outputs import exported_trace
 from commscope.util.text import printable
-from commscope.load.files import decode_json
+from commscope.load.files import FileProblem, decode_json
 from commscope.load.kineto_values import MAX_SHAPE_BYTES, is_int, is_num
 from commscope.load.stack_labels import PY_CAT, user_frame
 
@@ -77,18 +77,14 @@ class Events:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
 
 
-class NotATrace(UserError):
+class NotATrace(FileProblem):
     """A file whose content is no chrome trace (not JSON, or JSON without a `traceEvents` list): in a folder
     of traces the loader skips it with `skip_line`, where a lone file is an error."""
 
     def __init__(self, path: str, what: str):
-        super().__init__(f"{path} {what}")
-        self.path, self.what = path, what
+        super().__init__(path, what)
         # a problem line reaches report --json: a file name's undecodable bytes as \xNN, not lone surrogates
         self.skip_line = f"{printable(path)}: {what.removeprefix('is ')}; skipped"
-
-    def __reduce__(self):  # a parse worker sends it to the parent: rebuilt from both arguments
-        return type(self), (self.path, self.what)
 
 
 def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
