@@ -2,9 +2,9 @@
 
 `step_stats(summary, profile)`: the mean step over rank 0's steps (summary.json's `step_times_ms`) less
 step 0 (the warm-up) and the profiler's steps of `profile` (--profile: its window and the step after it,
-the trace's export: step_gaps.window_steps, the same steps the report's headline leaves out), each left
-out only while others remain; the tokens/s at that pace; `profiler_steps`, the steps left out with why;
-and, from three steps on, the median step and the throughput at its pace (a few slow steps, a GPU clock
+the trace's export: step_gaps.window_steps, the same steps the report's headline leaves out), left out
+only while others remain (step_gaps.left_out, the report's rule); the tokens/s at that pace;
+`profiler_steps`, the steps left out with why; and, from three steps on, the median step and the throughput at its pace (a few slow steps, a GPU clock
 dip or a checkpoint, move the mean; the median says what a step takes).
 
 Invariant: a pure function of the summary document and the --profile text; an unparsable --profile
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 
-from commscope.analyze.step_gaps import window_steps
+from commscope.analyze.step_gaps import left_out, window_steps
 from commscope.errors import UserError
 from commscope.util.step_range import parse_step_range
 
@@ -29,11 +29,8 @@ def step_stats(summary: dict, profile: str | None = None) -> dict:
         prof = window_steps(parse_step_range(profile, "--profile", closed=True))
     except UserError:  # the launcher checked --profile already; an odd one leaves nothing out
         prof = {}
-    left = {s: why for s, why in sorted(prof.items()) if s in steps}
-    if len(left) < len(steps):
-        steps = [s for s in steps if s not in left]
-    else:  # every step is the profiler's: nothing would be left to average
-        left = {}
+    left = left_out(prof, steps)  # none where every step is the profiler's: nothing would be left to average
+    steps = [s for s in steps if s not in left]
     kept = [times[s] for s in steps]
     stats = {"mean_ms": sum(kept) / len(kept), "excludes_step0": len(times) > 1, "profiler_steps": left}
     if tps:
