@@ -4,8 +4,9 @@
 step 0 (the warm-up) and the profiler's steps of `profile` (--profile: its window and the step after it,
 the trace's export: step_gaps.window_steps, the same steps the report's headline leaves out), left out
 only while others remain (step_gaps.left_out, the report's rule); the tokens/s at that pace;
-`profiler_steps`, the steps left out with why; and, from three steps on, the median step and the throughput at its pace (a few slow steps, a GPU clock
-dip or a checkpoint, move the mean; the median says what a step takes).
+`profiler_steps`, the steps left out with why; and, from three steps on, the median step and the
+throughput at its pace (a few slow steps, a GPU clock dip or a checkpoint, move the mean; the median says
+what a step takes).
 
 Invariant: a pure function of the summary document and the --profile text; an unparsable --profile
 leaves nothing out (the launcher refuses one before a job starts).
