@@ -8,7 +8,7 @@ caller already has one, the doctor's verdict on the loaded frames and the run's 
 (analyze.doctor.diagnose_trace, as `commscope report` gives it).
 
 At scale (more than PAGE_ALL_RANKS ranks) a page cannot draw or list every rank. The context then also
-holds what summarizes the ranks: the distribution of arrival lateness (analyze.lateness), the TOP_WAITING
+holds what summarizes the ranks (the distribution of arrival lateness is summarize()'s own), the TOP_WAITING
 ranks that made the others wait most (summarize()'s stragglers, from waiting.by_rank), the representative
 ranks (summarize()'s, from analyze.representative) with the doctor's culprits first
 (representative.culprits_first, as `report --json`'s `representative_ranks_culprits_first` lists them)
@@ -61,7 +61,6 @@ class ReportContext:
     at_scale: bool = False
     representative: list[dict] = field(default_factory=list)  # [{"rank", "why"}], representative.culprits_first
     drawn: TimelineBars | None = None  # the representative ranks' bars, which the timeline figure draws
-    lateness: Any = None             # (lateness.histogram, lateness.quantiles) frames, or the exception
     top_waiting: list[dict] = field(default_factory=list)  # summarize()'s stragglers, the TOP_WAITING first
     listed_ranks: list[int] | None = None  # ranks per-rank tables list (None: every rank)
 
@@ -113,18 +112,11 @@ def report_context(trace: Any, summary: dict, steps: tuple[int, int] | None = No
                         layout=layout, layout_groups=groups, highlights=_attempt(highlights, summary, diagnosis),
                         heatmap=_attempt(heatmap, summary, trace, bars), layout_ranks=layout_ranks)
     if len(trace.ranks) > PAGE_ALL_RANKS:
-        _at_scale(ctx, steps)
+        _at_scale(ctx)
     return ctx
 
 
-def _lateness(trace: Any, steps: tuple[int, int] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from commscope.analyze import lateness, waiting
-
-    late = waiting.lateness(trace.select_steps(steps).collectives)
-    return lateness.histogram(late), lateness.quantiles(late)
-
-
-def _at_scale(ctx: ReportContext, steps: tuple[int, int] | None) -> None:
+def _at_scale(ctx: ReportContext) -> None:
     """The summaries of the ranks a page at scale shows instead of every rank (module docstring)."""
     ctx.at_scale = True
     # the ranks the verdict blames come first: the page's point. The same function, given the same verdict,
@@ -133,7 +125,6 @@ def _at_scale(ctx: ReportContext, steps: tuple[int, int] | None) -> None:
     ctx.representative = reps
     if isinstance(ctx.timeline, TimelineBars):
         ctx.drawn = ctx.timeline.subset([r["rank"] for r in reps])
-    ctx.lateness = _attempt(_lateness, ctx.trace, steps)
     waited = [s for s in ctx.summary.get("stragglers") or [] if (s.get("wait_caused_ms") or 0) > 0]
     ctx.top_waiting = waited[:TOP_WAITING]
     ctx.listed_ranks = list(dict.fromkeys([r["rank"] for r in reps] + [int(s["rank"]) for s in ctx.top_waiting]))

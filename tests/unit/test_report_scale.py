@@ -16,6 +16,8 @@ from commscope.analyze.report_context import PAGE_ALL_RANKS, TOP_WAITING, report
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
 from reports.page import render_html
+from reports.scale_section import bucket_name
+from reports.tables import fmt
 from reports.timeline_ranks import UNIT_NS
 from paths import TESTS
 from scale_jobs import scale_job
@@ -85,12 +87,12 @@ def test_above_the_threshold_summarizes_the_ranks(tmp_path):
     assert [m["rank"] for m in hm["marked"]] == reps
     assert page.count('class="cell"') == 0
     # lateness: the straggler is the latest arrival, in its own top bucket; quantiles end at it
-    hist, q = ctx.lateness
-    top = hist[hist["arrivals"] > 0].iloc[-1]
+    top = [h for h in doc["arrival_lateness"]["histogram"] if h["arrivals"] > 0][-1]
     assert top["worst_rank"] == 29 and top["arrivals"] == 1
     quant = p.tables["lateness-quantiles"]
     assert [r[0][1] for r in quant[1:]] == ["median", "p90", "p99", "p99.9", "max"]
-    assert value(quant[-1][1]) == pytest.approx(top["worst_ns"] / 1e6)
+    assert value(quant[-1][1]) == pytest.approx(top["worst_ms"])
+    assert f"The latest arrival: rank 29, {fmt(top['worst_ms'])} ms after the first" in page
     # the ranks that made the others wait most, worst first, as summarize() orders them
     rows = p.tables["top-waiting-table"][1:]
     waited = [s for s in doc["stragglers"] if s["wait_caused_ms"] > 0][:TOP_WAITING]
@@ -159,3 +161,11 @@ def test_a_hung_rank_is_drawn_first_and_the_timeline_reaches_the_hang(tmp_path):
     assert ctx.drawn.ranks[0].rank == 33
     # the verdict names the ranks as ranges: one short line at any world size
     assert "rank(s) 0-32,34-39 launched" in ctx.diagnosis.summary
+
+
+def test_bucket_names_read_the_edges_in_the_unit_that_fits():
+    assert bucket_name(0.0, 1e-5) == "< 10 ns"
+    assert bucket_name(5e-4, 1e-3) == "500 ns–1 µs"
+    assert bucket_name(0.2, 0.5) == "200 µs–500 µs"
+    assert bucket_name(1.0, 2.0) == "1 ms–2 ms"
+    assert bucket_name(500.0, 1000.0) == "500 ms–1 s"
