@@ -102,6 +102,12 @@ def frame(kind: str, data: dict[str, Any] | pd.DataFrame | None = None) -> pd.Da
     return df[cols].reset_index(drop=True)
 
 
+def unlinked(kernels: pd.DataFrame) -> np.ndarray:
+    """Per kernel, whether it has no usable `correlation` (missing or negative): it cannot be joined to the
+    cpu op that launched it, which both the loader's collectives and HTA's analyses join kernels by."""
+    return pd.to_numeric(kernels["correlation"], errors="coerce").fillna(-1).to_numpy() < 0
+
+
 def rel(col: pd.Series | np.ndarray, origin: int) -> np.ndarray:
     """Nanoseconds since `origin` as float64, NaN where missing; exact (integers subtracted first)."""
     # fast paths (called for every time column by every analyzer): numpy int64, and nullable Int64 via its

@@ -43,7 +43,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from commscope.load.frames import COLUMNS, assign_steps, dtype_size, frame, is_ns, normalize_op, ns_array, rel
+from commscope.load.frames import (COLUMNS, assign_steps, dtype_size, frame, is_ns, normalize_op, ns_array, rel,
+                                   unlinked)
 from commscope.load.stack_labels import user_frame
 from commscope.util.num import is_tensor_shape
 
@@ -66,9 +67,9 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
     is_rpc = ops_all["name"].to_numpy() == "record_param_comms"  # numpy: 5× less overhead than a Series ==
     comm_k = kernels[kernels["is_comm"]] if len(kernels) else kernels
     if len(comm_k) and problems is not None:
-        unlinked = int((pd.to_numeric(comm_k["correlation"], errors="coerce").fillna(-1) < 0).sum())
-        if unlinked:
-            problems.append(f"{unlinked} of {len(comm_k)} communication kernels carry no "
+        n_unlinked = int(unlinked(comm_k).sum())
+        if n_unlinked:
+            problems.append(f"{n_unlinked} of {len(comm_k)} communication kernels carry no "
                             "args.correlation, so they cannot be linked to their launches: such a launch and its "
                             "kernel may each count as a collective, and those collectives' counts, sizes and "
                             "exposed times are not reliable")
