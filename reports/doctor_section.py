@@ -14,6 +14,7 @@ import html
 import shlex
 
 from commscope.analyze.diagnosis import evidence_tables
+from commscope.util.text import steps_said
 from reports import tables
 
 COLOURS = {"ok": "#2a7a2a", "insufficient": "#8a6d00", "interrupted": "#8a6d00"}
@@ -25,13 +26,9 @@ def _timeline_link(ctx, steps: list[int]) -> str:
     lo, hi = min(steps), max(steps) + 1
     if ctx.window is None or (ctx.window[0] <= lo and hi <= ctx.window[1]):
         # #step=N zooms the timeline to the step (report.js), where #timeline would only scroll to it
-        return f'<a href="#step={lo}">the timeline</a> (step {html.escape(_span(lo, hi))})'
+        return f'<a href="#step={lo}">the timeline</a> ({steps_said(lo, hi - 1)})'
     return (f"the timeline of <code>commscope report {html.escape(shlex.quote(str(ctx.trace.path)))} --steps {lo}:{hi}</code> "
-            f"(this page draws steps {ctx.window[0]}–{ctx.window[1] - 1})")
-
-
-def _span(lo: int, hi: int) -> str:
-    return str(lo) if hi == lo + 1 else f"{lo}–{hi - 1}"
+            f"(this page draws {steps_said(ctx.window[0], ctx.window[1] - 1)})")
 
 
 def _worded(row: dict) -> dict:

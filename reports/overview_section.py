@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from commscope.analyze.summary import hta_note
+from commscope.util.text import steps_said
 from reports.tables import counted, fmt, step_words, verdict_line
 from reports.timeline import label_colors
 
@@ -161,24 +162,20 @@ def render_heatmap_canvas(ctx, hm) -> str:
             '<div class="heatmap-box"><canvas id="heatmap-canvas"></canvas></div>' + data_html(data, "heatmap-gz"))
 
 
-def _steps_said(lo: int, hi: int) -> str:
-    return f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
-
-
 def _click_note(columns: list[tuple[int, int]], drawn: list[bool], window: tuple[int, int] | None = None) -> str:
     """What a click on a cell does: open its steps in the timeline, for the columns the timeline draws
     (wholly: a column of several steps that the window cuts is not shaded, though part of it is drawn)."""
     if all(drawn):
         return "click it to open its steps in the timeline."
     steps = [s for c, d in zip(columns, drawn) if d for s in range(c[0], c[1] + 1)]
-    whole = f"the timeline draws {_steps_said(window[0], window[1] - 1)}" if window is not None else None
+    whole = f"the timeline draws {steps_said(window[0], window[1] - 1)}" if window is not None else None
     if not steps:
         if whole:
             return (f"{whole}, which no column holds whole: <code>#step=N</code> in the address opens one of "
                     "its steps; <code>--steps A:B</code> draws the steps you choose.")
         return ("the timeline draws none of these columns' steps; <code>--steps A:B</code> draws the steps "
                 "you choose.")
-    which = _steps_said(min(steps), max(steps))
+    which = steps_said(min(steps), max(steps))
     if whole is None or (window[0], window[1] - 1) == (min(steps), max(steps)):
         return (f"the timeline draws {which} (the shaded column headers): click a cell there to open it in the "
                 "timeline; <code>--steps A:B</code> draws other steps.")
@@ -207,7 +204,7 @@ def render_heatmap(ctx) -> str | None:
         cells = []
         for j, (lo, hi) in enumerate(hm.columns):
             v, st = hm.exposed_ms[i, j], hm.step_ms[i, j]
-            steps = f"step {lo}" if lo == hi else f"steps {lo}–{hi} (mean per step)"
+            steps = steps_said(lo, hi) + ("" if lo == hi else " (mean per step)")
             if math.isnan(v):
                 cells.append(f'<td class="na" title="rank {rank}, {steps}: no data">–</td>')
                 continue

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from commscope.analyze.report_context import ReportContext
 from commscope.util.outputs import PAGE_GENERATOR, check_output, own_page, write_output
-from commscope.util.text import printable
+from commscope.util.text import printable, steps_said
 from reports.sections import SECTIONS
 
 STATIC = Path(__file__).with_name("static")
@@ -182,7 +182,7 @@ def weight_note(ctx: ReportContext, size: int) -> str | None:
     most: which it draws, and how to draw fewer); None within the budget."""
     if size <= PAGE_BUDGET_BYTES:
         return None
-    drawn = f"steps {ctx.window[0]}–{ctx.window[1] - 1}" if ctx.window else "every step"
+    drawn = steps_said(ctx.window[0], ctx.window[1] - 1) if ctx.window else "every step"
     n_drawn = len(ctx.drawn.ranks) if ctx.drawn is not None else len(ctx.trace.ranks)
     return (f"the page weighs {size / 1e6:.1f} MB, over the {PAGE_BUDGET_BYTES / 1e6:.1f} MB a page is kept to: "
             f"its timeline draws {drawn} of {n_drawn} rank(s); a narrower --steps A:B draws fewer")

@@ -21,6 +21,7 @@ from typing import Callable
 from commscope.analyze.layout_report import readable_kernel
 from commscope.analyze.report_context import ReportContext
 from commscope.analyze.summary import comm_overlap_note, comm_overlap_rows, undefined_overlap_note
+from commscope.util.text import steps_said
 from reports import tables
 from reports.layout_section import render_layout
 from reports.doctor_section import render_doctor
@@ -115,7 +116,7 @@ def drawn_steps(bars, window) -> str:
     if not marked:
         return "The input marks no steps: the figure draws all of its time."
     lo, hi = int(min(marked)), int(max(marked))
-    steps = f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
+    steps = steps_said(lo, hi)
     which = f"every step of the input ({steps})" if window is None else steps
     zoom = "" if lo == hi else "; the step menu or a heatmap cell zooms to one of them"
     return f"The figure draws {which}{zoom}."

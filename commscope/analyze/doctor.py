@@ -70,6 +70,7 @@ from commscope.analyze.left_in_flight import last_region, last_region_text
 from commscope.analyze.problems import loading_problems, run_reports
 from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
+from commscope.util.text import steps_said
 from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, STATUS, SUMMARY
 
@@ -603,6 +604,5 @@ def diagnose_trace(trace: Trace, *, tolerate_bad_files: bool = False, selected: 
         known = sorted({int(s) for s in trace.steps["step"] if s >= 0}) if len(trace.steps) else []
         if any(not selected[0] <= s < selected[1] for s in known):
             lo, hi = selected
-            span = f"step {lo}" if hi == lo + 1 else f"steps {lo}-{hi - 1}"
-            d.summary = f"(whole run, not only the selected {span}) {d.summary}"
+            d.summary = f"(whole run, not only the selected {steps_said(lo, hi - 1)}) {d.summary}"
     return d

@@ -42,7 +42,7 @@ import pandas as pd
 from commscope.analyze.diagnosis import Diagnosis, ranks_text
 from commscope.analyze.step_gaps import left_out, step_list
 from commscope.analyze.timeline_inflight import steps_without_end
-from commscope.util.text import counted
+from commscope.util.text import counted, steps_said
 
 
 # A label's queueing is worth a line of its own when it is at least this share of its exposed time.
@@ -183,7 +183,7 @@ def step_scope(step_range: tuple[int, int] | None, step_ranks: int, selected: bo
     if step_range is None:
         return ""
     a, b = step_range
-    steps = f"step {a}" if a == b else f"steps {a}–{b}"
+    steps = steps_said(a, b)
     ranks = counted(step_ranks, "rank")
     if left_out:
         whys = list(dict.fromkeys(left_out.values()))
@@ -314,9 +314,10 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
     # The stragglers' waits are over every step of the summary, warm-up and profiler steps included; the
     # doctor's totals ("ms of waiting in all", "also over the bar") count only the judged steps in which
     # the rank was over the straggler bar, so the two totals differ: say which.
-    over = ("" if step_range is None else
-            f" over {'the selected ' if summary.get('steps_selected') else 'all '}steps "
-            f"{step_range[0]}–{step_range[1]}" if step_range[0] != step_range[1] else f" over step {step_range[0]}")
+    over = ""
+    if step_range is not None:
+        which = "" if step_range[0] == step_range[1] else "the selected " if summary.get("steps_selected") else "all "
+        over = f" over {which}{steps_said(*step_range)}"
     judged = (getattr(diagnosis, "details", None) or {}).get("judged_steps") if diagnosis is not None else None
     doctor = (f"; the doctor's totals count only the steps it judges, {step_list(judged)}, in which a rank "
               "was over its straggler bar" if judged else

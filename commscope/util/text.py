@@ -39,6 +39,12 @@ def counted(n: Any, noun: str) -> str:
     return f"{k} {noun}" + ("" if k == 1 else "s")
 
 
+def steps_said(lo: int, hi: int) -> str:
+    """`step 3`, or `steps 3–7` for the inclusive range [lo, hi]: every sentence that names a range of
+    steps, on the terminal and the page, says it so."""
+    return f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
+
+
 _RANK_LINE = re.compile(r"rank (\d+): (.*)", re.S)
 
 
