@@ -125,13 +125,18 @@ def _read_recorded_run(path: Path) -> RunResult | str:
         if isinstance(steps["loss_nonfinite"][order][-1], str):  # the loop set it: the run diverged
             return f"diverged: rank 0's last step's loss is {losses[-1]}"
         return "incomplete: rank 0's last step has no loss (set st.loss in rec.step)"
-    try:
-        meta = read_json(str(Path(ranks[0]) / META)) if (Path(ranks[0]) / META).exists() else {}
-    except UserError:
-        meta = {}
-    world = meta.get("world_size") if isinstance(meta, dict) else None
+    world = _rank0_meta(path).get("world_size")
     return RunResult(path, "run", math.fsum(times) / 1000.0, losses[-1], len(times),
                      _work(path, {"world_size": world if isinstance(world, int) else len(ranks)}))
+
+
+def _rank0_meta(path: Path) -> dict:
+    """Rank 0's meta.json, {} where it is missing or unreadable (its fields are optional to readers)."""
+    try:
+        meta = read_json(str(path / rank_dir_name(0) / META)) if (path / rank_dir_name(0) / META).exists() else {}
+    except UserError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def _work(path: Path, summary: dict) -> dict:
@@ -143,10 +148,12 @@ def _work(path: Path, summary: dict) -> dict:
         args = None
     args = args if isinstance(args, dict) else {}
     work = {k: summary.get("world_size") if k == "world_size" else args.get(k) for k in WORK_KEYS}
-    # the profiler's steps are in Time (its start and trace export take seconds): `commscope run`'s --profile,
-    # else whether rank 0 left a profiler trace (a script's profile_steps)
-    work["profile"] = args.get("profile") or (
-        "a profiler window" if (path / rank_dir_name(0) / KINETO_TRACE).exists() else "none")
+    # the profiler's steps are in Time (its start and trace export take seconds): the window the recorder
+    # was given (meta.json, "START:STOP" however it was asked for), else `commscope run`'s --profile, else
+    # whether rank 0 left a profiler trace (a recording whose meta.json predates the field)
+    window = _rank0_meta(path).get("profile_steps")
+    work["profile"] = (window if isinstance(window, str) else args.get("profile") or (
+        "a profiler window" if (path / rank_dir_name(0) / KINETO_TRACE).exists() else "none"))
     return work
 
 

@@ -175,6 +175,9 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
                 # with the ranks per host, tells a reader whether a CPU run's ranks had to take turns
                 "cpu_cores": usable_cores(),
                 "mode": self.mode,
+                # the profiler's window as "START:STOP" (null: none): compare's work key for runs that
+                # `commscope run` did not start, whose config.json has no --profile
+                "profile_steps": self._window.spec if self._window is not None else None,
                 "clock": self.clock.as_dict(),
                 "started_ns": self._started + self._shift,  # on the common axis, like every *_ns
             },

@@ -61,6 +61,7 @@ _FIELDS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
            "backend": (_STR, "a string"), "device": (_STR, "a string"), "torch": (_STR, "a string"),
            "cpu_cores": (_opt(lambda v: _is_int(v) and v >= 1), "an integer >= 1"),
            "mode": (_STR, "a string"), "started_ns": (_opt(_is_int), "an integer (ns)"),
+           "profile_steps": (_STR, "a string \"START:STOP\" or null"),
            "clock": (lambda v: v is None or isinstance(v, dict) and _is_int(v.get("offset_ns", 0))
                      and _is_nat(v.get("error_ns", 0)) and _STR(v.get("method")) and _opt(_is_int)(v.get("rounds")),
                      "{offset_ns: int, error_ns: int >= 0, method: str, rounds: int}")},

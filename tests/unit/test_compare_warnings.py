@@ -59,6 +59,22 @@ def test_a_profiled_run_against_an_unprofiled_one_is_named(tmp_path):
            f"different work {hint}" in comparability_warnings([groups[0], groups[2]])
 
 
+def test_the_same_window_asked_for_by_a_script_or_by_commscope_run_is_the_same_work(tmp_path):
+    """meta.json's `profile_steps` names a script's window as `commscope run --profile` does: "5:7" is
+    "5:7" either way, and a different window is named by its steps on both sides."""
+    run(tmp_path / "prof", 40, profile="5:7")
+    for name, window in (("same", "5:7"), ("other", "9:11")):
+        recorded = run(tmp_path / name, 40, config=False)
+        (recorded / "rank0").mkdir()
+        (recorded / "rank0" / "trace.json.gz").write_bytes(b"")
+        (recorded / "rank0" / "meta.json").write_text(json.dumps({"schema_version": 1, "profile_steps": window}))
+    prof, same, other = (load_group(tmp_path / n) for n in ("prof", "same", "other"))
+    assert not [w for w in comparability_warnings([prof, same]) if "profile" in w]
+    assert [w for w in comparability_warnings([prof, other]) if "profile" in w] == [
+        "the groups differ in profile: prof 5:7, other 9:11; their Time +/- compares different work (Time "
+        "includes the profiler's steps: its start and trace export take seconds)."]
+
+
 def test_cli_prints_warnings_on_stderr_and_in_json(tmp_path):
     a, b = run(tmp_path / "run2", 40), run(tmp_path / "run2h", 10)
     res = CliRunner().invoke(app, ["compare", str(a), str(b)])

@@ -5,6 +5,7 @@ as given; and it writes what it is told: region compute
 flags, interrupted status, a one-step profile window, notes on windows that did not run."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -174,6 +175,11 @@ def test_an_int_profile_steps_is_that_one_step(tmp_path, gloo1):
             rec.collective(dist.all_reduce, torch.ones(4), label="g", phase="p").wait()
     rec.close()
     assert (tmp_path / "rank0" / "trace.json.gz").exists()
+    # meta.json says the window as "START:STOP", however it was asked for (compare's work key)
+    assert json.loads((tmp_path / "rank0" / "meta.json").read_text())["profile_steps"] == "1:2"
+    plain = Recorder(tmp_path / "plain", rank=0, world_size=1)
+    plain.close()
+    assert json.loads((tmp_path / "plain" / "rank0" / "meta.json").read_text())["profile_steps"] is None
 
 
 def notes(capfd):
