@@ -17,6 +17,8 @@ per flagged (step, rank) and MAX_INSTANCES_TOTAL in all, so a long run's verdict
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -107,6 +109,17 @@ def _instance_records(inst: pd.DataFrame, launches: pd.DataFrame) -> list[dict]:
     return out
 
 
+@dataclass(frozen=True)
+class _Yardstick:
+    """What a step's waiting is judged against: the run's median step, over which steps, and the bar."""
+    median_step: float          # ns
+    median_steps: list[int]     # the steps the median is over
+    scope: str                  # those steps in words, for the summary
+    bar: float                  # ns of waiting per step
+    how: dict                   # how the bar was set (_bar)
+    judged_steps: list[int]
+
+
 def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggler_pct: float | None = None,
                     warmup_steps: int = waiting.WARMUP_STEPS) -> Diagnosis:
     """The straggler verdict, or the ok/insufficient one that says what was judged (module docstring)."""
@@ -133,59 +146,54 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     # with few steps the straggler's own (lengthened) step does not set the bar it is judged by.
     median_steps = [int(s) for s in times.index if noise.get(int(s)) in (None, "warm-up")]
     median_step = float(np.median(times.loc[median_steps]))
-    scope = _median_scope(median_steps, {s: why for s, why in noise.items() if s in times.index})
     steps_of = pd.to_numeric(inst["step"], errors="coerce")
     unjudged = inst[steps_of.isin([s for s in noise if noise[s] in NOT_JUDGED])]
     inst = inst[steps_of.isin(judged_steps)]
     bar, how = _bar(inst, trace, straggler_ms, straggler_pct, median_step)
+    y = _Yardstick(median_step, median_steps, _median_scope(median_steps, {s: why for s, why in noise.items()
+                                                                          if s in times.index}),
+                   bar, how, judged_steps)
     per = waiting.by_step(inst)
     per["pct"] = 100 * per["lost_ns"] / median_step
     flagged = per[per["lost_ns"] >= bar]
     details = {"threshold": how, "median_step_ms": median_step / 1e6, "median_step_steps": median_steps,
                "judged_steps": judged_steps, "excluded_steps": excluded}
     if not len(flagged):
-        top = per.sort_values("lost_ns", ascending=False).head(1)
-        worst = ""
-        if len(top):
-            # How close a healthy run came to the bar: what says whether the bar has margin over noise.
-            most = {"rank": int(top["rank"].iloc[0]), "step": int(top["step"].iloc[0]),
-                    "mean_wait_ms": float(top["lost_ns"].iloc[0]) / 1e6,
-                    "pct_of_median_step": float(top["pct"].iloc[0]),
-                    "bar_multiple": float(top["lost_ns"].iloc[0]) / bar if bar > 0 else None}
-            details["most_waiting"] = most
-            worst = (f"; the most any rank made the others wait in a step: rank {most['rank']}, "
-                     f"{most['mean_wait_ms']:,.1f} ms in step {most['step']} "
-                     f"({most['pct_of_median_step']:.1f} % of the median step)")
-        return Diagnosis("ok", sources=src, details=details, summary=(
-            f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
-            f"{int_ranges(judged_steps)}{_excluded_text(noise)}, straggler bar {how['ms']:,.1f} ms of waiting per "
-            f"step{_bar_text(how, f'{median_step / 1e6:,.1f} ms median step{scope}')}{worst}"
-            f"{_unjudged_text(unjudged, noise, bar, details)}."))
+        return _no_straggler(trace, src, per, unjudged, noise, y, details)
+    return _straggler(trace, src, flagged, inst, times, y, details)
+
+
+def _no_straggler(trace: Trace, src: list[str], per: pd.DataFrame, unjudged: pd.DataFrame, noise: dict,
+                  y: _Yardstick, details: dict) -> Diagnosis:
+    """The ok verdict: what was judged, the bar, and how close the most waiting came to it."""
+    top = per.sort_values("lost_ns", ascending=False).head(1)
+    worst = ""
+    if len(top):
+        # How close a healthy run came to the bar: what says whether the bar has margin over noise.
+        most = {"rank": int(top["rank"].iloc[0]), "step": int(top["step"].iloc[0]),
+                "mean_wait_ms": float(top["lost_ns"].iloc[0]) / 1e6,
+                "pct_of_median_step": float(top["pct"].iloc[0]),
+                "bar_multiple": float(top["lost_ns"].iloc[0]) / y.bar if y.bar > 0 else None}
+        details["most_waiting"] = most
+        worst = (f"; the most any rank made the others wait in a step: rank {most['rank']}, "
+                 f"{most['mean_wait_ms']:,.1f} ms in step {most['step']} "
+                 f"({most['pct_of_median_step']:.1f} % of the median step)")
+    return Diagnosis("ok", sources=src, details=details, summary=(
+        f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
+        f"{int_ranges(y.judged_steps)}{_excluded_text(noise)}, straggler bar {y.how['ms']:,.1f} ms of waiting per "
+        f"step{_bar_text(y.how, f'{y.median_step / 1e6:,.1f} ms median step{y.scope}')}{worst}"
+        f"{_unjudged_text(unjudged, noise, y.bar, details)}."))
+
+
+def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.DataFrame, times: pd.Series,
+               y: _Yardstick, details: dict) -> Diagnosis:
+    """The straggler verdict on the flagged (step, rank)s: the culprits, their evidence and persistence."""
     totals = flagged.groupby("rank")["wait_caused_ns"].sum().sort_values(ascending=False, kind="stable")
     culprits = [int(r) for r, w in totals.items() if w >= 0.5 * totals.iloc[0]]
     worst = culprits[0]
     mine = flagged[flagged["rank"].isin(culprits)].sort_values(["step", "rank"])
-    launches = {(g, q): (sk, int(lr)) for g, q, sk, lr in skew.launch_skew(trace.collectives)[
-        ["group", "seq", "skew_ns", "last_rank"]].itertuples(index=False)}
-    evidence, based_on = [], []
-    for r in mine.itertuples():
-        evidence.append({"rank": int(r.rank), "step": int(r.step), "instances": int(r.instances),
-                         "waiting_caused_ms": r.wait_caused_ns / 1e6, "mean_wait_ms": r.lost_ns / 1e6,
-                         "pct_of_median_step": r.pct, "step_ms": float(times.loc[r.step]) / 1e6})
-        rows = inst[(inst["step"] == r.step) & (inst["last_rank"] == r.rank) & (inst["wait_caused_ns"] > 0)]
-        based_on += _instance_records(rows.sort_values("wait_caused_ns", ascending=False).head(MAX_INSTANCES),
-                                      launches)
-    based_on = sorted(based_on, key=lambda b: -b["waiting_caused_ms"])[:MAX_INSTANCES_TOTAL]
-    persistence = {}
-    for c in culprits:
-        f = mine[mine["rank"] == c]
-        margin = float(f["lost_ns"].max()) / bar if bar > 0 else float("inf")
-        persistence[str(c)] = {"steps": [int(x) for x in f["step"]], "judged_steps": len(judged_steps),
-                               "share_of_judged_steps": len(f) / len(judged_steps),
-                               "mean_pct_of_median_step": float(f["pct"].mean()),
-                               "max_pct_of_median_step": float(f["pct"].max()),
-                               "waiting_caused_ms": float(totals.loc[c]) / 1e6, "max_bar_multiple": margin,
-                               "confidence": _confidence(len(f), len(judged_steps), margin)}
+    evidence, based_on = _evidence(trace, mine, inst, times)
+    persistence = {str(c): _persistence(mine[mine["rank"] == c], float(totals.loc[c]), y) for c in culprits}
     top = max((b for b in based_on if b["last_rank"] == worst), key=lambda b: b["waiting_caused_ms"])
     p = persistence[str(worst)]
     others = [r for r in totals.index if int(r) not in culprits]
@@ -193,13 +201,14 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
         based_on, key=lambda b: -b["waiting_caused_ms"]))), instances=based_on,
         also_late={str(int(r)): float(totals.loc[r]) / 1e6 for r in others})
     who = f"rank {worst}" if len(culprits) == 1 else f"ranks {ranks_text(culprits)} (worst: rank {worst})"
-    arrivals = ("NCCL kernel / CUDA event starts on the device" if how.get("arrivals") != "host" else
+    arrivals = ("NCCL kernel / CUDA event starts on the device" if y.how.get("arrivals") != "host" else
                 "launch calls, each after the group's previous collective")
     mean_lost = float(mine.loc[mine["rank"] == worst, "lost_ns"].mean()) / 1e6
-    n, judged = len(p["steps"]), len(judged_steps)
+    n, judged = len(p["steps"]), len(y.judged_steps)
+    scope = y.scope
     # with few steps the culprit's own lengthened steps weigh in the median it is measured against
-    own = [s for s in p["steps"] if s in median_steps]
-    if own and 2 * len(own) >= len(median_steps):
+    own = [s for s in p["steps"] if s in y.median_steps]
+    if own and 2 * len(own) >= len(y.median_steps):
         scope += (", one of them the late step itself, whose delay weighs in so short a median" if len(own) == 1 else
                   f", {len(own)} of them the late steps themselves, whose delays weigh in so short a median")
     # the waiting is averaged over the steps where the culprit was late, not over every judged step
@@ -214,11 +223,37 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
         "straggler", culprits, label=top["label"], step=top["step"], sequence=top["sequence"], group=top["group"],
         evidence=evidence, sources=src, confidence=p["confidence"], details=details,
         summary=(f"straggler: {who} made the other ranks wait {mean_lost:,.1f} ms each "
-                 f"({p['mean_pct_of_median_step']:,.1f} % of the {median_step / 1e6:,.1f} ms median step{scope}) "
+                 f"({p['mean_pct_of_median_step']:,.1f} % of the {y.median_step / 1e6:,.1f} ms median step{scope}) "
                  f"{when}; "
                  f"{p['waiting_caused_ms']:,.1f} ms of waiting in all; most at '{top['label']}' (step {top['step']}, seq "
                  f"{top['sequence']}, {top['mean_wait_ms']:,.1f} ms per waiting rank). Confidence {p['confidence']} "
-                 f"({why}); found by arrival ({arrivals}), bar {how['ms']:,.1f} ms per step{_bar_text(how)}."))
+                 f"({why}); found by arrival ({arrivals}), bar {y.how['ms']:,.1f} ms per step{_bar_text(y.how)}."))
+
+
+def _evidence(trace: Trace, mine: pd.DataFrame, inst: pd.DataFrame, times: pd.Series) -> tuple[list, list]:
+    """Per flagged (step, culprit): its evidence row, and the collectives it came last to that caused the
+    most waiting (at most MAX_INSTANCES each, MAX_INSTANCES_TOTAL in all, most waiting first)."""
+    launches = {(g, q): (sk, int(lr)) for g, q, sk, lr in skew.launch_skew(trace.collectives)[
+        ["group", "seq", "skew_ns", "last_rank"]].itertuples(index=False)}
+    evidence, based_on = [], []
+    for r in mine.itertuples():
+        evidence.append({"rank": int(r.rank), "step": int(r.step), "instances": int(r.instances),
+                         "waiting_caused_ms": r.wait_caused_ns / 1e6, "mean_wait_ms": r.lost_ns / 1e6,
+                         "pct_of_median_step": r.pct, "step_ms": float(times.loc[r.step]) / 1e6})
+        rows = inst[(inst["step"] == r.step) & (inst["last_rank"] == r.rank) & (inst["wait_caused_ns"] > 0)]
+        based_on += _instance_records(rows.sort_values("wait_caused_ns", ascending=False).head(MAX_INSTANCES),
+                                      launches)
+    return evidence, sorted(based_on, key=lambda b: -b["waiting_caused_ms"])[:MAX_INSTANCES_TOTAL]
+
+
+def _persistence(f: pd.DataFrame, caused_ns: float, y: _Yardstick) -> dict:
+    """How persistent a culprit's lateness was (`f`: its flagged steps) and how far over the bar."""
+    margin = float(f["lost_ns"].max()) / y.bar if y.bar > 0 else float("inf")
+    judged = len(y.judged_steps)
+    return {"steps": [int(x) for x in f["step"]], "judged_steps": judged, "share_of_judged_steps": len(f) / judged,
+            "mean_pct_of_median_step": float(f["pct"].mean()), "max_pct_of_median_step": float(f["pct"].max()),
+            "waiting_caused_ms": caused_ns / 1e6, "max_bar_multiple": margin,
+            "confidence": _confidence(len(f), judged, margin)}
 
 
 def _one_rank(trace: Trace, src: list[str]) -> Diagnosis:
