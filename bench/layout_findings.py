@@ -42,6 +42,10 @@ def show(path: Path) -> None:
               f"{short_kernel(c.iloc[0]['kernel'])} of {c.iloc[0]['kernel_blocks']} blocks "
               f"(co-resident max {c.iloc[0]['capacity_blocks']})")
         print(f"  partner kernels: {c['kernel'].map(short_kernel).value_counts().to_dict()}")
+    u = rep.contention_unjudged
+    if len(u):
+        print(f"  not judged (unknown size): {len(u)} collectives on ranks {sorted(set(u['rank']))}, up to "
+              f"{u['duration_us'].max():.0f} µs")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,8 @@ def render_layout(ctx) -> str | None:
         note += (f'<p class="note">Mismatched layout, no measured cost: {len(rep.unflagged)} op execution(s) with '
                  f"a stride-order or broadcast mismatch ran less than {SLOWDOWN_FLAG}× slower than their reference, so are "
                  "not findings (<code>commscope layout --json</code>: <code>unflagged</code>).</p>")
+    # what the input lacks for these checks, and what they could not judge (the terminal's note: lines)
+    note += "".join(f'<p class="note">{html.escape(n)}</p>' for n in rep.notes)
     if ctx.layout_ranks is not None:
         note += (f'<p class="note">{len(ctx.trace.ranks)} ranks: findings of the representative ranks '
                  f'{html.escape(", ".join(map(str, ctx.layout_ranks)))} only (a layout mismatch comes from the code, '

@@ -12,9 +12,9 @@ overlapping kernel only where the evidence separates the two (`separable`, `evid
 - `same rank alone`: the same collective (op, label, known bytes) ran on this rank with no such kernel
   overlapping it (other steps): baseline = the median of those runs;
 - `arrivals known`: every rank of its process group is in the trace with a measured start for this
-  (group, seq) (non-negative seq: launched inside the window), so the wait for the last peer
-  (`peer_wait_us` = last arrival − own arrival) is removed from the duration; baseline = the alone runs
-  of any rank, with their peer wait removed likewise.
+  (group, seq) (the instance analyze.waiting matches), so the wait for the last peer (`peer_wait_us` =
+  last arrival − own arrival) is removed from the duration; baseline = the alone runs of any rank, with
+  their peer wait removed likewise.
 Peer wait is removed from every duration whose arrivals are known, on both sides of the comparison.
 Otherwise the row is `not separable` (`attributable_us` null) with the reason in `evidence`: a trace of
 some of the ranks cannot tell a late peer from a slowed kernel unless this rank ran the same collective
@@ -22,6 +22,12 @@ alone. A row needs a baseline, a (net) duration longer than *every* alone run of
 covering at least `min_overlap_frac` of it, inflation ≥ `min_inflation` and `min(extra, overlap)` ≥
 `min_attributable_us` (below ~20 µs a small collective's own jitter dominates); separable rows are
 charged `attributable_us = min(extra, overlap)`.
+
+A collective of unknown size (in a Kineto trace: launched before the profiling window, so no op recorded
+its arguments) has no like collective to be compared with: collectives of one op and label run from tens
+of µs to milliseconds with their size, and the same instance on another rank is slowed with it (a ring
+proceeds at its slowest member). `unsized_overlaps` lists those that overlap an SM-filling kernel, so the
+report can say they were not judged rather than leave them out unsaid.
 
 Invariants: resident blocks per SM are bounded by threads only (registers and shared memory are not in
 the frames), so the capacity is an upper bound and a kernel flagged as overflowing really does overflow.
@@ -112,31 +118,22 @@ def find_sm_contention(collectives: pd.DataFrame, kernels: pd.DataFrame, limits:
     comm["dur_ns"] = comm["end_ns"] - comm["start_ns"]
     # One string per collective identity: tuples inside a pandas index are taken for multi-keys.
     comm["key"] = [f"{o}|{lab}|{b}" for o, lab, b in zip(comm["op"], comm["label"], comm["bytes"].fillna(-1))]
-    by_rank_big = {}
-    for rank, g in big.sort_values("start_ns").groupby("rank"):
-        by_rank_big[rank] = {"start": g["start_ns"].to_numpy(np.int64), "end": g["end_ns"].to_numpy(np.int64),
-                             "stream": g["stream"].to_numpy(), "rows": g}
-    partners, overlap = [], []
-    for rank, start, end, stream in zip(comm["rank"], comm["start_ns"], comm["end_ns"], comm["stream"]):
-        b = by_rank_big.get(rank)
-        ov, pos = _overlaps(int(start), int(end), stream, b) if b is not None else (0, None)
-        overlap.append(ov)
-        partners.append(b["rows"].iloc[pos] if pos is not None else None)
+    overlap, partners = _overlapping(comm, big)
     comm["overlap_ns"] = overlap
     comm["peer_wait_ns"] = peer_waits(comm)
     comm["net_ns"] = comm["dur_ns"] - comm["peer_wait_ns"].fillna(0)
+    comm["present"] = comm.groupby(["group", "seq"], dropna=False)["rank"].transform("nunique")
+    comm["partner"] = pd.Series(partners, index=comm.index, dtype=object)
+    comm = comm[comm["bytes"].notna()]  # unknown size: no like collective (module docstring)
     alone = comm[comm["overlap_ns"] == 0]
     stats = lambda g: {k: (float(v.median()), float(v.max())) for k, v in g["net_ns"]}  # noqa: E731
     by_rank = stats(alone.groupby(["rank", "key"]))
     by_key = stats(alone.groupby("key"))
-    present = comm.groupby(["group", "seq"], dropna=False)["rank"].transform("nunique")
     out = []
-    for (i, c), p, n_present in zip(comm.iterrows(), partners, present):
-        if c["overlap_ns"] == 0:
-            continue
+    for _, c in comm[comm["overlap_ns"] > 0].iterrows():
+        p, n_present = c["partner"], c["present"]
         arrivals = not pd.isna(c["peer_wait_ns"])
-        # without its size (launched before the window) "the same collective" is not established
-        found = by_rank.get((c["rank"], c["key"])) if pd.notna(c["bytes"]) else None
+        found = by_rank.get((c["rank"], c["key"]))
         if found is not None:
             separable, why = True, "same rank alone" + ("; peer wait removed" if arrivals else "")
         else:
@@ -174,17 +171,54 @@ def find_sm_contention(collectives: pd.DataFrame, kernels: pd.DataFrame, limits:
     return res.drop(columns="_sep")
 
 
+def _overlapping(comm: pd.DataFrame, big: pd.DataFrame) -> tuple[list[int], list]:
+    """Per collective of `comm`, the ns SM-filling kernels (`big`) on other streams of its rank overlap
+    it, and the largest such kernel's row (None where none)."""
+    by_rank_big = {}
+    for rank, g in big.sort_values("start_ns").groupby("rank"):
+        by_rank_big[rank] = {"start": g["start_ns"].to_numpy(np.int64), "end": g["end_ns"].to_numpy(np.int64),
+                             "stream": g["stream"].to_numpy(), "rows": g}
+    partners, overlap = [], []
+    for rank, start, end, stream in zip(comm["rank"], comm["start_ns"], comm["end_ns"], comm["stream"]):
+        b = by_rank_big.get(rank)
+        ov, pos = _overlaps(int(start), int(end), stream, b) if b is not None else (0, None)
+        overlap.append(ov)
+        partners.append(b["rows"].iloc[pos] if pos is not None else None)
+    return overlap, partners
+
+
+UNSIZED_COLUMNS = ["rank", "step", "op", "label", "duration_us", "overlap_frac", "kernel", "kernel_blocks"]
+
+
+def unsized_overlaps(collectives: pd.DataFrame, kernels: pd.DataFrame, limits: DeviceLimits | None, *,
+                     min_overlap_frac: float = 0.25) -> pd.DataFrame:
+    """Collectives of unknown size that an SM-filling kernel overlaps by at least `min_overlap_frac`:
+    what find_sm_contention cannot judge (module docstring), for the report to say so."""
+    if limits is None or collectives is None or kernels is None or collectives.empty or kernels.empty:
+        return pd.DataFrame(columns=UNSIZED_COLUMNS)
+    comm = collectives[collectives["bytes"].isna()].dropna(subset=["start_ns", "end_ns"])
+    if comm.empty:
+        return pd.DataFrame(columns=UNSIZED_COLUMNS)
+    overlap, partners = _overlapping(comm, sm_filling_kernels(kernels, limits))
+    dur = (comm["end_ns"] - comm["start_ns"]).to_numpy(np.float64)
+    rows = [{"rank": int(c.rank), "step": c.step, "op": c.op, "label": c.label, "duration_us": d / 1e3,
+             "overlap_frac": ov / d, "kernel": p["name"], "kernel_blocks": int(p["blocks"])}
+            for c, d, ov, p in zip(comm.itertuples(), dur, overlap, partners)
+            if p is not None and d > 0 and ov / d >= min_overlap_frac]
+    return pd.DataFrame(rows, columns=UNSIZED_COLUMNS)
+
+
 def peer_waits(comm: pd.DataFrame) -> pd.Series:
     """Per collective, ns from its own arrival (kernel start) to the last arrival of its (group, seq),
-    clipped to its duration; NaN unless every rank of the group is present with a start and the seq is
-    from inside the profiling window (negative seqs differ per rank, docs/frames.md)."""
+    clipped to its duration; NaN unless every rank of the group is present with a start (the complete
+    instances analyze.waiting matches, pre-window ones numbered back from the window's first included)."""
     seq = pd.to_numeric(comm["seq"], errors="coerce")
     start = comm["start_ns"].astype("Int64")
     keys = [comm["group"], seq]
     last = start.groupby(keys, dropna=False).transform("max")
     n = comm["rank"].groupby(keys, dropna=False).transform("nunique")
     size = pd.to_numeric(comm["group_size"], errors="coerce")
-    ok = (seq >= 0) & (n >= size) & (size >= 2) & start.notna()
+    ok = seq.notna() & (n >= size) & (size >= 2) & start.notna()
     wait = (last - start).astype("Float64").clip(lower=0).to_numpy(np.float64, na_value=np.nan)
     wait = np.minimum(wait, comm["dur_ns"].to_numpy(np.float64))
     return pd.Series(np.where(ok.to_numpy(bool), wait, np.nan), index=comm.index)
@@ -192,9 +226,6 @@ def peer_waits(comm: pd.DataFrame) -> pd.Series:
 
 def _not_separable(c: pd.Series, present: int) -> str:
     size = c.get("group_size")
-    seq = c.get("seq")
-    if pd.isna(c.get("bytes")) or (pd.notna(seq) and seq < 0):
-        return "not separable: launched before the profiling window, its size and its peers' arrivals unknown"
     who = f"{present} of {int(size)} ranks of its group in the trace" if pd.notna(size) and present < size \
         else "peers' arrivals unknown"
     return f"not separable: {who}, and rank {int(c['rank'])} never ran it alone"

@@ -21,10 +21,12 @@ from typing import Any
 
 import pandas as pd
 
-from commscope.analyze.contention import CONTENTION_COLUMNS, device_limits, find_sm_contention
+from commscope.analyze.contention import (CONTENTION_COLUMNS, UNSIZED_COLUMNS, device_limits, find_sm_contention,
+                                          unsized_overlaps)
 from commscope.analyze.layout import FINDING_COLUMNS, SLOWDOWN_FLAG, find_layout_mismatches, severity
 from commscope.analyze.layout_kernels import UNLINKED, kernel_layout_evidence
 from commscope.load.kineto_values import NOT_A_SHAPE
+from commscope.util.ranges import int_ranges
 
 JSON_FINDING_KEYS = ["op", "kernel", "dims", "strides", "duration_us", "achieved_gbps", "peak_gbps",
                      "est_saving_us", "where", "confidence", "deliberate", "rank", "pct_of_peak", "peak_source",
@@ -45,12 +47,15 @@ class LayoutReport:
     checked: bool = True
     # mismatched layouts measured within SLOWDOWN_FLAG of their reference: no cost, so not findings
     unflagged: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FINDING_COLUMNS))
+    # collectives of unknown size that an SM-filling kernel overlapped: not judged (contention.unsized_overlaps)
+    contention_unjudged: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=UNSIZED_COLUMNS))
 
     def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "notes": list(self.notes),
                 "findings": [_clean({k: r[k] for k in JSON_FINDING_KEYS}) for _, r in self.findings.iterrows()],
                 "unflagged": [_clean({k: r[k] for k in JSON_FINDING_KEYS}) for _, r in self.unflagged.iterrows()],
-                "contention": [_clean(dict(r)) for _, r in self.contention.iterrows()]}
+                "contention": [_clean(dict(r)) for _, r in self.contention.iterrows()],
+                "contention_unjudged": [_clean(dict(r)) for _, r in self.contention_unjudged.iterrows()]}
 
 
 def _clean(d: dict) -> dict:
@@ -131,6 +136,7 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
     findings, unflagged = split_unflagged(findings)
     limits = device_limits(trace.config)
     contention = find_sm_contention(trace.collectives, trace.kernels, limits, min_inflation=min_inflation)
+    unjudged = unsized_overlaps(trace.collectives, trace.kernels, limits)
     notes, skipped = [], None
     unusable = [p for p in trace.problems if NOT_A_SHAPE in p]
     if not trace.ops["dims"].map(lambda d: isinstance(d, list) and any(d)).any():
@@ -156,8 +162,19 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
         notes.append(f"{unlinked} kernel-only finding(s) have no place: their kernel is not linked to a cpu op "
                      f"with recorded shapes (no such op carries its External id: launched before the profiler saw its "
                      f"op, or ids that do not link them), though {len(trace.ops):,} cpu ops recorded shapes.")
+    if len(unjudged):
+        notes.append(_unjudged_note(unjudged))
     return LayoutReport(findings, contention if len(contention) else pd.DataFrame(columns=CONTENTION_COLUMNS),
-                        name, notes, skipped, unflagged=unflagged)
+                        name, notes, skipped, unflagged=unflagged, contention_unjudged=unjudged)
+
+
+def _unjudged_note(unjudged: pd.DataFrame) -> str:
+    ranks = int_ranges(sorted({int(r) for r in unjudged["rank"]}))
+    return (f"SM contention is not judged for {len(unjudged)} collective(s) of unknown size that an SM-filling "
+            f"kernel overlapped (rank(s) {ranks}, up to {unjudged['duration_us'].max():,.1f} µs; in a Kineto "
+            "trace: launched before the profiling window, so no op recorded their size): one op's collectives "
+            "take from tens of µs to milliseconds with their size, so none gives them a baseline "
+            "(`contention_unjudged` in --json lists them).")
 
 
 KIND_ORDER = {"stride order": 0, "broadcast": 1, "kernel evidence": 2}
