@@ -311,13 +311,15 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
     ranks = []
     stragglers = [s for s in summary.get("stragglers") or [] if (_f(s.get("wait_caused_ms")) or 0) > 0]
     n_coll = (summary.get("skew") or {}).get("collectives")
-    # The stragglers' waits are over every step of the summary, warm-up and profiler steps included; the
-    # doctor's totals ("ms of waiting in all", "also over the bar") count only the judged steps in which
-    # the rank was over the straggler bar, so the two totals differ: say which.
+    # The stragglers' waits are over every collective of the summary, warm-up and profiler steps included,
+    # and those outside every step; the doctor's totals ("ms of waiting in all", "also over the bar") count
+    # only the judged steps in which the rank was over the straggler bar, so the two totals differ: say which.
     over = ""
     if step_range is not None:
         which = "" if step_range[0] == step_range[1] else "the selected " if summary.get("steps_selected") else "all "
         over = f" over {which}{steps_said(*step_range)}"
+        if summary.get("collectives_outside_steps"):
+            over += " and the collectives outside every step"
     judged = (getattr(diagnosis, "details", None) or {}).get("judged_steps") if diagnosis is not None else None
     doctor = (f"; the doctor's totals count only the steps it judges, {step_list(judged)}, in which a rank "
               "was over its straggler bar" if judged else

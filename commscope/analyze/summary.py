@@ -5,6 +5,10 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
 {"schema_version": SCHEMA_VERSION,
  "ranks": N, "world_size" (the job's), "ranks_present": [ranks loaded], "source", "backend", "device",
  "steps_selected": [a, b] | null, "problems": [...]   the loader's, several ranks' same line as one (analyze.problems)
+ "collectives_outside_steps": n              collectives (all ranks) outside every step window of an input
+                                             that marks steps (step −1: launched before the first profiled step
+                                             or after the last): in the per-label figures and who made whom
+                                             wait, not in the per-step ones
  "run_reports": [...]                        ranks that did not complete, as the run's status.json and watchdog.json
                                              say (analyze.problems.run_reports)
  "notes": [...]                              what this input cannot show (missing ranks, ranks whose records cover
@@ -85,7 +89,8 @@ from commscope.util.text import counted
 #    bandwidths and launch_skew over the collectives with every member of their group present only
 # 10: run_reports (ranks that did not complete, as the run's files say), no longer among the problems;
 #     hta.kernel_breakdown.kernel_types[].sum is "sum (us)", hta.queue_length[].count is "samples"
-SCHEMA_VERSION = 10
+# 11: collectives_outside_steps (collectives outside every step window, which per-step figures leave out)
+SCHEMA_VERSION = 11
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").
@@ -277,7 +282,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
         "ranks": len(tr.ranks), "world_size": tr.world_size, "ranks_present": [int(r) for r in tr.ranks],
         "source": tr.source, "backend": tr.backend,
         "device": tr.device, "steps_selected": list(steps) if steps else None, "problems": loading_problems(tr),
-        "run_reports": run_reports(tr),
+        "run_reports": run_reports(tr), "collectives_outside_steps": outside_steps(tr),
         "notes": evidence_notes(tr) + profiler_notes(prof, br) + waiting.unjudged_notes(unjudged, len(tr.ranks), len(table))
                  + exposure.bandwidth_notes(withheld, len(tr.ranks), int(tr.world_size)),
         "duration_basis": exposure.duration_basis(table),
@@ -366,6 +371,14 @@ def _idle_device_notes(steps: pd.DataFrame) -> list[str]:
             "while the host spent the step elsewhere (launching, loading data, Python)."]
 
 
+def outside_steps(trace: Trace) -> int:
+    """Collectives (all ranks) outside every step window, in an input that marks steps; 0 in one that
+    marks none (where no figure is per step)."""
+    if not len(trace.steps) or not len(trace.collectives):
+        return 0
+    return int((pd.to_numeric(trace.collectives["step"], errors="coerce").fillna(-1) < 0).sum())
+
+
 def evidence_notes(trace: Trace) -> list[str]:
     """What the input cannot tell, one sentence each: the figures that are left out or limited because
     ranks, collectives, sizes, steps (of every rank, or of some ranks: step_coverage) or device activity are
@@ -393,12 +406,12 @@ def evidence_notes(trace: Trace) -> list[str]:
         if unknown:
             notes.append(f"{unknown} of {len(c)} collectives have no recorded size (older trace format or "
                          "launched before the profiling window): no bandwidth for them.")
-        outside = int((pd.to_numeric(c["step"], errors="coerce").fillna(-1) < 0).sum())
-        if outside and len(trace.steps):
+        outside = outside_steps(trace)
+        if outside:
             notes.append(f"{outside} of {len(c)} collectives fall outside every step window (launched before the "
-                         "first profiled step or after the last): the per-label figures include them; placement, "
-                         "the per-step figures (headline share, heatmap, steps) and a label's share of the step "
-                         "time do not.")
+                         "first profiled step or after the last): the per-label figures and who made whom wait "
+                         "include them; placement, the per-step figures (headline share, heatmap, steps) and a "
+                         "label's share of the step time do not.")
         # the distinct groups are few: test their names, not every row's (10⁶ rows at 1024 ranks)
         codes, groups = pd.factorize(c["group"])
         marked = [i for i, g in enumerate(groups) if " (unpaired, rank " in str(g)]

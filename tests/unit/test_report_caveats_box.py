@@ -41,15 +41,19 @@ def test_partial_trace_notes_and_problems_sit_under_the_headline():
 
 
 def test_collectives_outside_the_steps_are_said_on_the_first_screen():
-    _, page = summary_page(FIXTURE)
+    doc, page = summary_page(FIXTURE)
     items = box_items(page)
     assert any(i.startswith("note: 189 of 413 collectives fall outside every step window") for i in items)
+    assert doc["collectives_outside_steps"] == 189
+    # who made whom wait counts them too: a rank's waiting total says it covers more than the steps
+    assert " ".join(page.split()).count("for it in total over all steps 10–11 and the collectives outside "
+                                         "every step") >= 1
 
 
 def test_clean_input_has_no_box():
     doc, page = summary_page(TESTS / "data" / "cpurun-hooks-gloo2")
-    assert not doc["notes"] and not doc["problems"]
-    assert 'id="caveats"' not in page
+    assert not doc["notes"] and not doc["problems"] and doc["collectives_outside_steps"] == 0
+    assert 'id="caveats"' not in page and "outside every step" not in page
 
 
 def test_missing_hta_is_said_in_the_terminal_and_on_the_page(tmp_path, monkeypatch):
