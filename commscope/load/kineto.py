@@ -329,6 +329,11 @@ def _objects(col: pd.Series, rows: np.ndarray | None = None) -> pd.Series:
     return pd.Series(v if rows is None else v[rows], dtype=object, copy=False)
 
 
+# Host ops that are communication, not compute, in a CPU-only trace: gloo's and NCCL's c10d:: ops, and
+# record_param_comms, torch's record of a collective's launch (or wait), which NCCL traces carry instead.
+COMM_HOST_OPS = ("c10d::", "record_param_comms", "nccl:", "gloo:")
+
+
 def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """The `compute` frame. GPU traces: non-communication device activity, with the kernels' launch steps.
     CPU-only traces: top-level ops of the main thread, by the host `steps`."""
@@ -343,13 +348,15 @@ def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame, steps: pd.
     if not len(ops_all):
         return frame("compute")
     # The main thread is the one that launched the collectives (else the busiest).
-    tids = ops_all.loc[ops_all["name"].str.startswith("c10d::"), "tid"]
+    comm = ops_all["name"].str.startswith(COMM_HOST_OPS).to_numpy(bool)
+    tids = ops_all.loc[comm, "tid"]
     main = tids.mode().iloc[0] if len(tids) else ops_all["tid"].mode().iloc[0]
-    o = ops_all[ops_all["tid"] == main].sort_values(["start_ns", "end_ns"], ascending=[True, False])
+    on_main = (ops_all["tid"] == main).to_numpy(bool)
+    o = ops_all[on_main].sort_values(["start_ns", "end_ns"], ascending=[True, False])
     prev_end = np.maximum.accumulate(o["end_ns"].to_numpy())
     top = np.ones(len(o), dtype=bool)
     top[1:] = o["start_ns"].to_numpy()[1:] >= prev_end[:-1]
-    o = o[top & ~o["name"].str.startswith("c10d::").to_numpy()]
+    o = o[top & ~o["name"].str.startswith(COMM_HOST_OPS).to_numpy()]
     df = pd.DataFrame({"rank": rank, "name": o["name"], "start_ns": o["start_ns"], "end_ns": o["end_ns"],
                        "stream": o["tid"], "kind": "cpu_op"})
     df["step"] = assign_steps(np.full(len(df), rank), df["start_ns"], steps)

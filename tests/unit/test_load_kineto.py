@@ -309,6 +309,35 @@ def test_hta_trace_with_nccl_ranges_inside_record_param_comms():
     assert c["bytes"].tolist() == [8 * 1024 * 8816 * 4, 1002496 * 4, 15100250 * 4, 1024 * 4, 65687 * 4, 65687 * 4]
     assert c["dtype"].tolist() == ["float", "int", "int", "int", "int", "float"]
     assert any(": 6 record_param_comms op(s) name no collective" in p for p in t.problems)
+    # a CPU-only trace: compute is the main thread's top-level ops, record_param_comms (communication's
+    # own host ops, launches and waits) not among them, as c10d:: ops are not on gloo traces. From the raw
+    # events: the union of the launching thread's ops in the step, less the record_param_comms that no
+    # other op holds (10 of the 12, 1.725 ms)
+    import gzip
+    import json
+
+    from commscope.analyze.summary import summarize
+
+    with gzip.open(OLDER_NESTED) as f:
+        events = json.load(f)["traceEvents"]
+    step = next(e for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    lo, hi = step["ts"], step["ts"] + step["dur"]
+    ev = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    tid = {e["tid"] for e in ev if e["name"] == "record_param_comms"}
+    assert len(tid) == 1 and t.kernels.empty
+    main = [(max(e["ts"], lo), min(e["ts"] + e["dur"], hi), e) for e in ev if e["tid"] in tid]
+    main = [m for m in main if m[0] < m[1]]
+    union, end = 0.0, float("-inf")
+    for a, b, _ in sorted(main, key=lambda m: m[0]):
+        union += max(0.0, b - max(a, end))
+        end = max(end, b)
+    held = lambda r: any(o is not r and o["ts"] <= r["ts"] and r["ts"] + r["dur"] <= o["ts"] + o["dur"]  # noqa: E731
+                         for _, _, o in main)
+    rpc = [b - a for a, b, e in main if e["name"] == "record_param_comms" and not held(e)]
+    assert len(rpc) == 10
+    doc = summarize(t, with_hta=False)
+    assert [s["compute_ms"] for s in doc["steps"]] == [pytest.approx((union - sum(rpc)) / 1e3, abs=2e-3)]
+    assert "record_param_comms" not in set(t.compute["name"])
 
 
 def test_a_kernel_launched_in_a_c10d_op_without_record_param_comms_is_that_op(tmp_path):
