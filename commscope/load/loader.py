@@ -354,8 +354,8 @@ def _pair(c: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
     if c["rank"].nunique() < 2:
         return c
     op = c["op"].astype(str).to_numpy(dtype=object)
-    size = pd.to_numeric(c["bytes"], errors="coerce").to_numpy(np.float64)
-    size = np.where(op == "all_to_all", np.nan, size)
+    recorded = pd.to_numeric(c["bytes"], errors="coerce").to_numpy(np.float64)  # what the examples say
+    size = np.where(op == "all_to_all", np.nan, recorded)  # what is compared
     dt = c["dtype"].to_numpy(dtype=object)
     dt = np.array([v if isinstance(v, str) and v and v != "TensorList" else None for v in dt], dtype=object)
     codes, _ = pd.factorize(pd.MultiIndex.from_arrays([c["group"].astype(str), c["seq"]]))
@@ -382,7 +382,8 @@ def _pair(c: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
                 unpaired[i] = True
         if len(examples) < 3:
             who = ", ".join(f"rank {c['rank'].iat[i]}: {op[i]} "
-                            f"({'unknown size' if np.isnan(size[i]) else f'{int(size[i])} B'}{f', {dt[i]}' if dt[i] else ''})"
+                            f"({'unknown size' if np.isnan(recorded[i]) else f'{int(recorded[i])} B'}"
+                            f"{f', {dt[i]}' if dt[i] else ''})"
                             for i in rows[:4])
             examples.append(f"group {c['group'].iat[rows[0]]} seq {c['seq'].iat[rows[0]]} ({who})")
     n = int(unpaired.sum())

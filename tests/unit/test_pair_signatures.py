@@ -44,3 +44,17 @@ def test_unpaired_members_are_those_of_the_all_pairs_rule(members):
     want = brute_force_unpaired(c) if c["rank"].nunique() >= 2 else np.zeros(len(c), dtype=bool)
     assert unpaired.tolist() == want.tolist()
     assert bool(problems) == bool(want.any())
+
+
+def test_the_examples_give_an_all_to_all_its_recorded_size():
+    """all_to_all's size is not compared (each rank may send different amounts), but the example says
+    the size each rank recorded, and "unknown size" only where none was."""
+    c = pd.DataFrame({"rank": [0, 1, 0, 1], "group": ["0"] * 4, "seq": [0, 0, 1, 1],
+                      "op": ["all_to_all", "all_to_all", "all_to_all", "all_reduce"],
+                      "bytes": [3072.0, 339738624.0, np.nan, 8.0], "dtype": ["long", "unsigned char", None, "float"]})
+    problems: list[str] = []
+    loader._pair(c, problems)
+    assert len(problems) == 1
+    assert ("group 0 seq 0 (rank 0: all_to_all (3072 B, long), rank 1: all_to_all (339738624 B, unsigned char))"
+            in problems[0])
+    assert "group 0 seq 1 (rank 0: all_to_all (unknown size), rank 1: all_reduce (8 B, float))" in problems[0]
