@@ -235,115 +235,38 @@ def figure_height(total_span: float) -> int:
     return int(round(ROW_H * total_span)) + 200
 
 
+class _Layers:
+    """The figure's bars and markers, collected rank by rank before any trace is built (one trace per
+    kind and label keeps the figure small)."""
+
+    def __init__(self) -> None:
+        self.compute, self.exposed = _Bars(), _Bars()
+        self.per_label: dict[str, _Bars] = {}
+        self.stuck: dict[str, _Bars] = {}  # collectives left in flight, by label
+        self.cut_x: list[float] = []  # where a bar is cut at the window's edge
+        self.cut_y: list[float] = []
+        self.hooks: dict[str, tuple[list, list, list]] = {}  # label -> (x, y, hover)
+
+
 def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
     """Draw `bars` (commscope.analyze.timeline_bars.timeline_bars): one figure, rows per rank.
     `cpu_threads`: the trace has no device kernels, so a compute row's stream is a CPU thread id."""
-    t0 = bars.t0
     colors = label_colors(bars.labels)
     rows = row_layout(bars, cpu_threads)
     centres, bottom = row_centres([r[3] for r in rows])
     y_of = {(rank, key): y for (_, rank, key, _), y in zip(rows, centres)}
-    compute, exposed = _Bars(), _Bars()
-    stuck: dict[str, _Bars] = {}
-    cut_x, cut_y = [], []
-    more = bars.inflight_more or {}
-    per_label: dict[str, _Bars] = {}
-    hooks: dict[str, tuple[list, list, list]] = {}
+    layers = _Layers()
     for rb in bars.ranks:
-        for cr in rb.compute:
-            y = y_of[(rb.rank, cr.stream)]
-            where = f"rank {rb.rank}" + ("" if cr.stream is None else
-                                          f" CPU thread {cr.stream}" if cpu_threads else f" stream {cr.stream}")
-            what = "op(s)" if cpu_threads else "kernel(s)"
-            for a, b, n, names in zip(cr.starts, cr.ends, cr.counts, cr.names):
-                compute.add(a, b, y, BAR, f"<b>{where}</b>: {int(n)} {what} in {ms((b - a) / 1e6)}<br>"
-                                          + _kernel_text(names, int(n)))
-        yc = y_of[(rb.rank, "comm")]
-        bar = BAR * comm_row_span(rb.n_lanes)  # the comm row's bar thickness, in y units
-        lane_h = bar / max(rb.n_lanes, 1)
-        for j, r in enumerate(rb.coll.itertuples(index=False)):
-            if not rb.drawn[j]:
-                continue
-            lab = str(r.label)
-            y = yc - bar / 2 + lane_h * (rb.lanes[j] + 0.5)
-            start, end = rb.start[j], rb.end[j]
-            phase = "" if r.phase is None or pd.isna(r.phase) else f" · {r.phase}"
-            per_label.setdefault(lab, _Bars()).add(
-                start, end, y, lane_h * 0.9, f"{r.op}{phase} · group {r.group}<br>rank {rb.rank} · {step_text(r.step)}",
-                (rb.rank, r.step, r.seq, np.nan if pd.isna(r.bytes) else float(r.bytes), (end - start) / 1e6,
-                 rb.exposed_ns[j] / 1e6),
-                byte_size(r.bytes if not pd.isna(r.bytes) else None) + "<br>"
-                + launch_to_start(rb.queued[j]))
-            for a, b in rb.exposed[j]:
-                exposed.add(a, b, y, lane_h * 0.9)
-        for r in (rb.inflight.itertuples(index=False) if rb.inflight is not None else ()):
-            y = yc - bar / 2 + lane_h * (r.lane + 0.5)
-            stuck.setdefault(str(r.label), _Bars()).add(r.start, r.end, y, lane_h * 0.9,
-                                                         inflight_text(r, rb.rank, more.get(rb.rank, 0)))
-            if r.cut:
-                cut_x.append(r.end / 1e6)
-                cut_y.append(y)
-        for h, t in zip(rb.hooks.itertuples(index=False), rb.hook_t):
-            hx, hy, ht = hooks.setdefault(str(h.label), ([], [], []))
-            hx.append(t / 1e6)
-            hy.append(yc - bar / 2)
-            ht.append(f"hook {h.label}<br>rank {rb.rank} · step {h.step} · micro-step {h.micro_step} · "
-                      f"position {h.position}")
-
+        _collect_rank(layers, rb, y_of, cpu_threads, (bars.inflight_more or {}).get(rb.rank, 0))
     fig = go.Figure()
-    if compute.base:
-        fig.add_trace(compute.trace("%{text}<extra></extra>", name="compute",
-                                    marker=dict(color=COMPUTE_COLOR, line=dict(width=0))))
-    for lab in sorted(per_label):
-        fig.add_trace(per_label[lab].trace(COLL_HOVER.replace("LABEL", lab), name=lab, legendgroup=lab,
-                                           marker=dict(color=colors[lab], line=dict(width=0))))
-    if exposed.base:  # hover passes through to the collective's own bar, which states its exposed time
-        fig.add_trace(exposed.trace(name="exposed (hatched)", marker=EXPOSED_MARKER))
-    if stuck:
-        fig.add_trace(go.Bar(orientation="h", x=[None], base=[None], y=[None], name=INFLIGHT_NAME,
-                             legendgroup=INFLIGHT_NAME, hoverinfo="skip", marker=INFLIGHT_LEGEND))
-        for lab in sorted(stuck):
-            fig.add_trace(stuck[lab].trace("%{text}<extra></extra>", name=INFLIGHT_NAME, legendgroup=INFLIGHT_NAME,
-                                           showlegend=False, marker=dict(INFLIGHT_MARKER, color=colors[lab])))
-    if cut_x:
-        fig.add_trace(go.Scatter(x=np.asarray(cut_x, np.float64), y=np.asarray(cut_y, np.float64), mode="markers",
-                                 name=INFLIGHT_NAME, legendgroup=INFLIGHT_NAME, showlegend=False, hoverinfo="skip",
-                                 marker=CUT_MARKER, cliponaxis=False))
-    for lab in sorted(hooks):
-        hx, hy, ht = hooks[lab]
-        fig.add_trace(go.Scatter(x=np.asarray(hx, np.float64), y=np.asarray(hy, np.float64), hovertext=ht,
-                                 hovertemplate="%{hovertext}<extra></extra>", mode="markers", name=f"hook {lab}",
-                                 legendgroup=lab, showlegend=lab not in per_label,
-                                 marker=dict(HOOK_MARKER, color=colors.get(lab))))
-    flows = bars.flows
-    if flows is not None and len(flows):
-        xs, ys = [], []
-        for _, f in flows.groupby("flow", sort=True):
-            xs += list(f["t"].to_numpy(np.float64) / 1e6) + [np.nan]
-            ys += [y_of[(int(r), "comm")] for r in f["rank"]] + [np.nan]
-        fig.add_trace(go.Scatter(x=np.asarray(xs, np.float64), y=np.asarray(ys, np.float64), mode="lines",
-                                 name=FLOW_NAME, visible="legendonly", hoverinfo="skip", line=dict(FLOW_LINE)))
-    shapes, notes = [], []
-    for s, gap_from in zip(bars.step_marks.itertuples(index=False), bars.gap_before):
-        x = (int(s.start_ns) - t0) / 1e6
-        shapes.append(dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
-                           line=dict(color="#888", dash="dot", width=1)))
-        notes.append(dict(x=x, y=1, xref="x", yref="paper", text=f"step {s.step}", showarrow=False,
-                          xanchor="left", yanchor="bottom", font=dict(size=11, color="#555")))
-        if gap_from is not None:
-            shapes.append(dict(type="rect", xref="x", yref="paper", x0=(gap_from - t0) / 1e6, x1=x, y0=0, y1=1,
-                               fillcolor=GAP_COLOR, opacity=0.35, line=dict(width=0), layer="below"))
+    _add_layers(fig, layers, colors)
+    _add_flows(fig, bars.flows, y_of)
     unfinished = bars.unfinished if bars.unfinished is not None else pd.DataFrame(columns=["step", "start_ns"])
-    for s in unfinished.itertuples(index=False):
-        x = (int(s.start_ns) - t0) / 1e6
-        shapes.append(dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
-                           line=dict(color=INFLIGHT_COLOR, dash="dot", width=1)))
-        notes.append(dict(x=x, y=1, xref="x", yref="paper", text=f"step {s.step} · {UNFINISHED_STEP}",
-                          showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=11, color=INFLIGHT_COLOR)))
+    shapes, notes = _step_marks(bars, unfinished)
     # bars cut at the edge end where the axis does (autorange would pad past them, and a cut bar would read
     # as a collective that ended there); "all steps" and a double-click come back to this range. A rank the
     # page's selector adds may have such bars when no drawn rank does: the axis ends at the edge then too.
-    x_range = [-0.01 * bars.t_edge / 1e6, bars.t_edge / 1e6] if cut_x or bars.cut_anywhere else None
+    x_range = [-0.01 * bars.t_edge / 1e6, bars.t_edge / 1e6] if layers.cut_x or bars.cut_anywhere else None
     _add_step_selector(fig, _step_spans(bars, unfinished), every_step=bars.window is None, x_range=x_range)
     if x_range is not None:
         fig.update_xaxes(range=x_range, autorange=False)
@@ -355,3 +278,113 @@ def timeline_figure(bars: TimelineBars, cpu_threads: bool = False) -> go.Figure:
                       annotations=notes, bargap=0, legend=dict(orientation="h", x=0, yref="container", y=0.005, yanchor="bottom"),
                       hoverlabel=dict(align="left"), meta=dict(row_px=ROW_H))
     return fig
+
+
+def _collect_rank(layers: _Layers, rb: Any, y_of: dict, cpu_threads: bool, more: int) -> None:
+    """One rank's compute rows, collectives (lane by lane in its comm row), exposed parts, collectives
+    left in flight and hook markers, into `layers`; `more`: its in-flight collectives not drawn."""
+    for cr in rb.compute:
+        y = y_of[(rb.rank, cr.stream)]
+        where = f"rank {rb.rank}" + ("" if cr.stream is None else
+                                      f" CPU thread {cr.stream}" if cpu_threads else f" stream {cr.stream}")
+        what = "op(s)" if cpu_threads else "kernel(s)"
+        for a, b, n, names in zip(cr.starts, cr.ends, cr.counts, cr.names):
+            layers.compute.add(a, b, y, BAR, f"<b>{where}</b>: {int(n)} {what} in {ms((b - a) / 1e6)}<br>"
+                                             + _kernel_text(names, int(n)))
+    yc = y_of[(rb.rank, "comm")]
+    bar = BAR * comm_row_span(rb.n_lanes)  # the comm row's bar thickness, in y units
+    lane_h = bar / max(rb.n_lanes, 1)
+    for j, r in enumerate(rb.coll.itertuples(index=False)):
+        if not rb.drawn[j]:
+            continue
+        lab = str(r.label)
+        y = yc - bar / 2 + lane_h * (rb.lanes[j] + 0.5)
+        start, end = rb.start[j], rb.end[j]
+        phase = "" if r.phase is None or pd.isna(r.phase) else f" · {r.phase}"
+        layers.per_label.setdefault(lab, _Bars()).add(
+            start, end, y, lane_h * 0.9, f"{r.op}{phase} · group {r.group}<br>rank {rb.rank} · {step_text(r.step)}",
+            (rb.rank, r.step, r.seq, np.nan if pd.isna(r.bytes) else float(r.bytes), (end - start) / 1e6,
+             rb.exposed_ns[j] / 1e6),
+            byte_size(r.bytes if not pd.isna(r.bytes) else None) + "<br>"
+            + launch_to_start(rb.queued[j]))
+        for a, b in rb.exposed[j]:
+            layers.exposed.add(a, b, y, lane_h * 0.9)
+    for r in (rb.inflight.itertuples(index=False) if rb.inflight is not None else ()):
+        y = yc - bar / 2 + lane_h * (r.lane + 0.5)
+        layers.stuck.setdefault(str(r.label), _Bars()).add(r.start, r.end, y, lane_h * 0.9,
+                                                            inflight_text(r, rb.rank, more))
+        if r.cut:
+            layers.cut_x.append(r.end / 1e6)
+            layers.cut_y.append(y)
+    for h, t in zip(rb.hooks.itertuples(index=False), rb.hook_t):
+        hx, hy, ht = layers.hooks.setdefault(str(h.label), ([], [], []))
+        hx.append(t / 1e6)
+        hy.append(yc - bar / 2)
+        ht.append(f"hook {h.label}<br>rank {rb.rank} · step {h.step} · micro-step {h.micro_step} · "
+                  f"position {h.position}")
+
+
+def _add_layers(fig: go.Figure, layers: _Layers, colors: dict) -> None:
+    """One trace per kind and label, in drawing order: compute, collectives, their exposed parts (hatched
+    over them), collectives left in flight, their cut ends, hooks."""
+    if layers.compute.base:
+        fig.add_trace(layers.compute.trace("%{text}<extra></extra>", name="compute",
+                                           marker=dict(color=COMPUTE_COLOR, line=dict(width=0))))
+    for lab in sorted(layers.per_label):
+        fig.add_trace(layers.per_label[lab].trace(COLL_HOVER.replace("LABEL", lab), name=lab, legendgroup=lab,
+                                                  marker=dict(color=colors[lab], line=dict(width=0))))
+    if layers.exposed.base:  # hover passes through to the collective's own bar, which states its exposed time
+        fig.add_trace(layers.exposed.trace(name="exposed (hatched)", marker=EXPOSED_MARKER))
+    if layers.stuck:
+        fig.add_trace(go.Bar(orientation="h", x=[None], base=[None], y=[None], name=INFLIGHT_NAME,
+                             legendgroup=INFLIGHT_NAME, hoverinfo="skip", marker=INFLIGHT_LEGEND))
+        for lab in sorted(layers.stuck):
+            fig.add_trace(layers.stuck[lab].trace("%{text}<extra></extra>", name=INFLIGHT_NAME,
+                                                  legendgroup=INFLIGHT_NAME, showlegend=False,
+                                                  marker=dict(INFLIGHT_MARKER, color=colors[lab])))
+    if layers.cut_x:
+        fig.add_trace(go.Scatter(x=np.asarray(layers.cut_x, np.float64), y=np.asarray(layers.cut_y, np.float64),
+                                 mode="markers", name=INFLIGHT_NAME, legendgroup=INFLIGHT_NAME, showlegend=False,
+                                 hoverinfo="skip", marker=CUT_MARKER, cliponaxis=False))
+    for lab in sorted(layers.hooks):
+        hx, hy, ht = layers.hooks[lab]
+        fig.add_trace(go.Scatter(x=np.asarray(hx, np.float64), y=np.asarray(hy, np.float64), hovertext=ht,
+                                 hovertemplate="%{hovertext}<extra></extra>", mode="markers", name=f"hook {lab}",
+                                 legendgroup=lab, showlegend=lab not in layers.per_label,
+                                 marker=dict(HOOK_MARKER, color=colors.get(lab))))
+
+
+def _add_flows(fig: go.Figure, flows: pd.DataFrame | None, y_of: dict) -> None:
+    """Lines joining the members of each collective instance across the ranks' comm rows (hidden until
+    the legend shows them)."""
+    if flows is None or not len(flows):
+        return
+    xs, ys = [], []
+    for _, f in flows.groupby("flow", sort=True):
+        xs += list(f["t"].to_numpy(np.float64) / 1e6) + [np.nan]
+        ys += [y_of[(int(r), "comm")] for r in f["rank"]] + [np.nan]
+    fig.add_trace(go.Scatter(x=np.asarray(xs, np.float64), y=np.asarray(ys, np.float64), mode="lines",
+                             name=FLOW_NAME, visible="legendonly", hoverinfo="skip", line=dict(FLOW_LINE)))
+
+
+def _step_marks(bars: TimelineBars, unfinished: pd.DataFrame) -> tuple[list[dict], list[dict]]:
+    """The step boundaries (a dotted line and its name each, the host gap before a step shaded) and the
+    steps a rank began but did not finish, as layout shapes and annotations."""
+    t0 = bars.t0
+    shapes, notes = [], []
+    for s, gap_from in zip(bars.step_marks.itertuples(index=False), bars.gap_before):
+        x = (int(s.start_ns) - t0) / 1e6
+        shapes.append(dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
+                           line=dict(color="#888", dash="dot", width=1)))
+        notes.append(dict(x=x, y=1, xref="x", yref="paper", text=f"step {s.step}", showarrow=False,
+                          xanchor="left", yanchor="bottom", font=dict(size=11, color="#555")))
+        if gap_from is not None:
+            shapes.append(dict(type="rect", xref="x", yref="paper", x0=(gap_from - t0) / 1e6, x1=x, y0=0, y1=1,
+                               fillcolor=GAP_COLOR, opacity=0.35, line=dict(width=0), layer="below"))
+    for s in unfinished.itertuples(index=False):
+        x = (int(s.start_ns) - t0) / 1e6
+        shapes.append(dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
+                           line=dict(color=INFLIGHT_COLOR, dash="dot", width=1)))
+        notes.append(dict(x=x, y=1, xref="x", yref="paper", text=f"step {s.step} · {UNFINISHED_STEP}",
+                          showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=11, color=INFLIGHT_COLOR)))
+    return shapes, notes
