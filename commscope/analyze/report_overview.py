@@ -257,57 +257,83 @@ def _culprits_first(ranks: list[Finding], diagnosis: Any) -> list[Finding]:
 def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights:
     steps = pd.DataFrame(summary.get("steps") or [])
     left_out = left_out_steps(summary, steps)
-    if len(steps):
-        step_sum = pd.to_numeric(steps["step_ms"], errors="coerce").sum()
-        # the headline's rows: the profiler's steps time the profiler (left_out_steps)
-        counted = steps[~steps["step"].astype(int).isin(list(left_out))]
-        counted_sum = pd.to_numeric(counted["step_ms"], errors="coerce").sum()
-        exposed = pd.to_numeric(counted["exposed_comm_ms"], errors="coerce")
-        # a step holding a collective of unknown exposure has no exposed total: no share rather than a low one
-        exposed_pct = (float(100 * exposed.sum() / counted_sum) if counted_sum > 0 and not exposed.isna().any()
-                       else None)
-        step_mean = _f(pd.to_numeric(counted["step_ms"], errors="coerce").mean())
-        n_steps = int(steps["step"].nunique())
-        per_rank_step_ms = float(step_sum / max(steps["rank"].nunique(), 1))
-        step_range, step_ranks = (int(steps["step"].min()), int(steps["step"].max())), int(steps["rank"].nunique())
-    else:
-        exposed_pct = step_mean = step_range = None
-        n_steps, per_rank_step_ms, step_ranks = 0, 0.0, 0
-    labels = []
+    exposed_pct, step_mean, n_steps, per_rank_step_ms, step_range, step_ranks = _step_totals(steps, left_out)
     ranked = sorted((summary.get("labels") or {}).items(), key=lambda kv: -(_f(kv[1].get("exposed_ms")) or 0.0))
-    for lab, v in ranked[:top]:
-        ms = _f(v.get("exposed_ms"))
-        if not ms:
-            continue
-        why = []
-        if per_rank_step_ms > 0:
-            why += _step_share(ms, v, per_rank_step_ms)
-        hidden = _f(v.get("hidden_pct"))
-        if hidden is not None:
-            why.append("compute never hides it (0% hidden)" if hidden == 0 else
-                       f"compute hides only {hidden:.1f}% of its running time" if hidden < 50 else
-                       f"compute hides {hidden:.1f}% of its running time")
-        queued, own = _f(v.get("queued_ms")), _f(v.get("own_exposed_ms"))
-        if queued and queued >= QUEUED_SHARE * ms:  # waiting behind its group's earlier collectives, not its own
-            why.append(f"{queued:,.3f} ms of it ({100 * queued / ms:.0f}%) is queueing behind earlier collectives "
-                       f"of its process group{_behind(v.get('queued_behind_ms'))}; its own transfer is exposed "
-                       f"{own or 0.0:,.3f} ms")
-        charged = _f(v.get("queue_charged_ms"))
-        if charged and charged >= QUEUED_SHARE * ms:
-            why.append(f"later collectives of its process group queue behind it for {charged:,.3f} ms more")
-        by_rank = {k: _f(x) for k, x in (v.get("exposed_ms_by_rank") or {}).items() if _f(x) is not None}
-        if len(by_rank) > 1:
-            worst = max(by_rank, key=lambda k: by_rank[k])
-            lo = min(by_rank.values())
-            why.append(f"most exposed on rank {worst} ({by_rank[worst]:,.3f} ms; least {lo:,.3f} ms)")
-        if diagnosis is not None and not isinstance(diagnosis, Exception) and getattr(diagnosis, "label", None) == lab:
-            # the verdict, whole, heads the page: a pointer, not its text a second time
-            why.append(f"the doctor's verdict ({diagnosis.verdict}) is mostly about this label")
-        labels.append(Finding(str(lab), ms, why))
+    labels = [_label_finding(str(lab), v, per_rank_step_ms, diagnosis) for lab, v in ranked[:top]
+              if _f(v.get("exposed_ms"))]
     culprit = cause(summary)
     if culprit is not None and labels and labels[0].name == str(ranked[0][0]):
         # the first label read is the victim: its cause goes right under its share of the step time
         labels[0].why[1:1] = culprit.why
+    ranks = _culprits_first(_rank_findings(summary, steps, step_range, diagnosis, top), diagnosis)
+    if diagnosis is None or isinstance(diagnosis, Exception):
+        verdict, vsum = "unknown", (f"diagnosis failed: {diagnosis}" if diagnosis is not None else "not diagnosed")
+    else:
+        verdict, vsum = diagnosis.verdict, diagnosis.summary
+    # collectives ran (count) but none has a known exposed time (no end time in the trace)
+    unknown = [str(lab) for lab, v in (summary.get("labels") or {}).items()
+               if _f(v.get("exposed_ms")) is None and (_f(v.get("count")) or 0) > 0]
+    return Highlights(verdict=verdict, verdict_summary=vsum, exposed_pct=exposed_pct, step_ms_mean=step_mean,
+                      exposed_unknown=unknown,
+                      n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks,
+                      step_range=step_range, step_ranks=step_ranks,
+                      steps_selected=bool(summary.get("steps_selected")), steps_left_out=left_out, cause=culprit,
+                      step_scope=step_scope(step_range, step_ranks, bool(summary.get("steps_selected")), left_out))
+
+
+def _step_totals(steps: pd.DataFrame, left_out: dict[int, str]) -> tuple:
+    """(exposed share %, mean step ms, steps, step ms summed per rank, (first, last step), ranks) of the
+    per-step rows; the share and mean leave the profiler's steps (`left_out`) out."""
+    if not len(steps):
+        return None, None, 0, 0.0, None, 0
+    step_sum = pd.to_numeric(steps["step_ms"], errors="coerce").sum()
+    # the headline's rows: the profiler's steps time the profiler (left_out_steps)
+    counted = steps[~steps["step"].astype(int).isin(list(left_out))]
+    counted_sum = pd.to_numeric(counted["step_ms"], errors="coerce").sum()
+    exposed = pd.to_numeric(counted["exposed_comm_ms"], errors="coerce")
+    # a step holding a collective of unknown exposure has no exposed total: no share rather than a low one
+    exposed_pct = float(100 * exposed.sum() / counted_sum) if counted_sum > 0 and not exposed.isna().any() else None
+    step_mean = _f(pd.to_numeric(counted["step_ms"], errors="coerce").mean())
+    n_ranks = int(steps["rank"].nunique())
+    return (exposed_pct, step_mean, int(steps["step"].nunique()), float(step_sum / max(n_ranks, 1)),
+            (int(steps["step"].min()), int(steps["step"].max())), n_ranks)
+
+
+def _label_finding(lab: str, v: dict, per_rank_step_ms: float, diagnosis: Any) -> Finding:
+    """Why a label's exposed time is what it is: its share of the step, how much compute hides, its
+    queueing, its worst rank, and whether the verdict is about it."""
+    ms = _f(v.get("exposed_ms"))
+    why = []
+    if per_rank_step_ms > 0:
+        why += _step_share(ms, v, per_rank_step_ms)
+    hidden = _f(v.get("hidden_pct"))
+    if hidden is not None:
+        why.append("compute never hides it (0% hidden)" if hidden == 0 else
+                   f"compute hides only {hidden:.1f}% of its running time" if hidden < 50 else
+                   f"compute hides {hidden:.1f}% of its running time")
+    queued, own = _f(v.get("queued_ms")), _f(v.get("own_exposed_ms"))
+    if queued and queued >= QUEUED_SHARE * ms:  # waiting behind its group's earlier collectives, not its own
+        why.append(f"{queued:,.3f} ms of it ({100 * queued / ms:.0f}%) is queueing behind earlier collectives "
+                   f"of its process group{_behind(v.get('queued_behind_ms'))}; its own transfer is exposed "
+                   f"{own or 0.0:,.3f} ms")
+    charged = _f(v.get("queue_charged_ms"))
+    if charged and charged >= QUEUED_SHARE * ms:
+        why.append(f"later collectives of its process group queue behind it for {charged:,.3f} ms more")
+    by_rank = {k: _f(x) for k, x in (v.get("exposed_ms_by_rank") or {}).items() if _f(x) is not None}
+    if len(by_rank) > 1:
+        worst = max(by_rank, key=lambda k: by_rank[k])
+        lo = min(by_rank.values())
+        why.append(f"most exposed on rank {worst} ({by_rank[worst]:,.3f} ms; least {lo:,.3f} ms)")
+    if diagnosis is not None and not isinstance(diagnosis, Exception) and getattr(diagnosis, "label", None) == lab:
+        # the verdict, whole, heads the page: a pointer, not its text a second time
+        why.append(f"the doctor's verdict ({diagnosis.verdict}) is mostly about this label")
+    return Finding(lab, ms, why)
+
+
+def _rank_findings(summary: dict, steps: pd.DataFrame, step_range: tuple[int, int] | None, diagnosis: Any,
+                   top: int) -> list[Finding]:
+    """The ranks that made the others wait most (the `top` first), and the rank with the most exposed
+    communication over the steps."""
     ranks = []
     stragglers = [s for s in summary.get("stragglers") or [] if (_f(s.get("wait_caused_ms")) or 0) > 0]
     n_coll = (summary.get("skew") or {}).get("collectives")
@@ -342,20 +368,7 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
                 ranks[listed.index(f"rank {r}")].why += why
             else:
                 ranks.append(Finding(f"rank {r}", float(per_rank.max()), why))
-    ranks = _culprits_first(ranks, diagnosis)
-    if diagnosis is None or isinstance(diagnosis, Exception):
-        verdict, vsum = "unknown", (f"diagnosis failed: {diagnosis}" if diagnosis is not None else "not diagnosed")
-    else:
-        verdict, vsum = diagnosis.verdict, diagnosis.summary
-    # collectives ran (count) but none has a known exposed time (no end time in the trace)
-    unknown = [str(lab) for lab, v in (summary.get("labels") or {}).items()
-               if _f(v.get("exposed_ms")) is None and (_f(v.get("count")) or 0) > 0]
-    return Highlights(verdict=verdict, verdict_summary=vsum, exposed_pct=exposed_pct, step_ms_mean=step_mean,
-                      exposed_unknown=unknown,
-                      n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks,
-                      step_range=step_range, step_ranks=step_ranks,
-                      steps_selected=bool(summary.get("steps_selected")), steps_left_out=left_out, cause=culprit,
-                      step_scope=step_scope(step_range, step_ranks, bool(summary.get("steps_selected")), left_out))
+    return ranks
 
 
 def heatmap(summary: dict, trace: Any = None, bars: Any = None, max_cols: int = 60) -> Heatmap | None:
