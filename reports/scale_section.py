@@ -45,7 +45,7 @@ def lateness_figure(hist: list[dict]):
                             _floats(hist, "worst_ms"), _floats(hist, "worst_step")])
     labels = [r["worst_label"] or "" for r in hist]
     fig = go.Figure(go.Bar(
-        x=names, y=[r["arrivals"] for r in hist], customdata=data, text=labels, textposition="none",
+        x=names, y=np.array([r["arrivals"] for r in hist], dtype=np.int64), customdata=data, text=labels, textposition="none",
         marker=dict(color="#0072B2"), name="arrivals",
         hovertemplate=("<b>%{x}</b> after the first arrival<br>%{y:,} arrivals (%{customdata[0]:.3f}%) "
                        "of %{customdata[1]:,} ranks<br>latest: rank %{customdata[2]} at %{customdata[3]:.3f} ms "
