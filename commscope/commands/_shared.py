@@ -113,15 +113,18 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, schedule
                        with_ops_up_to: int | None = None):
     """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts); the
     per-rank stage on the Dask cluster at `scheduler` when given; `with_ops`, `with_ops_up_to`: load_path's."""
-    from rich.progress import Progress
-
     from commscope.load import load_path
-    from reports.console import plain_console
 
     if not path.exists():
         raise UserError(f"{path} does not exist")
+    if quiet:  # --json: not even rich is imported (the whole command's time is what a script waits for)
+        return load_path(path, with_ops=with_ops, scheduler=scheduler, with_ops_up_to=with_ops_up_to)
+    from rich.progress import Progress
+
+    from reports.console import plain_console
+
     console = plain_console(stderr=True)
-    if quiet or not console.is_terminal:  # no bar (and no stray blank line) when stderr is a file or pipe
+    if not console.is_terminal:  # no bar (and no stray blank line) when stderr is a file or pipe
         return load_path(path, with_ops=with_ops, scheduler=scheduler, with_ops_up_to=with_ops_up_to)
     with Progress(*progress_columns(), console=console, transient=True) as bar:
         task = bar.add_task(f"loading {path.name}", total=None)
@@ -137,12 +140,15 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, schedule
 def status(message: str, quiet: bool):
     """A spinner with `message` on stderr while a long step without a count runs (HTA's analyses); nothing
     when quiet or when stderr is not a terminal."""
+    if quiet:
+        yield
+        return
     from rich.text import Text
 
     from reports.console import plain_console
 
     console = plain_console(stderr=True)
-    if quiet or not console.is_terminal:
+    if not console.is_terminal:
         yield
         return
     with console.status(Text(message)):  # a str would be read as markup by the spinner itself

@@ -40,22 +40,23 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Analyze a run or trace folder: HTML report with timeline and tables, terminal summary, or JSON."""
         from commscope.analyze.doctor import diagnose_trace
-        from commscope.analyze.report_context import PAGE_ALL_RANKS
         from commscope.analyze.summary import summarize
 
         if as_json and output is not None:  # else -o would be dropped without a word
             raise UserError("--json prints the document on stdout and writes no page: give --json or -o, not both")
         window = parse_steps(steps)
         sizes = read_label_map(label_map)
-        out = None
+        out, ops_up_to = None, None
         if not as_json:
-            out = output or default_output(path)
+            from commscope.analyze.report_context import PAGE_ALL_RANKS
+
+            out, ops_up_to = output or default_output(path), PAGE_ALL_RANKS
             check_output(out, path, own_page)  # before loading: a refused output fails at once
         # The page's layout section reads ops (--json never does): up to PAGE_ALL_RANKS ranks every rank's,
         # parsed in the same pass; above, the representative ranks' only, parsed from their files when it
         # reads them (report_context's Trace.select_ranks).
         trace = load_with_progress(path, quiet=as_json, with_ops=not as_json, scheduler=scheduler,
-                                   with_ops_up_to=PAGE_ALL_RANKS)
+                                   with_ops_up_to=ops_up_to)
         trace = apply_label_map(trace, sizes)
         window = resolve_steps(trace, window)
         # HTA reads device kernels only: on a CPU trace it is skipped, and saying it takes seconds would mislead
