@@ -99,21 +99,24 @@ def _floats(values: list):
 
 
 def _ids(ev: Events) -> None:
-    """Thread ids that are not a number or a string (an object, a list) as their text: ids are grouped and
-    matched by value, which needs them hashable. Each replaced id is counted in `ev.dropped`."""
+    """Thread ids that are not a number or a string (null, an object, a list) or are NaN, as their text: ids
+    are grouped and matched by value, which needs them hashable and equal to themselves (a null or NaN id
+    would be dropped by every grouping, as if the event had no thread). Each replaced id is counted in
+    `ev.dropped`."""
     for kind in ("o", "l", "a", "p"):
         col = getattr(ev, f"{kind}_tid")
-        if set(map(type, col)) <= _ID_TYPES:
+        types = set(map(type, col))
+        if types <= _ID_TYPES and (float not in types or not any(t != t for t in col)):
             continue
         n = 0
         for i, t in enumerate(col):
-            if type(t) not in _ID_TYPES:
+            if type(t) not in _ID_TYPES or t != t:
                 col[i] = str(t)
                 n += 1
         ev.drop(f"{_KINDS[kind][2]} event(s) with a tid that is not a number or a string (taken as its text)", n)
 
 
-_ID_TYPES = {int, str, float, type(None)}
+_ID_TYPES = {int, str, float}
 
 
 # --- checking the shapes -------------------------------------------------------------------------------

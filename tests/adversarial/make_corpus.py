@@ -54,15 +54,16 @@ def kineto_gpu(rank: int, world: int, *, op_args: dict | None = None, grid: obje
             "traceEvents": ev}
 
 
-def kineto_gloo(rank: int, world: int, *, launch_args: dict | None = None) -> dict:
+def kineto_gloo(rank: int, world: int, *, launch_args: dict | None = None, tid: object = 1) -> dict:
     """A CPU (gloo) trace of one step: an all_reduce launched by `c10d::allreduce_` and executed by
-    `gloo:all_reduce` on a worker thread; `launch_args` puts odd values in the launch's args."""
+    `gloo:all_reduce` on a worker thread; `launch_args` puts odd values in the launch's args, `tid` is the
+    launching thread's id."""
     shapes = {"Input Dims": [[1024]], "Input type": ["float"]}
     return {"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": world},
             "traceEvents": [
-                {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000.0,
+                {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": tid, "ts": 1000.0,
                  "dur": 500.0},
-                {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1, "ts": 1100.0, "dur": 10.0,
+                {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": tid, "ts": 1100.0, "dur": 10.0,
                  "args": {**shapes, **(launch_args or {})}},
                 {"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "pid": 1, "tid": 2, "ts": 1115.0, "dur": 50.0,
                  "args": shapes}]}
@@ -113,7 +114,7 @@ def main() -> None:
     write("not_json_trace", "rank0.json", "this is not JSON at all\n")
     write("json_array_trace", "rank0.json", [1, 2, 3])
     write("gzip_garbage", "rank0.json.gz", bytes(range(256)) * 4)
-    write("gzip_truncated", "rank0.json.gz", gzip.compress(full)[:40])
+    write("gzip_truncated", "rank0.json.gz", gzip.compress(full, mtime=0)[:40])
     write("no_distributed_info", "rank0.json", kineto(0, 1, with_info=False))
     write("duplicate_ranks", "a.json", kineto(0, 2))
     write("duplicate_ranks", "b.json", kineto(0, 2))
@@ -168,6 +169,9 @@ def main() -> None:
                                                         "Group size": 10**20})
     write_ranks("trace_nelems_beyond_float", rpc_args={"In msg nelems": 10**400, "Out msg nelems": 10**400})
     write_ranks("trace_tid_object", tid={"x": 1})
+    # a CPU trace's compute is its launching thread's ops: a null or NaN id must still name one thread
+    write_ranks("trace_gloo_tid_null", gloo=True, tid=None)
+    write_ranks("trace_gloo_tid_nan", gloo=True, tid=float("nan"))
     run_rank("events_step_int64_max", 0, 1, events="".join(
         json.dumps({**step(0, s), "step": 2**63 - 1 if s else 0}) + "\n" for s in range(2)))
 

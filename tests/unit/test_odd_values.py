@@ -21,6 +21,8 @@ CORPUS = TESTS / "adversarial"
 REPORTED = {
     "trace_dur_beyond_float": "event(s) with a non-finite or out-of-range ts/dur",
     "trace_tid_object": "with a tid that is not a number or a string (taken as its text)",
+    "trace_gloo_tid_null": "with a tid that is not a number or a string (taken as its text)",
+    "trace_gloo_tid_nan": "with a tid that is not a number or a string (taken as its text)",
     "trace_grid_beyond_int64": "with a grid or block that is not up to 3 integers below 2^32",
     "trace_nelems_beyond_int64": "record_param_comms op(s) record a message size",
     "trace_nelems_beyond_float": "record_param_comms op(s) record a message size",
