@@ -109,7 +109,7 @@ def _decode(line: bytes) -> Any:
     does any record with a value out of range, where the file stays readable."""
     try:
         return _DECODER.decode(line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # msgspec raises the latter for ~1,000 levels of nesting
         try:
             return orjson.loads(line)
         except orjson.JSONDecodeError as e:

@@ -228,14 +228,15 @@ def iter_jsonl(path: str, dedup: bool = False,
     """(line number, line bytes, decoded value) of every non-blank line of a JSON-lines file, read in
     blocks: memory is one block and one line, whatever the file's size. A line that does not decode is
     yielded with the value `TORN` when it is the last non-blank line (a crash mid-append tears only the
-    last line); anywhere else it is a corrupt file (UserError), as is a line longer than
-    limits.LINE_BYTES. With `dedup`, a line identical to an earlier one is yielded with the value
+    last line), as is a last line longer than limits.LINE_BYTES that no newline ends (yielded as b"");
+    anywhere else either is a corrupt file (UserError). With `dedup`, a line identical to an earlier one is yielded with the value
     `DUPLICATE`, undecoded (the set of line hashes grows with the distinct lines only). `decode` turns a
     line into its value (orjson.loads, or a typed decoder that falls back to it); it raises orjson's
     JSONDecodeError for a line that is not JSON."""
     max_line = limits.LINE_BYTES.value()
     seen: set[int] = set()
-    pending: tuple[int, bytes] | None = None  # an undecodable line: torn if nothing follows it
+    pending: tuple[int, bytes, str] | None = None  # an undecodable line, and why: torn if nothing follows it
+    overlong: int | None = None  # a line past max_line not yet ended: torn if the file ends inside it
     lineno = 0
     with _open_regular(path) as f:
         rest = b""
@@ -244,20 +245,22 @@ def iter_jsonl(path: str, dedup: bool = False,
                 block = f.read(_READ_BLOCK)
             except OSError as e:
                 raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+            if overlong is not None:  # its bytes are not kept: memory stays one block
+                if block and b"\n" not in block:
+                    continue
+                if block:
+                    raise _too_long(path, overlong, max_line)
+                break
             lines = (rest + block).split(b"\n") if block else [rest]
             rest = lines.pop() if block else b""
-            if len(rest) > max_line:
-                raise limits.LINE_BYTES.refuse(f"{path}: line {lineno + len(lines) + 1} is longer than "
-                                               f"{max_line // 1024:,} KiB")
             for ln in lines:
                 lineno += 1
                 if len(ln) > max_line:
-                    raise limits.LINE_BYTES.refuse(f"{path}: line {lineno} is longer than {max_line // 1024:,} KiB")
+                    raise _too_long(path, lineno, max_line)
                 if not ln.strip():
                     continue
                 if pending is not None:
-                    what = "not UTF-8" if _not_utf8(pending[1]) else "not valid JSON"
-                    raise UserError(f"{path}: line {pending[0]} is {what}")
+                    raise _corrupt(path, pending)
                 if dedup:
                     h = hash(ln)
                     if h in seen:
@@ -265,16 +268,33 @@ def iter_jsonl(path: str, dedup: bool = False,
                         continue
                 try:
                     value = decode(ln)
-                except orjson.JSONDecodeError:
-                    pending = (lineno, ln)
+                except orjson.JSONDecodeError as e:
+                    pending = (lineno, ln, str(e))
                     continue
                 if dedup:
                     seen.add(h)
                 yield lineno, ln, value
+            if len(rest) > max_line:
+                overlong, rest = lineno + 1, b""
             if not block:
                 break
+    if overlong is not None:
+        if pending is not None:
+            raise _corrupt(path, pending)
+        pending = (overlong, b"", "")
     if pending is not None:
         yield pending[0], pending[1], TORN
+
+
+def _too_long(path: str, lineno: int, max_line: int) -> UserError:
+    return limits.LINE_BYTES.refuse(f"{path}: line {lineno} is longer than {max_line // 1024:,} KiB")
+
+
+def _corrupt(path: str, pending: tuple[int, bytes, str]) -> UserError:
+    lineno, raw, why = pending
+    what = ("not UTF-8" if _not_utf8(raw) else "JSON nested too deeply" if "depth limit" in why else
+            "not valid JSON")
+    return UserError(f"{path}: line {lineno} is {what}")
 
 
 TORN = object()  # iter_jsonl's value for a torn last line

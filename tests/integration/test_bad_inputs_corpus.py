@@ -190,6 +190,13 @@ def _events_lines(lines: list[bytes]) -> Callable[[Path], None]:
     return fn
 
 
+def _append_events(tail: bytes) -> Callable[[Path], None]:
+    def fn(run: Path) -> None:
+        with open(run / "rank0" / "events.jsonl", "ab") as f:
+            f.write(tail)
+    return fn
+
+
 def _deep_fr(run: Path) -> None:
     (run / "flight_recorder").mkdir()
     (run / "flight_recorder" / "rank_0").write_text('{"entries": ' + "[" * 100_000 + "]" * 100_000 + "}")
@@ -304,6 +311,11 @@ KINDS: dict[str, Kind] = {
     "events_unknown_kind": Kind(in_run(lambda r: edit_first(r, "hook", {"kind": "future"})), "0"),
     "events_line_over_limit": Kind(in_run(_events_lines([b'{"kind": "x", "pad": "' + b"a" * 2 ** 21 + b'"}\n'])),
                                    "2", message="COMMSCOPE_MAX_LINE_KB"),
+    # a crash mid-append of a long line (or a file padded with zeros) tears the last line, whatever its length
+    "events_torn_last_line_over_limit": Kind(in_run(_append_events(b"\0" * 2 ** 21)), "0",
+                                             problem="ignored a torn last line"),
+    "events_nested_too_deeply": Kind(in_run(_events_lines([b'{"kind": "x", "a": ' + b"[" * 5000 + b"]" * 5000
+                                                           + b"}\n"])), "2", message="is JSON nested too deeply"),
     # the run directory's documents
     "meta_rank_string": Kind(in_run(lambda r: edit_json(r / "rank0" / "meta.json", {"rank": "one"})), "2",
                              message="rank is 'one'"),
