@@ -26,7 +26,7 @@ import gzip
 import os
 import stat
 import zlib
-from typing import Any, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 import orjson
 
@@ -140,7 +140,11 @@ def read_bytes(path: str, limit: Limit = limits.TRACE_BYTES) -> bytes:
             size = os.fstat(f.fileno()).st_size
             if size > cap:
                 raise limit.refuse(f"{path} is {size / 2 ** 20:,.1f} MiB")
-            raw = f.read(cap + 1)
+            # read() sizes its buffer by the count asked: the file's size, not the limit (which may be far
+            # above the memory there is)
+            raw = f.read(size + 1)
+            if len(raw) > size:  # grew since fstat: read on, at most to the limit
+                raw += _read_upto(f, cap + 1 - len(raw))
         except OSError as e:
             raise UserError(f"cannot read {path}: {e.strerror or e}") from None
     if len(raw) > cap:  # grew while being read
@@ -155,6 +159,17 @@ def read_bytes(path: str, limit: Limit = limits.TRACE_BYTES) -> bytes:
         except _GZIP_ERRORS as e:
             raise CorruptGzip(path, f"is not a valid gzip file ({e})") from None
     return raw
+
+
+def _read_upto(f: BinaryIO, n: int) -> bytes:
+    parts, left = [], n
+    while left > 0:
+        b = f.read(min(left, _READ_BLOCK))
+        if not b:
+            break
+        parts.append(b)
+        left -= len(b)
+    return b"".join(parts)
 
 
 def gunzip(raw: bytes, max_bytes: int | None = None, max_ratio: int | None = None) -> bytes:

@@ -33,6 +33,8 @@ class Limit:
             raise UserError(f"{self.env}={raw!r} is not a whole number") from None
         if v < 1:
             raise UserError(f"{self.env}={raw!r} must be at least 1")
+        if v * self.scale > _MOST:  # sizes are compared with and added to int64 byte counts
+            raise UserError(f"{self.env}={raw!r} must be at most {_MOST // self.scale:,}")
         return v * self.scale
 
     def refuse(self, what: str) -> UserError:
@@ -44,6 +46,8 @@ class Limit:
         v = f"{self.value() // self.scale:,}"
         return v + self.unit if self.unit == "×" else f"{v} {self.unit}"
 
+
+_MOST = 2 ** 53  # the largest limit in base units (bytes: 8 PiB), whatever the unit it is set in
 
 # One trace file (after gunzip): orjson decodes a Kineto trace into ~5-8× its size in Python objects.
 TRACE_BYTES = Limit("COMMSCOPE_MAX_TRACE_MB", 1024, "MiB", 2 ** 20)

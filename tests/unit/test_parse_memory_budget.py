@@ -119,6 +119,19 @@ def test_the_budget_is_read_from_its_variable(monkeypatch):
 
 
 @pytest.mark.parametrize("limit", limits.LIMITS, ids=lambda lim: lim.env)
+def test_a_limit_raised_far_past_memory_costs_nothing_and_past_int64_is_refused(monkeypatch, limit):
+    """The error lines say "set COMMSCOPE_MAX_…=N to raise it": a user who raises one a million-fold
+    (here ~1 TB for the sizes) still reads a small input, as nothing is sized by the limit itself; a value
+    past 2^53 base units is refused in one line, not an overflow further on."""
+    monkeypatch.setenv(limit.env, str(2 ** 40 // limit.scale))
+    for path in (DATA / "gloo2", DATA / "cpurun-hooks-gloo2"):
+        assert len(load_path(str(path), workers=1).collectives)
+    monkeypatch.setenv(limit.env, str(2 ** 53 // limit.scale + 1))
+    with pytest.raises(UserError, match=f"^{limit.env}='[0-9]+' must be at most {2 ** 53 // limit.scale:,}$"):
+        load_path(str(DATA / "gloo2"), workers=1)
+
+
+@pytest.mark.parametrize("limit", limits.LIMITS, ids=lambda lim: lim.env)
 @pytest.mark.parametrize("raw", ["abc", "0", "-3"])
 def test_a_malformed_limit_is_refused_on_every_input(monkeypatch, limit, raw):
     """Each variable is checked before anything is read, also where the input never needs its limit (a
