@@ -31,6 +31,7 @@ from commscope.errors import UserError
 KINDS = ("crash", "hang", "delay", "desync")
 DESYNC_HOW = ("op", "size")
 CRASH_EXIT = 134  # what an abort looks like to the launcher
+MAX_DELAY_MS = 86_400_000  # a day: longer than any hang timeout, within what time.sleep takes
 _SYNTAX = "KIND@rank=R,step=S[,label=L][,ms=M][,how=op|size]"
 
 
@@ -83,8 +84,8 @@ def parse_fault(text: str) -> Fault:
             ms = float(fields["ms"])
         except ValueError:
             raise UserError(f"--inject {text!r}: ms must be a number, got {fields['ms']!r}") from None
-        if not (ms >= 0 and ms != float("inf")):
-            raise UserError(f"--inject {text!r}: ms must be a finite number >= 0")
+        if not 0 <= ms <= MAX_DELAY_MS:  # NaN fails too; time.sleep refuses a time_t overflow, mid-run
+            raise UserError(f"--inject {text!r}: ms must be a number in 0..{MAX_DELAY_MS:,} (a day)")
     if kind == "delay" and ms is None:
         raise UserError(f"--inject {text!r}: delay needs ms=M (milliseconds)")
     if kind != "delay" and ms is not None:

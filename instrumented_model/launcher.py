@@ -38,6 +38,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -138,6 +139,21 @@ class Topology:
             raise UserError(f"--node-rank must be in 0..{self.nnodes - 1} (--nnodes {self.nnodes}), got {self.node_rank}")
         if self.master_port is not None and not 1 <= self.master_port <= 65535:
             raise UserError(f"--master-port must be a TCP port, 1..65535, got {self.master_port}")
+        if self.rdzv_endpoint is not None:
+            _endpoint(self.rdzv_endpoint)
+
+    def check_hosts(self) -> None:
+        """UserError for a rendezvous or master host name that does not resolve: torch's store would retry
+        connecting to it for minutes, silently, where the mistake is a typo. A host that resolves but is not
+        up yet is left to torch, which waits for it as a rendezvous should."""
+        hosts = [("--rdzv-endpoint", _endpoint(self.rdzv_endpoint)[0])] if self.rdzv_endpoint else []
+        hosts += [("--master-addr", self.master_addr)] if self.master_addr else []
+        for option, host in hosts:
+            try:
+                socket.getaddrinfo(host, None)
+            except (socket.gaierror, UnicodeError) as e:
+                raise UserError(f"{option}: host {host!r} does not resolve ({getattr(e, 'strerror', None) or e})") \
+                    from None
 
     def torchrun_args(self) -> list[str]:
         self.check()
@@ -154,6 +170,15 @@ class Topology:
             a += ["--node-rank", str(self.node_rank)]
         return a
 
+
+
+def _endpoint(text: str) -> tuple[str, int]:
+    """--rdzv-endpoint's HOST:PORT ([v6 address]:PORT), checked."""
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        raise UserError(f"--rdzv-endpoint must be HOST:PORT (a TCP port, 1..65535), got {text!r}")
+    return host, int(port)
 
 
 def default_run_dir(preset: str, world_size: int) -> str:
@@ -175,6 +200,7 @@ def _checked_args(trainer_argv: list[str], topology: Topology, out: str | None
         topology = dataclasses.replace(topology, nproc=max(1, _gpu_count()) if args.device == "cuda" else 2)
     topology.check()
     train.check_args(args, topology.world_size)
+    topology.check_hosts()
     if args.backend == "nccl":
         if topology.nproc > _gpu_count():
             raise UserError(f"--backend nccl needs one GPU per rank: {topology.nproc} ranks, "

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from commscope.errors import UserError
-from commscope.recording.api import end_status
+from commscope.recording.api import STEP_MAX, end_status
 from commscope.recording.termguard import Terminated, raise_terminated, signal_words
 from commscope.rundir import write_config, write_status
 from commscope.rundir.schema import PROGRESS, STATUS, rank_dir_name
@@ -113,8 +113,8 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     if args.backend == "nccl" and args.device != "cuda":
         raise UserError("--backend nccl needs --device cuda (gloo runs on CPU)")
     for name in ("steps", "grad_accum"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+        if not 1 <= getattr(args, name) <= STEP_MAX:  # step numbers are recorded exactly up to 2**53-1
+            raise UserError(f"--{name.replace('_', '-')} must be in 1..2**53-1, got {getattr(args, name)}")
     if args.batch_size is None:
         args.batch_size = default_batch_size(args, world_size)
     if args.batch_size < 1 or args.batch_size % (world_size * args.grad_accum):

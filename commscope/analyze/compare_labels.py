@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze.compare import MIN_RESAMPLES, MIN_RUNS  # the rules' one home, light to import
+from commscope.analyze.compare import MIN_RUNS, check_resamples  # the rules' one home, light to import
 from commscope.errors import UserError
 
 CI_LEVEL = 0.95
@@ -125,9 +125,7 @@ def _ci(cand: np.ndarray, base: np.ndarray, n_boot: int) -> tuple[float, float]:
 def compare_labels(groups: list[list[pd.DataFrame]], names: list[str], n_boot: int = 2000) -> pd.DataFrame:
     """Rows per (candidate, label): base/cand means, delta, CI, resampled unit, verdict. `groups`: per group
     (the baseline first, then the candidates, named `names`), its runs' run_samples."""
-    if n_boot < MIN_RESAMPLES:
-        raise UserError(f"--n-boot must be at least {MIN_RESAMPLES} (a percentile CI from fewer resamples "
-                        f"moves with the seed), got {n_boot}")
+    check_resamples(n_boot)
     from commscope.analyze.step_gaps import profiler_steps_text
 
     def run_name(name: str, df: pd.DataFrame) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import typer
 
-from commscope.analyze.compare import (DEFAULT_TARGET_LOSS, MIN_RESAMPLES, comparability_warnings, compare_groups,
+from commscope.analyze.compare import (DEFAULT_TARGET_LOSS, MAX_RESAMPLES, MIN_RESAMPLES, check_resamples,
+                                      comparability_warnings, compare_groups,
                                        precision_warnings, slower_candidates)
 from commscope.commands._shared import require_finite
 from commscope.load.run_groups import load_group, unique_names
@@ -24,7 +25,7 @@ def compare_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print every number as JSON."),
     fail_if_slower: float = typer.Option(None, help="Exit 1 if a candidate is slower at this significance."),
     n_boot: int = typer.Option(2000, help=f"Bootstrap resamples for per-label confidence intervals "
-                               f"(at least {MIN_RESAMPLES}; a CI also needs at least 5 runs per side)."),
+                               f"(at least {MIN_RESAMPLES}, at most {MAX_RESAMPLES:,}; a CI also needs at least 5 runs per side)."),
 ) -> None:
     """Compare groups of runs (commscope run dirs or modded-nanogpt logs) in the speedrun record's style."""
     from reports.compare_terminal import comparison_json, print_comparison
@@ -35,9 +36,7 @@ def compare_cmd(
         raise UserError("compare needs a BASELINE and at least one CANDIDATE folder")
     if fail_if_slower is not None and not 0 < fail_if_slower < 1:
         raise UserError(f"--fail-if-slower must be a significance level in (0, 1), got {fail_if_slower}")
-    if n_boot < MIN_RESAMPLES:
-        raise UserError(f"--n-boot must be at least {MIN_RESAMPLES} (a percentile CI from fewer resamples moves "
-                        f"with the seed), got {n_boot}")
+    check_resamples(n_boot)
     groups = unique_names([load_group(f) for f in folders])
     table = compare_groups(groups, target_loss)
     warnings = comparability_warnings(groups) + precision_warnings(groups)

@@ -22,6 +22,7 @@ from commscope.load.limits import WORLD_SIZE
 from commscope.plan import DEFAULT_CAPACITY_BYTES, DEFAULT_TFLOPS, TimeModel, evaluate_strategy, make_plan, micro_groups
 
 COSTS = ("numel", "flops", "measured")
+MAX_ELEMENT_BYTES = 64  # bytes per element: beyond any dtype (and any state carried per element)
 
 
 def _trainer():
@@ -80,6 +81,9 @@ def plan_cmd(
     for name, value in (("--tflops", tflops), ("--bytes-per-element", bytes_per_element), ("--capacity-mb", capacity_mb)):
         if not value > 0:
             raise UserError(f"{name} must be positive, got {value:g}")
+    if bytes_per_element > MAX_ELEMENT_BYTES:
+        raise UserError(f"--bytes-per-element must be at most {MAX_ELEMENT_BYTES} (the widest dtype, complex128, "
+                        f"has 16), got {bytes_per_element}")
     if not math.isfinite(capacity_mb * 2 ** 20):
         raise UserError(f"--capacity-mb {capacity_mb} is too large to count in bytes")
     if tp is not None and (tp < 1 or world_size % tp):

@@ -129,3 +129,39 @@ def test_run_help_states_the_trainers_own_defaults_for_options_it_forwards_only_
 def test_a_plan_size_that_is_not_positive_names_its_option_and_value(capsys, option):
     code, out = _run(capsys, ["plan", option, "0"])
     assert code == 2 and out.err.strip() == f"commscope: error: {option} must be positive, got 0"
+
+
+# values that pass a lower-bound check but overflow further on (a 64-bit JSON integer, time.sleep's time_t,
+# scipy's resample array): each is refused in one line before anything is read, written or started
+TOO_LARGE = [
+    (["plan", "--bytes-per-element", "1000000000000", "--json"],
+     "--bytes-per-element must be at most 64 (the widest dtype, complex128, has 16), got 1000000000000"),
+    (["compare", *CMP, "--n-boot", "10000000"],
+     "--n-boot must be at most 1,000,000 (the CI is stable long before; memory grows with the count), got 10000000"),
+    (["run", "--nproc", "2", "--steps", "99999999999999999999999"],
+     "--steps must be in 1..2**53-1, got 99999999999999999999999"),
+    (["run", "--nproc", "2", "--steps", "2", "--grad-accum", str(2 ** 53)],
+     f"--grad-accum must be in 1..2**53-1, got {2 ** 53}"),
+    (["run", "--nproc", "2", "--steps", "2", "--inject", "delay@rank=0,step=1,ms=1e308"],
+     "--inject 'delay@rank=0,step=1,ms=1e308': ms must be a number in 0..86,400,000 (a day)"),
+    (["run", "--nproc", "2", "--steps", "2", "--rdzv-endpoint", "garbage"],
+     "--rdzv-endpoint must be HOST:PORT (a TCP port, 1..65535), got 'garbage'"),
+    (["run", "--nproc", "2", "--steps", "2", "--rdzv-endpoint", "localhost:65536"],
+     "--rdzv-endpoint must be HOST:PORT (a TCP port, 1..65535), got 'localhost:65536'"),
+    (["run", "--nproc", "2", "--steps", "2", "--rdzv-endpoint", "no-such-host.invalid:29400"],
+     "--rdzv-endpoint: host 'no-such-host.invalid' does not resolve"),
+    (["run", "--nproc", "2", "--steps", "2", "--nnodes", "2", "--node-rank", "0", "--master-addr", "no-such-host.invalid"],
+     "--master-addr: host 'no-such-host.invalid' does not resolve"),
+]
+
+
+@pytest.mark.parametrize("argv,message", TOO_LARGE, ids=[" ".join(a[:1] + a[-2:-1]) for a, _ in TOO_LARGE])
+def test_a_value_past_what_the_run_can_hold_is_one_line_and_exit_2(capsys, monkeypatch, tmp_path, argv, message):
+    import commscope.load as load
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(load, "load_path", lambda *a, **k: pytest.fail("the input was read"), raising=False)
+    code, out = _run(capsys, [*argv, "--out", str(tmp_path / "r")] if argv[0] == "run" else argv)
+    lines = out.err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith(f"commscope: error: {message}"), out.err
+    assert out.out == "" and list(tmp_path.iterdir()) == []
