@@ -82,9 +82,12 @@ def _flat(xs: list[float]) -> bool:
 
 
 def _quiet(test):
-    """`test()` without scipy's precision-loss warning (callers have ruled out the case it matters for)."""
+    """`test()` without scipy's precision-loss warning (callers have ruled out the case it matters for), nor
+    numpy's overflow warning for a statistic beyond float range (a --target-loss of -1e308): the p-value is
+    then its limit, 0 or 1, which is the answer."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_PRECISION_LOSS, category=RuntimeWarning)
+        warnings.filterwarnings("ignore", message="overflow encountered", category=RuntimeWarning)
         return test()
 
 

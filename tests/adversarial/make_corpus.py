@@ -157,6 +157,7 @@ def main() -> None:
     write("plain_file_not_trace", "notes.txt", "hello")
     # odd values in well-formed Kineto traces: each is left out, or taken as unknown, with a problem line
     write_ranks("trace_dur_beyond_float", dur=10**400)
+    write_ranks("trace_dur_near_float_max", dur=1e308)  # finite, but past float range once in ns
     write_ranks("trace_dims_beyond_int64", op_args={"Input Dims": [[10**30, 10**30], [4096, 4096]],
                                                      "Input Strides": [[10**400, 1], [4096, 1]]})
     write_ranks("trace_dims_not_integers", op_args={"Input Dims": [[None, 5], [[[1]]], "a"]})

@@ -192,3 +192,21 @@ def test_every_empty_p_is_the_one_decision_and_only_rounding_is_warned():
             why_l = undefined_test(g.losses)
             assert math.isnan(table.loc[i, "loss_p"]) == (why_l is not None), (na, nb, g.name)
             assert any(s.startswith(f"the losses of {g.name} ") for s in said) == (why_l == ROUNDING), (na, nb)
+
+
+def test_a_target_far_below_every_loss_gives_its_limit_without_numpy_warnings():
+    """--target-loss -1e308 is finite, so allowed: the t statistic overflows to inf and the one-sided p is
+    its limit (1: the losses are not below it), with no overflow warning on the user's terminal."""
+    import warnings
+
+    from paths import TESTS
+
+    logs = TESTS / "data" / "modded-nanogpt-logs"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = CliRunner().invoke(app, ["compare", str(logs / "baseline"), str(logs / "premul-o"), "--json",
+                                       "--target-loss", "-1e308"])
+    assert res.exit_code == 0, res.output
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+    rows = json.loads(res.stdout)["groups"]
+    assert [r["loss_p"] for r in rows] == [1.0, 1.0]
