@@ -120,6 +120,15 @@ class NotAFile(FileProblem):
     """A name on something that is not a regular file (a FIFO would block the reader, a dangling link)."""
 
 
+class Unreadable(FileProblem):
+    """A regular file the system refuses to read (permissions, an I/O error): one rank's file, which
+    costs that rank, not the others."""
+
+
+def unreadable(path: str, e: OSError) -> Unreadable:
+    return Unreadable(path, f"cannot be read: {e.strerror or e}")
+
+
 def _open_regular(path: str):
     what = describe(path)
     if what == "missing":
@@ -129,7 +138,7 @@ def _open_regular(path: str):
     try:
         return open(path, "rb")
     except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+        raise unreadable(path, e) from None
 
 
 def read_bytes(path: str, limit: Limit = limits.TRACE_BYTES) -> bytes:
@@ -146,7 +155,7 @@ def read_bytes(path: str, limit: Limit = limits.TRACE_BYTES) -> bytes:
             if len(raw) > size:  # grew since fstat: read on, at most to the limit
                 raw += _read_upto(f, cap + 1 - len(raw))
         except OSError as e:
-            raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+            raise unreadable(path, e) from None
     if len(raw) > cap:  # grew while being read
         raise limit.refuse(f"{path} is over the size limit")
     if path.endswith(".gz"):

@@ -34,7 +34,7 @@ from commscope.load import kineto_comms
 from commscope.load.device_steps import device_steps
 from commscope.load.kineto_events import NotATrace, read_events
 from commscope.load.kineto_values import check_shapes, check_values
-from commscope.load.files import CorruptGzip, NotAFile, gc_paused, read_bytes
+from commscope.load.files import FileProblem, gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, match_positions, ns_array
 
 # HTA's classification, kept identical so overlap numbers compare (hta/utils/utils.py); `is_comm` also
@@ -103,7 +103,7 @@ def parse_ops(path: str) -> pd.DataFrame:
 def _parse(path: str, with_ops: bool) -> dict:
     try:
         raw = read_bytes(path)
-    except (CorruptGzip, NotAFile) as e:  # skipped in a folder like any file that is no trace, an error alone
+    except FileProblem as e:  # skipped in a folder like any file that is no trace, an error alone
         raise NotATrace(path, e.what) from None
     ev = read_events(path, raw, with_ops)
     if _KEEP is not None and isinstance(ev.doc, dict):

@@ -19,7 +19,7 @@ from commscope.load.evidence import read_fault_evidence
 from commscope.load import limits
 from commscope.load.engine import map_files
 from commscope.load.events import EventColumns, read_rank
-from commscope.load.files import is_regular, is_trace_file, read_json
+from commscope.load.files import is_regular, is_trace_file, read_json, unreadable
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import check_doc, rank_dirs
@@ -70,13 +70,19 @@ def _optional_json(path: str, name: str) -> dict | None:
 
 
 def _regular_or_problem(path: str, rank: int, problems: list[str]) -> bool:
-    """True when `path` is a regular file; a FIFO, directory or symlink loop in its place is a problem of
-    `rank` (reading it would block or fail), not a reason to refuse the other ranks."""
+    """True when `path` is a regular file this process may read; a FIFO, directory or symlink loop in its
+    place, or a file the system refuses to open, is a problem of `rank` (reading it would block or fail),
+    not a reason to refuse the other ranks."""
     try:
-        return is_regular(path)
+        if not is_regular(path):
+            return False
+        os.close(os.open(path, os.O_RDONLY))
+        return True
     except UserError as e:
         problems.append(f"rank {rank}: {e}; ignored")
-        return False
+    except OSError as e:
+        problems.append(f"rank {rank}: {unreadable(path, e)}; ignored")
+    return False
 
 
 def is_compute_region(name: str) -> bool:
