@@ -5,6 +5,7 @@ temporary directory. Orders: commscope.analyze.hooks_order; table: reports.hooks
 """
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -24,6 +25,9 @@ def capture_run(out: Path, nproc: int = 2, steps: int = 2, grad_accum: int = 2, 
     """A short traced run of the reference trainer into `out` (the launcher `commscope run` uses, quietly)."""
     argv = ["--steps", str(steps), "--grad-accum", str(grad_accum), *(extra or [])]
     summary = launcher().launch_training(argv, launcher().Topology(nproc), str(out), launcher().QuietView())
+    if summary["status"] == "interrupted":  # the user stopped it: 128 + the signal, as `run` exits, not bad input
+        print(f"commscope: capture run interrupted: {summary['message']}", file=sys.stderr)
+        raise typer.Exit(summary["exit_code"])
     if summary["status"] != "completed":
         raise UserError(f"capture run failed ({summary['status']}): {summary['message']}")
 

@@ -20,3 +20,30 @@ def test_a_run_without_nproc_is_shown(capsys):
     code, cap = run_main(capsys, "hooks", RUN)
     assert (code, cap.err) == (0, "")
     assert cap.out.splitlines()[0] == "Hook firing order: 3 steps on each of 2 ranks"
+
+
+def test_an_interrupted_capture_run_exits_as_run_does(capsys, monkeypatch):
+    """The user stopped it (Ctrl-C, SIGTERM): 128 + the signal, summary.json's exit code as `run` exits, and
+    the capture run's temporary folder removed; not exit 2, which says bad input."""
+    import glob
+    import tempfile
+
+    from commscope.commands import hooks
+
+    seen = {}
+
+    class Launcher:
+        QuietView = Topology = staticmethod(lambda *a, **k: None)
+
+        @staticmethod
+        def launch_training(argv, topology, out, view):
+            seen["out"] = out
+            return {"status": "interrupted", "exit_code": 143, "message": "interrupted by SIGTERM after 1/2 steps"}
+
+    monkeypatch.setattr(hooks, "launcher", lambda: Launcher)
+    before = set(glob.glob(f"{tempfile.gettempdir()}/commscope-hooks-*"))
+    code, cap = run_main(capsys, "hooks")
+    assert code == 143 and cap.out == ""
+    assert cap.err == "commscope: capture run interrupted: interrupted by SIGTERM after 1/2 steps\n"
+    assert seen["out"].startswith(tempfile.gettempdir())
+    assert set(glob.glob(f"{tempfile.gettempdir()}/commscope-hooks-*")) == before
