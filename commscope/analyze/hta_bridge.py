@@ -19,7 +19,6 @@ import contextlib
 import io
 import logging
 import os
-import shutil
 import signal
 import tempfile
 import time
@@ -158,8 +157,9 @@ os.register_at_fork(after_in_child=_child_stops_on_signals)
 
 
 def run_hta(files: dict[int, str]) -> dict:
-    """HTA's analyses (ANALYSES) on `files` (linked into a temporary directory); each result or error keyed
-    by analysis name, with HTA's version and the time TraceAnalysis took to load the files."""
+    """HTA's analyses (ANALYSES) on `files` (rank → path, given to HTA as they are: no temporary folder that
+    a killed process would leave behind); each result or error keyed by analysis name, with HTA's version
+    and the time TraceAnalysis took to load the files."""
     out: dict[str, Any] = {"status": "ok", "errors": {}}
     os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
     try:
@@ -171,18 +171,19 @@ def run_hta(files: dict[int, str]) -> dict:
         return {"status": "unavailable",
                 "reason": f"HTA not importable ({type(e).__name__}: {e}); pip install 'commscope[hta]'"}
     global _hta_forks
-    tmp = tempfile.mkdtemp(prefix="commscope-hta-")
     sink = io.StringIO()
     old_level = logging.root.level
     _hta_forks = True
+    # HTA joins a relative name to trace_dir: absolute paths are read where they are. trace_dir itself is
+    # a folder that does not exist, so nothing HTA might write lands in the user's input.
+    paths = {int(r): os.path.abspath(f) for r, f in files.items()}
+    nowhere = os.path.join(tempfile.gettempdir(), f"commscope-hta-unused-{os.getpid()}")
     try:
-        for r, f in files.items():
-            _link(f, os.path.join(tmp, f"rank{r}" + (".json.gz" if f.endswith(".gz") else ".json")))
         logging.disable(logging.WARNING)
         t0 = time.perf_counter()
         try:
             with _hushed(sink):
-                ta = TraceAnalysis(trace_dir=tmp)
+                ta = TraceAnalysis(trace_files=paths, trace_dir=nowhere)
         except Exception as e:
             return {"status": "failed", "reason": f"TraceAnalysis failed: {type(e).__name__}: {e}"}
         out["construct_s"] = round(time.perf_counter() - t0, 3)
@@ -197,18 +198,9 @@ def run_hta(files: dict[int, str]) -> dict:
         _hta_forks = False
         logging.disable(logging.NOTSET)
         logging.root.setLevel(old_level)
-        shutil.rmtree(tmp, ignore_errors=True)
     if out["errors"]:
         out["status"] = "partial"
     return out
-
-
-def _link(src: str, dst: str) -> None:
-    """`dst` pointing at `src` (gigabytes of traces are not copied); a copy where symlinks fail."""
-    try:
-        os.symlink(os.path.abspath(src), dst)
-    except OSError:
-        shutil.copy(src, dst)
 
 
 def compare(trace: Trace, summary: dict) -> dict:

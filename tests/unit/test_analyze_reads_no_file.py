@@ -10,11 +10,7 @@ from paths import ROOT
 
 CALLS = {"load_path", "open", "print", "input"}
 METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "load_path", "echo", "symlink", "mkdtemp"}
-KNOWN = {
-    # HTA reads Kineto files itself: the bridge links them into a temporary folder of HTA's own
-    ("hta_bridge", "run_hta", "mkdtemp"),
-    ("hta_bridge", "_link", "symlink"),
-}
+KNOWN: set[tuple[str, str, str]] = set()  # HTA reads Kineto files itself, given their paths
 
 
 def _io_calls() -> set[tuple[str, str, str]]:

@@ -27,7 +27,7 @@ class _FakeTraceAnalysis:
 
     seen: list[bool] = []
 
-    def __init__(self, trace_dir: str):
+    def __init__(self, trace_files: dict, trace_dir: str):
         _FakeTraceAnalysis.seen.append(_child_handler_is_default())
 
 

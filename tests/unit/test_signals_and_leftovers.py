@@ -1,5 +1,5 @@
 """What a command leaves behind when it is stopped or its output goes away: SIGTERM/SIGHUP end it like
-Ctrl-C (exit 128 + the signal, one stderr line, no parse worker left, HTA's temporary folder removed),
+Ctrl-C (exit 128 + the signal, one stderr line, no parse worker left, nothing of HTA's left),
 SIGKILL of the command takes its parse workers with it, a closed stdout ends it quietly with 141, an
 error naming a path with a newline stays one line, and an unreachable Dask scheduler is refused at once."""
 from __future__ import annotations
@@ -103,11 +103,10 @@ FAKE_HTA = textwrap.dedent("""
     SEEN, RUN = sys.argv[1:3]
 
 
-    class TraceAnalysis:  # HTA that lists its folder, says what it saw, then takes its time
-        def __init__(self, trace_dir):
-            names = sorted(os.listdir(trace_dir))
-            seen = {"dir": trace_dir, "names": names,
-                    "links": [os.path.islink(os.path.join(trace_dir, n)) for n in names]}
+    class TraceAnalysis:  # HTA that says what it was given, then takes its time
+        def __init__(self, trace_files, trace_dir):
+            seen = {"dir": trace_dir, "files": {str(r): f for r, f in trace_files.items()},
+                    "dir_exists": os.path.exists(trace_dir)}
             with open(SEEN + ".tmp", "w") as f:
                 json.dump(seen, f)
             os.replace(SEEN + ".tmp", SEEN)
@@ -124,7 +123,9 @@ FAKE_HTA = textwrap.dedent("""
 """)
 
 
-def test_sigterm_while_hta_runs_removes_its_folder_of_links(tmp_path):
+def test_hta_reads_the_files_where_they_are_and_sigterm_leaves_nothing(tmp_path):
+    """HTA is given each rank's file by its absolute path (no folder of links that a SIGKILL would leave
+    behind), and a trace_dir that does not exist, so nothing HTA might write lands in the input."""
     seen_file = tmp_path / "seen.json"
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -138,8 +139,9 @@ def test_sigterm_while_hta_runs_removes_its_folder_of_links(tmp_path):
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 143 and err == "commscope: aborted (SIGTERM)\n", (p.returncode, err)
-    assert seen["names"] == [f"rank{r}.json.gz" for r in range(8)] and all(seen["links"])  # links, not copies
-    assert Path(seen["dir"]).parent == tmp and not Path(seen["dir"]).exists()
+    fixture = DATA / "modded-nanogpt-8xh100"
+    assert seen["files"] == {str(r): str((fixture / f"rank{r}.json.gz").resolve()) for r in range(8)}
+    assert Path(seen["dir"]).parent == tmp and not seen["dir_exists"] and not Path(seen["dir"]).exists()
     assert list(tmp.iterdir()) == []
 
 
