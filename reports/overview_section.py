@@ -30,6 +30,19 @@ from reports.timeline import label_colors
 CIVIDIS = [(0, 34, 78), (54, 67, 110), (109, 106, 112), (155, 147, 117), (206, 191, 101), (254, 232, 56)]
 
 
+# Cells above the ramp's top (report_overview.colour_top): a hue off the ramp, so that a column where every
+# rank waited on a straggler stands apart from the ramp's darkest cells, and the straggler's own cell in it
+# (at or under the top) stays distinct from its neighbours.
+ABOVE = (178, 24, 43)
+
+
+def _cell_colour(v: float, top: float) -> tuple[str, str]:
+    """A cell's background and text colour: on the ramp up to `top`, ABOVE past it."""
+    if top > 0 and v > top:
+        return f"rgb({ABOVE[0]},{ABOVE[1]},{ABOVE[2]})", "#fff"
+    return _scale(v / top if top > 0 else 0.0)
+
+
 def _scale(x: float) -> tuple[str, str]:
     """Background (light = little exposure: reversed cividis) and a readable text colour."""
     t = 1.0 - min(max(x, 0.0), 1.0)
@@ -126,8 +139,8 @@ def _legend(hm, known: int) -> str:
     cell (exposure unknown everywhere) it says so."""
     if not known:
         return "No cell has a known exposed time."
-    above = (f"; {hm.above_scale} cell(s) above it, up to {fmt(hm.max_ms)} ms, take its darkest colour"
-             if hm.above_scale else "")
+    above = (f'; <span class="ramp" style="width:1.2em;background:rgb{ABOVE}"></span> {hm.above_scale} cell(s) '
+             f"above it, up to {fmt(hm.max_ms)} ms" if hm.above_scale else "")
     return (f'<span class="legend" id="heatmap-legend"><span class="ramp" style="background:linear-gradient('
             f'to right,{_scale(0)[0]},{_scale(0.5)[0]},{_scale(1)[0]})"></span> 0 … {fmt(hm.scale_ms)} ms{above}.</span>'
             + _no_end_note(hm))
@@ -149,7 +162,7 @@ def render_heatmap_canvas(ctx, hm) -> str:
     win = [[i * len(hm.columns) + j, round(w[0], 4), round(w[1], 4)]
            for i, row in enumerate(hm.window_ms) for j, w in enumerate(row) if w is not None]
     data = {"ranks": hm.ranks, "columns": [list(c) for c in hm.columns], "exposed": _ms(hm.exposed_ms),
-            "step_ms": _ms(hm.step_ms), "top": hm.scale_ms, "win": win,
+            "step_ms": _ms(hm.step_ms), "top": hm.scale_ms, "above": list(ABOVE), "win": win,
             "marked": [{"rank": r["rank"], "why": "; ".join(r["why"])} for r in ctx.representative],
             "cividis": [list(c) for c in CIVIDIS]}  # report.js maps a cell onto it as _scale does
     legend = _legend(hm, finite.size)
@@ -208,7 +221,7 @@ def render_heatmap(ctx) -> str | None:
             if math.isnan(v):
                 cells.append(f'<td class="na" title="rank {rank}, {steps}: no data">–</td>')
                 continue
-            bg, fg = _scale(min(v / top, 1.0) if top > 0 else 0.0)
+            bg, fg = _cell_colour(v, top)
             win = hm.window_ms[i][j]
             where = f' data-x0="{win[0]:.4f}" data-x1="{win[1]:.4f}"' if win is not None else ""
             text = fmt(v) if show_numbers else ""

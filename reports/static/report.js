@@ -184,7 +184,9 @@ document.addEventListener("DOMContentLoaded", function () {
       canvas.width = left + nc * colW + right;
       canvas.height = Math.max(top + nr * rowH + 4, below + labelH / 2 + 2);
       var g = canvas.getContext("2d");
-      function colour(v) {  // reports/overview_section.py _scale: light = little exposure (reversed cividis)
+      function colour(v) {  // reports/overview_section.py _cell_colour: light = little exposure (reversed
+        // cividis), a hue off the ramp above its top
+        if (d.top > 0 && v > d.top) return "rgb(" + d.above.join(",") + ")";
         var x = d.top > 0 ? Math.min(Math.max(v / d.top, 0), 1) : 0, t = 1 - x, n = d.cividis.length - 1;
         var pos = t * n, i = Math.min(Math.floor(pos), n - 1), f = pos - i, a = d.cividis[i], b = d.cividis[i + 1];
         return "rgb(" + [0, 1, 2].map(function (k) { return Math.round(a[k] + (b[k] - a[k]) * f); }).join(",") + ")";
