@@ -149,9 +149,9 @@ def _section(sec, ctx: ReportContext, failed: list[str]) -> tuple[str, str] | No
                     '</details>')
 
 
-def render_html(ctx: ReportContext, failed: list[str] | None = None) -> str:
+def render_html(ctx: ReportContext, failed: list[str] | None = None, weights: dict[str, int] | None = None) -> str:
     """The whole page as a string; `failed` gets "section: error" for each section that failed (its place
-    on the page says the error)."""
+    on the page says the error), `weights` each section's id → its bytes (what weight_note names)."""
     title = f"commscope report — {Path(str(ctx.trace.path)).name}"
     parts, nav = [], []
     failed = [] if failed is None else failed
@@ -161,6 +161,8 @@ def render_html(ctx: ReportContext, failed: list[str] | None = None) -> str:
             continue
         nav.append(f'<a href="#{sec.id}">{html.escape(sec.title)}</a>')
         parts.append(done[1])
+        if weights is not None:
+            weights[sec.id] = len(done[1].encode("utf-8"))
     script = (STATIC / "report.js").read_text(encoding="utf-8")
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"{PAGE_GENERATOR}"
@@ -177,24 +179,40 @@ def render_html(ctx: ReportContext, failed: list[str] | None = None) -> str:
 PAGE_BUDGET_BYTES = 1_500_000
 
 
-def weight_note(ctx: ReportContext, size: int) -> str | None:
-    """What the command says of a page of `size` bytes over PAGE_BUDGET_BYTES (the timeline's steps weigh
-    most: which it draws, and how to draw fewer); None within the budget."""
+def weight_note(ctx: ReportContext, size: int, weights: dict[str, int]) -> str | None:
+    """What the command says of a page of `size` bytes over PAGE_BUDGET_BYTES: its heaviest sections
+    (`weights`, render_html's) with what each holds, and how to make them lighter; None within the budget."""
     if size <= PAGE_BUDGET_BYTES:
         return None
-    drawn = steps_said(ctx.window[0], ctx.window[1] - 1) if ctx.window else "every step"
-    n_drawn = len(ctx.drawn.ranks) if ctx.drawn is not None else len(ctx.trace.ranks)
-    return (f"the page weighs {size / 1e6:.1f} MB, over the {PAGE_BUDGET_BYTES / 1e6:.1f} MB a page is kept to: "
-            f"its timeline draws {drawn} of {n_drawn} rank(s); a narrower --steps A:B draws fewer")
+    ranked = sorted(weights.items(), key=lambda kv: -kv[1])
+    # the heaviest section, and the next if it weighs a tenth of the page too
+    heavy = ranked[:1] + [kv for kv in ranked[1:2] if kv[1] >= size / 10]
+    titles = {s.id: s.title.lower() for s in SECTIONS}
+    said = "; ".join(f"{titles.get(sid, sid)} {n / 1e6:.1f} MB{_holds(ctx, sid)}" for sid, n in heavy)
+    return (f"the page weighs {size / 1e6:.1f} MB, over the {PAGE_BUDGET_BYTES / 1e6:.1f} MB a page is kept to "
+            f"(heaviest: {said}); a narrower --steps A:B draws and lists fewer steps")
 
 
-def write_report(ctx: ReportContext, out: str | Path, failed: list[str] | None = None) -> Path:
+def _holds(ctx: ReportContext, section: str) -> str:
+    if section == "timeline":
+        drawn = steps_said(ctx.window[0], ctx.window[1] - 1) if ctx.window else "every step"
+        n_drawn = len(ctx.drawn.ranks) if ctx.drawn is not None else len(ctx.trace.ranks)
+        return f", {drawn} of {n_drawn} rank(s)"
+    if section == "steps":
+        listed = ctx.listed_ranks
+        rows = [r for r in ctx.summary.get("steps") or [] if listed is None or r["rank"] in listed]
+        return f", {len(rows):,} rows of a rank's step"
+    return ""
+
+
+def write_report(ctx: ReportContext, out: str | Path, failed: list[str] | None = None,
+                 weights: dict[str, int] | None = None) -> Path:
     """Write the page to `out` atomically (a failed write leaves what was there and no partial file),
     under commscope's output rule (check_output: checked again here, since the analysis may have taken
-    minutes); an unwritable or refused path is one UserError line, not a traceback. `failed`: as
-    render_html's."""
+    minutes); an unwritable or refused path is one UserError line, not a traceback. `failed`, `weights`:
+    as render_html's."""
     out = Path(out)
-    page = render_html(ctx, failed).encode("utf-8")
+    page = render_html(ctx, failed, weights).encode("utf-8")
     src = getattr(ctx.trace, "path", None)
     check_output(out, str(src) if src else None, own_page)
     write_output(out, page)

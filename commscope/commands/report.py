@@ -76,11 +76,12 @@ def register(app: typer.Typer) -> None:
         failed: list[str] = []
         with status("writing the report", quiet=False):
             ctx = report_context(trace, summary, window, diagnosis)
-            written = write_report(ctx, out, failed)
+            weights: dict[str, int] = {}
+            written = write_report(ctx, out, failed, weights)
         for line in failed:  # the page says it in the section's place; a reader of the terminal is told too
             print(f"commscope: warning: a section of the page failed, {line} (the rest of the page is whole; "
                   "please report this with the input)", file=sys.stderr)
-        heavy = weight_note(ctx, written.stat().st_size)
+        heavy = weight_note(ctx, written.stat().st_size, weights)
         if heavy:
             print(f"commscope: note: {heavy}", file=sys.stderr)
         console = output_console()

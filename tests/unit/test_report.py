@@ -473,8 +473,29 @@ def test_a_page_over_its_budget_says_why_and_how_to_draw_less(monkeypatch, tmp_p
     monkeypatch.setattr(reports.page, "PAGE_BUDGET_BYTES", 100_000)
     code, _, err = invoke(["report", str(run), "-o", str(tmp_path / "b.html"), "--no-hta", "--steps", "1:3"])
     size = (tmp_path / "b.html").stat().st_size
-    assert code == 0 and (f"commscope: note: the page weighs {size / 1e6:.1f} MB, over the 0.1 MB a page is kept to: "
-                          "its timeline draws steps 1–2 of 2 rank(s); a narrower --steps A:B draws fewer") in err
+    note = " ".join(err.split())
+    assert code == 0 and note.startswith(f"commscope: note: the page weighs {size / 1e6:.1f} MB, over the 0.1 MB "
+                                         "a page is kept to (heaviest: "), err
+    assert note.endswith("); a narrower --steps A:B draws and lists fewer steps"), err
+    # the heaviest section, as measured on the page (the rest is plotly's bundle, the same on every page)
+    assert "(heaviest: timeline 0.1 MB, steps 1–2 of 2 rank(s))" in note, note
+
+
+def test_the_weight_note_names_the_step_breakdown_when_it_is_the_weight():
+    """A long run of a few ranks lists every rank's step in the step breakdown: 200 steps × 16 ranks weigh
+    more than the timeline of 3 steps, and the note says so rather than blame the timeline."""
+    from types import SimpleNamespace
+
+    from reports.page import weight_note
+
+    ctx = SimpleNamespace(window=(69, 72), drawn=None, trace=SimpleNamespace(ranks=list(range(16))),
+                          listed_ranks=None, summary={"steps": [{"rank": r, "step": s} for r in range(16)
+                                                               for s in range(200)]})
+    note = weight_note(ctx, 2_700_000, {"steps": 1_490_000, "timeline": 420_000, "summary": 30_000})
+    assert note == ("the page weighs 2.7 MB, over the 1.5 MB a page is kept to (heaviest: step breakdown "
+                    "1.5 MB, 3,200 rows of a rank's step; timeline 0.4 MB, steps 69–71 of 16 rank(s)); a "
+                    "narrower --steps A:B draws and lists fewer steps")
+    assert weight_note(ctx, 1_400_000, {"steps": 1_000_000}) is None
 
 
 def test_run_configuration_says_none_for_an_empty_list_and_keys_per_rank_entries_by_rank():
