@@ -48,7 +48,7 @@ def lateness_figure(hist: list[dict]):
         x=names, y=np.array([r["arrivals"] for r in hist], dtype=np.int64), customdata=data, text=labels, textposition="none",
         marker=dict(color="#0072B2"), name="arrivals",
         hovertemplate=("<b>%{x}</b> after the first arrival<br>%{y:,} arrivals (%{customdata[0]:.3f}%) "
-                       "of %{customdata[1]:,} ranks<br>latest: rank %{customdata[2]} at %{customdata[3]:.3f} ms "
+                       "from %{customdata[1]:,} ranks<br>latest: rank %{customdata[2]} at %{customdata[3]:.3f} ms "
                        "(step %{customdata[4]}, %{text})<extra></extra>")))
     fig.update_yaxes(type="log", title_text="arrivals (log)")
     fig.update_xaxes(title_text="how late after the instance's first arrival", type="category")

@@ -91,13 +91,20 @@ def render_timeline(ctx: ReportContext) -> str:
     if isinstance(ctx.timeline, Exception):
         raise ctx.timeline
     bars = ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline
-    fig = timeline_figure(bars, cpu_threads=cpu_threads(ctx))
-    note = (f'<p class="note" id="timeline-caption">{drawn_steps(bars, ctx.window)} Per rank: one grey row per compute stream (hover: its kernels), one comm row '
+    on_cpu = cpu_threads(ctx)
+    fig = timeline_figure(bars, cpu_threads=on_cpu)
+    # the caption explains what this figure draws: hooks, gaps and host-timed bars only where there are some
+    hooks = "Diamonds: gradient-hook firings. " if any(len(rb.hooks) for rb in bars.ranks) else ""
+    gaps = "Yellow bands: time between two steps. " if any(g is not None for g in bars.gap_before) else ""
+    what = "ops" if on_cpu else "kernels"
+    note = (f'<p class="note" id="timeline-caption">{drawn_steps(bars, ctx.window)} Per rank: one grey row per '
+            f'compute {"thread" if on_cpu else "stream"} (hover: its {what}), one comm row '
             'with each collective coloured by label, split into lanes where collectives overlap; <b>hatched in '
-            'black</b>: the exposed part, which compute does not hide. Diamonds: gradient-hook firings. '
-            'Yellow bands: time between two steps. The legend entry "one call across ranks" links each collective '
+            f'black</b>: the exposed part, which compute does not hide. {hooks}{gaps}'
+            'The legend entry "one call across ranks" links each collective '
             'call across ranks. A collective\'s hover gives its launch to start time, "–" where the input does '
-            'not record the launch or the execution start (a run timed on the CPU: its bars start at the launch). '
+            'not record the launch or the execution start'
+            + (" (a run timed on the CPU: its bars start at the launch). " if on_cpu else ". ")
             + stopped_note(bars) +
             'Drag to zoom, double-click to reset; <code>--steps A:B</code> draws other steps.</p>')
     from reports.page import figure_html

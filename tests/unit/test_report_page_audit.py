@@ -181,3 +181,25 @@ def test_a_collectives_hover_says_its_step_in_words():
     assert "customdata[1]" not in COLL_HOVER  # the step is in the text, never the raw number
     js = (Path(__file__).resolve().parents[2] / "reports" / "static" / "report.js").read_text()
     assert '"outside every step" : "step " + o.step[j]' in js  # ranks drawn on demand say it alike
+
+
+def test_the_timeline_caption_explains_only_what_the_figure_draws():
+    """Hook diamonds, step-gap bands and "a run timed on the CPU" are said where the figure has them: the
+    8×H100 traces have kernels, gaps between steps and no hooks; the CPU run directory has all three."""
+    from reports.sections import render_timeline
+
+    def caption(path):
+        tr = load_path(str(path))
+        ctx = report_context(tr, summarize(tr, with_hta=False))
+        return re.search(r'<p class="note" id="timeline-caption">(.*?)</p>', render_timeline(ctx), re.S).group(1), ctx
+
+    gpu, ctx = caption(TESTS / "data" / "modded-nanogpt-8xh100")
+    assert not any(len(rb.hooks) for rb in ctx.timeline.ranks) and not len(ctx.trace.hooks)
+    assert "Diamonds" not in gpu and "timed on the CPU" not in gpu
+    assert ("Yellow bands" in gpu) == any(g is not None for g in ctx.timeline.gap_before)
+    assert "one grey row per compute stream (hover: its kernels)" in gpu
+    cpu, ctx = caption(TESTS / "data" / "cpurun-hooks-gloo2")
+    assert any(len(rb.hooks) for rb in ctx.timeline.ranks) and any(g is not None for g in ctx.timeline.gap_before)
+    assert "Diamonds: gradient-hook firings." in cpu and "Yellow bands: time between two steps." in cpu
+    assert "(a run timed on the CPU: its bars start at the launch)" in cpu
+    assert "one grey row per compute thread (hover: its ops)" in cpu
