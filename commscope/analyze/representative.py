@@ -50,8 +50,11 @@ def representative_ranks(stragglers: pd.DataFrame, breakdown: pd.DataFrame, rank
         if len(per):
             t = per["step_ns"].sort_values(kind="stable")
             med = t.index[(len(t) - 1) // 2]
-            pick(med, f"median total step time ({t.loc[med] / 1e6:,.1f} ms)")
-            pick(t.index[0], f"least total step time ({t.iloc[0] / 1e6:,.1f} ms)")
+            if t.loc[med] == t.iloc[0]:  # tied with the least (half the ranks alike): one rank shows both
+                pick(t.index[0], f"least and median total step time ({t.iloc[0] / 1e6:,.1f} ms)")
+            else:
+                pick(med, f"median total step time ({t.loc[med] / 1e6:,.1f} ms)")
+                pick(t.index[0], f"least total step time ({t.iloc[0] / 1e6:,.1f} ms)")
     if not picked and len(ranks):
         pick(min(ranks), "lowest rank")
     return [{"rank": r, "why": why} for r, why in picked.items()]

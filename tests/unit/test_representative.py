@@ -49,3 +49,12 @@ def test_the_doctors_culprits_lead_each_once():
         {"rank": 5, "why": ["made the others wait 3.0 ms (last 2×)"]}]
     assert [r["rank"] for r in with_culprits(reps, "crash", list(range(20)), most=4)] == [0, 1, 2, 3]
     assert with_culprits(reps, "ok", []) == reps
+
+
+def test_a_median_tied_with_the_least_is_one_rank_with_both_reasons():
+    """Half the ranks alike (even ranks 100 ms, odd ranks 120 ms): the lower median is one of the fastest,
+    so a 'median' rank beside a 'least' one of the same time would be picked for nothing."""
+    br = _breakdown({r: (100e6 if r % 2 == 0 else 120e6, 1e6 * (r + 1)) for r in range(8)})
+    reps = representative_ranks(_strag([]), br, list(range(8)))
+    assert reps == [{"rank": 7, "why": ["most exposed communication (8.0 ms)"]},
+                    {"rank": 0, "why": ["least and median total step time (100.0 ms)"]}]
