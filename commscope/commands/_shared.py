@@ -24,7 +24,10 @@ def require_finite(value: float | None, option: str) -> None:
 
 
 def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
-    """--steps A:B, A, A: or :B (commscope.util.step_range)."""
+    """--steps A:B, A, A: or :B (commscope.util.step_range); an empty value given on purpose is refused,
+    not read as no --steps."""
+    if text is not None and not text.strip():
+        raise UserError("--steps is empty: give A:B, A, A: or :B, or leave --steps out for every step")
     return parse_step_range(text, "--steps")
 
 

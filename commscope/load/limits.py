@@ -9,6 +9,7 @@ script can set them per call); a refusal is one `UserError` line naming the limi
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 
@@ -27,10 +28,9 @@ class Limit:
         raw = os.environ.get(self.env)
         if raw is None or not raw.strip():
             return self.default * self.scale
-        try:
-            v = int(raw)
-        except ValueError:
-            raise UserError(f"{self.env}={raw!r} is not a whole number") from None
+        if not _WHOLE.fullmatch(raw):  # ASCII digits: int() would take "1_0" and other scripts' digits
+            raise UserError(f"{self.env}={raw!r} is not a whole number")
+        v = int(raw)
         if v < 1:
             raise UserError(f"{self.env}={raw!r} must be at least 1")
         if v * self.scale > _MOST:  # sizes are compared with and added to int64 byte counts
@@ -47,6 +47,7 @@ class Limit:
         return v + self.unit if self.unit == "×" else f"{v} {self.unit}"
 
 
+_WHOLE = re.compile(r"\s*[-+]?[0-9]+\s*")
 _MOST = 2 ** 53  # the largest limit in base units (bytes: 8 PiB), whatever the unit it is set in
 
 # One trace file (after gunzip): orjson decodes a Kineto trace into ~5-8× its size in Python objects.

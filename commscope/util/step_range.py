@@ -8,7 +8,13 @@ may also be given as a tuple `(first, stop)`. Errors are UserErrors naming the o
 """
 from __future__ import annotations
 
+import re
+
 from commscope.errors import UserError
+
+# a step number as the user writes it: ASCII digits with an optional sign (int() would also take "1_0",
+# fullwidth and other scripts' digits, which read as something else on the command line)
+_STEP = re.compile(r"\s*[-+]?[0-9]+\s*")
 
 
 def parse_step_range(spec: str | tuple[int, int] | None, option: str, *, closed: bool = False
@@ -35,11 +41,10 @@ def _parse_text(text: str | None, option: str) -> tuple[int | None, int | None] 
     if text is None or not text.strip():
         return None
     lo, sep, hi = text.partition(":")
-    try:
-        a = int(lo) if lo.strip() else None
-        b = (int(hi) if hi.strip() else None) if sep else (a + 1 if a is not None else None)
-    except ValueError:
-        raise UserError(f"{option} must look like A:B, A, A: or :B with integer steps, got {text!r}") from None
+    if any(part.strip() and not _STEP.fullmatch(part) for part in (lo, hi)):
+        raise UserError(f"{option} must look like A:B, A, A: or :B with integer steps, got {text!r}")
+    a = int(lo) if lo.strip() else None
+    b = (int(hi) if hi.strip() else None) if sep else (a + 1 if a is not None else None)
     if a is not None and b is not None and b <= a:
         raise UserError(f"{option} {text}: selects no step (A:B means A <= step < B)")
     return (a, b)

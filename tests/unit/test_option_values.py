@@ -165,3 +165,29 @@ def test_a_value_past_what_the_run_can_hold_is_one_line_and_exit_2(capsys, monke
     lines = out.err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith(f"commscope: error: {message}"), out.err
     assert out.out == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["1_0", "９", "٣:5", "1.5", "0x2"])
+def test_steps_take_ascii_integers_only(capsys, value):
+    """int() reads "1_0" as 10 and other scripts' digits as numbers: on a command line they are typos, and
+    --steps says what it takes instead of selecting steps nobody wrote."""
+    code, out = _run(capsys, ["report", GLOO2, "--json", "--no-hta", "--steps", value])
+    assert code == 2 and out.err.strip() == (f"commscope: error: --steps must look like A:B, A, A: or :B with "
+                                             f"integer steps, got {value!r}")
+
+
+def test_an_empty_steps_is_refused_not_read_as_every_step(capsys):
+    code, out = _run(capsys, ["report", GLOO2, "--json", "--no-hta", "--steps", ""])
+    assert code == 2 and out.err.strip() == ("commscope: error: --steps is empty: give A:B, A, A: or :B, or leave "
+                                             "--steps out for every step")
+
+
+@pytest.mark.parametrize("value", ["1_0", "٣", "5.0"])
+def test_a_limit_takes_ascii_digits_only(monkeypatch, value):
+    from commscope.load import limits
+
+    monkeypatch.setenv("COMMSCOPE_MAX_TRACE_MB", value)
+    with pytest.raises(UserError, match=f"^COMMSCOPE_MAX_TRACE_MB='{value}' is not a whole number$"):
+        limits.TRACE_BYTES.value()
+    monkeypatch.setenv("COMMSCOPE_MAX_TRACE_MB", " 5 ")
+    assert limits.TRACE_BYTES.value() == 5 * 2 ** 20
