@@ -506,6 +506,9 @@ function csFollowMenu(gd, ev) {
   // would change the entry too (choosing it again would go to the dragged range): the axis gets its copy
   if (xa && xa.range) xa.range = xa.range.slice();
   if (!menus || !menus.length || (ev && "updatemenus[0].active" in ev)) return;
+  // a relayout that leaves the x axis alone (the selector's new height) keeps the entry a zoom chose: a
+  // rank's window of a step is that step, though its range is not the entry's own
+  if (ev && !Object.keys(ev).some(function (k) { return k.indexOf("xaxis.") === 0; })) return;
   var r = xa.range || [0, 0], tol = 1e-3 * (Math.abs(r[1] - r[0]) || 1), want = -1;
   menus[0].buttons.forEach(function (b, i) {
     var a = b.args[0], br = a["xaxis.range"];

@@ -57,3 +57,15 @@ def test_a_relayout_that_set_the_menu_is_left_alone(menu):
     assert follow(menu, 2, {"range": step1, "autorange": False}, menu[2]["args"][0]) == []
     assert follow(menu, 1, {"range": [0, 1], "autorange": False},
                   {"xaxis.range": [0, 1], "updatemenus[0].active": 1}) == []
+
+
+def test_a_relayout_that_leaves_the_x_axis_alone_keeps_the_entry_a_zoom_chose(menu):
+    """A heatmap cell zooms to one rank's window of step 1 and names "step 1"; choosing a rank in the
+    selector then changes only the figure's height: the menu keeps naming step 1 (it went blank)."""
+    step1 = menu[2]["args"][0]["xaxis.range"]
+    rank_window = [step1[0], step1[1] + 0.003 * (step1[1] - step1[0]) + 1]  # not the entry's own range
+    assert follow(menu, 2, {"range": rank_window, "autorange": False}, {"height": 900}) == []
+    # a pan afterwards does move off the step: the menu then names none
+    assert follow(menu, 2, {"range": rank_window, "autorange": False},
+                  {"xaxis.range[0]": rank_window[0], "xaxis.range[1]": rank_window[1]}) == [
+        {"updatemenus[0].active": -1}]
