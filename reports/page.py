@@ -162,7 +162,7 @@ def render_html(ctx: ReportContext, failed: list[str] | None = None, weights: di
         nav.append(f'<a href="#{sec.id}">{html.escape(sec.title)}</a>')
         parts.append(done[1])
         if weights is not None:
-            weights[sec.id] = len(done[1].encode("utf-8"))
+            weights[sec.id] = len(done[1].encode("utf-8", "replace"))  # a lone surrogate: a byte
     script = (STATIC / "report.js").read_text(encoding="utf-8")
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"{PAGE_GENERATOR}"
