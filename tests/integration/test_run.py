@@ -245,7 +245,7 @@ def test_topology_builds_torchrun_rendezvous_options():
     (["--profile", "4:2"], 2, "--profile 4:2: selects no step"),
     (["--steps", "6", "--profile", "5:8"], 2, "--profile 5:8 reaches past the last step: --steps 6 runs steps 0..5"),
     (["--steps", "3", "--profile", "3"], 2, "--profile 3 reaches past the last step"),
-    (["--steps", "0"], 2, "--steps must be >= 1"),
+    (["--steps", "0"], 2, "--steps must be in 1..2**53-1, got 0"),
     (["--inject", "crash@rank=1,step=1,label=nope"], 2, "no collective is labelled 'nope'; the labels are attn, mlp,"),
     (["--hang-timeout", "inf"], 2, "--hang-timeout must be > 0 seconds and at most 604800 (a week), got inf"),
     (["--hang-timeout", "nan"], 2, "--hang-timeout must be > 0 seconds"),
