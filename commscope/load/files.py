@@ -253,9 +253,9 @@ def iter_jsonl(path: str, dedup: bool = False,
     blocks: memory is one block and one line, whatever the file's size. A line that does not decode is
     yielded with the value `TORN` when it is the last non-blank line (a crash mid-append tears only the
     last line), as is a last line longer than limits.LINE_BYTES that no newline ends (yielded as b"");
-    anywhere else either is a corrupt file (UserError). With `dedup`, a line identical to an earlier one is yielded with the value
-    `DUPLICATE`, undecoded (the set of line hashes grows with the distinct lines only). `decode` turns a
-    line into its value (orjson.loads, or a typed decoder that falls back to it); it raises orjson's
+    anywhere else either is a corrupt file (UserError). With `dedup`, a line identical to an earlier one
+    is yielded with the value `DUPLICATE`, undecoded (the set of line hashes grows with the distinct lines
+    only). `decode` turns a line into its value (orjson.loads, or a typed decoder that falls back to it); it raises orjson's
     JSONDecodeError for a line that is not JSON."""
     max_line = limits.LINE_BYTES.value()
     seen: set[int] = set()
