@@ -9,7 +9,10 @@ beyond 2⁶³; numbers are finite, strings are strings. A record that fails is l
 - a negative duration (`end_ns < start_ns`, `return_ns < call_ns`, `wait_end_ns < wait_ns`);
 - a duplicate: a line identical to an earlier one (a file concatenated with itself), a second `step`
   record for the same step, or a second collective with the same (group, seq) on one rank;
-- a record whose `rank` is not its folder's.
+- a record whose `rank` is not its folder's;
+- a record with a time more than FAR_NS (a year) from the rank's median step start (its median record
+  time without steps): the recorder's clock is one per run, so 1970 (`call_ns: 0`) or 2262 (2⁶³−1) beside
+  2026 is no measurement, and kept it would make exposed times of thousands of years.
 Problems are grouped by cause with a count and the first line, so a file of a million bad lines makes a
 handful of problem lines.
 
@@ -98,6 +101,7 @@ _STRUCTS = {kind: _struct(kind, fields) for kind, fields in _KINDS.items()}
 _KIND_OF = {s: kind for kind, s in _STRUCTS.items()}
 _DECODER = msgspec.json.Decoder(Union[tuple(_STRUCTS.values())])
 _INDEX = {kind: {f: i for i, f in enumerate(fields)} for kind, fields in _KINDS.items()}
+_NS_FIELDS = {f for fields in _KINDS.values() for f, t in fields.items() if t == "ns"}
 _SPAN_IDX = {kind: tuple((_INDEX[kind][a], _INDEX[kind][b]) for a, b in spans) for kind, spans in _SPANS.items()}
 _GROUP, _SEQ = _INDEX["collective"]["group"], _INDEX["collective"]["seq"]
 
@@ -301,11 +305,12 @@ def read_rank(path: str, rank: int, label: str) -> dict:
                 chunks[kind].append(_columns(kind, rank, rows[kind]))
                 rows[kind] = []
         cols = {kind: _concat([*chunks[kind], _columns(kind, rank, rows[kind])]) for kind in _KINDS}
+    kept -= _leave_out_far(cols, causes)
     for (kind, cause), (n, first, detail) in causes.items():
         what = "line" if kind == "line" else f"{kind} record"
-        problems.append(
-            f"rank {rank}: {label}: ignored {n} {what}{'s' if n > 1 else ''}: {cause} "
-            f"({'first at ' if n > 1 else ''}line {first}{': ' + detail if detail else ''})")
+        where = (f"{'first at ' if n > 1 else ''}line {first}{': ' + detail if detail else ''}" if first is not None
+                 else f"{'e.g. ' if n > 1 else ''}{detail}")
+        problems.append(f"rank {rank}: {label}: ignored {n} {what}{'s' if n > 1 else ''}: {cause} ({where})")
     if not read and not torn:  # an empty log: a rank that ended before its first record, or a file lost
         problems.append(f"rank {rank}: {label} holds no record")
     lost = [(n, cause) for (kind, cause), (n, _, _) in causes.items() if kind != "line"]
@@ -315,6 +320,37 @@ def read_rank(path: str, rank: int, label: str) -> dict:
 
 
 _CHUNK = 1 << 16  # records of one kind held as tuples before they become columns
+FAR_NS = 365 * 24 * 3600 * 10 ** 9  # a record's time this far from the rank's others is no measurement
+
+
+def _leave_out_far(cols: dict[str, dict[str, np.ndarray]], causes: dict) -> int:
+    """Drop, from one rank's columns, the records with a time more than FAR_NS from the rank's median step
+    start (else its median record time), counting them in `causes`; the number dropped."""
+    starts = cols["step"]["start_ns"]
+    anchor = starts[starts != NA]
+    if not len(anchor):
+        anchor = np.concatenate([a[a != NA] for c in cols.values() for f, a in c.items() if f in _NS_FIELDS])
+    if not len(anchor):
+        return 0
+    mid = int(np.median(anchor))
+    dropped = 0
+    for kind, c in cols.items():
+        far = np.zeros(len(c["rank"]), dtype=bool)
+        first = None
+        for f in (f for f, t in _KINDS[kind].items() if t == "ns"):
+            a = c[f]
+            # int64 differences overflow for times 2^63 apart: compare as Python-exact float bounds
+            bad = (a != NA) & ((a.astype(np.float64) - mid > FAR_NS) | (mid - a.astype(np.float64) > FAR_NS))
+            if bad.any() and first is None:
+                first = f"{f}={int(a[bad][0])}"
+            far |= bad
+        n = int(far.sum())
+        if n:
+            for f in c:
+                c[f] = c[f][~far]
+            causes[(kind, "a time more than a year from the rank's other records")] = [n, None, first]
+            dropped += n
+    return dropped
 
 
 def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
