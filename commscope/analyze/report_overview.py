@@ -88,7 +88,7 @@ class Heatmap:
     exposed_ms: np.ndarray                # ranks × columns, mean exposed ms per step (NaN: no step there)
     step_ms: np.ndarray                   # ranks × columns, mean step ms
     window_ms: list[list[tuple[float, float] | None]]  # per cell: its steps on the timeline axis, or None
-    scale_ms: float = 0.0                 # the colour ramp's top (colour_top); cells above it take its colour
+    scale_ms: float = 0.0                 # the colour ramp's top (colour_top); cells above it are drawn apart
     above_scale: int = 0                  # cells above scale_ms (0: the ramp spans every cell)
     max_ms: float = 0.0                   # the largest known cell
     no_end: dict = field(default_factory=dict)  # step → ranks with records of it but no end (not a column:
@@ -104,7 +104,8 @@ def colour_top(values: np.ndarray) -> float:
     OUTLIER_FACTOR × the SCALE_QUANTILE quantile, and then that quantile. One step in which every rank
     waited on a straggler (1.5 s against tens of ms elsewhere) would otherwise give every other cell the
     palest colour, and a rank that is late every step by a little would not show; the cells above the top
-    take its colour and the legend says how many there are and how large."""
+    take a colour off the ramp (reports.overview_section.ABOVE) and the legend says how many there are and
+    how large."""
     v = values[~np.isnan(values)]
     if not v.size:
         return 0.0
