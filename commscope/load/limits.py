@@ -9,11 +9,11 @@ script can set them per call); a refusal is one `UserError` line naming the limi
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 
 from commscope.errors import UserError
+from commscope.util.text import is_whole_number
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Limit:
         raw = os.environ.get(self.env)
         if raw is None or not raw.strip():
             return self.default * self.scale
-        if not _WHOLE.fullmatch(raw):  # ASCII digits: int() would take "1_0" and other scripts' digits
+        if not is_whole_number(raw):
             raise UserError(f"{self.env}={raw!r} is not a whole number")
         v = int(raw)
         if v < 1:
@@ -47,7 +47,6 @@ class Limit:
         return v + self.unit if self.unit == "×" else f"{v} {self.unit}"
 
 
-_WHOLE = re.compile(r"\s*[-+]?[0-9]+\s*")
 _MOST = 2 ** 53  # the largest limit in base units (bytes: 8 PiB), whatever the unit it is set in
 
 # One trace file (after gunzip): orjson decodes a Kineto trace into ~5-8× its size in Python objects.

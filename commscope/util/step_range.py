@@ -8,13 +8,8 @@ may also be given as a tuple `(first, stop)`. Errors are UserErrors naming the o
 """
 from __future__ import annotations
 
-import re
-
 from commscope.errors import UserError
-
-# a step number as the user writes it: ASCII digits with an optional sign (int() would also take "1_0",
-# fullwidth and other scripts' digits, which read as something else on the command line)
-_STEP = re.compile(r"\s*[-+]?[0-9]+\s*")
+from commscope.util.text import is_whole_number
 
 
 def parse_step_range(spec: str | tuple[int, int] | None, option: str, *, closed: bool = False
@@ -41,7 +36,7 @@ def _parse_text(text: str | None, option: str) -> tuple[int | None, int | None] 
     if text is None or not text.strip():
         return None
     lo, sep, hi = text.partition(":")
-    if any(part.strip() and not _STEP.fullmatch(part) for part in (lo, hi)):
+    if any(part.strip() and not is_whole_number(part) for part in (lo, hi)):
         raise UserError(f"{option} must look like A:B, A, A: or :B with integer steps, got {text!r}")
     a = int(lo) if lo.strip() else None
     b = (int(hi) if hi.strip() else None) if sep else (a + 1 if a is not None else None)

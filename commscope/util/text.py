@@ -39,6 +39,16 @@ def counted(n: Any, noun: str) -> str:
     return f"{k} {noun}" + ("" if k == 1 else "s")
 
 
+# A whole number as a user writes it, on a command line or in an environment variable: ASCII digits with
+# an optional sign (int() also takes "1_0", fullwidth and other scripts' digits, which read as something
+# else there)
+_WHOLE = re.compile(r"\s*[-+]?[0-9]+\s*")
+
+
+def is_whole_number(text: str) -> bool:
+    return _WHOLE.fullmatch(text) is not None
+
+
 def steps_said(lo: int, hi: int) -> str:
     """`step 3`, or `steps 3–7` for the inclusive range [lo, hi]: every sentence that names a range of
     steps, on the terminal and the page, says it so."""
