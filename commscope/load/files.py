@@ -255,8 +255,8 @@ def iter_jsonl(path: str, dedup: bool = False,
     last line), as is a last line longer than limits.LINE_BYTES that no newline ends (yielded as b"");
     anywhere else either is a corrupt file (UserError). With `dedup`, a line identical to an earlier one
     is yielded with the value `DUPLICATE`, undecoded (the set of line hashes grows with the distinct lines
-    only). `decode` turns a line into its value (orjson.loads, or a typed decoder that falls back to it); it raises orjson's
-    JSONDecodeError for a line that is not JSON."""
+    only). `decode` turns a line into its value (orjson.loads, or a typed decoder that falls back to it);
+    it raises orjson's JSONDecodeError for a line that is not JSON."""
     max_line = limits.LINE_BYTES.value()
     seen: set[int] = set()
     pending: tuple[int, bytes, str] | None = None  # an undecodable line, and why: torn if nothing follows it
@@ -268,7 +268,7 @@ def iter_jsonl(path: str, dedup: bool = False,
             try:
                 block = f.read(_READ_BLOCK)
             except OSError as e:
-                raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+                raise unreadable(path, e) from None
             if overlong is not None:  # its bytes are not kept: memory stays one block
                 if block and b"\n" not in block:
                     continue
