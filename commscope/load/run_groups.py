@@ -125,9 +125,10 @@ def _read_recorded_run(path: Path) -> RunResult | str:
         if isinstance(steps["loss_nonfinite"][order][-1], str):  # the loop set it: the run diverged
             return f"diverged: rank 0's last step's loss is {losses[-1]}"
         return "incomplete: rank 0's last step has no loss (set st.loss in rec.step)"
-    world = _rank0_meta(path).get("world_size")
+    meta = _rank0_meta(path)
+    world = meta.get("world_size")
     return RunResult(path, "run", math.fsum(times) / 1000.0, losses[-1], len(times),
-                     _work(path, {"world_size": world if isinstance(world, int) else len(ranks)}))
+                     _work(path, {"world_size": world if isinstance(world, int) else len(ranks)}, meta))
 
 
 def _rank0_meta(path: Path) -> dict:
@@ -139,9 +140,10 @@ def _rank0_meta(path: Path) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-def _work(path: Path, summary: dict) -> dict:
+def _work(path: Path, summary: dict, meta: dict | None = None) -> dict:
     """WORK_KEYS of a run directory: config.json's `args` (a run without a readable one, e.g. recorded by
-    another script through commscope.record, has None there) and summary.json's world size."""
+    another script through commscope.record, has None there), summary.json's world size and rank 0's
+    meta.json (`meta`, where the caller has read it already)."""
     try:
         args = read_json(str(path / CONFIG)).get("args") if (path / CONFIG).exists() else None
     except (UserError, AttributeError):  # unreadable, or not an object: the work is unknown, not an error
@@ -151,7 +153,7 @@ def _work(path: Path, summary: dict) -> dict:
     # the profiler's steps are in Time (its start and trace export take seconds): the window the recorder
     # was given (meta.json, "START:STOP" however it was asked for), else `commscope run`'s --profile, else
     # whether rank 0 left a profiler trace (a recording whose meta.json predates the field)
-    window = _rank0_meta(path).get("profile_steps")
+    window = (_rank0_meta(path) if meta is None else meta).get("profile_steps")
     work["profile"] = (window if isinstance(window, str) else args.get("profile") or (
         "a profiler window" if (path / rank_dir_name(0) / KINETO_TRACE).exists() else "none"))
     return work
