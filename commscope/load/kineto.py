@@ -351,8 +351,7 @@ def _compute(rank: int, kernels: pd.DataFrame, ops_all: pd.DataFrame, steps: pd.
     comm = ops_all["name"].str.startswith(COMM_HOST_OPS).to_numpy(bool)
     tids = ops_all.loc[comm, "tid"]
     main = tids.mode().iloc[0] if len(tids) else ops_all["tid"].mode().iloc[0]
-    on_main = (ops_all["tid"] == main).to_numpy(bool)
-    o = ops_all[on_main].sort_values(["start_ns", "end_ns"], ascending=[True, False])
+    o = ops_all[ops_all["tid"] == main].sort_values(["start_ns", "end_ns"], ascending=[True, False])
     prev_end = np.maximum.accumulate(o["end_ns"].to_numpy())
     top = np.ones(len(o), dtype=bool)
     top[1:] = o["start_ns"].to_numpy()[1:] >= prev_end[:-1]
