@@ -37,7 +37,7 @@ from pathlib import Path
 from commscope.analyze.report_context import ReportContext
 from commscope.util.outputs import PAGE_GENERATOR, check_output, own_page, write_output
 from commscope.util.text import printable, steps_said
-from reports.sections import SECTIONS
+from reports.sections import SECTIONS, listed
 
 STATIC = Path(__file__).with_name("static")
 PLOTLY_JS = STATIC / "plotly-basic.min.js"
@@ -198,10 +198,8 @@ def _holds(ctx: ReportContext, section: str) -> str:
         drawn = steps_said(ctx.window[0], ctx.window[1] - 1) if ctx.window else "every step"
         n_drawn = len(ctx.drawn.ranks) if ctx.drawn is not None else len(ctx.trace.ranks)
         return f", {drawn} of {n_drawn} rank(s)"
-    if section == "steps":
-        listed = ctx.listed_ranks
-        rows = [r for r in ctx.summary.get("steps") or [] if listed is None or r["rank"] in listed]
-        return f", {len(rows):,} rows of a rank's step"
+    if section == "steps":  # the rows the step breakdown lists (sections.listed: some ranks' only at scale)
+        return f", {len(listed(ctx, ctx.summary.get('steps') or [])[0]):,} rows of a rank's step"
     return ""
 
 
