@@ -4,11 +4,12 @@ PAGE_ALL_RANKS ranks): the distribution of arrival lateness and the ranks that m
 `render_lateness`: summarize()'s `arrival_lateness` (analyze.lateness' histogram and quantiles over the same
 steps, so the page and `report --json` show one computation) as a plotly bar chart (one bar per 1-2-5
 bucket, counts on a log axis, so the one late arrival of a stalled rank shows beside a million on-time
-ones), hover giving each bucket's share, distinct ranks and latest arrival; its quantiles as a table. `render_top_waiting`:
-summarize()'s stragglers (waiting.by_rank), the TOP_WAITING first, as a table. Both return None below the
-threshold, where the page shows every rank instead.
+ones), hover giving each bucket's share, distinct ranks and latest arrival; its quantiles as a table.
+`render_top_waiting`: summarize()'s stragglers (waiting.by_rank), the TOP_WAITING first, as a table. Both
+return None below the threshold, where the page shows every rank instead.
 
-Invariant: only renders ctx.summary's `arrival_lateness` and ctx.top_waiting; bucket names and units are display.
+Invariant: only renders ctx.summary's `arrival_lateness` and ctx.top_waiting; bucket names and units are
+display.
 """
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def lateness_figure(hist: list[dict]):
                             _floats(hist, "worst_ms"), _floats(hist, "worst_step")])
     labels = [r["worst_label"] or "" for r in hist]
     fig = go.Figure(go.Bar(
-        x=names, y=np.array([r["arrivals"] for r in hist], dtype=np.int64), customdata=data, text=labels, textposition="none",
+        x=names, y=np.array([r["arrivals"] for r in hist], dtype=np.int64), customdata=data, text=labels,
+        textposition="none",
         marker=dict(color="#0072B2"), name="arrivals",
         hovertemplate=("<b>%{x}</b> after the first arrival<br>%{y:,} arrivals (%{customdata[0]:.3f}%) "
                        "from %{customdata[1]:,} ranks<br>latest: rank %{customdata[2]} at %{customdata[3]:.3f} ms "

@@ -24,8 +24,9 @@ def compare_cmd(
     markdown: bool = typer.Option(False, "--markdown", help="Print a README-ready markdown table."),
     as_json: bool = typer.Option(False, "--json", help="Print every number as JSON."),
     fail_if_slower: float = typer.Option(None, help="Exit 1 if a candidate is slower at this significance."),
-    n_boot: int = typer.Option(2000, help=f"Bootstrap resamples for per-label confidence intervals "
-                               f"(at least {MIN_RESAMPLES}, at most {MAX_RESAMPLES:,}; a CI also needs at least 5 runs per side)."),
+    n_boot: int = typer.Option(2000, help=f"Bootstrap resamples for per-label confidence intervals (at least "
+                               f"{MIN_RESAMPLES}, at most {MAX_RESAMPLES:,}; a CI also needs at least 5 runs per "
+                               "side)."),
 ) -> None:
     """Compare groups of runs (commscope run dirs or modded-nanogpt logs) in the speedrun record's style."""
     from reports.compare_terminal import comparison_json, print_comparison

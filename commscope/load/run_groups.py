@@ -178,7 +178,8 @@ def load_group(path: str | Path) -> Group:
             elif rank_dirs(str(entry)):
                 res = _read_recorded_run(entry)
             else:
-                inner = any(p.suffix in LOG_SUFFIXES or (p / SUMMARY).exists() for p in map(entry.joinpath, entry_names(entry)))
+                inner = any(p.suffix in LOG_SUFFIXES or (p / SUMMARY).exists()
+                            for p in map(entry.joinpath, entry_names(entry)))
                 group.skipped.append((entry, f"not a run: no {SUMMARY} and no rank folders" + (
                     "; runs or logs one level down in it: give that folder" if inner else "")))
                 continue
