@@ -117,65 +117,36 @@ def _parse(path: str, with_ops: bool) -> dict:
     problems += who.pop("problems")
     di = who["di"]
     rank = who["rank"] if who["rank"] is not None else 0  # the loader renumbers unknown ranks
-    base = ev.base
-    k_name, k_ts, k_dur, k_stream, k_corr, k_ext, k_grid, k_block, k_kind = (
-        ev.k_name, ev.k_ts, ev.k_dur, ev.k_stream, ev.k_corr, ev.k_ext, ev.k_grid, ev.k_block, ev.k_kind)
-    l_corr, l_tid, l_ts, l_ext = ev.l_corr, ev.l_tid, ev.l_ts, ev.l_ext
-    o_name, o_tid, o_ts, o_dur, o_ext, o_dims, o_strides, o_args, o_hta_stream, o_types = (
-        ev.o_name, ev.o_tid, ev.o_ts, ev.o_dur, ev.o_ext, ev.o_dims, ev.o_strides, ev.o_args, ev.o_hta_stream,
-        ev.o_types)
-    a_name, a_tid, a_ts, a_dur = ev.a_name, ev.a_tid, ev.a_ts, ev.a_dur
-
-    # A few hundred distinct kernel names repeat thousands of times: classify each once, and share one
-    # string object per name so the frames pickle to the parent process as references.
-    classes = {n: (n, bool(COMM_KERNEL_RE.match(n)), not (_NOT_COMPUTE_RE.match(n) or COMM_KERNEL_RE.match(n)))
-               for n in set(k_name)}
-    k_cls = [classes[n] for n in k_name]
-    kstart = _ns(k_ts, base)
-    launches = pd.DataFrame({"correlation": column(l_corr, ev.ints), "tid": column(l_tid), "ts_ns": _ns(l_ts, base),
-                             "external_id": column(l_ext, ev.ints)})
-    k_corr = column(k_corr, ev.ints)
+    launches = pd.DataFrame({"correlation": column(ev.l_corr, ev.ints), "tid": column(ev.l_tid),
+                             "ts_ns": _ns(ev.l_ts, ev.base), "external_id": column(ev.l_ext, ev.ints)})
+    k_corr = column(ev.k_corr, ev.ints)
     launch_pos = match_positions(pd.Series(k_corr), launches["correlation"])  # the one kernel → launch join
-    stream = column(k_stream, ev.ints)
-    kend = kstart + np.round(np.asarray(k_dur, np.float64) * 1000).astype(np.int64)
-    klaunch = _launch_ns(launches, launch_pos)
-    astart = _ns(a_ts, base)
-    ann = pd.DataFrame({"name": pd.Series(a_name, dtype=object), "tid": a_tid, "start_ns": astart,
-                        "end_ns": astart + np.round(np.asarray(a_dur, np.float64) * 1000).astype(np.int64)})
+    a_start, a_end = _span(ev.a_ts, ev.a_dur, ev.base)
+    ann = pd.DataFrame({"name": pd.Series(ev.a_name, dtype=object), "tid": ev.a_tid, "start_ns": a_start,
+                        "end_ns": a_end})
     host_steps, is_step = _host_steps(rank, ann)
     # per-step figures of device work use device windows; host work (regions, cpu ops, launches) the host's
-    g_start = _ns(ev.gpu_step_ts, base)
-    steps, kstep = device_steps(host_steps, kstart, kend, klaunch, ev.gpu_step_name, g_start,
-                                g_start + np.round(np.asarray(ev.gpu_step_dur, np.float64) * 1000).astype(np.int64))
-    kernels = pd.DataFrame({  # one frame, every column at once (adding columns later copies it)
-        "rank": rank, "name": pd.Series([c[0] for c in k_cls], dtype=object),
-        "stream": stream if isinstance(stream, np.ndarray) else pd.to_numeric(pd.Series(stream), errors="coerce"),
-        "start_ns": kstart, "end_ns": kend,
-        "correlation": k_corr, "external_id": column(k_ext, ev.ints), "grid": k_grid,
-        "block": k_block, "is_comm": [c[1] for c in k_cls], "kind": k_kind,
-        "hta_compute": [c[2] for c in k_cls], "launch_ns": klaunch, "step": kstep,
-    })
-    ostart = _ns(o_ts, base)
+    g_start, g_end = _span(ev.gpu_step_ts, ev.gpu_step_dur, ev.base)
+    kernels, steps = _kernels(ev, rank, k_corr, _launch_ns(launches, launch_pos), host_steps, g_start, g_end)
+    o_start, o_end = _span(ev.o_ts, ev.o_dur, ev.base)
     ops_all = pd.DataFrame({
-        "name": pd.Series(_shared_strings(o_name), dtype=object), "tid": column(o_tid), "start_ns": ostart,
-        "end_ns": ostart + np.round(np.asarray(o_dur, np.float64) * 1000).astype(np.int64),
-        "external_id": column(o_ext, ev.ints), "dims": pd.Series(o_dims, dtype=object),
-        "hta_stream": np.array(o_hta_stream, dtype=bool),  # bools in both readers ("stream" in args)
+        "name": pd.Series(_shared_strings(ev.o_name), dtype=object), "tid": column(ev.o_tid), "start_ns": o_start,
+        "end_ns": o_end, "external_id": column(ev.o_ext, ev.ints), "dims": pd.Series(ev.o_dims, dtype=object),
+        "hta_stream": np.array(ev.o_hta_stream, dtype=bool),  # bools in both readers ("stream" in args)
     })
     # HTA keeps only activity launched before the last ProfilerStep (CPU or GPU annotation) starts
     step_starts = list(host_steps["start_ns"]) + list(g_start)
-    hta_cutoff = int(max(step_starts)) if step_starts else None
     regions_src = ann[~is_step]
-
     comm_notes: list[str] = []
-    pstart = _ns(ev.p_ts, base)
-    py_frames = pd.DataFrame({"name": pd.Series(ev.p_name, dtype=object), "tid": column(ev.p_tid), "start_ns": pstart,
-                              "end_ns": pstart + np.round(np.asarray(ev.p_dur, np.float64) * 1000).astype(np.int64)})
-    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, o_args, regions_src, launch_pos,
+    p_start, p_end = _span(ev.p_ts, ev.p_dur, ev.base)
+    py_frames = pd.DataFrame({"name": pd.Series(ev.p_name, dtype=object), "tid": column(ev.p_tid),
+                              "start_ns": p_start, "end_ns": p_end})
+    colls = kineto_comms.collectives(rank, di, kernels, launches, ops_all, ev.o_args, regions_src, launch_pos,
                                      host_steps, comm_notes, device_windows=steps, py_frames=py_frames,
                                      ann_shapes=ev.a_shapes)
     problems += [f"{path}: {n}" for n in comm_notes]
-    ops = _ops(rank, ops_all, o_dims, o_strides, o_types, kernels, launch_pos, l_ext) if with_ops else None
+    ops = (_ops(rank, ops_all, ev.o_dims, ev.o_strides, ev.o_types, kernels, launch_pos, ev.l_ext)
+           if with_ops else None)
     # Frames from columns in contract order, steps included: built once (frame() keeps them as they are)
     r_start = regions_src["start_ns"].to_numpy()
     regions = frame("regions", {
@@ -198,8 +169,37 @@ def _parse(path: str, with_ops: bool) -> dict:
         "ops": frame("ops", ops) if with_ops else None,
         "kernels": kernels,  # keeps `kind`, `hta_compute`, `launch_ns` beyond the contract (analyze.timeline)
         "hta_cpu_stream_ops": hta_extra,
-        "hta_cutoff_ns": hta_cutoff,
+        "hta_cutoff_ns": int(max(step_starts)) if step_starts else None,
     }
+
+
+def _span(ts: list, dur: list, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (int64 ns on the common axis) of events given as µs `ts` and `dur`."""
+    start = _ns(ts, base)
+    return start, start + np.round(np.asarray(dur, np.float64) * 1000).astype(np.int64)
+
+
+def _kernels(ev, rank: int, k_corr, k_launch: np.ndarray, host_steps: pd.DataFrame, g_start: np.ndarray,
+             g_end: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rank's kernels frame (one row per GPU kernel, memcpy or memset, classified) and its steps frame
+    (`device_steps`: each kernel's step is the step that launched it)."""
+    # A few hundred distinct kernel names repeat thousands of times: classify each once, and share one
+    # string object per name so the frames pickle to the parent process as references.
+    classes = {n: (n, bool(COMM_KERNEL_RE.match(n)), not (_NOT_COMPUTE_RE.match(n) or COMM_KERNEL_RE.match(n)))
+               for n in set(ev.k_name)}
+    k_cls = [classes[n] for n in ev.k_name]
+    k_start, k_end = _span(ev.k_ts, ev.k_dur, ev.base)
+    steps, k_step = device_steps(host_steps, k_start, k_end, k_launch, ev.gpu_step_name, g_start, g_end)
+    stream = column(ev.k_stream, ev.ints)
+    kernels = pd.DataFrame({  # one frame, every column at once (adding columns later copies it)
+        "rank": rank, "name": pd.Series([c[0] for c in k_cls], dtype=object),
+        "stream": stream if isinstance(stream, np.ndarray) else pd.to_numeric(pd.Series(stream), errors="coerce"),
+        "start_ns": k_start, "end_ns": k_end,
+        "correlation": k_corr, "external_id": column(ev.k_ext, ev.ints), "grid": ev.k_grid,
+        "block": ev.k_block, "is_comm": [c[1] for c in k_cls], "kind": ev.k_kind,
+        "hta_compute": [c[2] for c in k_cls], "launch_ns": k_launch, "step": k_step,
+    })
+    return kernels, steps
 
 
 def _host_steps(rank: int, ann: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:

@@ -267,13 +267,42 @@ def _impossible(v, lo: int = 0, hi: int = MAX_NELEMS) -> bool:
 
 def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, annotations, problems,
           ann_shapes) -> list[dict]:
+    """NCCL/RCCL collectives: one row per `record_param_comms` op (its kernels' span where it launched any),
+    then one per communication kernel that no such op launched."""
     rpc = ops_all[is_rpc]
     rpc_args = [op_args[i] for i in np.flatnonzero(is_rpc)]
     named = np.array(["Collective name" in a for a in rpc_args], dtype=bool)
     wrapper = _wrapper_names(rpc, ~named, ops_all, op_args, annotations, ann_shapes) if not named.all() else {}
-    rpc_dims = rpc["dims"].tolist()
-    # kernel → launch → enclosing record_param_comms (per thread, searchsorted on sorted starts)
     k = _with_launch(comm_k, comm_pos, launches)
+    owner = _owners(k, rpc)
+    rows, stream_group = _rpc_rows(rpc, rpc_args, wrapper, _spans(k, owner), pgs, di, problems)
+    default_group = next(iter(pgs)) if len(pgs) == 1 else None
+    unowned = np.flatnonzero(owner < 0)
+    launched = _launch_wrappers(k, unowned, ops_all, op_args, annotations, ann_shapes)
+    for j, name, stream, s_, e_ in zip(unowned.tolist(), k["name"].to_numpy()[unowned].tolist(),
+                                       k["stream"].to_numpy()[unowned].tolist(),
+                                       k["start_ns"].to_numpy()[unowned].tolist(),
+                                       k["end_ns"].to_numpy()[unowned].tolist()):
+        group = stream_group.get(stream, default_group or f"stream:{stream}")
+        extra: dict = {}
+        if j in launched:
+            # launched inside a c10d::<op> / nccl:<op> that records no record_param_comms (some torch versions,
+            # some ops): that op names the collective, its shapes size it, its span is the launch call
+            w_name, w_dims, w_types, w_s, w_e = launched[j]
+            nel, dt = _largest_size(w_dims, w_types)
+            op = normalize_op(w_name)
+            extra = dict(bytes=nel * dtype_size(dt) if nel is not None else np.nan, dtype=dt, call_ns=w_s,
+                         return_ns=w_e)
+        else:  # its launch is not in the trace (before the profiling window) or nothing around it names it
+            op = normalize_op(re.sub(r"^rccl", "nccl", name.split("(")[0], flags=re.I))
+        rows.append(_row(op=op, group=group, group_size=_group_size(group, pgs, di), start_ns=s_, end_ns=e_,
+                         stream=stream, timing="kernel", _name=launched[j][0] if j in launched else op, **extra))
+    return rows
+
+
+def _owners(k: pd.DataFrame, rpc: pd.DataFrame) -> np.ndarray:
+    """Row of `rpc` whose span holds each kernel's launch on the same thread (kernel → launch → enclosing
+    record_param_comms, searchsorted on each thread's sorted starts); -1 where none does."""
     owner = np.full(len(k), -1, dtype=np.int64)
     for tid, idx in rpc.groupby("tid", sort=False).indices.items():
         starts = rpc["start_ns"].to_numpy()[idx]
@@ -288,19 +317,32 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
         res = np.full(len(t), -1, dtype=np.int64)
         res[ok] = idx[j[ok]]
         owner[sel] = res
-    rows: list[dict] = []
+    return owner
+
+
+def _spans(k: pd.DataFrame, owner: np.ndarray) -> dict[int, list]:
+    """Owning op → [first kernel start, last kernel end, stream]: the kernels of one op (coalesced) are one
+    interval."""
     span: dict[int, list] = {}
     for o, s_, e_, st in zip(owner.tolist(), k["start_ns"].tolist(), k["end_ns"].tolist(), k["stream"].tolist()):
-        if o >= 0:  # several kernels of one op (coalesced) → one interval
+        if o >= 0:
             if o in span:
                 span[o][0] = min(span[o][0], s_)
                 span[o][1] = max(span[o][1], e_)
             else:
                 span[o] = [s_, e_, st]
+    return span
+
+
+def _rpc_rows(rpc: pd.DataFrame, rpc_args: list, wrapper: dict, span: dict, pgs, di,
+              problems: list[str]) -> tuple[list[dict], dict]:
+    """One row per record_param_comms op that names a collective or launched a kernel, and each kernel
+    stream's first process group (the group of the stream's kernels that no op owns)."""
+    rows: list[dict] = []
     stream_group: dict = {}
-    anonymous = 0
+    rpc_dims = rpc["dims"].tolist()
     r_start, r_end, r_tid = rpc["start_ns"].tolist(), rpc["end_ns"].tolist(), rpc["tid"].tolist()
-    impossible = 0
+    anonymous = impossible = 0
     for i, a in enumerate(rpc_args):
         w_name, w_dims, w_types = wrapper.get(i, ("unknown", None, None))[:3]
         name = str(a.get("Collective name", w_name))
@@ -346,28 +388,7 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
         problems.append(f"{anonymous} record_param_comms op(s) name no collective (no 'Collective "
                         "name', no c10d/nccl op around or inside them) and launched no kernel in the trace: not "
                         "counted as collectives")
-    default_group = next(iter(pgs)) if len(pgs) == 1 else None
-    unowned = np.flatnonzero(owner < 0)
-    launched = _launch_wrappers(k, unowned, ops_all, op_args, annotations, ann_shapes)
-    for j, name, stream, s_, e_ in zip(unowned.tolist(), k["name"].to_numpy()[unowned].tolist(),
-                                       k["stream"].to_numpy()[unowned].tolist(),
-                                       k["start_ns"].to_numpy()[unowned].tolist(),
-                                       k["end_ns"].to_numpy()[unowned].tolist()):
-        group = stream_group.get(stream, default_group or f"stream:{stream}")
-        extra: dict = {}
-        if j in launched:
-            # launched inside a c10d::<op> / nccl:<op> that records no record_param_comms (some torch versions,
-            # some ops): that op names the collective, its shapes size it, its span is the launch call
-            w_name, w_dims, w_types, w_s, w_e = launched[j]
-            nel, dt = _largest_size(w_dims, w_types)
-            op = normalize_op(w_name)
-            extra = dict(bytes=nel * dtype_size(dt) if nel is not None else np.nan, dtype=dt, call_ns=w_s,
-                         return_ns=w_e)
-        else:  # its launch is not in the trace (before the profiling window) or nothing around it names it
-            op = normalize_op(re.sub(r"^rccl", "nccl", name.split("(")[0], flags=re.I))
-        rows.append(_row(op=op, group=group, group_size=_group_size(group, pgs, di), start_ns=s_, end_ns=e_,
-                         stream=stream, timing="kernel", _name=launched[j][0] if j in launched else op, **extra))
-    return rows
+    return rows, stream_group
 
 
 def _launch_wrappers(k: pd.DataFrame, rows: np.ndarray, ops_all: pd.DataFrame, op_args: list,
