@@ -239,68 +239,16 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: p
         em = _Emitter(int(rank), emit)
         emit({"ph": "M", "name": "process_name", "pid": em.rank, "tid": 0, "args": {"name": f"rank {rank}"}})
         emit({"ph": "M", "name": "process_sort_index", "pid": em.rank, "tid": 0, "args": {"sort_index": em.rank}})
-
-        st, bg = steps_of(rank), begun_of(rank)
-        if len(st) or len(bg):
-            n, none = len(st), np.zeros(0)
-            step_no = np.r_[_col(st["step"]) if n else none, _col(bg["step"]) if len(bg) else none].astype(np.int64)
-            loss = _json_values(st["loss"]) if n else []
-
-            def step_slice(i: int) -> tuple[str, dict]:
-                if i < n:
-                    return f"step {step_no[i]}", {"step": int(step_no[i]), "loss": loss[i]}
-                return (f"step {step_no[i]} ({NO_END})", {"step": int(step_no[i]), "end": NO_END_WHY})
-
-            def times(col: str) -> np.ndarray:
-                return np.r_[rel(st[col], t0) if n else none, rel(bg[col], t0) if len(bg) else none]
-
-            em.slices("steps", "steps", times("start_ns"), times("end_ns"), step_slice, "step")
-
-        comp = compute_of(rank)
-        if len(comp):
-            streams = comp["stream"].astype("object").where(comp["stream"].notna(), None)
-            for stream in sorted(set(streams), key=lambda x: (x is None, str(x))):
-                sub = comp[(streams == stream).to_numpy()] if stream is not None else comp[streams.isna().to_numpy()]
-                # a CPU trace's compute is each thread's top-level ops: its "stream" is a thread id
-                thread = "kind" in sub and bool((sub["kind"] == "cpu_op").all())
-                label = ("compute" if stream is None else f"compute (CPU thread {stream})" if thread
-                         else f"compute stream {stream}")
-                names, kinds, steps = _col(sub["name"]), _json_values(sub["kind"]), _json_values(sub["step"])
-                em.slices("compute", label, rel(sub["start_ns"], t0), rel(sub["end_ns"], t0),
-                          lambda i, n=names, k=kinds, s=steps: (str(n[i]), {"kind": k[i], "step": s[i]}),
-                          "compute")
-
+        _emit_steps(em, steps_of(rank), begun_of(rank), t0)
+        _emit_compute(em, compute_of(rank), t0)
         reg = regions_of(rank)
         if len(reg):
             rnames, rsteps, micro = _col(reg["name"]), _json_values(reg["step"]), _json_values(reg["micro_step"])
             em.slices("regions", "regions", rel(reg["start_ns"], t0), rel(reg["end_ns"], t0),
                       lambda i: (str(rnames[i]), {"step": rsteps[i], "micro_step": micro[i]}),
                       "region")
-
-        coll = coll_of(rank)
-        if len(coll):
-            _, start, end = collective_span(coll, t0)
-            keys = [k for k in _COLL_ARGS if k in coll.columns]
-            cols = {k: _json_values(coll[k]) for k in keys}
-            ops = _col(coll["op"])
-            names = np.array([shown_label(lab) for lab in coll["label"]], dtype=object)
-            for label in sorted(set(names)):
-                rows = np.flatnonzero(names == label)
-                flows = flow_of.loc[coll.index[rows]].to_numpy()
-
-                def make(i: int, rows=rows, label=label) -> tuple[str, dict]:
-                    r = rows[i]
-                    return f"{label}:{ops[r]}", {k: cols[k][r] for k in keys}
-
-                def member(i: int, ev: dict, flows=flows, rank=int(rank)) -> None:
-                    if flows[i] >= 0:
-                        flow_slices.setdefault(int(flows[i]), []).append(
-                            (_flow_point(ev), rank, ev["pid"], ev["tid"], ev["args"].get("label") or ev["name"]))
-
-                em.slices("comm", f"comm {label}", start[rows], end[rows], make, "comm", member)
-
+        _emit_collectives(em, coll_of(rank), t0, flow_of, flow_slices)
         _emit_inflight(in_flight, int(rank), t0, em)
-
         hooks = hooks_of(rank)
         if len(hooks):
             tid = em.track("hooks", "hooks")
@@ -310,6 +258,69 @@ def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: p
                       "args": {"label": h.label, "position": _num(h.position), "step": _num(h.step),
                                "micro_step": _num(h.micro_step)}})
     _flow_events(flow_slices, emit)
+
+
+def _emit_steps(em: "_Emitter", st: pd.DataFrame, bg: pd.DataFrame, t0: int) -> None:
+    """One rank's steps track: its ended steps (`st`), then the steps it began and never ended (`bg`)."""
+    if not (len(st) or len(bg)):
+        return
+    n, none = len(st), np.zeros(0)
+    step_no = np.r_[_col(st["step"]) if n else none, _col(bg["step"]) if len(bg) else none].astype(np.int64)
+    loss = _json_values(st["loss"]) if n else []
+
+    def step_slice(i: int) -> tuple[str, dict]:
+        if i < n:
+            return f"step {step_no[i]}", {"step": int(step_no[i]), "loss": loss[i]}
+        return (f"step {step_no[i]} ({NO_END})", {"step": int(step_no[i]), "end": NO_END_WHY})
+
+    def times(col: str) -> np.ndarray:
+        return np.r_[rel(st[col], t0) if n else none, rel(bg[col], t0) if len(bg) else none]
+
+    em.slices("steps", "steps", times("start_ns"), times("end_ns"), step_slice, "step")
+
+
+def _emit_compute(em: "_Emitter", comp: pd.DataFrame, t0: int) -> None:
+    """One rank's compute: a track per stream (per thread on a CPU trace, where compute is each thread's
+    top-level ops)."""
+    if not len(comp):
+        return
+    streams = comp["stream"].astype("object").where(comp["stream"].notna(), None)
+    for stream in sorted(set(streams), key=lambda x: (x is None, str(x))):
+        sub = comp[(streams == stream).to_numpy()] if stream is not None else comp[streams.isna().to_numpy()]
+        thread = "kind" in sub and bool((sub["kind"] == "cpu_op").all())
+        label = ("compute" if stream is None else f"compute (CPU thread {stream})" if thread
+                 else f"compute stream {stream}")
+        names, kinds, steps = _col(sub["name"]), _json_values(sub["kind"]), _json_values(sub["step"])
+        em.slices("compute", label, rel(sub["start_ns"], t0), rel(sub["end_ns"], t0),
+                  lambda i, n=names, k=kinds, s=steps: (str(n[i]), {"kind": k[i], "step": s[i]}),
+                  "compute")
+
+
+def _emit_collectives(em: "_Emitter", coll: pd.DataFrame, t0: int, flow_of: pd.Series,
+                      flow_slices: dict[int, list[_FlowMember]]) -> None:
+    """One rank's collectives, a track per label; each slice of a collective instance that other ranks
+    share joins that instance's flow (`flow_slices`)."""
+    if not len(coll):
+        return
+    _, start, end = collective_span(coll, t0)
+    keys = [k for k in _COLL_ARGS if k in coll.columns]
+    cols = {k: _json_values(coll[k]) for k in keys}
+    ops = _col(coll["op"])
+    names = np.array([shown_label(lab) for lab in coll["label"]], dtype=object)
+    for label in sorted(set(names)):
+        rows = np.flatnonzero(names == label)
+        flows = flow_of.loc[coll.index[rows]].to_numpy()
+
+        def make(i: int, rows=rows, label=label) -> tuple[str, dict]:
+            r = rows[i]
+            return f"{label}:{ops[r]}", {k: cols[k][r] for k in keys}
+
+        def member(i: int, ev: dict, flows=flows) -> None:
+            if flows[i] >= 0:
+                flow_slices.setdefault(int(flows[i]), []).append(
+                    (_flow_point(ev), em.rank, ev["pid"], ev["tid"], ev["args"].get("label") or ev["name"]))
+
+        em.slices("comm", f"comm {label}", start[rows], end[rows], make, "comm", member)
 
 
 def _emit_inflight(in_flight: pd.DataFrame, rank: int, t0: int, em: "_Emitter") -> None:

@@ -108,6 +108,15 @@ TERMINAL_RANKS = 16  # above, the per-rank overlap table lists the representativ
 
 
 def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
+    """The terminal report: the most exposed labels, overlap by rank, host time at step boundaries, then
+    what the analyses could not conclude."""
+    _print_top_labels(summary, console, top)
+    _print_overlap_by_rank(summary, console)
+    _print_step_boundaries(summary, console)
+    print_caveats(summary, console)
+
+
+def _print_top_labels(summary: dict, console: Console, top: int) -> None:
     labels = summary.get("labels") or {}
     ranked = sorted(labels.items(), key=lambda kv: -(kv[1].get("exposed_ms") or 0.0))[:top]
     # The ranking is by exposed time, which on run directories is mostly queueing behind earlier collectives
@@ -142,6 +151,10 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
     caused = cause(summary)  # the label the top of the list waits for, when it is not the top itself
     if caused is not None and ranked:
         console.print(Text(f"{ranked[0][0]}: {caused.why[0]}"), highlight=False)
+
+
+def _print_overlap_by_rank(summary: dict, console: Console) -> None:
+    """Communication overlap per rank: every rank, or beyond TERMINAL_RANKS the representative ones."""
     rows = comm_overlap_rows(summary)
     shown = rows
     if len(rows) > TERMINAL_RANKS:  # a thousand rows would bury the rest: the ranks to look at first
@@ -160,6 +173,10 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
         note = undefined_overlap_note(summary)
         if note:
             console.print(note)
+
+
+def _print_step_boundaries(summary: dict, console: Console) -> None:
+    """The ranks whose host time between steps is at least BOUNDARY_PCT of wall time, the rest counted."""
     every = summary.get("step_boundaries") or []
     bounds = [b for b in every if (b.get("host_pct") or 0) >= BOUNDARY_PCT]
     many = len(bounds) > TERMINAL_RANKS
@@ -186,4 +203,3 @@ def print_report_summary(summary: dict, console: Console, top: int = 8) -> None:
                      "compute") + ". After a step-end sync the device has nothing queued there.")
 
         print_fitted(console, cols, title="Host time at step boundaries", caption=boundary_caption)
-    print_caveats(summary, console)

@@ -139,42 +139,14 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     if max(dirs) >= max_ws:  # before anything is sized by it: an empty rank99999999999/ allocates nothing
         raise limits.WORLD_SIZE.refuse(f"{path}: rank folder rank{max(dirs)} is beyond the largest world size")
     problems: list[str] = _unread_entries(path)
-    events = EventColumns()
-    metas: dict[int, dict] = {}
-    statuses: dict[int, dict] = {}
-    watchdog: list[int] = []
-    no_data: set[int] = set()
     kfiles = {r: os.path.join(d, KINETO_TRACE) for r, d in sorted(dirs.items())  # profiler traces
               if _regular_or_problem(os.path.join(d, KINETO_TRACE), r, problems)}
     total = len(dirs) + len(kfiles)  # progress: rank folders, then their traces (the slow part)
     with_ops = with_ops and (with_ops_up_to is None or len(kfiles) <= with_ops_up_to)
     folders = map_files(read_rank_folder, [d for _, d in sorted(dirs.items())], scheduler=scheduler,
                         workers=workers, progress=progress and (lambda j, _n: progress(j, total)))
-    for f in folders:
-        rank = f["rank"]
-        if f["meta"] is not None:
-            metas[rank] = f["meta"]
-        if f["status"] is not None:
-            statuses[rank] = f["status"]
-        if f.get("watchdog"):
-            watchdog.append(rank)
-        problems += f["problems"]
-        if f["events"] is None:
-            no_data.add(rank)
-        else:
-            events.add(f["events"], f["path"])
-    problems += events.problems
-    sizes = {m["world_size"] for m in metas.values() if "world_size" in m}
-    if summary and "world_size" in summary:
-        sizes.add(summary["world_size"])
-    if sizes and max(sizes) > max_ws:
-        raise limits.WORLD_SIZE.refuse(f"{path}: world_size {max(sizes):,} is beyond the largest world size")
-    if len(sizes) > 1:
-        raise UserError(f"{path}: ranks disagree on world_size: {sorted(sizes)}")
-    ws = sizes.pop() if sizes else max(dirs) + 1
-    if any(r >= ws for r in dirs):
-        outside = int_ranges((r for r in dirs if r >= ws), sep=", ", most=20)
-        raise UserError(f"{path}: rank folder(s) [{outside}] outside world_size {ws}")
+    events, metas, statuses, watchdog, no_data = _combine(folders, problems)
+    ws = _world_size(path, dirs, metas, summary, max_ws)
     missing = [r for r in range(ws) if r not in dirs]
     if missing:
         problems.append(f"no folder for rank(s) {int_ranges(missing, sep=', ', most=20)} of {ws}")
@@ -215,6 +187,49 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     if trace.faults.error:  # the evidence of every rank is dropped with it: say so wherever problems are listed
         trace.problems.append(f"fault evidence not read: {trace.faults.error}")
     return trace
+
+
+def _combine(folders, problems: list[str]) -> tuple[EventColumns, dict, dict, list, set]:
+    """The rank folders' results (read_rank_folder) combined, in rank order: every rank's events, meta.json
+    and status.json by rank, the ranks whose watchdog fired and those without events; their problems are
+    appended to `problems`."""
+    events = EventColumns()
+    metas: dict[int, dict] = {}
+    statuses: dict[int, dict] = {}
+    watchdog: list[int] = []
+    no_data: set[int] = set()
+    for f in folders:
+        rank = f["rank"]
+        if f["meta"] is not None:
+            metas[rank] = f["meta"]
+        if f["status"] is not None:
+            statuses[rank] = f["status"]
+        if f.get("watchdog"):
+            watchdog.append(rank)
+        problems += f["problems"]
+        if f["events"] is None:
+            no_data.add(rank)
+        else:
+            events.add(f["events"], f["path"])
+    problems += events.problems
+    return events, metas, statuses, watchdog, no_data
+
+
+def _world_size(path: str, dirs: dict, metas: dict, summary: dict | None, max_ws: int) -> int:
+    """The job's world size: what every meta.json and summary.json say (they must agree), else one past the
+    highest rank folder. A rank folder outside it, or a size beyond the largest believed, is refused."""
+    sizes = {m["world_size"] for m in metas.values() if "world_size" in m}
+    if summary and "world_size" in summary:
+        sizes.add(summary["world_size"])
+    if sizes and max(sizes) > max_ws:
+        raise limits.WORLD_SIZE.refuse(f"{path}: world_size {max(sizes):,} is beyond the largest world size")
+    if len(sizes) > 1:
+        raise UserError(f"{path}: ranks disagree on world_size: {sorted(sizes)}")
+    ws = sizes.pop() if sizes else max(dirs) + 1
+    if any(r >= ws for r in dirs):
+        outside = int_ranges((r for r in dirs if r >= ws), sep=", ", most=20)
+        raise UserError(f"{path}: rank folder(s) [{outside}] outside world_size {ws}")
+    return ws
 
 
 def _attach_kineto(trace: Trace, kparts: list, kfiles: dict, with_ops: bool, workers: int | None,
