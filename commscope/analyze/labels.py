@@ -14,7 +14,7 @@ most NOTE_SIZES sizes (fewer once the listing reaches NOTE_CHARS characters), an
 there are: a map of thousands of clashing labels still gives a short line.
 
 `shown_label(v)`: the name under which a collective's label is drawn; one without a label (a run
-directory's record of `"label": null`) is drawn as NO_LABEL.
+directory's record of `"label": null`) is drawn as NO_LABEL (`with_shown_labels`: over a frame's column).
 """
 from __future__ import annotations
 
@@ -43,6 +43,17 @@ def shown_label(v) -> str:
 def missing_labels(labels: pd.Series) -> np.ndarray:
     """Per row, whether the collective has no label (shown_label's rule, over a whole column)."""
     return (labels.isna() | (labels == "")).to_numpy(dtype=bool)
+
+
+def with_shown_labels(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with its `label` column as drawn (shown_label's rule over the whole column): the frame itself
+    where every row has a label, else a copy whose unlabelled rows read NO_LABEL."""
+    if not len(df) or "label" not in df:
+        return df
+    missing = missing_labels(df["label"])
+    if not missing.any():
+        return df
+    return df.assign(label=np.where(missing, NO_LABEL, df["label"].astype(object)))
 
 
 def _listed(labels: list[str], sep: str = ", ") -> str:

@@ -40,6 +40,7 @@ from commscope.analyze import intervals as iv
 from commscope.analyze.exposure import collective_span, compute_sets, exposed_spans, to_rel
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.intervals import assign_lanes
+from commscope.analyze.labels import with_shown_labels
 from commscope.analyze.timeline_inflight import inflight_bars, steps_begun, unfinished_steps
 from commscope.load.frames import rel
 
@@ -280,9 +281,10 @@ def _flows(coll: pd.DataFrame, t0: int) -> pd.DataFrame:
 def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute_per_rank: int = 400
                   ) -> TimelineBars:
     """The timeline's numbers for the ranks of `trace`, restricted to steps in [window[0], window[1])."""
-    coll = _in_window(trace.collectives, window)
+    # one name per label everywhere on the page (bars, legend, colours): an unlabelled row reads NO_LABEL
+    coll = with_shown_labels(_in_window(trace.collectives, window))
     comp = _in_window(trace.compute, window)
-    hooks = _in_window(trace.hooks, window)
+    hooks = with_shown_labels(_in_window(trace.hooks, window))
     steps = _in_window(trace.steps, window)
     t_cands = [pd.to_numeric(df[c], errors="coerce").min() for df, c in ((steps, "start_ns"), (coll, "call_ns"),
                (coll, "start_ns"), (comp, "start_ns"), (hooks, "t_ns")) if len(df)]
@@ -290,6 +292,7 @@ def timeline_bars(trace: Any, window: tuple[int, int] | None = None, max_compute
     t0 = min(t_cands) if t_cands else 0
     t_end = _right_edge(steps, coll, comp, hooks, t0)
     stuck, more, t_edge = inflight_bars(trace, window, t0, t_end)
+    stuck = with_shown_labels(stuck)
     comp_sets = compute_sets(trace)
     rows, coll_of, hooks_of = _compute_rows(comp, t0, max_compute_per_rank), _by_rank(coll), _by_rank(hooks)
     stuck_of = _by_rank(stuck)

@@ -56,3 +56,25 @@ def test_a_label_of_two_sizes_reports_a_size_one_of_its_calls_moved(runs, tmp_pa
                          for x in f.read_text().splitlines()))
     # a median taken as the mean of the middle two (24) is a size no call moved
     assert summarize(load(str(d)), with_hta=False)["labels"][NO_LABEL]["bytes"] == 12
+
+
+def test_the_page_draws_them_under_the_name_the_tables_use(runs):
+    from commscope.analyze.report_context import report_context
+    from commscope.analyze.timeline_bars import timeline_bars
+    from reports.page import render_html
+    from reports.timeline import label_colors
+
+    *_, d = runs
+    trace = load(str(d))
+    bars = timeline_bars(trace)
+    # one name per label: the colour map sorts them, so a missing label (NaN) among strings would not sort
+    assert NO_LABEL in bars.labels and all(isinstance(x, str) for x in bars.labels)
+    assert "nan" not in bars.labels and "None" not in bars.labels
+    # the 6 unlabelled collectives and the hook firings of the parameter whose label the copy removed
+    assert sum(x == NO_LABEL for x in bars.labels) == 6 + trace.hooks["label"].isna().sum() > 6
+    assert set(label_colors(bars.labels)) == set(summarize(trace, with_hta=False)["labels"]) | \
+        set(trace.hooks["label"].dropna()) | {NO_LABEL}
+    failed: list[str] = []
+    page = render_html(report_context(trace, summarize(trace, with_hta=False), with_layout=False), failed)
+    assert failed == []
+    assert f'"name":"{NO_LABEL}"' in page.replace(": ", ":")
