@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from commscope.load.label_map import check_label_map
+from commscope.rundir.schema import NO_LABEL
 
 SEP = "|"
-NO_LABEL = "(no label)"
 NOTE_SIZES = 8          # sizes listed in the note on shared sizes, while the listing is under NOTE_CHARS
 NOTE_CHARS = 300
 NOTE_LABELS = 10        # labels listed per size, and unused labels listed

@@ -525,7 +525,7 @@ def _label(names: list, tids: list, calls: list, ann: pd.DataFrame,
             if inner >= 0:
                 body = c_name[inner][len(LABEL_PREFIX):]
                 lab, _, ph = body.rpartition(":") if ":" in body else (body, "", "")
-                labels[i] = lab
+                labels[i] = lab or None  # `commscope::<phase>`: the recorder's unlabelled collective
                 phases[i] = ph or None
                 sources[i] = "scope"
     if py_frames is not None and len(py_frames):

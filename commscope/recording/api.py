@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
+from commscope.rundir.schema import NO_LABEL
+
 # Function → normalized op name. Bytes follow the nccl-tests convention (full-array size).
 OP_NAMES: dict[Callable, str] = {
     dist.all_reduce: "all_reduce",
@@ -175,11 +177,26 @@ def check_step(step: Any) -> int:
 
 
 def check_label(label: Any) -> None:
-    """A collective's label: a non-empty string (check_name), or None for an unlabelled collective."""
-    if label is not None and (not isinstance(label, str) or not label):
+    """A collective's label: a non-empty string (check_name) other than NO_LABEL, the name readers show the
+    unlabelled ones under, or None for an unlabelled collective."""
+    if label is None:
+        return
+    if not isinstance(label, str) or not label:
         raise ValueError(f"label must be a non-empty string, or None for an unlabelled collective; got {label!r}")
-    if label is not None:
-        check_name(label, "label")
+    check_name(label, "label")
+    if label == NO_LABEL:
+        raise ValueError(f"label {NO_LABEL!r} is what readers call a collective recorded without one: pass "
+                         "label=None for that, or another name")
+
+
+def check_phase(phase: Any) -> None:
+    """A collective's phase: a string (check_name; may be empty) without ':'. The profiler scope around a
+    launch is `commscope:<label>:<phase>`, read back by splitting at its last ':', so a label may hold ':'
+    and a phase may not."""
+    check_name(phase, "phase", empty=True)
+    if ":" in phase:
+        raise ValueError(f"phase must not contain ':' (the trace names a collective's scope "
+                         f"commscope:<label>:<phase>, split at its last ':'); got {phase!r}")
 
 
 def check_compute(compute: Any) -> None:
@@ -247,7 +264,7 @@ class NullRecorder:
     def collective(self, fn: Callable, *args: Any, label: str | None, phase: str, **kwargs: Any) -> CollectiveHandle:
         """Launch `fn(*args, async_op=True, **kwargs)` (a torch.distributed collective)."""
         check_label(label)
-        check_name(phase, "phase", empty=True)
+        check_phase(phase)
         return CollectiveHandle(fn(*args, async_op=True, **kwargs))
 
     def inflight_snapshot(self) -> list[dict]:

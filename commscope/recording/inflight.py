@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from commscope.recording.api import CollectiveHandle, check_label, check_name, profiler_active
+from commscope.recording.api import CollectiveHandle, check_label, check_phase, profiler_active
 from commscope.recording.closing import CLOSED
 from commscope.recording.collective import GroupInfo, comm_size, op_name
 
@@ -116,7 +116,7 @@ class Collectives:
         if self._closed:  # raising, not skipping: the caller's collective must never silently not run
             raise RuntimeError(CLOSED)
         check_label(label)
-        check_name(phase, "phase", empty=True)
+        check_phase(phase)
         op = op_name(fn)
         gname, gsize = self._groups(kwargs.get("group"))
         seq = self._seq[gname]
@@ -144,7 +144,9 @@ class Collectives:
         }
         self.inflight[(gname, seq)] = rec
         if _profiling():
-            with torch.profiler.record_function(f"commscope:{label}:{phase}"):
+            # an unlabelled collective's scope has an empty label (`commscope::<phase>`), which the loader reads
+            # as no label, as the run directory's null
+            with torch.profiler.record_function(f"commscope:{'' if label is None else label}:{phase}"):
                 work = fn(*args, async_op=True, **kwargs)
         else:
             work = fn(*args, async_op=True, **kwargs)

@@ -26,8 +26,11 @@ def label(name: str):
     from torch.profiler import record_function
 
     from commscope.recording.api import check_name
+    from commscope.rundir.schema import NO_LABEL
 
     check_name(name, "a label")
+    if name == NO_LABEL:
+        raise ValueError(f"label {NO_LABEL!r} is what readers call a collective without one: choose another name")
 
     return record_function(f"{PREFIX}{name}:")  # the empty phase keeps a ":" in `name` inside the label
 

@@ -23,6 +23,10 @@ PROGRESS = "progress.jsonl"  # the reference trainer's rank 0: one line per even
 FLIGHT_RECORDER_DIR = "flight_recorder"  # NCCL Flight Recorder dumps (docs/faults.md)
 FLIGHT_RECORDER_PREFIX = "rank_"  # FLIGHT_RECORDER_DIR/rank_<R>
 
+# The label under which readers show a collective recorded without one (`"label": null`): reserved, so no
+# recorded label is ever shown as the unlabelled ones' (the recorder refuses it)
+NO_LABEL = "(no label)"
+
 # RUN/rank<R>/
 # the rank in ASCII decimal without leading zeros, as the recorder writes it, and nothing after it (`\Z`, not
 # `$`, which also matches before a final newline): a stray `rank01/` or `rank1\n/` beside `rank1/` is another

@@ -376,3 +376,27 @@ def test_a_running_user_profiler_skips_the_window_with_one_warning(tmp_path):
     assert not (out / "rank0" / "trace.json.gz").exists()
     assert status(out)["status"] == "completed"
     assert (tmp_path / "run-user.json").stat().st_size > 0
+
+
+def test_a_phase_with_a_colon_and_the_reserved_label_are_refused(tmp_path, gloo1):
+    """The trace names a collective's scope `commscope:<label>:<phase>` and the loader splits it at the last
+    ':', so a label may hold ':' and a phase may not; "(no label)" is what readers call the unlabelled
+    collectives, so a label of that name would merge with them."""
+    import torch.distributed as dist
+    from commscope.rundir.schema import NO_LABEL
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    for r in (rec, NullRecorder()):
+        with pytest.raises(ValueError, match="phase must not contain ':'.*got 'ph:ase'"):
+            r.collective(dist.all_reduce, torch.ones(2), label="a:b", phase="ph:ase")
+        with pytest.raises(ValueError, match=r"label '\(no label\)' is what readers call"):
+            r.collective(dist.all_reduce, torch.ones(2), label=NO_LABEL, phase="p")
+    with pytest.raises(ValueError, match=r"watch\(\): '\(no label\)'"):
+        rec.watch({NO_LABEL: torch.ones(2, requires_grad=True)})
+    with pytest.raises(ValueError, match=r"'\(no label\)' is what readers call"):
+        commscope.label(NO_LABEL)
+    with rec.step(0):
+        rec.collective(dist.all_reduce, torch.ones(2), label="a:b", phase="p").wait()  # ':' in a label is kept
+    rec.close()
+    assert [(e["label"], e["phase"]) for e in read(tmp_path / "rank0" / "events.jsonl")
+            if e["kind"] == "collective"] == [("a:b", "p")]

@@ -312,3 +312,22 @@ def test_importing_commscope_imports_no_torch():
 
     code = "import sys, commscope; assert 'torch' not in sys.modules; assert callable(commscope.size_labels)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode == 0
+
+
+def test_a_scope_splits_at_its_last_colon_and_an_empty_label_is_no_label(tmp_path):
+    """The recorder writes `commscope:<label>:<phase>` (a phase holds no ':', a label may) and
+    `commscope::<phase>` for a collective recorded with label=None: read back as the run directory has
+    them, "a:b" with its phase, and no label."""
+    out = tmp_path / "t"
+    out.mkdir()
+    names = {"commscope:grad:reduce": "commscope:a:b:reduce", "commscope:w:allreduce": "commscope::allreduce"}
+    for r in (0, 1):
+        doc = json.load(open(os.path.join(GLOO, f"rank{r}.json")))
+        for e in doc["traceEvents"]:
+            e["name"] = names.get(e.get("name"), e.get("name"))
+        (out / f"rank{r}.json").write_text(json.dumps(doc))
+    c = load_path(str(out)).collectives
+    scoped = c[c["label_source"] == "scope"]
+    assert list(scoped.groupby(["label", "phase"]).size().items()) == [(("a:b", "reduce"), 6)]
+    unlabelled = scoped[scoped["label"].isna()]
+    assert len(unlabelled) == 6 and set(unlabelled["phase"]) == {"allreduce"}
