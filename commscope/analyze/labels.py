@@ -1,10 +1,12 @@
 """Labels from a size → label map (`--label-map`): `relabel_by_size(collectives, label_map)`.
 
-A collective whose label is still generic — its own name (`label_source` "name": no commscope scope, no
-user-code Python frame enclosed its launch; docs/frames.md) — and whose `bytes` equal a size of the map
-takes that size's label (`label_source` "size"); its phase stays empty. A size that several labels
-claim gives their names joined by `|` in the map's order (`attn|mlp`), and a note. Labels given by a
-scope, the stack or the recorder are never changed; collectives of unknown size keep their names.
+A collective whose label was inferred — its own name (`label_source` "name") or its innermost user-code
+Python frame ("stack"; docs/frames.md) — and whose `bytes` equal a size of the map takes that size's
+label (`label_source` "size"); its phase stays empty. The map is what the user asked for by name, so it
+outranks a frame, which may hold many different collectives (a training loop, a module's forward). A
+size that several labels claim gives their names joined by `|` in the map's order (`attn|mlp`), and a
+note. Labels given in the code (a commscope scope, the recorder) are never changed; collectives of
+unknown size keep their labels.
 
 The map is label → full-array byte sizes (commscope.load.label_map reads and checks it; a map built in
 Python, e.g. by `commscope.size_labels`, is checked the same way). Notes (the command adds them to the
@@ -27,6 +29,7 @@ from commscope.load.label_map import check_label_map
 from commscope.rundir.schema import NO_LABEL
 
 SEP = "|"
+INFERRED = ("name", "stack")  # the label sources a map may replace: none the training code gave
 NOTE_SIZES = 8          # sizes listed in the note on shared sizes, while the listing is under NOTE_CHARS
 NOTE_CHARS = 300
 NOTE_LABELS = 10        # labels listed per size, and unused labels listed
@@ -74,7 +77,8 @@ def size_table(label_map: Mapping[str, list[int]]) -> dict[int, str]:
 
 
 def relabel_by_size(collectives: pd.DataFrame, label_map: Mapping) -> tuple[pd.DataFrame, list[str]]:
-    """`collectives` (a copy) with generic labels replaced from `label_map`, and the notes to report."""
+    """`collectives` (a copy) with inferred labels (name, stack) replaced from `label_map`, and the notes to
+    report."""
     label_map = check_label_map(label_map)
     table = size_table(label_map)
     notes = []
@@ -91,7 +95,7 @@ def relabel_by_size(collectives: pd.DataFrame, label_map: Mapping) -> tuple[pd.D
     out = collectives.copy()
     if not len(out):
         return out, notes
-    generic = (out["label_source"] == "name").to_numpy(bool)
+    generic = out["label_source"].isin(INFERRED).to_numpy(bool)
     size = pd.to_numeric(out["bytes"], errors="coerce").to_numpy(np.float64)
     known = generic & np.isfinite(size)
     new = np.array([table.get(int(b)) if k else None for b, k in zip(size, known)], dtype=object)
@@ -106,6 +110,6 @@ def relabel_by_size(collectives: pd.DataFrame, label_map: Mapping) -> tuple[pd.D
     used = {lab for v in set(new[hit]) for lab in v.split(SEP)} if hit.any() else set()
     unused = [lab for lab in label_map if lab not in used]
     if unused:
-        notes.append(f"label map: {len(unused)} of {len(label_map)} label(s) matched no collective of a "
-                     f"generic label: {_listed(unused)}")
+        notes.append(f"label map: {len(unused)} of {len(label_map)} label(s) matched no collective labelled "
+                     f"by the trace or its stack: {_listed(unused)}")
     return out, notes

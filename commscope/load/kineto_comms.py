@@ -45,7 +45,7 @@ import pandas as pd
 
 from commscope.load.frames import (COLUMNS, assign_steps, dtype_size, frame, is_ns, normalize_op, ns_array, rel,
                                    unlinked)
-from commscope.load.stack_labels import user_frame
+from commscope.load.stack_labels import frame_label
 from commscope.util.num import is_tensor_shape
 
 LABEL_PREFIX = "commscope:"
@@ -532,7 +532,7 @@ def _label(names: list, tids: list, calls: list, ann: pd.DataFrame,
         p_name = py_frames["name"].to_numpy()
         for i, inner in enumerate(_innermost(tids, calls, py_frames)):
             if inner >= 0 and sources[i] == "name":
-                labels[i] = user_frame(p_name[inner])
+                labels[i] = frame_label(p_name[inner])
                 sources[i] = "stack"
     return labels, phases, sources
 

@@ -34,7 +34,7 @@ from commscope.util.outputs import exported_trace
 from commscope.util.text import printable
 from commscope.load.files import FileProblem, decode_json
 from commscope.load.kineto_values import MAX_SHAPE_BYTES, is_int, is_num
-from commscope.load.stack_labels import PY_CAT, user_frame
+from commscope.load.stack_labels import PY_CAT, frame_label
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
@@ -354,8 +354,8 @@ def _launch_threads(ev: Events) -> set:
 
 
 def _keep_python_frames(ev: Events, frames) -> None:
-    """Of the `python_function` events (name, tid, ts, dur), keep the user-code ones on threads that launch
-    collectives: a with_stack trace has one per Python call, and only these can label a collective."""
+    """Of the `python_function` events (name, tid, ts, dur), keep those that can label a collective
+    (stack_labels.frame_label) on threads that launch collectives: a with_stack trace has one per Python call."""
     threads = _launch_threads(ev)
     if not threads:
         return
@@ -365,7 +365,7 @@ def _keep_python_frames(ev: Events, frames) -> None:
                 continue
         except TypeError:
             continue
-        if user_frame(name) is not None:
+        if frame_label(name) is not None:
             ev.p_name.append(name); ev.p_tid.append(tid); ev.p_ts.append(ts); ev.p_dur.append(dur)
 
 

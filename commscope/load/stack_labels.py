@@ -9,7 +9,8 @@ the `sys.path` entry it was found under (torch.profiler.python_tracer strips tho
 `<line>` is the line the function is defined on. Calls into C are named `<built-in …>`.
 
 A collective without a commscope label scope takes the innermost user-code frame enclosing its launch on
-the launching thread (commscope.load.kineto_comms), written `<file name>:<line> <function>`
+the launching thread (commscope.load.kineto_comms; `frame_label`: any but a script's top-level code),
+written `<file name>:<line> <function>`
 (`model.py:88 forward`): the file name without its folders, so the label is the same on every rank
 whatever the job's paths. User code is any frame but these (`user_frame`):
 - calls into C (`<built-in …>`) and code that is not a file (`<frozen os>`, `<string>`);
@@ -70,3 +71,13 @@ def user_frame(name: str) -> str | None:
         if p == "commscope" and i + 1 < len(parts) and parts[i + 1] in _COMMSCOPE:
             return None
     return f"{parts[-1]}:{m['line']} {m['func']}"
+
+
+def frame_label(name: str) -> str | None:
+    """The label a profiler trace's `python_function` event named `name` gives a collective it encloses:
+    user_frame's, but never a module's top-level code (`<module>`). That frame began before the profiler, so
+    its line is where the script stood then (the `prof.step()` line, not a call site), and it encloses
+    everything the script launches outside a function (DDP's buckets and hand-written calls alike): a label
+    from it would merge them."""
+    m = _FRAME_RE.match(name)
+    return None if m is None or m["func"] == "<module>" else user_frame(name)

@@ -93,7 +93,7 @@ def test_library_frames_are_skipped_for_the_next_user_frame_out(tmp_path):
     ("deepspeed/runtime/engine.py(2000): backward", "engine.py:2000 backward"),
     ("commscope_runs/train.py(5): main", "train.py:5 main"),
     ("/home/me/commscope/train.py(5): main", "train.py:5 main"),
-    ("train.py(1): <module>", "train.py:1 <module>"),
+    ("train.py(1): <module>", "train.py:1 <module>"),  # a traceback's frame (evidence.blocked_at)
     ("torch/nn/modules/module.py(1750): _call_impl", None),
     ("/opt/torch/distributed/c10d_logger.py(80): wrapper", None),
     ("functorch/x.py(1): f", None),
@@ -199,14 +199,39 @@ def test_a_size_claimed_twice_gets_both_names_and_a_note(tmp_path):
     assert dict(c.groupby(["label", "label_source"]).size()) == {
         ("grads|bucket", "size"): 4, ("bucket", "size"): 4, ("allreduce", "name"): 8, ("attn", "scope"): 4}
     assert notes == ["label map: 1 size(s) claimed by several labels, so labelled with all of them: 4096 B: grads|bucket",
-                     "label map: 1 of 3 label(s) matched no collective of a generic label: unused"]
+                     "label map: 1 of 3 label(s) matched no collective labelled by the trace or its stack: unused"]
 
 
-def test_stack_labels_are_not_replaced_by_the_map(stack):
+def test_the_map_outranks_stack_labels_and_keeps_scopes(stack):
+    """A frame may hold many different collectives (a training loop, a forward FSDP2 gathers in): a size the
+    user's map lists names the collective, whatever frame launched it; a commscope scope, which the code
+    gave, stays."""
     from commscope.analyze.labels import relabel_by_size
 
-    c, _ = relabel_by_size(stack.collectives, {"x": [4096, 2112, 192, 4]})
-    pd.testing.assert_frame_equal(c, stack.collectives)
+    c, notes = relabel_by_size(stack.collectives, {"bucket": [2112], "stats": [192]})
+    assert notes == []
+    assert dict(c.groupby(["label", "label_source"]).size()) == {
+        ("bucket", "size"): 4, ("stats", "size"): 4, ("make_trace.py:31 reduce_grads", "stack"): 4,
+        ("attn", "scope"): 4, ("make_trace.py:53 train", "stack"): 4}
+    c, _ = relabel_by_size(stack.collectives, {"x": [4096]})  # the scoped all_gather's size too
+    assert dict(c.groupby(["label", "label_source"]).size())[("attn", "scope")] == 4
+
+
+def test_a_scripts_top_level_code_is_no_label(tmp_path):
+    """`<module>` began before the profiler: its line is where the script stood then (the prof.step() line),
+    and it encloses everything the script launches outside a function, so a label from it would merge them."""
+    def at_top(e):
+        if e.get("cat") == "python_function" and e["name"].endswith((": train", ": worker")):
+            e = dict(e, name="make_trace.py(64): <module>")
+        return e
+
+    from commscope.load.stack_labels import frame_label
+
+    assert frame_label("train.py(64): <module>") is None and frame_label("train.py(5): main") == "train.py:5 main"
+    c = load_path(_rewrite(tmp_path, at_top)).collectives
+    assert "make_trace.py:64 <module>" not in set(c["label"])
+    top = c[c["op"].eq("all_reduce") & c["bytes"].eq(4)]
+    assert len(top) == 4 and set(top["label_source"]) == {"name"} and set(top["label"]) == {"allreduce"}
 
 
 def test_report_json_with_a_label_map(tmp_path):
