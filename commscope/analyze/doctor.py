@@ -55,6 +55,7 @@ same `waiting.instances` as the report's straggler table.
 """
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -355,6 +356,17 @@ def _first_mismatch(lt: pd.DataFrame, by_label: bool) -> tuple[pd.DataFrame, pd.
     return lt[rows], pd.Series(sig[rows], index=lt.index[rows])
 
 
+def _without_groups(trace: Trace, groups: list[str]) -> Trace:
+    """`trace` without the collectives of `groups` (itself where there are none)."""
+    c = trace.collectives
+    drop = c["group"].astype(str).isin(groups).to_numpy(bool) if groups and len(c) else None
+    if drop is None or not drop.any():
+        return trace
+    out = copy.copy(trace)
+    out.collectives = c[~drop].reset_index(drop=True)
+    return out
+
+
 def check_desync(lt: pd.DataFrame, source: str, by_label: bool = False) -> Diagnosis | None:
     """The first (group, seq) whose ranks launched different collectives. `by_label`: a different label
     is a different collective too, where the label is the one the caller passed at that call (a run
@@ -564,11 +576,17 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     faults = faults or FaultEvidence()
     lt = launch_table(trace.collectives, faults.inflight, "events" if trace.source == "run" else "trace")
     src = f"{EVENTS} + watchdog/inflight reports" if trace.source == "run" else "trace"
-    d = (check_interrupted(trace) or check_desync(lt, src, by_label=trace.source == "run") or check_crash(trace, faults)
+    # collectives numbered together though they may have run on different process groups (loader's
+    # "mixed_groups"): members that differ there are as likely two groups' calls as a desync, and one rank
+    # "waiting" for another may be waiting for its own group's peers
+    mixed_names = [str(g) for g in trace.config.get("mixed_groups") or ()]
+    mixed = lt["group"].astype(str).isin(mixed_names).to_numpy(bool) if len(lt) else np.zeros(0, dtype=bool)
+    d = (check_interrupted(trace) or check_desync(lt[~mixed], src, by_label=trace.source == "run")
+         or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)
          or check_unexplained(trace)
-         or check_straggler(trace, straggler_ms=straggler_ms, straggler_pct=straggler_pct,
-                            warmup_steps=warmup_steps))
+         or check_straggler(_without_groups(trace, mixed_names), straggler_ms=straggler_ms,
+                            straggler_pct=straggler_pct, warmup_steps=warmup_steps))
     if faults.ranks("flight_recorder"):
         frl = faults.flight_recorder
         empty = Trace(source="flight_recorder", path=trace.path, world_size=trace.world_size, backend=None,
@@ -581,6 +599,12 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     args = (trace.config.get("config") or {}).get("args") or {}
     d.injected = list(args.get("inject") or [])
     d.problems = loading_problems(trace)
+    if mixed.any():
+        unjudged = check_desync(lt[mixed], src)
+        d.problems.append(f"the collectives of group(s) {', '.join(mixed_names)} are left out of the desync and "
+                          "straggler rules: which process group each ran on is not in the trace, and the groups "
+                          "have different members" +
+                          (f"; among them, {unjudged.summary.removeprefix('desync: ')}" if unjudged else ""))
     d.run_reports = run_reports(trace)
     return d
 

@@ -202,7 +202,7 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     if "collectives" in frames and len(ranks) < ws:
         frames["collectives"] = _pair(frames["collectives"], problems)
         _unknown_sizes_span_the_job(frames["collectives"], ws, len(ranks), problems)
-    _gloo_groups_unknown(merged, problems)
+    mixed = _gloo_groups_unknown(merged, problems)
     rank_files = {p["rank"]: p["files"] for p in merged}
     first = merged[0]
     trace = Trace(source="kineto", path=path, world_size=ws, backend=first["backend"],
@@ -216,7 +216,11 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
                           "rank_from": {p["rank"]: p["rank_from"] for p in merged},
                           # "ranks read" where no trace declares or implies it: the doctor does not
                           # take such a guess for a one-rank job (commscope.analyze.doctor)
-                          "world_size_from": ws_from},
+                          "world_size_from": ws_from,
+                          # a stand-in group whose collectives may come from process groups of different members
+                          # (numbered together because the trace does not say which each ran on): the doctor
+                          # judges no desync or straggler there
+                          "mixed_groups": [GLOO_GROUP] if mixed else []},
                   ranks=ranks, problems=problems, **frames)
     file_rank = {p["info"]["file"]: p["rank"] for p in parts}
     files = [f for f in files if f in file_rank]
@@ -231,19 +235,23 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     return trace
 
 
-def _gloo_groups_unknown(merged: list, problems: list[str]) -> None:
+def _gloo_groups_unknown(merged: list, problems: list[str]) -> bool:
     """One line where ranks' gloo collectives share the stand-in group `gloo` (kineto_comms: their `c10d::`
     ops name no process group) while their pg_config lists several groups: which group each ran on is not
-    in the trace (a group's gloo work runs on a pool of worker threads the trace does not tie to it)."""
-    hit, names = [], set()
+    in the trace (a group's gloo work runs on a pool of worker threads the trace does not tie to it).
+    Whether those groups differ in their members (or their members are not all known): then one rank's
+    call at a number may pair with another group's call on another rank, not only one launched out of order."""
+    hit, names, members = [], set(), set()
     for p in merged:
         pgs = (p["info"]["distributedInfo"] or {}).get("pg_config") if isinstance(
             p["info"]["distributedInfo"], dict) else None
-        groups = {str(g.get("pg_name")) for g in pgs if isinstance(g, dict)} if isinstance(pgs, list) else set()
+        listed = [g for g in pgs if isinstance(g, dict)] if isinstance(pgs, list) else []
+        groups = {str(g.get("pg_name")) for g in listed}
         c = p["collectives"]
         if len(groups) > 1 and len(c) and (c["group"].astype(str) == GLOO_GROUP).any():
             hit.append(p["rank"])
             names |= groups
+            members |= {_members(g) for g in listed}
     if hit:
         shown = ", ".join(sorted(names)[:8]) + (f", … ({len(names)} in all)" if len(names) > 8 else "")
         problems.append(f"rank(s) {_short(hit)}: gloo collectives name no process group and pg_config lists "
@@ -251,6 +259,15 @@ def _gloo_groups_unknown(merged: list, problems: list[str]) -> None:
                         f"group '{GLOO_GROUP}' in launch order, and pairing across ranks by that number may mix "
                         "groups (ranks launching them in different orders, groups of different members); none "
                         "is counted as queued behind another (each one's exposed time is its own execution)")
+    return bool(hit) and (len(members) > 1 or None in members)
+
+
+def _members(group: dict) -> tuple | None:
+    """A pg_config entry's members (its `ranks`, else its `pg_size` alone), None where neither is given."""
+    ranks, size = group.get("ranks"), group.get("pg_size")
+    if isinstance(ranks, list) and ranks and all(type(r) is int for r in ranks):
+        return tuple(sorted(ranks))
+    return ("size", size) if type(size) is int else None
 
 
 def _short(ranks: list[int]) -> str:

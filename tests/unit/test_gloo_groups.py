@@ -123,3 +123,47 @@ def test_collectives_that_executed_at_once_did_not_queue(tmp_path, groups):
     assert t["exposed_ns"].to_numpy() == pytest.approx(np.full(4, 1e6))
     assert (t["queued_ns"] == 0).all() and (t["queue_charged_ns"] == 0).all()
     assert (t["own_exposed_ns"] == t["exposed_ns"]).all()
+
+
+def _subgroups(tmp_path, sizes: dict[int, int], members: dict[int, list]) -> str:
+    """4 ranks: each launches one all_reduce of `sizes[rank]` float elements on a group of `members[rank]`
+    (its pg_config lists the world group and that one), then one on the world group."""
+    for r in range(4):
+        doc = _trace(r, ["0"])
+        doc["distributedInfo"].update(world_size=4, pg_count=2, pg_config=[
+            {"pg_name": "0", "pg_size": 4, "ranks": [0, 1, 2, 3]},
+            {"pg_name": str(1 + r // 2), "pg_size": len(members[r]), "ranks": members[r]}])
+        shapes = [{"Input Dims": [[sizes[r]]], "Input type": ["float"]}, {"Input Dims": [[8]], "Input type": ["float"]}]
+        ops = [e for e in doc["traceEvents"] if e["name"] in ("c10d::allreduce_", "gloo:all_reduce")]
+        for e in ops:  # the first call: launched at 1101 µs on the caller thread, executed on worker thread 2
+            first = e["tid"] == 2 or (e["tid"] == 1 and e["ts"] < 1110)
+            e["args"] = shapes[0 if first else 1]
+            e["ts"] += 200 * r  # rank 3 launches 600 µs after rank 0
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(doc))
+    return str(tmp_path)
+
+
+def test_groups_of_different_members_are_left_out_of_desync_and_straggler_rules(tmp_path):
+    """Ranks 0-1 all_reduce 400 B on their pair's group, ranks 2-3 600 B on theirs: in a gloo trace both are
+    the stand-in group's first call, and so is the waiting of one pair for the other. Neither is a desync
+    nor a straggler; the doctor says what it left out and the mismatch it saw there."""
+    from commscope.analyze.doctor import diagnose
+
+    tr = load_path(_subgroups(tmp_path, {0: 100, 1: 100, 2: 150, 3: 150}, {0: [0, 1], 1: [0, 1], 2: [2, 3], 3: [2, 3]}))
+    assert tr.config["mixed_groups"] == ["gloo"]
+    d = diagnose(tr)
+    assert d.verdict not in ("desync", "straggler"), d.summary
+    (line,) = [p for p in d.problems if "left out of the desync and straggler rules" in p]
+    assert "group(s) gloo" in line and "rank(s) 0-1 launched all_reduce of 400 bytes" in line
+    assert "rank(s) 2-3 launched all_reduce of 600 bytes" in line
+
+
+def test_groups_of_the_same_members_are_judged(tmp_path):
+    """Every group holds every rank (tests/data/gloo2's layout): pairing by launch order is right, so a size
+    that differs is a desync."""
+    from commscope.analyze.doctor import diagnose
+
+    tr = load_path(_subgroups(tmp_path, {0: 100, 1: 100, 2: 100, 3: 150}, {r: [0, 1, 2, 3] for r in range(4)}))
+    assert tr.config["mixed_groups"] == []
+    d = diagnose(tr)
+    assert d.verdict == "desync" and d.culprit_ranks == [3] and not any("left out" in p for p in d.problems)
