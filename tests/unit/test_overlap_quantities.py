@@ -120,3 +120,16 @@ def test_cpu_run_has_only_the_recorded_spans_overlap(cpu):
         comm = iv.merge(mine["call_ns"].to_numpy(np.int64), mine["end_ns"].to_numpy(np.int64))
         assert got[str(r)] == pytest.approx(100 * iv.length(iv.intersect(comm, comp[r])) / iv.length(comm),
                                             abs=0.005)
+
+
+def test_the_documented_schema_version_is_the_one_written():
+    """docs/analysis.md names the version `report --json` writes and has a row for every version after 2:
+    a reader of a document learns there what its keys mean."""
+    import re
+
+    from paths import ROOT
+
+    text = (ROOT / "docs" / "analysis.md").read_text(encoding="utf-8")
+    assert re.search(r"carries `schema_version` \((\d+)\)", text).group(1) == str(SCHEMA_VERSION)
+    rows = [int(v) for v in re.findall(r"^\| (\d+) \| ", text, flags=re.M)]
+    assert rows == list(range(3, SCHEMA_VERSION + 1))
