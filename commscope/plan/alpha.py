@@ -1,4 +1,4 @@
-"""Canzona's α-balanced static partition (REFERENCE §3, seeds/002 §3.2.1), over the banks.
+"""Canzona's α-balanced static partition (the Canzona paper's §3.2.1), over the banks.
 
 Each bank is a bucket whose matrices stay in physical order; a rank owns one contiguous slice of each
 bucket, so the reduce-scatter geometry is kept and only the cut points move. Buckets are visited
@@ -7,10 +7,12 @@ largest total cost first. For a bucket, each rank's share blends
   deficit share d_r / Σd, d_r = max(0, mean_after − L_r)   (α → 1: fill the least loaded ranks)
 where L_r is the load so far and mean_after the mean load once this bucket is placed (Canzona's
 pseudo-code uses the mean *before* the bucket; with two big buckets that sends a whole bank to one rank,
-the target-after form converges to the same split when buckets are small). Cut points are snapped to
-matrix boundaries (a matrix is never split) and refined by shifting runs of cuts one matrix while the
-loads' (max, Σ²) improve (commscope.plan.alpha._refine). A bucket's new slicing is kept only if it improves max/mean over the even
-slicing, and the final result only if it beats the pure even split: so α > 0 is never worse than α = 0.
+the target-after form converges to the same split when buckets are small). The cumulative shares cut the
+bucket twice, once by its geometry (padding counted) and once by its work alone (padding at a bank's tail
+then goes to the last slice); each cut is snapped to matrix boundaries (a matrix is never split) and
+refined by shifting runs of cuts one matrix while the loads' (max, Σ²) improve (`_refine`), and the better
+of the two is taken. A bucket's new slicing is kept only if it improves max/mean over the even slicing,
+and the final result only if it beats the pure even split: so α > 0 is never worse than α = 0.
 
 Padding matrices of a bank occupy geometry but are never computed here (they are zero and stay zero).
 """
@@ -161,14 +163,20 @@ def _partition(matrices: list[Matrix], world_size: int, costs: dict[int, float],
             deficit = [max(0.0, mean_after - x) for x in loads]
             total = sum(deficit)
             fill = [d / total for d in deficit] if total > 0 else [1 / world_size] * world_size
-            share = [(1 - alpha) / world_size + alpha * f for f in fill]
-            targets = [w_full * s for s in accumulate(share)][:-1]
-            trial = _refine(loads, real_prefix, _snap(full_prefix, targets))
+            share = list(accumulate((1 - alpha) / world_size + alpha * f for f in fill))[:-1]
+            # the shares cut the bank's geometry (padding counted: α → 0 is its even split) and, apart, its
+            # work alone: where padding fills much of a bank (an MLP bank padded to 72 slots for 9 ranks)
+            # cuts in the geometry leave the last ranks only padding, and no move of one matrix across
+            # padding changes a load, so the hill-climb cannot bring them back; cut by work, the padding
+            # is the last slice's tail
+            trials = [_refine(loads, real_prefix, _snap(prefix, [w * s for s in share]))
+                      for prefix, w in ((full_prefix, w_full), (real_prefix, w_real))]
 
             def ratio(cs):
                 return max_over_mean([a + b for a, b in zip(loads, _slice_loads(real_prefix, cs, world_size))])
-            if ratio(trial) < ratio(even):
-                cuts = trial
+            best = min(trials, key=ratio)
+            if ratio(best) < ratio(even):
+                cuts = best
         bounds = [0, *cuts, len(ms)]
         for r in range(world_size):
             for m in ms[bounds[r]:bounds[r + 1]]:
