@@ -14,7 +14,7 @@ from commscope.analyze.compare import (DEFAULT_TARGET_LOSS, MAX_RESAMPLES, MIN_R
                                       comparability_warnings, compare_groups,
                                        precision_warnings, slower_candidates)
 from commscope.commands._shared import require_finite
-from commscope.load.run_groups import load_group, unique_names
+from commscope.load.run_groups import check_one_kind, load_group, unique_names
 from commscope.errors import UserError
 
 
@@ -39,6 +39,7 @@ def compare_cmd(
         raise UserError(f"--fail-if-slower must be a significance level in (0, 1), got {fail_if_slower}")
     check_resamples(n_boot)
     groups = unique_names([load_group(f) for f in folders])
+    check_one_kind(groups)
     table = compare_groups(groups, target_loss)
     warnings = comparability_warnings(groups) + precision_warnings(groups)
     slower = slower_candidates(table, fail_if_slower) if fail_if_slower is not None else []

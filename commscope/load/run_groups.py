@@ -9,7 +9,9 @@ contributes one (time, loss) pair:
   `commscope run`) is a run when every rank's status.json says it ended ("completed", or "exited": it
   never closed its Recorder): its step times and losses are rank 0's step records (`st.loss`), its world
   size rank 0's meta.json.
-Runs that did not finish are listed in `Group.skipped` with the reason and never used.
+Runs that did not finish are listed in `Group.skipped` with the reason and never used. Groups are
+compared only when all their runs are of one kind (`check_one_kind`): the two times measure different
+things.
 A group is named after its folder; `unique_names` lengthens names that two groups share (a/r1, b/r1)
 with their parent folders, so every column and JSON entry names one group.
 """
@@ -23,6 +25,7 @@ from commscope.errors import UserError
 from commscope.load.files import entry_names, read_json
 from commscope.load.speedrun_log import parse_log
 from commscope.rundir import check_doc, rank_dirs, read_status
+from commscope.util.text import counted
 from commscope.rundir.schema import CONFIG, ENDED_STATUSES, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, rank_dir_name
 
 LOG_SUFFIXES = (".txt", ".log")
@@ -197,6 +200,27 @@ def load_group(path: str | Path) -> Group:
         why = "; ".join(f"{p.name}: {r}" for p, r in group.skipped) or "no run directories or *.txt/*.log logs"
         raise UserError(f"{path}: no usable runs ({why})")
     return group
+
+
+_KIND_NAMES = {"log": "modded-nanogpt logs", "run": "commscope run directories"}
+
+
+def check_one_kind(groups: list[Group]) -> None:
+    """UserError unless every usable run of every group is of one kind: a log's time is a whole training run
+    to the target loss, a run directory's its summed step times, so a mean or a difference over both
+    compares different quantities."""
+    kinds = {g.name: sorted({r.kind for r in g.runs}) for g in groups}
+    for g in groups:
+        if len(kinds[g.name]) > 1:
+            n = {k: sum(r.kind == k for r in g.runs) for k in kinds[g.name]}
+            raise UserError(f"{g.path} holds {counted(n['log'], 'modded-nanogpt log')} and "
+                            f"{counted(n['run'], 'commscope run')}: a log's time is a training run to "
+                            "the target loss, a run directory's its summed step times, so their mean means "
+                            "nothing; compare folders of one kind")
+    if len({tuple(k) for k in kinds.values()}) > 1:
+        said = ", ".join(f"{g.name}: {_KIND_NAMES[kinds[g.name][0]]}" for g in groups)
+        raise UserError(f"the groups hold runs of different kinds ({said}): a log's time is a training run to "
+                        "the target loss, a run directory's its summed step times; compare folders of one kind")
 
 
 def unique_names(groups: list[Group]) -> list[Group]:

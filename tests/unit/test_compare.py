@@ -180,3 +180,22 @@ def test_terminal_table_says_a_tiny_p_is_below_0_0001_and_captions_the_label_row
     rows = [line for line in con.export_text().splitlines() if "premul-o" in line]
     assert "<0.0001" in rows[0] and "0.0000 │ 3.2777" not in rows[0]
     assert "exposed communication" in compare_terminal.LABEL_DELTAS_CAPTION
+
+
+def test_logs_and_run_directories_are_not_compared_together(tmp_path):
+    """A log's time is a training run to the target loss, a run directory's its summed step times: a group
+    mixing them, or groups of different kinds, would put numbers that measure different things in one mean
+    or one difference (-129.70 s, "candidate faster", for 6 CPU steps against a 2,160-step H100 log)."""
+    runs, logs, mixed = tmp_path / "runs", tmp_path / "logs", tmp_path / "mixed"
+    for i, t in enumerate(([100.0, 200.0], [110.0, 190.0])):
+        _run_dir(runs / f"r{i}", "completed", t, [5.0, 4.0])
+    shutil.copytree(FIXTURE / "baseline", logs)
+    shutil.copytree(logs, mixed)
+    _run_dir(mixed / "r0", "completed", [100.0, 200.0], [5.0, 4.0])
+    code, msg, _ = _invoke(["compare", str(logs), str(runs)])
+    assert code == 2 and msg.startswith("the groups hold runs of different kinds (logs: modded-nanogpt logs, "
+                                        "runs: commscope run directories)")
+    code, msg, _ = _invoke(["compare", str(mixed), str(logs)])
+    n_logs = len([p for p in logs.iterdir() if p.suffix in (".txt", ".log")])
+    assert code == 2 and msg.startswith(f"{mixed} holds {n_logs} modded-nanogpt logs and 1 commscope run: ")
+    assert _invoke(["compare", str(runs), str(runs)])[0] == 0  # one kind: compared
