@@ -408,8 +408,10 @@ def evidence_notes(trace: Trace) -> list[str]:
                          "launched before the profiling window): no bandwidth for them.")
         outside = outside_steps(trace)
         if outside:
-            notes.append(f"{outside} of {len(c)} collectives fall outside every step window (launched before the "
-                         "first profiled step or after the last): the per-label figures and who made whom wait "
+            when = ("launched before the first profiled step or after the last" if trace.source != "run" else
+                    "recorded outside every `rec.step(...)`")
+            notes.append(f"{outside} of {len(c)} collectives fall outside every step window ({when}): the "
+                         "per-label figures and who made whom wait "
                          "include them; placement, the per-step figures (headline share, heatmap, steps) and a "
                          "label's share of the step time do not.")
         # the distinct groups are few: test their names, not every row's (10⁶ rows at 1024 ranks)

@@ -91,3 +91,20 @@ def test_unknown_exposure_is_said_unknown_not_zero_on_the_page():
     assert "Exposed time unknown for all_to_all" in page and "No exposed communication" not in page
     known, known_page = summary_page(FIXTURE)
     assert highlights(known).exposed_unknown == [] and "% of step time</b>" in known_page
+
+
+def test_a_run_directory_says_which_collectives_were_outside_its_steps(tmp_path):
+    """A run directory's steps are the script's rec.step(...) scopes, not a profiler's window."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(TESTS / "data" / "cpurun-hooks-gloo2", run)
+    events = run / "rank0" / "events.jsonl"
+    lines = events.read_text().splitlines()
+    first = next(i for i, x in enumerate(lines) if '"kind":"collective"' in x)
+    lines[first] = re.sub(r'"step":\d+', '"step":-1', lines[first])
+    events.write_text("\n".join(lines) + "\n")
+    doc, _ = summary_page(run)
+    (note,) = [n for n in doc["notes"] if "fall outside every step window" in n]
+    assert note.startswith("1 of ") and "(recorded outside every `rec.step(...)`)" in note
+    assert "profiled" not in note and doc["collectives_outside_steps"] == 1
