@@ -47,6 +47,22 @@ for _fn, _name in (("reduce_scatter_single", "reduce_scatter"), ("all_gather_sin
         OP_NAMES[getattr(dist, _fn)] = _name
 
 
+# Point-to-point calls: not collectives. Readers pair a collective's calls across ranks by (group, sequence
+# number), which holds because every member makes every call of its group in one order; one rank's send
+# and its peer's recv would take the same number as different ops (a false desync), and a pipeline's
+# unequal sends would shift every later number. rec.collective refuses them (time them with rec.region).
+_POINT_TO_POINT = frozenset(("send", "recv", "isend", "irecv", "batch_isend_irecv"))
+
+
+def check_collective_fn(fn: Any) -> None:
+    """ValueError for a point-to-point call (_POINT_TO_POINT): rec.collective records collectives."""
+    name = getattr(fn, "__name__", None)
+    if name in _POINT_TO_POINT and getattr(fn, "__module__", "").startswith("torch.distributed"):
+        raise ValueError(f"rec.collective records collectives, which every member of a group calls in one "
+                         f"order; dist.{name} is point-to-point (its peer calls another op): time it with "
+                         "rec.region(...) instead")
+
+
 # The fields of a step record (docs/run_format.md): `st.extra` adds keys to that record, never these.
 STEP_FIELDS = frozenset(("kind", "rank", "step", "loss", "loss_nonfinite", "tokens", "start_ns", "end_ns"))
 
@@ -263,6 +279,7 @@ class NullRecorder:
 
     def collective(self, fn: Callable, *args: Any, label: str | None, phase: str, **kwargs: Any) -> CollectiveHandle:
         """Launch `fn(*args, async_op=True, **kwargs)` (a torch.distributed collective)."""
+        check_collective_fn(fn)
         check_label(label)
         check_phase(phase)
         return CollectiveHandle(fn(*args, async_op=True, **kwargs))

@@ -35,7 +35,8 @@ from typing import Any, Callable
 
 import torch
 
-from commscope.recording.api import CollectiveHandle, check_label, check_phase, profiler_active
+from commscope.recording.api import (CollectiveHandle, check_collective_fn, check_label, check_phase,
+                                     profiler_active)
 from commscope.recording.closing import CLOSED
 from commscope.recording.collective import GroupInfo, comm_size, op_name
 
@@ -115,6 +116,7 @@ class Collectives:
     def collective(self, fn: Callable, *args: Any, label: str | None, phase: str, **kwargs: Any) -> CollectiveHandle:
         if self._closed:  # raising, not skipping: the caller's collective must never silently not run
             raise RuntimeError(CLOSED)
+        check_collective_fn(fn)
         check_label(label)
         check_phase(phase)
         op = op_name(fn)

@@ -400,3 +400,17 @@ def test_a_phase_with_a_colon_and_the_reserved_label_are_refused(tmp_path, gloo1
     rec.close()
     assert [(e["label"], e["phase"]) for e in read(tmp_path / "rank0" / "events.jsonl")
             if e["kind"] == "collective"] == [("a:b", "p")]
+
+
+def test_point_to_point_calls_are_refused_with_what_to_use(tmp_path, gloo1):
+    """Readers pair a collective's calls across ranks by (group, seq); a send and its peer's recv would take
+    one number as two ops (a false desync), so rec.collective takes collectives only."""
+    import torch.distributed as dist
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    for r in (rec, NullRecorder()):
+        for fn in (dist.send, dist.recv, dist.isend, dist.irecv, dist.batch_isend_irecv):
+            with pytest.raises(ValueError, match=f"dist.{fn.__name__} is point-to-point .* rec.region"):
+                r.collective(fn, torch.ones(2), 0, label="p2p", phase="x")
+    rec.close()
+    assert read(tmp_path / "rank0" / "events.jsonl") == []  # nothing launched, nothing recorded
