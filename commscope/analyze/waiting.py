@@ -186,11 +186,16 @@ def profiler_window(trace: Trace) -> tuple[int, int] | None:
 def noise_steps(trace: Trace, warmup_steps: int = WARMUP_STEPS) -> dict[int, str]:
     """Steps whose waiting is no ground for a straggler verdict, with why: the first `warmup_steps`
     training steps (one-time costs that fall unevenly on the ranks), the profiler window (the profiler's
-    own overhead) and the step after it (each rank writes its trace between the two, at its own pace)."""
+    own overhead) and the step after it (each rank writes its trace between the two, at its own pace).
+
+    A run directory is recorded from the run's start, so its first `warmup_steps` steps are the warm-up
+    whatever their numbers (a script may count from 1); a Kineto trace's window may start late in a run,
+    so there the warm-up is the steps numbered below `warmup_steps` (the training step number)."""
     out: dict[int, str] = {}
-    for s in sorted(set(int(x) for x in trace.steps["step"] if x >= 0)):
-        if s < warmup_steps:
-            out[s] = "warm-up"
+    steps = sorted(set(int(x) for x in trace.steps["step"] if x >= 0))
+    warm = steps[:warmup_steps] if trace.source == "run" else [s for s in steps if s < warmup_steps]
+    for s in warm:
+        out[s] = "warm-up"
     win = profiler_window(trace)
     if win is not None:
         first, stop = win

@@ -121,6 +121,26 @@ def test_warmup_steps_are_not_judged(run):
     assert (d.verdict, d.culprit_ranks, d.step) == ("straggler", [2], 0)
 
 
+def test_a_run_directorys_first_step_is_its_warm_up_whatever_its_number(tmp_path):
+    """A script may count its steps from 1: a run directory is recorded from the run's start, so its first
+    recorded step is the warm-up; a Kineto trace's window may start late in a run, so there the warm-up is
+    the steps numbered below --warmup-steps."""
+    from commscope.analyze.waiting import noise_steps
+    from commscope.load import load_path
+
+    path = tmp_path / "run"
+    write_run_dir(make_trace(ranks=(0, 1, 2, 3), steps=(1, 2, 3), style="run"), path)
+    shift(path, 2, {1}, "start_ns", 300_000)  # in step 1, the first
+    d = diagnose_path(str(path))
+    assert d.verdict == "ok" and d.details["excluded_steps"] == {"1": "warm-up"}
+    assert d.details["judged_steps"] == [2, 3]
+    assert diagnose_path(str(path), warmup_steps=0).verdict == "straggler"
+    trace = load_path(str(path))
+    assert noise_steps(trace, 2) == {1: "warm-up", 2: "warm-up"}
+    trace.source = "kineto"  # the same steps as a trace's window: numbered 1-3, none below 1
+    assert noise_steps(trace) == {}
+
+
 def test_persistent_straggler_has_high_confidence_and_shares_are_split(tmp_path):
     path = tmp_path / "run"
     write_run_dir(make_trace(ranks=(0, 1, 2, 3), steps=(0, 1, 2, 3), style="run"), path)
