@@ -1,6 +1,6 @@
 """LM-head layouts: gradient-accumulation cost of the standard (V, D) head vs the transposed (D, V) head.
 
-Why (REFERENCE.md §1, §5): the head's weight gradient comes out of the matmul backward as a (D, V)
+Why (the modded-nanogpt record stores its LM head transposed for this): the head's weight gradient comes out of the matmul backward as a (D, V)
 contiguous tensor. Stored (D, V) ("transposed") the gradient matches the weight and AccumulateGrad adds it
 with an aligned, vectorized kernel; stored (V, D) ("standard") it arrives as a transpose view, and
 AccumulateGrad copies it (first micro-step) or adds it (later micro-steps) with a strided, non-vectorized

@@ -7,7 +7,7 @@ For each head layout it runs
     commscope run --device cuda --nproc N --preset P --head-layout L --grad-accum 2 --steps S --profile A:B
 into OUT_DIR/<layout>, then prints the machine (torch.cuda.get_device_name), the grouped layout findings with
 kernel times, and the contention rows, and writes OUT_DIR/<layout>-layout.json (`commscope layout --json`).
-Expected on an H200 (REFERENCE §5): standard → "backward: lm_head grad accumulation" on
+Expected on an H200 (docs/layout.md): standard → "backward: lm_head grad accumulation" on
 `elementwise_kernel<128, 2, …>` several× slower than an aligned fp32 copy of (50304, 768); transposed →
 no lm_head finding in backward (the tied transposes run as Triton kernels, not aten ops).
 """

@@ -1,6 +1,6 @@
 """Model dimensions of the reference trainer: the `tiny` (CPU) and `speedrun` (GPU) presets.
 
-`ModelConfig` fixes every shape of the 13 labelled parameters (REFERENCE.md §1). `make_config(preset,
+`ModelConfig` fixes every shape of the 13 labelled parameters (as the 2026-01-18 modded-nanogpt record). `make_config(preset,
 world_size)` returns a preset checked against a world size: every tensor the optimizer shards (row
 chunks of dim 0 of ve0–2/embed/lm_head, matrix chunks of the attn and mlp bank views) must split evenly,
 otherwise a UserError says which one does not.
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 
 from commscope.errors import UserError
 
-GATE_DIM = 12  # gates read the first 12 channels of the residual stream (REFERENCE §1: Linear 12→1)
+GATE_DIM = 12  # gates read the first 12 channels of the residual stream (the record's Linear 12→1)
 NUM_VE_TABLES = 3  # ve0, ve1, ve2
 SHARD_QUANTUM = 8  # banks are padded so their matrix views split over 8 ranks whatever the world size
 

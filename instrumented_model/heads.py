@@ -1,4 +1,4 @@
-"""The two LM-head layouts whose gradient-accumulation cost the record changed (REFERENCE.md §1).
+"""The two LM-head layouts whose gradient-accumulation cost the record changed.
 
 - "transposed" (the record's CastedLinearT): the weight is stored (D, V); logits = x @ W and the weight
   gradient xᵀ @ g comes out (D, V) contiguous, the same layout as the weight, so AccumulateGrad can take

@@ -1,4 +1,4 @@
-"""The reference GPT: the modded-nanogpt speedrun structure of the 2026-01-18 record (REFERENCE.md §1).
+"""The reference GPT: the modded-nanogpt speedrun structure of the 2026-01-18 record.
 
 Every weight is one of 13 labelled parameters owned by `GPT` itself (no submodule owns weights), so the
 optimizer and the recorders see exactly the record's labels, shapes and layouts:

@@ -1,5 +1,5 @@
 """NorMuon update direction for a shard of a parameter bank: Nesterov momentum, Polar Express
-orthogonalization, neuron-wise normalization (REFERENCE.md §2).
+orthogonalization, neuron-wise normalization (as the 2026-01-18 modded-nanogpt record).
 
 Everything here works on a stack of whole matrices (k, rows, cols) — the rank's shard of a bank's matrix
 view — so a matrix is never split across ranks and the result does not depend on the world size.

@@ -2,7 +2,7 @@
 it gets (NorMuon or Adam), how its gradient is communicated (sharded or replicated) and its Adam betas
 and lr/wd multipliers — what would otherwise be scattered over param groups and if-chains.
 
-Values follow the modded-nanogpt record of 2026-01-18 (REFERENCE.md §2). The record left lr_mul and
+Values follow the modded-nanogpt record of 2026-01-18. The record left lr_mul and
 wd_mul implicit, so they are 1.0 everywhere; the columns exist so an experiment changes one row.
 
 Two orders drive the communication schedule:

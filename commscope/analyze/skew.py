@@ -114,7 +114,7 @@ def spread(collectives: pd.DataFrame, when: pd.Series, floor_rows: np.ndarray | 
 def launch_skew(collectives: pd.DataFrame) -> pd.DataFrame:
     """Per complete instance, the spread of the host's launch calls (`call_ns`): who *queued* it last (host
     side). An instance some of whose members are absent is left out: its spread over the present members
-    is no spread of the group (7 of 8 ranks of the 8×H100 fixture read 56 instances, 43.5 ms mean, where
+    is no spread of the group (ranks 0-6 of the 8×H100 fixture would read 28 instances, 37.1 ms mean, where
     none of them has its eighth launch)."""
     out = spread(collectives, collectives["call_ns"])
     if not len(out):

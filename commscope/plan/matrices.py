@@ -1,6 +1,6 @@
 """The matrices NorMuon updates, as the planner sees them, and their costs.
 
-The reference trainer keeps all matrix-optimizer weights in two banks (REFERENCE §1): `attn`
+The reference trainer keeps all matrix-optimizer weights in two banks (instrumented_model/model.py): `attn`
 (L_attn, 4D, D) viewed as 4·L_attn square (D, D) matrices, and `mlp` (L_pad, 2, 4D, D) viewed as 2·L_pad
 (4D, D) matrices, the last 2·(L_pad − L) of which are padding (zeros that exist only so the bank splits
 evenly). Each bank is a *bucket*: matrices contiguous in memory, in bank order.

@@ -1,7 +1,7 @@
 """Canzona's tensor-parallel side as a plan: micro-groups of whole matrices with host ranks.
 
 Under tensor parallelism of degree T each matrix is sharded T ways, but NorMuon needs it whole. Canzona
-(seeds/002 §3.2.2) batches the matrices into micro-groups; within a group each matrix gets a host rank
+(the Canzona paper, §3.2.2) batches the matrices into micro-groups; within a group each matrix gets a host rank
 that gathers it, computes the update and scatters the result back; groups are pipelined so the next
 group's gather overlaps this group's compute.
 
