@@ -334,7 +334,9 @@ class _Log:
 class _Signals:
     """SIGINT, SIGTERM and SIGHUP to the launcher while a job runs: the first is forwarded to torchrun
     (which passes it to its ranks) and starts the teardown clock; a second kills the job at once.
-    Installed only on the main thread (elsewhere Python cannot), restored on exit."""
+    Installed only on the main thread (elsewhere Python cannot), restored on exit. A signal the launcher
+    was started ignoring stays ignored: SIGHUP under `nohup` (closing the terminal must not stop the run),
+    SIGINT in a shell's background job (`commscope run … &`: only the foreground job's Ctrl-C is meant)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -346,7 +348,8 @@ class _Signals:
     def __enter__(self) -> "_Signals":
         if threading.current_thread() is threading.main_thread():
             for s in self.SIGNALS:
-                self._old[s] = signal.signal(s, self._handle)
+                if signal.getsignal(s) is not signal.SIG_IGN:
+                    self._old[s] = signal.signal(s, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:
