@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from commscope.util.atomic import write_json_atomic
 from commscope.rundir import read_status
-from commscope.rundir.schema import PROGRESS, SCHEMA_VERSION, STATUS, SUMMARY, WATCHDOG, rank_dir_name
+from commscope.rundir.schema import (NOT_STARTED, PROGRESS, SCHEMA_VERSION, STATUS, SUMMARY, WATCHDOG,
+                                     rank_dir_name)
 from instrumented_model.job import signame
 from instrumented_model.train import PROGRESS_PREFIX
 
@@ -120,11 +121,16 @@ _PEER_GONE = re.compile(r"Connection (closed|reset|refused)|Broken pipe|by peer|
 def rank_statuses(run_dir: str, ranks: range | list[int], stopped: dict[int, float] | None = None
                   ) -> dict[str, dict]:
     """Each expected rank's status.json, or a stand-in saying why there is none, with `ending` (how the
-    rank ended: completed, stopped, waited, signalled, peer-gone, no-status, error) and `ended_ns` (when
-    its status was written: its mtime)."""
+    rank ended: completed, stopped, waited, signalled, peer-gone, no-status, no-folder, error) and
+    `ended_ns` (when its status was written: its mtime). A rank without a folder is NOT_STARTED: it never
+    recorded anything, which is not the same as crashing mid-run."""
     out = {}
     for r in ranks:
         d = os.path.join(run_dir, rank_dir_name(r))
+        if not os.path.isdir(d):  # torn down in start-up, or failed before its Recorder made the folder
+            out[str(r)] = {"status": NOT_STARTED, "error": "no rank folder: it never started recording",
+                           "last_step": None, "ending": "no-folder", "ended_ns": None}
+            continue
         try:
             st = read_status(d)
         except ValueError:
@@ -202,13 +208,18 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
         rs = sorted(by["no-status"])
         return "crashed", (f"crashed: rank(s) {_ranks(rs)} ended without a status (killed, aborted or os._exit), "
                            f"after {done} of rank 0")
+    if by.get("no-folder"):
+        rs = sorted(by["no-folder"])
+        return "crashed", (f"crashed: rank(s) {_ranks(rs)} ended before recording anything (no rank folder; "
+                           "their output is in launcher.log)")
     if by.get("error"):
         r = min(by["error"])
         s = statuses[str(r)]
         return "failed", f"failed: rank {r} failed {_after_step(s)}: {s.get('error')}"
     if end.torchrun_code < 0:
-        return "failed", (f"failed: torch.distributed.run was killed by {signame(-end.torchrun_code)} after {done}; "
-                          "its ranks were terminated")
+        after = ("every rank had completed" if statuses and all(s["ending"] == "completed" for s in statuses.values())
+                 else "its ranks were terminated")
+        return "failed", f"failed: torch.distributed.run was killed by {signame(-end.torchrun_code)} after {done}; {after}"
     if waited or (stalled_s is not None and stalled_s >= end.hang_timeout):
         # A peer that timed out closes its connections, so ranks still waiting see "connection closed":
         # victims too. The culprit never joined, so no timeout ended it: the teardown's signal did.

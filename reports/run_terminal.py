@@ -15,6 +15,7 @@ from rich.table import Table
 
 from commscope.analyze.diagnosis import ranks_text
 from commscope.analyze.step_gaps import PROFILER_EXPORT, PROFILER_WINDOW, step_list
+from commscope.rundir.schema import NOT_STARTED
 from commscope.util.ranges import int_ranges
 
 
@@ -101,7 +102,8 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict) ->
     console.print(t)
     if not ok:
         console.print(f"output of all ranks: {os.path.join(out, 'launcher.log')}")
-    console.print(f"next: [bold]commscope report {escape(shlex.quote(out))}[/]")  # pasted into a shell as is
+    if any(s != NOT_STARTED for s in summary["ranks"].values()):  # else nothing was recorded to report
+        console.print(f"next: [bold]commscope report {escape(shlex.quote(out))}[/]")  # pasted into a shell as is
 
 
 def print_run_verdict(console: Console, out: str, diagnosis) -> None:
@@ -111,8 +113,8 @@ def print_run_verdict(console: Console, out: str, diagnosis) -> None:
     if isinstance(diagnosis, Exception):
         console.print(f"commscope doctor could not diagnose {escape(out)}: {escape(str(diagnosis))}", highlight=False)
         return
-    culprits = ranks_text(diagnosis.culprit_ranks) or "-"
+    culprits = f" (culprit rank(s) {ranks_text(diagnosis.culprit_ranks)})" if diagnosis.culprit_ranks else ""
     said = diagnosis.summary.removeprefix(f"{diagnosis.verdict}: ")
     color = "green" if diagnosis.verdict == "ok" else "bold red"
-    console.print(f"[{color}]{diagnosis.verdict}[/] (culprit rank(s) {culprits}): {escape(said)} "
+    console.print(f"[{color}]{diagnosis.verdict}[/]{culprits}: {escape(said)} "
                   f"Details: [bold]commscope doctor {escape(shlex.quote(out))}[/]", highlight=False)

@@ -134,8 +134,10 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     summary = _optional_json(os.path.join(path, SUMMARY), SUMMARY)
     config = _optional_json(os.path.join(path, CONFIG), CONFIG)
     dirs = rank_dirs(path)
-    if not dirs:
-        raise UserError(f"{path} is a run directory without rank*/ folders: nothing was recorded")
+    if not dirs:  # what the launcher says of the run, where it says it (stopped during start-up, say)
+        said = (summary or {}).get("message")
+        raise UserError(f"{path} is a run directory without rank*/ folders: nothing was recorded" +
+                        (f" ({SUMMARY}: {printable(said)})" if isinstance(said, str) and said else ""))
     if max(dirs) >= max_ws:  # before anything is sized by it: an empty rank99999999999/ allocates nothing
         raise limits.WORLD_SIZE.refuse(f"{path}: rank folder rank{max(dirs)} is beyond the largest world size")
     problems: list[str] = _unread_entries(path)

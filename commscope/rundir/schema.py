@@ -17,6 +17,7 @@ PREVIOUS_RUN_PREFIX = ".commscope-previous-"  # RUN/.commscope-previous-<run id>
 # RUN/.commscope-unfinished-<run id>/: a replacing run that finished no step (the replaced run is back in RUN)
 UNFINISHED_RUN_PREFIX = ".commscope-unfinished-"
 SUMMARY = "summary.json"  # the launcher's verdict and rank 0's losses and step times
+NOT_STARTED = "not started"  # summary.json's status of a rank that left no rank folder
 CONFIG = "config.json"  # the trainer's configuration, written by rank 0
 LAUNCHER_LOG = "launcher.log"  # stdout/stderr of torch.distributed.run
 PROGRESS = "progress.jsonl"  # the reference trainer's rank 0: one line per event

@@ -24,3 +24,47 @@ def test_the_first_signalled_rank_before_any_step():
     assert verdict(statuses, JobEnd(torchrun_code=1), 0, 10)[1] == (
         "failed: rank 0 ended first (Terminated: terminated by signal 15 (SIGTERM)) before finishing any step; "
         "torch.distributed.run then stopped the others")
+
+
+def test_a_rank_without_a_folder_never_started_recording(tmp_path):
+    """Torn down during start-up (or failed before its Recorder made the folder): "not started", not
+    "crashed", and the verdict says the rank recorded nothing, unless a signal ended the run."""
+    from instrumented_model.run_summary import rank_statuses
+    from commscope.rundir.schema import NOT_STARTED
+
+    (tmp_path / "rank0").mkdir()
+    (tmp_path / "rank0" / "status.json").write_text('{"schema_version": 1, "rank": 0, "status": "completed", '
+                                                    '"error": null, "last_step": 2}')
+    st = rank_statuses(str(tmp_path), range(2))
+    assert st["0"]["status"] == "completed" and st["1"]["status"] == NOT_STARTED == "not started"
+    assert st["1"]["ending"] == "no-folder"
+    assert verdict(st, JobEnd(torchrun_code=1), 3, 10) == (
+        "crashed", "crashed: rank(s) 1 ended before recording anything (no rank folder; their output is in "
+                   "launcher.log)")
+    assert verdict(st, JobEnd(torchrun_code=1, signal=2), 0, 10) == ("interrupted", "interrupted by SIGINT after 0/10 steps")
+
+
+def test_torchrun_killed_after_every_rank_completed_says_so():
+    statuses = {r: _status("", 9, "completed") for r in ("0", "1")}
+    assert verdict(statuses, JobEnd(torchrun_code=-9), 10, 10)[1] == (
+        "failed: torch.distributed.run was killed by SIGKILL after 10/10 steps; every rank had completed")
+    statuses["1"] = _status("", 3, "no-status")
+    assert "ended without a status" in verdict(statuses, JobEnd(torchrun_code=-9), 4, 10)[1]
+
+
+def test_a_run_stopped_in_start_up_says_so_to_every_reader(tmp_path):
+    """Interrupted before any rank made its folder: the readers refuse it with the launcher's own words."""
+    import json
+
+    import pytest
+
+    from commscope.errors import UserError
+    from commscope.load import load_path
+
+    (tmp_path / "commscope-run.json").write_text(json.dumps({"schema_version": 1, "run_id": "abc"}))
+    (tmp_path / "summary.json").write_text(json.dumps({
+        "schema_version": 1, "status": "interrupted", "world_size": 2, "ranks": {"0": "not started", "1": "not started"},
+        "exit_code": 130, "message": "interrupted by SIGINT after 0/40 steps"}))
+    with pytest.raises(UserError, match=r"without rank\*/ folders: nothing was recorded \(summary.json: "
+                                        r"interrupted by SIGINT after 0/40 steps\)"):
+        load_path(str(tmp_path))
