@@ -230,13 +230,23 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
                             f"never joined; rank(s) {_ranks(culprits)} were then terminated")
         return "hung", (f"hung: rank(s) {_ranks(victims)} all waited on a collective (a desync, or every rank "
                         "stuck); commscope doctor tells which rank is behind it")
-    for kind in ("signalled", "peer-gone"):
-        if by.get(kind):
-            first = min(by[kind], key=lambda r: (statuses[str(r)]["ended_ns"] or 0, r))
-            s = statuses[str(first)]
-            return "failed", (f"failed: rank {first} ended first ({s.get('error')}) {_after_step(s)}; "
-                              "torch.distributed.run then stopped the others")
+    first = first_to_end(statuses)
+    if first is not None:
+        s = statuses[str(first)]
+        return "failed", (f"failed: rank {first} ended first ({s.get('error')}) {_after_step(s)}; "
+                          "torch.distributed.run then stopped the others")
     return "failed", f"failed: torch.distributed.run exited {end.torchrun_code} after {done}"
+
+
+def first_to_end(statuses: dict[str, dict]) -> int | None:
+    """The rank that ended first of those a signal ended, else of those that lost a peer (by when each
+    wrote its status; ties to the lower rank): where no rank failed on its own or timed out, the one whose
+    ending the others followed. None where no rank ended either way."""
+    for kind in ("signalled", "peer-gone"):
+        rs = [int(r) for r, s in statuses.items() if s["ending"] == kind]
+        if rs:
+            return min(rs, key=lambda r: (statuses[str(r)]["ended_ns"] or 0, r))
+    return None
 
 
 def _after_step(status: dict) -> str:
@@ -269,6 +279,14 @@ def build_summary(out: str, args: argparse.Namespace, world_size: int, ranks: ra
         "ranks": {r: s["status"] for r, s in statuses.items()}, "exit_code": exit_code(status, end),
         "message": message,
     }
+    # where no rank failed on its own, stopped or waited, the rank the others followed: the doctor's
+    # evidence when the records show no cause (a rank killed from outside while a collective was complete)
+    if status == "failed" and end.torchrun_code >= 0 and not end.storage_error and not any(
+            s["ending"] in ("error", "no-status", "no-folder", "stopped", "waited") for s in statuses.values()):
+        first = first_to_end(statuses)
+        if first is not None:
+            summary["ended_first"] = {"rank": first, "how": statuses[str(first)]["ending"],
+                                      "error": statuses[str(first)].get("error")}
     if prog.start.get("device"):
         summary["device"] = prog.start["device"].split(":")[0]
     return summary

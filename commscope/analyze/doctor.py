@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -356,6 +357,34 @@ def _first_mismatch(lt: pd.DataFrame, by_label: bool) -> tuple[pd.DataFrame, pd.
     return lt[rows], pd.Series(sig[rows], index=lt.index[rows])
 
 
+_SIGNAL_ENDED = re.compile(r"terminated by signal \d+ \((SIG\w+)\)")
+
+
+def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Diagnosis:
+    """A hang found by absence whose culprits were ended by a signal while nobody had timed out is a rank
+    killed from outside the job (`kill -TERM` on one rank, an OOM killer's SIGKILL): the others launched a
+    collective it could not join because it was gone, not because it was stuck. commscope run and
+    torch.distributed.run signal ranks only after one failed or timed out, and a signal commscope run sends
+    says so in the status ("by commscope run"). Anything else is returned as it is."""
+    if d.verdict != "hang" or not d.culprit_ranks or trace.source != "run" or faults.ranks("watchdog"):
+        return d
+    statuses = _statuses(trace)
+    if any(_timed_out(s.get("error")) for s in statuses.values()):
+        return d
+    signals = {}
+    for r in d.culprit_ranks:
+        error = str(statuses.get(r, {}).get("error") or "")
+        m = _SIGNAL_ENDED.search(error)
+        if m is None or "by commscope run" in error:
+            return d
+        signals[r] = m.group(1)
+    names = sorted(set(signals.values()))
+    return replace(d, verdict="crash", summary=(
+        f"crash: rank(s) {ranks_text(d.culprit_ranks)} ended by {' / '.join(names)} from outside the job while "
+        f"the others ran (no rank timed out, and the launchers signal ranks only after a failure); "
+        f"{d.summary.removeprefix('hang: ')}"))
+
+
 def _without_groups(trace: Trace, groups: list[str]) -> Trace:
     """`trace` without the collectives of `groups` (itself where there are none)."""
     c = trace.collectives
@@ -533,6 +562,33 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
         "judged. Load every rank's trace for a verdict."))
 
 
+def check_ended_first(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
+    """Every failed rank's error is another's doing (a signal, a lost peer) and no record shows the cause:
+    summary.json's `ended_first` (the launcher saw that rank end first, by its status's time) ended by a
+    signal while nobody had timed out is a rank killed from outside the job. commscope run and
+    torch.distributed.run signal ranks only after one failed; the others lost their peer or were stopped
+    after it."""
+    first = (trace.config.get("summary") or {}).get("ended_first")
+    if not isinstance(first, dict) or first.get("how") != "signalled" or type(first.get("rank")) is not int:
+        return None
+    statuses = _statuses(trace)
+    if faults.ranks("watchdog") or any(_timed_out(s.get("error")) for s in statuses.values()):
+        return None
+    r = first["rank"]
+    m = _SIGNAL_ENDED.search(str(first.get("error") or ""))
+    how = m.group(1) if m else "a signal"
+    others = sorted(o for o, s in statuses.items() if o != r and s.get("status") not in ENDED)
+    last = _last_step(trace, r)
+    return Diagnosis("crash", [r], step=last, sources=[SUMMARY, STATUS], evidence=[
+        {"rank": o, "status": statuses.get(o, {}).get("status"), "error": statuses.get(o, {}).get("error"),
+         "last_finished_step": _last_step(trace, o), **({} if o == r else {"role": "affected"})}
+        for o in [r, *others]],
+        summary=(f"crash: rank {r} ended first, by {how} from outside the job ({SUMMARY}: the launcher saw it "
+                 "end first; no rank timed out, and the launchers signal ranks only after a failure)"
+                 + (f"; rank(s) {ranks_text(others)} failed after it" if others else "")
+                 + f"; {_finished_text(last)}"))
+
+
 def check_unexplained(trace: Trace) -> Diagnosis | None:
     """Ranks failed but no rule above found why (e.g. --trace off: no launch records). A backend timeout
     still says "hang", without culprits; anything else is "insufficient": the evidence is missing."""
@@ -584,9 +640,10 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     d = (check_interrupted(trace) or check_desync(lt[~mixed], src, by_label=trace.source == "run")
          or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)
-         or check_unexplained(trace)
+         or check_ended_first(trace, faults) or check_unexplained(trace)
          or check_straggler(_without_groups(trace, mixed_names), straggler_ms=straggler_ms,
                             straggler_pct=straggler_pct, warmup_steps=warmup_steps))
+    d = _ended_from_outside(d, trace, faults)
     if faults.ranks("flight_recorder"):
         frl = faults.flight_recorder
         empty = Trace(source="flight_recorder", path=trace.path, world_size=trace.world_size, backend=None,

@@ -340,6 +340,51 @@ def test_a_rank_failing_on_its_own_is_a_crash(run):
     assert (d.verdict, d.culprit_ranks) == ("crash", [2])
 
 
+SIGTERM = "Terminated: terminated by signal 15 (SIGTERM)"
+PEER_GONE = "RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:37028: Connection reset by peer"
+
+
+def test_a_rank_killed_from_outside_is_a_crash_not_a_hang(run):
+    """`kill -TERM` on rank 1 mid-step: the others launch a collective it never joins, so it looks absent as a
+    hung rank does; but it was ended by a signal while nobody had timed out, and the launchers signal ranks
+    only after a failure or timeout: it was killed from outside the job."""
+    rewrite(run, 1, lambda r: None if r["kind"] == "collective" and r["seq"] >= 7 else r)
+    for r in range(4):
+        put(run, r, "status.json", {"status": "failed", "error": SIGTERM if r == 1 else PEER_GONE, "last_step": 1})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("crash", [1])
+    assert d.summary.startswith("crash: rank(s) 1 ended by SIGTERM from outside the job while the others ran")
+    assert "never did (found by absence)" in d.summary and d.sequence == 7
+    # the same absence where a rank timed out waiting, or commscope run itself killed rank 1: a hang
+    put(run, 0, "status.json", {"status": "failed", "error": "RuntimeError: [gloo] Application timeout caused "
+                                "pair closure", "last_step": 1})
+    assert diagnose_path(str(run)).verdict == "hang"
+    put(run, 0, "status.json", {"status": "failed", "error": PEER_GONE, "last_step": 1})
+    put(run, 1, "status.json", {"status": "failed", "error": "terminated by signal 9 (SIGKILL) by commscope run",
+                                "last_step": 1})
+    assert diagnose_path(str(run)).verdict == "hang"
+
+
+def test_the_rank_the_launcher_saw_end_first_by_a_signal_is_the_crash(run):
+    """4 ranks, rank 1 killed by SIGTERM from outside while no collective was half-launched: every record is
+    complete, ranks 0 and 2 lost their peer and 3 was stopped by torchrun after it. Only when each ended
+    tells them apart: summary.json's `ended_first`, the launcher's reading of the status files' times."""
+    for r in range(4):
+        put(run, r, "status.json", {"status": "failed", "error": SIGTERM if r in (1, 3) else PEER_GONE,
+                                    "last_step": 2})
+    assert diagnose_path(str(run)).verdict == "insufficient"  # no evidence of who came first
+    s = json.loads((run / "summary.json").read_text())
+    write_json(run / "summary.json", {**s, "status": "failed", "ended_first": {"rank": 1, "how": "signalled",
+                                                                               "error": SIGTERM}})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.step) == ("crash", [1], 2)
+    assert d.summary.startswith("crash: rank 1 ended first, by SIGTERM from outside the job")
+    assert "rank(s) 0,2-3 failed after it" in d.summary
+    assert [e["rank"] for e in d.evidence] == [1, 0, 2, 3]
+    write_json(run / "summary.json", {**s, "ended_first": {"rank": 0, "how": "peer-gone", "error": PEER_GONE}})
+    assert diagnose_path(str(run)).verdict == "insufficient"  # a lost peer is no cause of its own
+
+
 @pytest.mark.parametrize("own", ["json.decoder.JSONDecodeError: Unterminated string starting at: line 1 column 9",
                                  "KeyError: 'sender'", "ValueError: bad timeout_s", "ValueError: bad timeout 3",
                                  "AssertionError: peer count 3 != 4"])

@@ -68,3 +68,31 @@ def test_a_run_stopped_in_start_up_says_so_to_every_reader(tmp_path):
     with pytest.raises(UserError, match=r"without rank\*/ folders: nothing was recorded \(summary.json: "
                                         r"interrupted by SIGINT after 0/40 steps\)"):
         load_path(str(tmp_path))
+
+
+def test_summary_names_the_rank_that_ended_first_when_no_rank_failed_on_its_own(tmp_path):
+    """The doctor's evidence where no record shows the cause: the rank whose status was written first of
+    those a signal ended (rank 1 here, 60 ms before torchrun stopped rank 3)."""
+    import argparse
+    import json
+    import os
+
+    from instrumented_model.run_summary import RunProgress, build_summary
+
+    errors = {0: "RuntimeError: Read error: Connection reset by peer", 1: "Terminated: terminated by signal 15 (SIGTERM)",
+              2: "RuntimeError: Read error: Connection reset by peer", 3: "Terminated: terminated by signal 15 (SIGTERM)"}
+    for r, t in ((0, 3.0), (1, 1.0), (2, 2.0), (3, 4.0)):
+        d = tmp_path / f"rank{r}"
+        d.mkdir()
+        (d / "status.json").write_text(json.dumps({"schema_version": 1, "rank": r, "status": "failed",
+                                                   "error": errors[r], "last_step": 38}))
+        os.utime(d / "status.json", ns=(int(t * 1e9), int(t * 1e9)))
+    args = argparse.Namespace(steps=200, backend="gloo", device="cpu", preset="tiny", head_layout="transposed",
+                              comm_schedule="explicit")
+    s = build_summary(str(tmp_path), args, 4, range(4), JobEnd(torchrun_code=1), RunProgress())
+    assert s["status"] == "failed" and s["message"].startswith("failed: rank 1 ended first (Terminated")
+    assert s["ended_first"] == {"rank": 1, "how": "signalled", "error": errors[1]}
+    # a rank that failed on its own is the cause: no ended_first
+    (tmp_path / "rank2" / "status.json").write_text(json.dumps({"schema_version": 1, "rank": 2, "status": "failed",
+                                                                 "error": "ValueError: bad batch", "last_step": 38}))
+    assert "ended_first" not in build_summary(str(tmp_path), args, 4, range(4), JobEnd(torchrun_code=1), RunProgress())
