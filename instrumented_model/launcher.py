@@ -51,7 +51,8 @@ import psutil
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
-from commscope.rundir.schema import EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, LAUNCHER_LOG, WATCHDOG, rank_dir_name
+from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, LAUNCHER_LOG, STORAGE_ERROR,
+                                     STORAGE_ERRORS, WATCHDOG, rank_dir_name)
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
@@ -66,9 +67,6 @@ _SHUTDOWN_GRACE_S = 10
 _FAULT_TEARDOWN_S = 10
 _POLL_S = 0.25
 _LOG_DIR_PREFIX = "commscope-torchrun-"
-# What a rank prints when the run directory cannot take its writes.
-_STORAGE = {"28": "no space left on device", "30": "read-only file system", "122": "disk quota exceeded"}
-_STORAGE_LINE = re.compile(r"\[Errno (28|30|122)\]|(No space left on device|Read-only file system|Disk quota exceeded)")
 
 
 class StepProgress(Protocol):
@@ -395,8 +393,9 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
         with view.progress(args.steps) as live:
             for line in proc.stdout:
                 log.write(line)
-                if storage is None and (m := _STORAGE_LINE.search(line)):
-                    storage = f"{out}: {_STORAGE.get(m.group(1) or '', (m.group(2) or '').lower())} (a rank could not write)"
+                if storage is None and (m := STORAGE_ERROR.search(line)):  # the run directory took no more writes
+                    storage = (f"{out}: {STORAGE_ERRORS.get(m.group(1) or '', (m.group(2) or '').lower())} "
+                               "(a rank could not write)")
                 rec = prog.feed(line)
                 if rec and rec.get("event") == "step":
                     log.flush()

@@ -74,7 +74,7 @@ from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
 from commscope.util.text import steps_said
 from commscope.load.frames import FaultEvidence, Trace
-from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, STATUS, SUMMARY
+from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, LAUNCHER_LOG, STATUS, STORAGE_ERROR, SUMMARY
 
 # A peer's error that says it waited for this long: the rank it waited on was alive, not launching.
 _TIMED_OUT = re.compile(r"\b(?:timed out|timeout|hang watchdog)\b", re.I)
@@ -534,6 +534,31 @@ def check_interrupted(trace: Trace) -> Diagnosis | None:
                               "What the ranks did while being stopped is not judged as a fault."))
 
 
+def check_unwritable(trace: Trace) -> Diagnosis | None:
+    """The run directory stopped taking writes (disk full, read-only, quota): a rank's status, the
+    launcher's summary or the ranks' output in launcher.log (the loader's `storage_error`) says so. Each rank's records then end where its writes failed, and a rank whose
+    status.json did not fit looks like one that crashed: nothing about how the ranks ended can be judged."""
+    if trace.source != "run":
+        return None
+    said = {r: s.get("error") for r, s in _statuses(trace).items() if STORAGE_ERROR.search(str(s.get("error") or ""))}
+    summary = trace.config.get("summary") or {}
+    message = summary.get("message") if isinstance(summary.get("message"), str) else ""
+    if not (STORAGE_ERROR.search(message) or "(a rank could not write)" in message):
+        message = ""
+    logged = trace.config.get("storage_error")
+    if not (said or message or logged):
+        return None
+    why = (f"rank {min(said)}: {said[min(said)]}" if said else f"{SUMMARY}: {message}" if message else
+           f"{LAUNCHER_LOG}: {logged}")
+    return Diagnosis("insufficient", [], sources=[STATUS, SUMMARY],
+                     evidence=[{"rank": r, "error": e, "last_finished_step": _last_step(trace, r)}
+                               for r, e in sorted(said.items())],
+                     summary=(f"insufficient: the run directory could not be written ({why}); each rank's records "
+                              "end where its writes failed and a status that did not fit is missing, so how the "
+                              "ranks ended is unknown: no crash, hang, desync or straggler is judged. Free space and "
+                              "run again."))
+
+
 def check_insufficient(trace: Trace) -> Diagnosis | None:
     """Ranks of the job missing from the data: who came last to a collective cannot be known."""
     missing = sorted(set(range(trace.world_size)) - set(trace.ranks))
@@ -637,7 +662,8 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     # "waiting" for another may be waiting for its own group's peers
     mixed_names = [str(g) for g in trace.config.get("mixed_groups") or ()]
     mixed = lt["group"].astype(str).isin(mixed_names).to_numpy(bool) if len(lt) else np.zeros(0, dtype=bool)
-    d = (check_interrupted(trace) or check_desync(lt[~mixed], src, by_label=trace.source == "run")
+    d = (check_interrupted(trace) or check_unwritable(trace)
+         or check_desync(lt[~mixed], src, by_label=trace.source == "run")
          or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)
          or check_ended_first(trace, faults) or check_unexplained(trace)

@@ -23,8 +23,8 @@ from commscope.load.files import is_regular, is_trace_file, read_json, unreadabl
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import check_doc, rank_dirs
-from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER, STATUS, SUMMARY,
-                                     WATCHDOG)
+from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, LAUNCHER_LOG, META, RUN_MARKER, STATUS,
+                                     STORAGE_ERROR, SUMMARY, WATCHDOG)
 from commscope.util.ranges import int_ranges
 from commscope.util.text import printable
 
@@ -172,7 +172,10 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                           "lost_records": {str(r): v for r, v in sorted(events.lost.items())},
                           # ranks of the job without a folder: nothing of theirs was read, so the doctor takes
                           # neither their missing status.json nor their absence from a collective for evidence
-                          "missing_rank_folders": missing},
+                          "missing_rank_folders": missing,
+                          # the line of launcher.log's tail saying the run directory took no more writes
+                          # (disk full): where no status or summary fit, the only sign of it
+                          "storage_error": _storage_error(os.path.join(path, LAUNCHER_LOG))},
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
     _fill_from_records(trace, events)
@@ -189,6 +192,26 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     if trace.faults.error:  # the evidence of every rank is dropped with it: say so wherever problems are listed
         trace.problems.append(f"fault evidence not read: {trace.faults.error}")
     return trace
+
+
+_LOG_TAIL = 1 << 16  # bytes of launcher.log read for a storage error: the ranks' last words are at its end
+
+
+def _storage_error(log: str) -> str | None:
+    """The first line of the last _LOG_TAIL bytes of the run's launcher.log that says a write failed for
+    lack of space (STORAGE_ERROR), cut to 300 characters; None where there is none or no log."""
+    try:
+        if not is_regular(log):
+            return None
+        with open(log, "rb") as f:
+            f.seek(max(0, os.path.getsize(log) - _LOG_TAIL))
+            tail = f.read(_LOG_TAIL).decode("utf-8", "replace")
+    except (OSError, UserError):
+        return None
+    for line in tail.splitlines():
+        if STORAGE_ERROR.search(line):
+            return printable(line.strip())[:300]
+    return None
 
 
 def _combine(folders, problems: list[str]) -> tuple[EventColumns, dict, dict, list, set]:
