@@ -122,8 +122,9 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
             f"--batch-size {args.batch_size} (global, in sequences) must be a positive multiple of "
             f"world size × grad-accum = {world_size} × {args.grad_accum}"
         )
-    if args.split_step is not None and args.split_step < 0:
-        raise UserError(f"--split-step must be >= 0, got {args.split_step}")
+    if args.split_step is not None and not 0 <= args.split_step < args.steps:  # as --inject's steps: a split
+        raise UserError(f"--split-step must be a step of this run, 0..{args.steps - 1} (--steps {args.steps}), "
+                        f"got {args.split_step}: embed and lm_head would never be untied")
     for opt in ("scatter_order", "work_order"):
         if getattr(args, opt) is not None:
             check_order(f"--{opt.replace('_', '-')}", split_labels(getattr(args, opt)), PARAM_TABLE)
