@@ -11,24 +11,33 @@ count every NCCL collective, not the recorder's).
 Rules, checked in this order (the first that holds is the verdict):
 1. interrupted: the run's summary.json (or a rank's status, or a KeyboardInterrupt that ended a rank) says
    the user stopped it; what the ranks did while being stopped is a consequence, not a fault.
+   insufficient, right after it: the run directory stopped taking writes (a status, summary.json or the
+   ranks' output in launcher.log says so): records end where the disk filled, and a status that did not
+   fit looks like a crash.
 2. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype, or in a run
    directory under different labels (the caller's, at that call); the culprits are the ranks that differ
    from the majority. Checked before crash: a backend may abort a rank
-   on the mismatch (gloo does), and the mismatch, not the abort, is the fault.
+   on the mismatch (gloo does), and the mismatch, not the abort, is the fault. Not within the loader's
+   `mixed_groups` (gloo traces whose stand-in group numbers several process groups of different members
+   together), which the straggler rule leaves out too.
 3. crash: a rank whose folder holds records left no status.json (killed: os._exit, SIGKILL, abort) while
    others did, or a rank failed with its own error rather than as a consequence of a peer (teardown, closed
    connection, timeout). Not when every rank that failed gave up waiting (a timeout): the silent ranks were
    alive then, and the launcher killed them afterwards; that is rule 4's hang. Not for a rank without a
    folder: none of its records were read, which says nothing of how it ended (rule 5).
 4. hang: the first (group, seq) that some members launched and others did not; the culprits are the ranks
-   that never launched it (found by *absence*).
+   that never launched it (found by *absence*). A crash instead where those ranks were ended by a signal
+   while no rank had timed out (killed from outside the job: the launchers signal ranks only after a
+   failure).
    Insufficient instead when such a rank's records are incomplete (`incomplete_ranks`: the loader ignored
    some, or its status says "completed" while its log is torn or ends early): its launch may be among them.
 5. insufficient: ranks of the job are missing from the data (a partial trace set, or a run directory
    without a rank's folder: the summary names them and what summary.json says of them), so who came last
    to a collective is unknown. A rank without a folder takes no part in rule 4 either: absence in records
    that were never read is no evidence.
-6. hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
+6. crash: summary.json's `ended_first`, the rank the launcher saw end first, was ended by a signal while
+   no rank timed out (killed from outside the job between two collectives).
+   Else hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
    culprits; anything else lacks the evidence).
 7. straggler (analyze.doctor_straggler): by analyze.waiting (who made whom wait, on device-side
    arrivals): in a step that is not noise (warm-up, profiler window or export), a rank made the others wait at least the bar — a share of
@@ -536,8 +545,9 @@ def check_interrupted(trace: Trace) -> Diagnosis | None:
 
 def check_unwritable(trace: Trace) -> Diagnosis | None:
     """The run directory stopped taking writes (disk full, read-only, quota): a rank's status, the
-    launcher's summary or the ranks' output in launcher.log (the loader's `storage_error`) says so. Each rank's records then end where its writes failed, and a rank whose
-    status.json did not fit looks like one that crashed: nothing about how the ranks ended can be judged."""
+    launcher's summary or the ranks' output in launcher.log (the loader's `storage_error`) says so. Each
+    rank's records then end where its writes failed, and a rank whose status.json did not fit looks like
+    one that crashed: nothing about how the ranks ended can be judged."""
     if trace.source != "run":
         return None
     said = {r: s.get("error") for r, s in _statuses(trace).items() if STORAGE_ERROR.search(str(s.get("error") or ""))}
