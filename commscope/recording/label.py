@@ -41,7 +41,10 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
 
     `named_parameters`: `(name, tensor)` pairs, e.g. `model.named_parameters()` (a module is taken as its
     `named_parameters()`). `group(name)` gives a parameter's label (None leaves it out); by default the
-    name with its layer indices collapsed, `blocks.3.attn.qkv.weight` → `blocks.*.attn.qkv.weight`.
+    name with its layer indices collapsed, `blocks.3.attn.qkv.weight` → `blocks.*.attn.qkv.weight`, where
+    the parameters it collapses together are all of one size (layers of one shape); parameters whose
+    collapsed names meet at different sizes keep their own names (an `nn.Sequential`'s `0.weight` and
+    `2.weight` are different layers, not one repeated).
     `element_size`: bytes per element when the collectives move another dtype than the parameters' (bf16
     gradients of fp32 weights: 2); default each tensor's own. The sizes are what a collective of one whole
     parameter moves; a bucket or flat-parameter collective (DDP, FSDP) matches only its own total size.
@@ -51,7 +54,7 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
     if element_size is not None and (not isinstance(element_size, int) or isinstance(element_size, bool)
                                      or element_size <= 0):
         raise ValueError(f"element_size is a positive number of bytes, got {element_size!r}")
-    out: dict[str, set[int]] = {}
+    members: dict[str, list[tuple[str, int]]] = {}
     for item in named_parameters:
         if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
             raise TypeError(f"size_labels takes (name, tensor) pairs such as model.named_parameters(), got "
@@ -64,7 +67,14 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
             raise ValueError(f"group({name!r}) returned {key!r}: a label is a non-empty string (None: left out)")
         n = int(p.numel()) * (element_size if element_size is not None else int(p.element_size()))
         if n > 0:
-            out.setdefault(key, set()).add(n)
+            members.setdefault(key, []).append((name, n))
+    out: dict[str, set[int]] = {}
+    for key, ms in members.items():
+        if group is None and len({n for _, n in ms}) > 1:  # not one layer repeated: each keeps its name
+            for name, n in ms:
+                out.setdefault(name, set()).add(n)
+        else:
+            out.setdefault(key, set()).update(n for _, n in ms)
     shared = sorted({n for k, v in out.items() for n in v if sum(n in w for w in out.values()) > 1})
     if shared:  # e.g. a LayerNorm's weight and bias: such a collective gets "a|b" (docs/traces.md)
         warnings.warn(f"size_labels: {len(shared)} size(s) belong to more than one label (e.g. {shared[0]} bytes); "

@@ -325,6 +325,13 @@ def test_size_labels_from_a_model():
         commscope.size_labels(net.named_parameters(), element_size=0)
     with pytest.raises(ValueError, match="non-empty string"):
         commscope.size_labels(net.named_parameters(), group=lambda n: "")
+    # an nn.Sequential's indices name different layers: collapsed together only where their sizes agree
+    seq = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8),
+                              torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+    with pytest.warns(UserWarning, match="2 size"):  # layers 3 and 4 are alike (256 and 32 bytes, twice each)
+        seq_map = commscope.size_labels(seq)
+    assert seq_map["0.weight"] == [16384] and seq_map["2.weight"] == [4096] and seq_map["0.bias"] == [512]
+    assert "*.weight" not in seq_map and seq_map["3.bias"] == [32] and seq_map["4.weight"] == [256]
     # the map it makes is one --label-map reads
     from commscope.load.label_map import check_label_map
 
