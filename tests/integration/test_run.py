@@ -145,9 +145,9 @@ def test_rank_statuses_mark_missing_hung_and_how_each_ended(tmp_path):
     (tmp_path / "rank2" / "watchdog.json").write_text("{}")
     (tmp_path / "rank4" / "status.json").write_text(json.dumps({"status": "failed", "error": "y", "last_step": 1}))
     st = rank_statuses(str(tmp_path), range(5), stopped={4: 7.0})
-    assert [st[str(r)]["status"] for r in range(5)] == ["completed", "crashed", "hung", "crashed", "hung"]
-    assert [st[str(r)]["ending"] for r in range(5)] == ["completed", "no-status", "waited", "no-status", "stopped"]
-    assert "no status.json" in st["3"]["error"]
+    assert [st[str(r)]["status"] for r in range(5)] == ["completed", "crashed", "hung", "not started", "hung"]
+    assert [st[str(r)]["ending"] for r in range(5)] == ["completed", "no-status", "waited", "no-folder", "stopped"]
+    assert "unreadable status.json" in st["1"]["error"] and "no rank folder" in st["3"]["error"]
     assert st["0"]["ended_ns"] == os.stat(tmp_path / "rank0" / "status.json").st_mtime_ns and st["3"]["ended_ns"] is None
 
 
