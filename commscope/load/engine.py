@@ -19,6 +19,7 @@ error (in that order) is raised.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 from commscope.errors import UserError
@@ -106,9 +107,38 @@ def _probe(address: Any, timeout_s: float) -> None:
 
 def _on_dask(fn: Callable, files: list[str], scheduler: Any, progress: Progress | None, timeout_s: float) -> list:
     try:
-        from distributed import Client, as_completed
+        import distributed  # noqa: F401 - only whether it is installed
     except ImportError:
         raise UserError("a scheduler address needs Dask distributed: pip install 'commscope[dask]'") from None
+    with _dask_quiet():
+        return _gather(fn, files, scheduler, progress, timeout_s)
+
+
+@contextlib.contextmanager
+def _dask_quiet():
+    """Dask's loggers (`distributed`, `distributed.client`, … each with its own level and stderr handler)
+    silenced while the command uses a cluster: its client logs reconnection attempts with tracebacks, and
+    the command says in one line what happened instead. Their levels are restored afterwards."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+               if name == "distributed" or name.startswith("distributed.")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _gather(fn: Callable, files: list[str], scheduler: Any, progress: Progress | None, timeout_s: float) -> list:
+    from concurrent.futures import CancelledError
+
+    from distributed import Client, as_completed, wait
+    from distributed.comm.core import CommClosedError
+
     own = not isinstance(scheduler, Client)
     client = _connect(scheduler, timeout_s) if own else scheduler
     try:
@@ -117,10 +147,31 @@ def _on_dask(fn: Callable, files: list[str], scheduler: Any, progress: Progress 
         if progress:
             for i, _ in enumerate(as_completed(futures), 1):
                 progress(i, len(files))
-        for f in futures:  # the first failure in file order, as the local pool raises it
+        wait(futures)  # every task settled, so the first failure in file order is known
+        for path, f in zip(files, futures):  # the first failure in file order, as the local pool raises it
             if f.status == "error":
-                f.result()
+                _raise_task_error(f, path)
         return client.gather(futures)
+    except (CancelledError, CommClosedError) as e:  # the scheduler (or the connection to it) went away
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(":")
+        raise UserError(f"the Dask scheduler at {scheduler} went away before the per-rank stage finished "
+                        f"({first}); start it and its workers again, then rerun") from None
     finally:
         if own:
             client.close()
+
+
+def _raise_task_error(future: Any, path: str) -> None:
+    """Raise a failed task's error; where a worker found missing a path this machine sees, say why."""
+    import os
+
+    from commscope.load.files import Missing
+
+    try:
+        future.result()
+    except Missing as e:
+        if not os.path.exists(path):
+            raise
+        raise UserError(f"{e} on the Dask worker that read it, though this machine sees it: the workers read "
+                        "every file at the same path (a filesystem they share with this machine, the same "
+                        "absolute path)") from None

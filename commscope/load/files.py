@@ -112,6 +112,19 @@ class FileProblem(UserError):
         return type(self), (self.path, self.what)
 
 
+class Missing(UserError):
+    """A path that does not exist where it is read: "`path` does not exist". Not a FileProblem, which a
+    folder of traces skips: a file listed a moment ago and gone where it is read (a Dask worker that does
+    not share this machine's filesystem) is an error, not a stray file."""
+
+    def __init__(self, path: str):
+        super().__init__(f"{path} does not exist")
+        self.path = path
+
+    def __reduce__(self):  # sent back by a parse worker or a Dask worker: rebuilt from the path
+        return type(self), (self.path,)
+
+
 class CorruptGzip(FileProblem):
     """A .gz file cut short, damaged or empty (an interrupted copy, a killed job): `what` says how."""
 
@@ -132,7 +145,7 @@ def unreadable(path: str, e: OSError) -> Unreadable:
 def _open_regular(path: str):
     what = describe(path)
     if what == "missing":
-        raise UserError(f"{path} does not exist")
+        raise Missing(path)
     if what is not None:
         raise NotAFile(path, f"is {what}, not a file")
     try:

@@ -19,7 +19,7 @@ from commscope.load.evidence import read_fault_evidence
 from commscope.load import limits
 from commscope.load.engine import map_files
 from commscope.load.events import EventColumns, read_rank
-from commscope.load.files import is_regular, is_trace_file, read_json, unreadable
+from commscope.load.files import Missing, is_regular, is_trace_file, read_json, unreadable
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import check_doc, rank_dirs
@@ -106,6 +106,8 @@ def read_rank_folder(d: str) -> dict:
     watchdog fired, and its events.jsonl as compact columns (commscope.load.events.read_rank). The per-rank
     stage: a plain function of a path, run by a local worker process or a Dask worker."""
     rank = int(RANK_DIR.match(os.path.basename(d)).group(1))
+    if not os.path.isdir(d):  # listed by the caller, so gone where this runs: a Dask worker that cannot see it
+        raise Missing(d)
     problems: list[str] = []
     meta = _optional_json(os.path.join(d, META), META)
     if meta is not None and meta.get("rank", rank) != rank:

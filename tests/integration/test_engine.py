@@ -46,3 +46,53 @@ def test_unreachable_scheduler_is_one_clear_error():
     pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
     with pytest.raises(UserError, match="Dask scheduler"):
         map_files(parse_file, _files(), scheduler="tcp://127.0.0.1:1", connect_timeout_s=2)
+
+
+def _slow(path: str) -> str:
+    import time
+
+    time.sleep(8)  # past the scheduler's close at 3 s
+    return path
+
+
+def _gone_on_the_worker(path: str):
+    from commscope.load.files import Missing
+
+    raise Missing(path)  # as a worker that does not share this machine's filesystem finds it
+
+
+def test_a_file_the_workers_cannot_see_says_so(tmp_path):
+    """A path this machine sees but a worker does not (no shared filesystem): the error says where it was
+    missing, not just "does not exist", which would contradict the user's own listing."""
+    distributed = pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
+    here = tmp_path / "rank0.json"
+    here.write_text("{}")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cl:
+        with pytest.raises(UserError, match=r"rank0\.json does not exist on the Dask worker that read it, though "
+                                             r"this machine sees it: the workers read every file at the same path"):
+            map_files(_gone_on_the_worker, [str(here)], scheduler=cl.scheduler_address)
+        with pytest.raises(UserError, match=r"nowhere\.json does not exist$"):  # missing here too: as it is
+            map_files(_gone_on_the_worker, [str(tmp_path / "nowhere.json")], scheduler=cl.scheduler_address)
+
+
+def test_a_rank_folder_missing_where_it_is_read_is_an_error_not_an_empty_rank(tmp_path):
+    from commscope.load.files import Missing
+    from commscope.load.rundir import read_rank_folder
+
+    with pytest.raises(Missing, match=r"rank3 does not exist"):
+        read_rank_folder(str(tmp_path / "rank3"))
+
+
+def test_a_scheduler_that_goes_away_mid_stage_is_one_clear_error():
+    """The scheduler killed while its workers parse: one UserError, not Dask's traceback."""
+    import threading
+
+    distributed = pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
+    cl = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+    try:
+        threading.Timer(3.0, cl.close).start()
+        with pytest.raises(UserError, match=r"the Dask scheduler at .* went away before the per-rank stage "
+                                             r"finished .*; start it and its workers again, then rerun"):
+            map_files(_slow, ["a", "b"], scheduler=cl.scheduler_address)
+    finally:
+        cl.close()
