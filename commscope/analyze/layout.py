@@ -201,11 +201,14 @@ def _elem_sizes(dtypes: Any, kernel: str | None, dims: Sequence[Sequence[int]]) 
 
 def bytes_moved(op: str, dims: Sequence[Sequence[int]], elem_sizes: Sequence[int],
                 strides: Sequence[Sequence[int]] | None = None) -> int:
-    """Bytes a pointwise op must read and write: the output (the largest argument) written once and every
-    tensor argument read once (`copy_` does not read its destination). With `strides`, an argument is read
-    for its distinct elements (a stride-0 dimension holds one), so a broadcast row, an expanded row and an
-    expanded column all count what memory holds; without, only the arguments of the output's element count
-    are read, each whole."""
+    """Bytes a pointwise op must read and write: the output (the largest argument's element count) written
+    once and every tensor argument read once (`copy_` does not read its destination). An in-place op
+    (`add_`, `copy_`) writes its first argument's dtype; an out-of-place one (`mul`, `add`) a new tensor of
+    the promoted dtype, the widest of its tensor arguments (fp32 for a bf16 × fp32 product), whatever its
+    first argument is (a 0-dim tensor or a Scalar moves nothing). With `strides`, an argument is read for
+    its distinct elements (a stride-0 dimension holds one), so a broadcast row, an expanded row and an
+    expanded column all count what memory holds; without, only the arguments of the output's element
+    count are read, each whole."""
     ref = max((tuple(d) for d in dims if d), key=lambda d: math.prod(d))
     numel = math.prod(ref)
     read = 0
@@ -219,8 +222,9 @@ def bytes_moved(op: str, dims: Sequence[Sequence[int]], elem_sizes: Sequence[int
             read += numel * elem_sizes[i]
     if op == "aten::copy_":
         read -= numel * elem_sizes[0]
-    write = numel * elem_sizes[0]
-    return int(read + write)
+    in_place = op.endswith("_")
+    out_size = elem_sizes[0] if in_place else max(s for d, s in zip(dims, elem_sizes) if d)
+    return int(read + numel * out_size)
 
 
 def _as_list(v: Any) -> list:

@@ -306,3 +306,17 @@ def test_a_broadcast_read_is_a_finding_only_with_the_generic_cuda_kernel():
     assert len(f) == 1 and f.iloc[0]["kind"] == "broadcast" and f.iloc[0]["peak_source"] == "aligned twin"
     assert f.iloc[0]["bytes"] == 2 * V * D * 2 + D * 2                  # the broadcast row is read once
     assert f.iloc[0]["slowdown"] == pytest.approx((3 * V * D * 2 / 77_000) / ((2 * V * D + D) * 2 / 150_000))
+
+
+def test_an_out_of_place_op_writes_its_promoted_dtype_whatever_its_first_argument():
+    """aten::mul(0-dim, (4, 2048, 768) fp32) writes a (4, 2048, 768) fp32 result, and a bf16 × fp32
+    product an fp32 one: the write is not the first argument's (0 bytes, or 2 a byte pair)."""
+    n = 4 * 2048 * 768
+    assert bytes_moved("aten::mul", [[], [4, 2048, 768]], [0, 4]) == 2 * n * 4
+    assert bytes_moved("aten::mul", [[4, 2048, 768], []], [4, 0]) == 2 * n * 4  # the mirrored op: the same
+    m = 4 * 2048 * 6 * 128
+    # bf16 (4, 2048, 6, 1) gate × fp32 (4, 2048, 6, 128): reads the gate once per row, the values whole
+    assert bytes_moved("aten::mul", [[4, 2048, 6, 1], [4, 2048, 6, 128]], [2, 4]) == m * 4 + m * 4
+    assert bytes_moved("aten::mul", [[4, 2048, 6, 1], [4, 2048, 6, 128]], [2, 4],
+                       [[12288, 6, 1, 1], [6144 * 16, 768, 128, 1]]) == 4 * 2048 * 6 * 2 + m * 4 + m * 4
+    assert bytes_moved("aten::add_", [[4, 8], [4, 8]], [2, 4]) == 32 * 2 + 32 * 4 + 32 * 2  # in place: bf16
