@@ -276,17 +276,26 @@ def _priced(ops: pd.DataFrame, min_numel: int) -> pd.DataFrame:
 
 
 def _peak_for(row: pd.Series, aligned: pd.DataFrame, device_peak: float | None) -> tuple[float | None, str]:
-    """The reference bandwidth of a finding and its source (module docstring: twin, device, peer)."""
+    """The reference bandwidth of a finding and its source (module docstring: twin, device, peer). A
+    reference measured on the finding's own rank (its own GPU) is preferred to another rank's."""
     same = aligned[(aligned["numel"] == row["numel"]) & (aligned["on_gpu"] == row["on_gpu"])]
-    twin = same[(same["op"] == row["op"]) & (same["dtypes"].map(str) == str(row["dtypes"]))]["achieved_gbps"].dropna()
+    twins = same[(same["op"] == row["op"]) & (same["dtypes"].map(str) == str(row["dtypes"]))]
+    twin = _own_rank_first(twins, row["rank"])
     if len(twin):
         return float(twin.max()), "aligned twin"
     if device_peak is not None and row["on_gpu"]:
         return device_peak, "device"
-    same = same["achieved_gbps"].dropna()
-    if len(same):
-        return float(same.max()), "aligned peer"
+    peer = _own_rank_first(same, row["rank"])
+    if len(peer):
+        return float(peer.max()), "aligned peer"
     return None, "none"
+
+
+def _own_rank_first(candidates: pd.DataFrame, rank: int) -> pd.Series:
+    """The candidates' achieved GB/s on `rank`, else on every rank where `rank` has none."""
+    gbps = candidates["achieved_gbps"].dropna()
+    own = gbps[candidates.loc[gbps.index, "rank"] == rank]
+    return own if len(own) else gbps
 
 
 def find_layout_mismatches(

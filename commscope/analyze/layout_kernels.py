@@ -100,6 +100,8 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
             continue
         peers = vec[(vec["key"] == k["key"]) & (vec["elem"] == k["elem"])]
         peers = peers[_covers(peers, k["numel"])] if len(peers) else peers
+        own = peers[peers["rank"] == k["rank"]]  # its own GPU's vectorized kernel, where it ran one
+        peers = own if len(own) else peers
         if pd.notna(k["arity"]):
             arity = int(k["arity"])
         elif len(peers) and peers["arity"].notna().any():

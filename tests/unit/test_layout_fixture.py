@@ -210,9 +210,11 @@ def test_all_eight_ranks_give_the_figures_docs_layout_md_quotes():
     assert dict(high.groupby("op").size()) == {"aten::add_": 8, "aten::copy_": 8}
     adds, copies = high[high["op"] == "aten::add_"], high[high["op"] == "aten::copy_"]
     assert round(adds["duration_us"].mean(), 1) == 333.2 and round(copies["duration_us"].mean(), 1) == 299.0
-    assert set(high["peak_gbps"].round()) == {3188}
+    # each rank's own aligned twin: one GPU's bandwidth, not the best of eight
+    assert set(high["peak_gbps"].round()) == {3021, 3120, 3145, 3147, 3155, 3162, 3179, 3188}
+    assert (high.groupby("rank")["peak_gbps"].nunique() == 1).all()
     assert round(adds["achieved_gbps"].mean()) == 696 and round(copies["achieved_gbps"].mean()) == 517
-    assert len(low) == 8 and (round(low["slowdown"].min(), 1), round(low["slowdown"].max(), 1)) == (4.3, 4.6)
+    assert len(low) == 8 and (round(low["slowdown"].min(), 1), round(low["slowdown"].max(), 1)) == (4.1, 4.6)
     c = rep.contention
     assert len(c) == 5 and int(c["separable"].sum()) == 5
     un = rep.contention_unjudged
