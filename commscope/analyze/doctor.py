@@ -374,7 +374,11 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
     killed from outside the job (`kill -TERM` on one rank, an OOM killer's SIGKILL): the others launched a
     collective it could not join because it was gone, not because it was stuck. commscope run and
     torch.distributed.run signal ranks only after one failed or timed out, and a signal commscope run sends
-    says so in the status ("by commscope run"). Anything else is returned as it is."""
+    says so in the status ("by commscope run"). Where the launcher's summary.json exists, the culprit must
+    also be the rank it saw end first (`ended_first`): a rank torn down after another was killed during a
+    real hang stays the hang's culprit. Without a summary, a job whose every rank a signal ended cannot be
+    told from one stopped whole from outside (a closed terminal, a preemption): insufficient. Anything
+    else is returned as it is."""
     if d.verdict != "hang" or not d.culprit_ranks or trace.source != "run" or faults.ranks("watchdog"):
         return d
     statuses = _statuses(trace)
@@ -387,6 +391,19 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
         if m is None or "by commscope run" in error:
             return d
         signals[r] = m.group(1)
+    summary = trace.config.get("summary") or {}
+    if summary:
+        first = summary.get("ended_first")
+        if not isinstance(first, dict) or first.get("rank") not in d.culprit_ranks:
+            return d
+    else:
+        ended = {r: _SIGNAL_ENDED.search(str(s.get("error") or "")) for r, s in statuses.items()}
+        if len(statuses) == trace.world_size and all(ended.values()):
+            names = ", ".join(sorted({m.group(1) for m in ended.values()}))
+            return Diagnosis("insufficient", [], sources=[STATUS], summary=(
+                f"insufficient: every rank was ended by a signal ({names}) and no {SUMMARY} says which ended "
+                "first: a job stopped whole from outside (a closed terminal, a preemption) and one rank killed "
+                "with the others torn down after it leave the same records."))
     names = sorted(set(signals.values()))
     return replace(d, verdict="crash", summary=(
         f"crash: rank(s) {ranks_text(d.culprit_ranks)} ended by {' / '.join(names)} from outside the job while "

@@ -347,17 +347,40 @@ PEER_GONE = "RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error [127.0.0.
 def test_a_rank_killed_from_outside_is_a_crash_not_a_hang(run):
     """`kill -TERM` on rank 1 mid-step: the others launch a collective it never joins, so it looks absent as a
     hung rank does; but it was ended by a signal while nobody had timed out, and the launchers signal ranks
-    only after a failure or timeout: it was killed from outside the job."""
+    only after a failure or timeout: it was killed from outside the job. summary.json's ended_first, where
+    the launcher wrote one, must agree."""
     rewrite(run, 1, lambda r: None if r["kind"] == "collective" and r["seq"] >= 7 else r)
     for r in range(4):
         put(run, r, "status.json", {"status": "failed", "error": SIGTERM if r == 1 else PEER_GONE, "last_step": 1})
+    s = json.loads((run / "summary.json").read_text())
+
+    def ended_first(rank):
+        write_json(run / "summary.json", {**s, "status": "failed", "ended_first": {"rank": rank, "how": "signalled",
+                                                                                   "error": SIGTERM}})
+
+    ended_first(1)
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks) == ("crash", [1])
     assert d.summary.startswith("crash: rank(s) 1 ended by SIGTERM from outside the job while the others ran")
     assert "never did (found by absence)" in d.summary and d.sequence == 7
+    # rank 0 killed from outside during a real hang of rank 1: rank 1, torn down after it, stays the hang's
+    ended_first(0)
+    assert (diagnose_path(str(run)).verdict, diagnose_path(str(run)).culprit_ranks) == ("hang", [1])
+    # no launcher summary (a script's own torchrun job): the statuses alone
+    os.remove(run / "summary.json")
+    assert diagnose_path(str(run)).verdict == "crash"
+    for r in range(4):  # every rank ended by a signal: stopped whole, or one killed and the rest torn down?
+        put(run, r, "status.json", {"status": "failed", "error": SIGTERM.replace("15 (SIGTERM)", "1 (SIGHUP)"),
+                                    "last_step": 1})
+    d = diagnose_path(str(run))
+    assert d.verdict == "insufficient" and "every rank was ended by a signal (SIGHUP)" in d.summary
     # the same absence where a rank timed out waiting, or commscope run itself killed rank 1: a hang
+    ended_first(1)
     put(run, 0, "status.json", {"status": "failed", "error": "RuntimeError: [gloo] Application timeout caused "
                                 "pair closure", "last_step": 1})
+    for r in (2, 3):
+        put(run, r, "status.json", {"status": "failed", "error": PEER_GONE, "last_step": 1})
+    put(run, 1, "status.json", {"status": "failed", "error": SIGTERM, "last_step": 1})
     assert diagnose_path(str(run)).verdict == "hang"
     put(run, 0, "status.json", {"status": "failed", "error": PEER_GONE, "last_step": 1})
     put(run, 1, "status.json", {"status": "failed", "error": "terminated by signal 9 (SIGKILL) by commscope run",
