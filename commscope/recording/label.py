@@ -39,8 +39,8 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
     """A size → label map for `--label-map` (commscope.load.label_map): label → the sorted distinct byte
     sizes (numel × element size) of its parameters, ready for `json.dump`.
 
-    `named_parameters`: `(name, tensor)` pairs, e.g. `model.named_parameters()` (a module is taken as its
-    `named_parameters()`). `group(name)` gives a parameter's label (None leaves it out); by default the
+    `named_parameters`: `(name, tensor)` pairs, e.g. `model.named_parameters()`, or a dict of them (a
+    module is taken as its `named_parameters()`). `group(name)` gives a parameter's label (None leaves it out); by default the
     name with its layer indices collapsed, `blocks.3.attn.qkv.weight` → `blocks.*.attn.qkv.weight`, where
     the parameters it collapses together are all of one size (layers of one shape); parameters whose
     collapsed names meet at different sizes keep their own names (an `nn.Sequential`'s `0.weight` and
@@ -51,6 +51,8 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
     """
     if hasattr(named_parameters, "named_parameters"):
         named_parameters = named_parameters.named_parameters()
+    elif isinstance(named_parameters, dict):  # name → tensor, as model.state_dict() gives
+        named_parameters = named_parameters.items()
     if element_size is not None and (not isinstance(element_size, int) or isinstance(element_size, bool)
                                      or element_size <= 0):
         raise ValueError(f"element_size is a positive number of bytes, got {element_size!r}")

@@ -118,7 +118,8 @@ def test_a_large_stray_is_decoded_once(tmp_path, monkeypatch):
 
 def test_doctor_cli_reads_the_folder(tmp_path):
     d = _folder(tmp_path, {"hparams.json": b'{"lr": 0.1}'})
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    # wide enough for the line whole whatever the length of the temporary folder's path
+    env = {**os.environ, "PYTHONPATH": ROOT, "COLUMNS": "1000"}
     r = subprocess.run([sys.executable, "-m", "commscope", "doctor", d], capture_output=True, text=True, env=env,
                        cwd=str(tmp_path), timeout=300)
     assert r.returncode == 0, r.stderr

@@ -318,6 +318,7 @@ def test_size_labels_from_a_model():
         "blocks.*.qkv.weight": [768], "blocks.*.mlp.weight": [1024], "blocks.*.mlp.bias": [128],
         "head.weight": [1600]}
     assert commscope.size_labels(net) == commscope.size_labels(net.named_parameters())
+    assert commscope.size_labels(dict(net.named_parameters())) == commscope.size_labels(net)  # name → tensor
     by_kind = commscope.size_labels(net.named_parameters(), group=lambda n: None if "bias" in n else n.split(".")[-2])
     assert by_kind == {"qkv": [768], "mlp": [1024], "head": [1600]}
     assert commscope.size_labels(net.named_parameters(), element_size=2)["blocks.*.qkv.weight"] == [384]
