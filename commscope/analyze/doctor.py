@@ -560,9 +560,13 @@ def check_interrupted(trace: Trace) -> Diagnosis | None:
                               "What the ranks did while being stopped is not judged as a fault."))
 
 
+FULL_BYTES = 1 << 20  # free space under which a run directory's filesystem counts as full
+
+
 def check_unwritable(trace: Trace) -> Diagnosis | None:
     """The run directory stopped taking writes (disk full, read-only, quota): a rank's status, the
-    launcher's summary or the ranks' output in launcher.log (the loader's `storage_error`) says so. Each
+    launcher's summary or the ranks' output in launcher.log (the loader's `storage_error`) says so, or
+    there is no summary.json and the filesystem holding the run is full now (`free_bytes`). Each
     rank's records then end where its writes failed, and a rank whose status.json did not fit looks like
     one that crashed: nothing about how the ranks ended can be judged."""
     if trace.source != "run":
@@ -573,10 +577,14 @@ def check_unwritable(trace: Trace) -> Diagnosis | None:
     if not (STORAGE_ERROR.search(message) or "(a rank could not write)" in message):
         message = ""
     logged = trace.config.get("storage_error")
-    if not (said or message or logged):
+    free = trace.config.get("free_bytes")
+    # no summary.json (the launcher writes it last, whatever happened) on a filesystem that is full now
+    full = not summary and isinstance(free, int) and free < FULL_BYTES
+    if not (said or message or logged or full):
         return None
     why = (f"rank {min(said)}: {said[min(said)]}" if said else f"{SUMMARY}: {message}" if message else
-           f"{LAUNCHER_LOG}: {logged}")
+           f"{LAUNCHER_LOG}: {logged}" if logged else
+           f"no {SUMMARY}, and the filesystem holding it has {free:,} bytes free now")
     return Diagnosis("insufficient", [], sources=[STATUS, SUMMARY],
                      evidence=[{"rank": r, "error": e, "last_finished_step": _last_step(trace, r)}
                                for r, e in sorted(said.items())],

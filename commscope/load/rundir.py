@@ -9,6 +9,7 @@ evidence (watchdog/inflight reports, Flight Recorder dumps) becomes `Trace.fault
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
 
 import numpy as np
@@ -177,7 +178,9 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                           "missing_rank_folders": missing,
                           # the line of launcher.log's tail saying the run directory took no more writes
                           # (disk full): where no status or summary fit, the only sign of it
-                          "storage_error": _storage_error(os.path.join(path, LAUNCHER_LOG))},
+                          "storage_error": _storage_error(os.path.join(path, LAUNCHER_LOG)),
+                          # the space left where it lies now: a full disk may have taken even that line
+                          "free_bytes": _free_bytes(path)},
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
     _fill_from_records(trace, events)
@@ -214,6 +217,14 @@ def _storage_error(log: str) -> str | None:
         if STORAGE_ERROR.search(line):
             return printable(line.strip())[:300]
     return None
+
+
+def _free_bytes(path: str) -> int | None:
+    """Bytes free on the filesystem holding `path`, as its user may write them; None where unknown."""
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
 
 
 def _combine(folders, problems: list[str]) -> tuple[EventColumns, dict, dict, list, set]:

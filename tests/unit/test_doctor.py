@@ -408,8 +408,8 @@ def test_the_rank_the_launcher_saw_end_first_by_a_signal_is_the_crash(run):
     assert diagnose_path(str(run)).verdict == "insufficient"  # a lost peer is no cause of its own
 
 
-@pytest.mark.parametrize("where", ["status", "summary", "launcher.log"])
-def test_a_run_directory_that_filled_up_is_judged_on_nothing(run, where):
+@pytest.mark.parametrize("where", ["status", "summary", "launcher.log", "free space"])
+def test_a_run_directory_that_filled_up_is_judged_on_nothing(run, where, monkeypatch):
     """A full disk: rank 0's writes failed (its status says so, or only the launcher's summary does) and rank
     1's status.json did not fit. A missing status there is no crash, and records cut by the disk no hang."""
     rewrite(run, 1, lambda r: None if r["step"] == 2 else r)
@@ -417,6 +417,13 @@ def test_a_run_directory_that_filled_up_is_judged_on_nothing(run, where):
     full = "OSError: [Errno 28] No space left on device"
     if where == "status":
         put(run, 0, "status.json", {"status": "failed", "error": full, "last_step": 1})
+    elif where == "free space":  # not even launcher.log's line fit: no summary.json, on a full disk now
+        import shutil as sh
+        from types import SimpleNamespace
+
+        os.remove(run / "rank0" / "status.json")
+        os.remove(run / "summary.json")
+        monkeypatch.setattr(sh, "disk_usage", lambda p: SimpleNamespace(total=10 << 30, used=10 << 30, free=4096))
     elif where == "launcher.log":  # no status or summary fit: the ranks' output is the only sign
         os.remove(run / "rank0" / "status.json")
         (run / "launcher.log").write_text("[default0]:step 2\n" * 5000 + f"[default1]:{full}\n[default0]:done\n")
@@ -428,7 +435,8 @@ def test_a_run_directory_that_filled_up_is_judged_on_nothing(run, where):
     assert (d.verdict, d.culprit_ranks) == ("insufficient", [])
     assert d.summary.startswith("insufficient: the run directory could not be written (")
     assert {"status": f"(rank 0: {full})", "launcher.log": f"(launcher.log: [default1]:{full})",
-            "summary": "no space left on device (a rank could not write)"}[where] in d.summary
+            "summary": "no space left on device (a rank could not write)",
+            "free space": "(no summary.json, and the filesystem holding it has 4,096 bytes free now)"}[where] in d.summary
 
 
 @pytest.mark.parametrize("own", ["json.decoder.JSONDecodeError: Unterminated string starting at: line 1 column 9",
