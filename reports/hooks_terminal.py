@@ -79,8 +79,17 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
         console.print(Text(f"The order is the same on every rank and {orders.unit}.", style="green"))
     else:
         console.print(Text.assemble((f"{len(groups)} different orders:", "bold red"), " ranks/steps whose order "
-                                    "differs from the most common one are marked; with hook-launched collectives "
-                                    "this is a launch-order mismatch across ranks."))
+                                    "differs from the most common one are marked."))
+        for g, d in zip(groups[1:], orders.differences):
+            said = []
+            if d["missing"]:
+                said.append(f"no hook fired for {', '.join(d['missing'])} (no gradient reached it)")
+            if d["extra"]:
+                said.append(f"hooks fired for {', '.join(d['extra'])}, which the others' orders lack")
+            if d["reordered"]:
+                said.append("the labels both hold fired in another order (with hook-launched collectives, a "
+                            "launch-order mismatch across ranks)")
+            console.print(Text(f"{_members(g, orders)}: {'; '.join(said)}."))
     ready, others = orders.launched_in_ready_order, orders.out_of_ready_order
     how = f" (comm_schedule {orders.comm_schedule})" if orders.comm_schedule else ""
     if ready is not None and not others:

@@ -92,6 +92,22 @@ class HookOrders:
         return [seen[k] for k in sorted(seen, key=lambda k: (-counts[k], first[k]))]
 
     @property
+    def differences(self) -> list[dict]:
+        """How each order but the reference differs from it: the reference's labels whose hook did not fire
+        (`missing`), labels the reference has not (`extra`), and whether the labels both hold fired in
+        another relative order (`reordered`); with the order's members. A missing hook (a parameter that
+        got no gradient) and a real reordering are different faults."""
+        ref = self.reference
+        out = []
+        for g in self.groups[1:]:
+            here, there = set(g.order), set(ref)
+            both = [x for x in g.order if x in there]
+            out.append({"members": [list(m) for m in g.members], "missing": [x for x in ref if x not in here],
+                        "extra": [x for x in g.order if x not in there],
+                        "reordered": both != [x for x in ref if x in here]})
+        return out
+
+    @property
     def consistent(self) -> bool:
         return len(self.groups) <= 1
 
@@ -105,6 +121,7 @@ class HookOrders:
             "world_size": self.world_size,
             "orders": {str(r): self.orders[r] for r in sorted(self.orders)},
             "consistent": self.consistent,
+            "differences": self.differences,
             "scatter_order": self.scatter_order,
             "launch_order": self.launch_order,
             "launched_in_ready_order": self.launched_in_ready_order,

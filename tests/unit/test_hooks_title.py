@@ -54,3 +54,29 @@ def test_the_ready_order_line_says_it_is_a_relative_order_not_a_run():
     assert len(ready) == 3 and ready[0] == "a" and ready[-1] == "d"
     assert (f"The most labels launched in the same relative order as their gradients became ready: "
             f"{', '.join(ready)} (3 of 5, not necessarily one after another); out of that order: ") in text
+
+
+def test_a_hook_that_did_not_fire_is_told_from_a_reordering():
+    """Rank 1's step 1 has no hook for c (no gradient reached it): the rest fired in the reference order,
+    which is not a launch-order mismatch. Rank 2's step 0 fired b before a: that one is."""
+    from rich.console import Console
+
+    from reports.hooks_terminal import print_hook_orders
+
+    abc = list("abcd")
+    orders = HookOrders(3, {0: [{"step": s, "micro_step": None, "order": abc} for s in (0, 1)],
+                            1: [{"step": 0, "micro_step": None, "order": abc},
+                                {"step": 1, "micro_step": None, "order": list("abd")}],
+                            2: [{"step": 0, "micro_step": None, "order": list("bacd")},
+                                {"step": 1, "micro_step": None, "order": abc}]}, [])
+    assert orders.reference == abc
+    assert orders.differences == [
+        {"members": [[1, 1, None]], "missing": ["c"], "extra": [], "reordered": False},
+        {"members": [[2, 0, None]], "missing": [], "extra": [], "reordered": True}]
+    assert orders.to_json()["differences"] == orders.differences
+    console = Console(record=True, width=400)
+    print_hook_orders(orders, console)
+    text = " ".join(console.export_text().split())
+    assert "rank 1: s1: no hook fired for c (no gradient reached it)." in text
+    assert ("rank 2: s0: the labels both hold fired in another order (with hook-launched collectives, a "
+            "launch-order mismatch across ranks).") in text
