@@ -13,6 +13,7 @@ Console width, styles).
 """
 from __future__ import annotations
 
+import math
 import textwrap
 from dataclasses import dataclass
 from typing import Callable
@@ -111,8 +112,10 @@ _KIND_SHOWN = {"stride order": "order", "broadcast": "bcast", "kernel evidence":
 
 
 def _shape(dims) -> str:
+    """The shape the op ran over: its largest argument's (by element count), not its first argument's,
+    which may be the broadcast one (a (4, 2048, 6, 1) gate times (4, 2048, 6, 128) values)."""
     dims = [d for d in (dims or []) if d]
-    return "×".join(map(str, max(dims, key=len))) if dims else "—"
+    return "×".join(map(str, max(dims, key=lambda d: (math.prod(d), len(d))))) if dims else "—"
 
 
 def _collective(label, op) -> str:

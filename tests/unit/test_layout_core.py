@@ -320,3 +320,12 @@ def test_an_out_of_place_op_writes_its_promoted_dtype_whatever_its_first_argumen
     assert bytes_moved("aten::mul", [[4, 2048, 6, 1], [4, 2048, 6, 128]], [2, 4],
                        [[12288, 6, 1, 1], [6144 * 16, 768, 128, 1]]) == 4 * 2048 * 6 * 2 + m * 4 + m * 4
     assert bytes_moved("aten::add_", [[4, 8], [4, 8]], [2, 4]) == 32 * 2 + 32 * 4 + 32 * 2  # in place: bf16
+
+
+def test_the_terminal_shape_is_the_op_s_largest_argument():
+    """A (4, 2048, 6, 1) gate times (4, 2048, 6, 128) values runs over the values' shape."""
+    from reports.layout_terminal import _shape
+
+    assert _shape([[4, 2048, 6, 1], [4, 2048, 6, 128]]) == "4×2048×6×128"
+    assert _shape([[], [4, 2048, 768]]) == "4×2048×768" and _shape([[], []]) == "—"
+    assert _shape([[8, 8], [1, 8, 8]]) == "1×8×8"  # as many elements: the one with more dimensions
