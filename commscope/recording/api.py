@@ -200,9 +200,15 @@ def check_label(label: Any) -> None:
     if not isinstance(label, str) or not label:
         raise ValueError(f"label must be a non-empty string, or None for an unlabelled collective; got {label!r}")
     check_name(label, "label")
-    if label == NO_LABEL:
-        raise ValueError(f"label {NO_LABEL!r} is what readers call a collective recorded without one: pass "
-                         "label=None for that, or another name")
+    check_not_reserved(label, "label", " pass label=None for that, or another name")
+
+
+def check_not_reserved(name: str, what: str, instead: str = " choose another name") -> None:
+    """ValueError for NO_LABEL given as a label (a collective's, a watch() label, commscope.label's): it is
+    what readers call the collectives recorded without one, so a label of that name would merge with them."""
+    if name == NO_LABEL:
+        raise ValueError(f"{what} {NO_LABEL!r} is what readers call a collective recorded without a label:"
+                         f"{instead}")
 
 
 def check_phase(phase: Any) -> None:

@@ -21,9 +21,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
-from commscope.recording.api import check_name
+from commscope.recording.api import check_name, check_not_reserved
 from commscope.recording.closing import CLOSED
-from commscope.rundir.schema import NO_LABEL
 
 _perf = time.perf_counter_ns
 
@@ -45,9 +44,7 @@ class HookOrder:
         seen = set(self._watched)
         for label, param in items:  # all checked before any hook is registered
             check_name(label, "watch(): a label")
-            if label == NO_LABEL:
-                raise ValueError(f"watch(): {NO_LABEL!r} is what readers call a collective without a label: "
-                                 "choose another name")
+            check_not_reserved(label, "watch():")
             if not (isinstance(param, torch.Tensor) and param.is_leaf and param.requires_grad):
                 raise ValueError(f"watch(): {label!r} is not a leaf tensor that requires grad")
             if label in seen:  # a second hook would record every firing twice

@@ -25,12 +25,10 @@ def label(name: str):
     """A context manager (and decorator) that labels the collectives launched inside it `name`."""
     from torch.profiler import record_function
 
-    from commscope.recording.api import check_name
-    from commscope.rundir.schema import NO_LABEL
+    from commscope.recording.api import check_name, check_not_reserved
 
     check_name(name, "a label")
-    if name == NO_LABEL:
-        raise ValueError(f"label {NO_LABEL!r} is what readers call a collective without one: choose another name")
+    check_not_reserved(name, "label")
 
     return record_function(f"{PREFIX}{name}:")  # the empty phase keeps a ":" in `name` inside the label
 
