@@ -83,7 +83,8 @@ from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
 from commscope.util.text import steps_said
 from commscope.load.frames import FaultEvidence, Trace
-from commscope.rundir.schema import ENDED_STATUSES as ENDED, EVENTS, LAUNCHER_LOG, STATUS, STORAGE_ERROR, SUMMARY
+from commscope.rundir.schema import (ENDED_STATUSES as ENDED, EVENTS, LAUNCHER_LOG, STATUS, STORAGE_ERROR,
+                                     SUMMARY)
 
 # A peer's error that says it waited for this long: the rank it waited on was alive, not launching.
 _TIMED_OUT = re.compile(r"\b(?:timed out|timeout|hang watchdog)\b", re.I)
@@ -369,6 +370,12 @@ def _first_mismatch(lt: pd.DataFrame, by_label: bool) -> tuple[pd.DataFrame, pd.
 _SIGNAL_ENDED = re.compile(r"terminated by signal \d+ \((SIG\w+)\)")
 
 
+def _someone_waited(trace: Trace, faults: FaultEvidence) -> bool:
+    """A rank's watchdog fired or a rank timed out waiting: the job was stuck, so a rank signalled then may
+    have been the launchers' teardown, not a kill from outside."""
+    return bool(faults.ranks("watchdog")) or any(_timed_out(s.get("error")) for s in _statuses(trace).values())
+
+
 def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Diagnosis:
     """A hang found by absence whose culprits were ended by a signal while nobody had timed out is a rank
     killed from outside the job (`kill -TERM` on one rank, an OOM killer's SIGKILL): the others launched a
@@ -379,11 +386,9 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
     real hang stays the hang's culprit. Without a summary, a job whose every rank a signal ended cannot be
     told from one stopped whole from outside (a closed terminal, a preemption): insufficient. Anything
     else is returned as it is."""
-    if d.verdict != "hang" or not d.culprit_ranks or trace.source != "run" or faults.ranks("watchdog"):
+    if d.verdict != "hang" or not d.culprit_ranks or trace.source != "run" or _someone_waited(trace, faults):
         return d
     statuses = _statuses(trace)
-    if any(_timed_out(s.get("error")) for s in statuses.values()):
-        return d
     signals = {}
     for r in d.culprit_ranks:
         error = str(statuses.get(r, {}).get("error") or "")
@@ -571,10 +576,11 @@ def check_unwritable(trace: Trace) -> Diagnosis | None:
     one that crashed: nothing about how the ranks ended can be judged."""
     if trace.source != "run":
         return None
-    said = {r: s.get("error") for r, s in _statuses(trace).items() if STORAGE_ERROR.search(str(s.get("error") or ""))}
+    said = {r: s.get("error") for r, s in _statuses(trace).items()
+            if STORAGE_ERROR.search(str(s.get("error") or ""))}
     summary = trace.config.get("summary") or {}
     message = summary.get("message") if isinstance(summary.get("message"), str) else ""
-    if not (STORAGE_ERROR.search(message) or "(a rank could not write)" in message):
+    if not STORAGE_ERROR.search(message):
         message = ""
     logged = trace.config.get("storage_error")
     free = trace.config.get("free_bytes")
@@ -588,10 +594,10 @@ def check_unwritable(trace: Trace) -> Diagnosis | None:
     return Diagnosis("insufficient", [], sources=[STATUS, SUMMARY],
                      evidence=[{"rank": r, "error": e, "last_finished_step": _last_step(trace, r)}
                                for r, e in sorted(said.items())],
-                     summary=(f"insufficient: the run directory could not be written ({why}); each rank's records "
-                              "end where its writes failed and a status that did not fit is missing, so how the "
-                              "ranks ended is unknown: no crash, hang, desync or straggler is judged. Free space and "
-                              "run again."))
+                     summary=(f"insufficient: the run directory could not be written ({why}); each rank's "
+                              "records end where its writes failed and a status that did not fit is missing, so "
+                              "how the ranks ended is unknown: no crash, hang, desync or straggler is judged. Free "
+                              "space and run again."))
 
 
 def check_insufficient(trace: Trace) -> Diagnosis | None:
@@ -631,9 +637,9 @@ def check_ended_first(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     first = (trace.config.get("summary") or {}).get("ended_first")
     if not isinstance(first, dict) or first.get("how") != "signalled" or type(first.get("rank")) is not int:
         return None
-    statuses = _statuses(trace)
-    if faults.ranks("watchdog") or any(_timed_out(s.get("error")) for s in statuses.values()):
+    if _someone_waited(trace, faults):
         return None
+    statuses = _statuses(trace)
     r = first["rank"]
     m = _SIGNAL_ENDED.search(str(first.get("error") or ""))
     how = m.group(1) if m else "a signal"

@@ -19,9 +19,11 @@ UNFINISHED_RUN_PREFIX = ".commscope-unfinished-"
 SUMMARY = "summary.json"  # the launcher's verdict and rank 0's losses and step times
 NOT_STARTED = "not started"  # summary.json's status of a rank that left no rank folder
 # What an error says when the run directory could not take a write (errno 28, 30, 122): the launcher
-# watches the ranks' output for it, the doctor their statuses
+# watches the ranks' output for it and words it from STORAGE_ERRORS in summary.json's message; the doctor
+# reads both (any case)
 STORAGE_ERRORS = {"28": "no space left on device", "30": "read-only file system", "122": "disk quota exceeded"}
-STORAGE_ERROR = re.compile(r"\[Errno (28|30|122)\]|(No space left on device|Read-only file system|Disk quota exceeded)")
+STORAGE_ERROR = re.compile(r"\[Errno (28|30|122)\]|"
+                           r"(No space left on device|Read-only file system|Disk quota exceeded)", re.I)
 CONFIG = "config.json"  # the trainer's configuration, written by rank 0
 LAUNCHER_LOG = "launcher.log"  # stdout/stderr of torch.distributed.run
 PROGRESS = "progress.jsonl"  # the reference trainer's rank 0: one line per event
