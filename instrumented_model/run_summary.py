@@ -217,9 +217,10 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
         s = statuses[str(r)]
         return "failed", f"failed: rank {r} failed {_after_step(s)}: {s.get('error')}"
     if end.torchrun_code < 0:
-        after = ("every rank had completed" if statuses and all(s["ending"] == "completed" for s in statuses.values())
-                 else "its ranks were terminated")
-        return "failed", f"failed: torch.distributed.run was killed by {signame(-end.torchrun_code)} after {done}; {after}"
+        completed = statuses and all(s["ending"] == "completed" for s in statuses.values())
+        after = "every rank had completed" if completed else "its ranks were terminated"
+        return "failed", (f"failed: torch.distributed.run was killed by {signame(-end.torchrun_code)} after "
+                          f"{done}; {after}")
     if waited or (stalled_s is not None and stalled_s >= end.hang_timeout):
         # A peer that timed out closes its connections, so ranks still waiting see "connection closed":
         # victims too. The culprit never joined, so no timeout ended it: the teardown's signal did.
@@ -232,10 +233,15 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
                         "stuck); commscope doctor tells which rank is behind it")
     first = first_to_end(statuses)
     if first is not None:
-        s = statuses[str(first)]
-        return "failed", (f"failed: rank {first} ended first ({s.get('error')}) {_after_step(s)}; "
-                          "torch.distributed.run then stopped the others")
+        return "failed", _ended_first_message(statuses, first)
     return "failed", f"failed: torch.distributed.run exited {end.torchrun_code} after {done}"
+
+
+def _ended_first_message(statuses: dict[str, dict], first: int) -> str:
+    """The verdict's line where no rank failed on its own, stopped or waited: the rank the others followed."""
+    s = statuses[str(first)]
+    return (f"failed: rank {first} ended first ({s.get('error')}) {_after_step(s)}; torch.distributed.run then "
+            "stopped the others")
 
 
 def first_to_end(statuses: dict[str, dict]) -> int | None:
@@ -279,14 +285,12 @@ def build_summary(out: str, args: argparse.Namespace, world_size: int, ranks: ra
         "ranks": {r: s["status"] for r, s in statuses.items()}, "exit_code": exit_code(status, end),
         "message": message,
     }
-    # where no rank failed on its own, stopped or waited, the rank the others followed: the doctor's
-    # evidence when the records show no cause (a rank killed from outside while a collective was complete)
-    if status == "failed" and end.torchrun_code >= 0 and not end.storage_error and not any(
-            s["ending"] in ("error", "no-status", "no-folder", "stopped", "waited") for s in statuses.values()):
-        first = first_to_end(statuses)
-        if first is not None:
-            summary["ended_first"] = {"rank": first, "how": statuses[str(first)]["ending"],
-                                      "error": statuses[str(first)].get("error")}
+    # where the verdict is the rank the others followed (none failed on its own, stopped or waited): the
+    # doctor's evidence when the records show no cause (a rank killed from outside between two collectives)
+    first = first_to_end(statuses)
+    if first is not None and message == _ended_first_message(statuses, first):
+        summary["ended_first"] = {"rank": first, "how": statuses[str(first)]["ending"],
+                                  "error": statuses[str(first)].get("error")}
     if prog.start.get("device"):
         summary["device"] = prog.start["device"].split(":")[0]
     return summary
