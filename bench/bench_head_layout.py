@@ -1,7 +1,7 @@
 """LM-head layouts: gradient-accumulation cost of the standard (V, D) head vs the transposed (D, V) head.
 
-Why (the modded-nanogpt record stores its LM head transposed for this): the head's weight gradient comes out of the matmul backward as a (D, V)
-contiguous tensor. Stored (D, V) ("transposed") the gradient matches the weight and AccumulateGrad adds it
+Why (the modded-nanogpt record stores its LM head transposed for this): the head's weight gradient comes
+out of the matmul backward as a (D, V) contiguous tensor. Stored (D, V) ("transposed") the gradient matches the weight and AccumulateGrad adds it
 with an aligned, vectorized kernel; stored (V, D) ("standard") it arrives as a transpose view, and
 AccumulateGrad copies it (first micro-step) or adds it (later micro-steps) with a strided, non-vectorized
 elementwise kernel — about 2.7× (fp32) to 5× (bf16) slower on an H200.

@@ -7,9 +7,9 @@ Why: the normalization X/‖X‖_F reads each bank in fp32 and writes it in bf16
 while a flat Triton kernel moves the same bytes at copy speed. This times both on the banks' real matrix
 views, side by side in one process, next to the whole polar_express, so the saving is a measured ratio.
 
-Shapes: `make_config(preset)`'s attn bank viewed as (40, D, D) and mlp bank as (24, 4D, D) (as
-make_config builds them), inputs fp32 as the Nesterov blend that reaches polar_express; iteration dtype bf16 on CUDA, fp32 on
-CPU (normuon.polar_dtype).
+Shapes: `make_config(preset)`'s attn bank viewed as (40, D, D) and mlp bank as (24, 4D, D), inputs fp32 as
+the Nesterov blend that reaches polar_express; iteration dtype bf16 on CUDA, fp32 on CPU
+(normuon.polar_dtype).
 
 Run: python bench/bench_polar_express.py --device cuda --out OUT   (CPU: --device cpu, tiny preset)
 """

@@ -3,7 +3,8 @@ aligned copy / add of the same size.
 
 Why: the tied embedding folds embed's gradient into lm_head's (transpose_add) and copies lm_head back into
 embed (transpose_copy) every step. torch runs both as a strided, non-vectorized elementwise kernel
-(2.6–5.1× the time of an aligned add_ on one H200: bench_head_layout.py, bench/results/h200-2026-12-03.md); the Triton tiles should run near copy bandwidth.
+(2.6–5.1× the time of an aligned add_ on one H200: bench_head_layout.py,
+bench/results/h200-2026-12-03.md); the Triton tiles should run near copy bandwidth.
 Target: ≥ 90 % of the aligned kernel's bandwidth.
 
 For each source shape and dtype the script times six kernels, reports device ms (median; each repeat is

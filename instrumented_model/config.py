@@ -1,7 +1,7 @@
 """Model dimensions of the reference trainer: the `tiny` (CPU) and `speedrun` (GPU) presets.
 
-`ModelConfig` fixes every shape of the 13 labelled parameters (as the 2026-01-18 modded-nanogpt record). `make_config(preset,
-world_size)` returns a preset checked against a world size: every tensor the optimizer shards (row
+`ModelConfig` fixes every shape of the 13 labelled parameters (as the 2026-01-18 modded-nanogpt record).
+`make_config(preset, world_size)` returns a preset checked against a world size: every tensor the optimizer shards (row
 chunks of dim 0 of ve0–2/embed/lm_head, matrix chunks of the attn and mlp bank views) must split evenly,
 otherwise a UserError says which one does not.
 

@@ -51,8 +51,8 @@ import psutil
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
-from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, LAUNCHER_LOG, STORAGE_ERROR,
-                                     STORAGE_ERRORS, WATCHDOG, rank_dir_name)
+from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, LAUNCHER_LOG,
+                                     STORAGE_ERROR, STORAGE_ERRORS, WATCHDOG, rank_dir_name)
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame

@@ -64,7 +64,8 @@ TRAINER_OPTIONS: tuple[Opt, ...] = (
         "Default: bank.", ("bank", "alpha-lpt")),
     Opt("data", str, None, "Glob of modded-nanogpt .bin shards. Default: synthetic tokens."),
     Opt("trace", str, "light", "off | light | full. Default: light.", TRACE_MODES),
-    Opt("profile", str, None, "torch.profiler window START:STOP, or one step N (N:N+1) (steps; STOP at most --steps). Default: none."),
+    Opt("profile", str, None, "torch.profiler window START:STOP, or one step N (N:N+1) (steps; STOP at most "
+                              "--steps). Default: none."),
     Opt("with-stack", FLAG, False, "Python stacks in the profiler window."),
     Opt("flush", str, "step", "step | overlap: when a step's records are written. step: at the step end "
         "(a killed rank keeps every finished step). overlap (CUDA): when the next step's first region ends, "

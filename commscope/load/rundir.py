@@ -24,8 +24,8 @@ from commscope.load.files import Missing, is_regular, is_trace_file, read_json, 
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import check_doc, rank_dirs
-from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, LAUNCHER_LOG, META, RUN_MARKER, STATUS,
-                                     STORAGE_ERROR, SUMMARY, WATCHDOG)
+from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, LAUNCHER_LOG, META, RUN_MARKER,
+                                     STATUS, STORAGE_ERROR, SUMMARY, WATCHDOG)
 from commscope.util.ranges import int_ranges
 from commscope.util.text import printable
 

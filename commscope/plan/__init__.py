@@ -1,4 +1,5 @@
-"""Plan who computes each NorMuon matrix update (the Canzona paper, arXiv:2602.06079, §3): strategies and their costs.
+"""Plan who computes each NorMuon matrix update (the Canzona paper, arXiv:2602.06079, §3): strategies and
+their costs.
 
 `make_plan(matrices, world_size, ...)` runs every strategy on the list from
 `matrices_for_config(cfg)` and evaluates it; `assign(name, ...)` gives one strategy's

@@ -38,11 +38,11 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
     sizes (numel × element size) of its parameters, ready for `json.dump`.
 
     `named_parameters`: `(name, tensor)` pairs, e.g. `model.named_parameters()`, or a dict of them (a
-    module is taken as its `named_parameters()`). `group(name)` gives a parameter's label (None leaves it out); by default the
-    name with its layer indices collapsed, `blocks.3.attn.qkv.weight` → `blocks.*.attn.qkv.weight`, where
-    the parameters it collapses together are all of one size (layers of one shape); parameters whose
-    collapsed names meet at different sizes keep their own names (an `nn.Sequential`'s `0.weight` and
-    `2.weight` are different layers, not one repeated).
+    module is taken as its `named_parameters()`). `group(name)` gives a parameter's label (None leaves it
+    out); by default the name with its layer indices collapsed, `blocks.3.attn.qkv.weight` →
+    `blocks.*.attn.qkv.weight`, where the parameters it collapses together are all of one size (layers of
+    one shape); parameters whose collapsed names meet at different sizes keep their own names (an
+    `nn.Sequential`'s `0.weight` and `2.weight` are different layers, not one repeated).
     `element_size`: bytes per element when the collectives move another dtype than the parameters' (bf16
     gradients of fp32 weights: 2); default each tensor's own. The sizes are what a collective of one whole
     parameter moves; a bucket or flat-parameter collective (DDP, FSDP) matches only its own total size.
