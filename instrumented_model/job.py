@@ -111,6 +111,11 @@ class Job:
             return []
         return [m for m in map(self._member, children) if m is not None]
 
+    def ranks(self) -> set[int]:
+        """The ranks of every trainer process of this job seen so far (the launcher's node only)."""
+        with self._lock:
+            return {m.rank for m in self._members.values() if m is not None and m.rank is not None}
+
     def alive(self) -> list[_Member]:
         out = []
         for m in self.members():

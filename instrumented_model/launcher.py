@@ -4,7 +4,7 @@
 `check_args`, so a bad option is one UserError, not one traceback per rank), claims the run directory
 (instrumented_model.out_dir: a lock, the run marker, --overwrite), starts torch.distributed.run through
 `python -m instrumented_model.torchrun ... -m instrumented_model.train`, streams every output line into
-`launcher.log` while the live bar shows rank 0's `@@commscope` progress lines, and when the job ends has
+`launcher.log` (one per node with several nodes) while the live bar shows rank 0's `@@commscope` progress lines, and when the job ends has
 instrumented_model.run_summary build and write `summary.json` (docs/run_format.md). What the user sees
 goes through a `RunView` that the caller passes: `commscope run`'s command module supplies the terminal
 one (reports/run_terminal.py's output, the doctor's verdict on a failed run), so the trainer neither
@@ -25,6 +25,10 @@ Invariants:
   again as a note under the summary table (`oversubscription_note`): its timings include CPU scheduling.
   The run and its exit code are unchanged; each rank records its cores in meta.json (`cpu_cores`), from
   which `report` notes the same of the run.
+- Several nodes share one run directory, each with its own launcher: each writes its own
+  `launcher.<node>.log` (schema.launcher_log_name), so no node's output replaces another's, and only the
+  node that ran rank 0 writes summary.json, once every rank folder holds a status (or _SHUTDOWN_GRACE_S
+  has passed), so the summary does not call a rank of a node still ending "crashed".
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import ContextManager, Protocol
@@ -51,8 +56,8 @@ import psutil
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
-from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, LAUNCHER_LOG,
-                                     STORAGE_ERROR, STORAGE_ERRORS, WATCHDOG, rank_dir_name)
+from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, STORAGE_ERROR,
+                                     STORAGE_ERRORS, WATCHDOG, launcher_log_name, rank_dir_name)
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
@@ -85,7 +90,7 @@ class RunView(Protocol):
     def note(self, text: str) -> None: ...
     def warn(self, text: str) -> None: ...
     def progress(self, total_steps: int) -> ContextManager[StepProgress]: ...
-    def summary(self, summary: dict, out: str, profile: str | None) -> None: ...
+    def summary(self, summary: dict, out: str, profile: str | None, log: str) -> None: ...
     def verdict(self, out: str) -> None: ...
 
 
@@ -107,7 +112,7 @@ class QuietView:
     def step(self, rec: dict) -> None:
         pass
 
-    def summary(self, summary: dict, out: str, profile: str | None) -> None:
+    def summary(self, summary: dict, out: str, profile: str | None, log: str) -> None:
         pass
 
     def verdict(self, out: str) -> None:
@@ -152,6 +157,25 @@ class Topology:
             except (socket.gaierror, UnicodeError) as e:
                 raise UserError(f"{option}: host {host!r} does not resolve ({getattr(e, 'strerror', None) or e})") \
                     from None
+
+    def node_name(self) -> str | None:
+        """This node's name in the files each node of a several-node job writes (its launcher log): None
+        on one node; `node<K>` with a static rendezvous (--node-rank K); `<host>.<pid>` where the c10d
+        rendezvous assigns node ranks only after the launch."""
+        if self.nnodes == 1:
+            return None
+        if self.rdzv_endpoint is None and self.node_rank is not None:
+            return f"node{self.node_rank}"
+        return f"{socket.gethostname()}.{os.getpid()}"
+
+    def writes_summary(self, job: Job) -> bool:
+        """Whether this node's launcher writes summary.json: the one node, node 0 of a static rendezvous,
+        or the node whose torchrun started rank 0 (the c10d rendezvous decides which that is)."""
+        if self.nnodes == 1:
+            return True
+        if self.rdzv_endpoint is None and self.node_rank is not None:
+            return self.node_rank == 0
+        return 0 in job.ranks()
 
     def torchrun_args(self) -> list[str]:
         self.check()
@@ -228,6 +252,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
     args, topology = _checked_args(trainer_argv, topology, out)
     out = out or default_run_dir(args.preset, topology.world_size)
     torchrun_args = topology.torchrun_args()
+    log_name = launcher_log_name(topology.node_name())
     run_id = uuid.uuid4().hex[:12]
     claim = out_dir.claim(out, overwrite=overwrite, run_id=run_id, shared=topology.nnodes > 1)
     started = False
@@ -242,11 +267,15 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         _sweep_log_dirs()
         with _Signals() as sigs:
             started = True
-            end, prog, job = _run_job(out, args, torchrun_args, trainer_argv, run_id, claim, view, sigs)
-            ranks = range(topology.world_size) if topology.nnodes == 1 else sorted(rank_dirs(out))
+            end, prog, job = _run_job(out, args, torchrun_args, trainer_argv, run_id, claim, view, sigs, log_name)
+            writer = topology.writes_summary(job)
+            if writer and topology.nnodes > 1:  # the other nodes' ranks may still be writing their ends
+                _await_statuses(out, topology.world_size, _SHUTDOWN_GRACE_S)
+            # the writer speaks for every rank of the job; another node only for the folders it can see
+            ranks = range(topology.world_size) if writer else sorted(rank_dirs(out))
             summary = build_summary(out, args, topology.world_size, ranks, end, prog)
             written = False
-            if topology.nnodes == 1 or topology.node_rank in (None, 0):
+            if writer:
                 try:
                     write_summary(out, summary)
                     written = True
@@ -256,7 +285,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         # Settled first: a replacing run with no step moves its files out of `out` (the replaced run is
         # back there), and every path printed below must name the folder that holds this run's files.
         here = claim.settle(had_step=bool(summary["losses"]))
-        view.summary(summary, here, args.profile)
+        view.summary(summary, here, args.profile, log_name)
         for note in job.notes:
             view.note(note)
         # the oversubscription warning was printed once at launch (stderr); the report repeats it from meta.json
@@ -279,7 +308,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
 
 
 def _run_job(out: str, args: argparse.Namespace, torchrun_args: list[str], trainer_argv: list[str], run_id: str,
-             claim: out_dir.OutDir, view: RunView, sigs: "_Signals") -> tuple[JobEnd, RunProgress, Job]:
+             claim: out_dir.OutDir, view: RunView, sigs: "_Signals", log_name: str) -> tuple[JobEnd, RunProgress, Job]:
     """Start torchrun, supervise it to its end and until no process of the job is left; leave a status
     for every rank the launcher had to kill."""
     logdir = tempfile.mkdtemp(prefix=f"{_LOG_DIR_PREFIX}{os.getpid()}-")
@@ -290,7 +319,7 @@ def _run_job(out: str, args: argparse.Namespace, torchrun_args: list[str], train
     if args.backend == "nccl":
         env.update(flight_recorder_env(out, env))
     try:
-        end, prog, job = _supervise(cmd, env, out, view, args, claim, sigs, run_id)
+        end, prog, job = _supervise(cmd, env, out, view, args, claim, sigs, run_id, log_name)
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
     _write_last_words(out, job, prog)
@@ -298,7 +327,7 @@ def _run_job(out: str, args: argparse.Namespace, torchrun_args: list[str], train
 
 
 class _Log:
-    """OUT/launcher.log. A write that fails (disk full) ends the logging, never the job: `error` says why."""
+    """The node's launcher log in OUT. A write that fails (disk full) ends the logging, never the job: `error` says why."""
 
     def __init__(self, path: str):
         self.error: str | None = None
@@ -373,11 +402,12 @@ class _Signals:
 
 
 def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argparse.Namespace,
-               claim: out_dir.OutDir, sigs: _Signals, run_id: str) -> tuple[JobEnd, RunProgress, Job]:
-    """Run the job, copying its output into OUT/launcher.log and rank 0's steps onto the live bar, while a
+               claim: out_dir.OutDir, sigs: _Signals, run_id: str,
+               log_name: str) -> tuple[JobEnd, RunProgress, Job]:
+    """Run the job, copying its output into OUT/`log_name` and rank 0's steps onto the live bar, while a
     monitor thread watches for faults and stopped ranks; return once no process of the job is left."""
     prog = RunProgress()
-    log = _Log(os.path.join(out, LAUNCHER_LOG))
+    log = _Log(os.path.join(out, log_name))
     log.write("$ " + " ".join(cmd) + "\n")
     storage = None
     become_subreaper(True)
@@ -424,6 +454,21 @@ def _monitor(job: Job, out: str, stop: threading.Event) -> None:
                 job.start_teardown(_FAULT_TEARDOWN_S)
         except OSError:  # the run directory vanished or cannot be read: keep watching the processes
             continue
+
+
+def _await_statuses(out: str, world_size: int, grace_s: float) -> None:
+    """With several nodes the summary's node ends while other nodes' ranks may still be writing how they
+    ended: wait until every rank folder that exists holds a status, at most `grace_s`. A rank without a
+    folder or a status after that is summarized as the folder shows it (not started, crashed)."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        dirs = rank_dirs(out)
+        try:
+            if all(read_status(dirs[r]) is not None for r in range(world_size) if r in dirs):
+                return
+        except ValueError:  # a status being written
+            pass
+        time.sleep(_POLL_S)
 
 
 def _last_step(rank_dir: str, prog: RunProgress) -> int:

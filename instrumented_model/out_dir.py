@@ -39,17 +39,17 @@ from dataclasses import dataclass, field
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_run_marker, write_run_marker
-from commscope.rundir.schema import (CONFIG, FLIGHT_RECORDER_DIR, LAUNCHER_LOG, PREVIOUS_RUN_PREFIX, PROGRESS, RANK_DIR,
-                                     UNFINISHED_RUN_PREFIX,
-                                     RUN_MARKER, SUMMARY)
+from commscope.rundir.schema import (CONFIG, FLIGHT_RECORDER_DIR, LAUNCHER_LOG, LAUNCHER_LOGS, PREVIOUS_RUN_PREFIX,
+                                     PROGRESS, RANK_DIR, RUN_MARKER, SUMMARY, UNFINISHED_RUN_PREFIX)
 
-# The file names a run owns in its folder; the marker moves last, so a move cut short is resumed by the
+# The file names a run owns in its folder (and every launcher log, LAUNCHER_LOGS); the marker moves last, so a move cut short is resumed by the
 # next --overwrite (the folder still says it is a run).
 _RUN_FILES = (SUMMARY, CONFIG, LAUNCHER_LOG, PROGRESS, FLIGHT_RECORDER_DIR)
 
 
 def _run_entries(path: str) -> list[str]:
-    names = [n for n in os.listdir(path) if n in _RUN_FILES or (RANK_DIR.match(n) and os.path.isdir(os.path.join(path, n)))]
+    names = [n for n in os.listdir(path) if n in _RUN_FILES or LAUNCHER_LOGS.match(n)
+             or (RANK_DIR.match(n) and os.path.isdir(os.path.join(path, n)))]
     return sorted(names) + ([RUN_MARKER] if os.path.lexists(os.path.join(path, RUN_MARKER)) else [])
 
 
@@ -72,6 +72,7 @@ class OutDir:
     lock_fd: int | None
     aside: str | None = None
     wrote_marker: bool = False
+    shared: bool = False  # several nodes' launchers write into it (claim's `shared`)
     notes: list[str] = field(default_factory=list)
 
     def first_step(self) -> None:
@@ -124,7 +125,13 @@ class OutDir:
         restored = self.aside is not None  # then the marker in place is the old run's again
         with contextlib.suppress(OSError):
             self.settle(had_step=False, keep=False)
-        if self.created:
+        if self.shared:  # the folder and its marker are the job's once another node has written into it
+            with contextlib.suppress(OSError):
+                if self.wrote_marker and os.listdir(self.path) == [RUN_MARKER]:
+                    os.remove(os.path.join(self.path, RUN_MARKER))
+                if self.created:
+                    os.rmdir(self.path)  # only while nothing is in it
+        elif self.created:
             shutil.rmtree(self.path, ignore_errors=True)
         elif self.wrote_marker and not restored:
             with contextlib.suppress(OSError):
@@ -161,15 +168,16 @@ def claim(path: str, *, overwrite: bool, run_id: str, shared: bool = False) -> O
         os.makedirs(path, exist_ok=True)
     except OSError as e:
         raise UserError(f"--out {path}: cannot create the run directory: {_why(e)}") from None
-    out = OutDir(path, run_id, created, None)
+    out = OutDir(path, run_id, created, None, shared=shared)
     try:
         if not shared:
             out.lock_fd = _lock(path)
         _check_and_clear(out, overwrite, shared)
-        if not (shared and os.path.exists(os.path.join(path, RUN_MARKER))):
-            out.wrote_marker = True  # before the write: a failed write may leave a file to remove
-            write_run_marker(path, run_id, created=dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-                             host=socket.gethostname(), launcher_pid=os.getpid())
+        out.wrote_marker = True  # before the write: a failed write may leave a file to remove
+        # several nodes: the first launcher's marker stands, and the others join its run
+        out.wrote_marker = write_run_marker(
+            path, run_id, exclusive=shared, created=dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            host=socket.gethostname(), launcher_pid=os.getpid())
     except OSError as e:
         out.abandon()
         raise UserError(f"--out {path}: cannot write the run directory: {_why(e)}") from None

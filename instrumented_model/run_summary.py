@@ -211,7 +211,7 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
     if by.get("no-folder"):
         rs = sorted(by["no-folder"])
         return "crashed", (f"crashed: rank(s) {_ranks(rs)} ended before recording anything (no rank folder; "
-                           "their output is in launcher.log)")
+                           "their output is in the launcher log)")
     if by.get("error"):
         r = min(by["error"])
         s = statuses[str(r)]

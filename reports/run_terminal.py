@@ -15,7 +15,7 @@ from rich.table import Table
 
 from commscope.analyze.diagnosis import ranks_text
 from commscope.analyze.step_gaps import PROFILER_EXPORT, PROFILER_WINDOW, step_list
-from commscope.rundir.schema import NOT_STARTED
+from commscope.rundir.schema import LAUNCHER_LOG, NOT_STARTED
 from commscope.util.ranges import int_ranges
 
 
@@ -71,9 +71,10 @@ def _left_out(stats: dict) -> str:
     return f" (excluding step 0, and step{'s' if len(prof) > 1 else ''} {step_list(prof)}: {why})"
 
 
-def print_run_summary(console: Console, summary: dict, out: str, stats: dict) -> None:
+def print_run_summary(console: Console, summary: dict, out: str, stats: dict, log: str = LAUNCHER_LOG) -> None:
     """The summary table; `stats` is the step-time figures of commscope.analyze.run_step_stats: the mean
-    and median step and the tokens/s shown over the steps it keeps."""
+    and median step and the tokens/s shown over the steps it keeps. `log`: this node's launcher log in
+    `out` (one per node when several nodes share the folder)."""
     ok = summary["status"] == "completed"
     t = Table(title=f"commscope run: [{'green' if ok else 'red'}]{summary['status']}[/]", show_header=False)
     t.add_column(style="bold")
@@ -101,7 +102,8 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict) ->
     t.add_row("message", escape(summary["message"]))  # rank errors hold [file:line] that is not markup
     console.print(t)
     if not ok:
-        console.print(f"output of all ranks: {os.path.join(out, 'launcher.log')}")
+        whose = "all ranks" if log == LAUNCHER_LOG else "this node's ranks"
+        console.print(f"output of {whose}: {os.path.join(out, log)}")
     if any(s != NOT_STARTED for s in summary["ranks"].values()):  # else nothing was recorded to report
         console.print(f"next: [bold]commscope report {escape(shlex.quote(out))}[/]")  # pasted into a shell as is
 

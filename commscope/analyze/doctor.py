@@ -12,7 +12,7 @@ Rules, checked in this order (the first that holds is the verdict):
 1. interrupted: the run's summary.json (or a rank's status, or a KeyboardInterrupt that ended a rank) says
    the user stopped it; what the ranks did while being stopped is a consequence, not a fault.
    insufficient, right after it: the run directory stopped taking writes (a status, summary.json or the
-   ranks' output in launcher.log says so): records end where the disk filled, and a status that did not
+   ranks' output in a launcher log says so): records end where the disk filled, and a status that did not
    fit looks like a crash.
 2. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype, or in a run
    directory under different labels (the caller's, at that call); the culprits are the ranks that differ
@@ -83,7 +83,7 @@ from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
 from commscope.util.text import steps_said
 from commscope.load.frames import FaultEvidence, Trace
-from commscope.rundir.schema import (ENDED_STATUSES as ENDED, EVENTS, LAUNCHER_LOG, STATUS, STORAGE_ERROR,
+from commscope.rundir.schema import (ENDED_STATUSES as ENDED, EVENTS, STATUS, STORAGE_ERROR,
                                      SUMMARY)
 
 # A peer's error that says it waited for this long: the rank it waited on was alive, not launching.
@@ -570,7 +570,7 @@ FULL_BYTES = 1 << 20  # free space under which a run directory's filesystem coun
 
 def check_unwritable(trace: Trace) -> Diagnosis | None:
     """The run directory stopped taking writes (disk full, read-only, quota): a rank's status, the
-    launcher's summary or the ranks' output in launcher.log (the loader's `storage_error`) says so, or
+    launcher's summary or the ranks' output in a launcher log (the loader's `storage_error`) says so, or
     there is no summary.json and the filesystem holding the run is full now (`free_bytes`). Each
     rank's records then end where its writes failed, and a rank whose status.json did not fit looks like
     one that crashed: nothing about how the ranks ended can be judged."""
@@ -589,7 +589,7 @@ def check_unwritable(trace: Trace) -> Diagnosis | None:
     if not (said or message or logged or full):
         return None
     why = (f"rank {min(said)}: {said[min(said)]}" if said else f"{SUMMARY}: {message}" if message else
-           f"{LAUNCHER_LOG}: {logged}" if logged else
+           logged if logged else
            f"no {SUMMARY}, and the filesystem holding it has {free:,} bytes free now")
     return Diagnosis("insufficient", [], sources=[STATUS, SUMMARY],
                      evidence=[{"rank": r, "error": e, "last_finished_step": _last_step(trace, r)}

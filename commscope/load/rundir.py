@@ -24,7 +24,7 @@ from commscope.load.files import Missing, is_regular, is_trace_file, read_json, 
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import check_doc, rank_dirs
-from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, LAUNCHER_LOG, META, RUN_MARKER,
+from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, LAUNCHER_LOGS, META, RUN_MARKER,
                                      STATUS, STORAGE_ERROR, SUMMARY, WATCHDOG)
 from commscope.util.ranges import int_ranges
 from commscope.util.text import printable
@@ -176,9 +176,9 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                           # ranks of the job without a folder: nothing of theirs was read, so the doctor takes
                           # neither their missing status.json nor their absence from a collective for evidence
                           "missing_rank_folders": missing,
-                          # the line of launcher.log's tail saying the run directory took no more writes
-                          # (disk full): where no status or summary fit, the only sign of it
-                          "storage_error": _storage_error(os.path.join(path, LAUNCHER_LOG)),
+                          # "<log>: <line>", a launcher log's tail saying the run directory took no more
+                          # writes (disk full): where no status or summary fit, the only sign of it
+                          "storage_error": _storage_error(path),
                           # the space left where it lies now: a full disk may have taken even that line
                           "free_bytes": _free_bytes(path)},
                   ranks=sorted(set(dirs) - no_data),
@@ -199,23 +199,30 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     return trace
 
 
-_LOG_TAIL = 1 << 16  # bytes of launcher.log read for a storage error: the ranks' last words are at its end
+_LOG_TAIL = 1 << 16  # bytes of a launcher log read for a storage error: the ranks' last words are at its end
 
 
-def _storage_error(log: str) -> str | None:
-    """The first line of the last _LOG_TAIL bytes of the run's launcher.log that says a write failed for
-    lack of space (STORAGE_ERROR), cut to 300 characters; None where there is none or no log."""
+def _storage_error(run: str) -> str | None:
+    """"<log>: <line>" for the first line of the last _LOG_TAIL bytes of a launcher log of the run
+    (launcher.log, or each node's: schema.LAUNCHER_LOGS, in name order) that says a write failed for lack
+    of space (STORAGE_ERROR), the line cut to 300 characters; None where there is none or no log."""
     try:
-        if not is_regular(log):
-            return None
-        with open(log, "rb") as f:
-            f.seek(max(0, os.path.getsize(log) - _LOG_TAIL))
-            tail = f.read(_LOG_TAIL).decode("utf-8", "replace")
-    except (OSError, UserError):
+        names = sorted(n for n in os.listdir(run) if LAUNCHER_LOGS.match(n))
+    except OSError:
         return None
-    for line in tail.splitlines():
-        if STORAGE_ERROR.search(line):
-            return printable(line.strip())[:300]
+    for name in names:
+        log = os.path.join(run, name)
+        try:
+            if not is_regular(log):
+                continue
+            with open(log, "rb") as f:
+                f.seek(max(0, os.path.getsize(log) - _LOG_TAIL))
+                tail = f.read(_LOG_TAIL).decode("utf-8", "replace")
+        except (OSError, UserError):
+            continue
+        for line in tail.splitlines():
+            if STORAGE_ERROR.search(line):
+                return f"{printable(name)}: {printable(line.strip())[:300]}"
     return None
 
 

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from commscope.errors import UserError
 from commscope.rundir.schema import CONFIG, META, RUN_MARKER, SCHEMA_VERSION, STATUS, SUMMARY
-from commscope.util.atomic import write_json_atomic
+from commscope.util.atomic import create_bytes_atomic, write_json_atomic
+from commscope.util.jsondoc import document
 
 
 def check_schema(doc: dict, where: str) -> None:
@@ -136,9 +137,16 @@ def write_status(rank_dir, status: str, error: str | None, last_step: int) -> No
     write_json_atomic(os.path.join(rank_dir, STATUS), {"status": status, "error": error, "last_step": last_step})
 
 
-def write_run_marker(run_dir, run_id: str, **fields) -> None:
-    """RUN/commscope-run.json: the run's id (and who wrote it), the first file of every run."""
-    write_json_atomic(os.path.join(run_dir, RUN_MARKER), {"schema_version": SCHEMA_VERSION, "run_id": run_id, **fields})
+def write_run_marker(run_dir, run_id: str, *, exclusive: bool = False, **fields) -> bool:
+    """RUN/commscope-run.json: the run's id (and who wrote it), the first file of every run. `exclusive`:
+    only if there is none yet (several nodes' launchers start one run: the first one's marker stands).
+    True if this call wrote it."""
+    path = os.path.join(run_dir, RUN_MARKER)
+    doc = {"schema_version": SCHEMA_VERSION, "run_id": run_id, **fields}
+    if exclusive:
+        return create_bytes_atomic(path, document(doc) + b"\n")
+    write_json_atomic(path, doc)
+    return True
 
 
 def read_run_marker(run_dir: str) -> dict | None:

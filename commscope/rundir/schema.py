@@ -25,7 +25,10 @@ STORAGE_ERRORS = {"28": "no space left on device", "30": "read-only file system"
 STORAGE_ERROR = re.compile(r"\[Errno (28|30|122)\]|"
                            r"(No space left on device|Read-only file system|Disk quota exceeded)", re.I)
 CONFIG = "config.json"  # the trainer's configuration, written by rank 0
-LAUNCHER_LOG = "launcher.log"  # stdout/stderr of torch.distributed.run
+LAUNCHER_LOG = "launcher.log"  # stdout/stderr of torch.distributed.run, on one node
+# With several nodes sharing the folder each node's launcher writes its own log (launcher_log_name); the
+# readers take every file this matches
+LAUNCHER_LOGS = re.compile(r"^launcher(\.[A-Za-z0-9_.-]+)?\.log\Z")
 PROGRESS = "progress.jsonl"  # the reference trainer's rank 0: one line per event
 FLIGHT_RECORDER_DIR = "flight_recorder"  # NCCL Flight Recorder dumps (docs/faults.md)
 FLIGHT_RECORDER_PREFIX = "rank_"  # FLIGHT_RECORDER_DIR/rank_<R>
@@ -58,6 +61,16 @@ LOSS_NONFINITE = ("nan", "inf", "-inf")
 def rank_dir_name(rank: int) -> str:
     """The folder of `rank` inside a run directory."""
     return f"rank{rank}"
+
+
+def launcher_log_name(node: str | None) -> str:
+    """The launcher's log in the run directory: LAUNCHER_LOG on one node; with several, one per node,
+    `launcher.<node>.log`, where `node` is `node<K>` (--node-rank K with a static rendezvous) or
+    `<host>.<pid>` (the c10d rendezvous assigns node ranks only after the launch), its characters outside
+    [A-Za-z0-9_.-] replaced by `_`."""
+    if node is None:
+        return LAUNCHER_LOG
+    return f"launcher.{re.sub(r'[^A-Za-z0-9_.-]', '_', node)}.log"
 
 
 def flight_recorder_name(rank: int) -> str:

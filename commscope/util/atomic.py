@@ -56,6 +56,29 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def create_bytes_atomic(path: str | os.PathLike, data: bytes) -> bool:
+    """`data` to `path` only if no file is there, complete when it appears: through a temporary file as
+    write_bytes_atomic, then `os.link`, which refuses an existing name (atomic on NFS too, where O_EXCL
+    was not always). True if this call created `path`, False if something was there first; the temporary
+    file is removed either way."""
+    path = Path(path)
+    tmp = _temp_name(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o666)
+    try:
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
 class _FdWriter(io.RawIOBase):
     """A raw binary file on `fd` whose writes go through _write_all (all of the data, or an OSError)."""
 

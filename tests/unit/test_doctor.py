@@ -408,7 +408,7 @@ def test_the_rank_the_launcher_saw_end_first_by_a_signal_is_the_crash(run):
     assert diagnose_path(str(run)).verdict == "insufficient"  # a lost peer is no cause of its own
 
 
-@pytest.mark.parametrize("where", ["status", "summary", "launcher.log", "free space"])
+@pytest.mark.parametrize("where", ["status", "summary", "launcher.log", "launcher.node1.log", "free space"])
 def test_a_run_directory_that_filled_up_is_judged_on_nothing(run, where, monkeypatch):
     """A full disk: rank 0's writes failed (its status says so, or only the launcher's summary does) and rank
     1's status.json did not fit. A missing status there is no crash, and records cut by the disk no hang."""
@@ -424,9 +424,13 @@ def test_a_run_directory_that_filled_up_is_judged_on_nothing(run, where, monkeyp
         os.remove(run / "rank0" / "status.json")
         os.remove(run / "summary.json")
         monkeypatch.setattr(sh, "disk_usage", lambda p: SimpleNamespace(total=10 << 30, used=10 << 30, free=4096))
-    elif where == "launcher.log":  # no status or summary fit: the ranks' output is the only sign
+    elif where.startswith("launcher"):  # no status or summary fit: the ranks' output is the only sign
         os.remove(run / "rank0" / "status.json")
-        (run / "launcher.log").write_text("[default0]:step 2\n" * 5000 + f"[default1]:{full}\n[default0]:done\n")
+        (run / "launcher.log").write_text("[default0]:step 2\n" * 5000 + "[default0]:done\n")
+        if where == "launcher.log":
+            (run / "launcher.log").write_text("[default0]:step 2\n" * 5000 + f"[default1]:{full}\n[default0]:done\n")
+        else:  # several nodes: the line is in the log of the node that ran rank 1
+            (run / where).write_text(f"[default0]:{full}\n")
     else:
         s = json.loads((run / "summary.json").read_text())
         write_json(run / "summary.json", {**s, "status": "failed", "exit_code": 2, "message":
@@ -435,6 +439,7 @@ def test_a_run_directory_that_filled_up_is_judged_on_nothing(run, where, monkeyp
     assert (d.verdict, d.culprit_ranks) == ("insufficient", [])
     assert d.summary.startswith("insufficient: the run directory could not be written (")
     assert {"status": f"(rank 0: {full})", "launcher.log": f"(launcher.log: [default1]:{full})",
+            "launcher.node1.log": f"(launcher.node1.log: [default0]:{full})",
             "summary": "no space left on device (a rank could not write)",
             "free space": "(no summary.json, and the filesystem holding it has 4,096 bytes free now)"}[where] in d.summary
 

@@ -40,7 +40,7 @@ def test_a_rank_without_a_folder_never_started_recording(tmp_path):
     assert st["1"]["ending"] == "no-folder"
     assert verdict(st, JobEnd(torchrun_code=1), 3, 10) == (
         "crashed", "crashed: rank(s) 1 ended before recording anything (no rank folder; their output is in "
-                   "launcher.log)")
+                   "the launcher log)")
     assert verdict(st, JobEnd(torchrun_code=1, signal=2), 0, 10) == ("interrupted", "interrupted by SIGINT after 0/10 steps")
 
 

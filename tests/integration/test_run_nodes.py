@@ -1,0 +1,122 @@
+"""`commscope run` on several nodes sharing one run directory, each node a launcher of its own: here two
+launchers on this host, one rank each, meeting through torch's static rendezvous (--master-addr,
+--node-rank) or its c10d rendezvous (--rdzv-endpoint). Each node keeps its own launcher log, and the node
+that ran rank 0 writes the one summary.json, speaking for every rank."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from commscope.rundir.schema import launcher_log_name
+from instrumented_model.job import Job
+from instrumented_model.launcher import Topology
+from instrumented_model.out_dir import claim
+from ports import free_port
+
+
+def _launch(out, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "commscope", "run", "--nnodes", "2", "--nproc", "1", "--out",
+                             str(out), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+
+
+def _both(procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
+    outs = []
+    for p in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        outs.append((p.returncode, stdout + stderr))
+    return outs
+
+
+@pytest.mark.slow
+def test_two_static_nodes_keep_their_own_logs_and_one_summary_names_the_crashed_rank(tmp_path):
+    out, port = tmp_path / "run", str(free_port())
+    common = ["--master-addr", "127.0.0.1", "--master-port", port, "--steps", "6", "--inject", "crash@rank=1,step=3"]
+    (rc0, said0), (rc1, said1) = _both([_launch(out, "--node-rank", "0", *common),
+                                        _launch(out, "--node-rank", "1", *common)])
+    assert (rc0, rc1) == (1, 1), said0 + said1
+    names = sorted(os.listdir(out))
+    assert names == ["commscope-run.json", "config.json", "launcher.node0.log", "launcher.node1.log",
+                     "progress.jsonl", "rank0", "rank1", "summary.json"]
+    log0, log1 = ((out / f"launcher.node{k}.log").read_text() for k in (0, 1))
+    # each log starts with its own node's command and holds its own rank's output
+    assert "--node-rank 0 --tee 3" in log0.splitlines()[0] and "--node-rank 1 --tee 3" in log1.splitlines()[0]
+    assert "--node-rank 1" not in log0 and "--node-rank 0" not in log1
+    assert '"event": "step", "step": 2' in log0 and '"event": "step"' not in log1  # rank 0's progress lines
+    assert "exitcode: 134" in log1 and "exitcode: 134" not in log0  # rank 1's os._exit, seen by node 1's torchrun
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["status"], summary["ranks"], summary["world_size"]) == ("crashed", {"0": "failed", "1": "crashed"}, 2)
+    assert len(summary["losses"]) == 3
+    assert f"output of this node's ranks: {out / 'launcher.node0.log'}" in said0
+    assert f"output of this node's ranks: {out / 'launcher.node1.log'}" in said1
+    r = subprocess.run([sys.executable, "-m", "commscope", "doctor", str(out), "--json"], capture_output=True,
+                       text=True, timeout=120)
+    d = json.loads(r.stdout)
+    assert (d["verdict"], d["culprit_ranks"]) == ("crash", [1]), r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_two_nodes_of_a_c10d_rendezvous_write_one_summary_for_every_rank(tmp_path):
+    out = tmp_path / "run"
+    common = ["--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--steps", "4"]
+    (rc0, said0), (rc1, said1) = _both([_launch(out, *common), _launch(out, *common)])
+    assert (rc0, rc1) == (0, 0), said0 + said1
+    logs = [n for n in os.listdir(out) if n.startswith("launcher")]
+    pids = sorted(int(n.split(".")[-2]) for n in logs)  # launcher.<host>.<pid>.log: the rendezvous numbers nodes
+    assert sorted(logs) == sorted(launcher_log_name(f"{socket.gethostname()}.{pid}") for pid in pids) and len(pids) == 2
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["status"], summary["ranks"], len(summary["losses"])) == \
+        ("completed", {"0": "completed", "1": "completed"}, 4)
+    assert json.loads((out / "commscope-run.json").read_text())["launcher_pid"] in pids  # the first one's marker
+
+
+def test_the_summary_is_written_by_the_node_that_ran_rank_0():
+    job = Job(pid=1, run_id="x", hang_timeout=1.0)
+    assert Topology(2).writes_summary(job)
+    assert Topology(1, nnodes=2, node_rank=0, master_addr="h").writes_summary(job)
+    assert not Topology(1, nnodes=2, node_rank=1, master_addr="h").writes_summary(job)
+    c10d = Topology(1, nnodes=2, rdzv_endpoint="h:1")
+    assert not c10d.writes_summary(job)  # its torchrun started no rank 0 that the launcher saw
+    assert (Topology(2).node_name(), Topology(1, nnodes=2, node_rank=1, master_addr="h").node_name()) == (None, "node1")
+    assert c10d.node_name() == f"{socket.gethostname()}.{os.getpid()}"
+    assert launcher_log_name(None) == "launcher.log" and launcher_log_name("a b/c.1") == "launcher.a_b_c.1.log"
+
+
+def test_nodes_claiming_one_folder_share_the_first_marker_and_leave_a_joined_folder_alone(tmp_path):
+    path = str(tmp_path / "run")
+    first = claim(path, overwrite=False, run_id="a", shared=True)
+    second = claim(path, overwrite=False, run_id="b", shared=True)
+    assert (first.wrote_marker, second.wrote_marker) == (True, False)
+    assert json.loads((tmp_path / "run" / "commscope-run.json").read_text())["run_id"] == "a"
+    (tmp_path / "run" / "rank1").mkdir()  # the second node's rank started
+    first.abandon()  # the first node stopped before its launch: the job's folder and marker stay
+    assert sorted(os.listdir(path)) == ["commscope-run.json", "rank1"]
+    lone = claim(str(tmp_path / "lone"), overwrite=False, run_id="c", shared=True)
+    lone.abandon()  # no other node came: the folder it created and its marker go
+    assert not (tmp_path / "lone").exists()
+
+
+def test_replacing_a_several_node_run_moves_every_nodes_log_aside(tmp_path):
+    path = tmp_path / "run"
+    first = claim(str(path), overwrite=False, run_id="a", shared=True)
+    for name in ("launcher.node0.log", "launcher.node1.log", "summary.json", "notes.txt"):
+        (path / name).write_text(name)
+    first.release()
+    again = claim(str(path), overwrite=True, run_id="b")  # one node now, into the finished run's folder
+    try:
+        aside = path / ".commscope-previous-a"
+        assert sorted(os.listdir(aside)) == ["commscope-run.json", "launcher.node0.log", "launcher.node1.log",
+                                             "summary.json"]
+        assert sorted(os.listdir(path)) == [".commscope-previous-a", "commscope-run.json", "notes.txt"]
+    finally:
+        again.release()
