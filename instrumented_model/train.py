@@ -205,6 +205,40 @@ def init_distributed(args: argparse.Namespace, run: RankRun):
     return device
 
 
+# Options a node may give otherwise than the others: paths, which may differ where the nodes mount the
+# shared filesystem at different places
+_PER_NODE_OPTIONS = ("out", "data")
+
+
+def option_differences(everyone: Sequence[dict]) -> str | None:
+    """What makes the ranks' options (one dict of `vars(args)` per rank, by rank) differ from rank 0's,
+    the first rank that differs and each option that does; None where they agree."""
+    first = everyone[0]
+    for r, theirs in enumerate(everyone):
+        keys = sorted(k for k in set(first) | set(theirs) if k not in _PER_NODE_OPTIONS and theirs.get(k) != first.get(k))
+        if keys:
+            said = ", ".join(f"--{k.replace('_', '-')} {theirs.get(k)!r} (rank 0: {first.get(k)!r})" for k in keys)
+            return (f"rank {r} was launched with other options than rank 0: {said}; every node's "
+                    "`commscope run` needs the same options")
+    return None
+
+
+def check_same_options(args: argparse.Namespace, run: RankRun) -> None:
+    """UserError on every rank when the nodes were launched with different options: ranks training
+    different step counts, seeds or models would wait on each other's missing collectives until the hang
+    timeout, or diverge silently. One all_gather_object before the first step; on one node (one launcher
+    checks for all its ranks) there is nothing to compare."""
+    import torch.distributed as dist
+
+    if int(os.environ.get("LOCAL_WORLD_SIZE", run.world_size)) == run.world_size:
+        return
+    everyone: list = [None] * run.world_size
+    dist.all_gather_object(everyone, vars(args))
+    differ = option_differences(everyone)
+    if differ:
+        raise UserError(differ)
+
+
 def start_recording(args: argparse.Namespace, run: RankRun, device):
     """The recorder (it aligns clocks as it starts) with its hang watchdog, behind the injected faults."""
     run.rec = make_recorder(args, run.rank, run.world_size, device)
@@ -332,6 +366,7 @@ def train(args: argparse.Namespace, run: RankRun) -> None:
     from instrumented_model.data import make_source
 
     device = init_distributed(args, run)
+    check_same_options(args, run)
     rec = start_recording(args, run, device)
     cfg = make_config(args.preset, run.world_size)
     params, forward, opt = build_model(args, cfg, run, device, rec)

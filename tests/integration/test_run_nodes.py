@@ -16,6 +16,7 @@ from commscope.rundir.schema import launcher_log_name
 from instrumented_model.job import Job
 from instrumented_model.launcher import Topology
 from instrumented_model.out_dir import claim
+from instrumented_model.train import option_differences
 from ports import free_port
 
 
@@ -120,3 +121,25 @@ def test_replacing_a_several_node_run_moves_every_nodes_log_aside(tmp_path):
         assert sorted(os.listdir(path)) == [".commscope-previous-a", "commscope-run.json", "notes.txt"]
     finally:
         again.release()
+
+
+def test_ranks_launched_with_other_options_than_rank_0_are_named_with_each_differing_option():
+    base = {"steps": 6, "seed": 0, "out": "/a/run", "data": None, "inject": []}
+    assert option_differences([base, dict(base, out="/mnt/a/run", data="/mnt/x*.bin")]) is None  # paths per node
+    said = option_differences([base, base, dict(base, steps=4, inject=["crash@rank=1,step=1"]), dict(base, seed=1)])
+    assert said == ("rank 2 was launched with other options than rank 0: --inject ['crash@rank=1,step=1'] (rank 0: []), "
+                    "--steps 4 (rank 0: 6); every node's `commscope run` needs the same options")
+
+
+@pytest.mark.slow
+def test_nodes_launched_with_different_step_counts_fail_at_the_start_saying_so(tmp_path):
+    out, port = tmp_path / "run", str(free_port())
+    common = ["--master-addr", "127.0.0.1", "--master-port", port, "--hang-timeout", "60"]
+    (rc0, said0), (rc1, said1) = _both([_launch(out, "--node-rank", "0", "--steps", "6", *common),
+                                        _launch(out, "--node-rank", "1", "--steps", "4", *common)])
+    assert (rc0, rc1) == (1, 1), said0 + said1
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["status"], summary["ranks"], summary["losses"]) == ("failed", {"0": "failed", "1": "failed"}, [])
+    assert summary["message"] == ("failed: rank 0 failed before finishing any step: UserError: rank 1 was launched with "
+                                  "other options than rank 0: --steps 4 (rank 0: 6); every node's `commscope run` needs "
+                                  "the same options")
