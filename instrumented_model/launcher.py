@@ -28,7 +28,8 @@ Invariants:
 - Several nodes share one run directory, each with its own launcher: each writes its own
   `launcher.<node>.log` (schema.launcher_log_name), so no node's output replaces another's, and only the
   node that ran rank 0 writes summary.json, once every rank folder holds a status (or _SHUTDOWN_GRACE_S
-  has passed), so the summary does not call a rank of a node still ending "crashed".
+  has passed), so the summary does not call a rank of a node still ending "crashed". Every node's live
+  bar follows rank 0's progress.jsonl (_FollowProgress), since rank 0's output reaches one node only.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ import psutil
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
-from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, STORAGE_ERROR,
+from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, PROGRESS, STORAGE_ERROR,
                                      STORAGE_ERRORS, WATCHDOG, launcher_log_name, rank_dir_name)
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
@@ -410,6 +411,8 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
     log = _Log(os.path.join(out, log_name))
     log.write("$ " + " ".join(cmd) + "\n")
     storage = None
+    # several nodes: rank 0's lines reach only its own node's stream, so every node's bar follows the file
+    follower = _FollowProgress(os.path.join(out, PROGRESS)) if claim.shared else None
     become_subreaper(True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                             bufsize=1, env=env, start_new_session=True)
@@ -420,7 +423,7 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
     monitor.start()
     code = None
     try:
-        with view.progress(args.steps) as live:
+        with view.progress(args.steps) as live, (follower.feeding(live) if follower else contextlib.nullcontext()):
             for line in proc.stdout:
                 log.write(line)
                 if storage is None and (m := STORAGE_ERROR.search(line)):  # the run directory took no more writes
@@ -429,7 +432,8 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
                 rec = prog.feed(line)
                 if rec and rec.get("event") == "step":
                     log.flush()
-                    live.step(rec)
+                    if follower is None:
+                        live.step(rec)
                     claim.first_step()
                 elif rec is None and "commscope:" in line:
                     live.note(line)
@@ -443,6 +447,54 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
         become_subreaper(False)
         log.close()
     return JobEnd(code, sigs.received, dict(job.stopped), storage or log.error, args.hang_timeout), prog, job
+
+
+class _FollowProgress:
+    """Rank 0's progress.jsonl read as it grows, feeding the live bar every _POLL_S. What the file held
+    before the job started is an earlier attempt's: reading starts past it, and again from the top once
+    the file is truncated (rank 0's start record rewrites it). A line that does not parse is skipped."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.offset = os.path.getsize(path)
+        except OSError:
+            self.offset = 0
+        self._rest = b""
+
+    def poll(self, live: StepProgress) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                if os.fstat(f.fileno()).st_size < self.offset:  # rewritten from its start
+                    self.offset, self._rest = 0, b""
+                f.seek(self.offset)
+                data = f.read(1 << 20)
+        except OSError:
+            return
+        self.offset += len(data)
+        *lines, self._rest = (self._rest + data).split(b"\n")
+        for line in lines:
+            rec = RunProgress().add(line.decode("utf-8", "replace"))
+            if rec and rec.get("event") == "step" and isinstance(rec.get("step"), int):
+                live.step(rec)
+
+    @contextlib.contextmanager
+    def feeding(self, live: StepProgress):
+        """Poll in a thread while the `with` block runs; a last poll when it ends."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(_POLL_S):
+                self.poll(live)
+
+        t = threading.Thread(target=loop, name="commscope-progress-follower", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join()
+            self.poll(live)
 
 
 def _monitor(job: Job, out: str, stop: threading.Event) -> None:

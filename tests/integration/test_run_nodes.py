@@ -14,7 +14,7 @@ import pytest
 
 from commscope.rundir.schema import launcher_log_name
 from instrumented_model.job import Job
-from instrumented_model.launcher import Topology
+from instrumented_model.launcher import Topology, _FollowProgress
 from instrumented_model.out_dir import claim
 from instrumented_model.train import option_differences
 from ports import free_port
@@ -72,6 +72,7 @@ def test_two_nodes_of_a_c10d_rendezvous_write_one_summary_for_every_rank(tmp_pat
     common = ["--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--steps", "4"]
     (rc0, said0), (rc1, said1) = _both([_launch(out, *common), _launch(out, *common)])
     assert (rc0, rc1) == (0, 0), said0 + said1
+    assert "4/4 loss" in said0 and "4/4 loss" in said1  # each node's bar, wherever rank 0 ran
     logs = [n for n in os.listdir(out) if n.startswith("launcher")]
     pids = sorted(int(n.split(".")[-2]) for n in logs)  # launcher.<host>.<pid>.log: the rendezvous numbers nodes
     assert sorted(logs) == sorted(launcher_log_name(f"{socket.gethostname()}.{pid}") for pid in pids) and len(pids) == 2
@@ -143,3 +144,24 @@ def test_nodes_launched_with_different_step_counts_fail_at_the_start_saying_so(t
     assert summary["message"] == ("failed: rank 0 failed before finishing any step: UserError: rank 1 was launched with "
                                   "other options than rank 0: --steps 4 (rank 0: 6); every node's `commscope run` needs "
                                   "the same options")
+
+
+def test_every_nodes_bar_follows_rank_0s_progress_file_from_this_jobs_start(tmp_path):
+    path = tmp_path / "progress.jsonl"
+    step = lambda s: json.dumps({"event": "step", "step": s, "loss": 5.0 - s, "step_ms": 10.0, "tokens_per_s": 1.0})
+    path.write_text("\n".join([json.dumps({"event": "start"}), step(0), step(1), step(2)]) + "\n")  # an earlier attempt's
+    follow, seen = _FollowProgress(str(path)), []
+
+    class Bar:
+        def step(self, rec):
+            seen.append(rec["step"])
+
+    follow.poll(Bar())
+    assert seen == []  # what was there before the job started is not this job's
+    path.write_text(json.dumps({"event": "start"}) + "\n" + step(0) + "\n" + step(1)[:20])  # rank 0 rewrote it
+    follow.poll(Bar())
+    assert seen == [0]  # the torn line waits for its end
+    with open(path, "a") as f:
+        f.write(step(1)[20:] + "\nnot json\n" + step(2) + "\n")
+    follow.poll(Bar())
+    assert seen == [0, 1, 2]
