@@ -223,12 +223,32 @@ def _checked_args(trainer_argv: list[str], topology: Topology, out: str | None
         topology = dataclasses.replace(topology, nproc=max(1, _gpu_count()) if args.device == "cuda" else 2)
     topology.check()
     train.check_args(args, topology.world_size)
+    check_batch_memory(args, topology.world_size, topology.nproc, psutil.virtual_memory().total)
     topology.check_hosts()
     if args.backend == "nccl":
         if topology.nproc > _gpu_count():
             raise UserError(f"--backend nccl needs one GPU per rank: {topology.nproc} ranks, "
                             f"{_gpu_count()} GPUs here (--backend gloo lets ranks share a GPU)")
     return args, topology
+
+
+# Host bytes per token while a rank makes a step's global batch (data.py's synthetic source: numpy's
+# random draws, the cycle indices and the int64 tokens; 41 measured with tracemalloc), rounded up
+BATCH_BYTES_PER_TOKEN = 48
+
+
+def check_batch_memory(args: argparse.Namespace, world_size: int, ranks_here: int, host_bytes: int) -> None:
+    """UserError for a --batch-size whose token batches alone exceed this machine's memory: every rank
+    makes the whole global batch each step, so a node needs ranks × batch × (seq_len + 1) × 48 bytes before
+    any activation. A lower bound, so a batch it lets through may still not fit."""
+    from instrumented_model.config import make_config
+
+    seq_len = make_config(args.preset, world_size).seq_len
+    need = ranks_here * args.batch_size * (seq_len + 1) * BATCH_BYTES_PER_TOKEN
+    if need > host_bytes:
+        raise UserError(f"--batch-size {args.batch_size}: the token batches alone need {need / 2**30:,.1f} GiB of "
+                        f"memory on this node ({ranks_here} rank{'s' if ranks_here != 1 else ''} each making the global "
+                        f"batch of {args.batch_size:,} × {seq_len + 1} tokens), more than its {host_bytes / 2**30:,.1f} GiB")
 
 
 def oversubscription_note(device: str, nproc: int, cores: int) -> str | None:

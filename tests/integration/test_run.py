@@ -261,6 +261,18 @@ def test_bad_options_are_refused_before_launch(tmp_path, args, nproc, message):
     assert not out.exists()  # nothing is launched or written
 
 
+def test_a_batch_whose_tokens_alone_exceed_the_machines_memory_is_refused():
+    from instrumented_model.launcher import check_batch_memory
+    from instrumented_model.train import parse_args
+
+    args = parse_args(["--batch-size", "1000000", "--out", "."])
+    check_batch_memory(args, 2, 2, 1_000_000 * 65 * 48 * 2)  # exactly fits
+    with pytest.raises(UserError, match=re.escape(
+            "--batch-size 1000000: the token batches alone need 5.8 GiB of memory on this node (2 ranks each making "
+            "the global batch of 1,000,000 × 65 tokens), more than its 5.8 GiB")):
+        check_batch_memory(args, 2, 2, 1_000_000 * 65 * 48 * 2 - 1)
+
+
 def test_bad_option_exits_2_with_one_line(tmp_path):
     out = tmp_path / "run"
     r = commscope("run", "--nproc", "3", "--out", str(out), timeout=120)
