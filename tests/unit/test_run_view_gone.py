@@ -43,7 +43,7 @@ def test_a_closed_terminal_quiets_the_view_and_raises_nothing(tmp_path):
     summary = {"status": "interrupted", "world_size": 2, "device": "cpu", "backend": "gloo", "preset": "tiny",
                "steps": 10, "losses": [1.0], "step_times_ms": [5.0], "tokens_per_s": 100.0,
                "ranks": {"0": "interrupted", "1": "interrupted"}, "exit_code": 129, "message": "interrupted by SIGHUP"}
-    view.summary(summary, str(tmp_path), None)
+    view.summary(summary, str(tmp_path), None, "launcher.log")
     view.warn("x")
     assert gone.writes == 2  # the first write and the failed one: none after the view went quiet
 
