@@ -4,8 +4,9 @@
 `check_args`, so a bad option is one UserError, not one traceback per rank), claims the run directory
 (instrumented_model.out_dir: a lock, the run marker, --overwrite), starts torch.distributed.run through
 `python -m instrumented_model.torchrun ... -m instrumented_model.train`, streams every output line into
-`launcher.log` (one per node with several nodes) while the live bar shows rank 0's `@@commscope` progress lines, and when the job ends has
-instrumented_model.run_summary build and write `summary.json` (docs/run_format.md). What the user sees
+`launcher.log` (one per node with several nodes) while the live bar shows rank 0's `@@commscope`
+progress lines, and when the job ends has instrumented_model.run_summary build and write `summary.json`
+(docs/run_format.md). What the user sees
 goes through a `RunView` that the caller passes: `commscope run`'s command module supplies the terminal
 one (reports/run_terminal.py's output, the doctor's verdict on a failed run), so the trainer neither
 renders nor analyzes, and reaches no module downstream of the run directory it writes.
@@ -246,9 +247,10 @@ def check_batch_memory(args: argparse.Namespace, world_size: int, ranks_here: in
     seq_len = make_config(args.preset, world_size).seq_len
     need = ranks_here * args.batch_size * (seq_len + 1) * BATCH_BYTES_PER_TOKEN
     if need > host_bytes:
+        ranks = f"{ranks_here} rank{'s' if ranks_here != 1 else ''}"
         raise UserError(f"--batch-size {args.batch_size}: the token batches alone need {need / 2**30:,.1f} GiB of "
-                        f"memory on this node ({ranks_here} rank{'s' if ranks_here != 1 else ''} each making the global "
-                        f"batch of {args.batch_size:,} × {seq_len + 1} tokens), more than its {host_bytes / 2**30:,.1f} GiB")
+                        f"memory on this node ({ranks} each making the global batch of {args.batch_size:,} × "
+                        f"{seq_len + 1} tokens), more than its {host_bytes / 2**30:,.1f} GiB")
 
 
 def oversubscription_note(device: str, nproc: int, cores: int) -> str | None:
@@ -348,7 +350,8 @@ def _run_job(out: str, args: argparse.Namespace, torchrun_args: list[str], train
 
 
 class _Log:
-    """The node's launcher log in OUT. A write that fails (disk full) ends the logging, never the job: `error` says why."""
+    """The node's launcher log in OUT. A write that fails (disk full) ends the logging, never the job:
+    `error` says why."""
 
     def __init__(self, path: str):
         self.error: str | None = None

@@ -42,8 +42,8 @@ from commscope.rundir import rank_dirs, read_run_marker, write_run_marker
 from commscope.rundir.schema import (CONFIG, FLIGHT_RECORDER_DIR, LAUNCHER_LOG, LAUNCHER_LOGS, PREVIOUS_RUN_PREFIX,
                                      PROGRESS, RANK_DIR, RUN_MARKER, SUMMARY, UNFINISHED_RUN_PREFIX)
 
-# The file names a run owns in its folder (and every launcher log, LAUNCHER_LOGS); the marker moves last, so a move cut short is resumed by the
-# next --overwrite (the folder still says it is a run).
+# The file names a run owns in its folder (and every launcher log, LAUNCHER_LOGS); the marker moves last,
+# so a move cut short is resumed by the next --overwrite (the folder still says it is a run).
 _RUN_FILES = (SUMMARY, CONFIG, LAUNCHER_LOG, PROGRESS, FLIGHT_RECORDER_DIR)
 
 

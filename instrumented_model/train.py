@@ -215,7 +215,8 @@ def option_differences(everyone: Sequence[dict]) -> str | None:
     the first rank that differs and each option that does; None where they agree."""
     first = everyone[0]
     for r, theirs in enumerate(everyone):
-        keys = sorted(k for k in set(first) | set(theirs) if k not in _PER_NODE_OPTIONS and theirs.get(k) != first.get(k))
+        keys = sorted(k for k in set(first) | set(theirs)
+                      if k not in _PER_NODE_OPTIONS and theirs.get(k) != first.get(k))
         if keys:
             said = ", ".join(f"--{k.replace('_', '-')} {theirs.get(k)!r} (rank 0: {first.get(k)!r})" for k in keys)
             return (f"rank {r} was launched with other options than rank 0: {said}; every node's "

@@ -56,7 +56,8 @@ def test_two_static_nodes_keep_their_own_logs_and_one_summary_names_the_crashed_
     assert '"event": "step", "step": 2' in log0 and '"event": "step"' not in log1  # rank 0's progress lines
     assert "exitcode: 134" in log1 and "exitcode: 134" not in log0  # rank 1's os._exit, seen by node 1's torchrun
     summary = json.loads((out / "summary.json").read_text())
-    assert (summary["status"], summary["ranks"], summary["world_size"]) == ("crashed", {"0": "failed", "1": "crashed"}, 2)
+    assert (summary["status"], summary["ranks"], summary["world_size"]) == \
+        ("crashed", {"0": "failed", "1": "crashed"}, 2)
     assert len(summary["losses"]) == 3
     assert f"output of this node's ranks: {out / 'launcher.node0.log'}" in said0
     assert f"output of this node's ranks: {out / 'launcher.node1.log'}" in said1
@@ -128,8 +129,8 @@ def test_ranks_launched_with_other_options_than_rank_0_are_named_with_each_diffe
     base = {"steps": 6, "seed": 0, "out": "/a/run", "data": None, "inject": []}
     assert option_differences([base, dict(base, out="/mnt/a/run", data="/mnt/x*.bin")]) is None  # paths per node
     said = option_differences([base, base, dict(base, steps=4, inject=["crash@rank=1,step=1"]), dict(base, seed=1)])
-    assert said == ("rank 2 was launched with other options than rank 0: --inject ['crash@rank=1,step=1'] (rank 0: []), "
-                    "--steps 4 (rank 0: 6); every node's `commscope run` needs the same options")
+    assert said == ("rank 2 was launched with other options than rank 0: --inject ['crash@rank=1,step=1'] "
+                    "(rank 0: []), --steps 4 (rank 0: 6); every node's `commscope run` needs the same options")
 
 
 @pytest.mark.slow
@@ -141,15 +142,16 @@ def test_nodes_launched_with_different_step_counts_fail_at_the_start_saying_so(t
     assert (rc0, rc1) == (1, 1), said0 + said1
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["status"], summary["ranks"], summary["losses"]) == ("failed", {"0": "failed", "1": "failed"}, [])
-    assert summary["message"] == ("failed: rank 0 failed before finishing any step: UserError: rank 1 was launched with "
-                                  "other options than rank 0: --steps 4 (rank 0: 6); every node's `commscope run` needs "
-                                  "the same options")
+    assert summary["message"] == (
+        "failed: rank 0 failed before finishing any step: UserError: rank 1 was launched with other options than "
+        "rank 0: --steps 4 (rank 0: 6); every node's `commscope run` needs the same options")
 
 
 def test_every_nodes_bar_follows_rank_0s_progress_file_from_this_jobs_start(tmp_path):
     path = tmp_path / "progress.jsonl"
     step = lambda s: json.dumps({"event": "step", "step": s, "loss": 5.0 - s, "step_ms": 10.0, "tokens_per_s": 1.0})
-    path.write_text("\n".join([json.dumps({"event": "start"}), step(0), step(1), step(2)]) + "\n")  # an earlier attempt's
+    earlier = [json.dumps({"event": "start"}), step(0), step(1), step(2)]  # an earlier attempt's
+    path.write_text("\n".join(earlier) + "\n")
     follow, seen = _FollowProgress(str(path)), []
 
     class Bar:
