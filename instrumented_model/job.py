@@ -85,6 +85,8 @@ class Job:
     stopped: dict[int, float] = field(default_factory=dict)  # rank → seconds it had been stopped when killed
     notes: list[str] = field(default_factory=list)  # what the launcher did to processes that are not ranks
     deadline: float | None = None  # monotonic time after which everything left is killed
+    nudge_at: float | None = None  # monotonic time at which torchrun gets SIGTERM if still running
+    torn_down: bool = False  # the launcher ended torchrun itself (SIGTERM at nudge_at, or SIGKILL)
     _members: dict[tuple[int, float], _Member | None] = field(default_factory=dict)
     _stopped_since: dict[int, float] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -132,6 +134,7 @@ class Job:
             if stopped_s is not None:
                 self.stopped.setdefault(m.rank, stopped_s)
         elif m.proc.pid == self.pid:
+            self.torn_down = True
             self.notes.append(f"torch.distributed.run {why}: killed")
 
     def poll(self) -> None:
@@ -152,6 +155,13 @@ class Job:
                 if now - since >= self.hang_timeout or ending:
                     self._kill(m, f"hung: stopped (SIGSTOP) for {now - since:.1f} s and never resumed "
                                   f"(--hang-timeout {self.hang_timeout:g} s)", stopped_s=now - since)
+            if self.nudge_at is not None and now >= self.nudge_at:
+                # torchrun on one node of several does not see a rank of another node fail: tear its
+                # ranks down as it would its own, with SIGTERM, so they write how they ended
+                self.nudge_at = None
+                if any(m.proc.pid == self.pid for m in self.alive()):
+                    self.torn_down = True
+                    self.forward(signal.SIGTERM)
             if ending and now >= self.deadline:
                 self.kill_all("still running when the job's teardown grace ran out")
 

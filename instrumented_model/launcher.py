@@ -31,6 +31,9 @@ Invariants:
   node that ran rank 0 writes summary.json, once every rank folder holds a status (or _SHUTDOWN_GRACE_S
   has passed), so the summary does not call a rank of a node still ending "crashed". Every node's live
   bar follows rank 0's progress.jsonl (_FollowProgress), since rank 0's output reaches one node only.
+  A fault seen in the shared folder gets this node's torchrun SIGTERM _NUDGE_S later (it never hears
+  of another node's failing rank), and a user's signal to one node is written into that node's log
+  (schema.NODE_INTERRUPTED), where the summary's node reads it.
 """
 from __future__ import annotations
 
@@ -63,7 +66,7 @@ from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDE
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
-from instrumented_model.run_summary import JobEnd, RunProgress, build_summary, write_summary
+from instrumented_model.run_summary import JobEnd, RunProgress, build_summary, signal_on_another_node, write_summary
 from instrumented_model.torchrun import LOG_DIR_ENV
 
 # After a signal to the launcher, or once torchrun has ended: the ranks' time to write their status and
@@ -72,6 +75,9 @@ _SHUTDOWN_GRACE_S = 10
 # After the first sign of a fault (a watchdog report, a failed rank) torch.distributed.run gets this long to
 # tear the job down before everything left is killed.
 _FAULT_TEARDOWN_S = 10
+# Several nodes: after a fault sign, this long for the node's own torchrun to start its teardown (the
+# fault was its own rank's) before the launcher sends it SIGTERM (a rank of another node failed)
+_NUDGE_S = 2
 _POLL_S = 0.25
 _LOG_DIR_PREFIX = "commscope-torchrun-"
 
@@ -170,14 +176,15 @@ class Topology:
             return f"node{self.node_rank}"
         return f"{socket.gethostname()}.{os.getpid()}"
 
-    def writes_summary(self, job: Job) -> bool:
+    def writes_summary(self, job: Job, out: str) -> bool:
         """Whether this node's launcher writes summary.json: the one node, node 0 of a static rendezvous,
         or the node whose torchrun started rank 0 (the c10d rendezvous decides which that is)."""
         if self.nnodes == 1:
             return True
         if self.rdzv_endpoint is None and self.node_rank is not None:
             return self.node_rank == 0
-        return 0 in job.ranks()
+        # no rank started anywhere (the rendezvous timed out): each such node says so
+        return 0 in job.ranks() or (not job.ranks() and not rank_dirs(out))
 
     def torchrun_args(self) -> list[str]:
         self.check()
@@ -273,14 +280,20 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         raise UserError("--out is empty: give the run directory, or leave --out out for "
                         "runs/<timestamp>-<preset>-<world size>")
     args, topology = _checked_args(trainer_argv, topology, out)
+    if out is None and topology.nnodes > 1:  # each node's default would name its own timestamp
+        raise UserError(f"--nnodes {topology.nnodes}: give every node the same --out, a folder on a filesystem "
+                        "all nodes share")
     out = out or default_run_dir(args.preset, topology.world_size)
     torchrun_args = topology.torchrun_args()
     log_name = launcher_log_name(topology.node_name())
     run_id = uuid.uuid4().hex[:12]
-    claim = out_dir.claim(out, overwrite=overwrite, run_id=run_id, shared=topology.nnodes > 1)
+    claim = out_dir.claim(out, overwrite=overwrite, run_id=run_id, shared=topology.nnodes > 1, log_name=log_name)
     started = False
     try:
         view.run_dir(out)
+        if topology.nnodes > 1:  # the rendezvous prints nothing while it waits, for up to its timeout
+            where = topology.rdzv_endpoint or f"{topology.master_addr}:{topology.master_port or 29500}"
+            view.note(f"waiting at {where} for all {topology.nnodes} nodes to join before any rank starts")
         for note in claim.notes:
             view.note(note)
         claim.notes.clear()
@@ -291,9 +304,11 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         with _Signals() as sigs:
             started = True
             end, prog, job = _run_job(out, args, torchrun_args, trainer_argv, run_id, claim, view, sigs, log_name)
-            writer = topology.writes_summary(job)
-            if writer and topology.nnodes > 1:  # the other nodes' ranks may still be writing their ends
+            writer = topology.writes_summary(job, out)
+            if topology.nnodes > 1:  # the other nodes' ranks may still be writing their ends
                 _await_statuses(out, topology.world_size, _SHUTDOWN_GRACE_S)
+                if end.signal is None:  # the user's Ctrl-C or SIGTERM may have stopped another node
+                    end.signal = signal_on_another_node(out, log_name)
             # the writer speaks for every rank of the job; another node only for the folders it can see
             ranks = range(topology.world_size) if writer else sorted(rank_dirs(out))
             summary = build_summary(out, args, topology.world_size, ranks, end, prog)
@@ -355,21 +370,23 @@ class _Log:
 
     def __init__(self, path: str):
         self.error: str | None = None
+        self._lock = threading.Lock()  # the main thread copies the stream; the monitor may add a line
         try:
             self._f = open(path, "w")
         except OSError as e:
             self._f, self.error = None, f"{path}: {e.strerror or e}"
 
     def _do(self, fn, *a) -> None:
-        if self._f is None:
-            return
-        try:
-            fn(*a)
-        except OSError as e:
-            self.error = f"{self._f.name}: {e.strerror or e}"
-            with contextlib.suppress(OSError):
-                self._f.close()
-            self._f = None
+        with self._lock:
+            if self._f is None:
+                return
+            try:
+                fn(*a)
+            except OSError as e:
+                self.error = f"{self._f.name}: {e.strerror or e}"
+                with contextlib.suppress(OSError):
+                    self._f.close()
+                self._f = None
 
     def write(self, text: str) -> None:
         self._do(lambda t: self._f.write(t), text)
@@ -379,7 +396,8 @@ class _Log:
 
     def close(self) -> None:
         self._do(lambda: self._f.close())
-        self._f = None
+        with self._lock:
+            self._f = None
 
 
 class _Signals:
@@ -433,6 +451,7 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
     prog = RunProgress()
     log = _Log(os.path.join(out, log_name))
     log.write("$ " + " ".join(cmd) + "\n")
+    log.flush()  # a node waiting for the others in the rendezvous shows what it runs
     storage = None
     # several nodes: rank 0's lines reach only its own node's stream, so every node's bar follows the file
     follower = _FollowProgress(os.path.join(out, PROGRESS)) if claim.shared else None
@@ -442,7 +461,16 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
     job = Job(proc.pid, run_id, args.hang_timeout)
     sigs.attach(job)
     stop = threading.Event()
-    monitor = threading.Thread(target=_monitor, args=(job, out, stop), name="commscope-job-monitor", daemon=True)
+    said: list[int] = []
+
+    def say_signal() -> None:  # several nodes: the summary's node learns of this node's signal from its log
+        if claim.shared and sigs.received is not None and not said:
+            said.append(sigs.received)
+            log.write(f"commscope run: this node was interrupted by {signame(sigs.received)}\n")
+            log.flush()
+
+    monitor = threading.Thread(target=_monitor, args=(job, out, stop, claim.shared, say_signal),
+                               name="commscope-job-monitor", daemon=True)
     monitor.start()
     code = None
     try:
@@ -469,7 +497,8 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
             code = proc.wait()
         become_subreaper(False)
         log.close()
-    return JobEnd(code, sigs.received, dict(job.stopped), storage or log.error, args.hang_timeout), prog, job
+    return JobEnd(code, sigs.received, dict(job.stopped), storage or log.error, args.hang_timeout,
+                  torn_down=job.torn_down), prog, job
 
 
 class _FollowProgress:
@@ -520,13 +549,18 @@ class _FollowProgress:
             self.poll(live)
 
 
-def _monitor(job: Job, out: str, stop: threading.Event) -> None:
-    """Every _POLL_S: stopped ranks (instrumented_model.job), and the first fault sign starts the teardown."""
+def _monitor(job: Job, out: str, stop: threading.Event, shared: bool = False, tick=lambda: None) -> None:
+    """Every _POLL_S: stopped ranks (instrumented_model.job), and the first fault sign starts the teardown.
+    `shared` (several nodes): the fault may be another node's, which this node's torchrun never hears of,
+    so _NUDGE_S after it torchrun gets SIGTERM, passing it to its ranks."""
     while not stop.wait(_POLL_S):
         try:
+            tick()
             job.poll()
             if job.deadline is None and fault_seen(out):
                 job.start_teardown(_FAULT_TEARDOWN_S)
+                if shared:
+                    job.nudge_at = time.monotonic() + _NUDGE_S
         except OSError:  # the run directory vanished or cannot be read: keep watching the processes
             continue
 

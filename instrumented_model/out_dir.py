@@ -155,12 +155,13 @@ def _lock(path: str) -> int:
     return fd
 
 
-def claim(path: str, *, overwrite: bool, run_id: str, shared: bool = False) -> OutDir:
+def claim(path: str, *, overwrite: bool, run_id: str, shared: bool = False, log_name: str | None = None) -> OutDir:
     """Make `path` this run's folder (see the module docstring); UserError when it may not be.
 
     `shared`: several nodes write into one folder on a shared filesystem, each with its own launcher;
-    then the folder must be new, empty or started by another node of this job (a marker and no summary
-    yet), nothing is locked or replaced, and the first node writes the marker."""
+    then the folder must be new, empty or started by another node of this job (a marker and no record or
+    summary yet, nor this node's `log_name`), nothing is locked or replaced, and the first node to get
+    there writes the marker."""
     if os.path.lexists(path) and not os.path.isdir(path):
         raise UserError(f"--out {path} exists and is not a directory")
     created = not os.path.lexists(path)
@@ -172,7 +173,7 @@ def claim(path: str, *, overwrite: bool, run_id: str, shared: bool = False) -> O
     try:
         if not shared:
             out.lock_fd = _lock(path)
-        _check_and_clear(out, overwrite, shared)
+        _check_and_clear(out, overwrite, shared, log_name)
         out.wrote_marker = True  # before the write: a failed write may leave a file to remove
         # several nodes: the first launcher's marker stands, and the others join its run
         out.wrote_marker = write_run_marker(
@@ -187,9 +188,11 @@ def claim(path: str, *, overwrite: bool, run_id: str, shared: bool = False) -> O
     return out
 
 
-def _check_and_clear(out: OutDir, overwrite: bool, shared: bool) -> None:
+def _check_and_clear(out: OutDir, overwrite: bool, shared: bool, log_name: str | None = None) -> None:
     path = out.path
     entries = os.listdir(path)
+    if shared:  # another node's marker being written is no content of its own
+        entries = [n for n in entries if not n.startswith(f".{RUN_MARKER}.tmp")]
     if not entries:
         return
     try:
@@ -203,7 +206,14 @@ def _check_and_clear(out: OutDir, overwrite: bool, shared: bool) -> None:
     if shared:
         if SUMMARY in entries:
             raise UserError(f"--out {path} holds a finished commscope run (run id {marker['run_id']}); several "
-                            "nodes need a new or empty directory")
+                            "nodes need a new or empty directory (--overwrite replaces a run on one node only)")
+        # No rank of this job starts before every node's torchrun has joined the rendezvous, so records
+        # here, or this node's own log, are an earlier job's (one killed before its summary)
+        earlier = sorted(n for n in entries if n in (CONFIG, PROGRESS) or RANK_DIR.match(n) or n == log_name)
+        if earlier:
+            raise UserError(f"--out {path} holds the records of an earlier run (run id {marker['run_id']}: "
+                            f"{', '.join(earlier[:4])}{', …' if len(earlier) > 4 else ''}), not one this job's nodes "
+                            "are starting; several nodes need a new or empty directory")
         return
     if not overwrite:
         raise UserError(f"--out {path} holds a commscope run (run id {marker['run_id']}); pass --overwrite to "

@@ -24,12 +24,13 @@ import json
 import math
 import os
 import re
+import signal
 from dataclasses import dataclass, field
 
 from commscope.util.atomic import write_json_atomic
 from commscope.rundir import read_status
-from commscope.rundir.schema import (NOT_STARTED, PROGRESS, SCHEMA_VERSION, STATUS, SUMMARY, WATCHDOG,
-                                     rank_dir_name)
+from commscope.rundir.schema import (LAUNCHER_LOGS, NODE_INTERRUPTED, NOT_STARTED, PROGRESS, SCHEMA_VERSION, STATUS,
+                                     SUMMARY, WATCHDOG, rank_dir_name)
 from instrumented_model.job import signame
 from instrumented_model.train import PROGRESS_PREFIX
 
@@ -108,6 +109,7 @@ class JobEnd:
     stopped: dict[int, float] = field(default_factory=dict)  # rank → seconds stopped (SIGSTOP) when killed
     storage_error: str | None = None  # the output could not be written (disk full, read-only)
     hang_timeout: float = math.inf  # --hang-timeout: a job with no step for this long before its first fault hung
+    torn_down: bool = False  # the launcher itself ended torchrun (its teardown after a fault): not from outside
 
 
 # How a rank's error says it ended: waiting on its peers (our watchdog, the backend's timeout), stopped
@@ -208,6 +210,10 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
         rs = sorted(by["no-status"])
         return "crashed", (f"crashed: rank(s) {_ranks(rs)} ended without a status (killed, aborted or os._exit), "
                            f"after {done} of rank 0")
+    if statuses and len(by.get("no-folder", [])) == len(statuses):
+        return "failed", (f"failed: no rank started (torch.distributed.run exited {end.torchrun_code} before any "
+                          "rank made its folder: a rendezvous that timed out waiting for a node, or an error at "
+                          "start-up; the launcher log says which)")
     if by.get("no-folder"):
         rs = sorted(by["no-folder"])
         return "crashed", (f"crashed: rank(s) {_ranks(rs)} ended before recording anything (no rank folder; "
@@ -216,7 +222,7 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
         r = min(by["error"])
         s = statuses[str(r)]
         return "failed", f"failed: rank {r} failed {_after_step(s)}: {s.get('error')}"
-    if end.torchrun_code < 0:
+    if end.torchrun_code < 0 and not end.torn_down:
         completed = statuses and all(s["ending"] == "completed" for s in statuses.values())
         after = "every rank had completed" if completed else "its ranks were terminated"
         return "failed", (f"failed: torch.distributed.run was killed by {signame(-end.torchrun_code)} after "
@@ -269,6 +275,28 @@ def exit_code(status: str, end: JobEnd) -> int:
     if status == "interrupted" and end.signal:
         return 128 + end.signal
     return 0 if status == "completed" else 1
+
+
+_LOG_TAIL = 1 << 16  # bytes of another node's launcher log read for its interruption line (its last words)
+
+
+def signal_on_another_node(out: str, own_log: str) -> int | None:
+    """The signal that stopped another node's launcher (NODE_INTERRUPTED in the tail of its log), else
+    None: with several nodes the user's Ctrl-C or SIGTERM reaches one node, and the job is interrupted."""
+    try:
+        names = sorted(n for n in os.listdir(out) if LAUNCHER_LOGS.match(n) and n != own_log)
+    except OSError:
+        return None
+    for name in names:
+        try:
+            with open(os.path.join(out, name), "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - _LOG_TAIL))
+                m = NODE_INTERRUPTED.search(f.read().decode("utf-8", "replace"))
+        except OSError:
+            continue
+        if m and m.group(1) in signal.Signals.__members__:
+            return int(signal.Signals[m.group(1)])
+    return None
 
 
 def build_summary(out: str, args: argparse.Namespace, world_size: int, ranks: range | list[int],

@@ -29,6 +29,9 @@ LAUNCHER_LOG = "launcher.log"  # stdout/stderr of torch.distributed.run, on one 
 # With several nodes sharing the folder each node's launcher writes its own log (launcher_log_name); the
 # readers take every file this matches
 LAUNCHER_LOGS = re.compile(r"^launcher(\.[A-Za-z0-9_.-]+)?\.log\Z")
+# The line a node's launcher writes into its log when the user's signal stops it (several nodes): the node
+# that writes summary.json reads it there, since that signal reached only the one node
+NODE_INTERRUPTED = re.compile(r"^commscope run: this node was interrupted by (SIG[A-Z]+)$", re.M)
 PROGRESS = "progress.jsonl"  # the reference trainer's rank 0: one line per event
 FLIGHT_RECORDER_DIR = "flight_recorder"  # NCCL Flight Recorder dumps (docs/faults.md)
 FLIGHT_RECORDER_PREFIX = "rank_"  # FLIGHT_RECORDER_DIR/rank_<R>

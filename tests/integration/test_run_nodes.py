@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 
 import pytest
 
-from commscope.rundir.schema import launcher_log_name
+from commscope.errors import UserError
+from commscope.rundir.schema import NOT_STARTED, launcher_log_name
 from instrumented_model.job import Job
 from instrumented_model.launcher import Topology, _FollowProgress
 from instrumented_model.out_dir import claim
+from instrumented_model.run_summary import JobEnd, signal_on_another_node, verdict
 from instrumented_model.train import option_differences
 from ports import free_port
 
@@ -83,13 +86,15 @@ def test_two_nodes_of_a_c10d_rendezvous_write_one_summary_for_every_rank(tmp_pat
     assert json.loads((out / "commscope-run.json").read_text())["launcher_pid"] in pids  # the first one's marker
 
 
-def test_the_summary_is_written_by_the_node_that_ran_rank_0():
-    job = Job(pid=1, run_id="x", hang_timeout=1.0)
-    assert Topology(2).writes_summary(job)
-    assert Topology(1, nnodes=2, node_rank=0, master_addr="h").writes_summary(job)
-    assert not Topology(1, nnodes=2, node_rank=1, master_addr="h").writes_summary(job)
+def test_the_summary_is_written_by_the_node_that_ran_rank_0(tmp_path):
+    job, out = Job(pid=1, run_id="x", hang_timeout=1.0), str(tmp_path)
+    assert Topology(2).writes_summary(job, out)
+    assert Topology(1, nnodes=2, node_rank=0, master_addr="h").writes_summary(job, out)
+    assert not Topology(1, nnodes=2, node_rank=1, master_addr="h").writes_summary(job, out)
     c10d = Topology(1, nnodes=2, rdzv_endpoint="h:1")
-    assert not c10d.writes_summary(job)  # its torchrun started no rank 0 that the launcher saw
+    assert c10d.writes_summary(job, out)  # no rank started anywhere: every node says so
+    (tmp_path / "rank1").mkdir()
+    assert not c10d.writes_summary(job, out)  # its torchrun started no rank 0 that the launcher saw
     assert (Topology(2).node_name(), Topology(1, nnodes=2, node_rank=1, master_addr="h").node_name()) == (None, "node1")
     assert c10d.node_name() == f"{socket.gethostname()}.{os.getpid()}"
     assert launcher_log_name(None) == "launcher.log" and launcher_log_name("a b/c.1") == "launcher.a_b_c.1.log"
@@ -167,3 +172,62 @@ def test_every_nodes_bar_follows_rank_0s_progress_file_from_this_jobs_start(tmp_
         f.write(step(1)[20:] + "\nnot json\n" + step(2) + "\n")
     follow.poll(Bar())
     assert seen == [0, 1, 2]
+
+
+def test_a_fresh_node_refuses_a_folder_holding_an_earlier_jobs_records(tmp_path):
+    """No rank of a job starts before all its nodes have joined the rendezvous: rank folders or rank 0's
+    files at a node's start are a killed earlier job's, whose logs a new job would overwrite."""
+    path = tmp_path / "run"
+    first = claim(str(path), overwrite=False, run_id="a", shared=True, log_name="launcher.node0.log")
+    (path / "launcher.node0.log").write_text("$ earlier job\n")
+    assert claim(str(path), overwrite=False, run_id="b", shared=True, log_name="launcher.node1.log").wrote_marker is False
+    with pytest.raises(UserError, match=re.escape("holds the records of an earlier run (run id a: launcher.node0.log)")):
+        claim(str(path), overwrite=False, run_id="c", shared=True, log_name="launcher.node0.log")
+    (path / "rank0").mkdir()
+    with pytest.raises(UserError, match=re.escape("(run id a: rank0), not one this job's nodes are starting")):
+        claim(str(path), overwrite=False, run_id="d", shared=True, log_name="launcher.node1.log")
+    assert (path / "launcher.node0.log").read_text() == "$ earlier job\n"
+    first.release()
+
+
+def test_the_summarys_node_reads_a_signal_that_stopped_another_node_from_that_nodes_log(tmp_path):
+    (tmp_path / "launcher.node0.log").write_text("$ cmd\ncommscope run: this node was interrupted by SIGINT\n")
+    (tmp_path / "launcher.node1.log").write_text("$ cmd\n[default0]:step\ncommscope run: this node was interrupted by SIGTERM\n")
+    assert signal_on_another_node(str(tmp_path), "launcher.node0.log") == 15
+    assert signal_on_another_node(str(tmp_path), "launcher.node1.log") == 2
+    (tmp_path / "launcher.node1.log").write_text("$ cmd\n")
+    assert signal_on_another_node(str(tmp_path), "launcher.node0.log") is None
+    statuses = {"0": {"status": NOT_STARTED, "ending": "no-folder"}, "1": {"status": NOT_STARTED, "ending": "no-folder"}}
+    assert verdict(statuses, JobEnd(torchrun_code=1), 0, 4)[1].startswith(
+        "failed: no rank started (torch.distributed.run exited 1 before any rank made its folder: a rendezvous")
+    ran = {"0": {"status": "failed", "ending": "signalled", "error": "terminated by signal 15 (SIGTERM)",
+                 "last_step": 2, "ended_ns": 2},
+           "1": {"status": "hung", "ending": "waited", "error": "hang watchdog", "last_step": 2, "ended_ns": 1}}
+    # the launcher's own teardown of a node's torchrun is no kill from outside
+    assert verdict(ran, JobEnd(torchrun_code=-9, torn_down=True), 2, 6)[0] == "hung"
+    assert verdict(ran, JobEnd(torchrun_code=-9), 2, 6)[1].startswith("failed: torch.distributed.run was killed by SIGKILL")
+
+
+@pytest.mark.slow
+def test_a_rank_hung_on_the_summarys_node_is_the_hang_and_the_other_nodes_ranks_end_with_a_status(tmp_path):
+    """Node 0's torchrun never hears that rank 1 (node 1) timed out: the launcher sends it SIGTERM, as
+    torchrun does to its own ranks, so rank 0 writes how it ended and the verdict names it."""
+    out, port = tmp_path / "run", str(free_port())
+    common = ["--master-addr", "127.0.0.1", "--master-port", port, "--steps", "6", "--inject", "hang@rank=0,step=2",
+              "--hang-timeout", "20"]
+    (rc0, said0), (rc1, said1) = _both([_launch(out, "--node-rank", "0", *common),
+                                        _launch(out, "--node-rank", "1", *common)])
+    assert (rc0, rc1) == (1, 1), said0 + said1
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["status"], summary["ranks"]) == ("hung", {"0": "failed", "1": "hung"})
+    assert summary["message"] == "hung: rank(s) 1 waited on a collective that rank(s) 0 never joined; rank(s) 0 " \
+                                 "were then terminated"
+    assert "terminated by signal 15 (SIGTERM)" in json.loads((out / "rank0" / "status.json").read_text())["error"]
+    assert "waiting at 127.0.0.1:" in said0 and "for all 2 nodes to join before any rank starts" in said0
+
+
+def test_several_nodes_need_an_out_they_share(tmp_path):
+    from instrumented_model.launcher import launch_training
+
+    with pytest.raises(UserError, match=re.escape("--nnodes 2: give every node the same --out")):
+        launch_training([], Topology(1, nnodes=2, node_rank=0, master_addr="127.0.0.1"), None)
