@@ -35,22 +35,35 @@ def _temp_name(path: Path) -> Path:
     return path.with_name(f".{os.fsdecode(stem)}.tmp{os.getpid()}-{secrets.token_hex(4)}")
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """`data` to `path` through a temporary file in the same folder and `os.replace`. The temporary file
-    is created new (O_EXCL, O_NOFOLLOW: never an existing file or a link someone left there) with the
-    usual mode (0666 less the umask), and removed on any failure, a signal's KeyboardInterrupt included."""
-    path = Path(path)
+# A temporary file is created new: never an existing file or a link someone left there
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _temp_with(path: Path, data: bytes) -> Path:
+    """A new temporary file beside `path` (mode 0666 less the umask) holding `data`; removed again when
+    writing it fails in any way, a signal's KeyboardInterrupt included."""
     tmp = _temp_name(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o666)
+    fd = os.open(tmp, _TEMP_FLAGS, 0o666)
     try:
         try:
             _write_all(fd, data)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
     except BaseException:
         # a full disk or a signal mid-write must not leave a zero-byte or half temp file behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return tmp
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """`data` to `path` through a temporary file in the same folder (_temp_with) and `os.replace`; the
+    temporary file is removed on any failure."""
+    tmp = _temp_with(Path(path), data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
@@ -61,15 +74,8 @@ def create_bytes_atomic(path: str | os.PathLike, data: bytes) -> bool:
     write_bytes_atomic, then `os.link`, which refuses an existing name (atomic on NFS too, where O_EXCL
     was not always). True if this call created `path`, False if something was there first; the temporary
     file is removed either way."""
-    path = Path(path)
-    tmp = _temp_name(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o666)
+    tmp = _temp_with(Path(path), data)
     try:
-        try:
-            _write_all(fd, data)
-        finally:
-            os.close(fd)
         os.link(tmp, path)
         return True
     except FileExistsError:
@@ -108,8 +114,7 @@ def open_atomic(path: str | os.PathLike) -> Iterator[BinaryIO]:
     exception (a full disk, MemoryError, a signal's KeyboardInterrupt): never a partial output."""
     path = Path(path)
     tmp = _temp_name(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o666)
+    fd = os.open(tmp, _TEMP_FLAGS, 0o666)
     try:
         with io.BufferedWriter(_FdWriter(fd), _CHUNK) as f:  # closing it closes fd
             yield f

@@ -309,3 +309,18 @@ def test_a_commscope_output_of_the_other_kind_is_named_as_such(tmp_path, capsys)
     _one_error(_report(capsys, trace), f"refusing to replace {trace}: it is a Perfetto trace commscope wrote, "
                                        "not an HTML report")
     assert (page.read_bytes(), trace.read_bytes()) == before
+
+
+def test_create_bytes_atomic_writes_only_where_nothing_is_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    path = tmp_path / "marker.json"
+    assert atomic.create_bytes_atomic(path, b"first\n") is True
+    assert atomic.create_bytes_atomic(path, b"second\n") is False  # the first one stands
+    assert path.read_bytes() == b"first\n" and os.listdir(tmp_path) == ["marker.json"]
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic, "_write_all", full)
+    with pytest.raises(OSError, match="No space left"):
+        atomic.create_bytes_atomic(tmp_path / "other.json", b"x")
+    assert os.listdir(tmp_path) == ["marker.json"]
