@@ -64,7 +64,7 @@ def _trainer_params() -> list[tuple[str, object, object]]:
 def run(**values) -> None:
     """Train the reference model on N ranks, record the run into a run directory, and summarize it.
 
-    With several nodes give every node the same --out on a shared filesystem; node 0 writes summary.json.
+    Several nodes: run it on each with the same options and --out, on a shared filesystem (docs/run_format.md).
     """
     from instrumented_model.options import to_argv
 
