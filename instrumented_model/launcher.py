@@ -61,8 +61,8 @@ import psutil
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
-from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, PROGRESS, STORAGE_ERROR,
-                                     STORAGE_ERRORS, WATCHDOG, launcher_log_name, rank_dir_name)
+from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, NODE_ENDED, PROGRESS,
+                                     STORAGE_ERROR, STORAGE_ERRORS, WATCHDOG, launcher_log_name, rank_dir_name)
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
@@ -76,8 +76,10 @@ _SHUTDOWN_GRACE_S = 10
 # tear the job down before everything left is killed.
 _FAULT_TEARDOWN_S = 10
 # Several nodes: after a fault sign, this long for the node's own torchrun to start its teardown (the
-# fault was its own rank's) before the launcher sends it SIGTERM (a rank of another node failed)
-_NUDGE_S = 2
+# fault was its own rank's) before the launcher sends it SIGTERM (a rank of another node failed); longer
+# than the watchdog's grace (commscope.recording.watchdog, at most 3 s), so a rank whose watchdog fired
+# writes its own reason before any SIGTERM reaches it
+_NUDGE_S = 5
 _POLL_S = 0.25
 _LOG_DIR_PREFIX = "commscope-torchrun-"
 
@@ -462,14 +464,25 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
     sigs.attach(job)
     stop = threading.Event()
     said: list[int] = []
+    next_look = [0.0]
 
-    def say_signal() -> None:  # several nodes: the summary's node learns of this node's signal from its log
-        if claim.shared and sigs.received is not None and not said:
+    def signals_between_nodes() -> None:
+        """Several nodes: this node's signal goes into its log, where the others read it; another node's
+        stops this one too (its torchrun may be waiting for that node in torch's exit barrier)."""
+        if not claim.shared:
+            return
+        if sigs.received is not None and not said:
             said.append(sigs.received)
             log.write(f"commscope run: this node was interrupted by {signame(sigs.received)}\n")
             log.flush()
+        now = time.monotonic()
+        if sigs.received is None and job.deadline is None and now >= next_look[0]:
+            next_look[0] = now + 1.0  # each node's log tail once a second
+            if signal_on_another_node(out, log_name) is not None:
+                job.start_teardown(_SHUTDOWN_GRACE_S)
+                job.nudge_at = now
 
-    monitor = threading.Thread(target=_monitor, args=(job, out, stop, claim.shared, say_signal),
+    monitor = threading.Thread(target=_monitor, args=(job, out, stop, claim.shared, signals_between_nodes),
                                name="commscope-job-monitor", daemon=True)
     monitor.start()
     code = None
@@ -496,6 +509,8 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
         if code is None:
             code = proc.wait()
         become_subreaper(False)
+        if claim.shared:  # a node starting later into this folder is not of this job
+            log.write(NODE_ENDED + "\n")
         log.close()
     return JobEnd(code, sigs.received, dict(job.stopped), storage or log.error, args.hang_timeout,
                   torn_down=job.torn_down), prog, job

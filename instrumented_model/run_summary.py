@@ -114,7 +114,8 @@ class JobEnd:
 
 # How a rank's error says it ended: waiting on its peers (our watchdog, the backend's timeout), stopped
 # by a signal (the launcher's teardown, torchrun's, or from outside), or cut off by a peer that went away.
-_WAITED = re.compile(r"hang watchdog|timed out|timeout", re.I)
+# (an error quoting the --hang-timeout option is no timeout)
+_WAITED = re.compile(r"hang watchdog|timed out|(?<!hang-)timeout", re.I)
 _SIGNALLED = re.compile(r"terminated by signal|KeyboardInterrupt")
 _PEER_GONE = re.compile(r"Connection (closed|reset|refused)|Broken pipe|by peer|DistNetworkError|Read error|"
                         r"Write error|Socket", re.I)

@@ -210,6 +210,17 @@ def init_distributed(args: argparse.Namespace, run: RankRun):
 _PER_NODE_OPTIONS = ("out", "data")
 
 
+def _shown(value) -> str:
+    """An option's value as the command line gives it: a flag on/off, a list comma-joined, none unset."""
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
 def option_differences(everyone: Sequence[dict]) -> str | None:
     """What makes the ranks' options (one dict of `vars(args)` per rank, by rank) differ from rank 0's,
     the first rank that differs and each option that does; None where they agree."""
@@ -218,7 +229,8 @@ def option_differences(everyone: Sequence[dict]) -> str | None:
         keys = sorted(k for k in set(first) | set(theirs)
                       if k not in _PER_NODE_OPTIONS and theirs.get(k) != first.get(k))
         if keys:
-            said = ", ".join(f"--{k.replace('_', '-')} {theirs.get(k)!r} (rank 0: {first.get(k)!r})" for k in keys)
+            said = ", ".join(f"--{k.replace('_', '-')} {_shown(theirs.get(k))} (rank 0: {_shown(first.get(k))})"
+                             for k in keys)
             return (f"rank {r} was launched with other options than rank 0: {said}; every node's "
                     "`commscope run` needs the same options")
     return None

@@ -32,6 +32,9 @@ LAUNCHER_LOGS = re.compile(r"^launcher(\.[A-Za-z0-9_.-]+)?\.log\Z")
 # The line a node's launcher writes into its log when the user's signal stops it (several nodes): the node
 # that writes summary.json reads it there, since that signal reached only the one node
 NODE_INTERRUPTED = re.compile(r"^commscope run: this node was interrupted by (SIG[A-Z]+)$", re.M)
+# The last line of a node's launcher log once its part of the job has ended: a node starting into a
+# folder whose logs hold it is not joining that job
+NODE_ENDED = "commscope run: this node's job ended"
 PROGRESS = "progress.jsonl"  # the reference trainer's rank 0: one line per event
 FLIGHT_RECORDER_DIR = "flight_recorder"  # NCCL Flight Recorder dumps (docs/faults.md)
 FLIGHT_RECORDER_PREFIX = "rank_"  # FLIGHT_RECORDER_DIR/rank_<R>

@@ -14,11 +14,11 @@ import sys
 import pytest
 
 from commscope.errors import UserError
-from commscope.rundir.schema import NOT_STARTED, launcher_log_name
+from commscope.rundir.schema import NODE_ENDED, NOT_STARTED, launcher_log_name
 from instrumented_model.job import Job
 from instrumented_model.launcher import Topology, _FollowProgress
 from instrumented_model.out_dir import claim
-from instrumented_model.run_summary import JobEnd, signal_on_another_node, verdict
+from instrumented_model.run_summary import JobEnd, rank_statuses, signal_on_another_node, verdict
 from instrumented_model.train import option_differences
 from ports import free_port
 
@@ -133,9 +133,11 @@ def test_replacing_a_several_node_run_moves_every_nodes_log_aside(tmp_path):
 def test_ranks_launched_with_other_options_than_rank_0_are_named_with_each_differing_option():
     base = {"steps": 6, "seed": 0, "out": "/a/run", "data": None, "inject": []}
     assert option_differences([base, dict(base, out="/mnt/a/run", data="/mnt/x*.bin")]) is None  # paths per node
-    said = option_differences([base, base, dict(base, steps=4, inject=["crash@rank=1,step=1"]), dict(base, seed=1)])
-    assert said == ("rank 2 was launched with other options than rank 0: --inject ['crash@rank=1,step=1'] "
-                    "(rank 0: []), --steps 4 (rank 0: 6); every node's `commscope run` needs the same options")
+    said = option_differences([base, base, dict(base, steps=4, inject=["crash@rank=1,step=1"], compile=True,
+                                                trace="full"), dict(base, seed=1)])
+    assert said == ("rank 2 was launched with other options than rank 0: --compile on (rank 0: none), --inject "
+                    "crash@rank=1,step=1 (rank 0: none), --steps 4 (rank 0: 6), --trace full (rank 0: none); every "
+                    "node's `commscope run` needs the same options")
 
 
 @pytest.mark.slow
@@ -231,3 +233,26 @@ def test_several_nodes_need_an_out_they_share(tmp_path):
 
     with pytest.raises(UserError, match=re.escape("--nnodes 2: give every node the same --out")):
         launch_training([], Topology(1, nnodes=2, node_rank=0, master_addr="127.0.0.1"), None)
+
+
+def test_a_folder_whose_only_node_ended_waiting_is_an_earlier_jobs(tmp_path):
+    """Node 1 alone, stopped at the rendezvous, leaves only the marker and its log: its last line says its
+    part ended, so a new job's node 0 does not join it and wait for a node that was refused."""
+    path = tmp_path / "run"
+    lone = claim(str(path), overwrite=False, run_id="a", shared=True, log_name="launcher.node1.log")
+    (path / "launcher.node1.log").write_text(f"$ cmd\ncommscope run: this node was interrupted by SIGINT\n{NODE_ENDED}\n")
+    lone.release()
+    with pytest.raises(UserError, match=re.escape("(run id a: launcher.node1.log), not one this job's nodes")):
+        claim(str(path), overwrite=False, run_id="b", shared=True, log_name="launcher.node0.log")
+
+
+def test_an_error_quoting_the_hang_timeout_option_is_no_timeout(tmp_path):
+    (tmp_path / "rank0").mkdir()
+    (tmp_path / "rank0" / "status.json").write_text(json.dumps({
+        "status": "failed", "last_step": -1, "error": "UserError: rank 1 was launched with other options than rank 0: "
+                                                      "--hang-timeout 30 (rank 0: 300); every node's …"}))
+    (tmp_path / "rank1").mkdir()
+    (tmp_path / "rank1" / "status.json").write_text(json.dumps({
+        "status": "failed", "last_step": 3, "error": "RuntimeError: Timed out waiting 60000ms for recv"}))
+    st = rank_statuses(str(tmp_path), range(2))
+    assert (st["0"]["ending"], st["1"]["ending"]) == ("error", "waited")
