@@ -163,7 +163,8 @@ class Job:
                     self.torn_down = True
                     self.forward(signal.SIGTERM)
             if ending and now >= self.deadline:
-                self.kill_all("still running when the job's teardown grace ran out")
+                self.kill_all("still running when the job's teardown grace ran out" if self.ranks() else
+                              "stopped before any rank started (waiting at the rendezvous, or starting up)")
 
     def start_teardown(self, grace_s: float) -> None:
         """Everything still running `grace_s` from now is killed (an earlier deadline stays)."""

@@ -14,7 +14,7 @@ renders nor analyzes, and reaches no module downstream of the run directory it w
 Invariants:
 - One process tree (instrumented_model.job): the launcher is a subreaper, every child dies with its
   parent, and SIGINT/SIGTERM/SIGHUP to the launcher are forwarded to torchrun; whatever is still running
-  _SHUTDOWN_GRACE_S later is killed. A rank stopped (SIGSTOP) past the hang timeout is a hang and is
+  _SHUTDOWN_GRACE_S later is killed (_NO_RANK_GRACE_S where no rank had started). A rank stopped (SIGSTOP) past the hang timeout is a hang and is
   killed. summary.json is built only once no process of the job is left, so no rank changes a run after
   it is summarized, and no /tmp/commscope-torchrun-* folder outlives the job.
 - summary.json is written whatever happens (completed, failed, crashed, hung, interrupted), with the
@@ -80,6 +80,8 @@ _FAULT_TEARDOWN_S = 10
 # than the watchdog's grace (commscope.recording.watchdog, at most 3 s), so a rank whose watchdog fired
 # writes its own reason before any SIGTERM reaches it
 _NUDGE_S = 5
+# After the user's signal when no rank has started: torchrun's time to end before it is killed
+_NO_RANK_GRACE_S = 2
 _POLL_S = 0.25
 _LOG_DIR_PREFIX = "commscope-torchrun-"
 
@@ -434,7 +436,8 @@ class _Signals:
 
     def _stop(self, sig: int) -> None:
         self.job.forward(sig)
-        self.job.start_teardown(_SHUTDOWN_GRACE_S)
+        # no rank started (torchrun waits at a rendezvous, where it ignores SIGINT): nothing to write
+        self.job.start_teardown(_SHUTDOWN_GRACE_S if self.job.ranks() else _NO_RANK_GRACE_S)
 
     def _handle(self, signum: int, frame) -> None:
         if self.received is None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -256,3 +258,21 @@ def test_an_error_quoting_the_hang_timeout_option_is_no_timeout(tmp_path):
         "status": "failed", "last_step": 3, "error": "RuntimeError: Timed out waiting 60000ms for recv"}))
     st = rank_statuses(str(tmp_path), range(2))
     assert (st["0"]["ending"], st["1"]["ending"]) == ("error", "waited")
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_node_waiting_for_the_others_ends_it_at_once(tmp_path):
+    out = tmp_path / "run"
+    p = _launch(out, "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+                "--steps", "4")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (out / "launcher.node0.log").exists():
+        time.sleep(0.2)
+    time.sleep(3)  # torchrun waits at the rendezvous for node 1, which never comes
+    p.send_signal(signal.SIGINT)
+    t = time.monotonic()
+    (rc, said), = _both([p])
+    assert rc == 130 and time.monotonic() - t < 8, said  # not the 10 s grace a started rank gets
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["status"], summary["ranks"]) == ("interrupted", {"0": "not started", "1": "not started"})
+    assert "torch.distributed.run stopped before any rank started (waiting at the rendezvous" in said
