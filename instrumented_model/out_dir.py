@@ -38,7 +38,7 @@ import socket
 from dataclasses import dataclass, field
 
 from commscope.errors import UserError
-from commscope.rundir import rank_dirs, read_run_marker, write_run_marker
+from commscope.rundir import launcher_log_tails, rank_dirs, read_run_marker, write_run_marker
 from commscope.rundir.schema import (CONFIG, FLIGHT_RECORDER_DIR, LAUNCHER_LOG, LAUNCHER_LOGS, NODE_ENDED,
                                      PREVIOUS_RUN_PREFIX, PROGRESS, RANK_DIR, RUN_MARKER, SUMMARY,
                                      UNFINISHED_RUN_PREFIX)
@@ -189,16 +189,6 @@ def claim(path: str, *, overwrite: bool, run_id: str, shared: bool = False, log_
     return out
 
 
-def _ended(log: str) -> bool:
-    """Whether a node's launcher log ends with NODE_ENDED: that node's part of its job is over."""
-    try:
-        with open(log, "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - 256))
-            return f.read().decode("utf-8", "replace").rstrip().endswith(NODE_ENDED)
-    except OSError:
-        return False
-
-
 def _check_and_clear(out: OutDir, overwrite: bool, shared: bool, log_name: str | None = None) -> None:
     path = out.path
     entries = os.listdir(path)
@@ -220,8 +210,9 @@ def _check_and_clear(out: OutDir, overwrite: bool, shared: bool, log_name: str |
                             "nodes need a new or empty directory (--overwrite replaces a run on one node only)")
         # No rank of this job starts before every node's torchrun has joined the rendezvous, so records
         # here, or this node's own log, are an earlier job's (one killed before its summary)
+        ended = {n for n, tail in launcher_log_tails(path, 256).items() if tail.rstrip().endswith(NODE_ENDED)}
         earlier = sorted(n for n in entries if n in (CONFIG, PROGRESS) or RANK_DIR.match(n) or n == log_name
-                         or (LAUNCHER_LOGS.match(n) and _ended(os.path.join(path, n))))
+                         or n in ended)
         if earlier:
             raise UserError(f"--out {path} holds the records of an earlier run (run id {marker['run_id']}: "
                             f"{', '.join(earlier[:4])}{', …' if len(earlier) > 4 else ''}), not one this job's nodes "

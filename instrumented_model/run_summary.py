@@ -28,8 +28,8 @@ import signal
 from dataclasses import dataclass, field
 
 from commscope.util.atomic import write_json_atomic
-from commscope.rundir import read_status
-from commscope.rundir.schema import (LAUNCHER_LOGS, NODE_INTERRUPTED, NOT_STARTED, PROGRESS, SCHEMA_VERSION, STATUS,
+from commscope.rundir import launcher_log_tails, read_status
+from commscope.rundir.schema import (NODE_INTERRUPTED, NOT_STARTED, PROGRESS, SCHEMA_VERSION, STATUS,
                                      SUMMARY, WATCHDOG, rank_dir_name)
 from instrumented_model.job import signame
 from instrumented_model.train import PROGRESS_PREFIX
@@ -284,17 +284,8 @@ _LOG_TAIL = 1 << 16  # bytes of another node's launcher log read for its interru
 def signal_on_another_node(out: str, own_log: str) -> int | None:
     """The signal that stopped another node's launcher (NODE_INTERRUPTED in the tail of its log), else
     None: with several nodes the user's Ctrl-C or SIGTERM reaches one node, and the job is interrupted."""
-    try:
-        names = sorted(n for n in os.listdir(out) if LAUNCHER_LOGS.match(n) and n != own_log)
-    except OSError:
-        return None
-    for name in names:
-        try:
-            with open(os.path.join(out, name), "rb") as f:
-                f.seek(max(0, os.fstat(f.fileno()).st_size - _LOG_TAIL))
-                m = NODE_INTERRUPTED.search(f.read().decode("utf-8", "replace"))
-        except OSError:
-            continue
+    for name, tail in launcher_log_tails(out, _LOG_TAIL).items():
+        m = NODE_INTERRUPTED.search(tail) if name != own_log else None
         if m and m.group(1) in signal.Signals.__members__:
             return int(signal.Signals[m.group(1)])
     return None

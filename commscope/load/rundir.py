@@ -23,8 +23,8 @@ from commscope.load.events import EventColumns, read_rank
 from commscope.load.files import Missing, is_regular, is_trace_file, read_json, unreadable
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
-from commscope.rundir import check_doc, rank_dirs
-from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, LAUNCHER_LOGS, META, RUN_MARKER,
+from commscope.rundir import check_doc, launcher_log_tails, rank_dirs
+from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER,
                                      STATUS, STORAGE_ERROR, SUMMARY, WATCHDOG)
 from commscope.util.ranges import int_ranges
 from commscope.util.text import printable
@@ -204,22 +204,9 @@ _LOG_TAIL = 1 << 16  # bytes of a launcher log read for a storage error: the ran
 
 def _storage_error(run: str) -> str | None:
     """"<log>: <line>" for the first line of the last _LOG_TAIL bytes of a launcher log of the run
-    (launcher.log, or each node's: schema.LAUNCHER_LOGS, in name order) that says a write failed for lack
-    of space (STORAGE_ERROR), the line cut to 300 characters; None where there is none or no log."""
-    try:
-        names = sorted(n for n in os.listdir(run) if LAUNCHER_LOGS.match(n))
-    except OSError:
-        return None
-    for name in names:
-        log = os.path.join(run, name)
-        try:
-            if not is_regular(log):
-                continue
-            with open(log, "rb") as f:
-                f.seek(max(0, os.path.getsize(log) - _LOG_TAIL))
-                tail = f.read(_LOG_TAIL).decode("utf-8", "replace")
-        except (OSError, UserError):
-            continue
+    (launcher.log, or each node's, in name order) that says a write failed for lack of space
+    (STORAGE_ERROR), the line cut to 300 characters; None where there is none or no log."""
+    for name, tail in launcher_log_tails(run, _LOG_TAIL).items():
         for line in tail.splitlines():
             if STORAGE_ERROR.search(line):
                 return f"{printable(name)}: {printable(line.strip())[:300]}"

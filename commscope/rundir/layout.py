@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
-from commscope.rundir.schema import CONFIG, FLIGHT_RECORDER_DIR, RANK_DIR, RUN_MARKER, SUMMARY
+from commscope.rundir.schema import CONFIG, FLIGHT_RECORDER_DIR, LAUNCHER_LOGS, RANK_DIR, RUN_MARKER, SUMMARY
 
 
 def rank_dirs(path: str) -> dict[int, str]:
@@ -22,6 +23,29 @@ def rank_dirs(path: str) -> dict[int, str]:
         m = RANK_DIR.match(n)
         if m and os.path.isdir(os.path.join(path, n)):
             out[int(m.group(1))] = os.path.join(path, n)
+    return out
+
+
+def launcher_log_tails(path: str, nbytes: int) -> dict[str, str]:
+    """name → the last `nbytes` of every launcher log in `path` (launcher.log, or each node's:
+    LAUNCHER_LOGS), in name order, decoded with replacement. Only regular files are opened (a FIFO
+    would block the reader); one that cannot be read is left out, as is everything when `path` cannot
+    be listed."""
+    try:
+        names = sorted(n for n in os.listdir(path) if LAUNCHER_LOGS.match(n))
+    except OSError:
+        return {}
+    out = {}
+    for name in names:
+        log = os.path.join(path, name)
+        try:
+            if not stat.S_ISREG(os.lstat(log).st_mode):
+                continue
+            with open(log, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - nbytes))
+                out[name] = f.read(nbytes).decode("utf-8", "replace")
+        except OSError:
+            continue
     return out
 
 
