@@ -29,11 +29,10 @@ Invariants:
 - Several nodes share one run directory, each with its own launcher: each writes its own
   `launcher.<node>.log` (schema.launcher_log_name), so no node's output replaces another's, and only the
   node that ran rank 0 writes summary.json, once every rank folder holds a status (or _SHUTDOWN_GRACE_S
-  has passed), so the summary does not call a rank of a node still ending "crashed". Every node's live
-  bar follows rank 0's progress.jsonl (_FollowProgress), since rank 0's output reaches one node only.
-  A fault seen in the shared folder gets this node's torchrun SIGTERM _NUDGE_S later (it never hears
-  of another node's failing rank), and a user's signal to one node is written into that node's log
-  (schema.NODE_INTERRUPTED), where the summary's node reads it.
+  has passed), so the summary does not call a rank of a node still ending "crashed". What else a node
+  does with the others (the live bar from rank 0's progress.jsonl, SIGTERM to its torchrun after a fault
+  on another node, the user's signal to one node stopping all) is instrumented_model.nodes.NodeSync's,
+  ticked by the same monitor thread that watches this node's processes.
 """
 from __future__ import annotations
 
@@ -61,11 +60,12 @@ import psutil
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
-from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, NODE_ENDED, PROGRESS,
+from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, PROGRESS,
                                      STORAGE_ERROR, STORAGE_ERRORS, WATCHDOG, launcher_log_name, rank_dir_name)
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
+from instrumented_model.nodes import NodeSync, ProgressFollower, await_statuses
 from instrumented_model.run_summary import JobEnd, RunProgress, build_summary, signal_on_another_node, write_summary
 from instrumented_model.torchrun import LOG_DIR_ENV
 
@@ -75,11 +75,6 @@ _SHUTDOWN_GRACE_S = 10
 # After the first sign of a fault (a watchdog report, a failed rank) torch.distributed.run gets this long to
 # tear the job down before everything left is killed.
 _FAULT_TEARDOWN_S = 10
-# Several nodes: after a fault sign, this long for the node's own torchrun to start its teardown (the
-# fault was its own rank's) before the launcher sends it SIGTERM (a rank of another node failed); longer
-# than the watchdog's grace (commscope.recording.watchdog, at most 3 s), so a rank whose watchdog fired
-# writes its own reason before any SIGTERM reaches it
-_NUDGE_S = 5
 # After the user's signal when no rank has started: torchrun's time to end before it is killed
 _NO_RANK_GRACE_S = 2
 _POLL_S = 0.25
@@ -310,7 +305,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
             end, prog, job = _run_job(out, args, torchrun_args, trainer_argv, run_id, claim, view, sigs, log_name)
             writer = topology.writes_summary(job, out)
             if topology.nnodes > 1:  # the other nodes' ranks may still be writing their ends
-                _await_statuses(out, topology.world_size, _SHUTDOWN_GRACE_S)
+                await_statuses(out, topology.world_size, _SHUTDOWN_GRACE_S, _POLL_S)
                 if end.signal is None:  # the user's Ctrl-C or SIGTERM may have stopped another node
                     end.signal = signal_on_another_node(out, log_name)
             # the writer speaks for every rank of the job; another node only for the folders it can see
@@ -452,45 +447,24 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
                claim: out_dir.OutDir, sigs: _Signals, run_id: str,
                log_name: str) -> tuple[JobEnd, RunProgress, Job]:
     """Run the job, copying its output into OUT/`log_name` and rank 0's steps onto the live bar, while a
-    monitor thread watches for faults and stopped ranks; return once no process of the job is left."""
+    monitor thread watches for faults and stopped ranks (and, with several nodes, keeps this node in step
+    with the others: instrumented_model.nodes); return once no process of the job is left."""
     prog = RunProgress()
     log = _Log(os.path.join(out, log_name))
     log.write("$ " + " ".join(cmd) + "\n")
     log.flush()  # a node waiting for the others in the rendezvous shows what it runs
     storage = None
     # several nodes: rank 0's lines reach only its own node's stream, so every node's bar follows the file
-    follower = _FollowProgress(os.path.join(out, PROGRESS)) if claim.shared else None
+    follower = ProgressFollower(os.path.join(out, PROGRESS)) if claim.shared else None
     become_subreaper(True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                             bufsize=1, env=env, start_new_session=True)
     job = Job(proc.pid, run_id, args.hang_timeout)
     sigs.attach(job)
-    stop = threading.Event()
-    said: list[int] = []
-    next_look = [0.0]
-
-    def signals_between_nodes() -> None:
-        """Several nodes: this node's signal goes into its log, where the others read it; another node's
-        stops this one too (its torchrun may be waiting for that node in torch's exit barrier)."""
-        if not claim.shared:
-            return
-        if sigs.received is not None and not said:
-            said.append(sigs.received)
-            log.write(f"commscope run: this node was interrupted by {signame(sigs.received)}\n")
-            log.flush()
-        now = time.monotonic()
-        if sigs.received is None and job.deadline is None and now >= next_look[0]:
-            next_look[0] = now + 1.0  # each node's log tail once a second
-            if signal_on_another_node(out, log_name) is not None:
-                job.start_teardown(_SHUTDOWN_GRACE_S)
-                job.nudge_at = now
-
-    monitor = threading.Thread(target=_monitor, args=(job, out, stop, claim.shared, signals_between_nodes),
-                               name="commscope-job-monitor", daemon=True)
-    monitor.start()
+    nodes = NodeSync(out, job, sigs, log, log_name, follower, _SHUTDOWN_GRACE_S) if follower else None
     code = None
     try:
-        with view.progress(args.steps) as live, (follower.feeding(live) if follower else contextlib.nullcontext()):
+        with view.progress(args.steps) as live, _watching(job, out, nodes, live):
             for line in proc.stdout:
                 log.write(line)
                 if storage is None and (m := STORAGE_ERROR.search(line)):  # the run directory took no more writes
@@ -499,103 +473,53 @@ def _supervise(cmd: list[str], env: dict, out: str, view: RunView, args: argpars
                 rec = prog.feed(line)
                 if rec and rec.get("event") == "step":
                     log.flush()
-                    if follower is None:
+                    if nodes is None:
                         live.step(rec)
                     claim.first_step()
                 elif rec is None and "commscope:" in line:
                     live.note(line)
-        code = proc.wait()
+            code = proc.wait()
     finally:
-        stop.set()
-        monitor.join()
         job.drain(_SHUTDOWN_GRACE_S)  # also kills and reaps torchrun if we got here by an exception
         if code is None:
             code = proc.wait()
         become_subreaper(False)
-        if claim.shared:  # a node starting later into this folder is not of this job
-            log.write(NODE_ENDED + "\n")
+        if nodes is not None:
+            nodes.ended()
         log.close()
     return JobEnd(code, sigs.received, dict(job.stopped), storage or log.error, args.hang_timeout,
                   torn_down=job.torn_down), prog, job
 
 
-class _FollowProgress:
-    """Rank 0's progress.jsonl read as it grows, feeding the live bar every _POLL_S. What the file held
-    before the job started is an earlier attempt's: reading starts past it, and again from the top once
-    the file is truncated (rank 0's start record rewrites it). A line that does not parse is skipped."""
+@contextlib.contextmanager
+def _watching(job: Job, out: str, nodes: NodeSync | None, live: StepProgress):
+    """The monitor thread for the duration of the `with` block: every _POLL_S, stopped ranks
+    (instrumented_model.job), and the first fault sign starts the teardown; with several nodes,
+    `nodes.tick` too. When the block ends, the thread is stopped and joined before `nodes.close`."""
+    stop = threading.Event()
 
-    def __init__(self, path: str):
-        self.path = path
-        try:
-            self.offset = os.path.getsize(path)
-        except OSError:
-            self.offset = 0
-        self._rest = b""
+    def monitor() -> None:
+        while not stop.wait(_POLL_S):
+            try:
+                if nodes is not None:
+                    nodes.tick(live)
+                job.poll()
+                if job.deadline is None and fault_seen(out):
+                    job.start_teardown(_FAULT_TEARDOWN_S)
+                    if nodes is not None:
+                        nodes.fault_seen()
+            except OSError:  # the run directory vanished or cannot be read: keep watching the processes
+                continue
 
-    def poll(self, live: StepProgress) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                if os.fstat(f.fileno()).st_size < self.offset:  # rewritten from its start
-                    self.offset, self._rest = 0, b""
-                f.seek(self.offset)
-                data = f.read(1 << 20)
-        except OSError:
-            return
-        self.offset += len(data)
-        *lines, self._rest = (self._rest + data).split(b"\n")
-        for line in lines:
-            rec = RunProgress().add(line.decode("utf-8", "replace"))
-            if rec and rec.get("event") == "step" and isinstance(rec.get("step"), int):
-                live.step(rec)
-
-    @contextlib.contextmanager
-    def feeding(self, live: StepProgress):
-        """Poll in a thread while the `with` block runs; a last poll when it ends."""
-        stop = threading.Event()
-
-        def loop() -> None:
-            while not stop.wait(_POLL_S):
-                self.poll(live)
-
-        t = threading.Thread(target=loop, name="commscope-progress-follower", daemon=True)
-        t.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            t.join()
-            self.poll(live)
-
-
-def _monitor(job: Job, out: str, stop: threading.Event, shared: bool = False, tick=lambda: None) -> None:
-    """Every _POLL_S: stopped ranks (instrumented_model.job), and the first fault sign starts the teardown.
-    `shared` (several nodes): the fault may be another node's, which this node's torchrun never hears of,
-    so _NUDGE_S after it torchrun gets SIGTERM, passing it to its ranks."""
-    while not stop.wait(_POLL_S):
-        try:
-            tick()
-            job.poll()
-            if job.deadline is None and fault_seen(out):
-                job.start_teardown(_FAULT_TEARDOWN_S)
-                if shared:
-                    job.nudge_at = time.monotonic() + _NUDGE_S
-        except OSError:  # the run directory vanished or cannot be read: keep watching the processes
-            continue
-
-
-def _await_statuses(out: str, world_size: int, grace_s: float) -> None:
-    """With several nodes the summary's node ends while other nodes' ranks may still be writing how they
-    ended: wait until every rank folder that exists holds a status, at most `grace_s`. A rank without a
-    folder or a status after that is summarized as the folder shows it (not started, crashed)."""
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        dirs = rank_dirs(out)
-        try:
-            if all(read_status(dirs[r]) is not None for r in range(world_size) if r in dirs):
-                return
-        except ValueError:  # a status being written
-            pass
-        time.sleep(_POLL_S)
+    thread = threading.Thread(target=monitor, name="commscope-job-monitor", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        if nodes is not None:
+            nodes.close(live)
 
 
 def _last_step(rank_dir: str, prog: RunProgress) -> int:

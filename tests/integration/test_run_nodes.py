@@ -18,7 +18,8 @@ import pytest
 from commscope.errors import UserError
 from commscope.rundir.schema import NODE_ENDED, NOT_STARTED, launcher_log_name
 from instrumented_model.job import Job
-from instrumented_model.launcher import Topology, _FollowProgress
+from instrumented_model.launcher import Topology
+from instrumented_model.nodes import ProgressFollower
 from instrumented_model.out_dir import claim
 from instrumented_model.run_summary import JobEnd, rank_statuses, signal_on_another_node, verdict
 from instrumented_model.train import option_differences
@@ -161,7 +162,7 @@ def test_every_nodes_bar_follows_rank_0s_progress_file_from_this_jobs_start(tmp_
     step = lambda s: json.dumps({"event": "step", "step": s, "loss": 5.0 - s, "step_ms": 10.0, "tokens_per_s": 1.0})
     earlier = [json.dumps({"event": "start"}), step(0), step(1), step(2)]  # an earlier attempt's
     path.write_text("\n".join(earlier) + "\n")
-    follow, seen = _FollowProgress(str(path)), []
+    follow, seen = ProgressFollower(str(path)), []
 
     class Bar:
         def step(self, rec):
