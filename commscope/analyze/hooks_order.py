@@ -19,6 +19,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from commscope.analyze.problems import loading_problems, run_reports
 from commscope.errors import UserError
 
 
@@ -38,6 +39,10 @@ class HookOrders:
     launch_order: list[str] = field(default_factory=list)  # recorded reduce launches (module docstring)
     launch_where: tuple[int, int] | None = None  # (rank, step) the launch order was read on
     comm_schedule: str | None = None  # config.json's args.comm_schedule, when the run says
+    # what the orders cannot show: ranks that did not complete, and records the loader could not read (a
+    # rank missing from `orders` is explained here, as every other command explains it)
+    run_reports: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     @property
     def unit(self) -> str:
@@ -127,6 +132,8 @@ class HookOrders:
             "launched_in_ready_order": self.launched_in_ready_order,
             "launch_order_rank_step": list(self.launch_where) if self.launch_where else None,
             "comm_schedule": self.comm_schedule,
+            "run_reports": self.run_reports,
+            "problems": self.problems,
         }
 
 
@@ -155,7 +162,7 @@ def hook_orders_from_trace(trace) -> HookOrders:
     launch, where = _launch_order(trace)
     schedule = args.get("comm_schedule")
     return HookOrders(trace.world_size, orders, list(cfg.get("scatter_order") or []), launch, where,
-                      schedule if isinstance(schedule, str) else None)
+                      schedule if isinstance(schedule, str) else None, run_reports(trace), loading_problems(trace))
 
 
 REDUCE_PHASES = ("reduce", "allreduce")

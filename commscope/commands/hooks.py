@@ -56,5 +56,8 @@ def register(app: typer.Typer) -> None:
         else:
             from reports.console import plain_console
             from reports.hooks_terminal import print_hook_orders
+            from reports.report_terminal import print_outcome_and_problems
 
-            print_hook_orders(orders, plain_console())
+            console = plain_console()
+            print_hook_orders(orders, console)
+            print_outcome_and_problems(orders.run_reports, orders.problems, console)
