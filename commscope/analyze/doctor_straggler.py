@@ -328,7 +328,13 @@ def _noise_text(noise: dict[int, str]) -> str:
     by: dict[str, list[int]] = {}
     for s, why in sorted(noise.items()):
         by.setdefault(why, []).append(s)
-    return ", ".join(f"{k} step{'s' if len(v) > 1 else ''} {int_ranges(v)}" for k, v in by.items())
+    def said(why: str, steps: list[int]) -> str:
+        these = f"step{'s' if len(steps) > 1 else ''} {int_ranges(steps)}"
+        if why.startswith(waiting.UNRECORDED):  # "steps 12-13, which ranks 4-7 did not record"
+            return f"{these}, which {why[len(waiting.UNRECORDED):]} did not record"
+        return f"{why} {these}"  # "warm-up steps 0-1"
+
+    return ", ".join(said(k, v) for k, v in by.items())
 
 
 def _excluded_text(noise: dict[int, str]) -> str:

@@ -20,7 +20,7 @@ doctor judges): instances, wait_caused_ns, lost_ns. Per member of each instance 
 arrived after the first, the input of analyze.lateness's distribution. `unjudged`: why nobody can be
 judged where no instance is complete (a partial trace set, one rank, no collectives), the sentence shown
 in place of an empty straggler table. `noise_steps`: the steps whose waiting is no ground
-for a verdict (warm-up, profiler window and export).
+for a verdict (warm-up, profiler window and export, steps that not every rank recorded).
 
 Invariant: frames in, frames out; the straggler verdict (analyze.doctor), the report's table
 (analyze.summary) and the doctor's evidence all read `instances`, so they cannot disagree. Where the
@@ -35,6 +35,7 @@ import pandas as pd
 from commscope.analyze import clocks
 from commscope.analyze.skew import SKEW_COLS, arrival_order, complete, complete_rows, missing_members, spread
 from commscope.load.frames import Trace
+from commscope.util.ranges import int_ranges
 from commscope.util.step_range import parse_step_range
 
 INSTANCE_COLS = SKEW_COLS + ["lost_ns", "timing"]
@@ -183,10 +184,15 @@ def profiler_window(trace: Trace) -> tuple[int, int] | None:
     return (int(inside.min()), int(inside.max()) + 1) if len(inside) else None
 
 
+# noise_steps' reason for a step that some ranks did not record, before the ranks ("not recorded by ranks 4-7")
+UNRECORDED = "not recorded by "
+
+
 def noise_steps(trace: Trace, warmup_steps: int = WARMUP_STEPS) -> dict[int, str]:
     """Steps whose waiting is no ground for a straggler verdict, with why: the first `warmup_steps`
     training steps (one-time costs that fall unevenly on the ranks), the profiler window (the profiler's
-    own overhead) and the step after it (each rank writes its trace between the two, at its own pace).
+    own overhead), the step after it (each rank writes its trace between the two, at its own pace), and
+    the steps some ranks did not record (`partial_steps`).
 
     A run directory is recorded from the run's start, so its first `warmup_steps` steps are the warm-up
     whatever their numbers (a script may count from 1); a Kineto trace's window may start late in a run,
@@ -202,4 +208,22 @@ def noise_steps(trace: Trace, warmup_steps: int = WARMUP_STEPS) -> dict[int, str
         for s in range(first, stop):
             out.setdefault(s, "profiler window")
         out.setdefault(stop, "profiler export")
+    for s, missing in partial_steps(trace.steps).items():
+        out.setdefault(s, f"{UNRECORDED}{'rank' if len(missing) == 1 else 'ranks'} {int_ranges(missing)}")
+    return out
+
+
+def partial_steps(steps: pd.DataFrame) -> dict[int, list[int]]:
+    """Steps that some of the ranks with step records did not record, with those ranks: traces of the
+    ranks cut at different steps, or a rank whose records end early. No collective there is reached by
+    every member, so its waiting is unknown, not zero: judging it would count a step with no evidence."""
+    s = steps[steps["step"] >= 0]
+    if not len(s):
+        return {}
+    ranks = np.unique(s["rank"].to_numpy(np.int64))
+    by_step = s.groupby(s["step"].astype(np.int64))["rank"].nunique()
+    out = {}
+    for step in by_step.index[by_step.to_numpy() < len(ranks)]:
+        have = s.loc[s["step"] == step, "rank"].to_numpy(np.int64)
+        out[int(step)] = [int(r) for r in np.setdiff1d(ranks, have)]
     return out

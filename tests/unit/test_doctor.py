@@ -141,6 +141,32 @@ def test_a_run_directorys_first_step_is_its_warm_up_whatever_its_number(tmp_path
     assert noise_steps(trace) == {}
 
 
+def test_steps_that_some_ranks_did_not_record_are_not_judged():
+    """Traces of the ranks cut at different steps: a step that ranks 2-3 did not record has no collective
+    every member reached, so its waiting is unknown, not zero; judging it would lower the confidence of a
+    straggler seen in the steps every rank recorded (1 of 4 judged steps: low, where it is 1 of 2)."""
+    from report_trace import make_trace
+
+    from commscope.analyze.waiting import noise_steps, partial_steps
+
+    trace = make_trace(ranks=(0, 1, 2, 3), steps=(0, 1, 2, 3, 4))
+    c = trace.collectives
+    c.loc[(c["rank"] == 2) & (c["step"] == 2) & (c["label"] == "mlp"), "start_ns"] += 200_000
+    whole = doctor.diagnose(trace)
+    assert (whole.verdict, whole.confidence, whole.details["judged_steps"]) == ("straggler", "low", [1, 2, 3, 4])
+    cut = lambda f: f[~(f["rank"].isin([2, 3]) & (f["step"] >= 3))].reset_index(drop=True)
+    trace.steps, trace.collectives, trace.compute = cut(trace.steps), cut(trace.collectives), cut(trace.compute)
+    assert partial_steps(trace.steps) == {3: [2, 3], 4: [2, 3]}
+    assert noise_steps(trace) == {0: "warm-up", 3: "not recorded by ranks 2-3", 4: "not recorded by ranks 2-3"}
+    d = doctor.diagnose(trace)
+    assert (d.verdict, d.culprit_ranks, d.step, d.confidence) == ("straggler", [2], 2, "medium")
+    assert d.details["judged_steps"] == [1, 2]
+    assert "of the 1.0 ms median step of steps 0-2, not steps 3-4, which ranks 2-3 did not record)" in d.summary
+    trace.steps = trace.steps[~((trace.steps["rank"] == 1) & (trace.steps["step"] == 4))]
+    assert partial_steps(trace.steps)[4] == [1, 2, 3] and noise_steps(trace)[4] == "not recorded by ranks 1-3"
+    assert partial_steps(trace.steps.iloc[:0]) == {}
+
+
 def test_persistent_straggler_has_high_confidence_and_shares_are_split(tmp_path):
     path = tmp_path / "run"
     write_run_dir(make_trace(ranks=(0, 1, 2, 3), steps=(0, 1, 2, 3), style="run"), path)
