@@ -201,8 +201,8 @@ def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.Dat
         based_on, key=lambda b: -b["waiting_caused_ms"]))), instances=based_on,
         also_late={str(int(r)): float(totals.loc[r]) / 1e6 for r in others})
     who = f"rank {worst}" if len(culprits) == 1 else f"ranks {ranks_text(culprits)} (worst: rank {worst})"
-    arrivals = ("NCCL kernel / CUDA event starts on the device" if y.how.get("arrivals") != "host" else
-                "launch calls, each after the group's previous collective")
+    arrivals = ("communication kernel (NCCL, RCCL) / CUDA event starts on the device"
+                if y.how.get("arrivals") != "host" else "launch calls, each after the group's previous collective")
     mean_lost = float(mine.loc[mine["rank"] == worst, "lost_ns"].mean()) / 1e6
     n, judged = len(p["steps"]), len(y.judged_steps)
     scope = y.scope

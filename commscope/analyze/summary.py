@@ -436,6 +436,7 @@ def evidence_notes(trace: Trace) -> list[str]:
                 else "a CPU-only trace")
         notes.append(f"No GPU activity ({what}): HTA's analyses, and its rule and the device-only one "
                      "for communication overlap, do not apply; the overlap by rank is over the recorded spans.")
+    notes += _hta_unseen_comm_notes(trace.kernels)
     assumed = [r for r, how in (trace.config.get("rank_from") or {}).items() if how == "assumed"]
     if assumed:
         notes.append(f"Rank(s) {int_ranges(assumed, sep=', ', most=16)} assumed: the trace names no rank (no distributedInfo "
@@ -479,6 +480,25 @@ def oversubscribed_hosts(trace: Trace) -> list[tuple[str, int, int]]:
             hosts.setdefault(str(m.get("hostname") or "?"), []).append(cores)
     return [(host, len(cores), min(cores)) for host, cores in sorted(hosts.items(), key=lambda h: _natural(h[0]))
             if len(cores) > min(cores)]
+
+
+def _hta_unseen_comm_notes(kernels: pd.DataFrame) -> list[str]:
+    """Communication kernels HTA does not recognize (RCCL's `rccl…Kernel` on ROCm; HTA matches `^nccl.*Kernel`
+    only): what commscope's overlap by HTA's rule counts them as, and what HTA's own figures make of them."""
+    if not len(kernels) or "is_comm" not in kernels.columns:
+        return []
+    from commscope.load.kineto import HTA_COMM_KERNEL_RE
+
+    comm = kernels.loc[kernels["is_comm"].astype(bool), "name"].astype(str)
+    names, counts = np.unique(comm.to_numpy(), return_counts=True)
+    unseen = [(n, c) for n, c in zip(names.tolist(), counts.tolist()) if not HTA_COMM_KERNEL_RE.match(n)]
+    if not unseen:
+        return []
+    n = sum(c for _, c in unseen)
+    return [f"{n:,} of the {len(comm):,} communication kernels are named as HTA does not recognize (e.g. "
+            f"'{unseen[0][0]}'; HTA matches ^nccl.*Kernel): commscope counts them as communication in both "
+            "overlaps, so the overlap by HTA's rule here is HTA's rule with RCCL kernels as communication; "
+            "HTA's own overlap leaves them out, and its kernel breakdown counts them as computation."]
 
 
 def _recording_notes(trace: Trace) -> list[str]:
