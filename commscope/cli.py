@@ -33,6 +33,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from commscope import __version__, commands
 from commscope.errors import UserError
+from commscope.util.text import printable  # a file name's undecodable bytes as \xNN in the one error line
 
 def _version(value: bool) -> None:
     if value:
@@ -123,7 +124,7 @@ def one_line(message: str) -> str:
 
 
 def _fail(message: str) -> None:
-    print(f"commscope: error: {one_line(message)}", file=sys.stderr)
+    print(f"commscope: error: {one_line(printable(message))}", file=sys.stderr)
     sys.exit(2)
 
 

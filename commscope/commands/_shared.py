@@ -48,7 +48,13 @@ def resolve_steps(trace, window: tuple[int | None, int | None] | None) -> tuple[
 
 def default_output(src: Path) -> Path:
     """./<input-name>-report.html in the current directory (a single trace file: its name without .json.gz)."""
-    name = src.resolve().name.removesuffix(".gz").removesuffix(".json") or "commscope"
+    from commscope.load.files import Missing
+
+    try:
+        resolved = src.resolve()
+    except (OSError, RuntimeError):  # a loop of symbolic links (RuntimeError before Python 3.13)
+        raise Missing(src) from None
+    name = resolved.name.removesuffix(".gz").removesuffix(".json") or "commscope"
     return Path.cwd() / f"{name}-report.html"
 
 
@@ -117,9 +123,10 @@ def load_with_progress(path: Path, quiet: bool, with_ops: bool = False, schedule
     """load_path with a rich progress bar on stderr (quiet: no bar, e.g. for --json in scripts); the
     per-rank stage on the Dask cluster at `scheduler` when given; `with_ops`, `with_ops_up_to`: load_path's."""
     from commscope.load import load_path
+    from commscope.load.files import Missing
 
     if not path.exists():
-        raise UserError(f"{path} does not exist")
+        raise Missing(path)
     if quiet:  # --json: not even rich is imported (the whole command's time is what a script waits for)
         return load_path(path, with_ops=with_ops, scheduler=scheduler, with_ops_up_to=with_ops_up_to)
     from rich.progress import Progress

@@ -33,6 +33,7 @@ import orjson
 from commscope.errors import UserError
 from commscope.load import limits
 from commscope.load.limits import Limit
+from commscope.util.paths import missing_text
 
 try:  # optional speed-up (see the module docstring); the standard library is the fallback
     from isal import igzip as _gzip
@@ -113,12 +114,13 @@ class FileProblem(UserError):
 
 
 class Missing(UserError):
-    """A path that does not exist where it is read: "`path` does not exist". Not a FileProblem, which a
-    folder of traces skips: a file listed a moment ago and gone where it is read (a Dask worker that does
-    not share this machine's filesystem) is an error, not a stray file."""
+    """A path that does not exist where it is read: "`path` does not exist", or the symbolic link that
+    makes it so (`missing_text`). Not a FileProblem, which a folder of traces skips: a file listed a moment
+    ago and gone where it is read (a Dask worker that does not share this machine's filesystem) is an error,
+    not a stray file."""
 
     def __init__(self, path: str):
-        super().__init__(f"{path} does not exist")
+        super().__init__(missing_text(path))
         self.path = path
 
     def __reduce__(self):  # sent back by a parse worker or a Dask worker: rebuilt from the path
@@ -247,6 +249,9 @@ def read_json(path: str, limit: Limit = limits.DOC_BYTES) -> Any:
     return decode_json(path, read_bytes(path, limit))
 
 
+_JSON_DEPTH = 1024  # orjson's nesting limit
+
+
 def decode_json(path: str, raw: bytes) -> Any:
     """Decode the bytes `raw` read from `path` (named in the error)."""
     if not raw.strip():
@@ -257,6 +262,9 @@ def decode_json(path: str, raw: bytes) -> Any:
         except orjson.JSONDecodeError as e:
             if _not_utf8(raw):
                 raise UserError(f"{path} is not UTF-8 text") from None
+            if "depth limit" in str(e):  # valid JSON, maybe, but no trace or record nests like that
+                raise UserError(f"{path} nests JSON arrays or objects too deeply to be read "
+                                f"(more than {_JSON_DEPTH} levels)") from None
             raise UserError(f"{path} is not valid JSON (truncated or corrupt: {e})") from None
 
 

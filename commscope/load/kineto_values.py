@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # kineto_events imports this module's bounds: the type only, to keep the import one-way
     from commscope.load.kineto_events import Events
 
+# The reasons an event is left out whole (not kept with a value taken as unknown): the problem lines that
+# say them are "… N <kind> event(s) <reason>" (kineto._dropped_line), which analyze.summary's notes read
+LEFT_OUT = ("with a non-finite or out-of-range ts/dur", "with a negative duration")
+
 
 def is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -72,9 +76,9 @@ def _check_times(ev: Events, base: float) -> None:
             neg = int(neg_mask.sum())
             ok &= ~neg_mask
         if bad_time:
-            ev.drop(f"{what} event(s) with a non-finite or out-of-range ts/dur", bad_time)
+            ev.drop(f"{what} event(s) {LEFT_OUT[0]}", bad_time)
         if neg:
-            ev.drop(f"{what} event(s) with a negative duration", neg)
+            ev.drop(f"{what} event(s) {LEFT_OUT[1]}", neg)
         dup = _duplicates(ev, kind, key, ts, ok)
         if dup:
             ev.drop(f"{what} event(s) duplicated (identical events; one of each kept)", len(dup))

@@ -64,6 +64,9 @@ def check_label_map(doc: Any, where: str = "label map") -> dict[str, list[int]]:
         if not isinstance(sizes, (list, tuple)):
             raise UserError(f"{where}: label {label!r}: expected a list of byte sizes, got {_kind(sizes)}")
         bad = next((s for s in sizes if not _is_size(s)), None)
+        if isinstance(bad, (int, float)) and not isinstance(bad, bool) and bad >= 1 << 62:
+            raise UserError(f"{where}: label {label!r}: size {repr(bad)[:40]} is too large for a byte count "
+                            "(below 2^62)")
         if bad is not None or not sizes:
             got = "an empty list" if not sizes else repr(bad)[:40]
             raise UserError(f"{where}: label {label!r}: sizes are positive integers (bytes), got {got}")

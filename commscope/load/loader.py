@@ -18,7 +18,7 @@ import pandas as pd
 
 from commscope.errors import UserError
 from commscope.load import limits, rundir
-from commscope.load.files import entry_names, is_trace_file, list_trace_files
+from commscope.load.files import Missing, entry_names, is_trace_file, list_trace_files
 from commscope.load.frames import COLUMNS, Trace
 from commscope.load.kineto_comms import GLOO_GROUP
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
@@ -44,7 +44,7 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
     limits.check_environment()
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
-        raise UserError(f"{path} does not exist")
+        raise Missing(path)
     parent = os.path.dirname(path)
     if os.path.isdir(path) and RANK_DIR.match(os.path.basename(path)) and is_run_dir(parent) and \
             os.path.isfile(os.path.join(path, META)):

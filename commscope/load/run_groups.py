@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commscope.errors import UserError
-from commscope.load.files import entry_names, read_json
+from commscope.load.files import Missing, entry_names, read_json
 from commscope.load.speedrun_log import parse_log
 from commscope.rundir import check_doc, rank_dirs, read_status
 from commscope.util.text import counted
@@ -166,7 +166,7 @@ def load_group(path: str | Path) -> Group:
     """Collect every run in a folder. The folder may itself be a single run directory."""
     path = Path(path)
     if not path.exists():  # the wording every command uses for a missing path
-        raise UserError(f"{path} does not exist")
+        raise Missing(path)
     if not path.is_dir():
         raise UserError(f"{path}: not a directory (expected a folder of runs or logs)")
     group = Group(path.resolve().name, path)

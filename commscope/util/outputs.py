@@ -213,10 +213,12 @@ _OUTPUT_KINDS = ((own_page, "an HTML report"), (own_trace, "a Perfetto trace"))
 def _resolve(p: str | os.PathLike) -> Path:
     try:
         return Path(p).resolve()
-    except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop
+    except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop (before Python 3.13)
+        from commscope.util.paths import missing_text
         from commscope.util.text import printable
 
-        raise UserError(f"cannot resolve {printable(p)}: {e}") from None
+        why = missing_text(p)
+        raise UserError(printable(why if "symbolic link" in why else f"cannot resolve {p}: {e}")) from None
 
 
 def _input_named(out: str | os.PathLike, src: Path) -> str | None:

@@ -255,8 +255,11 @@ KINDS: dict[str, Kind] = {
     "empty_dir": Kind(lambda t: (t / "e").mkdir() or t / "e", "2", compare="2"),
     "plain_text": Kind(lambda t: _trace_dir(t, "notes.txt", b"hello") / "notes.txt", "2", compare="2"),
     "fifo_named_rank0_json": Kind(_fifo_input, "2", message="FIFO", compare="2"),
-    "symlink_loop_input": Kind(lambda t: _link(t, "loop"), "2", compare="2"),
-    "dangling_symlink_input": Kind(lambda t: _link(t, "dangling"), "2", compare="2"),
+    # a name that exists but leads nowhere is said as such, not "does not exist" (a typo to look for)
+    "symlink_loop_input": Kind(lambda t: _link(t, "loop"), "2", message="cannot resolve it, a loop of symbolic links",
+                               compare="2"),
+    "dangling_symlink_input": Kind(lambda t: _link(t, "dangling"), "2", compare="2",
+                                   message="is a symbolic link to nowhere, which does not exist"),
     # in a folder of traces, a trace's name on something that is no file is skipped unopened and said, as a
     # damaged trace is: the other ranks' traces load
     "trace_dir_fifo_rank0": Kind(lambda t: _trace_dir_with(t, "fifo"), "02", problem="rank0.json: a FIFO (named pipe), not a file; skipped", compare="2"),

@@ -92,11 +92,16 @@ def test_input_directory_untouched(tmp_path):
     assert sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in d.iterdir()) == before
 
 
-def test_deeply_nested_json_is_one_error_not_a_recursion_traceback(tmp_path):
+@pytest.mark.parametrize("doc", ['{"traceEvents": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                                 '{"traceEvents": ' + "[" * 200_000 + "]" * 200_000 + "}",
+                                 '{"traceEvents": ' + "[" * 5_000 + "]" * 5_000 + "}"])
+def test_deeply_nested_json_is_one_error_not_a_recursion_traceback(tmp_path, doc):
+    """Valid JSON nested past any decoder's limit is said as such, never "truncated or corrupt"."""
     path = tmp_path / "rank0.json"
-    path.write_text('{"traceEvents": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    with pytest.raises(UserError, match="nests JSON arrays or objects too deeply"):
+    path.write_text(doc)
+    with pytest.raises(UserError, match="nests JSON arrays or objects too deeply") as e:
         load_path(str(path))
+    assert "corrupt" not in str(e.value)
 
 
 

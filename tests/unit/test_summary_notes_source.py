@@ -31,3 +31,23 @@ def test_a_run_without_collectives_says_it_may_have_ended_before_one(tmp_path):
     said = next(n for n in notes if n.startswith("No collectives in this trace"))
     assert said.startswith("No collectives in this trace (no collective records in events.jsonl: the run ended "
                            "before its first collective, or its script records none (rec.collective records one))")
+
+
+def test_collectives_the_loader_dropped_are_not_said_to_be_absent(tmp_path):
+    """A gloo trace whose every timestamp is absurd (1e308): the loader drops its events, a problem says
+    so, and the note does not claim the job ran no collectives."""
+    from paths import TESTS
+
+    for r in (0, 1):
+        doc = json.loads((TESTS / "data" / "gloo2" / f"rank{r}.json").read_text())
+        for e in doc["traceEvents"]:
+            if "ts" in e:
+                e["ts"] = 1e308
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(doc))
+    trace = load_path(str(tmp_path))
+    assert len(trace.collectives) == 0 and any("153 cpu op event(s) with a non-finite" in str(p) for p in trace.problems)
+    said = next(n for n in summarize(trace, with_hta=False)["notes"] if n.startswith("No collectives in this trace"))
+    assert said.endswith("The loader left out events it could not read (see the problems): collectives among them "
+                         "are not counted.")
+    notes = _run_without(tmp_path / "clean", {"collective"})
+    assert not any("left out events" in n for n in notes)

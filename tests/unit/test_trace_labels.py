@@ -337,6 +337,13 @@ def test_size_labels_from_a_model():
     from commscope.load.label_map import check_label_map
 
     assert check_label_map(json.loads(json.dumps(commscope.size_labels(net)))) == commscope.size_labels(net)
+    # a size past any byte count is said to be too large, not to be no integer
+    from commscope.errors import UserError
+
+    for huge in (10**26, 1e26, 1 << 62):
+        with pytest.raises(UserError, match=r"label 'a': size .* is too large for a byte count \(below 2\^62\)"):
+            check_label_map({"a": [huge]})
+    assert check_label_map({"a": [(1 << 62) - 1]}) == {"a": [(1 << 62) - 1]}
 
 
 def test_importing_commscope_imports_no_torch():

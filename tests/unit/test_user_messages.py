@@ -100,6 +100,27 @@ def test_a_missing_path_is_one_line_and_exit_2_in_every_command(tmp_path, comman
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.parametrize("command", [["report"], ["report", "--json"], ["layout"], ["doctor"], ["hooks"],
+                                     ["export", "--perfetto", "out.json"], ["compare", "."]])
+def test_a_path_through_a_symlink_loop_or_with_undecodable_bytes_is_named_as_it_is(tmp_path, command, monkeypatch):
+    """A loop of symbolic links on the way is no missing file (and the report's default output name,
+    taken from the input's resolved name, was a traceback); a name's undecodable bytes read as \\xNN, as
+    the outputs print them."""
+    import os
+
+    from bad_inputs import invoke as run_in_process
+
+    monkeypatch.chdir(tmp_path)
+    os.symlink("b", tmp_path / "a")
+    os.symlink("a", tmp_path / "b")
+    for given, said in ((tmp_path / "a" / "x.json", f"{tmp_path}/a/x.json: cannot resolve it, a loop of symbolic links"),
+                        (tmp_path / "a", f"{tmp_path}/a: cannot resolve it, a loop of symbolic links"),
+                        (os.fsdecode(bytes(tmp_path) + b"/nm\xff"), f"{tmp_path}/nm\\xff does not exist")):
+        code, _, err = run_in_process([command[0], str(given), *command[1:]])
+        assert (code, err) == (2, f"commscope: error: {said}\n")
+    assert not (tmp_path / "out.json").exists()
+
+
 def test_gen_job_documents_every_argument():
     """`bench/gen_job.py --help`: every argument says what it is (none listed bare)."""
     import re
