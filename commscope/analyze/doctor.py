@@ -600,8 +600,16 @@ def check_unwritable(trace: Trace) -> Diagnosis | None:
                               "space and run again."))
 
 
+def _trace_off(trace: Trace) -> bool:
+    """A run recorded with --trace off: its ranks write their status and nothing else, by design."""
+    return trace.source == "run" and ((trace.config.get("config") or {}).get("args") or {}).get("trace") == "off"
+
+
 def check_insufficient(trace: Trace) -> Diagnosis | None:
-    """Ranks of the job missing from the data: who came last to a collective cannot be known."""
+    """Ranks of the job missing from the data: who came last to a collective cannot be known. (Not a run
+    recorded with --trace off, whose ranks have no records by design: check_not_recorded says so.)"""
+    if _trace_off(trace):
+        return None
     missing = sorted(set(range(trace.world_size)) - set(trace.ranks))
     unrecorded = _unrecorded(trace) if trace.source == "run" else []
     if unrecorded and not missing:
@@ -667,11 +675,30 @@ def check_unexplained(trace: Trace) -> Diagnosis | None:
     mode = ((trace.config.get("config") or {}).get("args") or {}).get("trace")
     hint = ("no launch records of the fault: record with --trace light for a culprit" if mode == "off" else
             "no collective launch or report shows the fault")
+    # ranks that did not give up waiting but were ended from outside (the launcher's teardown): where the
+    # others timed out, these are where a rank stuck outside the collective would be; a suspicion, not a record
+    suspects = sorted(r for r, s in bad.items() if r not in timed and _SIGNAL_ENDED.search(str(s.get("error") or "")))
+    suspected = (f" Rank(s) {ranks_text(suspects)} did not time out but were ended by a signal, as a rank stuck "
+                 "outside the collective is when the job is torn down: the likely one(s) the others waited for."
+                 if timed and suspects else "")
     return Diagnosis(verdict, [], evidence=[{"rank": r, "status": s.get("status"), "error": s.get("error"),
                                              "last_finished_step": _last_step(trace, r)} for r, s in sorted(bad.items())],
-                     sources=[STATUS],
+                     sources=[STATUS], details={"suspects": suspects} if suspected else {},
                      summary=(f"{verdict}: rank(s) {ranks_text(sorted(bad))} failed (rank {min(bad)}: {first.get('error')}) "
-                              f"but the records do not show which rank caused it ({hint})."))
+                              f"but the records do not show which rank caused it ({hint}).{suspected}"))
+
+
+def check_not_recorded(trace: Trace) -> Diagnosis | None:
+    """A run recorded with --trace off in which no rank failed: its ranks recorded no step, collective or
+    hook (only their status), so no straggler, desync or hang can be judged, whatever summary.json says."""
+    if not _trace_off(trace):
+        return None
+    summary = trace.config.get("summary") if isinstance(trace.config.get("summary"), dict) else {}
+    said = f"; {SUMMARY} says: {summary['message']}" if summary.get("message") else ""
+    return Diagnosis("insufficient", sources=[STATUS, SUMMARY], details={"trace": "off"}, summary=(
+        f"insufficient: the run was recorded with --trace off, so its ranks wrote their status and no step, "
+        f"collective or hook record: no straggler, desync or hang can be judged{said}. Run with --trace light "
+        "(the default) for a verdict."))
 
 
 def _bytes(b: Any) -> str:
@@ -707,7 +734,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
          or check_desync(lt[~mixed], src, by_label=trace.source == "run")
          or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)
-         or check_ended_first(trace, faults) or check_unexplained(trace)
+         or check_ended_first(trace, faults) or check_unexplained(trace) or check_not_recorded(trace)
          or check_straggler(_without_groups(trace, mixed_names), straggler_ms=straggler_ms,
                             straggler_pct=straggler_pct, warmup_steps=warmup_steps))
     d = _ended_from_outside(d, trace, faults)

@@ -1,0 +1,48 @@
+"""A run recorded with --trace off: its ranks write their status and nothing else, by design. The doctor
+and the report say that, not that the ranks are missing or finished no step; a failed run still gets the
+verdict its statuses support (a backend timeout is a hang, without a culprit)."""
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from commscope.analyze.summary import summarize
+from commscope.cli import app
+from commscope.load import load_path
+from commscope.pipeline import diagnose_path
+from paths import TESTS
+
+DATA = TESTS / "data" / "cpurun-trace-off"
+
+
+def test_a_completed_run_is_insufficient_because_nothing_was_recorded_not_because_ranks_are_missing():
+    d = diagnose_path(str(DATA / "completed"))
+    assert (d.verdict, d.culprit_ranks, d.details) == ("insufficient", [], {"trace": "off"})
+    assert d.summary == ("insufficient: the run was recorded with --trace off, so its ranks wrote their status and no "
+                         "step, collective or hook record: no straggler, desync or hang can be judged; summary.json "
+                         "says: 2 ranks completed 3 steps. Run with --trace light (the default) for a verdict.")
+    assert d.problems == []  # no events.jsonl is the run's choice, not a file the loader failed to read
+    doc = json.loads(CliRunner().invoke(app, ["doctor", str(DATA / "completed"), "--json"]).stdout)
+    assert doc["verdict"] == "insufficient" and "missing" not in doc["summary"]
+
+
+def test_the_report_says_what_was_recorded_once():
+    trace = load_path(str(DATA / "completed"))
+    assert trace.problems == [] and len(trace.collectives) == len(trace.steps) == 0
+    s = summarize(trace, with_hta=False)
+    assert s["notes"] == ["Recorded with --trace off: the ranks wrote their status only, no step, collective or hook "
+                          "record, so every figure here is empty. Run with --trace light (the default) to record them."]
+
+
+def test_a_hung_run_is_a_hang_without_a_culprit_and_says_how_to_get_one():
+    d = diagnose_path(str(DATA / "hang"))
+    assert (d.verdict, d.culprit_ranks) == ("hang", [])
+    assert d.summary.startswith("hang: rank(s) 0-1 failed (rank 0: RuntimeError: Application timeout caused pair "
+                                "closure)")
+    assert "record with --trace light for a culprit" in d.summary
+    # rank 1 did not time out but was ended by the teardown (SIGTERM), as the launcher's summary names it
+    assert d.details == {"suspects": [1]} and "Rank(s) 1 did not time out but were ended by a signal" in d.summary
+    summary = json.loads((DATA / "hang" / "summary.json").read_text())
+    assert "rank(s) 1 never joined" in summary["message"]
+    assert [e["rank"] for e in d.evidence] == [0, 1]
