@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from commscope.analyze.hooks_order import HookOrders, OrderGroup
+from commscope.util.ranges import int_ranges
 from commscope.util.text import counted
 
 
@@ -90,6 +91,13 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
                 said.append("the labels both hold fired in another order (with hook-launched collectives, a "
                             "launch-order mismatch across ranks)")
             console.print(Text(f"{_members(g, orders)}: {'; '.join(said)}."))
+    if orders.unfinished:
+        by_step: dict[int, list[int]] = {}
+        for rank, step in sorted(orders.unfinished.items()):
+            by_step.setdefault(step, []).append(rank)
+        where = "; ".join(f"step {s} on rank{'s' if len(rs) > 1 else ''} {int_ranges(rs)}" for s, rs in by_step.items())
+        console.print(Text(f"Left out: the hooks of {where}, the step the run stopped in before it finished "
+                           "(only some hooks had fired)."))
     ready, others = orders.launched_in_ready_order, orders.out_of_ready_order
     how = f" (comm_schedule {orders.comm_schedule})" if orders.comm_schedule else ""
     if ready is not None and not others:

@@ -18,6 +18,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from commscope.analyze.problems import loading_problems, run_reports
 from commscope.errors import UserError
@@ -43,6 +46,8 @@ class HookOrders:
     # rank missing from `orders` is explained here, as every other command explains it)
     run_reports: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # rank → the step its run stopped in (its hooks left out: _without_unfinished_steps)
+    unfinished: dict[int, int] = field(default_factory=dict)
 
     @property
     def unit(self) -> str:
@@ -134,6 +139,7 @@ class HookOrders:
             "comm_schedule": self.comm_schedule,
             "run_reports": self.run_reports,
             "problems": self.problems,
+            "unfinished_steps": {str(r): s for r, s in sorted(self.unfinished.items())},
         }
 
 
@@ -151,6 +157,7 @@ def hook_orders_from_trace(trace) -> HookOrders:
     if len(hooks) == 0:
         raise UserError(f"{trace.path} has no hook records (commscope run records them with --trace light or "
                         "full; a script using commscope.record, with rec.watch(labelled_params))")
+    hooks, unfinished = _without_unfinished_steps(hooks, trace.steps)
     orders: dict[int, list[dict]] = {}
     df = hooks.assign(micro_key=hooks["micro_step"].fillna(-1)).sort_values(
         ["rank", "step", "micro_key", "position"], kind="stable")
@@ -162,7 +169,23 @@ def hook_orders_from_trace(trace) -> HookOrders:
     launch, where = _launch_order(trace)
     schedule = args.get("comm_schedule")
     return HookOrders(trace.world_size, orders, list(cfg.get("scatter_order") or []), launch, where,
-                      schedule if isinstance(schedule, str) else None, run_reports(trace), loading_problems(trace))
+                      schedule if isinstance(schedule, str) else None, run_reports(trace), loading_problems(trace),
+                      unfinished)
+
+
+def _without_unfinished_steps(hooks, steps) -> tuple[Any, dict[int, int]]:
+    """The hooks of steps their rank finished, and rank → the step left out: a run stopped mid-backward
+    (Ctrl-C, a crash) fired only some hooks of its last step, which would read as hooks that never fire.
+    A step is unfinished on a rank that recorded finished steps but not this one, past its last; a rank
+    that records no steps at all (a script without rec.step) keeps every hook."""
+    if not len(hooks) or not len(steps):
+        return hooks, {}
+    last = steps[steps["step"] >= 0].groupby("rank")["step"].max()
+    after = hooks["step"].to_numpy() > hooks["rank"].map(last).fillna(np.inf).to_numpy()
+    if not after.any():
+        return hooks, {}
+    cut = hooks[after]
+    return hooks[~after], {int(r): int(s) for r, s in cut.groupby("rank")["step"].min().items()}
 
 
 REDUCE_PHASES = ("reduce", "allreduce")

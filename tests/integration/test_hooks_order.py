@@ -1,6 +1,7 @@
 """`commscope hooks`: orders per rank/micro-step from run directories written by the Recorder."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -100,6 +101,25 @@ def test_a_rank_the_loader_could_not_read_is_explained_as_every_command_explains
     assert "the run reports: rank 2: crashed: RuntimeError: boom" in out
     record_run(tmp_path / "whole", lambda r, s, m: ["a", "b", "c"])
     assert "problem" not in cli(tmp_path / "whole") and load_hook_orders(tmp_path / "whole").problems == []
+
+
+def test_the_step_a_run_stopped_in_is_left_out_not_read_as_hooks_that_never_fired(tmp_path):
+    """Ctrl-C mid-backward: the last step fired some hooks and recorded no step end. Its partial order is
+    no order difference; it is left out and said, per rank, and the finished steps are compared as usual."""
+    record_run(tmp_path, lambda r, s, m: ["c", "a", "b"], world=2, steps=3, micro=1)
+    for r in (0, 1):  # rank 0 stopped in step 2 after one hook; rank 1 finished it
+        p = tmp_path / f"rank{r}" / "events.jsonl"
+        rows = [json.loads(x) for x in p.read_text().splitlines()]
+        if r == 0:
+            rows = [x for x in rows if not (x.get("step") == 2 and (x["kind"] == "step" or
+                                                                     (x["kind"] == "hook" and x["position"] > 0)))]
+        p.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    ho = load_hook_orders(tmp_path)
+    assert ho.consistent and ho.unfinished == {0: 2}
+    assert [e["step"] for e in ho.orders[0]] == [0, 1] and [e["step"] for e in ho.orders[1]] == [0, 1, 2]
+    assert orjson.loads(cli(tmp_path, "--json"))["unfinished_steps"] == {"0": 2}
+    out = cli(tmp_path)
+    assert "different orders" not in out and "Left out: the hooks of step 2 on rank 0, the step the run stopped in" in out
 
 
 def test_errors_are_one_line(tmp_path):
