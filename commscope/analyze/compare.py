@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from commscope.errors import UserError
 from commscope.load.run_groups import WORK_KEYS, Group
+from commscope.util.text import counted
 
 # The bootstrap's minimum evidence (commscope.analyze.compare_labels): defined here, where the command layer
 # can read them without importing numpy and scipy for `--help`.
@@ -177,6 +178,15 @@ def _values(runs, get) -> list:
 def comparability_warnings(groups: list[Group]) -> list[str]:
     """Why the groups' times may not compare like for like (module docstring); empty when they do."""
     out = []
+    where: dict[str, list[str]] = {}  # a run's fingerprint → the groups holding it
+    for g in groups:
+        for r in g.runs:
+            where.setdefault(r.fingerprint, []).append(g.name)
+    shared = [names for fp, names in where.items() if fp and len(names) > 1]
+    if shared:
+        out.append(f"{counted(len(shared), 'run')} {'appears' if len(shared) == 1 else 'appear'} in more than one "
+                   "group (copies: the same measurements, "
+                   f"e.g. in {', '.join(shared[0])}): the groups share samples, so their difference is understated.")
     checks = [("step count", lambda r: r.steps)] + [(k.replace("_", " "), (lambda k: lambda r: r.work.get(k))(k))
                                                     for k in WORK_KEYS]
     runs = {g.name: [r for r in g.runs if r.kind == "run"] for g in groups}

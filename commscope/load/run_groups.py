@@ -17,6 +17,7 @@ with their parent folders, so every column and JSON entry names one group.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,9 @@ class RunResult:
     loss: float
     steps: int | None = None  # run directories: the steps timed in step_times_ms
     work: dict | None = None  # run directories: WORK_KEYS → value (None where config.json does not say)
+    # what the run measured (a log's bytes; a run directory's step times and losses): a copy of a run has the
+    # same, two runs never do, so a copy is not counted as a second, independent sample
+    fingerprint: str = ""
 
 
 @dataclass
@@ -91,7 +95,8 @@ def _read_run_dir(path: Path) -> RunResult | str:
     loss = losses[-1]
     if loss is None or not math.isfinite(loss):
         return "incomplete: last loss is not finite"
-    return RunResult(path, "run", math.fsum(times) / 1000.0, float(loss), len(times), _work(path, summary))
+    return RunResult(path, "run", math.fsum(times) / 1000.0, float(loss), len(times), _work(path, summary),
+                     _fingerprint(repr((times, losses)).encode()))
 
 
 def _read_recorded_run(path: Path) -> RunResult | str:
@@ -131,7 +136,8 @@ def _read_recorded_run(path: Path) -> RunResult | str:
     meta = _rank0_meta(path)
     world = meta.get("world_size")
     return RunResult(path, "run", math.fsum(times) / 1000.0, losses[-1], len(times),
-                     _work(path, {"world_size": world if isinstance(world, int) else len(ranks)}, meta))
+                     _work(path, {"world_size": world if isinstance(world, int) else len(ranks)}, meta),
+                     _fingerprint(repr((times, losses)).encode()))
 
 
 def _rank0_meta(path: Path) -> dict:
@@ -174,6 +180,7 @@ def load_group(path: str | Path) -> Group:
         entries = [path]
     else:
         entries = sorted(p for p in path.iterdir() if not p.name.startswith("."))
+    seen: dict[str, Path] = {}
     for entry in entries:
         if entry.is_dir():
             if (entry / SUMMARY).exists():
@@ -188,18 +195,32 @@ def load_group(path: str | Path) -> Group:
                 continue
         elif entry.suffix in LOG_SUFFIXES:
             log = parse_log(entry)
-            res = (RunResult(entry, "log", log.train_time_s, log.val_loss) if log.complete
-                   else log.problem)
+            res = (RunResult(entry, "log", log.train_time_s, log.val_loss, fingerprint=_file_fingerprint(entry))
+                   if log.complete else log.problem)
         else:
             continue  # not a run: ignore (e.g. a README next to the logs)
         if isinstance(res, str):
             group.skipped.append((entry, res))
+        elif (first := seen.get(res.fingerprint)) is not None:
+            group.skipped.append((entry, f"a copy of {first.name} (the same measurements): counted once"))
         else:
+            seen[res.fingerprint] = entry
             group.runs.append(res)
     if not group.runs:
         why = "; ".join(f"{p.name}: {r}" for p, r in group.skipped) or "no run directories or *.txt/*.log logs"
         raise UserError(f"{path}: no usable runs ({why})")
     return group
+
+
+def _fingerprint(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_fingerprint(path: Path) -> str:
+    try:
+        return _fingerprint(path.read_bytes())
+    except OSError:  # parse_log read it a moment ago: a file that vanished since is its own run still
+        return f"unread:{path}"
 
 
 _KIND_NAMES = {"log": "modded-nanogpt logs", "run": "commscope run directories"}

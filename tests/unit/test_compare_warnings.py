@@ -2,6 +2,7 @@
 counts or of a different preset, batch size, gradient accumulation, world size or profiler window (between the groups or
 among one group's runs), on stderr and in --json's `warnings`; like runs get none."""
 import json
+import zlib
 
 from typer.testing import CliRunner
 
@@ -12,7 +13,8 @@ from rundirs import write_run
 
 
 def run(path, steps, grad_accum=1, preset="tiny", world_size=2, config=True, profile=None):
-    times = [100.0 + i for i in range(steps)]
+    # each run its own measurements: identical ones are copies of one run, which compare counts once
+    times = [100.0 + i + zlib.crc32(str(path).encode()) % 997 * 1e-6 for i in range(steps)]
     cfg = {"args": {"preset": preset, "batch_size": 16, "grad_accum": grad_accum, "comm_schedule": "explicit",
                     "profile": profile}}
     return write_run(path, {}, world_size=world_size, config=cfg if config else None,
@@ -210,3 +212,26 @@ def test_a_target_far_below_every_loss_gives_its_limit_without_numpy_warnings():
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
     rows = json.loads(res.stdout)["groups"]
     assert [r["loss_p"] for r in rows] == [1.0, 1.0]
+
+
+def test_copies_of_a_run_count_once_and_a_run_in_two_groups_is_named(tmp_path):
+    """Copies of one run (the same step times and losses) are no independent samples: within a group the
+    copies are skipped, saying of which run; a run in two groups makes the groups share samples."""
+    import shutil
+
+    run(tmp_path / "a" / "r1", 40), run(tmp_path / "a" / "r2", 40), run(tmp_path / "b" / "r1", 40)
+    for copy in ("r1-copy", "r1-copy2"):
+        shutil.copytree(tmp_path / "a" / "r1", tmp_path / "a" / copy)
+    shutil.copytree(tmp_path / "a" / "r2", tmp_path / "b" / "r2-from-a")
+    a, b = load_group(tmp_path / "a"), load_group(tmp_path / "b")
+    assert sorted(r.path.name for r in a.runs) == ["r1", "r2"]
+    assert {p.name: why for p, why in a.skipped} == {
+        "r1-copy": "a copy of r1 (the same measurements): counted once",
+        "r1-copy2": "a copy of r1 (the same measurements): counted once"}
+    assert len(b.runs) == 2
+    assert comparability_warnings([a, b]) == [
+        "1 run appears in more than one group (copies: the same measurements, e.g. in a, b): the groups share "
+        "samples, so their difference is understated."]
+    res = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+    doc = json.loads(res.stdout)
+    assert doc["warnings"] == comparability_warnings([a, b])
