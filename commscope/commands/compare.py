@@ -33,6 +33,8 @@ def compare_cmd(
 
     require_finite(target_loss, "--target-loss")
     require_finite(fail_if_slower, "--fail-if-slower")
+    if markdown and as_json:  # one output: the JSON holds every number, the markdown table a few of them
+        raise UserError("--markdown and --json each choose the output: give one")
     if len(folders) < 2:
         raise UserError("compare needs a BASELINE and at least one CANDIDATE folder")
     if fail_if_slower is not None and not 0 < fail_if_slower < 1:

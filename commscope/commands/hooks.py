@@ -44,6 +44,8 @@ def register(app: typer.Typer) -> None:
         if run is not None and nproc is not None:  # a recorded run has its ranks: --nproc would be ignored
             raise UserError("--nproc sets the ranks of the capture run, which is made only without RUN; "
                             "drop --nproc or RUN")
+        if nproc is not None and nproc < 1:  # checked here: the launcher would name its own --nnodes too
+            raise UserError(f"--nproc must be >= 1 (the capture run's ranks), got {nproc}")
         if run is None:
             with tempfile.TemporaryDirectory(prefix="commscope-hooks-") as tmp:
                 out = Path(tmp) / "run"

@@ -177,6 +177,9 @@ def check_output(out: str | os.PathLike, src: str | os.PathLike | None,
             raise UserError(f"cannot write {shown}: {e.strerror or e}") from None
         st = None  # the parent checks below say what is wrong with the path
     o, s = _resolve(out), _resolve(src) if src is not None else None
+    if s is not None and s.is_dir() and o == s:
+        raise UserError(f"refusing to write {shown}: it is the input directory itself; choose an output file "
+                        "elsewhere")
     if s is not None and s.is_dir() and (o.parent == s or s in o.parents):
         raise UserError(f"refusing to write {shown} inside the input directory {printable(src)}; "
                         "choose an output elsewhere")

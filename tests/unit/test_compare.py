@@ -170,6 +170,9 @@ def test_cli_bad_input_exit_2(tmp_path):
     assert _invoke(["compare", str(FIXTURE / "baseline")])[0] == 2
     assert _invoke(["compare", str(FIXTURE / "baseline"), str(FIXTURE / "premul-o"),
                          "--fail-if-slower", "3"])[0] == 2
+    # two outputs asked for: refused, not one of them silently dropped
+    assert _invoke(["compare", str(FIXTURE / "baseline"), str(FIXTURE / "premul-o"), "--markdown", "--json"])[:2] == \
+        (2, "--markdown and --json each choose the output: give one")
 
 
 def test_terminal_table_says_a_tiny_p_is_below_0_0001_and_captions_the_label_rows(published_groups, capsys):

@@ -47,3 +47,10 @@ def test_an_interrupted_capture_run_exits_as_run_does(capsys, monkeypatch):
     assert cap.err == "commscope: capture run interrupted: interrupted by SIGTERM after 1/2 steps\n"
     assert seen["out"].startswith(tempfile.gettempdir())
     assert set(glob.glob(f"{tempfile.gettempdir()}/commscope-hooks-*")) == before
+
+
+def test_nproc_below_one_names_only_the_option_hooks_has(capsys):
+    for n in ("0", "-3"):
+        code, cap = run_main(capsys, "hooks", "--nproc", n)
+        assert (code, cap.out) == (2, "")
+        assert cap.err == f"commscope: error: --nproc must be >= 1 (the capture run's ranks), got {n}\n"

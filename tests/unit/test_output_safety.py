@@ -209,6 +209,11 @@ def test_a_device_is_refused(dev):
 def test_a_directory_is_refused(tmp_path):
     with pytest.raises(UserError, match="is a directory"):
         check_output(tmp_path, None, own_page)
+    # the input folder itself is named as such (not "the input file … a hard link or symlink to it")
+    (tmp_path / "run").mkdir()
+    for check in (own_page, own_trace):
+        with pytest.raises(UserError, match=r"it is the input directory itself; choose an output file elsewhere$"):
+            check_output(tmp_path / "run", tmp_path / "run", check)
 
 
 # --- atomic writes ----------------------------------------------------------------------------------------
