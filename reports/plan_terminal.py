@@ -7,6 +7,11 @@ from rich.console import Console
 from rich.table import Table
 
 
+# Above this many ranks a strategy's chart shows the BARS_EACH_END slowest and fastest ranks, not every rank
+BARS_ALL_RANKS = 64
+BARS_EACH_END = 8
+
+
 def _mb(b: float) -> str:
     return f"{b / 2 ** 20:,.1f} MiB"
 
@@ -42,8 +47,17 @@ def print_plan(plan: dict, console: Console) -> None:
                   _mb(s["collective_bytes"]))
     console.print(t)
     top = max(max(s["per_rank_ms"]) for s in plan["strategies"].values()) or 1.0
+    world = plan["world_size"]
     for name, s in plan["strategies"].items():
-        bars = Table(title=f"{name}: per-rank optimizer time (ms)", show_header=False, box=None)
+        ms_of = s["per_rank_ms"]
+        if world > BARS_ALL_RANKS:  # a bar per rank of 16,384 is 16,384 lines: the ends of the range say it
+            by_time = sorted(range(world), key=lambda r: (-ms_of[r], r))
+            shown = by_time[:BARS_EACH_END] + by_time[-BARS_EACH_END:]
+            title = (f"{name}: optimizer time (ms) of the {BARS_EACH_END} slowest and {BARS_EACH_END} fastest of "
+                     f"{world:,} ranks (--json has every rank's)")
+        else:
+            shown, title = list(range(world)), f"{name}: per-rank optimizer time (ms)"
+        bars = Table(title=title, show_header=False, box=None)
         bars.add_column("rank", justify="right")
         bars.add_column("bar", width=50)
         bars.add_column("ms", justify="right")
@@ -51,8 +65,10 @@ def print_plan(plan: dict, console: Console) -> None:
         owned = [0] * plan["world_size"]
         for r in s["assignment"].values():
             owned[r] += 1
-        for r, ms in enumerate(s["per_rank_ms"]):
-            pad = s["padding_per_rank"][r]
+        for i, r in enumerate(shown):
+            if i == BARS_EACH_END and len(shown) < world:
+                bars.add_row("…", "", f"{world - len(shown):,} more", "")
+            ms, pad = ms_of[r], s["padding_per_rank"][r]
             bars.add_row(f"rank {r}", Bar(top, 0, ms, width=50), f"{ms:.4f}",
                          f"{owned[r]}" + (f" + {pad} pad" if pad else ""))
         console.print(bars)

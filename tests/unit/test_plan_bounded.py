@@ -45,3 +45,29 @@ def test_thousands_of_ranks_plan_in_seconds():
     a = alpha.alpha_lpt(ms, 4096, costs)
     assert time.perf_counter() - t < 30
     assert set(a.owner) == {m.index for m in ms if not m.padding}
+
+
+def test_the_terminal_shows_the_ends_of_a_large_worlds_range_not_a_bar_per_rank(capsys):
+    """A bar per rank of 16,384 ranks was 81,937 lines: above BARS_ALL_RANKS a strategy's chart shows its
+    slowest and fastest ranks (by time, then rank), with how many are left out; --json keeps every rank."""
+    import json
+
+    from cli_result import run_main
+    from reports.plan_terminal import BARS_ALL_RANKS, BARS_EACH_END
+
+    code, cap = run_main(capsys, "plan", "--preset", "speedrun", "--world-size", "128")
+    assert code == 0 and len(cap.out.splitlines()) < 150
+    lines = cap.out.splitlines()
+    start = next(i for i, ln in enumerate(lines)
+                 if ln.strip().startswith("round_robin: optimizer time (ms) of the 8 slowest"))
+    rows = [ln.split() for ln in lines[start + 2: start + 2 + 2 * BARS_EACH_END + 1]]
+    code, cap = run_main(capsys, "plan", "--preset", "speedrun", "--world-size", "128", "--json")
+    ms = json.loads(cap.out)["strategies"]["round_robin"]["per_rank_ms"]
+    by_time = sorted(range(128), key=lambda r: (-ms[r], r))
+    assert [int(r[1]) for r in rows[:BARS_EACH_END]] == by_time[:BARS_EACH_END]
+    assert rows[BARS_EACH_END][:3] == ["…", "112", "more"]
+    assert [int(r[1]) for r in rows[BARS_EACH_END + 1:]] == by_time[-BARS_EACH_END:]
+    code, cap = run_main(capsys, "plan", "--preset", "speedrun", "--world-size", str(BARS_ALL_RANKS), "--json")
+    strategies = len(json.loads(cap.out)["strategies"])
+    code, cap = run_main(capsys, "plan", "--preset", "speedrun", "--world-size", str(BARS_ALL_RANKS))
+    assert sum(ln.strip().startswith("rank ") for ln in cap.out.splitlines()) == strategies * BARS_ALL_RANKS
