@@ -6,6 +6,8 @@ from rich.bar import Bar
 from rich.console import Console
 from rich.table import Table
 
+from commscope.util.text import counted
+
 
 # Above this many ranks a strategy's chart shows the BARS_EACH_END slowest and fastest ranks, not every rank
 BARS_ALL_RANKS = 64
@@ -35,7 +37,7 @@ def time_model_text(tm: dict) -> str:
 def print_plan(plan: dict, console: Console) -> None:
     """The strategies table, a per-rank bar chart per strategy, and the measured / TP notes when present."""
     n_pad = sum(m["padding"] for m in plan["matrices"])
-    console.print(f"{len(plan['matrices'])} matrices ({n_pad} padding) over {plan['world_size']} ranks; "
+    console.print(f"{len(plan['matrices'])} matrices ({n_pad} padding) over {counted(plan['world_size'], 'rank')}; "
                   f"balancing cost: {plan['cost']}; alpha {plan['alpha']}; "
                   f"time model: {time_model_text(plan['time_model'])}")
     t = Table(title="Strategies (makespan: slowest rank's predicted optimizer time)")

@@ -10,6 +10,7 @@ Definitions (per rank r; "owned" = matrices in `owner` plus the padding work in 
 - collective_bytes: the all_gather output if done with equal-sized collectives
   (all_gather_into_tensor / reduce_scatter_tensor need equal shards, so uneven owners pad every shard
   to the largest): R × max_r owned bytes. For the bank split this is the bank's size.
+With one rank nothing is reduced or gathered: the three volumes are 0.
 """
 from __future__ import annotations
 
@@ -66,9 +67,10 @@ def evaluate(a: Assignment, matrices: list[Matrix], costs: dict[int, float], tim
         "padding_waste": pad_cost / total if total else 0.0,
         "per_rank_ms": ms,
         "predicted_makespan_ms": max(ms),
-        "recv_bytes": owned_bytes,
+        # one rank reduces and gathers nothing: no byte moves
+        "recv_bytes": owned_bytes if R > 1 else [0] * R,
         "send_bytes": [(R - 1) * b for b in owned_bytes],
-        "collective_bytes": R * max(owned_bytes),
+        "collective_bytes": R * max(owned_bytes) if R > 1 else 0,
     }
 
 

@@ -208,3 +208,20 @@ def test_alpha_balances_a_bank_that_is_mostly_padding(ws):
     if ws == 9:
         attn = min(costs[m.index] for m in ms if m.label.startswith("attn"))
         assert max(alpha) / attn == pytest.approx(12.0)
+
+
+def test_one_rank_moves_no_bytes(capsys):
+    """With one rank nothing is reduced or gathered: every strategy's receive, send and collective volume is 0
+    (its owned matrices are no traffic), and the terminal says "1 rank"."""
+    import json
+
+    from cli_result import run_main
+
+    code, cap = run_main(capsys, "plan", "--preset", "speedrun", "--world-size", "1", "--json")
+    for s in json.loads(cap.out)["strategies"].values():
+        assert (s["recv_bytes"], s["send_bytes"], s["collective_bytes"]) == ([0], [0], 0)
+        assert s["per_rank_ms"][0] > 0
+    code, cap = run_main(capsys, "plan", "--preset", "speedrun", "--world-size", "1")
+    assert code == 0 and "over 1 rank;" in cap.out.splitlines()[0]
+    code, cap = run_main(capsys, "plan", "--preset", "speedrun", "--world-size", "2", "--json")
+    assert all(s["collective_bytes"] > 0 for s in json.loads(cap.out)["strategies"].values())
