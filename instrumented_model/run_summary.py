@@ -192,9 +192,15 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
     done = f"{steps_done}/{steps} steps"
     if end.storage_error:
         return "failed", f"failed: {end.storage_error}, after {done}"
+    everyone = bool(statuses) and all(s["ending"] == "completed" for s in statuses.values())
+    if end.signal and everyone and steps_done == steps:
+        # the signal came as the job was ending: every rank had written its whole run, nothing was cut short
+        n = len(statuses)
+        return "completed", (f"{n} rank{'s' * (n != 1)} completed {steps_done} step{'s' * (steps_done != 1)}; "
+                             f"{signame(end.signal)} reached the launcher after every rank had completed")
     if end.signal:
         return "interrupted", f"interrupted by {signame(end.signal)} after {done}"
-    if end.torchrun_code == 0 and statuses and all(s["ending"] == "completed" for s in statuses.values()):
+    if end.torchrun_code == 0 and everyone:
         n = len(statuses)
         return "completed", f"{n} rank{'s' * (n != 1)} completed {steps_done} step{'s' * (steps_done != 1)}"
     by: dict[str, list[int]] = {}

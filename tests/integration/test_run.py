@@ -97,6 +97,12 @@ def test_verdict_names_the_rank_behind_the_ending_not_its_victims():
     assert verdict({"0": ok["0"]}, JobEnd(0), 1, 1) == ("completed", "1 rank completed 1 step")
     assert verdict(ok, JobEnd(1), 5, 5)[0] == "failed"  # the launcher's exit code counts too
     assert verdict(ok, JobEnd(1, signal=2), 4, 200) == ("interrupted", "interrupted by SIGINT after 4/200 steps")
+    # a signal that came as the job ended, once every rank had completed every step, cut nothing short
+    assert verdict(ok, JobEnd(143, signal=15), 5, 5) == \
+        ("completed", "2 ranks completed 5 steps; SIGTERM reached the launcher after every rank had completed")
+    assert exit_code("completed", JobEnd(143, signal=15)) == 0
+    one_short = {**ok, "1": _st("interrupted", "KeyboardInterrupt", 3, "signalled")}
+    assert verdict(one_short, JobEnd(1, signal=2), 5, 5)[0] == "interrupted"
     assert exit_code("interrupted", JobEnd(1, signal=2)) == 130 and exit_code("interrupted", JobEnd(1, signal=15)) == 143
     assert exit_code("completed", JobEnd(0)) == 0 and exit_code("hung", JobEnd(1)) == 1
     assert exit_code("failed", JobEnd(1, storage_error="full")) == 2
