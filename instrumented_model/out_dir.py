@@ -175,8 +175,10 @@ def claim(path: str, *, overwrite: bool, run_id: str, shared: bool = False, log_
         if not shared:
             out.lock_fd = _lock(path)
         _check_and_clear(out, overwrite, shared, log_name)
-        out.wrote_marker = True  # before the write: a failed write may leave a file to remove
-        # several nodes: the first launcher's marker stands, and the others join its run
+        # True while the write runs: one cut short (Ctrl-C after the file is in place, before the call
+        # returns) leaves a marker that abandon() then removes. Its result is whether this call wrote it: with
+        # several nodes the first launcher's marker stands, and the others join its run.
+        out.wrote_marker = True
         out.wrote_marker = write_run_marker(
             path, run_id, exclusive=shared, created=dt.datetime.now().astimezone().isoformat(timespec="seconds"),
             host=socket.gethostname(), launcher_pid=os.getpid())
