@@ -158,6 +158,9 @@ def hook_orders_from_trace(trace) -> HookOrders:
         raise UserError(f"{trace.path} has no hook records (commscope run records them with --trace light or "
                         "full; a script using commscope.record, with rec.watch(labelled_params))")
     hooks, unfinished = _without_unfinished_steps(hooks, trace.steps)
+    if len(hooks) == 0:
+        raise UserError(f"{trace.path}: its hook records are all in steps the run stopped in before they finished "
+                        "(only some hooks had fired), so no whole order is known")
     orders: dict[int, list[dict]] = {}
     df = hooks.assign(micro_key=hooks["micro_step"].fillna(-1)).sort_values(
         ["rank", "step", "micro_key", "position"], kind="stable")
@@ -176,12 +179,14 @@ def hook_orders_from_trace(trace) -> HookOrders:
 def _without_unfinished_steps(hooks, steps) -> tuple[Any, dict[int, int]]:
     """The hooks of steps their rank finished, and rank → the step left out: a run stopped mid-backward
     (Ctrl-C, a crash) fired only some hooks of its last step, which would read as hooks that never fire.
-    A step is unfinished on a rank that recorded finished steps but not this one, past its last; a rank
-    that records no steps at all (a script without rec.step) keeps every hook."""
-    if not len(hooks) or not len(steps):
+    A step is unfinished on a rank past its last finished one; a rank that finished none while others did
+    (it stopped in its first step) has every step unfinished; where no rank records steps (a script
+    without rec.step) every hook is kept."""
+    finished = steps[steps["step"] >= 0] if len(steps) else steps
+    if not len(hooks) or not len(finished):
         return hooks, {}
-    last = steps[steps["step"] >= 0].groupby("rank")["step"].max()
-    after = hooks["step"].to_numpy() > hooks["rank"].map(last).fillna(np.inf).to_numpy()
+    last = finished.groupby("rank")["step"].max()
+    after = hooks["step"].to_numpy() > hooks["rank"].map(last).fillna(-np.inf).to_numpy()
     if not after.any():
         return hooks, {}
     cut = hooks[after]

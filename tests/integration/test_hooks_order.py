@@ -120,6 +120,15 @@ def test_the_step_a_run_stopped_in_is_left_out_not_read_as_hooks_that_never_fire
     assert orjson.loads(cli(tmp_path, "--json"))["unfinished_steps"] == {"0": 2}
     out = cli(tmp_path)
     assert "different orders" not in out and "Left out: the hooks of step 2 on rank 0, the step the run stopped in" in out
+    # a rank that finished no step while the other did stopped in its first: all its hooks are left out
+    p = tmp_path / "rank0" / "events.jsonl"
+    p.write_text("".join(x + "\n" for x in p.read_text().splitlines() if json.loads(x)["kind"] != "step"))
+    ho = load_hook_orders(tmp_path)
+    assert sorted(ho.orders) == [1] and ho.unfinished == {0: 0}
+    p = tmp_path / "rank1" / "events.jsonl"
+    p.write_text("".join(x + "\n" for x in p.read_text().splitlines() if json.loads(x)["kind"] != "hook"))
+    with pytest.raises(UserError, match="its hook records are all in steps the run stopped in"):
+        load_hook_orders(tmp_path)
 
 
 def test_errors_are_one_line(tmp_path):
