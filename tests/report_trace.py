@@ -9,10 +9,11 @@ Rank 1 launches everything 10 µs later than rank 0. One hook per step and rank.
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+
+from commscope.load.frames import Trace
 
 T = 1_764_670_000_000_000_000
 US = 1_000
@@ -51,7 +52,7 @@ def make_trace(ranks=(0, 1), steps=(0, 1), style="kineto"):
                         coll[-1].update(wait_ns=b + (end - 20) * US, wait_end_ns=b + end * US)
                 seq += 1
             hooks.append(dict(rank=r, step=s, micro_step=0, label="attn", position=0, t_ns=b + 420 * US))
-    return SimpleNamespace(
+    return Trace(
         source="run" if style == "run" else "kineto", path="/nonexistent/hand-built", world_size=len(ranks), backend="nccl", device="cuda",
         config={"args": {"preset": "tiny"}, "scatter_order": ["attn", "mlp", "scalars"]},
         ranks=list(ranks), problems=[],

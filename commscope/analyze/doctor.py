@@ -602,7 +602,7 @@ def check_unwritable(trace: Trace) -> Diagnosis | None:
 
 def _trace_off(trace: Trace) -> bool:
     """A run recorded with --trace off: its ranks write their status and nothing else, by design."""
-    return trace.source == "run" and ((trace.config.get("config") or {}).get("args") or {}).get("trace") == "off"
+    return trace.run_args.get("trace") == "off"
 
 
 def check_insufficient(trace: Trace) -> Diagnosis | None:
@@ -672,7 +672,7 @@ def check_unexplained(trace: Trace) -> Diagnosis | None:
     timed = sorted(r for r, s in bad.items() if _timed_out(s.get("error")))
     verdict = "hang" if timed else "insufficient"
     first = bad[min(bad)]
-    mode = ((trace.config.get("config") or {}).get("args") or {}).get("trace")
+    mode = trace.run_args.get("trace")
     hint = ("no launch records of the fault: record with --trace light for a culprit" if mode == "off" else
             "no collective launch or report shows the fault")
     # ranks that did not give up waiting but were ended from outside (the launcher's teardown): where the
@@ -747,8 +747,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
         # e.g. --trace off: the Flight Recorder is all there is
         if d.verdict in ("ok", "insufficient") and second is not None:
             d = second
-    args = (trace.config.get("config") or {}).get("args") or {}
-    d.injected = list(args.get("inject") or [])
+    d.injected = list(trace.run_args.get("inject") or [])
     d.problems = loading_problems(trace)
     if mixed.any():
         unjudged = check_desync(lt[mixed], src)

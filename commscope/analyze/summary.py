@@ -383,7 +383,7 @@ def evidence_notes(trace: Trace) -> list[str]:
     """What the input cannot tell, one sentence each: the figures that are left out or limited because
     ranks, collectives, sizes, steps (of every rank, or of some ranks: step_coverage) or device activity are
     missing from it, or because a CPU run had more ranks on a host than cores (oversubscribed_hosts)."""
-    if trace.source == "run" and ((trace.config.get("config") or {}).get("args") or {}).get("trace") == "off":
+    if trace.run_args.get("trace") == "off":
         # no rank is missing and none stopped early: nothing was recorded, by the run's choice
         return ["Recorded with --trace off: the ranks wrote their status only, no step, collective or hook "
                 "record, so every figure here is empty. Run with --trace light (the default) to record them."]

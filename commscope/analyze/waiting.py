@@ -169,7 +169,7 @@ def profiler_window(trace: Trace) -> tuple[int, int] | None:
     --profile (config.json), else from its Kineto traces' own ranges mapped onto the recorded steps."""
     if trace.source != "run":
         return None
-    args = (trace.config.get("config") or {}).get("args") or {}
+    args = trace.run_args
     if args.get("profile"):
         try:
             return parse_step_range(str(args["profile"]), "--profile", closed=True)

@@ -190,6 +190,13 @@ class Trace:
     _ops_of_ranks: Callable[[frozenset], pd.DataFrame | None] | None = field(default=None, repr=False,
                                                                             compare=False)
 
+    @property
+    def run_args(self) -> dict:
+        """The trainer's options of a `commscope run` directory (config.json's `args`); {} for any other
+        input, or where the run's config does not say."""
+        args = (self.config.get("config") or {}).get("args") if self.source == "run" else None
+        return args if isinstance(args, dict) else {}
+
     def _same_job(self) -> "Trace":
         """A Trace of the same job and input (source, path, world size, config, problems, faults) and no
         events yet: the start of a selection."""
