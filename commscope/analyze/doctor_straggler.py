@@ -205,12 +205,15 @@ def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.Dat
                 if y.how.get("arrivals") != "host" else "launch calls, each after the group's previous collective")
     mean_lost = float(mine.loc[mine["rank"] == worst, "lost_ns"].mean()) / 1e6
     n, judged = len(p["steps"]), len(y.judged_steps)
-    scope = y.scope
-    # with few steps the culprit's own lengthened steps weigh in the median it is measured against
+    # with few steps the culprit's own lengthened steps weigh in the median it is measured against: said
+    # right after the steps the median is of, before the steps it leaves out, which "them" must not name
     own = [s for s in p["steps"] if s in y.median_steps]
-    if own and 2 * len(own) >= len(y.median_steps):
-        scope += (", one of them the late step itself, whose delay weighs in so short a median" if len(own) == 1 else
-                  f", {len(own)} of them the late steps themselves, whose delays weigh in so short a median")
+    of = f" of steps {int_ranges(y.median_steps)}"
+    scope = y.scope
+    if own and 2 * len(own) >= len(y.median_steps) and scope.startswith(of):
+        scope = of + (", one of them the late step itself, whose delay weighs in so short a median" if len(own) == 1
+                      else f", {len(own)} of them the late steps themselves, whose delays weigh in so short a "
+                      "median") + scope[len(of):]
     # the waiting is averaged over the steps where the culprit was late, not over every judged step
     when = (f"in the 1 step where it was late (step {p['steps'][0]}, of {judged} judged)" if n == 1 else
             f"on average over the {n} steps where it was late ({int_ranges(p['steps'])}, of {judged} judged)")
