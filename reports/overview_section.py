@@ -81,9 +81,14 @@ def render_summary(ctx) -> str:
     h = ctx.highlights
     if isinstance(h, Exception):
         raise h
-    ok = h.verdict == "ok"
-    out = [f'<p class="verdict {"ok" if ok else "bad"}" id="verdict">{verdict_line(h.verdict, h.verdict_summary)}</p>']
-    facts = [counted(h.n_ranks, "rank"), counted(h.n_steps, "step")]
+    # the doctor section's colours: ok green, no verdict to be had (insufficient, interrupted) amber, a fault red
+    kind = "ok" if h.verdict == "ok" else "unsure" if h.verdict in ("insufficient", "interrupted") else "bad"
+    out = [f'<p class="verdict {kind}" id="verdict">{verdict_line(h.verdict, h.verdict_summary)}</p>']
+    world = ctx.summary.get("world_size")
+    # ranks of the job whose records are absent are said so: "0 ranks" beside a verdict naming 2 reads as a contradiction
+    ranks = (f"{h.n_ranks} of {counted(world, 'rank')} recorded" if isinstance(world, int) and h.n_ranks < world
+             else counted(h.n_ranks, "rank"))
+    facts = [ranks, counted(h.n_steps, "step")]
     if h.step_ms_mean is not None:
         facts.append(f"mean step {fmt(h.step_ms_mean)} ms" + h.step_scope)  # what it is over (the analysis')
     if not ctx.summary.get("labels") and not h.exposed_unknown:

@@ -52,7 +52,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap} .n
 .empty{color:#888} .error{background:#fee;border:1px solid #d62728;padding:6px}
 .scroll{overflow-x:auto;max-width:100%}
 .verdict{font-size:16px;padding:8px 12px;border-radius:4px;margin:6px 0}
-.verdict.ok{background:#e8f4ea;border-left:5px solid #2a7a2a} .verdict.bad{background:#fbeaea;border-left:5px solid #b00020}
+.verdict.ok{background:#e8f4ea;border-left:5px solid #2a7a2a} .verdict.bad{background:#fbeaea;border-left:5px solid #b00020} .verdict.unsure{background:#fbf5e0;border-left:5px solid #8a6d00}
 .headline{font-size:15px;margin:6px 0}
 .caveats{background:#fff8e1;border-left:5px solid #d9a400;padding:6px 12px;margin:6px 0;font-size:13px}
 .caveats ul{margin:4px 0 0;padding-left:18px} .caveats li{margin:2px 0} .caveats li.problem b{color:#8a1c00} .cols{display:flex;gap:32px;flex-wrap:wrap} .cols>div{flex:1;min-width:320px}

@@ -91,6 +91,9 @@ def render_timeline(ctx: ReportContext) -> str:
     if isinstance(ctx.timeline, Exception):
         raise ctx.timeline
     bars = ctx.drawn if ctx.at_scale and ctx.drawn is not None else ctx.timeline
+    if not bars.ranks:  # an empty figure with axes would read as a timeline with nothing in it
+        return ('<p class="empty" id="timeline-caption">No rank recorded anything to draw (the notes under the '
+                "summary say why).</p>")
     on_cpu = cpu_threads(ctx)
     fig = timeline_figure(bars, cpu_threads=on_cpu)
     # the caption explains what this figure draws: hooks, gaps and host-timed bars only where there are some

@@ -46,3 +46,22 @@ def test_a_hung_run_is_a_hang_without_a_culprit_and_says_how_to_get_one():
     summary = json.loads((DATA / "hang" / "summary.json").read_text())
     assert "rank(s) 1 never joined" in summary["message"]
     assert [e["rank"] for e in d.evidence] == [0, 1]
+
+
+def test_the_page_says_no_rank_recorded_anything_instead_of_drawing_an_empty_timeline(tmp_path):
+    """The headline names the job's ranks beside the recorded ones (not "0 ranks" under a verdict naming 2),
+    the timeline is a sentence, not empty axes, and an insufficient verdict is amber, as in the doctor
+    section, not a fault's red."""
+    import re
+
+    out = tmp_path / "t.html"
+    res = CliRunner().invoke(app, ["report", str(DATA / "completed"), "-o", str(out), "--no-hta"])
+    assert res.exit_code == 0, res.output
+    page = out.read_text()
+    assert re.search(r'class="headline">0 of 2 ranks recorded · 0 steps', page)
+    assert 'id="timeline-plot"' not in page and "No rank recorded anything to draw" in page
+    assert 'class="verdict unsure"' in page
+    whole = tmp_path / "w.html"
+    assert CliRunner().invoke(app, ["report", str(TESTS / "data" / "cpurun-hooks-gloo2"), "-o", str(whole),
+                                    "--no-hta"]).exit_code == 0
+    assert re.search(r'class="headline">2 ranks · 3 steps', whole.read_text()) and 'id="timeline-plot"' in whole.read_text()
