@@ -101,8 +101,8 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
     ready, others = orders.launched_in_ready_order, orders.out_of_ready_order
     how = f" (comm_schedule {orders.comm_schedule})" if orders.comm_schedule else ""
     if ready is not None and not others:
-        console.print(Text(f"The reduces were launched in gradient-ready order{how}: each as soon as its "
-                           "gradient was complete."))
+        console.print(Text(f"The reduces were launched in the order their gradients became ready{how} (the order "
+                           "only: how long after its gradient each was launched is not compared here)."))
     elif ready is not None:
         console.print(Text(f"The reduces were launched in another order than the gradients became ready{how}. "
                            f"The most labels launched in the same relative order as their gradients became "
