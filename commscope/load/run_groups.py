@@ -105,6 +105,7 @@ def _read_recorded_run(path: Path) -> RunResult | str:
     from commscope.load.events import read_rank  # msgspec and numpy: only for runs that need it
 
     ranks = rank_dirs(str(path))
+    silent, ended_badly = [], []  # a rank killed outright leaves no status, and its peers then fail: it comes first
     for r in sorted(ranks):
         where = Path(ranks[r]) / STATUS
         if where.exists() and not where.is_file():  # a FIFO would block the reader, a folder cannot be read
@@ -115,9 +116,12 @@ def _read_recorded_run(path: Path) -> RunResult | str:
             return f"unreadable: rank {r} {str(e).removeprefix('unreadable ')}"
         status = st["status"] if st is not None else None
         if status is None:
-            return f"incomplete: rank {r} has no {STATUS} (still running, or killed)"
-        if status not in ENDED_STATUSES:
-            return f"incomplete: rank {r} status {status!r}"
+            silent.append(f"rank {r} has no {STATUS} (still running, or killed)")
+        elif status not in ENDED_STATUSES:
+            ended_badly.append(f"rank {r} status {status!r}")
+    if silent or ended_badly:
+        said = silent + ended_badly
+        return "incomplete: " + "; ".join(said[:4]) + (f"; {len(said) - 4} more rank(s)" if len(said) > 4 else "")
     if 0 not in ranks or not (Path(ranks[0]) / EVENTS).exists():
         return f"incomplete: no rank0/{EVENTS}"
     try:

@@ -56,6 +56,12 @@ def test_a_folder_of_recorded_runs_is_a_group_and_unfinished_ones_are_skipped_wi
     assert {p.name: why for p, why in g.skipped} == {
         "failed": "incomplete: rank 1 status 'failed'",
         "running": "incomplete: rank 0 has no status.json (still running, or killed)"}
+    # rank 1 killed outright (no status), rank 0 failed after it: the silent rank is named first
+    killed = recorded(group, "killed")
+    (killed / "rank1" / "status.json").unlink()
+    (killed / "rank0" / "status.json").write_text(json.dumps({"status": "failed", "error": "peer", "last_step": 1}))
+    assert dict(load_group(group).skipped)[killed] == ("incomplete: rank 1 has no status.json (still running, or "
+                                                       "killed); rank 0 status 'failed'")
 
 
 def test_a_recorded_run_without_losses_says_what_to_record(tmp_path):
