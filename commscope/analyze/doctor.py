@@ -86,14 +86,16 @@ from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import (ENDED_STATUSES as ENDED, EVENTS, STATUS, STORAGE_ERROR,
                                      SUMMARY)
 
-# A peer's error that says it waited for this long: the rank it waited on was alive, not launching.
-_TIMED_OUT = re.compile(r"\b(?:timed out|timeout|hang watchdog)\b", re.I)
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
-# backend or our watchdog timed out waiting. Whole words: "Unterminated string" or "'sender'" is no sign.
-_CONSEQUENCE = re.compile(r"\b(?:Terminated|terminated by signal|hang watchdog|Connection|Broken pipe|timed out|timeout|"
-                          r"pair closure|DistBackendError|DistNetworkError|DistStoreError|ProcessGroup\w*|peer|"
-                          r"KeyboardInterrupt|gloo|NCCL\w*|Socket|Read error|Write error|recv|send|"
-                          r"Connection(?:Reset|Refused|Aborted)?Error|BrokenPipeError|TimeoutError)\b", re.I)
+# backend or our watchdog timed out waiting. Each names the distributed machinery (the backend, torch's
+# Dist*Error types, a peer's connection, a signal, our watchdog): a user's own "DataLoader timed out" or
+# "ConnectionError: could not reach the checkpoint server" is the rank's own fault, not a peer's. Whole
+# words: "Unterminated string" is no sign.
+_CONSEQUENCE = re.compile(r"\b(?:Terminated|terminated by signal|hang watchdog|pair closure|DistBackendError|"
+                          r"DistNetworkError|DistStoreError|ProcessGroup\w*|KeyboardInterrupt|gloo|NCCL\w*|c10d|"
+                          r"(?:closed|reset) by peer|Timed out waiting \d+ ?ms|WorkNCCL)\b", re.I)
+# Of those, a peer's error that says it waited for this long: the rank it waited on was alive, not launching.
+_TIMED_OUT = re.compile(r"\b(?:timed out|timeout|hang watchdog)\b", re.I)
 # Exception types a rank's own code raises (a bug, bad data, its own memory), whatever words their message
 # holds: "ValueError: bad timeout" is this rank's fault, not a peer's. The error reads "Type: message".
 _OWN_TYPES = frozenset({
@@ -123,7 +125,7 @@ def _consequence(error) -> bool:
 
 def _timed_out(error) -> bool:
     """The error of a rank that gave up waiting on a collective."""
-    return _says(_TIMED_OUT, error)
+    return _consequence(error) and _says(_TIMED_OUT, error)
 
 
 # ---- rules ------------------------------------------------------------------------------------

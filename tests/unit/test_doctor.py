@@ -673,6 +673,25 @@ def test_backend_timeout_without_records_is_a_hang_without_culprit(run):
     assert "--trace light" in diagnose_path(str(run)).summary
 
 
+@pytest.mark.parametrize("own", ["RuntimeError: DataLoader timed out after 30 seconds",
+                                 "TimeoutError: timed out uploading checkpoint shard to s3",
+                                 "ConnectionError: could not reach the checkpoint server"])
+def test_a_ranks_own_error_with_timeout_or_connection_words_is_its_own_fault(run, own):
+    """A user's script raises its own timeout or connection errors: without the distributed machinery in
+    them (the backend, Dist*Error, a peer's connection, a signal, the hang watchdog) they are the rank's own
+    fault, a crash, not a victim's report of a hang; the peers' backend errors stay consequences."""
+    put(run, 1, "status.json", {"status": "failed", "error": own, "last_step": 2})
+    for r in (0, 2, 3):
+        put(run, r, "status.json", {"status": "failed", "last_step": 2, "error":
+                                    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection "
+                                    "closed by peer [127.0.0.1]:29500"})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("crash", [1]), d.summary
+    for r in (0, 2, 3):  # and alone, the others completed: still its own failure
+        put(run, r, "status.json", {"status": "completed", "error": None, "last_step": 2})
+    assert (diagnose_path(str(run)).verdict, diagnose_path(str(run)).culprit_ranks) == ("crash", [1])
+
+
 def test_failure_without_evidence_is_insufficient(run):
     put(run, 1, "status.json", {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)", "last_step": 2})
     d = diagnose_path(str(run))
