@@ -48,6 +48,7 @@ from commscope.recording.sink import EventSink, write_json_atomic
 from commscope.recording.steps import StepWriting
 from commscope.recording.timing import CudaClock
 from commscope.rundir import write_config
+from commscope.rundir.io import check_config
 from commscope.rundir.schema import (EVENTS, KINETO_TRACE, META, RECORDING_FILES, SCHEMA_VERSION,
                                      rank_dir_name)
 from commscope.util.cpus import usable_cores
@@ -184,6 +185,9 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
         )
 
     def write_config(self, config: dict) -> None:
+        """Rank 0 writes config.json; every rank checks it (rundir.io.check_config), so a key the readers
+        know, written with another type, fails at this call rather than every reading command later."""
+        check_config(config)
         if self.rank == 0:
             write_config(self.run_dir, config)
 

@@ -127,6 +127,21 @@ def read_status(rank_dir: str) -> dict | None:
         raise ValueError(f"unreadable {STATUS} ({e})") from None
 
 
+def check_config(config: Any) -> None:
+    """ValueError unless `config` can be written as config.json and read back by every command: a dict
+    without `schema_version` (the run format's, written by write_config) whose keys the readers know have
+    their types (`args` an object, `scatter_order` a list, ...: CONFIG's fields). The recording API checks
+    it where the script calls it, not where a reader would refuse the run later."""
+    if not isinstance(config, dict):
+        raise ValueError(f"write_config takes a dict, got {type(config).__name__}")
+    if "schema_version" in config:
+        raise ValueError("write_config: schema_version is commscope's own key (it writes the run format's)")
+    try:
+        check_doc({"schema_version": SCHEMA_VERSION, **config}, "write_config", CONFIG)
+    except UserError as e:
+        raise ValueError(str(e)) from None
+
+
 def write_config(run_dir, config: dict) -> None:
     """RUN/config.json (atomically)."""
     write_json_atomic(os.path.join(run_dir, CONFIG), {"schema_version": SCHEMA_VERSION, **config})

@@ -99,6 +99,32 @@ def test_config_written_by_rank0_only(tmp_path):
     assert not (tmp_path / "other" / "config.json").exists()
 
 
+@pytest.mark.parametrize("config, why", [
+    ({"model": "resnet50"}, "write_config: model is 'resnet50', expected an object"),
+    ({"args": ["--lr", "1"]}, "write_config: args is ['--lr', '1'], expected an object"),
+    ({"scatter_order": "head,mlp"}, "write_config: scatter_order is 'head,mlp', expected a list"),
+    ({"schema_version": 5}, "write_config: schema_version is commscope's own key (it writes the run format's)"),
+    ([("args", {})], "write_config takes a dict, got list")])
+def test_a_config_no_command_could_read_fails_where_it_is_written(tmp_path, config, why):
+    """A key the readers know, written with another type, would make report, doctor and hooks refuse the run
+    later; every rank (and the recorder that records nothing) refuses it at the call. Other keys are free."""
+    from commscope.recording.api import NullRecorder
+
+    rec = Recorder(tmp_path / "run", rank=0, world_size=1, align=False)
+    other = Recorder(tmp_path / "other", rank=1, world_size=2, align=False)
+    for r in (rec, other, NullRecorder()):
+        with pytest.raises(ValueError) as e:
+            r.write_config(config)
+        assert str(e.value) == why
+    assert not (tmp_path / "run" / "config.json").exists()
+    other.close()
+    rec.write_config({"args": {"lr": 1.0}, "model": {"name": "resnet50"}, "mine": ["anything", 1]})
+    rec.close()
+    from commscope.load import load_path
+
+    assert load_path(str(tmp_path / "run")).config["config"]["mine"] == ["anything", 1]
+
+
 def test_bad_arguments_raise_plain_errors_worded_for_the_api(tmp_path):
     with pytest.raises(ValueError, match="trace must be one of off, light, full; got 'loud'"):
         record(tmp_path, trace="loud")
