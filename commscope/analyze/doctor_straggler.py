@@ -53,6 +53,11 @@ NOT_JUDGED = {
                         "a run profiled in other steps judges it"),
     "profiler export": ("each rank writes its trace there, at its own pace", "a run profiled in other steps judges it"),
 }
+# A rank under the bar but at least this share of it in at least STEADY_OF_JUDGED of the judged steps (and
+# STEADY_MIN_STEPS) is named in the ok verdict as a steady lag (_steady_under_bar): not a verdict of its own
+STEADY_SHARE = 0.5
+STEADY_OF_JUDGED = 0.75
+STEADY_MIN_STEPS = 3
 MAX_INSTANCES = 20  # per flagged (step, rank) in the evidence: the ones that caused the most waiting
 MAX_INSTANCES_TOTAL = 200  # and in all, so a long run's evidence stays small
 
@@ -178,11 +183,44 @@ def _no_straggler(trace: Trace, src: list[str], per: pd.DataFrame, unjudged: pd.
         worst = (f"; the most any rank made the others wait in a step: rank {most['rank']}, "
                  f"{most['mean_wait_ms']:,.1f} ms in step {most['step']} "
                  f"({most['pct_of_median_step']:.1f} % of the median step)")
+    steady = _steady_under_bar(per, y)
+    if steady:
+        details["steady_under_bar"] = steady
     return Diagnosis("ok", sources=src, details=details, summary=(
         f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
         f"{int_ranges(y.judged_steps)}{_excluded_text(noise)}, straggler bar {y.how['ms']:,.1f} ms of waiting per "
         f"step{_bar_text(y.how, f'{y.median_step / 1e6:,.1f} ms median step{y.scope}')}{worst}"
-        f"{_unjudged_text(unjudged, noise, y.bar, details)}."))
+        f"{_unjudged_text(unjudged, noise, y.bar, details)}{_steady_text(steady, y)}."))
+
+
+def _steady_under_bar(per: pd.DataFrame, y: _Yardstick) -> dict | None:
+    """The rank that made the others wait at least STEADY_SHARE of the bar in most judged steps (at least
+    STEADY_MIN_STEPS, and STEADY_OF_JUDGED of them), else None. Not a verdict: a rank slow in every step
+    lengthens the median step it is measured against, so on host-timed arrivals, whose bar is a whole
+    median step, its waiting stays under the bar however steady it is; the ok verdict says so."""
+    if y.bar <= 0 or not len(per) or len(y.judged_steps) < STEADY_MIN_STEPS:
+        return None
+    near = per[per["lost_ns"] >= STEADY_SHARE * y.bar]
+    if not len(near):
+        return None
+    counts = near.groupby("rank")["step"].nunique().sort_values(ascending=False, kind="stable")
+    rank, n = int(counts.index[0]), int(counts.iloc[0])
+    if n < STEADY_MIN_STEPS or n < STEADY_OF_JUDGED * len(y.judged_steps):
+        return None
+    mine = near[near["rank"] == rank]
+    return {"rank": rank, "steps": sorted(int(s) for s in mine["step"].unique()), "judged": len(y.judged_steps),
+            "mean_pct_of_median_step": float(mine["pct"].mean())}
+
+
+def _steady_text(steady: dict | None, y: _Yardstick) -> str:
+    if not steady:
+        return ""
+    pct = 100 * STEADY_SHARE * y.bar / y.median_step if y.median_step > 0 else None
+    hint = f"; --straggler-pct {pct:.0f} would judge it" if pct and y.how.get("kind") == "relative" else ""
+    return (f"; but rank {steady['rank']} made the others wait in {len(steady['steps'])} of the "
+            f"{steady['judged']} judged steps, {steady['mean_pct_of_median_step']:.1f} % of the median step on "
+            "average: a steady lag under the bar (a rank slow in every step lengthens the median step the bar is "
+            f"a share of){hint}")
 
 
 def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.DataFrame, times: pd.Series,

@@ -863,3 +863,23 @@ def test_desync_evidence_names_where_each_launch_was_read(tmp_path, template, so
     d = diagnose_path(truth["job"])
     assert (d.verdict, d.culprit_ranks, d.sequence) == ("desync", [1], truth["desync"]["seq"])
     assert {e["source"] for e in d.evidence} == {source} and len(d.evidence) == 4
+
+
+def test_a_steady_lag_under_the_bar_is_named_in_the_ok_verdict():
+    """On host-timed arrivals the bar is a whole median step, and a rank slow in every step lengthens that
+    median: its waiting (120 ms in a 186 ms median step) stays under the bar however steady. The ok verdict
+    names it, with the --straggler-pct that would judge it; a lag in a few steps only, or a small one, is not
+    named."""
+    per = pd.DataFrame({"step": list(range(1, 10)), "rank": [1] * 9, "lost_ns": [125e6] * 8 + [20e6]})
+    per["pct"] = 100 * per["lost_ns"] / 186e6
+    y = doctor_straggler._Yardstick(186e6, list(range(10)), " of steps 0-9", 186e6,
+                                    {"kind": "relative", "ms": 186.0}, list(range(1, 10)))
+    steady = doctor_straggler._steady_under_bar(per, y)
+    assert steady == {"rank": 1, "steps": list(range(1, 9)), "judged": 9,
+                      "mean_pct_of_median_step": pytest.approx(100 * 125 / 186)}
+    text = doctor_straggler._steady_text(steady, y)
+    assert text == ("; but rank 1 made the others wait in 8 of the 9 judged steps, 67.2 % of the median step on "
+                    "average: a steady lag under the bar (a rank slow in every step lengthens the median step the "
+                    "bar is a share of); --straggler-pct 50 would judge it")
+    assert doctor_straggler._steady_under_bar(per.iloc[:6].assign(lost_ns=[125e6] * 3 + [20e6] * 3), y) is None
+    assert doctor_straggler._steady_under_bar(per.assign(lost_ns=80e6), y) is None  # under half the bar
