@@ -66,6 +66,9 @@ def last_alive_ns(trace: Any, rank: int, fired: bool) -> int | None:
     return _last_alive(trace, {rank: fired})[rank]
 
 
+# A last region at most this many times its median in the other steps ended as it always does (the failure
+# came after it); a longer one was cut short by it, or held the rank stuck inside
+ENDED_AS_USUAL = 2.0
 NESTED_EXIT_NS = 1_000_000  # regions left together by one exception (or one return) end within µs of each other
 
 
@@ -103,12 +106,20 @@ def last_region(trace: Any, rank: int) -> dict | None:
 
 def last_region_text(rank: int, where: dict | None) -> str:
     """The verdict's clause for `last_region`'s answer: "rank 2 was last in region optimizer › opt.phase1
-    (step 3) for 13.8 s, against 0.052 s in its other steps", or "" without one."""
+    (step 3) for 13.8 s, against 0.052 s in its other steps"; for a region no longer than ENDED_AS_USUAL
+    times its median, that it ended as usual and the rank stopped after it; "" without one."""
     if where is None:
         return ""
     step = f" (step {where['step']})"
-    typical = "" if where["typical_ms"] is None else f", against {_secs(where['typical_ms'])} in its other steps"
-    return f"rank {rank} was last in region {where['path']}{step} for {_secs(where['duration_ms'])}{typical}"
+    typical = where["typical_ms"]
+    if typical is not None and where["duration_ms"] <= ENDED_AS_USUAL * typical:
+        # a region's record is made at its end: one as long as in the other steps ended as it always does,
+        # and the rank stopped after it, outside every recorded region, not inside it
+        return (f"rank {rank}'s last recorded region, {where['path']}{step}, ended after "
+                f"{_secs(where['duration_ms'])} as in its other steps ({_secs(typical)}): the rank stopped after it, "
+                "outside every recorded region")
+    against = "" if typical is None else f", against {_secs(typical)} in its other steps"
+    return f"rank {rank} was last in region {where['path']}{step} for {_secs(where['duration_ms'])}{against}"
 
 
 def _secs(ms: float) -> str:
