@@ -46,6 +46,9 @@ def render_doctor(ctx) -> str | None:
     colour = COLOURS.get(d.verdict, "#b00020")
     line = tables.verdict_line(d.verdict, d.summary).replace("<b>", f'<b style="color:{colour}">', 1)
     out = [f"<p>{line}</p>"]
+    if getattr(d, "injected", None):  # a drill: what was planted, beside what the records say (as the terminal)
+        out.append(f'<p class="note" id="doctor-injected">This run was started with <code>--inject '
+                   f'{html.escape(", ".join(d.injected))}</code>; not used for the verdict.</p>')
     det = d.details or {}
     problems = getattr(d, "problems", None) or []
     if problems:

@@ -65,3 +65,4 @@ def test_the_page_says_no_rank_recorded_anything_instead_of_drawing_an_empty_tim
     assert CliRunner().invoke(app, ["report", str(TESTS / "data" / "cpurun-hooks-gloo2"), "-o", str(whole),
                                     "--no-hta"]).exit_code == 0
     assert re.search(r'class="headline">2 ranks · 3 steps', whole.read_text()) and 'id="timeline-plot"' in whole.read_text()
+
