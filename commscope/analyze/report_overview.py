@@ -262,6 +262,9 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
     ranked = sorted((summary.get("labels") or {}).items(), key=lambda kv: -(_f(kv[1].get("exposed_ms")) or 0.0))
     labels = [_label_finding(str(lab), v, per_rank_step_ms, diagnosis) for lab, v in ranked[:top]
               if _f(v.get("exposed_ms"))]
+    overlap = _shares_overlap(ranked, per_rank_step_ms, exposed_pct)
+    if overlap and labels:
+        labels[-1].why.append(overlap)
     culprit = cause(summary)
     if culprit is not None and labels and labels[0].name == str(ranked[0][0]):
         # the first label read is the victim: its cause goes right under its share of the step time
@@ -298,6 +301,23 @@ def _step_totals(steps: pd.DataFrame, left_out: dict[int, str]) -> tuple:
     n_ranks = int(steps["rank"].nunique())
     return (exposed_pct, step_mean, int(steps["step"].nunique()), float(step_sum / max(n_ranks, 1)),
             (int(steps["step"].min()), int(steps["step"].max())), n_ranks)
+
+
+def _shares_overlap(ranked: list, per_rank_step_ms: float, exposed_pct: float | None) -> str | None:
+    """Where the labels' shares of the step time add up to more than the exposed share of the headline:
+    collectives in flight together (gloo runs them side by side; waits on several handles at once) each
+    count the same wait, so a label's share is its own wait, and they do not add up. None otherwise."""
+    if per_rank_step_ms <= 0 or exposed_pct is None:
+        return None
+    total = 0.0
+    for _lab, v in ranked:
+        inside = _f(v.get("exposed_in_steps_ms"))
+        total += 100 * (inside if inside is not None else (_f(v.get("exposed_ms")) or 0.0)) / per_rank_step_ms
+    if total <= exposed_pct * 1.1 + 0.5:
+        return None
+    return (f"the labels' shares add up to {total:.1f}% of the step time, more than the {exposed_pct:.1f}% exposed "
+            "in all: collectives in flight together each count the same wait, so each share is that label's own "
+            "and they do not add up")
 
 
 def _label_finding(lab: str, v: dict, per_rank_step_ms: float, diagnosis: Any) -> Finding:
