@@ -85,6 +85,15 @@ def render_overview(ctx: ReportContext) -> str:
     return "\n".join(out)
 
 
+def _undrawn_note(bars) -> str:
+    n = bars.undrawn
+    if not n:
+        return ""
+    return (f"{n:,} collective{'s' if n != 1 else ''} of these ranks and steps {'have' if n != 1 else 'has'} no "
+            "execution start or end in the input (e.g. a host-side trace of a GPU job): not drawn, though the "
+            "tables count them. ")
+
+
 def render_timeline(ctx: ReportContext) -> str:
     from reports.timeline import timeline_figure  # plotly import kept off the path of --json
 
@@ -108,7 +117,7 @@ def render_timeline(ctx: ReportContext) -> str:
             'call across ranks. A collective\'s hover gives its launch to start time, "–" where the input does '
             'not record the launch or the execution start'
             + (" (a run timed on the CPU: its bars start at the launch). " if on_cpu else ". ")
-            + stopped_note(bars) +
+            + stopped_note(bars) + _undrawn_note(bars) +
             'Drag to zoom, double-click to reset; <code>--steps A:B</code> draws other steps.</p>')
     from reports.page import figure_html
 

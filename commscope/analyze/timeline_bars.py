@@ -163,6 +163,13 @@ class TimelineBars:
     inflight_more: dict[int, int] | None = None  # per rank, its in-flight collectives in the window not drawn
     begun: pd.DataFrame | None = None  # the whole run's steps begun and never ended (timeline_inflight.steps_begun)
 
+    @property
+    def undrawn(self) -> int:
+        """Collectives of the drawn ranks in the window without a bar: no execution start or end in the input
+        (a host-side trace of a GPU job, an end never recorded). The page says how many, since the tables
+        count them and the rows would otherwise look empty."""
+        return int(sum(int((~rb.drawn.astype(bool)).sum()) for rb in self.ranks))
+
     def subset(self, ranks: list[int]) -> "TimelineBars":
         """The same bars for `ranks` only, in that order (ranks without bars left out); flows keep the
         members among them, a call linking at least two."""

@@ -169,3 +169,17 @@ def test_a_rank_folder_passed_for_its_run_directory_is_named_as_such(tmp_path):
         code, out, err = run_cli([command[0], str(run / "rank1"), *command[1:]])
         assert code == 2 and err == (f"commscope: error: {run / 'rank1'} is one rank's folder of the run "
                                      f"directory {run}: pass the run directory\n"), err
+
+
+def test_the_timeline_says_how_many_collectives_it_cannot_draw(tmp_path):
+    """distributed_info_unavailable: a host-side trace of a GPU job, whose 6 all_to_all have launches but no
+    device execution: the tables count them, and the timeline's caption says why its comm row is empty."""
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(app, ["report", str(HTA / "distributed_info_unavailable"), "-o", str(out),
+                                    "--no-hta"]).exit_code == 0
+    assert ("6 collectives of these ranks and steps have no execution start or end in the input (e.g. a host-side "
+            "trace of a GPU job): not drawn, though the tables count them.") in out.read_text()
+    full = tmp_path / "full.html"
+    assert CliRunner().invoke(app, ["report", str(TESTS / "data" / "modded-nanogpt-8xh100"), "-o", str(full),
+                                    "--no-hta"]).exit_code == 0
+    assert "not drawn, though the tables count them" not in full.read_text()
