@@ -502,7 +502,8 @@ def _watching(job: Job, out: str, nodes: NodeSync | None, live: StepProgress):
         while not stop.wait(_POLL_S):
             try:
                 if nodes is not None:
-                    nodes.tick(live)
+                    with contextlib.suppress(OSError):  # the shared folder unreadable this tick: this node's
+                        nodes.tick(live)                # processes are still watched, the next tick looks again
                 job.poll()
                 if job.deadline is None and fault_seen(out):
                     job.start_teardown(_FAULT_TEARDOWN_S)
