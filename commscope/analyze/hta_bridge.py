@@ -26,7 +26,7 @@ import warnings
 from typing import Any
 
 from commscope.load.frames import Trace, unlinked
-from commscope.load.kineto import HTA_COMM_KERNEL_RE
+from commscope.load.kineto import hta_unseen_comm_kernels
 from commscope.util.num import rounded_float
 
 NOTES = {
@@ -244,9 +244,10 @@ def compare(trace: Trace, summary: dict) -> dict:
     res["max_hta_comm_overlap_diff_pp"] = max((abs(x["diff_pp"]) for x in rows if x["diff_pp"] is not None),
                                               default=None)
     res["notes"] = dict(NOTES)
-    if len(comm) and not comm["name"].astype(str).str.match(HTA_COMM_KERNEL_RE).all():
-        res["notes"]["unseen_comm"] = ("Some of this trace's communication kernels (RCCL's on ROCm) do not match "
-                                       "HTA's ^nccl.*Kernel: HTA's overlap leaves them out and its kernel "
-                                       "breakdown counts them as computation, where commscope counts them as "
-                                       "communication.")
+    total, unseen, example = hta_unseen_comm_kernels(trace.kernels)
+    if unseen:
+        res["notes"]["unseen_comm"] = (f"{unseen:,} of this trace's {total:,} communication kernels (e.g. "
+                                       f"'{example}', RCCL's on ROCm) do not match HTA's ^nccl.*Kernel: HTA's "
+                                       "overlap leaves them out and its kernel breakdown counts them as "
+                                       "computation, where commscope counts them as communication.")
     return res

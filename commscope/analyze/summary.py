@@ -492,20 +492,15 @@ def oversubscribed_hosts(trace: Trace) -> list[tuple[str, int, int]]:
 
 
 def _hta_unseen_comm_notes(kernels: pd.DataFrame) -> list[str]:
-    """Communication kernels HTA does not recognize (RCCL's `rccl…Kernel` on ROCm; HTA matches `^nccl.*Kernel`
-    only): what commscope's overlap by HTA's rule counts them as, and what HTA's own figures make of them."""
-    if not len(kernels) or "is_comm" not in kernels.columns:
-        return []
-    from commscope.load.kineto import HTA_COMM_KERNEL_RE
+    """Communication kernels HTA does not recognize (load.kineto.hta_unseen_comm_kernels): what commscope's
+    overlap by HTA's rule counts them as, and what HTA's own figures make of them."""
+    from commscope.load.kineto import hta_unseen_comm_kernels
 
-    comm = kernels.loc[kernels["is_comm"].astype(bool), "name"].astype(str)
-    names, counts = np.unique(comm.to_numpy(), return_counts=True)
-    unseen = [(n, c) for n, c in zip(names.tolist(), counts.tolist()) if not HTA_COMM_KERNEL_RE.match(n)]
+    total, unseen, example = hta_unseen_comm_kernels(kernels)
     if not unseen:
         return []
-    n = sum(c for _, c in unseen)
-    return [f"{n:,} of the {len(comm):,} communication kernels are named as HTA does not recognize (e.g. "
-            f"'{unseen[0][0]}'; HTA matches ^nccl.*Kernel): commscope counts them as communication in both "
+    return [f"{unseen:,} of the {total:,} communication kernels are named as HTA does not recognize (e.g. "
+            f"'{example}'; HTA matches ^nccl.*Kernel): commscope counts them as communication in both "
             "overlaps, so the overlap by HTA's rule here is HTA's rule with RCCL kernels as communication; "
             "HTA's own overlap leaves them out, and its kernel breakdown counts them as computation."]
 

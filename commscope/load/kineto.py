@@ -50,6 +50,22 @@ _RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)(?!\d)", re.I)
 _TB_NAME = re.compile(r"^(?P<worker>.+)\.(?P<ts>\d+)\.pt\.trace\.json(\.gz)?$")
 
 
+def hta_unseen_comm_kernels(kernels: pd.DataFrame) -> tuple[int, int, str | None]:
+    """(communication kernels, those HTA does not recognize as communication, the commonest such name).
+
+    `is_comm` counts RCCL's `rccl…Kernel` names; HTA's rule is `^nccl.*Kernel` only, so its overlap leaves
+    them out and its kernel breakdown counts them as computation. The summary and the HTA comparison both
+    say so from this one count."""
+    if not len(kernels) or "is_comm" not in kernels.columns:
+        return 0, 0, None
+    comm = kernels.loc[kernels["is_comm"].astype(bool), "name"].astype(str)
+    names, counts = np.unique(comm.to_numpy(), return_counts=True)
+    unseen = [(int(c), n) for n, c in zip(names.tolist(), counts.tolist()) if not HTA_COMM_KERNEL_RE.match(n)]
+    if not unseen:
+        return len(comm), 0, None
+    return len(comm), sum(c for c, _ in unseen), max(unseen)[1]
+
+
 _KEEP: list | None = None
 
 

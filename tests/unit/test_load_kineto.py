@@ -364,3 +364,13 @@ def test_a_kernel_launched_in_a_c10d_op_without_record_param_comms_is_that_op(tm
     assert pd.isna(c["call_ns"].iloc[0]) and c["seq"].iloc[0] < 0 <= c["seq"].iloc[1]
     t0 = int(c["start_ns"].iloc[1]) - 200_000  # µs in the trace, ns in the frames
     assert (int(c["call_ns"].iloc[1]) - t0, int(c["return_ns"].iloc[1]) - t0) == (100_000, 150_000)
+
+
+def test_hta_unseen_comm_kernels_counts_rccl_names_and_names_the_commonest():
+    from commscope.load.kineto import hta_unseen_comm_kernels
+
+    k = pd.DataFrame({"name": ["ncclDevKernel_AllReduce", "rcclGenericKernel", "rcclGenericKernel",
+                               "rcclKernel_SendRecv", "gemm"], "is_comm": [True, True, True, True, False]})
+    assert hta_unseen_comm_kernels(k) == (4, 3, "rcclGenericKernel")
+    assert hta_unseen_comm_kernels(k.iloc[[0, 4]]) == (1, 0, None)
+    assert hta_unseen_comm_kernels(k.iloc[:0]) == (0, 0, None)
