@@ -403,11 +403,8 @@ def evidence_notes(trace: Trace) -> list[str]:
         seen = trace.config.get("profiler_collectives") or 0
         read = (f" The rank folders' profiler traces hold {seen} collective(s): copy each rank's trace.json.gz "
                 "into one folder as rank<N>.json.gz and report that folder to read them." if seen else "")
-        from commscope.load.kineto_values import LEFT_OUT
-
         dropped = (" The loader left out events it could not read (see the problems): collectives among them "
-                   "are not counted." if any(f" event(s) {why}" in str(p) for p in trace.problems for why in LEFT_OUT)
-                   else "")
+                   "are not counted." if trace.config.get("events_left_out") else "")
         notes.append(f"No collectives in this trace ({what}): communication figures (labels, overlap, skew) "
                      f"are empty.{read}{dropped}")
     else:

@@ -33,7 +33,7 @@ import pandas as pd
 from commscope.load import kineto_comms
 from commscope.load.device_steps import device_steps
 from commscope.load.kineto_events import NotATrace, read_events
-from commscope.load.kineto_values import check_shapes, check_values
+from commscope.load.kineto_values import LEFT_OUT, check_shapes, check_values
 from commscope.load.files import FileProblem, gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, match_positions, ns_array
 
@@ -88,7 +88,8 @@ def _ns(ts: list, base: int) -> np.ndarray:
 
 def parse_file(path: str, with_ops: bool = False) -> dict:
     """Frames of one rank (`rank`, `world_size`, `backend`, `info`, and one DataFrame per frame kind), its
-    `problems`, and among them `dropped`: the lines about values left out or taken as unknown.
+    `problems`, and among them `dropped`: the lines about values left out or taken as unknown; `left_out`: how
+    many events were left out whole (kineto_values.LEFT_OUT).
 
     `ops` is only built `with_ops` (else None): see `Trace.ops`, which is loaded lazily.
     """
@@ -128,6 +129,9 @@ def _parse(path: str, with_ops: bool) -> dict:
     check_values(ev)
     check_shapes(ev)
     dropped = [_dropped_line(path, why, n) for why, n in ev.dropped.items()]
+    # events left out whole for unusable times: the summary's note on a trace with no collectives says
+    # collectives may be among them
+    left_out = sum(n for why, n in ev.dropped.items() if why.endswith(LEFT_OUT))
     problems = list(dropped)
     who = _identity(path, ev.di, ev.o_name, ev.o_args)
     problems += who.pop("problems")
@@ -174,7 +178,7 @@ def _parse(path: str, with_ops: bool) -> dict:
     times = [int(f[c].min()) for f, c in ((kernels, "start_ns"), (ops_all, "start_ns"), (ann, "start_ns")) if len(f)]
     ends = [int(f[c].max()) for f, c in ((kernels, "end_ns"), (ops_all, "end_ns"), (ann, "end_ns")) if len(f)]
     return {
-        **who, "problems": problems, "dropped": dropped, "window": (min(times), max(ends)) if times else None,
+        **who, "problems": problems, "dropped": dropped, "left_out": left_out, "window": (min(times), max(ends)) if times else None,
         "backend": di.get("backend") if isinstance(di.get("backend"), str) else None,
         "info": {"distributedInfo": ev.di, "deviceProperties": ev.device_properties, "file": path},
         "steps": steps,

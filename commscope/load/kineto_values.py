@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # kineto_events imports this module's bounds: the type only, to keep the import one-way
     from commscope.load.kineto_events import Events
 
-# The reasons an event is left out whole (not kept with a value taken as unknown): the problem lines that
-# say them are "… N <kind> event(s) <reason>" (kineto._dropped_line), which analyze.summary's notes read
+# The reasons an event is left out whole (not kept with a value taken as unknown): kineto.parse_file counts
+# the events dropped for them (its `left_out`, the Trace's config["events_left_out"])
 LEFT_OUT = ("with a non-finite or out-of-range ts/dur", "with a negative duration")
 
 

@@ -217,6 +217,7 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
                           # "ranks read" where no trace declares or implies it: the doctor does not
                           # take such a guess for a one-rank job (commscope.analyze.doctor)
                           "world_size_from": ws_from,
+                          "events_left_out": sum(p.get("left_out", 0) for p in parts),
                           # a stand-in group whose collectives may come from process groups of different members
                           # (numbered together because the trace does not say which each ran on): the doctor
                           # judges no desync or straggler there

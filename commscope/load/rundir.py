@@ -8,6 +8,7 @@ evidence (watchdog/inflight reports, Flight Recorder dumps) becomes `Trace.fault
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from typing import Any
@@ -102,10 +103,12 @@ def compute_mask(regions) -> np.ndarray:
     return np.where(given, said == True, by_name)  # noqa: E712 (object array: elementwise, not identity)
 
 
-def read_rank_folder(d: str) -> dict:
+def read_rank_folder(d: str, expect_events: bool = True) -> dict:
     """Everything one `rank<N>/` folder holds but its profiler trace: meta.json, status.json, whether the
     watchdog fired, and its events.jsonl as compact columns (commscope.load.events.read_rank). The per-rank
-    stage: a plain function of a path, run by a local worker process or a Dask worker."""
+    stage: a plain function of a path, run by a local worker process or a Dask worker. Without
+    `expect_events` (a run recorded with --trace off, whose ranks write their status only) a folder without
+    events.jsonl is no problem."""
     rank = int(RANK_DIR.match(os.path.basename(d)).group(1))
     if not os.path.isdir(d):  # listed by the caller, so gone where this runs: a Dask worker that cannot see it
         raise Missing(d)
@@ -122,7 +125,7 @@ def read_rank_folder(d: str) -> dict:
     events = None
     if _regular_or_problem(ev, rank, problems):
         events = read_rank(ev, rank, EVENTS)
-    elif not os.path.lexists(ev):
+    elif expect_events and not os.path.lexists(ev):
         problems.append(f"rank {rank}: no {EVENTS}")
     return {"rank": rank, "meta": meta, "status": st, "watchdog": watchdog, "events": events, "problems": problems,
             "path": ev}
@@ -148,12 +151,11 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
               if _regular_or_problem(os.path.join(d, KINETO_TRACE), r, problems)}
     total = len(dirs) + len(kfiles)  # progress: rank folders, then their traces (the slow part)
     with_ops = with_ops and (with_ops_up_to is None or len(kfiles) <= with_ops_up_to)
-    folders = map_files(read_rank_folder, [d for _, d in sorted(dirs.items())], scheduler=scheduler,
-                        workers=workers, progress=progress and (lambda j, _n: progress(j, total)))
+    trace_off = ((config or {}).get("args") or {}).get("trace") == "off"
+    folders = map_files(functools.partial(read_rank_folder, expect_events=not trace_off),
+                        [d for _, d in sorted(dirs.items())], scheduler=scheduler, workers=workers,
+                        progress=progress and (lambda j, _n: progress(j, total)))
     events, metas, statuses, watchdog, no_data = _combine(folders, problems)
-    if ((config or {}).get("args") or {}).get("trace") == "off":  # its ranks write their status only, by design
-        by_design = {f"rank {r}: no {EVENTS}" for r in dirs}
-        problems[:] = [p for p in problems if p not in by_design]
     ws = _world_size(path, dirs, metas, summary, max_ws)
     missing = [r for r in range(ws) if r not in dirs]
     if missing:
@@ -273,6 +275,7 @@ def _attach_kineto(trace: Trace, kparts: list, kfiles: dict, with_ops: bool, wor
     # what the traces' values lost (events left out, shapes taken as unknown); the rest of a trace's problems
     # are about who wrote it, which meta.json says
     trace.problems += [q for p in kparts for q in p.get("dropped", ())]
+    trace.config["events_left_out"] = sum(p.get("left_out", 0) for p in kparts)
     kernels = concat_parts(kparts, "kernels")
     if kernels is not None:
         trace.kernels = kernels

@@ -46,6 +46,8 @@ def test_collectives_the_loader_dropped_are_not_said_to_be_absent(tmp_path):
         (tmp_path / f"rank{r}.json").write_text(json.dumps(doc))
     trace = load_path(str(tmp_path))
     assert len(trace.collectives) == 0 and any("153 cpu op event(s) with a non-finite" in str(p) for p in trace.problems)
+    said_dropped = sum(int(str(p).split(": ")[-1].split()[0]) for p in trace.problems if "event(s) with a" in str(p))
+    assert trace.config["events_left_out"] == said_dropped >= 2 * 153
     said = next(n for n in summarize(trace, with_hta=False)["notes"] if n.startswith("No collectives in this trace"))
     assert said.endswith("The loader left out events it could not read (see the problems): collectives among them "
                          "are not counted.")
