@@ -153,12 +153,17 @@ def _behind(by_label: Any) -> str:
     return f" (behind {named}{more})"
 
 
-def _step_share(ms: float, label: dict, per_rank_step_ms: float) -> list[str]:
-    """The label's share of the step time, from the part of its exposed time launched inside the steps
-    (summary `exposed_in_steps_ms`; a document without it: all of `exposed_ms`): its collectives outside
-    every step spend no step time, so relating them to it would overstate the share, or invent one."""
+def _exposed_in_steps(label: dict) -> float:
+    """The part of a label's exposed time launched inside the steps (summary `exposed_in_steps_ms`; a
+    document without it: all of `exposed_ms`): its collectives outside every step spend no step time, so
+    relating them to it would overstate a share of the step time, or invent one."""
     inside = _f(label.get("exposed_in_steps_ms"))
-    inside = ms if inside is None else inside
+    return inside if inside is not None else (_f(label.get("exposed_ms")) or 0.0)
+
+
+def _step_share(ms: float, label: dict, per_rank_step_ms: float) -> list[str]:
+    """The label's share of the step time, from its exposed time inside the steps (_exposed_in_steps)."""
+    inside = _exposed_in_steps(label)
     op = label.get("op") or "collective"
     if inside <= 0:
         return ["all of it outside every step (launched before the first step or after the last): not part "
@@ -309,10 +314,7 @@ def _shares_overlap(ranked: list, per_rank_step_ms: float, exposed_pct: float | 
     count the same wait, so a label's share is its own wait, and they do not add up. None otherwise."""
     if per_rank_step_ms <= 0 or exposed_pct is None:
         return None
-    total = 0.0
-    for _lab, v in ranked:
-        inside = _f(v.get("exposed_in_steps_ms"))
-        total += 100 * (inside if inside is not None else (_f(v.get("exposed_ms")) or 0.0)) / per_rank_step_ms
+    total = 100 * sum(_exposed_in_steps(v) for _lab, v in ranked) / per_rank_step_ms
     if total <= exposed_pct * 1.1 + 0.5:
         return None
     return (f"the labels' shares add up to {total:.1f}% of the step time, more than the {exposed_pct:.1f}% exposed "
