@@ -37,6 +37,10 @@ Rules, checked in this order (the first that holds is the verdict):
    that were never read is no evidence.
 6. crash: summary.json's `ended_first`, the rank the launcher saw end first, was ended by a signal while
    no rank timed out (killed from outside the job between two collectives).
+   A job without summary.json whose every rank a signal ended together (status.json `ended_ns`,
+   analyze.doctor_stopped): interrupted, or a hang inside a collective every member had launched where a
+   rank had waited in it for many steps. (A hang by absence in such a job is read the same way in rule 4:
+   it stands, is a crash of the rank ended first, is interrupted, or is insufficient.)
    Else hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
    culprits; anything else lacks the evidence).
 7. straggler (analyze.doctor_straggler): by analyze.waiting (who made whom wait, on device-side
@@ -75,6 +79,7 @@ import pandas as pd
 from commscope.analyze import waiting
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
+from commscope.analyze.doctor_stopped import check_stopped_whole, judge_stopped
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
 from commscope.analyze.left_in_flight import last_region, last_region_text
@@ -385,9 +390,10 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
     torch.distributed.run signal ranks only after one failed or timed out, and a signal commscope run sends
     says so in the status ("by commscope run"). Where the launcher's summary.json exists, the culprit must
     also be the rank it saw end first (`ended_first`): a rank torn down after another was killed during a
-    real hang stays the hang's culprit. Without a summary, a job whose every rank a signal ended cannot be
-    told from one stopped whole from outside (a closed terminal, a preemption): insufficient. Anything
-    else is returned as it is."""
+    real hang stays the hang's culprit. Without a summary, a job whose every rank a signal ended is read by
+    when each rank's end began (analyze.doctor_stopped): stopped whole from outside (the hang stands, or
+    the job was stopped while it ran), the culprits ended first (crash), or insufficient. Anything else is
+    returned as it is."""
     if d.verdict != "hang" or not d.culprit_ranks or trace.source != "run" or _someone_waited(trace, faults):
         return d
     statuses = _statuses(trace)
@@ -404,18 +410,32 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
         if not isinstance(first, dict) or first.get("rank") not in d.culprit_ranks:
             return d
     else:
-        ended = {r: _SIGNAL_ENDED.search(str(s.get("error") or "")) for r, s in statuses.items()}
-        if len(statuses) == trace.world_size and all(ended.values()):
-            names = ", ".join(sorted({m.group(1) for m in ended.values()}))
-            return Diagnosis("insufficient", [], sources=[STATUS], summary=(
-                f"insufficient: every rank was ended by a signal ({names}) and no {SUMMARY} says which ended "
-                "first: a job stopped whole from outside (a closed terminal, a preemption) and one rank killed "
-                "with the others torn down after it leave the same records."))
+        names = _every_rank_signalled(trace)
+        if names:
+            return judge_stopped(d, trace, statuses, names, [*d.sources, STATUS])
     names = sorted(set(signals.values()))
     return replace(d, verdict="crash", summary=(
         f"crash: rank(s) {ranks_text(d.culprit_ranks)} ended by {' / '.join(names)} from outside the job while "
         f"the others ran (no rank timed out, and the launchers signal ranks only after a failure); "
         f"{d.summary.removeprefix('hang: ')}"))
+
+
+def _every_rank_signalled(trace: Trace) -> str | None:
+    """The signals' names ("SIGTERM") where every rank of the job left a status saying a signal ended it."""
+    statuses = _statuses(trace)
+    ended = [_SIGNAL_ENDED.search(str(s.get("error") or "")) for s in statuses.values()]
+    if len(statuses) != trace.world_size or not all(ended):
+        return None
+    return ", ".join(sorted({m.group(1) for m in ended}))
+
+
+def check_stopped(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
+    """A run directory without summary.json whose every rank a signal ended at once, no rank missing from a
+    collective and nobody timed out (analyze.doctor_stopped.check_stopped_whole)."""
+    if trace.source != "run" or trace.config.get("summary") or _someone_waited(trace, faults):
+        return None
+    names = _every_rank_signalled(trace)
+    return check_stopped_whole(lt, trace, _statuses(trace), names, [STATUS, EVENTS]) if names else None
 
 
 def _without_groups(trace: Trace, groups: list[str]) -> Trace:
@@ -736,7 +756,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
          or check_desync(lt[~mixed], src, by_label=trace.source == "run")
          or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)
-         or check_ended_first(trace, faults) or check_unexplained(trace) or check_not_recorded(trace)
+         or check_ended_first(trace, faults) or check_stopped(lt, trace, faults) or check_unexplained(trace) or check_not_recorded(trace)
          or check_straggler(_without_groups(trace, mixed_names), straggler_ms=straggler_ms,
                             straggler_pct=straggler_pct, warmup_steps=warmup_steps))
     d = _ended_from_outside(d, trace, faults)

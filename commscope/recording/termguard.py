@@ -47,8 +47,27 @@ def signal_words(signum: int) -> str:
         return f"terminated by signal {signum}"
 
 
+# perf_counter_ns() when the first ending signal reached this process (raise_terminated ran, or a TermGuard
+# read it from the wakeup fd while the main thread sat in C++): when the rank's end began. One process is
+# one rank, so one value per process; status.json's `ended_ns` carries it for the doctor, which tells a
+# job stopped whole (every rank signalled at once) from one rank ended first and the others after it.
+_arrived_ns: int | None = None
+
+
+def _arrived() -> None:
+    global _arrived_ns
+    if _arrived_ns is None:
+        _arrived_ns = time.perf_counter_ns()
+
+
+def signal_arrived_ns() -> int | None:
+    """perf_counter_ns() at the first ending signal this process received (None: none yet)."""
+    return _arrived_ns
+
+
 def raise_terminated(signum: int, frame: object) -> None:
     """A Python signal handler: `Terminated("terminated by signal 15 (SIGTERM)")` on the main thread."""
+    _arrived()
     raise Terminated(signal_words(signum))
 
 
@@ -106,6 +125,7 @@ class TermGuard:
             hit = next((b for b in data if b in self.signals), None)
             if hit is None:
                 continue
+            _arrived()  # now, not after the grace: the main thread may be blocked for good
             # The main thread's own handler normally raises at once and claims the cleanup itself.
             time.sleep(self.grace_s)
             if not self.claim("guard"):

@@ -176,6 +176,7 @@ def test_steps_agree_across_ranks_and_load(plain_run):
     assert [s["loss"] for s in steps[0]] == pytest.approx([s["loss"] for s in steps[1]], rel=1e-6)
     for r in range(2):
         st = orjson.loads((plain_run / f"rank{r}" / "status.json").read_bytes())
+        assert st.pop("ended_ns") >= steps[r][-1]["end_ns"]  # a completed end is the close, after the last step
         assert st == {"status": "completed", "error": None, "last_step": 3}
     load = pytest.importorskip("commscope.load")
     trace = load.load_path(plain_run)
@@ -206,6 +207,7 @@ def test_example_plain_loop_runs_and_commands_read_it(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     for r in range(2):
         st = orjson.loads((out / f"rank{r}" / "status.json").read_bytes())
+        assert type(st.pop("ended_ns")) is int
         assert st == {"status": "completed", "error": None, "last_step": 2}
 
     def cli(*args: str) -> subprocess.CompletedProcess:

@@ -66,6 +66,7 @@ def test_hook_order_is_autograd_order_last_layer_first(tmp_path):
     # common axis is Unix-epoch ns: within a minute of now
     assert abs(steps[-1]["end_ns"] - __import__("time").time_ns()) < 60e9
     status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert status.pop("ended_ns") >= steps[-1]["end_ns"]  # a completed end: the close, after the last step
     assert status == {"status": "completed", "error": None, "last_step": 1}
     meta = orjson.loads((tmp_path / "rank0" / "meta.json").read_bytes())
     assert meta["schema_version"] == 1 and meta["clock"]["offset_ns"] == 0 and meta["world_size"] == 1
@@ -169,6 +170,7 @@ def test_context_manager_writes_completed_status(tmp_path):
             with rec.step(s) as st:
                 st.loss = 1.0
     status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert type(status.pop("ended_ns")) is int
     assert status == {"status": "completed", "error": None, "last_step": 1}
     with commscope.record(tmp_path / "off", trace="off") as rec:
         assert not rec.enabled
@@ -182,6 +184,7 @@ def test_context_manager_writes_failed_status_with_the_exception(tmp_path):
                 pass
             raise KeyError("shard_7")
     status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert type(status.pop("ended_ns")) is int
     assert status == {"status": "failed", "error": "KeyError: 'shard_7'", "last_step": 0}
     with pytest.raises(SystemExit):
         with commscope.record(tmp_path / "exit0") as rec:

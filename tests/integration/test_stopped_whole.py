@@ -1,0 +1,126 @@
+"""A script's own torchrun job, ended by a signal (no commscope launcher, so no summary.json): each rank's
+status.json holds when its end began (`ended_ns`, the signal's arrival), and the doctor tells a job stopped
+whole while a rank was stuck (hang), one stopped while it ran (interrupted) and one rank killed first
+(crash) apart by it. Real processes: torch.distributed.run, gloo, 2 ranks."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from commscope.pipeline import diagnose_path
+from ports import free_port
+from paths import ROOT
+
+# Rank 1 stops for good in its own code (region 'data') at step `--stall-at` while rank 0 goes on to the
+# next all_reduce and waits in it; without --stall-at both ranks keep stepping.
+SCRIPT = """
+import argparse, time
+import torch, torch.distributed as dist
+import commscope
+ap = argparse.ArgumentParser(); ap.add_argument("--out"); ap.add_argument("--stall-at", type=int, default=-1)
+args = ap.parse_args()
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = torch.nn.Linear(32, 32)
+with commscope.record(args.out) as rec:
+    rec.handle_signals()
+    for step in range(100_000):
+        with rec.step(step) as st:
+            loss = model(torch.randn(8, 32)).square().mean()
+            loss.backward()
+            if step == args.stall_at and dist.get_rank() == 1:
+                with rec.region("data"):
+                    time.sleep(600)
+            for name, p in model.named_parameters():
+                rec.collective(dist.all_reduce, p.grad, label=name, phase="allreduce").wait()
+            st.loss = loss.item()
+dist.destroy_process_group()
+"""
+
+
+def _job(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--log-dir", str(tmp_path / "logs"),
+           "--master-port", str(free_port()), str(script), "--out", str(out), *extra]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, out
+
+
+def _wait_for_step(out: Path, step: int, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        p = out / "rank0" / "events.jsonl"
+        if p.exists() and f'"kind":"step","rank":0,"step":{step},' in p.read_text().replace(" ", ""):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"step {step} not recorded within {timeout_s} s")
+
+
+def _end(proc: subprocess.Popen) -> None:
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _statuses(out: Path) -> dict[int, dict]:
+    return {r: json.loads((out / f"rank{r}" / "status.json").read_text()) for r in (0, 1)}
+
+
+def test_stopped_whole_while_rank_1_is_stuck_is_a_hang_on_rank_1(tmp_path):
+    proc, out = _job(tmp_path, "--stall-at", "3")
+    _wait_for_step(out, 2)
+    time.sleep(2.5)  # rank 0 waits in step 3's first all_reduce past the one-second stall bar
+    proc.send_signal(signal.SIGTERM)
+    _end(proc)
+    st = _statuses(out)
+    assert all("terminated by signal 15 (SIGTERM)" in s["error"] for s in st.values())
+    # both ends began at the signal's arrival, though rank 0 sat in C++ and wrote its status 2 s later
+    assert abs(st[0]["ended_ns"] - st[1]["ended_ns"]) < 50_000_000
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks, d.step, d.label) == ("hang", [1], 3, "weight")
+    assert "when the job was stopped whole from outside: SIGTERM reached both ranks within" in d.summary
+    assert d.details["waited_ms"] >= 2_000
+
+
+def test_stopped_whole_while_running_is_interrupted(tmp_path):
+    proc, out = _job(tmp_path)
+    _wait_for_step(out, 20)
+    proc.send_signal(signal.SIGTERM)
+    _end(proc)
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks) == ("interrupted", [])
+    assert d.summary.startswith("interrupted: the job was stopped whole from outside while it ran: SIGTERM reached "
+                                "both ranks within")
+
+
+def test_rank_1_killed_from_outside_is_a_crash_of_rank_1(tmp_path):
+    proc, out = _job(tmp_path, "--stall-at", "3")
+    _wait_for_step(out, 2)
+    time.sleep(1.0)
+    os.kill(json.loads((out / "rank1" / "meta.json").read_text())["pid"], signal.SIGTERM)
+    _end(proc)
+    st = _statuses(out)
+    assert st[1]["ended_ns"] < st[0]["ended_ns"]
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks) == ("crash", [1])
+    assert d.summary.startswith("crash: rank(s) 1 ended by SIGTERM from outside the job")
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes():
+    yield
+    left = subprocess.run(["pgrep", "-f", "job.py --out"], capture_output=True, text=True).stdout.split()
+    assert not left, f"processes left behind: {left}"
