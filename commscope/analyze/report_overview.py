@@ -370,7 +370,9 @@ def _rank_findings(summary: dict, steps: pd.DataFrame, step_range: tuple[int, in
         if summary.get("collectives_outside_steps"):
             over += " and the collectives outside every step"
     judged = (getattr(diagnosis, "details", None) or {}).get("judged_steps") if diagnosis is not None else None
-    doctor = (f"; the doctor's totals count only the steps it judges, {step_list(judged)}, in which a rank "
+    # only a verdict that judged stragglers has such totals: beside a crash or a hang they would be no one's
+    doctor = ("" if getattr(diagnosis, "verdict", None) not in ("straggler", "ok") else
+              f"; the doctor's totals count only the steps it judges, {step_list(judged)}, in which a rank "
               "was over its straggler bar" if judged else
               "; the doctor's totals count only the steps it judges in which a rank was over its straggler bar")
     for s in stragglers[:top]:

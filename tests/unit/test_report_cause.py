@@ -65,10 +65,16 @@ def test_the_stragglers_total_says_which_steps_it_covers():
     assert why[1] == ("the other ranks wait 1,519.710 ms for it in total over all steps 0–5 (97% of all such "
                       "waiting; the doctor's totals count only the steps it judges, 1–5, in which a rank was over its "
                       "straggler bar)")
-    why = highlights({**summary, "steps_selected": [2, 6]}).ranks[0].why
+    ok = SimpleNamespace(verdict="ok", summary="ok", label=None, details={})
+    why = highlights({**summary, "steps_selected": [2, 6]}, ok).ranks[0].why
     assert why[1] == ("the other ranks wait 1,519.710 ms for it in total over the selected steps 0–5 (97% of "
                       "all such waiting; the doctor's totals count only the steps it judges in which a rank was over "
                       "its straggler bar)")
+    # beside a crash, or without a verdict, there are no straggler totals of the doctor's to tell apart
+    crash = SimpleNamespace(verdict="crash", summary="crash", label=None, details={}, culprit_ranks=[0], step=3)
+    for d in (crash, None):
+        why = next(f for f in highlights(summary, d).ranks if f.name == "rank 1").why
+        assert why[1] == "the other ranks wait 1,519.710 ms for it in total over all steps 0–5 (97% of all such waiting)"
 
 
 def test_the_terminal_names_the_cause_under_the_table(tmp_path, monkeypatch):
