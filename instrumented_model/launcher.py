@@ -19,7 +19,9 @@ Invariants:
   it is summarized, and no /tmp/commscope-torchrun-* folder outlives the job.
 - summary.json is written whatever happens (completed, failed, crashed, hung, interrupted), with the
   exit code `commscope run` exits with; when the run directory cannot be written (disk full, read-only)
-  the run ends with one UserError line (exit 2) after the summary table, and no temp file is left.
+  the run ends with one UserError line (exit 2) after the summary table, and no temp file is left; so
+  does a run whose ranks refused their options before the first step (nodes launched with different
+  ones), with no verdict and no report suggested: the command was wrong, not the job.
 - A fault (a watchdog report, a failed rank) ends the whole job within _FAULT_TEARDOWN_S of its first
   sign, so `run` ends within the hang timeout + a few seconds.
 - A CPU launch with more ranks on this node than usable cores warns once on stderr when it starts and
@@ -328,7 +330,8 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         # the oversubscription warning was printed once at launch (stderr); the report repeats it from meta.json
         # a failed run, or a drill (--inject) that completed: what the doctor makes of it is the point
         failed = summary["status"] not in ("completed", "interrupted")
-        if (failed or (args.inject and summary["status"] == "completed")) and not end.storage_error:
+        if (failed or (args.inject and summary["status"] == "completed")) and not end.storage_error \
+                and not summary.get("usage_error"):  # a mistake in the command has no verdict to find
             view.verdict(here)
         for note in claim.notes:
             view.note(note)
@@ -338,6 +341,8 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         raise  # after the start, a replaced run stays where it was moved aside: nothing is lost
     finally:
         claim.release()
+    if summary.get("usage_error"):
+        raise UserError(summary["usage_error"])
     if end.storage_error:
         raise UserError(f"{end.storage_error}; the run ended after {len(summary['losses'])}/{args.steps} steps "
                         f"({'summary.json written' if written else 'no summary.json'})")

@@ -121,11 +121,25 @@ _PEER_GONE = re.compile(r"Connection (closed|reset|refused)|Broken pipe|by peer|
                         r"Write error|Socket", re.I)
 
 
+# a rank's refusal of the options it was given (train.check_same_options: the nodes were launched with
+# different ones), written as its status's error: a mistake in the command, not a fault of the job
+_USAGE = "UserError: "
+
+
+def usage_error(statuses: dict[str, dict]) -> str | None:
+    """The refusal of the options by a rank that refused them before its first step (every rank does: they
+    compare the same options): `commscope run` then ends as for any bad option, one line and exit 2."""
+    refused = [s for s in statuses.values() if s["ending"] == "usage" and _after_step(s) == "before finishing any step"]
+    return refused[0]["error"][len(_USAGE):] if refused else None
+
+
 def rank_statuses(run_dir: str, ranks: range | list[int], stopped: dict[int, float] | None = None
                   ) -> dict[str, dict]:
     """Each expected rank's status.json, or a stand-in saying why there is none, with `ending` (how the
-    rank ended: completed, stopped, waited, signalled, peer-gone, no-status, no-folder, error) and
-    `ended_ns` (when its status was written: its mtime). A rank without a folder is NOT_STARTED: it never
+    rank ended: completed, stopped, waited, signalled, peer-gone, no-status, no-folder, usage, error) and
+    `ended_ns` (when its end began: status.json's own `ended_ns`, the signal's arrival on the run's common
+    axis, else when its status was written, its mtime: a rank blocked in C++ writes its status seconds
+    after the signal reached it). A rank without a folder is NOT_STARTED: it never
     recorded anything, which is not the same as crashing mid-run."""
     out = {}
     for r in ranks:
@@ -141,6 +155,8 @@ def rank_statuses(run_dir: str, ranks: range | list[int], stopped: dict[int, flo
         ended_ns = None
         if st is None:
             st = {"status": "crashed", "error": "no status.json: the process ended without writing one", "last_step": None}
+        elif type(st.get("ended_ns")) is int:
+            ended_ns = st["ended_ns"]
         else:
             with contextlib.suppress(OSError):
                 ended_ns = os.stat(os.path.join(d, STATUS)).st_mtime_ns
@@ -158,6 +174,8 @@ def rank_statuses(run_dir: str, ranks: range | list[int], stopped: dict[int, flo
             ending = "signalled"
         elif _PEER_GONE.search(error):
             ending = "peer-gone"
+        elif error.startswith(_USAGE):
+            ending = "usage"
         else:
             ending = "error"
         if ending in ("stopped", "waited") and (watchdog or ending == "stopped"):
@@ -225,8 +243,8 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
         rs = sorted(by["no-folder"])
         return "crashed", (f"crashed: rank(s) {_ranks(rs)} ended before recording anything (no rank folder; "
                            "their output is in the launcher log)")
-    if by.get("error"):
-        r = min(by["error"])
+    if by.get("error") or by.get("usage"):
+        r = min(by.get("error", []) + by.get("usage", []))
         s = statuses[str(r)]
         return "failed", f"failed: rank {r} failed {_after_step(s)}: {s.get('error')}"
     if end.torchrun_code < 0 and not end.torn_down:
@@ -274,10 +292,10 @@ def _after_step(status: dict) -> str:
     return f"after step {last}" if isinstance(last, int) and last >= 0 else "before finishing any step"
 
 
-def exit_code(status: str, end: JobEnd) -> int:
+def exit_code(status: str, end: JobEnd, refused: str | None = None) -> int:
     """What `commscope run` exits with, and summary.json's exit_code: 0 completed, 128 + signal when
-    interrupted, 2 when the output could not be written, else 1."""
-    if end.storage_error:
+    interrupted, 2 when the output could not be written or the ranks refused the options, else 1."""
+    if end.storage_error or refused:
         return 2
     if status == "interrupted" and end.signal:
         return 128 + end.signal
@@ -302,15 +320,20 @@ def build_summary(out: str, args: argparse.Namespace, world_size: int, ranks: ra
     """The summary.json document of the job that just ended in `out` (no process of it is left)."""
     prog = progress_from_file(out) or console_progress
     statuses = rank_statuses(out, ranks, end.stopped)
-    status, message = verdict(statuses, end, len(prog.losses), args.steps, stall_s(out, statuses))
+    # the ranks refused the options they were given: the command's mistake, said as such before any verdict
+    refused = None if end.signal or end.storage_error else usage_error(statuses)
+    status, message = (("failed", f"failed: the ranks refused the options before the first step: {refused}")
+                       if refused else verdict(statuses, end, len(prog.losses), args.steps, stall_s(out, statuses)))
     summary = {
         "schema_version": SCHEMA_VERSION, "status": status, "world_size": world_size,
         "backend": args.backend, "device": args.device, "preset": args.preset, "steps": args.steps,
         "head_layout": args.head_layout, "comm_schedule": args.comm_schedule,
         "losses": prog.losses, "step_times_ms": prog.step_times_ms, "tokens_per_s": prog.tokens_per_s(),
-        "ranks": {r: s["status"] for r, s in statuses.items()}, "exit_code": exit_code(status, end),
+        "ranks": {r: s["status"] for r, s in statuses.items()}, "exit_code": exit_code(status, end, refused),
         "message": message,
     }
+    if refused:  # `commscope run` ends with this line (exit 2), as for an option it refuses itself
+        summary["usage_error"] = refused
     # where the verdict is the rank the others followed (none failed on its own, stopped or waited): the
     # doctor's evidence when the records show no cause (a rank killed from outside between two collectives)
     first = first_to_end(statuses)

@@ -104,7 +104,8 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict, lo
     if not ok:
         whose = "all ranks" if log == LAUNCHER_LOG else "this node's ranks"
         console.print(f"output of {whose}: {os.path.join(out, log)}")
-    if any(s != NOT_STARTED for s in summary["ranks"].values()):  # else nothing was recorded to report
+    # else nothing was recorded to report, or the ranks refused the command's options before recording any step
+    if any(s != NOT_STARTED for s in summary["ranks"].values()) and not summary.get("usage_error"):
         console.print(f"next: [bold]commscope report {escape(shlex.quote(out))}[/]")  # pasted into a shell as is
 
 

@@ -11,7 +11,8 @@ count every NCCL collective, not the recorder's).
 Rules, checked in this order (the first that holds is the verdict):
 1. interrupted: the run's summary.json (or a rank's status, or a KeyboardInterrupt that ended a rank) says
    the user stopped it; what the ranks did while being stopped is a consequence, not a fault.
-   insufficient, right after it: the run directory stopped taking writes (a status, summary.json or the
+   insufficient, right after it: the ranks refused the options `commscope run` gave them (summary.json
+   `usage_error`), or the run directory stopped taking writes (a status, summary.json or the
    ranks' output in a launcher log says so): records end where the disk filled, and a status that did not
    fit looks like a crash.
 2. desync: some (group, seq) was launched by several ranks with different op, bytes or dtype, or in a run
@@ -590,6 +591,18 @@ def check_interrupted(trace: Trace) -> Diagnosis | None:
 FULL_BYTES = 1 << 20  # free space under which a run directory's filesystem counts as full
 
 
+def check_refused(trace: Trace) -> Diagnosis | None:
+    """summary.json's `usage_error`: the ranks refused the options `commscope run` gave them before their
+    first step (nodes launched with different options). Nothing was trained: no rank is a culprit."""
+    summary = trace.config.get("summary") or {}
+    refused = summary.get("usage_error") if trace.source == "run" else None
+    if not isinstance(refused, str) or not refused:
+        return None
+    return Diagnosis("insufficient", [], sources=[SUMMARY], details={"usage_error": refused}, summary=(
+        f"insufficient: the ranks refused their options before the first step ({refused}): the command was "
+        "wrong, no step ran, and there is nothing to judge. Launch every node with the same options."))
+
+
 def check_unwritable(trace: Trace) -> Diagnosis | None:
     """The run directory stopped taking writes (disk full, read-only, quota): a rank's status, the
     launcher's summary or the ranks' output in a launcher log (the loader's `storage_error`) says so, or
@@ -752,7 +765,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     # "waiting" for another may be waiting for its own group's peers
     mixed_names = [str(g) for g in trace.config.get("mixed_groups") or ()]
     mixed = lt["group"].astype(str).isin(mixed_names).to_numpy(bool) if len(lt) else np.zeros(0, dtype=bool)
-    d = (check_interrupted(trace) or check_unwritable(trace)
+    d = (check_interrupted(trace) or check_refused(trace) or check_unwritable(trace)
          or check_desync(lt[~mixed], src, by_label=trace.source == "run")
          or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from commscope.errors import UserError
+from commscope.pipeline import diagnose_path
 from commscope.rundir.schema import NODE_ENDED, NOT_STARTED, launcher_log_name
 from instrumented_model.job import Job
 from instrumented_model.launcher import Topology
@@ -149,12 +150,19 @@ def test_nodes_launched_with_different_step_counts_fail_at_the_start_saying_so(t
     common = ["--master-addr", "127.0.0.1", "--master-port", port, "--hang-timeout", "60"]
     (rc0, said0), (rc1, said1) = _both([_launch(out, "--node-rank", "0", "--steps", "6", *common),
                                         _launch(out, "--node-rank", "1", "--steps", "4", *common)])
-    assert (rc0, rc1) == (1, 1), said0 + said1
+    # a mistake in the command: each node ends as for a bad option, one error line and exit 2, after the
+    # summary table; no verdict and no report suggested
+    refusal = "rank 1 was launched with other options than rank 0: --steps 4 (rank 0: 6); every node's `commscope run` needs the same options"
+    assert (rc0, rc1) == (2, 2), said0 + said1
+    for said in (said0, said1):
+        assert said.rstrip().splitlines()[-1] == f"commscope: error: {refusal}"
+        assert "next: commscope report" not in said and "Details: commscope doctor" not in said
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["status"], summary["ranks"], summary["losses"]) == ("failed", {"0": "failed", "1": "failed"}, [])
-    assert summary["message"] == (
-        "failed: rank 0 failed before finishing any step: UserError: rank 1 was launched with other options than "
-        "rank 0: --steps 4 (rank 0: 6); every node's `commscope run` needs the same options")
+    assert (summary["usage_error"], summary["exit_code"]) == (refusal, 2)
+    assert summary["message"] == f"failed: the ranks refused the options before the first step: {refusal}"
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks, d.details["usage_error"]) == ("insufficient", [], refusal)
 
 
 def test_every_nodes_bar_follows_rank_0s_progress_file_from_this_jobs_start(tmp_path):
@@ -258,7 +266,7 @@ def test_an_error_quoting_the_hang_timeout_option_is_no_timeout(tmp_path):
     (tmp_path / "rank1" / "status.json").write_text(json.dumps({
         "status": "failed", "last_step": 3, "error": "RuntimeError: Timed out waiting 60000ms for recv"}))
     st = rank_statuses(str(tmp_path), range(2))
-    assert (st["0"]["ending"], st["1"]["ending"]) == ("error", "waited")
+    assert (st["0"]["ending"], st["1"]["ending"]) == ("usage", "waited")
 
 
 @pytest.mark.slow
