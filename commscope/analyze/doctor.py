@@ -38,10 +38,11 @@ Rules, checked in this order (the first that holds is the verdict):
    that were never read is no evidence.
 6. crash: summary.json's `ended_first`, the rank the launcher saw end first, was ended by a signal while
    no rank timed out (killed from outside the job between two collectives).
-   A job without summary.json whose every rank a signal ended together (status.json `ended_ns`,
-   analyze.doctor_stopped): interrupted, or a hang inside a collective every member had launched where a
-   rank had waited in it for many steps. (A hang by absence in such a job is read the same way in rule 4:
-   it stands, is a crash of the rank ended first, is interrupted, or is insufficient.)
+   A job without summary.json whose every rank a signal ended (status.json `ended_ns`,
+   analyze.doctor_stopped): a hang inside a collective every member launched where a rank had waited in
+   it for many steps, a crash of the ranks ended first, interrupted where the ends came together, or
+   insufficient. (A hang by absence in such a job is read the same way in rule 4; after rule 1's Ctrl-C,
+   a hang by absence in which a rank had waited past the stall bar stands.)
    Else hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
    culprits; anything else lacks the evidence).
 7. straggler (analyze.doctor_straggler): by analyze.waiting (who made whom wait, on device-side
@@ -80,7 +81,7 @@ import pandas as pd
 from commscope.analyze import waiting
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
-from commscope.analyze.doctor_stopped import check_stopped_whole, judge_stopped
+from commscope.analyze.doctor_stopped import check_stopped_ends, judge_stopped, stalled_before_stop
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
 from commscope.analyze.left_in_flight import last_region, last_region_text
@@ -413,12 +414,25 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
     else:
         names = _every_rank_signalled(trace)
         if names:
-            return judge_stopped(d, trace, statuses, names, [*d.sources, STATUS])
+            judged = judge_stopped(d, trace, statuses, names, [*d.sources, STATUS])
+            return _with_stop_evidence(judged, trace) if judged.verdict == "interrupted" else judged
     names = sorted(set(signals.values()))
     return replace(d, verdict="crash", summary=(
         f"crash: rank(s) {ranks_text(d.culprit_ranks)} ended by {' / '.join(names)} from outside the job while "
         f"the others ran (no rank timed out, and the launchers signal ranks only after a failure); "
         f"{d.summary.removeprefix('hang: ')}"))
+
+
+def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace, faults: FaultEvidence,
+                            src: str) -> Diagnosis | None:
+    """The user's stop (`d`, interrupted), or the hang a rank was in when it came: a rank that had waited
+    past the stall bar in a collective another never launched (analyze.doctor_stopped.stalled_before_stop)."""
+    if d is None or trace.source != "run":
+        return d
+    h = check_hang(lt, trace, faults, src)
+    if h is None or h.verdict != "hang":
+        return d
+    return stalled_before_stop(h, d, trace, _statuses(trace)) or d
 
 
 def _every_rank_signalled(trace: Trace) -> str | None:
@@ -431,12 +445,42 @@ def _every_rank_signalled(trace: Trace) -> str | None:
 
 
 def check_stopped(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
-    """A run directory without summary.json whose every rank a signal ended at once, no rank missing from a
-    collective and nobody timed out (analyze.doctor_stopped.check_stopped_whole)."""
+    """A run directory without summary.json whose every rank a signal ended, no rank missing from a
+    collective and nobody timed out (analyze.doctor_stopped.check_stopped_ends)."""
     if trace.source != "run" or trace.config.get("summary") or _someone_waited(trace, faults):
         return None
     names = _every_rank_signalled(trace)
-    return check_stopped_whole(lt, trace, _statuses(trace), names, [STATUS, EVENTS]) if names else None
+    d = check_stopped_ends(lt, trace, _statuses(trace), names, [STATUS, EVENTS]) if names else None
+    return _with_stop_evidence(d, trace) if d is not None and d.verdict in ("interrupted", "crash") else d
+
+
+def _stop_evidence(trace: Trace) -> tuple[list[dict], int | None, str]:
+    """Each rank's status and last finished step, the last step every rank finished (None: some finished
+    none), and that in words: what a stopped run's verdict shows."""
+    statuses = _statuses(trace)
+    ranks = sorted(set(trace.ranks) | set(statuses))
+    evidence = [{"rank": r, "status": statuses.get(r, {}).get("status"), "error": statuses.get(r, {}).get("error"),
+                 "last_finished_step": _last_step(trace, r)} for r in ranks]
+    done = [e["last_finished_step"] for e in evidence]
+    last = None if None in done or not done else min(done)
+    none = [e["rank"] for e in evidence if e["last_finished_step"] is None]
+    reached = (f"every rank finished step {last}" if last is not None else
+               "no rank finished a step" if len(none) == len(done) else f"rank(s) {ranks_text(none)} finished no step")
+    return evidence, last, reached
+
+
+def _with_stop_evidence(d: Diagnosis, trace: Trace) -> Diagnosis:
+    """A stopped job's verdict with every rank's status and last finished step, the culprits first."""
+    evidence, last, reached = _stop_evidence(trace)
+    culprits = set(d.culprit_ranks)
+    evidence = [e for e in evidence if e["rank"] in culprits] + [
+        {**e, "role": "affected"} if culprits else e for e in evidence if e["rank"] not in culprits]
+    if d.verdict == "interrupted":
+        return replace(d, evidence=evidence, step=last, summary=(
+            f"{d.summary.rstrip('.')}; {reached}. What the ranks did while being stopped is a consequence, not a "
+            "fault."))
+    step = _last_step(trace, d.culprit_ranks[0]) if d.culprit_ranks else None
+    return replace(d, evidence=evidence, step=step, summary=f"{d.summary.rstrip('.')}; {_finished_text(step)}")
 
 
 def _without_groups(trace: Trace, groups: list[str]) -> Trace:
@@ -574,16 +618,9 @@ def check_interrupted(trace: Trace) -> Diagnosis | None:
             s.get("status") == "interrupted" or str(s.get("error") or "").startswith("KeyboardInterrupt")
             for s in statuses.values()):
         return None
-    ranks = sorted(set(trace.ranks) | set(statuses))
-    evidence = [{"rank": r, "status": statuses.get(r, {}).get("status"), "error": statuses.get(r, {}).get("error"),
-                 "last_finished_step": _last_step(trace, r)} for r in ranks]
-    done = [e["last_finished_step"] for e in evidence]
-    last = None if None in done or not done else min(done)
+    evidence, last, reached = _stop_evidence(trace)
     how = f" ({summary['message']})" if summary.get("message") else ""
-    none = [e["rank"] for e in evidence if e["last_finished_step"] is None]
-    reached = (f"every rank finished step {last}" if last is not None else
-               "no rank finished a step" if len(none) == len(done) else f"rank(s) {ranks_text(none)} finished no step")
-    return Diagnosis("interrupted", [], step=last, evidence=evidence, sources=[SUMMARY, STATUS],
+    return Diagnosis("interrupted", [], step=last, evidence=evidence, sources=[SUMMARY, STATUS] if summary else [STATUS],
                      summary=(f"interrupted: the run was stopped by the user{how}; {reached}. "
                               "What the ranks did while being stopped is not judged as a fault."))
 
@@ -765,7 +802,8 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     # "waiting" for another may be waiting for its own group's peers
     mixed_names = [str(g) for g in trace.config.get("mixed_groups") or ()]
     mixed = lt["group"].astype(str).isin(mixed_names).to_numpy(bool) if len(lt) else np.zeros(0, dtype=bool)
-    d = (check_interrupted(trace) or check_refused(trace) or check_unwritable(trace)
+    d = (_stuck_when_interrupted(check_interrupted(trace), lt, trace, faults, src)
+         or check_refused(trace) or check_unwritable(trace)
          or check_desync(lt[~mixed], src, by_label=trace.source == "run")
          or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)

@@ -7,7 +7,8 @@ collective has a launch but no end; the end it is given is its rank's *last sign
 (a collective's end, wait or launch, a step's or region's end, a gradient hook, another in-flight
 collective's launch or wait).
 
-`last_region(trace, rank)` is where a rank was when its records end inside a step it never finished: the
+`last_region(trace, rank)` is where a rank was when its records end inside a step it never finished (and
+`cut_by_end`: whether its end, status.json's `ended_ns`, came while that region was open): the
 regions open at its last region end (the last to end, and the ones nested in it that a failing step exits
 with it, within NESTED_EXIT_NS), outermost first, with the innermost one's step and duration, and that region's median
 duration in the rank's other steps: a culprit that never launched a collective spent its last seconds
@@ -98,10 +99,17 @@ def last_region(trace: Any, rank: int) -> dict | None:
     finished = trace.steps["step"][trace.steps["rank"] == rank] if len(trace.steps) else []
     if pd.isna(step) or int(step) < 0 or int(step) in set(int(x) for x in finished):
         return None
+    # the rank's end (status.json ended_ns: a signal's arrival) came while the region was open: the region's
+    # record was made as the end unwound it, so its length is where the rank was cut short, not a region
+    # that ended as usual
+    status = ((getattr(trace, "config", None) or {}).get("status") or {}).get(str(rank)) or {}
+    ended = status.get("ended_ns")
+    cut = type(ended) is int and int(inner["start_ns"]) < ended <= int(inner["end_ns"])
     return {"path": " › ".join(str(n) for n in open_["name"]), "name": str(inner["name"]),
             "step": int(step), "start_ns": int(inner["start_ns"]),
             "end_ns": int(inner["end_ns"]), "duration_ms": dur,
-            "typical_ms": float(others.median()) if len(others) else None}
+            "typical_ms": float(others.median()) if len(others) else None, "cut_by_end": cut,
+            "into_ms": (ended - int(inner["start_ns"])) / 1e6 if cut else None}
 
 
 def last_region_text(rank: int, where: dict | None) -> str:
@@ -112,13 +120,16 @@ def last_region_text(rank: int, where: dict | None) -> str:
         return ""
     step = f" (step {where['step']})"
     typical = where["typical_ms"]
+    against = "" if typical is None else f", against {_secs(typical)} in its other steps"
+    if where.get("cut_by_end"):
+        return (f"rank {rank} was in region {where['path']}{step} when its end came (status.json ended_ns), "
+                f"{_secs(where['into_ms'])} into it{against}")
     if typical is not None and where["duration_ms"] <= ENDED_AS_USUAL * typical:
         # a region's record is made at its end: one as long as in the other steps ended as it always does,
         # and the rank stopped after it, outside every recorded region, not inside it
         return (f"rank {rank}'s last recorded region, {where['path']}{step}, ended after "
                 f"{_secs(where['duration_ms'])} as in its other steps ({_secs(typical)}): the rank stopped after it, "
                 "outside every recorded region")
-    against = "" if typical is None else f", against {_secs(typical)} in its other steps"
     return f"rank {rank} was last in region {where['path']}{step} for {_secs(where['duration_ms'])}{against}"
 
 

@@ -122,10 +122,13 @@ class TermGuard:
                 return
             if not data:
                 return
+            if any(b in self.signals or b == signal.SIGINT for b in data):
+                # now, not after the grace: the main thread may be blocked for good. Ctrl-C (SIGINT, Python's
+                # KeyboardInterrupt) is timed too, though this guard leaves it to the main thread
+                _arrived()
             hit = next((b for b in data if b in self.signals), None)
             if hit is None:
                 continue
-            _arrived()  # now, not after the grace: the main thread may be blocked for good
             # The main thread's own handler normally raises at once and claims the cleanup itself.
             time.sleep(self.grace_s)
             if not self.claim("guard"):

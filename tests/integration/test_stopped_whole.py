@@ -1,7 +1,7 @@
 """A script's own torchrun job, ended by a signal (no commscope launcher, so no summary.json): each rank's
 status.json holds when its end began (`ended_ns`, the signal's arrival), and the doctor tells a job stopped
-whole while a rank was stuck (hang), one stopped while it ran (interrupted) and one rank killed first
-(crash) apart by it. Real processes: torch.distributed.run, gloo, 2 ranks."""
+whole while a rank was stuck (hang, by SIGTERM or Ctrl-C), one stopped while it ran (interrupted) and one
+rank killed first (crash) apart by it. Real processes: torch.distributed.run, gloo, 2 ranks."""
 from __future__ import annotations
 
 import json
@@ -93,6 +93,18 @@ def test_stopped_whole_while_rank_1_is_stuck_is_a_hang_on_rank_1(tmp_path):
     assert (d.verdict, d.culprit_ranks, d.step, d.label) == ("hang", [1], 3, "weight")
     assert "when the job was stopped whole from outside: SIGTERM reached both ranks within" in d.summary
     assert d.details["waited_ms"] >= 2_000
+
+
+def test_ctrl_c_while_rank_1_is_stuck_is_the_hang_not_just_an_interruption(tmp_path):
+    proc, out = _job(tmp_path, "--stall-at", "3")
+    _wait_for_step(out, 2)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    _end(proc)
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks, d.step) == ("hang", [1], 3)
+    assert "when the run was stopped by the user (the run was stopped by the user; every rank finished step 2." \
+        in d.summary
 
 
 def test_stopped_whole_while_running_is_interrupted(tmp_path):

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from commscope.analyze.doctor_stopped import STALL_MIN_NS, TOGETHER_NS
+from commscope.analyze.doctor_stopped import STALL_MIN_NS
 from commscope.pipeline import diagnose_path
 from report_trace import T, US, make_trace, write_run_dir
 from rundirs import write_json
@@ -49,27 +49,30 @@ def test_a_job_stopped_whole_while_a_rank_was_stuck_is_the_hang(tmp_path):
     _ended(run, {r: CALL + 5_000 * MS + r * 100_000 for r in range(4)})  # within 0.3 ms
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks, d.sequence, d.label) == ("hang", [1], 6, "attn")
-    assert "rank 3 had waited 5.0 s in it (5,000 median steps) when the job was stopped whole from outside: " \
-           "SIGTERM reached all 4 ranks within 0.3 ms (status.json ended_ns)." in d.summary
-    assert d.details["waited_ms"] == pytest.approx(5_000.27) and d.details["spread_ms"] == 0.3
+    # waits are measured to the first end (rank 0's): rank 3, launching 30 µs after rank 0, waited less
+    assert d.summary.endswith("; rank 0 had waited 5.0 s in 'attn' (5,000 median steps) when the job was stopped whole "
+                              "from outside: SIGTERM reached all 4 ranks within 0.3 ms (status.json ended_ns).")
+    assert d.details["waited_ms"] == 5_000.0 and d.details["spread_ms"] == 0.3
 
 
 def test_a_job_stopped_whole_while_it_ran_is_interrupted(tmp_path):
     run = _run(tmp_path)
     _ended(run, {r: CALL + 3 * MS for r in range(4)})
     d = diagnose_path(str(run))
-    assert (d.verdict, d.culprit_ranks) == ("interrupted", [])
-    assert d.summary.startswith("interrupted: the job was stopped whole from outside while it ran: SIGTERM reached "
-                                "all 4 ranks within 0.0 ms")
-    assert "(rank 0 on 'attn', which rank(s) 1 had not yet launched) was 3.0 ms, under the 1,000 ms a stuck rank " \
-           "would show (5 median steps of 1.0 ms, at least 1 s)" in d.summary
-    # the bar is five median steps where they are longer than a second
-    assert d.details["stall_bar_ms"] == STALL_MIN_NS / 1e6
+    assert (d.verdict, d.culprit_ranks, d.step) == ("interrupted", [], 1)
+    assert d.summary == (
+        "interrupted: the job was stopped whole from outside while it ran: SIGTERM reached all 4 ranks within 0.1 ms "
+        "(status.json ended_ns); the longest wait on a collective then (rank 0 on 'attn', which rank(s) 1 had not "
+        "launched) was 3.0 ms, under the 1,000 ms a stuck rank would show (5 median steps of 1.0 ms, at least 1 s): "
+        "too short to call a hang; every rank finished step 1. What the ranks did while being stopped is a "
+        "consequence, not a fault.")
+    assert [(e["rank"], e["last_finished_step"]) for e in d.evidence] == [(r, 1) for r in range(4)]
+    assert d.details["stall_bar_ms"] == STALL_MIN_NS / 1e6 and d.sources == ["events.jsonl + watchdog/inflight reports", "status.json"]
 
 
 def test_the_rank_whose_end_began_clearly_first_was_killed_from_outside(tmp_path):
     run = _run(tmp_path)
-    end = CALL + 5_000 * MS
+    end = CALL + 5 * MS
     _ended(run, {0: end + 500 * MS, 1: end, 2: end + 501 * MS, 3: end + 502 * MS})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks) == ("crash", [1])
@@ -77,18 +80,30 @@ def test_the_rank_whose_end_began_clearly_first_was_killed_from_outside(tmp_path
                                 "rank (status.json ended_ns), which were torn down after; rank(s) 0,2-3 launched")
 
 
-@pytest.mark.parametrize("rank1", [200 * MS, None])
-def test_ends_neither_together_nor_the_culprit_first_are_insufficient(tmp_path, rank1):
+def test_a_stuck_rank_stays_the_hang_whoever_was_ended_first(tmp_path):
+    """Rank 0, waiting 5 s for rank 1, is killed from outside first; the teardown of the others follows."""
     run = _run(tmp_path)
     end = CALL + 5_000 * MS
+    _ended(run, {0: end, 1: end + 900 * MS, 2: end + 901 * MS, 3: end + 900 * MS})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("hang", [1])
+    assert d.summary.endswith("; rank 0 had waited 5.0 s in 'attn' (5,000 median steps) when rank(s) 0 were ended first, "
+                              "by SIGTERM from outside the job, 900 ms before the others (status.json ended_ns).")
+
+
+@pytest.mark.parametrize("rank1", [200 * MS, None])
+def test_ends_neither_together_nor_the_culprit_first_without_a_stall_are_insufficient(tmp_path, rank1):
+    run = _run(tmp_path)
+    end = CALL + 3 * MS
     _ended(run, {0: end, 1: None if rank1 is None else end + rank1, 2: end + 400 * MS, 3: end})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks) == ("insufficient", [])
     if rank1 is None:
         assert "rank(s) 1 wrote no ended_ns in status.json" in d.summary
     else:
-        assert (f"their ends began 400 ms apart (status.json ended_ns): neither within {TOGETHER_NS // MS} ms of "
-                "each other") in d.summary
+        assert d.summary.startswith("insufficient: rank(s) 0,3 were ended first, by SIGTERM from outside the job, "
+                                    "200 ms before the others (status.json ended_ns), not rank(s) 1, and no rank had "
+                                    "been stuck by then (the longest wait on a collective then (rank 0 on 'attn'")
 
 
 def test_every_member_waiting_in_one_collective_when_stopped_is_a_hang_without_culprit(tmp_path):
@@ -101,6 +116,53 @@ def test_every_member_waiting_in_one_collective_when_stopped_is_a_hang_without_c
     assert d.summary.endswith("No rank is missing from it: stuck inside the collective (the backend or the network).")
     _ended(run, {r: CALL + 2 * MS for r in range(4)})
     assert diagnose_path(str(run)).verdict == "interrupted"
+
+
+def test_a_rank_ended_first_with_no_collective_missing_is_the_crash(tmp_path):
+    run = _run(tmp_path, all_launched=True)
+    end = CALL + 3 * MS
+    _ended(run, {0: end + 931 * MS, 1: end, 2: end + 931 * MS, 3: end + 932 * MS})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.step) == ("crash", [1], 1)
+    assert d.summary == ("crash: rank(s) 1 ended first, by SIGTERM from outside the job, 931 ms before any other rank "
+                         "(status.json ended_ns); the others were torn down after it (the launchers signal ranks only "
+                         "after a failure, and no rank timed out); last finished step 1.")
+    assert [e["rank"] for e in d.evidence] == [1, 0, 2, 3] and d.evidence[1]["role"] == "affected"
+
+
+def test_a_job_stopped_before_any_step_finished(tmp_path):
+    """No step to measure a stall by: no wait, or a short one, is interrupted; a long one is said, not judged."""
+    run = _run(tmp_path)
+    for r in range(4):  # no step record at all
+        ev = run / f"rank{r}" / "events.jsonl"
+        ev.write_text("".join(x + "\n" for x in ev.read_text().splitlines() if '"kind": "step"' not in x))
+    _ended(run, {r: CALL - 1 * MS for r in range(4)})  # before anyone launched 'attn'
+    d = diagnose_path(str(run))
+    assert d.verdict == "interrupted" and "no rank was waiting in a collective; no rank finished a step." in d.summary
+    _ended(run, {r: CALL + 500 * MS for r in range(4)})
+    assert diagnose_path(str(run)).verdict == "interrupted"
+    _ended(run, {r: CALL + 3_000 * MS for r in range(4)})
+    d = diagnose_path(str(run))
+    assert d.verdict == "insufficient" and d.summary.endswith(
+        "before any step finished: with no step time to measure it by, a stuck rank cannot be told from a slow "
+        "first step (compilation, warm-up).")
+    assert "rank 0 had waited 3.0 s in 'attn', which rank(s) 1 had not launched" in d.summary
+
+
+def test_ctrl_c_on_a_stuck_job_is_the_hang_and_on_a_running_one_interrupted(tmp_path):
+    run = _run(tmp_path)
+    for r in range(4):
+        write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
+                                                      "last_step": 1, "ended_ns": CALL + 4_000 * MS})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("hang", [1])
+    assert "; rank 0 had waited 4.0 s in 'attn' (4,000 median steps) when the run was stopped by the user (the run was " \
+           "stopped by the user; every rank finished step 1." in d.summary
+    for r in range(4):
+        write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
+                                                      "last_step": 1, "ended_ns": CALL + 4 * MS})
+    d = diagnose_path(str(run))
+    assert d.verdict == "interrupted" and d.sources == ["status.json"]  # no summary.json to name
 
 
 def test_a_rank_that_timed_out_leaves_the_hang_to_the_timeout_rules(tmp_path):

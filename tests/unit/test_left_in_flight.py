@@ -114,6 +114,24 @@ def test_last_region_is_the_nest_open_when_the_records_end_with_its_usual_length
         "(2 ms): the rank stopped after it, outside every recorded region")
 
 
+def test_a_region_the_ranks_end_came_in_was_cut_short_however_long_it_was():
+    """A signal reaching rank 0 1 ms into its optimizer region (status.json ended_ns) unwinds it: the region's
+    usual-looking length is where the end came, not a region that ended before the rank stopped."""
+    from commscope.analyze.left_in_flight import last_region, last_region_text
+
+    rows = [("optimizer", s, 100 * s + 60, 100 * s + 70) for s in range(3)]
+    rows += [("optimizer", 3, 360, 362)]
+    trace = _regions(rows, [0, 1, 2])
+    trace.config = {"status": {"0": {"status": "failed", "ended_ns": 361 * 1_000_000}}}
+    where = last_region(trace, 0)
+    assert where["cut_by_end"] is True
+    assert last_region_text(0, where) == ("rank 0 was in region optimizer (step 3) when its end came (status.json "
+                                          "ended_ns), 1 ms into it, against 10 ms in its other steps")
+    trace.config = {"status": {"0": {"status": "failed", "ended_ns": 363 * 1_000_000}}}  # after the region
+    assert last_region(trace, 0)["cut_by_end"] is False
+    assert "ended after 2 ms as in its other steps" in last_region_text(0, last_region(trace, 0))
+
+
 def test_regions_one_after_the_other_are_no_nest_and_a_finished_step_says_nothing():
     from commscope.analyze.left_in_flight import last_region
 
