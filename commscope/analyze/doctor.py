@@ -231,7 +231,8 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     if silent and len(silent) == len(present) and not trace.config.get("summary"):
         return Diagnosis("insufficient", summary=(
             f"insufficient: no rank has finished or reported (no {STATUS}, no {SUMMARY}): the run is still "
-            "going, or the whole job was killed at once"), sources=[STATUS])
+            "going, or the whole job was killed at once (a script's ranks that a signal ends leave their status "
+            "only when it calls rec.handle_signals(): docs/recording.md)"), sources=[STATUS])
     # A rank the launcher killed after it stayed stopped (SIGSTOP) past the hang timeout hung the job: its
     # status says so (instrumented_model's launcher), whether or not the run recorded any collective.
     stopped = sorted(r for r, s in statuses.items() if "stopped (SIGSTOP)" in str(s.get("error")))

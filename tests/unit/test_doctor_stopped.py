@@ -171,3 +171,15 @@ def test_a_rank_that_timed_out_leaves_the_hang_to_the_timeout_rules(tmp_path):
     write_json(run / "rank0" / "status.json", {"status": "failed", "error": "RuntimeError: [gloo] Application "
                                                "timeout caused pair closure", "last_step": 1, "ended_ns": CALL})
     assert (diagnose_path(str(run)).verdict, diagnose_path(str(run)).culprit_ranks) == ("hang", [1])
+
+
+def test_no_rank_left_a_status_says_how_a_script_gets_one(tmp_path):
+    """A script without rec.handle_signals(), its job stopped by SIGTERM: no rank writes its status."""
+    run = _run(tmp_path)
+    for r in range(4):
+        os.remove(run / f"rank{r}" / "status.json")
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("insufficient", [])
+    assert d.summary == ("insufficient: no rank has finished or reported (no status.json, no summary.json): the run "
+                         "is still going, or the whole job was killed at once (a script's ranks that a signal ends "
+                         "leave their status only when it calls rec.handle_signals(): docs/recording.md)")
