@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 from commscope.errors import UserError
 from commscope.recording.api import STEP_MAX, end_status
-from commscope.recording.termguard import Terminated, raise_terminated, signal_words
+from commscope.recording.termguard import Terminated, interrupt_timed, raise_terminated, signal_words
 from commscope.rundir import write_config, write_status
 from commscope.rundir.schema import PROGRESS, STATUS, rank_dir_name
 from instrumented_model import faults, options
@@ -51,7 +51,7 @@ LOSS_LABEL = "loss"  # the metric all_reduce; with the parameter labels, every l
 # API's words (commscope.recording.api.end_status): SIGINT is Ctrl-C, a KeyboardInterrupt, status
 # "interrupted"; SIGTERM and SIGHUP raise Terminated ("terminated by signal 15 (SIGTERM)"), status "failed".
 END_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-_HANDLERS = {signal.SIGINT: signal.default_int_handler}  # the others: termguard.raise_terminated
+_HANDLERS = {signal.SIGINT: interrupt_timed}  # KeyboardInterrupt, timed; the others: termguard.raise_terminated
 
 
 class _Parser(argparse.ArgumentParser):

@@ -433,7 +433,9 @@ def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace,
     h = check_hang(lt, trace, faults, src)
     if h is None or h.verdict != "hang":
         return d
-    return stalled_before_stop(h, d, trace, _statuses(trace)) or d
+    summary = trace.config.get("summary") or {}
+    how = f" ({summary['message']})" if summary.get("message") else ""
+    return stalled_before_stop(h, f"the run was stopped by the user{how}", d.sources, trace, _statuses(trace)) or d
 
 
 def _every_rank_signalled(trace: Trace) -> str | None:

@@ -205,18 +205,19 @@ def check_stopped_ends(lt: pd.DataFrame, trace: Trace, statuses: dict[int, dict]
     return _not_stuck(Diagnosis("hang", [], label=label), ends, stall, what, sources, details)
 
 
-def stalled_before_stop(h: Diagnosis, interrupted: Diagnosis, trace: Trace, statuses: dict[int, dict]) -> Diagnosis | None:
-    """The hang `h` (found by absence) where the user stopped the run (`interrupted`): it stands when a
-    rank had waited in it past the stall bar by the first rank's end, else None (interrupted stands)."""
+def stalled_before_stop(h: Diagnosis, stopped: str, sources: list[str], trace: Trace,
+                        statuses: dict[int, dict]) -> Diagnosis | None:
+    """The hang `h` (found by absence) where the user stopped the run (`stopped`: how, in words): it stands
+    when a rank had waited in it past the stall bar by the first rank's end, else None (interrupted
+    stands)."""
     ends = ends_of(trace, statuses, "the user's signal")
     if isinstance(ends, list) or not h.culprit_ranks:
         return None
     stall = stall_of(trace, _evidence_waits(h, ends), ends)
     if not stall.stuck:
         return None
-    return replace(h, sources=[*h.sources, *interrupted.sources], details={**(h.details or {}), **stall.details()},
-                   summary=(f"{h.summary.rstrip('.')}; {stall.waited_text(repr(str(h.label)))} when the run was stopped by the "
-                            f"user ({interrupted.summary.removeprefix('interrupted: ')})"))
+    return replace(h, sources=[*h.sources, *sources], details={**(h.details or {}), **stall.details()},
+                   summary=f"{h.summary.rstrip('.')}; {stall.waited_text(repr(str(h.label)))} when {stopped}.")
 
 
 def _not_stuck(d: Diagnosis, ends: Ends, stall: Stall, what: str, sources: list[str], details: dict) -> Diagnosis:

@@ -71,6 +71,13 @@ def raise_terminated(signum: int, frame: object) -> None:
     raise Terminated(signal_words(signum))
 
 
+def interrupt_timed(signum: int, frame: object) -> None:
+    """Python's own SIGINT handler (KeyboardInterrupt), timing the arrival first: a Ctrl-C ends the rank as
+    always, and its status says when."""
+    _arrived()
+    signal.default_int_handler(signum, frame)
+
+
 class TermGuard:
     def __init__(self, on_stuck: Callable[[int], None], *, grace_s: float = 2.0,
                  signals: tuple[int, ...] = (signal.SIGTERM,), exit_fn: Callable[[int], None] = os._exit):
@@ -171,6 +178,10 @@ class SignalHandling:
         if isinstance(grace_s, bool) or not isinstance(grace_s, numbers.Real) or not grace_s >= 0:
             raise ValueError(f"handle_signals(): grace_s must be a number of seconds >= 0, got {grace_s!r}")
         self._old: dict[int, Any] = {sig: signal.signal(sig, raise_terminated) for sig in sigs}
+        if signal.SIGINT not in self._old and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            # Ctrl-C stays a KeyboardInterrupt, timed (the doctor reads when each rank's end began); a
+            # script's own SIGINT handler is left alone
+            self._old[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt_timed)
         self._guard: TermGuard | None = TermGuard(on_stuck, grace_s=float(grace_s), signals=sigs).start()
         self._held: list[int] = []
 

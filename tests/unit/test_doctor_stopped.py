@@ -156,8 +156,8 @@ def test_ctrl_c_on_a_stuck_job_is_the_hang_and_on_a_running_one_interrupted(tmp_
                                                       "last_step": 1, "ended_ns": CALL + 4_000 * MS})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks) == ("hang", [1])
-    assert "; rank 0 had waited 4.0 s in 'attn' (4,000 median steps) when the run was stopped by the user (the run was " \
-           "stopped by the user; every rank finished step 1." in d.summary
+    assert d.summary.endswith("; rank 0 had waited 4.0 s in 'attn' (4,000 median steps) when the run was stopped by "
+                              "the user.")
     for r in range(4):
         write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
                                                       "last_step": 1, "ended_ns": CALL + 4 * MS})
