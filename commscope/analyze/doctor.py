@@ -810,7 +810,8 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
          or check_desync(lt[~mixed], src, by_label=trace.source == "run")
          or check_crash(trace, faults)
          or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)
-         or check_ended_first(trace, faults) or check_stopped(lt, trace, faults) or check_unexplained(trace) or check_not_recorded(trace)
+         or check_ended_first(trace, faults) or check_stopped(lt, trace, faults) or check_unexplained(trace)
+         or check_not_recorded(trace)
          or check_straggler(_without_groups(trace, mixed_names), straggler_ms=straggler_ms,
                             straggler_pct=straggler_pct, warmup_steps=warmup_steps))
     d = _ended_from_outside(d, trace, faults)

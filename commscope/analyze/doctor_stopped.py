@@ -96,7 +96,8 @@ def ends_of(trace: Trace, statuses: dict[int, dict], signals: str) -> Ends | lis
     unknown = sorted(r for r, v in ended.items() if type(v) is not int)
     if unknown or not ended:
         return unknown
-    errors = [int(((m or {}).get("clock") or {}).get("error_ns") or 0) for m in (trace.config.get("meta") or {}).values()]
+    metas = (trace.config.get("meta") or {}).values()
+    errors = [int(((m or {}).get("clock") or {}).get("error_ns") or 0) for m in metas]
     return Ends(ended, TOGETHER_NS + 2 * max(errors, default=0), signals)
 
 
@@ -134,7 +135,8 @@ class Stall:
         bar = (f"the {self.bar / 1e6:,.0f} ms a stuck rank would show ({STALL_STEPS} median steps of "
                f"{self.step / 1e6:,.1f} ms, at least {STALL_MIN_NS / 1e9:.0f} s)" if self.bar is not None else
                f"the {STALL_MIN_NS / 1e9:.0f} s a stuck rank would show")
-        return f"the longest wait on a collective then (rank {self.waiter} on {what}) was {_secs(self.waited)}, under {bar}: too short to call a hang"
+        return (f"the longest wait on a collective then (rank {self.waiter} on {what}) was {_secs(self.waited)}, "
+                f"under {bar}: too short to call a hang")
 
 
 def stall_of(trace: Trace, waits: list[tuple[int, int]], ends: Ends) -> Stall:
@@ -184,7 +186,8 @@ def check_stopped_ends(lt: pd.DataFrame, trace: Trace, statuses: dict[int, dict]
     if isinstance(ends, list):
         return None
     pending = lt[~lt["finished"].astype(bool)] if len(lt) else lt
-    waits = [(int(r), int(c)) for r, c in zip(pending["rank"], pending["call_ns"]) if int(r) in ends.ended and pd.notna(c)]
+    waits = [(int(r), int(c)) for r, c in zip(pending["rank"], pending["call_ns"])
+             if int(r) in ends.ended and pd.notna(c)]
     stall = stall_of(trace, waits, ends)
     label = None
     if stall.waiter is not None:
