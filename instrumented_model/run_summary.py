@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from commscope.util.atomic import write_json_atomic
 from commscope.rundir import launcher_log_tails, read_status
-from commscope.rundir.schema import (NODE_INTERRUPTED, NOT_STARTED, PROGRESS, SCHEMA_VERSION, STATUS,
-                                     SUMMARY, WATCHDOG, rank_dir_name)
+from commscope.rundir.schema import (NODE_INTERRUPTED, NOT_STARTED, PROGRESS, SCHEMA_VERSION,
+                                     SIGNALLED_TOGETHER_NS, STATUS, SUMMARY, WATCHDOG, rank_dir_name)
 from instrumented_model.job import signame
 from instrumented_model.train import PROGRESS_PREFIX
 
@@ -152,11 +152,11 @@ def rank_statuses(run_dir: str, ranks: range | list[int], stopped: dict[int, flo
             st = read_status(d)
         except ValueError:
             st = {"status": "crashed", "error": "unreadable status.json", "last_step": None}
-        ended_ns = None
+        ended_ns, ended_from = None, "mtime"
         if st is None:
             st = {"status": "crashed", "error": "no status.json: the process ended without writing one", "last_step": None}
         elif type(st.get("ended_ns")) is int:
-            ended_ns = st["ended_ns"]
+            ended_ns, ended_from = st["ended_ns"], "status"
         else:
             with contextlib.suppress(OSError):
                 ended_ns = os.stat(os.path.join(d, STATUS)).st_mtime_ns
@@ -180,7 +180,7 @@ def rank_statuses(run_dir: str, ranks: range | list[int], stopped: dict[int, flo
             ending = "error"
         if ending in ("stopped", "waited") and (watchdog or ending == "stopped"):
             st = {**st, "status": "hung"}
-        out[str(r)] = {**st, "ending": ending, "ended_ns": ended_ns}
+        out[str(r)] = {**st, "ending": ending, "ended_ns": ended_ns, "ended_from": ended_from}
     return out
 
 
@@ -262,17 +262,36 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
                             f"never joined; rank(s) {_ranks(culprits)} were then terminated")
         return "hung", (f"hung: rank(s) {_ranks(victims)} all waited on a collective (a desync, or every rank "
                         "stuck); commscope doctor tells which rank is behind it")
+    together = signalled_together(statuses)
+    if together is not None:
+        # one signal reached every rank at once (torch.distributed.run signalled from outside, not through
+        # this launcher): the job was stopped, no rank first
+        return "interrupted", (f"interrupted by a signal that reached every rank within {together / 1e6:,.1f} ms "
+                               f"(their status.json ended_ns), from outside this launcher, after {done}")
     first = first_to_end(statuses)
     if first is not None:
         return "failed", _ended_first_message(statuses, first)
     return "failed", f"failed: torch.distributed.run exited {end.torchrun_code} after {done}"
 
 
+def signalled_together(statuses: dict[str, dict]) -> int | None:
+    """The spread (ns) of the ranks' ends where a signal ended every rank and their status.json ended_ns
+    (the signal's arrival) are within SIGNALLED_TOGETHER_NS of each other: one signal to the whole job
+    (analyze.doctor_stopped). None otherwise, or where a status has no ended_ns of its own."""
+    ended = [s["ended_ns"] for s in statuses.values()
+             if s["ending"] == "signalled" and s.get("ended_from") == "status"]
+    if not ended or len(ended) != len(statuses):
+        return None
+    spread = max(ended) - min(ended)
+    return spread if spread <= SIGNALLED_TOGETHER_NS else None
+
+
 def _ended_first_message(statuses: dict[str, dict], first: int) -> str:
     """The verdict's line where no rank failed on its own, stopped or waited: the rank the others followed."""
     s = statuses[str(first)]
-    return (f"failed: rank {first} ended first ({s.get('error')}) {_after_step(s)}; torch.distributed.run then "
-            "stopped the others")
+    stopped = all(o["ending"] == "signalled" for r, o in statuses.items() if r != str(first))
+    after = "torch.distributed.run then stopped the others" if stopped else "the others ended after it"
+    return f"failed: rank {first} ended first ({s.get('error')}) {_after_step(s)}; {after}"
 
 
 def first_to_end(statuses: dict[str, dict]) -> int | None:

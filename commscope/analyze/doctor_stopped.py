@@ -39,8 +39,9 @@ import pandas as pd
 
 from commscope.analyze.diagnosis import Diagnosis, ranks_text
 from commscope.load.frames import Trace
+from commscope.rundir.schema import SIGNALLED_TOGETHER_NS
 
-TOGETHER_NS = 50_000_000  # one signal to the whole job: ends this close together (measured: < 9 ms)
+TOGETHER_NS = SIGNALLED_TOGETHER_NS  # one signal to the whole job: ends this close together (measured: < 9 ms)
 STALL_STEPS = 5           # a wait of this many median steps is no moment's lag...
 STALL_MIN_NS = 1_000_000_000  # ...nor is one of a second, however short the steps
 
@@ -156,11 +157,7 @@ def judge_stopped(d: Diagnosis, trace: Trace, statuses: dict[int, dict], signals
     the hang, a crash of the culprits, interrupted, or insufficient."""
     ends = ends_of(trace, statuses, signals)
     if isinstance(ends, list):
-        return Diagnosis("insufficient", [], sources=sources, details={"ended_ns_missing": ends}, summary=(
-            f"insufficient: every rank was ended by a signal ({signals}) and no summary.json says which ended "
-            f"first; rank(s) {ranks_text(ends)} wrote no ended_ns in status.json, so whether the job was stopped "
-            "whole from outside (a closed terminal, a preemption) or one rank was killed and the others torn "
-            "down after it cannot be told."))
+        return _no_ends(ends, signals, sources)
     culprits = d.culprit_ranks
     others = [v for r, v in ends.ended.items() if r not in culprits]
     stall = stall_of(trace, _evidence_waits(d, ends), ends)
@@ -181,13 +178,12 @@ def check_stopped_ends(lt: pd.DataFrame, trace: Trace, statuses: dict[int, dict]
                        sources: list[str]) -> Diagnosis | None:
     """A job whose every rank a signal ended, no rank missing from a collective (else judge_stopped
     answers): a hang inside a collective every member launched, a crash of the ranks ended first,
-    interrupted, or insufficient; None where the ends are unknown (the caller's rules go on)."""
+    interrupted, or insufficient (also where a status has no ended_ns, naming the ranks)."""
     ends = ends_of(trace, statuses, signals)
     if isinstance(ends, list):
-        return None
-    pending = lt[~lt["finished"].astype(bool)] if len(lt) else lt
-    waits = [(int(r), int(c)) for r, c in zip(pending["rank"], pending["call_ns"])
-             if int(r) in ends.ended and pd.notna(c)]
+        return _no_ends(ends, signals, sources)
+    pending = _waiting_at(lt, trace.collectives, min(ends.ended.values()))
+    waits = [(int(r), int(c)) for r, c in zip(pending["rank"], pending["call_ns"]) if int(r) in ends.ended]
     stall = stall_of(trace, waits, ends)
     label = None
     if stall.waiter is not None:
@@ -227,7 +223,7 @@ def _not_stuck(d: Diagnosis, ends: Ends, stall: Stall, what: str, sources: list[
     """No rank stuck by the first end: interrupted where the job was stopped whole, else insufficient."""
     if stall.unknown:
         return Diagnosis("insufficient", [], sources=sources, details=details, summary=(
-            f"insufficient: {stall.waited_text(what)} when {ends.how()}, before any step finished: with no step "
+            f"insufficient: {stall.waited_text(what)}, when {ends.how()}, before any step finished: with no step "
             "time to measure it by, a stuck rank cannot be told from a slow first step (compilation, warm-up)."))
     if ends.together:
         return Diagnosis("interrupted", [], sources=sources, details=details, summary=(
@@ -237,6 +233,30 @@ def _not_stuck(d: Diagnosis, ends: Ends, stall: Stall, what: str, sources: list[
     return Diagnosis("insufficient", [], sources=sources, details=details, summary=(
         f"insufficient: {ends.how()}{not_them} and no rank had been stuck by then ({stall.lag_text(what)}): "
         "who caused the end cannot be told."))
+
+
+def _no_ends(ranks: list[int], signals: str, sources: list[str]) -> Diagnosis:
+    return Diagnosis("insufficient", [], sources=sources, details={"ended_ns_missing": ranks}, summary=(
+        f"insufficient: every rank was ended by a signal ({signals}) and no summary.json says which ended "
+        f"first; rank(s) {ranks_text(ranks)} wrote no ended_ns in status.json, so whether the job was stopped "
+        "whole from outside (a closed terminal, a preemption) or one rank was killed and the others torn "
+        "down after it cannot be told."))
+
+
+def _waiting_at(lt: pd.DataFrame, collectives: pd.DataFrame, at: int) -> pd.DataFrame:
+    """(rank, call_ns, label) of the collectives a rank had launched by `at` and not yet seen complete: those
+    left in flight (the launch table's unfinished rows), and those whose wait returned only after `at` or
+    never (one that completed during the teardown is written with the rank's other records)."""
+    cols = ["rank", "call_ns", "label"]
+    parts = [lt.loc[~lt["finished"].astype(bool), cols]] if len(lt) else []
+    c = collectives
+    if len(c):
+        call = c["call_ns"].astype("Int64")
+        done = c["wait_end_ns"].astype("Int64")
+        open_ = call.notna() & (call < at) & c["wait_ns"].notna() & (done.isna() | (done > at))
+        parts.append(c.loc[open_.to_numpy(bool), cols])
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+    return out[out["call_ns"].notna()]
 
 
 def _evidence_waits(d: Diagnosis, ends: Ends) -> list[tuple[int, int]]:

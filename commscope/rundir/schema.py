@@ -63,6 +63,12 @@ RECORDING_FILES = (EVENTS, STATUS, META, WATCHDOG, INFLIGHT, KINETO_TRACE)
 # Python's repr writes it
 LOSS_NONFINITE = ("nan", "inf", "-inf")
 
+# status.json `ended_ns` of ranks ended by one signal to the whole job (torch.distributed.run signalled,
+# a closed terminal) lie this close together; one rank killed first and the others torn down after it
+# come hundreds of ms apart (docs/faults.md, "A job that was stopped"). The launcher's summary and the
+# doctor (analyze.doctor_stopped) read ends with this one bar.
+SIGNALLED_TOGETHER_NS = 50_000_000
+
 
 def rank_dir_name(rank: int) -> str:
     """The folder of `rank` inside a run directory."""

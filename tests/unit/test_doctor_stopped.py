@@ -183,3 +183,35 @@ def test_no_rank_left_a_status_says_how_a_script_gets_one(tmp_path):
     assert d.summary == ("insufficient: no rank has finished or reported (no status.json, no summary.json): the run "
                          "is still going, or the whole job was killed at once (a script's ranks that a signal ends "
                          "leave their status only when it calls rec.handle_signals(): docs/recording.md)")
+
+
+def test_statuses_without_ended_ns_are_named_with_no_collective_missing_too(tmp_path):
+    run = _run(tmp_path, all_launched=True)
+    _ended(run, {r: None for r in range(4)})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.details["ended_ns_missing"]) == ("insufficient", [0, 1, 2, 3])
+    assert "rank(s) 0-3 wrote no ended_ns in status.json" in d.summary
+
+
+def test_a_wait_that_returned_only_during_the_teardown_was_still_a_wait(tmp_path):
+    """Rank 1 stopped (SIGSTOP) inside 'attn', which every rank had launched; 3 s later the job is stopped
+    whole and the collective completes 11 ms into the teardown: written as finished, its wait returned
+    after the first end, so rank 0 had been waiting 3 s."""
+    import json
+
+    run = _run(tmp_path, all_launched=True)
+    for r in range(4):
+        os.remove(run / f"rank{r}" / "inflight.json")
+        call = CALL + 10 * US * r
+        row = {"kind": "collective", "rank": r, "step": 2, "label": "attn", "phase": "reduce", "op": "reduce_scatter",
+               "bytes": 8_000_000, "dtype": "bf16", "group": "0", "group_size": 4, "seq": 6, "call_ns": call,
+               "return_ns": call + 5 * US, "wait_ns": call + 6 * US, "wait_end_ns": CALL + 3_011 * MS,
+               "start_ns": None, "end_ns": CALL + 3_011 * MS, "timing": "wall"}
+        with open(run / f"rank{r}" / "events.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+    _ended(run, {r: CALL + 3_000 * MS for r in range(4)})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.label) == ("hang", [], "attn")
+    assert d.summary.startswith("hang: rank 0 had waited 3.0 s in 'attn', which every member had launched")
+    _ended(run, {r: CALL + 3_020 * MS for r in range(4)})  # ends after the wait returned: no wait then
+    assert diagnose_path(str(run)).verdict == "interrupted"

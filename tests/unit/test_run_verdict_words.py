@@ -96,3 +96,27 @@ def test_summary_names_the_rank_that_ended_first_when_no_rank_failed_on_its_own(
     (tmp_path / "rank2" / "status.json").write_text(json.dumps({"schema_version": 1, "rank": 2, "status": "failed",
                                                                  "error": "ValueError: bad batch", "last_step": 38}))
     assert "ended_first" not in build_summary(str(tmp_path), args, 4, range(4), JobEnd(torchrun_code=1), RunProgress())
+
+
+def test_one_signal_to_every_rank_is_an_interruption_not_a_first_rank():
+    """torch.distributed.run signalled from outside (not through the launcher): every rank's end began within
+    the bar of the others (status.json ended_ns), so none ended first; ends far apart still name the first,
+    and a rank whose peer vanished is not said to have been stopped by torchrun."""
+    sig = "Terminated: terminated by signal 15 (SIGTERM)"
+
+    def st(error, ending, ended_ns, ended_from="status"):
+        return {"status": "failed", "error": error, "last_step": 35, "ending": ending, "ended_ns": ended_ns,
+                "ended_from": ended_from}
+
+    together = {"0": st(sig, "signalled", 1_000_000), "1": st(sig, "signalled", 1_170_000)}
+    assert verdict(together, JobEnd(torchrun_code=1), 36, 150) == (
+        "interrupted", "interrupted by a signal that reached every rank within 0.2 ms (their status.json ended_ns), "
+                       "from outside this launcher, after 36/150 steps")
+    # the same ends from the files' mtimes (statuses without ended_ns) say nothing of when the signal came
+    mtimes = {r: {**s, "ended_from": "mtime"} for r, s in together.items()}
+    assert verdict(mtimes, JobEnd(torchrun_code=1), 36, 150)[1].startswith("failed: rank 0 ended first")
+    apart = {"0": st(sig, "signalled", 1_000_000), "1": st(sig, "signalled", 600_000_000)}
+    assert verdict(apart, JobEnd(torchrun_code=1), 36, 150)[1] == (
+        f"failed: rank 0 ended first ({sig}) after step 35; torch.distributed.run then stopped the others")
+    peer = {"0": st(sig, "signalled", 1_000_000), "1": st("RuntimeError: Connection closed by peer", "peer-gone", 9)}
+    assert verdict(peer, JobEnd(torchrun_code=1), 36, 150)[1].endswith("after step 35; the others ended after it")
