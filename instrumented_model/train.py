@@ -95,6 +95,17 @@ def default_batch_size(args: argparse.Namespace, world_size: int) -> int:
     return SPEEDRUN_SEQS_PER_RANK * world_size if args.preset == "speedrun" else 16
 
 
+def _check_same_nproc(world_size: int) -> None:
+    """UserError where the nodes were launched with different --nproc: torch.distributed.run then makes one
+    job of all their ranks (GROUP_WORLD_SIZE nodes, LOCAL_WORLD_SIZE ranks on this one), which no node's
+    launcher expects, and a preset may refuse the odd world size with words that hide the cause."""
+    nodes, local = os.environ.get("GROUP_WORLD_SIZE"), os.environ.get("LOCAL_WORLD_SIZE")
+    if nodes and local and nodes.isdigit() and local.isdigit() and int(nodes) * int(local) != world_size:
+        node = f"rank {os.environ['RANK']}'s node" if os.environ.get("RANK", "").isdigit() else "one node"
+        raise UserError(f"the nodes were launched with different --nproc: {node} runs {local} of the job's "
+                        f"{world_size} ranks over {nodes} nodes; every node's `commscope run` needs the same --nproc")
+
+
 def check_args(args: argparse.Namespace, world_size: int) -> None:
     """Raise UserError for any option that cannot work with this world size; fills args.batch_size."""
     import torch
@@ -105,6 +116,7 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
     from instrumented_model.data import make_source
     from instrumented_model.param_table import PARAM_TABLE, check_order
 
+    _check_same_nproc(world_size)
     cfg = make_config(args.preset, world_size)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device is available here (use --device cpu)")

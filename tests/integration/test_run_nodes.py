@@ -134,6 +134,23 @@ def test_replacing_a_several_node_run_moves_every_nodes_log_aside(tmp_path):
         again.release()
 
 
+def test_nodes_launched_with_different_nproc_are_told_so_before_the_preset_refuses_the_world_size(monkeypatch):
+    """--nproc 1 on node 0 and 2 on node 1: torch.distributed.run makes one job of 3 ranks over 2 nodes; the
+    ranks say which option differs (a real pair of launchers exits 2 on both nodes with this line)."""
+    from instrumented_model.train import _check_same_nproc
+
+    monkeypatch.setenv("GROUP_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(UserError) as e:
+        _check_same_nproc(3)
+    assert str(e.value) == ("the nodes were launched with different --nproc: rank 0's node runs 1 of the job's 3 ranks "
+                            "over 2 nodes; every node's `commscope run` needs the same --nproc")
+    _check_same_nproc(2)  # the same --nproc on both: nothing to say
+    monkeypatch.delenv("GROUP_WORLD_SIZE")
+    _check_same_nproc(3)  # not under torch.distributed.run: nothing known
+
+
 def test_ranks_launched_with_other_options_than_rank_0_are_named_with_each_differing_option():
     base = {"steps": 6, "seed": 0, "out": "/a/run", "data": None, "inject": []}
     assert option_differences([base, dict(base, out="/mnt/a/run", data="/mnt/x*.bin")]) is None  # paths per node
