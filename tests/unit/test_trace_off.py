@@ -12,6 +12,7 @@ from commscope.cli import app
 from commscope.load import load_path
 from commscope.pipeline import diagnose_path
 from paths import TESTS
+from report_pages import report_page
 
 DATA = TESTS / "data" / "cpurun-trace-off"
 
@@ -54,15 +55,10 @@ def test_the_page_says_no_rank_recorded_anything_instead_of_drawing_an_empty_tim
     section, not a fault's red."""
     import re
 
-    out = tmp_path / "t.html"
-    res = CliRunner().invoke(app, ["report", str(DATA / "completed"), "-o", str(out), "--no-hta"])
-    assert res.exit_code == 0, res.output
-    page = out.read_text()
+    page = report_page(DATA / "completed", tmp_path / "t.html")
     assert re.search(r'class="headline">0 of 2 ranks recorded · 0 steps', page)
     assert 'id="timeline-plot"' not in page and "No rank recorded anything to draw" in page
     assert 'class="verdict unsure"' in page
-    whole = tmp_path / "w.html"
-    assert CliRunner().invoke(app, ["report", str(TESTS / "data" / "cpurun-hooks-gloo2"), "-o", str(whole),
-                                    "--no-hta"]).exit_code == 0
-    assert re.search(r'class="headline">2 ranks · 3 steps', whole.read_text()) and 'id="timeline-plot"' in whole.read_text()
+    page = report_page(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / "w.html")
+    assert re.search(r'class="headline">2 ranks · 3 steps', page) and 'id="timeline-plot"' in page
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from commscope.cli import app
 from paths import TESTS
+from report_pages import report_page
 
 HTA = TESTS / "data" / "hta-testdata"
 
@@ -174,12 +175,8 @@ def test_a_rank_folder_passed_for_its_run_directory_is_named_as_such(tmp_path):
 def test_the_timeline_says_how_many_collectives_it_cannot_draw(tmp_path):
     """distributed_info_unavailable: a host-side trace of a GPU job, whose 6 all_to_all have launches but no
     device execution: the tables count them, and the timeline's caption says why its comm row is empty."""
-    out = tmp_path / "r.html"
-    assert CliRunner().invoke(app, ["report", str(HTA / "distributed_info_unavailable"), "-o", str(out),
-                                    "--no-hta"]).exit_code == 0
     assert ("6 collectives of these ranks and steps have no execution start or end in the input (e.g. a host-side "
-            "trace of a GPU job): not drawn, though the tables count them.") in out.read_text()
-    full = tmp_path / "full.html"
-    assert CliRunner().invoke(app, ["report", str(TESTS / "data" / "modded-nanogpt-8xh100"), "-o", str(full),
-                                    "--no-hta"]).exit_code == 0
-    assert "not drawn, though the tables count them" not in full.read_text()
+            "trace of a GPU job): not drawn, though the tables count them.") in report_page(
+        HTA / "distributed_info_unavailable", tmp_path / "r.html")
+    full = report_page(TESTS / "data" / "modded-nanogpt-8xh100", tmp_path / "full.html")
+    assert "not drawn, though the tables count them" not in full
