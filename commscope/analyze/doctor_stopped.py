@@ -21,10 +21,9 @@ arrival, on the common time axis) and how long the waiting ranks had waited by t
 - A status without `ended_ns` (an older recorder's, or one written without an aligned clock): nothing of
   this is judged.
 
-The bars: on this project's 2-core CPU machine (tests/integration/test_stopped_whole.py's script under
-torchrun), SIGTERM to torchrun reached the ranks of a job within 0.1-8.5 ms; SIGTERM to one rank, then
-torchrun's teardown of the others, came 470-930 ms apart (the rank has to exit and the launcher's monitor
-to notice).
+The bars: bench/stop_ends.py measures how far apart the ends lie each way (docs/faults.md has the
+figures: well under 50 ms for one signal to the job, seconds for one rank ended first: the rank has to
+exit and the launcher's monitor to notice).
 
 Invariants: pure functions of the trace's statuses, meta.json's clock errors, steps and launch table;
 waits are measured to the first rank's end, never past it, so a teardown's delay is never counted as a
@@ -41,7 +40,7 @@ from commscope.analyze.diagnosis import Diagnosis, ranks_text
 from commscope.load.frames import Trace
 from commscope.rundir.schema import SIGNALLED_TOGETHER_NS
 
-TOGETHER_NS = SIGNALLED_TOGETHER_NS  # one signal to the whole job: ends this close together (measured: < 9 ms)
+TOGETHER_NS = SIGNALLED_TOGETHER_NS  # one signal to the whole job: ends this close together (bench/stop_ends.py)
 STALL_STEPS = 5           # a wait of this many median steps is no moment's lag...
 STALL_MIN_NS = 1_000_000_000  # ...nor is one of a second, however short the steps
 

@@ -18,36 +18,10 @@ from commscope.pipeline import diagnose_path
 from ports import free_port
 from paths import ROOT
 
-# Rank 1 stops for good in its own code (region 'data') at step `--stall-at` while rank 0 goes on to the
-# next all_reduce and waits in it; without --stall-at both ranks keep stepping.
-SCRIPT = """
-import argparse, time
-import torch, torch.distributed as dist
-import commscope
-ap = argparse.ArgumentParser(); ap.add_argument("--out"); ap.add_argument("--stall-at", type=int, default=-1)
-args = ap.parse_args()
-dist.init_process_group("gloo")
-torch.manual_seed(0)
-model = torch.nn.Linear(32, 32)
-with commscope.record(args.out) as rec:
-    rec.handle_signals()
-    for step in range(100_000):
-        with rec.step(step) as st:
-            loss = model(torch.randn(8, 32)).square().mean()
-            loss.backward()
-            if step == args.stall_at and dist.get_rank() == 1:
-                with rec.region("data"):
-                    time.sleep(600)
-            for name, p in model.named_parameters():
-                rec.collective(dist.all_reduce, p.grad, label=name, phase="allreduce").wait()
-            st.loss = loss.item()
-dist.destroy_process_group()
-"""
 
 
 def _job(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
+    script = ROOT / "examples" / "stall_loop.py"
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--log-dir", str(tmp_path / "logs"),
            "--master-port", str(free_port()), str(script), "--out", str(out), *extra]
@@ -135,5 +109,5 @@ def test_rank_1_killed_from_outside_is_a_crash_of_rank_1(tmp_path):
 @pytest.fixture(autouse=True)
 def _no_leftover_processes():
     yield
-    left = subprocess.run(["pgrep", "-f", "job.py --out"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(["pgrep", "-f", "stall_loop.py --out"], capture_output=True, text=True).stdout.split()
     assert not left, f"processes left behind: {left}"
