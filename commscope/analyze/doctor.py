@@ -457,13 +457,19 @@ def check_stopped(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence) -> Diag
     return _with_stop_evidence(d, trace) if d is not None and d.verdict in ("interrupted", "crash") else d
 
 
+def _status_row(trace: Trace, statuses: dict[int, dict], rank: int) -> dict:
+    """A rank's evidence row in a verdict on failed or stopped ranks: its status, its error and the last step
+    it finished (None where it has none)."""
+    s = statuses.get(rank, {})
+    return {"rank": rank, "status": s.get("status"), "error": s.get("error"), "last_finished_step": _last_step(trace, rank)}
+
+
 def _stop_evidence(trace: Trace) -> tuple[list[dict], int | None, str]:
     """Each rank's status and last finished step, the last step every rank finished (None: some finished
     none), and that in words: what a stopped run's verdict shows."""
     statuses = _statuses(trace)
     ranks = sorted(set(trace.ranks) | set(statuses))
-    evidence = [{"rank": r, "status": statuses.get(r, {}).get("status"), "error": statuses.get(r, {}).get("error"),
-                 "last_finished_step": _last_step(trace, r)} for r in ranks]
+    evidence = [_status_row(trace, statuses, r) for r in ranks]
     done = [e["last_finished_step"] for e in evidence]
     last = None if None in done or not done else min(done)
     none = [e["rank"] for e in evidence if e["last_finished_step"] is None]
@@ -729,9 +735,7 @@ def check_ended_first(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     others = sorted(o for o, s in statuses.items() if o != r and s.get("status") not in ENDED)
     last = _last_step(trace, r)
     return Diagnosis("crash", [r], step=last, sources=[SUMMARY, STATUS], evidence=[
-        {"rank": o, "status": statuses.get(o, {}).get("status"), "error": statuses.get(o, {}).get("error"),
-         "last_finished_step": _last_step(trace, o), **({} if o == r else {"role": "affected"})}
-        for o in [r, *others]],
+        {**_status_row(trace, statuses, o), **({} if o == r else {"role": "affected"})} for o in [r, *others]],
         summary=(f"crash: rank {r} ended first, by {how} from outside the job ({SUMMARY}: the launcher saw it "
                  "end first; no rank timed out, and the launchers signal ranks only after a failure)"
                  + (f"; rank(s) {ranks_text(others)} failed after it" if others else "")
@@ -756,8 +760,7 @@ def check_unexplained(trace: Trace) -> Diagnosis | None:
     suspected = (f" Rank(s) {ranks_text(suspects)} did not time out but were ended by a signal, as a rank stuck "
                  "outside the collective is when the job is torn down: the likely one(s) the others waited for."
                  if timed and suspects else "")
-    return Diagnosis(verdict, [], evidence=[{"rank": r, "status": s.get("status"), "error": s.get("error"),
-                                             "last_finished_step": _last_step(trace, r)} for r, s in sorted(bad.items())],
+    return Diagnosis(verdict, [], evidence=[_status_row(trace, bad, r) for r in sorted(bad)],
                      sources=[STATUS], details={"suspects": suspects} if suspected else {},
                      summary=(f"{verdict}: rank(s) {ranks_text(sorted(bad))} failed (rank {min(bad)}: {first.get('error')}) "
                               f"but the records do not show which rank caused it ({hint}).{suspected}"))
