@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from commscope.util.atomic import write_json_atomic
 from commscope.rundir import launcher_log_tails, read_status
 from commscope.rundir.schema import (NODE_INTERRUPTED, NOT_STARTED, PROGRESS, SCHEMA_VERSION,
-                                     SIGNALLED_TOGETHER_NS, STATUS, SUMMARY, WATCHDOG, rank_dir_name)
+                                     META, STATUS, SUMMARY, WATCHDOG, rank_dir_name, signalled_together_bar)
 from instrumented_model.job import signame
 from instrumented_model.train import PROGRESS_PREFIX
 
@@ -180,7 +180,8 @@ def rank_statuses(run_dir: str, ranks: range | list[int], stopped: dict[int, flo
             ending = "error"
         if ending in ("stopped", "waited") and (watchdog or ending == "stopped"):
             st = {**st, "status": "hung"}
-        out[str(r)] = {**st, "ending": ending, "ended_ns": ended_ns, "ended_from": ended_from}
+        out[str(r)] = {**st, "ending": ending, "ended_ns": ended_ns, "ended_from": ended_from,
+                       "clock_error_ns": _clock_error_ns(d)}
     return out
 
 
@@ -276,14 +277,28 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
 
 def signalled_together(statuses: dict[str, dict]) -> int | None:
     """The spread (ns) of the ranks' ends where a signal ended every rank and their status.json ended_ns
-    (the signal's arrival) are within SIGNALLED_TOGETHER_NS of each other: one signal to the whole job
-    (analyze.doctor_stopped). None otherwise, or where a status has no ended_ns of its own."""
+    (the signal's arrival) are within the doctor's bar of each other (rundir.schema.signalled_together_bar:
+    SIGNALLED_TOGETHER_NS widened by the clocks' alignment error, as analyze.doctor_stopped reads them): one
+    signal to the whole job. None otherwise, or where a status has no ended_ns of its own."""
     ended = [s["ended_ns"] for s in statuses.values()
              if s["ending"] == "signalled" and s.get("ended_from") == "status"]
     if not ended or len(ended) != len(statuses):
         return None
     spread = max(ended) - min(ended)
-    return spread if spread <= SIGNALLED_TOGETHER_NS else None
+    bar = signalled_together_bar(s.get("clock_error_ns", 0) for s in statuses.values())
+    return spread if spread <= bar else None
+
+
+def _clock_error_ns(rank_dir: str) -> int:
+    """The rank's clock alignment error (meta.json `clock.error_ns`), 0 where its meta.json has none."""
+    with contextlib.suppress(OSError, ValueError):
+        with open(os.path.join(rank_dir, META)) as f:
+            meta = json.load(f)
+        clock = meta.get("clock") if isinstance(meta, dict) else None
+        error = clock.get("error_ns") if isinstance(clock, dict) else None
+        if type(error) is int and error >= 0:
+            return error
+    return 0
 
 
 def _ended_first_message(statuses: dict[str, dict], first: int) -> str:

@@ -12,8 +12,8 @@ arrival, on the common time axis) and how long the waiting ranks had waited by t
 - A rank that, by the first end, had waited in a collective at least STALL_STEPS median steps and
   STALL_MIN_NS was stuck: a hang (with the culprits check_hang found; without any where every member had
   launched it, stuck inside the collective), however the job then ended.
-- Otherwise, every rank's end began within TOGETHER_NS (plus twice the clocks' alignment error) of the
-  others: one signal reached the whole job, stopped while it ran (interrupted).
+- Otherwise, every rank's end began within rundir.schema.signalled_together_bar (SIGNALLED_TOGETHER_NS plus
+  twice the clocks' alignment error, the launcher's bar too) of the others: one signal reached the whole job, stopped while it ran (interrupted).
 - Otherwise ranks whose ends began more than that before every other rank's were ended first, from
   outside the job (crash), when they are the hang's culprits or there is no hang; else insufficient.
 - Without a finished step there is no step to measure a stall by: a wait under STALL_MIN_NS is no hang,
@@ -38,9 +38,8 @@ import pandas as pd
 
 from commscope.analyze.diagnosis import Diagnosis, ranks_text
 from commscope.load.frames import Trace
-from commscope.rundir.schema import SIGNALLED_TOGETHER_NS
+from commscope.rundir.schema import signalled_together_bar
 
-TOGETHER_NS = SIGNALLED_TOGETHER_NS  # one signal to the whole job: ends this close together (bench/stop_ends.py)
 STALL_STEPS = 5           # a wait of this many median steps is no moment's lag...
 STALL_MIN_NS = 1_000_000_000  # ...nor is one of a second, however short the steps
 
@@ -98,7 +97,7 @@ def ends_of(trace: Trace, statuses: dict[int, dict], signals: str) -> Ends | lis
         return unknown
     metas = (trace.config.get("meta") or {}).values()
     errors = [int(((m or {}).get("clock") or {}).get("error_ns") or 0) for m in metas]
-    return Ends(ended, TOGETHER_NS + 2 * max(errors, default=0), signals)
+    return Ends(ended, signalled_together_bar(errors), signals)
 
 
 @dataclass

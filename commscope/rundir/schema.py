@@ -70,6 +70,13 @@ LOSS_NONFINITE = ("nan", "inf", "-inf")
 SIGNALLED_TOGETHER_NS = 50_000_000
 
 
+def signalled_together_bar(clock_errors_ns) -> int:
+    """The bar two ranks' `ended_ns` must be within to have begun together: SIGNALLED_TOGETHER_NS widened by
+    twice the largest of the ranks' clock alignment errors (meta.json `clock.error_ns`), as two ranks'
+    errors can add up in opposite directions."""
+    return SIGNALLED_TOGETHER_NS + 2 * max(clock_errors_ns, default=0)
+
+
 def rank_dir_name(rank: int) -> str:
     """The folder of `rank` inside a run directory."""
     return f"rank{rank}"

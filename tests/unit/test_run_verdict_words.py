@@ -120,3 +120,36 @@ def test_one_signal_to_every_rank_is_an_interruption_not_a_first_rank():
         f"failed: rank 0 ended first ({sig}) after step 35; torch.distributed.run then stopped the others")
     peer = {"0": st(sig, "signalled", 1_000_000), "1": st("RuntimeError: Connection closed by peer", "peer-gone", 9)}
     assert verdict(peer, JobEnd(torchrun_code=1), 36, 150)[1].endswith("after step 35; the others ended after it")
+
+
+def test_ends_together_widen_by_the_clocks_alignment_error_as_the_doctor_reads_them(tmp_path):
+    """The launcher and the doctor read one bar (rundir.schema.signalled_together_bar): two ranks' ends
+    60 ms apart are one rank ended first on well-aligned clocks, and one signal to the whole job where each
+    clock may be 10 ms off (50 ms + 2 × 10 ms = 70 ms)."""
+    import json
+
+    from types import SimpleNamespace
+
+    from commscope.analyze.doctor_stopped import ends_of
+    from instrumented_model.run_summary import rank_statuses, signalled_together
+
+    def job(error_ns: int) -> dict:
+        d = tmp_path / str(error_ns)
+        for r, ended in ((0, 1_000_000_000), (1, 1_060_000_000)):
+            (d / f"rank{r}").mkdir(parents=True)
+            (d / f"rank{r}" / "status.json").write_text(json.dumps({
+                "schema_version": 1, "rank": r, "status": "failed", "last_step": 3, "ended_ns": ended,
+                "error": "Terminated: terminated by signal 15 (SIGTERM)"}))
+            (d / f"rank{r}" / "meta.json").write_text(json.dumps({"rank": r, "clock": {
+                "offset_ns": 0, "error_ns": error_ns, "method": "allreduce", "rounds": 8}}))
+        return rank_statuses(str(d), range(2))
+
+    aligned, loose = job(0), job(10_000_000)
+    assert [s["clock_error_ns"] for s in loose.values()] == [10_000_000, 10_000_000]
+    assert signalled_together(aligned) is None
+    assert signalled_together(loose) == 60_000_000
+    for statuses, together in ((aligned, False), (loose, True)):
+        trace = SimpleNamespace(config={"meta": {int(r): {"clock": {"error_ns": s["clock_error_ns"]}}
+                                                 for r, s in statuses.items()}})
+        ends = ends_of(trace, {int(r): s for r, s in statuses.items()}, "SIGTERM")
+        assert ends.together is together and ends.bar == 50_000_000 + 2 * statuses["0"]["clock_error_ns"]
