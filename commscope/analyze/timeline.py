@@ -15,7 +15,8 @@ which the rank also computed (docs/analysis.md, "The quantities"). Which sets, b
   computation = other kernels except memcpy/memset/sync, plus the cpu ops that carry an `args.stream`
   (Triton launch ops: host time, which HTA treats as GPU activity); only kernels whose launch is in the
   trace and happened before the last `ProfilerStep` started count (HTA drops the last, possibly incomplete
-  step and kernels launched before the window).
+  step and kernels launched before the window) — where the ranks' traces name two or more profiler steps
+  between them; with one or none HTA cuts nothing and neither does this (`trace.extra["hta_step_cut"]`).
 - GPU traces, `hta_like=False` (`device_comm_overlap_pct_by_rank`): all device kernels of the trace, the
   same classification, no cpu ops.
 - no device kernels (run directories without a profiler trace, CPU traces; `recorded_comm_overlap_pct_by_rank`):
@@ -109,6 +110,7 @@ def comm_overlap_by_rank(trace: Trace, hta_like: bool = True, comp: dict | None 
     gpu = has_device_kernels(trace)
     extra = trace.extra.get("hta_cpu_stream_ops") if hta_like else None
     cutoff = trace.extra.get("hta_cutoff_ns", {})
+    cut_steps = trace.extra.get("hta_step_cut", True)
     o = origin_ns(trace)
     comp_fallback = None if gpu else (_compute_sets_rel(trace, o) if comp is None else to_rel(comp, o))
     comm_fallback = None if gpu else comm_sets(trace, o)
@@ -122,7 +124,7 @@ def comm_overlap_by_rank(trace: Trace, hta_like: bool = True, comp: dict | None 
     for rank in trace.ranks:
         if gpu:
             sel = k_rows.get(rank, iv.NO_ROWS)
-            if hta_like:
+            if hta_like and cut_steps:
                 cut = cutoff.get(rank)
                 if cut is None:
                     sel = iv.NO_ROWS
@@ -133,7 +135,7 @@ def comm_overlap_by_rank(trace: Trace, hta_like: bool = True, comp: dict | None 
             if extra is not None:
                 cut = cutoff.get(rank)
                 xr = x_rows.get(rank, iv.NO_ROWS)
-                x = xr[x_start[xr] < (cut if cut is not None else -1)]
+                x = xr[x_start[xr] < (cut if cut is not None else -1)] if cut_steps else xr
                 cs = np.concatenate([cs, x_start[x]])
                 ce = np.concatenate([ce, x_end[x]])
             comp = iv.merge(cs, ce)

@@ -190,6 +190,9 @@ def _parse(path: str, with_ops: bool) -> dict:
         "kernels": kernels,  # keeps `kind`, `hta_compute`, `launch_ns` beyond the contract (analyze.timeline)
         "hta_cpu_stream_ops": hta_extra,
         "hta_cutoff_ns": int(max(step_starts)) if step_starts else None,
+        # HTA applies the cutoff only where its symbol table (all ranks' names) holds two or more names
+        # with "ProfilerStep" in them (loader: trace.extra["hta_step_cut"])
+        "hta_step_names": sorted({n for n in set(ev.a_name) if "ProfilerStep" in n} | set(ev.gpu_step_name)),
     }
 
 

@@ -231,6 +231,7 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
                                                     file_rank, scheduler)
     extra = concat_parts(merged, "hta_cpu_stream_ops")
     trace.extra["hta_cutoff_ns"] = {p["rank"]: p["hta_cutoff_ns"] for p in merged}
+    trace.extra["hta_step_cut"] = len({n for p in merged for n in p["hta_step_names"]}) >= 2
     if extra is not None:
         trace.extra["hta_cpu_stream_ops"] = extra
     return trace
@@ -333,6 +334,7 @@ def _merge_windows(rank: int, parts: list, problems: list[str]) -> dict:
             out[kind] = vals[0]
     cut = [p["hta_cutoff_ns"] for p in parts if p["hta_cutoff_ns"] is not None]
     out["hta_cutoff_ns"] = max(cut) if cut else None
+    out["hta_step_names"] = sorted({n for p in parts for n in p["hta_step_names"]})
     out["window"] = (parts[0]["window"][0], parts[-1]["window"][1])
     return out
 

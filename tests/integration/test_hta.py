@@ -110,3 +110,25 @@ def test_hta_failure_is_reported(tmp_path, both):
 def test_cpu_trace_skips_hta():
     tr = load_path(os.path.join(TESTS, "data", "gloo2"))
     assert hta_bridge.compare(tr, {})["status"] == "skipped"
+
+
+@pytest.mark.parametrize("kept, overlap", [((), 15.61), (("ProfilerStep#4",), 15.61),
+                                           (("ProfilerStep#4", "ProfilerStep#5"), 15.22)])
+def test_hta_rule_follows_hta_on_traces_with_one_or_no_profiler_step(tmp_path, kept, overlap):
+    """HTA cuts the kernels launched from the last ProfilerStep on only where the trace names two or more
+    profiler steps; with one (a single prof.step()) or none (a plain `with profile():`) it keeps every kernel.
+    The HTA-rule figure does the same, so it equals HTA's own on all three (nccl_parser_config has steps 4-6;
+    with none the figure is the device-only overlap)."""
+    pytest.importorskip("hta")
+    import gzip
+    import json
+
+    src = os.path.join(TESTS, "data", "hta-testdata", "nccl_parser_config", "nccl_data.json.gz")
+    with gzip.open(src) as f:
+        doc = json.load(f)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if "ProfilerStep" not in str(e.get("name")) or e["name"] in kept]
+    (tmp_path / "rank0.json").write_text(json.dumps(doc))
+    out = summarize(load_path(str(tmp_path)))
+    assert out["hta"]["status"] == "ok"
+    assert out["hta_comm_overlap_pct_by_rank"] == {"0": overlap} == out["hta"]["hta_comm_overlap_pct_by_rank"]
+    assert out["device_comm_overlap_pct_by_rank"] == {"0": 15.61}
