@@ -55,7 +55,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from commscope.analyze.exposure import collective_span
+from commscope.analyze.exposure import collective_span, spanless
 from commscope.analyze.flows import instance_ids
 from commscope.analyze.labels import shown_label
 from commscope.analyze.timeline_inflight import NO_END
@@ -139,9 +139,9 @@ def _col(s: pd.Series) -> Any:
 _PLAIN = (int, str, bool, type(None))
 
 
-# Columns that count something: whole numbers in JSON (36, not 36.0), though the collectives frame holds
-# bytes as float64 (NaN where a Kineto collective has no size).
-_COUNTS = ("bytes",)
+# Columns that count or number something: whole numbers in JSON (36, not 36.0), though a frame may hold them
+# as float64 (bytes NaN where a Kineto collective has no size; group_size, seq, step NaN where unknown).
+_COUNTS = ("bytes", "group_size", "seq", "step")
 
 
 def _json_values(s: pd.Series) -> list:
@@ -216,12 +216,14 @@ def _other_data(trace: Any, t0: int, run_reports: Sequence[str] = ()) -> dict:
     """The document's otherData: the producer marker first (own_trace reads it from the first bytes), the
     time origin, what the loader could not read (`problems`, as `report` lists them: a trace missing a
     rank must say so where it is opened, not only in the terminal that wrote it) and the ranks that did
-    not complete (`run_reports`, analyze.problems.run_reports, as `report` lists them)."""
+    not complete (`run_reports`, analyze.problems.run_reports, as `report` lists them), and how many
+    collectives have no slice for want of an execution start or end (`collectives_not_drawn`)."""
     return {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
             "source": printable(str(getattr(trace, "source", ""))),
             "path": printable(str(getattr(trace, "path", ""))),
             "problems": [printable(str(p)) for p in getattr(trace, "problems", None) or []],
-            "run_reports": [printable(str(p)) for p in run_reports]}
+            "run_reports": [printable(str(p)) for p in run_reports],
+            "collectives_not_drawn": spanless(trace.collectives)}
 
 
 def _emit_events(trace: Any, t0: int, emit: Callable[[dict], None], in_flight: pd.DataFrame,

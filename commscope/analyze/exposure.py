@@ -140,6 +140,16 @@ def collective_span(coll: pd.DataFrame, origin: int) -> tuple[np.ndarray, np.nda
     return launch, np.where(np.isnan(start), launch, start), rel(coll["end_ns"], origin)
 
 
+def spanless(coll: pd.DataFrame) -> int:
+    """How many collectives of `coll` have no execution span (collective_span's start or end is NaN: no
+    end, or neither a measured start nor a launch), e.g. a host-side trace of a GPU job's: a timeline has
+    nothing to draw for them, though every table counts them."""
+    if not len(coll):
+        return 0
+    _, start, end = collective_span(coll, 0)
+    return int((np.isnan(start) | np.isnan(end)).sum())
+
+
 # What a collective's duration measures, by how it was timed (`collectives.timing`, docs/frames.md) when its
 # execution start is known. The same word "duration" is a device kernel on one input and a host-side launch →
 # completion on another, so `summarize()["duration_basis"]` says which one every mean_ms of a report is.

@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
         from commscope.util.text import printable
         from commscope.commands._shared import (apply_label_map, load_with_progress, parse_steps, read_label_map,
                                                resolve_steps)
+        from commscope.analyze.exposure import spanless
         from commscope.analyze.left_in_flight import left_in_flight
         from commscope.analyze.problems import run_reports
         from commscope.analyze.timeline_inflight import steps_begun
@@ -71,4 +72,10 @@ def register(app: typer.Typer) -> None:
                                        output_console(piped_width=PIPED_PROBLEM_WIDTH, stderr=True),
                                        where="all in the trace's otherData (run_reports, problems)" if reports
                                        else "all in the trace's otherData.problems")
+        undrawn = spanless(trace.collectives)
+        if undrawn:  # stderr, beside the problems: the trace would otherwise look as if it had no communication
+            many = undrawn != 1
+            typer.echo(f"note: {undrawn:,} collective{'s' if many else ''} of the input {'have' if many else 'has'} no "
+                       "execution start or end (e.g. a host-side trace of a GPU job): not drawn (otherData."
+                       "collectives_not_drawn); `commscope report` counts them", err=True)
         typer.echo(f"perfetto trace: {printable(perfetto)} (open in https://ui.perfetto.dev or chrome://tracing)")

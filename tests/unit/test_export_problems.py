@@ -92,3 +92,32 @@ def test_many_problems_are_capped_on_stderr_and_all_kept_in_the_trace(tmp_path, 
     assert sum("not valid JSON" in p for p in problems) == 7  # the world size (2) is rank 0's
     assert stderr.splitlines() == [f"problem while loading: {p}" for p in problems[:CAVEATS_SHOWN]] + [
         f"… {10 - CAVEATS_SHOWN} more problem(s), all in the trace's otherData.problems"]
+
+
+def test_collectives_without_an_execution_span_are_counted_not_silently_dropped(tmp_path, capsys):
+    """A host-side trace of an NCCL job (hta-testdata distributed_info_unavailable: 6 all_to_all with a
+    launch and no device kernel) has nothing to draw for its collectives: the export says how many on stderr
+    and in otherData, where it would otherwise look as if the job never communicated."""
+    src = TESTS / "data" / "hta-testdata" / "distributed_info_unavailable"
+    out = tmp_path / "t.json"
+    code, stdout, stderr, doc = export(capsys, src, out)
+    assert code == 0 and stdout == stdout_line(out)
+    assert len(load_path(str(src)).collectives) == 6
+    assert doc["otherData"]["collectives_not_drawn"] == 6
+    assert not [e for e in doc["traceEvents"] if e.get("cat") == "comm"]
+    assert ("note: 6 collectives of the input have no execution start or end (e.g. a host-side trace of a GPU "
+            "job): not drawn (otherData.collectives_not_drawn); `commscope report` counts them\n") in stderr
+    code, _, stderr, doc = export(capsys, GLOO2_TRACES, tmp_path / "u.json")  # every collective drawn: no note
+    assert doc["otherData"]["collectives_not_drawn"] == 0 and "note:" not in stderr
+
+
+def test_counts_in_args_stay_integers_where_the_frame_holds_floats(tmp_path, capsys):
+    """trace_filter's collectives hold group_size (128), seq and step as float64 beside NaN elsewhere: the
+    slices' args carry them as JSON integers, as they do for bytes."""
+    src = TESTS / "data" / "hta-testdata" / "trace_filter"
+    code, _, _, doc = export(capsys, src, tmp_path / "t.json")
+    comm = [e["args"] for e in doc["traceEvents"] if e.get("cat") == "comm"]
+    assert code == 0 and len(comm) == 20
+    for key in ("group_size", "seq", "step", "bytes"):
+        assert {type(a[key]) for a in comm} <= {int, type(None)}, key
+    assert {a["group_size"] for a in comm} == {128}
