@@ -142,7 +142,8 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
                          summary=(f"insufficient: no crash, hang or desync found in {trace.world_size} rank(s), but "
                                   f"stragglers cannot be judged: {clocks.disagreement_text(clock)}."))
     if not judged_steps or not len(inst):
-        why = ("no collective reached by every member" if not len(inst) else
+        why = ("the input holds no collectives" if not len(trace.collectives) else
+               "no collective reached by every member" if not len(inst) else
                "no step left to judge" + (f" (excluded: {_noise_text(noise)})" if noise else " (no steps)"))
         return Diagnosis("insufficient", sources=src, details={"excluded_steps": excluded}, summary=(
             f"insufficient: no crash, hang or desync found in {trace.world_size} rank(s), but stragglers cannot "

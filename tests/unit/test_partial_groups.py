@@ -166,3 +166,20 @@ def test_page_and_terminal_say_why(tmp_path):
     assert "note: Bandwidth withheld for _allgather_base, _reduce_scatter_base:" in out
     top = res.output[:res.output.index("mean ms:")]  # the top exposed table: dashes in the busbw column
     assert re.search(r"_allgather_base .* – *$", top, re.M)
+
+
+def test_a_job_without_collectives_is_said_to_hold_none_by_the_doctor_too(tmp_path):
+    """Two ranks' traces with steps and no collective (a memory- or compute-only profile): the doctor says the
+    input holds no collectives, as the report does, not that none was reached by every member."""
+    from commscope.pipeline import diagnose_path
+
+    for r in range(2):
+        (tmp_path / f"rank{r}.json").write_text(json.dumps({
+            "distributedInfo": {"rank": r, "world_size": 2, "backend": "nccl"},
+            "traceEvents": [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1,
+                             "ts": 1000.0 * s, "dur": 900.0} for s in range(3)]}))
+    d = diagnose_path(str(tmp_path))
+    assert d.verdict == "insufficient"
+    assert d.summary.endswith("stragglers cannot be judged: the input holds no collectives.")
+    assert summarize(load_path(str(tmp_path)), with_hta=False)["stragglers_reason"] == (
+        "cannot be judged: the input holds no collectives")
