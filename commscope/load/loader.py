@@ -206,7 +206,8 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     rank_files = {p["rank"]: p["files"] for p in merged}
     first = merged[0]
     trace = Trace(source="kineto", path=path, world_size=ws, backend=first["backend"],
-                  device="cuda" if has_gpu else "cpu",
+                  # a host-side trace of a GPU job has no kernel but lists the GPUs its process saw
+                  device="cuda" if has_gpu or any(p["info"]["deviceProperties"] for p in merged) else "cpu",
                   config={"distributedInfo": first["info"]["distributedInfo"],
                           "deviceProperties": first["info"]["deviceProperties"],
                           "files": {r: fs[0] for r, fs in rank_files.items()},

@@ -374,3 +374,11 @@ def test_hta_unseen_comm_kernels_counts_rccl_names_and_names_the_commonest():
     assert hta_unseen_comm_kernels(k) == (4, 3, "rcclGenericKernel")
     assert hta_unseen_comm_kernels(k.iloc[[0, 4]]) == (1, 0, None)
     assert hta_unseen_comm_kernels(k.iloc[:0]) == (0, 0, None)
+
+
+def test_a_host_side_trace_of_a_gpu_job_is_a_cuda_job():
+    """hta-testdata distributed_info_unavailable: NCCL all_to_all ranges and no device kernel, from a process
+    that saw 8 GPUs (deviceProperties): the job ran on CUDA, which the page's Device says, not "cpu"."""
+    host = load_path(str(TESTS / "data" / "hta-testdata" / "distributed_info_unavailable"))
+    assert len(host.kernels) == 0 and len(host.config["deviceProperties"]) == 8
+    assert host.device == "cuda"
