@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from commscope.errors import UserError
-from commscope.recording.api import STEP_MAX, end_status
+from commscope.recording.api import STEP_MAX, NullRecorder, end_status
 from commscope.recording.termguard import Terminated, interrupt_timed, raise_terminated, signal_words
 from commscope.rundir import write_config, write_status
 from commscope.rundir.schema import PROGRESS, STATUS, rank_dir_name
@@ -497,7 +497,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     def stuck(signum: int) -> None:  # a signal while the main thread sits in a collective's C++ wait
         # the status the main thread would have written, in the words of the recording API's guard
         status, error = end_status(KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signal_words(signum)))
-        error = f"{error} while blocked in C++ (e.g. a collective's wait)"
+        # no recorder yet while it starts (its clock alignment is a collective too)
+        where = run.rec.blocked_where() if run.rec is not None else NullRecorder().blocked_where()
+        error = f"{error} while blocked {where}"
         print(f"commscope: rank {rank}: {error}", file=sys.stderr)
         finish(args, run, status, error)
 

@@ -296,6 +296,10 @@ class NullRecorder:
         """Collectives launched but not known to be finished (for the hang watchdog)."""
         return []
 
+    def blocked_where(self) -> str:
+        """Where the main thread is blocked when a signal's handler cannot run (nothing recorded to say)."""
+        return "in C++ (e.g. a collective's wait)"
+
     def close(self, status: str = "completed", error: str | None = None) -> None:
         pass
 

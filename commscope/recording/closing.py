@@ -44,7 +44,7 @@ class Closing:
     def handle_signals(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGHUP), grace_s: float = 2.0) -> None:
         """Turn `signals` (torchrun's teardown sends SIGTERM) into this rank's status: a handler raising
         `Terminated("terminated by signal 15 (SIGTERM)")` on the main thread, plus a TermGuard that closes
-        the recorder ("failed", "... while blocked in C++ ...") and exits 128 + signum when the main thread
+        the recorder ("failed", "... while blocked in the wait of collective 'attn' ...", blocked_where) and exits 128 + signum when the main thread
         sits in C++ (a collective's wait) and cannot run the handler (termguard.SignalHandling). `close()`
         stops the guard and puts the previous handlers back. Main thread only."""
         if self._closed:
@@ -55,7 +55,7 @@ class Closing:
 
     def _on_stuck(self, signum: int) -> None:
         """TermGuard's thread: the main thread did not get to its own cleanup within the grace time."""
-        error = f"Terminated: {signal_words(signum)} while blocked in C++ (e.g. a collective's wait)"
+        error = f"Terminated: {signal_words(signum)} while blocked {self.blocked_where()}"
         print(f"commscope: rank {self.rank}: {error}", file=sys.stderr, flush=True)
         self._close("failed", error, 10.0)
 

@@ -234,6 +234,20 @@ class Collectives:
         except Exception:  # backend without timing, or not finished: the field is optional
             return None
 
+    def blocked_where(self) -> str:
+        """Where the main thread is blocked, in words, when a signal's handler cannot run on it (TermGuard):
+        in the wait of a recorded collective that has not returned (the oldest such), else elsewhere in C++.
+        On CUDA wait() returns at once, so a rank held up by a collective blocks in a later sync instead."""
+        waiting = [r for r in list(self.inflight.values()) if r.get("wait_ns") is not None and r.get("wait_end_ns") is None]
+        if waiting:
+            r = min(waiting, key=lambda r: r["wait_ns"])
+            label = "(no label)" if r["label"] is None else f"'{r['label']}'"
+            return f"in the wait of collective {label} ({r['op']}, group {r['group']} seq {r['seq']})"
+        if self._cuda is not None:
+            return ("in C++ outside any recorded collective's wait (on CUDA: a sync with the GPU, e.g. behind a "
+                    "collective's kernel, or a long op)")
+        return "in C++ outside any recorded collective's wait (a long op, or a collective not recorded)"
+
     def inflight_snapshot(self) -> list[dict]:
         """Launched collectives whose completion is unknown, host times on the common axis (watchdog)."""
         snap = []

@@ -141,7 +141,7 @@ def test_a_rank_blocked_in_a_collective_closes_from_the_guard_and_exits_143(tmp_
             p.wait()
     assert code == 128 + signal.SIGTERM
     assert status(tmp_path) == {"status": "failed", "last_step": -1, "error": "Terminated: terminated by signal 15 "
-                                "(SIGTERM) while blocked in C++ (e.g. a collective's wait)"}
+                                "(SIGTERM) while blocked in the wait of collective 'g' (all_reduce, group 0 seq 0)"}
     assert (tmp_path / "rank0" / "inflight.json").exists()
     # the end began at the signal's arrival, not when the guard wrote the status after its 0.5 s grace
     # (align=False: the recorder's axis is this host's epoch clock, as the file's modification time is)
