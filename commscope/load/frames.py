@@ -242,12 +242,12 @@ class Trace:
             setattr(out, kind, df[(df["step"] >= a) & (df["step"] < b)].reset_index(drop=True))
         if len(self.steps):
             sel = out.steps
-            # cpu ops are host work: the host's step ranges bound them
+            # cpu ops are host work: the host's step ranges bound them, each rank's by its own (one window
+            # over all ranks would take a rank ahead of the others into its next step)
             hs, he = ("host_start_ns", "host_end_ns") if "host_start_ns" in sel else ("start_ns", "end_ns")
-            lo, hi = (sel[hs].min(), sel[he].max()) if len(sel) else (0, -1)
 
             def window(df: pd.DataFrame) -> pd.DataFrame:
-                return df[(df["start_ns"] >= lo) & (df["start_ns"] <= hi)].reset_index(drop=True)
+                return _in_rank_windows(df, sel, hs, he)
 
             k = self.kernels
             if self.source == "kineto" and "step" in k:
@@ -255,8 +255,7 @@ class Trace:
                 # still run the previous step's kernels inside a step's time range
                 out.kernels = k[(k["step"] >= a) & (k["step"] < b)].reset_index(drop=True)
             else:  # a run directory's profiler kernels are numbered by the profiler, not the recorder
-                dlo, dhi = (sel["start_ns"].min(), sel["end_ns"].max()) if len(sel) else (0, -1)
-                out.kernels = k[(k["start_ns"] >= dlo) & (k["start_ns"] <= dhi)].reset_index(drop=True)
+                out.kernels = _in_rank_windows(k, sel, "start_ns", "end_ns")
             out.ops = None
             out._ops_loader = lambda: window(self.ops)
             out._ops_of_ranks = lambda rs: window(self.ops_of(rs))  # a row filter: commutes with ranks
@@ -266,6 +265,17 @@ class Trace:
             out._ops_loader = lambda: self.ops
             out._ops_of_ranks = self.ops_of
         return out
+
+
+def _in_rank_windows(df: pd.DataFrame, steps: pd.DataFrame, lo: str, hi: str) -> pd.DataFrame:
+    """The rows of `df` that start inside their own rank's window, from the earliest `lo` to the latest `hi`
+    of that rank's `steps` (a rank without steps keeps none)."""
+    if not len(df) or not len(steps):
+        return df.iloc[0:0].reset_index(drop=True)
+    bounds = steps.groupby("rank")[[lo, hi]].agg({lo: "min", hi: "max"})
+    start, rank = df["start_ns"], df["rank"]
+    keep = (start >= rank.map(bounds[lo])) & (start <= rank.map(bounds[hi]))
+    return df[keep.to_numpy(bool)].reset_index(drop=True)
 
 
 def _get_ops(self: Trace) -> pd.DataFrame:

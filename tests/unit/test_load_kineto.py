@@ -382,3 +382,21 @@ def test_a_host_side_trace_of_a_gpu_job_is_a_cuda_job():
     host = load_path(str(TESTS / "data" / "hta-testdata" / "distributed_info_unavailable"))
     assert len(host.kernels) == 0 and len(host.config["deviceProperties"]) == 8
     assert host.device == "cuda"
+
+
+def test_a_step_selection_bounds_each_ranks_ops_by_its_own_steps():
+    """--steps A:B keeps A <= step < B on every rank: each rank's cpu ops lie inside its own steps' host
+    windows, so the layout findings of steps 10 and 11 add up to those of 10:12 (one window over every rank
+    took a rank that ran ahead into its next step: 12 + 11 findings against 16)."""
+    from commscope.analyze.layout_report import layout_report
+
+    tr = load_path(FIXTURE, with_ops=True)
+    counts = {}
+    for window in ((10, 11), (11, 12), (10, 12)):
+        sel = tr.select_steps(window)
+        ops, steps = sel.ops, sel.steps
+        for r, g in ops.groupby("rank"):
+            s = steps[steps["rank"] == r]
+            assert g["start_ns"].min() >= s["host_start_ns"].min() and g["start_ns"].max() <= s["host_end_ns"].max()
+        counts[window] = len(layout_report(sel).findings)
+    assert counts[(10, 11)] == counts[(11, 12)] == 8 and counts[(10, 12)] == 16
