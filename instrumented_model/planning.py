@@ -23,6 +23,16 @@ def preset_matrices(preset: str, world_size: int) -> list[Matrix]:
     return matrices_for_config(make_config(preset, world_size, check_shards=False))
 
 
+def trainer_refusal(preset: str, world_size: int) -> str | None:
+    """Why the reference trainer would refuse to run `preset` on `world_size` ranks (a sharded tensor that
+    does not split evenly: its embeddings and lm_head, not only the banks the plan lays out), or None."""
+    try:
+        make_config(preset, world_size)
+    except UserError as e:
+        return str(e)
+    return None
+
+
 def run_matrices(config: dict, world_size: int, where: str) -> list[Matrix]:
     """The matrices of the model a run trained, from its config.json document (`config`): the model's own
     dimensions when recorded, else its preset's. `where` names the run in errors."""

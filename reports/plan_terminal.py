@@ -76,6 +76,9 @@ def print_plan(plan: dict, console: Console) -> None:
         console.print(bars)
     for name, why in plan["unavailable"].items():
         console.print(f"{name}: unavailable ({why})")
+    if plan.get("trainer_refusal"):
+        console.print(f"note: the reference trainer refuses this world size ({plan['trainer_refusal']}): the plan "
+                      "is of the optimizer's partition alone")
     if "measured" in plan:
         m = plan["measured"]
         console.print(f"measured ({m['run']}, {m['steps']} steps, median): optimizer makespan "

@@ -100,6 +100,7 @@ def plan_cmd(
     plan = make_plan(matrices, world_size, cost=cost, alpha=alpha, time_model=time_model,
                      bytes_per_element=bytes_per_element)
     plan["preset"] = preset
+    plan["trainer_refusal"] = _trainer().trainer_refusal(preset, world_size)
     if calib is not None:
         run_bank = evaluate_strategy("bank", _trainer().preset_matrices(preset, calib["world_size"]),
                                      calib["world_size"], cost=cost, alpha=alpha, time_model=time_model,

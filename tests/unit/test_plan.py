@@ -225,3 +225,25 @@ def test_one_rank_moves_no_bytes(capsys):
     assert code == 0 and "over 1 rank;" in cap.out.splitlines()[0]
     code, cap = run_main(capsys, "plan", "--preset", "speedrun", "--world-size", "2", "--json")
     assert all(s["collective_bytes"] > 0 for s in json.loads(cap.out)["strategies"].values())
+
+
+def test_plan_says_when_the_trainer_itself_refuses_the_world_size():
+    """tiny on 3 ranks: every strategy plans (the bank splits 24 attn matrices), but the trainer refuses its
+    512 vocab rows over 3; plan says so, and names the world sizes `run --nproc` documents (1, 2, 4, 8)."""
+    import math
+
+    from instrumented_model.config import PRESETS
+
+    res = CliRunner().invoke(app, ["plan", "--preset", "tiny", "--world-size", "3", "--json"])
+    data = json.loads(res.output)
+    assert res.exit_code == 0 and data["unavailable"] == {}
+    assert data["trainer_refusal"] == ("preset 'tiny' cannot be sharded over 3 ranks: vocab rows (ve0-2, embed) = "
+                                       "512 is not divisible by 3")
+    text = CliRunner().invoke(app, ["plan", "--preset", "tiny", "--world-size", "3"], terminal_width=200).output
+    assert "note: the reference trainer refuses this world size (preset 'tiny' cannot be sharded" in text
+    for ws in (1, 2, 4, 8):
+        assert json.loads(CliRunner().invoke(app, ["plan", "--preset", "tiny", "--world-size", str(ws),
+                                                   "--json"]).output)["trainer_refusal"] is None
+    # the sharded dimensions' common divisor is 8 for both presets: the world sizes run --nproc names
+    assert {n: math.gcd(4 * c.num_attn_layers, c.vocab_size, c.model_dim) for n, c in PRESETS.items()} == {
+        "speedrun": 8, "tiny": 8}
