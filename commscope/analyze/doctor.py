@@ -40,9 +40,11 @@ Rules, checked in this order (the first that holds is the verdict):
    no rank timed out (killed from outside the job between two collectives).
    A job without summary.json whose every rank a signal ended (status.json `ended_ns`,
    analyze.doctor_stopped): a hang inside a collective every member launched where a rank had waited in
-   it for many steps, a crash of the ranks ended first, interrupted where the ends came together, or
-   insufficient. (A hang by absence in such a job is read the same way in rule 4; after rule 1's Ctrl-C,
-   a hang by absence in which a rank had waited past the stall bar stands.)
+   it for many steps, a hang outside communication where no rank had recorded anything that long, a crash
+   of the ranks ended first, interrupted where the ends came together, or insufficient. (A hang by absence
+   in such a job is read the same way in rule 4; after rule 1's Ctrl-C, a hang by absence in which a rank
+   had waited past the stall bar stands, and without one, every rank silent that long is the hang outside
+   communication.)
    Else hang or insufficient: ranks failed and no rule above says why (a backend timeout is a hang without
    culprits; anything else lacks the evidence).
 7. straggler (analyze.doctor_straggler): by analyze.waiting (who made whom wait, on device-side
@@ -81,7 +83,7 @@ import pandas as pd
 from commscope.analyze import waiting
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
-from commscope.analyze.doctor_stopped import check_stopped_ends, judge_stopped, stalled_before_stop
+from commscope.analyze.doctor_stopped import check_stopped_ends, judge_stopped, silent_before_stop, stalled_before_stop
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
 from commscope.analyze.left_in_flight import last_region, last_region_text
@@ -427,14 +429,18 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
 def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace, faults: FaultEvidence,
                             src: str) -> Diagnosis | None:
     """The user's stop (`d`, interrupted), or the hang a rank was in when it came: a rank that had waited
-    past the stall bar in a collective another never launched (analyze.doctor_stopped.stalled_before_stop)."""
+    past the stall bar in a collective another never launched (analyze.doctor_stopped.stalled_before_stop),
+    or, no rank missing from any, every rank silent that long (silent_before_stop)."""
     if d is None or trace.source != "run":
         return d
     h = check_hang(lt, trace, faults, src)
-    if h is None or h.verdict != "hang":
-        return d
     summary = trace.config.get("summary") or {}
     how = f" ({summary['message']})" if summary.get("message") else ""
+    if h is None:
+        silent = silent_before_stop(f"the run was stopped by the user{how}", d.sources, trace, _statuses(trace))
+        return d if silent is None else _with_rank_rows(silent, trace)
+    if h.verdict != "hang":
+        return d
     return stalled_before_stop(h, f"the run was stopped by the user{how}", d.sources, trace, _statuses(trace)) or d
 
 
@@ -454,6 +460,8 @@ def check_stopped(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence) -> Diag
         return None
     names = _every_rank_signalled(trace)
     d = check_stopped_ends(lt, trace, _statuses(trace), names, [STATUS, EVENTS]) if names else None
+    if d is not None and d.verdict == "hang" and d.label is None:  # stuck outside communication
+        return _with_rank_rows(d, trace)
     return _with_stop_evidence(d, trace) if d is not None and d.verdict in ("interrupted", "crash") else d
 
 
@@ -476,6 +484,13 @@ def _stop_evidence(trace: Trace) -> tuple[list[dict], int | None, str]:
     reached = (f"every rank finished step {last}" if last is not None else
                "no rank finished a step" if len(none) == len(done) else f"rank(s) {ranks_text(none)} finished no step")
     return evidence, last, reached
+
+
+def _with_rank_rows(d: Diagnosis, trace: Trace) -> Diagnosis:
+    """`d` with every rank's status and last finished step as its evidence, and the last step every rank
+    finished as its step: a verdict on the whole job, no rank singled out."""
+    evidence, last, _ = _stop_evidence(trace)
+    return replace(d, evidence=evidence, step=last)
 
 
 def _with_stop_evidence(d: Diagnosis, trace: Trace) -> Diagnosis:

@@ -12,6 +12,9 @@ arrival, on the common time axis) and how long the waiting ranks had waited by t
 - A rank that, by the first end, had waited in a collective at least STALL_STEPS median steps and
   STALL_MIN_NS was stuck: a hang (with the culprits check_hang found; without any where every member had
   launched it, stuck inside the collective), however the job then ended.
+- Otherwise, a job in which no rank recorded anything for as long (STALL_STEPS median steps and
+  STALL_MIN_NS) before the first end, none waiting in a collective, was stuck outside communication (a
+  data loader, I/O, a lock, a long op): a hang without culprit, however it then ended.
 - Otherwise, every rank's end began within rundir.schema.signalled_together_bar (SIGNALLED_TOGETHER_NS plus
   twice the clocks' alignment error, the launcher's bar too) of the others: one signal reached the whole job, stopped while it ran (interrupted).
 - Otherwise ranks whose ends began more than that before every other rank's were ended first, from
@@ -150,6 +153,62 @@ def stall_of(trace: Trace, waits: list[tuple[int, int]], ends: Ends) -> Stall:
     return Stall(waiter, waited, step)
 
 
+# host times of each frame a rank's progress shows in (device times are not on the host's axis)
+_PROGRESS_TIMES = {"steps": ("start_ns", "end_ns"), "regions": ("start_ns", "end_ns"), "hooks": ("t_ns",),
+                   "collectives": ("call_ns", "return_ns", "wait_ns", "wait_end_ns")}
+
+
+def last_progress(trace: Trace, ended: dict[int, int]) -> dict[int, int]:
+    """Per rank of `ended`, the latest time it recorded before its own end began (a region its end cut
+    short counts by its start: its end is the unwinding); ranks that recorded nothing before it are left
+    out."""
+    best: dict[int, float] = {}
+    for kind, cols in _PROGRESS_TIMES.items():
+        df = getattr(trace, kind, None)
+        if df is None or not len(df):
+            continue
+        ranks = df["rank"].to_numpy()
+        cap = pd.Series(ranks).map(ended).to_numpy(dtype=float)  # NaN: a rank without an end
+        for c in (c for c in cols if c in df):
+            t = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
+            ok = np.isfinite(t) & (t < cap)
+            for r, v in pd.Series(t[ok]).groupby(ranks[ok]).max().items():
+                best[int(r)] = max(best.get(int(r), v), v)
+    return {r: int(v) for r, v in best.items()}
+
+
+def silence_of(trace: Trace, ends: Ends) -> Stall | None:
+    """The shortest of the ranks' silences before the first end (first end − the rank's last_progress), as a
+    Stall whose `waiter` is that rank: every rank had been silent at least that long. None where a rank
+    recorded nothing to measure from."""
+    until = min(ends.ended.values())
+    last = last_progress(trace, ends.ended)
+    if set(last) != set(ends.ended):
+        return None
+    rank = max(last, key=lambda r: (last[r], -r))
+    return Stall(rank, max(0, until - last[rank]), _median_step_ns(trace))
+
+
+def stuck_outside(trace: Trace, ends: Ends, how: str, sources: list[str], details: dict) -> Diagnosis | None:
+    """The hang of a job no rank of which had recorded anything for the stall bar before the first end,
+    none waiting in a collective (the caller found no stuck wait): stuck outside communication. `how`:
+    how the job ended, in words. None where some rank was not silent that long."""
+    silence = silence_of(trace, ends)
+    if silence is None or not silence.stuck:
+        return None
+    from commscope.analyze.left_in_flight import last_region, last_region_text  # the doctor's own words for it
+
+    cut = [last_region_text(r, w) for r in sorted(ends.ended)
+           if (w := last_region(trace, r)) is not None and w.get("cut_by_end")]
+    where = "; ".join(cut[:3]) + (f"; and {len(cut) - 3:,} more rank(s) so" if len(cut) > 3 else "")
+    steps = f" ({silence.waited / silence.step:,.0f} median steps)"
+    return Diagnosis("hang", [], sources=sources, details={**details, "silent_ms": round(silence.waited / 1e6, 3),
+                                                           "stall_bar_ms": silence.bar / 1e6}, summary=(
+        f"hang: no rank had recorded anything for {_secs(silence.waited)}{steps} when {how}, and none was waiting "
+        f"in a collective: every rank was stuck outside communication (the training loop itself: a data loader, "
+        f"I/O, a lock, a long op)." + (f" {where[0].upper()}{where[1:]}." if where else "")))
+
+
 def judge_stopped(d: Diagnosis, trace: Trace, statuses: dict[int, dict], signals: str, sources: list[str]) -> Diagnosis:
     """`d`, a hang by absence in a job whose every rank a signal ended, read with the ranks' end times:
     the hang, a crash of the culprits, interrupted, or insufficient."""
@@ -193,6 +252,9 @@ def check_stopped_ends(lt: pd.DataFrame, trace: Trace, statuses: dict[int, dict]
         return Diagnosis("hang", [], label=label, sources=sources, details=details, summary=(
             f"hang: {stall.waited_text(what)} when {ends.how()}. No rank is missing from it: stuck inside the "
             "collective (the backend or the network)."))
+    outside = stuck_outside(trace, ends, ends.how(), sources, details)
+    if outside is not None:
+        return outside
     first = ends.first()
     if first:
         return Diagnosis("crash", first, sources=sources, details=details, summary=(
@@ -215,6 +277,13 @@ def stalled_before_stop(h: Diagnosis, stopped: str, sources: list[str], trace: T
         return None
     return replace(h, sources=[*h.sources, *sources], details={**(h.details or {}), **stall.details()},
                    summary=f"{h.summary.rstrip('.')}; {stall.waited_text(repr(str(h.label)))} when {stopped}.")
+
+
+def silent_before_stop(stopped: str, sources: list[str], trace: Trace, statuses: dict[int, dict]) -> Diagnosis | None:
+    """Where the user stopped the run (`stopped`: how, in words) and no rank was missing from a collective:
+    the hang of a job stuck outside communication (stuck_outside), else None (interrupted stands)."""
+    ends = ends_of(trace, statuses, "the user's signal")
+    return None if isinstance(ends, list) else stuck_outside(trace, ends, stopped, sources, {})
 
 
 def _not_stuck(d: Diagnosis, ends: Ends, stall: Stall, what: str, sources: list[str], details: dict) -> Diagnosis:

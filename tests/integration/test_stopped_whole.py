@@ -82,6 +82,22 @@ def test_ctrl_c_while_rank_1_is_stuck_is_the_hang_not_just_an_interruption(tmp_p
     assert "rank 1 was in region data (step 3) when its end came (status.json ended_ns)" in d.summary
 
 
+def test_stopped_whole_while_every_rank_is_stuck_outside_communication_is_a_hang(tmp_path):
+    """Both ranks sleep in their own region 'data' (a data loader, a lock): no collective is pending and no
+    rank is missing from one, but neither recorded anything for seconds when SIGTERM came."""
+    proc, out = _job(tmp_path, "--stall-at", "3", "--stall-ranks", "all")
+    _wait_for_step(out, 2)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGTERM)
+    _end(proc)
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks, d.step) == ("hang", [], 2)
+    assert d.summary.startswith("hang: no rank had recorded anything for ")
+    assert "every rank was stuck outside communication" in d.summary
+    assert "rank 0 was in region data (step 3) when its end came (status.json ended_ns)" in d.summary
+    assert d.details["silent_ms"] >= 2_000
+
+
 def test_stopped_whole_while_running_is_interrupted(tmp_path):
     proc, out = _job(tmp_path)
     _wait_for_step(out, 20)

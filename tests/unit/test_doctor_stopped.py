@@ -215,3 +215,66 @@ def test_a_wait_that_returned_only_during_the_teardown_was_still_a_wait(tmp_path
     assert d.summary.startswith("hang: rank 0 had waited 3.0 s in 'attn', which every member had launched")
     _ended(run, {r: CALL + 3_020 * MS for r in range(4)})  # ends after the wait returned: no wait then
     assert diagnose_path(str(run)).verdict == "interrupted"
+
+
+def _silent_run(tmp_path):
+    """2 ranks, steps 0 and 1 finished (1 ms each, the last record at T + 2 ms), then nothing: no collective
+    launched, none in flight."""
+    path = tmp_path / "run"
+    write_run_dir(make_trace(ranks=(0, 1), steps=(0, 1), style="run"), path)
+    os.remove(path / "summary.json")
+    return path
+
+
+def test_every_rank_silent_for_long_when_stopped_is_a_hang_outside_communication(tmp_path):
+    """Both ranks stuck in their own code (a data loader, a lock) and the job stopped 5 s later: no rank is
+    missing from a collective, none waits, but none recorded anything for 5,000 median steps: a hang without
+    culprit, not "stopped while it ran"; 3 ms of silence stays interrupted."""
+    run = _silent_run(tmp_path)
+    _ended(run, {0: T + 2_000 * US + 5_000 * MS, 1: T + 2_000 * US + 5_000 * MS + 50_000})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.label, d.step) == ("hang", [], None, 1)
+    assert d.summary.startswith("hang: no rank had recorded anything for 5.0 s (5,000 median steps) when the job "
+                                "was stopped whole from outside: SIGTERM reached both ranks within 0.1 ms")
+    assert d.summary.endswith("and none was waiting in a collective: every rank was stuck outside communication "
+                              "(the training loop itself: a data loader, I/O, a lock, a long op).")
+    assert d.details["silent_ms"] == 5_000.0 and [e["rank"] for e in d.evidence] == [0, 1]
+    _ended(run, {0: T + 2_000 * US + 3 * MS, 1: T + 2_000 * US + 3 * MS})
+    assert diagnose_path(str(run)).verdict == "interrupted"
+
+
+def test_one_rank_still_recording_is_no_silence_of_the_job(tmp_path):
+    """Rank 1 recorded a region 1 ms before the stop: the job was not silent as a whole (rank 0 alone may
+    just be slow), so interrupted stands."""
+    import json
+
+    run = _silent_run(tmp_path)
+    end = T + 2_000 * US + 5_000 * MS
+    with open(run / "rank1" / "events.jsonl", "a") as f:
+        f.write(json.dumps({"kind": "region", "rank": 1, "step": 2, "micro_step": 0, "name": "forward",
+                            "start_ns": end - 2 * MS, "end_ns": end - MS}) + "\n")
+    _ended(run, {0: end, 1: end})
+    assert diagnose_path(str(run)).verdict == "interrupted"
+
+
+def test_ctrl_c_on_a_job_silent_for_long_is_the_hang_outside_communication(tmp_path):
+    """`commscope run` stopped by Ctrl-C (summary.json interrupted, KeyboardInterrupt statuses): the same
+    silence of every rank reads as the hang, "when the run was stopped by the user"; a short one stays
+    interrupted."""
+    run = _silent_run(tmp_path)
+    write_json(run / "summary.json", {"status": "interrupted", "world_size": 2, "ranks": {"0": "interrupted",
+               "1": "interrupted"}, "exit_code": 130, "message": "interrupted by SIGINT after 2/40 steps"})
+    for gap, verdict in ((5_000 * MS, "hang"), (3 * MS, "interrupted")):
+        for r in (0, 1):
+            write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
+                                                           "last_step": 1, "ended_ns": T + 2_000 * US + gap})
+        d = diagnose_path(str(run))
+        assert (d.verdict, d.culprit_ranks) == (verdict, [])
+    for r in (0, 1):
+        write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
+                                                       "last_step": 1, "ended_ns": T + 2_000 * US + 5_000 * MS})
+    d = diagnose_path(str(run))
+    assert d.summary.startswith("hang: no rank had recorded anything for 5.0 s (5,000 median steps) when the run "
+                                "was stopped by the user (interrupted by SIGINT after 2/40 steps), and none was "
+                                "waiting in a collective")
+    assert d.step == 1 and [e["status"] for e in d.evidence] == ["interrupted", "interrupted"]
