@@ -16,7 +16,8 @@ arrival, on the common time axis) and how long the waiting ranks had waited by t
   STALL_MIN_NS) before the first end, none waiting in a collective, was stuck outside communication (a
   data loader, I/O, a lock, a long op): a hang without culprit, however it then ended.
 - Otherwise, every rank's end began within rundir.schema.signalled_together_bar (SIGNALLED_TOGETHER_NS plus
-  twice the clocks' alignment error, the launcher's bar too) of the others: one signal reached the whole job, stopped while it ran (interrupted).
+  twice the clocks' alignment error, the launcher's bar too) of the others: one signal reached the whole
+  job, stopped while it ran (interrupted).
 - Otherwise ranks whose ends began more than that before every other rank's were ended first, from
   outside the job (crash), when they are the hang's culprits or there is no hang; else insufficient.
 - Without a finished step there is no step to measure a stall by: a wait under STALL_MIN_NS is no hang,
@@ -40,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze.diagnosis import Diagnosis, ranks_text
+from commscope.analyze.left_in_flight import last_region, last_region_text
 from commscope.load.frames import Trace
 from commscope.rundir.schema import signalled_together_bar
 
@@ -196,8 +198,6 @@ def stuck_outside(trace: Trace, ends: Ends, how: str, sources: list[str], detail
     silence = silence_of(trace, ends)
     if silence is None or not silence.stuck:
         return None
-    from commscope.analyze.left_in_flight import last_region, last_region_text  # the doctor's own words for it
-
     cut = [last_region_text(r, w) for r in sorted(ends.ended)
            if (w := last_region(trace, r)) is not None and w.get("cut_by_end")]
     where = "; ".join(cut[:3]) + (f"; and {len(cut) - 3:,} more rank(s) so" if len(cut) > 3 else "")
