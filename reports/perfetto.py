@@ -140,8 +140,9 @@ _PLAIN = (int, str, bool, type(None))
 
 
 # Columns that count or number something: whole numbers in JSON (36, not 36.0), though a frame may hold them
-# as float64 (bytes NaN where a Kineto collective has no size; group_size, seq, step NaN where unknown).
-_COUNTS = ("bytes", "group_size", "seq", "step")
+# as float64 (bytes NaN where a Kineto collective has no size; group_size, seq, step, micro_step NaN where
+# unknown).
+_COUNTS = ("bytes", "group_size", "seq", "step", "micro_step")
 
 
 def _json_values(s: pd.Series) -> list:
