@@ -20,8 +20,9 @@ be called exactly once; `step()` contexts do not nest; `close()` is idempotent.
 from __future__ import annotations
 
 import contextlib
-import re
+import inspect
 import numbers
+import re
 import signal
 from typing import Any, Callable, Iterable, Iterator
 
@@ -54,13 +55,58 @@ for _fn, _name in (("reduce_scatter_single", "reduce_scatter"), ("all_gather_sin
 _POINT_TO_POINT = frozenset(("send", "recv", "isend", "irecv", "batch_isend_irecv"))
 
 
-def check_collective_fn(fn: Any) -> None:
-    """ValueError for a point-to-point call (_POINT_TO_POINT): rec.collective records collectives."""
+def check_collective_fn(fn: Any, kwargs: dict) -> None:
+    """ValueError for a point-to-point call (_POINT_TO_POINT: rec.collective records collectives), for a
+    caller's own `async_op` (rec.collective passes async_op=True itself) and for a function that takes no
+    async_op (dist.all_gather_object and the other object collectives block), before anything is launched
+    or numbered."""
     name = getattr(fn, "__name__", None)
     if name in _POINT_TO_POINT and getattr(fn, "__module__", "").startswith("torch.distributed"):
         raise ValueError(f"rec.collective records collectives, which every member of a group calls in one "
                          f"order; dist.{name} is point-to-point (its peer calls another op): time it with "
                          "rec.region(...) instead")
+    if "async_op" in kwargs:
+        raise ValueError("rec.collective launches the collective with async_op=True itself and returns a handle "
+                         "to wait() on: leave async_op out")
+    if not _takes_async_op(fn):
+        who = f"dist.{name}" if name and getattr(fn, "__module__", "").startswith("torch.distributed") else (name or repr(fn))
+        raise ValueError(f"rec.collective times collectives it launches with async_op=True; {who} takes no "
+                         "async_op (it blocks, as the object collectives do): time it with rec.region(...) instead")
+
+
+_ASYNC_OP: dict[Any, bool] = {}  # fn -> whether it takes async_op (a signature is read once per function)
+
+
+def _takes_async_op(fn: Any) -> bool:
+    known = _ASYNC_OP.get(fn) if _hashable(fn) else None
+    if known is not None:
+        return known
+    try:
+        params = inspect.signature(fn).parameters
+        takes = "async_op" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    except (TypeError, ValueError):  # no signature to read (a C function): the call itself will say
+        takes = True
+    if _hashable(fn) and len(_ASYNC_OP) < _REMEMBERED:
+        _ASYNC_OP[fn] = takes
+    return takes
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+def check_micro_step(micro_step: Any) -> int | None:
+    """A micro-step (gradient-accumulation index) as an int, or None (no micro-steps): a whole number in
+    0..STEP_MAX, as check_step, else ValueError; the loader reads hooks and regions by it."""
+    if micro_step is None:
+        return None
+    if isinstance(micro_step, bool) or not isinstance(micro_step, numbers.Integral) or not 0 <= micro_step <= STEP_MAX:
+        raise ValueError(f"a micro-step must be None or a whole number in 0..2**53-1; got {micro_step!r}")
+    return int(micro_step)
 
 
 # The fields of a step record (docs/run_format.md): `st.extra` adds keys to that record, never these.
@@ -271,6 +317,7 @@ class NullRecorder:
 
     def set_micro_step(self, micro_step: int | None) -> None:
         """Set the micro-step (gradient-accumulation index) that hooks and regions are attributed to."""
+        check_micro_step(micro_step)  # the same values as a recording's: a script runs with either
 
     @contextlib.contextmanager
     def step(self, step: int) -> Iterator[StepInfo]:
@@ -287,7 +334,7 @@ class NullRecorder:
 
     def collective(self, fn: Callable, *args: Any, label: str | None, phase: str, **kwargs: Any) -> CollectiveHandle:
         """Launch `fn(*args, async_op=True, **kwargs)` (a torch.distributed collective)."""
-        check_collective_fn(fn)
+        check_collective_fn(fn, kwargs)
         check_label(label)
         check_phase(phase)
         return CollectiveHandle(fn(*args, async_op=True, **kwargs))

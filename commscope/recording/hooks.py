@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
-from commscope.recording.api import check_name, check_not_reserved
+from commscope.recording.api import check_micro_step, check_name, check_not_reserved
 from commscope.recording.closing import CLOSED
 
 _perf = time.perf_counter_ns
@@ -72,5 +72,5 @@ class HookOrder:
         return on_grad_ready
 
     def set_micro_step(self, micro_step: int | None) -> None:
-        self._micro = micro_step
+        self._micro = check_micro_step(micro_step)
         self._pos = 0

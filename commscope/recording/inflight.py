@@ -116,11 +116,13 @@ class Collectives:
     def collective(self, fn: Callable, *args: Any, label: str | None, phase: str, **kwargs: Any) -> CollectiveHandle:
         if self._closed:  # raising, not skipping: the caller's collective must never silently not run
             raise RuntimeError(CLOSED)
-        check_collective_fn(fn)
+        check_collective_fn(fn, kwargs)
         check_label(label)
         check_phase(phase)
         op = op_name(fn)
         gname, gsize = self._groups(kwargs.get("group"))
+        if gsize < 1:  # this rank is no member of the group: torch runs nothing here, so nothing is recorded
+            return CollectiveHandle(fn(*args, async_op=True, **kwargs))
         seq = self._seq[gname]
         self._seq[gname] = seq + 1
         nbytes, dtype = comm_size(op, args, kwargs, gsize)

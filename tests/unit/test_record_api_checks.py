@@ -417,3 +417,51 @@ def test_point_to_point_calls_are_refused_with_what_to_use(tmp_path, gloo1):
                 r.collective(fn, torch.ones(2), 0, label="p2p", phase="x")
     rec.close()
     assert read(tmp_path / "rank0" / "events.jsonl") == []  # nothing launched, nothing recorded
+
+
+def test_a_collective_on_a_group_the_rank_is_not_in_records_nothing(tmp_path, gloo1):
+    """torch runs nothing on a rank outside the group (dist.new_group([0, 1]) on rank 2 hands it
+    GroupMember.NON_GROUP_MEMBER, of size -1): the recorder records nothing there either, and numbers
+    nothing, rather than a record of group size -1 the loader would drop, which would make the rank's
+    records look incomplete to the hang rule."""
+    import torch.distributed as dist
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    with rec.step(0):
+        rec.collective(dist.all_reduce, torch.ones(2), label="other", phase="p",
+                       group=dist.GroupMember.NON_GROUP_MEMBER).wait()
+        rec.collective(dist.all_reduce, torch.ones(2), label="mine", phase="p").wait()
+    rec.close()
+    assert [(e["label"], e["group_size"], e["seq"]) for e in read(tmp_path / "rank0" / "events.jsonl")
+            if e["kind"] == "collective"] == [("mine", 1, 0)]
+
+
+def test_async_op_is_the_recorders_to_pass(tmp_path, gloo1):
+    """rec.collective launches with async_op=True: a caller's own async_op, or a function without one (the
+    object collectives block), is one clear ValueError before anything is launched or numbered."""
+    import torch.distributed as dist
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    for r in (rec, NullRecorder()):
+        with pytest.raises(ValueError, match="launches the collective with async_op=True itself .* leave async_op out"):
+            r.collective(dist.all_reduce, torch.ones(2), label="a", phase="p", async_op=True)
+        with pytest.raises(ValueError, match="dist.all_gather_object takes no async_op .* rec.region"):
+            r.collective(dist.all_gather_object, [None], {"x": 1}, label="o", phase="p")
+    with rec.step(0):
+        rec.collective(dist.all_reduce, torch.ones(2), label="a", phase="p").wait()
+    rec.close()
+    assert [(e["label"], e["seq"]) for e in read(tmp_path / "rank0" / "events.jsonl")
+            if e["kind"] == "collective"] == [("a", 0)]  # the refused calls took no sequence number
+
+
+@pytest.mark.parametrize("bad", [-1, "a", 1.5, [1], 2 ** 60, True])
+def test_set_micro_step_takes_whole_numbers_or_none(tmp_path, bad):
+    """A micro-step the loader would drop (below 0, not a whole number, beyond 2**53) is refused at the call,
+    as a step number is, by a recording and by NullRecorder alike."""
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    for r in (rec, NullRecorder()):
+        with pytest.raises(ValueError, match="a micro-step must be None or a whole number in 0..2\\*\\*53-1"):
+            r.set_micro_step(bad)
+        r.set_micro_step(3)
+        r.set_micro_step(None)
+    rec.close()
