@@ -44,8 +44,9 @@ class Closing:
     def handle_signals(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGHUP), grace_s: float = 2.0) -> None:
         """Turn `signals` (torchrun's teardown sends SIGTERM) into this rank's status: a handler raising
         `Terminated("terminated by signal 15 (SIGTERM)")` on the main thread, plus a TermGuard that closes
-        the recorder ("failed", "... while blocked in the wait of collective 'attn' ...", blocked_where) and exits 128 + signum when the main thread
-        sits in C++ (a collective's wait) and cannot run the handler (termguard.SignalHandling). `close()`
+        the recorder ("failed", "... while blocked in the wait of collective 'attn' ...": blocked_where) and
+        exits 128 + signum when the main thread sits in C++ (a collective's wait) and cannot run the handler
+        (termguard.SignalHandling). `close()`
         stops the guard and puts the previous handlers back. Main thread only."""
         if self._closed:
             raise RuntimeError(CLOSED)

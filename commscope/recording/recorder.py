@@ -119,7 +119,6 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
             # pass for this run's); replacing it would destroy a run nobody asked to remove.
             raise RuntimeError(f"{str(self.rank_dir)!r} already holds a recording ({', '.join(old)}); record "
                                "into a new run directory")
-        self.rank_dir.mkdir(parents=True, exist_ok=True)
         self._init_closing()
 
         self._cuda = CudaClock(self.device) if self.device.type == "cuda" else None
@@ -128,6 +127,10 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
         self._base = epoch_base_ns()
         self.clock = ClockSync()
         self._shift = self._base
+        if align and distributed:
+            # a collective, measured before the rank folder exists: where a peer refused (its folder holds an
+            # earlier run's recording) or never started, this fails and leaves no folder in that earlier run
+            self._measure_clock(group)
         self._init_steps(flush)
         self._init_collectives()
         self._init_hooks()
@@ -136,12 +139,10 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
             if window
             else None
         )
+        self.rank_dir.mkdir(parents=True, exist_ok=True)
         self._started = _perf()
         self._sink = EventSink(self.rank_dir / EVENTS)
-        if align and distributed:
-            self.align_clocks(group)
-        else:
-            self._write_meta()
+        self._write_meta()
         # A script that dies by an exception (or forgets close) still leaves a status and its buffers.
         ref = weakref.ref(self)
         atexit.register(lambda: (r := ref()) is not None and r._at_exit())
@@ -151,6 +152,11 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
             # records resolved so far in the step are on the old axis already (steps.py resolves early)
             raise RuntimeError(f"align_clocks() inside step {self._step}: a step's records share one time "
                                "axis; align between steps")
+        self._measure_clock(group)
+        self._write_meta()
+
+    def _measure_clock(self, group: Any) -> None:
+        """The clock offset to the common axis, measured over `group` (a collective)."""
         gloo = "gloo" in str(self.backend) or self._cuda is None
         self.clock = align_clocks(
             group,
@@ -158,7 +164,6 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
             now_ns=lambda: _perf() + self._base,
         )
         self._shift = self._base + self.clock.offset_ns
-        self._write_meta()
 
     def _write_meta(self) -> None:
         write_json_atomic(

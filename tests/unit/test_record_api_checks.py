@@ -465,3 +465,23 @@ def test_set_micro_step_takes_whole_numbers_or_none(tmp_path, bad):
         r.set_micro_step(3)
         r.set_micro_step(None)
     rec.close()
+
+
+def test_a_recorder_whose_clock_alignment_fails_leaves_no_rank_folder(tmp_path, gloo1, monkeypatch):
+    """The alignment is a collective: it fails where a peer refused (its folder holds an earlier run's
+    recording) or never started. It runs before the rank folder exists, so a 3-rank job started into a
+    2-rank run's directory leaves no rank2/ in it, which would make that run unreadable ("rank folder(s)
+    [2] outside world_size 2")."""
+    import commscope.recording.recorder as recorder_module
+
+    def peer_gone(*args, **kwargs):
+        raise RuntimeError("Connection closed by peer")
+
+    monkeypatch.setattr(recorder_module, "align_clocks", peer_gone)
+    with pytest.raises(RuntimeError, match="Connection closed by peer"):
+        Recorder(tmp_path / "run", rank=0, world_size=1)
+    assert not (tmp_path / "run" / "rank0").exists()
+    monkeypatch.undo()
+    rec = Recorder(tmp_path / "run", rank=0, world_size=1)  # aligned: the folder, with meta.json
+    rec.close()
+    assert sorted(p.name for p in (tmp_path / "run" / "rank0").iterdir()) == ["events.jsonl", "meta.json", "status.json"]
