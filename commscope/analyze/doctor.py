@@ -445,12 +445,20 @@ def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace,
 
 
 def _every_rank_signalled(trace: Trace) -> str | None:
-    """The signals' names ("SIGTERM") where every rank of the job left a status saying a signal ended it."""
+    """The signals' names ("SIGTERM") where every rank of the job left a status saying a signal ended it, or
+    that one had begun its end (status.json `signal`: a rank in a collective's wait whose peer, stopped by the
+    same signal, closed the connection ends by that error)."""
     statuses = _statuses(trace)
-    ended = [_SIGNAL_ENDED.search(str(s.get("error") or "")) for s in statuses.values()]
-    if len(statuses) != trace.world_size or not all(ended):
+    names = [_signal_of(s) for s in statuses.values()]
+    if len(statuses) != trace.world_size or not all(names):
         return None
-    return ", ".join(sorted({m.group(1) for m in ended}))
+    return ", ".join(sorted(set(names)))
+
+
+def _signal_of(status: dict) -> str | None:
+    """The signal that ended a rank or began its end ("SIGTERM"), from its status, else None."""
+    m = _SIGNAL_ENDED.search(str(status.get("error") or ""))
+    return m.group(1) if m else status.get("signal") if isinstance(status.get("signal"), str) else None
 
 
 def check_stopped(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence) -> Diagnosis | None:

@@ -24,7 +24,7 @@ import time
 from typing import Iterable
 
 from commscope.recording.api import end_status
-from commscope.recording.termguard import SignalHandling, signal_arrived_ns, signal_words
+from commscope.recording.termguard import SignalHandling, signal_arrived, signal_arrived_ns, signal_words
 from commscope.recording.watchdog import write_inflight
 from commscope.rundir import write_status
 
@@ -83,6 +83,7 @@ class Closing:
         # when the end began: a signal's arrival (the close may come seconds later, after TermGuard's grace)
         arrived = signal_arrived_ns() if status != "completed" else None
         ended_ns = (arrived if arrived is not None else time.perf_counter_ns()) + self._shift
+        signalled = signal_arrived() if arrived is not None else None
         try:
             if status != "completed":
                 write_inflight(self, error)  # how far this rank got, for `commscope doctor`
@@ -99,7 +100,7 @@ class Closing:
             finally:
                 try:
                     write_status(self.rank_dir, status, error, -1 if self.last_step is None else self.last_step,
-                                 ended_ns)
+                                 ended_ns, signalled)
                 finally:
                     self._close_done.set()
             note = self._window.close_note(self.last_step) if self._window is not None else None

@@ -52,12 +52,17 @@ def signal_words(signum: int) -> str:
 # one rank, so one value per process; status.json's `ended_ns` carries it for the doctor, which tells a
 # job stopped whole (every rank signalled at once) from one rank ended first and the others after it.
 _arrived_ns: int | None = None
+_arrived_signal: str | None = None  # its name, "SIGTERM": status.json `signal`, whatever error then ended it
 
 
-def _arrived() -> None:
-    global _arrived_ns
+def _arrived(signum: int) -> None:
+    global _arrived_ns, _arrived_signal
     if _arrived_ns is None:
         _arrived_ns = time.perf_counter_ns()
+        try:
+            _arrived_signal = signal.Signals(signum).name
+        except ValueError:
+            _arrived_signal = f"signal {signum}"
 
 
 def signal_arrived_ns() -> int | None:
@@ -65,16 +70,23 @@ def signal_arrived_ns() -> int | None:
     return _arrived_ns
 
 
+def signal_arrived() -> str | None:
+    """The name of the first ending signal this process received ("SIGTERM"; None: none yet). A rank whose
+    main thread sat in a collective's wait may end by the error that wait then raises (its peer, stopped by
+    the same signal, closed the connection): its status says which signal had begun its end."""
+    return _arrived_signal
+
+
 def raise_terminated(signum: int, frame: object) -> None:
     """A Python signal handler: `Terminated("terminated by signal 15 (SIGTERM)")` on the main thread."""
-    _arrived()
+    _arrived(signum)
     raise Terminated(signal_words(signum))
 
 
 def interrupt_timed(signum: int, frame: object) -> None:
     """Python's own SIGINT handler (KeyboardInterrupt), timing the arrival first: a Ctrl-C ends the rank as
     always, and its status says when."""
-    _arrived()
+    _arrived(signum)
     signal.default_int_handler(signum, frame)
 
 
@@ -129,10 +141,11 @@ class TermGuard:
                 return
             if not data:
                 return
-            if any(b in self.signals or b == signal.SIGINT for b in data):
+            first = next((b for b in data if b in self.signals or b == signal.SIGINT), None)
+            if first is not None:
                 # now, not after the grace: the main thread may be blocked for good. Ctrl-C (SIGINT, Python's
                 # KeyboardInterrupt) is timed too, though this guard leaves it to the main thread
-                _arrived()
+                _arrived(first)
             hit = next((b for b in data if b in self.signals), None)
             if hit is None:
                 continue

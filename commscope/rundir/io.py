@@ -67,7 +67,8 @@ _FIELDS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
                      and _is_nat(v.get("error_ns", 0)) and _STR(v.get("method")) and _opt(_is_int)(v.get("rounds")),
                      "{offset_ns: int, error_ns: int >= 0, method: str, rounds: int}")},
     STATUS: {"status": (lambda v: isinstance(v, str), "a string"), "error": (_STR, "a string or null"),
-             "last_step": (_opt(_is_int), "an integer"), "ended_ns": (_opt(_is_int), "an integer (ns)")},
+             "last_step": (_opt(_is_int), "an integer"), "ended_ns": (_opt(_is_int), "an integer (ns)"),
+             "signal": (_STR, "a string or null")},
     SUMMARY: {"status": (_STR, "a string"), "world_size": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
               "backend": (_STR, "a string"), "device": (_STR, "a string"), "preset": (_STR, "a string"),
               "steps": (_opt(_is_int), "an integer"),
@@ -147,11 +148,14 @@ def write_config(run_dir, config: dict) -> None:
     write_json_atomic(os.path.join(run_dir, CONFIG), {"schema_version": SCHEMA_VERSION, **config})
 
 
-def write_status(rank_dir, status: str, error: str | None, last_step: int, ended_ns: int | None = None) -> None:
+def write_status(rank_dir, status: str, error: str | None, last_step: int, ended_ns: int | None = None,
+                 signal: str | None = None) -> None:
     """rank{R}/status.json, written atomically so a reader never sees half of it. `ended_ns`: when the
-    rank's end began, on the run's common time axis (a writer without an aligned clock leaves it out)."""
+    rank's end began, on the run's common time axis (a writer without an aligned clock leaves it out);
+    `signal`: the signal whose arrival that was ("SIGTERM"), whatever error then ended the rank."""
     write_json_atomic(os.path.join(rank_dir, STATUS), {"status": status, "error": error, "last_step": last_step,
-                                                        **({} if ended_ns is None else {"ended_ns": int(ended_ns)})})
+                                                        **({} if ended_ns is None else {"ended_ns": int(ended_ns)}),
+                                                        **({} if signal is None else {"signal": signal})})
 
 
 def write_run_marker(run_dir, run_id: str, *, exclusive: bool = False, **fields) -> bool:

@@ -20,8 +20,8 @@ from paths import ROOT
 
 
 
-def _job(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
-    script = ROOT / "examples" / "stall_loop.py"
+def _job(tmp_path: Path, *extra: str, script: str = "stall_loop.py") -> tuple[subprocess.Popen, Path]:
+    script = ROOT / "examples" / script
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--log-dir", str(tmp_path / "logs"),
            "--master-port", str(free_port()), str(script), "--out", str(out), *extra]
@@ -98,6 +98,22 @@ def test_stopped_whole_while_every_rank_is_stuck_outside_communication_is_a_hang
     assert d.details["silent_ms"] >= 2_000
 
 
+def test_ddp_stopped_whole_while_rank_1_is_stuck_is_a_hang_on_rank_1(tmp_path):
+    """DDP: rank 0 blocks in backward's bucket all_reduce; SIGTERM ends rank 1 at once, and rank 0's wait
+    then raises gloo's connection error before its own handler runs. Its status says SIGTERM had begun its
+    end (status.json `signal`), so the job still reads as stopped whole while rank 1 was stuck."""
+    proc, out = _job(tmp_path, "--stall-at", "3", "--steps", "100000", script="ddp_loop.py")
+    _wait_for_step(out, 2)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGTERM)
+    _end(proc)
+    st = _statuses(out)
+    assert [s.get("signal") for s in st.values()] == ["SIGTERM", "SIGTERM"]
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks, d.step) == ("hang", [1], 3)
+    assert d.label.startswith("ddp_bucket") and "SIGTERM reached both ranks within" in d.summary
+
+
 def test_stopped_whole_while_running_is_interrupted(tmp_path):
     proc, out = _job(tmp_path)
     _wait_for_step(out, 20)
@@ -125,5 +141,5 @@ def test_rank_1_killed_from_outside_is_a_crash_of_rank_1(tmp_path):
 @pytest.fixture(autouse=True)
 def _no_leftover_processes():
     yield
-    left = subprocess.run(["pgrep", "-f", "stall_loop.py --out"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(["pgrep", "-f", "(stall|ddp)_loop.py --out"], capture_output=True, text=True).stdout.split()
     assert not left, f"processes left behind: {left}"

@@ -278,3 +278,24 @@ def test_ctrl_c_on_a_job_silent_for_long_is_the_hang_outside_communication(tmp_p
                                 "was stopped by the user (interrupted by SIGINT after 2/40 steps), and none was "
                                 "waiting in a collective")
     assert d.step == 1 and [e["status"] for e in d.evidence] == ["interrupted", "interrupted"]
+
+
+def test_ranks_ended_by_their_waits_error_after_the_signal_read_as_signalled(tmp_path):
+    """DDP: the waiting ranks sit in the comm hook's wait when SIGTERM reaches the job; the stuck rank
+    exits at once, and their wait raises gloo's "Connection closed by peer" before their own handler runs.
+    Their status.json says which signal had begun their end (`signal`): the job was still stopped whole
+    while rank 1 was stuck, the hang; without that field the ranks' ends cannot be read as one stop and
+    rank 1 reads as killed from outside."""
+    run = _run(tmp_path)
+    end = CALL + 6_000 * MS
+    peer = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"
+    for r in range(4):
+        doc = {"status": "failed", "error": SIGTERM if r == 1 else peer, "last_step": 1, "ended_ns": end + r * 20_000}
+        write_json(run / f"rank{r}" / "status.json", {**doc, **({} if r == 1 else {"signal": "SIGTERM"})})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.label) == ("hang", [1], "attn")
+    assert "rank 0 had waited 6.0 s in 'attn'" in d.summary and "SIGTERM reached all 4 ranks within" in d.summary
+    for r in (0, 2, 3):
+        doc.pop("signal", None)
+        write_json(run / f"rank{r}" / "status.json", {**doc, "error": peer, "ended_ns": end + r * 20_000})
+    assert diagnose_path(str(run)).verdict == "crash"

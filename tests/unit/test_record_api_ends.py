@@ -104,7 +104,8 @@ def test_torchrun_teardown_of_a_stalled_rank_leaves_terminated_status(tmp_path):
     assert r.returncode != 0
     s0, s1 = status(out, 0), status(out, 1)
     assert s0["status"] == "failed" and s0["last_step"] == 1, s0
-    assert s1 == {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)", "last_step": 1}
+    assert s1 == {"status": "failed", "error": "Terminated: terminated by signal 15 (SIGTERM)", "last_step": 1,
+                  "signal": "SIGTERM"}
 
 
 BLOCKED = textwrap.dedent("""
@@ -141,7 +142,8 @@ def test_a_rank_blocked_in_a_collective_closes_from_the_guard_and_exits_143(tmp_
             p.wait()
     assert code == 128 + signal.SIGTERM
     assert status(tmp_path) == {"status": "failed", "last_step": -1, "error": "Terminated: terminated by signal 15 "
-                                "(SIGTERM) while blocked in the wait of collective 'g' (all_reduce, group 0 seq 0)"}
+                                "(SIGTERM) while blocked in the wait of collective 'g' (all_reduce, group 0 seq 0)",
+                                "signal": "SIGTERM"}
     assert (tmp_path / "rank0" / "inflight.json").exists()
     # the end began at the signal's arrival, not when the guard wrote the status after its 0.5 s grace
     # (align=False: the recorder's axis is this host's epoch clock, as the file's modification time is)
