@@ -136,19 +136,25 @@ def _say(line: str) -> None:
 @contextlib.contextmanager
 def _stop_signals_raise():
     """While the block runs, SIGTERM and SIGHUP raise `Interrupted` in the main thread; a second one
-    is ignored until the block has ended, so it cannot cut the cleanup short. Signals already ignored
-    (SIGHUP under nohup) stay ignored, and other handlers are left alone."""
+    is ignored by this process until the block has ended, so it cannot cut the cleanup short. Signals
+    already ignored (SIGHUP under nohup) stay ignored, and other handlers are left alone. A process forked
+    meanwhile (a worker pool's, HTA's) ends on either signal, before and after the first: were the second
+    stage SIG_IGN, a pool replacing its killed workers during the cleanup would start ones that ignore the
+    SIGTERM its terminate() sends, and wait for them for ever."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     me = os.getpid()
     old: dict[int, object] = {}
 
-    def handler(signum, _frame):
+    def after_first(signum, _frame):
         if os.getpid() != me:  # a forked child that has not set its own handlers yet
             os._exit(128 + signum)
+
+    def handler(signum, _frame):
+        after_first(signum, _frame)
         for s in old:
-            signal.signal(s, signal.SIG_IGN)
+            signal.signal(s, after_first)
         raise Interrupted(signum)
 
     for name in _STOP_SIGNALS:

@@ -51,3 +51,35 @@ def test_children_forked_while_hta_runs_end_on_sigterm(tmp_path, monkeypatch, py
     res = hta_bridge.run_hta({0: str(tmp_path / "rank0.json")})
     assert _FakeTraceAnalysis.seen == [True] and res["status"] == "partial"  # the fake has no analyses
     assert not _child_handler_is_default()  # after HTA, a fork inherits the Python handler again
+
+
+def test_after_the_first_signal_the_command_ignores_a_second_and_its_forks_still_end():
+    """The CLI's second stage (a SIGTERM while the first one's cleanup runs) is ignored by the command, but
+    not by a process it forks meanwhile: a pool that replaces its killed workers during the cleanup starts
+    ones that end on the SIGTERM its terminate() sends (with SIG_IGN they outlived it, and `report` waited
+    for them for ever)."""
+    import os
+    import time
+
+    from commscope.cli import Interrupted, _stop_signals_raise
+
+    with _stop_signals_raise():
+        with pytest.raises(Interrupted):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises at the next bytecode
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGTERM)  # the second: ignored by this process
+        time.sleep(0.05)
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: a worker started during the cleanup, blocked in its own work
+            os.write(ready_w, b"x")  # past the fork's own signal bookkeeping, which drops one arriving in it
+            time.sleep(30)
+            os._exit(0)
+        os.read(ready_r, 1)
+        os.kill(pid, signal.SIGTERM)
+        _, code = os.waitpid(pid, 0)
+        os.close(ready_r)
+        os.close(ready_w)
+        assert os.waitstatus_to_exitcode(code) == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
