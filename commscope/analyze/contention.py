@@ -65,10 +65,17 @@ def device_limits(config: dict | None) -> DeviceLimits | None:
     props = (config or {}).get("deviceProperties") or []
     if isinstance(props, dict):
         props = [props]
-    for p in props:
-        if p.get("numSms"):
-            return DeviceLimits(int(p["numSms"]), int(p.get("maxThreadsPerMultiprocessor") or 2048))
+    for p in props if isinstance(props, list) else []:
+        sms = p.get("numSms") if isinstance(p, dict) else None
+        if _count(sms):  # a count the trace got wrong ("x", -1, 1e300) names no device to judge by
+            threads = p.get("maxThreadsPerMultiprocessor")
+            return DeviceLimits(int(sms), int(threads) if _count(threads) else 2048)
     return None
+
+
+def _count(v) -> bool:
+    """A whole, positive number that fits a device's counts (an SM count, threads per SM)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v == int(v) and 0 < v < 2 ** 31
 
 
 def _dims(v) -> int | None:

@@ -114,7 +114,8 @@ def read_events(path: str, raw: bytes, with_ops: bool) -> Events:
 
 def _check_header(path: str, events: Any, di: Any, base: Any, props: Any) -> Events:
     """The header fields, typed: `distributedInfo` an object (else empty: kineto.parse_file then takes the
-    rank from the file name), `baseTimeNanoseconds` a finite number (else 0, and the reason is kept)."""
+    rank from the file name), `baseTimeNanoseconds` a finite number (else 0, and the reason is kept),
+    `deviceProperties` a list of objects (an entry that is not one is dropped, and the reason kept)."""
     if not isinstance(events, list):
         raise NotATrace(path, "is not a chrome trace (no traceEvents list)")
     ev = Events()
@@ -128,6 +129,14 @@ def _check_header(path: str, events: Any, di: Any, base: Any, props: Any) -> Eve
     else:
         ev.base = 0
         ev.drop("baseTimeNanoseconds is not a finite number (taken as 0: times are relative)")
+    if isinstance(props, dict):  # one device written as an object, not a list of one
+        props = [props]
+    if props is not None and not isinstance(props, list):
+        ev.drop("deviceProperties is not a list of objects (ignored)")
+        props = None
+    elif props is not None and not all(isinstance(p, dict) for p in props):
+        ev.drop("deviceProperties entries that are not objects (ignored)", sum(not isinstance(p, dict) for p in props))
+        props = [p for p in props if isinstance(p, dict)]
     ev.device_properties = props
     return ev
 

@@ -400,3 +400,28 @@ def test_a_step_selection_bounds_each_ranks_ops_by_its_own_steps():
             assert g["start_ns"].min() >= s["host_start_ns"].min() and g["start_ns"].max() <= s["host_end_ns"].max()
         counts[window] = len(layout_report(sel).findings)
     assert counts[(10, 11)] == counts[(11, 12)] == 8 and counts[(10, 12)] == 16
+
+
+@pytest.mark.parametrize("props, problem", [
+    ("x", "deviceProperties is not a list of objects (ignored)"),
+    ([1, "a", None], "deviceProperties entries that are not objects (ignored)"),
+    ([{"numSms": "x", "maxThreadsPerMultiprocessor": -1}], None),
+])
+def test_device_properties_of_the_wrong_type_are_left_out_not_a_traceback(tmp_path, props, problem):
+    """deviceProperties is read by the layout's SM contention: a value that is no list of objects is a
+    problem of the file (said, and left out), and an SM count that is no count names no device to judge
+    by, where `layout` used to end in an AttributeError or ValueError."""
+    import json
+
+    from commscope.analyze.contention import device_limits
+    from commscope.analyze.layout_report import layout_report
+
+    for f in ("rank0.json", "rank1.json"):
+        doc = json.loads(open(os.path.join(GLOO, f)).read())
+        doc["deviceProperties"] = props
+        (tmp_path / f).write_text(json.dumps(doc))
+    tr = load_path(str(tmp_path), with_ops=True)
+    said = [p for p in tr.problems if "deviceProperties" in p]
+    assert [problem in p for p in said] == ([True, True] if problem else [])  # one line per rank's file
+    assert device_limits(tr.config) is None
+    assert layout_report(tr).contention_skipped is not None
