@@ -96,9 +96,10 @@ def kernel_layout_evidence(kernels: pd.DataFrame, ops: pd.DataFrame | None = Non
     vec = parsed[parsed["kind"] == "vectorized"]
     out = []
     for _, k in parsed[(parsed["kind"] == "generic")].iterrows():
-        if k["numel"] < min_numel or (k["rank"], k["external_id"]) in explained:
+        # a kernel the trace gives no duration (dur 0) is neither slow nor a yardstick
+        if k["numel"] < min_numel or (k["rank"], k["external_id"]) in explained or not k["dur_ns"] > 0:
             continue
-        peers = vec[(vec["key"] == k["key"]) & (vec["elem"] == k["elem"])]
+        peers = vec[(vec["key"] == k["key"]) & (vec["elem"] == k["elem"]) & (vec["dur_ns"] > 0)]
         peers = peers[_covers(peers, k["numel"])] if len(peers) else peers
         own = peers[peers["rank"] == k["rank"]]  # its own GPU's vectorized kernel, where it ran one
         peers = own if len(own) else peers
