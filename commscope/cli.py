@@ -33,6 +33,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from commscope import __version__, commands
 from commscope.errors import UserError
+from commscope.util.abandon import STOP_HANDLER
 from commscope.util.text import printable  # a file name's undecodable bytes as \xNN in the one error line
 
 def _version(value: bool) -> None:
@@ -156,6 +157,10 @@ def _stop_signals_raise():
         for s in old:
             signal.signal(s, after_first)
         raise Interrupted(signum)
+
+    # a section that cannot be unwound (commscope.util.abandon: HTA's fork pool) may take these signals over
+    setattr(handler, STOP_HANDLER, True)
+    setattr(after_first, STOP_HANDLER, True)
 
     for name in _STOP_SIGNALS:
         s = getattr(signal, name, None)

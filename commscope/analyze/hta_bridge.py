@@ -27,6 +27,7 @@ from typing import Any
 
 from commscope.load.frames import Trace, unlinked
 from commscope.load.kineto import hta_unseen_comm_kernels
+from commscope.util.abandon import abandon_on_stop
 from commscope.util.num import rounded_float
 
 NOTES = {
@@ -187,19 +188,20 @@ def run_hta(files: dict[int, str]) -> dict:
     try:
         logging.disable(logging.WARNING)
         t0 = time.perf_counter()
-        try:
-            with _hushed(sink):
-                ta = TraceAnalysis(trace_files=paths, trace_dir=nowhere)
-        except Exception as e:
-            return {"status": "failed", "reason": f"TraceAnalysis failed: {type(e).__name__}: {e}"}
-        out["construct_s"] = round(time.perf_counter() - t0, 3)
-        session = _Session(ta, sorted(int(r) for r in files))
-        for name, ask in ANALYSES:
+        with abandon_on_stop():  # HTA's fork pool cannot be unwound once a stop signal killed a worker
             try:
                 with _hushed(sink):
-                    out[name] = ask(session)
-            except Exception as e:  # one analysis failing leaves the others' results
-                out["errors"][name] = f"{type(e).__name__}: {e}"
+                    ta = TraceAnalysis(trace_files=paths, trace_dir=nowhere)
+            except Exception as e:
+                return {"status": "failed", "reason": f"TraceAnalysis failed: {type(e).__name__}: {e}"}
+            out["construct_s"] = round(time.perf_counter() - t0, 3)
+            session = _Session(ta, sorted(int(r) for r in files))
+            for name, ask in ANALYSES:
+                try:
+                    with _hushed(sink):
+                        out[name] = ask(session)
+                except Exception as e:  # one analysis failing leaves the others' results
+                    out["errors"][name] = f"{type(e).__name__}: {e}"
     finally:
         _hta_forks = False
         logging.disable(logging.NOTSET)

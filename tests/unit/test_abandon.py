@@ -1,0 +1,71 @@
+"""commscope.util.abandon: a stop signal inside a section that cannot be unwound (HTA's fork pool) ends the
+process at once, its children killed and reaped, with the CLI's words and exit code; a script's own
+handler is left alone."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from paths import ROOT
+
+SECTION = textwrap.dedent("""
+    import multiprocessing as mp, os, signal, sys, time
+    from commscope.util.abandon import abandon_on_stop
+
+    def work(_):
+        time.sleep(60)
+
+    if sys.argv[1] == "own":  # a script's own handler: not taken over
+        signal.signal(signal.SIGTERM, lambda *a: (print("own handler", flush=True), os._exit(7)))
+    with abandon_on_stop():
+        pool = mp.get_context("fork").Pool(2)
+        pool.map_async(work, range(2))
+        time.sleep(0.5)
+        print(" ".join(str(p.pid) for p in mp.active_children()), flush=True)
+        time.sleep(60)
+    print("unwound", flush=True)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead, though not yet reaped by its parent
+        return f.read().split(") ")[-1][0] != "Z"
+
+
+@pytest.mark.parametrize("sig, words, code", [(signal.SIGTERM, "commscope: aborted (SIGTERM)", 143),
+                                              (signal.SIGINT, "commscope: aborted", 130)])
+def test_a_stop_signal_in_the_section_ends_the_process_and_its_workers(sig, words, code):
+    p = subprocess.Popen([sys.executable, "-c", SECTION, "cli"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    children = [int(x) for x in p.stdout.readline().split()]
+    assert len(children) == 2
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == code and err.strip() == words and "unwound" not in out
+    deadline = time.monotonic() + 10
+    while any(_alive(c) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(c) for c in children)
+
+
+def test_a_scripts_own_handler_is_left_alone():
+    p = subprocess.Popen([sys.executable, "-c", SECTION, "own"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    children = [int(x) for x in p.stdout.readline().split()]
+    p.send_signal(signal.SIGTERM)
+    code = p.wait(timeout=30)
+    for c in children:  # the script's handler exited without its pool's cleanup: end the workers here
+        if _alive(c):
+            os.kill(c, signal.SIGKILL)
+    out, _ = p.communicate(timeout=30)
+    assert code == 7 and "own handler" in out
