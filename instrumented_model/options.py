@@ -66,7 +66,7 @@ TRAINER_OPTIONS: tuple[Opt, ...] = (
     Opt("trace", str, "light", "off | light | full. Default: light.", TRACE_MODES),
     Opt("profile", str, None, "torch.profiler window START:STOP, or one step N (N:N+1) (steps; STOP at most "
                               "--steps). Default: none."),
-    Opt("with-stack", FLAG, False, "Python stacks in the profiler window."),
+    Opt("with-stack", FLAG, False, "Python stacks in the profiler window (needs --profile, or --trace full)."),
     Opt("flush", str, "step", "step | overlap: when a step's records are written. step: at the step end "
         "(a killed rank keeps every finished step). overlap (CUDA): when the next step's first region ends, "
         "hidden behind its GPU work; a SIGKILL then may lose the last step. Default: step.", ("step", "overlap")),

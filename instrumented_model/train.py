@@ -142,6 +142,10 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
             check_order(f"--{opt.replace('_', '-')}", split_labels(getattr(args, opt)), PARAM_TABLE)
     if args.profile is not None and args.trace == "off":
         raise UserError("--profile needs tracing on (--trace light or full)")
+    if args.with_stack and args.profile is None and args.trace != "full":
+        # the Python stacks go into the profiler window's trace: without a window nothing would record them
+        raise UserError("--with-stack records Python stacks in the profiler's trace: give --profile START:STOP "
+                        "(or --trace full, which profiles steps 1:3)")
     if args.flush != "step" and args.trace == "off":
         raise UserError(f"--flush {args.flush} needs tracing on (--trace light or full): --trace off writes no records")
     window = parse_step_range(args.profile, "--profile", closed=True)

@@ -248,6 +248,8 @@ def test_topology_builds_torchrun_rendezvous_options():
     (["--trace", "off", "--profile", "2:4"], 2, "needs tracing on"),
     (["--trace", "off", "--flush", "overlap"], 2, "--flush overlap needs tracing on"),
     (["--flush", "later"], 2, "invalid choice"),
+    (["--with-stack"], 2, "--with-stack records Python stacks in the profiler's trace: give --profile"),
+    (["--trace", "off", "--with-stack"], 2, "--with-stack records Python stacks in the profiler's trace"),
     (["--profile", "4:2"], 2, "--profile 4:2: selects no step"),
     (["--steps", "6", "--profile", "5:8"], 2, "--profile 5:8 reaches past the last step: --steps 6 runs steps 0..5"),
     (["--steps", "3", "--profile", "3"], 2, "--profile 3 reaches past the last step"),
