@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export(
         path: Path = typer.Argument(..., help="A commscope run directory or a folder of per-rank Kineto traces."),
-        perfetto: Optional[Path] = typer.Option(None, "--perfetto", help="Write a Chrome-JSON trace for Perfetto "
+        perfetto: Optional[str] = typer.Option(None, "--perfetto", help="Write a Chrome-JSON trace for Perfetto "
                                                 "here (gzip when it ends in .gz). An existing file is replaced only "
                                                 "if it is a trace commscope wrote."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Only steps A <= step < B (also A, A:, :B)."),
@@ -48,6 +48,9 @@ def register(app: typer.Typer) -> None:
 
         if perfetto is None:
             raise UserError("choose an export format: --perfetto OUT.json")
+        if perfetto == "":  # a Path would read it as "." and refuse a directory the user never named
+            raise UserError("--perfetto is empty: give the file to write, e.g. --perfetto OUT.json")
+        perfetto = Path(perfetto)
         check_output(perfetto, path, own_trace)
         window = parse_steps(steps)
         sizes = read_label_map(label_map)

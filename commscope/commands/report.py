@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
     @app.command("report")
     def report(
         path: Path = typer.Argument(..., help="A commscope run directory or a folder of per-rank Kineto traces."),
-        output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file to write "
+        output: Optional[str] = typer.Option(None, "-o", "--output", help="HTML file to write "
                                               "(default ./<input-name>-report.html). An existing file is "
                                               "replaced only if it is a report commscope wrote."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Steps A <= step < B (also A, A:, :B) for the "
@@ -50,7 +50,9 @@ def register(app: typer.Typer) -> None:
         if not as_json:
             from commscope.analyze.report_context import PAGE_ALL_RANKS
 
-            out, ops_up_to = output or default_output(path), PAGE_ALL_RANKS
+            if output == "":  # a Path would read it as "." and refuse a directory the user never named
+                raise UserError("-o/--output is empty: give the HTML file to write")
+            out, ops_up_to = Path(output) if output else default_output(path), PAGE_ALL_RANKS
             check_output(out, path, own_page)  # before loading: a refused output fails at once
         # The page's layout section reads ops (--json never does): up to PAGE_ALL_RANKS ranks every rank's,
         # parsed in the same pass; above, the representative ranks' only, parsed from their files when it

@@ -121,3 +121,11 @@ def test_counts_in_args_stay_integers_where_the_frame_holds_floats(tmp_path, cap
     for key in ("group_size", "seq", "step", "bytes"):
         assert {type(a[key]) for a in comm} <= {int, type(None)}, key
     assert {a["group_size"] for a in comm} == {128}
+
+
+def test_an_empty_output_name_is_said_to_be_empty(tmp_path, capsys):
+    """`-o ''` and `--perfetto ''` name no file: said so, not "'.' is a directory" (a Path reads '' as '.')."""
+    code, cap = run_main(capsys, "report", GLOO2_TRACES, "-o", "")
+    assert code == 2 and cap.err == "commscope: error: -o/--output is empty: give the HTML file to write\n"
+    code, cap = run_main(capsys, "export", GLOO2_TRACES, "--perfetto", "")
+    assert code == 2 and cap.err == "commscope: error: --perfetto is empty: give the file to write, e.g. --perfetto OUT.json\n"
