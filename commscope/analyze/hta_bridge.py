@@ -19,7 +19,6 @@ import contextlib
 import io
 import logging
 import os
-import signal
 import tempfile
 import time
 import warnings
@@ -147,22 +146,6 @@ def _hushed(sink: io.StringIO):
         yield
 
 
-# HTA parses ranks in a fork pool and stops it with SIGTERM. A worker inherits the CLI's Python handler for
-# SIGTERM, which runs only when the interpreter next checks for signals: a worker blocked in the pool's
-# queue lock was seen to outlive its SIGTERM, and the pool's join (and the command) then waited forever.
-# While HTA runs, a forked child takes the default action instead: the kernel ends it.
-_hta_forks = False
-
-
-def _child_stops_on_signals() -> None:
-    if _hta_forks:
-        for s in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, signal.SIG_DFL)
-
-
-os.register_at_fork(after_in_child=_child_stops_on_signals)
-
-
 def run_hta(files: dict[int, str]) -> dict:
     """HTA's analyses (ANALYSES) on `files` (rank → path, given to HTA as they are: no temporary folder that
     a killed process would leave behind); each result or error keyed by analysis name, with HTA's version
@@ -177,10 +160,8 @@ def run_hta(files: dict[int, str]) -> dict:
     except Exception as e:  # ImportError, or a broken HTA install
         return {"status": "unavailable",
                 "reason": f"HTA not importable ({type(e).__name__}: {e}); pip install 'commscope[hta]'"}
-    global _hta_forks
     sink = io.StringIO()
     old_level = logging.root.level
-    _hta_forks = True
     # HTA joins a relative name to trace_dir: absolute paths are read where they are. trace_dir itself is
     # a folder that does not exist, so nothing HTA might write lands in the user's input.
     paths = {int(r): os.path.abspath(f) for r, f in files.items()}
@@ -188,7 +169,9 @@ def run_hta(files: dict[int, str]) -> dict:
     try:
         logging.disable(logging.WARNING)
         t0 = time.perf_counter()
-        with abandon_on_stop():  # HTA's fork pool cannot be unwound once a stop signal killed a worker
+        # HTA's fork pool cannot be unwound once a stop signal killed a worker, and a worker must end on the
+        # SIGTERM its pool's terminate() sends (abandon_on_stop gives forked children the default actions)
+        with abandon_on_stop():
             try:
                 with _hushed(sink):
                     ta = TraceAnalysis(trace_files=paths, trace_dir=nowhere)
@@ -203,7 +186,6 @@ def run_hta(files: dict[int, str]) -> dict:
                 except Exception as e:  # one analysis failing leaves the others' results
                     out["errors"][name] = f"{type(e).__name__}: {e}"
     finally:
-        _hta_forks = False
         logging.disable(logging.NOTSET)
         logging.root.setLevel(old_level)
     if out["errors"]:

@@ -6,14 +6,18 @@ while it held the task queue's lock never releases it. Unwinding through the poo
 `terminate()`, which takes that lock, and waits for ever: `commscope report` was seen hung with a single
 thread in a futex wait and its dead workers unreaped, in repeated trials of SIGTERM to the process group
 during HTA's parse on a 2-core machine. No exception can be raised through such a section; the process
-has to leave it.
+has to leave it. Nor can the main thread be relied on to notice: Python runs handlers on it only, and a
+signal the kernel hands to one of the pool's threads does not interrupt the main thread's wait.
 
-`abandon_on_stop()`: while the block runs in the main thread, SIGTERM, SIGHUP and SIGINT kill and reap
-the process's child processes, say `commscope: aborted (SIGTERM)` (`commscope: aborted` for Ctrl-C, as
-the CLI does), and exit 128 + the signal, skipping the interpreter's cleanup. A signal whose handler is
-the script's own (neither the default, Python's KeyboardInterrupt, nor the CLI's stop handler, which
-carries STOP_HANDLER) or that is ignored is left alone. A process forked inside the block ends on any of
-them.
+`abandon_on_stop()`: while the block runs,
+- SIGTERM, SIGHUP and SIGINT, where their handler is the default, Python's KeyboardInterrupt or the
+  CLI's stop handler (which carries STOP_HANDLER), are watched by a thread on Python's wakeup fd: the
+  first one kills the process's children, says `commscope: aborted (SIGTERM)`
+  (`commscope: aborted` for Ctrl-C, as the CLI does), and exits 128 + the signal, skipping the
+  interpreter's cleanup. A script's own handler, or an ignored signal, is left alone.
+- a process forked takes the default action for those signals and no wakeup fd (a worker stopped by its
+  pool's terminate() must end, and its signal must not reach this process's watcher); one forked after
+  the first signal (the pool's thread replacing the workers that died) ends at once.
 
 Invariant: the caller writes nothing inside the block that an abrupt exit would leave half-written (HTA
 reads the traces where they are; the report is written after it).
@@ -23,48 +27,102 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
+import socket
 import threading
+import time
 from typing import Iterator
 
 STOP_HANDLER = "commscope_stop_handler"  # an attribute the CLI's stop-signal handlers carry
+# rounds of killing the children, 50 ms apart: a child forked before the signal but listed by multiprocessing
+# only after the first round is killed in a later one (those forked after it end by themselves)
+KILL_ROUNDS = 3
+_SIGNALS = tuple(s for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGHUP", "SIGINT")) if s is not None)
+
+_depth = 0         # sections open in this process: what a forked child does (_in_child)
+_leaving = False   # a stop signal arrived: a child forked from now on ends at once
+
+
+def _in_child() -> None:
+    if _leaving:
+        os._exit(0)
+    if _depth:
+        for s in _SIGNALS:
+            signal.signal(s, signal.SIG_DFL)
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(-1)
+
+
+os.register_at_fork(after_in_child=_in_child)
 
 
 def _ours(handler: object) -> bool:
     return handler in (signal.SIG_DFL, signal.default_int_handler) or bool(getattr(handler, STOP_HANDLER, False))
 
 
+def _leave(signum: int) -> None:
+    """Kill the children (those forked from now on end by themselves), say so, and exit 128 + `signum`."""
+    global _leaving
+    _leaving = True
+    import multiprocessing  # only here: the CLI imports this module on every command
+
+    for _ in range(KILL_ROUNDS):
+        children = multiprocessing.active_children()
+        for child in children:
+            child.kill()
+        for child in children:
+            child.join(1)
+        time.sleep(0.05)
+    with contextlib.suppress(Exception):
+        import sys
+
+        sys.stdout.flush()
+    name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
+    with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+        os.write(2, f"commscope: aborted{name}\n".encode())
+    os._exit(128 + signum)
+
+
+def _watch(r: socket.socket, watched: set[int]) -> None:
+    while True:
+        try:
+            data = r.recv(64)
+        except OSError:
+            return
+        if not data:  # the section ended and closed the other end
+            return
+        hit = next((b for b in data if b in watched), None)
+        if hit is not None:
+            _leave(hit)
+
+
+def _noted(signum: int, _frame: object) -> None:
+    """The Python handler of a watched signal, on the main thread whenever it gets to it: nothing to do, as
+    the C handler under it wrote the signal to the wakeup fd, which the watcher reads at once."""
+
+
 @contextlib.contextmanager
 def abandon_on_stop() -> Iterator[None]:
     """The module docstring's section: a stop signal ends the process (and its children) at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    me = os.getpid()
-
-    def leave(signum: int, _frame: object) -> None:
-        if os.getpid() != me:  # a forked worker: it just ends
-            os._exit(128 + signum)
-        import multiprocessing  # only here: the CLI imports this module on every command
-
-        for child in multiprocessing.active_children():
-            child.kill()
-        for child in multiprocessing.active_children():
-            child.join(5)
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-        name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
-        with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
-            os.write(2, f"commscope: aborted{name}\n".encode())
-        os._exit(128 + signum)
-
-    old: dict[int, object] = {}
-    for name in ("SIGTERM", "SIGHUP", "SIGINT"):  # by name: SIGHUP is not on every platform
-        s = getattr(signal, name, None)
-        if s is not None and _ours(signal.getsignal(s)):
-            old[s] = signal.signal(s, leave)
+    global _depth
+    _depth += 1
+    watched: dict[int, object] = {}
+    r = w = None
+    old_fd = None
     try:
+        if threading.current_thread() is threading.main_thread():
+            taken = [s for s in _SIGNALS if _ours(signal.getsignal(s))]
+            if taken:
+                r, w = socket.socketpair()
+                w.setblocking(False)  # the C handler must never block
+                old_fd = signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+                watched = {s: signal.signal(s, _noted) for s in taken}
+                threading.Thread(target=_watch, args=(r, set(taken)), name="commscope-abandon", daemon=True).start()
         yield
     finally:
-        for s, h in old.items():
+        for s, h in watched.items():
             signal.signal(s, h)
+        if w is not None:
+            signal.set_wakeup_fd(old_fd)
+            w.close()  # the watcher's recv ends
+            r.close()
+        _depth -= 1

@@ -69,3 +69,23 @@ def test_a_scripts_own_handler_is_left_alone():
             os.kill(c, signal.SIGKILL)
     out, _ = p.communicate(timeout=30)
     assert code == 7 and "own handler" in out
+
+
+def test_signal_to_the_whole_group_leaves_no_worker_behind():
+    """SIGTERM to the process group kills the pool's workers too, and the pool's thread forks replacements
+    while the command leaves: each of them ends at once, and the command exits with no process of its
+    group left (a replacement forked after the children were listed outlived it, orphaned in a futex wait
+    on the queue lock a killed worker held)."""
+    for attempt in range(5):
+        p = subprocess.Popen([sys.executable, "-c", SECTION, "cli"], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             start_new_session=True)
+        p.stdout.readline()
+        os.killpg(p.pid, signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+        assert p.returncode == 143 and err.strip() == "commscope: aborted (SIGTERM)"
+        deadline = time.monotonic() + 10  # a replacement forked at the last moment is still ending
+        while (left := [int(x) for x in subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True,
+                                                           text=True).stdout.split()]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [x for x in left if _alive(x)], f"attempt {attempt}: processes of the group left behind: {left}"

@@ -1,6 +1,7 @@
 """While HTA runs, a process it forks (its parse pool) ends on SIGTERM by the kernel's default action, not
 through the CLI's inherited Python handler: a pool worker blocked in its queue lock outlived the SIGTERM
-that HTA's pool sends to stop it, and `report` waited forever. Outside HTA a fork keeps the handler."""
+that HTA's pool sends to stop it, and `report` waited forever (commscope.util.abandon gives a child forked
+in its section the default actions). Outside HTA a fork keeps the handler."""
 from __future__ import annotations
 
 import multiprocessing as mp
