@@ -437,8 +437,8 @@ def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace,
     summary = trace.config.get("summary") or {}
     how = f" ({summary['message']})" if summary.get("message") else ""
     if h is None:
-        silent = silent_before_stop(f"the run was stopped by the user{how}", d.sources, trace, _statuses(trace))
-        return d if silent is None else _with_rank_rows(silent, trace)
+        silent = silent_before_stop(lt, f"the run was stopped by the user{how}", d.sources, trace, _statuses(trace))
+        return d if silent is None else _with_rank_rows(silent, trace) if "silent_ms" in silent.details else silent
     if h.verdict != "hang":
         return d
     return stalled_before_stop(h, f"the run was stopped by the user{how}", d.sources, trace, _statuses(trace)) or d
@@ -468,7 +468,7 @@ def check_stopped(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence) -> Diag
         return None
     names = _every_rank_signalled(trace)
     d = check_stopped_ends(lt, trace, _statuses(trace), names, [STATUS, EVENTS]) if names else None
-    if d is not None and d.verdict == "hang" and d.label is None:  # stuck outside communication
+    if d is not None and "silent_ms" in (d.details or {}):  # stuck outside communication
         return _with_rank_rows(d, trace)
     return _with_stop_evidence(d, trace) if d is not None and d.verdict in ("interrupted", "crash") else d
 

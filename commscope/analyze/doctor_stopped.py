@@ -12,9 +12,11 @@ arrival, on the common time axis) and how long the waiting ranks had waited by t
 - A rank that, by the first end, had waited in a collective at least STALL_STEPS median steps and
   STALL_MIN_NS was stuck: a hang (with the culprits check_hang found; without any where every member had
   launched it, stuck inside the collective), however the job then ended.
-- Otherwise, a job in which no rank recorded anything for as long (STALL_STEPS median steps and
-  STALL_MIN_NS) before the first end, none waiting in a collective, was stuck outside communication (a
-  data loader, I/O, a lock, a long op): a hang without culprit, however it then ended.
+- Otherwise, a job every rank of which was inside a step and had recorded nothing for as long
+  (STALL_STEPS median steps and STALL_MIN_NS), and longer than any step it finished, before the first end,
+  none waiting in a recorded collective, was stuck outside communication (a data loader, I/O, a lock, a
+  long op): a hang without culprit, however it then ended. Between steps (a checkpoint, an eval loop, the
+  profiler's export) no record says what a rank did, so silence there is no hang.
 - Otherwise, every rank's end began within rundir.schema.signalled_together_bar (SIGNALLED_TOGETHER_NS plus
   twice the clocks' alignment error, the launcher's bar too) of the others: one signal reached the whole
   job, stopped while it ran (interrupted).
@@ -160,43 +162,67 @@ _PROGRESS_TIMES = {"steps": ("start_ns", "end_ns"), "regions": ("start_ns", "end
                    "collectives": ("call_ns", "return_ns", "wait_ns", "wait_end_ns")}
 
 
-def last_progress(trace: Trace, ended: dict[int, int]) -> dict[int, int]:
-    """Per rank of `ended`, the latest time it recorded before its own end began (a region its end cut
-    short counts by its start: its end is the unwinding); ranks that recorded nothing before it are left
-    out."""
-    best: dict[int, float] = {}
+@dataclass
+class Progress:
+    t: int             # the latest time the rank recorded before its own end began
+    step: int | None   # the step that record belongs to; None for a step's own edge (between steps)
+
+
+def last_progress(trace: Trace, ended: dict[int, int]) -> dict[int, Progress]:
+    """Per rank of `ended`, its latest record before its own end began (a region its end cut short counts
+    by its start: its end is the unwinding); ranks that recorded nothing before it are left out."""
+    best: dict[int, Progress] = {}
     for kind, cols in _PROGRESS_TIMES.items():
         df = getattr(trace, kind, None)
         if df is None or not len(df):
             continue
         ranks = df["rank"].to_numpy()
         cap = pd.Series(ranks).map(ended).to_numpy(dtype=float)  # NaN: a rank without an end
+        steps = pd.to_numeric(df["step"], errors="coerce").to_numpy(dtype=float) if kind != "steps" else None
         for c in (c for c in cols if c in df):
             t = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
-            ok = np.isfinite(t) & (t < cap)
-            for r, v in pd.Series(t[ok]).groupby(ranks[ok]).max().items():
-                best[int(r)] = max(best.get(int(r), v), v)
-    return {r: int(v) for r, v in best.items()}
+            for i in np.flatnonzero(np.isfinite(t) & (t < cap)):
+                r = int(ranks[i])
+                if r not in best or t[i] > best[r].t:
+                    step = None if steps is None or not np.isfinite(steps[i]) else int(steps[i])
+                    best[r] = Progress(int(t[i]), step)
+    return best
 
 
 def silence_of(trace: Trace, ends: Ends) -> Stall | None:
     """The shortest of the ranks' silences before the first end (first end − the rank's last_progress), as a
-    Stall whose `waiter` is that rank: every rank had been silent at least that long. None where a rank
-    recorded nothing to measure from."""
+    Stall whose `waiter` is that rank, where every rank was inside a step it had not finished (its latest
+    record belongs to it): every rank had been silent at least that long, mid-step. None where a rank
+    recorded nothing to measure from or was between steps (a checkpoint, an eval loop, the profiler's
+    export: work outside the steps that no record shows)."""
     until = min(ends.ended.values())
     last = last_progress(trace, ends.ended)
     if set(last) != set(ends.ended):
         return None
-    rank = max(last, key=lambda r: (last[r], -r))
-    return Stall(rank, max(0, until - last[rank]), _median_step_ns(trace))
+    s = trace.steps
+    for r, p in last.items():
+        done = set(s["step"][s["rank"] == r].astype(int)) if len(s) else set()
+        if p.step is None or p.step < 0 or p.step in done:
+            return None
+    rank = max(last, key=lambda r: (last[r].t, -r))
+    return Stall(rank, max(0, until - last[rank].t), _median_step_ns(trace))
+
+
+def _longest_step_ns(trace: Trace) -> float:
+    s = trace.steps
+    if not len(s):
+        return 0.0
+    dur = (s["end_ns"] - s["start_ns"]).to_numpy(dtype=float, na_value=np.nan)
+    return float(np.nanmax(dur)) if np.isfinite(dur).any() else 0.0
 
 
 def stuck_outside(trace: Trace, ends: Ends, how: str, sources: list[str], details: dict) -> Diagnosis | None:
-    """The hang of a job no rank of which had recorded anything for the stall bar before the first end,
-    none waiting in a collective (the caller found no stuck wait): stuck outside communication. `how`:
-    how the job ended, in words. None where some rank was not silent that long."""
+    """The hang of a job every rank of which was inside a step and had recorded nothing for the stall bar,
+    and for longer than any step the job finished, before the first end, none waiting in a collective (the
+    caller found no rank waiting): stuck outside communication. `how`: how the job ended, in words. None
+    where some rank was not silent that long, or was between steps."""
     silence = silence_of(trace, ends)
-    if silence is None or not silence.stuck:
+    if silence is None or not silence.stuck or silence.waited <= _longest_step_ns(trace):
         return None
     cut = [last_region_text(r, w) for r in sorted(ends.ended)
            if (w := last_region(trace, r)) is not None and w.get("cut_by_end")]
@@ -204,9 +230,10 @@ def stuck_outside(trace: Trace, ends: Ends, how: str, sources: list[str], detail
     steps = f" ({silence.waited / silence.step:,.0f} median steps)"
     return Diagnosis("hang", [], sources=sources, details={**details, "silent_ms": round(silence.waited / 1e6, 3),
                                                            "stall_bar_ms": silence.bar / 1e6}, summary=(
-        f"hang: no rank had recorded anything for {_secs(silence.waited)}{steps} when {how}, and none was waiting "
-        f"in a collective: every rank was stuck outside communication (the training loop itself: a data loader, "
-        f"I/O, a lock, a long op)." + (f" {where[0].upper()}{where[1:]}." if where else "")))
+        f"hang: no rank had recorded anything for {_secs(silence.waited)}{steps}, longer than any step the job "
+        f"finished, when {how}, every rank inside a step and none waiting in a recorded collective: every rank "
+        f"was stuck outside communication (the training loop itself: a data loader, I/O, a lock, a long op)."
+        + (f" {where[0].upper()}{where[1:]}." if where else "")))
 
 
 def judge_stopped(d: Diagnosis, trace: Trace, statuses: dict[int, dict], signals: str, sources: list[str]) -> Diagnosis:
@@ -234,25 +261,17 @@ def judge_stopped(d: Diagnosis, trace: Trace, statuses: dict[int, dict], signals
 def check_stopped_ends(lt: pd.DataFrame, trace: Trace, statuses: dict[int, dict], signals: str,
                        sources: list[str]) -> Diagnosis | None:
     """A job whose every rank a signal ended, no rank missing from a collective (else judge_stopped
-    answers): a hang inside a collective every member launched, a crash of the ranks ended first,
-    interrupted, or insufficient (also where a status has no ended_ns, naming the ranks)."""
+    answers): a hang inside a collective every member launched, a hang outside communication, a crash of
+    the ranks ended first, interrupted, or insufficient (also where a status has no ended_ns, naming the
+    ranks)."""
     ends = ends_of(trace, statuses, signals)
     if isinstance(ends, list):
         return _no_ends(ends, signals, sources)
-    pending = _waiting_at(lt, trace.collectives, min(ends.ended.values()))
-    waits = [(int(r), int(c)) for r, c in zip(pending["rank"], pending["call_ns"]) if int(r) in ends.ended]
-    stall = stall_of(trace, waits, ends)
-    label = None
-    if stall.waiter is not None:
-        mine = pending[pending["rank"].astype(int) == stall.waiter].sort_values("call_ns")
-        label = mine["label"].iloc[0]
+    inside, stall, label = _stuck_inside(lt, trace, ends, ends.how(), sources)
+    if inside is not None:
+        return inside
     details = {**ends.details(), **stall.details()}
-    what = f"'{label}', which every member had launched"
-    if stall.stuck:
-        return Diagnosis("hang", [], label=label, sources=sources, details=details, summary=(
-            f"hang: {stall.waited_text(what)} when {ends.how()}. No rank is missing from it: stuck inside the "
-            "collective (the backend or the network)."))
-    outside = stuck_outside(trace, ends, ends.how(), sources, details)
+    outside = stuck_outside(trace, ends, ends.how(), sources, details) if stall.waiter is None else None
     if outside is not None:
         return outside
     first = ends.first()
@@ -261,7 +280,28 @@ def check_stopped_ends(lt: pd.DataFrame, trace: Trace, statuses: dict[int, dict]
             f"crash: rank(s) {ranks_text(first)} ended first, by {signals} from outside the job, "
             f"{ends.lead_ms(first):,.0f} ms before any other rank (status.json ended_ns); the others were torn "
             "down after it (the launchers signal ranks only after a failure, and no rank timed out)"))
+    what = f"'{label}', which every member had launched"
     return _not_stuck(Diagnosis("hang", [], label=label), ends, stall, what, sources, details)
+
+
+def _stuck_inside(lt: pd.DataFrame, trace: Trace, ends: Ends, how: str,
+                  sources: list[str]) -> tuple[Diagnosis | None, Stall, str | None]:
+    """The hang inside a collective every member launched, where a rank had waited in it past the stall bar
+    by the first end (`how`: how the job ended, in words), else None; with the longest wait (a Stall whose
+    waiter is None where no rank was waiting in a collective) and its label."""
+    pending = _waiting_at(lt, trace.collectives, min(ends.ended.values()))
+    waits = [(int(r), int(c)) for r, c in zip(pending["rank"], pending["call_ns"]) if int(r) in ends.ended]
+    stall = stall_of(trace, waits, ends)
+    label = None
+    if stall.waiter is not None:
+        mine = pending[pending["rank"].astype(int) == stall.waiter].sort_values("call_ns")
+        label = mine["label"].iloc[0]
+    if not stall.stuck:
+        return None, stall, label
+    what = f"'{label}', which every member had launched"
+    return Diagnosis("hang", [], label=label, sources=sources, details={**ends.details(), **stall.details()},
+                     summary=(f"hang: {stall.waited_text(what)} when {how}. No rank is missing from it: stuck inside "
+                              "the collective (the backend or the network).")), stall, label
 
 
 def stalled_before_stop(h: Diagnosis, stopped: str, sources: list[str], trace: Trace,
@@ -279,11 +319,19 @@ def stalled_before_stop(h: Diagnosis, stopped: str, sources: list[str], trace: T
                    summary=f"{h.summary.rstrip('.')}; {stall.waited_text(repr(str(h.label)))} when {stopped}.")
 
 
-def silent_before_stop(stopped: str, sources: list[str], trace: Trace, statuses: dict[int, dict]) -> Diagnosis | None:
+def silent_before_stop(lt: pd.DataFrame, stopped: str, sources: list[str], trace: Trace,
+                       statuses: dict[int, dict]) -> Diagnosis | None:
     """Where the user stopped the run (`stopped`: how, in words) and no rank was missing from a collective:
-    the hang of a job stuck outside communication (stuck_outside), else None (interrupted stands)."""
+    the hang inside a collective every member launched (a rank waited in it past the stall bar), else, no
+    rank waiting in one, the hang of a job stuck outside communication (stuck_outside); else None
+    (interrupted stands)."""
     ends = ends_of(trace, statuses, "the user's signal")
-    return None if isinstance(ends, list) else stuck_outside(trace, ends, stopped, sources, {})
+    if isinstance(ends, list):
+        return None
+    inside, stall, _ = _stuck_inside(lt, trace, ends, stopped, sources)
+    if inside is not None or stall.waiter is not None:
+        return inside
+    return stuck_outside(trace, ends, stopped, sources, {})
 
 
 def _not_stuck(d: Diagnosis, ends: Ends, stall: Stall, what: str, sources: list[str], details: dict) -> Diagnosis:

@@ -94,7 +94,7 @@ def test_stopped_whole_while_every_rank_is_stuck_outside_communication_is_a_hang
     assert (d.verdict, d.culprit_ranks, d.step) == ("hang", [], 2)
     assert d.summary.startswith("hang: no rank had recorded anything for ")
     assert "every rank was stuck outside communication" in d.summary
-    assert "rank 0 was in region data (step 3) when its end came (status.json ended_ns)" in d.summary
+    assert "Rank 0 was in region data (step 3) when its end came (status.json ended_ns)" in d.summary
     assert d.details["silent_ms"] >= 2_000
 
 

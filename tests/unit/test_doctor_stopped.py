@@ -217,30 +217,64 @@ def test_a_wait_that_returned_only_during_the_teardown_was_still_a_wait(tmp_path
     assert diagnose_path(str(run)).verdict == "interrupted"
 
 
-def _silent_run(tmp_path):
-    """2 ranks, steps 0 and 1 finished (1 ms each, the last record at T + 2 ms), then nothing: no collective
-    launched, none in flight."""
+def _silent_run(tmp_path, steps=(0, 1), in_step=True, long_first_ns=0):
+    """2 ranks, `steps` finished (1 ms each; the first `long_first_ns` longer, its start moved earlier), then
+    nothing: no collective launched, none in flight; `in_step`: each rank entered region 'data' of the next
+    step 10 µs after the last step's end, and its end (at the unwinding) came after the stop."""
+    import json
+
     path = tmp_path / "run"
-    write_run_dir(make_trace(ranks=(0, 1), steps=(0, 1), style="run"), path)
+    write_run_dir(make_trace(ranks=(0, 1), steps=steps, style="run"), path)
     os.remove(path / "summary.json")
-    return path
+    last_end = T + (steps[-1] + 1) * 1_000 * US
+    for r in (0, 1):
+        ev = path / f"rank{r}" / "events.jsonl"
+        rows = [json.loads(x) for x in ev.read_text().splitlines()]
+        for row in rows:
+            if row["kind"] == "step" and row["step"] == steps[0] and long_first_ns:
+                row["start_ns"] -= long_first_ns
+        if in_step:
+            rows.append({"kind": "region", "rank": r, "step": steps[-1] + 1, "micro_step": 0, "name": "data",
+                         "start_ns": last_end + 10 * US, "end_ns": last_end + 3_600_000 * MS})
+        ev.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    return path, last_end
 
 
-def test_every_rank_silent_for_long_when_stopped_is_a_hang_outside_communication(tmp_path):
-    """Both ranks stuck in their own code (a data loader, a lock) and the job stopped 5 s later: no rank is
-    missing from a collective, none waits, but none recorded anything for 5,000 median steps: a hang without
-    culprit, not "stopped while it ran"; 3 ms of silence stays interrupted."""
-    run = _silent_run(tmp_path)
-    _ended(run, {0: T + 2_000 * US + 5_000 * MS, 1: T + 2_000 * US + 5_000 * MS + 50_000})
+def test_every_rank_silent_mid_step_when_stopped_is_a_hang_outside_communication(tmp_path):
+    """Both ranks stuck in their own code inside step 2 (a data loader, a lock) and the job stopped 5 s later:
+    no rank is missing from a collective, none waits, but none recorded anything for 5,000 median steps: a
+    hang without culprit, not "stopped while it ran"; 3 ms of silence stays interrupted."""
+    run, last = _silent_run(tmp_path)
+    _ended(run, {0: last + 5_000 * MS, 1: last + 5_000 * MS + 50_000})
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks, d.label, d.step) == ("hang", [], None, 1)
-    assert d.summary.startswith("hang: no rank had recorded anything for 5.0 s (5,000 median steps) when the job "
-                                "was stopped whole from outside: SIGTERM reached both ranks within 0.1 ms")
-    assert d.summary.endswith("and none was waiting in a collective: every rank was stuck outside communication "
-                              "(the training loop itself: a data loader, I/O, a lock, a long op).")
-    assert d.details["silent_ms"] == 5_000.0 and [e["rank"] for e in d.evidence] == [0, 1]
-    _ended(run, {0: T + 2_000 * US + 3 * MS, 1: T + 2_000 * US + 3 * MS})
+    assert d.summary.startswith("hang: no rank had recorded anything for 5.0 s (5,000 median steps), longer than "
+                                "any step the job finished, when the job was stopped whole from outside: SIGTERM "
+                                "reached both ranks within 0.1 ms")
+    assert ("every rank inside a step and none waiting in a recorded collective: every rank was stuck outside "
+            "communication (the training loop itself: a data loader, I/O, a lock, a long op). Rank 0 was in "
+            "region data (step 2) when its end came") in d.summary
+    assert d.details["silent_ms"] == 5_000.0 - 0.01 and [e["rank"] for e in d.evidence] == [0, 1]
+    _ended(run, {0: last + 3 * MS, 1: last + 3 * MS})
     assert diagnose_path(str(run)).verdict == "interrupted"
+
+
+def test_silence_between_steps_is_no_hang(tmp_path):
+    """Stopped 5 s after step 1 ended, no rank in a step: a checkpoint, an eval loop or the profiler's export
+    runs between steps and no record says so, so the job was stopped while it ran."""
+    run, last = _silent_run(tmp_path, in_step=False)
+    _ended(run, {0: last + 5_000 * MS, 1: last + 5_000 * MS})
+    assert diagnose_path(str(run)).verdict == "interrupted"
+
+
+def test_silence_no_longer_than_a_finished_step_is_no_hang(tmp_path):
+    """Step 0 took 6 s (a slow first step, a hiccup the job recovered from): 5 s of silence in step 3 is no
+    longer than a step the job finished, so no hang; 7 s is."""
+    run, last = _silent_run(tmp_path, steps=(0, 1, 2), long_first_ns=6_000 * MS)
+    _ended(run, {0: last + 5_000 * MS, 1: last + 5_000 * MS})
+    assert diagnose_path(str(run)).verdict == "interrupted"
+    _ended(run, {0: last + 7_000 * MS, 1: last + 7_000 * MS})
+    assert diagnose_path(str(run)).verdict == "hang"
 
 
 def test_one_rank_still_recording_is_no_silence_of_the_job(tmp_path):
@@ -248,8 +282,8 @@ def test_one_rank_still_recording_is_no_silence_of_the_job(tmp_path):
     just be slow), so interrupted stands."""
     import json
 
-    run = _silent_run(tmp_path)
-    end = T + 2_000 * US + 5_000 * MS
+    run, last = _silent_run(tmp_path)
+    end = last + 5_000 * MS
     with open(run / "rank1" / "events.jsonl", "a") as f:
         f.write(json.dumps({"kind": "region", "rank": 1, "step": 2, "micro_step": 0, "name": "forward",
                             "start_ns": end - 2 * MS, "end_ns": end - MS}) + "\n")
@@ -257,27 +291,43 @@ def test_one_rank_still_recording_is_no_silence_of_the_job(tmp_path):
     assert diagnose_path(str(run)).verdict == "interrupted"
 
 
-def test_ctrl_c_on_a_job_silent_for_long_is_the_hang_outside_communication(tmp_path):
+def _interrupted(run, ended_ns: int, last_step: int = 1):
+    write_json(run / "summary.json", {"status": "interrupted", "world_size": 2, "ranks": {"0": "interrupted",
+               "1": "interrupted"}, "exit_code": 130, "message": "interrupted by SIGINT after 2/40 steps"})
+    for r in (0, 1):
+        write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
+                                                       "last_step": last_step, "ended_ns": ended_ns})
+
+
+def test_ctrl_c_on_a_job_silent_mid_step_is_the_hang_outside_communication(tmp_path):
     """`commscope run` stopped by Ctrl-C (summary.json interrupted, KeyboardInterrupt statuses): the same
     silence of every rank reads as the hang, "when the run was stopped by the user"; a short one stays
     interrupted."""
-    run = _silent_run(tmp_path)
-    write_json(run / "summary.json", {"status": "interrupted", "world_size": 2, "ranks": {"0": "interrupted",
-               "1": "interrupted"}, "exit_code": 130, "message": "interrupted by SIGINT after 2/40 steps"})
-    for gap, verdict in ((5_000 * MS, "hang"), (3 * MS, "interrupted")):
-        for r in (0, 1):
-            write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
-                                                           "last_step": 1, "ended_ns": T + 2_000 * US + gap})
-        d = diagnose_path(str(run))
-        assert (d.verdict, d.culprit_ranks) == (verdict, [])
-    for r in (0, 1):
-        write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
-                                                       "last_step": 1, "ended_ns": T + 2_000 * US + 5_000 * MS})
+    run, last = _silent_run(tmp_path)
+    _interrupted(run, last + 3 * MS)
+    assert diagnose_path(str(run)).verdict == "interrupted"
+    _interrupted(run, last + 5_000 * MS)
     d = diagnose_path(str(run))
-    assert d.summary.startswith("hang: no rank had recorded anything for 5.0 s (5,000 median steps) when the run "
-                                "was stopped by the user (interrupted by SIGINT after 2/40 steps), and none was "
-                                "waiting in a collective")
+    assert (d.verdict, d.culprit_ranks) == ("hang", [])
+    assert d.summary.startswith("hang: no rank had recorded anything for 5.0 s (5,000 median steps), longer than "
+                                "any step the job finished, when the run was stopped by the user (interrupted by "
+                                "SIGINT after 2/40 steps), every rank inside a step")
     assert d.step == 1 and [e["status"] for e in d.evidence] == ["interrupted", "interrupted"]
+
+
+def test_ctrl_c_while_every_member_waits_in_one_collective_is_the_hang_inside_it(tmp_path):
+    """After Ctrl-C, ranks waiting in a collective every member launched are stuck inside it, not outside
+    communication (their launch is in inflight.json, not among the recorded collectives)."""
+    run = _run(tmp_path, all_launched=True)
+    write_json(run / "summary.json", {"status": "interrupted", "world_size": 4, "ranks": {str(r): "interrupted"
+               for r in range(4)}, "exit_code": 130, "message": "interrupted by SIGINT after 2/40 steps"})
+    for r in range(4):
+        write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
+                                                       "last_step": 1, "ended_ns": CALL + 8_000 * MS})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks, d.label) == ("hang", [], "attn")
+    assert d.summary.endswith("when the run was stopped by the user (interrupted by SIGINT after 2/40 steps). No "
+                              "rank is missing from it: stuck inside the collective (the backend or the network).")
 
 
 def test_ranks_ended_by_their_waits_error_after_the_signal_read_as_signalled(tmp_path):
