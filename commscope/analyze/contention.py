@@ -75,7 +75,8 @@ def device_limits(config: dict | None) -> DeviceLimits | None:
 
 def _count(v) -> bool:
     """A whole, positive number that fits a device's counts (an SM count, threads per SM)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v == int(v) and 0 < v < 2 ** 31
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v == int(v)
+            and 0 < v < 2 ** 31)
 
 
 def _dims(v) -> int | None:

@@ -477,7 +477,8 @@ def _status_row(trace: Trace, statuses: dict[int, dict], rank: int) -> dict:
     """A rank's evidence row in a verdict on failed or stopped ranks: its status, its error and the last step
     it finished (None where it has none)."""
     s = statuses.get(rank, {})
-    return {"rank": rank, "status": s.get("status"), "error": s.get("error"), "last_finished_step": _last_step(trace, rank)}
+    return {"rank": rank, "status": s.get("status"), "error": s.get("error"),
+            "last_finished_step": _last_step(trace, rank)}
 
 
 def _stop_evidence(trace: Trace) -> tuple[list[dict], int | None, str]:

@@ -60,10 +60,11 @@ def register(app: typer.Typer) -> None:
         except MemoryError:
             raise UserError(f"out of memory while loading {printable(path)}; free memory or raise the "
                             "process's memory limit, or export fewer ranks' traces") from None
+        undrawn = spanless(trace.collectives)
         try:
             reports = run_reports(trace)
             write_perfetto(trace, perfetto, left_in_flight(trace), reports,  # removes its temporary file on any failure
-                           begun=steps_begun(trace))
+                           begun=steps_begun(trace), not_drawn=undrawn)
         except MemoryError:
             raise UserError(f"out of memory while writing the Perfetto trace {printable(perfetto)} (nothing "
                             "written); free memory, or export fewer steps (--steps) or ranks") from None
@@ -75,7 +76,6 @@ def register(app: typer.Typer) -> None:
                                        output_console(piped_width=PIPED_PROBLEM_WIDTH, stderr=True),
                                        where="all in the trace's otherData (run_reports, problems)" if reports
                                        else "all in the trace's otherData.problems")
-        undrawn = spanless(trace.collectives)
         if undrawn:  # stderr, beside the problems: the trace would otherwise look as if it had no communication
             many = undrawn != 1
             typer.echo(f"note: {undrawn:,} collective{'s' if many else ''} of the input {'have' if many else 'has'} no "

@@ -16,9 +16,10 @@ from typing import List, Optional
 import typer
 
 _LAUNCHER_HEAD = (
-    ("nproc", Optional[int], typer.Option(None, "--nproc", help="Ranks on this node. Default: the number of GPUs with --device cuda, 2 on CPU. The "
-                                       "job's ranks must shard the preset evenly: tiny and speedrun run on 1, 2, 4 "
-                                       "or 8 (commscope plan --world-size N says why another is refused).")),
+    ("nproc", Optional[int], typer.Option(None, "--nproc", help="Ranks on this node. Default: the number of GPUs "
+                                           "with --device cuda, 2 on CPU. The job's ranks must shard the preset "
+                                           "evenly: tiny and speedrun run on 1, 2, 4 or 8 (commscope plan "
+                                           "--world-size N says why another is refused).")),
     ("out", Optional[str], typer.Option(None, "--out", help="Run directory: new, empty, or (with --overwrite) an "
                                          "earlier commscope run. Default: runs/<timestamp>-<preset>-<world size>.")),
     ("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the commscope run in --out (kept aside "

@@ -275,7 +275,7 @@ def _in_rank_windows(df: pd.DataFrame, steps: pd.DataFrame, lo: str, hi: str) ->
     bounds = steps.groupby("rank")[[lo, hi]].agg({lo: "min", hi: "max"})
     start, rank = df["start_ns"], df["rank"]
     keep = (start >= rank.map(bounds[lo])) & (start <= rank.map(bounds[hi]))
-    return df[keep.to_numpy(bool)].reset_index(drop=True)
+    return df[keep.fillna(False).to_numpy(bool)].reset_index(drop=True)  # an unknown bound keeps nothing
 
 
 def _get_ops(self: Trace) -> pd.DataFrame:

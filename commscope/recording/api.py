@@ -69,7 +69,8 @@ def check_collective_fn(fn: Any, kwargs: dict) -> None:
         raise ValueError("rec.collective launches the collective with async_op=True itself and returns a handle "
                          "to wait() on: leave async_op out")
     if not _takes_async_op(fn):
-        who = f"dist.{name}" if name and getattr(fn, "__module__", "").startswith("torch.distributed") else (name or repr(fn))
+        in_torch = name and getattr(fn, "__module__", "").startswith("torch.distributed")
+        who = f"dist.{name}" if in_torch else (name or repr(fn))
         raise ValueError(f"rec.collective times collectives it launches with async_op=True; {who} takes no "
                          "async_op (it blocks, as the object collectives do): time it with rec.region(...) instead")
 

@@ -2,19 +2,19 @@
 
 Why: HTA parses ranks in a fork pool (multiprocessing.Pool). A stop signal sent to the whole process group
 (a job scheduler's SIGTERM, a terminal's Ctrl-C or SIGHUP) kills the pool's workers too, and one killed
-while it held the task queue's lock never releases it. Unwinding through the pool then runs its
-`terminate()`, which takes that lock, and waits for ever: `commscope report` was seen hung with a single
-thread in a futex wait and its dead workers unreaped, in repeated trials of SIGTERM to the process group
-during HTA's parse on a 2-core machine. No exception can be raised through such a section; the process
-has to leave it. Nor can the main thread be relied on to notice: Python runs handlers on it only, and a
-signal the kernel hands to one of the pool's threads does not interrupt the main thread's wait.
+while it holds the task queue's lock never releases it. Unwinding through the pool runs its `terminate()`,
+which takes that lock and waits for ever, with a single thread left in a futex wait and the dead workers
+unreaped. No exception can be raised through such a section; the process has to leave it. Nor can the
+main thread be relied on to notice: Python runs handlers on it only, and a signal the kernel hands to one
+of the pool's threads does not interrupt the main thread's wait.
 
 `abandon_on_stop()`: while the block runs,
-- SIGTERM, SIGHUP and SIGINT, where their handler is the default, Python's KeyboardInterrupt or the
-  CLI's stop handler (which carries STOP_HANDLER), are watched by a thread on Python's wakeup fd: the
-  first one kills the process's children, says `commscope: aborted (SIGTERM)`
+- in the CLI (SIGTERM's handler is the CLI's stop handler, which carries STOP_HANDLER), SIGTERM and SIGHUP
+  where the CLI handles them, and SIGINT where it is Python's KeyboardInterrupt, are watched by a thread on
+  Python's wakeup fd: the first one kills the process's children, says `commscope: aborted (SIGTERM)`
   (`commscope: aborted` for Ctrl-C, as the CLI does), and exits 128 + the signal, skipping the
-  interpreter's cleanup. A script's own handler, or an ignored signal, is left alone.
+  interpreter's cleanup. A library caller's process (a notebook, a script calling summarize()) keeps its
+  own handling: ending it, or its own children, is not commscope's to decide.
 - a process forked takes the default action for those signals and no wakeup fd (a worker stopped by its
   pool's terminate() must end, and its signal must not reach this process's watcher); one forked after
   the first signal (the pool's thread replacing the workers that died) ends at once.
@@ -55,8 +55,16 @@ def _in_child() -> None:
 os.register_at_fork(after_in_child=_in_child)
 
 
-def _ours(handler: object) -> bool:
-    return handler in (signal.SIG_DFL, signal.default_int_handler) or bool(getattr(handler, STOP_HANDLER, False))
+def _cli(handler: object) -> bool:
+    return bool(getattr(handler, STOP_HANDLER, False))
+
+
+def _taken() -> list[int]:
+    """The signals this section watches: none outside the CLI (module docstring)."""
+    if not _cli(signal.getsignal(signal.SIGTERM)):
+        return []
+    return [s for s in _SIGNALS if _cli(signal.getsignal(s))
+            or (s == signal.SIGINT and signal.getsignal(s) is signal.default_int_handler)]
 
 
 def _leave(signum: int) -> None:
@@ -110,7 +118,7 @@ def abandon_on_stop() -> Iterator[None]:
     old_fd = None
     try:
         if threading.current_thread() is threading.main_thread():
-            taken = [s for s in _SIGNALS if _ours(signal.getsignal(s))]
+            taken = _taken()
             if taken:
                 r, w = socket.socketpair()
                 w.setblocking(False)  # the C handler must never block
@@ -119,6 +127,8 @@ def abandon_on_stop() -> Iterator[None]:
                 threading.Thread(target=_watch, args=(r, set(taken)), name="commscope-abandon", daemon=True).start()
         yield
     finally:
+        while _leaving:  # the watcher is ending the process: nothing after the block may start writing
+            time.sleep(1)
         for s, h in watched.items():
             signal.signal(s, h)
         if w is not None:

@@ -126,7 +126,8 @@ def test_hta_rule_follows_hta_on_traces_with_one_or_no_profiler_step(tmp_path, k
     src = os.path.join(TESTS, "data", "hta-testdata", "nccl_parser_config", "nccl_data.json.gz")
     with gzip.open(src) as f:
         doc = json.load(f)
-    doc["traceEvents"] = [e for e in doc["traceEvents"] if "ProfilerStep" not in str(e.get("name")) or e["name"] in kept]
+    doc["traceEvents"] = [e for e in doc["traceEvents"]
+                          if "ProfilerStep" not in str(e.get("name")) or e["name"] in kept]
     (tmp_path / "rank0.json").write_text(json.dumps(doc))
     out = summarize(load_path(str(tmp_path)))
     assert out["hta"]["status"] == "ok"

@@ -15,7 +15,8 @@ import pytest
 from paths import ROOT
 
 SECTION = textwrap.dedent("""
-    import multiprocessing as mp, os, signal, sys, time
+    import contextlib, multiprocessing as mp, os, signal, sys, time
+    from commscope.cli import _stop_signals_raise
     from commscope.util.abandon import abandon_on_stop
 
     def work(_):
@@ -23,12 +24,14 @@ SECTION = textwrap.dedent("""
 
     if sys.argv[1] == "own":  # a script's own handler: not taken over
         signal.signal(signal.SIGTERM, lambda *a: (print("own handler", flush=True), os._exit(7)))
-    with abandon_on_stop():
-        pool = mp.get_context("fork").Pool(2)
-        pool.map_async(work, range(2))
-        time.sleep(0.5)
-        print(" ".join(str(p.pid) for p in mp.active_children()), flush=True)
-        time.sleep(60)
+    # "cli": inside the CLI's stop handling, as `commscope report` runs HTA; else a library caller
+    with _stop_signals_raise() if sys.argv[1] == "cli" else contextlib.nullcontext():
+        with abandon_on_stop():
+            pool = mp.get_context("fork").Pool(2)
+            pool.map_async(work, range(2))
+            time.sleep(0.5)
+            print(" ".join(str(p.pid) for p in mp.active_children()), flush=True)
+            time.sleep(60)
     print("unwound", flush=True)
 """)
 
@@ -58,24 +61,27 @@ def test_a_stop_signal_in_the_section_ends_the_process_and_its_workers(sig, word
     assert not any(_alive(c) for c in children)
 
 
-def test_a_scripts_own_handler_is_left_alone():
-    p = subprocess.Popen([sys.executable, "-c", SECTION, "own"], cwd=ROOT, stdout=subprocess.PIPE,
+@pytest.mark.parametrize("mode, code", [("own", 7), ("library", -signal.SIGTERM)])
+def test_outside_the_cli_the_callers_handling_stands(mode, code):
+    """A script's own handler runs as it would; a library caller's default SIGTERM ends it by the kernel's
+    default action: neither is taken over (nor are the caller's own children commscope's to kill)."""
+    p = subprocess.Popen([sys.executable, "-c", SECTION, mode], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     children = [int(x) for x in p.stdout.readline().split()]
     p.send_signal(signal.SIGTERM)
-    code = p.wait(timeout=30)
-    for c in children:  # the script's handler exited without its pool's cleanup: end the workers here
+    got = p.wait(timeout=30)
+    for c in children:  # the caller ended without its pool's cleanup: end the workers here
         if _alive(c):
             os.kill(c, signal.SIGKILL)
-    out, _ = p.communicate(timeout=30)
-    assert code == 7 and "own handler" in out
+    out, err = p.communicate(timeout=30)
+    assert got == code and ("own handler" in out) == (mode == "own") and "aborted" not in err
 
 
 def test_signal_to_the_whole_group_leaves_no_worker_behind():
     """SIGTERM to the process group kills the pool's workers too, and the pool's thread forks replacements
     while the command leaves: each of them ends at once, and the command exits with no process of its
-    group left (a replacement forked after the children were listed outlived it, orphaned in a futex wait
-    on the queue lock a killed worker held)."""
+    group left (a replacement forked after the children are listed would otherwise outlive it, orphaned in
+    a futex wait on the queue lock a killed worker held)."""
     for attempt in range(5):
         p = subprocess.Popen([sys.executable, "-c", SECTION, "cli"], cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},

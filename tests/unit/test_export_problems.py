@@ -128,4 +128,5 @@ def test_an_empty_output_name_is_said_to_be_empty(tmp_path, capsys):
     code, cap = run_main(capsys, "report", GLOO2_TRACES, "-o", "")
     assert code == 2 and cap.err == "commscope: error: -o/--output is empty: give the HTML file to write\n"
     code, cap = run_main(capsys, "export", GLOO2_TRACES, "--perfetto", "")
-    assert code == 2 and cap.err == "commscope: error: --perfetto is empty: give the file to write, e.g. --perfetto OUT.json\n"
+    assert code == 2 and cap.err == ("commscope: error: --perfetto is empty: give the file to write, e.g. "
+                                     "--perfetto OUT.json\n")

@@ -1,6 +1,6 @@
 """While HTA runs, a process it forks (its parse pool) ends on SIGTERM by the kernel's default action, not
-through the CLI's inherited Python handler: a pool worker blocked in its queue lock outlived the SIGTERM
-that HTA's pool sends to stop it, and `report` waited forever (commscope.util.abandon gives a child forked
+through the CLI's inherited Python handler: a pool worker blocked in its queue lock would outlive the
+SIGTERM that HTA's pool sends to stop it, and `report` would wait for ever (commscope.util.abandon gives a child forked
 in its section the default actions). Outside HTA a fork keeps the handler."""
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ def test_children_forked_while_hta_runs_end_on_sigterm(tmp_path, monkeypatch, py
 def test_after_the_first_signal_the_command_ignores_a_second_and_its_forks_still_end():
     """The CLI's second stage (a SIGTERM while the first one's cleanup runs) is ignored by the command, but
     not by a process it forks meanwhile: a pool that replaces its killed workers during the cleanup starts
-    ones that end on the SIGTERM its terminate() sends (with SIG_IGN they outlived it, and `report` waited
-    for them for ever)."""
+    ones that end on the SIGTERM its terminate() sends (with SIG_IGN they would outlive it, and `report`
+    would wait for them for ever)."""
     import os
     import time
 

@@ -387,7 +387,7 @@ def test_a_host_side_trace_of_a_gpu_job_is_a_cuda_job():
 def test_a_step_selection_bounds_each_ranks_ops_by_its_own_steps():
     """--steps A:B keeps A <= step < B on every rank: each rank's cpu ops lie inside its own steps' host
     windows, so the layout findings of steps 10 and 11 add up to those of 10:12 (one window over every rank
-    took a rank that ran ahead into its next step: 12 + 11 findings against 16)."""
+    would take a rank that runs ahead into its next step)."""
     from commscope.analyze.layout_report import layout_report
 
     tr = load_path(FIXTURE, with_ops=True)
@@ -410,7 +410,7 @@ def test_a_step_selection_bounds_each_ranks_ops_by_its_own_steps():
 def test_device_properties_of_the_wrong_type_are_left_out_not_a_traceback(tmp_path, props, problem):
     """deviceProperties is read by the layout's SM contention: a value that is no list of objects is a
     problem of the file (said, and left out), and an SM count that is no count names no device to judge
-    by, where `layout` used to end in an AttributeError or ValueError."""
+    by, rather than an AttributeError or ValueError ending `layout`."""
     import json
 
     from commscope.analyze.contention import device_limits

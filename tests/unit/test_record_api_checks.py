@@ -484,4 +484,5 @@ def test_a_recorder_whose_clock_alignment_fails_leaves_no_rank_folder(tmp_path, 
     monkeypatch.undo()
     rec = Recorder(tmp_path / "run", rank=0, world_size=1)  # aligned: the folder, with meta.json
     rec.close()
-    assert sorted(p.name for p in (tmp_path / "run" / "rank0").iterdir()) == ["events.jsonl", "meta.json", "status.json"]
+    assert sorted(p.name for p in (tmp_path / "run" / "rank0").iterdir()) == [
+        "events.jsonl", "meta.json", "status.json"]
