@@ -82,6 +82,8 @@ class Closing:
         self._closed = True
         # when the end began: a signal's arrival (the close may come seconds later, after TermGuard's grace)
         arrived = signal_arrived_ns() if status != "completed" else None
+        if arrived is not None and arrived < self._started:  # an earlier recording's in this process, not ours
+            arrived = None
         ended_ns = (arrived if arrived is not None else time.perf_counter_ns()) + self._shift
         signalled = signal_arrived() if arrived is not None else None
         try:

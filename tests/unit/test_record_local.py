@@ -436,3 +436,27 @@ def test_status_is_written_when_the_closing_fsync_fails(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         os.fstat(fd)  # closed
     assert [orjson.loads(ln)["kind"] for ln in (tmp_path / "rank0" / "events.jsonl").read_bytes().splitlines()] == ["step"]
+
+
+def test_a_signal_before_this_recording_began_is_not_its_end(tmp_path, monkeypatch):
+    """The arrival of an ending signal is process-wide (one process is one rank): one that reached this
+    process before the recorder started (an earlier recording's, in a test run or a notebook) is no part of
+    this recording's end, which is then its close, with no `signal`."""
+    import signal as signals
+    import time
+
+    from commscope.recording import termguard
+
+    monkeypatch.setattr(termguard, "_arrived_ns", None)
+    monkeypatch.setattr(termguard, "_arrived_signal", None)
+    termguard._arrived(signals.SIGTERM)  # an earlier recording's signal
+    before = time.time_ns()
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    rec.close("failed", "RuntimeError: boom")
+    doc = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert "signal" not in doc and doc["ended_ns"] >= before
+    termguard._arrived_ns = None  # the next recording in this process
+    rec = Recorder(tmp_path / "b", rank=0, world_size=1)
+    termguard._arrived(signals.SIGTERM)  # this one's own
+    rec.close("failed", "Terminated: terminated by signal 15 (SIGTERM)")
+    assert orjson.loads((tmp_path / "b" / "rank0" / "status.json").read_bytes())["signal"] == "SIGTERM"
