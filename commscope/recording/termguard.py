@@ -7,8 +7,8 @@ of that rank — a second "culprit" next to the rank that really died. Python's 
 the signal number to the wakeup fd at once, though, so a daemon thread reading that fd can act while the
 main thread is blocked.
 
-How: `TermGuard.start()` (main thread, after a Python SIGTERM handler is installed) points the wakeup fd
-at a socket pair and starts the thread. On SIGTERM the thread gives the main thread `grace_s` to reach
+How: `TermGuard.start()` (main thread, after a Python SIGTERM handler is installed) starts a
+`commscope.util.wakeup.WakeupWatcher` on the wakeup fd. On SIGTERM the thread gives the main thread `grace_s` to reach
 its own cleanup and `claim()` it; if it has not, the thread claims it, calls `on_stuck(signum)` (write
 in-flight collectives and a "failed" status) and ends the process with 128 + signum.
 
@@ -25,12 +25,13 @@ from __future__ import annotations
 import numbers
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 import traceback
 from typing import Any, Callable, Iterable
+
+from commscope.util.wakeup import WakeupWatcher
 
 
 class Terminated(Exception):
@@ -100,21 +101,14 @@ class TermGuard:
         self._lock = threading.Lock()
         self._claimed_by: str | None = None
         self._guard_done = threading.Event()  # set when the guard's on_stuck has returned
-        self._r, self._w = socket.socketpair()
-        self._w.setblocking(False)  # the C handler must never block
-        self._old_fd: int | None = None
-        self._thread = threading.Thread(target=self._run, name="commscope-termguard", daemon=True)
+        self._watcher = WakeupWatcher(self._on_signals, "commscope-termguard")
 
     def start(self) -> "TermGuard":
-        self._old_fd = signal.set_wakeup_fd(self._w.fileno(), warn_on_full_buffer=False)
-        self._thread.start()
+        self._watcher.start()
         return self
 
     def stop(self) -> None:
-        if self._old_fd is not None:
-            signal.set_wakeup_fd(self._old_fd)
-            self._old_fd = None
-        self._w.close()  # ends the thread's recv
+        self._watcher.stop()
 
     def claim(self, who: str = "main", wait_s: float = 60.0) -> bool:
         """True for the first caller only: that caller owns the cleanup. A caller that lost to the guard
@@ -133,35 +127,29 @@ class TermGuard:
     def claimed_by(self) -> str | None:
         return self._claimed_by
 
-    def _run(self) -> None:
-        while True:
-            try:
-                data = self._r.recv(64)
-            except OSError:
-                return
-            if not data:
-                return
-            first = next((b for b in data if b in self.signals or b == signal.SIGINT), None)
-            if first is not None:
-                # now, not after the grace: the main thread may be blocked for good. Ctrl-C (SIGINT, Python's
-                # KeyboardInterrupt) is timed too, though this guard leaves it to the main thread
-                _arrived(first)
-            hit = next((b for b in data if b in self.signals), None)
-            if hit is None:
-                continue
-            # The main thread's own handler normally raises at once and claims the cleanup itself.
-            time.sleep(self.grace_s)
-            if not self.claim("guard"):
-                return
-            try:
-                self.on_stuck(hit)
-            except Exception:  # noqa: BLE001 - the exit below must happen whatever the callback does
-                traceback.print_exc()
-            finally:
-                self._guard_done.set()
-            sys.stderr.flush()
-            self._exit(128 + hit)
-            return
+    def _on_signals(self, data: bytes) -> bool:
+        """The watcher thread, with the signal numbers it read: True once this guard has acted."""
+        first = next((b for b in data if b in self.signals or b == signal.SIGINT), None)
+        if first is not None:
+            # now, not after the grace: the main thread may be blocked for good. Ctrl-C (SIGINT, Python's
+            # KeyboardInterrupt) is timed too, though this guard leaves it to the main thread
+            _arrived(first)
+        hit = next((b for b in data if b in self.signals), None)
+        if hit is None:
+            return False
+        # The main thread's own handler normally raises at once and claims the cleanup itself.
+        time.sleep(self.grace_s)
+        if not self.claim("guard"):
+            return True
+        try:
+            self.on_stuck(hit)
+        except Exception:  # noqa: BLE001 - the exit below must happen whatever the callback does
+            traceback.print_exc()
+        finally:
+            self._guard_done.set()
+        sys.stderr.flush()
+        self._exit(128 + hit)
+        return True
 
 
 def _is_signal(sig: Any) -> bool:

@@ -11,9 +11,9 @@ of the pool's threads does not interrupt the main thread's wait.
 `abandon_on_stop()`: while the block runs,
 - in the CLI (SIGTERM's handler is the CLI's stop handler, which carries STOP_HANDLER), SIGTERM and SIGHUP
   where the CLI handles them, and SIGINT where it is Python's KeyboardInterrupt, are watched by a thread on
-  Python's wakeup fd: the first one kills the process's children, says `commscope: aborted (SIGTERM)`
-  (`commscope: aborted` for Ctrl-C, as the CLI does), and exits 128 + the signal, skipping the
-  interpreter's cleanup. A library caller's process (a notebook, a script calling summarize()) keeps its
+  Python's wakeup fd (commscope.util.wakeup): the first one kills the process's children, says
+  `commscope: aborted (SIGTERM)` (`commscope: aborted` for Ctrl-C, as the CLI does), and exits 128 + the
+  signal, skipping the interpreter's cleanup. A library caller's process (a notebook, a script calling summarize()) keeps its
   own handling: ending it, or its own children, is not commscope's to decide.
 - a process forked takes the default action for those signals and no wakeup fd (a worker stopped by its
   pool's terminate() must end, and its signal must not reach this process's watcher); one forked after
@@ -27,10 +27,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import threading
 import time
 from typing import Iterator
+
+from commscope.util.wakeup import WakeupWatcher
 
 STOP_HANDLER = "commscope_stop_handler"  # an attribute the CLI's stop-signal handlers carry
 # rounds of killing the children, 50 ms apart: a child forked before the signal but listed by multiprocessing
@@ -90,17 +91,13 @@ def _leave(signum: int) -> None:
     os._exit(128 + signum)
 
 
-def _watch(r: socket.socket, watched: set[int]) -> None:
-    while True:
-        try:
-            data = r.recv(64)
-        except OSError:
-            return
-        if not data:  # the section ended and closed the other end
-            return
+def _watching(watched: set[int]):
+    def on_signals(data: bytes) -> bool:
         hit = next((b for b in data if b in watched), None)
         if hit is not None:
-            _leave(hit)
+            _leave(hit)  # never returns
+        return False
+    return on_signals
 
 
 def _noted(signum: int, _frame: object) -> None:
@@ -114,25 +111,19 @@ def abandon_on_stop() -> Iterator[None]:
     global _depth
     _depth += 1
     watched: dict[int, object] = {}
-    r = w = None
-    old_fd = None
+    watcher = None
     try:
         if threading.current_thread() is threading.main_thread():
             taken = _taken()
             if taken:
-                r, w = socket.socketpair()
-                w.setblocking(False)  # the C handler must never block
-                old_fd = signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+                watcher = WakeupWatcher(_watching(set(taken)), "commscope-abandon").start()
                 watched = {s: signal.signal(s, _noted) for s in taken}
-                threading.Thread(target=_watch, args=(r, set(taken)), name="commscope-abandon", daemon=True).start()
         yield
     finally:
         while _leaving:  # the watcher is ending the process: nothing after the block may start writing
             time.sleep(1)
         for s, h in watched.items():
             signal.signal(s, h)
-        if w is not None:
-            signal.set_wakeup_fd(old_fd)
-            w.close()  # the watcher's recv ends
-            r.close()
+        if watcher is not None:
+            watcher.stop()
         _depth -= 1
