@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from commscope.util.atomic import write_json_atomic
 from commscope.rundir import launcher_log_tails, read_status
 from commscope.rundir.schema import (NODE_INTERRUPTED, NOT_STARTED, PROGRESS, SCHEMA_VERSION,
-                                     META, STATUS, SUMMARY, WATCHDOG, rank_dir_name, signalled_together_bar)
+                                     META, STATUS, SUMMARY, WATCHDOG, ending_signal, rank_dir_name,
+                                     signalled_together_bar)
 from instrumented_model.job import signame
 from instrumented_model.train import PROGRESS_PREFIX
 
@@ -276,12 +277,14 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
 
 
 def signalled_together(statuses: dict[str, dict]) -> int | None:
-    """The spread (ns) of the ranks' ends where a signal ended every rank and their status.json ended_ns
+    """The spread (ns) of the ranks' ends where a signal ended every rank, or began its end (status.json
+    `signal`, read by rundir.schema.ending_signal as the doctor reads it: a rank in a collective's wait may end
+    by the error its peer's end raised), and their status.json ended_ns
     (the signal's arrival) are within the doctor's bar of each other (rundir.schema.signalled_together_bar:
     SIGNALLED_TOGETHER_NS widened by the clocks' alignment error, as analyze.doctor_stopped reads them): one
     signal to the whole job. None otherwise, or where a status has no ended_ns of its own."""
     ended = [s["ended_ns"] for s in statuses.values()
-             if s["ending"] == "signalled" and s.get("ended_from") == "status"]
+             if (s["ending"] == "signalled" or ending_signal(s)) and s.get("ended_from") == "status"]
     if not ended or len(ended) != len(statuses):
         return None
     spread = max(ended) - min(ended)

@@ -92,8 +92,8 @@ from commscope.errors import UserError
 from commscope.util.ranges import int_ranges
 from commscope.util.text import steps_said
 from commscope.load.frames import FaultEvidence, Trace
-from commscope.rundir.schema import (ENDED_STATUSES as ENDED, EVENTS, STATUS, STORAGE_ERROR,
-                                     SUMMARY)
+from commscope.rundir.schema import (ENDED_STATUSES as ENDED, EVENTS, SIGNAL_ENDED, STATUS, STORAGE_ERROR,
+                                     SUMMARY, ending_signal)
 
 # Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
 # backend or our watchdog timed out waiting. Each names the distributed machinery (the backend, torch's
@@ -379,9 +379,6 @@ def _first_mismatch(lt: pd.DataFrame, by_label: bool) -> tuple[pd.DataFrame, pd.
     return lt[rows], pd.Series(sig[rows], index=lt.index[rows])
 
 
-_SIGNAL_ENDED = re.compile(r"terminated by signal \d+ \((SIG\w+)\)")
-
-
 def _someone_waited(trace: Trace, faults: FaultEvidence) -> bool:
     """A rank's watchdog fired or a rank timed out waiting: the job was stuck, so a rank signalled then may
     have been the launchers' teardown, not a kill from outside."""
@@ -405,7 +402,7 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
     signals = {}
     for r in d.culprit_ranks:
         error = str(statuses.get(r, {}).get("error") or "")
-        m = _SIGNAL_ENDED.search(error)
+        m = SIGNAL_ENDED.search(error)
         if m is None or "by commscope run" in error:
             return d
         signals[r] = m.group(1)
@@ -449,16 +446,10 @@ def _every_rank_signalled(trace: Trace) -> str | None:
     that one had begun its end (status.json `signal`: a rank in a collective's wait whose peer, stopped by the
     same signal, closed the connection ends by that error)."""
     statuses = _statuses(trace)
-    names = [_signal_of(s) for s in statuses.values()]
+    names = [ending_signal(s) for s in statuses.values()]
     if len(statuses) != trace.world_size or not all(names):
         return None
     return ", ".join(sorted(set(names)))
-
-
-def _signal_of(status: dict) -> str | None:
-    """The signal that ended a rank or began its end ("SIGTERM"), from its status, else None."""
-    m = _SIGNAL_ENDED.search(str(status.get("error") or ""))
-    return m.group(1) if m else status.get("signal") if isinstance(status.get("signal"), str) else None
 
 
 def check_stopped(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
@@ -754,7 +745,7 @@ def check_ended_first(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
         return None
     statuses = _statuses(trace)
     r = first["rank"]
-    m = _SIGNAL_ENDED.search(str(first.get("error") or ""))
+    m = SIGNAL_ENDED.search(str(first.get("error") or ""))
     how = m.group(1) if m else "a signal"
     others = sorted(o for o, s in statuses.items() if o != r and s.get("status") not in ENDED)
     last = _last_step(trace, r)
@@ -780,7 +771,7 @@ def check_unexplained(trace: Trace) -> Diagnosis | None:
             "no collective launch or report shows the fault")
     # ranks that did not give up waiting but were ended from outside (the launcher's teardown): where the
     # others timed out, these are where a rank stuck outside the collective would be; a suspicion, not a record
-    suspects = sorted(r for r, s in bad.items() if r not in timed and _SIGNAL_ENDED.search(str(s.get("error") or "")))
+    suspects = sorted(r for r, s in bad.items() if r not in timed and SIGNAL_ENDED.search(str(s.get("error") or "")))
     suspected = (f" Rank(s) {ranks_text(suspects)} did not time out but were ended by a signal, as a rank stuck "
                  "outside the collective is when the job is torn down: the likely one(s) the others waited for."
                  if timed and suspects else "")

@@ -77,6 +77,21 @@ def signalled_together_bar(clock_errors_ns) -> int:
     return SIGNALLED_TOGETHER_NS + 2 * max(clock_errors_ns, default=0)
 
 
+# status.json `error` of a rank a signal ended, as recording.termguard.signal_words writes it
+SIGNAL_ENDED = re.compile(r"terminated by signal \d+ \((SIG\w+)\)")
+
+
+def ending_signal(status: dict) -> str | None:
+    """The signal ("SIGTERM") that ended a rank or began its end, from its status.json: named in its error,
+    else its `signal` (a rank in a collective's wait whose peer, stopped by the same signal, closed the
+    connection ends by that error, not by the signal's own). None where neither names one. The launcher's
+    summary and the doctor read how a rank ended with this one rule."""
+    m = SIGNAL_ENDED.search(str(status.get("error") or ""))
+    if m:
+        return m.group(1)
+    return status.get("signal") if isinstance(status.get("signal"), str) else None
+
+
 def rank_dir_name(rank: int) -> str:
     """The folder of `rank` inside a run directory."""
     return f"rank{rank}"

@@ -112,6 +112,11 @@ def test_ddp_stopped_whole_while_rank_1_is_stuck_is_a_hang_on_rank_1(tmp_path):
     d = diagnose_path(str(out))
     assert (d.verdict, d.culprit_ranks, d.step) == ("hang", [1], 3)
     assert d.label.startswith("ddp_bucket") and "SIGTERM reached both ranks within" in d.summary
+    # the launcher's summary reads these ends as the doctor does: one signal to the whole job, no rank first
+    from instrumented_model.run_summary import JobEnd, rank_statuses, verdict
+
+    status, line = verdict(rank_statuses(str(out), range(2)), JobEnd(torchrun_code=1), 3, 100000)
+    assert status == "interrupted" and "reached every rank within" in line, line
 
 
 def test_stopped_whole_while_running_is_interrupted(tmp_path):

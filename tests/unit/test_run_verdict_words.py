@@ -153,3 +153,42 @@ def test_ends_together_widen_by_the_clocks_alignment_error_as_the_doctor_reads_t
                                                  for r, s in statuses.items()}})
         ends = ends_of(trace, {int(r): s for r, s in statuses.items()}, "SIGTERM")
         assert ends.together is together and ends.bar == 50_000_000 + 2 * statuses["0"]["clock_error_ns"]
+
+
+def test_a_rank_whose_end_a_signal_began_counts_as_signalled_as_the_doctor_counts_it(tmp_path):
+    """A DDP job stopped whole while rank 1 was stuck: rank 0, waiting in a collective, ends by the error its
+    peer's end raised ("Connection closed by peer") before its own handler runs, and its status.json says
+    which signal had begun its end (`signal`). The launcher reads that as the doctor does
+    (rundir.schema.ending_signal): one signal to the whole job, not "rank 1 ended first"."""
+    import json
+
+    from commscope.rundir.schema import ending_signal
+    from instrumented_model.run_summary import rank_statuses
+
+    sig = "Terminated: terminated by signal 15 (SIGTERM)"
+    gone = "RuntimeError: Connection closed by peer [127.0.0.1]:29500"
+    for r, (error, signal, ended) in enumerate([(gone, "SIGTERM", 1_002_000), (sig, "SIGTERM", 1_000_000)]):
+        (tmp_path / f"rank{r}").mkdir()
+        (tmp_path / f"rank{r}" / "status.json").write_text(json.dumps({
+            "schema_version": 1, "rank": r, "status": "failed", "last_step": 35, "ended_ns": ended,
+            "error": error, "signal": signal}))
+    statuses = rank_statuses(str(tmp_path), range(2))
+    assert [statuses[r]["ending"] for r in "01"] == ["peer-gone", "signalled"]
+    assert [ending_signal(statuses[r]) for r in "01"] == ["SIGTERM", "SIGTERM"]
+    assert verdict(statuses, JobEnd(torchrun_code=1), 36, 150) == (
+        "interrupted", "interrupted by a signal that reached every rank within 0.0 ms (their status.json ended_ns), "
+                       "from outside this launcher, after 36/150 steps")
+    # without `signal` the same error is a peer lost after rank 1 ended first
+    (tmp_path / "rank0" / "status.json").write_text(json.dumps({
+        "schema_version": 1, "rank": 0, "status": "failed", "last_step": 35, "ended_ns": 1_002_000, "error": gone}))
+    assert verdict(rank_statuses(str(tmp_path), range(2)), JobEnd(torchrun_code=1), 36, 150)[1] == (
+        f"failed: rank 1 ended first ({sig}) after step 35; the others ended after it")
+
+
+def test_ending_signal_reads_the_error_first_then_the_signal_field():
+    from commscope.rundir.schema import ending_signal
+
+    assert ending_signal({"error": "Terminated: terminated by signal 1 (SIGHUP)", "signal": "SIGTERM"}) == "SIGHUP"
+    assert ending_signal({"error": "RuntimeError: boom", "signal": "SIGINT"}) == "SIGINT"
+    assert ending_signal({"error": "RuntimeError: boom"}) is None
+    assert ending_signal({"error": None, "signal": 15}) is None  # not a name: not read
