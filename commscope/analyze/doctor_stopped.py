@@ -209,11 +209,8 @@ def silence_of(trace: Trace, ends: Ends) -> Stall | None:
 
 
 def _longest_step_ns(trace: Trace) -> float:
-    s = trace.steps
-    if not len(s):
-        return 0.0
-    dur = (s["end_ns"] - s["start_ns"]).to_numpy(dtype=float, na_value=np.nan)
-    return float(np.nanmax(dur)) if np.isfinite(dur).any() else 0.0
+    dur = _step_durations_ns(trace)
+    return float(dur.max()) if len(dur) else 0.0
 
 
 def stuck_outside(trace: Trace, ends: Ends, how: str, sources: list[str], details: dict) -> Diagnosis | None:
@@ -381,13 +378,18 @@ def _evidence_waits(d: Diagnosis, ends: Ends) -> list[tuple[int, int]]:
             and int(e["rank"]) in ends.ended]
 
 
-def _median_step_ns(trace: Trace) -> float | None:
-    """The median duration of the finished steps over all ranks (None: no step finished)."""
+def _step_durations_ns(trace: Trace) -> np.ndarray:
+    """The durations of the finished steps over all ranks (ns, floats; steps without both ends left out)."""
     s = trace.steps
     if not len(s):
-        return None
+        return np.empty(0)
     dur = (s["end_ns"] - s["start_ns"]).to_numpy(dtype=float, na_value=np.nan)  # Int64: exact, then floats
-    dur = dur[np.isfinite(dur) & (dur > 0)]
+    return dur[np.isfinite(dur) & (dur > 0)]
+
+
+def _median_step_ns(trace: Trace) -> float | None:
+    """The median duration of the finished steps over all ranks (None: no step finished)."""
+    dur = _step_durations_ns(trace)
     return float(np.median(dur)) if len(dur) else None
 
 

@@ -20,6 +20,7 @@ be called exactly once; `step()` contexts do not nest; `close()` is idempotent.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import numbers
 import re
@@ -75,39 +76,29 @@ def check_collective_fn(fn: Any, kwargs: dict) -> None:
                          "async_op (it blocks, as the object collectives do): time it with rec.region(...) instead")
 
 
-_ASYNC_OP: dict[Any, bool] = {}  # fn -> whether it takes async_op (a signature is read once per function)
+def _reads_async_op(fn: Any) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # no signature to read (a C function): the call itself will say
+        return True
+    return "async_op" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+_REMEMBERED = 4096  # entries each per-process memo below keeps at most (a new function or name per call: bounded)
+_remembered_async_op = functools.lru_cache(maxsize=_REMEMBERED)(_reads_async_op)  # a signature read once per fn
 
 
 def _takes_async_op(fn: Any) -> bool:
-    known = _ASYNC_OP.get(fn) if _hashable(fn) else None
-    if known is not None:
-        return known
     try:
-        params = inspect.signature(fn).parameters
-        takes = "async_op" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-    except (TypeError, ValueError):  # no signature to read (a C function): the call itself will say
-        takes = True
-    if _hashable(fn) and len(_ASYNC_OP) < _REMEMBERED:
-        _ASYNC_OP[fn] = takes
-    return takes
-
-
-def _hashable(x: Any) -> bool:
-    try:
-        hash(x)
-    except TypeError:
-        return False
-    return True
+        return _remembered_async_op(fn)
+    except TypeError:  # an unhashable callable (_reads_async_op raises none): read each time
+        return _reads_async_op(fn)
 
 
 def check_micro_step(micro_step: Any) -> int | None:
-    """A micro-step (gradient-accumulation index) as an int, or None (no micro-steps): a whole number in
-    0..STEP_MAX, as check_step, else ValueError; the loader reads hooks and regions by it."""
-    if micro_step is None:
-        return None
-    if isinstance(micro_step, bool) or not isinstance(micro_step, numbers.Integral) or not 0 <= micro_step <= STEP_MAX:
-        raise ValueError(f"a micro-step must be None or a whole number in 0..2**53-1; got {micro_step!r}")
-    return int(micro_step)
+    """A micro-step (gradient-accumulation index) as an int, or None (no micro-steps): a whole number as
+    check_step takes, else ValueError; the loader reads hooks and regions by it."""
+    return None if micro_step is None else _whole_number(micro_step, "a micro-step must be None or")
 
 
 # The fields of a step record (docs/run_format.md): `st.extra` adds keys to that record, never these.
@@ -205,7 +196,6 @@ profiler_active = getattr(torch.autograd, "_profiler_enabled", None) or (lambda:
 # label the run directory does.
 _TRACEABLE = re.compile(r'[ !#-\[\]-~]*')
 _traceable: set[str] = set()  # names already checked, a set lookup on the hot path; at most _REMEMBERED
-_REMEMBERED = 4096
 TRACEABLE_RULE = "printable ASCII without '\"' or '\\'"
 
 
@@ -231,12 +221,17 @@ def check_step(step: Any) -> int:
     """A step number as an int: a whole number (an int, a numpy integer, a one-element integer tensor; not a
     bool, float or string) in 0..STEP_MAX, else ValueError. Readers key a rank's records by step, and -1
     means outside any step."""
-    if isinstance(step, torch.Tensor) and step.numel() == 1 and not (step.is_floating_point() or step.is_complex()
-                                                                      or step.dtype == torch.bool):
-        step = step.item()
-    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or not 0 <= step <= STEP_MAX:
-        raise ValueError(f"a step number must be a whole number in 0..2**53-1; got {step!r}")
-    return int(step)
+    return _whole_number(step, "a step number must be")
+
+
+def _whole_number(value: Any, must: str) -> int:
+    """check_step's test, its error beginning with `must` ("a step number must be")."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not (
+            value.is_floating_point() or value.is_complex() or value.dtype == torch.bool):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= STEP_MAX:
+        raise ValueError(f"{must} a whole number in 0..2**53-1; got {value!r}")
+    return int(value)
 
 
 def check_label(label: Any) -> None:

@@ -467,6 +467,46 @@ def test_set_micro_step_takes_whole_numbers_or_none(tmp_path, bad):
     rec.close()
 
 
+def test_a_micro_step_takes_what_a_step_number_takes():
+    """One whole-number test for steps and micro-steps: a one-element integer tensor or numpy integer is a
+    micro-step as it is a step; a float tensor is neither."""
+    import numpy as np
+
+    from commscope.recording.api import check_micro_step, check_step
+
+    for ok in (torch.tensor(2), np.int64(2), 2):
+        assert check_step(ok) == check_micro_step(ok) == 2
+    for bad in (torch.tensor(2.0), torch.tensor(True), torch.tensor([1, 2])):
+        with pytest.raises(ValueError, match="a step number must be a whole number"):
+            check_step(bad)
+        with pytest.raises(ValueError, match="a micro-step must be None or a whole number"):
+            check_micro_step(bad)
+    assert check_micro_step(None) is None
+
+
+def test_whether_a_function_takes_async_op_is_read_for_unhashable_callables_too():
+    """The signature is remembered per function; a callable that cannot be a key is read each time."""
+    from commscope.recording.api import _takes_async_op
+
+    class Unhashable:
+        __hash__ = None
+
+        def __init__(self, takes: bool):
+            self.takes = takes
+
+        def __call__(self, tensor, async_op=False):
+            return None
+
+    class Blocking(Unhashable):
+        def __call__(self, tensor):
+            return None
+
+    assert _takes_async_op(Unhashable(True)) is True
+    assert _takes_async_op(Blocking(False)) is False
+    assert _takes_async_op(lambda t, **kw: None) is True
+    assert _takes_async_op(lambda t: None) is False
+
+
 def test_a_recorder_whose_clock_alignment_fails_leaves_no_rank_folder(tmp_path, gloo1, monkeypatch):
     """The alignment is a collective: it fails where a peer refused (its folder holds an earlier run's
     recording) or never started. It runs before the rank folder exists, so a 3-rank job started into a
