@@ -10,6 +10,7 @@ from commscope.errors import UserError
 from commscope.load.engine import map_files
 from commscope.load.files import list_trace_files
 from commscope.load.kineto import parse_file
+from dask_cluster import local_cluster
 from paths import TESTS
 
 FIXTURE = TESTS / "data" / "modded-nanogpt-8xh100"
@@ -25,12 +26,12 @@ def test_local_pool_returns_parts_in_file_order():
     assert all(len(p["collectives"]) > 0 for p in parts)
 
 
-def test_dask_local_cluster_matches_the_local_pool():
+def test_dask_local_cluster_matches_the_local_pool(tmp_path):
     distributed = pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
     files = _files()
     local = map_files(parse_file, files, workers=1)
     seen = []
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
+    with local_cluster(tmp_path, n_workers=2, threads_per_worker=1, processes=True) as cl:
         remote = map_files(parse_file, files, scheduler=cl.scheduler_address, progress=lambda i, n: seen.append((i, n)))
         # the workers did the parsing, in 2 processes other than this one
         with distributed.Client(cl) as c:
@@ -64,10 +65,9 @@ def _gone_on_the_worker(path: str):
 def test_a_file_the_workers_cannot_see_says_so(tmp_path):
     """A path this machine sees but a worker does not (no shared filesystem): the error says where it was
     missing, not just "does not exist", which would contradict the user's own listing."""
-    distributed = pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
     here = tmp_path / "rank0.json"
     here.write_text("{}")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cl:
+    with local_cluster(tmp_path, n_workers=1, threads_per_worker=1, processes=False) as cl:
         with pytest.raises(UserError, match=r"rank0\.json does not exist on the Dask worker that read it, though "
                                              r"this machine sees it: the workers read every file at the same path"):
             map_files(_gone_on_the_worker, [str(here)], scheduler=cl.scheduler_address)
@@ -83,16 +83,12 @@ def test_a_rank_folder_missing_where_it_is_read_is_an_error_not_an_empty_rank(tm
         read_rank_folder(str(tmp_path / "rank3"))
 
 
-def test_a_scheduler_that_goes_away_mid_stage_is_one_clear_error():
+def test_a_scheduler_that_goes_away_mid_stage_is_one_clear_error(tmp_path):
     """The scheduler killed while its workers parse: one UserError, not Dask's traceback."""
     import threading
 
-    distributed = pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
-    cl = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
-    try:
+    with local_cluster(tmp_path, n_workers=1, threads_per_worker=1, processes=False) as cl:
         threading.Timer(3.0, cl.close).start()
         with pytest.raises(UserError, match=r"the Dask scheduler at .* went away before the per-rank stage "
                                              r"finished .*; start it and its workers again, then rerun"):
             map_files(_slow, ["a", "b"], scheduler=cl.scheduler_address)
-    finally:
-        cl.close()

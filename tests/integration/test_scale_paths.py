@@ -16,6 +16,7 @@ from commscope.analyze.summary import PLACEMENT_ALL_RANKS, summarize
 from commscope.cli import app, main
 from commscope.load import load_path
 from commscope.load.engine import map_files
+from dask_cluster import local_cluster
 from paths import ROOT, TESTS
 
 DATA = TESTS / "data"
@@ -47,9 +48,8 @@ def test_at_the_threshold_placement_lists_every_rank(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    distributed = pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
+def cluster(tmp_path_factory):
+    with local_cluster(tmp_path_factory.mktemp("dask"), n_workers=2, threads_per_worker=1, processes=True) as cl:
         yield cl
 
 
@@ -93,10 +93,10 @@ def test_unreachable_scheduler_is_one_line_and_exit_2(tmp_path, monkeypatch, cap
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in err
 
 
-def test_a_peer_that_is_not_a_scheduler_or_has_no_workers_is_one_error(monkeypatch):
+def test_a_peer_that_is_not_a_scheduler_or_has_no_workers_is_one_error(monkeypatch, tmp_path):
     """A port that accepts and stays silent (an HTTP server, the dashboard), one that answers garbage, and a
     scheduler without workers: each a UserError within the connect timeout, never a hang or a traceback."""
-    distributed = pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
+    pytest.importorskip("distributed", reason="Dask distributed not installed (extra 'dask')")
     import socket
     import threading
 
@@ -125,6 +125,6 @@ def test_a_peer_that_is_not_a_scheduler_or_has_no_workers_is_one_error(monkeypat
         map_files(parse_file, ["x"], scheduler=serve(b""))
     with pytest.raises(UserError, match="does not answer as a Dask scheduler"):
         map_files(parse_file, ["x"], scheduler=serve(b"SSH-2.0-OpenSSH_9.6\r\n" * 10))
-    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cl:
+    with local_cluster(tmp_path, n_workers=0, processes=False) as cl:
         with pytest.raises(UserError, match="has no workers"):
             map_files(parse_file, ["x"], scheduler=cl.scheduler_address)
