@@ -74,7 +74,7 @@ import pandas as pd
 from commscope.analyze import (clocks, exposure, lateness, placement, regions, representative, skew, step_coverage, step_gaps,
                                timeline, waiting)
 from commscope.analyze.problems import loading_problems, run_reports
-from commscope.load.frames import Trace
+from commscope.load.frames import P2P_MARK, Trace
 from commscope.util.num import rounded, rounded_floats, sig, whole
 from commscope.util.ranges import int_ranges
 from commscope.util.text import counted
@@ -408,10 +408,15 @@ def evidence_notes(trace: Trace) -> list[str]:
         notes.append(f"No collectives in this trace ({what}): communication figures (labels, overlap, skew) "
                      f"are empty.{read}{dropped}")
     else:
-        unknown = int(pd.to_numeric(c["bytes"], errors="coerce").isna().sum())
+        sizeless = pd.to_numeric(c["bytes"], errors="coerce").isna().to_numpy()
+        unknown = int(sizeless.sum())
         if unknown:
-            notes.append(f"{unknown} of {len(c)} collectives have no recorded size (older trace format or "
-                         "launched before the profiling window): no bandwidth for them.")
+            # gloo's sizes come from its c10d ops' Input Dims, which the profiler records with record_shapes
+            gloo = int((sizeless & (c["timing"].astype(str).to_numpy() == "gloo_thread")).sum())
+            why = ("recorded without record_shapes=True: gloo's sizes come from the ops' input shapes"
+                   if gloo == unknown else "older trace format or launched before the profiling window"
+                   + (f"; {gloo} of them gloo's, recorded without record_shapes=True" if gloo else ""))
+            notes.append(f"{unknown} of {len(c)} collectives have no recorded size ({why}): no bandwidth for them.")
         outside = outside_steps(trace)
         if outside:
             when = ("launched before the first profiled step or after the last" if trace.source != "run" else
@@ -427,6 +432,11 @@ def evidence_notes(trace: Trace) -> list[str]:
         if unpaired:
             notes.append(f"{unpaired} collectives could not be paired across ranks (op, dtype or size differ "
                          "at the same group and sequence): they take no part in skew or stragglers.")
+        p2p = [i for i, g in enumerate(groups) if P2P_MARK in str(g)]
+        if p2p:
+            notes.append(f"{int(np.isin(codes, p2p).sum())} point-to-point ops (send, recv) are not matched to "
+                         "their peers: they count toward each rank's communication time and overlap, not toward "
+                         "skew, stragglers, bandwidth or the doctor's rules.")
         notes += _recording_notes(trace)
     if not len(trace.steps):
         notes.append("No step records (no rank finished a step): per-step breakdowns and step gaps are empty."

@@ -312,6 +312,11 @@ _OP_PATTERNS = [
 ]
 
 
+# in the group of a rank's send or recv, `<group> (point-to-point, rank R)`: not a collective of its group,
+# its peer not matched (load.kineto_comms._point_to_point)
+P2P_MARK = " (point-to-point, rank "
+
+
 def normalize_op(name: str) -> str:
     """`_reduce_scatter_base`, `c10d::allgather_`, `ncclDevKernel_AllReduce_Sum_f32_RING_LL` → op name."""
     base = name.split("(")[0]

@@ -31,7 +31,8 @@ theirs is the one `pg_size` all of pg_config's groups share; unknown (NaN) other
 Label (and `label_source`): the innermost enclosing `record_function` range named
 `commscope:<label>:<phase>` on the launching thread (`scope`), else the innermost enclosing user-code
 Python frame there, in traces recorded with_stack (`stack`, `model.py:88 forward`:
-commscope.load.stack_labels), else the collective's own name (`name`). `seq` numbers a rank's collectives per process group in
+commscope.load.stack_labels), else the collective's own name (`name`). A send or recv is not a collective:
+it takes a group of its own rank (`_point_to_point`). `seq` numbers a rank's collectives per process group in
 execution order (NCCL runs one communicator's kernels in launch order), the cross-rank match key; the
 loader (`commscope.load.loader._pair`) unpairs keys whose members disagree on op, dtype or size.
 """
@@ -43,8 +44,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from commscope.load.frames import (COLUMNS, assign_steps, dtype_size, frame, is_ns, normalize_op, ns_array, rel,
-                                   unlinked)
+from commscope.load.frames import (COLUMNS, P2P_MARK, assign_steps, dtype_size, frame, is_ns, normalize_op, ns_array,
+                                   rel, unlinked)
 from commscope.load.stack_labels import frame_label
 from commscope.util.num import is_tensor_shape
 
@@ -79,6 +80,7 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
                      problems if problems is not None else [], ann_shapes or {})
     else:
         rows = _gloo(rank, di, pgs, ops_all, op_args, problems if problems is not None else [])
+    _point_to_point(rows, rank)
     if not rows:
         df = frame("collectives", pd.DataFrame({c: ns_array([]) if is_ns(c) else [] for c in _ROW_COLS})
                    .assign(rank=rank, seq=pd.Series(dtype=np.int64)))
@@ -106,6 +108,22 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
         v = unordered[c]
         out[c] = [v[i] for i in order] if isinstance(v, list) else v[order]
     return frame("collectives", out)
+
+
+POINT_TO_POINT = ("send", "recv")
+
+
+def _point_to_point(rows: list[dict], rank: int) -> None:
+    """A send or recv takes a group of its own rank, `<group> (point-to-point, rank R)`, of size 2: it is
+    not a collective of its process group (its peer calls the other op, and a pipeline stage sends more
+    than it receives), so numbering it with the group's collectives would shift their sequence numbers
+    apart across ranks and make it look like a desync. Its peer is not matched: it counts toward its
+    rank's communication time and overlap, never toward cross-rank analyses (skew, stragglers, bandwidth,
+    the doctor's rules)."""
+    for r in rows:
+        if r["op"] in POINT_TO_POINT:
+            r["group"] = f"{r['group']}{P2P_MARK}{rank})"
+            r["group_size"] = 2
 
 
 def _fill(a: pd.arrays.IntegerArray, b: pd.arrays.IntegerArray) -> pd.arrays.IntegerArray:
@@ -486,14 +504,16 @@ def _gloo(rank, di, pgs, ops_all, op_args, problems) -> list[dict]:
             if ex_op[j] in compat and (ex_numel[j] is None or not numels or ex_numel[j] in numels):
                 pick = j
                 break
-        # full-array bytes: reduce_scatter input, all_gather output, else the (summed) tensor(s)
+        # full-array bytes: reduce_scatter input, all_gather output, all_to_all input, else the (summed) tensor(s)
         dt = _dtype_of(la_args[i])
         if la_args[i].get("Input type") is not None and not isinstance(la_args[i].get("Input type"), list):
             untyped += 1
         if dt is None and pick >= 0:  # a TensorList launch records "TensorList"; its gloo execution the dtype
             dt = _dtype_of(op_args[int(ex.index[pick])])
-        if numels:
-            nel = max(numels) if op in ("reduce_scatter", "all_gather") else sum(numels)
+        if op == "all_to_all" and pick >= 0 and ex_numel[pick]:
+            nel = ex_numel[pick]  # the input its gloo execution records; the launch lists output and input
+        elif numels:
+            nel = max(numels) if op in ("reduce_scatter", "all_gather", "all_to_all") else sum(numels)
         else:
             nel = None
         r = _row(op=op, bytes=(nel * dtype_size(dt) if nel and dt else np.nan), dtype=dt, group=group,
