@@ -8,8 +8,10 @@ noise (warm-up, the profiler window or its export). In a judged step a rank is f
 waited for it at least the bar: a share of the run's median step (STRAGGLER_PCT_DEVICE for device-timed
 arrivals, STRAGGLER_PCT_HOST for host-timed ones, whose speed varies with OS scheduling, and then never
 below STRAGGLER_FLOOR_MS_HOST), or the user's `straggler_pct` / `straggler_ms`, and never below three
-times the ranks' clock-alignment error. The culprits are the flagged ranks that caused at least half as
-much waiting as the worst; the confidence says how persistent (most judged steps) or how far over the bar
+times the ranks' clock-alignment error. A rank under the default bar that still made the others wait at
+least half of it in most judged steps is flagged in those steps (a steady lag, which lengthens the median
+step the bar is a share of). The culprits are the flagged ranks that caused at least half as much waiting
+as the worst; the confidence says how persistent (most judged steps) or how far over the bar
 (STRAGGLER_MARGIN_HIGH) that was. docs/faults.md has the measurements behind the bars.
 
 Invariants: a pure function of the trace's frames; the evidence lists at most MAX_INSTANCES collectives
@@ -53,8 +55,9 @@ NOT_JUDGED = {
                         "a run profiled in other steps judges it"),
     "profiler export": ("each rank writes its trace there, at its own pace", "a run profiled in other steps judges it"),
 }
-# A rank under the bar but at least this share of it in at least STEADY_OF_JUDGED of the judged steps (and
-# STEADY_MIN_STEPS) is named in the ok verdict as a steady lag (_steady_under_bar): not a verdict of its own
+# A rank under the default bar but at least this share of it in at least STEADY_OF_JUDGED of the judged steps
+# (and STEADY_MIN_STEPS) is a straggler of medium confidence, a steady lag (_steady_under_bar): healthy runs'
+# largest waiting in a step comes from a different rank or step each time (docs/faults.md)
 STEADY_SHARE = 0.5
 STEADY_OF_JUDGED = 0.75
 STEADY_MIN_STEPS = 3
@@ -165,7 +168,13 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     details = {"threshold": how, "median_step_ms": median_step / 1e6, "median_step_steps": median_steps,
                "judged_steps": judged_steps, "excluded_steps": excluded}
     if not len(flagged):
-        return _no_straggler(trace, src, per, unjudged, noise, y, details)
+        # a bar the user set is theirs: only the default one leaves a steady lag under it unjudged
+        steady = _steady_under_bar(per, y) if how["set_by"] not in ("--straggler-pct", "--straggler-ms") else None
+        if steady is None:
+            return _no_straggler(trace, src, per, unjudged, noise, y, details)
+        # a steady lag is a straggler too, though no step of it reaches the bar (_steady_under_bar)
+        details["steady_under_bar"] = steady
+        flagged = per[(per["rank"] == steady["rank"]) & per["step"].isin(steady["steps"])]
     return _straggler(trace, src, flagged, inst, times, y, details)
 
 
@@ -184,21 +193,19 @@ def _no_straggler(trace: Trace, src: list[str], per: pd.DataFrame, unjudged: pd.
         worst = (f"; the most any rank made the others wait in a step: rank {most['rank']}, "
                  f"{most['mean_wait_ms']:,.1f} ms in step {most['step']} "
                  f"({most['pct_of_median_step']:.1f} % of the median step)")
-    steady = _steady_under_bar(per, y)
-    if steady:
-        details["steady_under_bar"] = steady
     return Diagnosis("ok", sources=src, details=details, summary=(
         f"ok: no crash, hang, desync or straggler in {trace.world_size} rank(s); judged steps "
         f"{int_ranges(y.judged_steps)}{_excluded_text(noise)}, straggler bar {y.how['ms']:,.1f} ms of waiting per "
         f"step{_bar_text(y.how, f'{y.median_step / 1e6:,.1f} ms median step{y.scope}')}{worst}"
-        f"{_unjudged_text(unjudged, noise, y.bar, details)}{_steady_text(steady, y)}."))
+        f"{_unjudged_text(unjudged, noise, y.bar, details)}."))
 
 
 def _steady_under_bar(per: pd.DataFrame, y: _Yardstick) -> dict | None:
     """The rank that made the others wait at least STEADY_SHARE of the bar in most judged steps (at least
-    STEADY_MIN_STEPS, and STEADY_OF_JUDGED of them), else None. Not a verdict: a rank slow in every step
-    lengthens the median step it is measured against, so on host-timed arrivals, whose bar is a whole
-    median step, its waiting stays under the bar however steady it is; the ok verdict says so."""
+    STEADY_MIN_STEPS, and STEADY_OF_JUDGED of them), else None: a straggler though no step reaches the bar.
+    A rank slow in every step lengthens the median step it is measured against, so on host-timed arrivals,
+    whose bar is a whole median step, its waiting stays under the bar however steady it is; healthy runs'
+    noise moves from rank to rank and step to step (docs/faults.md)."""
     if y.bar <= 0 or not len(per) or len(y.judged_steps) < STEADY_MIN_STEPS:
         return None
     near = per[per["lost_ns"] >= STEADY_SHARE * y.bar]
@@ -211,17 +218,6 @@ def _steady_under_bar(per: pd.DataFrame, y: _Yardstick) -> dict | None:
     mine = near[near["rank"] == rank]
     return {"rank": rank, "steps": sorted(int(s) for s in mine["step"].unique()), "judged": len(y.judged_steps),
             "mean_pct_of_median_step": float(mine["pct"].mean())}
-
-
-def _steady_text(steady: dict | None, y: _Yardstick) -> str:
-    if not steady:
-        return ""
-    pct = 100 * STEADY_SHARE * y.bar / y.median_step if y.median_step > 0 else None
-    hint = f"; --straggler-pct {pct:.0f} would judge it" if pct and y.how.get("kind") == "relative" else ""
-    return (f"; but rank {steady['rank']} made the others wait in {len(steady['steps'])} of the "
-            f"{steady['judged']} judged steps, {steady['mean_pct_of_median_step']:.1f} % of the median step on "
-            "average: a steady lag under the bar (a rank slow in every step lengthens the median step the bar is "
-            f"a share of){hint}")
 
 
 def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.DataFrame, times: pd.Series,
@@ -256,7 +252,12 @@ def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.Dat
     # the waiting is averaged over the steps where the culprit was late, not over every judged step
     when = (f"in the 1 step where it was late (step {p['steps'][0]}, of {judged} judged)" if n == 1 else
             f"on average over the {n} steps where it was late ({int_ranges(p['steps'])}, of {judged} judged)")
-    why = ("persistent: most judged steps" if n >= 2 and 2 * n >= judged else
+    steady = details.get("steady_under_bar")
+    if steady:  # under the bar in every step: persistence is the evidence, and no more than medium
+        p["confidence"] = persistence[str(worst)]["confidence"] = "medium"
+    why = (f"steady: {n} of {judged} judged steps at {100 * STEADY_SHARE:.0f} % of the bar or more, though none reaches "
+           "it, as a rank slow in every step lengthens the median step the bar is a share of" if steady else
+           "persistent: most judged steps" if n >= 2 and 2 * n >= judged else
            f"one stall {p['max_bar_multiple']:.1f}× the bar, far beyond healthy noise"
            if p["max_bar_multiple"] >= STRAGGLER_MARGIN_HIGH else
            "as persistent as so few judged steps can show" if 2 * n >= judged else

@@ -865,11 +865,10 @@ def test_desync_evidence_names_where_each_launch_was_read(tmp_path, template, so
     assert {e["source"] for e in d.evidence} == {source} and len(d.evidence) == 4
 
 
-def test_a_steady_lag_under_the_bar_is_named_in_the_ok_verdict():
+def test_a_steady_lag_under_the_bar_is_found_by_steady_under_bar():
     """On host-timed arrivals the bar is a whole median step, and a rank slow in every step lengthens that
-    median: its waiting (120 ms in a 186 ms median step) stays under the bar however steady. The ok verdict
-    names it, with the --straggler-pct that would judge it; a lag in a few steps only, or a small one, is not
-    named."""
+    median: its waiting (125 ms in a 186 ms median step) stays under the bar however steady. A lag in a few
+    steps only, or a small one, is not steady."""
     per = pd.DataFrame({"step": list(range(1, 10)), "rank": [1] * 9, "lost_ns": [125e6] * 8 + [20e6]})
     per["pct"] = 100 * per["lost_ns"] / 186e6
     y = doctor_straggler._Yardstick(186e6, list(range(10)), " of steps 0-9", 186e6,
@@ -877,9 +876,36 @@ def test_a_steady_lag_under_the_bar_is_named_in_the_ok_verdict():
     steady = doctor_straggler._steady_under_bar(per, y)
     assert steady == {"rank": 1, "steps": list(range(1, 9)), "judged": 9,
                       "mean_pct_of_median_step": pytest.approx(100 * 125 / 186)}
-    text = doctor_straggler._steady_text(steady, y)
-    assert text == ("; but rank 1 made the others wait in 8 of the 9 judged steps, 67.2 % of the median step on "
-                    "average: a steady lag under the bar (a rank slow in every step lengthens the median step the "
-                    "bar is a share of); --straggler-pct 50 would judge it")
     assert doctor_straggler._steady_under_bar(per.iloc[:6].assign(lost_ns=[125e6] * 3 + [20e6] * 3), y) is None
     assert doctor_straggler._steady_under_bar(per.assign(lost_ns=80e6), y) is None  # under half the bar
+
+
+def _late_in_every_step(tmp_path, late_ms: float, name: str):
+    """A CPU run of 100 ms steps 0-5 whose rank 3 launches the last two collectives of each of steps 1-5
+    `late_ms` late."""
+    path = cpu_run(tmp_path, steps=tuple(range(6)), step_ms=100, name=name)
+    last_two = {}
+    for e in events(path, 3):
+        if e["kind"] == "collective" and e["step"] >= 1:
+            last_two.setdefault(e["step"], []).append(e["seq"])
+    shift(path, 3, {q for seqs in last_two.values() for q in sorted(seqs)[-2:]}, "call_ns", late_ms * MS)
+    return path
+
+
+def test_a_rank_late_in_every_step_under_the_bar_is_a_straggler_of_medium_confidence(tmp_path):
+    """70 ms late in each of 5 judged steps of 100 ms: under the 100 % bar of host-timed arrivals in every
+    step, but at least half of it in all of them: a steady lag, a straggler of medium confidence. 40 ms (under
+    half the bar) is ok, and so is the steady lag under a bar the user set."""
+    d = diagnose_path(str(_late_in_every_step(tmp_path, 70, "late70")))
+    assert (d.verdict, d.culprit_ranks, d.confidence) == ("straggler", [3], "medium"), d.summary
+    assert d.details["steady_under_bar"]["steps"] == [1, 2, 3, 4, 5]
+    assert d.details["persistence"]["3"]["confidence"] == "medium"
+    assert all(50 <= e["pct_of_median_step"] < 100 for e in d.evidence)
+    assert "Confidence medium (steady: 5 of 5 judged steps at 50 % of the bar or more, though none reaches it" \
+        in d.summary
+    d = diagnose_path(str(_late_in_every_step(tmp_path, 40, "late40")))
+    assert d.verdict == "ok" and "steady_under_bar" not in d.details, d.summary
+    d = diagnose_path(str(_late_in_every_step(tmp_path, 70, "late70pct")), straggler_pct=100)
+    assert d.verdict == "ok", d.summary
+
+
