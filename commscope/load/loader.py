@@ -306,7 +306,7 @@ def _set_rank(part: dict, rank: int) -> None:
 def _merge_windows(rank: int, parts: list, problems: list[str]) -> dict:
     """The files of one rank as one part: profiling windows in time order, their collectives numbered
     per window (SEQ_STRIDE). Windows that overlap in time are not successive cycles of one process but
-    two traces claiming one rank: refused. A file of the rank with no timed event (an empty profiling
+    two traces claiming one rank, nor are windows that repeat a step number (_steps_once): refused. A file of the rank with no timed event (an empty profiling
     cycle) has no window to place: left out, and said, where the rank has other files."""
     timed = [p for p in parts if p["window"] is not None]
     if timed and len(timed) < len(parts):
@@ -320,6 +320,7 @@ def _merge_windows(rank: int, parts: list, problems: list[str]) -> dict:
         if a["window"] is None or b["window"] is None or b["window"][0] < a["window"][1]:
             raise UserError(f"rank {rank} appears twice: {a['info']['file']} and {b['info']['file']} "
                             "(their times overlap: not successive profiling windows of one rank)")
+    _steps_once(rank, parts)
     out = dict(parts[0])
     out["files"] = [p["info"]["file"] for p in parts]
     if len(parts) == 1:
@@ -338,6 +339,23 @@ def _merge_windows(rank: int, parts: list, problems: list[str]) -> dict:
     out["hta_step_names"] = sorted({n for p in parts for n in p["hta_step_names"]})
     out["window"] = (parts[0]["window"][0], parts[-1]["window"][1])
     return out
+
+
+def _steps_once(rank: int, parts: list) -> None:
+    """Successive profiling cycles of one profiler number their steps onwards (ProfilerStep#N), so a step
+    number two of a rank's files both hold means they are not: two runs' traces in one folder (a
+    tensorboard_trace_handler folder written to again), or two profilers in one process, each counting from
+    0. Merged, their same-numbered steps would add up: refused."""
+    seen: dict[int, str] = {}
+    for p in parts:
+        steps = p.get("steps")
+        mine = {int(x) for x in steps["step"].dropna()} if steps is not None and len(steps) else set()
+        both = sorted(mine & seen.keys())
+        if both:
+            raise UserError(f"rank {rank}'s traces {seen[both[0]]} and {p['info']['file']} both hold step "
+                            f"{both[0]} (ProfilerStep#{both[0]}): not successive cycles of one profiler, but two "
+                            "runs' traces in one folder or two profilers in one process; give each its own folder")
+        seen.update(dict.fromkeys(mine, p["info"]["file"]))
 
 
 def _world_size(parts: list, ranks: list[int], path: str, problems: list[str]) -> tuple[int, str]:

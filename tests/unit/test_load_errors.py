@@ -120,3 +120,32 @@ def test_a_trace_claiming_a_world_beyond_the_limit_is_refused_as_a_run_directory
         load_path(str(tmp_path / "rank0.json"))
     monkeypatch.setenv("COMMSCOPE_MAX_WORLD_SIZE", str(2_000_000))
     assert load_path(str(tmp_path / "rank0.json")).world_size == 1_000_000
+
+
+def _stepped(rank: int, steps: range, t0_us: float) -> dict:
+    """A one-rank trace whose profiler steps `steps` start every 100 µs from `t0_us`, an op in each."""
+    ev = []
+    for k, s in enumerate(steps):
+        t = t0_us + 100.0 * k
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t,
+                   "dur": 90.0, "args": {}})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t + 10, "dur": 5.0,
+                   "args": {}})
+    return {"schemaVersion": 1, "traceEvents": ev,
+            "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 1}}
+
+
+def test_successive_profiling_cycles_load_and_a_repeated_step_number_is_refused(tmp_path):
+    """One profiler's cycles number their steps onwards (tensorboard_trace_handler writes a file per cycle):
+    they load as one rank. A folder written to by a second run (or a second profiler counting from 0) holds
+    the same step numbers again, later in time: merged, those steps would add up, so it is refused."""
+    ok = str(tmp_path / "cycles")
+    write(ok, "host_1.1.pt.trace.json", js(_stepped(0, range(2, 4), 1_000.0)))
+    write(ok, "host_1.2.pt.trace.json", js(_stepped(0, range(6, 8), 2_000.0)))
+    assert sorted(load_path(ok, workers=1).steps["step"].tolist()) == [2, 3, 6, 7]
+    bad = str(tmp_path / "two-runs")
+    write(bad, "host_1.1.pt.trace.json", js(_stepped(0, range(2, 4), 1_000.0)))
+    write(bad, "host_2.1.pt.trace.json", js(_stepped(0, range(2, 4), 9_000.0)))
+    with pytest.raises(UserError, match=r"rank 0's traces .*host_1\.1\.pt\.trace\.json and .*host_2\.1\.pt\.trace\.json "
+                                        r"both hold step 2 \(ProfilerStep#2\): not successive cycles of one profiler"):
+        load_path(bad, workers=1)
