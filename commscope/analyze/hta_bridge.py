@@ -39,6 +39,9 @@ NOTES = {
     "temporal": "HTA's temporal breakdown spans each rank's whole trace (minus the last step) and counts "
                 "communication kernels as non-compute time; commscope's step breakdown is per step and "
                 "splits communication into hidden (counted as compute) and exposed.",
+    "rounding": "HTA ran here with HTA_DISABLE_NS_ROUNDING=1: by default it rounds event times to whole µs, "
+                "which gives sub-µs events negative durations and moves its overlap and idle figures; a "
+                "TraceAnalysis of your own gives these figures with that variable set before it is built.",
 }
 
 
