@@ -83,7 +83,8 @@ import pandas as pd
 from commscope.analyze import waiting
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
-from commscope.analyze.doctor_stopped import check_stopped_ends, judge_stopped, silent_before_stop, stalled_before_stop
+from commscope.analyze.doctor_stopped import (check_stopped_ends, judge_stopped, silent_before_stop, stalled_before_stop,
+                                             stuck_before_end)
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
 from commscope.analyze.left_in_flight import last_region, last_region_text
@@ -417,6 +418,11 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
             judged = judge_stopped(d, trace, statuses, names, [*d.sources, STATUS])
             return _with_stop_evidence(judged, trace) if judged.verdict == "interrupted" else judged
     names = sorted(set(signals.values()))
+    stall = stuck_before_end(d, trace, statuses)
+    if stall is not None:  # the others had waited past the stall bar before it was killed: it was stuck
+        return replace(d, details={**(d.details or {}), **stall.details()}, summary=(
+            f"{d.summary.rstrip('.')}; {stall.waited_text(repr(str(d.label)))} when rank(s) "
+            f"{ranks_text(d.culprit_ranks)} were ended by {' / '.join(names)} from outside the job."))
     return replace(d, verdict="crash", summary=(
         f"crash: rank(s) {ranks_text(d.culprit_ranks)} ended by {' / '.join(names)} from outside the job while "
         f"the others ran (no rank timed out, and the launchers signal ranks only after a failure); "

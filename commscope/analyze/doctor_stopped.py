@@ -11,7 +11,8 @@ arrival, on the common time axis) and how long the waiting ranks had waited by t
 
 - A rank that, by the first end, had waited in a collective at least STALL_STEPS median steps and
   STALL_MIN_NS was stuck: a hang (with the culprits check_hang found; without any where every member had
-  launched it, stuck inside the collective), however the job then ended.
+  launched it, stuck inside the collective), however the job then ended, the stuck rank killed first
+  included (stuck_before_end serves the launcher's runs, whose summary.json names the rank ended first).
 - Otherwise, a job every rank of which was inside a step and had recorded nothing for as long
   (STALL_STEPS median steps and STALL_MIN_NS), and longer than any step it finished, before the first end,
   none waiting in a recorded collective, was stuck outside communication (a data loader, I/O, a lock, a
@@ -148,8 +149,23 @@ class Stall:
 def stall_of(trace: Trace, waits: list[tuple[int, int]], ends: Ends) -> Stall:
     """The longest of `waits` ((rank, call_ns) of collectives launched and never finished), measured to the
     first rank's end."""
+    return _stall_until(trace, waits, min(ends.ended.values()))
+
+
+def stuck_before_end(d: Diagnosis, trace: Trace, statuses: dict[int, dict]) -> Stall | None:
+    """The longest wait in the collective of `d` (a hang by absence) by the time the first of its culprits'
+    ends began (status.json ended_ns), where that passed the stall bar: the culprits were stuck before a
+    signal ended them, and the hang stands however it then ended. None otherwise, and where a culprit's
+    status has no ended_ns."""
+    ended = [statuses.get(r, {}).get("ended_ns") for r in d.culprit_ranks]
+    if not ended or any(type(v) is not int for v in ended):
+        return None
+    stall = _stall_until(trace, _evidence_waits(d, None), min(ended))
+    return stall if stall.stuck else None
+
+
+def _stall_until(trace: Trace, waits: list[tuple[int, int]], until: int) -> Stall:
     step = _median_step_ns(trace)
-    until = min(ends.ended.values())
     waits = [(until - c, r) for r, c in waits if c < until]  # launched after the first end: not waiting by then
     if not waits:
         return Stall(None, None, step)
@@ -244,14 +260,14 @@ def judge_stopped(d: Diagnosis, trace: Trace, statuses: dict[int, dict], signals
     stall = stall_of(trace, _evidence_waits(d, ends), ends)
     details = {**(d.details or {}), **ends.details(), **stall.details()}
     what = f"'{d.label}', which rank(s) {ranks_text(culprits)} had not launched"
+    if stall.stuck:  # stuck before any end: killing the stuck rank first ends a hang, it does not cause one
+        return replace(d, sources=sources, details=details, summary=(
+            f"{d.summary.rstrip('.')}; {stall.waited_text(repr(str(d.label)))} when {ends.how()}."))
     if others and max(ends.ended[r] for r in culprits) + ends.bar < min(others):
         return replace(d, verdict="crash", details=details, summary=(
             f"crash: rank(s) {ranks_text(culprits)} ended by {signals} from outside the job, "
             f"{ends.lead_ms(culprits):,.0f} ms before any other rank (status.json ended_ns), which were torn down "
             f"after; {d.summary.removeprefix('hang: ')}"))
-    if stall.stuck:
-        return replace(d, sources=sources, details=details, summary=(
-            f"{d.summary.rstrip('.')}; {stall.waited_text(repr(str(d.label)))} when {ends.how()}."))
     return _not_stuck(d, ends, stall, what, sources, details)
 
 
@@ -371,11 +387,12 @@ def _waiting_at(lt: pd.DataFrame, collectives: pd.DataFrame, at: int) -> pd.Data
     return out[out["call_ns"].notna()]
 
 
-def _evidence_waits(d: Diagnosis, ends: Ends) -> list[tuple[int, int]]:
-    """(rank, call_ns) of check_hang's evidence rows that launched the collective and never finished it."""
+def _evidence_waits(d: Diagnosis, ends: Ends | None) -> list[tuple[int, int]]:
+    """(rank, call_ns) of check_hang's evidence rows that launched the collective and never finished it (of
+    the ranks with an end in `ends`, where given)."""
     return [(int(e["rank"]), int(e["call_ns"])) for e in d.evidence or []
             if e.get("launched") is True and not e.get("finished") and e.get("call_ns") is not None
-            and int(e["rank"]) in ends.ended]
+            and (ends is None or int(e["rank"]) in ends.ended)]
 
 
 def _step_durations_ns(trace: Trace) -> np.ndarray:

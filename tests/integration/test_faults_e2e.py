@@ -148,3 +148,37 @@ def test_sigkill_of_one_rank_leaves_a_reportable_run(tmp_path):
 
     doc = summarize(load_path(str(out)), with_hta=False)
     assert doc["world_size"] == 2 and any("rank 0" in p for p in doc["run_reports"])  # it ended failed: the run's outcome
+
+
+def test_the_stuck_rank_killed_by_the_user_stays_the_hang(tmp_path):
+    """`--inject hang` on rank 1 and, once rank 0 has waited for it well past the stall bar (5 median steps,
+    at least 1 s), the user kills rank 1 with SIGTERM, as one does with a job seen hanging: the launcher saw
+    rank 1 end first (summary.json ended_first), but it was stuck before it was killed, so the doctor says
+    hang on rank 1, not crash."""
+    out = tmp_path / "run"
+    result = {}
+
+    def killer():
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            try:
+                if len(step_records(out, 0)) >= 2:  # step 2 holds the hang: rank 0 waits in it from here on
+                    time.sleep(4.0)
+                    pid = json.loads((out / "rank1" / "meta.json").read_text())["pid"]
+                    os.kill(pid, signal.SIGTERM)
+                    result["killed"] = pid
+                    return
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    summary = launch_training(["--steps", "20", "--hang-timeout", "120", "--inject", "hang@rank=1,step=2,label=mlp"],
+                              Topology(2), str(out), view=TerminalView(Console(file=io.StringIO())))
+    t.join(5)
+    assert result.get("killed") and summary["ended_first"]["rank"] == 1
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks, d.step, d.label) == ("hang", [1], 2, "mlp"), why(out, d)
+    assert d.summary.endswith("when rank(s) 1 were ended by SIGTERM from outside the job."), d.summary
+    assert d.details["waited_ms"] >= 3000

@@ -131,16 +131,34 @@ def test_stopped_whole_while_running_is_interrupted(tmp_path):
 
 
 def test_rank_1_killed_from_outside_is_a_crash_of_rank_1(tmp_path):
+    """Killed a moment into step 3, before rank 0 had waited the stall bar (1 s) for it: the kill is what
+    rank 0 then lacked, a crash."""
     proc, out = _job(tmp_path, "--stall-at", "3")
     _wait_for_step(out, 2)
-    time.sleep(1.0)
+    time.sleep(0.2)
     os.kill(json.loads((out / "rank1" / "meta.json").read_text())["pid"], signal.SIGTERM)
     _end(proc)
     st = _statuses(out)
     assert st[1]["ended_ns"] < st[0]["ended_ns"]
     d = diagnose_path(str(out))
-    assert (d.verdict, d.culprit_ranks) == ("crash", [1])
+    assert (d.verdict, d.culprit_ranks) == ("crash", [1]), d.summary
     assert d.summary.startswith("crash: rank(s) 1 ended by SIGTERM from outside the job")
+
+
+def test_the_stuck_rank_killed_after_the_others_waited_past_the_bar_is_the_hang(tmp_path):
+    """The user sees the job hang and kills the stuck rank: rank 0 had waited 2.5 s (over the 1 s stall bar)
+    in the collective rank 1 never launched when rank 1 was ended, so rank 1 was stuck: a hang on rank 1,
+    not a crash."""
+    proc, out = _job(tmp_path, "--stall-at", "3")
+    _wait_for_step(out, 2)
+    time.sleep(2.5)
+    os.kill(json.loads((out / "rank1" / "meta.json").read_text())["pid"], signal.SIGTERM)
+    _end(proc)
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks, d.step) == ("hang", [1], 3), d.summary
+    assert "rank 0 had waited " in d.summary
+    assert d.summary.endswith("when rank(s) 1 were ended by SIGTERM from outside the job.")
+    assert d.details["waited_ms"] >= 2000
 
 
 @pytest.fixture(autouse=True)
