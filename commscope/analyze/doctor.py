@@ -186,8 +186,9 @@ def incomplete_ranks(trace: Trace) -> dict[int, list[str]]:
     """Ranks whose records are not all there, with why: the loader ignored some of their records (a record
     it cannot place), their events.jsonl ends in a torn line while their status says "completed" (a rank
     that completed wrote its whole log; a killed one may tear its last line, which is no damage to judge
-    by), or their status says "completed" at a later step than their last recorded one. The absence of a
-    collective in such a rank's records is no evidence that it never launched it."""
+    by), or their status names a later step than their last recorded one as finished, however the rank
+    ended (a cut log). The absence of a collective in such a rank's records is no evidence that it never
+    launched it."""
     statuses = _statuses(trace)
     completed = {r for r, s in statuses.items() if s.get("status") in ENDED}
     out: dict[int, list[str]] = {}
@@ -199,17 +200,28 @@ def incomplete_ranks(trace: Trace) -> dict[int, list[str]]:
                                          (f" ({'; '.join(causes)})" if causes else ""))
         if lost.get("torn") and r in completed:
             out.setdefault(r, []).append(f"its {EVENTS} is torn (its last line is cut off)")
-    for r in sorted(completed):
-        said, last = statuses[r].get("last_step"), _last_step(trace, r)
+    for r in sorted(statuses):
+        said, last = statuses[r].get("last_step"), _recorded_last_step(trace, r)
         if type(said) is int and said >= 0 and (last is None or last < said):
             ends = f"ends at step {last}" if last is not None else "holds no finished step"
-            out.setdefault(r, []).append(f"its {STATUS} says it completed step {said} but its {EVENTS} {ends}")
+            did = "completed" if r in completed else "finished"
+            out.setdefault(r, []).append(f"its {STATUS} says it {did} step {said} but its {EVENTS} {ends}")
     return dict(sorted(out.items()))
 
 
 def _last_step(trace: Trace, rank: int) -> int | None:
-    """The rank's last finished step; None when it finished none (never a sentinel such as -1, which a
-    reader would take for a step)."""
+    """The rank's last finished step: its records', else its status.json's `last_step` (a run recorded
+    with --trace off writes no step records); None when it finished none (never a sentinel such as -1,
+    which a reader would take for a step)."""
+    last = _recorded_last_step(trace, rank)
+    if last is None and trace.source == "run":
+        said = _statuses(trace).get(rank, {}).get("last_step")
+        return said if type(said) is int and said >= 0 else None
+    return last
+
+
+def _recorded_last_step(trace: Trace, rank: int) -> int | None:
+    """The last step the rank's records hold as finished (None: none)."""
     s = trace.steps
     s = s[(s["rank"] == rank) & (s["step"] >= 0)] if len(s) else s
     return int(s["step"].max()) if len(s) else None

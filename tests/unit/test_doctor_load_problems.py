@@ -166,3 +166,34 @@ def test_a_hung_rank_whose_records_were_dropped_is_insufficient(tmp_path):
     d = diagnose_path(str(run))
     assert d.verdict == "insufficient" and d.details["incomplete_ranks"].keys() == {"2"}
     assert "rank 2: the loader ignored 1 of its records" in d.summary
+
+
+def test_a_failed_rank_whose_log_ends_before_its_status_says_is_insufficient(tmp_path):
+    """A failed rank's status.json names step 2 as its last finished one, but its events.jsonl was cut
+    after step 0 (a copy cut short, a disk that filled): the absence of its launches is no evidence, however
+    the rank ended."""
+    run = hung_run(tmp_path)
+    p = run / "rank2" / "events.jsonl"
+    recs = [json.loads(x) for x in p.read_text().splitlines()]
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs if r.get("step", 0) <= 0))
+    d = diagnose_path(str(run))
+    assert d.verdict == "insufficient" and d.details["incomplete_ranks"].keys() == {"2"}, d.summary
+    assert "rank 2: its status.json says it finished step 2 but its events.jsonl ends at step 0" in d.summary
+    # emptied: no finished step at all
+    p.write_text("")
+    d = diagnose_path(str(run))
+    assert d.verdict == "insufficient" and "its events.jsonl holds no finished step" in d.summary, d.summary
+
+
+def test_the_last_finished_step_of_a_rank_without_step_records_is_its_status(tmp_path):
+    """--trace off writes no step records: the evidence's last finished step is the status's `last_step`."""
+    from commscope.analyze.doctor import _last_step
+    from commscope.load import load_path
+
+    run = hung_run(tmp_path)
+    for r in range(4):
+        p = run / f"rank{r}" / "events.jsonl"
+        p.write_text("".join(x + "\n" for x in p.read_text().splitlines() if '"kind": "step"' not in x))
+    trace = load_path(str(run))
+    assert not len(trace.steps)
+    assert [_last_step(trace, r) for r in range(4)] == [2, 2, 2, 2]

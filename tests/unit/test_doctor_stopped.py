@@ -38,9 +38,9 @@ def _run(tmp_path, all_launched=False):
     return path
 
 
-def _ended(path, ns: dict[int, int | None]):
+def _ended(path, ns: dict[int, int | None], last_step: int = 1):
     for r, v in ns.items():
-        write_json(path / f"rank{r}" / "status.json", {"status": "failed", "error": SIGTERM, "last_step": 1,
+        write_json(path / f"rank{r}" / "status.json", {"status": "failed", "error": SIGTERM, "last_step": last_step,
                                                         **({} if v is None else {"ended_ns": v})})
 
 
@@ -136,12 +136,12 @@ def test_a_job_stopped_before_any_step_finished(tmp_path):
     for r in range(4):  # no step record at all
         ev = run / f"rank{r}" / "events.jsonl"
         ev.write_text("".join(x + "\n" for x in ev.read_text().splitlines() if '"kind": "step"' not in x))
-    _ended(run, {r: CALL - 1 * MS for r in range(4)})  # before anyone launched 'attn'
+    _ended(run, {r: CALL - 1 * MS for r in range(4)}, -1)  # before anyone launched 'attn'
     d = diagnose_path(str(run))
     assert d.verdict == "interrupted" and "no rank was waiting in a collective; no rank finished a step." in d.summary
-    _ended(run, {r: CALL + 500 * MS for r in range(4)})
+    _ended(run, {r: CALL + 500 * MS for r in range(4)}, -1)
     assert diagnose_path(str(run)).verdict == "interrupted"
-    _ended(run, {r: CALL + 3_000 * MS for r in range(4)})
+    _ended(run, {r: CALL + 3_000 * MS for r in range(4)}, -1)
     d = diagnose_path(str(run))
     assert d.verdict == "insufficient" and d.summary.endswith(
         "before any step finished: with no step time to measure it by, a stuck rank cannot be told from a slow "
@@ -335,7 +335,8 @@ def test_ranks_ended_by_their_waits_error_after_the_signal_read_as_signalled(tmp
     exits at once, and their wait raises gloo's "Connection closed by peer" before their own handler runs.
     Their status.json says which signal had begun their end (`signal`): the job was still stopped whole
     while rank 1 was stuck, the hang; without that field the ranks' ends cannot be read as one stop and
-    rank 1 reads as killed from outside."""
+    rank 1 reads as killed from outside, but after the others had waited 6 s for it: stuck, the hang all
+    the same."""
     run = _run(tmp_path)
     end = CALL + 6_000 * MS
     peer = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"
@@ -348,4 +349,7 @@ def test_ranks_ended_by_their_waits_error_after_the_signal_read_as_signalled(tmp
     for r in (0, 2, 3):
         doc.pop("signal", None)
         write_json(run / f"rank{r}" / "status.json", {**doc, "error": peer, "ended_ns": end + r * 20_000})
-    assert diagnose_path(str(run)).verdict == "crash"
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("hang", [1]), d.summary
+    assert "rank 0 had waited 6.0 s in 'attn'" in d.summary
+    assert d.summary.endswith("when rank(s) 1 were ended by SIGTERM from outside the job.")
