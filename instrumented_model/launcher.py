@@ -93,14 +93,15 @@ class StepProgress(Protocol):
 class RunView(Protocol):
     """What the user sees of a launch. The launcher calls these in order: `run_dir`, `note`s and `warn`,
     `progress` for the job's duration, then `summary` (with the --profile text, whose steps the figures
-    leave out), the launcher's `note`s, and `verdict` on a failed run or a drill (--inject)."""
+    leave out), the launcher's `note`s, and `verdict` on a failed run or a drill (--inject), and on an
+    interrupted one unless the doctor finds only that (`unless`: the verdicts not to show)."""
 
     def run_dir(self, out: str) -> None: ...
     def note(self, text: str) -> None: ...
     def warn(self, text: str) -> None: ...
     def progress(self, total_steps: int) -> ContextManager[StepProgress]: ...
     def summary(self, summary: dict, out: str, profile: str | None, log: str) -> None: ...
-    def verdict(self, out: str) -> None: ...
+    def verdict(self, out: str, unless: tuple[str, ...] = ()) -> None: ...
 
 
 class QuietView:
@@ -124,7 +125,7 @@ class QuietView:
     def summary(self, summary: dict, out: str, profile: str | None, log: str) -> None:
         pass
 
-    def verdict(self, out: str) -> None:
+    def verdict(self, out: str, unless: tuple[str, ...] = ()) -> None:
         pass
 
 
@@ -328,11 +329,13 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         for note in job.notes:
             view.note(note)
         # the oversubscription warning was printed once at launch (stderr); the report repeats it from meta.json
-        # a failed run, or a drill (--inject) that completed: what the doctor makes of it is the point
+        # a failed run, or a drill (--inject) that completed: what the doctor makes of it is the point; a run
+        # the user stopped, where the doctor finds more than that (a hang the user saw and stopped)
         failed = summary["status"] not in ("completed", "interrupted")
-        if (failed or (args.inject and summary["status"] == "completed")) and not end.storage_error \
+        interrupted = summary["status"] == "interrupted"
+        if (failed or interrupted or (args.inject and summary["status"] == "completed")) and not end.storage_error \
                 and not summary.get("usage_error"):  # a mistake in the command has no verdict to find
-            view.verdict(here)
+            view.verdict(here, unless=("interrupted", "ok", "insufficient") if interrupted else ())
         for note in claim.notes:
             view.note(note)
     except BaseException:

@@ -52,13 +52,17 @@ class TerminalView:
     def summary(self, summary: dict, out: str, profile: str | None, log: str) -> None:
         self._print(lambda: print_run_summary(self.console, summary, out, step_stats(summary, profile), log))
 
-    def verdict(self, out: str) -> None:
+    def verdict(self, out: str, unless: tuple[str, ...] = ()) -> None:
         if self.console.quiet:
             return
         try:
             diagnosis = diagnose_path(out)
         except UserError as e:  # a note says why there is no verdict; the run and its exit code stand
+            if unless:  # shown only where it says more than the run's own line: an error says nothing more
+                return
             diagnosis = e
+        if getattr(diagnosis, "verdict", None) in unless:
+            return
         self._print(print_run_verdict, self.console, out, diagnosis)
 
 
