@@ -19,6 +19,11 @@ window.csData = (function () {
   };
 })();
 
+// Milliseconds as the page's tables write them: three decimals, thousands separated ("1,431.216").
+function ms3(v) {
+  return v.toLocaleString("en-US", {minimumFractionDigits: 3, maximumFractionDigits: 3});
+}
+
 // Once the timeline is drawn (at once on a page without one).
 function csTimelineDrawn() {
   return (window.csDrawn || {})["timeline-plot"] || Promise.resolve();
@@ -97,8 +102,8 @@ document.addEventListener("DOMContentLoaded", function () {
   function describe(td) {
     var s = td.dataset.s.split(":"), lo = +s[0], hi = +s[1] - 1;
     var steps = lo === hi ? "step " + lo : "steps " + lo + "–" + hi + " (mean per step)";
-    return "rank " + td.dataset.r + ", " + steps + ": exposed " + (+td.dataset.value).toFixed(3) +
-      " ms of a " + (+td.dataset.stepMs).toFixed(3) + " ms step";
+    return "rank " + td.dataset.r + ", " + steps + ": exposed " + ms3(+td.dataset.value) +
+      " ms of a " + ms3(+td.dataset.stepMs) + " ms step";
   }
   table.addEventListener("mouseover", function (ev) {
     var td = ev.target.closest("td.cell");
@@ -244,7 +249,7 @@ document.addEventListener("DOMContentLoaded", function () {
       var c = d.columns[j], v = d.exposed[i * nc + j], st = d.step_ms[i * nc + j];
       var steps = c[0] === c[1] ? "step " + c[0] : "steps " + c[0] + "–" + c[1] + " (mean per step)";
       return "rank " + d.ranks[i] + ", " + steps + (v === null ? ": no data" :
-        ": exposed " + v.toFixed(3) + " ms of a " + st.toFixed(3) + " ms step");
+        ": exposed " + ms3(v) + " ms of a " + ms3(st) + " ms step");
     }
     canvas.addEventListener("mousemove", function (ev) {
       var c = cellAt(ev);

@@ -83,3 +83,16 @@ def test_every_byte_figure_on_the_page_has_the_one_format(src):
     # nothing else on the page writes a byte figure another way (the scripts' data is not text)
     text = re.sub(r"<script.*?</script>", "", doc, flags=re.S)
     assert OTHER_BYTE_FORMATS.findall(html.unescape(text)) == []
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node to run report.js's ms3")
+def test_report_js_writes_milliseconds_as_the_tables_do():
+    """The heatmap's hover text writes ms as the page's tables do: three decimals, thousands separated."""
+    src = (ROOT / "reports" / "static" / "report.js").read_text(encoding="utf-8")
+    start = src.index("function ms3")
+    fn = src[start:src.index("\n}\n", start) + 3]
+    vals = [0, 0.0004, 1.5, 999.9996, 1431.216, 2538.689, 1234567.891]
+    out = subprocess.run(["node", "-e", f"{fn}\nconsole.log(JSON.stringify({json.dumps(vals)}.map(ms3)));"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [f"{v:,.3f}" for v in vals]
