@@ -212,6 +212,8 @@ def load_group(path: str | Path) -> Group:
             group.runs.append(res)
     if not group.runs:
         why = "; ".join(f"{p.name}: {r}" for p, r in group.skipped) or "no run directories or *.txt/*.log logs"
+        if not group.skipped and any(p.name.endswith((".json", ".json.gz")) for p in entries if p.is_file()):
+            why += "; compare reads runs, not profiler traces: `commscope report` reads a folder of traces"
         raise UserError(f"{path}: no usable runs ({why})")
     return group
 

@@ -137,6 +137,15 @@ def test_empty_group_is_a_user_error(tmp_path):
         load_group(tmp_path / "e")
 
 
+def test_a_folder_of_profiler_traces_points_at_report(tmp_path):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "rank0.json").write_text('{"traceEvents": []}')
+    (tmp_path / "t" / "rank1.json.gz").write_bytes(b"")
+    with pytest.raises(UserError, match=r"no usable runs \(no run directories or \*\.txt/\*\.log logs; compare reads "
+                                        r"runs, not profiler traces: `commscope report` reads a folder of traces\)$"):
+        load_group(tmp_path / "t")
+
+
 def test_slower_candidates():
     import pandas as pd
     t = pd.DataFrame({"name": ["b", "x", "y"], "slower_p": [math.nan, 0.01, 0.2]})
