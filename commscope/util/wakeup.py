@@ -7,11 +7,12 @@ it. Two parts of commscope need that: recording's TermGuard (a rank stuck in a c
 status) and the CLI's abandon section (a stop signal during HTA's fork pool ends the process).
 
 `WakeupWatcher(on_signals, name)`: `start()` (main thread) points the wakeup fd at a socket pair and starts
-a daemon thread that calls `on_signals(signal_numbers)` with every batch it reads, until that returns True
-or `stop()` is called; `stop()` puts the previous wakeup fd back.
+a daemon thread that calls `on_signals(signal_numbers)` with every batch it reads until that returns True
+(then it reads and drops them), until `stop()` puts the previous wakeup fd back and ends the thread.
 
-Invariants: the write end never blocks (the C handler must not); only the watcher thread closes the read
-end, after its last read, so no other thread's file descriptor can take its number while it reads; a
+Invariants: the write end never blocks (the C handler must not); the read end stays open and read for as
+long as the wakeup fd points at the write end; only the watcher thread closes it, after stop(), so no other
+thread's file descriptor can take its number while it reads; a
 Python handler must be installed for each signal to watch (without one Python does not write it to the fd).
 """
 from __future__ import annotations
@@ -45,13 +46,18 @@ class WakeupWatcher:
             self._r.close()
 
     def _run(self) -> None:
+        done = False
         try:
             while True:
                 try:
                     data = self._r.recv(64)
                 except OSError:
                     return
-                if not data or self._on_signals(data):
+                if not data:  # stop() closed the write end
                     return
+                # once answered, later signals are read and dropped until stop(): the wakeup fd still points
+                # at the write end, and a write to a socket whose peer is closed prints a traceback
+                if not done and self._on_signals(data):
+                    done = True
         finally:
             self._r.close()

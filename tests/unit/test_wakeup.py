@@ -55,16 +55,24 @@ def test_signals_reach_the_thread_and_stop_restores_everything() -> None:
         signal.signal(signal.SIGUSR1, old_handler)
 
 
-def test_a_true_answer_ends_the_thread_and_an_unstarted_watcher_closes_both_ends() -> None:
+def test_after_a_true_answer_later_signals_are_dropped_quietly_until_stop(capfd) -> None:
+    """TermGuard answers True once it has acted (or lost the cleanup to the main thread), which may be seconds
+    before the main thread stops it: a second SIGTERM meanwhile must not find the read end closed (Python
+    prints "Exception ignored when trying to write to the signal wakeup fd")."""
     fds = _fds()
+    calls: list[bytes] = []
     old_handler = signal.signal(signal.SIGUSR1, lambda *_: None)
     try:
-        watcher = WakeupWatcher(lambda data: True, "test-wakeup").start()
-        signal.raise_signal(signal.SIGUSR1)
-        watcher._thread.join(5)
-        assert not watcher._thread.is_alive()  # ended by its callback, before stop()
+        watcher = WakeupWatcher(lambda data: calls.append(data) or True, "test-wakeup").start()
+        for _ in range(3):
+            signal.raise_signal(signal.SIGUSR1)
+            time.sleep(0.1)
+        assert calls == [bytes([signal.SIGUSR1])]  # answered once
         watcher.stop()
+        watcher._thread.join(5)
+        assert not watcher._thread.is_alive()
         WakeupWatcher(lambda data: False, "never-started").stop()
         assert not (_fds() - fds)
+        assert "wakeup fd" not in capfd.readouterr().err
     finally:
         signal.signal(signal.SIGUSR1, old_handler)
