@@ -8,9 +8,9 @@ noise (warm-up, the profiler window or its export). In a judged step a rank is f
 waited for it at least the bar: a share of the run's median step (STRAGGLER_PCT_DEVICE for device-timed
 arrivals, STRAGGLER_PCT_HOST for host-timed ones, whose speed varies with OS scheduling, and then never
 below STRAGGLER_FLOOR_MS_HOST), or the user's `straggler_pct` / `straggler_ms`, and never below three
-times the ranks' clock-alignment error. A rank under the default bar that still made the others wait at
-least half of it in most judged steps is flagged in those steps (a steady lag, which lengthens the median
-step the bar is a share of). The culprits are the flagged ranks that caused at least half as much waiting
+times the ranks' clock-alignment error. A rank under the default share of the median step that still made
+the others wait at least half of it in most judged steps is flagged in those steps (a steady lag, which
+lengthens the median step the bar is a share of). The culprits are the flagged ranks that caused at least half as much waiting
 as the worst; the confidence says how persistent (most judged steps) or how far over the bar
 (STRAGGLER_MARGIN_HIGH) that was. docs/faults.md has the measurements behind the bars.
 
@@ -55,9 +55,10 @@ NOT_JUDGED = {
                         "a run profiled in other steps judges it"),
     "profiler export": ("each rank writes its trace there, at its own pace", "a run profiled in other steps judges it"),
 }
-# A rank under the default bar but at least this share of it in at least STEADY_OF_JUDGED of the judged steps
-# (and STEADY_MIN_STEPS) is a straggler of medium confidence, a steady lag (_steady_under_bar): healthy runs'
-# largest waiting in a step comes from a different rank or step each time (docs/faults.md)
+# A rank under the default bar, where that is a share of the median step, but at least this share of it in at
+# least STEADY_OF_JUDGED of the judged steps (and STEADY_MIN_STEPS) is a straggler of medium confidence, a
+# steady lag (_steady_under_bar): healthy runs' largest waiting in a step comes from a different rank or step
+# each time (docs/faults.md)
 STEADY_SHARE = 0.5
 STEADY_OF_JUDGED = 0.75
 STEADY_MIN_STEPS = 3
@@ -168,8 +169,9 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     details = {"threshold": how, "median_step_ms": median_step / 1e6, "median_step_steps": median_steps,
                "judged_steps": judged_steps, "excluded_steps": excluded}
     if not len(flagged):
-        # a bar the user set is theirs: only the default one leaves a steady lag under it unjudged
-        steady = _steady_under_bar(per, y) if how["set_by"] not in ("--straggler-pct", "--straggler-ms") else None
+        # only a bar that is a share of the median step is lengthened by a rank slow in every step; one the
+        # user set is theirs, and one set by the clocks' error would read a constant offset as a steady lag
+        steady = _steady_under_bar(per, y) if how["set_by"] == "share of median step" else None
         if steady is None:
             return _no_straggler(trace, src, per, unjudged, noise, y, details)
         # a steady lag is a straggler too, though no step of it reaches the bar (_steady_under_bar)

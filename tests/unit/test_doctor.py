@@ -907,5 +907,14 @@ def test_a_rank_late_in_every_step_under_the_bar_is_a_straggler_of_medium_confid
     assert d.verdict == "ok" and "steady_under_bar" not in d.details, d.summary
     d = diagnose_path(str(_late_in_every_step(tmp_path, 70, "late70pct")), straggler_pct=100)
     assert d.verdict == "ok", d.summary
+    # a bar the clocks' alignment error sets (3 × 40 ms): a constant offset between clocks looks late in every
+    # step, so no steady lag is read under it
+    path = _late_in_every_step(tmp_path, 70, "late70clock")
+    for r in range(4):
+        meta = json.loads((path / f"rank{r}" / "meta.json").read_text())
+        put(path, r, "meta.json", {**meta, "clock": {"offset_ns": 0, "error_ns": 40 * MS, "method": "allreduce",
+                                                     "rounds": 8}})
+    d = diagnose_path(str(path))
+    assert (d.verdict, d.details["threshold"]["set_by"]) == ("ok", "clock-alignment error"), d.summary
 
 
