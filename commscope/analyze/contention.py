@@ -41,6 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from commscope.load.frames import P2P_MARK
+
 CONTENTION_COLUMNS = [
     "rank", "step", "label", "op", "bytes", "stream", "start_ns", "duration_us", "alone_us", "inflation",
     "extra_us", "overlap_us", "overlap_frac", "attributable_us", "kernel", "kernel_stream", "kernel_blocks", "capacity_blocks",
@@ -233,6 +235,9 @@ def peer_waits(comm: pd.DataFrame) -> pd.Series:
 
 
 def _not_separable(c: pd.Series, present: int) -> str:
+    if P2P_MARK in str(c.get("group")):
+        return (f"not separable: a point-to-point op (its peer is not matched), and rank {int(c['rank'])} never ran "
+                "it alone")
     size = c.get("group_size")
     who = f"{present} of {int(size)} ranks of its group in the trace" if pd.notna(size) and present < size \
         else "peers' arrivals unknown"

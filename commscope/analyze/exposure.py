@@ -56,7 +56,7 @@ import pandas as pd
 from commscope.analyze import intervals as iv
 from commscope.analyze.labels import NO_LABEL, missing_labels
 from commscope.analyze.skew import complete_rows, ranks_present
-from commscope.load.frames import Trace, origin_ns, rel
+from commscope.load.frames import P2P_MARK, Trace, origin_ns, rel
 
 
 def bus_factors(op: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -372,7 +372,9 @@ def bandwidth_withheld(table: pd.DataFrame, n_present: int, world_size: int) -> 
     the input."""
     if not len(table) or "group_complete" not in table:
         return {}
-    sized = pd.to_numeric(table["bytes"], errors="coerce").notna().to_numpy()
+    # a send or recv is never complete (its peer is not matched): the summary's note says so, not this one
+    sized = (pd.to_numeric(table["bytes"], errors="coerce").notna().to_numpy()
+             & ~table["group"].astype(str).str.contains(P2P_MARK, regex=False).to_numpy(bool))
     done = table["group_complete"].to_numpy(bool)
     labels = table["label"].astype(str).to_numpy(dtype=object)
     lacking = set(labels[sized]) - set(labels[sized & done])

@@ -119,9 +119,10 @@ def _point_to_point(rows: list[dict], rank: int) -> None:
     than it receives), so numbering it with the group's collectives would shift their sequence numbers
     apart across ranks and make it look like a desync. Its peer is not matched: it counts toward its
     rank's communication time and overlap, never toward cross-rank analyses (skew, stragglers, bandwidth,
-    the doctor's rules)."""
+    the doctor's rules). A row named from its kernel alone (ncclDevKernel_SendRecv, launched before the
+    profiling window) keeps its group: NCCL runs all_to_all with that kernel too."""
     for r in rows:
-        if r["op"] in POINT_TO_POINT:
+        if r["op"] in POINT_TO_POINT and not r.get("_kernel_named"):
             r["group"] = f"{r['group']}{P2P_MARK}{rank})"
             r["group_size"] = 2
 
@@ -313,6 +314,8 @@ def _nccl(rank, di, pgs, comm_k, comm_pos, launches, ops_all, is_rpc, op_args, a
                          return_ns=w_e)
         else:  # its launch is not in the trace (before the profiling window) or nothing around it names it
             op = normalize_op(re.sub(r"^rccl", "nccl", name.split("(")[0], flags=re.I))
+            # a SendRecv kernel runs all_to_all as well as a send or recv: its name alone is no point-to-point op
+            extra = dict(_kernel_named=True)
         rows.append(_row(op=op, group=group, group_size=_group_size(group, pgs, di), start_ns=s_, end_ns=e_,
                          stream=stream, timing="kernel", _name=launched[j][0] if j in launched else op, **extra))
     return rows

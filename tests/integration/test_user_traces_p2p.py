@@ -26,8 +26,13 @@ def _traces(out: Path, *extra: str) -> Path:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", str(free_port()),
            str(ROOT / "examples" / "pipeline_profile.py"), "--out", str(out), "--numel", str(NUMEL),
            "--active", str(ACTIVE), *extra]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
-                          text=True, timeout=300)
+    for attempt in range(2):
+        proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                              text=True, timeout=300)
+        # torch's CPU profiler now and then aborts a rank as it stops ("terminate called without an active
+        # exception" at profiler_stop): that is the job failing, not what commscope reads of it
+        if proc.returncode == 0 or "terminate called without an active exception" not in proc.stderr:
+            break
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -50,6 +55,8 @@ def test_point_to_point_ops_leave_the_collectives_matched(tmp_path):
     assert set(p2p["op"]) == {"send", "recv"} and set(p2p["bytes"]) == {NUMEL * 4}
     notes = summarize(trace)["notes"]
     assert any(n.startswith(f"{6 * ACTIVE} point-to-point ops (send, recv) are not matched to their peers") for n in notes)
+    # that note says why they have no bandwidth: no "withheld" note counts them as collectives missing members
+    assert not [n for n in notes if n.startswith("Bandwidth withheld")], notes
     d = diagnose_path(str(traces))
     assert d.verdict == "ok", d.summary
 
