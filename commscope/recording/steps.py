@@ -292,10 +292,16 @@ class StepWriting:
         if behind is None:
             return
         items, hooks, tails, step_line = behind
-        if blocking:
-            self._cuda.settle(tails)  # that step's last stamps only, never this step's newer ones
-        else:
-            self._cuda.passed_within(tails, _BEHIND_WAIT_S)
+        try:
+            if blocking:
+                self._cuda.settle(tails)  # that step's last stamps only, never this step's newer ones
+            else:
+                self._cuda.passed_within(tails, _BEHIND_WAIT_S)
+        except BaseException:
+            # a signal's exception while waiting on the GPU: the step stays set aside for the close to write
+            # (its status names it as finished, last_step, and its records must say so too)
+            self._behind = behind
+            raise
         with self._writing():
             # Not blocking: the step's regions are passed now, but a collective of it may have been waited
             # in this step, after any stamp `tails` holds; it waits, pending, until the GPU passes its end.

@@ -146,6 +146,32 @@ def test_a_stuck_gpu_costs_a_bounded_wait_at_an_abnormal_close_and_keeps_the_hos
     assert status["status"] == "failed" and status["last_step"] == 1
 
 
+def test_a_signal_while_waiting_on_the_set_aside_step_keeps_it_for_the_close(tmp_path, monkeypatch, gloo1):
+    """Ctrl-C (or a handler's Terminated) arriving while the next step's first region end waits on the GPU
+    for the set-aside step: that step's status says it finished (last_step), so its records are written
+    all the same, by the step's own cleanup or the close."""
+    use_fake_cuda(monkeypatch)
+    rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo", flush="overlap")
+    model = model3()
+    train(rec, [0], model)
+    settle = rec._cuda.settle
+
+    def interrupted(tails):
+        monkeypatch.setattr(rec._cuda, "settle", settle)  # once
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rec._cuda, "settle", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with rec.step(1):
+            with rec.region("forward"):  # its end writes step 0: the wait is where the signal lands
+                pass
+    rec.close("interrupted", "KeyboardInterrupt")
+    assert written_steps(tmp_path) == [0]
+    assert sum(r["kind"] == "collective" and r["step"] == 0 for r in records(tmp_path)) == 3
+    status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert status["last_step"] == 0
+
+
 def test_overlap_on_cpu_writes_at_the_step_end_and_bad_values_are_refused(tmp_path):
     rec = Recorder(tmp_path, rank=0, world_size=1, flush="overlap")  # no GPU to hide a write behind
     with rec.step(0):
