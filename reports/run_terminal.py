@@ -110,9 +110,9 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict, lo
 
 
 def print_run_verdict(console: Console, out: str, diagnosis) -> None:
-    """`commscope doctor`'s one-paragraph verdict on a failed run or a drill (--inject), or a note saying
-    why there is none (`diagnosis` is then the error the doctor raised). The verdict word is printed once:
-    the summary starts with it."""
+    """`commscope doctor`'s one-paragraph verdict on a failed run, a drill (--inject) or an interrupted run
+    where it finds more than the interruption, or a note saying why there is none (`diagnosis` is then the
+    error the doctor raised). The verdict word is printed once: the summary starts with it."""
     if isinstance(diagnosis, Exception):
         console.print(f"commscope doctor could not diagnose {escape(out)}: {escape(str(diagnosis))}", highlight=False)
         return

@@ -407,8 +407,9 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
     also be the rank it saw end first (`ended_first`): a rank torn down after another was killed during a
     real hang stays the hang's culprit. Without a summary, a job whose every rank a signal ended is read by
     when each rank's end began (analyze.doctor_stopped): stopped whole from outside (the hang stands, or
-    the job was stopped while it ran), the culprits ended first (crash), or insufficient. Anything else is
-    returned as it is."""
+    the job was stopped while it ran), the culprits ended first (crash), or insufficient. Either way a
+    culprit the others had waited for past the stall bar before its end began was stuck: the hang stands
+    (doctor_stopped.stuck_before_end). Anything else is returned as it is."""
     if d.verdict != "hang" or not d.culprit_ranks or trace.source != "run" or _someone_waited(trace, faults):
         return d
     statuses = _statuses(trace)
@@ -432,9 +433,8 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
     names = sorted(set(signals.values()))
     stall = stuck_before_end(d, trace, statuses)
     if stall is not None:  # the others had waited past the stall bar before it was killed: it was stuck
-        return replace(d, details={**(d.details or {}), **stall.details()}, summary=(
-            f"{d.summary.rstrip('.')}; {stall.waited_text(repr(str(d.label)))} when rank(s) "
-            f"{ranks_text(d.culprit_ranks)} were ended by {' / '.join(names)} from outside the job."))
+        return stall.stands(d, f"rank(s) {ranks_text(d.culprit_ranks)} were ended by {' / '.join(names)} from "
+                               "outside the job", [*d.sources, STATUS])
     return replace(d, verdict="crash", summary=(
         f"crash: rank(s) {ranks_text(d.culprit_ranks)} ended by {' / '.join(names)} from outside the job while "
         f"the others ran (no rank timed out, and the launchers signal ranks only after a failure); "

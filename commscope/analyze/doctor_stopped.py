@@ -136,6 +136,12 @@ class Stall:
         steps = f" ({self.waited / self.step:,.0f} median steps)" if self.step else ""
         return f"rank {self.waiter} had waited {_secs(self.waited)} in {what}{steps}"
 
+    def stands(self, h: Diagnosis, when: str, sources: list[str]) -> Diagnosis:
+        """The hang `h` standing on this stall: its summary gains how long the waiter had waited in it, and
+        `when` (how the end came, in words)."""
+        return replace(h, sources=list(dict.fromkeys(sources)), details={**(h.details or {}), **self.details()},
+                       summary=f"{h.summary.rstrip('.')}; {self.waited_text(repr(str(h.label)))} when {when}.")
+
     def lag_text(self, what: str) -> str:
         if self.waited is None:
             return "no rank was waiting in a collective"
@@ -261,8 +267,7 @@ def judge_stopped(d: Diagnosis, trace: Trace, statuses: dict[int, dict], signals
     details = {**(d.details or {}), **ends.details(), **stall.details()}
     what = f"'{d.label}', which rank(s) {ranks_text(culprits)} had not launched"
     if stall.stuck:  # stuck before any end: killing the stuck rank first ends a hang, it does not cause one
-        return replace(d, sources=sources, details=details, summary=(
-            f"{d.summary.rstrip('.')}; {stall.waited_text(repr(str(d.label)))} when {ends.how()}."))
+        return stall.stands(replace(d, details=details), ends.how(), sources)
     if others and max(ends.ended[r] for r in culprits) + ends.bar < min(others):
         return replace(d, verdict="crash", details=details, summary=(
             f"crash: rank(s) {ranks_text(culprits)} ended by {signals} from outside the job, "
@@ -326,10 +331,7 @@ def stalled_before_stop(h: Diagnosis, stopped: str, sources: list[str], trace: T
     if isinstance(ends, list) or not h.culprit_ranks:
         return None
     stall = stall_of(trace, _evidence_waits(h, ends), ends)
-    if not stall.stuck:
-        return None
-    return replace(h, sources=[*h.sources, *sources], details={**(h.details or {}), **stall.details()},
-                   summary=f"{h.summary.rstrip('.')}; {stall.waited_text(repr(str(h.label)))} when {stopped}.")
+    return stall.stands(h, stopped, [*h.sources, *sources]) if stall.stuck else None
 
 
 def silent_before_stop(lt: pd.DataFrame, stopped: str, sources: list[str], trace: Trace,

@@ -74,7 +74,7 @@ import pandas as pd
 from commscope.analyze import (clocks, exposure, lateness, placement, regions, representative, skew, step_coverage, step_gaps,
                                timeline, waiting)
 from commscope.analyze.problems import loading_problems, run_reports
-from commscope.load.frames import P2P_MARK, Trace
+from commscope.load.frames import P2P_MARK, UNPAIRED_MARK, Trace
 from commscope.util.num import rounded, rounded_floats, sig, whole
 from commscope.util.ranges import int_ranges
 from commscope.util.text import counted
@@ -427,7 +427,7 @@ def evidence_notes(trace: Trace) -> list[str]:
                          "label's share of the step time do not.")
         # the distinct groups are few: test their names, not every row's (10⁶ rows at 1024 ranks)
         codes, groups = pd.factorize(c["group"])
-        marked = [i for i, g in enumerate(groups) if " (unpaired, rank " in str(g)]
+        marked = [i for i, g in enumerate(groups) if UNPAIRED_MARK in str(g)]
         unpaired = int(np.isin(codes, marked).sum()) if marked else 0
         if unpaired:
             notes.append(f"{unpaired} collectives could not be paired across ranks (op, dtype or size differ "

@@ -315,6 +315,8 @@ _OP_PATTERNS = [
 # in the group of a rank's send or recv, `<group> (point-to-point, rank R)`: not a collective of its group,
 # its peer not matched (load.kineto_comms._point_to_point)
 P2P_MARK = " (point-to-point, rank "
+# in the group of a collective whose members disagree, `<group> (unpaired, rank R)` (load.loader._pair)
+UNPAIRED_MARK = " (unpaired, rank "
 
 
 def normalize_op(name: str) -> str:

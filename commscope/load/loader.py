@@ -19,7 +19,7 @@ import pandas as pd
 from commscope.errors import UserError
 from commscope.load import limits, rundir
 from commscope.load.files import Missing, entry_names, is_trace_file, list_trace_files
-from commscope.load.frames import COLUMNS, Trace
+from commscope.load.frames import COLUMNS, UNPAIRED_MARK, Trace
 from commscope.load.kineto_comms import GLOO_GROUP
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
 from commscope.rundir import has_run_marker, is_run_dir, rank_dirs
@@ -431,7 +431,7 @@ def _pair(c: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
     c = c.copy()
     g = c["group"].astype(object).to_numpy(copy=True)
     r = c["rank"].to_numpy()
-    g[unpaired] = [f"{g[i]} (unpaired, rank {r[i]})" for i in np.flatnonzero(unpaired)]
+    g[unpaired] = [f"{g[i]}{UNPAIRED_MARK}{r[i]})" for i in np.flatnonzero(unpaired)]
     c["group"] = g
     problems.append(f"{n} collective(s) left unpaired across ranks: their process group and sequence number "
                     f"match but op, dtype or size do not, e.g. {'; '.join(examples)}")
