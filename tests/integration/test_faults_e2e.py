@@ -119,29 +119,36 @@ def test_desync_wrong_op_names_the_rank(tmp_path):
     assert_healthy_data(out, [0, 1, 2], 1)
 
 
-def test_sigkill_of_one_rank_leaves_a_reportable_run(tmp_path):
-    out = tmp_path / "run"
-    result = {}
-
+def kill_when(out, rank: int, steps_of: int, sig: int, after_s: float = 0.0) -> threading.Thread:
+    """A thread that sends `sig` to `rank` `after_s` seconds after rank `steps_of` recorded its second step;
+    its `killed` attribute is the pid it signalled (None if it never did)."""
     def killer():
         deadline = time.time() + 240
         while time.time() < deadline:
             try:
-                if len(step_records(out, 1)) >= 2:
-                    pid = json.loads((out / "rank1" / "meta.json").read_text())["pid"]
-                    os.kill(pid, signal.SIGKILL)
-                    result["killed"] = pid
+                if len(step_records(out, steps_of)) >= 2:
+                    time.sleep(after_s)
+                    pid = json.loads((out / f"rank{rank}" / "meta.json").read_text())["pid"]
+                    os.kill(pid, sig)
+                    t.killed = pid
                     return
             except (OSError, ValueError, KeyError):
                 pass
             time.sleep(0.05)
 
     t = threading.Thread(target=killer, daemon=True)
+    t.killed = None
     t.start()
+    return t
+
+
+def test_sigkill_of_one_rank_leaves_a_reportable_run(tmp_path):
+    out = tmp_path / "run"
+    t = kill_when(out, 1, 1, signal.SIGKILL)
     summary = launch_training(["--steps", "200", "--hang-timeout", "60"], Topology(2), str(out),
                               view=TerminalView(Console(file=io.StringIO())))
     t.join(5)
-    assert result.get("killed") and summary["status"] == "crashed" and summary["ranks"]["1"] == "crashed"
+    assert t.killed and summary["status"] == "crashed" and summary["ranks"]["1"] == "crashed"
     d = diagnose_path(str(out))
     assert d.verdict == "crash" and d.culprit_ranks == [1] and d.step >= 1
     from commscope.analyze.summary import summarize
@@ -156,28 +163,11 @@ def test_the_stuck_rank_killed_by_the_user_stays_the_hang(tmp_path):
     rank 1 end first (summary.json ended_first), but it was stuck before it was killed, so the doctor says
     hang on rank 1, not crash."""
     out = tmp_path / "run"
-    result = {}
-
-    def killer():
-        deadline = time.time() + 240
-        while time.time() < deadline:
-            try:
-                if len(step_records(out, 0)) >= 2:  # step 2 holds the hang: rank 0 waits in it from here on
-                    time.sleep(4.0)
-                    pid = json.loads((out / "rank1" / "meta.json").read_text())["pid"]
-                    os.kill(pid, signal.SIGTERM)
-                    result["killed"] = pid
-                    return
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.05)
-
-    t = threading.Thread(target=killer, daemon=True)
-    t.start()
+    t = kill_when(out, 1, 0, signal.SIGTERM, after_s=4.0)  # step 2 holds the hang: rank 0 waits in it from there
     summary = launch_training(["--steps", "20", "--hang-timeout", "120", "--inject", "hang@rank=1,step=2,label=mlp"],
                               Topology(2), str(out), view=TerminalView(Console(file=io.StringIO())))
     t.join(5)
-    assert result.get("killed") and summary["ended_first"]["rank"] == 1
+    assert t.killed and summary["ended_first"]["rank"] == 1
     d = diagnose_path(str(out))
     assert (d.verdict, d.culprit_ranks, d.step, d.label) == ("hang", [1], 2, "mlp"), why(out, d)
     assert d.summary.endswith("when rank(s) 1 were ended by SIGTERM from outside the job."), d.summary

@@ -7,16 +7,14 @@ The px are measured on the figure as plotly lays it out: the plot area (height l
 margins) over the y range gives px per y unit, and a bar's `width` is in y units."""
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from commscope.analyze.timeline_bars import timeline_bars
-from paths import ROOT
+from report_js import js_map
 from report_trace import US, make_trace
 from reports.timeline import BAR, COMM_ROW_MAX_PX, LANE_PX, ROW_H, comm_row_span, timeline_figure
 from reports.timeline_ranks import style
@@ -87,12 +85,6 @@ def test_one_lane_keeps_one_row_and_many_lanes_stop_growing_at_the_cap():
 @pytest.mark.skipif(shutil.which("node") is None, reason="no node to run report.js's csRowSpan")
 def test_report_js_sizes_added_rows_as_the_figure_does():
     """report.js's csRowSpan, given timeline_ranks.style's numbers, gives comm_row_span's heights."""
-    src = (ROOT / "reports" / "static" / "report.js").read_text(encoding="utf-8")
-    start = src.index("function csRowSpan")
-    fn = src[start:src.index("\n}\n", start) + 3]
     lanes = [0, 1, 2, 3, 13, 40, 60]
-    code = f"{fn}\nconsole.log(JSON.stringify({json.dumps(lanes)}.map(function (n) {{ return csRowSpan(" \
-           f"{json.dumps(style(timeline_bars(make_trace())))}, n); }})));"
-    out = subprocess.run(["node", "-e", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == pytest.approx([comm_row_span(n) for n in lanes])
+    got = js_map("csRowSpan", lanes, style(timeline_bars(make_trace())))
+    assert got == pytest.approx([comm_row_span(n) for n in lanes])
