@@ -10,9 +10,9 @@ arrivals, STRAGGLER_PCT_HOST for host-timed ones, whose speed varies with OS sch
 below STRAGGLER_FLOOR_MS_HOST), or the user's `straggler_pct` / `straggler_ms`, and never below three
 times the ranks' clock-alignment error. A rank under the default share of the median step that still made
 the others wait at least half of it in most judged steps is flagged in those steps (a steady lag, which
-lengthens the median step the bar is a share of). The culprits are the flagged ranks that caused at least half as much waiting
-as the worst; the confidence says how persistent (most judged steps) or how far over the bar
-(STRAGGLER_MARGIN_HIGH) that was. docs/faults.md has the measurements behind the bars.
+lengthens the median step the bar is a share of). The culprits are the flagged ranks that caused at least
+half as much waiting as the worst; the confidence says how persistent (most judged steps) or how far over
+the bar (STRAGGLER_MARGIN_HIGH) that was. docs/faults.md has the measurements behind the bars.
 
 Invariants: a pure function of the trace's frames; the evidence lists at most MAX_INSTANCES collectives
 per flagged (step, rank) and MAX_INSTANCES_TOTAL in all, so a long run's verdict stays small.
