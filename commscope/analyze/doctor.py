@@ -83,8 +83,8 @@ import pandas as pd
 from commscope.analyze import waiting
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
-from commscope.analyze.doctor_stopped import (check_stopped_ends, judge_stopped, silent_before_stop, stalled_before_stop,
-                                             stuck_before_end)
+from commscope.analyze.doctor_stopped import (check_stopped_ends, judge_stopped, silent_before_stop,
+                                             stalled_before_stop, stuck_before_end)
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
 from commscope.analyze.left_in_flight import last_region, last_region_text

@@ -257,8 +257,8 @@ def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.Dat
     steady = details.get("steady_under_bar")
     if steady:  # under the bar in every step: persistence is the evidence, and no more than medium
         p["confidence"] = persistence[str(worst)]["confidence"] = "medium"
-    why = (f"steady: {n} of {judged} judged steps at {100 * STEADY_SHARE:.0f} % of the bar or more, though none reaches "
-           "it, as a rank slow in every step lengthens the median step the bar is a share of" if steady else
+    why = (f"steady: {n} of {judged} judged steps at {100 * STEADY_SHARE:.0f} % of the bar or more, though none "
+           "reaches it, as a rank slow in every step lengthens the median step the bar is a share of" if steady else
            "persistent: most judged steps" if n >= 2 and 2 * n >= judged else
            f"one stall {p['max_bar_multiple']:.1f}× the bar, far beyond healthy noise"
            if p["max_bar_multiple"] >= STRAGGLER_MARGIN_HIGH else

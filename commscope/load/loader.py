@@ -306,8 +306,9 @@ def _set_rank(part: dict, rank: int) -> None:
 def _merge_windows(rank: int, parts: list, problems: list[str]) -> dict:
     """The files of one rank as one part: profiling windows in time order, their collectives numbered
     per window (SEQ_STRIDE). Windows that overlap in time are not successive cycles of one process but
-    two traces claiming one rank, nor are windows that repeat a step number (_steps_once): refused. A file of the rank with no timed event (an empty profiling
-    cycle) has no window to place: left out, and said, where the rank has other files."""
+    two traces claiming one rank, nor are windows that repeat a step number (_steps_once): refused. A file
+    of the rank with no timed event (an empty profiling cycle) has no window to place: left out, and said,
+    where the rank has other files."""
     timed = [p for p in parts if p["window"] is not None]
     if timed and len(timed) < len(parts):
         for p in parts:

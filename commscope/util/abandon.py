@@ -13,8 +13,8 @@ of the pool's threads does not interrupt the main thread's wait.
   where the CLI handles them, and SIGINT where it is Python's KeyboardInterrupt, are watched by a thread on
   Python's wakeup fd (commscope.util.wakeup): the first one kills the process's children, says
   `commscope: aborted (SIGTERM)` (`commscope: aborted` for Ctrl-C, as the CLI does), and exits 128 + the
-  signal, skipping the interpreter's cleanup. A library caller's process (a notebook, a script calling summarize()) keeps its
-  own handling: ending it, or its own children, is not commscope's to decide.
+  signal, skipping the interpreter's cleanup. A library caller's process (a notebook, a script calling
+  summarize()) keeps its own handling: ending it, or its own children, is not commscope's to decide.
 - a process forked takes the default action for those signals and no wakeup fd (a worker stopped by its
   pool's terminate() must end, and its signal must not reach this process's watcher); one forked after
   the first signal (the pool's thread replacing the workers that died) ends at once.
