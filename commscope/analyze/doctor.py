@@ -340,11 +340,14 @@ def _waiting_text(waiting: dict, ranks: list[int], group: str, seq: int) -> str:
 
 
 def _region_evidence(where: dict | None) -> dict:
-    """The evidence fields of left_in_flight.last_region's answer (none without one)."""
+    """The evidence fields of left_in_flight.last_region's answer (none without one). `last_region_ms` is how
+    long the rank was in it: up to its end's arrival where that came inside it (the rest of its record is
+    the unwinding, as the summary says "… ms into it")."""
     if where is None:
         return {}
+    into = where.get("into_ms")
     return {"last_region": where["path"], "last_region_step": where["step"],
-            "last_region_ms": round(where["duration_ms"], 3),
+            "last_region_ms": round(where["duration_ms"] if into is None else into, 3),
             "last_region_typical_ms": None if where["typical_ms"] is None else round(where["typical_ms"], 3)}
 
 

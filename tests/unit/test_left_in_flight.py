@@ -127,6 +127,10 @@ def test_a_region_the_ranks_end_came_in_was_cut_short_however_long_it_was():
     assert where["cut_by_end"] is True
     assert last_region_text(0, where) == ("rank 0 was in region optimizer (step 3) when its end came (status.json "
                                           "ended_ns), 1 ms into it, against 10 ms in its other steps")
+    # the evidence's time in the region is the same 1 ms, not the 2 ms its record holds (the unwinding included)
+    from commscope.analyze.doctor import _region_evidence
+
+    assert _region_evidence(where)["last_region_ms"] == 1.0
     trace.config = {"status": {"0": {"status": "failed", "ended_ns": 363 * 1_000_000}}}  # after the region
     assert last_region(trace, 0)["cut_by_end"] is False
     assert "ended after 2 ms as in its other steps" in last_region_text(0, last_region(trace, 0))
