@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -97,7 +98,17 @@ def torchrun(script: Path, out: Path, *extra: str, nproc: int = 2) -> subprocess
            "--log-dir", str(out.parent / f"{out.name}-logs"),
            "--master-port", str(free_port()), str(script), "--out", str(out), *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
+    for _ in range(3):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
+        # torch 2.13 now and then aborts a gloo rank as its process ends (SIGABRT, "terminate called without
+        # an active exception"), after every rank's recording completed: torch's exit, not the recording
+        done = [out / f"rank{r}" / "status.json" for r in range(nproc)]
+        if proc.returncode == 0 or "SIGABRT" not in proc.stdout + proc.stderr or not all(
+                p.exists() and '"completed"' in p.read_text() for p in done):
+            return proc
+        shutil.rmtree(out)
+        shutil.rmtree(out.parent / f"{out.name}-logs", ignore_errors=True)
+    return proc
 
 
 def run_worker(out: Path, *extra: str) -> subprocess.CompletedProcess:
