@@ -30,8 +30,9 @@ from pathlib import Path
 
 def one_run(cs: list[str], a: argparse.Namespace, nproc: int, profiled: bool, out: Path) -> int:
     if a.script:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), a.script,
-               "--out", str(out), "--steps", str(a.steps)]
+        # --log-dir inside the temporary folder: without it each launch leaves a /tmp/torchelastic_* folder
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+               "--log-dir", f"{out}-logs", a.script, "--out", str(out), "--steps", str(a.steps)]
     else:
         cmd = [*cs, "run", "--nproc", str(nproc), "--steps", str(a.steps), "--device", a.device,
                "--out", str(out), *(["--profile", "2:4"] if profiled else [])]

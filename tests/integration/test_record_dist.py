@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,6 +20,7 @@ import torch.multiprocessing as mp
 
 from commscope.recording.clock import align_clocks
 from ports import free_port
+from torchrun import torchrun as run_job
 from paths import ROOT
 
 LABELS = ["fc_out", "fc_hidden", "fc_in"]  # autograd order of the worker's chain: last layer first
@@ -92,23 +92,13 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def torchrun(script: Path, out: Path, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess:
-    # --log-dir beside the run: without it torch.distributed.run leaves a /tmp/torchelastic_* folder behind
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-           "--log-dir", str(out.parent / f"{out.name}-logs"),
-           "--master-port", str(free_port()), str(script), "--out", str(out), *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for _ in range(3):
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
-        # torch 2.13 now and then aborts a gloo rank as its process ends (SIGABRT, "terminate called without
-        # an active exception"), after every rank's recording completed: torch's exit, not the recording
-        done = [out / f"rank{r}" / "status.json" for r in range(nproc)]
-        if proc.returncode == 0 or "SIGABRT" not in proc.stdout + proc.stderr or not all(
-                p.exists() and '"completed"' in p.read_text() for p in done):
-            return proc
-        shutil.rmtree(out)
-        shutil.rmtree(out.parent / f"{out.name}-logs", ignore_errors=True)
-    return proc
+def recordings_completed(out: Path, nproc: int = 2) -> bool:
+    return all((p := out / f"rank{r}" / "status.json").exists() and '"completed"' in p.read_text()
+               for r in range(nproc))
+
+
+def torchrun(script: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return run_job(script, out, *extra, rerun_after_abort=recordings_completed)
 
 
 def run_worker(out: Path, *extra: str) -> subprocess.CompletedProcess:

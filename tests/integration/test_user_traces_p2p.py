@@ -4,9 +4,6 @@ its group's collectives, so the collectives stay matched across ranks (no false 
 is its input's, and a rank slow in every step is found. Real processes and real Kineto traces."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +12,7 @@ from commscope.analyze.summary import summarize
 from commscope.load import load_path
 from commscope.pipeline import diagnose_path
 from paths import ROOT
-from ports import free_port
+from torchrun import torchrun
 
 pytestmark = pytest.mark.slow
 NUMEL = 1024  # the example's --numel: float32 elements a message carries
@@ -23,16 +20,8 @@ ACTIVE = 4
 
 
 def _traces(out: Path, *extra: str) -> Path:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", str(free_port()),
-           str(ROOT / "examples" / "pipeline_profile.py"), "--out", str(out), "--numel", str(NUMEL),
-           "--active", str(ACTIVE), *extra]
-    for attempt in range(3):
-        proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
-                              text=True, timeout=300)
-        # torch's CPU profiler now and then aborts a rank as it stops (SIGABRT at profiler_stop, "terminate
-        # called without an active exception"): that is the job failing, not what commscope reads of it
-        if proc.returncode == 0 or "SIGABRT" not in proc.stdout + proc.stderr:
-            break
+    proc = torchrun(ROOT / "examples" / "pipeline_profile.py", out, "--numel", str(NUMEL), "--active", str(ACTIVE),
+                    *extra, nproc=4, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
