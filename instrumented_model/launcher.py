@@ -81,6 +81,9 @@ _FAULT_TEARDOWN_S = 10
 _NO_RANK_GRACE_S = 2
 _POLL_S = 0.25
 _LOG_DIR_PREFIX = "commscope-torchrun-"
+# The doctor's verdicts that a run the user stopped already tells by its own line (interrupted): its verdict
+# is printed only where it finds more, such as the hang the user saw and stopped.
+SAID_BY_INTERRUPTED = ("interrupted", "ok", "insufficient")
 
 
 class StepProgress(Protocol):
@@ -335,7 +338,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         interrupted = summary["status"] == "interrupted"
         if (failed or interrupted or (args.inject and summary["status"] == "completed")) and not end.storage_error \
                 and not summary.get("usage_error"):  # a mistake in the command has no verdict to find
-            view.verdict(here, unless=("interrupted", "ok", "insufficient") if interrupted else ())
+            view.verdict(here, unless=SAID_BY_INTERRUPTED if interrupted else ())
         for note in claim.notes:
             view.note(note)
     except BaseException:

@@ -58,10 +58,9 @@ class TerminalView:
         try:
             diagnosis = diagnose_path(out)
         except UserError as e:  # a note says why there is no verdict; the run and its exit code stand
-            if unless:  # shown only where it says more than the run's own line: an error says nothing more
-                return
             diagnosis = e
-        if getattr(diagnosis, "verdict", None) in unless:
+        # where the caller names verdicts the run's own line already says, no verdict (an error) says no more
+        if unless and getattr(diagnosis, "verdict", None) in (None, *unless):
             return
         self._print(print_run_verdict, self.console, out, diagnosis)
 
