@@ -446,10 +446,13 @@ def evidence_notes(trace: Trace) -> list[str]:
     notes += step_coverage.coverage_notes(trace.steps, ranks)
     notes += _idle_device_notes(trace.steps)
     if trace.source == "kineto" and not len(trace.kernels):
-        # deviceProperties lists the GPUs the process saw: a host-side trace of a GPU job, not a CPU job
-        gpus = len(trace.config.get("deviceProperties") or [])
-        what = (f"the trace holds no device events (host side only; the process saw {gpus} GPU(s))" if gpus
-                else "a CPU-only trace")
+        # Kineto writes deviceProperties, the GPUs the process saw, into every trace (an empty list on a CPU
+        # job): GPUs listed make it a host-side trace of a GPU job; without the field it could be either
+        props = trace.config.get("deviceProperties")
+        what = (f"the trace holds no device events (host side only; the process saw {len(props)} GPU(s))" if props
+                else "a CPU-only trace: the process saw no GPU" if props is not None
+                else "the trace has no deviceProperties to say whether the process saw a GPU: a CPU-only job, "
+                     "or a GPU job's host side")
         notes.append(f"No GPU activity ({what}): HTA's analyses, and its rule and the device-only one "
                      "for communication overlap, do not apply; the overlap by rank is over the recorded spans.")
     notes += _hta_unseen_comm_notes(trace.kernels)

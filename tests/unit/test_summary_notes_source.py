@@ -53,3 +53,28 @@ def test_collectives_the_loader_dropped_are_not_said_to_be_absent(tmp_path):
                          "are not counted.")
     notes = _run_without(tmp_path / "clean", {"collective"})
     assert not any("left out events" in n for n in notes)
+
+
+def _gpu_note(tmp_path, props) -> str:
+    from paths import TESTS
+
+    doc = json.loads((TESTS / "data" / "gloo2" / "rank0.json").read_text())
+    if props is None:
+        del doc["deviceProperties"]
+    else:
+        doc["deviceProperties"] = props
+    tmp_path.mkdir()
+    (tmp_path / "rank0.json").write_text(json.dumps(doc))
+    return next(n for n in summarize(load_path(str(tmp_path)), with_hta=False)["notes"]
+                if n.startswith("No GPU activity"))
+
+
+def test_a_trace_without_device_events_says_what_its_device_list_shows(tmp_path):
+    """Kineto writes the GPUs the process saw (an empty list on a CPU job): the note says CPU-only only when
+    that list is there and empty, and does not guess when the field is missing."""
+    assert _gpu_note(tmp_path / "cpu", []).startswith("No GPU activity (a CPU-only trace: the process saw no GPU)")
+    assert _gpu_note(tmp_path / "host", [{"id": 0, "name": "NVIDIA H100"}, {"id": 1, "name": "NVIDIA H100"}]) \
+        .startswith("No GPU activity (the trace holds no device events (host side only; the process saw 2 GPU(s))")
+    assert _gpu_note(tmp_path / "unsaid", None).startswith(
+        "No GPU activity (the trace has no deviceProperties to say whether the process saw a GPU: a CPU-only job, "
+        "or a GPU job's host side)")
