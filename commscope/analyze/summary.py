@@ -430,8 +430,9 @@ def evidence_notes(trace: Trace) -> list[str]:
         marked = [i for i, g in enumerate(groups) if UNPAIRED_MARK in str(g)]
         unpaired = int(np.isin(codes, marked).sum()) if marked else 0
         if unpaired:
-            notes.append(f"{unpaired} collectives could not be paired across ranks (op, dtype or size differ "
-                         "at the same group and sequence): they take no part in skew or stragglers.")
+            notes.append(f"{unpaired} collectives could not be paired across ranks (the problems say why: op, "
+                         "dtype or size differ at the same group and sequence, or a rank's window cannot be "
+                         "lined up with the others'): they take no part in skew or stragglers.")
         p2p = [i for i, g in enumerate(groups) if P2P_MARK in str(g)]
         if p2p:
             notes.append(f"{int(np.isin(codes, p2p).sum())} point-to-point ops (send, recv) are not matched to "

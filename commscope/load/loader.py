@@ -22,6 +22,7 @@ from commscope.load.files import Missing, entry_names, is_trace_file, list_trace
 from commscope.load.frames import COLUMNS, UNPAIRED_MARK, Trace
 from commscope.load.kineto_comms import GLOO_GROUP
 from commscope.load.kineto_pool import Progress, attach_ops, concat_ops, concat_parts, load_ops, parse_files
+from commscope.load.step_lineup import line_up
 from commscope.rundir import has_run_marker, is_run_dir, rank_dirs
 from commscope.rundir.schema import CONFIG, KINETO_TRACE, META, RANK_DIR, RECORDING_FILES, SUMMARY
 from commscope.util.ranges import int_ranges
@@ -199,6 +200,8 @@ def _assemble(parts: list, files: list[str], path: str, workers: int | None, wit
     # With every rank of the job present, a (group, seq) whose members disagree is what a desync looks like,
     # and doctor must see it; with ranks missing it is as likely sequence numbers drifting between the
     # sampled ranks' windows, and pairing such members would invent desyncs and stragglers.
+    if "collectives" in frames and "steps" in frames:
+        frames["collectives"] = line_up(frames["collectives"], frames["steps"], problems)
     if "collectives" in frames and len(ranks) < ws:
         frames["collectives"] = _pair(frames["collectives"], problems)
         _unknown_sizes_span_the_job(frames["collectives"], ws, len(ranks), problems)

@@ -1,0 +1,110 @@
+"""commscope.load.step_lineup: Kineto traces' sequence numbers lined up by the steps each rank's window
+holds. Frames built by hand (the contract's columns line_up reads), then real traces: a trace of another job
+among a job's traces is not read as a desync of the job."""
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+
+from commscope.load import load_path
+from commscope.load.frames import UNPAIRED_MARK
+from commscope.load.step_lineup import line_up
+from commscope.pipeline import diagnose_path
+from paths import TESTS
+
+OPS = ("reduce_scatter", "all_gather", "all_reduce")  # each step's collectives, in launch order
+
+
+def _frames(windows: dict[int, range], groups=("0",)) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each rank profiles the steps of `windows`, its collectives numbered from its window's first, as
+    kineto_comms numbers them."""
+    steps, coll = [], []
+    for r, window in windows.items():
+        seq = dict.fromkeys(groups, 0)
+        for s in window:
+            steps.append(dict(rank=r, step=s))
+            for g in groups:
+                for op in OPS:
+                    coll.append(dict(rank=r, step=s, group=g, seq=seq[g], op=op))
+                    seq[g] += 1
+    return pd.DataFrame(coll), pd.DataFrame(steps)
+
+
+def _key(c: pd.DataFrame) -> dict:
+    """(group, seq) -> the (step, op) of each rank there."""
+    return {k: sorted(set(zip(g["step"], g["op"]))) for k, g in c.groupby(["group", "seq"])}
+
+
+def test_windows_that_start_at_one_step_keep_their_numbers():
+    coll, steps = _frames({0: range(10, 13), 1: range(10, 13)})
+    problems = []
+    assert line_up(coll, steps, problems) is coll and problems == []
+
+
+def test_windows_that_start_at_different_steps_are_numbered_from_the_first_step_all_hold():
+    coll, steps = _frames({0: range(10, 13), 1: range(11, 14), 2: range(11, 13)}, groups=("0", "1"))
+    before = coll.copy()
+    problems = []
+    out = line_up(coll, steps, problems)
+    pd.testing.assert_frame_equal(coll, before)  # the caller's frame is left as it was
+    # seq 0 is step 11's first collective on every rank, each group on its own; step 10's are -3..-1 on rank 0
+    for (g, seq), members in _key(out).items():
+        assert len(members) == 1, (g, seq, members)
+        step, op = members[0]
+        assert seq == (step - 11) * 3 + OPS.index(op)
+    assert out.groupby(["group", "seq"])["rank"].nunique().loc[("0", 0)] == 3
+    assert problems == ["the ranks' profiling windows start at different steps (rank 0: steps 10-12; rank 1: steps "
+                        "11-13; rank 2: steps 11-12): their collectives are numbered from step 11, the first step "
+                        "all of them hold"]
+
+
+def test_a_rank_without_the_step_the_others_share_is_left_unpaired():
+    coll, steps = _frames({0: range(10, 14), 1: range(10, 14), 2: range(10, 14), 3: range(1009, 1010)})
+    problems = []
+    out = line_up(coll, steps, problems)
+    assert set(out.loc[out["rank"] == 3, "group"]) == {f"0{UNPAIRED_MARK}3)"}
+    assert set(out.loc[out["rank"] != 3, "group"]) == {"0"}
+    assert (out["seq"] == coll["seq"]).all()
+    assert problems == ["rank(s) 3 (rank 3: step 1009) do not hold step 10, which the windows of rank(s) 0-2 share: "
+                        "their collectives cannot be lined up with the others' and are left unpaired (traces of "
+                        "another job, or profiled at other steps)"]
+
+
+def test_ranks_without_step_annotations_give_nothing_to_line_up_by():
+    coll, steps = _frames({0: range(10, 13), 1: range(11, 14)})
+    problems = []
+    assert line_up(coll, steps[steps["rank"] == 0], problems) is coll and problems == []
+    assert line_up(coll, steps.iloc[:0], problems) is coll
+
+
+def _with_stray(tmp_path, job: str, ranks: list[str]):
+    """The traces of `job` named in `ranks`, and HTA's distributed_info_not_found trace (another job,
+    recorded years earlier, naming no rank) beside them."""
+    tmp_path.mkdir()
+    for name in ranks:
+        shutil.copy(TESTS / "data" / job / name, tmp_path / name)
+    shutil.copy(TESTS / "data" / "hta-testdata" / "distributed_info_unavailable" / "distributed_info_not_found.json.gz",
+                tmp_path)
+    return tmp_path
+
+
+def test_another_jobs_trace_among_a_jobs_traces_is_no_desync(tmp_path):
+    mixed = _with_stray(tmp_path / "h100", "modded-nanogpt-8xh100", [f"rank{r}.json.gz" for r in range(7)])
+    d = diagnose_path(str(mixed))
+    assert d.verdict == "insufficient" and not d.culprit_ranks, d.summary
+    assert any("rank(s) 7 (rank 7: step 1009) do not hold step 10" in p for p in d.problems)
+    trace = load_path(str(mixed))
+    c = trace.collectives
+    assert (c.loc[c["rank"] == 7, "group"].astype(str).str.contains("unpaired, rank 7", regex=False)).all()
+    assert set(c.loc[c["rank"] < 7, "group"].astype(str)) == {"0"}
+
+    two = _with_stray(tmp_path / "nccl", "hta-testdata/nccl_parser_config", ["nccl_data.json.gz"])
+    d = diagnose_path(str(two))
+    assert d.verdict != "desync", d.summary
+
+
+def test_one_jobs_traces_are_left_as_they_were(tmp_path):
+    trace = load_path(str(TESTS / "data" / "modded-nanogpt-8xh100"))
+    assert not any("profiling windows" in p or "lined up" in p for p in trace.problems)
+    assert set(trace.collectives["group"].astype(str)) == {"0"}
