@@ -375,6 +375,13 @@ def _world_size(parts: list, ranks: list[int], path: str, problems: list[str]) -
         if bad:
             outside = set(bad)
             files = [os.path.basename(p["info"]["file"]) for p in parts if p["rank"] in outside]
+            if all(p.get("rank_from") == "assumed" for p in parts if p["rank"] in outside):
+                # the number is one _settle_ranks gave: the file itself names none
+                raise UserError(f"{', '.join(files[:4])}{' …' if len(files) > 4 else ''} in {path} "
+                                f"name{'s' if len(files) == 1 else ''} no rank "
+                                f"(no distributedInfo, none in the file name), and every rank of the job the other "
+                                f"traces declare (world_size {ws}) already has a trace: a trace of another job? "
+                                "Give each job's traces a folder of their own")
             raise UserError(f"rank(s) {int_ranges(bad, sep=', ', most=8)} outside world_size {ws} in {path} (from "
                             f"{', '.join(files[:4])}{' …' if len(files) > 4 else ''})")
         return ws, "distributedInfo"

@@ -108,3 +108,18 @@ def test_one_jobs_traces_are_left_as_they_were(tmp_path):
     trace = load_path(str(TESTS / "data" / "modded-nanogpt-8xh100"))
     assert not any("profiling windows" in p or "lined up" in p for p in trace.problems)
     assert set(trace.collectives["group"].astype(str)) == {"0"}
+
+
+def test_a_trace_naming_no_rank_beside_every_rank_of_a_job_is_refused_for_what_it_is(tmp_path):
+    from commscope.errors import UserError
+
+    full = _with_stray(tmp_path / "all8", "modded-nanogpt-8xh100", [f"rank{r}.json.gz" for r in range(8)])
+    try:
+        load_path(str(full))
+    except UserError as e:
+        said = str(e)
+    else:
+        raise AssertionError("loaded a ninth trace into an 8-rank job")
+    assert said == (f"distributed_info_not_found.json.gz in {full} names no rank (no distributedInfo, none in the "
+                    "file name), and every rank of the job the other traces declare (world_size 8) already has a "
+                    "trace: a trace of another job? Give each job's traces a folder of their own")
