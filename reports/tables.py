@@ -83,7 +83,9 @@ COLUMN_HELP = {
     "exposed_ms": "Exposed per rank: the time a rank waits on the label's collectives that compute does not "
                   "hide (total per rank, mean over the ranks with the label).",
     "exposed_in_steps_ms": "The part of Exposed per rank from collectives launched inside a step.",
-    "hidden_pct": "Share of the label's duration, over all ranks, that the ranks' compute covered.",
+    "hidden_pct": "Share of the label's duration, over all ranks, that the ranks' compute covered: on GPU traces "
+                  "every other device event of the rank, memcpy and memset included, where Comm overlap, device "
+                  "only counts compute kernels alone (docs/analysis.md, \"Compute set\").",
     "busbw_gbps": "Bus bandwidth: algorithm bandwidth times the nccl-tests factor of the op and group size "
                   "(total bus bytes over total transfer time). A dash where the size or group size is unknown, "
                   "or where no call of the label has every member of its group in the input (withheld: the "

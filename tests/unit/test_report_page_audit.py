@@ -116,6 +116,9 @@ def test_every_label_column_is_defined_and_the_hover_names_launch_to_start_apart
                   "attributed exposed = own exposed + queue charged", "wake delay", "queued behind, by label",
                   "Calls per rank: the mean of each rank's calls"):
         assert words in html.replace("&#x27;", "'"), words
+    # two shares of communication hidden on one page: the header says why the label's can be the higher
+    hidden = dict(heads)["hidden_pct"]
+    assert "memcpy and memset included" in hidden and "Comm overlap, device only counts compute kernels" in hidden
     # the hover's launch → start time is another quantity than the table's Queued
     assert "queued" not in COLL_HOVER.lower() and "<br>%{hovertext}<extra>" in COLL_HOVER
 
