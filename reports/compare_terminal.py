@@ -17,7 +17,6 @@ from rich.table import Table
 from rich.text import Text
 
 from commscope.analyze.compare import DEFAULT_TARGET_LOSS
-from commscope.analyze.compare_labels import CI_LEVEL
 from reports.console import plain_console
 from reports.tables import counted
 from reports.widths_terminal import Col, fit, print_fitted
@@ -93,7 +92,8 @@ def comparison_table(table: pd.DataFrame, target_loss: float, width: int = 200) 
     return fit(comparison_columns(table), width, title=comparison_title(target_loss))[0]
 
 
-LABEL_HEADS = ["candidate", "label", "base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI", "over", "verdict"]
+# "CI", not "95% CI": the rows' levels differ (compare_labels; a note under the table says which)
+LABEL_HEADS = ["candidate", "label", "base ms", "cand ms", "Δ ms", "CI", "over", "verdict"]
 
 
 def _label_rows(table: pd.DataFrame) -> list[list[str]]:
@@ -108,8 +108,8 @@ def label_deltas_columns(table: pd.DataFrame) -> list[Col]:
     wraps between its words; the CI and the run count go first at a narrow width, the candidate's name
     (one per row, often the same) before them."""
     rows = _label_rows(table)
-    numbers = {"base ms", "cand ms", "Δ ms", f"{CI_LEVEL:.0%} CI"}
-    drops = {"candidate": 5 if table["candidate"].nunique() == 1 else 0, f"{CI_LEVEL:.0%} CI": 2, "over": 3}
+    numbers = {"base ms", "cand ms", "Δ ms", "CI"}
+    drops = {"candidate": 5 if table["candidate"].nunique() == 1 else 0, "CI": 2, "over": 3}
     return [Col(h, [Text(r[i]) if h in ("candidate", "label") else r[i] for r in rows], numbers=h in numbers,
                 drop=drops.get(h, 0)) for i, h in enumerate(LABEL_HEADS)]
 
@@ -147,7 +147,7 @@ def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, 
         })
     if labels is not None:
         out["labels"] = labels.to_dict("records")
-        out["labels_notes"] = list(labels.attrs.get("notes") or [])  # the steps each run gave no sample
+        out["labels_notes"] = list(labels.attrs.get("notes") or [])  # the CIs' levels, steps giving no sample
     if labels_error is not None:
         out["labels_error"] = labels_error
     return out

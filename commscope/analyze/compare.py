@@ -33,23 +33,10 @@ from commscope.errors import UserError
 from commscope.load.run_groups import WORK_KEYS, Group
 from commscope.util.text import counted
 
-# The bootstrap's minimum evidence (commscope.analyze.compare_labels): defined here, where the command layer
-# can read them without importing numpy and scipy for `--help`.
-MIN_RUNS = 5          # per side, for a CI
-MIN_RESAMPLES = 1000  # bootstrap resamples
-# and at most: a percentile CI is stable long before this, while scipy holds every resample's statistic
-# (memory and time grow with the count: 10⁷ took 1.3 GB and 30 s on two labels)
-MAX_RESAMPLES = 1_000_000
+# The per-label CIs' minimum evidence (commscope.analyze.compare_labels): defined here, where the command
+# layer can read it without importing numpy and scipy for `--help`.
+MIN_RUNS = 5  # per side, for a CI
 
-
-def check_resamples(n_boot: int) -> None:
-    """UserError for a bootstrap resample count outside [MIN_RESAMPLES, MAX_RESAMPLES]."""
-    if n_boot < MIN_RESAMPLES:
-        raise UserError(f"--n-boot must be at least {MIN_RESAMPLES} (a percentile CI from fewer resamples "
-                        f"moves with the seed), got {n_boot}")
-    if n_boot > MAX_RESAMPLES:
-        raise UserError(f"--n-boot must be at most {MAX_RESAMPLES:,} (the CI is stable long before; memory "
-                        f"grows with the count), got {n_boot}")
 
 if TYPE_CHECKING:
     import pandas as pd

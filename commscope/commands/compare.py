@@ -10,8 +10,7 @@ from pathlib import Path
 
 import typer
 
-from commscope.analyze.compare import (DEFAULT_TARGET_LOSS, MAX_RESAMPLES, MIN_RESAMPLES, check_resamples,
-                                      comparability_warnings, compare_groups,
+from commscope.analyze.compare import (DEFAULT_TARGET_LOSS, comparability_warnings, compare_groups,
                                        precision_warnings, slower_candidates)
 from commscope.commands._shared import require_finite
 from commscope.load.run_groups import check_one_kind, load_group, unique_names
@@ -24,9 +23,6 @@ def compare_cmd(
     markdown: bool = typer.Option(False, "--markdown", help="Print a README-ready markdown table."),
     as_json: bool = typer.Option(False, "--json", help="Print every number as JSON."),
     fail_if_slower: float = typer.Option(None, help="Exit 1 if a candidate is slower at this significance."),
-    n_boot: int = typer.Option(2000, help=f"Bootstrap resamples for per-label confidence intervals (at least "
-                               f"{MIN_RESAMPLES}, at most {MAX_RESAMPLES:,}; a CI also needs at least 5 runs per "
-                               "side)."),
 ) -> None:
     """Compare groups of runs (commscope run dirs or modded-nanogpt logs) in the speedrun record's style."""
     from reports.compare_terminal import comparison_json, print_comparison
@@ -39,7 +35,6 @@ def compare_cmd(
         raise UserError("compare needs a BASELINE and at least one CANDIDATE folder")
     if fail_if_slower is not None and not 0 < fail_if_slower < 1:
         raise UserError(f"--fail-if-slower must be a significance level in (0, 1), got {fail_if_slower}")
-    check_resamples(n_boot)
     groups = unique_names([load_group(f) for f in folders])
     check_one_kind(groups)
     table = compare_groups(groups, target_loss)
@@ -55,7 +50,7 @@ def compare_cmd(
         try:
             # one run loaded at a time: only its samples are kept
             samples = [[run_samples(load_path(str(p))) for p in g.run_dirs] for g in groups]
-            labels = compare_labels(samples, [g.name for g in groups], n_boot=n_boot)
+            labels = compare_labels(samples, [g.name for g in groups])
         except UserError as e:  # the table above stands on summary.json alone; say why labels are missing
             labels_error = str(e)
     if as_json:

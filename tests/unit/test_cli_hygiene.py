@@ -68,12 +68,6 @@ def test_single_runs_with_one_name_get_unique_names(tmp_path):
     assert doc["groups"][0]["loss_p"] is None  # one run: undefined, null in JSON
 
 
-def test_compare_n_boot_zero_is_one_line_exit_2(tmp_path):
-    for side in ("a", "b"):
-        make_run(tmp_path / side / "r1", {"attn": [1, 1]}, [10, 10])
-    one_line_exit_2(run_cli("compare", tmp_path / "a", tmp_path / "b", "--n-boot", "0"), "--n-boot", "1000")
-
-
 def test_report_json_counts_are_integers(run_dir):
     res = CliRunner().invoke(app, ["report", str(run_dir), "--json", "--no-hta"])
     doc = orjson.loads(res.stdout)

@@ -174,8 +174,7 @@ def test_overlapped_names_do_not_depend_on_how_pairs_are_blocked(monkeypatch):
 def test_compare_shows_a_collective_moving_into_backward(tmp_path):
     base = [sched_run(tmp_path / f"after{i}", inside=False) for i in range(5)]
     cand = [sched_run(tmp_path / f"inside{i}", inside=True) for i in range(5)]
-    t = compare_labels([[run_samples(load_path(str(r))) for r in g] for g in (base, cand)], ["after", "inside"],
-                       n_boot=1000)
+    t = compare_labels([[run_samples(load_path(str(r))) for r in g] for g in (base, cand)], ["after", "inside"])
     by = {r["label"]: r for r in t.to_dict("records")}
     row = by["attn" + PLACEMENT_SUFFIX]
     assert row["metric"] == PLACEMENT_METRIC and row["verdict"] == "earlier"

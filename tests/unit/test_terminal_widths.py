@@ -275,8 +275,8 @@ def _groups(tmp_path, runs):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_compare_label_deltas_fit_the_terminal(tmp_path, capsys, monkeypatch, width):
     base, cand = _groups(tmp_path, runs=5)
-    doc = _json(capsys, monkeypatch, "compare", base, cand, "--n-boot", "1000")
-    text, _ = _cli(capsys, monkeypatch, width, "compare", base, cand, "--n-boot", "1000")
+    doc = _json(capsys, monkeypatch, "compare", base, cand)
+    text, _ = _cli(capsys, monkeypatch, width, "compare", base, cand)
     assert_fits(text, width)
     heads, rows = table(text, "Per label, ms per step", "base ms")
     assert {"label", "base ms", "cand ms", "Δ ms", "verdict"} <= set(heads)
