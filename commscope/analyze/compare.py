@@ -69,7 +69,7 @@ def _flat(xs: list[float]) -> bool:
     return max(abs(x - mean) for x in xs) <= 10 * sys.float_info.epsilon * abs(mean)
 
 
-def _quiet(test):
+def quiet_test(test):
     """`test()` without scipy's precision-loss warning (callers have ruled out the case it matters for), nor
     numpy's overflow warning for a statistic beyond float range (a --target-loss of -1e308): the p-value is
     then its limit, 0 or 1, which is the answer."""
@@ -101,14 +101,14 @@ def _welch(a: list[float], b: list[float], alternative: str) -> float:
     """p of Welch's t-test of mean(a) vs mean(b); NaN when `undefined_test(a, b)` says why."""
     if undefined_test(a, b):
         return math.nan
-    return float(_quiet(lambda: _stats().ttest_ind(a, b, equal_var=False, alternative=alternative)).pvalue)
+    return float(quiet_test(lambda: _stats().ttest_ind(a, b, equal_var=False, alternative=alternative)).pvalue)
 
 
 def _loss_p(losses: list[float], target: float) -> float:
     """One-sample t-test p (module docstring); NaN when `undefined_test(losses)` says why."""
     if undefined_test(losses):
         return math.nan
-    return float(_quiet(lambda: _stats().ttest_1samp(losses, target, alternative="less")).pvalue)
+    return float(quiet_test(lambda: _stats().ttest_1samp(losses, target, alternative="less")).pvalue)
 
 
 def precision_warnings(groups: list[Group]) -> list[str]:

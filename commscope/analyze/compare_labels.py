@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commscope.analyze.compare import MIN_RUNS  # the rule's one home, light to import
+from commscope.analyze.compare import MIN_RUNS, quiet_test, undefined_test  # one home for the rules
 
 CI_LEVEL = 0.95
 TOO_FEW = "too few runs"
@@ -114,12 +114,12 @@ def _samples(group: list[pd.DataFrame], label: str) -> np.ndarray:
 def _ci(cand: np.ndarray, base: np.ndarray, level: float) -> tuple[float, float]:
     if len(cand) < MIN_RUNS or len(base) < MIN_RUNS:
         return float("nan"), float("nan")
-    if np.ptp(cand) == 0 and np.ptp(base) == 0:  # no spread: the difference is exact
-        d = float(cand[0] - base[0])
+    if undefined_test(cand.tolist(), base.tolist()):  # no spread beyond float rounding: the difference is exact
+        d = float(cand.mean() - base.mean())
         return d, d
     from scipy import stats  # lazily: see commscope.analyze.compare._stats
 
-    ci = stats.ttest_ind(cand, base, equal_var=False).confidence_interval(confidence_level=level)
+    ci = quiet_test(lambda: stats.ttest_ind(cand, base, equal_var=False).confidence_interval(confidence_level=level))
     return float(ci.low), float(ci.high)
 
 
