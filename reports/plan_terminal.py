@@ -82,8 +82,9 @@ def print_plan(plan: dict, console: Console) -> None:
     if "measured" in plan:
         m = plan["measured"]
         console.print(f"measured ({m['run']}, {m['steps']} steps, median): optimizer makespan "
-                      f"{m['measured_makespan_ms']:.4f} ms; predicted for the run's bank layout "
-                      f"{m['predicted_bank_makespan_ms']:.4f} ms")
+                      f"{m['measured_makespan_ms']:.4f} ms; predicted for the run's "
+                      f"{'recorded matrix owners' if m['run_partition'] == 'owners' else 'bank layout'} "
+                      f"{m['predicted_run_makespan_ms']:.4f} ms")
     if "tp" in plan:
         tp = plan["tp"]
         console.print(f"TP {tp['tp']}: {tp['group_count']} micro-groups (capacity {_mb(tp['capacity_bytes'])}), "

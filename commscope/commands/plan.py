@@ -19,7 +19,8 @@ from commscope.commands._shared import require_finite
 from commscope.errors import UserError
 from commscope.util.jsondoc import print_document
 from commscope.load.limits import WORLD_SIZE
-from commscope.plan import DEFAULT_CAPACITY_BYTES, DEFAULT_TFLOPS, TimeModel, evaluate_strategy, make_plan, micro_groups
+from commscope.plan import (DEFAULT_CAPACITY_BYTES, DEFAULT_TFLOPS, TimeModel, evaluate_owners, evaluate_strategy,
+                            make_plan, micro_groups)
 
 COSTS = ("numel", "flops", "measured")
 MAX_ELEMENT_BYTES = 64  # bytes per element: beyond any dtype (and any state carried per element)
@@ -44,8 +45,13 @@ def measured_calibration(run: str) -> dict:
                         "`commscope run` (its update:<label> regions time each matrix's update)")
     world_size = int(trace.world_size)
     matrices = _trainer().run_matrices(trace.config, world_size, run)
-    return {**calibrate(trace.regions, buckets(matrices), world_size, run), "world_size": world_size,
-            "preset": _trainer().run_preset(trace.config)}
+    # a run that assigned whole matrices per owner (--optimizer-partition alpha-lpt) records who owned which
+    shards = ((trace.config.get("config") or {}).get("shards") or {})
+    owners = {label: sh["owners"] for label, sh in shards.items()
+              if isinstance(sh, dict) and isinstance(sh.get("owners"), list) and isinstance(sh.get("counts"), list)}
+    counts = {label: shards[label]["counts"] for label in owners}
+    return {**calibrate(trace.regions, buckets(matrices), world_size, run, counts or None),
+            "world_size": world_size, "preset": _trainer().run_preset(trace.config), "owners": owners or None}
 
 
 def plan_cmd(
@@ -57,8 +63,10 @@ def plan_cmd(
     cost: str = typer.Option("flops", help="Balancing cost: numel | flops | measured (then give RUN)."),
     alpha: float = typer.Option(1.0, help="alpha_lpt blend: 0 = even split (bank geometry), 1 = fill deficits."),
     tp: int = typer.Option(None, help="Also plan tensor-parallel micro-groups for T-way sharded matrices."),
-    capacity_mb: float = typer.Option(DEFAULT_CAPACITY_BYTES / 2 ** 20, help="Micro-group byte capacity (MiB)."),
-    tflops: float = typer.Option(DEFAULT_TFLOPS, help="Assumed sustained TFLOP/s of the flops time model."),
+    capacity_mb: float = typer.Option(None, help=f"Micro-group byte capacity (MiB), with --tp. Default: "
+                                      f"{DEFAULT_CAPACITY_BYTES / 2 ** 20:g}."),
+    tflops: float = typer.Option(None, help=f"Assumed sustained TFLOP/s of the flops time model (not with --cost "
+                                 f"measured: the run's timings are the model). Default: {DEFAULT_TFLOPS:g}."),
     bytes_per_element: int = typer.Option(4, help="Bytes per element of gradients/weights moved."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
@@ -69,6 +77,14 @@ def plan_cmd(
         raise UserError("give a RUN directory exactly when --cost measured")
     for value, option in ((alpha, "--alpha"), (capacity_mb, "--capacity-mb"), (tflops, "--tflops")):
         require_finite(value, option)
+    # an option that would change nothing is refused, not ignored: the user meant it to count
+    if tflops is not None and cost == "measured":
+        raise UserError("--tflops sets the flops time model; with --cost measured the run's update timings are "
+                        "the model: leave one out")
+    if capacity_mb is not None and tp is None:
+        raise UserError("--capacity-mb sizes the tensor-parallel micro-groups: give it with --tp")
+    tflops = DEFAULT_TFLOPS if tflops is None else tflops
+    capacity_mb = DEFAULT_CAPACITY_BYTES / 2 ** 20 if capacity_mb is None else capacity_mb
     calib = measured_calibration(str(run)) if cost == "measured" else None
     # a measured run is planned as it ran unless another world size is named, as its preset is
     world_size = world_size if world_size is not None else (calib or {}).get("world_size") or 8
@@ -102,13 +118,21 @@ def plan_cmd(
     plan["preset"] = preset
     plan["trainer_refusal"] = _trainer().trainer_refusal(preset, world_size)
     if calib is not None:
-        run_bank = evaluate_strategy("bank", _trainer().preset_matrices(preset, calib["world_size"]),
-                                     calib["world_size"], cost=cost, alpha=alpha, time_model=time_model,
-                                     bytes_per_element=bytes_per_element)
+        run_matrices = _trainer().preset_matrices(preset, calib["world_size"])
+        try:
+            # the prediction for the partition the run used: its recorded owners, else the bank layout
+            ran = (evaluate_owners(calib["owners"], run_matrices, calib["world_size"], cost=cost,
+                                   time_model=time_model, bytes_per_element=bytes_per_element)
+                   if calib["owners"] else
+                   evaluate_strategy("bank", run_matrices, calib["world_size"], cost=cost, alpha=alpha,
+                                     time_model=time_model, bytes_per_element=bytes_per_element))
+        except ValueError as e:
+            raise UserError(f"{run}: its partition does not fit the {preset} preset's matrices ({e})") from None
         plan["measured"] = {
             "run": str(run), "steps": calib["steps"], "run_world_size": calib["world_size"],
+            "run_partition": "owners" if calib["owners"] else "bank",
             "measured_makespan_ms": calib["measured_makespan_ms"],
-            "predicted_bank_makespan_ms": run_bank["predicted_makespan_ms"],
+            "predicted_run_makespan_ms": ran["predicted_makespan_ms"],
         }
     if tp:
         costs = {m["index"]: m["cost"] for m in plan["matrices"]}  # the costs make_plan balanced

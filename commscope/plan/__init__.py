@@ -40,6 +40,25 @@ def evaluate_strategy(name: str, matrices: list[Matrix], world_size: int, *, cos
     return evaluate(assign(name, matrices, world_size, costs, alpha), matrices, costs, time_model, bytes_per_element)
 
 
+def evaluate_owners(owners: dict[str, list[int]], matrices: list[Matrix], world_size: int, *, cost: str = "flops",
+                    time_model: TimeModel = TimeModel(), bytes_per_element: int = 4) -> dict:
+    """The evaluation of an assignment a run recorded (label → owner rank of each matrix in bank order, -1 for
+    a matrix nobody updates), as make_plan evaluates a strategy's; ValueError where it does not fit these
+    matrices."""
+    owner = {}
+    for m in matrices:
+        ranks = owners.get(m.label)
+        if ranks is None or len(ranks) <= m.bank_index:
+            raise ValueError(f"the recorded owners of {m.label} do not cover its matrix {m.bank_index}")
+        r = int(ranks[m.bank_index])
+        if not -1 <= r < world_size:
+            raise ValueError(f"the recorded owner {r} of {m.label} matrix {m.bank_index} is not a rank of {world_size}")
+        if r >= 0:
+            owner[m.index] = r
+    costs = matrix_costs(matrices, cost, time_model.measured_ms)
+    return evaluate(Assignment("run", world_size, owner), matrices, costs, time_model, bytes_per_element)
+
+
 def make_plan(matrices: list[Matrix], world_size: int, *, cost: str = "flops", alpha: float = 1.0,
               time_model: TimeModel = TimeModel(), bytes_per_element: int = 4) -> dict:
     """The JSON-shaped plan: matrices with their costs, and every strategy evaluated; a strategy that

@@ -127,7 +127,7 @@ def test_run_help_states_the_trainers_own_defaults_for_options_it_forwards_only_
 
 @pytest.mark.parametrize("option", ["--tflops", "--bytes-per-element", "--capacity-mb"])
 def test_a_plan_size_that_is_not_positive_names_its_option_and_value(capsys, option):
-    code, out = _run(capsys, ["plan", option, "0"])
+    code, out = _run(capsys, ["plan", option, "0", *(["--tp", "2"] if option == "--capacity-mb" else [])])
     assert code == 2 and out.err.strip() == f"commscope: error: {option} must be positive, got 0"
 
 

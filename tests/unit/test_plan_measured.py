@@ -15,7 +15,7 @@ from rundirs import write_run
 MS = 1_000_000
 
 
-def make_run(path: Path, update_ms: dict[int, dict[str, list[float]]], preset="tiny") -> Path:
+def make_run(path: Path, update_ms: dict[int, dict[str, list[float]]], preset="tiny", shards=None) -> Path:
     """Run dir whose rank r spends update_ms[r][label][step] ms in update:<label> each step."""
     events = {}
     for rank, labels in update_ms.items():
@@ -32,7 +32,7 @@ def make_run(path: Path, update_ms: dict[int, dict[str, list[float]]], preset="t
             t += 1000
         events[rank] = lines
     return write_run(path, events, summary={"status": "completed", "preset": preset},
-                     config={"args": {"preset": preset}})
+                     config={"args": {"preset": preset}, **({"shards": shards} if shards else {})})
 
 
 @pytest.fixture
@@ -59,7 +59,8 @@ def test_cli_measured(run):
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["measured"]["measured_makespan_ms"] == pytest.approx(29.0, rel=1e-6)
-    assert data["measured"]["predicted_bank_makespan_ms"] == pytest.approx(12.5 + 16.0, rel=1e-6)
+    assert data["measured"]["predicted_run_makespan_ms"] == pytest.approx(12.5 + 16.0, rel=1e-6)
+    assert data["measured"]["run_partition"] == "bank"
     assert data["time_model"]["kind"] == "measured"
     # a plan for another preset needs shapes this run never timed: refused, not extrapolated
     res = CliRunner().invoke(app, ["plan", str(run), "--preset", "speedrun", "--cost", "measured"])
@@ -100,3 +101,62 @@ def test_profiler_traces_are_no_run_directory_for_measured_costs():
 
     with pytest.raises(UserError, match=r"holds profiler traces: --cost measured needs a run directory of "):
         calibrate(str(TESTS / "data" / "modded-nanogpt-8xh100"))
+
+
+def _owned(counts: list[int], pad: int = 0) -> list[int]:
+    """Owners in bank order: the first counts[0] matrices rank 0's, the next rank 1's, then `pad` padding."""
+    return [r for r, n in enumerate(counts) for _ in range(n)] + [-1] * pad
+
+
+@pytest.fixture
+def owners_run(tmp_path):
+    """A run of tiny at 2 ranks whose matrices were assigned per owner, unequally (attn 8 / 16, mlp 4 / 10
+    real ones and 2 padding): an attn matrix takes 1 ms on rank 0 and 1.5 ms on rank 1, an mlp one 2 ms."""
+    shards = {"attn": {"comms": "sharded", "owners": _owned([8, 16]), "counts": [8, 16]},
+              "mlp": {"comms": "sharded", "owners": _owned([4, 10], pad=2), "counts": [4, 10]}}
+    return make_run(tmp_path / "owners", {
+        0: {"attn": [99, 8, 8, 8], "mlp": [99, 8, 8, 8]},
+        1: {"attn": [99, 24, 24, 24], "mlp": [99, 20, 20, 20]},
+    }, shards=shards)
+
+
+def test_calibrate_divides_by_the_matrices_each_rank_owned(owners_run):
+    """An alpha-lpt run's ranks updated unequal numbers of matrices (config.json shards.<label>.counts): one
+    matrix's time is each rank's update over its own count, not over the bank layout's even split (which
+    would give a median of 8/12 and 24/12 ms for attn, 8/8 and 20/8 ms for mlp)."""
+    c = calibrate(str(owners_run))
+    assert c["ms_per_matrix"][(64, 64)] == pytest.approx(1.25, rel=1e-6)  # median of 1 and 1.5
+    assert c["ms_per_matrix"][(256, 64)] == pytest.approx(2.0, rel=1e-6)
+    assert c["measured_makespan_ms"] == pytest.approx(44.0, rel=1e-6)
+
+
+def test_measured_is_set_beside_the_prediction_for_the_runs_own_owners(owners_run):
+    res = CliRunner().invoke(app, ["plan", str(owners_run), "--cost", "measured", "--json"])
+    assert res.exit_code == 0, res.output
+    m = json.loads(res.output)["measured"]
+    # rank 1: 16 attn × 1.25 ms + 10 mlp × 2 ms, the recorded owners' slowest rank (the bank layout's
+    # ranks have 12 × 1.25 + 8 × 2 = 31 ms each)
+    assert m["run_partition"] == "owners" and m["predicted_run_makespan_ms"] == pytest.approx(40.0, rel=1e-6)
+    text = CliRunner().invoke(app, ["plan", str(owners_run), "--cost", "measured"]).output
+    assert "predicted for the run's recorded matrix owners 40.0000 ms" in text
+
+
+def test_a_rank_that_owned_none_of_a_label_gives_no_sample(tmp_path):
+    shards = {"attn": {"owners": _owned([0, 24]), "counts": [0, 24]},
+              "mlp": {"owners": _owned([7, 7], pad=2), "counts": [7, 7]}}
+    run = make_run(tmp_path / "r", {0: {"attn": [9, 0.001, 0.001], "mlp": [9, 7, 7]},
+                                     1: {"attn": [9, 24, 24], "mlp": [9, 14, 14]}}, shards=shards)
+    c = calibrate(str(run))
+    assert c["ms_per_matrix"][(64, 64)] == pytest.approx(1.0, rel=1e-6)
+    assert c["ms_per_matrix"][(256, 64)] == pytest.approx(1.5, rel=1e-6)  # median of 1 and 2 ms
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--cost", "measured", "--tflops", "5"], "--tflops sets the flops time model; with --cost measured the run's "
+                                              "update timings are the model: leave one out"),
+    (["--capacity-mb", "64"], "--capacity-mb sizes the tensor-parallel micro-groups: give it with --tp"),
+])
+def test_an_option_that_would_change_nothing_is_refused(run, args, said):
+    argv = ["plan", *([str(run)] if "measured" in args else []), *args]
+    res = CliRunner().invoke(app, argv)
+    assert isinstance(res.exception, UserError) and str(res.exception) == said
