@@ -4,9 +4,11 @@ process takes items from the same queue too.
 
 Why not concurrent.futures: its workers stay until the parent has processed the last result and sends
 exit sentinels, and its manager thread must then be joined (or it races interpreter exit on CPython 3.11).
-Here every item and one end marker per worker are queued before the workers start, so a worker that
-finds no more items exits at once (tearing down a forked copy of the parent takes ~10 ms), overlapping
-the other workers' last items and the parent's work.
+Here the first QUEUE_AHEAD items are queued before the workers start and the rest as results come back,
+each followed by one end marker per worker once the last item is queued, so a worker that finds no more
+items exits at once (tearing down a forked copy of the parent takes ~10 ms), overlapping the other
+workers' last items and the parent's work. The queue is a pipe (64 KiB: about 4,000 queued items): queuing
+every item of a 4,096-rank folder before any worker read would block the parent on its own pipe forever.
 
 Why `in_parent`: a result parsed in the parent is neither pickled nor sent nor unpickled (~5 ms of a
 ~60 ms Kineto file, on the critical path), and there is one process fewer to fork and tear down; with
@@ -56,6 +58,8 @@ _DONE = None  # the end marker in the item queue
 _BYE = "bye"  # a worker's last message: it ran out of items (EOF without it: the worker died)
 _PIPE_BYTES = 1 << 20  # Linux's default limit for unprivileged processes (/proc/sys/fs/pipe-max-size)
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# items queued and not yet done, at most: well within what the task pipe buffers (module docstring)
+QUEUE_AHEAD = 1024
 
 
 class RemoteTraceback(Exception):
@@ -68,10 +72,10 @@ class RemoteTraceback(Exception):
 class Budget:
     """Which items run at once under a memory budget: items start in order, the next once its cost fits
     in what the running ones leave of `limit` or when none is running (so an item costlier than the whole
-    budget still runs, alone). `limit` None: no budget."""
+    budget still runs, alone), and never more than `ahead` at once. `limit` None: no budget."""
 
-    def __init__(self, costs: list[int], limit: int | None) -> None:
-        self.costs, self.limit = costs, limit
+    def __init__(self, costs: list[int], limit: int | None, ahead: int = QUEUE_AHEAD) -> None:
+        self.costs, self.limit, self.ahead = costs, limit, ahead
         self.next = 0  # the first item not started
         self.used = 0  # the costs of the running items
         self.running = 0
@@ -95,13 +99,24 @@ class Budget:
     def start(self) -> list[int]:
         """The items that start now (marked running)."""
         out = []
-        while self.next < len(self.costs) and (
+        while self.next < len(self.costs) and self.running < self.ahead and (
                 self.running == 0 or self.limit is None or self.used + self.costs[self.next] <= self.limit):
             out.append(self.next)
             self.used += self.costs[self.next]
             self.running += 1
             self.next += 1
         return out
+
+    def claim(self) -> int | None:
+        """The next item, started by the caller itself rather than queued (so beyond `ahead`); None when
+        every item has started."""
+        if self.all_started():
+            return None
+        i = self.next
+        self.used += self.costs[i]
+        self.running += 1
+        self.next += 1
+        return i
 
     def finish(self, i: int) -> None:
         self.used -= self.costs[i]
@@ -189,16 +204,22 @@ def run(fn: Callable, items: list, workers: int, progress: Callable[[int, int], 
     if gate.binds():  # the parent hands items out as memory frees up, so it parses none itself
         workers, in_parent = max(1, min(workers + in_parent, gate.most_at_once())), False
     else:
-        gate = Budget(gate.costs, None)  # everything starts at once
+        gate = Budget(gate.costs, None)  # everything starts as fast as the queue takes it
     tasks = ctx.SimpleQueue()
+    # The parent takes its items from the queue only where every item is queued before the workers start:
+    # otherwise it could wait on an empty queue whose reading lock a worker holds (the worker waiting for
+    # items the parent queues as it takes in results), and it claims items from the gate directly instead.
+    from_queue = in_parent and n <= gate.ahead
+    ends = workers + from_queue  # end markers, one per process that reads the queue
+    marked = False
 
     def feed() -> None:
-        if gate.all_started():
-            return
-        for i in gate.start():
+        nonlocal marked
+        for i in gate.start() if ends else ():  # nobody reads the queue: the parent claims every item
             tasks.put(i)
-        if gate.all_started():
-            for _ in range(workers + in_parent):
+        if gate.all_started() and not marked:
+            marked = True
+            for _ in range(ends):
                 tasks.put(_DONE)
 
     feed()
@@ -218,7 +239,7 @@ def run(fn: Callable, items: list, workers: int, progress: Callable[[int, int], 
         got = _Results(n, progress, gate, feed)
         live = list(readers)
         if in_parent:
-            while (i := tasks.get()) is not _DONE:
+            while (i := tasks.get() if from_queue else gate.claim()) not in (_DONE, None):
                 try:
                     value = fn(items[i])
                 except Exception as e:  # noqa: BLE001 - raised in item order below, as a worker's would be
@@ -226,6 +247,7 @@ def run(fn: Callable, items: list, workers: int, progress: Callable[[int, int], 
                 else:
                     got.add(i, value, None, None)
                 got.receive(live, timeout=0)
+            feed()  # every item started: the workers' end markers
         while got.done < n:
             if got.died or not live:
                 raise UserError(f"a parse worker died{_how_died(procs)} after {got.done} of {n} files; a killed "

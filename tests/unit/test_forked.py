@@ -83,3 +83,27 @@ def test_in_parent_the_caller_takes_items_too_with_the_same_guarantees():
 def test_in_parent_without_workers_runs_everything_here():
     with forked.run(lambda x: (x, os.getpid()), [0, 1, 2], 0, in_parent=True) as out:
         assert out == [(x, os.getpid()) for x in range(3)]
+
+
+def _square(x):
+    return x * x
+
+
+@pytest.mark.parametrize("workers, in_parent", [(2, False), (1, True), (0, True)])
+def test_more_items_than_the_task_pipe_holds(workers, in_parent):
+    """20,000 items (a pipe holds ~4,000 queued ones): queuing them all before any worker read blocked the
+    parent forever on a 4,096-rank folder. At most QUEUE_AHEAD wait in the queue at any time."""
+    n = 20_000
+    done = []
+    with forked.run(_square, list(range(n)), workers, progress=lambda i, total: done.append(i),
+                    in_parent=in_parent) as out:
+        assert out == [x * x for x in range(n)]
+    assert len(done) == n and not mp.active_children()
+
+
+def test_the_gate_never_starts_more_than_it_may_queue():
+    gate = forked.Budget([0] * 5000, None, ahead=100)
+    first = gate.start()
+    assert first == list(range(100)) and gate.start() == []
+    gate.finish(0)
+    assert gate.start() == [100]
