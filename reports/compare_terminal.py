@@ -147,7 +147,8 @@ def comparison_json(groups, table, target_loss, fail_if_slower, slower, labels, 
         })
     if labels is not None:
         out["labels"] = labels.to_dict("records")
-        out["labels_notes"] = list(labels.attrs.get("notes") or [])  # the CIs' levels, steps giving no sample
+        out["labels_notes"] = list(labels.attrs.get("notes") or [])  # the steps each run gave no sample
+        out["labels_ci"] = labels.attrs.get("ci")
     if labels_error is not None:
         out["labels_error"] = labels_error
     return out
@@ -181,8 +182,9 @@ def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: 
             print(label_deltas_text(labels, markdown=True))
         else:
             print_fitted(console, label_deltas_columns(labels), title=LABEL_DELTAS_CAPTION)
-        for note in labels.attrs.get("notes") or []:
-            line(f"note: {note}")
+        for note in [labels.attrs.get("ci"), *(labels.attrs.get("notes") or [])]:
+            if note:
+                line(f"note: {note}")
     if labels_error is not None:
         line(f"per-label comparison skipped: {labels_error}")
     for name in slower:

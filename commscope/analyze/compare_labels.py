@@ -31,7 +31,7 @@ questions at once: `(step time)` is the comparison's question and gets a CI_LEVE
 (the step boundary, every label, every placement) are one family whose intervals are simultaneous at
 CI_LEVEL (Bonferroni: each at 1 − (1 − CI_LEVEL)/m for m rows), so that a comparison of two groups of
 identical runs reads "unchanged" on every row but one time in twenty, not once per twenty rows. Each row
-keeps its level (`ci_level`), and `attrs["notes"]` says it. A CI needs at least MIN_RUNS runs on each
+keeps its level (`ci_level`), and `attrs["ci"]` says it in words. A CI needs at least MIN_RUNS runs on each
 side; with fewer it is NaN and the verdict "too few runs" (the means and Δ are still given). A label is
 "better" when the whole CI is below 0, "worse" when it is above 0, else "unchanged"; a placement row is
 "earlier" / "later" / "unchanged" by the same rule (earlier is not better by itself: the label's exposed_ms
@@ -158,11 +158,11 @@ def compare_labels(groups: list[list[pd.DataFrame]], names: list[str]) -> pd.Dat
                          "delta_ms": float(c.mean() - b.mean()), "ci_low": lo, "ci_high": hi, "ci_level": level,
                          "unit": "runs", "n_base": len(b), "n_cand": len(c),
                          "verdict": verdict})
-    if family:
-        notes.insert(0, f"CI: Welch's t interval over runs, {CI_LEVEL:.0%} for (step time); the other rows of a "
-                        f"candidate are {CI_LEVEL:.0%} all together (each row's interval at "
-                        f"{1 - (1 - CI_LEVEL) / family:.2%} for {family} rows, Bonferroni), so identical groups "
-                        "read unchanged on every row in 19 comparisons of 20")
     out = pd.DataFrame(rows)
     out.attrs["notes"] = notes  # for the renderer to print under the table
+    # what the CI column means, for the renderer to print under the table too
+    out.attrs["ci"] = (f"CI: Welch's t interval over runs, {CI_LEVEL:.0%} for (step time)" + (
+        f"; the other rows of a candidate are {CI_LEVEL:.0%} all together (each row's interval at "
+        f"{1 - (1 - CI_LEVEL) / family:.2%} for {family} rows, Bonferroni), so identical groups read unchanged "
+        "on every row in 19 comparisons of 20" if family else ""))
     return out

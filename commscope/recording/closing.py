@@ -27,6 +27,7 @@ from commscope.recording.api import end_status
 from commscope.recording.termguard import SignalHandling, signal_arrived, signal_arrived_ns, signal_words
 from commscope.recording.watchdog import write_inflight
 from commscope.rundir import write_status
+from commscope.rundir.schema import RANK_STATUSES
 
 CLOSED = "the recorder is closed"
 EXITED_ERROR = "process exited without Recorder.close()"
@@ -64,7 +65,10 @@ class Closing:
         """Flush, stop the profiler window, remove hooks, write status.json (and, on an abnormal end,
         inflight.json); stop `handle_signals`' guard and restore the handlers it replaced. The first caller
         does it; a caller on another thread meanwhile waits up to `wait_s` for status.json to be written,
-        so whoever exits next finds it there."""
+        so whoever exits next finds it there. `status` is one of rundir.schema.RANK_STATUSES (ValueError
+        otherwise, before anything is written: the readers refuse any other)."""
+        if status not in RANK_STATUSES:
+            raise ValueError(f"close(status={status!r}): a rank's status is one of {', '.join(RANK_STATUSES)}")
         sh = self._signals
         if sh is not None and not sh.claim(wait_s):
             return  # the guard's thread closes (claim waited for it) and ends the process

@@ -16,7 +16,8 @@ import os
 from typing import Any, Callable
 
 from commscope.errors import UserError
-from commscope.rundir.schema import CONFIG, META, RUN_MARKER, SCHEMA_VERSION, STATUS, SUMMARY
+from commscope.rundir.schema import (CONFIG, JOB_STATUSES, META, RANK_STATUSES, RUN_MARKER, SCHEMA_VERSION, STATUS,
+                                     SUMMARY, SUMMARY_RANK_STATUSES)
 from commscope.util.atomic import create_bytes_atomic, write_json_atomic
 from commscope.util.jsondoc import document
 
@@ -50,6 +51,10 @@ def _list_of(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
 
 
 _STR = _opt(lambda v: isinstance(v, str))
+
+
+def _one_of(values: tuple[str, ...]) -> str:
+    return "one of " + ", ".join(f'"{v}"' for v in values)
 _DICT = _opt(lambda v: isinstance(v, dict))
 _LIST = _opt(lambda v: isinstance(v, list))
 # field -> (test, what it must be); a field that is absent is not checked (every field is optional to
@@ -66,18 +71,19 @@ _FIELDS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
            "clock": (lambda v: v is None or isinstance(v, dict) and _is_int(v.get("offset_ns", 0))
                      and _is_nat(v.get("error_ns", 0)) and _STR(v.get("method")) and _opt(_is_int)(v.get("rounds")),
                      "{offset_ns: int, error_ns: int >= 0, method: str, rounds: int}")},
-    STATUS: {"status": (lambda v: isinstance(v, str), "a string"), "error": (_STR, "a string or null"),
+    STATUS: {"status": (lambda v: v in RANK_STATUSES, _one_of(RANK_STATUSES)), "error": (_STR, "a string or null"),
              "last_step": (_opt(_is_int), "an integer"), "ended_ns": (_opt(_is_int), "an integer (ns)"),
              "signal": (_STR, "a string or null")},
-    SUMMARY: {"status": (_STR, "a string"), "world_size": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    SUMMARY: {"status": (_opt(lambda v: v in JOB_STATUSES), _one_of(JOB_STATUSES)),
+              "world_size": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
               "backend": (_STR, "a string"), "device": (_STR, "a string"), "preset": (_STR, "a string"),
               "steps": (_opt(_is_int), "an integer"),
               "losses": (_opt(_list_of(_opt(_is_num))), "a list of finite numbers (or null)"),
               "step_times_ms": (_opt(_list_of(lambda v: _is_num(v) and v >= 0)),
                                 "a list of finite numbers >= 0"),
               "tokens_per_s": (_opt(_is_num), "a finite number"),
-              "ranks": (_opt(lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values())),
-                        "an object of rank -> status string"),
+              "ranks": (_opt(lambda v: isinstance(v, dict) and all(x in SUMMARY_RANK_STATUSES for x in v.values())),
+                        f"an object of rank -> {_one_of(SUMMARY_RANK_STATUSES)}"),
               "exit_code": (_opt(_is_int), "an integer"), "message": (_STR, "a string")},
     CONFIG: {"args": (_DICT, "an object"), "model": (_DICT, "an object"), "param_table": (_LIST, "a list"),
              "scatter_order": (_LIST, "a list"), "work_order": (_LIST, "a list")},

@@ -54,6 +54,11 @@ STATUS = "status.json"  # written when the rank ends
 # status.json values of a rank that ended without a fault of its own: "exited" is a recording script that
 # ended without closing its Recorder (and without an unhandled exception); its records are all there
 ENDED_STATUSES = ("completed", "exited")
+# every status.json status a recorder writes (Recorder.close refuses others; readers refuse them too)
+RANK_STATUSES = ("completed", "failed", "interrupted", "exited")
+# summary.json: the job's status, and each rank's (its status.json's, or what the launcher found instead)
+JOB_STATUSES = ("completed", "failed", "crashed", "hung", "interrupted")
+SUMMARY_RANK_STATUSES = (*RANK_STATUSES, "crashed", "hung", NOT_STARTED)
 WATCHDOG = "watchdog.json"  # only when the hang watchdog fired
 INFLIGHT = "inflight.json"  # only on an abnormal end with collectives still in flight
 KINETO_TRACE = "trace.json.gz"  # only with --profile: the profiler window's Kineto trace

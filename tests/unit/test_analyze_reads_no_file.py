@@ -52,6 +52,6 @@ def test_compare_labels_compares_frames_without_touching_a_file():
     by = {r["label"]: r for r in t.to_dict("records")}
     assert by[STEP_LABEL]["delta_ms"] == pytest.approx(-2.0) and by[STEP_LABEL]["verdict"] == "better"
     assert by["attn"]["delta_ms"] == 0.0 and by["attn"]["verdict"] == "unchanged"
-    assert t.attrs["notes"][0].startswith("CI: Welch's t interval over runs")
-    assert t.attrs["notes"][1:] == ["cand, run c0: steps 3 (profiler window) give no sample (the profiler's "
+    assert t.attrs["ci"].startswith("CI: Welch's t interval over runs")
+    assert t.attrs["notes"] == ["cand, run c0: steps 3 (profiler window) give no sample (the profiler's "
                                 "start-up and trace export)"]

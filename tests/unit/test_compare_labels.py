@@ -122,7 +122,7 @@ def test_cis_are_welch_t_intervals_step_time_alone_the_rest_simultaneous(tmp_pat
                     for df in g] for g in samples]
         ci = stats.ttest_ind(per_run[1], per_run[0], equal_var=False).confidence_interval(level)
         assert (r["ci_low"], r["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-9), r["label"]
-    assert t.attrs["notes"][0] == ("CI: Welch's t interval over runs, 95% for (step time); the other rows of a "
+    assert t.attrs["ci"] == ("CI: Welch's t interval over runs, 95% for (step time); the other rows of a "
                                    "candidate are 95% all together (each row's interval at 98.75% for 4 rows, "
                                    "Bonferroni), so identical groups read unchanged on every row in 19 comparisons "
                                    "of 20")

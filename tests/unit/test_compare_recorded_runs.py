@@ -96,7 +96,11 @@ def test_a_recorded_run_whose_loss_diverged_says_so(tmp_path):
 @pytest.mark.parametrize("content, why", [
     ("{not json", "unreadable: rank 1 status.json (Expecting property name"),
     ('{"status": 3, "error": null, "last_step": 1}', "unreadable: rank 1 status.json (status.json: status is 3, "
-                                                      "expected a string)"),
+                                                      'expected one of "completed", "failed", "interrupted", '
+                                                      '"exited")'),
+    ('{"status": "banana", "error": null, "last_step": 1}', "unreadable: rank 1 status.json (status.json: status "
+                                                            "is 'banana', expected one of \"completed\", "
+                                                            '"failed", "interrupted", "exited")'),
     ('["completed"]', "unreadable: rank 1 status.json (status.json is not a JSON object)"),
     ('{"error": null, "last_step": 1}', "unreadable: rank 1 status.json (status.json has no status)"),
 ])

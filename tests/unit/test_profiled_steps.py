@@ -112,10 +112,12 @@ def test_compare_says_which_steps_of_which_run_gave_no_sample(tmp_path, monkeypa
     code, out, err = invoke(["compare", str(base), str(cand)])
     assert code == 0, err
     notes = [ln for ln in out.splitlines() if ln.startswith("note: ")]
-    assert len(notes) == 1 and notes[0].startswith("note: cand: steps 2–3 (profiler window) and 4 (profiler export) "
-                                                   "give no sample")
+    # the CI's definition, then the one run that gave no sample at some steps
+    assert len(notes) == 2 and notes[0].startswith("note: CI: Welch's t interval")
+    assert notes[1].startswith("note: cand: steps 2–3 (profiler window) and 4 (profiler export) give no sample")
     code, out, err = invoke(["compare", str(base), str(cand), "--json"])
     doc = json.loads(out)
-    assert doc["labels_notes"] == [notes[0].removeprefix("note: ")]
+    assert doc["labels_notes"] == [notes[1].removeprefix("note: ")]
+    assert doc["labels_ci"].startswith(notes[0].removeprefix("note: "))  # the terminal wraps the line
     step = next(r for r in doc["labels"] if r["label"] == STEP_LABEL)
     assert step["cand_ms"] == pytest.approx(100.0, abs=1e-6)  # the 1,000 ms profiled step left out
