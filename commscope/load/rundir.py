@@ -24,6 +24,7 @@ from commscope.load.events import EventColumns, read_rank
 from commscope.load.files import Missing, is_regular, is_trace_file, read_json, unreadable
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
+from commscope.load.one_job import check_one_job
 from commscope.rundir import check_doc, launcher_log_tails, rank_dirs
 from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER,
                                      STATUS, STORAGE_ERROR, SUMMARY, WATCHDOG)
@@ -157,6 +158,7 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                         progress=progress and (lambda j, _n: progress(j, total)))
     events, metas, statuses, watchdog, no_data = _combine(folders, problems)
     ws = _world_size(path, dirs, metas, summary, max_ws)
+    check_one_job(path, metas)
     missing = [r for r in range(ws) if r not in dirs]
     if missing:
         problems.append(f"no folder for rank(s) {int_ranges(missing, sep=', ', most=20)} of {ws}")

@@ -30,6 +30,10 @@ class ClockSync:
     error_ns: int = 0
     method: str = "single-process"
     rounds: int = 0
+    # The job's identity, the same on every rank of one job and different between jobs: the group's first
+    # rank's clock when the first all_gather began, which every rank receives (None without one). Readers
+    # refuse rank folders of one run directory that name different jobs.
+    job: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -82,8 +86,9 @@ def align_clocks(
         afters.append(gathered[:, 1])
     before = torch.stack(befores[:-1])   # (rounds, world)
     after = torch.stack(afters[1:])      # after_k arrives with gather k+1
+    job = f"{int(befores[0][0]):x}"
     if me == 0:
-        return ClockSync(0, 0, "barrier-allgather", rounds)
+        return ClockSync(0, 0, "barrier-allgather", rounds, job)
     lower, upper = offset_bounds(before, after, me)
     # lower > upper would mean a clock jumped during alignment; keep the midpoint, report the full spread.
-    return ClockSync((lower + upper) // 2, (abs(upper - lower) + 1) // 2, "barrier-allgather", rounds)
+    return ClockSync((lower + upper) // 2, (abs(upper - lower) + 1) // 2, "barrier-allgather", rounds, job)

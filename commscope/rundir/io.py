@@ -69,8 +69,9 @@ _FIELDS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
            "mode": (_STR, "a string"), "started_ns": (_opt(_is_int), "an integer (ns)"),
            "profile_steps": (_STR, "a string \"START:STOP\" or null"),
            "clock": (lambda v: v is None or isinstance(v, dict) and _is_int(v.get("offset_ns", 0))
-                     and _is_nat(v.get("error_ns", 0)) and _STR(v.get("method")) and _opt(_is_int)(v.get("rounds")),
-                     "{offset_ns: int, error_ns: int >= 0, method: str, rounds: int}")},
+                     and _is_nat(v.get("error_ns", 0)) and _STR(v.get("method")) and _opt(_is_int)(v.get("rounds"))
+                     and _STR(v.get("job")),
+                     "{offset_ns: int, error_ns: int >= 0, method: str, rounds: int, job: str}")},
     STATUS: {"status": (lambda v: v in RANK_STATUSES, _one_of(RANK_STATUSES)), "error": (_STR, "a string or null"),
              "last_step": (_opt(_is_int), "an integer"), "ended_ns": (_opt(_is_int), "an integer (ns)"),
              "signal": (_STR, "a string or null")},

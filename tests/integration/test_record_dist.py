@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -242,3 +243,28 @@ def test_align_clocks_recovers_injected_skew(tmp_path):
     # both processes read the same host clock, so the true offset is exactly -skew
     assert abs(s1["offset_ns"] + 7_000_000_000) <= s1["error_ns"]
     assert s1["rounds"] == 4 and s1["method"] == "barrier-allgather"
+    # one job: both ranks name it alike (rank 0's clock at the first gather, as hex)
+    assert isinstance(s0["job"], str) and s0["job"] == s1["job"] and int(s0["job"], 16) > 0
+
+
+def test_a_rank_folder_of_another_run_is_refused_not_read_as_a_fault(tmp_path):
+    """Two runs of the same script; the second run's rank1/ copied over the first's: the commands refuse
+    the directory, naming the two jobs, instead of reading rank 1 as a straggler or a hang."""
+    runs = [tmp_path / "first", tmp_path / "second"]
+    for out in runs:
+        proc = torchrun(ROOT / "examples" / "plain_loop.py", out, "--steps", "2")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = [[orjson.loads((out / f"rank{r}" / "meta.json").read_bytes())["clock"]["job"] for r in range(2)]
+            for out in runs]
+    assert jobs[0][0] == jobs[0][1] and jobs[1][0] == jobs[1][1] and jobs[0][0] != jobs[1][0]
+    mixed = tmp_path / "mixed"
+    shutil.copytree(runs[0], mixed)
+    shutil.rmtree(mixed / "rank1")
+    shutil.copytree(runs[1] / "rank1", mixed / "rank1")
+    for command in ("doctor", "report"):
+        proc = subprocess.run([sys.executable, "-m", "commscope", command, str(mixed), "--json"], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr == (f"commscope: error: {mixed}: its rank folders were recorded by 2 different jobs "
+                               f"(meta.json clock.job: rank(s) 0 job {jobs[0][0]}; rank(s) 1 job {jobs[1][0]}): a "
+                               "rank folder copied from another run? Give each run a directory of its own\n")
