@@ -104,8 +104,11 @@ def param_shapes(config: dict) -> dict[str, list[int]]:
 
 
 def device_name(config: dict) -> str | None:
+    """The first GPU's name in the trace's deviceProperties; None where there is none, or it is no string
+    (a trace names its device as it likes: a number names none this project has measured)."""
     props = (config or {}).get("deviceProperties") or []
-    return props[0].get("name") if props and isinstance(props, list) else None
+    name = props[0].get("name") if props and isinstance(props, list) and isinstance(props[0], dict) else None
+    return name if isinstance(name, str) else None
 
 
 NO_PROFILE_NOTE = ("No profiler trace in this run directory (recorded without --profile): layout mismatches and "

@@ -260,3 +260,21 @@ def test_kernels_without_a_duration_are_neither_findings_nor_yardsticks(tmp_path
         rep = layout_report(load_path(str(tmp_path), with_ops=True))
     kernel_only = rep.findings[rep.findings["kind"].astype(str).str.contains("kernel", na=False)]
     assert kernel_only.empty
+
+
+@pytest.mark.parametrize("name", [5, None, ["H100"], {"n": 1}])
+def test_a_device_named_by_no_string_is_a_device_this_project_has_not_measured(tmp_path, name):
+    """deviceProperties[0].name of the wrong type: `layout` reads the trace as it reads one naming an
+    unmeasured GPU (no reference bandwidth), never a traceback."""
+    from commscope.analyze.layout_report import device_name
+
+    with gzip.open(FIXTURE / "rank0.json.gz") as f:
+        doc = json.load(f)
+    doc["deviceProperties"][0]["name"] = name
+    with gzip.open(tmp_path / "rank0.json.gz", "wt") as f:
+        json.dump(doc, f)
+    trace = load_path(str(tmp_path))
+    assert device_name(trace.config) is None
+    rep = layout_report(trace)
+    high = rep.findings[rep.findings["confidence"] == "high"]
+    assert rep.device is None and dict(high["op"].value_counts()) == dict(transposed_grad_ops(0))
