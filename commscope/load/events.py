@@ -12,7 +12,10 @@ beyond 2⁶³; numbers are finite, strings are strings. A record that fails is l
 - a record whose `rank` is not its folder's;
 - a record with a time more than FAR_NS (a year) from the rank's median step start (its median record
   time without steps): the recorder's clock is one per run, so 1970 (`call_ns: 0`) or 2262 (2⁶³−1) beside
-  2026 is no measurement, and kept it would make exposed times of thousands of years.
+  2026 is no measurement, and kept it would make exposed times of thousands of years;
+- a record with a time more than WINDOW_SLACK_NS (an hour) before its rank's recording began (meta.json
+  started_ns) or after it ended (status.json ended_ns), where the caller knows them: a collective that
+  "ends" months after its rank's status was written is no measurement either.
 Problems are grouped by cause with a count and the first line, so a file of a million bad lines makes a
 handful of problem lines.
 
@@ -241,8 +244,10 @@ def _fast(rec: Any, kind: str, rank: int) -> tuple | None:
     return vals
 
 
-def read_rank(path: str, rank: int, label: str) -> dict:
-    """One rank's events.jsonl at `path` (named `label` in problems): {"cols": kind → column → array,
+def read_rank(path: str, rank: int, label: str, window: tuple[int | None, int | None] = (None, None)) -> dict:
+    """One rank's events.jsonl at `path` (named `label` in problems), its records timed inside `window`
+    (the rank's recording: meta.json started_ns, status.json ended_ns; None where unknown) give or take
+    WINDOW_SLACK_NS: {"cols": kind → column → array,
     "read": distinct records read, "kept": records kept, "problems": [...], "rank": rank, "lost": what the
     rank's log lost, {"ignored": records left out, "causes": [why], "torn": a torn last line} (exact copies
     of an earlier line lose nothing and are not counted)}. A torn last line is a problem; a corrupt line
@@ -306,6 +311,7 @@ def read_rank(path: str, rank: int, label: str) -> dict:
                 rows[kind] = []
         cols = {kind: _concat([*chunks[kind], _columns(kind, rank, rows[kind])]) for kind in _KINDS}
     kept -= _leave_out_far(cols, causes)
+    kept -= _leave_out_outside(cols, causes, window)
     for (kind, cause), (n, first, detail) in causes.items():
         what = "line" if kind == "line" else f"{kind} record"
         where = (f"{'first at ' if n > 1 else ''}line {first}{': ' + detail if detail else ''}" if first is not None
@@ -321,6 +327,39 @@ def read_rank(path: str, rank: int, label: str) -> dict:
 
 _CHUNK = 1 << 16  # records of one kind held as tuples before they become columns
 FAR_NS = 365 * 24 * 3600 * 10 ** 9  # a record's time this far from the rank's others is no measurement
+# A record's time this far outside its rank's recording (meta.json started_ns .. status.json ended_ns) is no
+# measurement either: wide, since a status the launcher wrote for a rank it killed is on its own host's
+# clock, and a clock realigned mid-run moves the axis by the offset
+WINDOW_SLACK_NS = 3600 * 10 ** 9
+
+
+def _leave_out_outside(cols: dict[str, dict[str, np.ndarray]], causes: dict,
+                       window: tuple[int | None, int | None]) -> int:
+    """Drop, from one rank's columns, the records with a time more than WINDOW_SLACK_NS before the rank's
+    recording began or after it ended (`window`), counting them in `causes`; the number dropped."""
+    lo, hi = window
+    if lo is None and hi is None:
+        return 0
+    dropped = 0
+    for kind, c in cols.items():
+        out = np.zeros(len(c["rank"]), dtype=bool)
+        first = None
+        for f in (f for f, t in _KINDS[kind].items() if t == "ns"):
+            a = c[f]
+            t = a.astype(np.float64)  # float: int64 differences overflow
+            bad = (a != NA) & (((t < lo - WINDOW_SLACK_NS) if lo is not None else False) |
+                               ((t > hi + WINDOW_SLACK_NS) if hi is not None else False))
+            if bad.any() and first is None:
+                first = f"{f}={int(a[bad][0])}"
+            out |= bad
+        n = int(out.sum())
+        if n:
+            for f in c:
+                c[f] = c[f][~out]
+            causes[(kind, "a time outside the rank's recording (before meta.json started_ns or after status.json "
+                          "ended_ns, by more than an hour)")] = [n, None, first]
+            dropped += n
+    return dropped
 
 
 def _leave_out_far(cols: dict[str, dict[str, np.ndarray]], causes: dict) -> int:

@@ -125,7 +125,7 @@ def read_rank_folder(d: str, expect_events: bool = True) -> dict:
     ev = os.path.join(d, EVENTS)
     events = None
     if _regular_or_problem(ev, rank, problems):
-        events = read_rank(ev, rank, EVENTS)
+        events = read_rank(ev, rank, EVENTS, window=((meta or {}).get("started_ns"), (st or {}).get("ended_ns")))
     elif expect_events and not os.path.lexists(ev):
         problems.append(f"rank {rank}: no {EVENTS}")
     return {"rank": rank, "meta": meta, "status": st, "watchdog": watchdog, "events": events, "problems": problems,
