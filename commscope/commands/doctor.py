@@ -21,6 +21,7 @@ from commscope.util.jsondoc import print_document
 # commscope.analyze.doctor_straggler.STRAGGLER_FLOOR_MS_HOST, written out: importing it would load pandas
 # for --help (tests/unit/test_cli.py checks both stay equal)
 STRAGGLER_FLOOR_HELP = "50 ms"
+MAX_STRAGGLER_MS = 86_400_000  # --straggler-ms at most: a day
 
 
 def register(app: typer.Typer) -> None:
@@ -53,8 +54,9 @@ def register(app: typer.Typer) -> None:
         require_finite(straggler_pct, "--straggler-pct")
         if straggler_ms is not None and straggler_pct is not None:
             raise UserError("give --straggler-ms or --straggler-pct, not both")
-        if straggler_ms is not None and not straggler_ms > 0:
-            raise UserError(f"--straggler-ms must be > 0, got {straggler_ms}")
+        if straggler_ms is not None and not 0 < straggler_ms <= MAX_STRAGGLER_MS:
+            # beyond a day no wait counts; far beyond, the bar in ns is no longer a number (1e308 ms: inf)
+            raise UserError(f"--straggler-ms must be > 0 and at most {MAX_STRAGGLER_MS:,} (a day), got {straggler_ms}")
         if straggler_pct is not None and not straggler_pct > 0:
             raise UserError(f"--straggler-pct must be > 0, got {straggler_pct}")
         from commscope.analyze.waiting import WARMUP_STEPS  # pandas: not at import, which every command pays

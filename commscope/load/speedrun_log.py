@@ -9,7 +9,7 @@ format strings, not results); a log whose last step never reported a validation 
 and carries no numbers, so it can never be averaged in by accident; a log without the speedrun format
 at all is *garbled*, and so is a final line whose numbers do not parse as finite decimals
 (`train_time:1.2.3ms`, `val_loss:1e5e5`, `val_loss:inf`, a 400-digit number) or whose time is not
-positive: `parse_log` never raises for content and never returns a number that is not finite.
+positive or loss negative (a cross-entropy is never below 0): `parse_log` never raises for content and never returns a number that is not finite.
 """
 from __future__ import annotations
 
@@ -79,10 +79,11 @@ def parse_log(path: Path) -> LogResult:
     if final.group("loss") == "nan":  # diverged, not a usable result
         return LogResult(path, False, "incomplete: final val_loss is nan", last_step, total)
     loss, ms = _number(final.group("loss")), _number(final.group("ms"))
-    if loss is None or ms is None or ms <= 0:
-        bad = f"val_loss:{final.group('loss')}" if loss is None else f"train_time:{final.group('ms')}ms"
+    if loss is None or loss < 0 or ms is None or ms <= 0:  # a cross-entropy loss is never negative
+        bad_loss = loss is None or loss < 0
+        bad = f"val_loss:{final.group('loss')}" if bad_loss else f"train_time:{final.group('ms')}ms"
         return LogResult(path, False, f"garbled: final line has {_clip(bad)}, not a finite "
-                         f"{'number' if loss is None else 'positive time'}", last_step, total)
+                         f"{'loss >= 0' if bad_loss else 'positive time'}", last_step, total)
     return LogResult(path, True, None, int(final.group("step")), int(final.group("total")),
                      val_loss=loss, train_time_s=ms / 1000.0)
 

@@ -110,6 +110,14 @@ def test_incomplete_and_garbled_logs_are_reported_not_used(tmp_path):
     assert group.times == [120.0] and group.losses == [3.2799]
 
 
+@pytest.mark.parametrize("loss, ok", [(-1e308, False), (-0.5, False), (0.0, True), (3.28, True)])
+def test_a_negative_final_loss_is_garbled_not_averaged_in(tmp_path, loss, ok):
+    r = parse_log(_log(tmp_path / "x.txt", 10, 10, (loss, 120000)))
+    assert r.complete == ok
+    if not ok:
+        assert r.problem.startswith("garbled: final line has val_loss:") and r.problem.endswith("not a finite loss >= 0")
+
+
 def test_parse_log_ignores_source_before_separator(tmp_path):
     fake_src = "step:10/10 val_loss:0.0001 train_time:1ms  # a docstring in the script"
     r = parse_log(_log(tmp_path / "x.txt", 3, 10, None, source=fake_src))

@@ -142,6 +142,8 @@ TOO_LARGE = [
      f"--grad-accum must be in 1..2**53-1, got {2 ** 53}"),
     (["run", "--nproc", "2", "--steps", "2", "--inject", "delay@rank=0,step=1,ms=1e308"],
      "--inject 'delay@rank=0,step=1,ms=1e308': ms must be a number in 0..86,400,000 (a day)"),
+    (["doctor", GLOO2, "--straggler-ms", "1e308"],
+     "--straggler-ms must be > 0 and at most 86,400,000 (a day), got 1e+308"),
     (["run", "--nproc", "2", "--steps", "3", "--split-step", "1000"],
      "--split-step must be a step of this run, 0..2 (--steps 3), got 1000: embed and lm_head would never be untied"),
     (["run", "--nproc", "2", "--steps", "3", "--split-step", "-1"], "--split-step must be a step of this run, 0..2"),
