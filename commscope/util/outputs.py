@@ -160,8 +160,7 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat
 def check_output(out: str | os.PathLike, src: str | os.PathLike | None,
                  ours: Callable[[str | os.PathLike], bool] | None = None) -> None:
     """Refuse, in one clear UserError line each: an output inside the input directory `src` (commscope never
-    writes where it reads; None: no input directory, e.g. a trace built in memory), or, where `src` is a
-    file, a trace-named output (*.json, *.json.gz) in its folder; an output that is an
+    writes where it reads; None: no input directory, e.g. a trace built in memory); an output that is an
     input file under another name (a hard link or symlink to it: compared by device and inode,
     `_input_named`); a symbolic link (commscope writes neither through a link nor over it); a directory,
     FIFO, device or socket (nothing to replace, and a FIFO would block); a folder that does not exist; and,
@@ -187,11 +186,6 @@ def check_output(out: str | os.PathLike, src: str | os.PathLike | None,
     if s is not None and s.is_dir() and (o.parent == s or s in o.parents):
         raise UserError(f"refusing to write {shown} inside the input directory {printable(src)}; "
                         "choose an output elsewhere")
-    if s is not None and not s.is_dir() and o.parent == s.parent and o.name.endswith((".json", ".json.gz")):
-        # the input file's folder most often holds the job's other traces: a reading of that folder would
-        # take this output for one more rank's trace
-        raise UserError(f"refusing to write {shown} beside the input file {printable(src)}: a reading of its "
-                        "folder would take it for one more trace; choose an output elsewhere")
     if s is not None:
         same = _input_named(out, s)
         if same is not None:

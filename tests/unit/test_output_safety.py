@@ -331,22 +331,7 @@ def test_create_bytes_atomic_writes_only_where_nothing_is_and_leaves_no_temp_fil
     assert os.listdir(tmp_path) == ["marker.json"]
 
 
-# --- an input file's folder, and '-' ---------------------------------------------------------------------
-
-def test_a_trace_named_output_beside_an_input_file_is_refused_a_page_is_not(tmp_path, capsys):
-    """One rank's trace as input: its folder holds the job's other traces, so an export written there
-    would be read as one more rank the next time the folder is; a report page is not read back."""
-    src = tmp_path / "traces"
-    shutil.copytree(GLOO2, src)
-    before = sorted(p.name for p in src.iterdir())
-    for name in ("perfetto.json", "perfetto.json.gz"):
-        _one_error(_export(capsys, src / name, src=src / "rank0.json"),
-                   f"refusing to write {src / name} beside the input file {src / 'rank0.json'}",
-                   "would take it for one more trace")
-    assert sorted(p.name for p in src.iterdir()) == before
-    assert _report(capsys, src / "rank0-report.html", src / "rank0.json")[0] == 0
-    assert _export(capsys, tmp_path / "elsewhere.json", src=src / "rank0.json")[0] == 0
-
+# --- '-' ---------------------------------------------------------------------
 
 def test_a_dash_for_an_output_is_refused_not_a_file_named_dash(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
