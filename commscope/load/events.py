@@ -340,26 +340,10 @@ def _leave_out_outside(cols: dict[str, dict[str, np.ndarray]], causes: dict,
     lo, hi = window
     if lo is None and hi is None:
         return 0
-    dropped = 0
-    for kind, c in cols.items():
-        out = np.zeros(len(c["rank"]), dtype=bool)
-        first = None
-        for f in (f for f, t in _KINDS[kind].items() if t == "ns"):
-            a = c[f]
-            t = a.astype(np.float64)  # float: int64 differences overflow
-            bad = (a != NA) & (((t < lo - WINDOW_SLACK_NS) if lo is not None else False) |
-                               ((t > hi + WINDOW_SLACK_NS) if hi is not None else False))
-            if bad.any() and first is None:
-                first = f"{f}={int(a[bad][0])}"
-            out |= bad
-        n = int(out.sum())
-        if n:
-            for f in c:
-                c[f] = c[f][~out]
-            causes[(kind, "a time outside the rank's recording (before meta.json started_ns or after status.json "
-                          "ended_ns, by more than an hour)")] = [n, None, first]
-            dropped += n
-    return dropped
+    return _leave_out(cols, causes, -math.inf if lo is None else lo - WINDOW_SLACK_NS,
+                      math.inf if hi is None else hi + WINDOW_SLACK_NS,
+                      "a time outside the rank's recording (before meta.json started_ns or after status.json "
+                      "ended_ns, by more than an hour)")
 
 
 def _leave_out_far(cols: dict[str, dict[str, np.ndarray]], causes: dict) -> int:
@@ -371,22 +355,29 @@ def _leave_out_far(cols: dict[str, dict[str, np.ndarray]], causes: dict) -> int:
         anchor = np.concatenate([a[a != NA] for c in cols.values() for f, a in c.items() if f in _NS_FIELDS])
     if not len(anchor):
         return 0
-    mid = int(np.median(anchor))
+    mid = float(np.median(anchor))
+    return _leave_out(cols, causes, mid - FAR_NS, mid + FAR_NS, "a time more than a year from the rank's other records")
+
+
+def _leave_out(cols: dict[str, dict[str, np.ndarray]], causes: dict, lo: float, hi: float, cause: str) -> int:
+    """Drop, from one rank's columns, the records with any time outside [lo, hi], counting them in `causes`
+    under `cause` with the first such field as its example; the number dropped."""
     dropped = 0
     for kind, c in cols.items():
-        far = np.zeros(len(c["rank"]), dtype=bool)
+        out = np.zeros(len(c["rank"]), dtype=bool)
         first = None
         for f in (f for f, t in _KINDS[kind].items() if t == "ns"):
             a = c[f]
-            bad = (a != NA) & (np.abs(a.astype(np.float64) - mid) > FAR_NS)  # float: int64 differences overflow
+            t = a.astype(np.float64)  # float: int64 differences overflow
+            bad = (a != NA) & ((t < lo) | (t > hi))
             if bad.any() and first is None:
                 first = f"{f}={int(a[bad][0])}"
-            far |= bad
-        n = int(far.sum())
+            out |= bad
+        n = int(out.sum())
         if n:
             for f in c:
-                c[f] = c[f][~far]
-            causes[(kind, "a time more than a year from the rank's other records")] = [n, None, first]
+                c[f] = c[f][~out]
+            causes[(kind, cause)] = [n, None, first]
             dropped += n
     return dropped
 
