@@ -124,7 +124,7 @@ def _ci(cand: np.ndarray, base: np.ndarray, level: float) -> tuple[float, float]
 
 
 def compare_labels(groups: list[list[pd.DataFrame]], names: list[str]) -> pd.DataFrame:
-    """Rows per (candidate, label): base/cand means, delta, CI and its level, resampled unit, verdict.
+    """Rows per (candidate, label): base/cand means, delta, CI and its level, the unit CIs are over, verdict.
     `groups`: per group (the baseline first, then the candidates, named `names`), its runs' run_samples."""
     from commscope.analyze.step_gaps import profiler_steps_text
 

@@ -6,7 +6,7 @@ belongs to, both written by the recorder in meta.json at the clock alignment, th
 of a job passes together:
 - `clock.job`, the job's identity, which every rank of a job receives from the group's first rank
   (commscope.recording.clock): folders naming different jobs are refused;
-- in recordings without `clock.job` (recorders that predate it), `started_ns` on the common axis where
+- in recordings without `clock.job` (an older recorder's), `started_ns` on the common axis where
   the clock was aligned in a collective (`clock.rounds` > 0): one job's ranks start within seconds of one
   another, so folders started further apart than START_SPREAD_NS are refused. A folder aligned in a
   collective without a job beside folders naming one was recorded by another recorder: refused too.
