@@ -265,6 +265,13 @@ def decode_json(path: str, raw: bytes) -> Any:
             if "depth limit" in str(e):  # valid JSON, maybe, but no trace or record nests like that
                 raise UserError(f"{path} nests JSON arrays or objects too deeply to be read "
                                 f"(more than {_JSON_DEPTH} levels)") from None
+            at = raw[e.pos:e.pos + 9] if isinstance(getattr(e, "pos", None), int) else b""
+            token = next((t for t in (b"NaN", b"Infinity", b"-Infinity") if at.startswith(t)), None)
+            if token == b"Infinity" and raw[e.pos - 1:e.pos] == b"-":
+                token = b"-Infinity"
+            if token is not None:  # what Python's json.dump writes for a non-finite float
+                raise UserError(f"{path} is not valid JSON: {token.decode()} at line {e.lineno} is no JSON value "
+                                "(Python's json.dump writes it for a non-finite float)") from None
             raise UserError(f"{path} is not valid JSON (truncated or corrupt: {e})") from None
 
 

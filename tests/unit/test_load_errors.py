@@ -149,3 +149,19 @@ def test_successive_profiling_cycles_load_and_a_repeated_step_number_is_refused(
     with pytest.raises(UserError, match=r"rank 0's traces .*host_1\.1\.pt\.trace\.json and .*host_2\.1\.pt\.trace\.json "
                                         r"both hold step 2 \(ProfilerStep#2\): not successive cycles of one profiler"):
         load_path(bad, workers=1)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_float_in_a_json_document_is_named_not_called_corrupt(tmp_path, value):
+    """summary.json written by Python's json.dump with a non-finite float: the file is neither truncated nor
+    corrupt, and the error says what is wrong with it."""
+    from commscope.errors import UserError
+    from commscope.load.files import decode_json
+
+    raw = ('{"schema_version": 1,\n "status": "completed",\n "tokens_per_s": %s}' % value).encode()
+    with pytest.raises(UserError) as e:
+        decode_json("summary.json", raw)
+    assert str(e.value) == (f"summary.json is not valid JSON: {value} at line 3 is no JSON value (Python's "
+                            "json.dump writes it for a non-finite float)")
+    with pytest.raises(UserError, match=r"not valid JSON \(truncated or corrupt: "):
+        decode_json("summary.json", b'{"status": "completed",')
