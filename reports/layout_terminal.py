@@ -133,11 +133,13 @@ def _print_unflagged(summary: tuple[int, dict[str, int], float] | None, console:
     `summary`: layout_report.unflagged_summary."""
     if summary is None:
         return
-    count, ops, top = summary
+    count, ops, top, faster = summary
     which = ", ".join(f"{op} ×{n}" for op, n in ops.items())
+    doubt = (f"; {faster} of them ran {SLOWDOWN_FLAG}× or more faster than their reference, which says the "
+             "reference was one slow measurement, not that the mismatch is free" if faster else "")
     console.print(Text(f"mismatched layout, no measured cost: {count} op execution(s) ({which}), "
                        f"slowdown at most {top:.2f}× against their reference (a finding needs {SLOWDOWN_FLAG}×); "
-                       "not counted (--json: unflagged)"), highlight=False)
+                       f"not counted (--json: unflagged){doubt}"), highlight=False)
 
 
 def print_layout_findings(report, groups: pd.DataFrame, console: Console) -> None:

@@ -83,13 +83,17 @@ def split_unflagged(findings: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     return findings[~no_cost].reset_index(drop=True), unflagged
 
 
-def unflagged_summary(unflagged: pd.DataFrame) -> tuple[int, dict[str, int], float] | None:
+def unflagged_summary(unflagged: pd.DataFrame) -> tuple[int, dict[str, int], float, int] | None:
     """What the unflagged rows add up to: their count, the count per op (without the `aten::` prefix, in
-    first-seen order) and the largest measured slowdown; None when there are none."""
+    first-seen order), the largest measured slowdown, and how many ran faster than their reference by
+    SLOWDOWN_FLAG or more (a mismatched op beating its aligned twin that far says the reference was one slow
+    measurement, not that the mismatch is free); None when there are none."""
     if not len(unflagged):
         return None
     ops = unflagged["op"].astype(str).str.removeprefix("aten::").value_counts(sort=False)
-    return len(unflagged), {str(op): int(n) for op, n in ops.items()}, float(pd.to_numeric(unflagged["slowdown"]).max())
+    slowdown = pd.to_numeric(unflagged["slowdown"])
+    return (len(unflagged), {str(op): int(n) for op, n in ops.items()}, float(slowdown.max()),
+            int((slowdown <= 1 / SLOWDOWN_FLAG).sum()))
 
 
 def param_shapes(config: dict) -> dict[str, list[int]]:
