@@ -13,7 +13,7 @@ beyond 2⁶³; numbers are finite, strings are strings. A record that fails is l
 - a record with a time more than FAR_NS (a year) from the rank's median step start (its median record
   time without steps): the recorder's clock is one per run, so 1970 (`call_ns: 0`) or 2262 (2⁶³−1) beside
   2026 is no measurement, and kept it would make exposed times of thousands of years;
-- a record with a time more than WINDOW_SLACK_NS (an hour) before its rank's recording began (meta.json
+- a record with a time more than WINDOW_SLACK_NS (a minute) before its rank's recording began (meta.json
   started_ns) or after it ended (status.json ended_ns), where the caller knows them: a collective that
   "ends" months after its rank's status was written is no measurement either.
 Problems are grouped by cause with a count and the first line, so a file of a million bad lines makes a
@@ -327,10 +327,11 @@ def read_rank(path: str, rank: int, label: str, window: tuple[int | None, int | 
 
 _CHUNK = 1 << 16  # records of one kind held as tuples before they become columns
 FAR_NS = 365 * 24 * 3600 * 10 ** 9  # a record's time this far from the rank's others is no measurement
-# A record's time this far outside its rank's recording (meta.json started_ns .. status.json ended_ns) is no
-# measurement either: wide, since a status the launcher wrote for a rank it killed is on its own host's
-# clock, and a clock realigned mid-run moves the axis by the offset
-WINDOW_SLACK_NS = 3600 * 10 ** 9
+# A record's time this far outside its rank's recording (meta.json started_ns .. status.json ended_ns, both
+# on the common axis: a status written without an aligned clock has no ended_ns) is no measurement either.
+# A minute leaves room for a wait that returned while a signal's end unwound (ended_ns is the signal's
+# arrival) and for a clock realigned mid-run, which moves the axis by the change in offset.
+WINDOW_SLACK_NS = 60 * 10 ** 9
 
 
 def _leave_out_outside(cols: dict[str, dict[str, np.ndarray]], causes: dict,
@@ -343,7 +344,7 @@ def _leave_out_outside(cols: dict[str, dict[str, np.ndarray]], causes: dict,
     return _leave_out(cols, causes, -math.inf if lo is None else lo - WINDOW_SLACK_NS,
                       math.inf if hi is None else hi + WINDOW_SLACK_NS,
                       "a time outside the rank's recording (before meta.json started_ns or after status.json "
-                      "ended_ns, by more than an hour)")
+                      "ended_ns, by more than a minute)")
 
 
 def _leave_out_far(cols: dict[str, dict[str, np.ndarray]], causes: dict) -> int:
