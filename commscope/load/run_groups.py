@@ -172,6 +172,27 @@ def _work(path: Path, summary: dict, meta: dict | None = None) -> dict:
     return work
 
 
+def _mixed_jobs(path: Path) -> str | None:
+    """Why the run directory `path` is no run of one job (commscope.load.one_job: rank folders of different
+    runs), or None. A meta.json that cannot be read is left to the readers that need it."""
+    from commscope.load.one_job import check_one_job
+
+    metas = {}
+    for r, d in rank_dirs(str(path)).items():
+        where = Path(d) / META
+        if not where.is_file():
+            continue
+        try:
+            metas[r] = check_doc(read_json(str(where)), str(where), META)
+        except UserError:
+            continue
+    try:
+        check_one_job(str(path), metas)
+    except UserError as e:
+        return f"mixed: {e}"
+    return None
+
+
 def load_group(path: str | Path) -> Group:
     """Collect every run in a folder. The folder may itself be a single run directory."""
     path = Path(path)
@@ -203,6 +224,8 @@ def load_group(path: str | Path) -> Group:
                    if log.complete else log.problem)
         else:
             continue  # not a run: ignore (e.g. a README next to the logs)
+        if not isinstance(res, str) and res.kind == "run":
+            res = _mixed_jobs(entry) or res
         if isinstance(res, str):
             group.skipped.append((entry, res))
         elif (first := seen.get(res.fingerprint)) is not None:

@@ -202,3 +202,21 @@ def test_the_profiler_windows_boundary_gives_no_boundary_sample():
     assert bounds["step"].tolist() == [1, 2] and bounds["ms"].max() < 100
     assert s[s["label"] == STEP_LABEL]["step"].tolist() == [1, 2]
     assert s.attrs["left_out"] == {3: "profiler window"}
+
+
+def test_a_run_whose_rank_folders_come_from_two_jobs_is_skipped_not_timed(tmp_path):
+    """A run directory with a rank folder copied from another run: compare leaves it out with the reason,
+    rather than timing it from its summary.json and only skipping its labels."""
+    from commscope.load.run_groups import load_group
+
+    base, cand = _groups(tmp_path)
+    for r, job in ((0, "a1"), (1, "b2")):
+        meta_path = cand / "r0" / f"rank{r}" / "meta.json"
+        meta = json.loads(meta_path.read_text())
+        meta["clock"] = {"offset_ns": 0, "error_ns": 0, "method": "barrier-allgather", "rounds": 5, "job": job}
+        meta_path.write_text(json.dumps(meta))
+    group = load_group(cand)
+    assert [r.path.name for r in group.runs] == ["r1", "r2", "r3", "r4"]
+    (path, why), = group.skipped
+    assert path.name == "r0" and why.startswith(f"mixed: {cand / 'r0'}: its rank folders were recorded by 2 different "
+                                                "jobs (meta.json clock.job: rank(s) 0 job a1; rank(s) 1 job b2)")
