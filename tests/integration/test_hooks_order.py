@@ -89,16 +89,16 @@ def test_a_rank_the_loader_could_not_read_is_explained_as_every_command_explains
     complete are printed under the table and carried in --json, as doctor and report carry them."""
     record_run(tmp_path, lambda r, s, m: ["a", "b", "c"], world=3)
     (tmp_path / "rank0" / "events.jsonl").write_bytes(b"")
-    (tmp_path / "rank2" / "status.json").write_text('{"status": "crashed", "error": "RuntimeError: boom"}')
+    (tmp_path / "rank2" / "status.json").write_text('{"status": "failed", "error": "RuntimeError: boom"}')
     ho = load_hook_orders(tmp_path)
     assert sorted(ho.orders) == [1, 2]
     assert ho.problems == ["rank 0: events.jsonl holds no record"]
-    assert ho.run_reports == ["rank 2: crashed: RuntimeError: boom"]
+    assert ho.run_reports == ["rank 2: failed: RuntimeError: boom"]
     j = orjson.loads(cli(tmp_path, "--json"))
     assert j["problems"] == ho.problems and j["run_reports"] == ho.run_reports
     out = cli(tmp_path)
     assert "problem while loading: rank 0: events.jsonl holds no record" in out
-    assert "the run reports: rank 2: crashed: RuntimeError: boom" in out
+    assert "the run reports: rank 2: failed: RuntimeError: boom" in out
     record_run(tmp_path / "whole", lambda r, s, m: ["a", "b", "c"])
     assert "problem" not in cli(tmp_path / "whole") and load_hook_orders(tmp_path / "whole").problems == []
 
