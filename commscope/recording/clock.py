@@ -30,9 +30,9 @@ class ClockSync:
     error_ns: int = 0
     method: str = "single-process"
     rounds: int = 0
-    # The job's identity, the same on every rank of one job and different between jobs: the group's first
-    # rank's clock when the first all_gather began, which every rank receives (None without one). Readers
-    # refuse rank folders of one run directory that name different jobs.
+    # The job's identity, the same on every rank of one job and different between jobs: the first rank's
+    # clock when the first all_gather began, which every rank receives (None without an alignment over the
+    # whole job). Readers refuse rank folders of one run directory that name different jobs.
     job: str | None = None
 
     def as_dict(self) -> dict:
@@ -86,7 +86,8 @@ def align_clocks(
         afters.append(gathered[:, 1])
     before = torch.stack(befores[:-1])   # (rounds, world)
     after = torch.stack(afters[1:])      # after_k arrives with gather k+1
-    job = f"{int(befores[0][0]):x}"
+    # over a subgroup, "the first rank" differs from one subgroup to the next: no identity of the whole job
+    job = f"{int(befores[0][0]):x}" if world == dist.get_world_size() else None
     if me == 0:
         return ClockSync(0, 0, "barrier-allgather", rounds, job)
     lower, upper = offset_bounds(before, after, me)

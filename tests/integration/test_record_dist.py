@@ -234,6 +234,24 @@ def _skew_worker(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()
 
 
+def _subgroup_worker(rank: int, port: int, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=4)
+    halves = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    half = align_clocks(halves[rank // 2], rounds=2)
+    whole = align_clocks(rounds=2)
+    Path(out, f"{rank}.json").write_bytes(orjson.dumps([half.job, whole.job]))
+    dist.destroy_process_group()
+
+
+def test_the_job_identity_comes_only_from_an_alignment_over_the_whole_job(tmp_path):
+    """Over a subgroup each subgroup has its own first rank, so no job identity is written; over the world
+    every rank writes the same one."""
+    mp.spawn(_subgroup_worker, args=(free_port(), str(tmp_path)), nprocs=4, join=True)
+    got = [orjson.loads((tmp_path / f"{r}.json").read_bytes()) for r in range(4)]
+    assert [half for half, _ in got] == [None] * 4
+    assert len({whole for _, whole in got}) == 1 and isinstance(got[0][1], str)
+
+
 def test_align_clocks_recovers_injected_skew(tmp_path):
     mp.spawn(_skew_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
     s0 = orjson.loads((tmp_path / "0.json").read_bytes())
