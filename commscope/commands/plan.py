@@ -48,9 +48,8 @@ def measured_calibration(run: str) -> dict:
     # a run that assigned whole matrices per owner (--optimizer-partition alpha-lpt) records who owned which
     shards = ((trace.config.get("config") or {}).get("shards") or {})
     owners = {label: sh["owners"] for label, sh in shards.items()
-              if isinstance(sh, dict) and isinstance(sh.get("owners"), list) and isinstance(sh.get("counts"), list)}
-    counts = {label: shards[label]["counts"] for label in owners}
-    return {**calibrate(trace.regions, buckets(matrices), world_size, run, counts or None),
+              if isinstance(sh, dict) and isinstance(sh.get("owners"), list)}
+    return {**calibrate(trace.regions, buckets(matrices), world_size, run, owners or None),
             "world_size": world_size, "preset": _trainer().run_preset(trace.config), "owners": owners or None}
 
 

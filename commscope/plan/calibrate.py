@@ -4,14 +4,15 @@ An optimizer that times each bank's update inside `recorder.region("update:attn"
 (the reference trainer's does) says how long one matrix of each shape takes: a rank's update of a label
 took its duration / the matrices it updated. How many that is depends on the run's partition: in the bank
 layout every rank updates bank_size / world_size matrices (padding included); a run whose matrices were
-assigned per owner (`--optimizer-partition alpha-lpt`) records each rank's count of the label's matrices
-(config.json `shards.<label>.counts`), and a rank that owned none gives no sample. The median over (rank,
+assigned per owner (`--optimizer-partition alpha-lpt`) records the owner of each matrix (config.json
+`shards.<label>.owners`, -1 for padding nobody updates), so a rank updated the matrices it owns, and a rank
+that owned none gives no sample. The median over (rank,
 step) is used, the first step dropped when there are more (it carries warm-up and compilation). The run's
 measured optimizer makespan is, per step, the slowest rank's summed matrix-update time; its median over
 steps is what the plan's prediction for the run's own partition is compared against.
 
-Invariants: a pure function of the regions frame (docs/frames.md), the run's matrix banks and its per-rank
-counts; calibration is per matrix shape, and a plan for shapes the run never timed is a UserError
+Invariants: a pure function of the regions frame (docs/frames.md), the run's matrix banks and its recorded
+owners; calibration is per matrix shape, and a plan for shapes the run never timed is a UserError
 (`check_shapes`) rather than an extrapolation.
 """
 from __future__ import annotations
@@ -25,10 +26,10 @@ UPDATE = "update:"
 
 
 def calibrate(regions: pd.DataFrame, banks: list[list[Matrix]], world_size: int, where: str,
-              counts: dict[str, list[int]] | None = None) -> dict:
+              owners: dict[str, list[int]] | None = None) -> dict:
     """→ {"ms_per_matrix": {(rows, cols): ms}, "measured_makespan_ms": float, "steps": n, "labels": [...]};
-    `counts`: label → matrices each rank updated, where the run assigned them per owner (else the bank
-    layout's even split); `where` names the run in errors."""
+    `owners`: label → the rank that updated each matrix, in bank order (-1: nobody), where the run assigned
+    them per owner (else the bank layout's even split); `where` names the run in errors."""
     upd = regions[regions["name"].astype(str).str.startswith(UPDATE)].copy()
     if upd.empty:
         raise UserError(f"{where}: no {UPDATE}<label> regions recorded (a run with --trace off records none)")
@@ -45,14 +46,12 @@ def calibrate(regions: pd.DataFrame, banks: list[list[Matrix]], world_size: int,
             continue
         # several regions of one label in a step (e.g. micro-batched updates) add up
         per = rows.groupby(["rank", "step"])["ms"].sum()
-        owned = (counts or {}).get(label)
-        if owned is None:
+        owner = (owners or {}).get(label)
+        if owner is None:
             per = per / (len(bank) / world_size)
         else:
-            if len(owned) != world_size:
-                raise UserError(f"{where}: config.json gives {len(owned)} matrix counts for {label}, not one per "
-                                f"rank of {world_size}")
-            n = pd.Series(owned, dtype="float64").reindex(per.index.get_level_values("rank")).to_numpy()
+            n = pd.Series(_owned_counts(owner, len(bank), world_size, label, where), dtype="float64")
+            n = n.reindex(per.index.get_level_values("rank")).to_numpy()
             per = (per / n)[n > 0]  # a rank that owned none of the label's matrices times no matrix
         if per.empty:
             continue
@@ -64,6 +63,19 @@ def calibrate(regions: pd.DataFrame, banks: list[list[Matrix]], world_size: int,
     per_step = mat.groupby(["step", "rank"])["ms"].sum().groupby(level="step").max()
     return {"ms_per_matrix": ms_per_matrix, "measured_makespan_ms": float(pd.Series(per_step).median()),
             "steps": int(per_step.size), "labels": labels}
+
+
+def _owned_counts(owner: list, bank_size: int, world_size: int, label: str, where: str) -> list[int]:
+    """Matrices of the label each rank owned, from the recorded owner of each matrix; UserError where the
+    record cannot be the label's (another length than its bank, an owner that is no rank)."""
+    if len(owner) != bank_size:
+        raise UserError(f"{where}: config.json gives {len(owner)} matrix owners for {label}, whose bank holds "
+                        f"{bank_size} matrices")
+    bad = [o for o in owner if isinstance(o, bool) or not isinstance(o, int) or not -1 <= o < world_size]
+    if bad:
+        raise UserError(f"{where}: config.json names owner {bad[0]!r} for a {label} matrix, not a rank of "
+                        f"{world_size} (or -1)")
+    return [sum(1 for o in owner if o == r) for r in range(world_size)]
 
 
 def check_shapes(matrices: list[Matrix], ms_per_matrix: dict[tuple[int, int], float], where: str) -> None:

@@ -160,3 +160,31 @@ def test_an_option_that_would_change_nothing_is_refused(run, args, said):
     argv = ["plan", *([str(run)] if "measured" in args else []), *args]
     res = CliRunner().invoke(app, argv)
     assert isinstance(res.exception, UserError) and str(res.exception) == said
+
+
+@pytest.mark.parametrize("attn_owners, said", [
+    (_owned([8, 8]), "config.json gives 16 matrix owners for attn, whose bank holds 24 matrices"),
+    (_owned([8, 15]) + [2], "config.json names owner 2 for a attn matrix, not a rank of 2 (or -1)"),
+    (_owned([8, 15]) + ["1"], "config.json names owner '1' for a attn matrix, not a rank of 2 (or -1)"),
+])
+def test_recorded_owners_that_cannot_be_the_labels_are_refused(tmp_path, attn_owners, said):
+    """The counts each rank's update divides by come from the recorded owners alone: owners of another
+    length than the bank, or naming no rank, are one line, not a per-matrix time off by a bank's size."""
+    shards = {"attn": {"owners": attn_owners}, "mlp": {"owners": _owned([7, 7], pad=2)}}
+    run = make_run(tmp_path / "r", {0: {"attn": [9, 8, 8], "mlp": [9, 7, 7]},
+                                     1: {"attn": [9, 8, 8], "mlp": [9, 7, 7]}}, shards=shards)
+    with pytest.raises(UserError) as e:
+        calibrate(str(run))
+    assert str(e.value) == f"{run}: {said}"
+
+
+def test_counts_beside_the_owners_are_not_read(tmp_path):
+    """config.json's shards.<label>.counts restate the owners; what a rank updated is read from the owners,
+    so counts that disagree with them (a hand-edited or foreign config) change nothing."""
+    shards = {"attn": {"owners": _owned([8, 16]), "counts": [12, 12]},
+              "mlp": {"owners": _owned([4, 10], pad=2), "counts": [99]}}
+    run = make_run(tmp_path / "r", {0: {"attn": [99, 8, 8], "mlp": [99, 8, 8]},
+                                     1: {"attn": [99, 24, 24], "mlp": [99, 20, 20]}}, shards=shards)
+    c = calibrate(str(run))
+    assert c["ms_per_matrix"][(64, 64)] == pytest.approx(1.25, rel=1e-6)  # 8/8 and 24/16; counts: 8/12, 24/12
+    assert c["ms_per_matrix"][(256, 64)] == pytest.approx(2.0, rel=1e-6)
