@@ -27,7 +27,7 @@ from commscope.load.files import Missing, entry_names, read_json
 from commscope.load.speedrun_log import parse_log
 from commscope.rundir import check_doc, rank_dirs, read_status
 from commscope.util.text import counted
-from commscope.rundir.schema import CONFIG, ENDED_STATUSES, EVENTS, KINETO_TRACE, META, STATUS, SUMMARY, rank_dir_name
+from commscope.rundir.schema import CONFIG, ENDED_STATUSES, EVENTS, KINETO_TRACE, STATUS, SUMMARY, rank_dir_name
 
 LOG_SUFFIXES = (".txt", ".log")
 
@@ -146,11 +146,12 @@ def _read_recorded_run(path: Path) -> RunResult | str:
 
 def _rank0_meta(path: Path) -> dict:
     """Rank 0's meta.json, {} where it is missing or unreadable (its fields are optional to readers)."""
+    from commscope.load.rundir import read_meta
+
     try:
-        meta = read_json(str(path / rank_dir_name(0) / META)) if (path / rank_dir_name(0) / META).exists() else {}
+        return read_meta(str(path / rank_dir_name(0))) or {}
     except UserError:
         return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def _work(path: Path, summary: dict, meta: dict | None = None) -> dict:
@@ -176,16 +177,16 @@ def _mixed_jobs(path: Path) -> str | None:
     """Why the run directory `path` is no run of one job (commscope.load.one_job: rank folders of different
     runs), or None. A meta.json that cannot be read is left to the readers that need it."""
     from commscope.load.one_job import check_one_job
+    from commscope.load.rundir import read_meta
 
     metas = {}
     for r, d in rank_dirs(str(path)).items():
-        where = Path(d) / META
-        if not where.is_file():
-            continue
         try:
-            metas[r] = check_doc(read_json(str(where)), str(where), META)
+            meta = read_meta(d)
         except UserError:
             continue
+        if meta is not None:
+            metas[r] = meta
     try:
         check_one_job(str(path), metas)
     except UserError as e:

@@ -104,6 +104,16 @@ def compute_mask(regions) -> np.ndarray:
     return np.where(given, said == True, by_name)  # noqa: E712 (object array: elementwise, not identity)
 
 
+def read_meta(d: str) -> dict | None:
+    """The meta.json of the rank folder `d`, type-checked; None when there is none. UserError where it is
+    unreadable or names another rank than the folder does (every reader of a rank's meta.json reads it here)."""
+    meta = _optional_json(os.path.join(d, META), META)
+    rank = int(RANK_DIR.match(os.path.basename(d)).group(1))
+    if meta is not None and meta.get("rank", rank) != rank:
+        raise UserError(f"{d}/{META} says rank {meta.get('rank')}, folder says rank {rank}")
+    return meta
+
+
 def read_rank_folder(d: str, expect_events: bool = True) -> dict:
     """Everything one `rank<N>/` folder holds but its profiler trace: meta.json, status.json, whether the
     watchdog fired, and its events.jsonl as compact columns (commscope.load.events.read_rank). The per-rank
@@ -114,9 +124,7 @@ def read_rank_folder(d: str, expect_events: bool = True) -> dict:
     if not os.path.isdir(d):  # listed by the caller, so gone where this runs: a Dask worker that cannot see it
         raise Missing(d)
     problems: list[str] = []
-    meta = _optional_json(os.path.join(d, META), META)
-    if meta is not None and meta.get("rank", rank) != rank:
-        raise UserError(f"{d}/{META} says rank {meta.get('rank')}, folder says rank {rank}")
+    meta = read_meta(d)
     # how the rank ended (status.json, watchdog.json) is the run's outcome, not a problem reading it: it goes
     # to trace.config ("status", "watchdog_ranks"; analyze.problems.run_reports). The watchdog counts as fired
     # where its file exists, whether or not its report parses (load.evidence says when one does not).
