@@ -5,7 +5,8 @@ Every field the frames carry is checked against its type before it is kept: nano
 in int64 range, counters (steps, seq, …) within ±2⁵³ (exact as float64), never a bool, a string or a float
 beyond 2⁶³; numbers are finite, strings are strings. A record that fails is left out and counted in
 `problems` — never folded into the figures:
-- a field of the wrong type or out of range (`"start_ns": "x"`, `"ts": true`, `"loss": "NaN"`, a step of 10³⁰);
+- a field of the wrong type or out of range (`"start_ns": "x"`, `"ts": true`, `"loss": "NaN"`, a step of 10³⁰),
+  or a number no double holds (`1e400`, and the bare `NaN` / `Infinity` Python's json.dumps writes);
 - a negative duration (`end_ns < start_ns`, `return_ns < call_ns`, `wait_end_ns < wait_ns`);
 - a duplicate: a line identical to an earlier one (a file concatenated with itself), a second `step`
   record for the same step, or a second collective with the same (group, seq) on one rank;
@@ -111,46 +112,45 @@ _GROUP, _SEQ = _INDEX["collective"]["group"], _INDEX["collective"]["seq"]
 
 def _decode(line: bytes) -> Any:
     """A typed Struct when msgspec accepts the line as one of our kinds, else the plain JSON value (raises
-    orjson's error for a line that is not JSON: iter_jsonl's torn or corrupt line). A line that is JSON but
-    holds a number no double can hold (1.5e400) is an `_Overflow`: read_rank leaves that record out, as it
-    does any record with a value out of range, where the file stays readable."""
+    orjson's error for a line that is not JSON: iter_jsonl's torn or corrupt line). A line that is a JSON
+    object but for a number no double holds (1.5e400), or for the NaN / Infinity that Python's json.dumps
+    writes for a non-finite float, is a `_NonFinite`: read_rank leaves that record out, as it does any
+    record with a value out of range, where the file stays readable."""
     try:
         return _DECODER.decode(line)
     except (msgspec.DecodeError, RecursionError):  # msgspec raises the latter for ~1,000 levels of nesting
         try:
             return orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            if "number is infinity" not in str(e):
+        except orjson.JSONDecodeError:
+            odd = _non_finite(line)
+            if odd is None:
                 raise
-            over = _overflow(line)
-            if over is None:
-                raise
-            return over
+            return odd
 
 
-class _Overflow:
-    """An events.jsonl line that is a JSON object but holds a number beyond a double's range."""
+class _NonFinite:
+    """An events.jsonl line that is a JSON object but for numbers a double cannot hold (`cause`) in
+    `fields` (its top-level keys that hold them; empty where they are nested deeper)."""
 
-    def __init__(self, kind: Any, fields: list[str]):
-        self.kind, self.fields = kind, fields
+    def __init__(self, kind: Any, cause: str, fields: list[str]):
+        self.kind, self.cause, self.fields = kind, cause, fields
 
 
-def _overflow(line: bytes) -> _Overflow | None:
-    """The `_Overflow` of `line`, or None where it is no JSON object on its own terms: strict UTF-8 without
-    lone surrogates (orjson's rules, which the stdlib reader is looser about) and no NaN / Infinity."""
+def _non_finite(line: bytes) -> _NonFinite | None:
+    """The `_NonFinite` of `line`, or None where it is no JSON object on its own terms but for those
+    numbers: strict UTF-8 without lone surrogates (orjson's rules, which the stdlib reader is looser about)."""
+    constants: list[str] = []
     try:
-        value = json.loads(line.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(line.decode("utf-8"), parse_constant=lambda name: constants.append(name) or float(name))
         orjson.dumps(value)  # refuses the lone surrogates ("\ud800") that orjson.loads would have refused
     except (ValueError, RecursionError, orjson.JSONEncodeError):
         return None
     if not isinstance(value, dict):
         return None
-    infinite = [k for k, v in value.items() if isinstance(v, float) and math.isinf(v)]
-    return _Overflow(value.get("kind"), infinite)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    fields = [f"{k}={v}" for k, v in value.items() if isinstance(v, float) and not math.isfinite(v)]
+    cause = ("NaN or Infinity, which JSON has no value for (Python's json.dumps writes them for a non-finite "
+             "float)" if constants else "a number beyond a double's range")
+    return _NonFinite(value.get("kind"), cause, fields)
 
 
 class _Reject(Exception):
@@ -274,10 +274,9 @@ def read_rank(path: str, rank: int, label: str, window: tuple[int | None, int | 
             read += 1
             if read > cap:
                 raise limits.EVENTS.refuse(f"{path}: too many events.jsonl records in this run")
-            if type(rec) is _Overflow:
+            if type(rec) is _NonFinite:
                 if type(rec.kind) is str and rec.kind in _KINDS:  # another kind is not ours to judge
-                    _count(causes, (rec.kind, "a number beyond a double's range"), lineno,
-                           ", ".join(f"{f}=inf" for f in rec.fields) or "inside a nested value")
+                    _count(causes, (rec.kind, rec.cause), lineno, ", ".join(rec.fields) or "inside a nested value")
                 continue
             kind = _KIND_OF.get(type(rec))
             row = _fast(rec, kind, rank) if kind is not None else None

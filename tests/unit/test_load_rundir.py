@@ -283,7 +283,9 @@ def test_step_gaps_are_for_run_directories_only():
 
 def test_a_number_past_a_double_leaves_its_record_out_and_no_json_stays_refused(tmp_path):
     """1.5e400 is a JSON number (a double cannot hold it): its record is left out like any number out of
-    range, and the run loads. NaN and Infinity are no JSON: mid-file, such a line is corruption, as before."""
+    range, and the run loads. The bare NaN / Infinity that Python's json.dumps writes are no JSON, but a line
+    that is an object but for them is a record with a non-finite value: left out, named, the run loads. A
+    line that is no JSON object on any terms (a lone surrogate, broken UTF-8) is corruption."""
     d = make_run(str(tmp_path / "r"))
     path = os.path.join(d, "rank1", "events.jsonl")
     lines = open(path, "rb").read().split(b"\n")
@@ -301,10 +303,16 @@ def test_a_number_past_a_double_leaves_its_record_out_and_no_json_stays_refused(
     with open(path, "wb") as f:
         f.write(b"\n".join(lines[:i] + [other] + lines[i + 1:]))
     tr = load_path(d)
-    assert len(tr.collectives) == 5 and any(f"line {i + 1}: stream=inf" in p for p in tr.problems)
-    # what orjson refuses stays refused, however the number reads: no JSON constants, no broken UTF-8
-    for bad, why in ((huge.replace(b"1.5e400", b"NaN"), "not valid JSON"),
-                     (huge.replace(b"1.5e400", b"Infinity"), "not valid JSON"),
+    assert len(tr.collectives) == 5 and any(f"line {i + 1}: stream=-inf" in p for p in tr.problems)
+    for token, said in ((b"NaN", "end_ns=nan"), (b"-Infinity", "end_ns=-inf"), (b"[NaN]", "inside a nested value")):
+        with open(path, "wb") as f:
+            f.write(b"\n".join(lines[:i] + [huge.replace(b"1.5e400", token)] + lines[i + 1:]))
+        tr = load_path(d)
+        assert len(tr.collectives) == 5 and tr.ranks == [0, 1]
+        assert (f"rank 1: events.jsonl: ignored 1 collective record: NaN or Infinity, which JSON has no value for "
+                f"(Python's json.dumps writes them for a non-finite float) (line {i + 1}: {said})") in tr.problems
+    # no JSON object on any terms stays refused: a lone surrogate, broken UTF-8, a constant JSON never had
+    for bad, why in ((huge.replace(b"1.5e400", b"NaNa"), "not valid JSON"),
                      (huge.replace(b'"float32"', b'"\\ud800"'), "not valid JSON"),
                      (huge.replace(b'"float32"', b'"\xed\xa0\x80"'), "not UTF-8")):
         with open(path, "wb") as f:
