@@ -213,9 +213,11 @@ def _flow_events(slices: dict[int, list[_FlowMember]], emit: Callable[[dict], No
             emit(fe)
 
 
-def _other_data(trace: Any, t0: int, run_reports: Sequence[str] = (), not_drawn: int | None = None) -> dict:
+def _other_data(trace: Any, t0: int, run_reports: Sequence[str] = (), not_drawn: int | None = None,
+                problems: Sequence[str] | None = None) -> dict:
     """The document's otherData: the producer marker first (own_trace reads it from the first bytes), the
-    time origin, what the loader could not read (`problems`, as `report` lists them: a trace missing a
+    time origin, what the loader could not read (`problems`, as the caller lists them, grouped by rank as
+    `report` does (analyze.problems.loading_problems); else the trace's own, one per line: a trace missing a
     rank must say so where it is opened, not only in the terminal that wrote it) and the ranks that did
     not complete (`run_reports`, analyze.problems.run_reports, as `report` lists them), and, where the
     caller counted them (analyze.exposure.spanless), the collectives that have no slice for want of an
@@ -223,7 +225,8 @@ def _other_data(trace: Any, t0: int, run_reports: Sequence[str] = (), not_drawn:
     return {"producer": "commscope", "t0_ns": int(t0), "world_size": _num(trace.world_size),
             "source": printable(str(getattr(trace, "source", ""))),
             "path": printable(str(getattr(trace, "path", ""))),
-            "problems": [printable(str(p)) for p in getattr(trace, "problems", None) or []],
+            "problems": [printable(str(p)) for p in
+                         (getattr(trace, "problems", None) or [] if problems is None else problems)],
             "run_reports": [printable(str(p)) for p in run_reports],
             **({} if not_drawn is None else {"collectives_not_drawn": int(not_drawn)})}
 
@@ -357,7 +360,8 @@ _COLL_ARGS = ("label", "phase", "op", "bytes", "dtype", "group", "group_size", "
 
 
 def build_perfetto(trace: Any, in_flight: pd.DataFrame, run_reports: Sequence[str] = (),
-                   begun: pd.DataFrame | None = None, not_drawn: int | None = None) -> dict:
+                   begun: pd.DataFrame | None = None, not_drawn: int | None = None,
+                   problems: Sequence[str] | None = None) -> dict:
     """The Chrome-JSON document (dict) for `trace`, all in memory; see the module docstring for the track
     layout. `in_flight` is commscope.analyze.left_in_flight(trace) and `begun` (optional)
     commscope.analyze.timeline_inflight.steps_begun(trace), `not_drawn` analyze.exposure.spanless of its
@@ -367,7 +371,7 @@ def build_perfetto(trace: Any, in_flight: pd.DataFrame, run_reports: Sequence[st
     events: list[dict] = []
     _emit_events(trace, t0, events.append, in_flight, begun)
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
-    return {"otherData": _other_data(trace, t0, run_reports, not_drawn), "traceEvents": events,
+    return {"otherData": _other_data(trace, t0, run_reports, not_drawn, problems), "traceEvents": events,
             "displayTimeUnit": "ns"}
 
 
@@ -407,11 +411,12 @@ class _ChunkWriter:
 
 
 def _write_document(trace: Any, f: BinaryIO, in_flight: pd.DataFrame, run_reports: Sequence[str] = (),
-                    begun: pd.DataFrame | None = None, not_drawn: int | None = None) -> None:
+                    begun: pd.DataFrame | None = None, not_drawn: int | None = None,
+                    problems: Sequence[str] | None = None) -> None:
     """The document build_perfetto returns, byte for byte as orjson.dumps writes it, streamed to `f`."""
     t0 = _t0(trace)
     # otherData first: its producer is the marker own_trace reads from the file's first bytes
-    other = orjson.dumps(_other_data(trace, t0, run_reports, not_drawn), option=_OPTS)
+    other = orjson.dumps(_other_data(trace, t0, run_reports, not_drawn, problems), option=_OPTS)
     f.write(b'{"otherData":' + other + b',"traceEvents":[')
     w = _ChunkWriter(f)
     _emit_events(trace, t0, w, in_flight, begun)
@@ -420,20 +425,21 @@ def _write_document(trace: Any, f: BinaryIO, in_flight: pd.DataFrame, run_report
 
 
 def write_perfetto(trace: Any, out: str | Path, in_flight: pd.DataFrame, run_reports: Sequence[str] = (),
-                   begun: pd.DataFrame | None = None, not_drawn: int | None = None) -> Path:
+                   begun: pd.DataFrame | None = None, not_drawn: int | None = None,
+                   problems: Sequence[str] | None = None) -> Path:
     """Write the trace's document to `out` atomically under commscope's output rule (check_output: never
     into the trace's input directory, an existing file only when it is a trace commscope wrote), gzip
     when the name ends in `.gz`; an unwritable or refused path is one UserError line. The events are
     encoded and written CHUNK_EVENTS at a time (and compressed as they go), so the export's memory beyond
     the loaded trace stays bounded; a failure or a signal mid-write leaves no partial file. `in_flight` and
-    `run_reports`, `begun` and `not_drawn` as for build_perfetto."""
+    `run_reports`, `begun`, `not_drawn` and `problems` as for build_perfetto."""
     out = Path(out)
     path = getattr(trace, "path", None)
     check_output(out, str(path) if path else None, own_trace)
     with output_stream(out) as f:
         if out.name.endswith(".gz"):
             with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) as g:
-                _write_document(trace, g, in_flight, run_reports, begun, not_drawn)
+                _write_document(trace, g, in_flight, run_reports, begun, not_drawn, problems)
         else:
-            _write_document(trace, f, in_flight, run_reports, begun, not_drawn)
+            _write_document(trace, f, in_flight, run_reports, begun, not_drawn, problems)
     return out

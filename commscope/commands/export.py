@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
                                                resolve_steps)
         from commscope.analyze.exposure import spanless
         from commscope.analyze.left_in_flight import left_in_flight
-        from commscope.analyze.problems import run_reports
+        from commscope.analyze.problems import loading_problems, run_reports
         from commscope.analyze.timeline_inflight import steps_begun
         from reports.perfetto import write_perfetto
 
@@ -62,17 +62,17 @@ def register(app: typer.Typer) -> None:
                             "process's memory limit, or export fewer ranks' traces") from None
         undrawn = spanless(trace.collectives)
         try:
-            reports = run_reports(trace)
+            reports, problems = run_reports(trace), loading_problems(trace)  # grouped by rank, as report's
             write_perfetto(trace, perfetto, left_in_flight(trace), reports,  # removes its temporary file on any failure
-                           begun=steps_begun(trace), not_drawn=undrawn)
+                           begun=steps_begun(trace), not_drawn=undrawn, problems=problems)
         except MemoryError:
             raise UserError(f"out of memory while writing the Perfetto trace {printable(perfetto)} (nothing "
                             "written); free memory, or export fewer steps (--steps) or ranks") from None
-        if trace.problems or reports:  # stderr: stdout stays the one line naming the trace
+        if problems or reports:  # stderr: stdout stays the one line naming the trace
             from reports.report_terminal import print_outcome_and_problems
 
             # piped, one unwrapped line per problem, as a log is searched
-            print_outcome_and_problems(reports, trace.problems,
+            print_outcome_and_problems(reports, problems,
                                        output_console(piped_width=PIPED_PROBLEM_WIDTH, stderr=True),
                                        where="all in the trace's otherData (run_reports, problems)" if reports
                                        else "all in the trace's otherData.problems")

@@ -130,3 +130,21 @@ def test_an_empty_output_name_is_said_to_be_empty(tmp_path, capsys):
     code, cap = run_main(capsys, "export", GLOO2_TRACES, "--perfetto", "")
     assert code == 2 and cap.err == ("commscope: error: --perfetto is empty: give the file to write, e.g. "
                                      "--perfetto OUT.json\n")
+
+
+def test_a_problem_of_every_rank_is_one_line_as_report_lists_it(tmp_path, capsys):
+    """The same problem on every rank is one line naming the ranks, on stderr and in otherData, as in
+    `report --json`'s problems: at a thousand ranks a list of problems stays a few lines."""
+    run = tmp_path / "run"
+    shutil.copytree(GLOO2_RUN, run)
+    for r in (0, 1):
+        path = run / f"rank{r}" / "events.jsonl"
+        path.write_bytes(b'{"kind": "region", "rank": %d, "name": "x", "start_ns": NaN}\n' % r + path.read_bytes())
+    out = tmp_path / "t.json"
+    code, stdout, stderr, doc = export(capsys, run, out)
+    said = ("ranks 0-1: events.jsonl: ignored 1 region record: NaN or Infinity, which JSON has no value for "
+            "(Python's json.dumps writes them for a non-finite float) (line 1: start_ns=nan)")
+    assert code == 0 and doc["otherData"]["problems"] == [said]
+    assert stderr == f"problem while loading: {said}\n"
+    code, cap = run_main(capsys, "report", run, "--json", "--no-hta")
+    assert code == 0 and json.loads(cap.out)["problems"] == [said]
