@@ -8,7 +8,9 @@ what is there:
 - empty (or new): the run starts;
 - a commscope run (it holds `commscope-run.json`): refused unless `--overwrite`; then the old run's files
   are moved into `DIR/.commscope-previous-<old run id>/` (renames inside the folder: nothing is copied
-  and nothing deleted), and other files the user put there (a report, notes) stay where they are;
+  and nothing deleted), and other files the user put there (a report, notes) stay where they are; a rank
+  folder holding anything a recorder does not write there (a user's file, a folder, a run started inside
+  it) is refused, since the moved-aside rank folders are deleted whole at the new run's first step;
 - anything else that is not empty: refused, with or without `--overwrite` (a model checkpoint's
   config.json or rank0/ is not a run, so commscope never deletes it).
 
@@ -33,6 +35,7 @@ import datetime as dt
 import errno
 import fcntl
 import os
+import re
 import shutil
 import socket
 from dataclasses import dataclass, field
@@ -40,8 +43,8 @@ from dataclasses import dataclass, field
 from commscope.errors import UserError
 from commscope.rundir import launcher_log_tails, rank_dirs, read_run_marker, write_run_marker
 from commscope.rundir.schema import (CONFIG, FLIGHT_RECORDER_DIR, LAUNCHER_LOG, LAUNCHER_LOGS, NODE_ENDED,
-                                     PREVIOUS_RUN_PREFIX, PROGRESS, RANK_DIR, RUN_MARKER, SUMMARY,
-                                     UNFINISHED_RUN_PREFIX)
+                                     PREVIOUS_RUN_PREFIX, PROGRESS, RANK_DIR, RECORDING_FILES, RUN_MARKER,
+                                     SUMMARY, UNFINISHED_RUN_PREFIX)
 
 # The file names a run owns in its folder (and every launcher log, LAUNCHER_LOGS); the marker moves last,
 # so a move cut short is resumed by the next --overwrite (the folder still says it is a run).
@@ -52,6 +55,24 @@ def _run_entries(path: str) -> list[str]:
     names = [n for n in os.listdir(path) if n in _RUN_FILES or LAUNCHER_LOGS.match(n)
              or (RANK_DIR.match(n) and os.path.isdir(os.path.join(path, n)))]
     return sorted(names) + ([RUN_MARKER] if os.path.lexists(os.path.join(path, RUN_MARKER)) else [])
+
+
+# A recorder's atomic write cut short leaves `.<name>.tmp<pid>-<hex>` (commscope.util.atomic) beside it
+_RECORDING_TEMP = re.compile(r"\.(%s)\.tmp\d+-[0-9a-f]+" % "|".join(re.escape(n) for n in RECORDING_FILES))
+
+
+def _foreign_in_rank_folders(path: str, entries: list[str]) -> list[str]:
+    """What the run's rank folders hold that no recorder writes there (a user's notes, a folder, another
+    run started inside one), as `rank<N>/<name>`: --overwrite moves the rank folders aside and then deletes
+    them, so it may hold nothing commscope did not write."""
+    foreign = []
+    for n in entries:
+        if RANK_DIR.match(n):
+            d = os.path.join(path, n)
+            foreign += [f"{n}/{e}" for e in sorted(os.listdir(d))
+                        if not (e in RECORDING_FILES and os.path.isfile(os.path.join(d, e)))
+                        and not _RECORDING_TEMP.fullmatch(e)]
+    return foreign
 
 
 def _why(e: OSError) -> str:
@@ -165,6 +186,11 @@ def claim(path: str, *, overwrite: bool, run_id: str, shared: bool = False, log_
     there writes the marker."""
     if os.path.lexists(path) and not os.path.isdir(path):
         raise UserError(f"--out {path} exists and is not a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if RANK_DIR.match(os.path.basename(os.path.abspath(path))) and os.path.lexists(os.path.join(parent, RUN_MARKER)):
+        # its records would read as one rank of that run, and that run's readers refuse it
+        raise UserError(f"--out {path} is a rank folder of the commscope run in {parent}; choose a directory "
+                        "outside it")
     created = not os.path.lexists(path)
     try:
         os.makedirs(path, exist_ok=True)
@@ -223,6 +249,11 @@ def _check_and_clear(out: OutDir, overwrite: bool, shared: bool, log_name: str |
     if not overwrite:
         raise UserError(f"--out {path} holds a commscope run (run id {marker['run_id']}); pass --overwrite to "
                         "replace it, or choose another directory")
+    foreign = _foreign_in_rank_folders(path, _run_entries(path))
+    if foreign:
+        raise UserError(f"--out {path}: the run there holds what commscope did not write ("
+                        f"{', '.join(foreign[:3])}{', …' if len(foreign) > 3 else ''}); --overwrite would delete it "
+                        "with the old run: move it out of the rank folders, or choose another directory")
     aside = os.path.join(path, PREVIOUS_RUN_PREFIX + marker["run_id"])
     os.makedirs(aside, exist_ok=True)  # exists when an earlier move was cut short: finish it
     out.aside = aside

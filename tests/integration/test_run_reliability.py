@@ -152,6 +152,49 @@ def test_a_failed_marker_write_on_overwrite_gives_the_old_run_back(tmp_path, mon
     assert json.loads((out / "commscope-run.json").read_text())["run_id"] == "old"
 
 
+def test_overwrite_refuses_a_run_whose_rank_folders_hold_what_commscope_did_not_write(tmp_path):
+    """--overwrite moves the old run's rank folders aside and deletes them at the new run's first step: a
+    user's file in one, a folder the run never had files in, or another run started inside a rank folder
+    would go with them. Such a run is refused whole, one line naming what is foreign, and nothing moves;
+    a recorder's own leftovers (an atomic write's temp file cut short) are no reason to refuse."""
+    out = tmp_path / "run"
+    claim(str(out), overwrite=False, run_id="old").release()
+    for r in (0, 1):
+        (out / f"rank{r}").mkdir()
+        (out / f"rank{r}" / "events.jsonl").write_text("{}\n")
+        (out / f"rank{r}" / "status.json").write_text('{"status": "completed"}')
+    (out / "rank1" / ".meta.json.tmp123-0a1b2c3d").write_text("{")
+    before = sorted(os.listdir(out))
+    for foreign, said in ((out / "rank0" / "my_analysis.txt", "rank0/my_analysis.txt"),
+                          (out / "rank7", "rank7/commscope-run.json"),  # a run started inside the old one
+                          (out / "rank1" / "events.jsonl.bak", "rank1/events.jsonl.bak")):
+        if foreign.name == "rank7":  # (a run claims no rank folder of a run: copied in, or made by hand)
+            foreign.mkdir()
+            (foreign / "commscope-run.json").write_text('{"schema_version": 1, "run_id": "nested"}')
+        else:
+            foreign.write_text("mine")
+        with pytest.raises(UserError) as e:
+            claim(str(out), overwrite=True, run_id="new")
+        assert str(e.value) == (f"--out {out}: the run there holds what commscope did not write ({said}); "
+                                "--overwrite would delete it with the old run: move it out of the rank folders, "
+                                "or choose another directory")
+        assert sorted(os.listdir(out)) == sorted(before + (["rank7"] if foreign.name == "rank7" else []))
+        assert json.loads((out / "commscope-run.json").read_text())["run_id"] == "old"
+        if foreign.name == "rank7":
+            import shutil
+            shutil.rmtree(foreign)
+        else:
+            foreign.unlink()
+    with pytest.raises(UserError) as e:  # a run inside the old one's rank folder is refused in the first place
+        claim(str(out / "rank3"), overwrite=False, run_id="nested")
+    assert str(e.value) == f"--out {out / 'rank3'} is a rank folder of the commscope run in {out}; choose a " \
+                           "directory outside it"
+    assert not (out / "rank3").exists()
+    c = claim(str(out), overwrite=True, run_id="new")  # only the recorder's files: replaced as before
+    c.release()
+    assert sorted(os.listdir(out)) == [".commscope-previous-old", "commscope-run.json"]
+
+
 def test_out_into_a_foreign_folder_or_under_a_file_is_one_line(tmp_path):
     hf = tmp_path / "hf"
     hf.mkdir()
