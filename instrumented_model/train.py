@@ -162,7 +162,13 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
         v = getattr(args, name)
         if v is not None and not (math.isfinite(v) and v >= 0):
             raise UserError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {v}")
-    parse_faults(args.inject, world_size=world_size, steps=args.steps, labels=(*PARAM_TABLE, LOSS_LABEL))
+    for f in parse_faults(args.inject, world_size=world_size, steps=args.steps, labels=(*PARAM_TABLE, LOSS_LABEL)):
+        # the tied embed's gradient rides lm_head's collectives (optimizer module docstring): a fault
+        # labelled embed before the split would never fire, and the drill would pass with no fault
+        if f.label == "embed" and (args.split_step is None or f.step < args.split_step):
+            tied = "throughout (no --split-step)" if args.split_step is None else f"until --split-step {args.split_step}"
+            raise UserError(f"--inject {f}: embed carries no collective at step {f.step}: it is tied to lm_head "
+                            f"{tied}, whose collectives carry both; label lm_head, or inject at a step after the split")
     if args.data:  # validates every shard's header now, not in eight ranks later
         make_source(args.data, vocab_size=cfg.vocab_size, seq_len=cfg.seq_len, batch_size=args.batch_size, seed=args.seed)
 

@@ -255,6 +255,10 @@ def test_topology_builds_torchrun_rendezvous_options():
     (["--steps", "3", "--profile", "3"], 2, "--profile 3 reaches past the last step"),
     (["--steps", "0"], 2, "--steps must be in 1..2**53-1, got 0"),
     (["--inject", "crash@rank=1,step=1,label=nope"], 2, "no collective is labelled 'nope'; the labels are attn, mlp,"),
+    (["--inject", "hang@rank=1,step=1,label=embed"], 2, "--inject hang@rank=1,step=1,label=embed: embed carries no "
+     "collective at step 1: it is tied to lm_head throughout (no --split-step), whose collectives carry both"),
+    (["--split-step", "2", "--inject", "crash@rank=0,step=1,label=embed"], 2, "embed carries no collective at step 1: "
+     "it is tied to lm_head until --split-step 2"),
     (["--hang-timeout", "inf"], 2, "--hang-timeout must be > 0 seconds and at most 604800 (a week), got inf"),
     (["--hang-timeout", "nan"], 2, "--hang-timeout must be > 0 seconds"),
     (["--seed", "-1"], 2, "--seed must be in 0..4294967295"),
@@ -267,6 +271,16 @@ def test_bad_options_are_refused_before_launch(tmp_path, args, nproc, message):
     with pytest.raises(UserError, match=re.escape(message)):
         launch_training(args, Topology(nproc), str(out))
     assert not out.exists()  # nothing is launched or written
+
+
+def test_a_fault_on_embed_is_taken_from_the_step_it_is_untied():
+    """From --split-step on, embed has collectives of its own (a run's events say so: none labelled embed
+    before the split, some at and after it), so a fault there fires and is accepted."""
+    from instrumented_model.train import check_args, parse_args
+
+    for split, step in (("2", "2"), ("0", "0")):
+        args = parse_args(["--split-step", split, "--inject", f"hang@rank=1,step={step},label=embed", "--out", "."])
+        check_args(args, 2)
 
 
 def test_a_batch_whose_tokens_alone_exceed_the_machines_memory_is_refused():
