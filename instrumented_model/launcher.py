@@ -81,6 +81,9 @@ _FAULT_TEARDOWN_S = 10
 _NO_RANK_GRACE_S = 2
 _POLL_S = 0.25
 _LOG_DIR_PREFIX = "commscope-torchrun-"
+# `commscope hooks` without a run records its capture run in /tmp/commscope-hooks-<pid>-*/ (deleted as it
+# ends, short of a SIGKILL; swept with the torchrun log folders)
+CAPTURE_DIR_PREFIX = "commscope-hooks-"
 # The doctor's verdicts that a run the user stopped already tells by its own line (interrupted): its verdict
 # is printed only where it finds more, such as the hang the user saw and stopped.
 SAID_BY_INTERRUPTED = ("interrupted", "ok", "insufficient")
@@ -564,12 +567,14 @@ def _write_last_words(out: str, job: Job, prog: RunProgress) -> None:
 
 
 def _sweep_log_dirs() -> None:
-    """Remove torchrun log folders of launchers that no longer exist (both the launcher and its torchrun
-    were SIGKILLed: nothing else could)."""
-    for d in glob.glob(os.path.join(tempfile.gettempdir(), _LOG_DIR_PREFIX + "*")):
-        m = re.match(rf"{_LOG_DIR_PREFIX}(\d+)-", os.path.basename(d))
-        if m and not psutil.pid_exists(int(m.group(1))):
-            shutil.rmtree(d, ignore_errors=True)
+    """Remove the torchrun log folders and `hooks` capture folders of processes that no longer exist (both
+    the launcher and its torchrun, or the hooks command, were SIGKILLed: nothing else could). Each name
+    carries its owner's pid; a live pid (its own, or one reused) keeps the folder."""
+    for prefix in (_LOG_DIR_PREFIX, CAPTURE_DIR_PREFIX):
+        for d in glob.glob(os.path.join(tempfile.gettempdir(), prefix + "*")):
+            m = re.match(rf"{prefix}(\d+)-", os.path.basename(d))
+            if m and os.path.isdir(d) and not os.path.islink(d) and not psutil.pid_exists(int(m.group(1))):
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def flight_recorder_env(out: str, env: dict) -> dict:

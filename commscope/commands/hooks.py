@@ -5,6 +5,7 @@ temporary directory. Orders: commscope.analyze.hooks_order; table: reports.hooks
 """
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -47,7 +48,8 @@ def register(app: typer.Typer) -> None:
         if nproc is not None and nproc < 1:  # checked here: the launcher would name its own --nnodes too
             raise UserError(f"--nproc must be >= 1 (the capture run's ranks), got {nproc}")
         if run is None:
-            with tempfile.TemporaryDirectory(prefix="commscope-hooks-") as tmp:
+            # the pid in the name lets a later launch sweep the folder should this process be SIGKILLed
+            with tempfile.TemporaryDirectory(prefix=f"{launcher().CAPTURE_DIR_PREFIX}{os.getpid()}-") as tmp:
                 out = Path(tmp) / "run"
                 capture_run(out, nproc=DEFAULT_NPROC if nproc is None else nproc)
                 orders = load_hook_orders(out)
