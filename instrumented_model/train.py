@@ -153,6 +153,14 @@ def check_args(args: argparse.Namespace, world_size: int) -> None:
         # a window the run never finishes would leave its profiler open, and its trace unwritten or partial
         raise UserError(f"--profile {args.profile} reaches past the last step: --steps {args.steps} runs steps "
                         f"0..{args.steps - 1}")
+    if window is None and args.trace == "full":
+        from commscope.recording.recorder import DEFAULT_FULL_WINDOW
+
+        first, stop = DEFAULT_FULL_WINDOW
+        if stop > args.steps:  # the same window, asked for without --profile: the same rule
+            raise UserError(f"--trace full profiles steps {first}:{stop} (step 0 carries the warm-up), past the last "
+                            f"step: --steps {args.steps} runs steps 0..{args.steps - 1}; give --steps {stop} or more, "
+                            "or a window that fits with --profile")
     if not (math.isfinite(args.hang_timeout) and 0 < args.hang_timeout <= MAX_HANG_TIMEOUT_S):
         raise UserError(f"--hang-timeout must be > 0 seconds and at most {MAX_HANG_TIMEOUT_S} (a week), "
                         f"got {args.hang_timeout}")

@@ -17,7 +17,7 @@ def parse_step_range(spec: str | tuple[int, int] | None, option: str, *, closed:
     """`spec` → (A, B) with None for an open end; None when `spec` is None or empty. With `closed`, both
     ends are ints and 0 <= A < B."""
     if isinstance(spec, str) or spec is None:
-        window = _parse_text(spec, option)
+        window = _parse_text(spec, option, closed)
         if not closed and window == (None, None):
             return None  # ":" leaves both ends open: every step and what lies outside them, as no range
         if not closed or window is None:
@@ -32,12 +32,13 @@ def parse_step_range(spec: str | tuple[int, int] | None, option: str, *, closed:
     return first, stop
 
 
-def _parse_text(text: str | None, option: str) -> tuple[int | None, int | None] | None:
+def _parse_text(text: str | None, option: str, closed: bool = False) -> tuple[int | None, int | None] | None:
     if text is None or not text.strip():
         return None
     lo, sep, hi = text.partition(":")
     if any(part.strip() and not is_whole_number(part) for part in (lo, hi)):
-        raise UserError(f"{option} must look like A:B, A, A: or :B with integer steps, got {text!r}")
+        forms = "A:B or A" if closed else "A:B, A, A: or :B"  # a closed window takes no open end
+        raise UserError(f"{option} must look like {forms} with integer steps, got {text!r}")
     a = int(lo) if lo.strip() else None
     b = (int(hi) if hi.strip() else None) if sep else (a + 1 if a is not None else None)
     if a is not None and b is not None and b <= a:

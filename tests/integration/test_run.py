@@ -253,6 +253,8 @@ def test_topology_builds_torchrun_rendezvous_options():
     (["--profile", "4:2"], 2, "--profile 4:2: selects no step"),
     (["--steps", "6", "--profile", "5:8"], 2, "--profile 5:8 reaches past the last step: --steps 6 runs steps 0..5"),
     (["--steps", "3", "--profile", "3"], 2, "--profile 3 reaches past the last step"),
+    (["--steps", "2", "--trace", "full"], 2, "--trace full profiles steps 1:3 (step 0 carries the warm-up), past the "
+     "last step: --steps 2 runs steps 0..1; give --steps 3 or more, or a window that fits with --profile"),
     (["--steps", "0"], 2, "--steps must be in 1..2**53-1, got 0"),
     (["--inject", "crash@rank=1,step=1,label=nope"], 2, "no collective is labelled 'nope'; the labels are attn, mlp,"),
     (["--inject", "hang@rank=1,step=1,label=embed"], 2, "--inject hang@rank=1,step=1,label=embed: embed carries no "

@@ -155,8 +155,9 @@ def window(spec):
 def test_profile_steps_parse_and_refuse_bad_windows():
     with pytest.raises(UserError):
         window("5:3")
-    with pytest.raises(UserError):
+    with pytest.raises(UserError) as e:  # the forms it names are those a window takes: no open end
         window("a:b")
+    assert str(e.value) == "--profile must look like A:B or A with integer steps, got 'a:b'"
     for open_end in ("5:", ":8", ":", "-2:3"):  # the window needs both ends, from step 0 on
         with pytest.raises(UserError):
             window(open_end)
