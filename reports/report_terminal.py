@@ -88,12 +88,20 @@ def print_caveats(summary: dict, console: Console) -> None:
     `problems` (the loader's), then its `notes` (the
     analysis'), through print_caveat_lines; a missing HTA after them, outside the cap."""
     items = [("the run reports", str(p)) for p in summary.get("run_reports") or []]
-    items += [("problem", str(p)) for p in summary.get("problems") or []]
+    items += [("problem while loading", str(p)) for p in summary.get("problems") or []]
     items += [("note", str(n)) for n in summary.get("notes") or []]
-    print_caveat_lines(items, console)
+    print_caveat_lines(items, console, more=_more(items[CAVEATS_SHOWN:]))
     hta = hta_note(summary)  # outside the cap: the one caveat about this machine, not the input
     if hta:
         console.print(styled_head("note:", hta), highlight=False, overflow="fold")
+
+
+def _more(hidden: list[tuple[str, str]]) -> str:
+    """What the caveats left out are, by kind ("more: 4 problem(s), 2 note(s)"): the same count `doctor`
+    and `export` print for their problems, where those are all they list."""
+    names = {"the run reports": "run report line(s)", "problem while loading": "problem(s)", "note": "note(s)"}
+    counts = {names[k]: sum(1 for kind, _ in hidden if kind == k) for k in names}
+    return "more: " + ", ".join(f"{n} {name}" for name, n in counts.items() if n)
 
 
 BOUNDARY_PCT = 2.0  # host time at step boundaries worth a line in the terminal summary (% of wall time)

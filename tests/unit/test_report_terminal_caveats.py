@@ -21,11 +21,11 @@ def test_problems_and_notes_are_printed_under_the_tables():
     doc = summarize(load_path(str(TESTS / "data" / "hta-testdata" / "triton_example")), with_hta=False)
     text = render(doc)
     tail = text[text.index("Communication overlap by rank"):]
-    assert "problem: the job's world size is unknown" in tail and "taken as 1" in tail
-    assert "problem: rank unknown" in tail and "taken as rank 0" in tail
+    assert "problem while loading: the job's world size is unknown" in tail and "taken as 1" in tail
+    assert "problem while loading: rank unknown" in tail and "taken as rank 0" in tail
     assert "note: One rank: no cross-rank comparison" in tail
     # 3 problems + 4 notes (one: the device idles through the step): CAVEATS_SHOWN of them, the rest in --json
-    assert len(doc["problems"]) + len(doc["notes"]) == CAVEATS_SHOWN + 1 and "… 1 more, see --json" in text
+    assert len(doc["problems"]) + len(doc["notes"]) == CAVEATS_SHOWN + 1 and "… 1 more: 1 note(s), see --json" in text
     assert "keep the device busy for under 1%" in " ".join(text.split())
     assert max(len(line) for line in text.splitlines()) <= 100
 
@@ -35,11 +35,11 @@ def test_caveats_are_capped_and_long_ones_printed_whole():
     doc = {"labels": {}, "ranks": 2, "problems": [f"problem {i}" for i in range(5)] + [long],
            "notes": ["note a", "note b"]}
     text = render(doc)
-    lines = [line for line in text.splitlines() if line.startswith(("problem:", "note:", "…"))]
-    assert lines[:CAVEATS_SHOWN] == [f"problem: problem {i}" for i in range(5)] + [lines[5]]
+    lines = [line for line in text.splitlines() if line.startswith(("problem while loading:", "note:", "…"))]
+    assert lines[:CAVEATS_SHOWN] == [f"problem while loading: problem {i}" for i in range(5)] + [lines[5]]
     assert " ".join(text.split()).count(long) == 1  # whole, every word intact across the wrapped lines
     assert "…" not in text[:text.index("… 2 more")]
-    assert lines[-1] == "… 2 more, see --json"
+    assert lines[-1] == "… 2 more: 2 note(s), see --json"  # what is left out, by kind, as doctor counts problems
     assert "note a" not in text
 
 
