@@ -8,6 +8,7 @@ Inputs are only read (the fixture is copied to a temporary directory first).
 """
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 import tempfile
@@ -49,5 +50,11 @@ def show(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    for p in [Path(a) for a in sys.argv[1:]] or DEFAULTS:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("inputs", nargs="*", type=Path, help="run directories or trace folders (default: the fixtures "
+                    "docs/layout.md quotes)")
+    for p in ap.parse_args().inputs or DEFAULTS:
+        if not p.exists():
+            print(f"layout_findings.py: {p} does not exist", file=sys.stderr)
+            sys.exit(2)
         show(p)

@@ -34,7 +34,8 @@ _LAUNCHER_TAIL = (
                                                   "Default: none (one node: a standalone rendezvous on a free "
                                                   "local port).")),
     ("master_addr", Optional[str], typer.Option(None, help="Static rendezvous address (with --node-rank). Default: "
-                                                "none; 127.0.0.1 where only --master-port is given.")),
+                                                "none; on one node, 127.0.0.1 where only --master-port is given "
+                                                "(several nodes need it).")),
     ("master_port", Optional[int], typer.Option(None, help="Static rendezvous port. Default: none; 29500 where only "
                                                 "--master-addr is given.")),
 )
