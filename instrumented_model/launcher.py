@@ -106,7 +106,7 @@ class RunView(Protocol):
     def note(self, text: str) -> None: ...
     def warn(self, text: str) -> None: ...
     def progress(self, total_steps: int) -> ContextManager[StepProgress]: ...
-    def summary(self, summary: dict, out: str, profile: str | None, log: str) -> None: ...
+    def summary(self, summary: dict, out: str, profile: str | None, log: str, recorded: bool = True) -> None: ...
     def verdict(self, out: str, unless: tuple[str, ...] = ()) -> None: ...
 
 
@@ -128,7 +128,7 @@ class QuietView:
     def step(self, rec: dict) -> None:
         pass
 
-    def summary(self, summary: dict, out: str, profile: str | None, log: str) -> None:
+    def summary(self, summary: dict, out: str, profile: str | None, log: str, recorded: bool = True) -> None:
         pass
 
     def verdict(self, out: str, unless: tuple[str, ...] = ()) -> None:
@@ -331,7 +331,7 @@ def launch_training(trainer_argv: list[str], topology: Topology, out: str | None
         # Settled first: a replacing run with no step moves its files out of `out` (the replaced run is
         # back there), and every path printed below must name the folder that holds this run's files.
         here = claim.settle(had_step=bool(summary["losses"]))
-        view.summary(summary, here, args.profile, log_name)
+        view.summary(summary, here, args.profile, log_name, recorded=args.trace != "off")
         for note in job.notes:
             view.note(note)
         # the oversubscription warning was printed once at launch (stderr); the report repeats it from meta.json

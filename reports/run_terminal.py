@@ -71,7 +71,8 @@ def _left_out(stats: dict) -> str:
     return f" (excluding step 0, and step{'s' if len(prof) > 1 else ''} {step_list(prof)}: {why})"
 
 
-def print_run_summary(console: Console, summary: dict, out: str, stats: dict, log: str = LAUNCHER_LOG) -> None:
+def print_run_summary(console: Console, summary: dict, out: str, stats: dict, log: str = LAUNCHER_LOG,
+                      recorded: bool = True) -> None:
     """The summary table; `stats` is the step-time figures of commscope.analyze.run_step_stats: the mean
     and median step and the tokens/s shown over the steps it keeps. `log`: this node's launcher log in
     `out` (one per node when several nodes share the folder)."""
@@ -104,8 +105,9 @@ def print_run_summary(console: Console, summary: dict, out: str, stats: dict, lo
     if not ok:
         whose = "all ranks" if log == LAUNCHER_LOG else "this node's ranks"
         console.print(f"output of {whose}: {os.path.join(out, log)}")
-    # else nothing was recorded to report, or the ranks refused the command's options before recording any step
-    if any(s != NOT_STARTED for s in summary["ranks"].values()) and not summary.get("usage_error"):
+    # else nothing was recorded to report (--trace off writes statuses only), or the ranks refused the
+    # command's options before recording any step
+    if recorded and any(s != NOT_STARTED for s in summary["ranks"].values()) and not summary.get("usage_error"):
         console.print(f"next: [bold]commscope report {escape(shlex.quote(out))}[/]")  # pasted into a shell as is
 
 

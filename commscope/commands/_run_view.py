@@ -49,8 +49,9 @@ class TerminalView:
     def progress(self, total_steps: int) -> ContextManager[LiveProgress]:
         return _Guarded(LiveProgress(self.console, total=total_steps), self)
 
-    def summary(self, summary: dict, out: str, profile: str | None, log: str) -> None:
-        self._print(lambda: print_run_summary(self.console, summary, out, step_stats(summary, profile), log))
+    def summary(self, summary: dict, out: str, profile: str | None, log: str, recorded: bool = True) -> None:
+        self._print(lambda: print_run_summary(self.console, summary, out, step_stats(summary, profile), log,
+                                              recorded=recorded))
 
     def verdict(self, out: str, unless: tuple[str, ...] = ()) -> None:
         if self.console.quiet:

@@ -73,6 +73,9 @@ def test_the_next_command_quotes_a_path_a_shell_would_split():
     text = con.export_text()
     line = next(ln for ln in text.splitlines() if ln.startswith("next: "))
     assert shlex.split(line.removeprefix("next: ")) == ["commscope", "report", out]  # one argument, as given
+    con = Console(record=True, width=200)  # --trace off wrote statuses only: no report to suggest
+    print_run_summary(con, summary(), out, step_stats(summary()), recorded=False)
+    assert "next: " not in con.export_text()
 
 
 def test_the_doctor_details_command_quotes_the_path():
