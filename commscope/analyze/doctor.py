@@ -796,10 +796,16 @@ def check_unexplained(trace: Trace) -> Diagnosis | None:
     suspected = (f" Rank(s) {ranks_text(suspects)} did not time out but were ended by a signal, as a rank stuck "
                  "outside the collective is when the job is torn down: the likely one(s) the others waited for."
                  if timed and suspects else "")
+    # where some timed out, those are named as such: "failed" alone would lump in the ranks the teardown
+    # ended, which the suspicion then names apart
+    said = f"rank(s) {ranks_text(sorted(bad))} failed (rank {min(bad)}: {first.get('error')})"
+    if timed:
+        rest = [r for r in sorted(bad) if r not in timed and r not in suspects]
+        said = (f"rank(s) {ranks_text(timed)} timed out (rank {timed[0]}: {bad[timed[0]].get('error')})"
+                + (f" and rank(s) {ranks_text(rest)} failed" if rest else ""))
     return Diagnosis(verdict, [], evidence=[_status_row(trace, bad, r) for r in sorted(bad)],
                      sources=[STATUS], details={"suspects": suspects} if suspected else {},
-                     summary=(f"{verdict}: rank(s) {ranks_text(sorted(bad))} failed (rank {min(bad)}: {first.get('error')}) "
-                              f"but the records do not show which rank caused it ({hint}).{suspected}"))
+                     summary=f"{verdict}: {said} but the records do not show which rank caused it ({hint}).{suspected}")
 
 
 def check_not_recorded(trace: Trace) -> Diagnosis | None:
