@@ -750,7 +750,8 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
                      details={"missing_ranks": missing, "ranks": list(trace.ranks)}, summary=(
         f"insufficient: the data has {len(trace.ranks)} of the job's {trace.world_size} ranks (missing: "
         f"{int_ranges(missing)}); a collective's last arrival may be a missing rank, so stragglers cannot be "
-        "judged. Load every rank's trace for a verdict."))
+        "judged. " + ("Their rank folders hold no records that could be read (see the problems): a verdict needs "
+                      f"each rank's {EVENTS}." if trace.source == "run" else "Load every rank's trace for a verdict.")))
 
 
 def check_ended_first(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:

@@ -193,3 +193,14 @@ def test_a_rank_that_completed_with_an_empty_log_is_said_so(run):
     assert d.summary.startswith("insufficient: rank(s) 3 completed (status.json) but their events.jsonl holds no "
                                 "step or collective that could be read (empty, missing or damaged: see the problems)")
     assert "rank 3: events.jsonl holds no record" in d.problems
+
+
+def test_a_rank_folder_whose_records_cannot_be_read_is_said_so_not_told_to_load_traces(run):
+    """Rank 1's events.jsonl is a FIFO (never opened): its folder is there, but none of its records, and the
+    verdict points at that file, not at profiler traces to load."""
+    os.remove(run / "rank1" / "events.jsonl")
+    os.mkfifo(run / "rank1" / "events.jsonl")
+    d = diagnose_path(str(run))
+    assert d.verdict == "insufficient" and d.details["missing_ranks"] == [1]
+    assert d.summary.endswith("Their rank folders hold no records that could be read (see the problems): a verdict "
+                              "needs each rank's events.jsonl.")
