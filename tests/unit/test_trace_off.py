@@ -62,5 +62,3 @@ def test_the_page_says_no_rank_recorded_anything_instead_of_drawing_an_empty_tim
     assert 'class="verdict unsure"' in page
     page = report_page(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / "w.html")
     assert re.search(r'class="headline">2 ranks · 3 steps', page) and 'id="timeline-plot"' in page
-
-
