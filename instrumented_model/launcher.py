@@ -62,7 +62,7 @@ import psutil
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
-from commscope.rundir.schema import (EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, PROGRESS,
+from commscope.rundir.schema import (CAPTURE_DIR_PREFIX, EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, PROGRESS,
                                      STORAGE_ERROR, STORAGE_ERRORS, WATCHDOG, launcher_log_name, rank_dir_name)
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
@@ -81,9 +81,6 @@ _FAULT_TEARDOWN_S = 10
 _NO_RANK_GRACE_S = 2
 _POLL_S = 0.25
 _LOG_DIR_PREFIX = "commscope-torchrun-"
-# `commscope hooks` without a run records its capture run in /tmp/commscope-hooks-<pid>-*/ (deleted as it
-# ends, short of a SIGKILL; swept with the torchrun log folders)
-CAPTURE_DIR_PREFIX = "commscope-hooks-"
 # The doctor's verdicts that a run the user stopped already tells by its own line (interrupted): its verdict
 # is printed only where it finds more, such as the hang the user saw and stopped.
 SAID_BY_INTERRUPTED = ("interrupted", "ok", "insufficient")

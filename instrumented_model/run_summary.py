@@ -203,6 +203,9 @@ def stall_s(run_dir: str, statuses: dict[str, dict]) -> float | None:
     return (min(first) - last) / 1e9 if first else None
 
 
+TORCHRUN_KILLED = "failed: torch.distributed.run was killed by "  # the message's start when it was
+
+
 def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
             stalled_s: float | None = None) -> tuple[str, str]:
     """The run's status and one line saying what happened, naming the rank(s) behind it: a stopped rank
@@ -252,8 +255,7 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
     if end.torchrun_code < 0 and not end.torn_down:
         completed = statuses and all(s["ending"] == "completed" for s in statuses.values())
         after = "every rank had completed" if completed else "its ranks were terminated"
-        return "failed", (f"failed: torch.distributed.run was killed by {signame(-end.torchrun_code)} after "
-                          f"{done}; {after}")
+        return "failed", (f"{TORCHRUN_KILLED}{signame(-end.torchrun_code)} after {done}; {after}")
     if waited or (stalled_s is not None and stalled_s >= end.hang_timeout):
         # A peer that timed out closes its connections, so ranks still waiting see "connection closed":
         # victims too. The culprit never joined, so no timeout ended it: the teardown's signal did.
@@ -377,6 +379,8 @@ def build_summary(out: str, args: argparse.Namespace, world_size: int, ranks: ra
     if first is not None and message == _ended_first_message(statuses, first):
         summary["ended_first"] = {"rank": first, "how": statuses[str(first)]["ending"],
                                   "error": statuses[str(first)].get("error")}
+    if message.startswith(TORCHRUN_KILLED):  # the doctor's evidence that the job was ended from outside
+        summary["torchrun_killed"] = signame(-end.torchrun_code)
     if prog.start.get("device"):
         summary["device"] = prog.start["device"].split(":")[0]
     return summary

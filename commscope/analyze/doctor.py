@@ -452,14 +452,13 @@ def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace,
     if d is None or trace.source != "run":
         return d
     h = check_hang(lt, trace, faults, src)
-    summary = trace.config.get("summary") or {}
-    how = f" ({summary['message']})" if summary.get("message") else ""
+    stopped = _stopped_words(trace.config.get("summary") or {})
     if h is None:
-        silent = silent_before_stop(lt, f"the run was stopped by the user{how}", d.sources, trace, _statuses(trace))
+        silent = silent_before_stop(lt, stopped, d.sources, trace, _statuses(trace))
         return d if silent is None else _with_rank_rows(silent, trace) if "silent_ms" in silent.details else silent
     if h.verdict != "hang":
         return d
-    return stalled_before_stop(h, f"the run was stopped by the user{how}", d.sources, trace, _statuses(trace)) or d
+    return stalled_before_stop(h, stopped, d.sources, trace, _statuses(trace)) or d
 
 
 def _every_rank_signalled(trace: Trace) -> str | None:
@@ -656,17 +655,32 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
                  f"{_waiting_text(waiting, sorted(have), group, seq)}."))
 
 
+def _stopped_words(summary: dict) -> str:
+    """Who stopped the run, as the verdicts say it: summary.json's `torchrun_killed` (the launcher saw
+    torch.distributed.run killed by a signal from outside, its ranks ending with it: the user, or the
+    system's OOM killer) or the user's signal."""
+    killed = summary.get("torchrun_killed")
+    if isinstance(killed, str) and killed:
+        return (f"torch.distributed.run was killed by {killed} from outside the job (by the user, or the system: "
+                "an OOM killer), and its ranks ended with it")
+    how = f" ({summary['message']})" if summary.get("message") else ""
+    return f"the run was stopped by the user{how}"
+
+
 def check_interrupted(trace: Trace) -> Diagnosis | None:
+    """The job stopped from outside while it ran: the user's signal (summary.json `interrupted`, a rank's
+    interrupted status or KeyboardInterrupt), or torch.distributed.run killed (summary.json
+    `torchrun_killed`, where no rank had failed on its own first: the launcher's message names that one
+    instead)."""
     summary = trace.config.get("summary") or {}
     statuses = _statuses(trace)
-    if summary.get("status") != "interrupted" and not any(
+    if summary.get("status") != "interrupted" and not summary.get("torchrun_killed") and not any(
             s.get("status") == "interrupted" or str(s.get("error") or "").startswith("KeyboardInterrupt")
             for s in statuses.values()):
         return None
     evidence, last, reached = _stop_evidence(trace)
-    how = f" ({summary['message']})" if summary.get("message") else ""
     return Diagnosis("interrupted", [], step=last, evidence=evidence, sources=[SUMMARY, STATUS] if summary else [STATUS],
-                     summary=(f"interrupted: the run was stopped by the user{how}; {reached}. "
+                     summary=(f"interrupted: {_stopped_words(summary)}; {reached}. "
                               "What the ranks did while being stopped is not judged as a fault."))
 
 

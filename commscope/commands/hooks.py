@@ -16,6 +16,7 @@ import typer
 from commscope.pipeline import load_hook_orders
 from commscope.commands.run import launcher
 from commscope.errors import UserError
+from commscope.rundir.schema import CAPTURE_DIR_PREFIX
 from commscope.util.jsondoc import print_document
 
 
@@ -49,7 +50,7 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--nproc must be >= 1 (the capture run's ranks), got {nproc}")
         if run is None:
             # the pid in the name lets a later launch sweep the folder should this process be SIGKILLed
-            with tempfile.TemporaryDirectory(prefix=f"{launcher().CAPTURE_DIR_PREFIX}{os.getpid()}-") as tmp:
+            with tempfile.TemporaryDirectory(prefix=f"{CAPTURE_DIR_PREFIX}{os.getpid()}-") as tmp:
                 out = Path(tmp) / "run"
                 capture_run(out, nproc=DEFAULT_NPROC if nproc is None else nproc)
                 orders = load_hook_orders(out)

@@ -85,7 +85,8 @@ _FIELDS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
               "tokens_per_s": (_opt(_is_num), "a finite number"),
               "ranks": (_opt(lambda v: isinstance(v, dict) and all(x in SUMMARY_RANK_STATUSES for x in v.values())),
                         f"an object of rank -> {_one_of(SUMMARY_RANK_STATUSES)}"),
-              "exit_code": (_opt(_is_int), "an integer"), "message": (_STR, "a string")},
+              "exit_code": (_opt(_is_int), "an integer"), "message": (_STR, "a string"),
+              "torchrun_killed": (_STR, "a string (the signal's name) or null")},
     CONFIG: {"args": (_DICT, "an object"), "model": (_DICT, "an object"), "param_table": (_LIST, "a list"),
              "scatter_order": (_LIST, "a list"), "work_order": (_LIST, "a list")},
 }

@@ -36,6 +36,9 @@ NODE_INTERRUPTED = re.compile(r"^commscope run: this node was interrupted by (SI
 # folder whose logs hold it is not joining that job
 NODE_ENDED = "commscope run: this node's job ended"
 PROGRESS = "progress.jsonl"  # the reference trainer's rank 0: one line per event
+# `commscope hooks` without a run records its capture run in $TMPDIR/commscope-hooks-<pid>-*/ (deleted as
+# it ends, short of a SIGKILL; `commscope run`'s launcher sweeps those of processes that are gone)
+CAPTURE_DIR_PREFIX = "commscope-hooks-"
 FLIGHT_RECORDER_DIR = "flight_recorder"  # NCCL Flight Recorder dumps (docs/faults.md)
 FLIGHT_RECORDER_PREFIX = "rank_"  # FLIGHT_RECORDER_DIR/rank_<R>
 

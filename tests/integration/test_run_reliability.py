@@ -27,6 +27,7 @@ from commscope.errors import UserError
 from commscope.util import atomic
 from commscope.util.atomic import write_json_atomic
 from instrumented_model.faults import parse_faults
+from commscope.pipeline import diagnose_path
 from instrumented_model.job import RUN_ID_ENV
 from instrumented_model.out_dir import claim
 
@@ -325,6 +326,12 @@ def test_sigkill_of_torchrun_leaves_a_summary_that_is_not_stale(tmp_path):
     s = run.summary()
     assert s["status"] == "failed" and s["exit_code"] == 1
     assert s["message"].startswith("failed: torch.distributed.run was killed by SIGKILL after ")
+    assert s["torchrun_killed"] == "SIGKILL"
+    # the job was ended from outside while it ran: no rank is to blame, and the doctor says so
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks) == ("interrupted", [])
+    assert d.summary.startswith("interrupted: torch.distributed.run was killed by SIGKILL from outside the job "
+                                "(by the user, or the system: an OOM killer), and its ranks ended with it; ")
     before = snapshot(out)
     time.sleep(2)
     assert snapshot(out) == before  # no rank trains on and writes "completed" after the summary
