@@ -84,7 +84,7 @@ from commscope.analyze import waiting
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
 from commscope.analyze.doctor_stopped import (check_stopped_ends, judge_stopped, silent_before_stop,
-                                             stalled_before_stop, stuck_before_end)
+                                             stalled_before_stop, stuck_before_end, stuck_before_others_ended)
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
 from commscope.analyze.left_in_flight import last_region, last_region_text
@@ -459,6 +459,29 @@ def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace,
     if h.verdict != "hang":
         return d
     return stalled_before_stop(h, stopped, d.sources, trace, _statuses(trace)) or d
+
+
+def _stuck_before_killed(d: Diagnosis, lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, src: str) -> Diagnosis:
+    """A crash whose culprits left no status (killed: SIGKILL, the OOM killer) and never launched a
+    collective the others had waited in past the stall bar by their first end: the culprits may have been
+    stuck before they were killed (a hang ended by a kill). The crash stands, since a killed rank leaves no
+    time of its end to measure the wait to; the summary says what the waits suggest."""
+    if d.verdict != "crash" or trace.source != "run":
+        return d
+    statuses = _statuses(trace)
+    if any(r in statuses for r in d.culprit_ranks):
+        return d
+    h = check_hang(lt, trace, faults, src)
+    if h is None or h.verdict != "hang" or sorted(h.culprit_ranks) != sorted(d.culprit_ranks):
+        return d
+    stall = stuck_before_others_ended(h, trace, statuses)
+    if stall is None:
+        return d
+    who = ranks_text(d.culprit_ranks)
+    return replace(d, details={**(d.details or {}), "stuck_before_killed": stall.details()}, summary=(
+        f"{d.summary.rstrip('.')}. Before it was killed, {stall.waited_text(repr(str(h.label)))}, a collective "
+        f"rank(s) {who} never launched (measured to the others' first end: a killed rank leaves no time of its "
+        f"own end): rank(s) {who} may have been stuck before being killed."))
 
 
 def _every_rank_signalled(trace: Trace) -> str | None:
@@ -875,6 +898,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
          or check_straggler(_without_groups(trace, mixed_names), straggler_ms=straggler_ms,
                             straggler_pct=straggler_pct, warmup_steps=warmup_steps))
     d = _ended_from_outside(d, trace, faults)
+    d = _stuck_before_killed(d, lt, trace, faults, src)
     if faults.ranks("flight_recorder"):
         frl = faults.flight_recorder
         empty = Trace(source="flight_recorder", path=trace.path, world_size=trace.world_size, backend=None,

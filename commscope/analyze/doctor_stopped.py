@@ -170,6 +170,20 @@ def stuck_before_end(d: Diagnosis, trace: Trace, statuses: dict[int, dict]) -> S
     return stall if stall.stuck else None
 
 
+def stuck_before_others_ended(d: Diagnosis, trace: Trace, statuses: dict[int, dict]) -> Stall | None:
+    """For culprits of `d` (a hang by absence) that left no status (SIGKILL: no time of their end), the
+    longest wait in its collective by the first end of the other ranks, where that passed the stall bar.
+    The others end after the culprit (its death is what ends them, or the teardown that follows), so the
+    wait is an upper bound on how long they had waited when it was killed: a suspicion, not a record.
+    None where no other rank's end is known or the wait is under the bar."""
+    ended = [s.get("ended_ns") for r, s in statuses.items() if r not in d.culprit_ranks]
+    ended = [v for v in ended if type(v) is int]
+    if not ended:
+        return None
+    stall = _stall_until(trace, _evidence_waits(d, None), min(ended))
+    return stall if stall.stuck else None
+
+
 def _stall_until(trace: Trace, waits: list[tuple[int, int]], until: int) -> Stall:
     step = _median_step_ns(trace)
     waits = [(until - c, r) for r, c in waits if c < until]  # launched after the first end: not waiting by then

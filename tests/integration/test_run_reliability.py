@@ -339,6 +339,28 @@ def test_sigkill_of_torchrun_leaves_a_summary_that_is_not_stale(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("hung", [True, False])
+def test_sigkill_of_one_rank_is_a_crash_that_says_whether_the_others_had_waited_on_it_long(tmp_path, hung):
+    """kill -9 of rank 1 leaves no status: a crash. Where rank 1 was stuck before the kill (an injected hang
+    at step 2, killed 4 s in), rank 0 had waited seconds in a collective rank 1 never launched: the verdict
+    says rank 1 may have been stuck. Killed mid-run, no rank had waited that long, and it says nothing."""
+    out = tmp_path / "run"
+    run = Run(tmp_path, out, "--hang-timeout", "120", *(["--inject", "hang@rank=1,step=2"] if hung else []))
+    run.wait_step(2)
+    time.sleep(4 if hung else 0)
+    t0 = time.time()
+    os.kill(run.rank_pid(1), signal.SIGKILL)
+    assert run.end(t0) == 1
+    d = diagnose_path(str(out))
+    assert (d.verdict, d.culprit_ranks) == ("crash", [1])
+    if hung:
+        assert d.summary.endswith("rank(s) 1 may have been stuck before being killed.")
+        assert d.details["stuck_before_killed"]["waited_ms"] >= 3500
+    else:
+        assert "stuck" not in d.summary and "stuck_before_killed" not in (d.details or {})
+
+
+@pytest.mark.slow
 def test_sigterm_of_one_rank_names_that_rank(tmp_path):
     out = tmp_path / "run"
     run = Run(tmp_path, out)
