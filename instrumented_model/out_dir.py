@@ -19,7 +19,7 @@ the new run has its first step, `first_step()` deletes the moved-aside run; a ne
 a step (a crash at start-up, Ctrl-C) gives the folder back to the old run in `settle()`, so replacing a
 good run with a broken one loses nothing; the broken run's own files move into
 `DIR/.commscope-unfinished-<run id>/`, where `commscope doctor` reads why it failed. A launcher killed with SIGKILL before the first step leaves
-the old run in `.commscope-previous-<id>/`, where nothing reads it and nothing deletes it.
+the old run in `.commscope-previous-<id>/`, where nothing deletes it and every reader of the folder says it is there.
 
 Every failure to create or write the folder (read-only, not a directory, disk full) is one UserError
 line, and what `claim` created is removed again.

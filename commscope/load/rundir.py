@@ -26,8 +26,8 @@ from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.load.one_job import check_one_job
 from commscope.rundir import check_doc, launcher_log_tails, rank_dirs
-from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, RUN_MARKER,
-                                     STATUS, STORAGE_ERROR, SUMMARY, WATCHDOG)
+from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, PREVIOUS_RUN_PREFIX,
+                                     RUN_MARKER, STATUS, STORAGE_ERROR, SUMMARY, WATCHDOG)
 from commscope.util.ranges import int_ranges
 from commscope.util.text import printable
 
@@ -61,6 +61,12 @@ def _unread_entries(path: str) -> list[str]:
         elif is_dir and name.startswith("rank") and not RANK_DIR.match(name) and name[4:5].isdigit():
             out.append(f"{at}/: not read as a rank (rank folders are rank<N>, N in decimal without leading "
                        "zeros)")
+        elif is_dir and name.startswith(PREVIOUS_RUN_PREFIX):
+            # `run --overwrite` keeps the replaced run here until the new one's first step; past that, a
+            # launcher killed before it left it, and nothing else would ever say so
+            out.append(f"{at}/: not read: the run this one replaced, kept until the new run's first step; still "
+                       "here after it, its launcher was killed before then (move its files back in place of "
+                       "this run's, or remove it)")
     return out
 
 

@@ -367,3 +367,18 @@ def test_a_record_timed_outside_its_ranks_recording_is_left_out(tmp_path):
         f"started_ns or after status.json ended_ns, by more than a minute) (start_ns={early['start_ns']})"])
     plain = load_path(str(write_run(tmp_path / "plain", evs)))
     assert len(plain.collectives) == 7 and "compute:early" in set(plain.regions["name"])
+
+
+def test_a_replaced_run_left_aside_is_said_not_read(tmp_path):
+    """`run --overwrite` moves the old run into .commscope-previous-<id>/ until the new run's first step;
+    a launcher killed before then leaves it there, where nothing else would ever mention it."""
+    d = make_run(str(tmp_path / "r"))
+    aside = os.path.join(d, ".commscope-previous-20261207-1"), os.path.join(d, ".commscope-unfinished-x")
+    for a in aside:
+        os.makedirs(os.path.join(a, "rank0"))
+    tr = load_path(d)
+    said = [p for p in tr.problems if ".commscope-" in p]
+    assert said == [f"{aside[0]}/: not read: the run this one replaced, kept until the new run's first step; still "
+                    "here after it, its launcher was killed before then (move its files back in place of this "
+                    "run's, or remove it)"]  # an unfinished run's folder is what `run` itself names
+    assert len(tr.collectives) == 6
