@@ -25,7 +25,7 @@ from commscope.load.files import Missing, is_regular, is_trace_file, read_json, 
 from commscope.load.frames import Trace, frame
 from commscope.load.kineto_pool import attach_ops, concat_parts, load_ops, parse_files
 from commscope.load.one_job import check_one_job
-from commscope.rundir import check_doc, launcher_log_tails, rank_dirs
+from commscope.rundir import check_doc, launcher_log_tails, rank_dirs, read_run_marker
 from commscope.rundir.schema import (RANK_DIR, CONFIG, EVENTS, KINETO_TRACE, META, PREVIOUS_RUN_PREFIX,
                                      RUN_MARKER, STATUS, STORAGE_ERROR, SUMMARY, WATCHDOG)
 from commscope.util.ranges import int_ranges
@@ -68,6 +68,29 @@ def _unread_entries(path: str) -> list[str]:
                        "here after it, its launcher was killed before then (move its files back in place of "
                        "this run's, or remove it)")
     return out
+
+
+def _running_launcher(path: str) -> int | None:
+    """The pid of the `commscope run` launcher named by the run marker (launcher_pid, host), where it runs
+    on this host now; None where it does not, or cannot be told (another host's launcher, a marker without
+    them, an unreadable one). Only read: the folder's lock is the launcher's, and taking it even shared
+    would refuse a launch into the folder at that moment."""
+    import socket
+
+    import psutil
+
+    try:
+        marker = read_run_marker(path) or {}
+    except ValueError:
+        return None
+    pid = marker.get("launcher_pid")
+    if type(pid) is not int or pid <= 0 or marker.get("host") != socket.gethostname():
+        return None
+    try:
+        cmdline = " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, OSError):
+        return None
+    return pid if "commscope" in cmdline else None  # a pid reused by another program is no launcher
 
 
 def _optional_json(path: str, name: str) -> dict | None:
@@ -201,7 +224,10 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
                           # writes (disk full): where no status or summary fit, the only sign of it
                           "storage_error": _storage_error(path),
                           # the space left where it lies now: a full disk may have taken even that line
-                          "free_bytes": _free_bytes(path)},
+                          "free_bytes": _free_bytes(path),
+                          # the pid of the launcher still running the job, where it runs on this host: a run
+                          # without statuses or a summary is then in progress, not killed
+                          "launcher_running": None if summary else _running_launcher(path)},
                   ranks=sorted(set(dirs) - no_data),
                   problems=problems)
     _fill_from_records(trace, events)

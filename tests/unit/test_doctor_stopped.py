@@ -185,6 +185,38 @@ def test_no_rank_left_a_status_says_how_a_script_gets_one(tmp_path):
                          "leave their status only when it calls rec.handle_signals(): docs/recording.md)")
 
 
+def test_no_status_while_the_launcher_runs_on_this_host_is_a_run_in_progress(tmp_path):
+    """The run marker names its launcher (pid, host): while that process runs here, a run without statuses
+    or a summary is going, not killed. A pid that runs another program, or a marker of another host, says
+    nothing, and the verdict stays the hedged one."""
+    import socket
+    import subprocess
+    import sys
+
+    run = _run(tmp_path)
+    for r in range(4):
+        os.remove(run / f"rank{r}" / "status.json")
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "commscope", "run"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for pid, host, running in ((launcher.pid, socket.gethostname(), True), (other.pid, socket.gethostname(), False),
+                                   (launcher.pid, "another-host", False)):
+            write_json(run / "commscope-run.json", {"run_id": "r1", "launcher_pid": pid, "host": host})
+            d = diagnose_path(str(run))
+            assert d.verdict == "insufficient"
+            if running:
+                assert d.summary == (f"insufficient: the run is still going (its `commscope run` launcher, pid {pid}, "
+                                     "runs on this host) and no rank has finished or reported yet; diagnose it once "
+                                     "it ends")
+                assert d.details == {"launcher_running": pid}
+            else:
+                assert d.summary.startswith("insufficient: no rank has finished or reported")
+    finally:
+        for p in (launcher, other):
+            p.kill()
+            p.wait()
+
+
 def test_statuses_without_ended_ns_are_named_with_no_collective_missing_too(tmp_path):
     run = _run(tmp_path, all_launched=True)
     _ended(run, {r: None for r in range(4)})
