@@ -87,10 +87,13 @@ def _running_launcher(path: str) -> int | None:
     if type(pid) is not int or pid <= 0 or marker.get("host") != socket.gethostname():
         return None
     try:
-        cmdline = " ".join(psutil.Process(pid).cmdline())
+        args = psutil.Process(pid).cmdline()
     except (psutil.Error, OSError):
         return None
-    return pid if "commscope" in cmdline else None  # a pid reused by another program is no launcher
+    # `commscope run …` (the installed script) or `python -m commscope run …`: a pid reused by another
+    # program, even one run from a folder named commscope, is no launcher
+    named = any(os.path.basename(a) == "commscope" for a in args)
+    return pid if named and "run" in args else None
 
 
 def _optional_json(path: str, name: str) -> dict | None:

@@ -197,7 +197,8 @@ def test_no_status_while_the_launcher_runs_on_this_host_is_a_run_in_progress(tmp
     for r in range(4):
         os.remove(run / f"rank{r}" / "status.json")
     launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "commscope", "run"])
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # another program, whose command line names commscope only in a path
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "/tmp/commscope-x/bin/run"])
     try:
         for pid, host, running in ((launcher.pid, socket.gethostname(), True), (other.pid, socket.gethostname(), False),
                                    (launcher.pid, "another-host", False)):

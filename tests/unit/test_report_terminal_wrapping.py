@@ -14,7 +14,7 @@ def render(doc, width=100) -> str:
 
 
 def caveat_block(text: str) -> str:
-    return text[text.index("problem:"):]
+    return text[text.index("problem while loading:"):]
 
 
 def test_long_problem_lines_print_whole_at_word_boundaries():
