@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from commscope.util.atomic import write_json_atomic
 from commscope.rundir import launcher_log_tails, read_status
 from commscope.rundir.schema import (NODE_INTERRUPTED, NOT_STARTED, PROGRESS, SCHEMA_VERSION,
-                                     META, STATUS, SUMMARY, WATCHDOG, ending_signal, rank_dir_name,
+                                     INFLIGHT, META, STATUS, SUMMARY, WATCHDOG, ending_signal, rank_dir_name,
                                      signalled_together_bar)
 from instrumented_model.job import signame
 from instrumented_model.train import PROGRESS_PREFIX
@@ -182,8 +182,28 @@ def rank_statuses(run_dir: str, ranks: range | list[int], stopped: dict[int, flo
         if ending in ("stopped", "waited") and (watchdog or ending == "stopped"):
             st = {**st, "status": "hung"}
         out[str(r)] = {**st, "ending": ending, "ended_ns": ended_ns, "ended_from": ended_from,
-                       "clock_error_ns": _clock_error_ns(d)}
+                       "clock_error_ns": _clock_error_ns(d), "waiting": _waiting_at_end(d, ended_ns)}
     return out
+
+
+WAITING_SAID_S = 1.0  # a wait this long at a rank's end is worth saying (the doctor's least stall bar)
+
+
+def _waiting_at_end(rank_dir: str, ended_ns: int | None) -> tuple[float, str] | None:
+    """(seconds, label) of the longest wait the rank was in when its end began, from its inflight.json (the
+    collectives it launched whose completion was unknown at its end), where at least WAITING_SAID_S; else
+    None. A rank a signal ended while it waited on a stuck peer is that peer's victim, not the cause."""
+    if ended_ns is None:
+        return None
+    try:
+        with open(os.path.join(rank_dir, INFLIGHT), "rb") as f:
+            doc = json.loads(f.read(1 << 20))
+        rows = [(ended_ns - r["wait_ns"], str(r.get("label"))) for r in doc["inflight"]
+                if type(r.get("wait_ns")) is int and r["wait_ns"] <= ended_ns]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    longest = max(rows, default=None)
+    return (longest[0] / 1e9, longest[1]) if longest and longest[0] >= WAITING_SAID_S * 1e9 else None
 
 
 def _ranks(rs) -> str:
@@ -311,7 +331,10 @@ def _ended_first_message(statuses: dict[str, dict], first: int) -> str:
     s = statuses[str(first)]
     stopped = all(o["ending"] == "signalled" for r, o in statuses.items() if r != str(first))
     after = "torch.distributed.run then stopped the others" if stopped else "the others ended after it"
-    return f"failed: rank {first} ended first ({s.get('error')}) {_after_step(s)}; {after}"
+    waiting = s.get("waiting")
+    waited = (f", {waiting[0]:,.1f} s into its wait on '{waiting[1]}', which had not completed (a rank it waited "
+              "on may have been stuck: commscope doctor says)") if waiting else ""
+    return f"failed: rank {first} ended first ({s.get('error')}) {_after_step(s)}{waited}; {after}"
 
 
 def first_to_end(statuses: dict[str, dict]) -> int | None:

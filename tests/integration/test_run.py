@@ -157,6 +157,29 @@ def test_rank_statuses_mark_missing_hung_and_how_each_ended(tmp_path):
     assert st["0"]["ended_ns"] == os.stat(tmp_path / "rank0" / "status.json").st_mtime_ns and st["3"]["ended_ns"] is None
 
 
+def test_a_rank_that_ended_first_while_waiting_long_is_said_to_have_waited(tmp_path):
+    """SIGTERM to rank 0 while it waited 9.5 s on a collective a stuck rank 1 never launched: rank 0 ended
+    first, but it is the stuck rank's victim. Its inflight.json (written at its end) says how long it had
+    waited: the message says so and points at the doctor; a wait under a second is no news."""
+    term = "Terminated: terminated by signal 15 (SIGTERM)"
+    for r in (0, 1):
+        (tmp_path / f"rank{r}").mkdir()
+        (tmp_path / f"rank{r}" / "status.json").write_text(json.dumps(
+            {"status": "failed", "error": term, "last_step": 1, "ended_ns": 10_000_000_000 + 2_000_000_000 * r}))
+    inflight = {"rank": 0, "inflight": [{"label": "attn", "call_ns": 400_000_000, "wait_ns": 500_000_000},
+                                        {"label": "scalars", "call_ns": 600_000_000, "wait_ns": None}]}
+    (tmp_path / "rank0" / "inflight.json").write_text(json.dumps(inflight))
+    st = rank_statuses(str(tmp_path), range(2))
+    assert st["0"]["waiting"] == (9.5, "attn") and st["1"]["waiting"] is None
+    assert verdict(st, JobEnd(1), 2, 9)[1] == (
+        f"failed: rank 0 ended first ({term}) after step 1, 9.5 s into its wait on 'attn', which had not "
+        "completed (a rank it waited on may have been stuck: commscope doctor says); torch.distributed.run then "
+        "stopped the others")
+    inflight["inflight"][0]["wait_ns"] = 9_200_000_000  # 0.8 s: a moment's wait
+    (tmp_path / "rank0" / "inflight.json").write_text(json.dumps(inflight))
+    assert rank_statuses(str(tmp_path), range(2))["0"]["waiting"] is None
+
+
 def _claim(path, overwrite=False, run_id="new"):
     out = claim(str(path), overwrite=overwrite, run_id=run_id)
     out.release()
