@@ -62,8 +62,9 @@ import psutil
 
 from commscope.errors import UserError
 from commscope.rundir import rank_dirs, read_status, write_status
-from commscope.rundir.schema import (CAPTURE_DIR_PREFIX, EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX, PROGRESS,
-                                     STORAGE_ERROR, STORAGE_ERRORS, WATCHDOG, launcher_log_name, rank_dir_name)
+from commscope.rundir.schema import (CAPTURE_DIR_PREFIX, EVENTS, FLIGHT_RECORDER_DIR, FLIGHT_RECORDER_PREFIX,
+                                     PROGRESS, STORAGE_ERROR, STORAGE_ERRORS, WATCHDOG, launcher_log_name,
+                                     rank_dir_name)
 from commscope.util.cpus import usable_cores  # also in each rank's meta.json (cpu_cores), for the report
 from instrumented_model import out_dir, train  # train: the trainer's own option parsing and checks; no torch import
 from instrumented_model.job import PARENT_PID_ENV, RUN_ID_ENV, TRAINER_MODULE, Job, become_subreaper, signame
