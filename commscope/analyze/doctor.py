@@ -248,7 +248,8 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
         if running:  # its launcher runs on this host: in progress, not killed
             return Diagnosis("insufficient", sources=[STATUS], details={"launcher_running": running}, summary=(
                 f"insufficient: the run is still going (its `commscope run` launcher, pid {running}, runs on this "
-                f"host) and no rank has finished or reported yet; diagnose it once it ends"))
+                f"host): no rank has ended yet (no {STATUS}), so how the run ends is unknown; diagnose it once it "
+                "ends"))
         return Diagnosis("insufficient", summary=(
             f"insufficient: no rank has finished or reported (no {STATUS}, no {SUMMARY}): the run is still "
             "going, or the whole job was killed at once (a script's ranks that a signal ends leave their status "

@@ -207,8 +207,8 @@ def test_no_status_while_the_launcher_runs_on_this_host_is_a_run_in_progress(tmp
             assert d.verdict == "insufficient"
             if running:
                 assert d.summary == (f"insufficient: the run is still going (its `commscope run` launcher, pid {pid}, "
-                                     "runs on this host) and no rank has finished or reported yet; diagnose it once "
-                                     "it ends")
+                                     "runs on this host): no rank has ended yet (no status.json), so how the run "
+                                     "ends is unknown; diagnose it once it ends")
                 assert d.details == {"launcher_running": pid}
             else:
                 assert d.summary.startswith("insufficient: no rank has finished or reported")
