@@ -17,8 +17,9 @@ beyond 2⁶³; numbers are finite, strings are strings. A record that fails is l
 - a record with a time more than WINDOW_SLACK_NS (a minute) before its rank's recording began (meta.json
   started_ns) or after it ended (status.json ended_ns), where the caller knows them: a collective that
   "ends" months after its rank's status was written is no measurement either.
-Problems are grouped by cause with a count and the first line, so a file of a million bad lines makes a
-handful of problem lines.
+A record of a kind this reader does not know (`{"kind": "weird"}`, or none) is no error (the format may
+grow) but is counted in `problems` too. Problems are grouped by cause with a count and the first line, so a
+file of a million bad lines makes a handful of problem lines.
 
 Two paths, one verdict: msgspec decodes a line straight into a typed Struct of its kind (types, int64
 range and lower bounds checked in C, ~1 µs a line); a line it refuses is decoded again as a plain dict
@@ -288,7 +289,11 @@ def read_rank(path: str, rank: int, label: str, window: tuple[int | None, int | 
                         raise UserError(f"{path}: line {lineno} is not a JSON object")
                     kind = rec.get("kind")
                     if type(kind) is not str or kind not in _KINDS:
-                        continue  # another kind of record (the format may grow): not ours to judge
+                        # another kind of record (the format may grow): not ours to judge, but said, so a
+                        # file of another recorder's records never reads as a rank that recorded nothing
+                        _count(causes, ("line", "a record of a kind this commscope does not read (a newer "
+                                                "recorder's, or another tool's)"), lineno, f"kind={_short(kind)}")
+                        continue
                     row = _check(rec, kind, rank)
                 if kind == "step":
                     if row[0] in step_seen:

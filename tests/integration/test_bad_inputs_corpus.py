@@ -313,7 +313,8 @@ KINDS: dict[str, Kind] = {
                                 problem="label is not a string"),
     "events_wrong_rank": Kind(in_run(lambda r: edit_first(r, "hook", {"rank": 5})), "0",
                               problem="its rank is not the folder's"),
-    "events_unknown_kind": Kind(in_run(lambda r: edit_first(r, "hook", {"kind": "future"})), "0"),
+    "events_unknown_kind": Kind(in_run(lambda r: edit_first(r, "hook", {"kind": "future"})), "0",
+                                problem="a record of a kind this commscope does not read"),
     "events_line_over_limit": Kind(in_run(_events_lines([b'{"kind": "x", "pad": "' + b"a" * 2 ** 21 + b'"}\n'])),
                                    "2", message="COMMSCOPE_MAX_LINE_KB"),
     # a crash mid-append of a long line (or a file padded with zeros) tears the last line, whatever its length

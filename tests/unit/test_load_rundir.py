@@ -382,3 +382,17 @@ def test_a_replaced_run_left_aside_is_said_not_read(tmp_path):
                     "here after it, its launcher was killed before then (move its files back in place of this "
                     "run's, or remove it)"]  # an unfinished run's folder is what `run` itself names
     assert len(tr.collectives) == 6
+
+
+def test_records_of_kinds_this_reader_does_not_know_are_skipped_and_counted(tmp_path):
+    """The format may grow: a record of another kind (or none) is no error and changes no frame, but is
+    counted, so a file of another tool's records never reads as a rank that recorded nothing."""
+    d = make_run(str(tmp_path / "r"))
+    path = os.path.join(d, "rank1", "events.jsonl")
+    with open(path, "ab") as f:
+        f.write(b'{"kind": "checkpoint", "rank": 1, "t_ns": 5}\n{"rank": 1}\n{"kind": 7}\n')
+    tr = load_path(d)
+    assert len(tr.collectives) == 6 and tr.ranks == [0, 1]
+    n = sum(1 for _ in open(path))
+    assert (f"rank 1: events.jsonl: ignored 3 lines: a record of a kind this commscope does not read (a newer "
+            f"recorder's, or another tool's) (first at line {n - 2}: kind='checkpoint')") in tr.problems
