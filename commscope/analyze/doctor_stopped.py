@@ -163,11 +163,7 @@ def stuck_before_end(d: Diagnosis, trace: Trace, statuses: dict[int, dict]) -> S
     ends began (status.json ended_ns), where that passed the stall bar: the culprits were stuck before a
     signal ended them, and the hang stands however it then ended. None otherwise, and where a culprit's
     status has no ended_ns."""
-    ended = [statuses.get(r, {}).get("ended_ns") for r in d.culprit_ranks]
-    if not ended or any(type(v) is not int for v in ended):
-        return None
-    stall = _stall_until(trace, _evidence_waits(d, None), min(ended))
-    return stall if stall.stuck else None
+    return _stuck_by(d, trace, [statuses.get(r, {}).get("ended_ns") for r in d.culprit_ranks])
 
 
 def stuck_before_others_ended(d: Diagnosis, trace: Trace, statuses: dict[int, dict]) -> Stall | None:
@@ -177,8 +173,13 @@ def stuck_before_others_ended(d: Diagnosis, trace: Trace, statuses: dict[int, di
     wait is an upper bound on how long they had waited when it was killed: a suspicion, not a record.
     None where no other rank's end is known or the wait is under the bar."""
     ended = [s.get("ended_ns") for r, s in statuses.items() if r not in d.culprit_ranks]
-    ended = [v for v in ended if type(v) is int]
-    if not ended:
+    return _stuck_by(d, trace, [v for v in ended if type(v) is int])
+
+
+def _stuck_by(d: Diagnosis, trace: Trace, ended: list) -> Stall | None:
+    """The longest wait in the collective of `d` by the first of `ended` (end times), where it passed the
+    stall bar; None where it did not, or an end is unknown."""
+    if not ended or any(type(v) is not int for v in ended):
         return None
     stall = _stall_until(trace, _evidence_waits(d, None), min(ended))
     return stall if stall.stuck else None
