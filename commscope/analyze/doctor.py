@@ -75,7 +75,8 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import replace
-from typing import Any
+from functools import cache, partial
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -450,14 +451,14 @@ def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Di
         f"{d.summary.removeprefix('hang: ')}"))
 
 
-def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace, faults: FaultEvidence,
-                            src: str) -> Diagnosis | None:
+def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace,
+                            hang: Callable[[], Diagnosis | None]) -> Diagnosis | None:
     """The user's stop (`d`, interrupted), or the hang a rank was in when it came: a rank that had waited
     past the stall bar in a collective another never launched (analyze.doctor_stopped.stalled_before_stop),
     or, no rank missing from any, every rank silent that long (silent_before_stop)."""
     if d is None or trace.source != "run":
         return d
-    h = check_hang(lt, trace, faults, src)
+    h = hang()
     stopped = _stopped_words(trace.config.get("summary") or {})
     if h is None:
         silent = silent_before_stop(lt, stopped, d.sources, trace, _statuses(trace))
@@ -467,7 +468,7 @@ def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace,
     return stalled_before_stop(h, stopped, d.sources, trace, _statuses(trace)) or d
 
 
-def _stuck_before_killed(d: Diagnosis, lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, src: str) -> Diagnosis:
+def _stuck_before_killed(d: Diagnosis, trace: Trace, hang: Callable[[], Diagnosis | None]) -> Diagnosis:
     """A crash whose culprits left no status (killed: SIGKILL, the OOM killer) and never launched a
     collective the others had waited in past the stall bar by their first end: the culprits may have been
     stuck before they were killed (a hang ended by a kill). The crash stands, since a killed rank leaves no
@@ -477,7 +478,7 @@ def _stuck_before_killed(d: Diagnosis, lt: pd.DataFrame, trace: Trace, faults: F
     statuses = _statuses(trace)
     if any(r in statuses for r in d.culprit_ranks):
         return d
-    h = check_hang(lt, trace, faults, src)
+    h = hang()
     if h is None or h.verdict != "hang" or sorted(h.culprit_ranks) != sorted(d.culprit_ranks):
         return d
     stall = stuck_before_others_ended(h, trace, statuses)
@@ -894,17 +895,20 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     # "waiting" for another may be waiting for its own group's peers
     mixed_names = [str(g) for g in trace.config.get("mixed_groups") or ()]
     mixed = lt["group"].astype(str).isin(mixed_names).to_numpy(bool) if len(lt) else np.zeros(0, dtype=bool)
-    d = (_stuck_when_interrupted(check_interrupted(trace), lt, trace, faults, src)
+    # three rules ask whether a rank never launched what the others waited in; the answer is computed once
+    # (a pass over every collective: ~0.5 s on a 1024-rank run) and only where a rule asks
+    hang = cache(partial(check_hang, lt, trace, faults, src))
+    d = (_stuck_when_interrupted(check_interrupted(trace), lt, trace, hang)
          or check_refused(trace) or check_unwritable(trace)
          or check_desync(lt[~mixed], src, by_label=trace.source == "run")
          or check_crash(trace, faults)
-         or check_hang(lt, trace, faults, src) or check_insufficient(trace) or check_trace_cut(lt, trace)
+         or hang() or check_insufficient(trace) or check_trace_cut(lt, trace)
          or check_ended_first(trace, faults) or check_stopped(lt, trace, faults) or check_unexplained(trace)
          or check_not_recorded(trace)
          or check_straggler(_without_groups(trace, mixed_names), straggler_ms=straggler_ms,
                             straggler_pct=straggler_pct, warmup_steps=warmup_steps))
     d = _ended_from_outside(d, trace, faults)
-    d = _stuck_before_killed(d, lt, trace, faults, src)
+    d = _stuck_before_killed(d, trace, hang)
     if faults.ranks("flight_recorder"):
         frl = faults.flight_recorder
         empty = Trace(source="flight_recorder", path=trace.path, world_size=trace.world_size, backend=None,
