@@ -73,10 +73,8 @@ same `waiting.instances` as the report's straggler table.
 from __future__ import annotations
 
 import copy
-import re
-from dataclasses import replace
 from functools import cache, partial
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -84,8 +82,11 @@ import pandas as pd
 from commscope.analyze import waiting
 from commscope.analyze.diagnosis import Diagnosis, iso_ns, ranks_text
 from commscope.analyze.doctor_cut import check_trace_cut
-from commscope.analyze.doctor_stopped import (check_stopped_ends, judge_stopped, silent_before_stop,
-                                             stalled_before_stop, stuck_before_end, stuck_before_others_ended)
+from commscope.analyze.doctor_outside import (check_interrupted, check_stopped, ended_from_outside, someone_waited,
+                                              stuck_before_killed, stuck_when_interrupted)
+from commscope.analyze.doctor_status import (finished_text, incomplete_ranks, is_consequence, last_finished_step,
+                                             launcher_says, launcher_status, no_folder_ranks, rank_statuses,
+                                             status_row, timed_out, unrecorded_ranks)
 from commscope.analyze.doctor_straggler import check_straggler
 from commscope.analyze.launches import launch_table
 from commscope.analyze.left_in_flight import last_region, last_region_text
@@ -95,154 +96,24 @@ from commscope.util.ranges import int_ranges
 from commscope.util.text import steps_said
 from commscope.load.frames import FaultEvidence, Trace
 from commscope.rundir.schema import (ENDED_STATUSES as ENDED, EVENTS, SIGNAL_ENDED, STATUS, STORAGE_ERROR,
-                                     SUMMARY, ending_signal)
-
-# Errors a rank reports when it was a victim, not the cause: a peer died, the launcher stopped it, the
-# backend or our watchdog timed out waiting. Each names the distributed machinery (the backend, torch's
-# Dist*Error types, a peer's connection, a signal, our watchdog): a user's own "DataLoader timed out" or
-# "ConnectionError: could not reach the checkpoint server" is the rank's own fault, not a peer's. Whole
-# words: "Unterminated string" is no sign.
-_CONSEQUENCE = re.compile(r"\b(?:Terminated|terminated by signal|hang watchdog|pair closure|DistBackendError|"
-                          r"DistNetworkError|DistStoreError|ProcessGroup\w*|KeyboardInterrupt|gloo|NCCL\w*|c10d|"
-                          r"(?:closed|reset) by peer|Timed out waiting \d+ ?ms|WorkNCCL)\b", re.I)
-# Of those, a peer's error that says it waited for this long: the rank it waited on was alive, not launching.
-_TIMED_OUT = re.compile(r"\b(?:timed out|timeout|hang watchdog)\b", re.I)
-# Exception types a rank's own code raises (a bug, bad data, its own memory), whatever words their message
-# holds: "ValueError: bad timeout" is this rank's fault, not a peer's. The error reads "Type: message".
-_OWN_TYPES = frozenset({
-    "ArithmeticError", "AssertionError", "AttributeError", "FileNotFoundError", "FloatingPointError",
-    "ImportError", "IndexError", "IsADirectoryError", "JSONDecodeError", "KeyError", "LookupError", "MemoryError",
-    "ModuleNotFoundError", "NameError", "NotImplementedError", "OutOfMemoryError", "OverflowError",
-    "PermissionError", "RecursionError", "StopIteration", "TypeError", "UnboundLocalError",
-    "UnicodeDecodeError", "UnicodeEncodeError", "ValueError", "ZeroDivisionError"})
-_ERROR_TYPE = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\s*:")
-
-
-def _own_type(error: str) -> bool:
-    m = _ERROR_TYPE.match(error)
-    return bool(m) and m.group(1) in _OWN_TYPES
-
-
-def _says(pattern: re.Pattern, error) -> bool:
-    """Whether a rank's `error` says what `pattern` matches, and is not of a type its own code raises."""
-    text = str(error)
-    return not _own_type(text) and bool(pattern.search(text))
-
-
-def _consequence(error) -> bool:
-    """The error of a rank that was a victim of another's fault (docs/faults.md)."""
-    return _says(_CONSEQUENCE, error)
-
-
-def _timed_out(error) -> bool:
-    """The error of a rank that gave up waiting on a collective."""
-    return _consequence(error) and _says(_TIMED_OUT, error)
-
+                                     SUMMARY)
 
 # ---- rules ------------------------------------------------------------------------------------
-def _statuses(trace: Trace) -> dict[int, dict]:
-    return {int(r): s for r, s in trace.config.get("status", {}).items()}
-
-
-def _no_folder(trace: Trace) -> list[int]:
-    """Ranks of a run directory that have no rank folder (the loader's `missing_rank_folders`): none of their
-    records were read, so neither their absence from a collective nor their missing status.json is
-    evidence of how they ended."""
-    if trace.source != "run":
-        return []
-    return sorted(int(r) for r in trace.config.get("missing_rank_folders") or [])
-
-
-def _launcher_status(trace: Trace, ranks: list[int]) -> dict[str, object]:
-    """Per rank of `ranks`, its status in the run's summary.json (the launcher's view, written after every
-    rank ended), or None where it names none."""
-    said = (trace.config.get("summary") or {}).get("ranks") or {}
-    return {str(r): said.get(str(r)) for r in ranks}
-
-
-def _launcher_says(trace: Trace, ranks: list[int]) -> str:
-    """What summary.json says of `ranks` (_launcher_status), as a clause: "; summary.json says rank(s) 2
-    completed", or "" when it names none of them."""
-    said: dict[str, list[int]] = {}
-    for r, st in _launcher_status(trace, ranks).items():
-        if isinstance(st, str):
-            said.setdefault(st, []).append(int(r))
-    return "".join(f"; {SUMMARY} says rank(s) {ranks_text(rs)} {st}" for st, rs in said.items())
-
-
-def _finished_text(step: int | None) -> str:
-    """A rank's last finished step as a verdict's sentence says it: "last finished step 3." or, when it
-    finished none, "it finished no step." (its evidence holds null there, never a sentinel)."""
-    return "it finished no step." if step is None else f"last finished step {step}."
-
-
-def _unrecorded(trace: Trace) -> list[int]:
-    """Ranks that say they completed but left no record the loader could read (their events.jsonl missing
-    or unreadable: a problem of that rank): absence of their collectives is no evidence of anything."""
-    seen = set(trace.steps["rank"].astype(int)) | set(trace.collectives["rank"].astype(int))
-    return sorted(r for r, st in _statuses(trace).items() if st.get("status") in ENDED and r not in seen)
-
-
-def incomplete_ranks(trace: Trace) -> dict[int, list[str]]:
-    """Ranks whose records are not all there, with why: the loader ignored some of their records (a record
-    it cannot place), their events.jsonl ends in a torn line while their status says "completed" (a rank
-    that completed wrote its whole log; a killed one may tear its last line, which is no damage to judge
-    by), or their status names a later step than their last recorded one as finished, however the rank
-    ended (a cut log). The absence of a collective in such a rank's records is no evidence that it never
-    launched it."""
-    statuses = _statuses(trace)
-    completed = {r for r, s in statuses.items() if s.get("status") in ENDED}
-    out: dict[int, list[str]] = {}
-    # what the loader lost of each rank's log (commscope.load.events.read_rank's "lost")
-    for key, lost in (trace.config.get("lost_records") or {}).items():
-        r, n, causes = int(key), lost.get("ignored") or 0, lost.get("causes") or []
-        if n:
-            out.setdefault(r, []).append(f"the loader ignored {n} of its records" +
-                                         (f" ({'; '.join(causes)})" if causes else ""))
-        if lost.get("torn") and r in completed:
-            out.setdefault(r, []).append(f"its {EVENTS} is torn (its last line is cut off)")
-    for r in sorted(statuses):
-        said, last = statuses[r].get("last_step"), _recorded_last_step(trace, r)
-        if type(said) is int and said >= 0 and (last is None or last < said):
-            ends = f"ends at step {last}" if last is not None else "holds no finished step"
-            did = "completed" if r in completed else "finished"
-            out.setdefault(r, []).append(f"its {STATUS} says it {did} step {said} but its {EVENTS} {ends}")
-    return dict(sorted(out.items()))
-
-
-def _last_step(trace: Trace, rank: int) -> int | None:
-    """The rank's last finished step: its records', else its status.json's `last_step` (a run recorded
-    with --trace off writes no step records); None when it finished none (never a sentinel such as -1,
-    which a reader would take for a step)."""
-    last = _recorded_last_step(trace, rank)
-    if last is None and trace.source == "run":
-        said = _statuses(trace).get(rank, {}).get("last_step")
-        return said if type(said) is int and said >= 0 else None
-    return last
-
-
-def _recorded_last_step(trace: Trace, rank: int) -> int | None:
-    """The last step the rank's records hold as finished (None: none)."""
-    s = trace.steps
-    s = s[(s["rank"] == rank) & (s["step"] >= 0)] if len(s) else s
-    return int(s["step"].max()) if len(s) else None
-
-
 def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     if trace.source != "run":
         return None
-    statuses = _statuses(trace)
+    statuses = rank_statuses(trace)
     ranks = sorted(set(range(trace.world_size)))
     # A rank whose watchdog fired reported already; if it then has no status it was killed in teardown.
     watchdog = set(faults.ranks("watchdog"))
     # A rank without a folder left no records at all: its missing status.json is missing with them, no sign
     # that it ended abruptly (check_insufficient names it).
-    absent = set(_no_folder(trace))
+    absent = set(no_folder_ranks(trace))
     present = [r for r in ranks if r not in absent]
     silent = [r for r in present if r not in statuses and r not in watchdog]
     # summary.json (the launcher's, written after every rank ended) says a silent rank completed: its
     # status.json is missing from the copy, no sign that it ended abruptly (the loader lists it as a problem)
-    launcher = _launcher_status(trace, silent)
+    launcher = launcher_status(trace, silent)
     silent = [r for r in silent if launcher[str(r)] != "completed"]
     if silent and len(silent) == len(present) and not trace.config.get("summary"):
         running = trace.config.get("launcher_running")
@@ -259,14 +130,14 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     # status says so (instrumented_model's launcher), whether or not the run recorded any collective.
     stopped = sorted(r for r, s in statuses.items() if "stopped (SIGSTOP)" in str(s.get("error")))
     if stopped:
-        return Diagnosis("hang", stopped, step=_last_step(trace, stopped[0]), sources=[STATUS],
+        return Diagnosis("hang", stopped, step=last_finished_step(trace, stopped[0]), sources=[STATUS],
                          evidence=[{"rank": r, "status": statuses[r].get("status"), "error": statuses[r].get("error"),
-                                    "last_finished_step": _last_step(trace, r)} for r in stopped],
+                                    "last_finished_step": last_finished_step(trace, r)} for r in stopped],
                          summary=f"hang: rank(s) {ranks_text(stopped)} stopped (SIGSTOP) and never resumed; commscope run "
-                                 "killed it after the hang timeout. " + _finished_text(_last_step(trace, stopped[0])).capitalize())
+                                 "killed it after the hang timeout. " + finished_text(last_finished_step(trace, stopped[0])).capitalize())
     failed = {r: s for r, s in statuses.items() if s.get("status") not in (*ENDED, None)}
-    own = [r for r, s in failed.items() if s.get("error") and not _consequence(s.get("error"))]
-    if silent and not own and failed and all(_timed_out(s.get("error")) for s in failed.values()):
+    own = [r for r, s in failed.items() if s.get("error") and not is_consequence(s.get("error"))]
+    if silent and not own and failed and all(timed_out(s.get("error")) for s in failed.values()):
         # The others gave up waiting (a timeout), so the silent ranks were alive then, not launching: a
         # launcher stops every rank once one fails, and a rank stopped in a collective's C++ wait is killed
         # without writing its status. That is a hang (found by absence), not a crash.
@@ -276,7 +147,7 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
         return None
     evidence, where = [], {}
     for r in culprits:
-        last = _last_step(trace, r)
+        last = last_finished_step(trace, r)
         ev = {"rank": r, "last_finished_step": last,
               "status": statuses.get(r, {}).get("status", f"none: no {STATUS}"),
               "error": statuses.get(r, {}).get("error")}
@@ -289,13 +160,13 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     for r, s in sorted(statuses.items()):
         if r not in culprits and s.get("status") not in ENDED:
             evidence.append({"rank": r, "status": s.get("status"), "error": s.get("error"),
-                             "last_finished_step": _last_step(trace, r), "role": "affected"})
+                             "last_finished_step": last_finished_step(trace, r), "role": "affected"})
     how = f"left no {STATUS} (ended abruptly: killed, aborted or os._exit)" if silent else \
         f"failed with its own error: {statuses[culprits[0]].get('error')}"
     last = evidence[0]["last_finished_step"]
     where_said = _where_text(where)[2:]  # a sentence of its own after "last finished step N."
     return Diagnosis("crash", culprits, step=last, evidence=evidence, sources=[STATUS, EVENTS],
-                     summary=f"crash: rank(s) {ranks_text(culprits)} {how}; {_finished_text(last)}"
+                     summary=f"crash: rank(s) {ranks_text(culprits)} {how}; {finished_text(last)}"
                              + (f" {where_said[:1].upper()}{where_said[1:]}." if where_said else ""))
 
 
@@ -402,161 +273,6 @@ def _first_mismatch(lt: pd.DataFrame, by_label: bool) -> tuple[pd.DataFrame, pd.
     return lt[rows], pd.Series(sig[rows], index=lt.index[rows])
 
 
-def _someone_waited(trace: Trace, faults: FaultEvidence) -> bool:
-    """A rank's watchdog fired or a rank timed out waiting: the job was stuck, so a rank signalled then may
-    have been the launchers' teardown, not a kill from outside."""
-    return bool(faults.ranks("watchdog")) or any(_timed_out(s.get("error")) for s in _statuses(trace).values())
-
-
-def _ended_from_outside(d: Diagnosis, trace: Trace, faults: FaultEvidence) -> Diagnosis:
-    """A hang found by absence whose culprits were ended by a signal while nobody had timed out is a rank
-    killed from outside the job (`kill -TERM` on one rank, an OOM killer's SIGKILL): the others launched a
-    collective it could not join because it was gone, not because it was stuck. commscope run and
-    torch.distributed.run signal ranks only after one failed or timed out, and a signal commscope run sends
-    says so in the status ("by commscope run"). Where the launcher's summary.json exists, the culprit must
-    also be the rank it saw end first (`ended_first`): a rank torn down after another was killed during a
-    real hang stays the hang's culprit. Without a summary, a job whose every rank a signal ended is read by
-    when each rank's end began (analyze.doctor_stopped): stopped whole from outside (the hang stands, or
-    the job was stopped while it ran), the culprits ended first (crash), or insufficient. Either way a
-    culprit the others had waited for past the stall bar before its end began was stuck: the hang stands
-    (doctor_stopped.stuck_before_end). Anything else is returned as it is."""
-    if d.verdict != "hang" or not d.culprit_ranks or trace.source != "run" or _someone_waited(trace, faults):
-        return d
-    statuses = _statuses(trace)
-    signals = {}
-    for r in d.culprit_ranks:
-        error = str(statuses.get(r, {}).get("error") or "")
-        m = SIGNAL_ENDED.search(error)
-        if m is None or "by commscope run" in error:
-            return d
-        signals[r] = m.group(1)
-    summary = trace.config.get("summary") or {}
-    if summary:
-        first = summary.get("ended_first")
-        if not isinstance(first, dict) or first.get("rank") not in d.culprit_ranks:
-            return d
-    else:
-        names = _every_rank_signalled(trace)
-        if names:
-            judged = judge_stopped(d, trace, statuses, names, [*d.sources, STATUS])
-            return _with_stop_evidence(judged, trace) if judged.verdict == "interrupted" else judged
-    names = sorted(set(signals.values()))
-    stall = stuck_before_end(d, trace, statuses)
-    if stall is not None:  # the others had waited past the stall bar before it was killed: it was stuck
-        return stall.stands(d, f"rank(s) {ranks_text(d.culprit_ranks)} were ended by {' / '.join(names)} from "
-                               "outside the job", [*d.sources, STATUS])
-    return replace(d, verdict="crash", summary=(
-        f"crash: rank(s) {ranks_text(d.culprit_ranks)} ended by {' / '.join(names)} from outside the job while "
-        f"the others ran (no rank timed out, and the launchers signal ranks only after a failure); "
-        f"{d.summary.removeprefix('hang: ')}"))
-
-
-def _stuck_when_interrupted(d: Diagnosis | None, lt: pd.DataFrame, trace: Trace,
-                            hang: Callable[[], Diagnosis | None]) -> Diagnosis | None:
-    """The user's stop (`d`, interrupted), or the hang a rank was in when it came: a rank that had waited
-    past the stall bar in a collective another never launched (analyze.doctor_stopped.stalled_before_stop),
-    or, no rank missing from any, every rank silent that long (silent_before_stop)."""
-    if d is None or trace.source != "run":
-        return d
-    h = hang()
-    stopped = _stopped_words(trace.config.get("summary") or {})
-    if h is None:
-        silent = silent_before_stop(lt, stopped, d.sources, trace, _statuses(trace))
-        return d if silent is None else _with_rank_rows(silent, trace) if "silent_ms" in silent.details else silent
-    if h.verdict != "hang":
-        return d
-    return stalled_before_stop(h, stopped, d.sources, trace, _statuses(trace)) or d
-
-
-def _stuck_before_killed(d: Diagnosis, trace: Trace, hang: Callable[[], Diagnosis | None]) -> Diagnosis:
-    """A crash whose culprits left no status (killed: SIGKILL, the OOM killer) and never launched a
-    collective the others had waited in past the stall bar by their first end: the culprits may have been
-    stuck before they were killed (a hang ended by a kill). The crash stands, since a killed rank leaves no
-    time of its end to measure the wait to; the summary says what the waits suggest."""
-    if d.verdict != "crash" or trace.source != "run":
-        return d
-    statuses = _statuses(trace)
-    if any(r in statuses for r in d.culprit_ranks):
-        return d
-    h = hang()
-    if h is None or h.verdict != "hang" or sorted(h.culprit_ranks) != sorted(d.culprit_ranks):
-        return d
-    stall = stuck_before_others_ended(h, trace, statuses)
-    if stall is None:
-        return d
-    who = ranks_text(d.culprit_ranks)
-    return replace(d, details={**(d.details or {}), "stuck_before_killed": stall.details()}, summary=(
-        f"{d.summary.rstrip('.')}. Before it was killed, {stall.waited_text(repr(str(h.label)))}, a collective "
-        f"rank(s) {who} never launched (measured to the others' first end: a killed rank leaves no time of its "
-        f"own end): rank(s) {who} may have been stuck before being killed."))
-
-
-def _every_rank_signalled(trace: Trace) -> str | None:
-    """The signals' names ("SIGTERM") where every rank of the job left a status saying a signal ended it, or
-    that one had begun its end (status.json `signal`: a rank in a collective's wait whose peer, stopped by the
-    same signal, closed the connection ends by that error)."""
-    statuses = _statuses(trace)
-    names = [ending_signal(s) for s in statuses.values()]
-    if len(statuses) != trace.world_size or not all(names):
-        return None
-    return ", ".join(sorted(set(names)))
-
-
-def check_stopped(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
-    """A run directory without summary.json whose every rank a signal ended, no rank missing from a
-    collective and nobody timed out (analyze.doctor_stopped.check_stopped_ends)."""
-    if trace.source != "run" or trace.config.get("summary") or _someone_waited(trace, faults):
-        return None
-    names = _every_rank_signalled(trace)
-    d = check_stopped_ends(lt, trace, _statuses(trace), names, [STATUS, EVENTS]) if names else None
-    if d is not None and "silent_ms" in (d.details or {}):  # stuck outside communication
-        return _with_rank_rows(d, trace)
-    return _with_stop_evidence(d, trace) if d is not None and d.verdict in ("interrupted", "crash") else d
-
-
-def _status_row(trace: Trace, statuses: dict[int, dict], rank: int) -> dict:
-    """A rank's evidence row in a verdict on failed or stopped ranks: its status, its error and the last step
-    it finished (None where it has none)."""
-    s = statuses.get(rank, {})
-    return {"rank": rank, "status": s.get("status"), "error": s.get("error"),
-            "last_finished_step": _last_step(trace, rank)}
-
-
-def _stop_evidence(trace: Trace) -> tuple[list[dict], int | None, str]:
-    """Each rank's status and last finished step, the last step every rank finished (None: some finished
-    none), and that in words: what a stopped run's verdict shows."""
-    statuses = _statuses(trace)
-    ranks = sorted(set(trace.ranks) | set(statuses))
-    evidence = [_status_row(trace, statuses, r) for r in ranks]
-    done = [e["last_finished_step"] for e in evidence]
-    last = None if None in done or not done else min(done)
-    none = [e["rank"] for e in evidence if e["last_finished_step"] is None]
-    reached = (f"every rank finished step {last}" if last is not None else
-               "no rank finished a step" if len(none) == len(done) else f"rank(s) {ranks_text(none)} finished no step")
-    return evidence, last, reached
-
-
-def _with_rank_rows(d: Diagnosis, trace: Trace) -> Diagnosis:
-    """`d` with every rank's status and last finished step as its evidence, and the last step every rank
-    finished as its step: a verdict on the whole job, no rank singled out."""
-    evidence, last, _ = _stop_evidence(trace)
-    return replace(d, evidence=evidence, step=last)
-
-
-def _with_stop_evidence(d: Diagnosis, trace: Trace) -> Diagnosis:
-    """A stopped job's verdict with every rank's status and last finished step, the culprits first."""
-    evidence, last, reached = _stop_evidence(trace)
-    culprits = set(d.culprit_ranks)
-    evidence = [e for e in evidence if e["rank"] in culprits] + [
-        {**e, "role": "affected"} if culprits else e for e in evidence if e["rank"] not in culprits]
-    if d.verdict == "interrupted":
-        return replace(d, evidence=evidence, step=last, summary=(
-            f"{d.summary.rstrip('.')}; {reached}. What the ranks did while being stopped is a consequence, not a "
-            "fault."))
-    step = _last_step(trace, d.culprit_ranks[0]) if d.culprit_ranks else None
-    return replace(d, evidence=evidence, step=step, summary=f"{d.summary.rstrip('.')}; {_finished_text(step)}")
-
-
 def _without_groups(trace: Trace, groups: list[str]) -> Trace:
     """`trace` without the collectives of `groups` (itself where there are none)."""
     c = trace.collectives
@@ -618,7 +334,7 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
     if not len(lt) or trace.source not in ("run", "flight_recorder"):
         return None
     best = None
-    unknown = set(_unrecorded(trace)) | set(_no_folder(trace))  # no records of theirs to find an absence in
+    unknown = set(unrecorded_ranks(trace)) | set(no_folder_ranks(trace))  # no records of theirs to find an absence in
     for group, g in lt.groupby("group"):
         members = set(g["rank"].astype(int))
         sizes = pd.to_numeric(g["group_size"], errors="coerce").dropna()
@@ -646,7 +362,7 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
         return Diagnosis(
             "insufficient", [], label=first["label"], step=step, sequence=seq, group=group, sources=[source, STATUS],
             evidence=[{"rank": r, "launched": "unknown", "records": "incomplete", "why": ", ".join(w),
-                       "status": _statuses(trace).get(r, {}).get("status")} for r, w in lost.items()],
+                       "status": rank_statuses(trace).get(r, {}).get("status")} for r, w in lost.items()],
             details={"incomplete_ranks": {str(r): w for r, w in lost.items()}},
             summary=(f"insufficient: rank(s) {ranks_text(sorted(have))} launched {first['op']} '{first['label']}' (group "
                      f"{group}, seq {seq}, step {step}) and rank(s) {ranks_text(missing)} have no record of it, but the "
@@ -668,8 +384,8 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
                          "last_launched_label": None if last is None else last["label"],
                          "last_launch_ns": None if last is None else iso_ns(last["call_ns"]),
                          **_region_evidence(where[m]),
-                         "status": _statuses(trace).get(m, {}).get("status"),
-                         "error": _statuses(trace).get(m, {}).get("error")})
+                         "status": rank_statuses(trace).get(m, {}).get("status"),
+                         "error": rank_statuses(trace).get(m, {}).get("error")})
     for _, r in rows.sort_values("rank").iterrows():
         evidence.append({"rank": int(r["rank"]), "launched": True, "finished": bool(r["finished"]),
                          "call_ns": iso_ns(r["call_ns"]), "wait_ns": iso_ns(r["wait_ns"]),
@@ -683,35 +399,6 @@ def check_hang(lt: pd.DataFrame, trace: Trace, faults: FaultEvidence, source: st
                  f"seq {seq}, step {step}) but rank(s) {ranks_text(missing)} never did (found by absence)"
                  f"{_where_text(where)}{wd_note}{_blocked_text(blocked, sorted(have))}"
                  f"{_waiting_text(waiting, sorted(have), group, seq)}."))
-
-
-def _stopped_words(summary: dict) -> str:
-    """Who stopped the run, as the verdicts say it: summary.json's `torchrun_killed` (the launcher saw
-    torch.distributed.run killed by a signal from outside, its ranks ending with it: the user, or the
-    system's OOM killer) or the user's signal."""
-    killed = summary.get("torchrun_killed")
-    if isinstance(killed, str) and killed:
-        return (f"torch.distributed.run was killed by {killed} from outside the job (by the user, or the system: "
-                "an OOM killer), and its ranks ended with it")
-    how = f" ({summary['message']})" if summary.get("message") else ""
-    return f"the run was stopped by the user{how}"
-
-
-def check_interrupted(trace: Trace) -> Diagnosis | None:
-    """The job stopped from outside while it ran: the user's signal (summary.json `interrupted`, a rank's
-    interrupted status or KeyboardInterrupt), or torch.distributed.run killed (summary.json
-    `torchrun_killed`, where no rank had failed on its own first: the launcher's message names that one
-    instead)."""
-    summary = trace.config.get("summary") or {}
-    statuses = _statuses(trace)
-    if summary.get("status") != "interrupted" and not summary.get("torchrun_killed") and not any(
-            s.get("status") == "interrupted" or str(s.get("error") or "").startswith("KeyboardInterrupt")
-            for s in statuses.values()):
-        return None
-    evidence, last, reached = _stop_evidence(trace)
-    return Diagnosis("interrupted", [], step=last, evidence=evidence, sources=[SUMMARY, STATUS] if summary else [STATUS],
-                     summary=(f"interrupted: {_stopped_words(summary)}; {reached}. "
-                              "What the ranks did while being stopped is not judged as a fault."))
 
 
 FULL_BYTES = 1 << 20  # free space under which a run directory's filesystem counts as full
@@ -737,7 +424,7 @@ def check_unwritable(trace: Trace) -> Diagnosis | None:
     one that crashed: nothing about how the ranks ended can be judged."""
     if trace.source != "run":
         return None
-    said = {r: s.get("error") for r, s in _statuses(trace).items()
+    said = {r: s.get("error") for r, s in rank_statuses(trace).items()
             if STORAGE_ERROR.search(str(s.get("error") or ""))}
     summary = trace.config.get("summary") or {}
     message = summary.get("message") if isinstance(summary.get("message"), str) else ""
@@ -753,7 +440,7 @@ def check_unwritable(trace: Trace) -> Diagnosis | None:
            logged if logged else
            f"no {SUMMARY}, and the filesystem holding it has {free:,} bytes free now")
     return Diagnosis("insufficient", [], sources=[STATUS, SUMMARY],
-                     evidence=[{"rank": r, "error": e, "last_finished_step": _last_step(trace, r)}
+                     evidence=[{"rank": r, "error": e, "last_finished_step": last_finished_step(trace, r)}
                                for r, e in sorted(said.items())],
                      summary=(f"insufficient: the run directory could not be written ({why}); each rank's "
                               "records end where its writes failed and a status that did not fit is missing, so "
@@ -772,7 +459,7 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
     if _trace_off(trace):
         return None
     missing = sorted(set(range(trace.world_size)) - set(trace.ranks))
-    unrecorded = _unrecorded(trace) if trace.source == "run" else []
+    unrecorded = unrecorded_ranks(trace) if trace.source == "run" else []
     if unrecorded and not missing:
         return Diagnosis("insufficient", sources=[STATUS, EVENTS],
                          details={"unrecorded_ranks": unrecorded, "ranks": list(trace.ranks)}, summary=(
@@ -781,13 +468,13 @@ def check_insufficient(trace: Trace) -> Diagnosis | None:
             "launched and when is unknown: no hang, desync or straggler can be judged on them."))
     if not missing:
         return None
-    absent = [r for r in _no_folder(trace) if r in missing]
+    absent = [r for r in no_folder_ranks(trace) if r in missing]
     if absent:
         return Diagnosis("insufficient", sources=[EVENTS, SUMMARY], details={
             "missing_ranks": missing, "ranks": list(trace.ranks), "no_folder_ranks": absent,
-            "launcher_status": _launcher_status(trace, absent)}, summary=(
+            "launcher_status": launcher_status(trace, absent)}, summary=(
             f"insufficient: the run directory has no folder for rank(s) {ranks_text(absent)} of the job's "
-            f"{trace.world_size}{_launcher_says(trace, absent)}. Their records are missing, which is no sign of a "
+            f"{trace.world_size}{launcher_says(trace, absent)}. Their records are missing, which is no sign of a "
             "crash or hang, and without them who came last to a collective is unknown: no hang, desync or "
             "straggler can be judged on them. Copy the whole run directory for a verdict."))
     return Diagnosis("insufficient", sources=[EVENTS if trace.source == "run" else "trace"],
@@ -807,29 +494,29 @@ def check_ended_first(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     first = (trace.config.get("summary") or {}).get("ended_first")
     if not isinstance(first, dict) or first.get("how") != "signalled" or type(first.get("rank")) is not int:
         return None
-    if _someone_waited(trace, faults):
+    if someone_waited(trace, faults):
         return None
-    statuses = _statuses(trace)
+    statuses = rank_statuses(trace)
     r = first["rank"]
     m = SIGNAL_ENDED.search(str(first.get("error") or ""))
     how = m.group(1) if m else "a signal"
     others = sorted(o for o, s in statuses.items() if o != r and s.get("status") not in ENDED)
-    last = _last_step(trace, r)
+    last = last_finished_step(trace, r)
     return Diagnosis("crash", [r], step=last, sources=[SUMMARY, STATUS], evidence=[
-        {**_status_row(trace, statuses, o), **({} if o == r else {"role": "affected"})} for o in [r, *others]],
+        {**status_row(trace, statuses, o), **({} if o == r else {"role": "affected"})} for o in [r, *others]],
         summary=(f"crash: rank {r} ended first, by {how} from outside the job ({SUMMARY}: the launcher saw it "
                  "end first; no rank timed out, and the launchers signal ranks only after a failure)"
                  + (f"; rank(s) {ranks_text(others)} failed after it" if others else "")
-                 + f"; {_finished_text(last)}"))
+                 + f"; {finished_text(last)}"))
 
 
 def check_unexplained(trace: Trace) -> Diagnosis | None:
     """Ranks failed but no rule above found why (e.g. --trace off: no launch records). A backend timeout
     still says "hang", without culprits; anything else is "insufficient": the evidence is missing."""
-    bad = {r: s for r, s in _statuses(trace).items() if s.get("status") not in (*ENDED, None)}
+    bad = {r: s for r, s in rank_statuses(trace).items() if s.get("status") not in (*ENDED, None)}
     if not bad:
         return None
-    timed = sorted(r for r, s in bad.items() if _timed_out(s.get("error")))
+    timed = sorted(r for r, s in bad.items() if timed_out(s.get("error")))
     verdict = "hang" if timed else "insufficient"
     first = bad[min(bad)]
     mode = trace.run_args.get("trace")
@@ -848,7 +535,7 @@ def check_unexplained(trace: Trace) -> Diagnosis | None:
         rest = [r for r in sorted(bad) if r not in timed and r not in suspects]
         said = (f"rank(s) {ranks_text(timed)} timed out (rank {timed[0]}: {bad[timed[0]].get('error')})"
                 + (f" and rank(s) {ranks_text(rest)} failed" if rest else ""))
-    return Diagnosis(verdict, [], evidence=[_status_row(trace, bad, r) for r in sorted(bad)],
+    return Diagnosis(verdict, [], evidence=[status_row(trace, bad, r) for r in sorted(bad)],
                      sources=[STATUS], details={"suspects": suspects} if suspected else {},
                      summary=f"{verdict}: {said} but the records do not show which rank caused it ({hint}).{suspected}")
 
@@ -898,7 +585,7 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
     # three rules ask whether a rank never launched what the others waited in; the answer is computed once
     # (a pass over every collective: ~0.5 s on a 1024-rank run) and only where a rule asks
     hang = cache(partial(check_hang, lt, trace, faults, src))
-    d = (_stuck_when_interrupted(check_interrupted(trace), lt, trace, hang)
+    d = (stuck_when_interrupted(check_interrupted(trace), lt, trace, hang)
          or check_refused(trace) or check_unwritable(trace)
          or check_desync(lt[~mixed], src, by_label=trace.source == "run")
          or check_crash(trace, faults)
@@ -907,8 +594,8 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
          or check_not_recorded(trace)
          or check_straggler(_without_groups(trace, mixed_names), straggler_ms=straggler_ms,
                             straggler_pct=straggler_pct, warmup_steps=warmup_steps))
-    d = _ended_from_outside(d, trace, faults)
-    d = _stuck_before_killed(d, trace, hang)
+    d = ended_from_outside(d, trace, faults)
+    d = stuck_before_killed(d, trace, hang)
     if faults.ranks("flight_recorder"):
         frl = faults.flight_recorder
         empty = Trace(source="flight_recorder", path=trace.path, world_size=trace.world_size, backend=None,

@@ -187,7 +187,7 @@ def test_a_failed_rank_whose_log_ends_before_its_status_says_is_insufficient(tmp
 
 def test_the_last_finished_step_of_a_rank_without_step_records_is_its_status(tmp_path):
     """--trace off writes no step records: the evidence's last finished step is the status's `last_step`."""
-    from commscope.analyze.doctor import _last_step
+    from commscope.analyze.doctor_status import last_finished_step
     from commscope.load import load_path
 
     run = hung_run(tmp_path)
@@ -196,4 +196,4 @@ def test_the_last_finished_step_of_a_rank_without_step_records_is_its_status(tmp
         p.write_text("".join(x + "\n" for x in p.read_text().splitlines() if '"kind": "step"' not in x))
     trace = load_path(str(run))
     assert not len(trace.steps)
-    assert [_last_step(trace, r) for r in range(4)] == [2, 2, 2, 2]
+    assert [last_finished_step(trace, r) for r in range(4)] == [2, 2, 2, 2]
