@@ -158,11 +158,20 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
     def _measure_clock(self, group: Any) -> None:
         """The clock offset to the common axis, measured over `group` (a collective)."""
         gloo = "gloo" in str(self.backend) or self._cuda is None
-        self.clock = align_clocks(
-            group,
-            device="cpu" if gloo else self.device,
-            now_ns=lambda: _perf() + self._base,
-        )
+        try:
+            self.clock = align_clocks(
+                group,
+                device="cpu" if gloo else self.device,
+                now_ns=lambda: _perf() + self._base,
+            )
+        except RuntimeError as e:  # torch.distributed's errors (a timeout, a peer gone) are RuntimeErrors
+            # the backend's text names a barrier or a socket; what went wrong is usually a rank that never
+            # created its Recorder, which only this line can say
+            raise RuntimeError(
+                f"commscope: rank {self.rank}: measuring the clock offset failed ({str(e).splitlines()[0][:300]}). "
+                "The measurement is a collective over the process group: every rank creates its Recorder "
+                "(commscope.record) with the same trace level at the same point of the script (trace=\"off\" "
+                "on one rank only leaves the others waiting here), and calls align_clocks() together") from e
         self._shift = self._base + self.clock.offset_ns
 
     def _write_meta(self) -> None:

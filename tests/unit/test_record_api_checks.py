@@ -518,8 +518,12 @@ def test_a_recorder_whose_clock_alignment_fails_leaves_no_rank_folder(tmp_path, 
         raise RuntimeError("Connection closed by peer")
 
     monkeypatch.setattr(recorder_module, "align_clocks", peer_gone)
-    with pytest.raises(RuntimeError, match="Connection closed by peer"):
+    with pytest.raises(RuntimeError, match="Connection closed by peer") as err:
         Recorder(tmp_path / "run", rank=0, world_size=1)
+    # the backend's words alone do not say what usually went wrong: a rank that made no Recorder
+    assert str(err.value).startswith("commscope: rank 0: measuring the clock offset failed (Connection closed")
+    assert "every rank creates its Recorder" in str(err.value)
+    assert str(err.value.__cause__) == "Connection closed by peer"
     assert not (tmp_path / "run" / "rank0").exists()
     monkeypatch.undo()
     rec = Recorder(tmp_path / "run", rank=0, world_size=1)  # aligned: the folder, with meta.json
