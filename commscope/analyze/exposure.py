@@ -33,7 +33,8 @@ directory's `"label": null`, takes labels.NO_LABEL: every per-label figure count
   the eight give 286). `bandwidth_withheld` says which labels lost their bandwidth so, and why.
 - `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
   the op and group size n: all_reduce 2(n−1)/n; reduce_scatter, all_gather, all_to_all (n−1)/n; else 1.
-  NaN (unknown) where n is unknown, and where n = 1 (bus_factors).
+  NaN (unknown) where n is unknown, and where n = 1 (bus_factors); both NaN where a collective moves no
+  bytes (a barrier), and a label's totals leave such calls out.
 - Queueing (`queue_split`): a process group runs its collectives one after another in launch order, so
   part of a collective's exposed time can be spent waiting for *earlier* collectives of the same group on
   the same rank to finish. `queued_ns` is the part of its exposed spans during which an earlier one
@@ -355,7 +356,9 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None,
     c["group_complete"] = complete_rows(c)
     c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min").where(c["group_complete"])
     with np.errstate(invalid="ignore", divide="ignore"):
-        c["algbw_gbps"] = np.where(c["transfer_ns"] > 0, c["bytes"].astype(np.float64) / c["transfer_ns"], np.nan)
+        nbytes = c["bytes"].astype(np.float64)
+        # a barrier (0 bytes) moves no data: a bandwidth of 0 would read as a broken link
+        c["algbw_gbps"] = np.where((c["transfer_ns"] > 0) & (nbytes > 0), nbytes / c["transfer_ns"], np.nan)
     c["busbw_gbps"] = c["algbw_gbps"] * bus_factors(c["op"].to_numpy(object), c["group_size"].astype(np.float64))
     return c
 
@@ -439,7 +442,7 @@ def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                                                          "transfer_ns")}
     nbytes, dur, exposed, transfer = col["bytes"], col["duration_ns"], col["exposed_ns"], col["transfer_ns"]
     with np.errstate(invalid="ignore"):
-        ok = ~np.isnan(nbytes) & (transfer > 0)
+        ok = (nbytes > 0) & (transfer > 0)  # known, moving data, with a transfer time
     bus = table["busbw_gbps"].to_numpy(np.float64) * transfer  # bus bytes, NaN where the group size is unknown
     with np.errstate(invalid="ignore"):
         bus_ok = ok & ~np.isnan(bus)

@@ -9,7 +9,7 @@ from commscope.analyze import exposure
 
 
 def reference_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    ok = table["bytes"].notna() & (table["transfer_ns"] > 0)
+    ok = (table["bytes"] > 0) & (table["transfer_ns"] > 0)  # a barrier's 0 bytes have no bandwidth
     t = pd.DataFrame({**{k: table[k] for k in keys}, "op": table["op"], "bytes": table["bytes"],
                       "duration_ns": table["duration_ns"], "exposed_ns": table["exposed_ns"],
                       "_b": table["bytes"].where(ok), "_t": table["transfer_ns"].where(ok),
@@ -46,6 +46,7 @@ def _table(rng: np.random.Generator, n: int) -> pd.DataFrame:
         return x
     int_bytes = rng.random() < 0.3
     nbytes = rng.integers(1, 10**9, n) if int_bytes else some_nan(rng.integers(1, 10**9, n), 0.2)
+    nbytes[rng.random(n) < 0.05] = 0  # barriers
     dur = some_nan(rng.integers(0, 10**7, n), 0.05)
     return pd.DataFrame({
         "rank": rng.integers(0, 3, n),

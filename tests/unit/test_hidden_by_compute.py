@@ -72,3 +72,24 @@ def test_terminal_names_the_quantity(run):
     text = con.export_text()
     assert "hidden %: share of the duration compute hid" in " ".join(text.split())  # wrapped as a paragraph
     assert "57.1" in text and "81.8" in text
+
+
+def test_a_barrier_has_no_bandwidth_and_leaves_its_labels_totals_alone(tmp_path):
+    """A barrier moves no bytes: its bandwidth is unknown (NaN, null in JSON), not 0 GB/s, which would read
+    as a broken link; a label holding barriers and data collectives gets the data's bandwidth alone."""
+    def barrier(rank, label, seq, call, end):
+        return {**coll(rank, label, seq, call, call + 1, end, end), "op": "barrier", "bytes": 0, "dtype": None}
+    recs = {r: [region(r, "forward", 0, 40), barrier(r, "sync", 0, 5, 6 + r * 4), barrier(r, "mixed", 1, 41, 45),
+                coll(r, "mixed", 2, 50, 60, 70, 70),
+                {"kind": "step", "rank": r, "step": 0, "loss": 1.0, "start_ns": T0, "end_ns": T0 + 140 * US,
+                 "tokens": 8}] for r in (0, 1)}
+    write_run(tmp_path / "run", recs, summary={"status": "completed", "backend": "gloo", "device": "cpu",
+                                               "steps": 1}, meta={"backend": "gloo", "device": "cpu"})
+    run = load_path(str(tmp_path / "run"))
+    t = exposure.collective_table(run).set_index(["rank", "label", "seq"])
+    assert t.loc[(0, "sync", 0), "transfer_ns"] == 1 * US  # rank 0's 1 µs: the last to arrive
+    assert t.loc[[(0, "sync", 0), (1, "mixed", 1)], ["algbw_gbps", "busbw_gbps"]].isna().all().all()
+    assert t.loc[(0, "mixed", 2), "algbw_gbps"] == pytest.approx(4000 / (20 * US))  # 4000 bytes in 20 µs
+    labels = summarize(run, with_hta=False)["labels"]
+    assert labels["sync"]["algbw_gbps"] is None and labels["sync"]["busbw_gbps"] is None
+    assert labels["mixed"]["algbw_gbps"] == pytest.approx(0.2)  # the all_reduce's alone, not diluted
