@@ -12,7 +12,9 @@ directory's `"label": null`, takes labels.NO_LABEL: every per-label figure count
     collectives, whose end_ns is the completion the host saw (exposed_until); a collective never waited
     on exposes nothing;
   * otherwise (Kineto): the part of [start, end) not covered by the rank's compute intervals
-    (GPU: non-communication kernels on any stream; CPU: top-level ops of the caller thread);
+    (GPU: non-communication kernels on any stream; CPU: top-level ops of the caller thread), nor by a
+    collective of the rank that started before it (unshared_starts: collectives in flight together stall
+    the rank once, charged to the first);
   * NaN where neither applies (exposure_unknown: a Kineto collective without a start or end).
 - `wake_delay_ns` (`wall` collectives; NaN on the others): the rest of the blocked wait, after the
   collective had completed: the caller waking up and getting the interpreter back (an oversubscribed
@@ -20,10 +22,11 @@ directory's `"label": null`, takes labels.NO_LABEL: every per-label figure count
   still no compute (blocked_spans).
 - `hidden_ns`: the part of its duration span (the [start, or launch where the start is unknown, end) its
   duration measures) covered by the rank's compute set, the per-collective form of the per-rank
-  communication overlap (timeline.comm_overlap_by_rank). On Kineto traces that is duration − exposed
-  (exposed is what compute left uncovered). On run directories the exposed time is a blocked wait instead,
-  so the two do not add up to the duration: the rest of the span is time the rank neither computed nor
-  waited on this collective (waiting on another one, Python between regions).
+  communication overlap (timeline.comm_overlap_by_rank). On Kineto traces that is duration − exposed,
+  except where another collective in flight with it was charged part of its span. On run directories the
+  exposed time is a blocked wait instead, so the two do not add up to the duration: the rest of the span
+  is time the rank neither computed nor waited on this collective (waiting on another one, Python between
+  regions).
 - `hidden_pct`: hidden share of the duration, 100 · hidden_ns / duration.
 - `transfer_ns`: the minimum `duration_ns` over the ranks of the same (group, seq): the one rank that
   arrived last did not wait, so its time is closest to the pure transfer time (nccl-tests convention).
@@ -206,7 +209,26 @@ def exposed_spans(coll: pd.DataFrame, comp: iv.Intervals, origin: int) -> list[l
     start, end = rel(coll["start_ns"], origin), rel(coll["end_ns"], origin)
     wait, wait_end = rel(coll["wait_ns"], origin), rel(coll["wait_end_ns"], origin)
     waited, _, todo = _exposure_rule(coll, start, end, wait, wait_end)
+    rows = np.flatnonzero(todo)
+    start[rows] = unshared_starts(start[rows], end[rows])
     return _spans(start, end, wait, exposed_until(coll, wait_end, end), waited, todo, comp)
+
+
+def unshared_starts(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per execution-timed collective of one rank (Kineto: [start, end) of its kernel or gloo thread), where
+    its exposed time may begin: its start, or the latest end of the collectives that started before it
+    (in row order on equal starts) where that is later. Collectives in flight together (gloo's two worker
+    threads, NCCL kernels on two streams) stall the rank once: each instant is charged to the one that
+    started first, as a run directory charges a wait to the collective waited on, so that a rank's
+    collectives' exposed times add up to the time it was exposed, not to a multiple of it."""
+    if len(start) < 2:
+        return start
+    order = np.argsort(start, kind="stable")
+    ends = end[order]
+    before = np.concatenate([[-np.inf], np.fmax.accumulate(ends)[:-1]])  # NaN ends (unknown) claim nothing
+    out = start.copy()
+    out[order] = np.fmax(start[order], before)
+    return out
 
 
 def _spans(start, end, wait, until, waited, todo, comp: iv.Intervals) -> list[list[tuple[float, float]]]:
@@ -336,8 +358,8 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None,
     todo_rows = np.flatnonzero(todo)
     for rank, pos in iv.rows_by_rank(ranks[todo_rows]).items():
         rows = todo_rows[pos]
-        qs, qe = start[rows], end[rows]
-        exposed[rows] = (qe - qs) - iv.covered(qs, qe, comp.get(int(rank), iv.empty()))
+        qs, qe = unshared_starts(start[rows], end[rows]), end[rows]
+        exposed[rows] = np.maximum(qe - qs, 0.0) - iv.covered(qs, np.maximum(qe, qs), comp.get(int(rank), iv.empty()))
     c["exposed_ns"] = np.clip(exposed, 0.0, None)
     wake = np.full(len(c), np.nan)
     wall = (c["timing"] == "wall").to_numpy()
@@ -399,14 +421,15 @@ def bandwidth_notes(withheld: dict[str, str], n_present: int, world_size: int) -
 
 def _hidden(c: pd.DataFrame, ranks: np.ndarray, span_start: np.ndarray, end: np.ndarray, dur: np.ndarray,
             comp: dict[int, iv.Intervals]) -> np.ndarray:
-    """hidden_ns per row (module docstring). Recorded collectives (run directories: `wall`, `cuda_event`)
-    are intersected with the compute set: their exposed time is a blocked wait on this collective alone, so
-    duration − exposed would count the time spent waiting on other collectives as hidden by compute. The
-    others (Kineto) take duration − exposed, which is the same covered length, and NaN with it where the
-    exposed time is unknown."""
+    """hidden_ns per row (module docstring): the duration span intersected with the compute set. Neither
+    kind of exposed time is the rest of it: a run directory's is a blocked wait on this collective alone,
+    and a Kineto collective's leaves out what an earlier one in flight with it was charged (unshared_starts),
+    so duration − exposed would count time spent on other collectives as hidden by compute. NaN where the
+    exposed time is unknown (a Kineto collective without a start or end)."""
+    exposed = c["exposed_ns"].to_numpy(np.float64)
     with np.errstate(invalid="ignore"):
-        hidden = dur - np.minimum(c["exposed_ns"].to_numpy(np.float64), dur)
-    recorded = c["timing"].isin(["wall", "cuda_event"]).to_numpy() & (dur > 0)
+        hidden = dur - np.minimum(exposed, dur)  # 0 for an empty span, NaN where exposed is unknown
+    recorded = (c["timing"].isin(["wall", "cuda_event"]).to_numpy() | ~np.isnan(exposed)) & (dur > 0)
     rec_rows = np.flatnonzero(recorded)
     for rank, pos in iv.rows_by_rank(ranks[rec_rows]).items():
         rows = rec_rows[pos]

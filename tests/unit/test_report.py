@@ -193,7 +193,8 @@ def test_timeline_rows_and_lanes():
     # the exposed overlay: hatched, no outline (it would blacken short bars), hover passes through to the bar below
     ex = next(t for t in fig.data if t.name == "exposed (hatched)")
     assert ex.marker.pattern.shape == "x" and ex.marker.line.width == 0 and ex.hoverinfo == "skip"
-    assert sum(ex.x) == pytest.approx(2 * (0.05 + 0.08 + 0.02), abs=1e-6)  # attn gap, mlp and scalars whole
+    # attn's gap and mlp whole; scalars runs inside mlp's span, whose stall it is (counted once, exposure.unshared_starts)
+    assert sum(ex.x) == pytest.approx(2 * (0.05 + 0.08), abs=1e-6)
     comp = next(t for t in fig.data if t.name == "compute")
     assert any("forward ×1" in t for t in comp.text) and any("backward ×1" in t for t in comp.text)
     flows = next(t for t in fig.data if t.name == "one call across ranks")
