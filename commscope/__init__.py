@@ -21,13 +21,14 @@ def label(name):
     return _label(name)
 
 
-def size_labels(named_parameters, group=None, element_size=None):
+def size_labels(named_parameters, group=None, element_size=None, *, flat=False, world_size=None):
     """`json.dump(commscope.size_labels(model.named_parameters()), f)` writes a `--label-map` file: label
     (the parameter name with layer indices collapsed, `blocks.*.attn.qkv.weight`, or `group(name)`) →
-    byte sizes. Same as `commscope.recording.label.size_labels` (docs/traces.md); imports no torch."""
+    byte sizes; `flat=True, world_size=N` sums each module's parameters as FSDP2 moves them. Same as
+    `commscope.recording.label.size_labels` (docs/traces.md); imports no torch."""
     from commscope.recording.label import size_labels as _size_labels
 
-    return _size_labels(named_parameters, group=group, element_size=element_size)
+    return _size_labels(named_parameters, group=group, element_size=element_size, flat=flat, world_size=world_size)
 
 
 def ddp_comm_hook(rec, label="ddp_bucket", phase="allreduce"):

@@ -33,7 +33,8 @@ def label(name: str):
     return record_function(f"{PREFIX}{name}:")  # the empty phase keeps a ":" in `name` inside the label
 
 
-def size_labels(named_parameters, group=None, element_size: int | None = None) -> dict[str, list[int]]:
+def size_labels(named_parameters, group=None, element_size: int | None = None, *, flat: bool = False,
+                world_size: int | None = None) -> dict[str, list[int]]:
     """A size → label map for `--label-map` (commscope.load.label_map): label → the sorted distinct byte
     sizes (numel × element size) of its parameters, ready for `json.dump`.
 
@@ -46,6 +47,10 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
     `element_size`: bytes per element when the collectives move another dtype than the parameters' (bf16
     gradients of fp32 weights: 2); default each tensor's own. The sizes are what a collective of one whole
     parameter moves; a bucket or flat-parameter collective (DDP, FSDP) matches only its own total size.
+    `flat=True`: one size per label, the sum of its parameters', what FSDP2's all-gather and reduce-scatter
+    of one `fully_shard`ed module move (`group` then names the module a parameter belongs to: by default
+    its name without the last part, `layers.0.weight` → `layers.0`); `world_size`: each parameter's dim 0
+    padded to a multiple of it first, as FSDP2 shards a parameter into equal chunks of dim 0.
     """
     if hasattr(named_parameters, "named_parameters"):
         named_parameters = named_parameters.named_parameters()
@@ -54,6 +59,10 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
     if element_size is not None and (not isinstance(element_size, int) or isinstance(element_size, bool)
                                      or element_size <= 0):
         raise ValueError(f"element_size is a positive number of bytes, got {element_size!r}")
+    if world_size is not None and (not isinstance(world_size, int) or isinstance(world_size, bool) or world_size <= 0):
+        raise ValueError(f"world_size is a positive number of ranks, got {world_size!r}")
+    if flat and group is None:
+        group = _module_of
     members: dict[str, list[tuple[str, int]]] = {}
     for item in named_parameters:
         if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
@@ -65,12 +74,14 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
             continue
         if not isinstance(key, str) or not key:
             raise ValueError(f"group({name!r}) returned {key!r}: a label is a non-empty string (None: left out)")
-        n = int(p.numel()) * (element_size if element_size is not None else int(p.element_size()))
+        n = _padded_numel(p, world_size) * (element_size if element_size is not None else int(p.element_size()))
         if n > 0:
             members.setdefault(key, []).append((name, n))
     out: dict[str, set[int]] = {}
     for key, ms in members.items():
-        if group is None and len({n for _, n in ms}) > 1:  # not one layer repeated: each keeps its name
+        if flat:  # one buffer of the module's parameters
+            out[key] = {sum(n for _, n in ms)}
+        elif group is None and len({n for _, n in ms}) > 1:  # not one layer repeated: each keeps its name
             for name, n in ms:
                 out.setdefault(name, set()).add(n)
         else:
@@ -81,6 +92,21 @@ def size_labels(named_parameters, group=None, element_size: int | None = None) -
                       "collectives of those sizes will be labelled with all of them joined by '|'; pass group= "
                       "to merge such parameters under one label", stacklevel=3)
     return {k: sorted(v) for k, v in out.items()}
+
+
+def _module_of(name: str) -> str:
+    """A parameter's module path: its name without the last part (`layers.0.weight` → `layers.0`)."""
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+def _padded_numel(p, world_size: int | None) -> int:
+    """numel, with dim 0 padded to a multiple of `world_size` (FSDP2's equal shards) where given."""
+    n = int(p.numel())
+    shape = tuple(getattr(p, "shape", ()))
+    if world_size is None or not shape or shape[0] == 0:
+        return n
+    rows = -(-int(shape[0]) // world_size) * world_size
+    return n // int(shape[0]) * rows
 
 
 def collapse_indices(name: str) -> str:

@@ -371,3 +371,22 @@ def test_a_scope_splits_at_its_last_colon_and_an_empty_label_is_no_label(tmp_pat
     assert list(scoped.groupby(["label", "phase"]).size().items()) == [(("a:b", "reduce"), 6)]
     unlabelled = scoped[scoped["label"].isna()]
     assert len(unlabelled) == 6 and set(unlabelled["phase"]) == {"allreduce"}
+
+
+def test_size_labels_flat_gives_what_fsdp2_moves_per_module():
+    """FSDP2 all-gathers and reduce-scatters a fully_shard'ed module's parameters as one buffer, each
+    parameter's dim 0 padded to a multiple of the world size. A 2-rank gloo run of this model with
+    fully_shard on each Linear moved 8448 and 4160 bytes per collective: Linear(32, 64) is 64×32 + 64 floats,
+    Linear(64, 15) is 16×64 + 16 once its 15 rows are padded to 16."""
+    import torch
+
+    import commscope
+
+    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 15))
+    assert commscope.size_labels(net, flat=True, world_size=2) == {"0": [8448], "2": [4160]}
+    assert commscope.size_labels(net, flat=True) == {"0": [8448], "2": [(15 * 64 + 15) * 4]}  # unpadded
+    assert commscope.size_labels(net, flat=True, world_size=3) == {"0": [(66 * 32 + 66) * 4], "2": [(15 * 64 + 15) * 4]}
+    # group= names the wrapped module: one fully_shard over the whole model is one buffer
+    assert commscope.size_labels(net, group=lambda n: "model", flat=True, world_size=2) == {"model": [8448 + 4160]}
+    with pytest.raises(ValueError, match="world_size"):
+        commscope.size_labels(net, flat=True, world_size=0)
