@@ -10,8 +10,10 @@ otherwise), with and without `--profile 2:4`; with `--script` it is that trainin
 launcher (`python -m torch.distributed.run --nproc-per-node N SCRIPT --out DIR --steps S`, the contract of
 examples/plain_loop.py). Prints one line per run and a table per configuration: the verdicts, and the most
 any rank made the others wait in a judged step over all repeats (doctor's `details.most_waiting`) — in ms,
-as a share of that run's median step, as a multiple of the bar — and how many runs went over the 100 %
-share of the median step (what a bar without the host floor would have called a straggler). `--busy N`
+as a share of that run's median step, as a multiple of the bar — how many runs went over the 100 %
+share of the median step (what a bar without the host floor would have called a straggler), and how close
+the steadiest rank came to a steady lag (`details.steadiest`: the least waiting it caused in three quarters
+of the judged steps, as a multiple of the bar; the doctor flags one from 0.25×). `--busy N`
 keeps N other processes spinning on the CPU meanwhile: a machine shared with other work, where a runnable
 rank waits for a core. Run directories go to a temporary folder that is removed at the end, and the busy
 processes end with the benchmark.
@@ -77,14 +79,16 @@ def measure(a: argparse.Namespace) -> int:
                                  "verdict": doc.get("verdict", f"doctor exit {d.returncode}"),
                                  "median_step_ms": details.get("median_step_ms"),
                                  "most_waiting": details.get("most_waiting"),
+                                 "steadiest": details.get("steadiest"),
                                  "seconds": round(time.time() - t0, 1)})
                     print(json.dumps(rows[-1]), flush=True)
     tally = collections.Counter((r["ranks"], r["profile"], r["verdict"]) for r in rows)
     print(f"\n{a.script or 'commscope run'}, {a.steps} steps, {a.repeats} repeats per configuration, "
           f"{a.busy} busy processes beside them\n")
     print("| ranks | --profile 2:4 | verdicts | median steps (ms) | most waiting in a judged step (ms) "
-          "| its share of the median step | its multiple of the bar | runs over the 100 % share |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| its share of the median step | its multiple of the bar | runs over the 100 % share "
+          "| steadiest rank: least of its waiting in 3/4 of the judged steps, × the bar (most of the runs) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for nproc in sorted({r["ranks"] for r in rows}):
         for profiled in variants:
             mine = [r for r in rows if (r["ranks"], r["profile"]) == (nproc, profiled)]
@@ -97,6 +101,8 @@ def measure(a: argparse.Namespace) -> int:
                          f"{worst['bar_multiple']:.2f}×",
                          f"{sum(m['pct_of_median_step'] > 100 for m in most)} of {len(mine)}"]
                         if worst else ["–"] * 4))
+            steady = [r["steadiest"]["bar_multiple"] for r in mine if r.get("steadiest")]
+            cells.append(f"{max(steady):.3f}×" if steady else "–")
             print(f"| {nproc} | {'yes' if profiled else 'no'} | {got} | " + " | ".join(cells) + " |")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))

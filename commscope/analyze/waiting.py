@@ -208,19 +208,22 @@ def noise_steps(trace: Trace, warmup_steps: int = WARMUP_STEPS) -> dict[int, str
         for s in range(first, stop):
             out.setdefault(s, "profiler window")
         out.setdefault(stop, "profiler export")
-    for s, missing in partial_steps(trace.steps).items():
+    for s, missing in partial_steps(trace.steps, trace.ranks).items():
         out.setdefault(s, f"{UNRECORDED}{'rank' if len(missing) == 1 else 'ranks'} {int_ranges(missing)}")
     return out
 
 
-def partial_steps(steps: pd.DataFrame) -> dict[int, list[int]]:
-    """Steps that some of the ranks with step records did not record, with those ranks: traces of the
-    ranks cut at different steps, or a rank whose records end early. No collective there is reached by
-    every member, so its waiting is unknown, not zero: judging it would count a step with no evidence."""
+def partial_steps(steps: pd.DataFrame, ranks=None) -> dict[int, list[int]]:
+    """Steps that some of `ranks` (default: the ranks with step records) did not record, with those ranks:
+    traces of the ranks cut at different steps, a rank whose records end early, or a rank whose trace holds
+    no step at all (no ProfilerStep: its collectives belong to no known step; a trace of another job put in
+    the folder). No collective there is known to be reached by every member in that step, so its waiting is
+    unknown, not zero: judging it would count a step with no evidence."""
     s = steps[steps["step"] >= 0]
     if not len(s):
         return {}
-    ranks = np.unique(s["rank"].to_numpy(np.int64))
+    have_steps = np.unique(s["rank"].to_numpy(np.int64))
+    ranks = have_steps if ranks is None else np.union1d(have_steps, np.asarray(list(ranks), dtype=np.int64))
     by_step = s.groupby(s["step"].astype(np.int64))["rank"].nunique()
     out = {}
     for step in by_step.index[by_step.to_numpy() < len(ranks)]:

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from commscope.analyze import doctor, doctor_straggler
+from commscope.analyze import doctor, doctor_status, doctor_straggler
 from commscope.analyze.diagnosis import VERDICTS
 from commscope.pipeline import diagnose_path
 from commscope.load.flight_recorder import read_flight_recorder
@@ -497,7 +497,7 @@ def test_a_rank_failing_on_its_own_is_a_crash_whatever_words_its_error_holds(run
     ("ValueError: bad timeout", False, False),
 ])
 def test_which_errors_are_a_peers_doing(error, consequence, timed_out):
-    assert (doctor._consequence(error), doctor._timed_out(error)) == (consequence, timed_out)
+    assert (doctor_status.is_consequence(error), doctor_status.timed_out(error)) == (consequence, timed_out)
 
 
 def test_a_rank_killed_after_sigstop_hung_the_job_and_gloo_timeouts_are_victims(run):
@@ -867,17 +867,25 @@ def test_desync_evidence_names_where_each_launch_was_read(tmp_path, template, so
 
 def test_a_steady_lag_under_the_bar_is_found_by_steady_under_bar():
     """On host-timed arrivals the bar is a whole median step, and a rank slow in every step lengthens that
-    median: its waiting (125 ms in a 186 ms median step) stays under the bar however steady. A lag in a few
-    steps only, or a small one, is not steady."""
+    median: its waiting (125 ms in a 186 ms median step) stays under the bar however steady. From half the
+    bar in three quarters of the judged steps it is strong (confidence high), from 30 % a steady lag;
+    a lag in a few steps only, or a smaller one, is not steady."""
     per = pd.DataFrame({"step": list(range(1, 10)), "rank": [1] * 9, "lost_ns": [125e6] * 8 + [20e6]})
     per["pct"] = 100 * per["lost_ns"] / 186e6
     y = doctor_straggler._Yardstick(186e6, list(range(10)), " of steps 0-9", 186e6,
                                     {"kind": "relative", "ms": 186.0}, list(range(1, 10)))
     steady = doctor_straggler._steady_under_bar(per, y)
     assert steady == {"rank": 1, "steps": list(range(1, 9)), "judged": 9,
-                      "mean_pct_of_median_step": pytest.approx(100 * 125 / 186)}
+                      "mean_pct_of_median_step": pytest.approx(100 * 125 / 186),
+                      "bar_multiple": pytest.approx(125 / 186), "strong": True}
     assert doctor_straggler._steady_under_bar(per.iloc[:6].assign(lost_ns=[125e6] * 3 + [20e6] * 3), y) is None
-    assert doctor_straggler._steady_under_bar(per.assign(lost_ns=80e6), y) is None  # under half the bar
+    weak = doctor_straggler._steady_under_bar(per.assign(lost_ns=80e6), y)  # 0.43x the bar: under half of it
+    assert (weak["steps"], weak["strong"], weak["bar_multiple"]) == (list(range(1, 10)), False, pytest.approx(80 / 186))
+    assert doctor_straggler._steady_under_bar(per.assign(lost_ns=50e6), y) is None  # under 30 % of the bar
+    # the steadiest rank is measured by its least waiting in 7 of the 9 steps (three quarters, rounded up):
+    # rank 2 caused 100 ms in 6 steps only, rank 1's 7th largest is its 125 ms
+    two = pd.DataFrame({"step": list(range(1, 7)), "rank": [2] * 6, "lost_ns": [180e6] * 6, "pct": 0.0})
+    assert doctor_straggler.steadiest(pd.concat([per, two]), y) == {"rank": 1, "bar_multiple": pytest.approx(125 / 186)}
 
 
 def _late_in_every_step(tmp_path, late_ms: float, name: str):
@@ -892,19 +900,25 @@ def _late_in_every_step(tmp_path, late_ms: float, name: str):
     return path
 
 
-def test_a_rank_late_in_every_step_under_the_bar_is_a_straggler_of_medium_confidence(tmp_path):
+def test_a_rank_late_in_every_step_under_the_bar_is_a_straggler(tmp_path):
     """70 ms late in each of 5 judged steps of 100 ms: under the 100 % bar of host-timed arrivals in every
-    step, but at least half of it in all of them: a steady lag, a straggler of medium confidence. 40 ms (under
-    half the bar) is ok, and so is the steady lag under a bar the user set."""
+    step, but at least half of it in all of them: a steady lag, a straggler of high confidence. 40 ms (at
+    least 30 % of the bar) is one of medium confidence; 10 ms is ok, and so is the steady lag under a
+    bar the user set."""
     d = diagnose_path(str(_late_in_every_step(tmp_path, 70, "late70")))
-    assert (d.verdict, d.culprit_ranks, d.confidence) == ("straggler", [3], "medium"), d.summary
+    assert (d.verdict, d.culprit_ranks, d.confidence) == ("straggler", [3], "high"), d.summary
     assert d.details["steady_under_bar"]["steps"] == [1, 2, 3, 4, 5]
-    assert d.details["persistence"]["3"]["confidence"] == "medium"
+    assert d.details["persistence"]["3"]["confidence"] == "high"
     assert all(50 <= e["pct_of_median_step"] < 100 for e in d.evidence)
-    assert "Confidence medium (steady: 5 of 5 judged steps at 50 % of the bar or more, though none reaches it" \
-        in d.summary
+    assert "Confidence high (steady: 5 of 5 judged steps at 30 % of the bar or more (at least 75 % in three " \
+           "quarters of them), though none reaches it" in d.summary
     d = diagnose_path(str(_late_in_every_step(tmp_path, 40, "late40")))
+    assert (d.verdict, d.culprit_ranks, d.confidence) == ("straggler", [3], "medium"), d.summary
+    assert d.details["steady_under_bar"]["strong"] is False and d.details["steady_under_bar"]["steps"] == [1, 2, 3, 4, 5]
+    d = diagnose_path(str(_late_in_every_step(tmp_path, 10, "late10")))
     assert d.verdict == "ok" and "steady_under_bar" not in d.details, d.summary
+    # the ok verdict says how far the steadiest rank stayed from a steady lag
+    assert d.details["steadiest"] == {"rank": 3, "bar_multiple": pytest.approx(0.17, abs=0.005)}
     d = diagnose_path(str(_late_in_every_step(tmp_path, 70, "late70pct")), straggler_pct=100)
     assert d.verdict == "ok", d.summary
     # a bar the clocks' alignment error sets (3 × 40 ms): a constant offset between clocks looks late in every
@@ -918,3 +932,20 @@ def test_a_rank_late_in_every_step_under_the_bar_is_a_straggler_of_medium_confid
     assert (d.verdict, d.details["threshold"]["set_by"]) == ("ok", "clock-alignment error"), d.summary
 
 
+
+
+def test_a_rank_whose_trace_holds_no_step_leaves_no_step_to_judge(tmp_path):
+    """Rank 1's trace holds no ProfilerStep (another job's trace put in the folder, or one recorded without a
+    schedule): its collectives belong to no known step, so no step is recorded by every rank and none is
+    judged (docs/faults.md: a step some ranks did not record counts neither as evidence nor as a judged
+    step). The same traces with rank 1's steps are judged."""
+    src = TESTS / "data" / "gloo2-stack"
+    doc = json.loads((src / "rank1.json").read_text())
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")]
+    (tmp_path / "mix").mkdir()
+    shutil.copy(src / "rank0.json", tmp_path / "mix" / "rank0.json")
+    (tmp_path / "mix" / "rank1.json").write_text(json.dumps(doc))
+    d = diagnose_path(str(tmp_path / "mix"))
+    assert d.verdict == "insufficient", d.summary
+    assert d.summary.endswith("no step left to judge (excluded: steps 2-3, which rank 1 did not record).")
+    assert diagnose_path(str(src)).details["judged_steps"] == [2, 3]
