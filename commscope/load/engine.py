@@ -20,6 +20,7 @@ error (in that order) is raised.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any, Callable
 
 from commscope.errors import UserError
@@ -27,12 +28,15 @@ from commscope.errors import UserError
 Progress = Callable[[int, int], None]
 DEFAULT_PORT = 8786  # a Dask scheduler's
 CONNECT_TIMEOUT_S = 30.0  # Dask's own default: a scheduler under load may take seconds to answer
+POLL_S = 0.5  # how often the stage reports progress and looks whether the cluster still has workers
 
 
 def map_files(fn: Callable[[str], Any], files: list[str], *, scheduler: Any = None, workers: int | None = None,
               progress: Progress | None = None, connect_timeout_s: float | None = None) -> list:
     """`[fn(f) for f in files]` on a local pool (`scheduler` None; `workers` caps its processes) or on the
     Dask cluster at `scheduler` (an address, a `distributed.Client`, or a cluster such as `LocalCluster`)."""
+    if isinstance(scheduler, str):  # COMMSCOPE_SCHEDULER=" " (set, but to nothing) means local, as unset does
+        scheduler = scheduler.strip() or None
     if not files:  # e.g. a rank selection without profiler traces: no pool, no connection
         return []
     if scheduler is None:
@@ -60,16 +64,20 @@ def _connect(address: Any, timeout_s: float) -> Any:
             box["error"] = e
 
     t = threading.Thread(target=connect, name="commscope-dask-connect", daemon=True)
-    t.start()
-    t.join(timeout_s + 5)
+    # Dask warns (a table on stderr) of package versions that differ between client, scheduler and
+    # workers; what matters to the stage is commscope's own version, which _check_workers says in one line
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t.start()
+        t.join(timeout_s + 5)
     if t.is_alive():
         raise UserError(f"cannot reach the Dask scheduler at {address}: no Dask answer within {timeout_s:.0f} s "
                         "(is it a scheduler's address, e.g. tcp://HOST:8786, not the dashboard's?)")
     if "error" in box:
         e = box["error"]
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        if not isinstance(e, (OSError, TimeoutError, ValueError)):
-            first = f"it does not answer as a Dask scheduler ({first})"
+        if not isinstance(e, (OSError, TimeoutError, ValueError)):  # its text is the peer's noise, not a reason
+            first = "it does not answer as a Dask scheduler (is it a scheduler's address, e.g. tcp://HOST:8786?)"
         raise UserError(f"cannot reach the Dask scheduler at {address}: {first}")
     client = box["client"]
     try:
@@ -78,7 +86,36 @@ def _connect(address: Any, timeout_s: float) -> Any:
         client.close()
         raise UserError(f"the Dask scheduler at {address} has no workers (waited {timeout_s:.0f} s): start "
                         f"some with `dask worker {address}`") from None
+    try:
+        _check_workers(client, address)
+    except BaseException:
+        client.close()
+        raise
     return client
+
+
+def _check_workers(client: Any, address: Any) -> None:
+    """UserError where a worker cannot import commscope, or runs another version of it than this machine:
+    a worker without it fails its first task (and its process exits), and one of another version parses
+    differently from what this machine would."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            versions = client.get_versions(packages=["commscope"])
+    except Exception:  # noqa: BLE001 - a worker that does not answer: the stage's own bounds apply
+        return
+    mine = (versions.get("client") or {}).get("packages", {}).get("commscope")
+    theirs = {w: (v or {}).get("packages", {}).get("commscope") for w, v in (versions.get("workers") or {}).items()}
+    missing = sorted(w for w, v in theirs.items() if v is None)
+    if missing:
+        raise UserError(f"{len(missing)} of the {len(theirs)} Dask worker(s) of the scheduler at {address} cannot "
+                        f"import commscope (e.g. {missing[0]}): install commscope {mine} in the workers' "
+                        "environment (pip install 'commscope[dask]'), or start workers from one that has it")
+    other = sorted((w, v) for w, v in theirs.items() if v != mine)
+    if other:
+        raise UserError(f"{len(other)} of the {len(theirs)} Dask worker(s) of the scheduler at {address} run "
+                        f"commscope {other[0][1]} (e.g. {other[0][0]}) where this machine runs {mine}: the "
+                        "per-rank stage must parse as this machine would; install the same version on both")
 
 
 def _probe(address: Any, timeout_s: float) -> None:
@@ -102,7 +139,8 @@ def _probe(address: Any, timeout_s: float) -> None:
     except socket.timeout:  # no answer at all (a firewall that drops): Dask's own timeout applies
         return
     except OSError as e:
-        raise UserError(f"cannot reach the Dask scheduler at {address}: {e.strerror or e}") from None
+        tried = "" if url.port else f" (port {DEFAULT_PORT}, Dask's default: the address names none)"
+        raise UserError(f"cannot reach the Dask scheduler at {address}{tried}: {e.strerror or e}") from None
 
 
 def _on_dask(fn: Callable, files: list[str], scheduler: Any, progress: Progress | None, timeout_s: float) -> list:
@@ -136,7 +174,7 @@ def _dask_quiet():
 def _gather(fn: Callable, files: list[str], scheduler: Any, progress: Progress | None, timeout_s: float) -> list:
     from concurrent.futures import CancelledError
 
-    from distributed import Client, as_completed, wait
+    from distributed import Client
     from distributed.comm.core import CommClosedError
 
     own = not isinstance(scheduler, Client)
@@ -144,10 +182,7 @@ def _gather(fn: Callable, files: list[str], scheduler: Any, progress: Progress |
     try:
         # pure=False: the same path may hold new contents on a second call; one task per file
         futures = client.map(fn, files, pure=False)
-        if progress:
-            for i, _ in enumerate(as_completed(futures), 1):
-                progress(i, len(files))
-        wait(futures)  # every task settled, so the first failure in file order is known
+        _settle(client, futures, scheduler, progress, timeout_s)  # every task settled, or UserError
         for path, f in zip(files, futures):  # the first failure in file order, as the local pool raises it
             if f.status == "error":
                 _raise_task_error(f, path)
@@ -159,6 +194,39 @@ def _gather(fn: Callable, files: list[str], scheduler: Any, progress: Progress |
     finally:
         if own:
             client.close()
+
+
+def _settle(client: Any, futures: list, scheduler: Any, progress: Progress | None, timeout_s: float) -> None:
+    """Wait until every task has finished or failed, reporting progress. A cluster left without workers
+    (all of them killed, or each exiting on a task it could not run) leaves the tasks waiting forever:
+    after `timeout_s` with no worker, UserError. One wait over all the futures per POLL_S, so the cost of
+    waiting stays linear in the files, not quadratic."""
+    import time
+
+    from distributed import wait
+
+    reported, alone_since = -1, None
+    while True:
+        try:
+            wait(futures, timeout=POLL_S)
+            settled = True
+        except TimeoutError:
+            settled = False
+        done = sum(f.done() for f in futures)
+        if progress and done != reported:
+            progress(done, len(futures))
+            reported = done
+        if settled:
+            return
+        if (client.scheduler_info() or {}).get("workers"):
+            alone_since = None
+            continue
+        alone_since = alone_since or time.monotonic()
+        if time.monotonic() - alone_since >= timeout_s:
+            raise UserError(f"the Dask scheduler at {scheduler} has had no workers for {timeout_s:.0f} s with "
+                            f"{len(futures) - done} of {len(futures)} files left to parse (its workers ended, or "
+                            "exited on a task they could not run): start workers with commscope installed, then "
+                            "rerun")
 
 
 def _raise_task_error(future: Any, path: str) -> None:

@@ -92,3 +92,42 @@ def test_a_scheduler_that_goes_away_mid_stage_is_one_clear_error(tmp_path):
         with pytest.raises(UserError, match=r"the Dask scheduler at .* went away before the per-rank stage "
                                              r"finished .*; start it and its workers again, then rerun"):
             map_files(_slow, ["a", "b"], scheduler=cl.scheduler_address)
+
+
+def test_a_cluster_left_without_workers_is_one_clear_error_not_a_wait_forever(tmp_path):
+    """Every worker gone while tasks are left (killed, or each exiting on a task it could not run): the
+    tasks would wait for a worker forever. After the connect timeout with none, one UserError."""
+    import threading
+    import time
+
+    with local_cluster(tmp_path, n_workers=1, threads_per_worker=1, processes=False) as cl:
+        threading.Timer(1.0, lambda: cl.scale(0)).start()
+        t0 = time.monotonic()
+        with pytest.raises(UserError, match=r"the Dask scheduler at .* has had no workers for 3 s with 2 of 2 files "
+                                             r"left to parse .*: start workers with commscope installed, then rerun"):
+            map_files(_slow, ["a", "b"], scheduler=cl.scheduler_address, connect_timeout_s=3)
+        assert time.monotonic() - t0 < 20
+
+
+class _Versions:
+    """A Client stand-in whose workers report these commscope versions (None: cannot import it)."""
+
+    def __init__(self, mine, theirs):
+        self.mine, self.theirs = mine, theirs
+
+    def get_versions(self, packages):
+        assert packages == ["commscope"]
+        return {"client": {"packages": {"commscope": self.mine}},
+                "workers": {f"tcp://w{i}:1": {"packages": {"commscope": v}} for i, v in enumerate(self.theirs)}}
+
+
+def test_workers_without_commscope_or_with_another_version_are_refused_before_the_stage():
+    from commscope.load.engine import _check_workers
+
+    _check_workers(_Versions("0.1.0", ["0.1.0", "0.1.0"]), "tcp://s:8786")  # the same everywhere: no error
+    with pytest.raises(UserError, match=r"^1 of the 2 Dask worker\(s\) of the scheduler at tcp://s:8786 cannot "
+                                        r"import commscope \(e\.g\. tcp://w1:1\): install commscope 0\.1\.0 in the "
+                                        r"workers' environment"):
+        _check_workers(_Versions("0.1.0", ["0.1.0", None]), "tcp://s:8786")
+    with pytest.raises(UserError, match=r"run commscope 0\.0\.9 \(e\.g\. tcp://w0:1\) where this machine runs 0\.1\.0"):
+        _check_workers(_Versions("0.1.0", ["0.0.9", "0.1.0"]), "tcp://s:8786")

@@ -181,6 +181,20 @@ def test_a_refused_scheduler_address_fails_at_once():
     assert time.monotonic() - t0 < 5
 
 
+def test_an_address_without_a_port_says_it_tried_dasks_default():
+    with socket.socket() as s:
+        if s.connect_ex(("127.0.0.1", engine.DEFAULT_PORT)) == 0:
+            pytest.skip("something listens on Dask's default port here")
+    with pytest.raises(UserError, match=r"^cannot reach the Dask scheduler at tcp://127\.0\.0\.1 \(port 8786, Dask's "
+                                        r"default: the address names none\): Connection refused$"):
+        engine._probe("tcp://127.0.0.1", 5.0)
+
+
+def test_a_blank_scheduler_address_means_local_processes(tmp_path):
+    (tmp_path / "f").write_text("x")
+    assert engine.map_files(len, [str(tmp_path / "f")], scheduler="  ", workers=1) == [len(str(tmp_path / "f"))]
+
+
 def test_report_with_a_refused_scheduler_is_one_line_in_seconds():
     pytest.importorskip("distributed")
     t0 = time.monotonic()
