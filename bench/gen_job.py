@@ -226,9 +226,13 @@ def gen_rundir(src: Path, out: Path, ranks: int, steps: int, f: Faults) -> dict:
 
     out.mkdir(parents=True, exist_ok=True)
     cache: dict = {}
-    for name in ("config.json",):
-        if (src / name).is_file():
-            (out / name).write_bytes((src / name).read_bytes())
+    if (src / "config.json").is_file():  # the template's, with this job's size (the page shows both files)
+        config = orjson.loads((src / "config.json").read_bytes())
+        if "world_size" in config:
+            config["world_size"] = ranks
+        if isinstance(config.get("args"), dict) and "steps" in config["args"]:
+            config["args"] = dict(config["args"], steps=steps)
+        (out / "config.json").write_bytes(orjson.dumps(config, option=orjson.OPT_INDENT_2))
     tsummary = orjson.loads((src / "summary.json").read_bytes()) if (src / "summary.json").is_file() else {}
     hung = f.hang is not None
     for r in range(ranks):

@@ -24,6 +24,9 @@ def test_run_dir_job_repeats_the_template_and_plants_the_straggler(tmp_path):
     assert json.loads((tmp_path / "j" / "ground_truth.json").read_text()) == truth
     t = load_path(truth["job"])
     assert t.world_size == 12 and t.ranks == list(range(12)) and not t.problems
+    # config.json is the template's with this job's size: the page shows it beside summary.json
+    config = json.loads((tmp_path / "j" / "job" / "config.json").read_text())
+    assert (config["world_size"], config["args"]["steps"]) == (12, 7)
     src = load_path(str(DATA / "cpurun-hooks-gloo2"))
     per_step = int((src.collectives["rank"] == 0).sum()) // src.steps["step"].nunique()
     c = t.collectives
