@@ -99,6 +99,12 @@ def print_hook_orders(orders: HookOrders, console: Console) -> None:
         console.print(Text(f"Left out: the hooks of {where}, the step the run stopped in before it finished "
                            "(only some hooks had fired)."))
     ready, others = orders.launched_in_ready_order, orders.out_of_ready_order
+    unmatched = orders.launch_labels_without_hook
+    if unmatched and ready is None:
+        console.print(Text(f"The reduces' labels ({', '.join(unmatched[:4])}{', …' if len(unmatched) > 4 else ''}) "
+                           "name no parameter whose hook fired (DDP buckets hold several parameters each; other "
+                           "collectives may be labelled by their call site): their launch order is shown beside the "
+                           "gradients' ready order, not compared with it."))
     how = f" (comm_schedule {orders.comm_schedule})" if orders.comm_schedule else ""
     if ready is not None and not others:
         console.print(Text(f"The reduces were launched in the order their gradients became ready{how} (the order "

@@ -84,6 +84,14 @@ class HookOrders:
         return [x for x in self.launch_order if x in ready]
 
     @property
+    def launch_labels_without_hook(self) -> list[str]:
+        """The labels of `launch_order` whose hook never fired (DDP's `ddp_bucket0`, each bucket holding
+        several parameters; a collective labelled by its call site): their launches cannot be compared with
+        the gradients' ready order."""
+        ready = set(self.reference)
+        return [x for x in dict.fromkeys(self.launch_order) if x not in ready]
+
+    @property
     def out_of_ready_order(self) -> list[str]:
         """The compared labels not in `launched_in_ready_order`, in launch order."""
         kept = set(self.launched_in_ready_order or ())
@@ -135,6 +143,7 @@ class HookOrders:
             "scatter_order": self.scatter_order,
             "launch_order": self.launch_order,
             "launched_in_ready_order": self.launched_in_ready_order,
+            "launch_labels_without_hook": self.launch_labels_without_hook,
             "launch_order_rank_step": list(self.launch_where) if self.launch_where else None,
             "comm_schedule": self.comm_schedule,
             "run_reports": self.run_reports,

@@ -80,3 +80,27 @@ def test_a_hook_that_did_not_fire_is_told_from_a_reordering():
     assert "rank 1: s1: no hook fired for c (no gradient reached it)." in text
     assert ("rank 2: s0: the labels both hold fired in another order (with hook-launched collectives, a "
             "launch-order mismatch across ranks).") in text
+
+
+def test_reduces_labelled_by_bucket_are_shown_not_compared():
+    """A DDP run: the reduces are ddp_bucket0 and ddp_bucket1, the hooks fire per parameter. No label is in
+    both, so no order is compared; a line says why, and the JSON lists the labels without a hook."""
+    from rich.console import Console
+
+    from reports.hooks_terminal import print_hook_orders
+
+    params = ["4.bias", "4.weight", "2.bias", "2.weight"]
+    orders = HookOrders(2, {r: [{"step": 0, "micro_step": None, "order": params}] for r in (0, 1)}, [],
+                        launch_order=["ddp_bucket0", "ddp_bucket1"], launch_where=(0, 0))
+    assert orders.launched_in_ready_order is None
+    assert orders.launch_labels_without_hook == orders.to_json()["launch_labels_without_hook"] == [
+        "ddp_bucket0", "ddp_bucket1"]
+    console = Console(record=True, width=400)
+    print_hook_orders(orders, console)
+    text = " ".join(console.export_text().split())
+    assert ("The reduces' labels (ddp_bucket0, ddp_bucket1) name no parameter whose hook fired (DDP buckets hold "
+            "several parameters each; other collectives may be labelled by their call site): their launch order is "
+            "shown beside the gradients' ready order, not compared with it.") in text
+    # labels that fired hooks are compared as before, and the line is not printed
+    same = HookOrders(2, orders.orders, [], launch_order=params, launch_where=(0, 0))
+    assert same.launch_labels_without_hook == [] and same.launched_in_ready_order == params
