@@ -208,10 +208,10 @@ def _no_straggler(trace: Trace, src: list[str], per: pd.DataFrame, unjudged: pd.
 
 
 def steadiest(per: pd.DataFrame, y: _Yardstick) -> dict | None:
-    """The rank whose waiting caused was largest in three quarters of the judged steps (STEADY_OF_JUDGED, at
-    least STEADY_MIN_STEPS): {"rank", "bar_multiple"}, the waiting it caused in the least of those steps as a
-    multiple of the bar. None with too few judged steps or no bar. What a steady lag is measured by, and what
-    an ok verdict says of how far healthy noise stayed from one."""
+    """The rank that kept the others waiting longest in three quarters of the judged steps (STEADY_OF_JUDGED,
+    at least STEADY_MIN_STEPS): {"rank", "bar_multiple"}, the waiting it caused in the least of its steps
+    that many, as a multiple of the bar. None with too few judged steps or no bar. What a steady lag is
+    measured by, and what an ok verdict says of how far healthy noise stayed from one."""
     n = max(STEADY_MIN_STEPS, int(np.ceil(STEADY_OF_JUDGED * len(y.judged_steps))))
     if y.bar <= 0 or not len(per) or len(y.judged_steps) < STEADY_MIN_STEPS:
         return None
