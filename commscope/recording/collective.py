@@ -102,6 +102,11 @@ def comm_size(op: str, args: Sequence[Any], kwargs: dict, group_size: int) -> tu
         # (output, input): input is the full array; reduce_scatter(list form) input is a list
         full = inp if inp is not None else (tensors[1] if len(tensors) > 1 else None)
         nbytes = _nbytes(full)
+    elif op in ("gather", "scatter"):
+        # the full array is group-size times each rank's part: the `tensor` every rank passes (gather_list /
+        # scatter_list exist on the root only), so every member records the same size
+        full = inp if inp is not None else (tensors[0] if tensors else None)
+        nbytes = _nbytes(full) * group_size
     elif op in _OUTPUT_IS_FULL:
         full = out if out is not None else (tensors[0] if tensors else None)
         nbytes = _nbytes(full)

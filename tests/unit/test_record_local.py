@@ -202,6 +202,9 @@ def test_comm_size_follows_nccl_tests_convention():
     assert comm_size("all_gather", ([shard] * 4, shard), {}, 4) == (64, "bfloat16")
     assert comm_size("broadcast", (), {"tensor": t}, 4) == (64, "bfloat16")
     assert comm_size("barrier", (), {}, 4) == (0, None)
+    # gather / scatter: every rank passes its part (the list exists on the root only): the full array is 4 parts
+    assert comm_size("gather", (shard, [shard] * 4), {}, 4) == comm_size("gather", (shard,), {}, 4) == (64, "bfloat16")
+    assert comm_size("scatter", (shard,), {"scatter_list": None, "src": 0}, 4) == (64, "bfloat16")
     # a group= keyword alone takes the positional path; tensors by keyword are still found
     assert comm_size("reduce_scatter", (shard, t), {"group": None}, 4) == (64, "bfloat16")
     assert comm_size("all_gather", (), {"output_tensor": t, "input_tensor": shard, "group": None}, 4) == (64, "bfloat16")
