@@ -146,9 +146,12 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
     unjudged = unsized_overlaps(trace.collectives, trace.kernels, limits)
     notes, skipped = [], None
     unusable = [p for p in trace.problems if NOT_A_SHAPE in p]
-    if not trace.ops["dims"].map(lambda d: isinstance(d, list) and any(d)).any():
+    no_shapes = not trace.ops["dims"].map(lambda d: isinstance(d, list) and any(d)).any()
+    if no_shapes:
         notes.append("No usable recorded shapes: stride/layout findings need them, so only kernel-name evidence is "
                      "checked." if unusable else
+                     "No cpu ops in the input: stride/layout findings need ops with recorded shapes, so only "
+                     "kernel-name evidence is checked." if trace.ops.empty else
                      "No recorded shapes (torch.profiler record_shapes=False): stride/layout findings need them, "
                      "so only kernel-name evidence is checked.")
     if unusable:
@@ -171,8 +174,11 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
                      f"op, or ids that do not link them), though {len(trace.ops):,} cpu ops recorded shapes.")
     if len(unjudged):
         notes.append(_unjudged_note(unjudged))
+    # neither check could run (no shapes for the stride check, no kernels for the kernel check): no finding is
+    # no evidence of no mismatch, so no "none found" line; the notes say why
+    checked = not (no_shapes and trace.kernels.empty)
     return LayoutReport(findings, contention if len(contention) else pd.DataFrame(columns=CONTENTION_COLUMNS),
-                        name, notes, skipped, unflagged=unflagged, contention_unjudged=unjudged)
+                        name, notes, skipped, checked=checked, unflagged=unflagged, contention_unjudged=unjudged)
 
 
 def _unjudged_note(unjudged: pd.DataFrame) -> str:

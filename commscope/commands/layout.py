@@ -55,3 +55,10 @@ def register(app: typer.Typer) -> None:
         print_layout_findings(report, grouped(report.findings), console)
         for note in report.notes:
             console.print(f"note: {note}", markup=False)
+        from commscope.analyze.problems import loading_problems
+
+        problems = loading_problems(trace)
+        if problems:  # what the loader could not read, as report, doctor and export say it
+            from reports.report_terminal import print_outcome_and_problems
+
+            print_outcome_and_problems([], problems, console)
