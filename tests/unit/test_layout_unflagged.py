@@ -96,3 +96,18 @@ def test_unflagged_summary_counts_per_op_in_first_seen_order_and_takes_the_large
     # 0.5 and 0.7: the op ran 1.3× or more faster than its reference, a reference that slow is noise
     assert unflagged_summary(rows) == (3, {"sub": 2, "mul": 1}, 0.93, 2)
     assert unflagged_summary(rows.iloc[:0]) is None
+
+
+def test_no_none_found_line_when_no_check_could_run(tmp_path):
+    """A trace without cpu ops or GPU kernels (here: empty) gives neither check anything to read: no "No layout
+    mismatches found." headline, notes saying why (without claiming record_shapes=False), and the loader's
+    problems, as report and doctor print them."""
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "rank0.json").write_text('{"traceEvents": []}')
+    code, out, err = invoke(["layout", str(tmp_path / "t")])
+    assert code == 0, err
+    assert "No layout mismatches found" not in out and "record_shapes=False" not in out
+    assert "note: No cpu ops in the input: stride/layout findings need ops with recorded shapes" in out
+    assert "note: No GPU kernels: kernel-only layout evidence and SM contention do not apply." in out
+    assert "problem while loading: rank 0: no ProfilerStep annotations" in " ".join(out.split())
