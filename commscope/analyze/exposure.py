@@ -37,7 +37,8 @@ directory's `"label": null`, takes labels.NO_LABEL: every per-label figure count
 - `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
   the op and group size n: all_reduce 2(n−1)/n; reduce_scatter, all_gather, all_to_all (n−1)/n; else 1.
   NaN (unknown) where n is unknown, and where n = 1 (bus_factors); both NaN where a collective moves no
-  bytes (a barrier), and a label's totals leave such calls out.
+  data (moves_data: a barrier, whatever bytes its trace gives it), and a label's totals leave such calls
+  out.
 - Queueing (`queue_split`): a process group runs its collectives one after another in launch order, so
   part of a collective's exposed time can be spent waiting for *earlier* collectives of the same group on
   the same rank to finish. `queued_ns` is the part of its exposed spans during which an earlier one
@@ -214,6 +215,14 @@ def exposed_spans(coll: pd.DataFrame, comp: iv.Intervals, origin: int) -> list[l
     return _spans(start, end, wait, exposed_until(coll, wait_end, end), waited, todo, comp)
 
 
+def moves_data(c: pd.DataFrame) -> np.ndarray:
+    """Per row: whether the collective moves data, so has a bandwidth. A barrier does not, whatever bytes
+    its trace gives it (Kineto records c10d::barrier's 1-byte dummy tensor; a run directory 0): a
+    bandwidth near 0 would read as a broken link."""
+    with np.errstate(invalid="ignore"):
+        return (c["bytes"].to_numpy(np.float64) > 0) & (c["op"].astype(str).to_numpy() != "barrier")
+
+
 def unshared_starts(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per execution-timed collective of one rank (Kineto: [start, end) of its kernel or gloo thread), where
     its exposed time may begin: its start, or the latest end of the collectives that started before it
@@ -379,8 +388,7 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None,
     c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min").where(c["group_complete"])
     with np.errstate(invalid="ignore", divide="ignore"):
         nbytes = c["bytes"].astype(np.float64)
-        # a barrier (0 bytes) moves no data: a bandwidth of 0 would read as a broken link
-        c["algbw_gbps"] = np.where((c["transfer_ns"] > 0) & (nbytes > 0), nbytes / c["transfer_ns"], np.nan)
+        c["algbw_gbps"] = np.where((c["transfer_ns"] > 0) & moves_data(c), nbytes / c["transfer_ns"], np.nan)
     c["busbw_gbps"] = c["algbw_gbps"] * bus_factors(c["op"].to_numpy(object), c["group_size"].astype(np.float64))
     return c
 
@@ -465,16 +473,15 @@ def _grouped_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                                                          "transfer_ns")}
     nbytes, dur, exposed, transfer = col["bytes"], col["duration_ns"], col["exposed_ns"], col["transfer_ns"]
     with np.errstate(invalid="ignore"):
-        ok = (nbytes > 0) & (transfer > 0)  # known, moving data, with a transfer time
+        ok = moves_data(table) & (transfer > 0)  # known, moving data, with a transfer time
     bus = table["busbw_gbps"].to_numpy(np.float64) * transfer  # bus bytes, NaN where the group size is unknown
     with np.errstate(invalid="ignore"):
         bus_ok = ok & ~np.isnan(bus)
-    # The hidden share sums what compute left uncovered of each collective: duration − hidden_ns for the
-    # recorded ones (see _hidden), min(exposed, duration) for the others, the same length taken without a
-    # subtraction's rounding. A row whose exposed time is unknown adds nothing (NaN is skipped by the sum).
-    recorded = table["timing"].isin(["wall", "cuda_event"]).to_numpy()
+    # The hidden share sums what compute left uncovered of each collective, duration − hidden_ns (_hidden:
+    # the span's cover by compute; not the exposed time, which leaves out waits on other collectives). A row
+    # whose hidden time is unknown (its exposed time is) adds nothing (NaN is skipped by the sum).
     with np.errstate(invalid="ignore"):
-        uncovered = np.where(recorded, np.maximum(dur - col["hidden_ns"], 0.0), np.minimum(exposed, dur))
+        uncovered = np.maximum(dur - col["hidden_ns"], 0.0)
     parts = [dur, exposed, uncovered, np.where(ok, nbytes, np.nan), np.where(ok, transfer, np.nan),
              np.where(bus_ok, bus, np.nan), nbytes, np.where(bus_ok, transfer, np.nan)]
     g = group[rows]

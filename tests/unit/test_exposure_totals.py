@@ -9,7 +9,7 @@ from commscope.analyze import exposure
 
 
 def reference_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    ok = (table["bytes"] > 0) & (table["transfer_ns"] > 0)  # a barrier's 0 bytes have no bandwidth
+    ok = (table["bytes"] > 0) & (table["op"] != "barrier") & (table["transfer_ns"] > 0)  # a barrier has none
     t = pd.DataFrame({**{k: table[k] for k in keys}, "op": table["op"], "bytes": table["bytes"],
                       "duration_ns": table["duration_ns"], "exposed_ns": table["exposed_ns"],
                       "_b": table["bytes"].where(ok), "_t": table["transfer_ns"].where(ok),
@@ -17,11 +17,8 @@ def reference_totals(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                       # busbw over the collectives whose bus factor is known (group size known and > 1)
                       "_bt": table["transfer_ns"].where(ok & table["busbw_gbps"].notna()),
                       "_unknown": table["exposed_ns"].isna()})
-    # what compute left uncovered: recorded collectives (run directories) from hidden_ns, the others from
-    # the exposed time
-    recorded = table["timing"].isin(["wall", "cuda_event"])
-    t["_exp_in"] = np.where(recorded, np.maximum(table["duration_ns"] - table["hidden_ns"], 0.0),
-                            np.minimum(t["exposed_ns"], t["duration_ns"]))
+    # what compute left uncovered: duration − hidden_ns, whatever the timing
+    t["_exp_in"] = np.maximum(table["duration_ns"] - table["hidden_ns"], 0.0)
     g = t.groupby(keys, sort=True)
     sums = g[["duration_ns", "exposed_ns", "_exp_in", "_b", "_t", "_bb", "_bt"]].sum()
     out = pd.DataFrame({"op": g["op"].first(), "count": g.size(), "bytes": g["bytes"].sum(min_count=1),
@@ -51,7 +48,8 @@ def _table(rng: np.random.Generator, n: int) -> pd.DataFrame:
     return pd.DataFrame({
         "rank": rng.integers(0, 3, n),
         "label": pd.array(rng.choice(["ve0", "lm_head", "attn", None], size=n, p=[.4, .3, .25, .05]), dtype="str"),
-        "op": pd.array(rng.choice(["all_reduce", "all_gather", None], size=n, p=[.6, .3, .1]), dtype="str"),
+        "op": pd.array(rng.choice(["all_reduce", "all_gather", "barrier", None], size=n, p=[.55, .3, .05, .1]),
+                       dtype="str"),
         "bytes": nbytes, "duration_ns": dur,
         "exposed_ns": some_nan(rng.integers(0, 10**7, n), 0.05),
         "hidden_ns": some_nan(rng.integers(0, 10**7, n), 0.05),

@@ -129,6 +129,9 @@ def test_collectives_that_executed_at_once_did_not_queue(tmp_path, groups):
     assert t["exposed_ns"].to_numpy() == pytest.approx([1e6, 1e3, 1e6, 1e3])
     assert (t["queued_ns"] == 0).all() and (t["queue_charged_ns"] == 0).all()
     assert (t["own_exposed_ns"] == t["exposed_ns"]).all()
+    # nothing computed meanwhile: nothing hidden, though b's exposed time is a thousandth of its duration
+    assert (t["hidden_ns"] == 0).all()
+    assert [summarize(tr, with_hta=False)["labels"][x]["hidden_pct"] for x in "ab"] == [0.0, 0.0]
     # the timeline's hatched spans are the same charge
     comp = exposure.compute_sets(tr)
     spans = exposure.exposed_spans(tr.collectives[tr.collectives["rank"] == 0], comp[0], 0)

@@ -79,7 +79,9 @@ def test_a_barrier_has_no_bandwidth_and_leaves_its_labels_totals_alone(tmp_path)
     as a broken link; a label holding barriers and data collectives gets the data's bandwidth alone."""
     def barrier(rank, label, seq, call, end):
         return {**coll(rank, label, seq, call, call + 1, end, end), "op": "barrier", "bytes": 0, "dtype": None}
-    recs = {r: [region(r, "forward", 0, 40), barrier(r, "sync", 0, 5, 6 + r * 4), barrier(r, "mixed", 1, 41, 45),
+    # the second barrier carries 1 byte, as Kineto records c10d::barrier's dummy tensor: still no bandwidth
+    recs = {r: [region(r, "forward", 0, 40), barrier(r, "sync", 0, 5, 6 + r * 4),
+                {**barrier(r, "mixed", 1, 41, 45), "bytes": 1},
                 coll(r, "mixed", 2, 50, 60, 70, 70),
                 {"kind": "step", "rank": r, "step": 0, "loss": 1.0, "start_ns": T0, "end_ns": T0 + 140 * US,
                  "tokens": 8}] for r in (0, 1)}
