@@ -8,9 +8,10 @@ noise (warm-up, the profiler window or its export). In a judged step a rank is f
 waited for it at least the bar: a share of the run's median step (STRAGGLER_PCT_DEVICE for device-timed
 arrivals, STRAGGLER_PCT_HOST for host-timed ones, whose speed varies with OS scheduling, and then never
 below STRAGGLER_FLOOR_MS_HOST), or the user's `straggler_pct` / `straggler_ms`, and never below three
-times the ranks' clock-alignment error. A rank under the default share of the median step that still made
-the others wait at least 30 % of it in most judged steps is flagged in those steps (a steady lag, which
-lengthens the median step the bar is a share of). The culprits are the flagged ranks that caused at least
+times the ranks' clock-alignment error. A rank that made the others wait at least 30 % of a default bar
+(the share, or the host floor) in most judged steps is flagged in those steps, though few or none reach the
+bar (a steady lag: it lengthens the median step the share is of, and millisecond steps stay under the
+floor). The culprits are the flagged ranks that caused at least
 half as much waiting as the worst; the confidence says how persistent (most judged steps) or how far over
 the bar (STRAGGLER_MARGIN_HIGH) that was. docs/faults.md has the measurements behind the bars.
 
@@ -59,10 +60,14 @@ NOT_JUDGED = {
 # at least STEADY_OF_JUDGED of the judged steps (and STEADY_MIN_STEPS) is a straggler, a steady lag
 # (_steady_under_bar): medium confidence, high from STEADY_SHARE_HIGH. Healthy runs' largest waiting in a step
 # comes from a different rank or step each time: the most any rank reached in three quarters of the judged
-# steps was 0.11x the bar in healthy 2-, 4- and 8-rank runs on a busy 2-core machine (details.steadiest,
-# bench/doctor_healthy.py; docs/faults.md)
+# steps was 0.11x the bar in healthy 2-, 4- and 8-rank runs on a busy 2-core machine, 0.03x the host floor
+# in healthy millisecond-step runs (details.steadiest, bench/doctor_healthy.py; docs/faults.md)
 STEADY_SHARE = 0.3
 STEADY_SHARE_HIGH = 0.5
+# The bars a steady lag is read under: the default ones. On host-timed arrivals a rank slow in every step
+# stays under both: the share because it lengthens the median step, the floor because millisecond steps are
+# shorter than it.
+STEADY_BARS = ("share of median step", "host scheduling floor")
 STEADY_OF_JUDGED = 0.75
 STEADY_MIN_STEPS = 3
 MAX_INSTANCES = 20  # per flagged (step, rank) in the evidence: the ones that caused the most waiting
@@ -171,17 +176,18 @@ def check_straggler(trace: Trace, *, straggler_ms: float | None = None, straggle
     flagged = per[per["lost_ns"] >= bar]
     details = {"threshold": how, "median_step_ms": median_step / 1e6, "median_step_steps": median_steps,
                "judged_steps": judged_steps, "excluded_steps": excluded}
-    if not len(flagged):
-        # only a bar that is a share of the median step is lengthened by a rank slow in every step; one the
-        # user set is theirs, and one set by the clocks' error would read a constant offset as a steady lag
-        steady = _steady_under_bar(per, y) if how["set_by"] == "share of median step" else None
-        if steady is None:
-            if how["set_by"] == "share of median step":  # how far healthy noise stayed from a steady lag
-                details["steadiest"] = steadiest(per, y)
-            return _no_straggler(trace, src, per, unjudged, noise, y, details)
-        # a steady lag is a straggler too, though no step of it reaches the bar (_steady_under_bar)
+    # a steady lag is a straggler too, though few or none of its steps reach the bar (_steady_under_bar): read
+    # under the default bars only; one the user set is theirs, and one set by the clocks' error would read a
+    # constant offset as a steady lag
+    steady = _steady_under_bar(per, y) if how["set_by"] in STEADY_BARS else None
+    if steady is not None:
         details["steady_under_bar"] = steady
-        flagged = per[(per["rank"] == steady["rank"]) & per["step"].isin(steady["steps"])]
+        mine = per[(per["rank"] == steady["rank"]) & per["step"].isin(steady["steps"])]
+        flagged = pd.concat([flagged, mine]).drop_duplicates(["step", "rank"]) if len(flagged) else mine
+    if not len(flagged):
+        if how["set_by"] in STEADY_BARS:  # how far healthy noise stayed from a steady lag
+            details["steadiest"] = steadiest(per, y)
+        return _no_straggler(trace, src, per, unjudged, noise, y, details)
     return _straggler(trace, src, flagged, inst, times, y, details)
 
 
@@ -273,11 +279,19 @@ def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.Dat
     when = (f"in the 1 step where it was late (step {p['steps'][0]}, of {judged} judged)" if n == 1 else
             f"on average over the {n} steps where it was late ({int_ranges(p['steps'])}, of {judged} judged)")
     steady = details.get("steady_under_bar")
-    if steady:  # under the bar in every step: persistence is the evidence, high only for a large share of it
-        p["confidence"] = persistence[str(worst)]["confidence"] = "high" if steady["strong"] else "medium"
+    over = int((mine.loc[mine["rank"] == worst, "lost_ns"] >= y.bar).sum())  # its steps at or over the bar
+    # the steady lag is the evidence where the worst culprit is that rank and its steps over the bar are not
+    # persistent by themselves: high only for a large share of the bar, or one stall far over it
+    steady = steady if steady and steady["rank"] == worst and not (over >= 2 and 2 * over >= judged) else None
+    if steady:
+        p["confidence"] = persistence[str(worst)]["confidence"] = (
+            "high" if steady["strong"] or p["max_bar_multiple"] >= STRAGGLER_MARGIN_HIGH else "medium")
+    lengthens = ("a rank slow in every step lengthens the median step the bar is a share of"
+                 if y.how["set_by"] == "share of median step" else
+                 "the floor is above what one step of this length can show")
     why = (f"steady: {n} of {judged} judged steps at {100 * STEADY_SHARE:.0f} % of the bar or more (at least "
-           f"{100 * steady['bar_multiple']:.0f} % in three quarters of them), though none reaches it, as a rank slow "
-           "in every step lengthens the median step the bar is a share of" if steady else
+           f"{100 * steady['bar_multiple']:.0f} % in three quarters of them), "
+           f"{'though none reaches it' if not over else f'{over} of them over it'}, as {lengthens}" if steady else
            "persistent: most judged steps" if n >= 2 and 2 * n >= judged else
            f"one stall {p['max_bar_multiple']:.1f}× the bar, far beyond healthy noise"
            if p["max_bar_multiple"] >= STRAGGLER_MARGIN_HIGH else

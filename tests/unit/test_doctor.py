@@ -888,16 +888,41 @@ def test_a_steady_lag_under_the_bar_is_found_by_steady_under_bar():
     assert doctor_straggler.steadiest(pd.concat([per, two]), y) == {"rank": 1, "bar_multiple": pytest.approx(125 / 186)}
 
 
-def _late_in_every_step(tmp_path, late_ms: float, name: str):
-    """A CPU run of 100 ms steps 0-5 whose rank 3 launches the last two collectives of each of steps 1-5
-    `late_ms` late."""
-    path = cpu_run(tmp_path, steps=tuple(range(6)), step_ms=100, name=name)
+def _late_in_every_step(tmp_path, late_ms: float, name: str, step_ms: float = 100, more: dict | None = None):
+    """A CPU run of `step_ms` steps 0-5 whose rank 3 launches the last two collectives of each of steps 1-5
+    `late_ms` late (`more`: step → ms later still in that step)."""
+    path = cpu_run(tmp_path, steps=tuple(range(6)), step_ms=step_ms, name=name)
     last_two = {}
     for e in events(path, 3):
         if e["kind"] == "collective" and e["step"] >= 1:
             last_two.setdefault(e["step"], []).append(e["seq"])
     shift(path, 3, {q for seqs in last_two.values() for q in sorted(seqs)[-2:]}, "call_ns", late_ms * MS)
+    for step, ms in (more or {}).items():
+        shift(path, 3, set(sorted(last_two[step])[-2:]), "call_ns", ms * MS)
     return path
+
+
+def test_a_steady_lag_with_one_step_over_the_bar_is_read_as_steady_not_an_episode(tmp_path):
+    """70 ms late in each of 5 judged 100 ms steps, and 60 ms more in step 3, over the bar: the one step over
+    it alone would be an episode of low confidence, but the lag is in every step: steady, high."""
+    d = diagnose_path(str(_late_in_every_step(tmp_path, 70, "late70over", more={3: 60})))
+    assert (d.verdict, d.culprit_ranks, d.confidence) == ("straggler", [3], "high"), d.summary
+    assert d.details["persistence"]["3"]["steps"] == [1, 2, 3, 4, 5]
+    assert "steady: 5 of 5 judged steps at 30 % of the bar or more (at least 75 % in three quarters of them), " \
+           "1 of them over it" in d.summary
+
+
+def test_a_steady_lag_under_the_host_floor_is_a_straggler(tmp_path):
+    """20 ms steps whose rank 3 is 25 ms late in each: under the 50 ms floor of host-timed arrivals in every
+    step (no single step of this length can reach it), but 40 % of it in all of them: steady, medium. 8 ms
+    late (under 30 % of the floor) is ok, with how close it came."""
+    d = diagnose_path(str(_late_in_every_step(tmp_path, 25, "floor25", step_ms=20)))
+    assert (d.verdict, d.culprit_ranks, d.confidence) == ("straggler", [3], "medium"), d.summary
+    assert "(at least 40 % in three quarters of them), though none reaches it" in d.summary
+    assert d.details["threshold"]["set_by"] == "host scheduling floor"
+    assert "as the floor is above what one step of this length can show" in d.summary
+    d = diagnose_path(str(_late_in_every_step(tmp_path, 8, "floor8", step_ms=20)))
+    assert d.verdict == "ok" and d.details["steadiest"]["rank"] == 3 and d.details["steadiest"]["bar_multiple"] < 0.3
 
 
 def test_a_rank_late_in_every_step_under_the_bar_is_a_straggler(tmp_path):
