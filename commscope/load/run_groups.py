@@ -46,8 +46,9 @@ class RunResult:
     loss: float
     steps: int | None = None  # run directories: the steps timed in step_times_ms
     work: dict | None = None  # run directories: WORK_KEYS → value (None where config.json does not say)
-    # what the run measured (a log's bytes; a run directory's step times and losses): a copy of a run has the
-    # same, two runs never do, so a copy is not counted as a second, independent sample
+    # what the run measured (a log's final validation: steps, loss and time; a run directory's step times and
+    # losses): a copy of a run has the same, two runs never do, so a copy is not counted as a second,
+    # independent sample
     fingerprint: str = ""
 
 
@@ -221,8 +222,10 @@ def load_group(path: str | Path) -> Group:
                 continue
         elif entry.suffix in LOG_SUFFIXES:
             log = parse_log(entry)
-            res = (RunResult(entry, "log", log.train_time_s, log.val_loss, fingerprint=_file_fingerprint(entry))
-                   if log.complete else log.problem)
+            # a log's measurements are its final validation: the same steps, loss and time to the printed
+            # digits are a copy (re-saved with another line ending, trimmed to its step lines), not a rerun
+            res = (RunResult(entry, "log", log.train_time_s, log.val_loss, fingerprint=_fingerprint(repr(
+                ("log", log.total_steps, log.val_loss, log.train_time_s)).encode())) if log.complete else log.problem)
         else:
             continue  # not a run: ignore (e.g. a README next to the logs)
         if not isinstance(res, str) and res.kind == "run":
@@ -244,13 +247,6 @@ def load_group(path: str | Path) -> Group:
 
 def _fingerprint(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _file_fingerprint(path: Path) -> str:
-    try:
-        return _fingerprint(path.read_bytes())
-    except OSError:  # parse_log read it a moment ago: a file that vanished since is its own run still
-        return f"unread:{path}"
 
 
 _KIND_NAMES = {"log": "modded-nanogpt logs", "run": "commscope run directories"}

@@ -219,3 +219,20 @@ def test_logs_and_run_directories_are_not_compared_together(tmp_path):
     n_logs = len([p for p in logs.iterdir() if p.suffix in (".txt", ".log")])
     assert code == 2 and msg.startswith(f"{mixed} holds {n_logs} modded-nanogpt logs and 1 commscope run: ")
     assert _invoke(["compare", str(runs), str(runs)])[0] == 0  # one kind: compared
+
+
+def test_a_log_resaved_or_trimmed_is_a_copy_not_a_second_run(tmp_path):
+    """A log copied with one more byte, with CRLF line endings, or as its step lines alone has the same final
+    validation as its original: one sample, the others listed as copies (4 baseline logs stay 4)."""
+    group = tmp_path / "g"
+    shutil.copytree(FIXTURE / "baseline", group)
+    first = sorted(group.glob("*.txt"))[0]
+    text = first.read_bytes()
+    (group / "extra-byte.txt").write_bytes(text + b"\n")
+    (group / "crlf.txt").write_bytes(text.replace(b"\n", b"\r\n"))
+    (group / "steps-only.txt").write_bytes(b"\n".join(l for l in text.splitlines() if l.startswith(b"step:")) + b"\n")
+    g = load_group(group)
+    assert len(g.runs) == len(list((FIXTURE / "baseline").glob("*.txt"))) == 4
+    assert {p.name: why for p, why in g.skipped} == {
+        name: f"a copy of {first.name} (the same measurements): counted once"
+        for name in ("crlf.txt", "extra-byte.txt", "steps-only.txt")}
