@@ -40,8 +40,9 @@ def compare_cmd(
     table = compare_groups(groups, target_loss)
     warnings = comparability_warnings(groups) + precision_warnings(groups)
     slower = slower_candidates(table, fail_if_slower) if fail_if_slower is not None else []
-    if fail_if_slower is not None:
-        _say_where_the_gate_cannot_fire(groups, table)
+    # a gate that cannot show a candidate is not slower (too few runs left, crashed ones skipped) fails:
+    # in CI a pass must mean "not slower", not "not measured"
+    unjudged = _say_where_the_gate_cannot_fire(groups, table) if fail_if_slower is not None else False
     labels, labels_error = None, None
     if all(g.run_dirs for g in groups):
         from commscope.analyze.compare_labels import compare_labels, run_samples
@@ -63,13 +64,13 @@ def compare_cmd(
 
         print_comparison(groups, table, target_loss, markdown, labels, labels_error, slower, fail_if_slower,
                          warnings, console=output_console(piped_width=160))
-    if slower:
+    if slower or unjudged:
         raise typer.Exit(1)
 
 
-def _say_where_the_gate_cannot_fire(groups, table) -> None:
-    """One stderr line naming the candidates whose Welch test is undefined: the gate cannot fire for them
-    (docs/compare.md), and exit 0 alone would read as "not slower"."""
+def _say_where_the_gate_cannot_fire(groups, table) -> bool:
+    """One stderr line naming the candidates whose Welch test is undefined, and whether there are any: the
+    gate fails for them (docs/compare.md), and the line says it was not a measured slowdown."""
     import math
 
     runs = dict(zip(table["name"], table["runs"]))
@@ -84,7 +85,9 @@ def _say_where_the_gate_cannot_fire(groups, table) -> None:
         else:
             why.append(f"{name}: no spread in the times on either side")
     if why:
-        print("--fail-if-slower: the gate could not be evaluated for " + "; ".join(why) + ".", file=sys.stderr)
+        print("--fail-if-slower: the gate could not be evaluated for " + "; ".join(why) + ", so it fails (exit "
+              "1): a gate that cannot show a candidate is not slower does not pass.", file=sys.stderr)
+    return bool(why)
 
 
 def register(app: typer.Typer) -> None:

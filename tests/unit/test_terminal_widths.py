@@ -291,8 +291,10 @@ def test_compare_label_deltas_fit_the_terminal(tmp_path, capsys, monkeypatch, wi
 
 def test_compare_says_when_the_gate_cannot_be_evaluated(tmp_path, capsys, monkeypatch):
     base, cand = _groups(tmp_path, runs=1)
-    out, err = _cli(capsys, monkeypatch, 80, "compare", base, cand, "--fail-if-slower", "0.05")  # exit 0 (docs)
+    # a gate that cannot show the candidate is not slower fails (docs/compare.md), saying so in one line
+    out, err = _cli(capsys, monkeypatch, 80, "compare", base, cand, "--fail-if-slower", "0.05", code=1)
     assert len(err.strip().splitlines()) == 1 and "could not be evaluated" in err and "at least two runs" in err
+    assert err.strip().endswith("so it fails (exit 1): a gate that cannot show a candidate is not slower does not pass.")
     base, cand = _groups(tmp_path / "more", runs=3)
     out, err = _cli(capsys, monkeypatch, 80, "compare", base, cand, "--fail-if-slower", "0.05")
     assert "could not be evaluated" not in err
