@@ -76,6 +76,9 @@ def parse_log(path: Path) -> LogResult:
     if final is None:
         return LogResult(path, False, f"incomplete: stopped at step {last_step}/{total} without a final val_loss",
                          last_step, total)
+    if last_step != total:  # steps after the final validation: another run appended, which never finished
+        return LogResult(path, False, f"incomplete: goes on after its final validation, to step "
+                         f"{last_step}/{total} without a final val_loss (two runs in one file?)", last_step, total)
     if final.group("loss") == "nan":  # diverged, not a usable result
         return LogResult(path, False, "incomplete: final val_loss is nan", last_step, total)
     loss, ms = _number(final.group("loss")), _number(final.group("ms"))

@@ -236,3 +236,19 @@ def test_a_log_resaved_or_trimmed_is_a_copy_not_a_second_run(tmp_path):
     assert {p.name: why for p, why in g.skipped} == {
         name: f"a copy of {first.name} (the same measurements): counted once"
         for name in ("crlf.txt", "extra-byte.txt", "steps-only.txt")}
+
+
+def test_a_log_that_goes_on_after_its_final_validation_is_incomplete(tmp_path):
+    """A log with a second run appended that stopped early: its last step reported no final validation loss,
+    so it is incomplete (docs/compare.md), not the first run's numbers."""
+    src = sorted((FIXTURE / "baseline").glob("*.txt"))[0]
+    text = src.read_text()
+    steps = [l for l in text.splitlines() if l.startswith("step:")][:12]  # the second run stopped early
+    log = tmp_path / "appended.txt"
+    log.write_text(text + "\n".join(steps) + "\n")
+    res = parse_log(log)
+    total = int(steps[0].split("/")[1].split()[0])
+    last = int(steps[-1].split(":")[1].split("/")[0])
+    assert not res.complete and res.problem == (f"incomplete: goes on after its final validation, to step "
+                                                f"{last}/{total} without a final val_loss (two runs in one file?)")
+    assert parse_log(src).complete
