@@ -30,9 +30,10 @@ COLUMNS = [  # (frame column, header) in the record's order
 
 UNDEFINED = "–"  # an undefined statistic in the table (and the label deltas' missing CI)
 LABEL_DELTAS_CAPTION = ("Per label, ms per step (mean over ranks; a run's first step, its profiler window and the "
-                        "step after it, the trace export, left out): a label's exposed communication; (step time): "
-                        "the step; (step boundary): host time at the step's start; '<label> (start − backward "
-                        "end)': where its collectives start (docs/compare.md).")
+                        "step after it, the trace export, left out): a label's exposed communication, with the "
+                        "waits queued behind it (attributed); (step time): the step; (step boundary): host time "
+                        "at the step's start; '<label> (start − backward end)': where its collectives start "
+                        "(docs/compare.md).")
 
 
 def _fmt(v, column: str = "") -> str:

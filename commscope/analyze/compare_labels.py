@@ -7,8 +7,10 @@ and returns one row per (candidate, label); reports.compare_terminal renders it.
 For every run (collectives scored by commscope.analyze.exposure.collective_table) one sample per step is
 taken:
 - `step_ms`: the step's duration averaged over ranks;
-- `exposed_ms` of a label: the label's exposed communication time in that step, summed over the
-  label's collectives on a rank and averaged over ranks (0 when the label has none in that step).
+- `exposed_ms` of a label: the label's attributed exposed communication time in that step (its own
+  exposed time plus the waits of later collectives queued behind it: `attributed_exposed_ms`,
+  docs/analysis.md), summed over the label's collectives on a rank and averaged over ranks (0 when the
+  label has none in that step).
 - `boundary_ms` (pseudo-label BOUNDARY_LABEL): the host time at the step's start boundary, the gap
   since the previous step plus the delay to its first compute (commscope.analyze.step_gaps), averaged
   over ranks: where the device idles after a step-end sync, e.g. while the next batch is made.
@@ -78,7 +80,11 @@ def run_samples(trace: Any) -> pd.DataFrame:
     table = collective_table(trace)
     coll = table[table["step"] >= 0]
     n_ranks = max(len(trace.ranks), 1)
-    exposed = (coll.groupby(["step", "label"])["exposed_ns"].sum() / 1e6 / n_ranks).rename("ms").reset_index()
+    # attributed: a label's own exposed time plus the waits of later collectives queued behind it, so that a
+    # wait is charged to the collective it was spent on (a rank late to `ve0` shows on ve0, not on the label
+    # waited on next); per rank the labels still add up to its exposed time (exposure.queue_split)
+    attributed = coll["own_exposed_ns"] + coll["queue_charged_ns"].fillna(0.0)
+    exposed = (attributed.groupby([coll["step"], coll["label"]]).sum() / 1e6 / n_ranks).rename("ms").reset_index()
     grid = pd.MultiIndex.from_product([step_ms.index, sorted(coll["label"].dropna().unique())],
                                       names=["step", "label"])
     exposed = exposed.set_index(["step", "label"]).reindex(grid, fill_value=0.0).reset_index()
