@@ -34,3 +34,16 @@ def write_run(path, events: dict[int, list[dict] | None], *, world_size: int | N
         if status is not None:
             write_json(d / "status.json", status)
     return path
+
+
+T0_NS = 1_764_670_000_000_000_000  # a December 2025 wall clock: the hand-built records' time origin
+US = 1000
+
+
+def wall_collective(rank: int, label: str, seq: int, call: float, wait: float, wait_end: float, end: float) -> dict:
+    """A CPU run's all_reduce record of 4000 bytes in step 0 on a 2-rank group, times in µs from T0_NS:
+    launched at `call` (returning 1 µs later), waited on over [`wait`, `wait_end`), completed at `end`."""
+    return {"kind": "collective", "rank": rank, "step": 0, "label": label, "phase": "reduce", "op": "all_reduce",
+            "bytes": 4000, "dtype": "float32", "group": "0", "group_size": 2, "seq": seq,
+            "call_ns": T0_NS + call * US, "return_ns": T0_NS + (call + 1) * US, "wait_ns": T0_NS + wait * US,
+            "wait_end_ns": T0_NS + wait_end * US, "start_ns": None, "end_ns": T0_NS + end * US, "timing": "wall"}

@@ -6,17 +6,7 @@ import pytest
 from commscope.analyze.compare_labels import run_samples
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
-from rundirs import write_run
-
-T0 = 1_764_670_000_000_000_000
-US = 1000
-
-
-def coll(rank, label, seq, call, wait, wait_end, end):
-    return {"kind": "collective", "rank": rank, "step": 0, "label": label, "phase": "reduce", "op": "all_reduce",
-            "bytes": 4000, "dtype": "float32", "group": "0", "group_size": 2, "seq": seq,
-            "call_ns": T0 + call * US, "return_ns": T0 + (call + 1) * US, "wait_ns": T0 + wait * US,
-            "wait_end_ns": T0 + wait_end * US, "start_ns": None, "end_ns": T0 + end * US, "timing": "wall"}
+from rundirs import T0_NS as T0, US, wall_collective as coll, write_run
 
 
 def test_a_wait_spent_queued_behind_another_label_is_that_labels(tmp_path):
