@@ -10,7 +10,6 @@ from reports import report_terminal
 from rundirs import T0_NS as T0, US, wall_collective as coll, write_run
 
 
-
 def region(rank, name, a, b):
     return {"kind": "region", "rank": rank, "step": 0, "name": name, "micro_step": 0,
             "start_ns": T0 + a * US, "end_ns": T0 + b * US, "timing": "wall"}
