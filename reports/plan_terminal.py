@@ -23,6 +23,12 @@ def _ms(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
+def _fine_ms(v: float) -> str:
+    """Milliseconds to 4 decimals, or to 4 significant digits below 0.001 ms: the tiny preset's makespans
+    (0.000156 against 0.000170) would all read 0.0002."""
+    return f"{v:.4f}" if abs(v) >= 1e-3 or v == 0 else f"{v:.4g}"
+
+
 def time_model_text(tm: dict) -> str:
     """The plan's `time_model` in words: "FLOPs at 300 TFLOP/s", or the measured time of each matrix shape
     ("measured per matrix: 64x64 0.211 ms, 256x64 2 ms")."""
@@ -45,7 +51,7 @@ def print_plan(plan: dict, console: Console) -> None:
         t.add_column(h, justify="left" if h == "strategy" else "right")
     for name, s in plan["strategies"].items():
         t.add_row(name, f"{s['max_over_mean']:.4f}", f"{s['padding_waste']:.1%}",
-                  f"{s['predicted_makespan_ms']:.4f}", _mb(max(s["recv_bytes"])), _mb(max(s["send_bytes"])),
+                  _fine_ms(s['predicted_makespan_ms']), _mb(max(s["recv_bytes"])), _mb(max(s["send_bytes"])),
                   _mb(s["collective_bytes"]))
     console.print(t)
     top = max(max(s["per_rank_ms"]) for s in plan["strategies"].values()) or 1.0
@@ -71,7 +77,7 @@ def print_plan(plan: dict, console: Console) -> None:
             if i == BARS_EACH_END and len(shown) < world:
                 bars.add_row("…", "", f"{world - len(shown):,} more", "")
             ms, pad = ms_of[r], s["padding_per_rank"][r]
-            bars.add_row(f"rank {r}", Bar(top, 0, ms, width=50), f"{ms:.4f}",
+            bars.add_row(f"rank {r}", Bar(top, 0, ms, width=50), _fine_ms(ms),
                          f"{owned[r]}" + (f" + {pad} pad" if pad else ""))
         console.print(bars)
     for name, why in plan["unavailable"].items():
@@ -82,20 +88,20 @@ def print_plan(plan: dict, console: Console) -> None:
     if "measured" in plan:
         m = plan["measured"]
         console.print(f"measured ({m['run']}, {m['steps']} steps, median): optimizer makespan "
-                      f"{m['measured_makespan_ms']:.4f} ms; predicted for the run's "
+                      f"{_fine_ms(m['measured_makespan_ms'])} ms; predicted for the run's "
                       f"{'recorded matrix owners' if m['run_partition'] == 'owners' else 'bank layout'} "
-                      f"{m['predicted_run_makespan_ms']:.4f} ms")
+                      f"{_fine_ms(m['predicted_run_makespan_ms'])} ms")
     if "tp" in plan:
         tp = plan["tp"]
         console.print(f"TP {tp['tp']}: {tp['group_count']} micro-groups (capacity {_mb(tp['capacity_bytes'])}), "
                       f"gather {_mb(tp['gather_bytes'])} + scatter {_mb(tp['scatter_bytes'])}, "
-                      f"predicted makespan {tp['predicted_makespan_ms']:.4f} ms")
+                      f"predicted makespan {_fine_ms(tp['predicted_makespan_ms'])} ms")
         g = Table(title="micro-groups")
         for h in ("group", "matrices", "hosts", "bytes", "gather", "scatter", "compute ms"):
             g.add_column(h, justify="right")
         for grp in tp["groups"]:
             g.add_row(str(grp["group"]), str(len(grp["matrices"])),
                       " ".join(str(h) for h in sorted(set(grp["hosts"]))), _mb(grp["bytes"]),
-                      _mb(grp["gather_bytes"]), _mb(grp["scatter_bytes"]), f"{grp['compute_ms']:.4f}")
+                      _mb(grp["gather_bytes"]), _mb(grp["scatter_bytes"]), _fine_ms(grp['compute_ms']))
         console.print(g)
-        console.print("per-rank compute ms: " + ", ".join(f"{x:.4f}" for x in tp["per_rank_ms"]))
+        console.print("per-rank compute ms: " + ", ".join(_fine_ms(x) for x in tp["per_rank_ms"]))

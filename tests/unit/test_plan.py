@@ -247,3 +247,12 @@ def test_plan_says_when_the_trainer_itself_refuses_the_world_size():
     # the sharded dimensions' common divisor is 8 for both presets: the world sizes run --nproc names
     assert {n: math.gcd(4 * c.num_attn_layers, c.vocab_size, c.model_dim) for n, c in PRESETS.items()} == {
         "speedrun": 8, "tiny": 8}
+
+
+def test_tiny_makespans_keep_four_significant_digits():
+    """The tiny preset's makespans are a few ten-thousandths of a ms: 4 decimals would print them all as
+    0.0002 (18 % off); below 0.001 ms they keep 4 significant digits, above it the 4 decimals stay."""
+    from reports.plan_terminal import _fine_ms
+
+    assert (_fine_ms(0.00023594), _fine_ms(0.6342049), _fine_ms(5.22431), _fine_ms(0.0)) == (
+        "0.0002359", "0.6342", "5.2243", "0.0000")
