@@ -77,7 +77,7 @@ COLUMN_HELP = {
     "count": "Calls of the label, counted over all ranks together.",
     "count_per_rank": "Calls per rank: the mean over the ranks with the label of each rank's calls; a fraction "
                       "where ranks made different numbers of calls.",
-    "bytes": "Full-array bytes of one call (the lower median over its calls).",
+    "bytes": "Full-array bytes of one call (the lower median over its calls that move data; barriers left out).",
     "bytes_per_rank": "Bytes of all the label's calls of one rank (mean over the ranks with the label).",
     "mean_ms": "Mean duration of one call, measured as the caption says.",
     "exposed_ms": "Exposed per rank: the time a rank waits on the label's collectives that compute does not "

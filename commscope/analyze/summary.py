@@ -57,7 +57,7 @@ in GB/s to 4 significant digits, percentages 0–100; NaN becomes null):
 
 Per label (see docs/analysis.md): `count` collectives over all ranks (an integer), `count_per_rank` its mean
 over the ranks that have the label,
-`bytes` full-array bytes of one call (median), `bytes_per_rank` total per rank (mean), `mean_ms` mean
+`bytes` full-array bytes of one call (lower median over its calls that move data: barriers left out), `bytes_per_rank` total per rank (mean), `mean_ms` mean
 duration (measured as `duration_basis` says), `exposed_ms` exposed time per rank (mean over ranks),
 `exposed_in_steps_ms` the part of it launched inside the steps (exposed_in_steps), `hidden_pct` share of all its duration on all ranks that the ranks' compute covered (exposure.hidden_ns), bandwidths the label's total bytes over its total
 transfer time (the min-across-ranks duration of each call).
@@ -177,6 +177,9 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
     ops = table["op"].astype(str).to_numpy(dtype=object)
     sources = table["label_source"].astype(str).to_numpy(dtype=object)
     sizes = table["bytes"].to_numpy(np.float64)
+    # a label's size is what its data-moving calls move: a barrier it also holds (0 bytes, or Kineto's
+    # 1-byte dummy) is not one of its sizes, or a label of as many barriers as all-reduces would read 0
+    moving = exposure.moves_data(table)
     pr_rank, pr_count = per_rank["rank"].to_numpy(), per_rank["count"].to_numpy()
     pr_bytes, pr_exposed = per_rank["bytes"].to_numpy(), per_rank["exposed_ms"].to_numpy(np.float64)
     tot_at = {label: i for i, label in enumerate(totals.index)}
@@ -193,7 +196,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
             "label_source": "+".join(dict.fromkeys(sources[idx])),  # recorder, scope, stack, size or name
             "count": int(pr_count[pr].sum()) if len(pr) else 0,
             "count_per_rank": rounded(float(_mean(pr_count[pr]))) if len(pr) else 0.0,
-            "bytes": whole(float(_low_median(sizes[idx]))),
+            "bytes": whole(float(_low_median(sizes[idx[moving[idx]]] if moving[idx].any() else sizes[idx]))),
             "bytes_per_rank": whole(float(_mean(pr_bytes[pr]))),
             "mean_ms": rounded(tot["mean_ms"][t]),
             "exposed_ms": rounded(_mean(exposed)),
