@@ -28,6 +28,8 @@ def compare_cmd(
     from reports.compare_terminal import comparison_json, print_comparison
 
     require_finite(target_loss, "--target-loss")
+    if target_loss < 0:  # a cross-entropy is never below 0: a sign typo would test every run as a miss
+        raise UserError(f"--target-loss is a cross-entropy loss, which is never negative: got {target_loss}")
     require_finite(fail_if_slower, "--fail-if-slower")
     if markdown and as_json:  # one output: the JSON holds every number, the markdown table a few of them
         raise UserError("--markdown and --json each choose the output: give one")

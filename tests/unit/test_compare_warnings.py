@@ -4,6 +4,8 @@ among one group's runs), on stderr and in --json's `warnings`; like runs get non
 import json
 import zlib
 
+import pytest
+
 from typer.testing import CliRunner
 
 from commscope.analyze.compare import comparability_warnings
@@ -196,9 +198,9 @@ def test_every_empty_p_is_the_one_decision_and_only_rounding_is_warned():
             assert any(s.startswith(f"the losses of {g.name} ") for s in said) == (why_l == ROUNDING), (na, nb)
 
 
-def test_a_target_far_below_every_loss_gives_its_limit_without_numpy_warnings():
-    """--target-loss -1e308 is finite, so allowed: the t statistic overflows to inf and the one-sided p is
-    its limit (1: the losses are not below it), with no overflow warning on the user's terminal."""
+def test_a_target_far_above_every_loss_gives_its_limit_without_numpy_warnings():
+    """--target-loss 1e308 is finite, so allowed: the t statistic overflows to -inf and the one-sided p is
+    its limit (0: the losses are below it), with no overflow warning on the user's terminal."""
     import warnings
 
     from paths import TESTS
@@ -207,11 +209,26 @@ def test_a_target_far_below_every_loss_gives_its_limit_without_numpy_warnings():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = CliRunner().invoke(app, ["compare", str(logs / "baseline"), str(logs / "premul-o"), "--json",
-                                       "--target-loss", "-1e308"])
+                                       "--target-loss", "1e308"])
     assert res.exit_code == 0, res.output
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
     rows = json.loads(res.stdout)["groups"]
-    assert [r["loss_p"] for r in rows] == [1.0, 1.0]
+    assert [r["loss_p"] for r in rows] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("value", ["-0.5", "-1e308"])
+def test_a_negative_target_loss_is_refused_in_one_line(capsys, value):
+    """A cross-entropy is never negative: a sign typo would judge every run by a target none can miss."""
+    from commscope.cli import main
+    from paths import TESTS
+
+    logs = TESTS / "data" / "modded-nanogpt-logs"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(logs / "baseline"), str(logs / "premul-o"), "--target-loss", value])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2 and out == ""
+    assert err.splitlines() == [
+        f"commscope: error: --target-loss is a cross-entropy loss, which is never negative: got {float(value)}"]
 
 
 def test_copies_of_a_run_count_once_and_a_run_in_two_groups_is_named(tmp_path):
