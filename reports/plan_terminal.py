@@ -91,6 +91,15 @@ def print_plan(plan: dict, console: Console) -> None:
                       f"{_fine_ms(m['measured_makespan_ms'])} ms; predicted for the run's "
                       f"{'recorded matrix owners' if m['run_partition'] == 'owners' else 'bank layout'} "
                       f"{_fine_ms(m['predicted_run_makespan_ms'])} ms")
+        if m.get("run_status") is None:
+            console.print("note: neither summary.json nor a status.json says how the run ended: its recorded "
+                          "steps calibrate the plan")
+        elif m["run_status"] != "completed":
+            console.print(f"note: the run did not complete (status {m['run_status']}): its finished steps "
+                          "calibrate the plan")
+        if m.get("partial_steps"):
+            console.print(f"note: step(s) {', '.join(map(str, m['partial_steps']))} not recorded by every rank "
+                          "that updates matrices: left out of the measured makespan")
     if "tp" in plan:
         tp = plan["tp"]
         console.print(f"TP {tp['tp']}: {tp['group_count']} micro-groups (capacity {_mb(tp['capacity_bytes'])}), "

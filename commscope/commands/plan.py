@@ -50,7 +50,22 @@ def measured_calibration(run: str) -> dict:
     owners = {label: sh["owners"] for label, sh in shards.items()
               if isinstance(sh, dict) and isinstance(sh.get("owners"), list)}
     return {**calibrate(trace.regions, buckets(matrices), world_size, run, owners or None),
-            "world_size": world_size, "preset": _trainer().run_preset(trace.config), "owners": owners or None}
+            "world_size": world_size, "preset": _trainer().run_preset(trace.config), "owners": owners or None,
+            "run_status": _run_status(trace.config)}
+
+
+def _run_status(config: dict) -> str | None:
+    """How the run ended: summary.json's status (`commscope run`), else, for a run a training script
+    recorded, "completed" when every rank's status.json says it ended so ("exited" counts: its process
+    left after closing), else the first other; None when neither file says. A run that did not complete
+    calibrates from the steps it finished, and the plan says so."""
+    said = (config.get("summary") or {}).get("status")
+    if said is not None:
+        return str(said)
+    ranks = [str((s or {}).get("status")) for s in (config.get("status") or {}).values()]
+    if not ranks:
+        return None
+    return next((s for s in ranks if s not in ("completed", "exited")), "completed")
 
 
 def plan_cmd(
@@ -132,6 +147,7 @@ def plan_cmd(
             "run_partition": "owners" if calib["owners"] else "bank",
             "measured_makespan_ms": calib["measured_makespan_ms"],
             "predicted_run_makespan_ms": ran["predicted_makespan_ms"],
+            "run_status": calib["run_status"], "partial_steps": calib["partial_steps"],
         }
     if tp:
         costs = {m["index"]: m["cost"] for m in plan["matrices"]}  # the costs make_plan balanced

@@ -9,7 +9,8 @@ assigned per owner (`--optimizer-partition alpha-lpt`) records the owner of each
 that owned none gives no sample. The median over (rank,
 step) is used, the first step dropped when there are more (it carries warm-up and compilation). The run's
 measured optimizer makespan is, per step, the slowest rank's summed matrix-update time; its median over
-steps is what the plan's prediction for the run's own partition is compared against.
+steps is what the plan's prediction for the run's own partition is compared against; a step that not every
+updating rank recorded (a crashed run's last) has no slowest rank and is left out of it (`partial_steps`).
 
 Invariants: a pure function of the regions frame (docs/frames.md), the run's matrix banks and its recorded
 owners; calibration is per matrix shape, and a plan for shapes the run never timed is a UserError
@@ -60,9 +61,15 @@ def calibrate(regions: pd.DataFrame, banks: list[list[Matrix]], world_size: int,
     if not ms_per_matrix:
         raise UserError(f"{where}: no update regions for the matrix banks (attn, mlp)")
     mat = upd[upd["label"].isin(labels)]
-    per_step = mat.groupby(["step", "rank"])["ms"].sum().groupby(level="step").max()
+    # A step's makespan is its slowest rank's: a step some rank recorded no update of (the last step of a
+    # crashed or interrupted run) has no slowest rank, and its max over the others would read fast.
+    by_rank = mat.groupby(["step", "rank"])["ms"].sum()
+    ranks_in = by_rank.groupby(level="step").size()
+    whole = ranks_in.index[ranks_in == ranks_in.max()]
+    per_step = by_rank.groupby(level="step").max().loc[whole]
     return {"ms_per_matrix": ms_per_matrix, "measured_makespan_ms": float(pd.Series(per_step).median()),
-            "steps": int(per_step.size), "labels": labels}
+            "steps": int(per_step.size), "labels": labels,
+            "partial_steps": [int(s) for s in ranks_in.index if s not in set(whole)]}
 
 
 def _owned_counts(owner: list, bank_size: int, world_size: int, label: str, where: str) -> list[int]:

@@ -188,3 +188,40 @@ def test_counts_beside_the_owners_are_not_read(tmp_path):
     c = calibrate(str(run))
     assert c["ms_per_matrix"][(64, 64)] == pytest.approx(1.25, rel=1e-6)  # 8/8 and 24/16; counts: 8/12, 24/12
     assert c["ms_per_matrix"][(256, 64)] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_a_crashed_runs_partial_last_step_is_left_out_and_the_plan_says_so(tmp_path):
+    """Rank 1 died in step 3 before its updates: the step's max over rank 0 alone (12 + 16 = 28 ms) is no
+    makespan; the makespan is over steps 1-2 (29 ms), and the terminal names the status and the step."""
+    from commscope.commands.plan import measured_calibration
+    from rundirs import write_json
+
+    run = make_run(tmp_path / "run", {0: {"attn": [99, 12, 12, 12], "mlp": [99, 16, 16, 16]},
+                                      1: {"attn": [99, 13, 13], "mlp": [99, 16, 16]}})
+    write_json(run / "summary.json", {"schema_version": 1, "world_size": 2, "status": "crashed",
+                                      "preset": "tiny"})
+    c = measured_calibration(str(run))
+    assert c["partial_steps"] == [3] and c["steps"] == 2 and c["run_status"] == "crashed"
+    assert c["measured_makespan_ms"] == pytest.approx(29.0, rel=1e-6)
+    res = CliRunner().invoke(app, ["plan", str(run), "--cost", "measured"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.stdout.split())
+    assert "note: the run did not complete (status crashed): its finished steps calibrate the plan" in out
+    assert "note: step(s) 3 not recorded by every rank that updates matrices: left out of the measured makespan" in out
+    data = json.loads(CliRunner().invoke(app, ["plan", str(run), "--cost", "measured", "--json"]).stdout)
+    assert data["measured"]["partial_steps"] == [3] and data["measured"]["run_status"] == "crashed"
+
+
+def test_a_completed_run_has_no_notes(run):
+    res = CliRunner().invoke(app, ["plan", str(run), "--cost", "measured"])
+    assert res.exit_code == 0 and "note: " not in res.stdout
+    assert calibrate(str(run))["partial_steps"] == [] and calibrate(str(run))["run_status"] == "completed"
+
+
+def test_a_recorded_runs_status_comes_from_its_ranks(tmp_path):
+    """A run a training script recorded has no summary.json: its ranks' status.json say how it ended."""
+    from commscope.commands.plan import _run_status
+
+    assert _run_status({"status": {"0": {"status": "completed"}, "1": {"status": "exited"}}}) == "completed"
+    assert _run_status({"status": {"0": {"status": "completed"}, "1": {"status": "failed"}}}) == "failed"
+    assert _run_status({"summary": {}, "status": {}}) is None
