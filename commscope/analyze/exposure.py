@@ -435,8 +435,8 @@ def _hidden(c: pd.DataFrame, ranks: np.ndarray, span_start: np.ndarray, end: np.
     so duration − exposed would count time spent on other collectives as hidden by compute. NaN where the
     exposed time is unknown (a Kineto collective without a start or end)."""
     exposed = c["exposed_ns"].to_numpy(np.float64)
-    with np.errstate(invalid="ignore"):
-        hidden = dur - np.minimum(exposed, dur)  # 0 for an empty span, NaN where exposed is unknown
+    # the rows the cover below leaves out: an empty span hides nothing; an unknown time stays unknown
+    hidden = np.where(np.isnan(exposed) | np.isnan(dur), np.nan, 0.0)
     recorded = (c["timing"].isin(["wall", "cuda_event"]).to_numpy() | ~np.isnan(exposed)) & (dur > 0)
     rec_rows = np.flatnonzero(recorded)
     for rank, pos in iv.rows_by_rank(ranks[rec_rows]).items():
