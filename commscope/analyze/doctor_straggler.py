@@ -257,6 +257,10 @@ def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.Dat
     persistence = {str(c): _persistence(mine[mine["rank"] == c], float(totals.loc[c]), y) for c in culprits}
     top = max((b for b in based_on if b["last_rank"] == worst), key=lambda b: b["waiting_caused_ms"])
     p = persistence[str(worst)]
+    # where the worst culprit's waiting went, per label: the longest single wait (`top`, the verdict's
+    # label/step/sequence) may be on a label that holds less of it than another label's many shorter waits
+    by_label = _waiting_by_label(inst, worst, p["steps"])
+    details["waiting_by_label_ms"] = by_label
     others = [r for r in totals.index if int(r) not in culprits]
     details.update(persistence=persistence, labels=list(dict.fromkeys(b["label"] for b in sorted(
         based_on, key=lambda b: -b["waiting_caused_ms"]))), instances=based_on,
@@ -303,9 +307,31 @@ def _straggler(trace: Trace, src: list[str], flagged: pd.DataFrame, inst: pd.Dat
         summary=(f"straggler: {who} made the other ranks wait {mean_lost:,.1f} ms each "
                  f"({p['mean_pct_of_median_step']:,.1f} % of the {y.median_step / 1e6:,.1f} ms median step{scope}) "
                  f"{when}; "
-                 f"{p['waiting_caused_ms']:,.1f} ms of waiting in all; most at '{top['label']}' (step {top['step']}, seq "
-                 f"{top['sequence']}, {top['mean_wait_ms']:,.1f} ms per waiting rank). Confidence {p['confidence']} "
+                 f"{p['waiting_caused_ms']:,.1f} ms of waiting in all{_by_label_text(by_label)}; the longest at "
+                 f"'{top['label']}' (step {top['step']}, seq {top['sequence']}, {top['mean_wait_ms']:,.1f} ms per "
+                 f"waiting rank). Confidence {p['confidence']} "
                  f"({why}); found by arrival ({arrivals}), bar {y.how['ms']:,.1f} ms per step{_bar_text(y.how)}."))
+
+
+def _waiting_by_label(inst: pd.DataFrame, rank: int, steps: list[int]) -> dict[str, float]:
+    """ms of waiting `rank` caused per label over `steps` (the collectives it came last to), most first."""
+    steps_of = pd.to_numeric(inst["step"], errors="coerce")
+    mine = inst[(inst["last_rank"] == rank) & steps_of.isin(steps) & (inst["wait_caused_ns"] > 0)]
+    per = mine.groupby(mine["label"].astype(str), sort=False)["wait_caused_ns"].sum()
+    per = per.sort_values(ascending=False, kind="stable")
+    return {str(k): float(v) / 1e6 for k, v in per.items()}
+
+
+def _by_label_text(by_label: dict[str, float], most: int = 3) -> str:
+    """", most at 'a' (52.6 ms), then 'b' (36.3 ms)": the labels that hold the waiting, most first."""
+    if not by_label:
+        return ""
+    if len(by_label) == 1:
+        return f", all of it at '{next(iter(by_label))}'"
+    said = [f"'{k}' ({v:,.1f} ms)" for k, v in list(by_label.items())[:most]]
+    more = len(by_label) - most
+    return (f", most at {said[0]}" + (f", then {', '.join(said[1:])}" if len(said) > 1 else "")
+            + (f" and {more} more label{'s' if more > 1 else ''}" if more > 0 else ""))
 
 
 def _evidence(trace: Trace, mine: pd.DataFrame, inst: pd.DataFrame, times: pd.Series) -> tuple[list, list]:

@@ -243,8 +243,15 @@ def _culprits_first(ranks: list[Finding], diagnosis: Any) -> list[Finding]:
     is the first rank to look at. A culprit already listed moves up and gains the verdict's line."""
     if not isinstance(diagnosis, Diagnosis) or not diagnosis.culprit_ranks:
         return ranks
-    where = "" if not diagnosis.label else f" ({diagnosis.label}" + (
-        "" if diagnosis.step is None or diagnosis.step < 0 else f", step {diagnosis.step}") + ")"
+    by_label = (diagnosis.details or {}).get("waiting_by_label_ms") or {}
+    most = next(iter(by_label), None)
+    step = "" if diagnosis.step is None or diagnosis.step < 0 else f", step {diagnosis.step}"
+    if not diagnosis.label:
+        where = ""
+    elif most in (None, diagnosis.label):
+        where = f" ({diagnosis.label}{step})"
+    else:  # a straggler whose many shorter waits on one label outweigh its longest, on another
+        where = f" (most of its waiting at {most}; the longest at {diagnosis.label}{step})"
     line = f"the doctor's {diagnosis.verdict} culprit{where}"  # the words of representative.culprits_first
     by_name = {f.name: f for f in ranks}
     first = []
@@ -347,10 +354,35 @@ def _label_finding(lab: str, v: dict, per_rank_step_ms: float, diagnosis: Any) -
         worst = max(by_rank, key=lambda k: by_rank[k])
         lo = min(by_rank.values())
         why.append(f"most exposed on rank {worst} ({by_rank[worst]:,.3f} ms; least {lo:,.3f} ms)")
-    if diagnosis is not None and not isinstance(diagnosis, Exception) and getattr(diagnosis, "label", None) == lab:
-        # the verdict, whole, heads the page: a pointer, not its text a second time
-        why.append(f"the doctor's verdict ({diagnosis.verdict}) is mostly about this label")
+    why += _verdict_pointers(lab, diagnosis)
     return Finding(lab, ms, why)
+
+
+def _verdict_pointers(lab: str, diagnosis: Any) -> list[str]:
+    """What the doctor's verdict says of label `lab`, as pointers (the verdict, whole, heads the page: not its
+    text a second time). A straggler verdict names the label holding most of the waiting its culprit caused
+    and, apart, the collective of its longest wait (its label/step/sequence): the two differ where many
+    shorter waits on one label outweigh one long wait on another."""
+    if diagnosis is None or isinstance(diagnosis, Exception):
+        return []
+    out = []
+    by_label = (getattr(diagnosis, "details", None) or {}).get("waiting_by_label_ms") or {}
+    if by_label and next(iter(by_label)) == lab:
+        out.append(f"the doctor's {diagnosis.verdict} culprit caused most of its waiting here "
+                   f"({by_label[lab]:,.1f} of {sum(by_label.values()):,.1f} ms)")
+    if getattr(diagnosis, "label", None) == lab:
+        at = _at_collective(diagnosis)
+        out.append(f"the longest wait the doctor's {diagnosis.verdict} culprit caused is here{at}" if by_label else
+                   f"the doctor's verdict ({diagnosis.verdict}) names this label{at}")
+    return out
+
+
+def _at_collective(diagnosis: Any) -> str:
+    """" (step 11, seq 8)": the collective the verdict names, as far as it says."""
+    step = getattr(diagnosis, "step", None)
+    parts = ([] if step is None or step < 0 else [f"step {step}"]) + (
+        [] if getattr(diagnosis, "sequence", None) is None else [f"seq {diagnosis.sequence}"])
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _rank_findings(summary: dict, steps: pd.DataFrame, step_range: tuple[int, int] | None, diagnosis: Any,

@@ -209,7 +209,8 @@ def test_the_wording_says_the_waiting_is_over_the_late_steps_only(run):
     # the median step says which steps it covers: warm-up step 0 included, as the bar's yardstick
     assert d.summary.startswith("straggler: rank 2 made the other ranks wait 0.2 ms each (20.0 % of the 1.0 ms "
                                 "median step of steps 0-2) in the 1 step where it was late (step 1, of 2 judged); "
-                                "0.6 ms of waiting in all;")
+                                "0.6 ms of waiting in all, all of it at 'mlp'; the longest at 'mlp' (step 1, seq 4, "
+                                "0.2 ms per waiting rank).")
     assert d.details["median_step_steps"] == [0, 1, 2]
     assert "per step on average" not in d.summary
     assert "Confidence medium (as persistent as so few judged steps can show)" in d.summary
@@ -741,6 +742,15 @@ def test_names_rank_1_of_the_8xh100_traces_as_the_report_table_does():
     assert (d.label, d.sequence) == ("_reduce_scatter_base", 8)
     assert [i["sequence"] for i in d.details["instances"]] == [8, 26, 27, 25, 9, 10]
     assert sum(i["waiting_caused_ms"] for i in d.details["instances"]) == pytest.approx(88.898, abs=1e-3)
+    # the longest wait is on the reduce-scatter, but most of the waiting is on the all-gathers: both are said
+    by_label = d.details["waiting_by_label_ms"]
+    assert list(by_label) == ["_allgather_base", "_reduce_scatter_base"]
+    assert by_label["_allgather_base"] == pytest.approx(52.62, abs=0.01)
+    assert by_label["_reduce_scatter_base"] == pytest.approx(36.28, abs=0.01)
+    assert sum(by_label.values()) == pytest.approx(88.898, abs=1e-3)
+    text = " ".join(d.summary.split())
+    assert ("88.9 ms of waiting in all, most at '_allgather_base' (52.6 ms), then '_reduce_scatter_base' "
+            "(36.3 ms); the longest at '_reduce_scatter_base' (step 11, seq 8, 5.0 ms per waiting rank)") in text
     # the report's straggler table: the same rank first, the same waiting
     table = summarize(trace, with_hta=False)["stragglers"]
     assert table[0]["rank"] == 1 and table[0]["wait_caused_ms"] == pytest.approx(ev["waiting_caused_ms"], abs=1e-3)

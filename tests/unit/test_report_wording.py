@@ -36,7 +36,7 @@ def test_bullets_use_thousands_separators_and_point_at_the_verdict():
     h = highlights(summary, diagnosis)
     why = h.labels[0].why
     assert "most exposed on rank 0 (3,580.315 ms; least 2,825.265 ms)" in why
-    assert "the doctor's verdict (straggler) is mostly about this label" in why
+    assert "the doctor's verdict (straggler) names this label" in why
     assert not any("made the others wait" in w for w in why)  # the verdict's text heads the page once
     assert "the other ranks wait 4,177.149 ms for it in total (90% of all such waiting)" in h.ranks[0].why
 
@@ -54,3 +54,29 @@ def test_an_unknown_queued_share_is_the_dash_every_unknown_cell_shows():
     assert queued_pct({"queued_ms": None, "exposed_ms": 1.0}) == fmt(None) == "–"
     assert queued_pct({"queued_ms": 0.0, "exposed_ms": 0.0}) == "–" and queued_pct({}) == "–"
     assert queued_pct({"queued_ms": 0.5, "exposed_ms": 2.0}) == "25.0"
+
+
+def test_a_straggler_verdict_points_at_the_label_of_most_waiting_and_at_its_longest_wait():
+    """The doctor's label/step/sequence are its culprit's longest wait; most of the waiting may lie on another
+    label (many shorter waits): the first screen names each where it belongs, and the culprit line both."""
+    from commscope.analyze.diagnosis import Diagnosis
+
+    summary = {"ranks": 2, "steps": [], "stragglers": [{"rank": 1, "times_last": 6, "wait_caused_ms": 88.9,
+                                                       "score": 0.7}],
+               "labels": {"ag": {"op": "all_gather", "count": 8, "exposed_ms": 12.1},
+                          "rs": {"op": "reduce_scatter", "count": 8, "exposed_ms": 6.0}}}
+    d = Diagnosis("straggler", [1], label="rs", step=11, sequence=8,
+                  details={"waiting_by_label_ms": {"ag": 52.62, "rs": 36.28}}, summary="straggler: rank 1")
+    h = highlights(summary, d)
+    why = {f.name: f.why for f in h.labels}
+    assert "the doctor's straggler culprit caused most of its waiting here (52.6 of 88.9 ms)" in why["ag"]
+    assert "the longest wait the doctor's straggler culprit caused is here (step 11, seq 8)" in why["rs"]
+    assert not any("longest" in w for w in why["ag"]) and not any("most of its" in w for w in why["rs"])
+    assert h.ranks[0].name == "rank 1"
+    assert h.ranks[0].why[0] == ("the doctor's straggler culprit (most of its waiting at ag; the longest at rs, "
+                                 "step 11)")
+    # one label holding both: one line each, the culprit line as before
+    d = Diagnosis("straggler", [1], label="ag", step=11, sequence=8,
+                  details={"waiting_by_label_ms": {"ag": 80.0, "rs": 8.9}}, summary="straggler: rank 1")
+    h = highlights(summary, d)
+    assert h.ranks[0].why[0] == "the doctor's straggler culprit (ag, step 11)"
