@@ -413,6 +413,10 @@ def _rank_findings(summary: dict, steps: pd.DataFrame, step_range: tuple[int, in
                f"the other ranks wait {_f(s.get('wait_caused_ms')) or 0:,.3f} ms for it in total{over} "
                f"({100 * (_f(s.get('score')) or 0):.0f}% of all such waiting"
                + (f"{doctor})" if over else ")")]
+        if getattr(diagnosis, "verdict", None) == "insufficient":
+            # the table measures waiting without steps; the doctor judges it against the step time, and says
+            # at the top of the page why it could not: ranked here is not judged a straggler there
+            why.append("measured, not judged: the doctor could not judge stragglers (its verdict above says why)")
         ranks.append(Finding(f"rank {s.get('rank')}", _f(s.get("wait_caused_ms")), why))
     if len(steps):
         per_rank = steps.groupby("rank")["exposed_comm_ms"].sum()

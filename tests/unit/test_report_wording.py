@@ -80,3 +80,18 @@ def test_a_straggler_verdict_points_at_the_label_of_most_waiting_and_at_its_long
                   details={"waiting_by_label_ms": {"ag": 80.0, "rs": 8.9}}, summary="straggler: rank 1")
     h = highlights(summary, d)
     assert h.ranks[0].why[0] == "the doctor's straggler culprit (ag, step 11)"
+
+
+def test_ranks_ranked_by_waiting_are_marked_unjudged_beside_an_insufficient_verdict():
+    """A trace without steps: the table ranks who made whom wait, the doctor cannot judge a straggler; the
+    first screen must not read as naming one."""
+    from commscope.analyze.diagnosis import Diagnosis
+
+    summary = {"ranks": 2, "steps": [], "stragglers": [{"rank": 1, "times_last": 6, "wait_caused_ms": 226.1,
+                                                       "score": 0.84}], "labels": {}}
+    d = Diagnosis("insufficient", [], summary="insufficient: … stragglers cannot be judged: no step left to judge.")
+    [rank1] = highlights(summary, d).ranks
+    assert rank1.why[-1] == ("measured, not judged: the doctor could not judge stragglers (its verdict above says "
+                             "why)")
+    ok = Diagnosis("ok", [], summary="ok")
+    assert not any("not judged" in w for w in highlights(summary, ok).ranks[0].why)
