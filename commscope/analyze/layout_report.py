@@ -150,8 +150,11 @@ def layout_report(trace: Any, *, peak_gbps: float | None = None, min_numel: int 
     if no_shapes:
         notes.append("No usable recorded shapes: stride/layout findings need them, so only kernel-name evidence is "
                      "checked." if unusable else
-                     "No cpu ops in the input: stride/layout findings need ops with recorded shapes, so only "
-                     "kernel-name evidence is checked." if trace.ops.empty else
+                     # the ops frame holds only ops that recorded shapes: empty, it cannot tell a trace without
+                     # cpu ops from one profiled with record_shapes=False, so the note names both
+                     "No cpu op with recorded shapes in the input (none recorded, or torch.profiler ran with "
+                     "record_shapes=False): stride/layout findings need them, so only kernel-name evidence is "
+                     "checked." if trace.ops.empty else
                      "No recorded shapes (torch.profiler record_shapes=False): stride/layout findings need them, "
                      "so only kernel-name evidence is checked.")
     if unusable:
