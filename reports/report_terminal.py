@@ -202,12 +202,17 @@ def _print_step_boundaries(summary: dict, console: Console) -> None:
                 Col("gap max ms", [fmt(x["gap_max_ms"]) for x in bounds], numbers=True, drop=1),
                 Col("start delay median ms", [fmt(x["start_delay_median_ms"]) for x in bounds], numbers=True,
                     drop=2)]
+        run = summary.get("source") in (None, "run")  # a profiler trace's gaps are its device's idle
+        if not run:  # a profiler trace's device windows start with the step's first device work: no delay
+            cols = cols[:-1]
 
         def boundary_caption(left_out: list[str]) -> str:  # the columns shown, explained
             return ((f"the {TERMINAL_RANKS} ranks with the most; " if many else "") +
                     (f"not shown: {', '.join(hidden)} (every rank: --json); " if hidden else "") +
-                    "gap: one step's end to the next one's start" +
-                    ("" if "start delay median ms" in left_out else "; start delay: a step's start to its first "
-                     "compute") + ". After a step-end sync the device has nothing queued there.")
+                    ("gap: one step's end to the next one's start" +
+                     ("" if "start delay median ms" in left_out else "; start delay: a step's start to its first "
+                      "compute") + ". After a step-end sync the device has nothing queued there." if run else
+                     "gap: the device idle between one step's last device work and the next one's first, "
+                     "waiting for the host to launch it."))
 
         print_fitted(console, cols, title="Host time at step boundaries", caption=boundary_caption)

@@ -271,21 +271,33 @@ def render_steps(ctx: ReportContext) -> str | None:
     bounds = ctx.summary.get("step_boundaries")
     if bounds:
         bounds, which = listed(ctx, bounds)
-        out.append('<h3>Host time at step boundaries</h3><p class="note">gap: from one step\'s end to the next '
-                   "one's start; start delay: from a step's start to its first compute. Neither is inside "
-                   "compute, and after a step-end synchronization (a recorder's, a loss read) the device has "
-                   f"nothing queued there: &ldquo;{html.escape(tables.humanize('host_pct'))}&rdquo; is their "
-                   "share of the wall time (docs/analysis.md). Steps of the profiler window and the step after "
-                   f"it (the trace's export) are left out (&ldquo;{html.escape(tables.humanize('excluded_steps'))}"
-                   "&rdquo;): their boundary time is the profiler's.</p>"
+        if ctx.summary.get("source") in (None, "run"):
+            note = ("gap: from one step\'s end to the next one's start; start delay: from a step's start to its "
+                    "first compute. Neither is inside compute, and after a step-end synchronization (a recorder's, "
+                    "a loss read) the device has nothing queued there: "
+                    f"&ldquo;{html.escape(tables.humanize('host_pct'))}&rdquo; is their share of the wall time "
+                    "(docs/analysis.md). Steps of the profiler window and the step after it (the trace's export) "
+                    f"are left out (&ldquo;{html.escape(tables.humanize('excluded_steps'))}&rdquo;): their "
+                    "boundary time is the profiler's.")
+        else:  # device windows of a profiler trace: the device's idle between them, no start delay
+            bounds = [{k: v for k, v in r.items() if k != "start_delay_median_ms"} for r in bounds]
+            note = ("gap: between one step's last device work and the next one's first, the time no kernel, "
+                    "memcpy or memset ran on the rank's device: it waited for the host to launch the next step "
+                    f"(a loss read, data loading). &ldquo;{html.escape(tables.humanize('host_pct'))}&rdquo; is "
+                    "its share of the step's period, end to end; the step rows leave it out (docs/analysis.md).")
+        out.append(f'<h3>Host time at step boundaries</h3><p class="note">{note}</p>'
                    + which + tables.records_table(bounds, table_id="step-boundaries"))
     steps, which = listed(ctx, steps)
-    host = ("gap_before_ms", "start_delay_ms")
-    if steps and all(r.get(k) is None for r in steps for k in host):
-        # unknown in every row (a profiler trace has no host step records): said once, not a column of dashes
-        steps = [{k: v for k, v in r.items() if k not in host} for r in steps]
-        which += ('<p class="note">No gap before a step or delay to its first compute: they are measured '
-                  "between a run directory's host step records, which this input does not have.</p>")
+    # a column unknown in every row is said once, not a column of dashes: a profiler trace has no host step
+    # records (no start delay; no gap either where no two steps have device windows)
+    gone = [k for k in ("gap_before_ms", "start_delay_ms") if steps and all(r.get(k) is None for r in steps)]
+    if gone:
+        steps = [{k: v for k, v in r.items() if k not in gone} for r in steps]
+        which += ('<p class="note">' + ("No gap before a step or delay to its first compute: they are measured "
+                                        "between a run directory's host step records, which this input does not "
+                                        "have." if len(gone) == 2 else
+                  "No delay to a step's first compute: a device window starts with the step's first device work."
+                  ) + "</p>")
     out.append(which + tables.records_table(steps, table_id="steps-table"))
     return "\n".join(out)
 

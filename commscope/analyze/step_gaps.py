@@ -20,10 +20,14 @@ between, be it making the next batch, logging or checkpointing, is device idle t
 reference trainer making its next batch there costs a 3.2-3.6 ms median gap per 87 ms step and 14 ms
 in a third of the steps (docs/benchmarks.md), so it makes the batch while the step runs.
 
-Run directories only: their steps are the host's own step records. A profiler trace's steps are
-`ProfilerStep` ranges that follow each other without a gap, and its first compute kernel in a step may
-wait behind communication kernels rather than the host, so there the numbers would not mean host time
-(the frame is empty).
+On a GPU profiler trace the steps are device windows (load.device_steps: from the first to the last
+device work a ProfilerStep launched), and between two of them the device may run nothing: the host had not
+launched the next step's first kernel yet (a loss read, the data loader, Python between steps). There
+`gap_ns` is that idle time, the part of the interval between the windows that no kernel, memcpy or memset
+covers (windows of two steps may overlap across streams: then 0), measured only between two device
+windows; `start_delay_ns` is NaN (a window starts with the step's first device work, by definition) and
+`host_pct` is the gap's share of the period. The host's `ProfilerStep` ranges follow each other without a
+gap, so a CPU-only trace has no rows.
 
 Invariants: step times are the steps frame's (host clock); compute is exposure.compute_sets (compute
 regions minus blocked waits), on the same common axis; a rank's first step has no row (nothing before
@@ -100,10 +104,10 @@ def _first_compute(qs: np.ndarray, qe: np.ndarray, comp: iv.Intervals) -> np.nda
 
 
 def step_gaps(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.DataFrame:
-    """`comp`: exposure.compute_sets(trace) if already computed. Empty for traces that are not run
-    directories (see the module docstring)."""
+    """`comp`: exposure.compute_sets(trace) if already computed. On profiler traces, the device idle
+    between device windows (module docstring)."""
     if trace.source != "run":
-        return pd.DataFrame(columns=GAP_COLS)
+        return _device_gaps(trace)
     o = origin_ns(trace)
     comp = exposure._compute_sets_rel(trace, o) if comp is None else exposure.to_rel(comp, o)
     st = trace.steps.sort_values(["rank", "step"], kind="stable")
@@ -125,6 +129,41 @@ def step_gaps(trace: Trace, comp: dict[int, iv.Intervals] | None = None) -> pd.D
         parts.append(pd.DataFrame({"rank": rank, "step": steps[1:], "gap_ns": gap, "start_delay_ns": delay,
                                    "period_ns": period, "host_pct": host,
                                    "excluded": pd.Series([noise.get(int(x)) for x in steps[1:]], dtype=object)}))
+    if not parts:
+        return pd.DataFrame(columns=GAP_COLS)
+    return pd.concat(parts, ignore_index=True)[GAP_COLS]
+
+
+def _device_gaps(trace: Trace) -> pd.DataFrame:
+    """step_gaps' rows of a profiler trace: between consecutive steps of a rank that both have a device
+    window, the time between them that no device activity of the rank covers."""
+    st = trace.steps
+    if "basis" not in st:  # a frame built without the column: host step ranges (frames' default)
+        return pd.DataFrame(columns=GAP_COLS)
+    st = st[(st["basis"] != "host").to_numpy(bool)].sort_values(["rank", "step"], kind="stable")
+    if len(st) < 2:
+        return pd.DataFrame(columns=GAP_COLS)
+    o = origin_ns(trace)
+    k = trace.kernels
+    busy = iv.merge_by_rank(k["rank"].to_numpy(), rel(k["start_ns"], o), rel(k["end_ns"], o), trace.ranks)
+    s_rank, s_step = st["rank"].to_numpy(), st["step"].to_numpy(np.int64)
+    s_start, s_end = rel(st["start_ns"], o), rel(st["end_ns"], o)
+    parts = []
+    for rank, m in iv.rows_by_rank(s_rank).items():
+        if len(m) < 2:
+            continue
+        nxt = np.flatnonzero(np.diff(s_step[m]) == 1)  # consecutive steps only: a missing one is no gap
+        if not len(nxt):
+            continue
+        lo, hi = s_end[m][nxt], s_start[m][nxt + 1]
+        span = np.maximum(hi - lo, 0.0)
+        idle = span - iv.covered(lo, np.maximum(hi, lo), busy.get(rank, iv.empty()))
+        period = s_end[m][nxt + 1] - s_end[m][nxt]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            host = np.where(period > 0, 100.0 * idle / period, np.nan)
+        parts.append(pd.DataFrame({"rank": rank, "step": s_step[m][nxt + 1], "gap_ns": idle,
+                                   "start_delay_ns": np.nan, "period_ns": period, "host_pct": host,
+                                   "excluded": pd.Series([None] * len(nxt), dtype=object)}))
     if not parts:
         return pd.DataFrame(columns=GAP_COLS)
     return pd.concat(parts, ignore_index=True)[GAP_COLS]

@@ -269,8 +269,9 @@ def test_step_gaps_skip_the_terminal_table_below_two_percent(run):
     assert "step boundaries" not in console.export_text()
 
 
-def test_step_gaps_are_for_run_directories_only():
-    """A profiler trace's steps are ProfilerStep ranges: no host step records, so no boundary rows."""
+def test_step_gaps_of_host_step_ranges_are_for_run_directories_only():
+    """A profiler trace whose steps are host ProfilerStep ranges (no device windows: tests/unit/
+    test_step_gaps_device.py has those) has no host step records, so no boundary rows."""
     from commscope.analyze.step_gaps import step_gaps
     from report_trace import make_trace
 
