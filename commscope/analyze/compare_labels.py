@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from commscope.analyze.compare import MIN_RUNS, quiet_test, undefined_test  # one home for the rules
+from commscope.errors import UserError
 
 CI_LEVEL = 0.95
 TOO_FEW = "too few runs"
@@ -74,7 +75,7 @@ def run_samples(trace: Any) -> pd.DataFrame:
 
     steps = trace.steps
     if steps.empty:
-        raise UserError(f"{trace.path}: no finished steps recorded")
+        raise UserError(f"{trace.path}: no step records to compare per label (a run of --trace off records none)")
     prof = left_out(profiler_steps(trace), steps["step"])
     step_ms = ((steps["end_ns"] - steps["start_ns"]) / 1e6).groupby(steps["step"]).mean()
     table = collective_table(trace)

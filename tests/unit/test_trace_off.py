@@ -62,3 +62,19 @@ def test_the_page_says_no_rank_recorded_anything_instead_of_drawing_an_empty_tim
     assert 'class="verdict unsure"' in page
     page = report_page(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / "w.html")
     assert re.search(r'class="headline">2 ranks · 3 steps', page) and 'id="timeline-plot"' in page
+
+
+def test_compare_of_runs_without_step_records_compares_their_summaries_and_says_why_not_per_label(capsys):
+    """The summaries' step times and losses still compare; the per-label rows need step records, which a
+    run of --trace off does not write: one line says so, and compare exits 0 (it was a traceback)."""
+    import pytest
+
+    from commscope.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(DATA / "completed"), str(DATA / "completed")])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 0, err
+    assert "Traceback" not in out + err
+    assert (f"per-label comparison skipped: {DATA / 'completed'}: no step records to compare per label (a run of "
+            "--trace off records none)") in " ".join(out.split())
