@@ -33,7 +33,7 @@ import pandas as pd
 from commscope.load import kineto_comms
 from commscope.load.device_steps import device_steps
 from commscope.load.kineto_events import NotATrace, read_events
-from commscope.load.kineto_values import LEFT_OUT, check_shapes, check_values
+from commscope.load.kineto_values import NS_LIMIT, LEFT_OUT, check_shapes, check_values
 from commscope.load.files import FileProblem, gc_paused, read_bytes
 from commscope.load.frames import assign_steps, frame, match_positions, ns_array
 
@@ -427,6 +427,8 @@ def _ops(rank: int, ops_all: pd.DataFrame, dims: list, strides: list, types: lis
     ext = ops["external_id"].tolist()
     ops["kernel_names"] = pd.Series([names.get(x) for x in ext], dtype=object)
     ops["kernel_ns"] = ns_array([first.get(x) for x in ext])
-    ops["kernel_dur_ns"] = np.array([total.get(x, np.nan) for x in ext], dtype=np.float64)
+    # exact Python-int sums; a sum past the loader's time range (kernels of absurd durations, each in range
+    # alone) is unknown, not a float that loses its low digits or an int64 that wraps
+    ops["kernel_dur_ns"] = ns_array([None if (d := total.get(x)) is None or d >= NS_LIMIT else d for x in ext])
     ops["grids"] = pd.Series([grids.get(x) for x in ext], dtype=object)
     return ops

@@ -41,7 +41,7 @@ _KINDS = {
     "a": (("name", "tid", "ts", "dur"), ("name", "tid", "ts", "dur"), "annotation"),
     "p": (("name", "tid", "ts", "dur"), ("name", "tid", "ts", "dur"), "Python frame"),
 }
-_NS_LIMIT = 2.0 ** 62  # times in ns must fit int64 with room for differences
+NS_LIMIT = 2.0 ** 62  # times in ns must fit int64 with room for differences
 
 
 def check_values(ev: Events) -> None:
@@ -64,12 +64,12 @@ def _check_times(ev: Events, base: float) -> None:
         ts = _floats(getattr(ev, f"{kind}_ts"))
         if not len(ts):
             continue
-        ok = np.isfinite(ts) & (np.abs(base + ts * 1000.0) < _NS_LIMIT)
+        ok = np.isfinite(ts) & (np.abs(base + ts * 1000.0) < NS_LIMIT)
         bad_time = int(len(ts) - ok.sum())
         neg = 0
         if "dur" in cols:
             dur = _floats(getattr(ev, f"{kind}_dur"))
-            good_dur = np.isfinite(dur) & (dur * 1000.0 < _NS_LIMIT)
+            good_dur = np.isfinite(dur) & (dur * 1000.0 < NS_LIMIT)
             bad_time += int((ok & ~good_dur).sum())
             ok &= good_dur
             neg_mask = ok & (dur < 0)
@@ -88,8 +88,8 @@ def _check_times(ev: Events, base: float) -> None:
     ts = _floats(ev.gpu_step_ts)
     dur = _floats(ev.gpu_step_dur)
     if len(ts):
-        ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(base + ts * 1000.0) < _NS_LIMIT) & \
-            (dur * 1000.0 < _NS_LIMIT)
+        ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & (np.abs(base + ts * 1000.0) < NS_LIMIT) & \
+            (dur * 1000.0 < NS_LIMIT)
         if not ok.all():
             ev.drop("GPU ProfilerStep annotation(s) with a non-finite, out-of-range or negative ts/dur",
                     int(len(ok) - ok.sum()))
