@@ -23,7 +23,6 @@ import difflib
 import importlib
 import os
 import pkgutil
-import re
 import signal
 import sys
 import threading
@@ -34,7 +33,7 @@ from typer.core import TyperCommand, TyperGroup
 from commscope import __version__, commands
 from commscope.errors import UserError
 from commscope.util.abandon import STOP_HANDLER
-from commscope.util.text import printable  # a file name's undecodable bytes as \xNN in the one error line
+from commscope.util.text import escape_controls, printable  # the one error line: controls escaped, \xNN bytes
 
 def _version(value: bool) -> None:
     if value:
@@ -106,7 +105,6 @@ def _app_for(args: list[str]) -> typer.Typer:
     return globals()["app"] if "app" in globals() else __getattr__("app")
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _STOP_SIGNALS = ("SIGTERM", "SIGHUP")  # by name: SIGHUP is not on every platform
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: the output's reader went away
 
@@ -121,7 +119,7 @@ class Interrupted(BaseException):
 
 def one_line(message: str) -> str:
     """`message` with its control characters (a newline in a file name) written as escapes, `\\n`."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
+    return escape_controls(message)
 
 
 def _fail(message: str) -> None:

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from commscope.analyze.compare import DEFAULT_TARGET_LOSS
+from commscope.util.text import escape_controls, printable
 from reports.console import plain_console
 from reports.tables import counted
 from reports.widths_terminal import Col, fit, print_fitted
@@ -191,4 +192,4 @@ def print_comparison(groups, table: pd.DataFrame, target_loss: float, markdown: 
     for name in slower:
         line(f"{name} is slower than {groups[0].name} (Welch one-sided p < {fail_if_slower})")
     for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(escape_controls(printable(f"warning: {w}")), file=sys.stderr)  # run names are the user's

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from commscope.errors import UserError
+from commscope.util.text import escape_controls, printable
 from commscope.util.step_range import parse_step_range
 
 
@@ -104,6 +105,12 @@ def read_label_map(path: Path | None) -> dict | None:
     return read(path)
 
 
+def stderr_line(text: str) -> None:
+    """`text` as one line on stderr: it may hold the user's labels and paths, so its control characters
+    are written as escapes (an ESC sequence would drive the terminal, a newline split the line)."""
+    print(escape_controls(printable(text)), file=sys.stderr)
+
+
 def apply_label_map(trace, label_map: dict | None):
     """`trace` with its generic collective labels replaced from `label_map` (None: as it is); what the map
     could not settle is added to `trace.problems`."""
@@ -114,7 +121,7 @@ def apply_label_map(trace, label_map: dict | None):
     trace.collectives, notes = relabel_by_size(trace.collectives, label_map)
     trace.problems = [*trace.problems, *notes]
     for n in notes:  # every command, whatever it prints of `problems`: a map that did not fit is said at once
-        print(f"commscope: {n}", file=sys.stderr)
+        stderr_line(f"commscope: {n}")
     return trace
 
 

@@ -6,7 +6,6 @@ temporary directory. Orders: commscope.analyze.hooks_order; table: reports.hooks
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -15,6 +14,7 @@ import typer
 
 from commscope.pipeline import load_hook_orders
 from commscope.commands.run import launcher
+from commscope.commands._shared import stderr_line
 from commscope.errors import UserError
 from commscope.rundir.schema import CAPTURE_DIR_PREFIX
 from commscope.util.jsondoc import print_document
@@ -28,7 +28,7 @@ def capture_run(out: Path, nproc: int = 2, steps: int = 2, grad_accum: int = 2, 
     argv = ["--steps", str(steps), "--grad-accum", str(grad_accum), *(extra or [])]
     summary = launcher().launch_training(argv, launcher().Topology(nproc), str(out), launcher().QuietView())
     if summary["status"] == "interrupted":  # the user stopped it: 128 + the signal, as `run` exits, not bad input
-        print(f"commscope: capture run interrupted: {summary['message']}", file=sys.stderr)
+        stderr_line(f"commscope: capture run interrupted: {summary['message']}")
         raise typer.Exit(summary["exit_code"])
     if summary["status"] != "completed":
         raise UserError(f"capture run failed ({summary['status']}): {summary['message']}")

@@ -8,7 +8,6 @@ commscope.analyze.summary and .report_context; rendering: reports.page and repor
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +19,7 @@ from commscope.util.outputs import check_output, own_page
 from commscope.util.text import printable
 from commscope.commands._shared import (apply_label_map, default_output, label_map_option, load_with_progress,
                                        output_console, parse_steps, read_label_map, resolve_steps,
-                                       scheduler_option, status)
+                                       scheduler_option, status, stderr_line)
 
 
 def register(app: typer.Typer) -> None:
@@ -81,11 +80,11 @@ def register(app: typer.Typer) -> None:
             weights: dict[str, int] = {}
             written = write_report(ctx, out, failed, weights)
         for line in failed:  # the page says it in the section's place; a reader of the terminal is told too
-            print(f"commscope: warning: a section of the page failed, {line} (the rest of the page is whole; "
-                  "please report this with the input)", file=sys.stderr)
+            stderr_line(f"commscope: warning: a section of the page failed, {line} (the rest of the page is whole; "
+                        "please report this with the input)")
         heavy = weight_note(ctx, written.stat().st_size, weights)
         if heavy:
-            print(f"commscope: note: {heavy}", file=sys.stderr)
+            stderr_line(f"commscope: note: {heavy}")
         console = output_console()
         print_doctor_line(diagnosis, console)
         print_report_summary(summary, console)

@@ -7,6 +7,11 @@ surrogate as `\\udXXX`), so a name prints as its bytes read, and every other cha
 
 Every renderer that writes a path into an output goes through it (reports.page for the whole HTML page,
 the commands for the paths they print).
+
+`escape_controls(s)`: control characters written as escapes (ESC as `\x1b`, a newline as `\n`). Labels,
+names and paths come from the user's data; printed raw, an ESC sequence in a label clears the user's
+screen or retitles the terminal, and a newline splits a one-line message. The terminal's console and the
+error and warning lines go through it.
 """
 from __future__ import annotations
 
@@ -15,6 +20,19 @@ import re
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators (a terminal breaks the line there)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escaped(m: re.Match) -> str:
+    return m.group().encode("unicode_escape").decode("ascii")
+
+
+def escape_controls(s: str, keep_newlines: bool = False) -> str:
+    """`s` with its control characters written as escapes (`\x1b`, `\n`); `keep_newlines`: a newline stays
+    one (a rendered table's line breaks)."""
+    return (_CONTROL_BUT_NEWLINE if keep_newlines else _CONTROL).sub(_escaped, s)
 
 
 def _shown(m: re.Match) -> str:
