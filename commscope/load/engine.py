@@ -37,6 +37,9 @@ def map_files(fn: Callable[[str], Any], files: list[str], *, scheduler: Any = No
     Dask cluster at `scheduler` (an address, a `distributed.Client`, or a cluster such as `LocalCluster`)."""
     if isinstance(scheduler, str):  # COMMSCOPE_SCHEDULER=" " (set, but to nothing) means local, as unset does
         scheduler = scheduler.strip() or None
+    if isinstance(scheduler, str) and "://" not in scheduler:
+        # HOST or HOST:PORT: Dask takes a bare address only with its port, and a tcp:// one without (8786)
+        scheduler = f"tcp://{scheduler}"
     if not files:  # e.g. a rank selection without profiler traces: no pool, no connection
         return []
     if scheduler is None:

@@ -202,3 +202,19 @@ def test_report_with_a_refused_scheduler_is_one_line_in_seconds():
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2 and err.count("\n") == 1 and "Connection refused" in err, err
     assert time.monotonic() - t0 < 15  # Dask alone retries for its 30 s timeout
+
+
+def test_an_address_without_a_scheme_is_tcp_and_without_a_port_8786(tmp_path):
+    """`--scheduler 127.0.0.1` (docs/analysis.md: an address without a port is tried at 8786) is read as
+    tcp://127.0.0.1, not refused by Dask for its missing port."""
+    pytest.importorskip("distributed")
+    with socket.socket() as s:
+        if s.connect_ex(("127.0.0.1", engine.DEFAULT_PORT)) == 0:
+            pytest.skip("something listens on Dask's default port here")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UserError, match=r"^cannot reach the Dask scheduler at tcp://127\.0\.0\.1 \(port 8786, Dask's "
+                                        r"default: the address names none\): Connection refused$"):
+        engine.map_files(len, [str(tmp_path / "f")], scheduler="127.0.0.1", connect_timeout_s=5.0)
+    port = closed_port()
+    with pytest.raises(UserError, match=rf"^cannot reach the Dask scheduler at tcp://127\.0\.0\.1:{port}: "):
+        engine.map_files(len, [str(tmp_path / "f")], scheduler=f"127.0.0.1:{port}", connect_timeout_s=5.0)
