@@ -272,6 +272,16 @@ def _run(argv: list[str] | None) -> None:
 _HELP = {"--help", "-h", "--version"}  # asking how to call commscope needs no limit
 
 
+def _refuse_empty_arguments(args: list[str]) -> None:
+    """UserError for an empty argument in a path's place: click turns "" into the path ".", so
+    `commscope report ""` (an unset shell variable, quoted) would read the current folder and `doctor ""`
+    diagnose it. An empty value right after an option is left to that option's own check (`--steps ""`
+    says what it takes; a blank --scheduler means local processes)."""
+    for i, a in enumerate(args):
+        if a == "" and not (i and args[i - 1].startswith("-") and "=" not in args[i - 1]):
+            raise UserError("an argument is empty where a path goes: give the path (. for the current folder)")
+
+
 def _dispatch(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -281,6 +291,7 @@ def _dispatch(argv: list[str] | None) -> None:
             from commscope.load.limits import check_environment
 
             check_environment()
+            _refuse_empty_arguments(args)
         # standalone_mode=False lets usage errors reach us instead of click printing its usage box.
         rc = _app_for(args)(args=argv, standalone_mode=False)
     except UserError as e:

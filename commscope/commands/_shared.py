@@ -105,6 +105,17 @@ def read_label_map(path: Path | None) -> dict | None:
     return read(path)
 
 
+def output_file(text: str, option: str, what: str) -> Path:
+    """The output file an option names, refused in one line where the text cannot name one: empty (a Path
+    would read it as "." and refuse a directory the user never named), or ending in a separator (a folder:
+    the Path would drop the separator and write a file of the folder's name)."""
+    if text == "":
+        raise UserError(f"{option} is empty: give the {what} to write")
+    if text.endswith(("/", os.sep)):
+        raise UserError(f"{option} {printable(text)} ends in '/', which names a folder: give the {what} to write")
+    return Path(text)
+
+
 def stderr_line(text: str) -> None:
     """`text` as one line on stderr: it may hold the user's labels and paths, so its control characters
     are written as escapes (an ESC sequence would drive the terminal, a newline split the line)."""

@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""
         from commscope.util.outputs import check_output, own_trace
         from commscope.util.text import printable
-        from commscope.commands._shared import (apply_label_map, load_with_progress, parse_steps, read_label_map,
-                                               resolve_steps)
+        from commscope.commands._shared import (apply_label_map, load_with_progress, output_file, parse_steps,
+                                               read_label_map, resolve_steps)
         from commscope.analyze.exposure import spanless
         from commscope.analyze.left_in_flight import left_in_flight
         from commscope.analyze.problems import loading_problems, run_reports
@@ -48,9 +48,7 @@ def register(app: typer.Typer) -> None:
 
         if perfetto is None:
             raise UserError("choose an export format: --perfetto OUT.json")
-        if perfetto == "":  # a Path would read it as "." and refuse a directory the user never named
-            raise UserError("--perfetto is empty: give the file to write, e.g. --perfetto OUT.json")
-        perfetto = Path(perfetto)
+        perfetto = output_file(perfetto, "--perfetto", "file (e.g. OUT.json)")
         check_output(perfetto, path, own_trace)
         window = parse_steps(steps)
         sizes = read_label_map(label_map)

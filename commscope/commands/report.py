@@ -18,7 +18,7 @@ from commscope.util.jsondoc import print_document
 from commscope.util.outputs import check_output, own_page
 from commscope.util.text import printable
 from commscope.commands._shared import (apply_label_map, default_output, label_map_option, load_with_progress,
-                                       output_console, parse_steps, read_label_map, resolve_steps,
+                                       output_console, output_file, parse_steps, read_label_map, resolve_steps,
                                        scheduler_option, status, stderr_line)
 
 
@@ -49,9 +49,11 @@ def register(app: typer.Typer) -> None:
         if not as_json:
             from commscope.analyze.report_context import PAGE_ALL_RANKS
 
-            if output == "":  # a Path would read it as "." and refuse a directory the user never named
-                raise UserError("-o/--output is empty: give the HTML file to write")
-            out, ops_up_to = Path(output) if output else default_output(path), PAGE_ALL_RANKS
+            if output is not None and output.endswith(".gz"):  # export gzips a .gz name; a page is opened as is
+                raise UserError(f"-o {printable(output)}: the report is an HTML page a browser opens as it is, "
+                                "written uncompressed: name it .html")
+            out = output_file(output, "-o/--output", "HTML file") if output is not None else default_output(path)
+            ops_up_to = PAGE_ALL_RANKS
             check_output(out, path, own_page)  # before loading: a refused output fails at once
         # The page's layout section reads ops (--json never does): up to PAGE_ALL_RANKS ranks every rank's,
         # parsed in the same pass; above, the representative ranks' only, parsed from their files when it

@@ -25,7 +25,9 @@ from commscope.util.jsondoc import document
 def check_schema(doc: dict, where: str) -> None:
     """Refuse a document written by a newer commscope (one UserError line naming `where`)."""
     v = doc.get("schema_version", SCHEMA_VERSION)
-    if not isinstance(v, int) or v > SCHEMA_VERSION:
+    if type(v) is not int:  # "1", 1.0, true: a garbled file, not a newer commscope's
+        raise UserError(f"{where} has schema_version {v!r}, not an integer version number")
+    if v > SCHEMA_VERSION:
         raise UserError(f"{where} has schema_version {v!r}; this commscope reads version <= {SCHEMA_VERSION} "
                         "(upgrade commscope)")
 

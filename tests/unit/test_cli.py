@@ -165,3 +165,17 @@ def test_every_run_option_that_takes_a_value_says_its_default(capsys, monkeypatc
     takes_value = {k: v for k, v in rows.items() if v.startswith("<") and k != "--inject"}
     assert {"--master-addr", "--master-port", "--node-rank", "--rdzv-endpoint", "--nproc"} <= set(takes_value)
     assert [k for k, v in takes_value.items() if "default" not in v.lower()] == []
+
+
+@pytest.mark.parametrize("argv", [["report", ""], ["doctor", "", "--json"], ["layout", ""], ["export", "", "--perfetto",
+                                                                                              "x.json"]])
+def test_an_empty_path_argument_is_refused_not_read_as_the_current_folder(capsys, argv):
+    """click turns "" into the path "."; an unset shell variable, quoted, must not analyse the current folder."""
+    code, out, err = run_main(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err == "commscope: error: an argument is empty where a path goes: give the path (. for the current folder)\n"
+
+
+def test_an_empty_option_value_is_left_to_the_options_own_check(capsys):
+    code, out, err = run_main(capsys, "report", "x", "--steps", "")
+    assert code == 2 and "--steps is empty" in err

@@ -128,8 +128,22 @@ def test_an_empty_output_name_is_said_to_be_empty(tmp_path, capsys):
     code, cap = run_main(capsys, "report", GLOO2_TRACES, "-o", "")
     assert code == 2 and cap.err == "commscope: error: -o/--output is empty: give the HTML file to write\n"
     code, cap = run_main(capsys, "export", GLOO2_TRACES, "--perfetto", "")
-    assert code == 2 and cap.err == ("commscope: error: --perfetto is empty: give the file to write, e.g. "
-                                     "--perfetto OUT.json\n")
+    assert code == 2 and cap.err == "commscope: error: --perfetto is empty: give the file (e.g. OUT.json) to write\n"
+
+
+def test_an_output_name_ending_in_a_slash_or_a_page_named_gz_is_refused(tmp_path, capsys):
+    """`-o dest/r.html/` names a folder (a Path would drop the slash and write the file dest/r.html); a page
+    named .gz would be plain HTML under a compressed name (export, whose traces are read by tools, gzips)."""
+    (tmp_path / "dest").mkdir()
+    code, cap = run_main(capsys, "report", GLOO2_TRACES, "-o", f"{tmp_path}/dest/r.html/")
+    assert code == 2 and cap.err == (f"commscope: error: -o/--output {tmp_path}/dest/r.html/ ends in '/', which "
+                                     "names a folder: give the HTML file to write\n")
+    code, cap = run_main(capsys, "export", GLOO2_TRACES, "--perfetto", f"{tmp_path}/dest/t.json/")
+    assert code == 2 and "ends in '/', which names a folder" in cap.err
+    code, cap = run_main(capsys, "report", GLOO2_TRACES, "-o", f"{tmp_path}/dest/r.html.gz")
+    assert code == 2 and cap.err == (f"commscope: error: -o {tmp_path}/dest/r.html.gz: the report is an HTML page "
+                                     "a browser opens as it is, written uncompressed: name it .html\n")
+    assert list((tmp_path / "dest").iterdir()) == []
 
 
 def test_a_problem_of_every_rank_is_one_line_as_report_lists_it(tmp_path, capsys):

@@ -197,7 +197,11 @@ def test_steps_selection(tmp_path):
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: json.dump({"schema_version": 2}, open(os.path.join(d, "summary.json"), "w")), "schema_version 2"),
+    (lambda d: json.dump({"schema_version": 2}, open(os.path.join(d, "summary.json"), "w")),
+     r"schema_version 2; this commscope reads version <= 1 \(upgrade commscope\)"),
+    (lambda d: json.dump({"schema_version": "1", "rank": 0, "world_size": 2},
+                         open(os.path.join(d, "rank0", "meta.json"), "w")),
+     "has schema_version '1', not an integer version number"),
     (lambda d: json.dump({"schema_version": 1, "rank": 0, "world_size": 4},
                          open(os.path.join(d, "rank0", "meta.json"), "w")), "disagree on world_size"),
     (lambda d: json.dump({"schema_version": 1, "rank": 1, "world_size": 2},
