@@ -90,7 +90,7 @@ from commscope.util.text import counted
 # 10: run_reports (ranks that did not complete, as the run's files say), no longer among the problems;
 #     hta.kernel_breakdown.kernel_types[].sum is "sum (us)", hta.queue_length[].count is "samples"
 # 11: collectives_outside_steps (collectives outside every step window, which per-step figures leave out)
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # The per-rank communication overlaps, in the order a reader compares them; a document holds the first two
 # (GPU traces) or the last (no device kernels), never both kinds (docs/analysis.md, "The quantities").

@@ -117,7 +117,7 @@ def test_label_stats_and_summary(run):
     assert a["mean_ms"] == pytest.approx(41.5 / 4 / 1000, abs=5e-5)  # rounded to 0.1 µs
     # a CPU run directory: durations are launch to completion, and the per-rank overlap is over the recorded
     # spans (comm [60, 69) ∪ [80, 91) on rank 0 never meets compute [0, 60) ∪ [70, 80)), not HTA's or a device one
-    assert doc["duration_basis"] == "launch to completion (run directory)" and doc["schema_version"] == 12
+    assert doc["duration_basis"] == "launch to completion (run directory)" and doc["schema_version"] == 13
     assert doc["recorded_comm_overlap_pct_by_rank"] == {"0": 0.0, "1": 0.0}
     assert "hta_comm_overlap_pct_by_rank" not in doc and "device_comm_overlap_pct_by_rank" not in doc
     assert list(doc["labels"]) == ["attn", "scalars"]  # most exposed first

@@ -51,7 +51,7 @@ def per_label_from_frame(tr):
 def test_hidden_pct_per_label_is_the_hidden_share_of_the_duration(which, request):
     tr, doc = request.getfixturevalue(which)
     t, want = per_label_from_frame(tr)
-    assert doc["schema_version"] == SCHEMA_VERSION == 12
+    assert doc["schema_version"] == SCHEMA_VERSION == 13
     assert set(doc["labels"]) == set(want)
     for label, v in doc["labels"].items():
         hidden, mean_ms = want[label]

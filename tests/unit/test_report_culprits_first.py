@@ -22,7 +22,7 @@ def test_report_json_lists_the_ranks_the_page_draws_in_its_order(tmp_path, capsy
     code, out = run_main(capsys, "report", job, "--json", "--no-hta")
     assert code == 0, out.err
     doc = json.loads(out.out)
-    assert doc["schema_version"] == SCHEMA_VERSION == 12
+    assert doc["schema_version"] == SCHEMA_VERSION == 13
     reps = doc["representative_ranks"]
     first = doc["representative_ranks_culprits_first"]
     assert 33 not in [r["rank"] for r in reps]
