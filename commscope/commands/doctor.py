@@ -27,8 +27,9 @@ MAX_STRAGGLER_MS = 86_400_000  # --straggler-ms at most: a day
 def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor(
-        path: Path = typer.Argument(..., help="A commscope run directory (or a folder of Kineto traces: "
-                                    "desync and straggler checks only)."),
+        path: Path = typer.Argument(..., help="A commscope run directory, or a folder of Kineto traces (desync, "
+                                    "straggler and insufficient checks, and a hang where a rank's trace stops "
+                                    "launching mid-step; docs/faults.md)."),
         as_json: bool = typer.Option(False, "--json", help="Print the diagnosis as JSON on stdout."),
         straggler_ms: Optional[float] = typer.Option(
             None, "--straggler-ms", help="Absolute straggler bar: a rank that makes the others wait this many ms "
