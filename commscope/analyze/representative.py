@@ -25,10 +25,12 @@ STRAGGLERS = 3  # top ranks by waiting caused: the first screen's "Ranks to look
 
 
 def representative_ranks(stragglers: pd.DataFrame, breakdown: pd.DataFrame, ranks: list[int],
-                         most: int = 6) -> list[dict]:
+                         most: int = 6, gaps: pd.DataFrame | None = None) -> list[dict]:
     """[{"rank": r, "why": [reasons]}] by: waiting caused (waiting.by_rank's frame, worst first), most
-    exposed communication, median and least step time (timeline.step_breakdown's frame, summed per rank);
-    the lowest rank when nothing else picks one."""
+    exposed communication, median and least step time (timeline.step_breakdown's frame, summed per rank,
+    plus `gaps`' time between those steps, step_gaps.step_gaps, where given: on a GPU trace a rank whose
+    device idles between steps has short step windows and is no faster for it); the lowest rank when
+    nothing else picks one."""
     picked: dict[int, list[str]] = {}
 
     def pick(rank, why: str) -> None:
@@ -48,16 +50,27 @@ def representative_ranks(stragglers: pd.DataFrame, breakdown: pd.DataFrame, rank
             r = per["exposed_comm_ns"].idxmax()
             pick(r, f"most exposed communication ({per.loc[r, 'exposed_comm_ns'] / 1e6:,.1f} ms)")
         if len(per):
-            t = per["step_ns"].sort_values(kind="stable")
+            between = _gaps_between(gaps, breakdown, per.index)
+            t = (per["step_ns"] + between).sort_values(kind="stable")
+            gapped = ", the gaps between steps included" if between.any() else ""
             med = t.index[(len(t) - 1) // 2]
             if t.loc[med] == t.iloc[0]:  # tied with the least (half the ranks alike): one rank shows both
-                pick(t.index[0], f"least and median total step time ({t.iloc[0] / 1e6:,.1f} ms)")
+                pick(t.index[0], f"least and median total step time ({t.iloc[0] / 1e6:,.1f} ms{gapped})")
             else:
-                pick(med, f"median total step time ({t.loc[med] / 1e6:,.1f} ms)")
-                pick(t.index[0], f"least total step time ({t.iloc[0] / 1e6:,.1f} ms)")
+                pick(med, f"median total step time ({t.loc[med] / 1e6:,.1f} ms{gapped})")
+                pick(t.index[0], f"least total step time ({t.iloc[0] / 1e6:,.1f} ms{gapped})")
     if not picked and len(ranks):
         pick(min(ranks), "lowest rank")
     return [{"rank": r, "why": why} for r, why in picked.items()]
+
+
+def _gaps_between(gaps: pd.DataFrame | None, breakdown: pd.DataFrame, index: pd.Index) -> pd.Series:
+    """Per rank of `index`, the gap time before the steps of `breakdown` (the profiler's own boundaries,
+    `excluded`, left out): 0 without gaps."""
+    if gaps is None or not len(gaps):
+        return pd.Series(0.0, index=index)
+    g = gaps[gaps["excluded"].isna() & gaps["step"].isin(breakdown["step"].unique())]
+    return g.groupby("rank")["gap_ns"].sum().astype(np.float64).reindex(index, fill_value=0.0).fillna(0.0)
 
 
 def among(ranks: np.ndarray, chosen: list[dict]) -> np.ndarray:

@@ -275,7 +275,7 @@ def summarize(trace: Trace, steps: tuple[int, int] | None = None, with_hta: bool
     ov = timeline.comm_overlap_by_rank(tr, hta_like=True, comp=comp)
     br = timeline.step_breakdown(tr, comp)
     gaps = step_gaps.step_gaps(tr, comp)
-    reps = representative.representative_ranks(strag, br, tr.ranks)
+    reps = representative.representative_ranks(strag, br, tr.ranks, gaps=gaps)
     # the profiler's steps among those with rows: only the aggregates leave them out, `steps` keeps them
     prof = {s: why for s, why in step_gaps.profiler_steps(tr).items() if s in set(br["step"].astype(int))}
     every_rank = len(tr.ranks) <= PLACEMENT_ALL_RANKS

@@ -58,3 +58,17 @@ def test_a_median_tied_with_the_least_is_one_rank_with_both_reasons():
     reps = representative_ranks(_strag([]), br, list(range(8)))
     assert reps == [{"rank": 7, "why": ["most exposed communication (8.0 ms)"]},
                     {"rank": 0, "why": ["least and median total step time (100.0 ms)"]}]
+
+
+def test_the_gaps_between_steps_count_toward_a_ranks_step_time():
+    """On a GPU trace a rank whose device idles between steps has short step windows: with the gaps it is
+    no longer the fastest. The profiler's own boundaries (`excluded`) do not count."""
+    br = _breakdown({0: (100e6, 0.0), 1: (96e6, 0.0), 2: (98e6, 0.0)})
+    gaps = pd.DataFrame({"rank": [0, 1, 2, 2], "step": [1, 1, 1, 1], "gap_ns": [0.5e6, 6e6, 0.5e6, 50e6],
+                         "excluded": [None, None, None, "profiler export"]})
+    reps = representative_ranks(_strag([]), br, [0, 1, 2], gaps=gaps)
+    # totals: rank 0 100.5, rank 1 96 + 6 = 102, rank 2 98 + 0.5 (its 50 ms export gap left out) = 98.5
+    assert reps == [{"rank": 0, "why": ["median total step time (100.5 ms, the gaps between steps included)"]},
+                    {"rank": 2, "why": ["least total step time (98.5 ms, the gaps between steps included)"]}]
+    # without them rank 1 (96 ms of windows) is the fastest
+    assert representative_ranks(_strag([]), br, [0, 1, 2])[1] == {"rank": 1, "why": ["least total step time (96.0 ms)"]}

@@ -16,7 +16,7 @@ from scale_jobs import DELAY_MS, scale_job
 def test_lateness_representatives_and_the_terminal_at_40_ranks(tmp_path):
     truth = scale_job(tmp_path, ranks=40, straggler=29)
     doc = summarize(load_path(truth["job"]), with_hta=False)
-    assert doc["schema_version"] == SCHEMA_VERSION == 12
+    assert doc["schema_version"] == SCHEMA_VERSION == 13
     late = doc["arrival_lateness"]
     top = late["histogram"][-1]
     # the stall (1.5 s) lands in the last 1-2-5 bucket, [1 s, 2 s), and only the straggler is there
