@@ -17,6 +17,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from commscope.util.text import escape_controls
 from commscope.analyze.report_overview import cause, queued_behind
 from commscope.analyze.summary import (COMM_OVERLAP_NAMES, comm_overlap_note, comm_overlap_rows, hta_note,
                                        undefined_overlap_note)
@@ -69,7 +70,8 @@ def print_caveat_lines(items: list[tuple[str, str]], console: Console, more: str
     at word boundaries: a caveat cut mid-sentence loses the part that says what to do about it. `doctor`
     and `export` print their loading problems with it too."""
     for kind, text in items[:CAVEATS_SHOWN]:
-        console.print(styled_head(f"{kind}:", text), highlight=False, overflow="fold")
+        # one line each: a newline in a label or path it names is written as an escape, not a line break
+        console.print(styled_head(f"{kind}:", escape_controls(text)), highlight=False, overflow="fold")
     if len(items) > CAVEATS_SHOWN:
         console.print(f"… {len(items) - CAVEATS_SHOWN} {more}, {where}", highlight=False)
 

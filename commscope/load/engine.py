@@ -37,9 +37,8 @@ def map_files(fn: Callable[[str], Any], files: list[str], *, scheduler: Any = No
     Dask cluster at `scheduler` (an address, a `distributed.Client`, or a cluster such as `LocalCluster`)."""
     if isinstance(scheduler, str):  # COMMSCOPE_SCHEDULER=" " (set, but to nothing) means local, as unset does
         scheduler = scheduler.strip() or None
-    if isinstance(scheduler, str) and "://" not in scheduler:
-        # HOST or HOST:PORT: Dask takes a bare address only with its port, and a tcp:// one without (8786)
-        scheduler = f"tcp://{scheduler}"
+    if isinstance(scheduler, str):
+        scheduler = _full_address(scheduler)
     if not files:  # e.g. a rank selection without profiler traces: no pool, no connection
         return []
     if scheduler is None:
@@ -47,6 +46,22 @@ def map_files(fn: Callable[[str], Any], files: list[str], *, scheduler: Any = No
 
         return parse_all(list(files), progress=progress, workers=workers, fn=fn)
     return _on_dask(fn, list(files), scheduler, progress, connect_timeout_s or CONNECT_TIMEOUT_S)
+
+
+def _full_address(text: str) -> str:
+    """HOST, HOST:PORT or tcp://HOST as tcp://HOST:PORT, port DEFAULT_PORT where none is named: Dask
+    refuses an address without a port ("missing port number"), whatever its scheme. Other schemes, and
+    text that is no URL, are left to Dask."""
+    from urllib.parse import urlsplit
+
+    text = text if "://" in text else f"tcp://{text}"
+    try:
+        url = urlsplit(text)
+        if url.scheme in ("tcp", "tls") and url.hostname and url.port is None:
+            return f"{url.scheme}://{url.netloc}:{DEFAULT_PORT}{url.path}"
+    except ValueError:  # a malformed port: Dask's message names it
+        pass
+    return text
 
 
 def _connect(address: Any, timeout_s: float) -> Any:

@@ -206,14 +206,19 @@ def test_report_with_a_refused_scheduler_is_one_line_in_seconds():
 
 def test_an_address_without_a_scheme_is_tcp_and_without_a_port_8786(tmp_path):
     """`--scheduler 127.0.0.1` (docs/analysis.md: an address without a port is tried at 8786) is read as
-    tcp://127.0.0.1, not refused by Dask for its missing port."""
+    tcp://127.0.0.1:8786: Dask itself refuses an address without a port, whatever its scheme."""
+    assert engine._full_address("127.0.0.1") == "tcp://127.0.0.1:8786"
+    assert engine._full_address("tcp://host") == "tcp://host:8786"
+    assert engine._full_address("tls://[::1]") == "tls://[::1]:8786"
+    assert engine._full_address("host:9000") == "tcp://host:9000"
+    assert engine._full_address("inproc://x") == "inproc://x"
     pytest.importorskip("distributed")
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", engine.DEFAULT_PORT)) == 0:
             pytest.skip("something listens on Dask's default port here")
     (tmp_path / "f").write_text("x")
-    with pytest.raises(UserError, match=r"^cannot reach the Dask scheduler at tcp://127\.0\.0\.1 \(port 8786, Dask's "
-                                        r"default: the address names none\): Connection refused$"):
+    with pytest.raises(UserError, match=r"^cannot reach the Dask scheduler at tcp://127\.0\.0\.1:8786: Connection "
+                                        r"refused$"):
         engine.map_files(len, [str(tmp_path / "f")], scheduler="127.0.0.1", connect_timeout_s=5.0)
     port = closed_port()
     with pytest.raises(UserError, match=rf"^cannot reach the Dask scheduler at tcp://127\.0\.0\.1:{port}: "):
