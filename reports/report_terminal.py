@@ -199,7 +199,8 @@ def _print_step_boundaries(summary: dict, console: Console) -> None:
     if bounds:
         # where even the numbers' widths do not fit, the start delay goes first, then the largest gap
         cols = [Col("rank", [str(x["rank"]) for x in bounds], numbers=True),
-                Col("host % of wall", [pct(x["host_pct"]) for x in bounds], numbers=True),
+                Col("host % of wall" if summary.get("source") in (None, "run") else "idle % of period",
+                    [pct(x["host_pct"]) for x in bounds], numbers=True),
                 Col("gap median ms", [fmt(x["gap_median_ms"]) for x in bounds], numbers=True),
                 Col("gap max ms", [fmt(x["gap_max_ms"]) for x in bounds], numbers=True, drop=1),
                 Col("start delay median ms", [fmt(x["start_delay_median_ms"]) for x in bounds], numbers=True,
@@ -217,4 +218,5 @@ def _print_step_boundaries(summary: dict, console: Console) -> None:
                      "gap: the device idle between one step's last device work and the next one's first, "
                      "waiting for the host to launch it."))
 
-        print_fitted(console, cols, title="Host time at step boundaries", caption=boundary_caption)
+        print_fitted(console, cols, title="Host time at step boundaries" if run else
+                     "Device idle at step boundaries (waiting for the host)", caption=boundary_caption)

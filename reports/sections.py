@@ -285,7 +285,9 @@ def render_steps(ctx: ReportContext) -> str | None:
                     "memcpy or memset ran on the rank's device: it waited for the host to launch the next step "
                     f"(a loss read, data loading). &ldquo;{html.escape(tables.humanize('host_pct'))}&rdquo; is "
                     "its share of the step's period, end to end; the step rows leave it out (docs/analysis.md).")
-        out.append(f'<h3>Host time at step boundaries</h3><p class="note">{note}</p>'
+        title = ("Host time at step boundaries" if ctx.summary.get("source") in (None, "run") else
+                 "Device idle at step boundaries (waiting for the host)")
+        out.append(f'<h3>{title}</h3><p class="note">{note}</p>'
                    + which + tables.records_table(bounds, table_id="step-boundaries"))
     steps, which = listed(ctx, steps)
     # a column unknown in every row is said once, not a column of dashes: a profiler trace has no host step

@@ -119,6 +119,17 @@ def _low_median(v: np.ndarray) -> float:
     return v[(len(v) - 1) // 2] if len(v) else np.nan
 
 
+def _label_bytes(sizes: np.ndarray, idx: np.ndarray, moving: np.ndarray, ops: np.ndarray) -> int | None:
+    """A label's `bytes` over its calls `idx`: the lower median of those that move data; 0 for barriers
+    alone (a barrier moves nothing, whatever its trace says: Kineto records a 1-byte dummy); else the lower
+    median of all (null where no size is known)."""
+    if moving[idx].any():
+        return whole(float(_low_median(sizes[idx[moving[idx]]])))
+    if (ops[idx] == "barrier").all():
+        return 0
+    return whole(float(_low_median(sizes[idx])))
+
+
 def queued_behind_by_label(table: pd.DataFrame, pairs: list[tuple[int, int, float]]) -> dict[str, dict[str, float]]:
     """Per label that queued, the labels it queued behind: {label: {earlier label: ms}}, most first, each a
     per-rank total averaged over the ranks that have the queued label (as its `queued_ms`, which they add
@@ -196,7 +207,7 @@ def label_summary(table: pd.DataFrame, per_rank: pd.DataFrame,
             "label_source": "+".join(dict.fromkeys(sources[idx])),  # recorder, scope, stack, size or name
             "count": int(pr_count[pr].sum()) if len(pr) else 0,
             "count_per_rank": rounded(float(_mean(pr_count[pr]))) if len(pr) else 0.0,
-            "bytes": whole(float(_low_median(sizes[idx[moving[idx]]] if moving[idx].any() else sizes[idx]))),
+            "bytes": _label_bytes(sizes, idx, moving, ops),
             "bytes_per_rank": whole(float(_mean(pr_bytes[pr]))),
             "mean_ms": rounded(tot["mean_ms"][t]),
             "exposed_ms": rounded(_mean(exposed)),

@@ -96,13 +96,16 @@ def label_map_option():
     return typer.Option(None, "--label-map", help=LABEL_MAP_HELP, show_default=False)
 
 
-def read_label_map(path: Path | None) -> dict | None:
-    """The --label-map file, checked (before the trace is loaded: a bad map fails at once, exit 2)."""
+def read_label_map(path: str | Path | None) -> dict | None:
+    """The --label-map file, checked (before the trace is loaded: a bad map fails at once, exit 2). Taken
+    as text: a Path would read an empty value as "." and call it a directory the user never named."""
     if path is None:
         return None
+    if str(path) == "":
+        raise UserError("--label-map is empty: give the size → label map's JSON file")
     from commscope.load.label_map import read_label_map as read
 
-    return read(path)
+    return read(Path(path))
 
 
 def output_file(text: str, option: str, what: str) -> Path:

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
                                                    help="Training steps numbered below this are warm-up: not "
                                                    "judged for stragglers. Default: 1."),
         scheduler: Optional[str] = scheduler_option(),
-        label_map: Optional[Path] = label_map_option(),
+        label_map: Optional[str] = label_map_option(),
     ) -> None:
         """Diagnose a run: what went wrong, which ranks, and the evidence.
 

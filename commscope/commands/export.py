@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
                                                 "here (gzip when it ends in .gz). An existing file is replaced only "
                                                 "if it is a trace commscope wrote."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Only steps A <= step < B (also A, A:, :B)."),
-        label_map: Optional[Path] = label_map_option(),
+        label_map: Optional[str] = label_map_option(),
         scheduler: Optional[str] = scheduler_option(),
     ) -> None:
         """Export a run or trace folder to other viewers (currently: Perfetto / chrome://tracing JSON)."""

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
                                                   help="Copy bandwidth to compare against (read+write GB/s)."),
         min_numel: int = typer.Option(4096, "--min-numel", help="Ignore tensors with fewer elements."),
         steps: Optional[str] = typer.Option(None, "--steps", help="Steps A:B (A <= step < B)."),
-        label_map: Optional[Path] = label_map_option(),
+        label_map: Optional[str] = label_map_option(),
         scheduler: Optional[str] = scheduler_option(),
     ) -> None:
         """Elementwise ops slowed by a layout mismatch, and collectives slowed by SM-filling kernels."""

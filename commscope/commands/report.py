@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         hta: bool = typer.Option(True, "--hta/--no-hta", help="Run HTA's analyses beside commscope's (slow on "
                                  "large GPU traces)."),
         scheduler: Optional[str] = scheduler_option(),
-        label_map: Optional[Path] = label_map_option(),
+        label_map: Optional[str] = label_map_option(),
     ) -> None:
         """Analyze a run or trace folder: HTML report with timeline and tables, terminal summary, or JSON."""
         from commscope.analyze.doctor import diagnose_trace
@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
         if not as_json:
             from commscope.analyze.report_context import PAGE_ALL_RANKS
 
-            if output is not None and output.endswith(".gz"):  # export gzips a .gz name; a page is opened as is
+            if output is not None and output.lower().endswith(".gz"):  # export gzips a .gz name; a page is opened as is
                 raise UserError(f"-o {printable(output)}: the report is an HTML page a browser opens as it is, "
                                 "written uncompressed: name it .html")
             out = output_file(output, "-o/--output", "HTML file") if output is not None else default_output(path)

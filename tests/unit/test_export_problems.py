@@ -162,3 +162,10 @@ def test_a_problem_of_every_rank_is_one_line_as_report_lists_it(tmp_path, capsys
     assert stderr == f"problem while loading: {said}\n"
     code, cap = run_main(capsys, "report", run, "--json", "--no-hta")
     assert code == 0 and json.loads(cap.out)["problems"] == [said]
+
+
+def test_an_empty_label_map_is_said_to_be_empty_and_a_page_named_gz_in_capitals_is_refused(tmp_path, capsys):
+    code, cap = run_main(capsys, "report", GLOO2_TRACES, "--json", "--label-map", "")
+    assert code == 2 and cap.err == "commscope: error: --label-map is empty: give the size → label map's JSON file\n"
+    code, cap = run_main(capsys, "report", GLOO2_TRACES, "-o", str(tmp_path / "r.HTML.GZ"))
+    assert code == 2 and "name it .html" in cap.err and not (tmp_path / "r.HTML.GZ").exists()

@@ -44,3 +44,18 @@ def test_a_label_of_barriers_alone_moves_nothing(labels):
 
 def test_a_data_label_is_its_size(labels):
     assert labels["grads"]["bytes"] == 8000
+
+
+def test_kineto_barriers_1_byte_dummy_is_no_size_and_unknown_sizes_stay_unknown():
+    """A trace's barrier carries c10d's 1-byte dummy tensor: a label of barriers alone moves 0 bytes. A label
+    whose sizes the trace does not give stays null, not 0."""
+    import numpy as np
+
+    from commscope.analyze.summary import _label_bytes
+
+    ops = np.array(["barrier", "barrier", "all_reduce", "all_reduce"], dtype=object)
+    sizes = np.array([1.0, 1.0, np.nan, np.nan])
+    moving = (sizes > 0) & (ops != "barrier")
+    assert _label_bytes(sizes, np.array([0, 1]), moving, ops) == 0
+    assert _label_bytes(sizes, np.array([2, 3]), moving, ops) is None
+    assert _label_bytes(np.array([1.0, 4096.0]), np.array([0, 1]), np.array([False, True]), ops[1:3]) == 4096

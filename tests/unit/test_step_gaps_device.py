@@ -80,7 +80,8 @@ def test_the_page_and_terminal_say_what_a_traces_gap_is():
     con = Console(width=160, record=True)
     report_terminal.print_report_summary(doc, con)
     text = " ".join(con.export_text().split())
-    assert "Host time at step boundaries" in text and "start delay" not in text
+    assert "Device idle at step boundaries (waiting for the host)" in text and "start delay" not in text
+    assert "idle % of period" in text and "host % of wall" not in text
     assert "gap: the device idle between one step's last device work and the next one's first" in text
     page = render_steps(report_context(trace, doc, with_layout=False))
     assert "it waited for the host to launch the next step" in page
