@@ -36,6 +36,14 @@ def write_run(path, events: dict[int, list[dict] | None], *, world_size: int | N
     return path
 
 
+def write_cpu_run(path, events: dict[int, list[dict]], steps: int = 1) -> Path:
+    """A completed CPU (gloo) run of `steps` steps holding `events` per rank: the summary and meta a CPU
+    `commscope run` writes, for hand-built records."""
+    return write_run(path, events, summary={"status": "completed", "backend": "gloo", "device": "cpu",
+                                            "steps": steps},
+                     meta={"backend": "gloo", "device": "cpu"})
+
+
 T0_NS = 1_764_670_000_000_000_000  # a December 2025 wall clock: the hand-built records' time origin
 US = 1000
 

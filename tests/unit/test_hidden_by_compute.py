@@ -7,7 +7,7 @@ from commscope.analyze import exposure
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
 from reports import report_terminal
-from rundirs import T0_NS as T0, US, wall_collective as coll, write_run
+from rundirs import T0_NS as T0, US, wall_collective as coll, write_cpu_run, write_run
 
 
 def region(rank, name, a, b):
@@ -29,9 +29,7 @@ def records(rank):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("hidden") / "run"
-    write_run(d, {0: records(0), 1: records(1)}, summary={"status": "completed", "backend": "gloo",
-                                                          "device": "cpu", "steps": 1},
-              meta={"backend": "gloo", "device": "cpu"})
+    write_cpu_run(d, {0: records(0), 1: records(1)})
     return load_path(str(d))
 
 

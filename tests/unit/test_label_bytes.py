@@ -5,7 +5,7 @@ import pytest
 
 from commscope.analyze.summary import summarize
 from commscope.load import load_path
-from rundirs import T0_NS as T0, US, wall_collective as coll, write_run
+from rundirs import T0_NS as T0, US, wall_collective as coll, write_cpu_run
 
 
 def barrier(rank, label, seq, at):
@@ -25,9 +25,7 @@ def records(rank):
 @pytest.fixture(scope="module")
 def labels(tmp_path_factory):
     d = tmp_path_factory.mktemp("bytes") / "run"
-    write_run(d, {0: records(0), 1: records(1)}, summary={"status": "completed", "backend": "gloo",
-                                                          "device": "cpu", "steps": 1},
-              meta={"backend": "gloo", "device": "cpu"})
+    write_cpu_run(d, {0: records(0), 1: records(1)})
     return summarize(load_path(str(d)), with_hta=False)["labels"]
 
 
