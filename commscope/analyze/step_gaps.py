@@ -29,9 +29,10 @@ windows; `start_delay_ns` is NaN (a window starts with the step's first device w
 `host_pct` is the gap's share of the period. The host's `ProfilerStep` ranges follow each other without a
 gap, so a CPU-only trace has no rows.
 
-Invariants: step times are the steps frame's (host clock); compute is exposure.compute_sets (compute
-regions minus blocked waits), on the same common axis; a rank's first step has no row (nothing before
-it to measure from).
+Invariants: step times are the steps frame's (the host's records on run directories, device windows on
+GPU traces); compute is exposure.compute_sets (compute regions minus blocked waits) and device activity the
+kernels frame, on the same common axis; a rank's first step has no row (nothing before it to measure
+from), nor has a step whose previous one the rank did not record.
 """
 from __future__ import annotations
 
