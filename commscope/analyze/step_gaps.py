@@ -32,7 +32,7 @@ gap, so a CPU-only trace has no rows.
 Invariants: step times are the steps frame's (the host's records on run directories, device windows on
 GPU traces); compute is exposure.compute_sets (compute regions minus blocked waits) and device activity the
 kernels frame, on the same common axis; a rank's first step has no row (nothing before it to measure
-from), nor has a step whose previous one the rank did not record.
+from), and on GPU traces nor has a step whose previous one the rank did not record.
 """
 from __future__ import annotations
 
