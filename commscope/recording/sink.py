@@ -31,7 +31,7 @@ class EventSink:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         self._lock = threading.Lock()
         self._dirty = threading.Event()
         threading.Thread(target=self._fsync_loop, name="commscope-fsync", daemon=True).start()
@@ -51,6 +51,18 @@ class EventSink:
             n = os.write(self._fd, view)
             view = view[n:]
         self._dirty.set()  # ~1 us; the fsync thread does the slow part
+
+    def ends_with(self, line: bytes) -> bool:
+        """Whether the file's last bytes are `line` (with its newline): a write a signal's exception
+        interrupted after os.write returned did reach the file, and the caller's state must say so."""
+        data = line + b"\n"
+        if self._fd is None:
+            return False
+        try:
+            size = os.fstat(self._fd).st_size
+            return size >= len(data) and os.pread(self._fd, len(data), size - len(data)) == data
+        except OSError:
+            return False
 
     def _fsync_loop(self) -> None:
         while True:

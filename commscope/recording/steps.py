@@ -138,7 +138,14 @@ class StepWriting:
                 self._behind = (self._pending, self._take_hooks(), self._cuda.take_tails(), step_line)
                 self._pending = []
             else:
-                self._flush(blocking=True, tail=step_line)
+                try:
+                    self._flush(blocking=True, tail=step_line)
+                except BaseException:
+                    # a signal's exception raised after the write returned: the step's line is on disk (the
+                    # write's last), so the status written on the way out must name the step as finished
+                    if self._sink.ends_with(step_line[-1]):
+                        self.last_step = info.step
+                    raise
             self.last_step = info.step
         finally:
             self._step = None

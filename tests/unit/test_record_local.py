@@ -464,3 +464,52 @@ def test_a_signal_before_this_recording_began_is_not_its_end(tmp_path, monkeypat
     termguard._arrived(signals.SIGTERM)  # this one's own
     rec.close("failed", "Terminated: terminated by signal 15 (SIGTERM)")
     assert orjson.loads((tmp_path / "b" / "rank0" / "status.json").read_bytes())["signal"] == "SIGTERM"
+
+
+class _Terminated(BaseException):
+    pass
+
+
+def test_a_signal_after_the_steps_write_leaves_its_status_naming_the_step(tmp_path, monkeypatch):
+    """A signal's exception raised after the step's write returned (between the write and the bookkeeping
+    after it) must not leave status.json's last_step one behind the records on disk."""
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    real = rec._sink.append
+
+    def append_then_signal(lines):
+        real(lines)
+        if any(b'"kind":"step"' in line and b'"step":3' in line for line in lines):
+            raise _Terminated()  # as a SIGTERM handler raising right after the write
+
+    monkeypatch.setattr(rec._sink, "append", append_then_signal)
+    with pytest.raises(_Terminated):
+        for s in range(5):
+            with rec.step(s) as st:
+                with rec.region("forward"):
+                    pass
+                st.loss = float(s)
+    rec.close("interrupted", "Terminated")
+    steps = [e["step"] for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "step"]
+    assert steps == [0, 1, 2, 3]
+    assert orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())["last_step"] == 3
+
+
+def test_a_signal_before_the_steps_write_leaves_the_step_unfinished(tmp_path, monkeypatch):
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    real = rec._sink.append
+
+    def signal_then_append(lines):
+        if any(b'"kind":"step"' in line and b'"step":3' in line for line in lines):
+            raise _Terminated()
+        real(lines)
+
+    monkeypatch.setattr(rec._sink, "append", signal_then_append)
+    with pytest.raises(_Terminated):
+        for s in range(5):
+            with rec.step(s) as st:
+                st.loss = float(s)
+    rec.close("interrupted", "Terminated")
+    steps = [e["step"] for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "step"]
+    assert steps == [0, 1, 2]  # the step record in hand is lost with the write, as steps._write says
+    status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
+    assert status["last_step"] == 2
