@@ -26,7 +26,9 @@ arrival, on the common time axis) and how long the waiting ranks had waited by t
 - Without a finished step there is no step to measure a stall by: a wait under STALL_MIN_NS is no hang,
   a longer one may be a slow first step (compilation, warm-up) and is said, not judged.
 - A status without `ended_ns` (an older recorder's, or one written without an aligned clock): nothing of
-  this is judged.
+  this is judged, except where the user stopped the job and only the hang's culprits lack one (a stopped
+  rank the launcher killed and wrote the status of): their peers' waits by the first of their own ends
+  still say whether the culprits were stuck before the stop.
 
 The bars: bench/stop_ends.py measures how far apart the ends lie each way (docs/faults.md has the
 figures: well under 50 ms for one signal to the job, seconds for one rank ended first: the rank has to
@@ -343,8 +345,16 @@ def stalled_before_stop(h: Diagnosis, stopped: str, sources: list[str], trace: T
     when a rank had waited in it past the stall bar by the first rank's end, else None (interrupted
     stands)."""
     ends = ends_of(trace, statuses, "the user's signal")
-    if isinstance(ends, list) or not h.culprit_ranks:
+    if not h.culprit_ranks:
         return None
+    if isinstance(ends, list):
+        # only culprits wrote no end time (a stopped rank the launcher killed and wrote the status of, or
+        # one killed outright): the others' waits by the first of their own ends say whether the culprits
+        # were stuck before the user's stop
+        if not ends or not set(ends) <= set(h.culprit_ranks):
+            return None
+        stall = stuck_before_others_ended(h, trace, statuses)
+        return stall.stands(h, stopped, [*h.sources, *sources]) if stall is not None else None
     stall = stall_of(trace, _evidence_waits(h, ends), ends)
     return stall.stands(h, stopped, [*h.sources, *sources]) if stall.stuck else None
 

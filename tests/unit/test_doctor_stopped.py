@@ -387,3 +387,22 @@ def test_ranks_ended_by_their_waits_error_after_the_signal_read_as_signalled(tmp
     assert (d.verdict, d.culprit_ranks) == ("hang", [1]), d.summary
     assert "rank 0 had waited 6.0 s in 'attn'" in d.summary
     assert d.summary.endswith("when rank(s) 1 were ended by SIGTERM from outside the job.")
+
+
+def test_ctrl_c_on_a_job_whose_stopped_culprit_left_no_end_time_is_the_hang(tmp_path):
+    """A rank stopped (SIGSTOP) and then the launcher Ctrl-C'd: the launcher kills the stopped rank and writes
+    its status without an end time. The others had waited 4 s in 'attn' by their own ends: the hang stands
+    (it read as interrupted). Waiting under the bar by then: interrupted, as before."""
+    run = _run(tmp_path)
+    for r in (0, 2, 3):
+        write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
+                                                      "last_step": 1, "ended_ns": CALL + 4_000 * MS})
+    write_json(run / "rank1" / "status.json", {"status": "failed", "last_step": 1, "error": (
+        "hung: stopped (SIGSTOP) for 6.1 s and never resumed (--hang-timeout 300 s)")})
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("hang", [1])
+    assert "rank 0 had waited 4.0 s in 'attn'" in d.summary
+    for r in (0, 2, 3):
+        write_json(run / f"rank{r}" / "status.json", {"status": "interrupted", "error": "KeyboardInterrupt",
+                                                      "last_step": 1, "ended_ns": CALL + 4 * MS})
+    assert diagnose_path(str(run)).verdict == "interrupted"
