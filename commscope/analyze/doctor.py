@@ -134,7 +134,7 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
                          evidence=[{"rank": r, "status": statuses[r].get("status"), "error": statuses[r].get("error"),
                                     "last_finished_step": last_finished_step(trace, r)} for r in stopped],
                          summary=f"hang: rank(s) {ranks_text(stopped)} stopped (SIGSTOP) and never resumed; commscope run "
-                                 "killed it after the hang timeout. " + finished_text(last_finished_step(trace, stopped[0])).capitalize())
+                                 "killed it after the hang timeout. " + finished_text(last_finished_step(trace, stopped[0]), trace).capitalize())
     failed = {r: s for r, s in statuses.items() if s.get("status") not in (*ENDED, None)}
     own = [r for r, s in failed.items() if s.get("error") and not is_consequence(s.get("error"))]
     if silent and not own and failed and all(timed_out(s.get("error")) for s in failed.values()):
@@ -166,7 +166,7 @@ def check_crash(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
     last = evidence[0]["last_finished_step"]
     where_said = _where_text(where)[2:]  # a sentence of its own after "last finished step N."
     return Diagnosis("crash", culprits, step=last, evidence=evidence, sources=[STATUS, EVENTS],
-                     summary=f"crash: rank(s) {ranks_text(culprits)} {how}; {finished_text(last)}"
+                     summary=f"crash: rank(s) {ranks_text(culprits)} {how}; {finished_text(last, trace)}"
                              + (f" {where_said[:1].upper()}{where_said[1:]}." if where_said else ""))
 
 
@@ -507,7 +507,7 @@ def check_ended_first(trace: Trace, faults: FaultEvidence) -> Diagnosis | None:
         summary=(f"crash: rank {r} ended first, by {how} from outside the job ({SUMMARY}: the launcher saw it "
                  "end first; no rank timed out, and the launchers signal ranks only after a failure)"
                  + (f"; rank(s) {ranks_text(others)} failed after it" if others else "")
-                 + f"; {finished_text(last)}"))
+                 + f"; {finished_text(last, trace)}"))
 
 
 def check_unexplained(trace: Trace) -> Diagnosis | None:

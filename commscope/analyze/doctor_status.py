@@ -90,9 +90,12 @@ def launcher_says(trace: Trace, ranks: list[int]) -> str:
     return "".join(f"; {SUMMARY} says rank(s) {ranks_text(rs)} {st}" for st, rs in said.items())
 
 
-def finished_text(step: int | None) -> str:
+def finished_text(step: int | None, trace: Trace | None = None) -> str:
     """A rank's last finished step as a verdict's sentence says it: "last finished step 3." or, when it
-    finished none, "it finished no step." (its evidence holds null there, never a sentinel)."""
+    finished none, "it finished no step." (its evidence holds null there, never a sentinel). A run of
+    `--trace off` records no step: with no status either (a rank killed outright), the step is unknown."""
+    if step is None and trace is not None and trace.run_args.get("trace") == "off":
+        return "how many steps it finished is unknown (a run of --trace off records no step, and it left no status)."
     return "it finished no step." if step is None else f"last finished step {step}."
 
 
@@ -189,4 +192,4 @@ def with_stop_evidence(d: Diagnosis, trace: Trace) -> Diagnosis:
             f"{d.summary.rstrip('.')}; {reached}. What the ranks did while being stopped is a consequence, not a "
             "fault."))
     step = last_finished_step(trace, d.culprit_ranks[0]) if d.culprit_ranks else None
-    return replace(d, evidence=evidence, step=step, summary=f"{d.summary.rstrip('.')}; {finished_text(step)}")
+    return replace(d, evidence=evidence, step=step, summary=f"{d.summary.rstrip('.')}; {finished_text(step, trace)}")

@@ -78,3 +78,24 @@ def test_compare_of_runs_without_step_records_compares_their_summaries_and_says_
     assert "Traceback" not in out + err
     assert (f"per-label comparison skipped: {DATA / 'completed'}: no step records to compare per label (a run of "
             "--trace off records none)") in " ".join(out.split())
+
+
+def test_a_rank_killed_in_a_run_of_trace_off_finished_an_unknown_number_of_steps(tmp_path):
+    """--trace off records no step, and a rank killed outright leaves no status: its last step is unknown,
+    not "it finished no step"."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "completed", run)
+    (run / "rank1" / "status.json").unlink()
+    summary = json.loads((run / "summary.json").read_text())
+    summary.update(status="crashed", ranks={"0": "failed", "1": "crashed"}, exit_code=1, message="rank 1 crashed")
+    (run / "summary.json").write_text(json.dumps(summary))
+    status = json.loads((run / "rank0" / "status.json").read_text())
+    status.update(status="failed", error="RuntimeError: Connection closed by peer", last_step=1)
+    (run / "rank0" / "status.json").write_text(json.dumps(status))
+    d = diagnose_path(str(run))
+    assert (d.verdict, d.culprit_ranks) == ("crash", [1])
+    assert d.summary.endswith("how many steps it finished is unknown (a run of --trace off records no step, and "
+                              "it left no status).")
+    assert "finished no step" not in d.summary
