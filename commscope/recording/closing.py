@@ -53,13 +53,21 @@ class Closing:
             raise RuntimeError(CLOSED)
         if self._signals is not None:
             raise RuntimeError("handle_signals() was already called for this recorder")
-        self._signals = SignalHandling(self._on_stuck, signals, grace_s)
+        self._signals = SignalHandling(self._on_stuck, signals, grace_s, stuck_waiting=self._stuck_waiting)
+
+    def _stuck_waiting(self) -> bool:
+        """Whether the main thread sits in the wait of a recorded collective that has not returned."""
+        return any(r.get("wait_ns") is not None and r.get("wait_end_ns") is None for r in list(self.inflight.values()))
 
     def _on_stuck(self, signum: int) -> None:
-        """TermGuard's thread: the main thread did not get to its own cleanup within the grace time."""
-        error = f"Terminated: {signal_words(signum)} while blocked {self.blocked_where()}"
+        """TermGuard's thread: the main thread did not get to its own cleanup within the grace time (a
+        Ctrl-C ends the rank as KeyboardInterrupt would have: interrupted)."""
+        if signum == signal.SIGINT:
+            status, error = "interrupted", f"KeyboardInterrupt: {signal_words(signum)} while blocked {self.blocked_where()}"
+        else:
+            status, error = "failed", f"Terminated: {signal_words(signum)} while blocked {self.blocked_where()}"
         print(f"commscope: rank {self.rank}: {error}", file=sys.stderr, flush=True)
-        self._close("failed", error, 10.0)
+        self._close(status, error, 10.0)
 
     def close(self, status: str = "completed", error: str | None = None, wait_s: float = 10.0) -> None:
         """Flush, stop the profiler window, remove hooks, write status.json (and, on an abnormal end,

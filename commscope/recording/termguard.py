@@ -10,7 +10,9 @@ main thread is blocked.
 How: `TermGuard.start()` (main thread, after a Python SIGTERM handler is installed) starts a
 `commscope.util.wakeup.WakeupWatcher` on the wakeup fd. On SIGTERM the thread gives the main thread `grace_s` to reach
 its own cleanup and `claim()` it; if it has not, the thread claims it, calls `on_stuck(signum)` (write
-in-flight collectives and a "failed" status) and ends the process with 128 + signum.
+in-flight collectives and a "failed" status) and ends the process with 128 + signum. A Ctrl-C (SIGINT) is
+the main thread's KeyboardInterrupt, for the script to handle, except where the main thread still sits in
+a collective's wait `grace_s` after it (`stuck_waiting`): then it is ended the same way ("interrupted").
 
 `SignalHandling` is the one-call use of it (`Recorder.handle_signals()`): a Python handler raising
 `Terminated` plus a guard whose stuck path closes the recorder, undone again at close. `Terminated`'s message says "terminated by signal N (NAME)", the
@@ -93,10 +95,16 @@ def interrupt_timed(signum: int, frame: object) -> None:
 
 class TermGuard:
     def __init__(self, on_stuck: Callable[[int], None], *, grace_s: float = 2.0,
-                 signals: tuple[int, ...] = (signal.SIGTERM,), exit_fn: Callable[[int], None] = os._exit):
+                 signals: tuple[int, ...] = (signal.SIGTERM,), exit_fn: Callable[[int], None] = os._exit,
+                 stuck_waiting: Callable[[], bool] | None = None):
+        """`stuck_waiting`: whether the main thread sits in a collective's wait that has not returned. Given,
+        a Ctrl-C (SIGINT, left to the main thread's KeyboardInterrupt) the main thread has not acted on
+        within `grace_s` while it still sits in that wait is handled as the watched signals are: the wait
+        may never return (a peer stopped), and torch.distributed.run would SIGKILL the rank, statusless."""
         self.on_stuck = on_stuck
         self.grace_s = grace_s
         self.signals = set(signals)
+        self.stuck_waiting = stuck_waiting
         self._exit = exit_fn
         self._lock = threading.Lock()
         self._claimed_by: str | None = None
@@ -136,9 +144,16 @@ class TermGuard:
             _arrived(first)
         hit = next((b for b in data if b in self.signals), None)
         if hit is None:
-            return False
-        # The main thread's own handler normally raises at once and claims the cleanup itself.
-        time.sleep(self.grace_s)
+            if first != signal.SIGINT or self.stuck_waiting is None:
+                return False
+            # Ctrl-C: KeyboardInterrupt is the main thread's, unless it is stuck in a collective's wait
+            time.sleep(self.grace_s)
+            if not self.stuck_waiting():
+                return False
+            hit = signal.SIGINT
+        else:
+            # The main thread's own handler normally raises at once and claims the cleanup itself.
+            time.sleep(self.grace_s)
         if not self.claim("guard"):
             return True
         try:
@@ -166,7 +181,8 @@ class SignalHandling:
     128 + signum) when the main thread sits in C++ and cannot run it. `release()` and `restore()` undo it
     around the recorder's close. Main thread only (Python's rule for signal handlers)."""
 
-    def __init__(self, on_stuck: Callable[[int], None], signals: Iterable[int] | int, grace_s: float):
+    def __init__(self, on_stuck: Callable[[int], None], signals: Iterable[int] | int, grace_s: float,
+                 stuck_waiting: Callable[[], bool] | None = None):
         if threading.current_thread() is not threading.main_thread():
             raise RuntimeError("handle_signals() must be called from the main thread (Python runs signal "
                                "handlers there only)")
@@ -183,7 +199,11 @@ class SignalHandling:
             # Ctrl-C stays a KeyboardInterrupt, timed (the doctor reads when each rank's end began); a
             # script's own SIGINT handler is left alone
             self._old[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt_timed)
-        self._guard: TermGuard | None = TermGuard(on_stuck, grace_s=float(grace_s), signals=sigs).start()
+        # a Ctrl-C left to KeyboardInterrupt (timed above) is ended by the guard too where the main thread
+        # stays stuck in a collective's wait; a script's own SIGINT handler is left alone
+        stuck = stuck_waiting if signal.getsignal(signal.SIGINT) is interrupt_timed else None
+        self._guard: TermGuard | None = TermGuard(on_stuck, grace_s=float(grace_s), signals=sigs,
+                                                  stuck_waiting=stuck).start()
         self._held: list[int] = []
 
     def claim(self, wait_s: float) -> bool:

@@ -149,3 +149,64 @@ def test_a_rank_blocked_in_a_collective_closes_from_the_guard_and_exits_143(tmp_
     # (align=False: the recorder's axis is this host's epoch clock, as the file's modification time is)
     doc = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
     assert doc["ended_ns"] <= (tmp_path / "rank0" / "status.json").stat().st_mtime_ns - 400_000_000
+
+
+def test_a_ctrl_c_on_a_rank_blocked_in_a_collective_closes_it_as_interrupted_and_exits_130(tmp_path):
+    """KeyboardInterrupt cannot reach a main thread sitting in a collective's wait: the guard ends the rank
+    with its status ("interrupted", naming the wait) rather than leaving it to torch.distributed.run's
+    SIGKILL, which writes none."""
+    env = {**ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
+    # SIGINT at its default in the children: a background job inherits it ignored
+    procs = [subprocess.Popen([sys.executable, "-c", BLOCKED, str(tmp_path)], env={**env, "RANK": str(r)},
+                              stderr=subprocess.PIPE, cwd=ROOT,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) for r in range(2)]
+    try:
+        deadline = time.time() + 60
+        while not (tmp_path / "ready").exists():
+            assert time.time() < deadline and procs[0].poll() is None, procs[0].stderr.read().decode()
+            time.sleep(0.05)
+        time.sleep(1.0)  # inside wait() by now
+        procs[0].send_signal(signal.SIGINT)
+        code = procs[0].wait(timeout=30)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert code == 128 + signal.SIGINT
+    assert status(tmp_path) == {"status": "interrupted", "last_step": -1, "error": "KeyboardInterrupt: terminated by "
+                                "signal 2 (SIGINT) while blocked in the wait of collective 'g' (all_reduce, group 0 "
+                                "seq 0)", "signal": "SIGINT"}
+    assert (tmp_path / "rank0" / "inflight.json").exists()
+
+
+CAUGHT = textwrap.dedent("""
+    import os, sys, time
+    from commscope.recording import Recorder
+    out = sys.argv[1]
+    rec = Recorder(out, rank=0, world_size=1)
+    rec.handle_signals(grace_s=0.3)
+    open(os.path.join(out, "ready"), "w").close()
+    try:
+        time.sleep(30)
+    except KeyboardInterrupt:
+        time.sleep(1.0)   # the script's own Ctrl-C handling, longer than the guard's grace
+        open(os.path.join(out, "handled"), "w").close()
+    rec.close()
+""")
+
+
+def test_a_ctrl_c_the_script_handles_outside_any_wait_is_left_to_it(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", CAUGHT, str(tmp_path)], env=ENV, stderr=subprocess.PIPE, cwd=ROOT,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 60
+        while not (tmp_path / "ready").exists():
+            assert time.time() < deadline and p.poll() is None, p.stderr.read().decode()
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        code = p.wait(timeout=30)
+    finally:
+        p.kill()
+        p.wait()
+    assert code == 0 and (tmp_path / "handled").exists()
+    assert status(tmp_path)["status"] == "completed"
