@@ -29,6 +29,15 @@ def run_reports(trace: Trace) -> list[str]:
         if st.get("status") not in (None, "completed"):
             lines.append(f"rank {r}: {st.get('status')}" + (f": {st['error']}" if st.get("error") else ""))
     config = getattr(trace, "config", None) or {}
+    # a rank that left no status while others wrote theirs ended abruptly (SIGKILL, abort, os._exit): often
+    # the crash itself, so it is listed with the others; before any rank has ended (a run in progress) no
+    # absence says anything, and one the summary says completed is a loading problem (a lost file)
+    said = (config.get("summary") or {}).get("ranks") or {}
+    if statuses and getattr(trace, "source", None) == "run":
+        missing = set(config.get("missing_rank_folders") or [])
+        lines += [f"rank {r}: no status.json (it ended without writing one: killed, aborted or os._exit)"
+                  for r in range(int(getattr(trace, "world_size", 0) or 0)) if str(r) not in statuses
+                  and r not in missing and said.get(str(r)) != "completed"]
     lines += [f"rank {r}: the hang watchdog fired (see rank{r}/watchdog.json)" for r in config.get("watchdog_ranks") or []]
     return grouped_by_rank(lines)
 

@@ -402,6 +402,10 @@ def evidence_notes(trace: Trace) -> list[str]:
         return ["Recorded with --trace off: the ranks wrote their status only, no step, collective or hook "
                 "record, so every figure here is empty. Run with --trace light (the default) to record them."]
     notes = []
+    running = trace.config.get("launcher_running")
+    if running:  # as the doctor says: every figure is of what the ranks have written so far
+        notes.append(f"In progress: the run's `commscope run` launcher (pid {running}) still runs on this host, "
+                     "so every figure here is of the steps written so far.")
     ranks, ws = list(trace.ranks), int(trace.world_size)
     c = trace.collectives
     if len(ranks) < ws:

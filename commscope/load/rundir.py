@@ -183,8 +183,11 @@ def load(path: str, progress=None, with_ops: bool = False, workers: int | None =
     dirs = rank_dirs(path)
     if not dirs:  # what the launcher says of the run, where it says it (stopped during start-up, say)
         said = (summary or {}).get("message")
+        # a replaced run kept aside (`run --overwrite` killed before the new run's first rank folder)
+        kept = [p for p in _unread_entries(path) if PREVIOUS_RUN_PREFIX in p]
         raise UserError(f"{path} is a run directory without rank*/ folders: nothing was recorded" +
-                        (f" ({SUMMARY}: {printable(said)})" if isinstance(said, str) and said else ""))
+                        (f" ({SUMMARY}: {printable(said)})" if isinstance(said, str) and said else "") +
+                        (f"; {kept[0]}" if kept else ""))
     if max(dirs) >= max_ws:  # before anything is sized by it: an empty rank99999999999/ allocates nothing
         raise limits.WORLD_SIZE.refuse(f"{path}: rank folder rank{max(dirs)} is beyond the largest world size")
     problems: list[str] = _unread_entries(path)

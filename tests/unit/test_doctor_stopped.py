@@ -210,6 +210,13 @@ def test_no_status_while_the_launcher_runs_on_this_host_is_a_run_in_progress(tmp
                                      "runs on this host): no rank has ended yet (no status.json), so how the run "
                                      "ends is unknown; diagnose it once it ends")
                 assert d.details == {"launcher_running": pid}
+                # the report's notes say the same of its figures
+                from commscope.analyze.summary import summarize
+                from commscope.load import load_path
+
+                notes = summarize(load_path(str(run)), with_hta=False)["notes"]
+                assert notes[0] == (f"In progress: the run's `commscope run` launcher (pid {pid}) still runs on this "
+                                    "host, so every figure here is of the steps written so far.")
             else:
                 assert d.summary.startswith("insufficient: no rank has finished or reported")
     finally:

@@ -401,3 +401,14 @@ def test_records_of_kinds_this_reader_does_not_know_are_skipped_and_counted(tmp_
     n = sum(1 for _ in open(path))
     assert (f"rank 1: events.jsonl: ignored 3 lines: a record of a kind this commscope does not read (a newer "
             f"recorder's, or another tool's) (first at line {n - 2}: kind='checkpoint')") in tr.problems
+
+
+def test_a_run_without_rank_folders_names_the_replaced_run_kept_aside(tmp_path):
+    """`run --overwrite` killed before the new run's first rank folder: the old run is intact in
+    .commscope-previous-<id>/, and the one error line says where."""
+    d = tmp_path / "run"
+    (d / ".commscope-previous-abc" / "rank0").mkdir(parents=True)
+    (d / "commscope-run.json").write_text('{"schema_version": 1}')
+    with pytest.raises(UserError, match=r"without rank\*/ folders: nothing was recorded; .*\.commscope-previous-abc/: "
+                                        r"not read: the run this one replaced"):
+        load_path(str(d))
