@@ -124,22 +124,29 @@ BLOCKED = textwrap.dedent("""
 """)
 
 
-def test_a_rank_blocked_in_a_collective_closes_from_the_guard_and_exits_143(tmp_path):
+def _signal_the_blocked_rank(tmp_path, sig: int) -> int:
+    """Run BLOCKED on 2 ranks, send `sig` to rank 0 once it sits in the wait; its exit code. SIGINT starts
+    at its default in the children: a shell's background job inherits it ignored."""
     env = {**ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
     procs = [subprocess.Popen([sys.executable, "-c", BLOCKED, str(tmp_path)], env={**env, "RANK": str(r)},
-                              stderr=subprocess.PIPE, cwd=ROOT) for r in range(2)]
+                              stderr=subprocess.PIPE, cwd=ROOT,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) for r in range(2)]
     try:
         deadline = time.time() + 60
         while not (tmp_path / "ready").exists():
             assert time.time() < deadline and procs[0].poll() is None, procs[0].stderr.read().decode()
             time.sleep(0.05)
         time.sleep(1.0)  # inside wait() by now
-        procs[0].send_signal(signal.SIGTERM)
-        code = procs[0].wait(timeout=30)
+        procs[0].send_signal(sig)
+        return procs[0].wait(timeout=30)
     finally:
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_a_rank_blocked_in_a_collective_closes_from_the_guard_and_exits_143(tmp_path):
+    code = _signal_the_blocked_rank(tmp_path, signal.SIGTERM)
     assert code == 128 + signal.SIGTERM
     assert status(tmp_path) == {"status": "failed", "last_step": -1, "error": "Terminated: terminated by signal 15 "
                                 "(SIGTERM) while blocked in the wait of collective 'g' (all_reduce, group 0 seq 0)",
@@ -155,23 +162,7 @@ def test_a_ctrl_c_on_a_rank_blocked_in_a_collective_closes_it_as_interrupted_and
     """KeyboardInterrupt cannot reach a main thread sitting in a collective's wait: the guard ends the rank
     with its status ("interrupted", naming the wait) rather than leaving it to torch.distributed.run's
     SIGKILL, which writes none."""
-    env = {**ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
-    # SIGINT at its default in the children: a background job inherits it ignored
-    procs = [subprocess.Popen([sys.executable, "-c", BLOCKED, str(tmp_path)], env={**env, "RANK": str(r)},
-                              stderr=subprocess.PIPE, cwd=ROOT,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) for r in range(2)]
-    try:
-        deadline = time.time() + 60
-        while not (tmp_path / "ready").exists():
-            assert time.time() < deadline and procs[0].poll() is None, procs[0].stderr.read().decode()
-            time.sleep(0.05)
-        time.sleep(1.0)  # inside wait() by now
-        procs[0].send_signal(signal.SIGINT)
-        code = procs[0].wait(timeout=30)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    code = _signal_the_blocked_rank(tmp_path, signal.SIGINT)
     assert code == 128 + signal.SIGINT
     assert status(tmp_path) == {"status": "interrupted", "last_step": -1, "error": "KeyboardInterrupt: terminated by "
                                 "signal 2 (SIGINT) while blocked in the wait of collective 'g' (all_reduce, group 0 "

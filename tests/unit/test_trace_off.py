@@ -83,17 +83,7 @@ def test_compare_of_runs_without_step_records_compares_their_summaries_and_says_
 def test_a_rank_killed_in_a_run_of_trace_off_finished_an_unknown_number_of_steps(tmp_path):
     """--trace off records no step, and a rank killed outright leaves no status: its last step is unknown,
     not "it finished no step"."""
-    import shutil
-
-    run = tmp_path / "run"
-    shutil.copytree(DATA / "completed", run)
-    (run / "rank1" / "status.json").unlink()
-    summary = json.loads((run / "summary.json").read_text())
-    summary.update(status="crashed", ranks={"0": "failed", "1": "crashed"}, exit_code=1, message="rank 1 crashed")
-    (run / "summary.json").write_text(json.dumps(summary))
-    status = json.loads((run / "rank0" / "status.json").read_text())
-    status.update(status="failed", error="RuntimeError: Connection closed by peer", last_step=1)
-    (run / "rank0" / "status.json").write_text(json.dumps(status))
+    run, summary = _rank_1_killed(tmp_path)
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks) == ("crash", [1])
     assert d.summary.endswith("how many steps it finished is unknown (a run of --trace off records no step, and "
@@ -104,9 +94,23 @@ def test_a_rank_killed_in_a_run_of_trace_off_finished_an_unknown_number_of_steps
 def test_a_rank_that_left_no_status_is_among_the_run_reports(tmp_path):
     """The crashed rank (no status.json, others wrote theirs) is listed with the ranks that did not complete,
     in report --json and doctor --json alike; a rank the summary says completed is a loading problem instead."""
-    import shutil
-
     from commscope.analyze.problems import run_reports
+
+    run, summary = _rank_1_killed(tmp_path)
+    reports = run_reports(load_path(str(run)))
+    assert reports == ["rank 0: failed: RuntimeError: Connection closed by peer",
+                       "rank 1: no status.json (it ended without writing one: killed, aborted or os._exit)"]
+    doc = json.loads(CliRunner().invoke(app, ["doctor", str(run), "--json"]).stdout)
+    assert doc["run_reports"] == reports
+    summary["ranks"]["1"] = "completed"  # the summary saw it complete: its status file was lost since
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert run_reports(load_path(str(run))) == reports[:1]
+
+
+def _rank_1_killed(tmp_path):
+    """The completed run with rank 1 killed outright (no status.json) and rank 0 failed after it; the run
+    and its summary."""
+    import shutil
 
     run = tmp_path / "run"
     shutil.copytree(DATA / "completed", run)
@@ -117,11 +121,4 @@ def test_a_rank_that_left_no_status_is_among_the_run_reports(tmp_path):
     status = json.loads((run / "rank0" / "status.json").read_text())
     status.update(status="failed", error="RuntimeError: Connection closed by peer", last_step=1)
     (run / "rank0" / "status.json").write_text(json.dumps(status))
-    reports = run_reports(load_path(str(run)))
-    assert reports == ["rank 0: failed: RuntimeError: Connection closed by peer",
-                       "rank 1: no status.json (it ended without writing one: killed, aborted or os._exit)"]
-    doc = json.loads(CliRunner().invoke(app, ["doctor", str(run), "--json"]).stdout)
-    assert doc["run_reports"] == reports
-    summary["ranks"]["1"] = "completed"  # the summary saw it complete: its status file was lost since
-    (run / "summary.json").write_text(json.dumps(summary))
-    assert run_reports(load_path(str(run))) == reports[:1]
+    return run, summary
