@@ -7,7 +7,8 @@ input, all_gather output, all_reduce the tensor). A single size may be given bar
 
 `check_label_map` is the one validation, for maps read from a file and maps built in Python alike;
 anything else than a non-empty string label with positive integer sizes is refused with one line
-(UserError). The relabelling itself is commscope.analyze.labels.
+(UserError); a label's control characters are written as escapes, as the loader writes the trace's own
+labels. The relabelling itself is commscope.analyze.labels.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import os
 from typing import Any
 
 from commscope.errors import UserError
+from commscope.util.text import escape_controls
 
 MAX_FILE_BYTES = 64 << 20  # a map names sizes, not collectives: anything larger is not one
 
@@ -70,7 +72,10 @@ def check_label_map(doc: Any, where: str = "label map") -> dict[str, list[int]]:
         if bad is not None or not sizes:
             got = "an empty list" if not sizes else repr(bad)[:40]
             raise UserError(f"{where}: label {label!r}: sizes are positive integers (bytes), got {got}")
-        out[label] = sorted({int(s) for s in sizes})
+        # a label's control characters as escapes, as the loader writes the trace's own labels (a newline
+        # would break a terminal table's row)
+        key = escape_controls(label)
+        out[key] = sorted({int(s) for s in sizes} | set(out.get(key, [])))
     return out
 
 

@@ -26,6 +26,7 @@ from commscope.load.step_lineup import line_up
 from commscope.rundir import has_run_marker, is_run_dir, rank_dirs
 from commscope.rundir.schema import CONFIG, KINETO_TRACE, META, RANK_DIR, RECORDING_FILES, SUMMARY
 from commscope.util.ranges import int_ranges
+from commscope.util.text import escape_controls
 
 
 def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progress | None = None,
@@ -74,7 +75,27 @@ def load_path(path: str, steps: tuple[int, int] | None = None, progress: Progres
             trace.problems.append(f"{names} beside the traces {'is' if len(left_out) == 1 else 'are'} not a "
                                   f"commscope run's (no rank*/ folders, no run marker): the folder is read as "
                                   f"Kineto traces, {names} left out")
+    _escape_names(trace)
     return trace.select_steps(steps)
+
+
+# the text columns a label or a region's name comes from the user's data in, and every output prints
+_NAMED = (("collectives", "label"), ("hooks", "label"), ("regions", "name"))
+
+
+def _escape_names(trace: Trace) -> None:
+    """Labels and region names with control characters, with those written as escapes (a newline as `\\n`):
+    a terminal table would break its row at a newline inside a cell, before any printer could escape it.
+    Checked per distinct value, so a million rows of twenty labels cost twenty checks."""
+    for kind, col in _NAMED:
+        frame = getattr(trace, kind)
+        if col not in frame or not len(frame):
+            continue
+        values = frame[col]
+        shown = {v: escape_controls(v) for v in pd.unique(values) if isinstance(v, str)}
+        odd = {v: e for v, e in shown.items() if e != v}
+        if odd:
+            frame[col] = values.map(lambda v: odd.get(v, v) if isinstance(v, str) else v)
 
 
 def _traces_in_rank_folders(path: str) -> list[str]:

@@ -48,3 +48,25 @@ def test_a_label_map_warning_stays_one_line(tmp_path, capsys):
     assert code == 0, err
     lines = [line for line in err.splitlines() if "x\\ny" in line]
     assert lines and "\x1b" not in err
+
+
+def test_a_newline_inside_a_label_stays_inside_its_table_row(tmp_path, capsys):
+    """A newline in a recorded label would break the hooks table's and the labels table's rows: the loader
+    writes it as `\\n`, as it writes a label map's."""
+    from commscope.load import load_path
+
+    run = tmp_path / "run"
+    shutil.copytree(TESTS / "data" / "cpurun-hooks-gloo2", run)
+    for events in run.glob("rank*/events.jsonl"):
+        events.write_text(events.read_text().replace('"label":"attn"', '"label":' + json.dumps("at\ntn")))
+    trace = load_path(str(run))
+    assert "at\\ntn" in set(trace.collectives["label"]) and "at\\ntn" in set(trace.hooks["label"])
+    assert not any("\n" in str(v) for v in trace.collectives["label"])
+    code, out, err = run_main(capsys, "hooks", str(run))
+    assert code == 0, err
+    assert "at\\ntn" in out and "at\ntn" not in out
+    m = tmp_path / "map.json"
+    m.write_text(json.dumps({"x\ny": 4000}))
+    from commscope.load.label_map import read_label_map
+
+    assert read_label_map(m) == {"x\\ny": [4000]}
