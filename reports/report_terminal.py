@@ -197,15 +197,15 @@ def _print_step_boundaries(summary: dict, console: Console) -> None:
              ([f"{counted(unknown, 'rank')} without a step period"] if unknown else [])
     bounds = sorted(bounds, key=lambda x: -x["host_pct"])[:TERMINAL_RANKS] if many else bounds
     if bounds:
+        run = summary.get("source") in (None, "run")  # a profiler trace's gaps are its device's idle
         # where even the numbers' widths do not fit, the start delay goes first, then the largest gap
         cols = [Col("rank", [str(x["rank"]) for x in bounds], numbers=True),
-                Col("host % of wall" if summary.get("source") in (None, "run") else "idle % of period",
+                Col("host % of wall" if run else "idle % of period",
                     [pct(x["host_pct"]) for x in bounds], numbers=True),
                 Col("gap median ms", [fmt(x["gap_median_ms"]) for x in bounds], numbers=True),
                 Col("gap max ms", [fmt(x["gap_max_ms"]) for x in bounds], numbers=True, drop=1),
                 Col("start delay median ms", [fmt(x["start_delay_median_ms"]) for x in bounds], numbers=True,
                     drop=2)]
-        run = summary.get("source") in (None, "run")  # a profiler trace's gaps are its device's idle
         if not run:  # a profiler trace's device windows start with the step's first device work: no delay
             cols = cols[:-1]
 

@@ -271,7 +271,8 @@ def render_steps(ctx: ReportContext) -> str | None:
     bounds = ctx.summary.get("step_boundaries")
     if bounds:
         bounds, which = listed(ctx, bounds)
-        if ctx.summary.get("source") in (None, "run"):
+        run = ctx.summary.get("source") in (None, "run")  # a profiler trace's gaps are its device's idle
+        if run:
             note = ("gap: from one step\'s end to the next one's start; start delay: from a step's start to its "
                     "first compute. Neither is inside compute, and after a step-end synchronization (a recorder's, "
                     "a loss read) the device has nothing queued there: "
@@ -285,8 +286,7 @@ def render_steps(ctx: ReportContext) -> str | None:
                     "memcpy or memset ran on the rank's device: it waited for the host to launch the next step "
                     f"(a loss read, data loading). &ldquo;{html.escape(tables.humanize('host_pct'))}&rdquo; is "
                     "its share of the step's period, end to end; the step rows leave it out (docs/analysis.md).")
-        title = ("Host time at step boundaries" if ctx.summary.get("source") in (None, "run") else
-                 "Device idle at step boundaries (waiting for the host)")
+        title = "Host time at step boundaries" if run else "Device idle at step boundaries (waiting for the host)"
         out.append(f'<h3>{title}</h3><p class="note">{note}</p>'
                    + which + tables.records_table(bounds, table_id="step-boundaries"))
     steps, which = listed(ctx, steps)

@@ -53,11 +53,8 @@ class Closing:
             raise RuntimeError(CLOSED)
         if self._signals is not None:
             raise RuntimeError("handle_signals() was already called for this recorder")
-        self._signals = SignalHandling(self._on_stuck, signals, grace_s, stuck_waiting=self._stuck_waiting)
-
-    def _stuck_waiting(self) -> bool:
-        """Whether the main thread sits in the wait of a recorded collective that has not returned."""
-        return any(r.get("wait_ns") is not None and r.get("wait_end_ns") is None for r in list(self.inflight.values()))
+        self._signals = SignalHandling(self._on_stuck, signals, grace_s,
+                                       stuck_waiting=lambda: bool(self.waiting_in()))
 
     def _on_stuck(self, signum: int) -> None:
         """TermGuard's thread: the main thread did not get to its own cleanup within the grace time (a

@@ -236,12 +236,16 @@ class Collectives:
         except Exception:  # backend without timing, or not finished: the field is optional
             return None
 
+    def waiting_in(self) -> list[dict]:
+        """The in-flight records of recorded collectives whose wait began and has not returned: where the
+        main thread sits (TermGuard's stuck test, blocked_where)."""
+        return [r for r in list(self.inflight.values()) if r.get("wait_ns") is not None and r.get("wait_end_ns") is None]
+
     def blocked_where(self) -> str:
         """Where the main thread is blocked, in words, when a signal's handler cannot run on it (TermGuard):
         in the wait of a recorded collective that has not returned (the oldest such), else elsewhere in C++.
         On CUDA wait() returns at once, so a rank held up by a collective blocks in a later sync instead."""
-        waiting = [r for r in list(self.inflight.values())
-                   if r.get("wait_ns") is not None and r.get("wait_end_ns") is None]
+        waiting = self.waiting_in()
         if waiting:
             r = min(waiting, key=lambda r: r["wait_ns"])
             label = "(no label)" if r["label"] is None else f"'{r['label']}'"
