@@ -226,13 +226,52 @@ def stall_s(run_dir: str, statuses: dict[str, dict]) -> float | None:
 TORCHRUN_KILLED = "failed: torch.distributed.run was killed by "  # the message's start when it was
 
 
+# torch.distributed.run's report of a failed job (its ChildFailedError), one entry per failed rank process:
+# "rank : 1 (local_rank: 1)" then "exitcode : -9 (pid: 4916)"; the entries after "Root Cause" are the
+# first failure it observed, those under "Failures" the others (often ranks it stopped itself after it)
+_TORCHRUN_FAILURE = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.M)
+_ROOT_CAUSE = "Root Cause"
+
+
+def torchrun_exits(out: str) -> dict[int, dict]:
+    """rank → {"exit_code": its process's exit code (negative: the signal that ended it), "root_cause":
+    whether torchrun named it its first observed failure} for each rank process torch.distributed.run
+    reported failed, read from the tails of the run's launcher logs (every node's). The one witness of a
+    rank's end where the rank itself could write nothing: killed before it made its folder, or after it
+    wrote its status "completed". Empty where no log holds torchrun's report."""
+    exits: dict[int, dict] = {}
+    for tail in launcher_log_tails(out, _LOG_TAIL).values():
+        root_at = tail.rfind(_ROOT_CAUSE)
+        for m in _TORCHRUN_FAILURE.finditer(tail):
+            exits.setdefault(int(m.group(1)), {"exit_code": int(m.group(2)),
+                                               "root_cause": 0 <= root_at < m.start()})
+    return exits
+
+
+def _exit_said(rank: int, code: int) -> str:
+    return f"rank {rank} ended by {signame(-code)}" if code < 0 else f"rank {rank} exited with code {code}"
+
+
+def _exits_said(exits: dict[int, dict], what: str) -> str:
+    """torchrun's report in words: its first observed failure(s) `what` (a phrase saying when), then the
+    rank processes that failed after them (most often stopped by torchrun itself)."""
+    first = [r for r, e in sorted(exits.items()) if e["root_cause"]] or sorted(exits)
+    said = ", ".join(_exit_said(r, exits[r]["exit_code"]) for r in first) + f" {what}"
+    later = [r for r in sorted(exits) if r not in first]
+    if later:
+        said += "; then " + ", ".join(_exit_said(r, exits[r]["exit_code"]) for r in later)
+    return said + " (torch.distributed.run's report)"
+
+
 def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
-            stalled_s: float | None = None) -> tuple[str, str]:
+            stalled_s: float | None = None, exits: dict[int, dict] | None = None) -> tuple[str, str]:
     """The run's status and one line saying what happened, naming the rank(s) behind it: a stopped rank
     over one that crashed, over one that failed with its own error; torchrun killed from outside; then a
     hang (ranks waited, or the job stalled for the hang timeout: `stalled_s`), whose culprits are the
-    ranks that were *not* waiting; then the first rank a signal ended."""
+    ranks that were *not* waiting; then the first rank a signal ended. `exits` (torchrun_exits) names the
+    rank processes torchrun saw fail where their records cannot: none started, or all completed."""
     done = f"{steps_done}/{steps} steps"
+    exits = exits or {}
     if end.storage_error:
         return "failed", f"failed: {end.storage_error}, after {done}"
     everyone = bool(statuses) and all(s["ending"] == "completed" for s in statuses.values())
@@ -261,6 +300,10 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
         return "crashed", (f"crashed: rank(s) {_ranks(rs)} ended without a status (killed, aborted or os._exit), "
                            f"after {done} of rank 0")
     if statuses and len(by.get("no-folder", [])) == len(statuses):
+        if exits:
+            return "failed", (f"failed: no rank started recording: "
+                              f"{_exits_said(exits, 'before making its folder')}; the launcher log holds the "
+                              "ranks' output")
         return "failed", (f"failed: no rank started (torch.distributed.run exited {end.torchrun_code} before any "
                           "rank made its folder: a rendezvous that timed out waiting for a node, or an error at "
                           "start-up; the launcher log says which)")
@@ -276,6 +319,12 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
         completed = statuses and all(s["ending"] == "completed" for s in statuses.values())
         after = "every rank had completed" if completed else "its ranks were terminated"
         return "failed", (f"{TORCHRUN_KILLED}{signame(-end.torchrun_code)} after {done}; {after}")
+    if everyone:
+        # every rank wrote status "completed" (its records are whole), yet torchrun failed: a rank process
+        # ended badly after its last record, in its shutdown (a kill, an abort in a destructor)
+        who = (f"then {_exits_said(exits, 'after writing its last record')}" if exits else f"then torch.distributed.run exited {end.torchrun_code}: a rank's process failed "
+                             "after its last record (the launcher log says which)")
+        return "failed", f"failed: every rank completed {done} and its records are whole; {who}"
     if waited or (stalled_s is not None and stalled_s >= end.hang_timeout):
         # A peer that timed out closes its connections, so ranks still waiting see "connection closed":
         # victims too. The culprit never joined, so no timeout ended it: the teardown's signal did.
@@ -364,7 +413,7 @@ def exit_code(status: str, end: JobEnd, refused: str | None = None) -> int:
     return 0 if status == "completed" else 1
 
 
-_LOG_TAIL = 1 << 16  # bytes of another node's launcher log read for its interruption line (its last words)
+_LOG_TAIL = 1 << 16  # bytes of a launcher log's tail read for its last words (a node's interruption line, torchrun's report)
 
 
 def signal_on_another_node(out: str, own_log: str) -> int | None:
@@ -384,8 +433,10 @@ def build_summary(out: str, args: argparse.Namespace, world_size: int, ranks: ra
     statuses = rank_statuses(out, ranks, end.stopped)
     # the ranks refused the options they were given: the command's mistake, said as such before any verdict
     refused = None if end.signal or end.storage_error else usage_error(statuses)
+    exits = torchrun_exits(out)
     status, message = (("failed", f"failed: the ranks refused the options before the first step: {refused}")
-                       if refused else verdict(statuses, end, len(prog.losses), args.steps, stall_s(out, statuses)))
+                       if refused else verdict(statuses, end, len(prog.losses), args.steps, stall_s(out, statuses),
+                                               exits))
     summary = {
         "schema_version": SCHEMA_VERSION, "status": status, "world_size": world_size,
         "backend": args.backend, "device": args.device, "preset": args.preset, "steps": args.steps,
@@ -402,6 +453,8 @@ def build_summary(out: str, args: argparse.Namespace, world_size: int, ranks: ra
     if first is not None and message == _ended_first_message(statuses, first):
         summary["ended_first"] = {"rank": first, "how": statuses[str(first)]["ending"],
                                   "error": statuses[str(first)].get("error")}
+    if exits:  # torchrun's word on how each failed rank process ended, beside what the ranks wrote
+        summary["torchrun_exits"] = {str(r): e for r, e in sorted(exits.items())}
     if message.startswith(TORCHRUN_KILLED):  # the doctor's evidence that the job was ended from outside
         summary["torchrun_killed"] = signame(-end.torchrun_code)
     if prog.start.get("device"):

@@ -192,3 +192,71 @@ def test_ending_signal_reads_the_error_first_then_the_signal_field():
     assert ending_signal({"error": "RuntimeError: boom", "signal": "SIGINT"}) == "SIGINT"
     assert ending_signal({"error": "RuntimeError: boom"}) is None
     assert ending_signal({"error": None, "signal": 15}) is None  # not a name: not read
+
+
+# The end of launcher.log of `commscope run --nproc 2 --steps 4` (torch 2.13.0, CPU) whose rank 1 was
+# SIGKILLed 0.3 s after it started, before it made its folder; torchrun then stopped rank 0: torch's own
+# ChildFailedError report, trimmed to it.
+_TORCHRUN_REPORT = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+======================================================
+instrumented_model.train FAILED
+------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-07_22:20:25
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 6797)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 6797
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-07_22:20:25
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 6798)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 6798
+======================================================
+"""
+
+
+def test_torchrun_report_names_each_failed_rank_and_its_first_failure(tmp_path):
+    from instrumented_model.run_summary import torchrun_exits
+
+    (tmp_path / "launcher.log").write_text("[default0]:some output\n" + _TORCHRUN_REPORT)
+    assert torchrun_exits(str(tmp_path)) == {0: {"exit_code": -15, "root_cause": False},
+                                             1: {"exit_code": -9, "root_cause": True}}
+    (tmp_path / "launcher.log").write_text("[default0]:no report: the job completed\n")
+    assert torchrun_exits(str(tmp_path)) == {}
+
+
+def test_no_rank_started_names_the_rank_torchrun_saw_fail_first(tmp_path):
+    """A rank SIGKILLed at start-up leaves no folder, and torchrun stops the others before they make theirs:
+    the ranks' files say nothing, torchrun's report names the first failure and the rank it stopped after."""
+    from instrumented_model.run_summary import rank_statuses, torchrun_exits
+
+    (tmp_path / "launcher.log").write_text(_TORCHRUN_REPORT)
+    st = rank_statuses(str(tmp_path), range(2))
+    assert verdict(st, JobEnd(torchrun_code=1), 0, 4, exits=torchrun_exits(str(tmp_path))) == (
+        "failed", "failed: no rank started recording: rank 1 ended by SIGKILL before making its folder; then rank 0 "
+                  "ended by SIGTERM (torch.distributed.run's report); the launcher log holds the ranks' output")
+    assert "a rendezvous that timed out" in verdict(st, JobEnd(torchrun_code=1), 0, 4)[1]  # no report: both causes
+
+
+def test_a_rank_killed_after_completing_is_named_and_its_records_said_whole():
+    """Every rank wrote status "completed", yet torchrun failed: a rank process ended badly in its shutdown.
+    The run failed (exit 1), but its records are whole, and torchrun's report says which rank it was."""
+    statuses = {r: _status("", 3, "completed") for r in ("0", "1")}
+    exits = {1: {"exit_code": -9, "root_cause": True}}
+    assert verdict(statuses, JobEnd(torchrun_code=1), 4, 4, exits=exits) == (
+        "failed", "failed: every rank completed 4/4 steps and its records are whole; then rank 1 ended by SIGKILL "
+                  "after writing its last record (torch.distributed.run's report)")
+    assert verdict(statuses, JobEnd(torchrun_code=1), 4, 4, exits={0: {"exit_code": 3, "root_cause": True}})[1] \
+        .endswith("then rank 0 exited with code 3 after writing its last record (torch.distributed.run's report)")
+    assert verdict(statuses, JobEnd(torchrun_code=1), 4, 4)[1] == (
+        "failed: every rank completed 4/4 steps and its records are whole; then torch.distributed.run exited 1: a "
+        "rank's process failed after its last record (the launcher log says which)")
+    assert verdict(statuses, JobEnd(torchrun_code=0), 4, 4)[0] == "completed"
