@@ -272,28 +272,43 @@ def _run(argv: list[str] | None) -> None:
 _HELP = {"--help", "-h", "--version"}  # asking how to call commscope needs no limit
 
 
-def _refuse_empty_arguments(args: list[str]) -> None:
+def _flag_names(app: typer.Typer, args: list[str]) -> set[str]:
+    """The names of the options of `args`' command (and the top level's) that take no value: flags."""
+    group = typer.main.get_command(app)
+    cmd = getattr(group, "commands", {}).get(args[0]) if args else None
+    # by attribute: typer carries its own copy of click, whose Option is not the installed click's
+    return {name for c in (group, cmd) if c is not None for p in c.params
+            if getattr(p, "is_flag", False) or getattr(p, "count", False) for name in p.opts + p.secondary_opts}
+
+
+def _refuse_empty_arguments(args: list[str], app: typer.Typer) -> None:
     """UserError for an empty argument in a path's place: click turns "" into the path ".", so
     `commscope report ""` (an unset shell variable, quoted) would read the current folder and `doctor ""`
-    diagnose it. An empty value right after an option is left to that option's own check (`--steps ""`
-    says what it takes; a blank --scheduler means local processes)."""
+    diagnose it, also right after a flag (`report --json ""`). An empty value right after an option that
+    takes one is left to that option's own check (`--steps ""` says what it takes; a blank --scheduler
+    means local processes)."""
+    if "" not in args:
+        return
+    flags = _flag_names(app, args)
     for i, a in enumerate(args):
-        if a == "" and not (i and args[i - 1].startswith("-") and "=" not in args[i - 1]):
+        after_option = i and args[i - 1].startswith("-") and "=" not in args[i - 1] and args[i - 1] not in flags
+        if a == "" and not after_option:
             raise UserError("an argument is empty where a path goes: give the path (. for the current folder)")
 
 
 def _dispatch(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else argv
     try:
+        app = _app_for(args)
         if not _HELP & set(args):
             # a malformed COMMSCOPE_MAX_* is refused before any input is read, on every command: each limit
             # is read only where an input needs it, and compare reads summaries before any load
             from commscope.load.limits import check_environment
 
             check_environment()
-            _refuse_empty_arguments(args)
+            _refuse_empty_arguments(args, app)
         # standalone_mode=False lets usage errors reach us instead of click printing its usage box.
-        rc = _app_for(args)(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)
     except UserError as e:
         _fail(str(e))
     except _UsageError as e:
