@@ -114,3 +114,8 @@ def print_plan(plan: dict, console: Console) -> None:
                       _mb(grp["gather_bytes"]), _mb(grp["scatter_bytes"]), _fine_ms(grp['compute_ms']))
         console.print(g)
         console.print("per-rank compute ms: " + ", ".join(_fine_ms(x) for x in tp["per_rank_ms"]))
+        if tp.get("over_capacity"):
+            n = len(tp["over_capacity"])
+            said = "1 matrix larger than the capacity" if n == 1 else f"{n} matrices larger than the capacity"
+            console.print(f"note: {said} ({_mb(tp['capacity_bytes'])}): {'each is' if n > 1 else 'it is'} a group of "
+                          "its own, over the capacity (matrices are never split)")

@@ -191,5 +191,9 @@ def comparability_warnings(groups: list[Group]) -> list[str]:
             hint = {"step count": " (Time is the sum of step times)",
                     "profile": " (Time includes the profiler's steps: its start and trace export take seconds)"
                     }.get(what, "")
-            out.append(f"the groups differ in {what}: {said}; their Time +/- compares different work{hint}.")
+            # the per-label rows are per-step means that leave the profiler's steps out: a step count or a
+            # profiler window changes Time alone, the work of a step (its size, its ranks) every row
+            rows = ("Time +/- compares" if what in ("step count", "profile")
+                    else "Time +/- and per-label rows compare")
+            out.append(f"the groups differ in {what}: {said}; their {rows} different work{hint}.")
     return out

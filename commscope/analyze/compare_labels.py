@@ -38,6 +38,9 @@ side; with fewer it is NaN and the verdict "too few runs" (the means and Δ are 
 "better" when the whole CI is below 0, "worse" when it is above 0, else "unchanged"; a placement row is
 "earlier" / "later" / "unchanged" by the same rule (earlier is not better by itself: the label's exposed_ms
 row says whether moving helped).
+A label that no run of one side has (added, removed, or renamed, which reads as one of each) shows 0 ms on
+that side, as a run idle on a label does, but its difference is no verdict on speed: no CI, the verdict
+ONLY_BASE / ONLY_CAND, not one of the m rows, and a note names such labels.
 """
 from __future__ import annotations
 
@@ -52,6 +55,7 @@ from commscope.errors import UserError
 
 CI_LEVEL = 0.95
 TOO_FEW = "too few runs"
+ONLY_BASE, ONLY_CAND = "only in baseline", "only in candidate"  # a label one side never has: no verdict
 STEP_LABEL = "(step time)"
 BOUNDARY_LABEL = "(step boundary)"
 METRICS = {STEP_LABEL: "step_ms", BOUNDARY_LABEL: "boundary_ms"}  # pseudo-labels; the rest are exposed_ms
@@ -118,6 +122,10 @@ def _samples(group: list[pd.DataFrame], label: str) -> np.ndarray:
     return np.array([x.mean() for x in per_run])
 
 
+def _present(group: list[pd.DataFrame], label: str) -> bool:
+    return any((df["label"] == label).any() for df in group)
+
+
 def _ci(cand: np.ndarray, base: np.ndarray, level: float) -> tuple[float, float]:
     if len(cand) < MIN_RUNS or len(base) < MIN_RUNS:
         return float("nan"), float("nan")
@@ -152,14 +160,23 @@ def compare_labels(groups: list[list[pd.DataFrame]], names: list[str]) -> pd.Dat
         sampled = [(label, _samples(base, label), _samples(cand, label))
                    for label in [STEP_LABEL, BOUNDARY_LABEL, *labels, *placed]]
         sampled = [(label, b, c) for label, b, c in sampled if len(b) and len(c)]  # placement on one side only
-        m = sum(label != STEP_LABEL for label, _, _ in sampled)
+        one_side = {label: _present(base, label) for label in labels
+                    if _present(base, label) != _present(cand, label)}
+        if one_side:
+            said = "; ".join(f"{side}: {', '.join(lab for lab, b in one_side.items() if b == in_base)}"
+                             for side, in_base in ((f"only in {names[0]}", True), (f"only in {name}", False))
+                             if in_base in one_side.values())
+            notes.append(f"{name}: labels one side never has, 0 ms there and no verdict (added or removed; a "
+                         f"renamed label reads as one of each): {said}")
+        m = sum(label != STEP_LABEL and label not in one_side for label, _, _ in sampled)
         family = max(family, m)
         for label, b, c in sampled:
-            level = CI_LEVEL if label == STEP_LABEL else 1 - (1 - CI_LEVEL) / m
-            lo, hi = _ci(c, b, level)
+            level = CI_LEVEL if label == STEP_LABEL else 1 - (1 - CI_LEVEL) / m if label not in one_side else np.nan
+            lo, hi = _ci(c, b, level) if label not in one_side else (np.nan, np.nan)
             metric = metric_of(label)
             down, up = ("earlier", "later") if metric == PLACEMENT_METRIC else ("better", "worse")
-            verdict = TOO_FEW if np.isnan(lo) else down if hi < 0 else up if lo > 0 else "unchanged"
+            verdict = ((ONLY_BASE if one_side[label] else ONLY_CAND) if label in one_side else
+                       TOO_FEW if np.isnan(lo) else down if hi < 0 else up if lo > 0 else "unchanged")
             rows.append({"candidate": name, "label": label, "metric": metric,
                          "base_ms": float(b.mean()), "cand_ms": float(c.mean()),
                          "delta_ms": float(c.mean() - b.mean()), "ci_low": lo, "ci_high": hi, "ci_level": level,

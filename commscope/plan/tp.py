@@ -66,4 +66,6 @@ def micro_groups(matrices: list[Matrix], tp: int, costs: dict[int, float], time_
         "gather_bytes": sum(g["gather_bytes"] for g in out_groups),
         "scatter_bytes": sum(g["scatter_bytes"] for g in out_groups),
         "groups": out_groups,
+        # matrices larger than the capacity, each alone in its group (never split): over the capacity it names
+        "over_capacity": sorted(m.index for m in real if m.numel * bytes_per_element > capacity_bytes),
     }

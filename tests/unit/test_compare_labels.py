@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -80,8 +81,12 @@ def test_verdicts_over_runs(tmp_path):
     assert by["attn"]["base_ms"] == pytest.approx(
         sum((2.0 + 0.1 * i + 2.1 + 1.9 + 0.05 * i) / 3 for i in range(5)) / 5, abs=1e-3)
     assert by["mlp"]["verdict"] == "unchanged" and by["mlp"]["ci_low"] < 0 < by["mlp"]["ci_high"]
-    # a label only the candidate has: the baseline spent 0 ms on it
-    assert by["lm_head"]["verdict"] == "worse" and by["lm_head"]["base_ms"] == 0.0
+    # a label only the candidate has: the baseline spent 0 ms on it, but a new (or renamed) label's difference
+    # is no verdict on speed, and a note names it
+    assert by["lm_head"]["verdict"] == "only in candidate" and by["lm_head"]["base_ms"] == 0.0
+    assert by["lm_head"]["delta_ms"] == pytest.approx(by["lm_head"]["cand_ms"]) and math.isnan(by["lm_head"]["ci_low"])
+    assert "cand: labels one side never has, 0 ms there and no verdict (added or removed; a renamed label reads as " \
+           "one of each): only in cand: lm_head" in t.attrs["notes"]
     step_delta = sum(8.5 + 0.1 * i + 8.6 + 8.4 - (10 + 0.2 * i + 10.1 + 9.9) for i in range(5)) / 15
     assert by[STEP_LABEL]["verdict"] == "better" and by[STEP_LABEL]["delta_ms"] == pytest.approx(step_delta, abs=1e-3)
     assert set(t["unit"]) == {"runs"} and set(t["n_base"]) == {5}
@@ -92,12 +97,12 @@ def test_too_few_runs_give_no_ci(tmp_path, runs):
     """Below 5 runs a side no CI is given: verdict "too few runs", the means still given."""
     base, cand = _groups(tmp_path, runs=runs)
     t = compare_labels(samples_of(sorted(base.iterdir()), sorted(cand.iterdir())), ["base", "cand"])
-    assert set(t["verdict"]) == {"too few runs"} and t["ci_low"].isna().all() and t["ci_high"].isna().all()
+    assert set(t["verdict"]) == {"too few runs", "only in candidate"} and t["ci_low"].isna().all()
     assert set(t["n_cand"]) == {runs} and t["delta_ms"].notna().all()
     res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--json"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)["labels"]
-    assert {r["verdict"] for r in rows} == {"too few runs"} and all(r["ci_low"] is None for r in rows)
+    assert {r["verdict"] for r in rows} == {"too few runs", "only in candidate"} and all(r["ci_low"] is None for r in rows)
     over = label_deltas_text(t).splitlines()[1].split("  ")
     assert ("1 run" if runs == 1 else f"{runs} runs") in [c.strip() for c in over]
 
@@ -110,9 +115,12 @@ def test_cis_are_welch_t_intervals_step_time_alone_the_rest_simultaneous(tmp_pat
     base, cand = _groups(tmp_path)
     samples = samples_of(sorted(base.iterdir()), sorted(cand.iterdir()))
     t = compare_labels(samples, ["base", "cand"])
-    m = len(t) - 1
-    assert m == 4  # (step boundary), attn, lm_head, mlp
+    m = len(t) - 2
+    assert m == 3  # (step boundary), attn, mlp: not (step time), nor lm_head, which the baseline never has
     for r in t.to_dict("records"):
+        if r["label"] == "lm_head":
+            assert r["verdict"] == "only in candidate" and math.isnan(r["ci_level"])
+            continue
         level = 0.95 if r["label"] == STEP_LABEL else 1 - 0.05 / m
         assert r["ci_level"] == pytest.approx(level)
         if r["ci_low"] == r["ci_high"]:  # both sides flat within float rounding (the boundary's gap): exact
@@ -123,7 +131,7 @@ def test_cis_are_welch_t_intervals_step_time_alone_the_rest_simultaneous(tmp_pat
         ci = stats.ttest_ind(per_run[1], per_run[0], equal_var=False).confidence_interval(level)
         assert (r["ci_low"], r["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-9), r["label"]
     assert t.attrs["ci"] == ("CI: Welch's t interval over runs, 95% for (step time); the other rows of a "
-                                   "candidate are 95% all together (each row's interval at 98.75% for 4 rows, "
+                                   "candidate are 95% all together (each row's interval at 98.33% for 3 rows, "
                                    "Bonferroni), so identical groups read unchanged on every row in 19 comparisons "
                                    "of 20")
 
@@ -220,3 +228,24 @@ def test_a_run_whose_rank_folders_come_from_two_jobs_is_skipped_not_timed(tmp_pa
     (path, why), = group.skipped
     assert path.name == "r0" and why.startswith(f"mixed: {cand / 'r0'}: its rank folders were recorded by 2 different "
                                                 "jobs (meta.json clock.job: rank(s) 0 job a1; rank(s) 1 job b2)")
+
+
+def test_a_renamed_label_reads_as_one_only_in_each_side_with_no_verdict(tmp_path):
+    """attn in the baseline, attention in the candidate: neither 16 ms saved nor 16 ms added, but one label
+    only in the baseline and one only in the candidate; the other rows' family leaves both out."""
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    for i in range(5):
+        make_run(base / f"r{i}", {"attn": [9, 16 + 0.1 * i, 16.2], "mlp": [9, 1, 1.1 + 0.02 * i]}, [50, 30, 30.1])
+        make_run(cand / f"r{i}", {"attention": [9, 16 + 0.1 * i, 16.1], "mlp": [9, 1, 1.1 + 0.03 * i]}, [50, 30, 30.2])
+    t = compare_labels(samples_of(sorted(base.iterdir()), sorted(cand.iterdir())), ["base", "cand"])
+    by = {r["label"]: r for r in t.to_dict("records")}
+    assert (by["attn"]["verdict"], by["attention"]["verdict"]) == ("only in baseline", "only in candidate")
+    assert by["attn"]["cand_ms"] == 0.0 and by["attention"]["base_ms"] == 0.0
+    assert {lab for lab, r in by.items() if not math.isnan(r["ci_level"]) and lab != STEP_LABEL} == \
+        {"mlp", BOUNDARY_LABEL}
+    assert by["mlp"]["ci_level"] == pytest.approx(1 - 0.05 / 2)
+    assert t.attrs["notes"] == ["cand: labels one side never has, 0 ms there and no verdict (added or removed; a "
+                                "renamed label reads as one of each): only in base: attn; only in cand: attention"]
+    res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--json"])
+    rows = {r["label"]: r for r in json.loads(res.output)["labels"]}
+    assert rows["attn"]["verdict"] == "only in baseline" and rows["attn"]["ci_low"] is None

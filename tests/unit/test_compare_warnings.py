@@ -34,7 +34,7 @@ def test_step_count_and_work_differences_are_named(tmp_path):
     got = comparability_warnings([load_group(tmp_path / "run2"), load_group(tmp_path / "run2h")])
     assert got == ["the groups differ in step count: run2 40, run2h 10; their Time +/- compares different work "
                    "(Time is the sum of step times).",
-                   "the groups differ in grad accum: run2 1, run2h 2; their Time +/- compares different work."]
+                   "the groups differ in grad accum: run2 1, run2h 2; their Time +/- and per-label rows compare different work."]
 
 
 def test_runs_within_a_group_and_unknown_config(tmp_path):
@@ -42,7 +42,7 @@ def test_runs_within_a_group_and_unknown_config(tmp_path):
     run(tmp_path / "b" / "r1", 40, config=False)  # recorded by another script: no config.json
     got = comparability_warnings([load_group(tmp_path / "a"), load_group(tmp_path / "b")])
     assert got[0] == "the runs of a differ in step count (40, 20): its Time mixes unlike runs."
-    assert "the groups differ in preset: a tiny, b unknown; their Time +/- compares different work." in got
+    assert "the groups differ in preset: a tiny, b unknown; their Time +/- and per-label rows compare different work." in got
     assert len(got) == 4  # step count within a; preset, batch size, grad accum unknown on b (profile: none on both)
 
 

@@ -160,6 +160,21 @@ def test_tp_micro_groups_by_hand():
     # a matrix larger than the capacity is never split: it gets its own group
     big = micro_groups(ms, 2, costs, TimeModel(), bytes_per_element=4, capacity_bytes=100)
     assert big["group_count"] == 8 and all(len(g["matrices"]) == 1 for g in big["groups"])
+    assert big["over_capacity"] == list(range(8)) and plan["over_capacity"] == []
+    over = micro_groups(ms, 2, costs, TimeModel(), bytes_per_element=4, capacity_bytes=512)
+    assert over["over_capacity"] == [0, 1, 2, 3]  # the 1 KiB ones; the 256 B ones fit, two to a group
+
+
+def test_cli_says_which_matrices_exceed_the_tp_capacity():
+    res = CliRunner().invoke(app, ["plan", "--preset", "speedrun", "--world-size", "8", "--tp", "4",
+                                   "--capacity-mb", "1"])
+    assert res.exit_code == 0, res.output
+    note = " ".join(res.output.split()).split("note: ")[-1]
+    data = json.loads(CliRunner().invoke(app, ["plan", "--preset", "speedrun", "--world-size", "8", "--tp", "4",
+                                               "--capacity-mb", "1", "--json"]).output)
+    n = len(data["tp"]["over_capacity"])
+    assert n == data["tp"]["group_count"] > 0  # every speedrun matrix is over 1 MiB: one group each
+    assert note.startswith(f"{n} matrices larger than the capacity (1.0 MiB): each is a group of its own")
 
 
 
