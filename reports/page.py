@@ -188,9 +188,17 @@ def weight_note(ctx: ReportContext, size: int, weights: dict[str, int]) -> str |
     # the heaviest section, and the next if it weighs a tenth of the page too
     heavy = ranked[:1] + [kv for kv in ranked[1:2] if kv[1] >= size / 10]
     titles = {s.id: s.title.lower() for s in SECTIONS}
-    said = "; ".join(f"{titles.get(sid, sid)} {n / 1e6:.1f} MB{_holds(ctx, sid)}" for sid, n in heavy)
-    return (f"the page weighs {size / 1e6:.1f} MB, over the {PAGE_BUDGET_BYTES / 1e6:.1f} MB a page is kept to "
-            f"(heaviest: {said}); a narrower --steps A:B draws and lists fewer steps")
+    said = "; ".join(f"{titles.get(sid, sid)} {n / 1e6:.2f} MB{_holds(ctx, sid)}" for sid, n in heavy)
+    # the advice that lightens the heaviest sections: HTA's tables do not depend on the steps drawn
+    hta = any(sid in HTA_SECTIONS for sid, _ in heavy)
+    steps = any(sid not in HTA_SECTIONS for sid, _ in heavy)
+    advice = " and ".join(([STEPS_ADVICE] if steps else []) + (["--no-hta leaves HTA's tables out"] if hta else []))
+    return (f"the page weighs {size / 1e6:.2f} MB, over the {PAGE_BUDGET_BYTES / 1e6:.2f} MB a page is kept to "
+            f"(heaviest: {said}); {advice}")
+
+
+HTA_SECTIONS = ("hta", "hta-views")
+STEPS_ADVICE = "a narrower --steps A:B draws and lists fewer steps"
 
 
 def _holds(ctx: ReportContext, section: str) -> str:

@@ -290,6 +290,13 @@ def render_steps(ctx: ReportContext) -> str | None:
         out.append(f'<h3>{title}</h3><p class="note">{note}</p>'
                    + which + tables.records_table(bounds, table_id="step-boundaries"))
     steps, which = listed(ctx, steps)
+    if ctx.at_scale and ctx.window is not None:
+        # bounded at scale: the listed ranks' rows of the steps the timeline draws (every step of every rank
+        # is in the heatmap above and in report --json); all their steps would grow the page with the run
+        lo, hi = ctx.window
+        steps = [r for r in steps if lo <= int(r["step"]) < hi]
+        which += (f'<p class="note">At scale this table lists {steps_said(lo, hi - 1)}, the steps the timeline '
+                  "draws (the heatmap shows every step; <code>--steps A:B</code> draws and lists others).</p>")
     # a column unknown in every row is said once, not a column of dashes: a profiler trace has no host step
     # records (no start delay; no gap either where no two steps have device windows)
     gone = [k for k in ("gap_before_ms", "start_delay_ms") if steps and all(r.get(k) is None for r in steps)]
@@ -324,10 +331,17 @@ def render_hta_views(ctx: ReportContext) -> str | None:
             continue
         if key == "top_kernels":  # the kernels' names as the timeline shows them
             v = [{**r, "name": readable_kernel(str(r["name"]))} if "name" in r else r for r in v]
+        which = ""
+        if _rows_by_rank(v):  # at scale, the ranks every per-rank table lists (HTA's hold every rank)
+            v, which = listed(ctx, v)
         body = (tables.records_table(v["kernel_types"], table_id="hta-kernel-types") if key == "kernel_breakdown"
                 else tables.records_table(v, table_id=f"hta-{key}"))
-        parts.append(f'<h3>{html.escape(title)}</h3><p class="note">{html.escape(note)}</p>{body}')
+        parts.append(f'<h3>{html.escape(title)}</h3><p class="note">{html.escape(note)}</p>{which}{body}')
     return "\n".join(parts) if parts else None
+
+
+def _rows_by_rank(v) -> bool:
+    return isinstance(v, list) and bool(v) and isinstance(v[0], dict) and "rank" in v[0]
 
 
 # HTA's results keyed by rank (a mapping of rank → value, or of rank → row): shown as tables with a rank
@@ -349,7 +363,11 @@ def render_hta(ctx: ReportContext) -> str:
     shown = {k for k, _, _ in HTA_VIEWS}
     rest = {k: (_by_rank_rows(v, HTA_BY_RANK[k]) if k in HTA_BY_RANK and isinstance(v, dict) and v else v)
             for k, v in hta.items() if k not in shown or k == "kernel_breakdown"}
-    return tables.nested(rest)
+    which = ""
+    for k, v in rest.items():
+        if _rows_by_rank(v):  # at scale, the ranks every per-rank table lists
+            rest[k], which = listed(ctx, v)
+    return which + tables.nested(rest)
 
 
 def setting(v):

@@ -65,7 +65,15 @@ def test_the_page_keeps_its_weight_budget_on_both_sides_of_the_threshold(tmp_pat
         tr = load_path(scale_job(tmp_path, ranks=n, straggler=5, steps=40)["job"])
         ctx = report_context(tr, summarize(tr, with_hta=False))
         assert ctx.at_scale == (n > PAGE_ALL_RANKS)
-        sizes[n] = len(render_html(ctx).encode())
+        page = render_html(ctx)
+        sizes[n] = len(page.encode())
+        steps = {(int(value(r[0])), int(value(r[1]))) for r in parse(page).tables["steps-table"][1:]}
+        if ctx.at_scale:  # the listed ranks' rows of the steps the timeline draws: bounded whatever the run's length
+            lo, hi = ctx.window
+            assert steps == {(r, s) for r in ctx.listed_ranks for s in range(lo, hi)} and hi - lo <= 3
+            assert f"At scale this table lists steps {lo}–{hi - 1}, the steps the timeline draws" in page
+        else:
+            assert len(steps) == n * 40
     assert max(sizes.values()) <= 1.5e6, sizes
 
 
@@ -169,3 +177,34 @@ def test_bucket_names_read_the_edges_in_the_unit_that_fits():
     assert bucket_name(0.2, 0.5) == "200 µs–500 µs"
     assert bucket_name(1.0, 2.0) == "1 ms–2 ms"
     assert bucket_name(500.0, 1000.0) == "500 ms–1 s"
+
+
+def test_htas_per_rank_tables_list_the_listed_ranks_at_scale():
+    """HTA's analyses hold a row per rank (or per rank and stream): at scale its tables list the ranks the
+    other per-rank tables list, with the same note; below the threshold every rank."""
+    from types import SimpleNamespace
+
+    from reports.sections import render_hta, render_hta_views
+
+    n = 256
+    hta = {"idle_time": [{"rank": r, "stream": 7, "idle_category": "host_wait", "idle_time (us)": 1.5}
+                         for r in range(n)],
+           "launch_delay": [{"rank": r, "kernels": 10, "median (us)": 2.0} for r in range(n)],
+           "temporal_breakdown": {str(r): {"idle_time(us)": 1.0, "kernel_time(us)": 2.0} for r in range(n)},
+           "hta_comm_overlap_pct_by_rank": {str(r): 20.0 for r in range(n)},
+           "overlap_comparison": [{"rank": r, "diff_pp": 0.0} for r in range(n)], "version": "0.5.0"}
+
+    def ranks_in(page: str) -> set[int]:
+        return {int(v) for v in re.findall(r'<td[^>]*data-v="(\d+)"[^>]*>\d+</td>', page)}
+
+    for listed in ([3, 171, 200], None):
+        ctx = SimpleNamespace(summary={"hta": hta}, listed_ranks=listed, trace=SimpleNamespace(ranks=list(range(n))))
+        views, side = render_hta_views(ctx), render_hta(ctx)
+        for page in (views, side):
+            said = f"{n} ranks: this table lists ranks 3, 171, 200 only"
+            assert (said in page) == (listed is not None)
+        if listed is not None:
+            assert views.count("<tr") == 2 * (1 + 3)  # two tables: a header and 3 ranks each
+            assert side.count("<tr") < 60  # three tables of 3 ranks, and HTA's version
+        else:
+            assert views.count("<tr") == 2 * (1 + n)
