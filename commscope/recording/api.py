@@ -95,6 +95,37 @@ def _takes_async_op(fn: Any) -> bool:
         return _reads_async_op(fn)
 
 
+def _reads_group_at(fn: Any) -> int | None:
+    """Where `fn` takes its process group positionally (`group`'s index among its positional parameters),
+    None where it takes none or has no signature to read."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    for i, p in enumerate(params):
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            return None
+        if p.name == "group":
+            return i
+    return None
+
+
+_remembered_group_at = functools.lru_cache(maxsize=_REMEMBERED)(_reads_group_at)
+
+
+def group_argument(fn: Any, args: tuple, kwargs: dict) -> Any:
+    """The process group a call `fn(*args, **kwargs)` runs on: `group=`, or the positional argument in its
+    place (`dist.all_reduce(t, op, pg)` runs on pg, and recording it as the world group would number it
+    with the world's collectives and read a healthy job as a desync); None (the default group) otherwise."""
+    if "group" in kwargs:
+        return kwargs["group"]
+    try:
+        at = _remembered_group_at(fn)
+    except TypeError:  # an unhashable callable: read each time
+        at = _reads_group_at(fn)
+    return args[at] if at is not None and len(args) > at else None
+
+
 def check_micro_step(micro_step: Any) -> int | None:
     """A micro-step (gradient-accumulation index) as an int, or None (no micro-steps): a whole number as
     check_step takes, else ValueError; the loader reads hooks and regions by it."""

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from commscope.recording.api import (CollectiveHandle, check_collective_fn, check_label, check_phase,
+from commscope.recording.api import (CollectiveHandle, check_collective_fn, check_label, check_phase, group_argument,
                                      profiler_active)
 from commscope.recording.closing import CLOSED
 from commscope.recording.collective import GroupInfo, comm_size, op_name
@@ -120,7 +120,7 @@ class Collectives:
         check_label(label)
         check_phase(phase)
         op = op_name(fn)
-        gname, gsize = self._groups(kwargs.get("group"))
+        gname, gsize = self._groups(group_argument(fn, args, kwargs))
         if gsize < 1:  # this rank is no member of the group: torch runs nothing here, so nothing is recorded
             return CollectiveHandle(fn(*args, async_op=True, **kwargs))
         seq = self._seq[gname]

@@ -254,6 +254,25 @@ def test_collectives_single_rank_gloo(tmp_path, gloo1):
     assert not rec.inflight
 
 
+def test_a_group_passed_in_its_place_is_the_group_recorded(tmp_path, gloo1):
+    """`dist.all_reduce(t, op, pg)` runs on pg, as `group=pg` does: the record says pg, numbered with pg's
+    collectives, not the world group's (which numbered subgroups' calls as the world's: a healthy job whose
+    subgroups ran different sizes read as a desync)."""
+    rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo")
+    sub = dist.new_group([0])
+    with rec.step(0):
+        t = torch.ones(16)
+        rec.collective(dist.all_reduce, t, dist.ReduceOp.SUM, sub, label="pos", phase="allreduce").wait()
+        rec.collective(dist.all_reduce, t, label="world", phase="allreduce").wait()
+        rec.collective(dist.all_reduce, t, group=sub, label="kw", phase="allreduce").wait()
+        out = torch.empty(16)
+        rec.collective(dist.all_gather_into_tensor, out, t, sub, label="ag", phase="allgather").wait()
+    rec.close()
+    coll = {c["label"]: c for c in read(tmp_path / "rank0" / "events.jsonl") if c["kind"] == "collective"}
+    assert coll["pos"]["group"] == coll["kw"]["group"] == coll["ag"]["group"] != coll["world"]["group"]
+    assert [coll[k]["seq"] for k in ("pos", "kw", "ag", "world")] == [0, 1, 2, 0]
+
+
 def test_profiler_window_writes_kineto_trace_of_exactly_those_steps(tmp_path, gloo1):
     import gzip
 
