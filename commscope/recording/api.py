@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 import numbers
 import re
 import signal
@@ -144,9 +145,48 @@ def _check_extra_key(key: Any) -> None:
                          f"use another key (the record's fields: {', '.join(sorted(STEP_FIELDS))})")
 
 
+_EXTRA_DEPTH = 8  # nesting an `st.extra` value may have (a JSON record's, not a data structure's)
+
+
+def _check_extra_value(key: str, value: Any, depth: int = 0) -> None:
+    """ValueError unless `value` is what JSON writes as it is: None, a bool, a number (a one-element tensor
+    or a numpy scalar too, read as a number at the step end), a string, or a list, tuple or dict of these.
+    Anything else (a set, a many-element tensor, an object) would be written as its str(): refused here, at
+    the line that set it, rather than recorded as text."""
+    if value is None or isinstance(value, (bool, str)) or _is_number(value):
+        return
+    if depth < _EXTRA_DEPTH and isinstance(value, (list, tuple)):
+        for v in value:
+            _check_extra_value(key, v, depth + 1)
+        return
+    if depth < _EXTRA_DEPTH and isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"st.extra[{key!r}]: keys of a nested dict are strings (JSON object keys), got {k!r}")
+            _check_extra_value(key, v, depth + 1)
+        return
+    what = (f"a tensor of {value.numel()} elements (.tolist() gives a list)" if isinstance(value, torch.Tensor)
+            else repr(value) if depth >= _EXTRA_DEPTH or not isinstance(value, (list, tuple, dict))
+            else f"values nested deeper than {_EXTRA_DEPTH}")
+    raise ValueError(f"st.extra[{key!r}] takes what JSON writes: None, a bool, a number (or a one-element tensor), "
+                     f"a string, or a list or dict of these; got {what}")
+
+
+def plain_extra(value: Any) -> Any:
+    """An `st.extra` value as the step record writes it: one-element tensors and numpy scalars as numbers."""
+    if value is None or isinstance(value, (bool, str, int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [plain_extra(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain_extra(v) for k, v in value.items()}
+    value = value.item() if isinstance(value, torch.Tensor) else value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
 class StepExtra(dict):
-    """`st.extra`: a dict that refuses, at assignment, keys that are fields of the step record, so the
-    error points at the line that set it."""
+    """`st.extra`: a dict that refuses, at assignment, keys that are fields of the step record and values
+    JSON would write as text, so the error points at the line that set it."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__()
@@ -154,12 +194,14 @@ class StepExtra(dict):
 
     def __setitem__(self, key: str, value: Any) -> None:
         _check_extra_key(key)
+        _check_extra_value(key, value)
         super().__setitem__(key, value)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         new = dict(*args, **kwargs)
-        for key in new:  # all or nothing
+        for key, value in new.items():  # all or nothing
             _check_extra_key(key)
+            _check_extra_value(key, value)
         super().update(new)
 
     def setdefault(self, key: str, default: Any = None) -> Any:
@@ -202,6 +244,10 @@ class StepInfo:
         if name in ("loss", "tokens"):
             if value is not None and not _is_number(value):
                 raise ValueError(f"st.{name} must be a number, got {value!r}")
+            if name == "tokens" and isinstance(value, numbers.Real) and not (
+                    math.isfinite(value) and value >= 0 and value == int(value)):
+                # a count; a one-element tensor is read at the step end, where raising would lose the step
+                raise ValueError(f"st.tokens is a count of tokens, a whole number >= 0; got {value!r}")
         elif name == "extra":
             if not isinstance(value, dict):
                 raise ValueError(f"st.extra must be a dict, got {value!r}")

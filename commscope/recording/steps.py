@@ -35,14 +35,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
 import threading
 import time
 from typing import Any, Iterator
 
-import torch
-
-from commscope.recording.api import StepInfo, check_step
+from commscope.recording.api import StepInfo, check_step, plain_extra
 from commscope.recording.closing import CLOSED
 from commscope.recording.inflight import PendingCollective
 from commscope.recording.timing import GpuStamp
@@ -125,13 +122,12 @@ class StepWriting:
                 "loss": loss if loss is None or math.isfinite(loss) else None,
                 "start_ns": start + self._shift,
                 "end_ns": end + self._shift,
-                "tokens": _plain_number(info.tokens),
-                **info.extra,
+                "tokens": plain_extra(info.tokens),
+                **{k: plain_extra(v) for k, v in info.extra.items()},
             }
             if loss is not None and not math.isfinite(loss):
                 step_rec["loss_nonfinite"] = repr(loss)  # one of rundir.schema.LOSS_NONFINITE
-            # encoded here, outside the write lock: an `extra` value orjson turns into text (a CUDA tensor's
-            # str()) may wait for the GPU
+            # encoded here, outside the write lock
             step_line = self._sink.encode([step_rec])
             if self._overlap:
                 self._write_behind()  # the step before, if no region of this one ended (no regions)
@@ -322,11 +318,3 @@ class StepWriting:
                 raise
             self._pending[:0] = keep  # collectives still running rejoin, ahead of this step's records
             self._write(out, hooks, step_line)
-
-
-def _plain_number(value: Any) -> Any:
-    """`st.tokens` as JSON writes it (a one-element tensor or a numpy scalar as int/float)."""
-    if value is None or value.__class__ is int or value.__class__ is float:
-        return value
-    value = value.item() if isinstance(value, torch.Tensor) else value
-    return int(value) if isinstance(value, numbers.Integral) else float(value)

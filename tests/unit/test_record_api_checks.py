@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -49,9 +50,39 @@ def test_extra_keys_that_are_step_fields_are_refused_where_they_are_set(tmp_path
     assert isinstance(step["end_ns"], int) and step["lr"] == 0.1 and "ok" not in step
 
 
+def test_extra_values_are_what_json_writes_and_tensors_are_read_as_numbers(tmp_path):
+    """A grad norm (a one-element tensor) is recorded as its number, not as the text "tensor(0.5)"; values
+    JSON would write as their str() are refused where they are set."""
+    import numpy as np
+
+    rec = Recorder(tmp_path, rank=0, world_size=1)
+    with rec.step(0) as st:
+        st.extra["grad_norm"] = torch.tensor(0.5)
+        st.extra["lr"] = np.float32(0.25)
+        st.extra["count"] = np.int64(3)
+        st.extra.update({"phase": "warmup", "flags": [True, None, {"n": torch.tensor([7])}]})
+        for bad, said in ((torch.ones(3), "a tensor of 3 elements"), ({1, 2}, "{1, 2}"), (object, "<class 'object'>"),
+                          ([1, {2}], "{2}"), ({"a": {3: 1}}, "keys of a nested dict are strings")):
+            with pytest.raises(ValueError, match=re.escape(said)):
+                st.extra["bad"] = bad
+            with pytest.raises(ValueError, match=re.escape(said)):
+                st.extra.update({"fine": 1, "bad": bad})
+        assert "bad" not in st.extra and "fine" not in st.extra
+    rec.close()
+    (step,) = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "step"]
+    assert (step["grad_norm"], step["lr"], step["count"], step["phase"]) == (0.5, 0.25, 3, "warmup")
+    assert step["flags"] == [True, None, {"n": 7}] and type(step["count"]) is int
+
+
 def test_loss_and_tokens_must_be_numbers(tmp_path):
     null_step = NullRecorder().step(0)  # held open: leaving it ends the step, and then no field may be set
     for info in (StepInfo(0), null_step.__enter__()):
+        for bad in (-5, 1.5, float("inf"), float("nan")):
+            with pytest.raises(ValueError, match="st.tokens is a count of tokens, a whole number >= 0"):
+                info.tokens = bad
+        info.tokens = 64.0  # a whole number, as a float
+        with pytest.raises(ValueError, match="a tensor of 2 elements"):
+            info.extra["x"] = torch.ones(2)
         with pytest.raises(ValueError, match="st.loss must be a number, got 'abc'"):
             info.loss = "abc"
         with pytest.raises(ValueError, match="st.tokens must be a number, got \\[1, 2\\]"):

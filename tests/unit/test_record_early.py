@@ -444,25 +444,28 @@ def test_an_interrupted_overlap_write_keeps_the_finished_steps_record_and_hooks(
     assert sorted((r["step"], r["name"]) for r in recs if r["kind"] == "region") == [(0, "a"), (0, "c"), (1, "d")]
 
 
-def test_the_step_record_is_encoded_outside_the_write_lock(tmp_path, monkeypatch, gloo1):
-    """An `extra` value orjson turns into text (a CUDA tensor's str() waits for the GPU) must not hold the
+def test_the_step_record_is_made_outside_the_write_lock(tmp_path, monkeypatch, gloo1):
+    """An `extra` value read at the step end (a CUDA tensor's item() waits for the GPU) must not hold the
     lock the watchdog's write waits for."""
+    import commscope.recording.steps as steps
+
     use_fake_cuda(monkeypatch)
     rec = Recorder(tmp_path, rank=0, world_size=1, device="cuda", backend="gloo")
     held = []
 
-    class Slow:
-        def __str__(self):
-            held.append(rec._write_lock.locked())
-            return "slow"
+    def spy(value):
+        held.append(rec._write_lock.locked())
+        return plain(value)
 
+    plain = steps.plain_extra
+    monkeypatch.setattr(steps, "plain_extra", spy)
     with rec.step(0) as st:
         with rec.region("a"):
             pass
-        st.extra["norm"] = Slow()
+        st.extra["norm"] = torch.tensor(2.5)
     rec.close()
-    assert held == [False]
-    assert [r.get("norm") for r in records(tmp_path) if r["kind"] == "step"] == ["slow"]
+    assert held and not any(held)
+    assert [r.get("norm") for r in records(tmp_path) if r["kind"] == "step"] == [2.5]
 
 
 def test_overlap_keeps_a_collective_waited_in_the_next_step_until_the_gpu_passes_its_end(tmp_path, monkeypatch, gloo1):
