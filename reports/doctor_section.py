@@ -46,6 +46,10 @@ def render_doctor(ctx) -> str | None:
     colour = COLOURS.get(d.verdict, "#b00020")
     line = tables.verdict_line(d.verdict, d.summary).replace("<b>", f'<b style="color:{colour}">', 1)
     out = [f"<p>{line}</p>"]
+    for other in getattr(d, "also", None) or []:  # a second fault beside the verdict (a straggler beside a desync)
+        also = tables.verdict_line(other["verdict"], other["summary"]).replace(
+            "<b>", f'<b style="color:{COLOURS.get(other["verdict"], "#b00020")}">', 1)
+        out.append(f'<p class="doctor-also">Also: {also}</p>')
     if getattr(d, "injected", None):  # a drill: what was planted, beside what the records say (as the terminal)
         out.append(f'<p class="note" id="doctor-injected">This run was started with <code>--inject '
                    f'{html.escape(", ".join(d.injected))}</code>; not used for the verdict.</p>')

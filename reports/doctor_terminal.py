@@ -14,6 +14,8 @@ in the page's tables (diagnosis.evidence_tables: a hang's culprits apart from th
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 from rich.console import Console
 from rich.text import Text
@@ -111,6 +113,8 @@ def _verdict_line(d) -> Text:
 
 def print_doctor_verdict(d, console: Console) -> None:
     console.print(_verdict_line(d), highlight=False)
+    for other in getattr(d, "also", None) or []:  # a second fault beside the verdict (a straggler beside a desync)
+        console.print(Text.assemble(("also ", "bold"), _verdict_line(SimpleNamespace(**other))), highlight=False)
     if d.evidence:
         if d.verdict == "straggler":
             print_fitted(console, _columns(d.evidence), title="Waiting caused per judged step",

@@ -84,6 +84,7 @@ def render_summary(ctx) -> str:
     # the doctor section's colours: ok green, no verdict to be had (insufficient, interrupted) amber, a fault red
     kind = "ok" if h.verdict == "ok" else "unsure" if h.verdict in ("insufficient", "interrupted") else "bad"
     out = [f'<p class="verdict {kind}" id="verdict">{verdict_line(h.verdict, h.verdict_summary)}</p>']
+    out += [f'<p class="verdict bad verdict-also">Also: {verdict_line(v, said)}</p>' for v, said in h.also]
     world = ctx.summary.get("world_size")
     # ranks of the job whose records are absent are said so: "0 ranks" beside a verdict naming 2 reads as a contradiction
     ranks = (f"{h.n_ranks} of {counted(world, 'rank')} recorded" if isinstance(world, int) and h.n_ranks < world

@@ -2,7 +2,8 @@
 recorded 2-rank CPU run (tests/data/cpurun-hooks-gloo2) into the test's temporary folder.
 
 `scale_job(tmp_path, ranks, straggler)`: a run directory of `ranks` ranks and 4 steps, rank `straggler`
-stalling 1.5 s before one collective of step 2; returns gen_job's ground truth (its `job` is the path)."""
+stalling 1.5 s before one collective of step 2 (and rank `desync`'s collective there of twice the bytes,
+where given); returns gen_job's ground truth (its `job` is the path)."""
 from __future__ import annotations
 
 import importlib
@@ -16,6 +17,6 @@ gen_job = importlib.import_module("gen_job")  # a bench script, as tests/integra
 DELAY_MS = 1500
 
 
-def scale_job(tmp_path, ranks: int = 40, straggler: int = 29, steps: int = 4) -> dict:
+def scale_job(tmp_path, ranks: int = 40, straggler: int = 29, steps: int = 4, desync: int | None = None) -> dict:
     return gen_job.generate(TESTS / "data" / "cpurun-hooks-gloo2", tmp_path / f"job{ranks}", ranks, steps=steps,
-                            straggler=straggler, at_step=2, delay_ms=DELAY_MS)
+                            straggler=straggler, at_step=2, delay_ms=DELAY_MS, desync=desync)

@@ -28,6 +28,8 @@ class Diagnosis:
     sources: list[str] = field(default_factory=list)
     injected: list[str] = field(default_factory=list)
     second_opinion: dict | None = None  # the Flight Recorder's own verdict, when dumps exist
+    # verdicts that hold beside this one: a straggler beside a desync (analyze.doctor: also_straggler)
+    also: list[dict] = field(default_factory=list)
     confidence: str | None = None  # straggler: high | medium | low (docs/faults.md)
     details: dict | None = None    # straggler, ok: thresholds, judged steps, persistence, the instances
     problems: list[str] = field(default_factory=list)  # analyze.problems.loading_problems, as `report` lists them

@@ -55,6 +55,9 @@ Rules, checked in this order (the first that holds is the verdict):
    alone costs a rank on a busy machine. The culprits are the ranks
    that caused at least half as much of that waiting as the worst; the verdict says in how many of the
    judged steps it happened, the share of the step, and a confidence.
+Beside a desync the straggler rule is asked too: a straggler it finds among other ranks is kept in
+`Diagnosis.also` (a second fault the one verdict would hide; a desync the backend let pass leaves steps to
+judge), never beside a crash or hang, where waiting on the dead or stuck rank is the fault itself.
 A rank's status "exited" (a recording script that ended without closing its Recorder, and without an
 unhandled exception) counts as ended without a fault of its own; `run_reports` lists it (analyze.problems).
 The loader's problems go with every verdict (`Diagnosis.problems`), as analyze.problems lists them for the
@@ -554,7 +557,10 @@ def check_not_recorded(trace: Trace) -> Diagnosis | None:
 
 
 def _bytes(b: Any) -> str:
-    return "? bytes" if b is None or pd.isna(b) else f"{int(b)} bytes"
+    """"960 bytes", "154,533,888 bytes (147.4 MiB)": exact, as the evidence holds it, and readable."""
+    if b is None or pd.isna(b):
+        return "? bytes"
+    return f"{int(b):,} bytes" + (f" ({int(b) / 2 ** 20:,.1f} MiB)" if b >= 2 ** 20 else "")
 
 
 def _launched(row: Any) -> str:
@@ -596,6 +602,9 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
                             straggler_pct=straggler_pct, warmup_steps=warmup_steps))
     d = ended_from_outside(d, trace, faults)
     d = stuck_before_killed(d, trace, hang)
+    if d.verdict == "desync":
+        d.also = also_straggler(d, _without_groups(trace, mixed_names), straggler_ms=straggler_ms,
+                                straggler_pct=straggler_pct, warmup_steps=warmup_steps)
     if faults.ranks("flight_recorder"):
         frl = faults.flight_recorder
         empty = Trace(source="flight_recorder", path=trace.path, world_size=trace.world_size, backend=None,
@@ -615,6 +624,15 @@ def diagnose(trace: Trace, faults: FaultEvidence | None = None, *, straggler_ms:
                           (f"; among them, {unjudged.summary.removeprefix('desync: ')}" if unjudged else ""))
     d.run_reports = run_reports(trace)
     return d
+
+
+def also_straggler(d: Diagnosis, trace: Trace, **thresholds: Any) -> list[dict]:
+    """The straggler rule's verdict beside a desync, where it names another rank: a desync the backend let
+    pass (a size mismatch NCCL moves on from) leaves the steps to judge, and a rank that made the others wait
+    is a second fault the one verdict would hide. None beside a crash or hang: waiting on a dead or stuck
+    rank is the fault itself, not a straggler."""
+    s = check_straggler(trace, **thresholds)
+    return [s.to_json()] if s.verdict == "straggler" and set(s.culprit_ranks) - set(d.culprit_ranks) else []
 
 
 def diagnose_trace(trace: Trace, *, tolerate_bad_files: bool = False, selected: tuple[int, int] | None = None,

@@ -60,6 +60,7 @@ class Finding:
 class Highlights:
     verdict: str                       # the doctor's verdict ("ok", "straggler", ...) or "unknown"
     verdict_summary: str
+    also: list[tuple[str, str]]        # (verdict, summary) of faults beside the verdict (Diagnosis.also)
     exposed_pct: float | None          # Σ exposed_comm_ms / Σ step_ms over the (rank, step) rows counted, percent
     step_ms_mean: float | None         # mean step_ms over the same rows: warm-up included, profiler steps not
     n_steps: int
@@ -282,15 +283,17 @@ def highlights(summary: dict, diagnosis: Any = None, top: int = 3) -> Highlights
         # the first label read is the victim: its cause goes right under its share of the step time
         labels[0].why[1:1] = culprit.why
     ranks = _culprits_first(_rank_findings(summary, steps, step_range, diagnosis, top), diagnosis)
+    also: list[tuple[str, str]] = []
     if diagnosis is None or isinstance(diagnosis, Exception):
         verdict, vsum = "unknown", (f"diagnosis failed: {diagnosis}" if diagnosis is not None else "not diagnosed")
     else:
         verdict, vsum = diagnosis.verdict, diagnosis.summary
+        also = [(a["verdict"], a["summary"]) for a in getattr(diagnosis, "also", None) or []]
     # collectives ran (count) but none has a known exposed time (no end time in the trace)
     unknown = [str(lab) for lab, v in (summary.get("labels") or {}).items()
                if _f(v.get("exposed_ms")) is None and (_f(v.get("count")) or 0) > 0]
-    return Highlights(verdict=verdict, verdict_summary=vsum, exposed_pct=exposed_pct, step_ms_mean=step_mean,
-                      exposed_unknown=unknown,
+    return Highlights(verdict=verdict, verdict_summary=vsum, also=also, exposed_pct=exposed_pct,
+                      step_ms_mean=step_mean, exposed_unknown=unknown,
                       n_steps=n_steps, n_ranks=int(summary.get("ranks") or 0), labels=labels, ranks=ranks,
                       step_range=step_range, step_ranks=step_ranks,
                       steps_selected=bool(summary.get("steps_selected")), steps_left_out=left_out, cause=culprit,

@@ -574,8 +574,8 @@ def test_a_desync_with_as_many_on_each_side_names_no_culprit(run):
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks, d.sequence) == ("desync", [], 9)
     assert d.summary == ("desync: at group 0 seq 9 ('attn', step 3) rank(s) 0,2 launched reduce_scatter of "
-                         "8000000 bytes and rank(s) 1,3 launched broadcast of 8000000 bytes: as many on each "
-                         "side, so no majority says which side is wrong (no culprit named).")
+                         "8,000,000 bytes (7.6 MiB) and rank(s) 1,3 launched broadcast of 8,000,000 bytes (7.6 MiB): as "
+                         "many on each side, so no majority says which side is wrong (no culprit named).")
 
 
 def test_a_collective_launched_under_another_label_is_a_desync(run):
@@ -589,7 +589,7 @@ def test_a_collective_launched_under_another_label_is_a_desync(run):
     d = diagnose_path(str(run))
     assert (d.verdict, d.culprit_ranks, d.label, d.step, d.sequence) == ("desync", [1], first["label"], 1,
                                                                           first["seq"])
-    said = f"{first['op']} of {first['bytes']} bytes"
+    said = f"{first['op']} of {first['bytes']:,} bytes ({first['bytes'] / 2 ** 20:.1f} MiB)"
     assert d.summary.endswith(f"rank(s) 1 launched {said} labelled '{other}' while the others launched it "
                               f"labelled '{first['label']}'; the same op and size under another label, so the "
                               "ranks combine different tensors with nothing to stop them.")

@@ -208,3 +208,32 @@ def test_htas_per_rank_tables_list_the_listed_ranks_at_scale():
             assert side.count("<tr") < 60  # three tables of 3 ranks, and HTA's version
         else:
             assert views.count("<tr") == 2 * (1 + n)
+
+
+def test_a_straggler_beside_a_desync_is_said_beside_the_verdict(tmp_path, capsys):
+    """Two planted faults: the verdict is the desync (rank 11), and the straggler (rank 29), which the one
+    verdict would hide, is kept beside it (Diagnosis.also) and said by doctor, doctor --json and the page's
+    first screen; a straggler that is the desync's own rank is not said twice."""
+    from commscope.analyze.doctor import diagnose_trace
+    from commscope.cli import main
+
+    truth = scale_job(tmp_path, 40, straggler=29, desync=11)
+    tr = load_path(truth["job"])
+    d = diagnose_trace(tr)
+    assert (d.verdict, d.culprit_ranks) == ("desync", [11])
+    assert [(a["verdict"], a["culprit_ranks"]) for a in d.also] == [("straggler", [29])]
+    assert d.also[0]["summary"].startswith("straggler: rank 29 made the other ranks wait")
+    ctx = report_context(tr, summarize(tr, with_hta=False))
+    page = render_html(ctx)
+    first = page[page.index('id="verdict"'):page.index("Most exposed collectives")]
+    assert "<b>DESYNC</b>" in first and '<p class="verdict bad verdict-also">Also: <b>STRAGGLER</b> rank 29 made' in first
+    with pytest.raises(SystemExit):
+        main(["doctor", str(truth["job"]), "--json"])
+    got = json.loads(capsys.readouterr().out)
+    assert [a["culprit_ranks"] for a in got["also"]] == [[29]]
+    with pytest.raises(SystemExit):
+        main(["doctor", str(truth["job"])])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("desync:") and " ".join(lines[1:3]).startswith("also straggler: rank 29 made")
+    same = scale_job(tmp_path / "same", 40, straggler=11, desync=11)
+    assert diagnose_trace(load_path(same["job"])).also == []
