@@ -34,6 +34,10 @@ directory's `"label": null`, takes labels.NO_LABEL: every per-label figure count
   (`group_complete` False, skew.complete): the last arriver may be the absent one, and then every
   present duration includes waiting for it (one rank of the 8×H100 fixture reads 76 GB/s busbw where
   the eight give 286). `bandwidth_withheld` says which labels lost their bandwidth so, and why.
+  Rows whose end is their wait's return (`end_at_wait`: the recorder's mark on a work without a completion
+  callback, gloo's `reduce_scatter_tensor`) take no part:
+  their duration runs to whenever the caller waited, compute before the wait included (a 16 KB
+  reduce-scatter waited after a 60 ms region read 60 ms, 0.0001 GB/s, "slow link").
 - `algbw_gbps` = bytes / transfer_ns (bytes per ns = GB/s), `busbw_gbps` = algbw · nccl-tests factor for
   the op and group size n: all_reduce 2(n−1)/n; reduce_scatter, all_gather, all_to_all (n−1)/n; else 1.
   NaN (unknown) where n is unknown, and where n = 1 (bus_factors); both NaN where a collective moves no
@@ -385,7 +389,9 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None,
     # the transfer time needs the last arriver, whose duration alone holds no waiting: only an instance
     # with every member present is sure to have it
     c["group_complete"] = complete_rows(c)
-    c["transfer_ns"] = c.groupby(["group", "seq"])["duration_ns"].transform("min").where(c["group_complete"])
+    at_wait = (c["end_at_wait"] == True).to_numpy(bool)  # noqa: E712 (None where not said: a completion)
+    measured = c["duration_ns"].where(~at_wait)
+    c["transfer_ns"] = measured.groupby([c["group"], c["seq"]]).transform("min").where(c["group_complete"])
     with np.errstate(invalid="ignore", divide="ignore"):
         nbytes = c["bytes"].astype(np.float64)
         c["algbw_gbps"] = np.where((c["transfer_ns"] > 0) & moves_data(c), nbytes / c["transfer_ns"], np.nan)
@@ -395,36 +401,50 @@ def collective_table(trace: Trace, comp: dict[int, iv.Intervals] | None = None,
 
 # why a bandwidth over an incomplete group would mislead: the label's reason and the report's note end alike
 _WITHHELD_BECAUSE = "so the shortest duration over the ranks present includes waiting for the absent ones"
+# why one whose ends are the waits' returns would
+_ENDS_AT_WAIT = ("their ends are the waits' returns (the backend gives no completion for this op, e.g. gloo's "
+                 "reduce_scatter_tensor), so a duration includes whatever the caller did before waiting")
 
 
 def bandwidth_withheld(table: pd.DataFrame, n_present: int, world_size: int) -> dict[str, str]:
-    """Per label whose bandwidth is withheld, why: it has collectives of known size, and none of them has
-    every member of its group in the input (`group_complete`), so no transfer time is known. A label with
-    some complete collectives keeps the bandwidth over those and is not listed; a label of unknown sizes
-    has no bandwidth for that reason, not this one. `n_present` of the job's `world_size` ranks are in
-    the input."""
+    """Per label whose bandwidth is withheld, why: it has collectives of known size, and none of them has a
+    transfer time: none has every member of its group in the input (`group_complete`), or those that do
+    end at their waits' returns (`end_at_wait`). A label with some measured collectives keeps the bandwidth
+    over those and is not listed; a label of unknown sizes has no bandwidth for that reason, not this one.
+    `n_present` of the job's `world_size` ranks are in the input."""
     if not len(table) or "group_complete" not in table:
         return {}
     # a send or recv is never complete (its peer is not matched): the summary's note says so, not this one
     sized = (pd.to_numeric(table["bytes"], errors="coerce").notna().to_numpy()
              & ~table["group"].astype(str).str.contains(P2P_MARK, regex=False).to_numpy(bool))
     done = table["group_complete"].to_numpy(bool)
+    timed = table["transfer_ns"].notna().to_numpy()
     labels = table["label"].astype(str).to_numpy(dtype=object)
-    lacking = set(labels[sized]) - set(labels[sized & done])
-    why = (f"no collective of the label has every member of its group in the input"
-           f"{ranks_present(n_present, world_size)}, {_WITHHELD_BECAUSE}")
-    return {lab: why for lab in sorted(lacking)}
+    lacking = set(labels[sized]) - set(labels[sized & timed])
+    incomplete = (f"no collective of the label has every member of its group in the input"
+                  f"{ranks_present(n_present, world_size)}, {_WITHHELD_BECAUSE}")
+    at_wait = f"the collectives of the label with every member of their group in the input: {_ENDS_AT_WAIT}"
+    complete = set(labels[sized & done])
+    return {lab: at_wait if lab in complete else incomplete for lab in sorted(lacking)}
 
 
 def bandwidth_notes(withheld: dict[str, str], n_present: int, world_size: int) -> list[str]:
-    """The report's note naming the labels whose bandwidth is withheld (bandwidth_withheld), or none: the
-    tables show a dash there, as for any unknown number, and the note says it is no unknown size."""
-    if not withheld:
-        return []
-    names = list(withheld)
-    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    return [f"Bandwidth withheld for {shown}: none of {'its' if len(names) == 1 else 'their'} collectives has "
-            f"every member of its group in the input{ranks_present(n_present, world_size)}, {_WITHHELD_BECAUSE}."]
+    """The report's notes naming the labels whose bandwidth is withheld (bandwidth_withheld), one per reason,
+    or none: the tables show a dash there, as for any unknown number, and the note says it is no unknown size."""
+    def shown(names: list[str]) -> str:
+        return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+    incomplete = [lab for lab, why in withheld.items() if why.endswith(_WITHHELD_BECAUSE)]
+    at_wait = [lab for lab in withheld if lab not in incomplete]
+    out = []
+    if incomplete:
+        out.append(f"Bandwidth withheld for {shown(incomplete)}: none of {'its' if len(incomplete) == 1 else 'their'} "
+                   f"collectives has every member of its group in the input{ranks_present(n_present, world_size)}, "
+                   f"{_WITHHELD_BECAUSE}.")
+    if at_wait:
+        out.append(f"Bandwidth withheld for {shown(at_wait)}: {_ENDS_AT_WAIT}; their mean ms is launch to the "
+                   "wait's return.")
+    return out
 
 
 def _hidden(c: pd.DataFrame, ranks: np.ndarray, span_start: np.ndarray, end: np.ndarray, dur: np.ndarray,

@@ -543,10 +543,12 @@ def _recording_notes(trace: Trace) -> list[str]:
     c = trace.collectives
     unwaited = int((c["wait_ns"].isna() & c["end_ns"].notna()).sum())
     if unwaited:
-        notes.append(f"{unwaited} of {len(c)} collectives were never waited on through their handle "
-                     "(handle.wait()): their exposed time is taken as 0. If the program blocked on them another "
-                     "way (DDP waits for its buckets inside backward: record them with commscope.ddp_comm_hook, "
-                     "docs/recording.md), that wait counts as whatever region it fell in.")
+        notes.append(f"{unwaited} of {len(c)} collectives had not been waited on through their handle "
+                     "(handle.wait()) when the step they completed in ended, where their records were written: "
+                     "their exposed time is taken as 0 (a wait in a later step blocks on nothing, they had "
+                     "completed). If the program blocked on them another way (DDP waits for its buckets inside "
+                     "backward: record them with commscope.ddp_comm_hook, docs/recording.md), that wait counts as "
+                     "whatever region it fell in.")
     leaves = regions.uncounted_leaf_regions(trace)
     if len(leaves):
         shown = ", ".join(f"'{n}' ×{k}" for n, k in zip(leaves["name"][:5], leaves["count"][:5]))

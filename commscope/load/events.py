@@ -62,7 +62,7 @@ _KINDS: dict[str, dict[str, str]] = {
     "collective": {"step": "int", "label": "str", "phase": "str", "op": "str", "bytes": "num", "dtype": "str",
                    "group": "str", "group_size": "int", "seq": "int", "call_ns": "ns", "return_ns": "ns",
                    "wait_ns": "ns", "wait_end_ns": "ns", "start_ns": "ns", "end_ns": "ns", "stream": "scalar",
-                   "timing": "str"},
+                   "timing": "str", "end_at_wait": "bool"},
     "region": {"step": "int", "micro_step": "int", "name": "str", "start_ns": "ns", "end_ns": "ns", "compute": "bool"},
     "hook": {"step": "int", "micro_step": "int", "label": "str", "position": "int", "t_ns": "ns"},
 }

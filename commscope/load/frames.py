@@ -27,7 +27,7 @@ COLUMNS: dict[str, list[str]] = {
     "steps": ["rank", "step", "start_ns", "end_ns", "loss", "basis", "host_start_ns", "host_end_ns"],
     "collectives": ["rank", "step", "label", "phase", "op", "bytes", "dtype", "group", "group_size", "seq",
                     "call_ns", "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns", "stream",
-                    "timing", "label_source"],
+                    "timing", "label_source", "end_at_wait"],
     "compute": ["rank", "step", "name", "start_ns", "end_ns", "stream", "kind"],
     "regions": ["rank", "step", "micro_step", "name", "start_ns", "end_ns", "compute"],
     "hooks": ["rank", "step", "micro_step", "label", "position", "t_ns"],

@@ -105,6 +105,8 @@ def collectives(rank: int, di: dict, kernels: pd.DataFrame, launches: pd.DataFra
     unordered = {**col, **ns, "label": labels, "phase": phases, "seq": seq, "label_source": sources}
     out = {"rank": rank, "step": step}  # step: already in frame order
     for c in COLLECTIVE_COLS[2:]:
+        if c not in unordered:  # a run directory's alone (end_at_wait): frame() fills it
+            continue
         v = unordered[c]
         out[c] = [v[i] for i in order] if isinstance(v, list) else v[order]
     return frame("collectives", out)

@@ -41,6 +41,9 @@ class Closing:
         self._close_lock = threading.Lock()  # the main thread, the watchdog and TermGuard may all close
         self._close_done = threading.Event()
         self._signals: SignalHandling | None = None  # handle_signals()
+        # "sys.exit(0) inside step 3": a SystemExit that left a step unfinished (Steps), which no status
+        # "completed" may hide (its peers wait in that step's collectives for a rank that is gone)
+        self.exited_in_step: str | None = None
 
     def handle_signals(self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGHUP), grace_s: float = 2.0) -> None:
         """Turn `signals` (torchrun's teardown sends SIGTERM) into this rank's status: a handler raising
@@ -74,6 +77,8 @@ class Closing:
         otherwise, before anything is written: the readers refuse any other)."""
         if status not in RANK_STATUSES:
             raise ValueError(f"close(status={status!r}): a rank's status is one of {', '.join(RANK_STATUSES)}")
+        if self.exited_in_step is not None and (status, error) in (("completed", None), ("exited", EXITED_ERROR)):
+            status, error = "exited", self.exited_in_step
         sh = self._signals
         if sh is not None and not sh.claim(wait_s):
             return  # the guard's thread closes (claim waited for it) and ends the process

@@ -72,5 +72,7 @@ class HookOrder:
         return on_grad_ready
 
     def set_micro_step(self, micro_step: int | None) -> None:
+        if self._closed:  # as every other call of a closed recorder: no silent no-op
+            raise RuntimeError(CLOSED)
         self._micro = check_micro_step(micro_step)
         self._pos = 0

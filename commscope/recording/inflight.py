@@ -96,6 +96,7 @@ class RecordedHandle(CollectiveHandle):
                 entry.work = None
         elif self.work is None or entry.work is not None:  # no completion callback for this work
             entry.rec["end_ns"] = entry.rec["wait_end_ns"]
+            entry.rec["end_at_wait"] = True  # its duration runs to the wait: no transfer time (docs/run_format.md)
             entry.done = True
             entry.work = None
 

@@ -39,7 +39,7 @@ import torch.distributed as dist
 
 from commscope.recording.api import NullRecorder
 from commscope.recording.clock import ClockSync, align_clocks, epoch_base_ns
-from commscope.recording.closing import Closing
+from commscope.recording.closing import CLOSED, Closing
 from commscope.recording.hooks import HookOrder
 from commscope.recording.inflight import Collectives
 from commscope.recording.profiler_window import ProfilerWindow
@@ -201,6 +201,8 @@ class Recorder(HookOrder, Regions, Collectives, StepWriting, Closing, NullRecord
     def write_config(self, config: dict) -> None:
         """Rank 0 writes config.json; every rank checks it (rundir.io.check_config), so a key the readers
         know, written with another type, fails at this call rather than every reading command later."""
+        if self._closed:  # as every other call of a closed recorder: no silent no-op
+            raise RuntimeError(CLOSED)
         check_config(config)
         if self.rank == 0:
             write_config(self.run_dir, config)

@@ -106,7 +106,9 @@ class StepWriting:
                     stack.enter_context(self._window.step(step))
                 yield info
                 end = _perf()  # before the window's export, which is not part of the step
-        except BaseException:
+        except BaseException as e:
+            if isinstance(e, SystemExit):
+                self.exited_in_step = f"sys.exit({e.code!r}) inside step {step}: the step did not finish"
             with contextlib.suppress(Exception):  # never mask the training error with a recording one
                 self._write_behind(blocking=False)
                 self._flush(blocking=False)

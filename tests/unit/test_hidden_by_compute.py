@@ -83,3 +83,31 @@ def test_a_barrier_has_no_bandwidth_and_leaves_its_labels_totals_alone(tmp_path)
     labels = summarize(run, with_hta=False)["labels"]
     assert labels["sync"]["algbw_gbps"] is None and labels["sync"]["busbw_gbps"] is None
     assert labels["mixed"]["algbw_gbps"] == pytest.approx(0.2)  # the all_reduce's alone, not diluted
+
+
+def test_collectives_ended_at_their_wait_give_no_bandwidth(tmp_path):
+    """gloo's reduce_scatter_tensor gives no completion: the recorder takes its end as the wait's return and
+    marks it `end_at_wait`. Waited after a 60 µs compute region, its 16 KB 'take' 60 µs: no transfer time,
+    the label's bandwidth withheld with that reason; its exposed time and hidden share stand. A label with
+    one measured collective keeps the bandwidth over it."""
+    def rs(rank, label, seq, call, wait, end, at_wait=True):
+        return {**coll(rank, label, seq, call, wait, end, end), "op": "reduce_scatter", "bytes": 16384,
+                **({"end_at_wait": True} if at_wait else {})}
+    recs = {r: [region(r, "forward", 0, 60), rs(r, "grads", 0, 1, 61, 62), rs(r, "mixed", 1, 63, 64, 70),
+                rs(r, "mixed", 2, 71, 72, 80, at_wait=False),
+                {"kind": "step", "rank": r, "step": 0, "loss": 1.0, "start_ns": T0, "end_ns": T0 + 140 * US,
+                 "tokens": 8}] for r in (0, 1)}
+    write_cpu_run(tmp_path / "run", recs)
+    run = load_path(str(tmp_path / "run"))
+    t = exposure.collective_table(run).set_index(["rank", "label", "seq"])
+    assert t.loc[(0, "grads", 0), "duration_ns"] == 61 * US and t.loc[(0, "grads", 0), "exposed_ns"] == 1 * US
+    assert t.loc[(0, "grads", 0), "hidden_ns"] == 59 * US  # forward [1, 60)
+    assert t["transfer_ns"].loc[(slice(None), "grads", 0)].isna().all()
+    assert t.loc[(0, "mixed", 2), "transfer_ns"] == 9 * US
+    doc = summarize(run, with_hta=False)
+    grads, mixed = doc["labels"]["grads"], doc["labels"]["mixed"]
+    assert grads["busbw_gbps"] is None and grads["bandwidth_withheld"].endswith(
+        "their ends are the waits' returns (the backend gives no completion for this op, e.g. gloo's "
+        "reduce_scatter_tensor), so a duration includes whatever the caller did before waiting")
+    assert mixed["bandwidth_withheld"] is None and mixed["algbw_gbps"] == pytest.approx(16384 / (9 * US), rel=1e-3)
+    assert any(n.startswith("Bandwidth withheld for grads: their ends are the waits' returns") for n in doc["notes"])

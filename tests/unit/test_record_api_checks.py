@@ -255,7 +255,8 @@ def test_a_closed_recorder_refuses_use_and_close_stays_idempotent(tmp_path, gloo
     p = torch.nn.Parameter(torch.ones(2))
     t = torch.ones(4)
     for use in (lambda: rec.step(0).__enter__(), lambda: rec.region("forward"),
-                lambda: rec.collective(dist.all_reduce, t, label="g", phase="p"), lambda: rec.watch({"p": p})):
+                lambda: rec.collective(dist.all_reduce, t, label="g", phase="p"), lambda: rec.watch({"p": p}),
+                lambda: rec.set_micro_step(1), lambda: rec.write_config({"args": {}})):
         with pytest.raises(RuntimeError, match="^the recorder is closed$"):
             use()
     assert status(tmp_path) == {"status": "completed", "error": None, "last_step": -1}

@@ -39,6 +39,9 @@ NO_CLOSE = textwrap.dedent("""
         raise KeyboardInterrupt
     if how == "exit3":
         sys.exit(3)
+    if how == "exit-in-step":
+        with rec.step(3):
+            sys.exit()
 """)
 
 
@@ -47,11 +50,12 @@ NO_CLOSE = textwrap.dedent("""
     ("exit3", {"status": "exited", "error": "process exited without Recorder.close()"}),
     ("raise", {"status": "failed", "error": "ValueError: bad shard 7"}),
     ("ctrl-c", {"status": "interrupted", "error": "KeyboardInterrupt"}),
+    ("exit-in-step", {"status": "exited", "error": "sys.exit(None) inside step 3: the step did not finish"}),
 ])
 def test_interpreter_exit_without_close(tmp_path, how, expected):
     r = subprocess.run([sys.executable, "-c", NO_CLOSE, str(tmp_path), how], capture_output=True, text=True,
                        timeout=120, env=ENV, cwd=ROOT)
-    assert r.returncode != 0 or how == "end", r.stderr
+    assert r.returncode != 0 or how in ("end", "exit-in-step"), r.stderr  # sys.exit() exits 0
     assert status(tmp_path) == {**expected, "last_step": 2}
 
 

@@ -191,6 +191,16 @@ def test_context_manager_writes_failed_status_with_the_exception(tmp_path):
         with commscope.record(tmp_path / "exit0") as rec:
             sys.exit(0)  # a normal end of the script
     assert orjson.loads((tmp_path / "exit0" / "rank0" / "status.json").read_bytes())["status"] == "completed"
+    # ... but not one that leaves a step unfinished: its peers may be waiting in that step's collectives
+    with pytest.raises(SystemExit):
+        with commscope.record(tmp_path / "exit-in-step") as rec:
+            with rec.step(0):
+                pass
+            with rec.step(1):
+                sys.exit(0)
+    status = orjson.loads((tmp_path / "exit-in-step" / "rank0" / "status.json").read_bytes())
+    assert (status["status"], status["error"], status["last_step"]) == (
+        "exited", "sys.exit(0) inside step 1: the step did not finish", 0)
 
 
 def test_comm_size_follows_nccl_tests_convention():
@@ -265,12 +275,29 @@ def test_a_group_passed_in_its_place_is_the_group_recorded(tmp_path, gloo1):
         rec.collective(dist.all_reduce, t, dist.ReduceOp.SUM, sub, label="pos", phase="allreduce").wait()
         rec.collective(dist.all_reduce, t, label="world", phase="allreduce").wait()
         rec.collective(dist.all_reduce, t, group=sub, label="kw", phase="allreduce").wait()
-        out = torch.empty(16)
-        rec.collective(dist.all_gather_into_tensor, out, t, sub, label="ag", phase="allgather").wait()
+        rec.collective(dist.broadcast, t, 0, sub, label="ag", phase="broadcast").wait()
     rec.close()
     coll = {c["label"]: c for c in read(tmp_path / "rank0" / "events.jsonl") if c["kind"] == "collective"}
     assert coll["pos"]["group"] == coll["kw"]["group"] == coll["ag"]["group"] != coll["world"]["group"]
     assert [coll[k]["seq"] for k in ("pos", "kw", "ag", "world")] == [0, 1, 2, 0]
+
+
+def test_a_collective_without_a_completion_is_marked_as_ended_at_its_wait(tmp_path, gloo1):
+    """gloo's reduce_scatter_tensor gives no future: its end is the wait's return, and the record says so
+    (the readers then take no transfer time from it); one with a completion callback carries no mark."""
+    rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo")
+    with rec.step(0):
+        t, out = torch.ones(16), torch.empty(16)
+        rec.collective(dist.reduce_scatter_tensor, out, t, label="rs", phase="rs").wait()
+        rec.collective(dist.all_reduce, t, label="ar", phase="ar").wait()
+    rec.close()
+    coll = {c["label"]: c for c in read(tmp_path / "rank0" / "events.jsonl") if c["kind"] == "collective"}
+    assert coll["rs"]["end_at_wait"] is True and coll["rs"]["end_ns"] == coll["rs"]["wait_end_ns"]
+    assert "end_at_wait" not in coll["ar"]
+    from commscope.load import load_path
+
+    frame = load_path(str(tmp_path)).collectives.set_index("label")
+    assert frame.loc["rs", "end_at_wait"] is True and frame.loc["ar", "end_at_wait"] is None
 
 
 def test_profiler_window_writes_kineto_trace_of_exactly_those_steps(tmp_path, gloo1):
