@@ -66,7 +66,14 @@ table.heatmap th.drawn{background:#cfe0f3} table.heatmap td.sel{outline:3px soli
 details{margin-top:10px;border-top:1px solid #e3e3e3;padding-top:6px}
 details>summary{cursor:pointer;font-size:16px;font-weight:600;padding:2px 0}
 #rank-select{max-width:32em}
+@media print{nav,#rank-select{display:none} body{margin:0;max-width:none}
+ *{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
 """
+
+
+# what a reader with JavaScript off is told: the figures, the heatmap canvas and the rank selector stay blank
+NOSCRIPT = ('<noscript><p class="caveats">JavaScript is off: the timeline, the heatmap and the rank selector '
+            "are drawn by it and stay blank; the summary and every table below are plain HTML.</p></noscript>")
 
 
 LOADER = """
@@ -170,7 +177,8 @@ def render_html(ctx: ReportContext, failed: list[str] | None = None, weights: di
             f"<title>{html.escape(title)}</title><style>{CSS}</style>"
             f'<script type="application/gzip-base64" id="plotly-gz">{plotly_gz_base64()}</script>'
             f"<script>{LOADER}</script><script>{script}</script></head>\n<body>"
-            f"<h1>{html.escape(title)}</h1><nav>{''.join(nav)}</nav>\n" + "\n".join(parts) + "\n</body></html>\n")
+            f"<h1>{html.escape(title)}</h1>{NOSCRIPT}<nav>{''.join(nav)}</nav>\n" + "\n".join(parts)
+            + "\n</body></html>\n")
     return printable(page)  # a file name's undecodable bytes as \xNN, wherever a section wrote it
 
 

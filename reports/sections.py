@@ -21,6 +21,7 @@ from typing import Callable
 from commscope.analyze.layout_report import readable_kernel
 from commscope.analyze.report_context import ReportContext
 from commscope.analyze.summary import comm_overlap_note, comm_overlap_rows, undefined_overlap_note
+from commscope.analyze.timeline_inflight import IN_FLIGHT_DRAWN
 from commscope.util.text import steps_said
 from reports import tables
 from reports.layout_section import render_layout
@@ -156,6 +157,11 @@ def stopped_note(bars) -> str:
                 "rank's last sign of life or the figure's edge (the hover gives the whole time). A rank without "
                 "such a bar where the others have one did not leave that collective in flight: it may never have "
                 "launched it (the doctor's verdict says). ")
+        more = {r: n for r, n in (bars.inflight_more or {}).items() if n}
+        if more:  # each bar takes a lane of its own: the oldest launches are drawn, the later ones queue behind them
+            said = ", ".join(f"rank {r} {n}" for r, n in sorted(more.items())[:8]) + (" …" if len(more) > 8 else "")
+            out += (f"At most {IN_FLIGHT_DRAWN} a rank are drawn, its oldest launches (the later ones queue behind "
+                    f"them); not drawn: {said} (<code>commscope export --perfetto</code> draws every one). ")
     if unfinished:
         out += (f'A red dotted line: a step with records but no end recorded ({", ".join(map(str, unfinished))}), '
                 "at its earliest record. ")

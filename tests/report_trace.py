@@ -13,12 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from commscope.load.frames import COLUMNS, Trace
+from commscope.load.frames import Trace
 
 T = 1_764_670_000_000_000_000
 US = 1_000
 
-COLL_COLS = COLUMNS["collectives"]  # the contract's columns: those a row does not give are NaN
+COLL_COLS = ["rank", "step", "label", "phase", "op", "bytes", "dtype", "group", "group_size", "seq", "call_ns",
+             "return_ns", "wait_ns", "wait_end_ns", "start_ns", "end_ns", "stream", "timing", "end_at_wait"]
 
 
 def make_trace(ranks=(0, 1), steps=(0, 1), style="kineto"):

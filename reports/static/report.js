@@ -713,3 +713,9 @@ document.addEventListener("DOMContentLoaded", function () {
   if (el) el.scrollIntoView();
 });
 window.addEventListener("hashchange", function () { csOpenTarget(location.hash); });
+
+// Printing (Ctrl-P) prints what is open: every collapsed section opens first, as a reader of paper cannot
+// click one open.
+window.addEventListener("beforeprint", function () {
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+});

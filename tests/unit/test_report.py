@@ -529,3 +529,21 @@ def test_the_step_table_of_a_trace_leaves_out_host_columns_it_cannot_fill():
     tr = load_path(str(TESTS / "data" / "cpurun-hooks-gloo2"))
     page = render_steps(context(tr, summarize(tr, with_hta=False), with_layout=False))
     assert 'data-key="gap_before_ms"' in page[page.index('id="steps-table"'):]
+
+
+def test_a_reader_without_javascript_is_told_and_print_opens_every_section(tmp_path):
+    """With JavaScript off the figures stay blank: a <noscript> line says what still reads; printing opens
+    the collapsed sections and keeps the heatmap's and swatches' colours (background graphics are off by
+    default in print)."""
+    from commscope.analyze.summary import summarize
+    from commscope.load import load_path
+    from report_trace import write_run_dir
+
+    write_run_dir(make_trace(style="run"), tmp_path / "run")
+    tr = load_path(tmp_path / "run")
+    page = render_html(report_context(tr, summarize(tr, with_hta=False)))
+    body = page[page.index("<body>"):]
+    assert body.count("<noscript>") == 1 and "JavaScript is off: the timeline, the heatmap and the rank " \
+                                               "selector are drawn by it and stay blank" in body
+    assert "@media print{" in page and "print-color-adjust:exact" in page
+    assert 'window.addEventListener("beforeprint"' in page and "d.open = true" in page

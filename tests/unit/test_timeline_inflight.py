@@ -90,6 +90,12 @@ def test_past_the_cap_in_flight_collectives_are_counted_not_drawn(tmp_path):
     assert len(set(rb.inflight["lane"])) == IN_FLIGHT_DRAWN  # each in a lane of its own
     assert f"rank 0 has {12 - IN_FLIGHT_DRAWN} more in flight, not drawn" in inflight_text(
         next(rb.inflight.itertuples(index=False)), 0, bars.inflight_more[0])
+    # the caption says the cap and who has more than it
+    from reports.sections import stopped_note
+
+    assert (f"At most {IN_FLIGHT_DRAWN} a rank are drawn, its oldest launches (the later ones queue behind them); "
+            f"not drawn: rank 0 {12 - IN_FLIGHT_DRAWN} (<code>commscope export --perfetto</code> draws every one)."
+            ) in stopped_note(bars)
 
 
 def test_the_figure_draws_them_and_says_what_they_are(hung):
