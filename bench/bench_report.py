@@ -1,6 +1,7 @@
 """Report page and Perfetto-export cost: render time, page weight by part, output sizes.
 
-Usage: python bench/bench_report.py [TRACE_DIR] [--ranks N [--straggler R]] [--no-perfetto] [--every-rank-ops]
+Usage: python bench/bench_report.py [TRACE_DIR] [--ranks N [--straggler R] [--desync R]] [--no-perfetto]
+                                   [--hta] [--every-rank-ops]
     TRACE_DIR defaults to tests/data/modded-nanogpt-8xh100, and with --ranks to
     tests/data/cpurun-hooks-gloo2.
 
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("src", nargs="?")
     ap.add_argument("--ranks", type=int, help="generate a job of this many ranks from SRC (bench/gen_job.py)")
     ap.add_argument("--straggler", type=int, help="with --ranks: the rank that stalls (default 2N/3 + 1)")
+    ap.add_argument("--desync", type=int, help="with --ranks: also plant a desync on this rank (a second fault: "
+                    "the page lists and draws its rank too)")
     ap.add_argument("--no-perfetto", action="store_true", help="skip the Perfetto document")
     ap.add_argument("--hta", action="store_true", help="run HTA's analyses too (its views are on the page)")
     ap.add_argument("--every-rank-ops", action="store_true", help="parse every rank's ops while loading, "
@@ -70,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
             import gen_job
 
             straggler = args.straggler if args.straggler is not None else 2 * args.ranks // 3 + 1
-            copy = Path(gen_job.generate(src, Path(tmp) / "gen", args.ranks, straggler=straggler)["job"])
+            copy = Path(gen_job.generate(src, Path(tmp) / "gen", args.ranks, straggler=straggler,
+                                         desync=args.desync)["job"])
         else:
             copy = Path(tmp) / src.name
             shutil.copytree(src, copy)

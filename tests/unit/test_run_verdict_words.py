@@ -196,7 +196,7 @@ def test_ending_signal_reads_the_error_first_then_the_signal_field():
 
 # The end of launcher.log of `commscope run --nproc 2 --steps 4` (torch 2.13.0, CPU) whose rank 1 was
 # SIGKILLed 0.3 s after it started, before it made its folder; torchrun then stopped rank 0: torch's own
-# ChildFailedError report, trimmed to it.
+# ChildFailedError report, trimmed to it (and the first entry to the lines the reader reads).
 _TORCHRUN_REPORT = """\
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
 ======================================================
@@ -204,12 +204,8 @@ instrumented_model.train FAILED
 ------------------------------------------------------
 Failures:
 [1]:
-  time      : 2026-12-07_22:20:25
-  host      : localhost
   rank      : 0 (local_rank: 0)
   exitcode  : -15 (pid: 6797)  (SIGTERM)
-  error_file: <N/A>
-  traceback : Signal 15 (SIGTERM) received by PID 6797
 ------------------------------------------------------
 Root Cause (first observed failure):
 [0]:
