@@ -31,6 +31,25 @@ def _timeline_link(ctx, steps: list[int]) -> str:
             f"(this page draws {steps_said(ctx.window[0], ctx.window[1] - 1)})")
 
 
+CULPRIT_ROWS_AT_SCALE = 16  # a hang's culprits may be hundreds of ranks: the first ones, then a count
+
+
+def _listed_evidence(ctx, rows: list[dict], culprits: list[int]) -> tuple[list[dict], str]:
+    """At scale, an evidence table's rows of the culprits (the first CULPRIT_ROWS_AT_SCALE) and of the ranks
+    the page's other per-rank tables list, with a note; every row below the threshold. A desync's evidence
+    holds a launch of every rank (1024 rows, 190 kB of a 1024-rank page), most alike."""
+    listed = getattr(ctx, "listed_ranks", None)
+    if listed is None or not rows or "rank" not in rows[0]:
+        return rows, ""
+    keep = {int(r) for r in listed} | {int(r) for r in culprits[:CULPRIT_ROWS_AT_SCALE]}
+    shown = [r for r in rows if r.get("rank") is not None and int(r["rank"]) in keep]
+    if len(shown) == len(rows):
+        return rows, ""
+    return shown, (f'<p class="note">{len(rows):,} rows, one a rank: this table lists the culprits\' (the first '
+                   f"{CULPRIT_ROWS_AT_SCALE}) and the ranks the other tables list; <code>commscope doctor --json"
+                   "</code> has every row.</p>")
+
+
 def _worded(row: dict) -> dict:
     """An evidence row with a rank that finished no step said in words ("none"): its null there is an
     answer, not an unknown ("–"), and never a sentinel step."""
@@ -73,7 +92,8 @@ def render_doctor(ctx) -> str | None:
             out.append('<p class="note">Times (<code>_ms</code>) are ms since the earliest time in this evidence; '
                        "<code>commscope doctor --json</code> gives them as ns on the trace's clock.</p>")
         for i, rows in enumerate(groups):
-            out.append(tables.records_table(rows, table_id="doctor-evidence" + (f"-{i + 1}" if i else "")))
+            rows, which = _listed_evidence(ctx, rows, d.culprit_ranks)
+            out.append(which + tables.records_table(rows, table_id="doctor-evidence" + (f"-{i + 1}" if i else "")))
     if d.verdict == "straggler" and det.get("instances"):
         out.append("<h3>Collective instances it is based on</h3><p class=\"note\">launch_skew: when the hosts "
                    "queued it (host side, for reference).</p>" +

@@ -227,6 +227,11 @@ def test_a_straggler_beside_a_desync_is_said_beside_the_verdict(tmp_path, capsys
     page = render_html(ctx)
     first = page[page.index('id="verdict"'):page.index("Most exposed collectives")]
     assert "<b>DESYNC</b>" in first and '<p class="verdict bad verdict-also">Also: <b>STRAGGLER</b> rank 29 made' in first
+    # the desync's evidence holds a launch of each of the 40 ranks: the page lists the culprit's and the
+    # listed ranks' (doctor --json has all)
+    evidence = parse(page).tables["doctor-evidence"][1:]
+    assert {int(value(r[0])) for r in evidence} == {11} | set(ctx.listed_ranks) and len(d.evidence) == 40
+    assert "40 rows, one a rank: this table lists the culprits' (the first 16) and the ranks the other tables" in page
     with pytest.raises(SystemExit):
         main(["doctor", str(truth["job"]), "--json"])
     got = json.loads(capsys.readouterr().out)
