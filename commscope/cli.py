@@ -289,9 +289,11 @@ def _refuse_empty_arguments(args: list[str], app: typer.Typer) -> None:
     means local processes)."""
     if "" not in args:
         return
-    flags = _flag_names(app, args)
+    flags = _flag_names(app, args) | {"--"}  # "--" ends the options: what follows are arguments
+    ended = args.index("--") if "--" in args else len(args)
     for i, a in enumerate(args):
-        after_option = i and args[i - 1].startswith("-") and "=" not in args[i - 1] and args[i - 1] not in flags
+        after_option = (0 < i <= ended and args[i - 1].startswith("-") and "=" not in args[i - 1]
+                        and args[i - 1] not in flags)
         if a == "" and not after_option:
             raise UserError("an argument is empty where a path goes: give the path (. for the current folder)")
 

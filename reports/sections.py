@@ -338,7 +338,9 @@ def render_hta_views(ctx: ReportContext) -> str | None:
         if key == "top_kernels":  # the kernels' names as the timeline shows them
             v = [{**r, "name": readable_kernel(str(r["name"]))} if "name" in r else r for r in v]
         which = ""
-        if _rows_by_rank(v):  # at scale, the ranks every per-rank table lists (HTA's hold every rank)
+        # at scale, the ranks every per-rank table lists (HTA's hold every rank); not the per-kernel table,
+        # already the costliest kernels over every rank (hta_bridge), which a rank filter would empty
+        if _rows_by_rank(v) and key != "top_kernels":
             v, which = listed(ctx, v)
         body = (tables.records_table(v["kernel_types"], table_id="hta-kernel-types") if key == "kernel_breakdown"
                 else tables.records_table(v, table_id=f"hta-{key}"))

@@ -153,7 +153,12 @@ def _check_extra_value(key: str, value: Any, depth: int = 0) -> None:
     or a numpy scalar too, read as a number at the step end), a string, or a list, tuple or dict of these.
     Anything else (a set, a many-element tensor, an object) would be written as its str(): refused here, at
     the line that set it, rather than recorded as text."""
-    if value is None or isinstance(value, (bool, str)) or _is_number(value):
+    if value is None or isinstance(value, (bool, str)) or _is_bool_scalar(value):
+        return
+    if _is_number(value):
+        if isinstance(value, numbers.Integral) and not -2 ** 63 <= value < 2 ** 63:
+            raise ValueError(f"st.extra[{key!r}]: {value} is past what the record's JSON writes (a 64-bit integer); "
+                             "give it as a float or a string")
         return
     if depth < _EXTRA_DEPTH and isinstance(value, (list, tuple)):
         for v in value:
@@ -172,15 +177,24 @@ def _check_extra_value(key: str, value: Any, depth: int = 0) -> None:
                      f"a string, or a list or dict of these; got {what}")
 
 
+def _is_bool_scalar(value: Any) -> bool:
+    """A numpy bool (np.bool_), which is no numbers.Number: written as true or false."""
+    return getattr(value, "shape", None) == () and getattr(getattr(value, "dtype", None), "kind", None) == "b"
+
+
 def plain_extra(value: Any) -> Any:
     """An `st.extra` value as the step record writes it: one-element tensors and numpy scalars as numbers."""
     if value is None or isinstance(value, (bool, str, int, float)):
         return value
+    if _is_bool_scalar(value):
+        return bool(value)
     if isinstance(value, (list, tuple)):
         return [plain_extra(v) for v in value]
     if isinstance(value, dict):
         return {k: plain_extra(v) for k, v in value.items()}
     value = value.item() if isinstance(value, torch.Tensor) else value
+    if isinstance(value, bool):  # a one-element bool tensor
+        return value
     return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
@@ -245,9 +259,9 @@ class StepInfo:
             if value is not None and not _is_number(value):
                 raise ValueError(f"st.{name} must be a number, got {value!r}")
             if name == "tokens" and isinstance(value, numbers.Real) and not (
-                    math.isfinite(value) and value >= 0 and value == int(value)):
+                    math.isfinite(value) and 0 <= value < 2 ** 63 and value == int(value)):
                 # a count; a one-element tensor is read at the step end, where raising would lose the step
-                raise ValueError(f"st.tokens is a count of tokens, a whole number >= 0; got {value!r}")
+                raise ValueError(f"st.tokens is a count of tokens, a whole number from 0 to 2**63 - 1; got {value!r}")
         elif name == "extra":
             if not isinstance(value, dict):
                 raise ValueError(f"st.extra must be a dict, got {value!r}")

@@ -171,7 +171,8 @@ def test_every_run_option_that_takes_a_value_says_its_default(capsys, monkeypatc
                                                                                               "x.json"],
                                   # right after a flag, "" is the path, not the flag's value
                                   ["report", "--json", ""], ["doctor", "--json", ""], ["hooks", "--json", ""],
-                                  ["report", "--no-hta", "", "--json"]])
+                                  ["report", "--no-hta", "", "--json"], ["doctor", "--json", "--", ""],
+                                  ["report", "--", "--steps", ""]])
 def test_an_empty_path_argument_is_refused_not_read_as_the_current_folder(capsys, argv):
     """click turns "" into the path "."; an unset shell variable, quoted, must not analyse the current folder."""
     code, out, err = run_main(capsys, *argv)

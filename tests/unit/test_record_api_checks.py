@@ -60,9 +60,11 @@ def test_extra_values_are_what_json_writes_and_tensors_are_read_as_numbers(tmp_p
         st.extra["grad_norm"] = torch.tensor(0.5)
         st.extra["lr"] = np.float32(0.25)
         st.extra["count"] = np.int64(3)
+        st.extra["flag"], st.extra["on"] = np.bool_(True), torch.tensor(False)
         st.extra.update({"phase": "warmup", "flags": [True, None, {"n": torch.tensor([7])}]})
         for bad, said in ((torch.ones(3), "a tensor of 3 elements"), ({1, 2}, "{1, 2}"), (object, "<class 'object'>"),
-                          ([1, {2}], "{2}"), ({"a": {3: 1}}, "keys of a nested dict are strings")):
+                          ([1, {2}], "{2}"), ({"a": {3: 1}}, "keys of a nested dict are strings"),
+                          (2 ** 70, "past what the record's JSON writes")):
             with pytest.raises(ValueError, match=re.escape(said)):
                 st.extra["bad"] = bad
             with pytest.raises(ValueError, match=re.escape(said)):
@@ -72,13 +74,14 @@ def test_extra_values_are_what_json_writes_and_tensors_are_read_as_numbers(tmp_p
     (step,) = [e for e in read(tmp_path / "rank0" / "events.jsonl") if e["kind"] == "step"]
     assert (step["grad_norm"], step["lr"], step["count"], step["phase"]) == (0.5, 0.25, 3, "warmup")
     assert step["flags"] == [True, None, {"n": 7}] and type(step["count"]) is int
+    assert step["flag"] is True and step["on"] is False
 
 
 def test_loss_and_tokens_must_be_numbers(tmp_path):
     null_step = NullRecorder().step(0)  # held open: leaving it ends the step, and then no field may be set
     for info in (StepInfo(0), null_step.__enter__()):
-        for bad in (-5, 1.5, float("inf"), float("nan")):
-            with pytest.raises(ValueError, match="st.tokens is a count of tokens, a whole number >= 0"):
+        for bad in (-5, 1.5, float("inf"), float("nan"), 2 ** 70):
+            with pytest.raises(ValueError, match="st.tokens is a count of tokens, a whole number from 0 to 2"):
                 info.tokens = bad
         info.tokens = 64.0  # a whole number, as a float
         with pytest.raises(ValueError, match="a tensor of 2 elements"):

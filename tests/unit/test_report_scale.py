@@ -192,7 +192,9 @@ def test_htas_per_rank_tables_list_the_listed_ranks_at_scale():
            "launch_delay": [{"rank": r, "kernels": 10, "median (us)": 2.0} for r in range(n)],
            "temporal_breakdown": {str(r): {"idle_time(us)": 1.0, "kernel_time(us)": 2.0} for r in range(n)},
            "hta_comm_overlap_pct_by_rank": {str(r): 20.0 for r in range(n)},
-           "overlap_comparison": [{"rank": r, "diff_pp": 0.0} for r in range(n)], "version": "0.5.0"}
+           "overlap_comparison": [{"rank": r, "diff_pp": 0.0} for r in range(n)], "version": "0.5.0",
+           # already the costliest kernels over every rank (hta_bridge): kept whole, whoever's they are
+           "top_kernels": [{"name": "gemm", "kernel_type": "COMPUTATION", "rank": r, "sum (us)": 9.0} for r in (7, 9)]}
 
     def ranks_in(page: str) -> set[int]:
         return {int(v) for v in re.findall(r'<td[^>]*data-v="(\d+)"[^>]*>\d+</td>', page)}
@@ -204,10 +206,11 @@ def test_htas_per_rank_tables_list_the_listed_ranks_at_scale():
             said = f"{n} ranks: this table lists ranks 3, 171, 200 only"
             assert (said in page) == (listed is not None)
         if listed is not None:
-            assert views.count("<tr") == 2 * (1 + 3)  # two tables: a header and 3 ranks each
+            # two tables of a header and 3 ranks each, and the per-kernel table whole
+            assert views.count("<tr") == 2 * (1 + 3) + (1 + 2)
             assert side.count("<tr") < 60  # three tables of 3 ranks, and HTA's version
         else:
-            assert views.count("<tr") == 2 * (1 + n)
+            assert views.count("<tr") == 2 * (1 + n) + (1 + 2)
 
 
 def test_a_straggler_beside_a_desync_is_said_beside_the_verdict(tmp_path, capsys):
