@@ -370,7 +370,9 @@ def end_status(exc: BaseException | None) -> tuple[str, str | None]:
 
 
 class CollectiveHandle:
-    """Wraps the `Work` of an async collective; `wait()` blocks like `Work.wait()`."""
+    """Wraps the `Work` of an async collective; `wait()` blocks like `Work.wait()`. `is_completed()` and
+    `get_future()` are the Work's, so code written for torch's Work runs on a handle (a wait through the
+    future is not the recorded wait: docs/recording.md)."""
 
     def __init__(self, work: Any):
         self.work = work
@@ -378,6 +380,16 @@ class CollectiveHandle:
     def wait(self) -> None:
         if self.work is not None:
             self.work.wait()
+
+    def is_completed(self) -> bool:
+        return self.work is None or bool(self.work.is_completed())
+
+    def get_future(self) -> Any:
+        if self.work is None:  # torch ran nothing (this rank is outside the group): a future already done
+            fut = torch.futures.Future()
+            fut.set_result(None)
+            return fut
+        return self.work.get_future()
 
 
 class NullRecorder:

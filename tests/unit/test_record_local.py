@@ -559,3 +559,20 @@ def test_a_signal_before_the_steps_write_leaves_the_step_unfinished(tmp_path, mo
     assert steps == [0, 1, 2]  # the step record in hand is lost with the write, as steps._write says
     status = orjson.loads((tmp_path / "rank0" / "status.json").read_bytes())
     assert status["last_step"] == 2
+
+
+def test_the_handle_answers_as_torchs_work_does(tmp_path, gloo1):
+    """is_completed() and get_future() pass through to the Work, so code written for torch's Work runs on a
+    handle; a rank outside the group gets a handle whose future is already done."""
+    rec = Recorder(tmp_path, rank=0, world_size=1, backend="gloo")
+    with rec.step(0):
+        t = torch.ones(8)
+        h = rec.collective(dist.all_reduce, t, label="a", phase="p")
+        assert h.get_future().wait()[0].sum().item() == 8.0 and h.is_completed()
+        h.wait()
+    rec.close()
+    from commscope.recording import NullRecorder
+
+    h = NullRecorder().collective(dist.all_reduce, torch.ones(2), label="b", phase="p")
+    h.wait()
+    assert h.is_completed() and h.get_future().wait() is not None
