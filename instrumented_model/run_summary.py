@@ -322,8 +322,9 @@ def verdict(statuses: dict[str, dict], end: JobEnd, steps_done: int, steps: int,
     if everyone:
         # every rank wrote status "completed" (its records are whole), yet torchrun failed: a rank process
         # ended badly after its last record, in its shutdown (a kill, an abort in a destructor)
-        who = (f"then {_exits_said(exits, 'after writing its last record')}" if exits else f"then torch.distributed.run exited {end.torchrun_code}: a rank's process failed "
-                             "after its last record (the launcher log says which)")
+        who = (f"then {_exits_said(exits, 'after writing its last record')}" if exits else
+               f"then torch.distributed.run exited {end.torchrun_code}: a rank's process failed after its last "
+               "record (the launcher log says which)")
         return "failed", f"failed: every rank completed {done} and its records are whole; {who}"
     if waited or (stalled_s is not None and stalled_s >= end.hang_timeout):
         # A peer that timed out closes its connections, so ranks still waiting see "connection closed":
@@ -413,7 +414,8 @@ def exit_code(status: str, end: JobEnd, refused: str | None = None) -> int:
     return 0 if status == "completed" else 1
 
 
-_LOG_TAIL = 1 << 16  # bytes of a launcher log's tail read for its last words (a node's interruption line, torchrun's report)
+# bytes of a launcher log's tail read for its last words (a node's interruption line, torchrun's report)
+_LOG_TAIL = 1 << 16
 
 
 def signal_on_another_node(out: str, own_log: str) -> int | None:

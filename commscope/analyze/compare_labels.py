@@ -171,8 +171,11 @@ def compare_labels(groups: list[list[pd.DataFrame]], names: list[str]) -> pd.Dat
         m = sum(label != STEP_LABEL and label not in one_side for label, _, _ in sampled)
         family = max(family, m)
         for label, b, c in sampled:
-            level = CI_LEVEL if label == STEP_LABEL else 1 - (1 - CI_LEVEL) / m if label not in one_side else np.nan
-            lo, hi = _ci(c, b, level) if label not in one_side else (np.nan, np.nan)
+            if label in one_side:  # no verdict on speed: no interval
+                level, lo, hi = np.nan, np.nan, np.nan
+            else:
+                level = CI_LEVEL if label == STEP_LABEL else 1 - (1 - CI_LEVEL) / m
+                lo, hi = _ci(c, b, level)
             metric = metric_of(label)
             down, up = ("earlier", "later") if metric == PLACEMENT_METRIC else ("better", "worse")
             verdict = ((ONLY_BASE if one_side[label] else ONLY_CAND) if label in one_side else
