@@ -40,7 +40,8 @@ side; with fewer it is NaN and the verdict "too few runs" (the means and Δ are 
 row says whether moving helped).
 A label that no run of one side has (added, removed, or renamed, which reads as one of each) shows 0 ms on
 that side, as a run idle on a label does, but its difference is no verdict on speed: no CI, the verdict
-ONLY_BASE / ONLY_CAND, not one of the m rows, and a note names such labels.
+ONLY_BASE / ONLY_CAND, not one of the m rows, and a note names such labels. A placement row has no 0: one
+placed on one side only gets no row, and a note names it.
 """
 from __future__ import annotations
 
@@ -159,7 +160,9 @@ def compare_labels(groups: list[list[pd.DataFrame]], names: list[str]) -> pd.Dat
     for name, cand in zip(names[1:], groups[1:]):
         sampled = [(label, _samples(base, label), _samples(cand, label))
                    for label in [STEP_LABEL, BOUNDARY_LABEL, *labels, *placed]]
-        sampled = [(label, b, c) for label, b, c in sampled if len(b) and len(c)]  # placement on one side only
+        # placement on one side only: no row (a position is no 0 ms), but the note below names it
+        placed_one_side = [label for label, b, c in sampled if bool(len(b)) != bool(len(c))]
+        sampled = [(label, b, c) for label, b, c in sampled if len(b) and len(c)]
         one_side = {label: _present(base, label) for label in labels
                     if _present(base, label) != _present(cand, label)}
         if one_side:
@@ -168,6 +171,8 @@ def compare_labels(groups: list[list[pd.DataFrame]], names: list[str]) -> pd.Dat
                              if in_base in one_side.values())
             notes.append(f"{name}: labels one side never has, 0 ms there and no verdict (added or removed; a "
                          f"renamed label reads as one of each): {said}")
+        if placed_one_side:
+            notes.append(f"{name}: placement rows left out, placed on one side only: {', '.join(placed_one_side)}")
         m = sum(label != STEP_LABEL and label not in one_side for label, _, _ in sampled)
         family = max(family, m)
         for label, b, c in sampled:

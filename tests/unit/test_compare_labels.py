@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from commscope.cli import app
-from commscope.analyze.compare_labels import BOUNDARY_LABEL, STEP_LABEL, compare_labels, run_samples
+from commscope.analyze.compare_labels import (BOUNDARY_LABEL, PLACEMENT_SUFFIX, STEP_LABEL, compare_labels,
+                                              run_samples)
 from commscope.load import load_path
 from rundirs import write_run
 from reports.compare_terminal import label_deltas_text
@@ -244,8 +245,27 @@ def test_a_renamed_label_reads_as_one_only_in_each_side_with_no_verdict(tmp_path
     assert {lab for lab, r in by.items() if not math.isnan(r["ci_level"]) and lab != STEP_LABEL} == \
         {"mlp", BOUNDARY_LABEL}
     assert by["mlp"]["ci_level"] == pytest.approx(1 - 0.05 / 2)
-    assert t.attrs["notes"] == ["cand: labels one side never has, 0 ms there and no verdict (added or removed; a "
-                                "renamed label reads as one of each): only in base: attn; only in cand: attention"]
+    assert t.attrs["notes"][0] == ("cand: labels one side never has, 0 ms there and no verdict (added or removed; a "
+                                   "renamed label reads as one of each): only in base: attn; only in cand: attention")
+
+
+def test_a_placement_row_on_one_side_only_is_named_not_dropped_unsaid(tmp_path):
+    """A recorded CPU run (regions: the end of backward is known) against a copy whose 'attn' is renamed: the
+    placement rows of attn and of its new name have no counterpart; they get no row, and a note names them."""
+    import shutil
+
+    from paths import TESTS
+
+    base, cand = tmp_path / "base" / "r0", tmp_path / "cand" / "r0"
+    shutil.copytree(TESTS / "data" / "cpurun-hooks-gloo2", base)
+    shutil.copytree(TESTS / "data" / "cpurun-hooks-gloo2", cand)
+    for f in cand.glob("rank*/events.jsonl"):
+        f.write_text(f.read_text().replace('"label":"attn"', '"label":"attention"'))
+    t = compare_labels(samples_of([base], [cand]), ["base", "cand"])
+    placed = {lab for lab in t["label"] if lab.endswith(PLACEMENT_SUFFIX)}
+    assert placed and not {f"attn{PLACEMENT_SUFFIX}", f"attention{PLACEMENT_SUFFIX}"} & placed
+    assert (f"cand: placement rows left out, placed on one side only: attention{PLACEMENT_SUFFIX}, "
+            f"attn{PLACEMENT_SUFFIX}") in t.attrs["notes"]
     res = CliRunner().invoke(app, ["compare", str(base), str(cand), "--json"])
     rows = {r["label"]: r for r in json.loads(res.output)["labels"]}
     assert rows["attn"]["verdict"] == "only in baseline" and rows["attn"]["ci_low"] is None
