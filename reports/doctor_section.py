@@ -38,11 +38,9 @@ def _listed_evidence(ctx, rows: list[dict], culprits: list[int]) -> tuple[list[d
     """At scale, an evidence table's rows of the culprits (the first CULPRIT_ROWS_AT_SCALE) and of the ranks
     the page's other per-rank tables list, with a note; every row below the threshold. A desync's evidence
     holds a launch of every rank (1024 rows, 190 kB of a 1024-rank page), most alike."""
-    listed = getattr(ctx, "listed_ranks", None)
-    if listed is None or not rows or "rank" not in rows[0]:
+    if getattr(ctx, "listed_ranks", None) is None or not rows or "rank" not in rows[0]:
         return rows, ""
-    keep = {int(r) for r in listed} | {int(r) for r in culprits[:CULPRIT_ROWS_AT_SCALE]}
-    shown = [r for r in rows if r.get("rank") is not None and int(r["rank"]) in keep]
+    shown, _ = tables.listed(ctx, rows, also=culprits[:CULPRIT_ROWS_AT_SCALE])
     if len(shown) == len(rows):
         return rows, ""
     return shown, (f'<p class="note">{len(rows):,} rows, one a rank: this table lists the culprits\' (the first '

@@ -37,7 +37,8 @@ from pathlib import Path
 from commscope.analyze.report_context import ReportContext
 from commscope.util.outputs import PAGE_GENERATOR, check_output, own_page, write_output
 from commscope.util.text import printable, steps_said
-from reports.sections import SECTIONS, listed
+from reports.sections import SECTIONS
+from reports.tables import listed
 
 STATIC = Path(__file__).with_name("static")
 PLOTLY_JS = STATIC / "plotly-basic.min.js"

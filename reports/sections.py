@@ -24,6 +24,7 @@ from commscope.analyze.summary import comm_overlap_note, comm_overlap_rows, unde
 from commscope.analyze.timeline_inflight import IN_FLIGHT_DRAWN
 from commscope.util.text import steps_said
 from reports import tables
+from reports.tables import listed, listed_note
 from reports.layout_section import render_layout
 from reports.doctor_section import render_doctor
 from reports.overview_section import render_heatmap, render_summary
@@ -45,21 +46,6 @@ class Section:
     order: int
     render: Callable[[ReportContext], str | None]
     open: bool = False  # shown expanded; the others are collapsed details
-
-
-def listed(ctx: ReportContext, rows: list[dict], key: str = "rank") -> tuple[list[dict], str]:
-    """`rows` of the ranks the page lists (all below the threshold), and the note that says which at scale."""
-    if ctx.listed_ranks is None:
-        return rows, ""
-    keep = {int(r) for r in ctx.listed_ranks}
-    return [r for r in rows if int(r[key]) in keep], listed_note(ctx)
-
-
-def listed_note(ctx: ReportContext) -> str:
-    ranks = ", ".join(str(r) for r in ctx.listed_ranks or [])
-    return (f'<p class="note">{len(ctx.trace.ranks)} ranks: this table lists ranks {ranks} only (the '
-            "representative ranks and those that made the others wait most); <code>commscope report --json</code> "
-            "has every rank.</p>")
 
 
 def render_overview(ctx: ReportContext) -> str:

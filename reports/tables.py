@@ -377,3 +377,18 @@ def nested(value: Any, depth: int = 0, limit: int | None = None) -> str:
         return f"<p>{html.escape(fmt(list(value)))}</p>" + more
     return f"<p>{html.escape(fmt(value))}</p>"
 
+
+def listed(ctx: Any, rows: list[dict], key: str = "rank", also: Iterable[int] = ()) -> tuple[list[dict], str]:
+    """`rows` of the ranks the page lists (all below the threshold; `also`: more ranks kept at scale, such as
+    a verdict's culprits), and the note that says which at scale. `ctx`: the report's ReportContext."""
+    if ctx.listed_ranks is None:
+        return rows, ""
+    keep = {int(r) for r in ctx.listed_ranks} | {int(r) for r in also}
+    return [r for r in rows if r.get(key) is not None and int(r[key]) in keep], listed_note(ctx)
+
+
+def listed_note(ctx: Any) -> str:
+    ranks = ", ".join(str(r) for r in ctx.listed_ranks or [])
+    return (f'<p class="note">{len(ctx.trace.ranks)} ranks: this table lists ranks {ranks} only (the '
+            "representative ranks and those that made the others wait most); <code>commscope report --json</code> "
+            "has every rank.</p>")

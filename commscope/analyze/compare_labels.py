@@ -163,8 +163,8 @@ def compare_labels(groups: list[list[pd.DataFrame]], names: list[str]) -> pd.Dat
         # placement on one side only: no row (a position is no 0 ms), but the note below names it
         placed_one_side = [label for label, b, c in sampled if bool(len(b)) != bool(len(c))]
         sampled = [(label, b, c) for label, b, c in sampled if len(b) and len(c)]
-        one_side = {label: _present(base, label) for label in labels
-                    if _present(base, label) != _present(cand, label)}
+        present = {label: (_present(base, label), _present(cand, label)) for label in labels}
+        one_side = {label: in_base for label, (in_base, in_cand) in present.items() if in_base != in_cand}
         if one_side:
             said = "; ".join(f"{side}: {', '.join(lab for lab, b in one_side.items() if b == in_base)}"
                              for side, in_base in ((f"only in {names[0]}", True), (f"only in {name}", False))

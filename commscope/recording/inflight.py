@@ -240,7 +240,8 @@ class Collectives:
     def waiting_in(self) -> list[dict]:
         """The in-flight records of recorded collectives whose wait began and has not returned: where the
         main thread sits (TermGuard's stuck test, blocked_where)."""
-        return [r for r in list(self.inflight.values()) if r.get("wait_ns") is not None and r.get("wait_end_ns") is None]
+        return [r for r in list(self.inflight.values())
+                if r.get("wait_ns") is not None and r.get("wait_end_ns") is None]
 
     def blocked_where(self) -> str:
         """Where the main thread is blocked, in words, when a signal's handler cannot run on it (TermGuard):
